@@ -1,0 +1,40 @@
+# The single entry point. Every target sets up .venv on a fresh machine by itself (idempotent).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PACKAGES := deepjit deepgemm_ascend deepep_ascend flashmla tilekernels integration
+# Re-run the install when any package's metadata changes.
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup run test bench ascend-codegen lint clean
+
+setup: $(STAMP)
+
+$(STAMP): Makefile $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q numpy pytest pytest-timeout pytest-xdist hypothesis ruff tilelang==0.1.15
+	$(PIP) install -q --no-deps --no-build-isolation --config-settings editable_mode=compat $(foreach p,$(PACKAGES),-e ./$(p))
+	@touch $(STAMP)
+
+run: setup
+	$(PY) -m deepseek_layers.demo
+
+test: setup
+	$(PY) -m pytest -m "not bench and not npu" $(PYTEST_ARGS)
+
+bench: setup
+	@mkdir -p build/bench
+	$(PY) -m pytest -m bench -s -p no:randomly $(PYTEST_ARGS)
+
+ascend-codegen: setup
+	$(PY) -m deepjit.tilelang_route.codegen_all --out build/ascend
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,104 @@
+"""The host toolchain: the system C++ compiler builds a shared object per kernel.
+
+The CPU model and ISA flags join the compiler hash because ``-march=native`` makes the binary
+depend on the machine: a cache shared between different CPUs must never load a foreign binary.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+
+from ...config import Config
+from ...errors import DeepJITError, ToolchainNotFoundError
+from ...external import call_external_command, shell_join
+from ...hashing import hash_hex
+from .. import Backend
+from .kernel import HostKernel
+from .options import DEFAULT_CXX_FLAGS, HostCompilerOptions, HostLaunchOptions
+
+INCLUDE_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "include"))
+INCLUDE_PREFIX = "deepjit/"
+_DEFAULT_COMPILERS = ("g++", "c++", "clang++")
+
+
+def cpu_identity() -> tuple[str, str]:
+    """(model name, sorted ISA flags) of the first CPU in /proc/cpuinfo, or platform strings."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep:
+                    fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    flags = fields.get("flags") or fields.get("Features") or ""
+    return model, " ".join(sorted(flags.split()))
+
+
+def find_cxx(env) -> str:
+    name, override = env.lookup("JIT_CXX")
+    if name is not None:
+        path = shutil.which(override) if override else None
+        if path is None:
+            raise ToolchainNotFoundError(f"host C++ compiler {override!r} from {name} was not found or is not executable")
+        return path
+    for cand in _DEFAULT_COMPILERS:
+        path = shutil.which(cand)
+        if path:
+            return path
+    raise ToolchainNotFoundError(
+        f"no host C++ compiler: looked for {env.prefix}_JIT_CXX / DJ_JIT_CXX, then {', '.join(_DEFAULT_COMPILERS)} "
+        f"on PATH={os.environ.get('PATH', '')}")
+
+
+class HostBackend(Backend):
+    name = "host"
+
+    def __init__(self, env, config: Config):
+        super().__init__(env, config)
+        self.cxx = find_cxx(env)
+        self.version = call_external_command([self.cxx, "--version"])
+        self.cpu_model, self.cpu_flags = cpu_identity()
+
+    def effective_config(self, config: Config) -> Config:
+        return config.with_include([INCLUDE_DIR], [INCLUDE_PREFIX])
+
+    def compiler_info(self) -> dict:
+        return {"path": self.cxx, "version": self.version, "cpu_model": self.cpu_model, "cpu_flags": self.cpu_flags}
+
+    def compiler_hash(self) -> str:
+        return hash_hex(self.version, self.cpu_model, self.cpu_flags)
+
+    def default_compiler_options(self) -> HostCompilerOptions:
+        return HostCompilerOptions(optimize_level=self.env.get_str("JIT_HOST_OPT_LEVEL", "3"),
+                                   march=self.env.get_str("JIT_HOST_MARCH", "native"), openmp=True,
+                                   cpp_standard=self.env.get_str("JIT_CPP_STANDARD", "17"),
+                                   cxx_flags=DEFAULT_CXX_FLAGS, extra_cxx_flags=())
+
+    def default_launch_options(self) -> HostLaunchOptions:
+        return HostLaunchOptions()
+
+    def compile(self, source: str, build_dir: str, options: HostCompilerOptions) -> str:
+        src = os.path.join(build_dir, "kernel.cpp")
+        out = os.path.join(build_dir, "kernel.so")
+        with open(src, "w") as f:
+            f.write(source)
+        argv = [self.cxx, *options.get_flags(), *[f"-I{d}" for d in self.config_include_dirs], src, "-o", out]
+        call_external_command(argv, cwd=build_dir,
+                              print_command=self.env.get_bool("JIT_DEBUG") or self.env.get_bool("JIT_PRINT_COMPILER_COMMAND"))
+        if not os.path.isfile(out) or os.path.getsize(out) == 0:
+            raise DeepJITError(f"host compiler did not produce a valid shared object: {out}")
+        return shell_join(argv)
+
+    @property
+    def config_include_dirs(self):
+        return self.effective_config(self.config).include_dirs
+
+    def load(self, path: str) -> HostKernel:
+        return HostKernel(path)
+
+
+BACKEND = HostBackend

@@ -1,0 +1,145 @@
+"""``Runtime``: compile, cache (memory and disk), load and launch kernels for one library."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Callable, Generic, Optional, TypeVar, Union
+
+from .backends import Backend, get_backend
+from .config import Config
+from .disk_cache import DiskCache, write_file_sync
+from .env import Env
+from .errors import DeepJITError
+from .hashing import FNV1a
+from .include_parser import IncludeParser
+from .mem_cache import MemCache
+
+
+class Runtime:
+    """One per library (and backend). Construction reads the environment once, in upstream order:
+    config, env, default options, cache roots, toolchain discovery, include parser."""
+
+    def __init__(self, config: Config, backend: Union[str, type] = "host"):
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be deepjit.Config, got {type(config).__name__}")
+        self.env = Env(config.env_prefix)
+        backend_cls = get_backend(backend) if isinstance(backend, str) else backend
+        self.disk_cache = DiskCache.from_env(self.env)
+        self.backend: Backend = backend_cls(self.env, config)
+        self.config = self.backend.effective_config(config)
+        self.default_compiler_options = self.backend.default_compiler_options()
+        self.default_launch_options = self.backend.default_launch_options()
+        self.parser = IncludeParser(self.config.include_dirs, self.config.include_prefixes)
+        self.hash_base = FNV1a().update(self.config.extra_signature).update(self.backend.compiler_hash())
+        self.mem_cache: MemCache = MemCache()
+        self._key_memo: dict = {}
+        self._key_lock = threading.Lock()
+
+    # ---- keys -----------------------------------------------------------------------------------
+    def _options(self, override):
+        return self.default_compiler_options.override_with(override)
+
+    def cache_key(self, source: str, options=None) -> str:
+        options = self._options(options)
+        h = self.hash_base.copy()
+        for component in options.hash_components():
+            h.update(component)
+        h.update(self.backend.post_hook_hash(options, self.config))
+        h.update(self.parser.parse_into_hash(source))
+        return h.hexdigest()
+
+    def _memo_key(self, source: str, options) -> tuple[str, object]:
+        # The parser memoises headers for the runtime's life, so a key never changes in-process.
+        memo = (source, options)
+        found = self._key_memo.get(memo)
+        if found is None:
+            found = (self.cache_key(source, options), self._options(options))
+            with self._key_lock:
+                self._key_memo[memo] = found
+        return found
+
+    # ---- compile --------------------------------------------------------------------------------
+    def compile(self, name: str, source: str, options=None):
+        key, merged = self._memo_key(source, options)
+        kernel = self.mem_cache.get(key)
+        if kernel is not None:
+            return kernel
+        return self.mem_cache.get_or_create(key, lambda: self._load(self._compile_to_dir(name, source, key, merged)))
+
+    def compile_without_load(self, name: str, source: str, options=None) -> str:
+        key, merged = self._memo_key(source, options)
+        return self._compile_to_dir(name, source, key, merged)
+
+    def _compile_to_dir(self, name: str, source: str, key: str, options) -> str:
+        entry = self.disk_cache.entry(name, key)
+        if entry.is_hit:
+            return entry.final_path
+        try:
+            command = self.backend.compile(source, entry.tmp_path, options)
+            meta = {"command": command, "config": self.config.to_json(),
+                    "compiler_info": self.backend.compiler_info(), "compiler_options": options.to_json()}
+            write_file_sync(os.path.join(entry.tmp_path, "meta.json"), json.dumps(meta, separators=(",", ":")))
+            return entry.commit()
+        finally:
+            entry.abandon()
+
+    def _load(self, path: str):
+        self.disk_cache.check_trusted(path)
+        debug = self.env.get_bool("JIT_DEBUG")
+        if debug:
+            print(f"Loading {path}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        kernel = self.backend.load(path)
+        if debug or self.env.get_bool("JIT_PRINT_LOAD_TIME"):
+            print(f"Load time ({path}): {(time.perf_counter() - start) * 1e3:.2f} ms", file=sys.stderr, flush=True)
+        return kernel
+
+    # ---- launch ---------------------------------------------------------------------------------
+    def launch(self, kernel, launch_options=None, *args):
+        if kernel is None:
+            raise DeepJITError("kernel must not be null")
+        options = self.default_launch_options.override_with(launch_options)
+        return kernel.launch(options, *args)
+
+
+T = TypeVar("T")
+
+
+class LazyInit(Generic[T]):
+    """Holds a factory; the object is created on first ``get()``. A failing factory leaves it empty."""
+
+    def __init__(self, factory: Optional[Callable[[], T]]):
+        self._factory = factory
+        self._value: Optional[T] = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        value = self._value
+        if value is not None:
+            return value
+        if self._factory is None:
+            raise DeepJITError("lazy object must be initialized before use")
+        with self._lock:
+            if self._value is None:
+                value = self._factory()
+                if value is None:
+                    raise DeepJITError("lazy factory must not return nullptr")
+                self._value = value
+            return self._value
+
+    @property
+    def initialized(self) -> bool:
+        return self._value is not None
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.get(), name)
+
+
+def create_lazy_jit(config: Config, backend: Union[str, type] = "host") -> LazyInit[Runtime]:
+    """Nothing (toolkit, cache dir, device) is touched until the first use."""
+    return LazyInit(lambda: Runtime(config, backend))

@@ -1,0 +1,122 @@
+"""Benchmark harness (pytest plugin, loaded from the root pyproject).
+
+The ``bench`` fixture times callables (warm-up, repeats, median) and records cases; at the end
+of the session it prints one table and writes ``build/bench/results.json``. Ceilings (torch BF16
+matmul, the BF16 dot-product instruction peak, copy bandwidth) are measured in the same run.
+
+    def test_gemm_speed(bench):
+        t = bench.time(lambda: op(a, b))
+        t0 = bench.time(lambda: a @ b)
+        bench.record("deep_gemm", "bf16_gemm_nt", "4096x7168x2048", flops=2*m*n*k, seconds=t,
+                     baseline="torch bf16 matmul", baseline_seconds=t0)
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional
+
+import pytest
+
+from .peaks import Peaks
+
+RESULTS_PATH = os.path.join("build", "bench", "results.json")
+
+
+@dataclass
+class Record:
+    suite: str
+    case: str
+    shape: str
+    metric: str            # "TFLOP/s", "GB/s" or "us"
+    value: float
+    seconds: float
+    baseline: Optional[str]
+    baseline_value: Optional[float]
+    ratio: Optional[float]     # value / baseline_value for throughput; baseline time / time for "us"
+    share_of_peak: Optional[float]
+    peak: Optional[str]
+
+
+class Bench:
+    def __init__(self):
+        self.peaks = Peaks()
+        self.records: list[Record] = []
+
+    @staticmethod
+    def time(fn: Callable[[], object], warmup: int = 2, reps: int = 7, min_seconds: float = 0.0) -> float:
+        """Median wall time of ``fn`` in seconds."""
+        for _ in range(warmup):
+            fn()
+        times = []
+        start = time.perf_counter()
+        while len(times) < reps or time.perf_counter() - start < min_seconds:
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        times.sort()
+        return times[len(times) // 2]
+
+    def record(self, suite: str, case: str, shape: str, seconds: float, *, flops: Optional[float] = None,
+               nbytes: Optional[float] = None, baseline: Optional[str] = None,
+               baseline_seconds: Optional[float] = None) -> Record:
+        """Throughput from ``flops`` (TFLOP/s, share of the BF16 instruction peak) or ``nbytes``
+        (GB/s, share of copy bandwidth); otherwise latency in us. The ratio is the speed-up over
+        the baseline measured in the same run."""
+        if flops is not None:
+            metric, value = "TFLOP/s", flops / seconds / 1e12
+            peak_name, peak = "bf16 instruction peak", self.peaks.bf16_peak_gflops / 1e3
+            base_value = flops / baseline_seconds / 1e12 if baseline_seconds else None
+        elif nbytes is not None:
+            metric, value = "GB/s", nbytes / seconds / 1e9
+            peak_name, peak = "copy bandwidth", self.peaks.copy_gbs
+            base_value = nbytes / baseline_seconds / 1e9 if baseline_seconds else None
+        else:
+            metric, value, peak_name, peak = "us", seconds * 1e6, None, None
+            base_value = baseline_seconds * 1e6 if baseline_seconds else None
+        ratio = None
+        if base_value:
+            ratio = base_value / value if metric == "us" else value / base_value
+        rec = Record(suite, case, shape, metric, value, seconds, baseline, base_value, ratio,
+                     value / peak if peak else None, peak_name)
+        self.records.append(rec)
+        return rec
+
+    def table(self) -> str:
+        head = f"{'suite':<14}{'case':<34}{'shape':<26}{'time':>11}{'value':>16}{'of peak':>9}{'vs baseline':>13}  baseline"
+        lines = [head, "-" * len(head)]
+        for r in self.records:
+            share = f"{r.share_of_peak:.2f}" if r.share_of_peak is not None else "-"
+            ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
+            lines.append(f"{r.suite:<14}{r.case[:33]:<34}{r.shape[:25]:<26}{r.seconds * 1e3:>9.3f}ms"
+                         f"{r.value:>10.3f} {r.metric:<7}{share:>7}{ratio:>13}  {r.baseline or ''}")
+        p = self.peaks.as_dict()
+        if p:
+            lines.append("ceilings: " + ", ".join(f"{k}={v:.1f}" for k, v in p.items()))
+        return "\n".join(lines)
+
+    def write(self, path: str = RESULTS_PATH) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"ceilings": self.peaks.as_dict(), "records": [asdict(r) for r in self.records]}, f, indent=1)
+
+
+_BENCH: Optional[Bench] = None
+
+
+@pytest.fixture(scope="session")
+def bench() -> Bench:
+    global _BENCH
+    if _BENCH is None:
+        _BENCH = Bench()
+    return _BENCH
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _BENCH is not None and _BENCH.records:
+        terminalreporter.write_sep("=", "benchmarks")
+        terminalreporter.write_line(_BENCH.table())
+        _BENCH.write()
+        terminalreporter.write_line(f"written {RESULTS_PATH}")
