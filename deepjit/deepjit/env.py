@@ -8,7 +8,7 @@ from typing import Optional
 from .errors import DeepJITError
 
 GLOBAL_PREFIX = "DJ"
-_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_INT_RE = re.compile(r"-?[0-9]+\Z")  # from_chars: no "+", no blanks
 _UINT_RE = re.compile(r"[0-9]+\Z")
 
 

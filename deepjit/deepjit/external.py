@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from typing import Optional, Sequence
 
 from .errors import CompileError, ToolchainNotFoundError
@@ -22,11 +21,13 @@ def call_external_command(argv: Sequence[str], cwd: Optional[str] = None, print_
                           env: Optional[dict] = None) -> str:
     """Runs ``argv`` in ``cwd`` and returns stdout+stderr; a non-zero exit raises with all output.
 
+    Never through a shell: paths and flags holding spaces or metacharacters stay single arguments.
+
     A death by signal counts as exit code ``128 + signo``, as ``pclose`` reports it upstream.
     """
     argv = [str(a) for a in argv]
     if print_command:
-        print(f"Running command: {printable(argv)}", file=sys.stderr, flush=True)
+        print(f"Running command: {printable(argv)}", flush=True)
     try:
         proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     except FileNotFoundError:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from typing import Callable, Generic, Optional, TypeVar, Union
@@ -20,30 +19,33 @@ from .mem_cache import MemCache
 
 class Runtime:
     """One per library (and backend). Construction reads the environment once, in upstream order:
-    config, env, default options, cache roots, toolchain discovery, include parser."""
+    config, env, device (lazy), default options, cache roots, toolchain discovery, include parser."""
 
     def __init__(self, config: Config, backend: Union[str, type] = "host"):
         if not isinstance(config, Config):
             raise TypeError(f"config must be deepjit.Config, got {type(config).__name__}")
         self.env = Env(config.env_prefix)
         backend_cls = get_backend(backend) if isinstance(backend, str) else backend
-        self.disk_cache = DiskCache.from_env(self.env)
         self.backend: Backend = backend_cls(self.env, config)
         self.config = self.backend.effective_config(config)
         self.default_compiler_options = self.backend.default_compiler_options()
         self.default_launch_options = self.backend.default_launch_options()
+        self.disk_cache = DiskCache.from_env(self.env)
+        self.backend.discover()
         self.parser = IncludeParser(self.config.include_dirs, self.config.include_prefixes)
         self.hash_base = FNV1a().update(self.config.extra_signature).update(self.backend.compiler_hash())
         self.mem_cache: MemCache = MemCache()
         self._key_memo: dict = {}
-        self._key_lock = threading.Lock()
+
+    @property
+    def device(self):
+        return self.backend.device
 
     # ---- keys -----------------------------------------------------------------------------------
     def _options(self, override):
         return self.default_compiler_options.override_with(override)
 
-    def cache_key(self, source: str, options=None) -> str:
-        options = self._options(options)
+    def _key(self, source: str, options) -> str:
         h = self.hash_base.copy()
         for component in options.hash_components():
             h.update(component)
@@ -51,18 +53,27 @@ class Runtime:
         h.update(self.parser.parse_into_hash(source))
         return h.hexdigest()
 
+    def cache_key(self, source: str, options=None) -> str:
+        """32 hex digits: extra signature, compiler, effective flags, post hook, source + tracked includes."""
+        return self._key(source, self._options(options))
+
     def _memo_key(self, source: str, options) -> tuple[str, object]:
-        # The parser memoises headers for the runtime's life, so a key never changes in-process.
+        # The parser memoises headers for the runtime's life, so a key never changes in-process;
+        # the memo makes a repeated compile() call one dict lookup instead of a source hash.
         memo = (source, options)
-        found = self._key_memo.get(memo)
+        try:
+            found = self._key_memo.get(memo)
+        except TypeError:  # unhashable override: no memo
+            merged = self._options(options)
+            return self._key(source, merged), merged
         if found is None:
-            found = (self.cache_key(source, options), self._options(options))
-            with self._key_lock:
-                self._key_memo[memo] = found
+            merged = self._options(options)
+            found = self._key_memo[memo] = (self._key(source, merged), merged)
         return found
 
     # ---- compile --------------------------------------------------------------------------------
     def compile(self, name: str, source: str, options=None):
+        """The loaded kernel; the same key gives the same kernel object within this runtime."""
         key, merged = self._memo_key(source, options)
         kernel = self.mem_cache.get(key)
         if kernel is not None:
@@ -70,6 +81,7 @@ class Runtime:
         return self.mem_cache.get_or_create(key, lambda: self._load(self._compile_to_dir(name, source, key, merged)))
 
     def compile_without_load(self, name: str, source: str, options=None) -> str:
+        """The published artifact directory (no load, no kernel-count check, no memory-cache entry)."""
         key, merged = self._memo_key(source, options)
         return self._compile_to_dir(name, source, key, merged)
 
@@ -87,14 +99,13 @@ class Runtime:
             entry.abandon()
 
     def _load(self, path: str):
-        self.disk_cache.check_trusted(path)
         debug = self.env.get_bool("JIT_DEBUG")
         if debug:
-            print(f"Loading {path}", file=sys.stderr, flush=True)
+            print(f"Loading {path}", flush=True)
         start = time.perf_counter()
         kernel = self.backend.load(path)
         if debug or self.env.get_bool("JIT_PRINT_LOAD_TIME"):
-            print(f"Load time ({path}): {(time.perf_counter() - start) * 1e3:.2f} ms", file=sys.stderr, flush=True)
+            print(f"Load time ({path}): {(time.perf_counter() - start) * 1e3:.2f} ms", flush=True)
         return kernel
 
     # ---- launch ---------------------------------------------------------------------------------

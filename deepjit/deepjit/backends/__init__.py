@@ -3,20 +3,32 @@ discovery and compiler info, option structs, ``compile`` into a build dir, and `
 from __future__ import annotations
 
 import importlib
+from typing import Sequence
 
 from ..config import Config
 from ..env import Env
 from ..errors import DeepJITError
+from ..external import call_external_command
 
-BACKENDS = {"host": "host", "ascend": "ascend", "cuda": "cuda"}
+BACKENDS = ("host", "ascend", "cuda")
 
 
 class Backend:
+    """Construction is cheap; ``discover`` finds the toolkit and runs ``--version`` (the runtime
+    calls it after reading the default options and cache roots, the upstream order)."""
+
     name = "abstract"
 
     def __init__(self, env: Env, config: Config):
         self.env = env
         self.config = config
+
+    def discover(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def device(self):
+        raise DeepJITError(f"the {self.name} toolchain has no device queries")
 
     def effective_config(self, config: Config) -> Config:
         """The config the runtime keys and compiles with (a toolchain may add shared headers)."""
@@ -44,9 +56,14 @@ class Backend:
     def load(self, path: str):
         raise NotImplementedError
 
+    def run(self, argv: Sequence[str], cwd: str) -> str:
+        """Runs one compiler step; printed when JIT_DEBUG or JIT_PRINT_COMPILER_COMMAND (read live)."""
+        show = self.env.get_bool("JIT_DEBUG") or self.env.get_bool("JIT_PRINT_COMPILER_COMMAND")
+        return call_external_command(argv, cwd=cwd, print_command=show)
+
 
 def get_backend(name: str) -> type:
     if name not in BACKENDS:
-        raise DeepJITError(f"unknown backend {name!r}; expected one of {sorted(BACKENDS)}")
-    module = importlib.import_module(f"{__name__}.{BACKENDS[name]}")
+        raise DeepJITError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    module = importlib.import_module(f"{__name__}.{name}")
     return module.BACKEND

@@ -11,6 +11,7 @@ import shutil
 
 from ...config import Config
 from ...errors import DeepJITError, ToolchainNotFoundError
+from ...disk_cache import write_file_sync
 from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
 from .. import Backend
@@ -57,9 +58,8 @@ def find_cxx(env) -> str:
 class HostBackend(Backend):
     name = "host"
 
-    def __init__(self, env, config: Config):
-        super().__init__(env, config)
-        self.cxx = find_cxx(env)
+    def discover(self) -> None:
+        self.cxx = find_cxx(self.env)
         self.version = call_external_command([self.cxx, "--version"])
         self.cpu_model, self.cpu_flags = cpu_identity()
 
@@ -84,18 +84,13 @@ class HostBackend(Backend):
     def compile(self, source: str, build_dir: str, options: HostCompilerOptions) -> str:
         src = os.path.join(build_dir, "kernel.cpp")
         out = os.path.join(build_dir, "kernel.so")
-        with open(src, "w") as f:
-            f.write(source)
-        argv = [self.cxx, *options.get_flags(), *[f"-I{d}" for d in self.config_include_dirs], src, "-o", out]
-        call_external_command(argv, cwd=build_dir,
-                              print_command=self.env.get_bool("JIT_DEBUG") or self.env.get_bool("JIT_PRINT_COMPILER_COMMAND"))
+        write_file_sync(src, source)
+        argv = [self.cxx, *options.get_flags(), *[f"-I{d}" for d in self.effective_config(self.config).include_dirs],
+                src, "-o", out]
+        self.run(argv, cwd=build_dir)
         if not os.path.isfile(out) or os.path.getsize(out) == 0:
             raise DeepJITError(f"host compiler did not produce a valid shared object: {out}")
         return shell_join(argv)
-
-    @property
-    def config_include_dirs(self):
-        return self.effective_config(self.config).include_dirs
 
     def load(self, path: str) -> HostKernel:
         return HostKernel(path)
