@@ -14,7 +14,7 @@ ASCEND_META_PREFIX = ".ascend.meta."
 _SHN_XINDEX = 0xFFFF
 _SHT_DYNSYM = 11
 _STB_GLOBAL, _STB_WEAK = 1, 2
-_STT_FUNC, _STT_OBJECT = 2, 1
+STT_FUNC, STT_OBJECT = 2, 1
 _STV_DEFAULT = 0
 _SHN_UNDEF = 0
 
@@ -92,7 +92,7 @@ def ascend_kernel_names(path: str) -> list[str]:
     return sorted(names)
 
 
-def exported_symbols(path: str, kinds=(_STT_FUNC, _STT_OBJECT)) -> dict[str, int]:
+def exported_symbols(path: str, kinds=(STT_FUNC, STT_OBJECT)) -> dict[str, int]:
     """Defined, global (or weak), default-visibility dynamic symbols -> their ``STT_*`` type."""
     data, sections = read_sections(path)
     out = {}

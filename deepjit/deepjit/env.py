@@ -63,3 +63,9 @@ class Env:
     def get_int(self, suffix: str, default: Optional[int] = None, *, unsigned: bool = False) -> Optional[int]:
         name, raw = self.lookup(suffix)
         return default if name is None else parse_int(name, raw, unsigned=unsigned)
+
+
+def get_env_bool(name: str, default: bool = False) -> bool:
+    """An unprefixed standard variable (e.g. ``ASCEND_LAUNCH_BLOCKING``), read live."""
+    raw = os.environ.get(name)
+    return default if raw is None else parse_bool(name, raw)

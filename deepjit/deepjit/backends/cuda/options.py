@@ -1,0 +1,75 @@
+"""CUDA compiler and launch options (spec: deepjit §11)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ...errors import DeepJITError
+from ...external import shell_join
+from ...options import Options
+
+
+def default_nvcc_flags(cpp_standard: int) -> tuple:
+    return (f"-std=c++{cpp_standard}", "--compiler-options=-fPIC", "--compiler-options=-fconcepts",
+            "--expt-relaxed-constexpr", "--expt-extended-lambda")
+
+
+@dataclass(frozen=True)
+class CudaCompilerOptions(Options):
+    optimize_level: Optional[str] = None
+    use_fast_math: Optional[bool] = None
+    ptxas_verbose: Optional[bool] = None
+    ptxas_register_usage_level: Optional[int] = None
+    check_no_spills: Optional[bool] = None
+    check_no_local_memory: Optional[bool] = None
+    with_line_info: Optional[bool] = None
+    dump_ptx: Optional[bool] = None
+    dump_sass: Optional[bool] = None
+    arch: Optional[str] = None
+    nvcc_flags: Optional[tuple] = None
+    extra_nvcc_flags: Optional[tuple] = None
+    post_hook: Optional[str] = None
+
+    def get_flags(self) -> list[str]:
+        """The keyed flags, in upstream order (dump flags are not flags)."""
+        if not self.optimize_level:
+            raise DeepJITError("optimization level must be specified")
+        if not self.arch:
+            raise DeepJITError("CUDA architecture must be specified")
+        flags = [f"--gpu-architecture=sm_{self.arch}", f"-O{self.optimize_level}",
+                 f"--compiler-options=-O{self.optimize_level}"]
+        if self.use_fast_math:
+            flags.append("--use_fast_math")
+        if self.ptxas_verbose:
+            flags.append("--ptxas-options=--verbose")
+        if self.ptxas_register_usage_level is not None:
+            flags.append(f"--ptxas-options=--register-usage-level={self.ptxas_register_usage_level}")
+        if self.check_no_spills:
+            flags.append("--ptxas-options=--warn-on-spills")
+        if self.check_no_local_memory:
+            flags.append("--ptxas-options=--warn-on-local-memory-usage")
+        if self.with_line_info:
+            flags.append("--generate-line-info")
+        return flags + list(self.nvcc_flags or ()) + list(self.extra_nvcc_flags or ())
+
+    def hash_components(self) -> list[str]:
+        return [shell_join(self.get_flags())]
+
+
+@dataclass(frozen=True)
+class CudaLaunchOptions(Options):
+    """``grid``/``block``: an int or a 1-3 tuple; ``stream``: a ``CUstream`` address (unset: torch's current)."""
+    grid: Optional[object] = None
+    block: Optional[object] = None
+    num_smem_bytes: Optional[int] = None
+    cluster_dim: Optional[int] = None
+    cooperative: Optional[bool] = None
+    enable_pdl: Optional[bool] = None
+    stream: Optional[int] = None
+
+
+def dim3(value, what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) and not isinstance(value, bool) else tuple(value or ())
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in dims):
+        raise DeepJITError(f"CUDA {what} dimensions must be 1 to 3 positive ints, got {value!r}")
+    return tuple(dims) + (1,) * (3 - len(dims))
