@@ -1,0 +1,137 @@
+"""Normalising quantised operands into the one canonical form both implementations take.
+
+A quantised operand ``(data, sf)`` becomes a :class:`QuantOperand`:
+- ``data``: the caller's tensor as the ``nt`` core sees it, logical ``[G?, MN, K]``; FP8 E4M3, or
+  packed FP4 E2M1 (int8 / float4_e2m1fn_x2) packed along its contiguous axis, i.e. ``[.., MN, K/2]``
+  when K-major and ``[.., MN/2, K]`` when MN-major;
+- ``sf``: FP32 ``[G?, ceil(MN/gran_mn), ceil(K/gran_k)]``, whatever container the caller used
+  (FP32, float8_e8m0fnu, int32 with 4 UE8M0 per word, int16 with 2 UE8M0 per word);
+- ``gran_mn``, ``gran_k``: the block each scale covers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+from . import _validate as v
+from . import formats
+from .utils.math import ceil_div
+
+SF_DTYPES = (torch.float32, torch.float8_e8m0fnu, torch.int32, torch.int16)
+AB_DTYPES = (formats.FP8_DTYPE,) + formats.FP4_DTYPES
+GRAN_K_CHOICES = (32, 128)
+MX_PAIR = 64   # K elements covered by one int16 (two UE8M0 of gran_k 32)
+
+
+@dataclass
+class QuantOperand:
+    data: torch.Tensor
+    sf: Optional[torch.Tensor]
+    fp4: bool
+    k_major: bool
+    mn: int
+    k: int
+    groups: Optional[int]
+    gran_mn: int = 1
+    gran_k: int = 128
+
+
+def parse_data(name: str, data: torch.Tensor, grouped: bool, require_k_major: bool = False) -> QuantOperand:
+    v.tensor(f"{name}[0]", data, AB_DTYPES, 3 if grouped else 2)
+    k_major = v.ab_major(f"{name}[0]", data)
+    if require_k_major and not k_major:
+        raise v.fail(f"{name}[0] strides", "a K-major layout (stride(-1) == 1)", tuple(data.stride()))
+    fp4 = formats.is_fp4(data)
+    mn, k = data.size(-2), data.size(-1)
+    if fp4:
+        k, mn = (k * 2, mn) if k_major else (k, mn * 2)
+    return QuantOperand(data, None, fp4, k_major, mn, k, data.size(0) if grouped else None)
+
+
+def resolve_recipes(recipe, recipe_a, recipe_b, sfa: torch.Tensor, sfb: torch.Tensor,
+                    default_gran_k: Optional[int] = None) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    """``((gran_m, gran_k_a), (gran_n, gran_k_b))`` from ``recipe`` or the ``recipe_a``/``recipe_b`` pair.
+
+    Without any: ``(1, 128, 128)`` for FP32 SFB (the legacy format), ``(1, 1, 128)`` for int32 SFB,
+    ``(1, 1, 32)`` for int16 SFB (Ascend MX pairs only exist at gran_k 32)."""
+    if recipe is not None and (recipe_a is not None or recipe_b is not None):
+        raise v.fail("recipe", "either recipe or the recipe_a/recipe_b pair", "both")
+    if (recipe_a is None) != (recipe_b is None):
+        raise v.fail("recipe_a/recipe_b", "both or neither", f"recipe_a={recipe_a!r}, recipe_b={recipe_b!r}")
+    if recipe is None and recipe_a is None:
+        if sfb.dtype == torch.int16:
+            recipe = (1, 1, 32)
+        elif sfb.dtype == torch.int32:
+            recipe = (1, 1, default_gran_k or 128)
+        else:
+            recipe = (1, 128, default_gran_k or 128)
+    if recipe is not None:
+        gm, gn, gk = _granularities("recipe", recipe, 3)
+        return (gm, gk), (gn, gk)
+    return _granularities("recipe_a", recipe_a, 2), _granularities("recipe_b", recipe_b, 2)
+
+
+def _granularities(name: str, recipe, length: int) -> Tuple[int, ...]:
+    if not isinstance(recipe, (tuple, list)) or len(recipe) != length:
+        raise TypeError(f"{name}: expected a tuple of {length} ints, got {recipe!r}")
+    for i, g in enumerate(recipe):
+        v.integer(f"{name}[{i}]", g, 1)
+    *mn_grans, gran_k = recipe
+    for i, g in enumerate(mn_grans):
+        if g & (g - 1) or g > 128:
+            raise v.fail(f"{name}[{i}]", "a power of two in [1, 128] (an M/N granularity)", g)
+    if gran_k not in GRAN_K_CHOICES:
+        raise v.fail(f"{name}[{length - 1}]", f"a K granularity in {GRAN_K_CHOICES}", gran_k)
+    return tuple(recipe)
+
+
+def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_k: int,
+               groups: Optional[int], require_pow2: bool) -> torch.Tensor:
+    """Any accepted SF container to FP32 ``[G?, ceil(mn/gran_mn), ceil(k/gran_k)]`` (any strides in)."""
+    v.tensor(name, sf, SF_DTYPES, 2 if groups is None else 3)
+    rows, sf_k = ceil_div(mn, gran_mn), ceil_div(k, gran_k)
+    lead = () if groups is None else (groups,)
+    if sf.dtype in (torch.float32, torch.float8_e8m0fnu):
+        v.shape(name, sf, lead + (rows, sf_k))
+        if sf.dtype == torch.float8_e8m0fnu:
+            return formats.unpack_ue8m0(sf)
+        if require_pow2 and sf.numel() and not bool(formats.is_power_of_two(sf).all()):
+            bad = sf[~formats.is_power_of_two(sf)].flatten()[0].item()
+            raise v.fail(f"{name} values", "positive powers of two (UE8M0-representable) for this recipe/format "
+                         "(FP4 operands or gran_k 32); round with ceil_to_ue8m0 or pass packed UE8M0", bad)
+        return sf.float()
+    per_word = formats.PACKED_SF_DTYPES[sf.dtype]
+    if sf.dtype == torch.int16 and gran_k != 32:
+        raise v.fail(f"{name} (int16 UE8M0 pairs)", "gran_k 32", gran_k)
+    v.shape(name, sf, lead + (rows, ceil_div(sf_k, per_word)))
+    return formats.unpack_ue8m0(sf)[..., :sf_k]
+
+
+def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: Tuple[int, int],
+              disable_ue8m0_cast: bool, other_fp4: bool) -> QuantOperand:
+    op.gran_mn, op.gran_k = gran
+    if op.fp4 and op.k % 2:
+        raise v.fail(f"{name}[0]", "an even K for packed FP4", op.k)
+    # FP32 scales are exact only on the FP8 x FP8, gran_k 128 path (SM90's contract); MX formats
+    # (FP4 operands, gran_k 32) store UE8M0 exponents, so other FP32 scales would be silently
+    # truncated upstream and are refused here (the Ascend contract).
+    ue8m0_only = op.fp4 or other_fp4 or op.gran_k == 32
+    if disable_ue8m0_cast and ue8m0_only and sf.dtype == torch.float32:
+        raise v.fail("disable_ue8m0_cast", "False for FP4 operands or gran_k 32 with FP32 scale factors", True)
+    op.sf = sf_to_fp32(f"{name}[1]", sf, op.mn, op.k, op.gran_mn, op.gran_k, op.groups, ue8m0_only)
+    return op
+
+
+def transpose_pair(name: str, p, dim0: int, dim1: int, ndim: int):
+    """The ``nn``/``tn``/``tt`` wrappers' view change, after checking it can be applied."""
+    data, sf = v.pair(name, p)
+    v.tensor(f"{name}[0]", data, ndim=ndim)
+    v.tensor(f"{name}[1]", sf, ndim=ndim)
+    return data.transpose(dim0, dim1), sf.transpose(dim0, dim1)
+
+
+def transpose_tensor(name: str, t, dim0: int, dim1: int, ndim: int):
+    v.tensor(name, t, ndim=ndim)
+    return t.transpose(dim0, dim1)

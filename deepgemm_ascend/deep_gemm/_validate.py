@@ -1,0 +1,154 @@
+"""Argument checks shared by every public op.
+
+Each check raises ``TypeError`` (wrong kind or dtype) or ``ValueError`` (wrong shape, stride,
+device, value) naming the argument and stating what was expected and what came. Ops run all
+their checks before touching any caller tensor.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import torch
+
+
+def fail(name: str, expected: str, got) -> ValueError:
+    return ValueError(f"{name}: expected {expected}, got {got}")
+
+
+def tensor(name: str, t, dtypes: Optional[Sequence[torch.dtype]] = None, ndim: Optional[int | Sequence[int]] = None):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError(f"{name}: expected dtype {' or '.join(map(str, dtypes))}, got {t.dtype}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if t.dim() not in allowed:
+            raise fail(name, f"a {' or '.join(map(str, allowed))}-D tensor", f"shape {tuple(t.shape)}")
+    return t
+
+
+def optional_tensor(name: str, t, **kw):
+    return None if t is None else tensor(name, t, **kw)
+
+
+def pair(name: str, p, second_optional: bool = False):
+    """A ``(data, scale_factors)`` operand."""
+    if not isinstance(p, (tuple, list)) or len(p) != 2:
+        raise TypeError(f"{name}: expected a (tensor, scale_factors) pair, got {type(p).__name__}"
+                        + (f" of length {len(p)}" if isinstance(p, (tuple, list)) else ""))
+    if not isinstance(p[0], torch.Tensor):
+        raise TypeError(f"{name}[0]: expected a torch.Tensor, got {type(p[0]).__name__}")
+    if not (second_optional and p[1] is None) and not isinstance(p[1], torch.Tensor):
+        raise TypeError(f"{name}[1]: expected a torch.Tensor, got {type(p[1]).__name__}")
+    return p[0], p[1]
+
+
+def shape(name: str, t: torch.Tensor, expected: Sequence[int]) -> None:
+    if tuple(t.shape) != tuple(expected):
+        raise fail(name, f"shape {tuple(expected)}", f"{tuple(t.shape)}")
+
+
+def ab_major(name: str, t: torch.Tensor) -> bool:
+    """Operand layout: True for K-major (``stride(-1) == 1``), False for MN-major (``stride(-2) == 1``).
+
+    3-D operands must be dense across the last two dims."""
+    if t.dim() not in (2, 3):
+        raise fail(name, "a 2-D or 3-D tensor", f"shape {tuple(t.shape)}")
+    if t.dim() == 3 and t.size(0) > 1 and t.stride(0) != t.size(-2) * t.size(-1):
+        raise fail(f"{name}.stride(0)", f"{t.size(-2) * t.size(-1)} (dense groups)", t.stride(0))
+    if t.stride(-1) == 1:
+        return True
+    if t.stride(-2) == 1:
+        return False
+    raise fail(f"{name} strides", "stride(-1) == 1 (K-major) or stride(-2) == 1 (MN-major)", tuple(t.stride()))
+
+
+def k_major(name: str, t: torch.Tensor) -> None:
+    if not ab_major(name, t):
+        raise fail(f"{name} strides", "a K-major layout (stride(-1) == 1)", tuple(t.stride()))
+
+
+def row_major_out(name: str, t: torch.Tensor) -> None:
+    """D and C: last dim contiguous (and dense groups when 3-D)."""
+    if t.dim() == 3 and t.size(0) > 1 and t.stride(0) != t.size(-2) * t.size(-1):
+        raise fail(f"{name}.stride(0)", f"{t.size(-2) * t.size(-1)} (dense groups)", t.stride(0))
+    if t.stride(-1) != 1 and t.size(-1) > 1:
+        raise fail(f"{name}.stride(-1)", "1 (row-major output)", t.stride(-1))
+
+
+def contiguous(name: str, t: torch.Tensor) -> None:
+    if not t.is_contiguous():
+        raise fail(name, "a contiguous tensor", f"strides {tuple(t.stride())} for shape {tuple(t.shape)}")
+
+
+def same_device(named: Iterable[tuple[str, Optional[torch.Tensor]]]) -> torch.device:
+    device, first = None, None
+    for name, t in named:
+        if t is None:
+            continue
+        if device is None:
+            device, first = t.device, name
+        elif t.device != device:
+            raise fail(f"{name}.device", f"{device} (the device of {first})", t.device)
+    return device
+
+
+def integer(name: str, value, low: Optional[int] = None, high: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        raise fail(name, f"a value in [{lo}, {hi}]", value)
+    return value
+
+
+def boolean(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    return value
+
+
+def compiled_dims(value) -> str:
+    if not isinstance(value, str) or any(ch not in "mnk" for ch in value):
+        raise fail("compiled_dims", "a string over the letters 'm', 'n', 'k'", repr(value))
+    return value
+
+
+def output_dtype(name: str, t: torch.Tensor, dtypes: Sequence[torch.dtype]) -> None:
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name}: expected dtype {' or '.join(map(str, dtypes))}, got {t.dtype}")
+
+
+def same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return x.data_ptr() == y.data_ptr()
+
+
+def accumulator(c: Optional[torch.Tensor], d: torch.Tensor, must_be_d: bool = False) -> Optional[torch.Tensor]:
+    """``c``: D's dtype, shape and (when it is D) strides; ``must_be_d`` where the op accumulates in place."""
+    if c is None:
+        return None
+    tensor("c", c)
+    if c.dtype != d.dtype:
+        raise TypeError(f"c: expected dtype {d.dtype} (the dtype of d), got {c.dtype}")
+    shape("c", c, d.shape)
+    row_major_out("c", c)
+    if same_storage(c, d):
+        if c.stride() != d.stride():
+            raise fail("c.stride()", f"{tuple(d.stride())} (c shares d's memory)", tuple(c.stride()))
+    elif must_be_d:
+        raise fail("c", "the same tensor as d (accumulation is in place)", "a different tensor")
+    elif c.device == d.device and _overlaps(c, d):
+        raise fail("c", "either d itself or memory disjoint from d", "a tensor overlapping d")
+    return c
+
+
+def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
+    def span(t):
+        if t.numel() == 0:
+            return (0, 0)
+        start = t.data_ptr()
+        end = start + (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+        return start, end
+    (a0, a1), (b0, b1) = span(x), span(y)
+    return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0

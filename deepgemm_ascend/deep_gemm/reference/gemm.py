@@ -1,0 +1,124 @@
+"""Plain-PyTorch GEMMs on canonical operands: the semantics every other path must reproduce.
+
+All products accumulate in FP32; a block-scaled operand is ``values * sf`` with each scale
+broadcast over its ``gran_mn x gran_k`` block. Outputs are written into the caller's ``d``.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from .. import formats
+
+
+def decode_values(op) -> torch.Tensor:
+    """FP8 or packed-FP4 data of a QuantOperand to FP32 ``[G?, MN, K]`` (no scaling)."""
+    if not op.fp4:
+        return op.data.float()
+    if op.k_major:
+        return formats.unpack_fp4(op.data)
+    return formats.unpack_fp4(op.data.transpose(-1, -2)).transpose(-1, -2)
+
+
+def expand_sf(sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_k: int) -> torch.Tensor:
+    """Per-block scales ``[.., ceil(mn/gran_mn), ceil(k/gran_k)]`` to per-element ``[.., mn, k]``."""
+    rows = torch.arange(mn, device=sf.device) // gran_mn
+    cols = torch.arange(k, device=sf.device) // gran_k
+    return sf.index_select(-2, rows).index_select(-1, cols)
+
+
+def dequantize(op) -> torch.Tensor:
+    return decode_values(op) * expand_sf(op.sf, op.mn, op.k, op.gran_mn, op.gran_k)
+
+
+def write_output(d: torch.Tensor, acc: torch.Tensor, c: Optional[torch.Tensor], alpha: Optional[float]) -> None:
+    """``d = c + alpha * acc`` computed in FP32, rounded once to d's dtype."""
+    if alpha is not None:
+        acc = acc * alpha
+    if c is not None:
+        acc = acc + c.float()
+    d.copy_(acc.to(d.dtype))
+
+
+def fp8_fp4_gemm_nt(a, b, d: torch.Tensor, c: Optional[torch.Tensor] = None, alpha: Optional[float] = None) -> None:
+    """``d = c + alpha * dequant(a) @ dequant(b).T`` for 2-D QuantOperands."""
+    write_output(d, dequantize(a) @ dequantize(b).t(), c, alpha)
+
+
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+                 alpha: Optional[float] = None) -> None:
+    write_output(d, a.float() @ b.float().t(), c, alpha)
+
+
+def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, row_group: torch.Tensor, zero_padding: bool) -> None:
+    out = torch.zeros(d.shape, dtype=torch.float32, device=d.device) if zero_padding else d.float()
+    for g in torch.unique(row_group).tolist():
+        if g >= 0:
+            rows = (row_group == g).nonzero().flatten()
+            out[rows] = a[rows] @ b[g].t()
+    d.copy_(out.to(d.dtype))
+
+
+def m_grouped_fp8_fp4_gemm_nt(a, b, d: torch.Tensor, row_group: torch.Tensor, zero_padding: bool) -> None:
+    """Row i of ``a`` (``[M, K]``) times ``b[row_group[i]]`` (``b``: ``[G, N, K]``) into ``d[i]``.
+
+    ``row_group[i] == -1`` marks a padding row: written as zero when ``zero_padding``, else left as is."""
+    _m_grouped(dequantize(a), dequantize(b), d, row_group, zero_padding)
+
+
+def m_grouped_bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, row_group: torch.Tensor,
+                           zero_padding: bool) -> None:
+    _m_grouped(a.float(), b.float(), d, row_group, zero_padding)
+
+
+def _masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor) -> None:
+    for g, m in enumerate(masked_m.tolist()):
+        if m > 0:
+            d[g, :m] = (a[g, :m] @ b[g].t()).to(d.dtype)
+
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tensor) -> None:
+    """``d[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g].T``; rows from ``masked_m[g]`` on are untouched."""
+    _masked(dequantize(a), dequantize(b), d, masked_m)
+
+
+def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor) -> None:
+    _masked(a.float(), b.float(), d, masked_m)
+
+
+def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, k_ranges) -> None:
+    out = c.float().clone()
+    for g, (s, e) in enumerate(k_ranges):
+        if e > s:
+            out[g] += a[s:e].t() @ b[s:e]
+    d.copy_(out.to(d.dtype))
+
+
+def expand_k_grouped_sf(sf: torch.Tensor, k_total: int, k_ranges, gran_k: int) -> torch.Tensor:
+    """Per-group K-block scales ``[sum_g ceil(k_g/gran_k), MN]`` to per-row ``[k_total, MN]``.
+
+    Group g owns the next ``ceil(k_g/gran_k)`` scale rows; rows outside every group get scale 0."""
+    index = torch.full((k_total,), -1, dtype=torch.int64, device=sf.device)
+    base = 0
+    for s, e in k_ranges:
+        if e > s:
+            index[s:e] = base + torch.arange(e - s, device=sf.device) // gran_k
+            base += (e - s + gran_k - 1) // gran_k
+    padded = torch.cat([sf.float(), torch.zeros((1, sf.size(1)), dtype=torch.float32, device=sf.device)])
+    return padded[index]
+
+
+def k_grouped_fp8_gemm_tn(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, d: torch.Tensor,
+                          c: torch.Tensor, k_ranges, gran_k: int) -> None:
+    """``d[g] = c[g] + deq(a)[s:e].T @ deq(b)[s:e]`` for each group's K rows ``[s, e)``.
+
+    ``a``: FP8 ``[K, M]``, ``b``: FP8 ``[K, N]``; ``sfa``/``sfb``: FP32 ``[sum_g ceil(k_g/gran_k), M|N]``."""
+    k_total = a.size(0)
+    a_deq = a.float() * expand_k_grouped_sf(sfa, k_total, k_ranges, gran_k)
+    b_deq = b.float() * expand_k_grouped_sf(sfb, k_total, k_ranges, gran_k)
+    _k_grouped(a_deq, b_deq, d, c, k_ranges)
+
+
+def k_grouped_bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, k_ranges) -> None:
+    _k_grouped(a.float(), b.float(), d, c, k_ranges)

@@ -1,0 +1,165 @@
+"""Process-wide settings of the library (upstream's device and heuristics runtimes).
+
+On CPU the "SM count" is the worker-thread count of the host kernels. Settings that steer
+GPU/NPU kernel selection (tensor-core utilisation, PDL, compiled dims, block-size multiples,
+NPU arch) are recorded and returned, and have no effect on CPU results.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple, Union
+
+from . import _lib
+
+_LEGACY_MK_ALIGNMENT = 128
+_PSUM_FORMS = ("end_rows", "counts")
+
+
+class _State:
+    tc_util = 0
+    pdl = False
+    ignore_compile_dims = False
+    block_m_multiple_of = 1
+    block_n_multiple_of = 1
+    mk_alignment = _LEGACY_MK_ALIGNMENT
+    deterministic = False
+    npu_arch = 0
+    psum_layout_form: Optional[str] = None
+
+
+_state = _State()
+
+
+def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be in {bound}, got {value}")
+    return value
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def _max_workers() -> int:
+    return os.cpu_count() or 1
+
+
+# ---- SMs / worker threads ---------------------------------------------------------------------
+def set_num_sms(new_num_sms: int) -> None:
+    """Worker threads of the host kernels; 0 restores the default (every core, or DG_NUM_THREADS)."""
+    n = _check_int("new_num_sms", new_num_sms, 0, _max_workers())
+    _lib.LIB.set_num_threads(n if n > 0 else _lib.DEFAULT_NUM_THREADS)
+
+
+def get_num_sms() -> int:
+    return _lib.LIB.num_threads
+
+
+# ---- heuristics-only knobs --------------------------------------------------------------------
+def set_tc_util(new_tc_util: int) -> None:
+    _state.tc_util = _check_int("new_tc_util", new_tc_util, 0, 100)
+
+
+def get_tc_util() -> int:
+    return 100 if _state.tc_util == 0 else _state.tc_util
+
+
+def set_pdl(new_enable_pdl: bool) -> None:
+    _state.pdl = _check_bool("new_enable_pdl", new_enable_pdl)
+
+
+def get_pdl() -> bool:
+    return _state.pdl
+
+
+def set_ignore_compile_dims(new_value: bool) -> None:
+    _state.ignore_compile_dims = _check_bool("new_value", new_value)
+
+
+def get_ignore_compile_dims() -> bool:
+    return _state.ignore_compile_dims
+
+
+def set_block_size_multiple_of(new_value: Union[int, Tuple[int, int]]) -> None:
+    """Force BLOCK_M / BLOCK_N to multiples of ``x`` (both) or ``(bm, bn)``."""
+    if isinstance(new_value, (tuple, list)):
+        if len(new_value) != 2:
+            raise ValueError(f"new_value must be an int or a (block_m, block_n) pair, got {new_value!r}")
+        bm, bn = new_value
+    else:
+        bm = bn = new_value
+    _state.block_m_multiple_of = _check_int("block_m_multiple_of", bm, 1)
+    _state.block_n_multiple_of = _check_int("block_n_multiple_of", bn, 1)
+
+
+def get_block_size_multiple_of() -> Tuple[int, int]:
+    return _state.block_m_multiple_of, _state.block_n_multiple_of
+
+
+# ---- Ascend additions ---------------------------------------------------------------------------
+def use_deterministic_algorithms(enabled: bool) -> None:
+    """Ascend's library-level determinism switch; CPU results are deterministic either way."""
+    _state.deterministic = _check_bool("enabled", enabled)
+
+
+def get_deterministic_algorithms() -> bool:
+    return _state.deterministic
+
+
+def set_npu_arch(arch: int) -> None:
+    """0 means auto-detect; kept for Ascend parity, no effect on CPU."""
+    _state.npu_arch = _check_int("arch", arch, 0)
+
+
+def get_npu_arch() -> int:
+    return _state.npu_arch
+
+
+# ---- grouped layouts ----------------------------------------------------------------------------
+def set_mk_alignment_for_contiguous_layout(new_value: int) -> None:
+    _state.mk_alignment = _check_int("new_value", new_value, 1)
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    return _state.mk_alignment
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None) -> int:
+    """SM100's rule: BLOCK_M starts at 224 and shrinks by 32 while it stays > 32 and covers expected_m."""
+    block_m, step = 224, 32
+    if expected_m is not None:
+        _check_int("expected_m", expected_m, 0)
+        while block_m > 32 and block_m - step >= expected_m:
+            block_m -= step
+    return block_m
+
+
+get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+
+
+def set_psum_layout_form(form: str) -> None:
+    """How ``grouped_layout`` is read when ``use_psum_layout=True`` (a project setting).
+
+    ``"end_rows"`` (default, NVIDIA upstream and the Ascend forks): ``grouped_layout[g]`` is the
+    exclusive end row of group g; group g starts at ``align(grouped_layout[g-1], mk_alignment)``.
+    ``"counts"`` (the official DeepGEMM-Ascend binding's wording): ``grouped_layout[g]`` is group g's
+    row count, with the same aligned placement. The two cannot be told apart from the values, so
+    the form is chosen here (or with ``DG_PSUM_LAYOUT_FORM``), never guessed."""
+    if form not in _PSUM_FORMS:
+        raise ValueError(f"form must be one of {_PSUM_FORMS}, got {form!r}")
+    _state.psum_layout_form = form
+
+
+def get_psum_layout_form() -> str:
+    if _state.psum_layout_form is not None:
+        return _state.psum_layout_form
+    form = os.environ.get("DG_PSUM_LAYOUT_FORM", "end_rows")
+    if form not in _PSUM_FORMS:
+        raise ValueError(f"DG_PSUM_LAYOUT_FORM must be one of {_PSUM_FORMS}, got {form!r}")
+    return form

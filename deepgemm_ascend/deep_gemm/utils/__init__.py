@@ -1,0 +1,6 @@
+"""Math, quantisers, scale-factor layouts and distributed helpers (star-imported by ``deep_gemm``)."""
+from .layout import *  # noqa: F401,F403
+from .math import *  # noqa: F401,F403
+from .math import (align, cast_back_from_fp4, ceil_div, ceil_to_ue8m0, pack_ue8m0_to_int, pack_ue8m0_to_short,
+                   per_block_cast_to_fp8, per_channel_cast_to_fp8, per_custom_dims_cast_to_fp8, per_token_cast_to_fp4,
+                   per_token_cast_to_fp8, transpose_packed_fp4, unpack_ue8m0_from_int, unpack_ue8m0_from_short)
