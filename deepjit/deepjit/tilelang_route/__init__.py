@@ -1,0 +1,13 @@
+"""TileLang's Ascend code generation routed through DeepJIT.
+
+TileLang lowers a kernel written in its Ascend dialect to AscendC source; instead of TileLang's
+own bisheng step, :func:`install` makes DeepJIT's Ascend toolchain compile, cache and hand back
+the binary, so hand-written and generated kernels share one cache and one key scheme.
+Libraries register their TileLang Ascend kernels for ``make ascend-codegen`` through a module
+``<import name>.ascend.codegen`` whose ``kernels()`` returns :class:`AscendKernelSpec` entries.
+"""
+from .lowering import KINDS, AscendKernelSpec, LoweredKernel, entry_point, kernel_kind, lower
+from .hook import compile_ascendc, install, installed, route_config, uninstall
+
+__all__ = ["KINDS", "AscendKernelSpec", "LoweredKernel", "compile_ascendc", "entry_point", "install", "installed",
+           "kernel_kind", "lower", "route_config", "uninstall"]
