@@ -1,0 +1,401 @@
+// Sparse MLA attention engine shared by the decode and prefill host kernels.
+//
+// One "row" is one query token with all its heads: the heads share the row's token list (MQA), so
+// every gathered token is used by all of them. A row's tokens are processed in blocks of BT:
+//   1. the token source hands over BT bf16 K rows (V = the first d_v dims of K) and their validity;
+//   2. S^T[t][h] = K[t] . Q[h]  with BF16 dot products: A = K rows broadcast as dim pairs,
+//      B = Q packed once per row as [dim pair][head] (8 tokens x 32 heads register tile);
+//   3. online softmax in FP32 and base 2, vectorised across heads;
+//   4. O[h][:] = O[h][:] * rescale[h] + P[h][t] V[t][:]  with BF16 dot products: A = P broadcast as
+//      token pairs, B = V interleaved as token pairs (8 heads x 32 dims register tile).
+// Threads take (row, KV split) items; when there are fewer rows than threads a row's blocks are split
+// and the partial results merged by log-sum-exp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <deepjit/host/convert.hpp>
+#include <deepjit/host/kernel.hpp>
+#include <deepjit/host/parallel.hpp>
+
+namespace fmla {
+
+constexpr int BT = 64;           // tokens per block
+constexpr int TILE_T = 8;        // S tile: tokens
+constexpr int TILE_H = 32;       // S tile: heads; heads are padded to a multiple of this
+constexpr int MAX_DQK = 576;
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
+
+alignas(64) inline const uint16_t kZeroRow[MAX_DQK] = {};
+
+// ---- scratch -----------------------------------------------------------------------------------
+struct Buffer {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Buffer() { std::free(p); }
+    template <typename T>
+    T* get(size_t count) {
+        const size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+        if (bytes > n) {
+            std::free(p);
+            p = std::aligned_alloc(64, bytes);
+            n = bytes;
+        }
+        return static_cast<T*>(p);
+    }
+};
+
+struct Scratch {
+    Buffer qp, s, pp, vp, kb, o, m, l, rescale;
+};
+
+inline Scratch& thread_scratch() {
+    static thread_local Scratch s;
+    return s;
+}
+
+DJ_INLINE uint32_t load_u32(const uint16_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// ---- vector helpers ----------------------------------------------------------------------------
+#if defined(DJ_HAVE_AVX512_BF16)
+#define FMLA_VECTOR 1
+// 2^x for x <= 0 (Cephes polynomial on [-0.5, 0.5], relative error ~2e-7); x < -126 gives 0.
+DJ_INLINE __m512 exp2_ps(__m512 x) {
+    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
+}
+#endif
+
+inline float exp2_scalar(float x) { return x < -126.0f ? 0.0f : std::exp2(x); }
+
+// ---- Q packing: Qp[p][h] = (q[h][2p], q[h][2p+1]) as one 32-bit word, zero for padded heads -----
+inline void pack_q(uint32_t* qp, const uint16_t* q, int64_t head_stride, int H, int Hp, int dqk) {
+    const int np = dqk / 2;
+    for (int h = 0; h < Hp; ++h) {
+        const uint16_t* src = q + h * head_stride;
+        for (int p = 0; p < np; ++p) qp[(int64_t)p * Hp + h] = h < H ? load_u32(src + 2 * p) : 0u;
+    }
+}
+
+// ---- S^T tile: 8 tokens x 32 heads ---------------------------------------------------------------
+inline void qk_tile(float* s, int lds, const uint16_t* const* krow, const uint32_t* qp, int Hp, int np, float scale) {
+#ifdef FMLA_VECTOR
+    __m512 acc[TILE_T][2];
+    for (int i = 0; i < TILE_T; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int p = 0; p < np; ++p) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(qp + (int64_t)p * Hp);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(qp + (int64_t)p * Hp + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < TILE_T; ++i) {
+            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)load_u32(krow[i] + 2 * p));
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+        }
+    }
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int i = 0; i < TILE_T; ++i) {
+        _mm512_storeu_ps(s + i * lds, _mm512_mul_ps(acc[i][0], sc));
+        _mm512_storeu_ps(s + i * lds + 16, _mm512_mul_ps(acc[i][1], sc));
+    }
+#else
+    for (int i = 0; i < TILE_T; ++i)
+        for (int h = 0; h < TILE_H; ++h) {
+            float a = 0.0f;
+            for (int p = 0; p < np; ++p) {
+                const uint32_t kw = load_u32(krow[i] + 2 * p), qw = qp[(int64_t)p * Hp + h];
+                a += dj::bf16_to_f32(kw & 0xFFFF) * dj::bf16_to_f32(qw & 0xFFFF) +
+                     dj::bf16_to_f32(kw >> 16) * dj::bf16_to_f32(qw >> 16);
+            }
+            s[i * lds + h] = a * scale;
+        }
+#endif
+}
+
+// ---- O tile: 8 heads x 32 dims, O = O * rescale + P V --------------------------------------------
+inline void pv_tile(float* o, int ldo, const float* rescale, const uint32_t* pp, int Hp, const uint32_t* vp, int dv,
+                    int npairs) {
+#ifdef FMLA_VECTOR
+    __m512 acc[8][2];
+    for (int i = 0; i < 8; ++i) {
+        const __m512 r = _mm512_set1_ps(rescale[i]);
+        acc[i][0] = _mm512_mul_ps(_mm512_loadu_ps(o + i * ldo), r);
+        acc[i][1] = _mm512_mul_ps(_mm512_loadu_ps(o + i * ldo + 16), r);
+    }
+    for (int j = 0; j < npairs; ++j) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(vp + (int64_t)j * dv);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(vp + (int64_t)j * dv + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)pp[(int64_t)j * Hp + i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+        }
+    }
+    for (int i = 0; i < 8; ++i) {
+        _mm512_storeu_ps(o + i * ldo, acc[i][0]);
+        _mm512_storeu_ps(o + i * ldo + 16, acc[i][1]);
+    }
+#else
+    for (int i = 0; i < 8; ++i)
+        for (int d = 0; d < 32; ++d) {
+            float a = o[i * ldo + d] * rescale[i];
+            for (int j = 0; j < npairs; ++j) {
+                const uint32_t pw = pp[(int64_t)j * Hp + i], vw = vp[(int64_t)j * dv + d];
+                a += dj::bf16_to_f32(pw & 0xFFFF) * dj::bf16_to_f32(vw & 0xFFFF) +
+                     dj::bf16_to_f32(pw >> 16) * dj::bf16_to_f32(vw >> 16);
+            }
+            o[i * ldo + d] = a;
+        }
+#endif
+}
+
+// Vp[j][d] = (V[2j][d], V[2j+1][d]) as one 32-bit word.
+inline void pack_v(uint32_t* vp, const uint16_t* const* vrow, int nt, int dv) {
+    for (int j = 0; j < nt / 2; ++j) {
+        const uint16_t* a = vrow[2 * j];
+        const uint16_t* b = vrow[2 * j + 1];
+        uint32_t* dst = vp + (int64_t)j * dv;
+#ifdef FMLA_VECTOR
+        for (int d = 0; d < dv; d += 16) {
+            const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(a + d)));
+            const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(b + d)));
+            _mm512_storeu_si512(dst + d, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+#else
+        for (int d = 0; d < dv; ++d) dst[d] = (uint32_t)a[d] | ((uint32_t)b[d] << 16);
+#endif
+    }
+}
+
+// ---- online softmax over one block, across heads --------------------------------------------------
+// s: S^T [nt][Hp] in base-2 logits; valid[t]: token usable. Updates m (running max) and l (running
+// sum), writes the per-head rescale of O and P as bf16 token pairs pp[nt/2][Hp].
+inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, float* m, float* l, float* rescale,
+                          uint32_t* pp) {
+#ifdef FMLA_VECTOR
+    for (int h = 0; h < Hp; h += 16) {
+        __m512 mx = _mm512_set1_ps(NEG_INF);
+        for (int t = 0; t < nt; ++t)
+            if (valid[t]) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + (int64_t)t * Hp + h));
+        const __m512 m_old = _mm512_loadu_ps(m + h);
+        const __m512 m_new = _mm512_max_ps(m_old, mx);
+        const __mmask16 none = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(NEG_INF), _CMP_EQ_OQ);
+        const __m512 m_use = _mm512_mask_mov_ps(m_new, none, _mm512_setzero_ps());
+        const __m512 r = exp2_ps(_mm512_sub_ps(m_old, m_use));
+        __m512 sum = _mm512_setzero_ps();
+        for (int t = 0; t < nt; t += 2) {
+            __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(s + (int64_t)t * Hp + h), m_use));
+            __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(s + (int64_t)(t + 1) * Hp + h), m_use));
+            if (!valid[t]) p0 = _mm512_setzero_ps();
+            if (!valid[t + 1]) p1 = _mm512_setzero_ps();
+            sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));
+            const __m512i b0 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p0));
+            const __m512i b1 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p1));
+            _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + h, _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16)));
+        }
+        _mm512_storeu_ps(m + h, m_new);
+        _mm512_storeu_ps(l + h, _mm512_fmadd_ps(_mm512_loadu_ps(l + h), r, sum));
+        _mm512_storeu_ps(rescale + h, r);
+    }
+#else
+    for (int h = 0; h < Hp; ++h) {
+        float mx = NEG_INF;
+        for (int t = 0; t < nt; ++t)
+            if (valid[t]) mx = std::max(mx, s[(int64_t)t * Hp + h]);
+        const float m_new = std::max(m[h], mx);
+        const float m_use = m_new == NEG_INF ? 0.0f : m_new;
+        const float r = exp2_scalar(m[h] - m_use);
+        float sum = 0.0f;
+        for (int t = 0; t < nt; t += 2) {
+            const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] - m_use) : 0.0f;
+            const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] - m_use) : 0.0f;
+            sum += p0 + p1;
+            pp[(int64_t)(t / 2) * Hp + h] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
+        }
+        m[h] = m_new;
+        l[h] = l[h] * r + sum;
+        rescale[h] = r;
+    }
+#endif
+}
+
+// ---- problem description ---------------------------------------------------------------------------
+struct Shape {
+    int H, Hp, dqk, dv;
+    float scale_log2;   // softmax scale * log2(e)
+};
+
+// Where a row's results go (strides in elements); max_logits may be null.
+struct RowOut {
+    uint16_t* out;
+    int64_t out_h;
+    float* lse;
+    int64_t lse_h;
+    float* max_logits;
+    int64_t max_h;
+};
+
+// Writes out / lse / max_logits of one row from its final state (base-2 m, sum l, unnormalised o).
+inline void finalize_row(const Shape& sh, const float* o, const float* m, const float* l, const float* sink,
+                         const RowOut& ro) {
+    for (int h = 0; h < sh.H; ++h) {
+        uint16_t* dst = ro.out + h * ro.out_h;
+        const bool empty = m[h] == NEG_INF || !(l[h] > 0.0f);
+        if (empty) {
+            std::memset(dst, 0, sizeof(uint16_t) * sh.dv);
+            ro.lse[h * ro.lse_h] = std::numeric_limits<float>::infinity();
+            if (ro.max_logits) ro.max_logits[h * ro.max_h] = NEG_INF;
+            continue;
+        }
+        float denom = l[h];
+        if (sink) denom += std::exp2(sink[h] * LOG2E - m[h]);
+        const float inv = 1.0f / denom;
+        const float* src = o + (int64_t)h * sh.dv;
+#ifdef FMLA_VECTOR
+        for (int d = 0; d < sh.dv; d += 16)
+            _mm256_storeu_si256((__m256i*)(dst + d), dj::f32x16_to_bf16(_mm512_mul_ps(_mm512_loadu_ps(src + d),
+                                                                                       _mm512_set1_ps(inv))));
+#else
+        for (int d = 0; d < sh.dv; ++d) dst[d] = dj::f32_to_bf16(src[d] * inv);
+#endif
+        ro.lse[h * ro.lse_h] = (m[h] + std::log2(l[h])) * LN2;
+        if (ro.max_logits) ro.max_logits[h * ro.max_h] = m[h] * LN2;
+    }
+}
+
+// Runs the blocks [blk_begin, blk_end) of one row into (o, m, l), which the caller initialised.
+// Source: const uint16_t* q(row, &head_stride); int64_t num_tokens(row);
+//         void fill(row, t0, nt, krow, valid, kb)  -- nt <= BT, row pointers for padded slots too.
+template <typename Source>
+void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk_begin, int64_t blk_end,
+                    const uint32_t* qp, Scratch& sc, float* o, float* m, float* l) {
+    const int64_t ntok = src.num_tokens(row);
+    float* s = sc.s.get<float>((size_t)BT * sh.Hp);
+    uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);
+    uint32_t* vp = sc.vp.get<uint32_t>((size_t)(BT / 2) * sh.dv);
+    uint16_t* kb = sc.kb.get<uint16_t>((size_t)BT * MAX_DQK);  // decode dequantises at MAX_DQK row stride
+    float* rescale = sc.rescale.get<float>(sh.Hp);
+    const uint16_t* krow[BT];
+    uint8_t valid[BT];
+    for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
+        const int64_t t0 = blk * BT;
+        const int n = (int)std::min<int64_t>(BT, ntok - t0);
+        const int nt = (n + TILE_T - 1) / TILE_T * TILE_T;
+        src.fill(row, t0, n, krow, valid, kb);
+        for (int t = n; t < nt; ++t) {
+            krow[t] = kZeroRow;
+            valid[t] = 0;
+        }
+        bool any = false;
+        for (int t = 0; t < n; ++t) any |= valid[t] != 0;
+        if (!any) continue;
+        for (int t0l = 0; t0l < nt; t0l += TILE_T)
+            for (int h = 0; h < sh.Hp; h += TILE_H)
+                qk_tile(s + (int64_t)t0l * sh.Hp + h, sh.Hp, krow + t0l, qp + h, sh.Hp, sh.dqk / 2, sh.scale_log2);
+        softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
+        pack_v(vp, krow, nt, sh.dv);
+        for (int d = 0; d < sh.dv; d += 32)
+            for (int h = 0; h < sh.Hp; h += 8)
+                pv_tile(o + (int64_t)h * sh.dv + d, sh.dv, rescale + h, pp + h, sh.Hp, vp + d, sh.dv, nt / 2);
+    }
+}
+
+inline void init_state(const Shape& sh, float* o, float* m, float* l) {
+    std::memset(o, 0, sizeof(float) * (size_t)sh.Hp * sh.dv);
+    for (int h = 0; h < sh.Hp; ++h) {
+        m[h] = NEG_INF;
+        l[h] = 0.0f;
+    }
+}
+
+// Source additionally provides RowOut out(row). `max_splits` 1 disables split-KV (batch invariance).
+template <typename Source>
+void run_attention(const Shape& sh, const Source& src, int64_t rows, const float* sink, int64_t threads,
+                   int64_t max_splits) {
+    if (rows <= 0) return;
+    // Split a row's blocks only when rows cannot keep every thread busy; at least 2 blocks a split.
+    int64_t splits = 1;
+    if (rows < threads && max_splits > 1) {
+        int64_t max_blocks = 0;
+        for (int64_t r = 0; r < rows; ++r) max_blocks = std::max(max_blocks, (src.num_tokens(r) + BT - 1) / BT);
+        splits = std::min<int64_t>({(threads + rows - 1) / rows, std::max<int64_t>(1, max_blocks / 2), max_splits});
+    }
+    const size_t o_size = (size_t)sh.Hp * sh.dv;
+    std::vector<float> part_o, part_m, part_l;
+    if (splits > 1) {
+        part_o.resize((size_t)rows * splits * o_size);
+        part_m.resize((size_t)rows * splits * sh.Hp);
+        part_l.resize((size_t)rows * splits * sh.Hp);
+    }
+    dj::parallel_for_dynamic(rows * splits, threads, [&](int64_t item) {
+        const int64_t row = item / splits, part = item % splits;
+        Scratch& sc = thread_scratch();
+        int64_t head_stride = 0;
+        const uint16_t* q = src.q(row, &head_stride);
+        uint32_t* qp = sc.qp.get<uint32_t>((size_t)(sh.dqk / 2) * sh.Hp);
+        pack_q(qp, q, head_stride, sh.H, sh.Hp, sh.dqk);
+        const int64_t nblk = (src.num_tokens(row) + BT - 1) / BT;
+        const dj::Range rg = dj::split_range(nblk, splits, part);
+        float *o, *m, *l;
+        if (splits > 1) {
+            o = part_o.data() + (size_t)item * o_size;
+            m = part_m.data() + (size_t)item * sh.Hp;
+            l = part_l.data() + (size_t)item * sh.Hp;
+        } else {
+            o = sc.o.get<float>(o_size);
+            m = sc.m.get<float>(sh.Hp);
+            l = sc.l.get<float>(sh.Hp);
+        }
+        init_state(sh, o, m, l);
+        run_row_blocks(sh, src, row, rg.begin, rg.end, qp, sc, o, m, l);
+        if (splits == 1) finalize_row(sh, o, m, l, sink, src.out(row));
+    });
+    if (splits == 1) return;
+    // Merge the splits of each row: rebase every partial on the largest running max.
+    dj::parallel_for(rows, threads, [&](int64_t row) {
+        Scratch& sc = thread_scratch();
+        float* o = sc.o.get<float>(o_size);
+        float* m = sc.m.get<float>(sh.Hp);
+        float* l = sc.l.get<float>(sh.Hp);
+        init_state(sh, o, m, l);
+        for (int64_t part = 0; part < splits; ++part)
+            for (int h = 0; h < sh.Hp; ++h) m[h] = std::max(m[h], part_m[(size_t)(row * splits + part) * sh.Hp + h]);
+        for (int64_t part = 0; part < splits; ++part) {
+            const size_t item = (size_t)(row * splits + part);
+            for (int h = 0; h < sh.Hp; ++h) {
+                const float pm = part_m[item * sh.Hp + h];
+                if (pm == NEG_INF) continue;
+                const float w = std::exp2(pm - m[h]);
+                l[h] += part_l[item * sh.Hp + h] * w;
+                const float* po = part_o.data() + item * o_size + (size_t)h * sh.dv;
+                float* dst = o + (size_t)h * sh.dv;
+                for (int d = 0; d < sh.dv; ++d) dst[d] += po[d] * w;
+            }
+        }
+        finalize_row(sh, o, m, l, sink, src.out(row));
+    });
+}
+
+}  // namespace fmla

@@ -1,0 +1,60 @@
+// Dense paged MLA decode over a bf16 cache [num_blocks, P, h_kv, d] (V = first d_v dims of K).
+// Row = (request, query token, kv head) with the h_q / h_kv query heads of that kv head; it reads
+// positions [0, cache_seqlens[b]) through block_table, causal rows stop at s_k - s_q + s (bottom-right).
+#include <flash_mla/host/attn_engine.hpp>
+
+namespace {
+
+struct DenseSource {
+    const uint16_t* q;
+    int64_t q_b, q_s, q_h, s_q, h_kv;
+    const uint16_t* kc;
+    int64_t kc_0, kc_1, kc_2, page;
+    const int32_t* block_table;
+    int64_t bt_b;
+    const int32_t* seqlens;
+    int causal;
+    uint16_t* out;
+    float* lse;     // [b, s_q, h_q]
+    int H, h_q, dv;
+
+    const uint16_t* q(int64_t row, int64_t* hs) const {
+        const int64_t g = row % h_kv, bs = row / h_kv;
+        *hs = q_h;
+        return q + (bs / s_q) * q_b + (bs % s_q) * q_s + g * H * q_h;
+    }
+    int64_t num_tokens(int64_t row) const {
+        const int64_t bs = row / h_kv, s_k = seqlens[bs / s_q];
+        return causal ? std::max<int64_t>(0, std::min<int64_t>(s_k, s_k - s_q + bs % s_q + 1)) : s_k;
+    }
+    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, uint8_t* valid, uint16_t*) const {
+        const int64_t g = row % h_kv, bi = row / h_kv / s_q;
+        for (int i = 0; i < n; ++i) {
+            const int64_t t = t0 + i;
+            const int64_t blk = block_table[bi * bt_b + t / page];
+            krow[i] = kc + blk * kc_0 + (t % page) * kc_1 + g * kc_2;
+            valid[i] = 1;
+        }
+    }
+    fmla::RowOut out(int64_t row) const {
+        const int64_t g = row % h_kv, bs = row / h_kv;
+        const int64_t head0 = bs * h_q + g * H;
+        return {out + head0 * dv, dv, lse + head0, 1, nullptr, 0};
+    }
+};
+
+}  // namespace
+
+DJ_KERNEL(fmla_dense_decode,
+          "ptr,ptr,ptr,i64,i64,i64,i64,i64,i32,i32,i32,i32,f32,ptr,i64,i64,i64,i64,ptr,i64,ptr,i32,i64")
+void fmla_dense_decode(uint16_t* out, float* lse, const uint16_t* q, int64_t q_b, int64_t q_s, int64_t q_h, int64_t b,
+                       int64_t s_q, int32_t h_q, int32_t h_kv, int32_t d_qk, int32_t d_v, float sm_scale,
+                       const uint16_t* kc, int64_t kc_0, int64_t kc_1, int64_t kc_2, int64_t page,
+                       const int32_t* block_table, int64_t bt_b, const int32_t* seqlens, int32_t causal,
+                       int64_t threads) {
+    const int H = h_q / h_kv;
+    const DenseSource src{q, q_b, q_s, q_h, s_q, h_kv, kc, kc_0, kc_1, kc_2, page, block_table, bt_b, seqlens,
+                          causal, out, lse, H, h_q, d_v};
+    const fmla::Shape sh{H, (H + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v, sm_scale * fmla::LOG2E};
+    fmla::run_attention(sh, src, b * s_q * h_kv, nullptr, threads, 64);
+}

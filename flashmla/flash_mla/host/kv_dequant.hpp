@@ -1,0 +1,110 @@
+// One token of a quantised paged KV cache -> bf16 K row, exactly as kv_cache.py defines the formats:
+// value = bf16(float(code) * float(scale)); NaN becomes 0 so that an unreferenced, NaN-filled slot
+// can never poison the matmuls (the FP32 reference zeroes NaN in the gathered tokens the same way).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <deepjit/host/convert.hpp>
+
+namespace fmla {
+
+enum Format : int { V32_FP8 = 0, MODEL1_FP8 = 1, V41_FP8 = 2, V41_FP4 = 3 };
+
+struct CacheDesc {
+    const uint8_t* base;     // k_cache data pointer
+    int64_t block_stride;    // k_cache.stride(0), bytes
+    int64_t page;            // page_block_size
+    int format;
+    int block_split;         // 1: all data rows of a page block, then all its scale rows
+    int bytes_per_token, data_bytes;
+};
+
+inline CacheDesc make_cache(const void* base, int64_t block_stride, int64_t page, int format, int block_split) {
+    static constexpr int kBpt[4] = {656, 584, 528, 288}, kData[4] = {640, 576, 512, 256};
+    return {static_cast<const uint8_t*>(base), block_stride, page, format, block_split, kBpt[format], kData[format]};
+}
+
+// Data and scale addresses of physical token `t`.
+DJ_INLINE void token_address(const CacheDesc& c, int64_t t, const uint8_t** data, const uint8_t** scales) {
+    const int64_t blk = t / c.page, slot = t % c.page;
+    const uint8_t* bb = c.base + blk * c.block_stride;
+    if (c.block_split) {
+        *data = bb + slot * c.data_bytes;
+        *scales = bb + c.page * c.data_bytes + slot * (c.bytes_per_token - c.data_bytes);
+    } else {
+        *data = bb + slot * c.bytes_per_token;
+        *scales = *data + (c.format == V32_FP8 ? 512 : c.data_bytes);
+    }
+}
+
+DJ_INLINE uint16_t bf16_sanitize(uint16_t h) { return (h & 0x7FFFu) > 0x7F80u ? 0 : h; }
+
+#if defined(DJ_HAVE_AVX512)
+DJ_INLINE void store_bf16x16(uint16_t* dst, __m512 v) {
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+    _mm256_storeu_si256((__m256i*)dst, dj::f32x16_to_bf16(v));
+}
+
+DJ_INLINE void e4m3_chunk(uint16_t* dst, const uint8_t* src, float scale) {
+    store_bf16x16(dst, _mm512_mul_ps(dj::e4m3x16_to_f32(_mm_loadu_si128((const __m128i*)src)), _mm512_set1_ps(scale)));
+}
+
+// 16 E2M1 codes from 8 bytes (even index in the low nibble) times one scale.
+DJ_INLINE void e2m1_chunk(uint16_t* dst, const uint8_t* src, float scale) {
+    const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                        -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const __m128i bytes = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i*)src),
+                                           _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(bytes), shift), _mm512_set1_epi32(15));
+    store_bf16x16(dst, _mm512_mul_ps(_mm512_permutexvar_ps(codes, table), _mm512_set1_ps(scale)));
+}
+#else
+DJ_INLINE void e4m3_chunk(uint16_t* dst, const uint8_t* src, float scale) {
+    for (int i = 0; i < 16; ++i) {
+        const float v = dj::e4m3_to_f32(src[i]) * scale;
+        dst[i] = v == v ? dj::f32_to_bf16(v) : 0;
+    }
+}
+
+DJ_INLINE void e2m1_chunk(uint16_t* dst, const uint8_t* src, float scale) {
+    for (int i = 0; i < 16; ++i) {
+        const float v = dj::e2m1_to_f32((src[i / 2] >> (4 * (i & 1))) & 0xF) * scale;
+        dst[i] = v == v ? dj::f32_to_bf16(v) : 0;
+    }
+}
+#endif
+
+DJ_INLINE void copy_bf16(uint16_t* dst, const uint8_t* src, int n) {
+    std::memcpy(dst, src, 2 * n);
+    for (int i = 0; i < n; ++i) dst[i] = bf16_sanitize(dst[i]);
+}
+
+// Dequantises physical token `t` of cache `c` into `dst` (d_qk bf16 values).
+inline void dequant_token(const CacheDesc& c, int64_t t, uint16_t* dst) {
+    const uint8_t *data, *scales;
+    token_address(c, t, &data, &scales);
+    switch (c.format) {
+    case V32_FP8: {
+        float s[4];
+        std::memcpy(s, scales, 16);
+        for (int i = 0; i < 32; ++i) e4m3_chunk(dst + 16 * i, data + 16 * i, s[i / 8]);
+        copy_bf16(dst + 512, data + 528, 64);  // the RoPE part follows the scales in the record
+        break;
+    }
+    case MODEL1_FP8:
+        for (int i = 0; i < 28; ++i) e4m3_chunk(dst + 16 * i, data + 16 * i, dj::ue8m0_to_f32(scales[i / 4]));
+        copy_bf16(dst + 448, data + 448, 64);
+        break;
+    case V41_FP8:
+        for (int i = 0; i < 32; ++i) e4m3_chunk(dst + 16 * i, data + 16 * i, dj::ue8m0_to_f32(scales[i / 2]));
+        break;
+    default:  // V41_FP4
+        for (int i = 0; i < 32; ++i) e2m1_chunk(dst + 16 * i, data + 8 * i, dj::e4m3_to_f32(scales[i]));
+        break;
+    }
+}
+
+}  // namespace fmla

@@ -1,0 +1,57 @@
+// Sparse MLA prefill over a bf16 KV ([s_kv, 1, d_qk], rows read in place, no copy of K).
+// Row = query token i; its tokens are indices[i][0][:topk_length[i]], ids outside [0, s_kv) ignored.
+#include <flash_mla/host/attn_engine.hpp>
+
+namespace {
+
+struct PrefillSource {
+    const uint16_t* q;
+    int64_t q_s, q_h;
+    const uint16_t* kv;
+    int64_t kv_s, s_kv;
+    const int32_t* indices;
+    int64_t idx_s, topk;
+    const int32_t* topk_length;
+    uint16_t* out;
+    float *max_logits, *lse;
+    int H, dv;
+
+    const uint16_t* q_row(int64_t row, int64_t* hs) const {
+        *hs = q_h;
+        return q + row * q_s;
+    }
+    int64_t num_tokens(int64_t row) const {
+        return topk_length ? std::max<int64_t>(0, std::min<int64_t>(topk_length[row], topk)) : topk;
+    }
+    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, uint8_t* valid, uint16_t*) const {
+        const int32_t* ids = indices + row * idx_s + t0;
+        for (int i = 0; i < n; ++i) {
+            const bool ok = ids[i] >= 0 && ids[i] < s_kv;
+            krow[i] = ok ? kv + (int64_t)ids[i] * kv_s : fmla::kZeroRow;
+            valid[i] = ok;
+        }
+    }
+};
+
+struct Adapter {
+    const PrefillSource& s;
+    const uint16_t* q(int64_t row, int64_t* hs) const { return s.q_row(row, hs); }
+    int64_t num_tokens(int64_t row) const { return s.num_tokens(row); }
+    void fill(int64_t row, int64_t t0, int n, const uint16_t** k, uint8_t* v, uint16_t* kb) const { s.fill(row, t0, n, k, v, kb); }
+    fmla::RowOut out(int64_t row) const {
+        return {s.out + row * s.H * s.dv, s.dv, s.lse + row * s.H, 1, s.max_logits + row * s.H, 1};
+    }
+};
+
+}  // namespace
+
+DJ_KERNEL(fmla_sparse_prefill, "ptr,ptr,ptr,ptr,i64,i64,ptr,i64,i64,ptr,i64,i64,ptr,i64,i32,i32,i32,f32,ptr,i64,i64")
+void fmla_sparse_prefill(uint16_t* out, float* max_logits, float* lse, const uint16_t* q, int64_t q_s, int64_t q_h,
+                         const uint16_t* kv, int64_t kv_s, int64_t s_kv, const int32_t* indices, int64_t idx_s,
+                         int64_t topk, const int32_t* topk_length, int64_t s_q, int32_t h_q, int32_t d_qk, int32_t d_v,
+                         float sm_scale, const float* sink, int64_t threads, int64_t max_splits) {
+    const PrefillSource src{q, q_s, q_h, kv, kv_s, s_kv, indices, idx_s, topk, topk_length, out, max_logits, lse, h_q, d_v};
+    const fmla::Shape sh{h_q, (h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v,
+                         sm_scale * fmla::LOG2E};
+    fmla::run_attention(sh, Adapter{src}, s_q, sink, threads, max_splits);
+}

@@ -1,0 +1,254 @@
+"""The public ops: validate once, then dispatch on the device (host kernels for CPU tensors,
+the reference elsewhere and wherever a host kernel does not cover the case)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import LIB
+from . import validation as check
+from . import reference
+from .kv_cache import KVCacheFormat
+from .metadata import FlashMLASchedMeta, record_or_check
+from .reference.sparse import KVScope
+
+SPARSE_ONLY = ("attn_sink", "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length")
+
+
+def _host(device) -> bool:
+    return LIB.backend_for(device) == "host"
+
+
+def flash_mla_with_kvcache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: Optional[torch.Tensor],
+    cache_seqlens: Optional[torch.Tensor],
+    head_dim_v: int,
+    tile_scheduler_metadata: FlashMLASchedMeta,
+    num_splits: Optional[torch.Tensor] = None,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    is_fp8_kvcache: bool = True,
+    indices: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    extra_k_cache: Optional[torch.Tensor] = None,
+    extra_indices_in_kvcache: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
+    enable_batch_invariant: bool = False,
+    *,
+    kv_layout: Optional[str] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decode attention. Sparse mode (``indices`` given): q bf16 [b, s_q, h_q, d_qk] over a quantised
+    paged cache (format from bytes_per_token; V4.1 placement from ``kv_layout``, default
+    ``"interleaved"``) plus an optional extra cache. Dense mode: a bf16/fp16 paged cache read through
+    ``block_table`` / ``cache_seqlens``. Returns out [b, s_q, h_q, head_dim_v] and lse fp32 [b, h_q, s_q]."""
+    if not isinstance(tile_scheduler_metadata, FlashMLASchedMeta):
+        raise TypeError(f"tile_scheduler_metadata: expected the FlashMLASchedMeta from get_mla_metadata(), "
+                        f"got {type(tile_scheduler_metadata).__name__}")
+    if num_splits is not None and not isinstance(num_splits, torch.Tensor):
+        raise TypeError(f"num_splits: must be None (or an old-API tensor, ignored), got {type(num_splits).__name__}")
+    check.tensor(q, "q", (torch.bfloat16, torch.float16), 4)
+    check.last_dim_contiguous(q, "q")
+    causal = check.flag(causal, "causal")
+    is_fp8_kvcache = check.flag(is_fp8_kvcache, "is_fp8_kvcache")
+    enable_batch_invariant = check.flag(enable_batch_invariant, "enable_batch_invariant")
+    check.one_of(head_dim_v, "head_dim_v", (check.D_V,))
+    b, s_q, h_q, d_qk = q.shape
+    sm_scale = d_qk ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
+    if not isinstance(k_cache, torch.Tensor):
+        raise TypeError(f"k_cache: expected a tensor, got {type(k_cache).__name__}")
+    if indices is None:
+        return _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, sm_scale,
+                             causal, is_fp8_kvcache, enable_batch_invariant,
+                             {n: v for n, v in zip(SPARSE_ONLY, (attn_sink, extra_k_cache, extra_indices_in_kvcache,
+                                                                 topk_length, extra_topk_length))})
+
+    # ---- sparse ----
+    if causal:
+        raise ValueError("causal: must be False in sparse mode (indices given), got True")
+    if not is_fp8_kvcache:
+        raise ValueError("is_fp8_kvcache: must be True in sparse mode (indices given), got False")
+    if q.dtype != torch.bfloat16:
+        raise TypeError(f"q: dtype must be torch.bfloat16 in sparse mode, got {q.dtype}")
+    check.one_of(h_q, "q.shape[2] (h_q)", check.SUPPORTED_H_Q)
+    check.one_of(d_qk, "q.shape[3] (d_qk)", check.SUPPORTED_D_QK)
+    fmt = check.quantized_cache(k_cache, "k_cache", d_qk, q.device)
+    if fmt is KVCacheFormat.V41_FP4:
+        raise ValueError("k_cache: the V4.1 FP4 format (288 B/token) is only allowed as extra_k_cache")
+    check.slot_indices(indices, "indices", b, s_q, k_cache.shape[0] * k_cache.shape[1], q.device)
+    topk = indices.shape[-1]
+    check.lengths(topk_length, "topk_length", b, topk, q.device)
+    check.attn_sink(attn_sink, h_q, q.device)
+    scopes = [KVScope(k_cache, fmt, fmt.placement(kv_layout), indices, topk_length)]
+    if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
+        raise ValueError("extra_k_cache and extra_indices_in_kvcache: give both or neither, got "
+                         f"{'extra_k_cache' if extra_k_cache is not None else 'extra_indices_in_kvcache'} alone")
+    if extra_k_cache is None and extra_topk_length is not None:
+        raise ValueError("extra_topk_length: only valid with extra_k_cache, which is None")
+    extra_page = extra_topk = None
+    if extra_k_cache is not None:
+        efmt = check.quantized_cache(extra_k_cache, "extra_k_cache", d_qk, q.device)
+        check.slot_indices(extra_indices_in_kvcache, "extra_indices_in_kvcache", b, s_q,
+                           extra_k_cache.shape[0] * extra_k_cache.shape[1], q.device)
+        extra_page, extra_topk = extra_k_cache.shape[1], extra_indices_in_kvcache.shape[-1]
+        check.lengths(extra_topk_length, "extra_topk_length", b, extra_topk, q.device)
+        scopes.append(KVScope(extra_k_cache, efmt, efmt.placement(kv_layout), extra_indices_in_kvcache,
+                              extra_topk_length))
+    record_or_check(tile_scheduler_metadata, FlashMLASchedMeta.Config(
+        b, s_q, h_q, k_cache.shape[1], k_cache.shape[2], causal, is_fp8_kvcache, topk, extra_page, extra_topk,
+        enable_batch_invariant))
+    if _host(q.device):
+        from . import host
+        return host.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink, enable_batch_invariant)
+    return reference.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink)
+
+
+def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_scale, causal, is_fp8_kvcache,
+                  enable_batch_invariant, sparse_args):
+    given = [n for n, v in sparse_args.items() if v is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only valid in sparse mode (indices given), but indices is None")
+    if is_fp8_kvcache:
+        raise ValueError("is_fp8_kvcache: dense mode (indices None) has no FP8 path; pass is_fp8_kvcache=False")
+    b, s_q, h_q, d_qk = q.shape
+    check.tensor(k_cache, "k_cache", (q.dtype,), 4, q.device)
+    check.last_dim_contiguous(k_cache, "k_cache")
+    nb, p, h_kv, d = k_cache.shape
+    if d != d_qk:
+        raise ValueError(f"k_cache: head dim must equal q's ({d_qk}), got {d}")
+    if head_dim_v > d_qk:
+        raise ValueError(f"head_dim_v: must be <= d_qk ({d_qk}), got {head_dim_v}")
+    if h_kv < 1 or h_q % h_kv:
+        raise ValueError(f"k_cache: num_heads_k ({h_kv}) must divide num_heads_q ({h_q})")
+    check.tensor(block_table, "block_table", (torch.int32,), 2, q.device)
+    check.last_dim_contiguous(block_table, "block_table")
+    if block_table.shape[0] != b:
+        raise ValueError(f"block_table: expected {b} rows (batch), got shape {tuple(block_table.shape)}")
+    check.lengths(cache_seqlens, "cache_seqlens", b, block_table.shape[1] * p, q.device)
+    if cache_seqlens is None:
+        raise TypeError("cache_seqlens: expected a tensor in dense mode, got None")
+    used = (torch.arange(block_table.shape[1], device=q.device).view(1, -1) * p
+            < cache_seqlens.view(-1, 1).long())
+    if used.any():
+        ids = block_table[used]
+        if int(ids.min()) < 0 or int(ids.max()) >= nb:
+            raise ValueError(f"block_table: the blocks covering cache_seqlens must lie in [0, {nb}), "
+                             f"got range [{int(ids.min())}, {int(ids.max())}]")
+    record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, False, None, None, None,
+                                                   enable_batch_invariant))
+    if q.dtype == torch.bfloat16 and d_qk % 2 == 0 and d_qk <= 576 and head_dim_v % 32 == 0 and _host(q.device):
+        from . import host
+        return host.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
+    return reference.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
+
+
+def flash_mla_sparse_fwd(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    d_v: int = 512,
+    attn_sink: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sparse prefill: q bf16 [s_q, h_q, d_qk], kv bf16 [s_kv, 1, d_qk], indices int32 [s_q, 1, topk]
+    (ids < 0 or >= s_kv ignored). Returns out bf16 [s_q, h_q, d_v], max_logits and lse fp32 [s_q, h_q]
+    (natural log; rows with no valid token: out 0, max_logits -inf, lse +inf)."""
+    check.tensor(q, "q", (torch.bfloat16,), 3)
+    check.last_dim_contiguous(q, "q")
+    s_q, h_q, d_qk = q.shape
+    check.one_of(h_q, "q.shape[1] (h_q)", check.SUPPORTED_H_Q)
+    check.one_of(d_qk, "q.shape[2] (d_qk)", check.SUPPORTED_D_QK)
+    check.tensor(kv, "kv", (torch.bfloat16,), 3, q.device)
+    check.last_dim_contiguous(kv, "kv")
+    if kv.shape[1] != 1 or kv.shape[2] != d_qk:
+        raise ValueError(f"kv: expected shape [s_kv, 1, {d_qk}], got {tuple(kv.shape)}")
+    check.tensor(indices, "indices", (torch.int32,), 3, q.device)
+    if indices.shape[0] != s_q or indices.shape[1] != 1 or indices.shape[2] < 1:
+        raise ValueError(f"indices: expected shape [{s_q}, 1, topk >= 1], got {tuple(indices.shape)}")
+    check.last_dim_contiguous(indices, "indices")
+    sm_scale = check.real_number(sm_scale, "sm_scale")
+    check.one_of(d_v, "d_v", (check.D_V,))
+    check.attn_sink(attn_sink, h_q, q.device)
+    check.lengths(topk_length, "topk_length", s_q, indices.shape[-1], q.device)
+    if _host(q.device):
+        from . import host
+        return host.sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
+    return reference.sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
+
+
+# ---- dense varlen prefill (forward; backward by autograd through the reference) ----------------------
+
+def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale):
+    if dropout_p != 0.0:
+        raise ValueError(f"dropout_p: must be 0.0, got {dropout_p!r}")
+    if deterministic:
+        raise ValueError("deterministic: must be False, got True")
+    check.tensor(q, "q", (torch.bfloat16, torch.float16, torch.float32), 3)
+    check.tensor(k, "k", (q.dtype,), 3, q.device)
+    check.tensor(v, "v", (q.dtype,), 3, q.device)
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k: head dim must equal q's ({q.shape[-1]}), got {k.shape[-1]}")
+    if v.shape[0] != k.shape[0] or v.shape[1] != k.shape[1]:
+        raise ValueError(f"v: expected [{k.shape[0]}, {k.shape[1]}, d_v] like k, got {tuple(v.shape)}")
+    if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
+        raise ValueError(f"k: num kv heads ({k.shape[1]}) must divide num q heads ({q.shape[1]})")
+    for name, cu, total in (("cu_seqlens_qo", cu_seqlens_qo, q.shape[0]), ("cu_seqlens_kv", cu_seqlens_kv, k.shape[0])):
+        check.tensor(cu, name, (torch.int32,), 1, q.device)
+        if cu.numel() < 1 or int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu[1:] < cu[:-1]).any()):
+            raise ValueError(f"{name}: must be non-decreasing prefix sums from 0 to {total}, got {cu.tolist()}")
+    if cu_seqlens_qo.numel() != cu_seqlens_kv.numel():
+        raise ValueError(f"cu_seqlens_kv: expected {cu_seqlens_qo.numel()} entries like cu_seqlens_qo, "
+                         f"got {cu_seqlens_kv.numel()}")
+    return q.shape[-1] ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
+
+
+class _VarlenAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, scale, causal):
+        ctx.save_for_backward(q, k, v, cu_q, cu_k)
+        ctx.scale, ctx.causal = scale, causal
+        with torch.no_grad():
+            out, lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, causal)
+        ctx.mark_non_differentiable(lse)
+        return out, lse.t().contiguous().t()   # lse stored head-major: stride(0) == 1 as upstream
+
+    @staticmethod
+    def backward(ctx, d_out, _d_lse):
+        q, k, v, cu_q, cu_k = ctx.saved_tensors
+        if q.shape[1] != k.shape[1]:
+            raise ValueError(f"flash_attn_varlen_func backward: needs h_q == h_kv as upstream, got {q.shape[1]} "
+                             f"and {k.shape[1]}")
+        with torch.enable_grad():
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+            out, _ = reference.varlen_attention(qq, kk, vv, cu_q, cu_k, ctx.scale, ctx.causal)
+            dq, dk, dv = torch.autograd.grad(out, (qq, kk, vv), d_out)
+        return dq, dk, dv, None, None, None, None
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, dropout_p=0.0,
+                           softmax_scale=None, causal=False, deterministic=False, is_varlen=True):
+    """Dense MHA/GQA prefill over packed variable-length sequences: out [total_q, h_q, d_v] and
+    lse fp32 [total_q, h_q] (natural log, stride(0) == 1); causal is bottom-right aligned."""
+    scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale)
+    return _VarlenAttention.apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, check.flag(causal, "causal"))
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, head_dim_qk, dropout_p=0.0, softmax_scale=None,
+                                     causal=False, deterministic=False, is_varlen=True):
+    """``qkv[..., :d]``, ``[..., d:2d]`` and ``[..., 2d:]`` are q, k and v (last-dim packing)."""
+    d = head_dim_qk
+    return flash_attn_varlen_func(qkv[:, :, :d], qkv[:, :, d:2 * d], qkv[:, :, 2 * d:], cu_seqlens, cu_seqlens,
+                                  max_seqlen, max_seqlen, dropout_p, softmax_scale, causal, deterministic, is_varlen)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, head_dim_qk,
+                                    dropout_p=0.0, softmax_scale=None, causal=False, deterministic=False,
+                                    is_varlen=True):
+    """``kv[..., :head_dim_qk]`` is k, the rest v."""
+    return flash_attn_varlen_func(q, kv[:, :, :head_dim_qk], kv[:, :, head_dim_qk:], cu_seqlens_qo, cu_seqlens_kv,
+                                  max_seqlen_qo, max_seqlen_kv, dropout_p, softmax_scale, causal, deterministic,
+                                  is_varlen)

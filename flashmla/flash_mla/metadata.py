@@ -1,0 +1,56 @@
+"""Scheduling metadata: the lazy ``FlashMLASchedMeta`` of the current upstream API.
+
+``get_mla_metadata`` ignores its arguments (the older positional form
+``get_mla_metadata(cache_seqlens, s_q * h_q // h_kv, h_kv, h_q, is_fp8, topk)`` is still accepted)
+and returns ``(FlashMLASchedMeta(), None)``. The first ``flash_mla_with_kvcache`` call records the
+shape configuration; later calls with the same object must match it. The CPU and Ascend paths need
+no split-KV schedule, so ``tile_scheduler_metadata`` and ``num_splits`` stay ``None``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+
+@dataclasses.dataclass
+class FlashMLASchedMeta:
+    @dataclasses.dataclass
+    class Config:
+        b: int
+        s_q: int
+        h_q: int
+        page_block_size: int
+        h_k: int
+        causal: bool
+        is_fp8_kvcache: bool
+        topk: Optional[int]
+        extra_page_block_size: Optional[int]
+        extra_topk: Optional[int]
+        enable_batch_invariant: bool = False
+
+    have_initialized: bool = False
+    config: Optional[Config] = None
+    tile_scheduler_metadata: Optional[torch.Tensor] = None
+    num_splits: Optional[torch.Tensor] = None
+
+
+def get_mla_metadata(*args, **kwargs) -> tuple[FlashMLASchedMeta, None]:
+    """An empty ``FlashMLASchedMeta``, filled by the first decode call (arguments are ignored)."""
+    return FlashMLASchedMeta(), None
+
+
+def record_or_check(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
+    """Records ``config`` on first use; afterwards every field must be equal (ValueError naming it)."""
+    if not meta.have_initialized:
+        meta.config = config
+        meta.have_initialized = True
+        return
+    if meta.config is None:
+        raise ValueError("tile_scheduler_metadata: marked initialised but holds no config")
+    for field in dataclasses.fields(config):
+        want, got = getattr(meta.config, field.name), getattr(config, field.name)
+        if want != got:
+            raise ValueError(f"tile_scheduler_metadata: config.{field.name} was {want!r} on the first call, got {got!r}; "
+                             f"use one FlashMLASchedMeta per shape configuration")
