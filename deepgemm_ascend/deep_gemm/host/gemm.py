@@ -1,16 +1,78 @@
-"""GEMM entry points (dense, M-grouped contiguous and masked, K-grouped) over one packed engine."""
+"""GEMM entry points (dense, M-grouped contiguous and masked, K-grouped) over one packed engine.
+
+All of them launch the single kernel ``dg_gemm`` (host/gemm.cpp); they differ only in the group
+layout handed to it. Tensors arrive validated by the public API (see the package docstring)."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
 import torch
 
+from ._lib import LIB, threads
+
+_FP4_DTYPES = (torch.uint8, torch.int8) + ((torch.float4_e2m1fn_x2,) if hasattr(torch, "float4_e2m1fn_x2") else ())
+_MODES = {"dense": 0, "m_indices": 1, "psum": 2, "masked": 3, "k_grouped": 4}
+
+
+def _elem_type(x: torch.Tensor) -> int:
+    if x.dtype == torch.bfloat16:
+        return 0
+    if x.dtype == torch.float8_e4m3fn:
+        return 1
+    if x.dtype in _FP4_DTYPES:
+        return 2
+    raise TypeError(f"host GEMM operand must be bf16, float8_e4m3fn or packed FP4, got {x.dtype}")
+
+
+def _foldable(sf: torch.Tensor) -> bool:
+    """Every scale a power of two well inside BF16's range: folding it into the conversion is exact."""
+    bits = sf.contiguous().view(torch.int32)
+    exp = (bits >> 23) & 0xFF
+    return bool(((bits & 0x807FFFFF) == 0).all() and ((exp >= 27) & (exp <= 227)).all())
+
+
+def _operand(x: torch.Tensor, sf: Optional[torch.Tensor], mn: int, gran: Sequence[int]) -> tuple[list[int], int]:
+    """The 12 operand fields of the parameter block and the logical K of ``x`` ([G?, MN, K] view)."""
+    t = _elem_type(x)
+    sg = x.stride(0) if x.dim() == 3 else 0
+    packed_mn = t == 2 and x.size(-2) != mn
+    k = x.size(-1) * (2 if t == 2 and not packed_mn else 1)
+    fields = [t, sg, x.stride(-2), x.stride(-1), int(packed_mn)]
+    if sf is None:
+        fields += [0, 0, 0, 1, 1, 0, 0]
+    else:
+        fields += [sf.stride(0) if sf.dim() == 3 else 0, sf.stride(-2), sf.stride(-1), int(gran[0]), int(gran[1]),
+                   int(_foldable(sf)), 1]
+    return fields, k
+
+
+def _output(d: torch.Tensor, c: Optional[torch.Tensor]) -> list[int]:
+    def kind(x):
+        return 1 if x.dtype == torch.float32 else 0
+    grp = lambda x: x.stride(0) if x.dim() == 3 else 0
+    fields = [kind(d), grp(d), d.stride(-2)]
+    fields += [-1, 0, 0] if c is None else [kind(c), grp(c), c.stride(-2)]
+    return fields
+
+
+def _launch(mode: str, m: int, n: int, k: int, g: int, a_fields, b_fields, a, sfa, b, sfb, d, c, layout, alpha,
+            num_threads, alignment: int = 1, zero_padding: bool = False) -> None:
+    params = torch.tensor([m, n, k, g, _MODES[mode], alignment, int(zero_padding)] + a_fields + b_fields
+                          + _output(d, c), dtype=torch.int64)
+    LIB.host_kernel("dg_gemm", "host/gemm.cpp")(params, a, sfa, b, sfb, d, c, layout, float(alpha),
+                                                threads(num_threads))
+
 
 def gemm(a: torch.Tensor, sfa: Optional[torch.Tensor], b: torch.Tensor, sfb: Optional[torch.Tensor],
          d: torch.Tensor, c: Optional[torch.Tensor] = None, alpha: float = 1.0,
          gran_a: tuple = (1, 128), gran_b: tuple = (128, 128), num_threads: Optional[int] = None) -> None:
     """``d = alpha * dequant(a) @ dequant(b).T + c``; a ``[M, K]``, b ``[N, K]``, d ``[M, N]``."""
-    raise NotImplementedError
+    m, n = d.shape
+    if m == 0 or n == 0:
+        return
+    af, k = _operand(a, sfa, m, gran_a)
+    bf, _ = _operand(b, sfb, n, gran_b)
+    _launch("dense", m, n, k, 1, af, bf, a, sfa, b, sfb, d, c, None, alpha, num_threads)
 
 
 def m_grouped_gemm_contiguous(a, sfa, b, sfb, d, grouped_layout: torch.Tensor, use_psum_layout: bool = False,
@@ -20,14 +82,29 @@ def m_grouped_gemm_contiguous(a, sfa, b, sfb, d, grouped_layout: torch.Tensor, u
 
     ``use_psum_layout=False``: int32 ``m_indices[M_sum]``, group id per row, -1 for padding.
     ``use_psum_layout=True``: int32 ``[G]`` exclusive end rows; group g starts at
-    ``align(psum[g-1], alignment)``. Padding / gap rows of d are zeroed when ``zero_padding``."""
-    raise NotImplementedError
+    ``align(psum[g-1], alignment)``. Padding / gap rows of d are zeroed when ``zero_padding``.
+    All groups run in one launch whose tiles are shared out by work, not by group."""
+    m, n = d.shape
+    if m == 0 or n == 0:
+        return
+    g = b.size(0)
+    af, k = _operand(a, sfa, m, gran_a)
+    bf, _ = _operand(b, sfb, n, gran_b)
+    layout = grouped_layout.to(torch.int32).contiguous()
+    _launch("psum" if use_psum_layout else "m_indices", m, n, k, g, af, bf, a, sfa, b, sfb, d, None, layout, 1.0,
+            num_threads, alignment=alignment, zero_padding=zero_padding)
 
 
 def m_grouped_gemm_masked(a, sfa, b, sfb, d, masked_m: torch.Tensor, gran_a: tuple = (1, 128),
                           gran_b: tuple = (128, 128), num_threads: Optional[int] = None) -> None:
     """a ``[G, M_max, K]``, b ``[G, N, K]``, d ``[G, M_max, N]``; rows ``>= masked_m[g]`` untouched."""
-    raise NotImplementedError
+    g, m, n = d.shape
+    if g == 0 or m == 0 or n == 0:
+        return
+    af, k = _operand(a, sfa, m, gran_a)
+    bf, _ = _operand(b, sfb, n, gran_b)
+    layout = masked_m.to(torch.int32).contiguous()
+    _launch("masked", m, n, k, g, af, bf, a, sfa, b, sfb, d, None, layout, 1.0, num_threads)
 
 
 def k_grouped_gemm(a, sfa, b, sfb, d, c, ks: Sequence[int], k_starts: Optional[Sequence[int]] = None,
@@ -38,4 +115,19 @@ def k_grouped_gemm(a, sfa, b, sfb, d, c, ks: Sequence[int], k_starts: Optional[S
     Group g covers rows ``[k_starts[g], k_starts[g] + ks[g])`` (default: consecutive). Scales are
     per channel: ``sfa [S, M]``, ``sfb [S, N]`` with group g's K-blocks at rows ``sf_starts[g]...``
     (default: consecutive ``ceil(ks[g] / gran_k)`` rows); ``None`` for BF16."""
-    raise NotImplementedError
+    g, m, n = d.shape
+    if g == 0 or m == 0 or n == 0:
+        return
+    ks = [int(x) for x in ks]
+    if k_starts is None:
+        k_starts = [sum(ks[:i]) for i in range(g)]
+    if sf_starts is None:
+        blocks = [-(-x // gran_k) for x in ks]
+        sf_starts = [sum(blocks[:i]) for i in range(g)]
+    layout = torch.tensor([v for i in range(g) for v in (k_starts[i], ks[i], sf_starts[i])], dtype=torch.int32)
+    at, bt = a.t(), b.t()
+    sfat = None if sfa is None else sfa.t()
+    sfbt = None if sfb is None else sfb.t()
+    af, k = _operand(at, sfat, m, (1, gran_k))
+    bf, _ = _operand(bt, sfbt, n, (1, gran_k))
+    _launch("k_grouped", m, n, k, g, af, bf, at, sfat, bt, sfbt, d, c, layout, 1.0, num_threads)

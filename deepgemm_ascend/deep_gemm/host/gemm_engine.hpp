@@ -1,0 +1,373 @@
+// One packed GEMM engine behind every deep_gemm GEMM family on the host.
+//
+// A problem is a list of jobs; a job is one plain product D[rows] (+)= A[rows, k-range] . B[g]^T
+// with its own group, row offsets and K range, so dense, M-grouped (contiguous, psum, masked) and
+// K-grouped GEMMs differ only in how the job list is built (gemm.cpp). Operands of any element
+// type (BF16, FP8 E4M3, FP4 E2M1) and any major are converted to BF16 while packing into the
+// K-pair panels of <deepjit/host/gemm_bf16.hpp>; the micro-kernel never sees a stride.
+//
+// Scales: an operand whose scale factors are all powers of two is "folded" (each element is
+// multiplied by its scale during conversion, exactly); otherwise its scale is "promoted": the
+// micro-kernel accumulates one scale block of K in registers and adds it to the FP32 tile
+// multiplied by sa[row] * sb[col], as upstream's block-scaled kernels do.
+//
+// Schedule: jobs with many rows pack A and B once up front (parallel), then share out MC x NC
+// output tiles dynamically; jobs with few rows (decode, masked MoE) pack A once and convert each
+// B panel on the fly into L1-sized scratch, so B is read once, at its storage width.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <deepjit/host/gemm_bf16.hpp>
+#include <deepjit/host/gemm_convert.hpp>
+
+namespace dg {
+
+using namespace dj::gemm;
+
+constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-front schedule
+constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
+constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
+constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
+
+struct Operand {
+    const uint8_t* ptr = nullptr;
+    int type = kBF16;
+    int64_t sg = 0, smn = 0, sk = 0;   // element strides (FP4: byte strides along its packed layout)
+    bool packed_mn = false;            // FP4 packed along MN instead of K
+    const float* sf = nullptr;
+    int64_t sfg = 0, sfmn = 0, sfk = 0, gmn = 1, gk = 1;
+    bool fold = false;
+
+    bool promoted() const { return sf != nullptr && !fold; }
+    bool k_major() const { return type == kE2M1 ? !packed_mn && sk == 1 : sk == 1; }
+    bool mn_major() const { return type == kE2M1 ? packed_mn && smn == 1 : smn == 1; }
+    float scale(int64_t g, int64_t mn, int64_t kb) const { return sf[g * sfg + (mn / gmn) * sfmn + kb * sfk]; }
+
+    // One element as BF16 (the fallback for layouts that are neither K- nor MN-major).
+    uint16_t element(int64_t g, int64_t mn, int64_t k) const {
+        if (type == kBF16) {
+            uint16_t v;
+            std::memcpy(&v, ptr + 2 * (g * sg + mn * smn + k * sk), 2);
+            return v;
+        }
+        if (type == kE4M3) return e4m3_to_bf16(ptr[g * sg + mn * smn + k * sk]);
+        const int64_t byte = packed_mn ? g * sg + (mn / 2) * smn + k * sk : g * sg + mn * smn + (k / 2) * sk;
+        const int shift = static_cast<int>(((packed_mn ? mn : k) & 1) * 4);
+        return e2m1_to_bf16(static_cast<uint8_t>((ptr[byte] >> shift) & 0xF));
+    }
+    // Start of a K-contiguous run at (g, mn, k) / an MN-contiguous run at (g, k, mn), for to_bf16.
+    const uint8_t* row_base(int64_t g, int64_t mn) const {
+        const int64_t elem = type == kBF16 ? 2 : 1;
+        return ptr + elem * (g * sg + mn * smn);
+    }
+    const uint8_t* col_base(int64_t g, int64_t k) const {
+        const int64_t elem = type == kBF16 ? 2 : 1;
+        return ptr + elem * (g * sg + k * sk);
+    }
+};
+
+struct Job {
+    int64_t a_g, a_m0, b_g, d_g, d_m0, m, k0, klen, kb0;
+};
+
+struct Output {
+    uint8_t* d = nullptr;
+    int d_type = 0;                    // 0 BF16, 1 FP32
+    int64_t dsg = 0, dsm = 0;
+    const uint8_t* c = nullptr;
+    int c_type = 1;
+    int64_t csg = 0, csm = 0;
+    float alpha = 1.0f;
+};
+
+// Packs rows [mn0, mn0 + mv) x K [k0, k0 + kv) of group g into nrows / W panels (nrows a
+// multiple of 32, rows past mv and K past kv zero) with kcp = kv rounded up to 32. k_first and
+// kb0 locate the scale blocks of folded operands: element k uses block kb0 + (k - k_first) / gk.
+inline void pack_block(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int W, int64_t k0,
+                       int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint16_t* tmp, int16_t* exps,
+                       uint32_t* out) {
+    if (op.k_major() || !op.mn_major()) {
+        const int64_t ld = kcp + 2;     // keeps rows from aliasing the same cache sets
+        for (int64_t r = 0; r < nrows; ++r) {
+            uint16_t* t = tmp + r * ld;
+            int64_t done = 0;
+            if (r < mv) {
+                const int64_t mn = mn0 + r;
+                if (op.k_major()) {
+                    to_bf16(op.row_base(g, mn), op.type, k0, kv, t);
+                } else {
+                    for (int64_t k = 0; k < kv; ++k) t[k] = op.element(g, mn, k0 + k);
+                }
+                done = kv;
+                if (op.fold) {
+                    for (int64_t k = 0; k < kv;) {
+                        const int64_t kb = (k0 + k - k_first) / op.gk;
+                        const int64_t seg_end = std::min(kv, k_first + (kb + 1) * op.gk - k0);
+                        add_exponent(t + k, seg_end - k, scale_exponent(op.scale(g, mn, kb0 + kb)));
+                        k = seg_end;
+                    }
+                }
+            }
+            std::memset(t + done, 0, (kcp - done) * 2);
+        }
+        pack_kmajor(tmp, ld, nrows, W, kcp, out);
+        return;
+    }
+    const int64_t ld = nrows + 32;
+    int64_t exps_kb = -1;
+    for (int64_t k = 0; k < kcp; ++k) {
+        uint16_t* t = tmp + k * ld;
+        if (k >= kv) {
+            std::memset(t, 0, nrows * 2);
+            continue;
+        }
+        const int64_t kk = k0 + k;
+        to_bf16(op.col_base(g, kk), op.type, mn0, mv, t);
+        std::memset(t + mv, 0, (nrows - mv) * 2);
+        if (op.fold) {
+            const int64_t kb = kb0 + (kk - k_first) / op.gk;
+            if (kb != exps_kb) {
+                for (int64_t r = 0; r < mv; ++r) exps[r] = static_cast<int16_t>(scale_exponent(op.scale(g, mn0 + r, kb)));
+                exps_kb = kb;
+            }
+            add_exponents(t, exps, mv);
+        }
+    }
+    pack_mnmajor(tmp, ld, nrows, W, kcp, out);
+}
+
+// Per-row (or per-column) promoted scales for one K block; 1 where the operand is not promoted.
+inline void block_scales(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t n, int64_t kb, float* out) {
+    for (int64_t r = 0; r < n; ++r) out[r] = (op.promoted() && r < mv) ? op.scale(g, mn0 + r, kb) : 1.0f;
+}
+
+// d[row, col] = alpha * acc + c for a tile of rows x cols, acc with row stride ldc.
+inline void epilogue(const Output& o, int64_t g, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
+                     const float* acc, int64_t ldc) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* a = acc + r * ldc;
+        const int64_t drow = g * o.dsg + (row0 + r) * o.dsm + col0;
+        const int64_t crow = g * o.csg + (row0 + r) * o.csm + col0;
+        int64_t j = 0;
+#ifdef DJ_HAVE_AVX512
+        const __m512 alpha = _mm512_set1_ps(o.alpha);
+        for (; j < cols; j += 16) {
+            const __mmask16 m = cols - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (cols - j)) - 1);
+            __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + j), alpha);
+            if (o.c != nullptr) {
+                if (o.c_type == 1)
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(o.c) + crow + j));
+                else
+                    v = _mm512_add_ps(v, dj::bf16x16_to_f32(_mm256_maskz_loadu_epi16(
+                                             m, reinterpret_cast<const uint16_t*>(o.c) + crow + j)));
+            }
+            if (o.d_type == 1)
+                _mm512_mask_storeu_ps(reinterpret_cast<float*>(o.d) + drow + j, m, v);
+            else
+                _mm256_mask_storeu_epi16(reinterpret_cast<uint16_t*>(o.d) + drow + j, m, dj::f32x16_to_bf16(v));
+        }
+#endif
+        for (; j < cols; ++j) {
+            float v = o.alpha * a[j];
+            if (o.c != nullptr)
+                v += o.c_type == 1 ? reinterpret_cast<const float*>(o.c)[crow + j]
+                                   : dj::bf16_to_f32(reinterpret_cast<const uint16_t*>(o.c)[crow + j]);
+            if (o.d_type == 1)
+                reinterpret_cast<float*>(o.d)[drow + j] = v;
+            else
+                reinterpret_cast<uint16_t*>(o.d)[drow + j] = dj::f32_to_bf16(v);
+        }
+    }
+}
+
+template <bool kPromote>
+DJ_INLINE void run_micro(int64_t kp, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, bool acc,
+                         const float* sa, const float* sb) {
+    micro_kernel<MR, kPromote>(kp, A, B, C, ldc, acc, sa, sb);
+}
+
+class Engine {
+public:
+    Engine(const Operand& a, const Operand& b, const Output& o, int64_t n, int64_t threads)
+        : a_(a), b_(b), o_(o), n_(n), threads_(std::max<int64_t>(threads, 1)) {
+        promote_ = a.promoted() || b.promoted();
+        kc_ = KC_FOLDED;
+        if (promote_) {
+            kc_ = 0;
+            for (const Operand* op : {&a, &b})
+                if (op->promoted()) kc_ = kc_ == 0 ? op->gk : std::min(kc_, op->gk);
+        }
+        npad_ = ceil_div(n, 32) * 32;
+    }
+
+    void run(const std::vector<Job>& jobs) {
+        std::vector<Prepared> prep(jobs.size());
+        std::vector<Item> packs, tasks;
+        for (size_t j = 0; j < jobs.size(); ++j) {
+            const Job& job = jobs[j];
+            if (job.m <= 0 || n_ <= 0) continue;
+            Prepared& p = prep[j];
+            p.small = job.m <= SMALL_M;
+            p.mpad = ceil_div(job.m, 32) * 32;
+            p.nkb = ceil_div(job.klen, kc_);
+            p.a = alloc<uint32_t>(p.nkb * p.mpad * kc_ / 2);
+            p.sa = alloc<float>(p.nkb * p.mpad);
+            for (int64_t kb = 0; kb < p.nkb; ++kb)
+                for (int64_t r0 = 0; r0 < p.mpad; r0 += MC) packs.push_back({static_cast<int64_t>(j), 0, kb, r0});
+            if (!p.small) {
+                p.b = alloc<uint32_t>(p.nkb * npad_ * kc_ / 2);
+                p.sb = alloc<float>(p.nkb * npad_);
+                for (int64_t kb = 0; kb < p.nkb; ++kb)
+                    for (int64_t c0 = 0; c0 < npad_; c0 += 64) packs.push_back({static_cast<int64_t>(j), 1, kb, c0});
+                for (int64_t r0 = 0; r0 < job.m; r0 += MC)
+                    for (int64_t c0 = 0; c0 < n_; c0 += NC) tasks.push_back({static_cast<int64_t>(j), 0, r0, c0});
+            } else {
+                // Two panels per task keeps both threads busy even for a single decode job.
+                for (int64_t c0 = 0; c0 < n_; c0 += 64) tasks.push_back({static_cast<int64_t>(j), 1, 0, c0});
+            }
+        }
+
+        parallel_items(packs, [&](const Item& it, Scratch& s) { prepack(jobs[it.job], prep[it.job], it, s); });
+        parallel_items(tasks, [&](const Item& it, Scratch& s) {
+            if (it.kind == 0)
+                tile_task(jobs[it.job], prep[it.job], it.x, it.y, s);
+            else
+                panel_task(jobs[it.job], prep[it.job], it.y, s);
+        });
+        // A job with an empty K range still writes d = c (or zeros).
+        for (size_t j = 0; j < jobs.size(); ++j) {
+            const Job& job = jobs[j];
+            if (job.m > 0 && n_ > 0 && job.klen <= 0) {
+                std::vector<float> zeros(n_, 0.0f);
+                for (int64_t r = 0; r < job.m; ++r) epilogue(o_, job.d_g, job.d_m0 + r, 0, 1, n_, zeros.data(), 0);
+            }
+        }
+    }
+
+private:
+    struct Prepared {
+        bool small = false;
+        int64_t mpad = 0, nkb = 0;
+        Buffer<uint32_t> a, b;
+        Buffer<float> sa, sb;
+    };
+    struct Item {
+        int64_t job, kind, x, y;
+    };
+    struct Scratch {
+        Buffer<uint16_t> tmp;
+        Buffer<int16_t> exps;
+        Buffer<uint32_t> panel;
+        Buffer<float> acc, sb;
+        Scratch(int64_t kc, int64_t npad_small)
+            : tmp(alloc<uint16_t>(std::max<int64_t>(MC, 64) * (kc + 40) + kc * (std::max<int64_t>(MC, 64) + 40))),
+              exps(alloc<int16_t>(std::max<int64_t>(MC, 64))),
+              panel(alloc<uint32_t>(NR * kc / 2)),
+              acc(alloc<float>(std::max<int64_t>(MC * NC, npad_small * NR))),
+              sb(alloc<float>(NR)) {}
+    };
+
+    template <typename F>
+    void parallel_items(const std::vector<Item>& items, F&& fn) {
+        const int64_t n = static_cast<int64_t>(items.size());
+        if (n == 0) return;
+        const int t = dj::thread_count(threads_, n);
+        const int64_t small_rows = SMALL_M + 32;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(t) if (t > 1)
+#endif
+        {
+            Scratch s(kc_, small_rows);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (int64_t i = 0; i < n; ++i) fn(items[i], s);
+        }
+    }
+
+    int64_t kcp_of(const Job& job, int64_t kb) const {
+        const int64_t kv = std::min(kc_, job.klen - kb * kc_);
+        return ceil_div(kv, 32) * 32;
+    }
+
+    void prepack(const Job& job, Prepared& p, const Item& it, Scratch& s) {
+        const int64_t kb = it.x, kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
+        const int64_t k0 = job.k0 + kb * kc_;
+        const int64_t kbs_a = job.kb0 + (kb * kc_) / std::max<int64_t>(a_.gk, 1);
+        const int64_t kbs_b = job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1);
+        if (it.kind == 0) {
+            const int64_t r0 = it.y, rows = std::min(MC, p.mpad - r0), mv = std::clamp<int64_t>(job.m - r0, 0, rows);
+            uint32_t* out = p.a.get() + kb * p.mpad * kc_ / 2 + r0 * kcp / 2;
+            pack_block(a_, job.a_g, job.a_m0 + r0, mv, rows, MR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
+            block_scales(a_, job.a_g, job.a_m0 + r0, mv, rows, kbs_a, p.sa.get() + kb * p.mpad + r0);
+        } else {
+            const int64_t c0 = it.y, cols = std::min<int64_t>(64, npad_ - c0), nv = std::clamp<int64_t>(n_ - c0, 0, cols);
+            uint32_t* out = p.b.get() + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
+            pack_block(b_, job.b_g, c0, nv, cols, NR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
+            block_scales(b_, job.b_g, c0, nv, cols, kbs_b, p.sb.get() + kb * npad_ + c0);
+        }
+    }
+
+    // One MC x NC output tile from operands packed up front.
+    void tile_task(const Job& job, const Prepared& p, int64_t r0, int64_t c0, Scratch& s) {
+        const int64_t rows = std::min(MC, job.m - r0), cols = std::min(NC, n_ - c0);
+        const int64_t ipanels = ceil_div(rows, MR), jpanels = ceil_div(cols, NR);
+        float* acc = s.acc.get();
+        for (int64_t kb = 0; kb < p.nkb; ++kb) {
+            const int64_t kcp = kcp_of(job, kb);
+            const uint32_t* ablk = p.a.get() + kb * p.mpad * kc_ / 2 + r0 * kcp / 2;
+            const uint32_t* bblk = p.b.get() + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
+            const float* sa = p.sa.get() + kb * p.mpad + r0;
+            const float* sb = p.sb.get() + kb * npad_ + c0;
+            for (int64_t jp = 0; jp < jpanels; ++jp)
+                for (int64_t ip = 0; ip < ipanels; ++ip) {
+                    float* c = acc + ip * MR * NC + jp * NR;
+                    const uint32_t* A = ablk + ip * MR * kcp / 2;
+                    const uint32_t* B = bblk + jp * NR * kcp / 2;
+                    if (promote_)
+                        run_micro<true>(kcp / 2, A, B, c, NC, kb > 0, sa + ip * MR, sb + jp * NR);
+                    else
+                        run_micro<false>(kcp / 2, A, B, c, NC, kb > 0, nullptr, nullptr);
+                }
+        }
+        if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
+    }
+
+    // Two B panels converted on the fly against all (few) rows of the job.
+    void panel_task(const Job& job, const Prepared& p, int64_t c0, Scratch& s) {
+        const int64_t ipanels = ceil_div(job.m, MR);
+        float* acc = s.acc.get();
+        for (int64_t c = c0; c < std::min(n_, c0 + 64); c += NR) {
+            const int64_t nv = std::min<int64_t>(NR, n_ - c);
+            for (int64_t kb = 0; kb < p.nkb; ++kb) {
+                const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
+                pack_block(b_, job.b_g, c, nv, NR, NR, job.k0 + kb * kc_, kv, kcp, job.k0, job.kb0, s.tmp.get(),
+                           s.exps.get(), s.panel.get());
+                const uint32_t* ablk = p.a.get() + kb * p.mpad * kc_ / 2;
+                const float* sa = p.sa.get() + kb * p.mpad;
+                if (promote_)
+                    block_scales(b_, job.b_g, c, nv, NR, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1), s.sb.get());
+                for (int64_t ip = 0; ip < ipanels; ++ip) {
+                    float* cc = acc + ip * MR * NR;
+                    const uint32_t* A = ablk + ip * MR * kcp / 2;
+                    if (promote_)
+                        run_micro<true>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, sa + ip * MR, s.sb.get());
+                    else
+                        run_micro<false>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, nullptr, nullptr);
+                }
+            }
+            if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0, c, job.m, nv, acc, NR);
+        }
+    }
+
+    Operand a_, b_;
+    Output o_;
+    int64_t n_, threads_, kc_ = KC_FOLDED, npad_ = 0;
+    bool promote_ = false;
+};
+
+}  // namespace dg
