@@ -6,6 +6,9 @@ from ._lib import LIB  # noqa: E402  (needs __version__)
 from .gemm import (bf16_gemm_nn, bf16_gemm_nt, bf16_gemm_tn, bf16_gemm_tt, cublaslt_gemm_nn,  # noqa: E402
                    cublaslt_gemm_nt, cublaslt_gemm_tn, cublaslt_gemm_tt, fp8_fp4_gemm_nn, fp8_fp4_gemm_nt,
                    fp8_fp4_gemm_tn, fp8_fp4_gemm_tt)
+from .grouped import (m_grouped_bf16_gemm_nn_contiguous, m_grouped_bf16_gemm_nt_contiguous,  # noqa: E402
+                      m_grouped_bf16_gemm_nt_masked, m_grouped_fp8_fp4_gemm_nn_contiguous,
+                      m_grouped_fp8_fp4_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_masked)
 from .runtime import (get_block_size_multiple_of, get_deterministic_algorithms, get_ignore_compile_dims,  # noqa: E402
                       get_npu_arch, get_num_sms, get_pdl, get_psum_layout_form, get_tc_util, set_block_size_multiple_of,
                       set_ignore_compile_dims, set_npu_arch, set_num_sms, set_pdl, set_psum_layout_form, set_tc_util,
@@ -14,3 +17,9 @@ from . import testing, utils  # noqa: E402
 from .utils import *  # noqa: E402,F401,F403
 
 fp8_gemm_nt, fp8_gemm_nn, fp8_gemm_tn, fp8_gemm_tt = fp8_fp4_gemm_nt, fp8_fp4_gemm_nn, fp8_fp4_gemm_tn, fp8_fp4_gemm_tt
+m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
+m_grouped_fp8_gemm_nn_contiguous = m_grouped_fp8_fp4_gemm_nn_contiguous
+m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+# legacy names
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked

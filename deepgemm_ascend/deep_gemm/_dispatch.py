@@ -1,10 +1,12 @@
 """Choosing the implementation for validated, canonical arguments.
 
-Every public op calls ``run(name, device, *args)`` once its checks passed. The implementation
-is ``deep_gemm.reference.<name>`` unless the backend for ``device`` is "host" and
-``deep_gemm.host`` exports a function of the same name, which then gets the same arguments
-(canonical operands from ``_operands``) plus ``num_threads=LIB.num_threads``. NPU tensors use the
-reference until Ascend kernels exist. ``DG_BACKEND=reference|host|ascend`` forces a path.
+Every public op calls ``run(name, device, *args)`` once its checks passed, with the canonical
+arguments of ``deep_gemm.reference.<name>``. When the backend for ``device`` is "host" and
+``deep_gemm.host`` implements the op, an adapter below translates those arguments into the host
+entry point's documented signature (``deep_gemm/host/__init__.py``); otherwise the reference
+runs. A host entry point that is still a stub (raises ``NotImplementedError`` before doing
+anything) is remembered as missing. NPU tensors use the reference until Ascend kernels exist.
+``DG_BACKEND=reference|host|ascend`` forces a path.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from . import _lib, reference
 
 _MISSING = object()
 _host_module = _MISSING
+_stubs: set = set()
 
 
 def _host():
@@ -28,18 +31,70 @@ def _host():
     return _host_module
 
 
-def implementation(name: str, device):
-    """(callable, is_host) serving ``name`` for tensors on ``device``."""
-    if _lib.LIB.backend_for(device) == "host":
-        host = _host()
-        fn = getattr(host, name, None) if host is not None else None
-        if fn is not None:
-            return fn, True
-    return getattr(reference, name), False
+# ---- adapters: canonical arguments -> host entry points -------------------------------------------
+def _gemm(host, a, b, d, c, alpha, num_threads):
+    host.gemm(a.data, a.sf, b.data, b.sf, d, c, 1.0 if alpha is None else alpha,
+              gran_a=(a.gran_mn, a.gran_k), gran_b=(b.gran_mn, b.gran_k), num_threads=num_threads)
 
 
-def run(name: str, device, *args, **kwargs):
-    fn, is_host = implementation(name, device)
-    if is_host:
-        kwargs["num_threads"] = _lib.LIB.num_threads
-    return fn(*args, **kwargs)
+def _bf16_gemm(host, a, b, d, c, alpha, num_threads):
+    host.gemm(a, None, b, None, d, c, 1.0 if alpha is None else alpha, num_threads=num_threads)
+
+
+def _m_grouped(host, a, b, d, rows, zero_padding, num_threads):
+    host.m_grouped_gemm_contiguous(a.data, a.sf, b.data, b.sf, d, rows.layout, rows.use_psum_layout, rows.alignment,
+                                   zero_padding, gran_a=(a.gran_mn, a.gran_k), gran_b=(b.gran_mn, b.gran_k),
+                                   num_threads=num_threads)
+
+
+def _m_grouped_bf16(host, a, b, d, rows, zero_padding, num_threads):
+    host.m_grouped_gemm_contiguous(a, None, b, None, d, rows.layout, rows.use_psum_layout, rows.alignment,
+                                   zero_padding, num_threads=num_threads)
+
+
+def _masked(host, a, b, d, masked_m, num_threads):
+    host.m_grouped_gemm_masked(a.data, a.sf, b.data, b.sf, d, masked_m, gran_a=(a.gran_mn, a.gran_k),
+                               gran_b=(b.gran_mn, b.gran_k), num_threads=num_threads)
+
+
+def _masked_bf16(host, a, b, d, masked_m, num_threads):
+    host.m_grouped_gemm_masked(a, None, b, None, d, masked_m, num_threads=num_threads)
+
+
+def _k_grouped(host, a, sfa, b, sfb, d, c, groups, gran_k, num_threads):
+    host.k_grouped_gemm(a, sfa, b, sfb, d, c, groups.ks, groups.k_starts, groups.sf_starts, gran_k=gran_k,
+                        num_threads=num_threads)
+
+
+def _k_grouped_bf16(host, a, b, d, c, groups, num_threads):
+    host.k_grouped_gemm(a, None, b, None, d, c, groups.ks, groups.k_starts, num_threads=num_threads)
+
+
+_ADAPTERS = {
+    "fp8_fp4_gemm_nt": ("gemm", _gemm),
+    "bf16_gemm_nt": ("gemm", _bf16_gemm),
+    "m_grouped_fp8_fp4_gemm_nt": ("m_grouped_gemm_contiguous", _m_grouped),
+    "m_grouped_bf16_gemm_nt": ("m_grouped_gemm_contiguous", _m_grouped_bf16),
+    "m_grouped_fp8_fp4_gemm_nt_masked": ("m_grouped_gemm_masked", _masked),
+    "m_grouped_bf16_gemm_nt_masked": ("m_grouped_gemm_masked", _masked_bf16),
+    "k_grouped_fp8_gemm_tn": ("k_grouped_gemm", _k_grouped),
+    "k_grouped_bf16_gemm_tn": ("k_grouped_gemm", _k_grouped_bf16),
+}
+
+
+def host_serves(name: str, device) -> bool:
+    """Whether ``name`` would run on a host kernel for tensors on ``device``."""
+    if name not in _ADAPTERS or (name in _stubs) or _lib.LIB.backend_for(device) != "host":
+        return False
+    host = _host()
+    return host is not None and hasattr(host, _ADAPTERS[name][0])
+
+
+def run(name: str, device, *args):
+    if host_serves(name, device):
+        entry, adapter = _ADAPTERS[name]
+        try:
+            return adapter(_host(), *args, num_threads=_lib.LIB.num_threads)
+        except NotImplementedError:
+            _stubs.add(name)
+    return getattr(reference, name)(*args)

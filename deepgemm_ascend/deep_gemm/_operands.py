@@ -88,8 +88,11 @@ def _granularities(name: str, recipe, length: int) -> Tuple[int, ...]:
 
 
 def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_k: int,
-               groups: Optional[int], require_pow2: bool) -> torch.Tensor:
-    """Any accepted SF container to FP32 ``[G?, ceil(mn/gran_mn), ceil(k/gran_k)]`` (any strides in)."""
+               groups: Optional[int], require_pow2: bool, valid_rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Any accepted SF container to FP32 ``[G?, ceil(mn/gran_mn), ceil(k/gran_k)]`` (any strides in).
+
+    ``valid_rows`` (bool over the SF rows, ``[G?, rows]``) limits the power-of-two check to rows
+    that are read: grouped layouts may leave the scales of padding rows uninitialised."""
     v.tensor(name, sf, SF_DTYPES, 2 if groups is None else 3)
     rows, sf_k = ceil_div(mn, gran_mn), ceil_div(k, gran_k)
     lead = () if groups is None else (groups,)
@@ -97,8 +100,9 @@ def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_
         v.shape(name, sf, lead + (rows, sf_k))
         if sf.dtype == torch.float8_e8m0fnu:
             return formats.unpack_ue8m0(sf)
-        if require_pow2 and sf.numel() and not bool(formats.is_power_of_two(sf).all()):
-            bad = sf[~formats.is_power_of_two(sf)].flatten()[0].item()
+        checked = sf if valid_rows is None else sf[valid_rows]
+        if require_pow2 and checked.numel() and not bool(formats.is_power_of_two(checked).all()):
+            bad = checked[~formats.is_power_of_two(checked)].flatten()[0].item()
             raise v.fail(f"{name} values", "positive powers of two (UE8M0-representable) for this recipe/format "
                          "(FP4 operands or gran_k 32); round with ceil_to_ue8m0 or pass packed UE8M0", bad)
         return sf.float()
@@ -110,7 +114,8 @@ def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_
 
 
 def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: Tuple[int, int],
-              disable_ue8m0_cast: bool, other_fp4: bool) -> QuantOperand:
+              disable_ue8m0_cast: bool, other_fp4: bool, valid_mn: Optional[torch.Tensor] = None) -> QuantOperand:
+    """Checks and converts ``sf`` for ``op``; ``valid_mn`` (bool ``[G?, MN]``) marks the rows that are read."""
     op.gran_mn, op.gran_k = gran
     if op.fp4 and op.k % 2:
         raise v.fail(f"{name}[0]", "an even K for packed FP4", op.k)
@@ -120,7 +125,11 @@ def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: Tuple[int, in
     ue8m0_only = op.fp4 or other_fp4 or op.gran_k == 32
     if disable_ue8m0_cast and ue8m0_only and sf.dtype == torch.float32:
         raise v.fail("disable_ue8m0_cast", "False for FP4 operands or gran_k 32 with FP32 scale factors", True)
-    op.sf = sf_to_fp32(f"{name}[1]", sf, op.mn, op.k, op.gran_mn, op.gran_k, op.groups, ue8m0_only)
+    valid_rows = None
+    if valid_mn is not None:
+        pad = (-op.mn) % op.gran_mn
+        valid_rows = torch.nn.functional.pad(valid_mn.to(torch.int8), (0, pad)).unflatten(-1, (-1, op.gran_mn)).any(-1)
+    op.sf = sf_to_fp32(f"{name}[1]", sf, op.mn, op.k, op.gran_mn, op.gran_k, op.groups, ue8m0_only, valid_rows)
     return op
 
 
@@ -135,3 +144,27 @@ def transpose_pair(name: str, p, dim0: int, dim1: int, ndim: int):
 def transpose_tensor(name: str, t, dim0: int, dim1: int, ndim: int):
     v.tensor(name, t, ndim=ndim)
     return t.transpose(dim0, dim1)
+
+
+@dataclass
+class GroupedRows:
+    """An M-grouped contiguous layout, validated: ``row_group[i]`` is row i's group or -1 (padding);
+    ``layout`` is the int32 form the caller used (``m_indices [M]``, or psum as exclusive END rows
+    ``[G]`` -- row counts are converted), with groups starting at multiples of ``alignment``."""
+    row_group: torch.Tensor
+    layout: torch.Tensor
+    use_psum_layout: bool
+    alignment: int
+
+
+@dataclass
+class KGroups:
+    """A K-grouped layout, validated: group g covers K rows ``[k_starts[g], k_starts[g] + ks[g])`` and its
+    scales are the ``ceil(ks[g] / gran_k)`` per-channel rows from ``sf_starts[g]``."""
+    ks: list
+    k_starts: list
+    sf_starts: list
+
+    @property
+    def k_ranges(self) -> list:
+        return [(s, s + k) for s, k in zip(self.k_starts, self.ks)]

@@ -60,16 +60,15 @@ def _m_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, row_group: tor
     d.copy_(out.to(d.dtype))
 
 
-def m_grouped_fp8_fp4_gemm_nt(a, b, d: torch.Tensor, row_group: torch.Tensor, zero_padding: bool) -> None:
-    """Row i of ``a`` (``[M, K]``) times ``b[row_group[i]]`` (``b``: ``[G, N, K]``) into ``d[i]``.
+def m_grouped_fp8_fp4_gemm_nt(a, b, d: torch.Tensor, rows, zero_padding: bool) -> None:
+    """Row i of ``a`` (``[M, K]``) times ``b[rows.row_group[i]]`` (``b``: ``[G, N, K]``) into ``d[i]``.
 
     ``row_group[i] == -1`` marks a padding row: written as zero when ``zero_padding``, else left as is."""
-    _m_grouped(dequantize(a), dequantize(b), d, row_group, zero_padding)
+    _m_grouped(dequantize(a), dequantize(b), d, rows.row_group, zero_padding)
 
 
-def m_grouped_bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, row_group: torch.Tensor,
-                           zero_padding: bool) -> None:
-    _m_grouped(a.float(), b.float(), d, row_group, zero_padding)
+def m_grouped_bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, rows, zero_padding: bool) -> None:
+    _m_grouped(a.float(), b.float(), d, rows.row_group, zero_padding)
 
 
 def _masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor) -> None:

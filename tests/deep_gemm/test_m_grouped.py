@@ -1,0 +1,126 @@
+"""M-grouped contiguous GEMMs (m_indices and psum layouts) and masked GEMMs."""
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.testing import calc_diff
+from deep_gemm.testing.generators import generate_m_grouped_contiguous, generate_m_grouped_masked, threshold
+
+KINDS = ["fp8", "fp8_1d1d", "fp8xfp4", "fp4"]
+ALIGNMENT = 32      # small shapes: DeepSeek-V3 expert GEMMs (N, K) scaled down
+SHAPES = [(4, 40, 192, 256), (2, 70, 128, 384)]
+
+
+def _run(case, kind, layout, **kwargs):
+    b = case.b
+    if layout == "nn":
+        b = (b[0].transpose(1, 2), b[1].transpose(1, 2)) if kind != "bf16" else b.transpose(1, 2)
+    if kind == "bf16":
+        getattr(deep_gemm, f"m_grouped_bf16_gemm_{layout}_contiguous")(case.a, b, case.d, case.grouped_layout, **kwargs)
+    else:
+        getattr(deep_gemm, f"m_grouped_fp8_fp4_gemm_{layout}_contiguous")(case.a, b, case.d, case.grouped_layout,
+                                                                          **case.kwargs, **kwargs)
+
+
+def _check_valid_rows(case, kind):
+    for s, e in case.valid_rows:
+        if e > s:
+            diff = calc_diff(case.d[s:e], case.ref_d[s:e])
+            assert diff < threshold(kind), f"{kind}: rows [{s}, {e}) diff {diff}"
+
+
+@pytest.mark.parametrize("kind", KINDS + ["bf16"])
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("use_psum_layout", [False, True])
+def test_m_grouped_contiguous(backend, kind, layout, use_psum_layout):
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    for num_groups, expected_m, n, k in SHAPES:
+        for b_mn_major in (False, True) if layout == "nt" else (False,):
+            case = generate_m_grouped_contiguous(num_groups, expected_m, n, k, kind, use_psum_layout, b_mn_major)
+            case.d.fill_(5.0)
+            _run(case, kind, layout, use_psum_layout=use_psum_layout)
+            _check_valid_rows(case, kind)
+            padding = torch.ones(case.d.size(0), dtype=torch.bool)
+            for s, e in case.valid_rows:
+                padding[s:e] = False
+            assert bool((case.d[padding] == 0).all()), "ensure_zero_padding: padding rows must be zero"
+
+
+@pytest.mark.parametrize("use_psum_layout", [False, True])
+def test_padding_rows_untouched_without_zero_padding(backend, use_psum_layout):
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    case = generate_m_grouped_contiguous(3, 40, 128, 128, "fp8", use_psum_layout)
+    case.d.fill_(5.0)
+    _run(case, "fp8", "nt", use_psum_layout=use_psum_layout, ensure_zero_padding=False)
+    _check_valid_rows(case, "fp8")
+    padding = torch.ones(case.d.size(0), dtype=torch.bool)
+    for s, e in case.valid_rows:
+        padding[s:e] = False
+    assert bool((case.d[padding] == 5.0).all())
+
+
+def test_psum_counts_form_matches_end_rows(backend, monkeypatch):
+    """DeepGEMM-Ascend's documented psum form (per-group row counts), selected explicitly."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    ends = generate_m_grouped_contiguous(4, 40, 128, 256, "fp8", True, psum_form="end_rows")
+    torch.manual_seed(0)
+    import random
+    random.seed(0)
+    deep_gemm.set_psum_layout_form("counts")
+    try:
+        counts = generate_m_grouped_contiguous(4, 40, 128, 256, "fp8", True, psum_form="counts")
+        assert not torch.equal(counts.grouped_layout, ends.grouped_layout)
+        _run(counts, "fp8", "nt", use_psum_layout=True)
+        _check_valid_rows(counts, "fp8")
+    finally:
+        deep_gemm.set_psum_layout_form("end_rows")
+    monkeypatch.setenv("DG_PSUM_LAYOUT_FORM", "counts")
+    deep_gemm.runtime._state.psum_layout_form = None
+    assert deep_gemm.get_psum_layout_form() == "counts"
+
+
+def test_psum_gap_scales_may_be_garbage(backend):
+    """Scale rows of psum gaps are never read: NaN there must not reach D nor fail the UE8M0 check."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    case = generate_m_grouped_contiguous(3, 40, 128, 128, "fp8_1d1d", True)
+    qa, sfa = case.a
+    sfa = sfa.clone()
+    padding = torch.ones(sfa.size(0), dtype=torch.bool)
+    for s, e in case.valid_rows:
+        padding[s:e] = False
+    sfa[padding] = float("nan")
+    deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous((qa, sfa), case.b, case.d, case.grouped_layout,
+                                                   use_psum_layout=True, **case.kwargs)
+    _check_valid_rows(case, "fp8_1d1d")
+    assert not bool(case.d.isnan().any())
+
+
+@pytest.mark.parametrize("kind", KINDS + ["bf16"])
+def test_m_grouped_masked(backend, kind):
+    for num_groups, max_m, expected_m, n, k in [(3, 64, 20, 128, 256), (2, 96, 64, 256, 128)]:
+        case = generate_m_grouped_masked(num_groups, max_m, expected_m, n, k, kind)
+        case.d.fill_(7.0)
+        if kind == "bf16":
+            deep_gemm.m_grouped_bf16_gemm_nt_masked(case.a, case.b, case.d, case.masked_m, case.expected_m)
+        else:
+            deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked(case.a, case.b, case.d, case.masked_m, case.expected_m,
+                                                       **case.kwargs)
+        for g, m in enumerate(case.masked_m.tolist()):
+            if m:
+                assert calc_diff(case.d[g, :m], case.ref_d[g, :m]) < threshold(kind)
+            assert bool((case.d[g, m:] == 7.0).all()), "rows at or beyond masked_m must be untouched"
+
+
+def test_masked_legacy_aliases():
+    assert deep_gemm.fp8_m_grouped_gemm_nt_masked is deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked
+    assert deep_gemm.bf16_m_grouped_gemm_nt_masked is deep_gemm.m_grouped_bf16_gemm_nt_masked
+    assert deep_gemm.m_grouped_fp8_gemm_nt_contiguous is deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous
+
+
+def test_alignment_settings():
+    assert deep_gemm.get_m_alignment_for_contiguous_layout() == 128
+    deep_gemm.set_mk_alignment_for_contiguous_layout(64)
+    assert deep_gemm.get_k_alignment_for_contiguous_layout() == 64
+    assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout() == 224
+    assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(100) == 128
+    assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(1) == 32
