@@ -4,9 +4,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-import torch
-
-from ...elf import expect_one_kernel, exported_symbols
+from ...elf import STT_FUNC, expect_one_kernel, exported_symbols
 from ...errors import DeepJITError
 
 SIGNATURE_SUFFIX = "__dj_signature"
@@ -24,7 +22,7 @@ def discover_kernels(so_path: str) -> list[str]:
     """A kernel is an exported function ``name`` with an exported ``name__dj_signature`` string."""
     symbols = exported_symbols(so_path)
     return sorted(n[: -len(SIGNATURE_SUFFIX)] for n in symbols
-                  if n.endswith(SIGNATURE_SUFFIX) and symbols.get(n[: -len(SIGNATURE_SUFFIX)]) == 2)
+                  if n.endswith(SIGNATURE_SUFFIX) and symbols.get(n[: -len(SIGNATURE_SUFFIX)]) == STT_FUNC)
 
 
 def parse_signature(sig: str, name: str) -> list[str]:
@@ -51,7 +49,7 @@ class HostKernel:
 
     def _convert(self, i: int, kind: str, value):
         if kind == "ptr":
-            if isinstance(value, torch.Tensor):
+            if hasattr(value, "data_ptr") and hasattr(value, "device"):  # a torch tensor (torch is not imported here)
                 if value.device.type != "cpu":
                     raise TypeError(f"kernel {self.name}: argument {i} must be a CPU tensor, got device {value.device}")
                 return value.data_ptr()

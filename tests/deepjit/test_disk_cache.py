@@ -1,0 +1,149 @@
+"""The disk cache: publication by rename, hits across processes and roots, cleanup and debris."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from deepjit import DiskCache
+from deepjit.disk_cache import COMMITTED
+from deepjit.errors import CompileError, DeepJITError
+
+from .helpers import ADD_SOURCE, list_entries, list_tmp, make_runtime, wrap_cxx
+
+DIGEST = "0123456789abcdef0123456789abcdef"
+
+
+def build(cache: DiskCache, files: dict, tag="kern"):
+    entry = cache.entry(tag, DIGEST)
+    assert not entry.is_hit
+    for name, text in files.items():
+        with open(os.path.join(entry.tmp_path, name), "w") as f:
+            f.write(text)
+    return entry
+
+
+def test_commit_then_hit(tmp_path):
+    cache = DiskCache([str(tmp_path)])
+    entry = build(cache, {"kernel.bin": "v1"})
+    final = entry.commit()
+    assert final == str(tmp_path / "cache" / f"kern.{DIGEST}")
+    assert sorted(os.listdir(final)) == [COMMITTED, "kernel.bin"]
+    assert list_tmp(tmp_path) == []
+    hit = cache.entry("kern", DIGEST)
+    assert hit.is_hit and hit.final_path == final and hit.commit() == final
+
+
+@pytest.mark.parametrize("tag", ["", "a-b", "a.b", "a/b", "ä", "a b"])
+def test_invalid_tags(tmp_path, tag):
+    with pytest.raises(DeepJITError, match="cache tag must contain only letters, digits, or underscores"):
+        DiskCache([str(tmp_path)]).entry(tag, DIGEST)
+
+
+def test_abandoned_entry_removes_its_build_dir(tmp_path):
+    cache = DiskCache([str(tmp_path)])
+    entry = build(cache, {"partial": "x"})
+    del entry
+    assert list_tmp(tmp_path) == [] and list_entries(tmp_path) == []
+
+
+def test_losing_writer_adopts_the_winner(tmp_path):
+    cache = DiskCache([str(tmp_path)])
+    a = build(cache, {"owner_a": "a", "owner_b": "a"})
+    b = build(cache, {"owner_a": "b", "owner_b": "b"})
+    winner = a.commit()
+    assert b.commit() == winner
+    assert sorted(os.listdir(winner)) == [COMMITTED, "owner_a", "owner_b"]
+    assert {open(os.path.join(winner, n)).read() for n in ("owner_a", "owner_b")} == {"a"}
+    assert list_tmp(tmp_path) == []
+
+
+def test_broken_entry_without_marker_is_ignored_and_replaced(tmp_path):
+    broken = tmp_path / "cache" / f"kern.{DIGEST}"
+    broken.mkdir(parents=True)
+    (broken / "kernel.bin").write_text("half-written")
+    cache = DiskCache([str(tmp_path)])
+    assert cache.lookup("kern", DIGEST) is None
+    final = build(cache, {"kernel.bin": "good"}).commit()
+    assert open(os.path.join(final, "kernel.bin")).read() == "good"
+    assert os.path.exists(os.path.join(final, COMMITTED)) and list_tmp(tmp_path) == []
+
+
+def test_secondary_root_hits_without_writing_anywhere(tmp_path, monkeypatch):
+    writer = DiskCache([str(tmp_path / "secondary")])
+    final = build(writer, {"kernel.bin": "x"}).commit()
+    os.chmod(final, 0o555)
+    os.chmod(tmp_path / "secondary", 0o555)
+    # Running as root ignores mode bits, so also make the marker bump fail as on a read-only mount.
+    real_utime = os.utime
+
+    def read_only_utime(path, *args, **kwargs):
+        if str(path).startswith(str(tmp_path / "secondary")):
+            raise PermissionError(30, "Read-only file system", path)
+        return real_utime(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "utime", read_only_utime)
+    try:
+        reader = DiskCache([str(tmp_path / "primary"), str(tmp_path / "secondary")])
+        hit = reader.entry("kern", DIGEST)
+        assert hit.is_hit and hit.final_path == final
+        assert not (tmp_path / "primary").exists()
+        # an incomplete primary entry does not hide the valid secondary one
+        (tmp_path / "primary" / "cache" / f"kern.{DIGEST}").mkdir(parents=True)
+        assert reader.lookup("kern", DIGEST) == final
+    finally:
+        os.chmod(tmp_path / "secondary", 0o755)
+        os.chmod(final, 0o755)
+
+
+def test_failed_compile_publishes_nothing(tmp_path, monkeypatch):
+    rt = make_runtime(tmp_path, monkeypatch)
+    with pytest.raises(CompileError, match="command failed with exit code"):
+        rt.compile("broken", "#error deliberately broken\n")
+    assert list_entries(tmp_path / "cache") == [] and list_tmp(tmp_path / "cache") == []
+    # the runtime still works afterwards
+    assert rt.compile("add_i64", ADD_SOURCE) is not None
+
+
+def test_meta_json_describes_the_build(tmp_path, monkeypatch):
+    rt = make_runtime(tmp_path, monkeypatch, extra_signature="lib-1.0")
+    path = rt.compile_without_load("add_i64", ADD_SOURCE)
+    assert sorted(os.listdir(path)) == [COMMITTED, "kernel.cpp", "kernel.so", "meta.json"]
+    with open(os.path.join(path, "meta.json")) as f:
+        raw = f.read()
+    meta = json.loads(raw)
+    assert list(meta) == ["command", "config", "compiler_info", "compiler_options"]
+    assert ": " not in raw and ", " not in raw.split('"command"')[0]  # compact
+    assert meta["command"].startswith(rt.backend.cxx + " -O3 -march=native -fopenmp")
+    assert meta["command"].endswith("kernel.cpp -o " + os.path.join(os.path.dirname(meta["command"].split()[-3]),
+                                                                     "kernel.so"))
+    assert meta["config"]["extra_signature"] == "lib-1.0"
+    assert meta["compiler_options"]["optimize_level"] == "3"
+    assert "-fPIC" in meta["compiler_options"]["cxx_flags"]
+    # a hit never rewrites metadata
+    mtime = os.path.getmtime(os.path.join(path, "meta.json"))
+    again = make_runtime(tmp_path, monkeypatch, extra_signature="lib-1.0")
+    assert again.compile_without_load("add_i64", ADD_SOURCE) == path
+    assert os.path.getmtime(os.path.join(path, "meta.json")) == mtime
+
+
+def test_hit_in_a_new_process_does_not_run_the_compiler(tmp_path, monkeypatch):
+    rt = make_runtime(tmp_path, monkeypatch)
+    path = rt.compile_without_load("add_i64", ADD_SOURCE)
+    marker = tmp_path / "compiler-ran"
+    cxx = wrap_cxx(tmp_path / "cxx", f"open({str(marker)!r}, 'w').close()\nsys.exit(3)")
+    child = textwrap.dedent(f"""
+        import ctypes, deepjit
+        rt = deepjit.Runtime(deepjit.Config({str(tmp_path)!r}, "TST"), "host")
+        kernel = rt.compile("add_i64", {ADD_SOURCE!r})
+        out = ctypes.c_int64(0)
+        kernel(ctypes.addressof(out), 40, 2)
+        print(kernel.path, out.value)
+    """)
+    env = dict(os.environ, TST_JIT_CACHE_DIR=str(tmp_path / "cache"), TST_JIT_CXX=cxx)
+    proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [path, "42"]
+    assert not marker.exists()
