@@ -1,0 +1,142 @@
+"""flash_mla_with_kvcache in sparse mode: host kernels against the FP32 reference, every format."""
+import math
+
+import pytest
+import torch
+
+import flash_mla
+from flash_mla import reference
+from flash_mla.kv_cache import KVCacheFormat
+from flash_mla.reference.sparse import KVScope
+
+from .compare import DECODE_LSE, DECODE_OUT, assert_close, make_cache
+
+F = KVCacheFormat
+
+
+def _indices(b, s_q, topk, capacity, seed, invalid_share=0.2):
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.stack([torch.randperm(capacity, generator=g)[:topk] for _ in range(b * s_q)]).view(b, s_q, topk)
+    idx[torch.rand(b, s_q, topk, generator=g) < invalid_share] = -1
+    return idx.to(torch.int32)
+
+
+def _referenced(idx, lengths):
+    topk = idx.shape[-1]
+    keep = idx >= 0
+    if lengths is not None:
+        keep &= torch.arange(topk).view(1, 1, topk) < lengths.view(-1, 1, 1)
+    return set(idx[keep].tolist())
+
+
+def _case(fmt, placement, b, s_q, h_q, topk, page, num_blocks, seed, ragged, extra=None):
+    """Builds (q, caches, indices, lengths) with every unreferenced slot NaN-poisoned."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, s_q, h_q, fmt.d_qk, generator=g).clamp(-1, 1).bfloat16()
+    scopes = []
+    for i, (f, pl, tk, pg, nb) in enumerate([(fmt, placement, topk, page, num_blocks)] + ([extra] if extra else [])):
+        cap = pg * nb
+        idx = _indices(b, s_q, tk, cap, seed + 10 * i)
+        lengths = None
+        if ragged:
+            lengths = torch.randint(0, tk + 1, (b,), generator=g, dtype=torch.int32)
+            lengths[0] = 0           # a request with nothing from this cache
+            lengths[-1] = tk
+        unused = torch.tensor(sorted(set(range(cap)) - _referenced(idx, lengths)))
+        cache = make_cache(f, nb, pg, pl, seed=seed + i, nan_fill=unused)
+        scopes.append(KVScope(cache, f, f.placement(pl), idx, lengths))
+    return q, scopes
+
+
+def _run(q, scopes, sink=None, scale=None, batch_invariant=False, layout=None):
+    meta, _ = flash_mla.get_mla_metadata()
+    extra = scopes[1] if len(scopes) > 1 else None
+    return flash_mla.flash_mla_with_kvcache(
+        q, scopes[0].cache, None, None, 512, meta, None, scale, False, True, scopes[0].indices, sink,
+        extra.cache if extra else None, extra.indices if extra else None, scopes[0].topk_length,
+        extra.topk_length if extra else None, batch_invariant, kv_layout=layout)
+
+
+CASES = [  # fmt, placement, h_q, page, s_q, sink, ragged
+    (F.V32_FP8, None, 128, 64, 1, False, False),
+    (F.V32_FP8, None, 64, 7, 2, True, True),
+    (F.MODEL1_FP8, None, 64, 61, 2, True, True),
+    (F.MODEL1_FP8, None, 128, 2, 1, False, False),
+    (F.V41_FP8, "interleaved", 64, 5, 2, True, True),
+    (F.V41_FP8, "block_split", 128, 53, 1, False, True),
+]
+
+
+@pytest.mark.parametrize("fmt,placement,h_q,page,s_q,with_sink,ragged", CASES)
+def test_host_matches_reference(fmt, placement, h_q, page, s_q, with_sink, ragged):
+    b, topk = 3, 150
+    num_blocks = max(2, 600 // page)
+    q, scopes = _case(fmt, placement, b, s_q, h_q, topk, page, num_blocks, seed=h_q + page, ragged=ragged)
+    sink = torch.randn(h_q) if with_sink else None
+    if with_sink:
+        sink[:2] = torch.tensor([float("inf"), float("-inf")])
+    scale = fmt.d_qk ** -0.55
+    out, lse = _run(q, scopes, sink, scale, layout=placement)
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, scale, 512, sink)
+    assert out.shape == (b, s_q, h_q, 512) and out.dtype == torch.bfloat16
+    assert lse.shape == (b, h_q, s_q) and lse.dtype == torch.float32
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")
+    assert not torch.isnan(out).any()
+    if ragged:  # request 0 read nothing: zero output, lse +inf
+        assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all())
+
+
+@pytest.mark.parametrize("extra_fmt,extra_placement", [(F.V41_FP4, "interleaved"), (F.V41_FP8, "interleaved")])
+def test_extra_cache_one_softmax(extra_fmt, extra_placement):
+    q, scopes = _case(F.V41_FP8, "interleaved", 2, 2, 64, 70, 5, 40, seed=3, ragged=True,
+                      extra=(extra_fmt, extra_placement, 90, 3, 50))
+    sink = torch.randn(64)
+    out, lse = _run(q, scopes, sink)
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, 512 ** -0.5, 512, sink)
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")
+    # the extra tokens matter: without them the answer changes
+    main_only, _ = reference.sparse_decode(q, scopes[:1], 512 ** -0.5, 512, sink)
+    assert (main_only.float() - ref_out.float()).abs().max() > 1e-2
+
+
+def test_split_kv_single_request_and_batch_invariance():
+    # one row and two threads: the host splits the row's blocks and merges them by log-sum-exp
+    q, scopes = _case(F.V32_FP8, None, 1, 1, 128, 600, 64, 20, seed=5, ragged=False)
+    out, lse = _run(q, scopes)
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, 576 ** -0.5, 512, None)
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")
+    # batch invariant: the row computed alone equals the same row computed inside a batch, bit for bit
+    alone, _ = _run(q, scopes, batch_invariant=True)
+    q2 = torch.cat([q, q.flip(2)])
+    scope2 = KVScope(scopes[0].cache, scopes[0].fmt, scopes[0].placement, scopes[0].indices.repeat(2, 1, 1))
+    batched, _ = _run(q2, [scope2], batch_invariant=True)
+    assert torch.equal(alone[0], batched[0])
+
+
+def test_all_invalid_rows_and_reference_backend(monkeypatch):
+    q, scopes = _case(F.MODEL1_FP8, None, 2, 1, 64, 64, 16, 8, seed=9, ragged=False)
+    scopes[0].indices[1] = -1
+    out, lse = _run(q, scopes)
+    assert out[1].abs().max() == 0 and bool((lse[1] == math.inf).all())
+    monkeypatch.setenv("FMLA_BACKEND", "reference")
+    ref_out, ref_lse = _run(q, scopes)
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")
+
+
+def test_metadata_config_is_recorded_and_checked():
+    q, scopes = _case(F.V41_FP8, None, 2, 1, 64, 64, 16, 8, seed=1, ragged=False)
+    meta, none = flash_mla.get_mla_metadata(torch.zeros(2, dtype=torch.int32), 64, 1, 64, True, 64)  # old form
+    assert none is None and not meta.have_initialized
+    args = (q, scopes[0].cache, None, None, 512, meta, None, None, False, True, scopes[0].indices)
+    flash_mla.flash_mla_with_kvcache(*args)
+    assert meta.have_initialized and meta.config.topk == 64 and meta.config.h_q == 64 and meta.config.b == 2
+    flash_mla.flash_mla_with_kvcache(*args)  # same shapes: fine
+    with pytest.raises(ValueError, match="config.topk was 64 .* got 32"):
+        flash_mla.flash_mla_with_kvcache(q, scopes[0].cache, None, None, 512, meta, None, None, False, True,
+                                         scopes[0].indices[:, :, :32].contiguous())
+    with pytest.raises(ValueError, match="config.enable_batch_invariant"):
+        flash_mla.flash_mla_with_kvcache(*args, enable_batch_invariant=True)
