@@ -17,7 +17,7 @@ def assert_close(ans: torch.Tensor, ref: torch.Tensor, tol: tuple, name: str) ->
     """Infinities and NaNs must coincide; every other element within abs OR rel; global cos-diff."""
     abs_tol, rel_tol, cos_tol = tol
     assert ans.shape == ref.shape, f"{name}: shape {tuple(ans.shape)} != {tuple(ref.shape)}"
-    a, r = ans.double(), ref.double()
+    a, r = ans.detach().double(), ref.detach().double()
     for kind, fn in (("+inf", lambda x: x == float("inf")), ("-inf", lambda x: x == float("-inf")),
                      ("nan", torch.isnan)):
         mismatch = fn(a) != fn(r)

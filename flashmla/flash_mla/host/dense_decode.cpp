@@ -6,7 +6,7 @@
 namespace {
 
 struct DenseSource {
-    const uint16_t* q;
+    const uint16_t* q_base;
     int64_t q_b, q_s, q_h, s_q, h_kv;
     const uint16_t* kc;
     int64_t kc_0, kc_1, kc_2, page;
@@ -14,14 +14,14 @@ struct DenseSource {
     int64_t bt_b;
     const int32_t* seqlens;
     int causal;
-    uint16_t* out;
+    uint16_t* out_base;
     float* lse;     // [b, s_q, h_q]
     int H, h_q, dv;
 
     const uint16_t* q(int64_t row, int64_t* hs) const {
         const int64_t g = row % h_kv, bs = row / h_kv;
         *hs = q_h;
-        return q + (bs / s_q) * q_b + (bs % s_q) * q_s + g * H * q_h;
+        return q_base + (bs / s_q) * q_b + (bs % s_q) * q_s + g * H * q_h;
     }
     int64_t num_tokens(int64_t row) const {
         const int64_t bs = row / h_kv, s_k = seqlens[bs / s_q];
@@ -39,7 +39,7 @@ struct DenseSource {
     fmla::RowOut out(int64_t row) const {
         const int64_t g = row % h_kv, bs = row / h_kv;
         const int64_t head0 = bs * h_q + g * H;
-        return {out + head0 * dv, dv, lse + head0, 1, nullptr, 0};
+        return {out_base + head0 * dv, dv, lse + head0, 1, nullptr, 0};
     }
 };
 

@@ -17,17 +17,17 @@ struct Scope {
 };
 
 struct DecodeSource {
-    const uint16_t* q;
+    const uint16_t* q_base;
     int64_t q_b, q_s, q_h, s_q;
-    uint16_t* out;             // [b, s_q, H, dv]
+    uint16_t* out_base;        // [b, s_q, H, dv]
     float* lse;                // [b, s_q, H]
     int H, dv;
     Scope scope[2];
     int nscopes;
 
-    const uint16_t* q_row(int64_t row, int64_t* head_stride) const {
+    const uint16_t* q(int64_t row, int64_t* head_stride) const {
         *head_stride = q_h;
-        return q + (row / s_q) * q_b + (row % s_q) * q_s;
+        return q_base + (row / s_q) * q_b + (row % s_q) * q_s;
     }
     int64_t num_tokens(int64_t row) const {
         int64_t n = 0;
@@ -53,17 +53,7 @@ struct DecodeSource {
             valid[i] = 1;
         }
     }
-    fmla::RowOut out_row(int64_t row) const {
-        return {out + row * H * dv, dv, lse + row * H, 1, nullptr, 0};
-    }
-};
-
-struct Adapter {  // the engine's Source interface
-    const DecodeSource& s;
-    const uint16_t* q(int64_t row, int64_t* hs) const { return s.q_row(row, hs); }
-    int64_t num_tokens(int64_t row) const { return s.num_tokens(row); }
-    void fill(int64_t row, int64_t t0, int n, const uint16_t** k, uint8_t* v, uint16_t* kb) const { s.fill(row, t0, n, k, v, kb); }
-    fmla::RowOut out(int64_t row) const { return s.out_row(row); }
+    fmla::RowOut out(int64_t row) const { return {out_base + row * H * dv, dv, lse + row * H, 1, nullptr, 0}; }
 };
 
 }  // namespace
@@ -84,5 +74,5 @@ void fmla_sparse_decode(uint16_t* out, float* lse, const uint16_t* q, int64_t q_
     if (k1) src.scope[1] = {fmla::make_cache(k1, k1_stride, k1_page, k1_format, k1_split), idx1, idx1_b, idx1_s, topk1, len1};
     const fmla::Shape sh{h_q, (h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v,
                          sm_scale * fmla::LOG2E};
-    fmla::run_attention(sh, Adapter{src}, b * s_q, sink, threads, max_splits);
+    fmla::run_attention(sh, src, b * s_q, sink, threads, max_splits);
 }

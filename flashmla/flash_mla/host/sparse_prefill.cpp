@@ -5,20 +5,20 @@
 namespace {
 
 struct PrefillSource {
-    const uint16_t* q;
+    const uint16_t* q_base;
     int64_t q_s, q_h;
     const uint16_t* kv;
     int64_t kv_s, s_kv;
     const int32_t* indices;
     int64_t idx_s, topk;
     const int32_t* topk_length;
-    uint16_t* out;
+    uint16_t* out_base;
     float *max_logits, *lse;
     int H, dv;
 
-    const uint16_t* q_row(int64_t row, int64_t* hs) const {
+    const uint16_t* q(int64_t row, int64_t* hs) const {
         *hs = q_h;
-        return q + row * q_s;
+        return q_base + row * q_s;
     }
     int64_t num_tokens(int64_t row) const {
         return topk_length ? std::max<int64_t>(0, std::min<int64_t>(topk_length[row], topk)) : topk;
@@ -31,15 +31,8 @@ struct PrefillSource {
             valid[i] = ok;
         }
     }
-};
-
-struct Adapter {
-    const PrefillSource& s;
-    const uint16_t* q(int64_t row, int64_t* hs) const { return s.q_row(row, hs); }
-    int64_t num_tokens(int64_t row) const { return s.num_tokens(row); }
-    void fill(int64_t row, int64_t t0, int n, const uint16_t** k, uint8_t* v, uint16_t* kb) const { s.fill(row, t0, n, k, v, kb); }
     fmla::RowOut out(int64_t row) const {
-        return {s.out + row * s.H * s.dv, s.dv, s.lse + row * s.H, 1, s.max_logits + row * s.H, 1};
+        return {out_base + row * H * dv, dv, lse + row * H, 1, max_logits + row * H, 1};
     }
 };
 
@@ -53,5 +46,5 @@ void fmla_sparse_prefill(uint16_t* out, float* max_logits, float* lse, const uin
     const PrefillSource src{q, q_s, q_h, kv, kv_s, s_kv, indices, idx_s, topk, topk_length, out, max_logits, lse, h_q, d_v};
     const fmla::Shape sh{h_q, (h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v,
                          sm_scale * fmla::LOG2E};
-    fmla::run_attention(sh, Adapter{src}, s_q, sink, threads, max_splits);
+    fmla::run_attention(sh, src, s_q, sink, threads, max_splits);
 }
