@@ -1,0 +1,187 @@
+// MQA logits (the lightning indexer), non-paged and paged, on the BF16 micro-kernel:
+//   logits[i, j] = sum_h w[i, h] * relu(kv_scale[j] * (q[i, h] . kv[j]))
+// Heads are the rows of the left-hand panels, KV tokens the 32 columns of a right-hand panel;
+// each 8 x 32 score tile is reduced over heads (ReLU, weight) right after the dot products.
+// FP4 operands carry per-32 power-of-two scales, folded exactly into their BF16 conversion.
+#include <deepjit/host/gemm_bf16.hpp>
+#include <deepjit/host/gemm_convert.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+using namespace dj::gemm;
+
+enum : int { P_S, P_H, P_D, P_SKV, P_QTYPE, P_KVTYPE, P_LD, P_LTYPE, P_COMPRESSED, P_CLEAN, P_WIDTH,
+             P_NEXT_N, P_BLOCK_KV, P_PAGE_STRIDE, P_MAX_BLOCKS, P_BATCH, P_COUNT };
+
+// Row `r` (D values) of an FP8 / FP4 tensor as BF16, with per-32 exponents folded for FP4.
+void row_to_bf16(const uint8_t* base, int type, int64_t D, const float* sf32, const uint8_t* ue8m0, uint16_t* out) {
+    to_bf16(base, type, 0, D, out);
+    if (type == kE2M1)
+        for (int64_t b = 0; b * 32 < D; ++b) {
+            const int e = sf32 != nullptr ? scale_exponent(sf32[b]) : static_cast<int>(ue8m0[b]) - 127;
+            add_exponent(out + b * 32, std::min<int64_t>(32, D - b * 32), e);
+        }
+}
+
+// Pack the heads of one query (H rows of D) into H/8 panels.
+void pack_query(const uint8_t* q, int type, int64_t H, int64_t D, const float* q_sf, uint16_t* tmp, uint32_t* out) {
+    const int64_t row_bytes = type == kE2M1 ? D / 2 : D, hp = ceil_div(H, 32) * 32, ld = D + 2;
+    for (int64_t h = 0; h < hp; ++h) {
+        if (h < H)
+            row_to_bf16(q + h * row_bytes, type, D, q_sf ? q_sf + h * (D / 32) : nullptr, nullptr, tmp + h * ld);
+        else
+            std::memset(tmp + h * ld, 0, D * 2);
+    }
+    pack_kmajor(tmp, ld, hp, MR, D, out);
+}
+
+// 32 scores for tokens of one packed KV panel: sum_h w[h] * relu(scale[j] * q_h . kv_j).
+void panel_scores(const uint32_t* qpanels, int64_t H, int64_t D, const uint32_t* kvpanel, const float* kv_scale,
+                  const float* w, float* tile, float* out) {
+    for (int j = 0; j < NR; ++j) out[j] = 0.0f;
+    for (int64_t h0 = 0; h0 < H; h0 += MR) {
+        micro_kernel<MR, false>(D / 2, qpanels + h0 * D / 2, kvpanel, tile, NR, false);
+        const int64_t hv = std::min<int64_t>(MR, H - h0);
+        for (int64_t h = 0; h < hv; ++h) {
+            const float wh = w[h0 + h];
+            const float* t = tile + h * NR;
+#pragma omp simd
+            for (int j = 0; j < NR; ++j) out[j] += wh * std::max(t[j] * kv_scale[j], 0.0f);
+        }
+    }
+}
+
+void store(uint8_t* logits, int ltype, int64_t idx, float v) {
+    if (ltype == 1)
+        reinterpret_cast<float*>(logits)[idx] = v;
+    else
+        reinterpret_cast<uint16_t*>(logits)[idx] = dj::f32_to_bf16(v);
+}
+
+// Pack tokens [t0, t0 + n) (n <= 32) given per-token row pointers into one KV panel.
+template <typename RowFn>
+void pack_kv_panel(int64_t n, int64_t D, RowFn&& row, uint16_t* tmp, uint32_t* out) {
+    const int64_t ld = D + 2;
+    for (int64_t t = 0; t < NR; ++t) {
+        if (t < n)
+            row(t, tmp + t * ld);
+        else
+            std::memset(tmp + t * ld, 0, D * 2);
+    }
+    pack_kmajor(tmp, ld, NR, NR, D, out);
+}
+
+}  // namespace
+
+// One kernel per shared object: DG_PAGED selects which of the two this build exports.
+#if !DG_PAGED
+DJ_KERNEL(dg_mqa_logits, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
+void dg_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, const uint8_t* kv, const float* kv_sf,
+                   const float* weights, const int32_t* ks, const int32_t* ke, uint8_t* logits, int64_t threads) {
+    const int64_t S = p[P_S], H = p[P_H], D = p[P_D], SKV = p[P_SKV], ld = p[P_LD], W = p[P_WIDTH];
+    const int qt = static_cast<int>(p[P_QTYPE]), kt = static_cast<int>(p[P_KVTYPE]), lt = static_cast<int>(p[P_LTYPE]);
+    const bool compressed = p[P_COMPRESSED] != 0, clean = p[P_CLEAN] != 0;
+    const int64_t kv_row = kt == kE2M1 ? D / 2 : D, q_row = qt == kE2M1 ? D / 2 : D;
+    const int64_t kv_nsf = kt == kE2M1 ? D / 32 : 1;
+    const int64_t npanels = ceil_div(SKV, NR), hp = ceil_div(H, 32) * 32;
+
+    // All KV tokens packed once, with their per-token scales (FP8) padded to whole panels.
+    auto kvp = alloc<uint32_t>(npanels * NR * D / 2);
+    auto kscale = alloc<float>(npanels * NR);
+    dj::parallel_for_dynamic(npanels, threads, [&](int64_t pi) {
+        std::vector<uint16_t> tmp(NR * (D + 2));
+        const int64_t t0 = pi * NR, n = std::min<int64_t>(NR, SKV - t0);
+        pack_kv_panel(n, D, [&](int64_t t, uint16_t* out) {
+            row_to_bf16(kv + (t0 + t) * kv_row, kt, D, kt == kE2M1 ? kv_sf + (t0 + t) * kv_nsf : nullptr, nullptr, out);
+        }, tmp.data(), kvp.get() + pi * NR * D / 2);
+        for (int64_t t = 0; t < NR; ++t) kscale[pi * NR + t] = (kt == kE4M3 && t < n) ? kv_sf[t0 + t] : 1.0f;
+    });
+
+    dj::parallel_for_dynamic(S, threads, [&](int64_t i) {
+        std::vector<uint16_t> tmp(hp * (D + 2));
+        auto qp = alloc<uint32_t>(hp * D / 2);
+        alignas(64) float tile[MR * NR], sc[NR];
+        pack_query(q + i * H * q_row, qt, H, D, q_sf ? q_sf + i * H * (D / 32) : nullptr, tmp.data(), qp.get());
+        const int64_t lo = std::clamp<int64_t>(ks[i], 0, SKV), hi = std::clamp<int64_t>(ke[i], lo, SKV);
+        const int64_t row = i * ld;
+        for (int64_t pi = lo / NR; pi * NR < hi; ++pi) {
+            panel_scores(qp.get(), H, D, kvp.get() + pi * NR * D / 2, kscale.get() + pi * NR, weights + i * H, tile, sc);
+            for (int64_t j = std::max(lo, pi * NR); j < std::min(hi, (pi + 1) * NR); ++j) {
+                const int64_t col = compressed ? j - lo : j;
+                if (col < W) store(logits, lt, row + col, sc[j - pi * NR]);
+            }
+        }
+        if (clean && !compressed) {
+            const float ninf = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < std::min(lo, W); ++j) store(logits, lt, row + j, ninf);
+            for (int64_t j = hi; j < W; ++j) store(logits, lt, row + j, ninf);
+        }
+    });
+}
+
+#else
+DJ_KERNEL(dg_paged_mqa_logits, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
+void dg_paged_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, const uint8_t* cache,
+                         const float* weights, const int32_t* context_lens, const int32_t* block_table,
+                         uint8_t* logits, int64_t threads) {
+    const int64_t H = p[P_H], D = p[P_D], ld = p[P_LD], W = p[P_WIDTH], next_n = p[P_NEXT_N];
+    const int64_t block_kv = p[P_BLOCK_KV], page = p[P_PAGE_STRIDE], max_blocks = p[P_MAX_BLOCKS], B = p[P_BATCH];
+    const int qt = static_cast<int>(p[P_QTYPE]), kt = static_cast<int>(p[P_KVTYPE]), lt = static_cast<int>(p[P_LTYPE]);
+    const bool clean = p[P_CLEAN] != 0;
+    const int64_t kv_row = kt == kE2M1 ? D / 2 : D, q_row = qt == kE2M1 ? D / 2 : D, hp = ceil_div(H, 32) * 32;
+    // Work items: (batch, chunk of 32 positions); a chunk never straddles a page (block_kv % 32 == 0
+    // upstream; smaller pages are handled token by token below).
+    std::vector<int64_t> items;
+    for (int64_t b = 0; b < B; ++b) {
+        int64_t ctx = 0;
+        for (int64_t t = 0; t < next_n; ++t) ctx = std::max<int64_t>(ctx, context_lens[b * next_n + t]);
+        ctx = std::min(ctx, max_blocks * block_kv);
+        for (int64_t c = 0; c < ceil_div(ctx, NR); ++c) items.push_back(b << 32 | c);
+    }
+    dj::parallel_for_dynamic(static_cast<int64_t>(items.size()), threads, [&](int64_t it) {
+        const int64_t b = items[it] >> 32, c0 = (items[it] & 0xFFFFFFFF) * NR;
+        std::vector<uint16_t> tmp(std::max<int64_t>(hp, NR) * (D + 2));
+        auto qp = alloc<uint32_t>(hp * D / 2);
+        auto kvp = alloc<uint32_t>(NR * D / 2);
+        alignas(64) float tile[MR * NR], sc[NR], kscale[NR];
+        int64_t ctx_max = 0;
+        for (int64_t t = 0; t < next_n; ++t) ctx_max = std::max<int64_t>(ctx_max, context_lens[b * next_n + t]);
+        const int64_t n = std::min<int64_t>(NR, std::min(ctx_max, max_blocks * block_kv) - c0);
+        pack_kv_panel(n, D, [&](int64_t t, uint16_t* out) {
+            const int64_t pos = c0 + t, blk = block_table[b * max_blocks + pos / block_kv], off = pos % block_kv;
+            const uint8_t* pg = cache + blk * page;
+            const uint8_t* scale = pg + block_kv * kv_row + off * 4;
+            row_to_bf16(pg + off * kv_row, kt, D, nullptr, scale, out);
+            float s;
+            std::memcpy(&s, scale, 4);
+            kscale[t] = kt == kE4M3 ? s : 1.0f;
+        }, tmp.data(), kvp.get());
+        for (int64_t t = n; t < NR; ++t) kscale[t] = 1.0f;
+        for (int64_t t = 0; t < next_n; ++t) {
+            const int64_t r = b * next_n + t, ctx = context_lens[r];
+            pack_query(q + r * H * q_row, qt, H, D, q_sf ? q_sf + r * H * (D / 32) : nullptr, tmp.data(), qp.get());
+            panel_scores(qp.get(), H, D, kvp.get(), kscale, weights + r * H, tile, sc);
+            for (int64_t j = 0; j < NR && c0 + j < W; ++j) {
+                const bool valid = c0 + j < ctx && j < n;
+                if (valid)
+                    store(logits, lt, r * ld + c0 + j, sc[j]);
+                else if (clean)
+                    store(logits, lt, r * ld + c0 + j, -std::numeric_limits<float>::infinity());
+            }
+        }
+    });
+    if (clean)   // positions past every chunk of the row
+        dj::parallel_for(B * next_n, threads, [&](int64_t r) {
+            const int64_t b = r / next_n;
+            int64_t ctx_max = 0;
+            for (int64_t t = 0; t < next_n; ++t) ctx_max = std::max<int64_t>(ctx_max, context_lens[b * next_n + t]);
+            const int64_t done = ceil_div(std::min(ctx_max, max_blocks * block_kv), NR) * NR;
+            for (int64_t j = std::max<int64_t>(done, 0); j < W; ++j)
+                store(logits, lt, r * ld + j, -std::numeric_limits<float>::infinity());
+        });
+}
+#endif
