@@ -19,6 +19,13 @@ FP4_E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 PACKED_SF_DTYPES = {torch.int32: 4, torch.int16: 2}
 
 
+def dense(t: torch.Tensor) -> torch.Tensor:
+    """Row-major storage, including unit stride on size-1 last dims (needed to reinterpret dtypes)."""
+    if t.is_contiguous() and (t.dim() == 0 or t.stride(-1) == 1):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 def is_fp4(t: torch.Tensor) -> bool:
     return t.dtype in FP4_DTYPES
 
@@ -61,7 +68,7 @@ def pack_fp4_codes(codes: torch.Tensor) -> torch.Tensor:
 
 def ue8m0_exponent(x: torch.Tensor) -> torch.Tensor:
     """The biased 8-bit exponent of FP32 values (mantissa and sign ignored), as int32."""
-    return (x.float().contiguous().view(torch.int32) >> 23) & 0xFF
+    return (dense(x.float()).view(torch.int32) >> 23) & 0xFF
 
 
 def exponent_to_float(e: torch.Tensor) -> torch.Tensor:
@@ -71,7 +78,7 @@ def exponent_to_float(e: torch.Tensor) -> torch.Tensor:
 
 def is_power_of_two(x: torch.Tensor) -> torch.Tensor:
     """Elementwise: a positive normal FP32 power of two (what UE8M0 can hold exactly)."""
-    bits = x.float().contiguous().view(torch.int32)
+    bits = dense(x.float()).view(torch.int32)
     e = (bits >> 23) & 0xFF
     return (bits >= 0) & ((bits & 0x7FFFFF) == 0) & (e > 0) & (e < 255)
 
@@ -81,9 +88,9 @@ def unpack_ue8m0(packed: torch.Tensor) -> torch.Tensor:
 
     The last dimension grows by the number of scales per word; the order is little-endian."""
     if packed.dtype == torch.float8_e8m0fnu:
-        return exponent_to_float(packed.contiguous().view(torch.uint8).to(torch.int32))
+        return exponent_to_float(dense(packed).view(torch.uint8).to(torch.int32))
     per_word = PACKED_SF_DTYPES[packed.dtype]
-    b = packed.contiguous().view(torch.uint8).to(torch.int32)
+    b = dense(packed).view(torch.uint8).to(torch.int32)
     assert b.size(-1) == packed.size(-1) * per_word
     return exponent_to_float(b)
 
@@ -97,4 +104,4 @@ def pack_ue8m0(sf: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     pad = (-e.size(-1)) % per_word
     if pad:
         e = torch.nn.functional.pad(e, (0, pad))
-    return e.contiguous().view(dtype)
+    return dense(e).view(dtype)

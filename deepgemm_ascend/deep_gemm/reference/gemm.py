@@ -86,38 +86,36 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     _masked(a.float(), b.float(), d, masked_m)
 
 
-def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, k_ranges) -> None:
+def _k_grouped(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, groups) -> None:
     out = c.float().clone()
-    for g, (s, e) in enumerate(k_ranges):
+    for g, (s, e) in enumerate(groups.k_ranges):
         if e > s:
             out[g] += a[s:e].t() @ b[s:e]
     d.copy_(out.to(d.dtype))
 
 
-def expand_k_grouped_sf(sf: torch.Tensor, k_total: int, k_ranges, gran_k: int) -> torch.Tensor:
-    """Per-group K-block scales ``[sum_g ceil(k_g/gran_k), MN]`` to per-row ``[k_total, MN]``.
+def expand_k_grouped_sf(sf: torch.Tensor, k_total: int, groups, gran_k: int) -> torch.Tensor:
+    """Per-group K-block scales (``[S, MN]``, group g's from row ``sf_starts[g]``) to per-row ``[k_total, MN]``.
 
-    Group g owns the next ``ceil(k_g/gran_k)`` scale rows; rows outside every group get scale 0."""
-    index = torch.full((k_total,), -1, dtype=torch.int64, device=sf.device)
-    base = 0
-    for s, e in k_ranges:
+    Rows outside every group get scale 0."""
+    index = torch.full((k_total,), sf.size(0), dtype=torch.int64, device=sf.device)
+    for (s, e), base in zip(groups.k_ranges, groups.sf_starts):
         if e > s:
             index[s:e] = base + torch.arange(e - s, device=sf.device) // gran_k
-            base += (e - s + gran_k - 1) // gran_k
     padded = torch.cat([sf.float(), torch.zeros((1, sf.size(1)), dtype=torch.float32, device=sf.device)])
     return padded[index]
 
 
 def k_grouped_fp8_gemm_tn(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, d: torch.Tensor,
-                          c: torch.Tensor, k_ranges, gran_k: int) -> None:
-    """``d[g] = c[g] + deq(a)[s:e].T @ deq(b)[s:e]`` for each group's K rows ``[s, e)``.
+                          c: torch.Tensor, groups, gran_k: int) -> None:
+    """``d[g] = c[g] + deq(a)[s:e].T @ deq(b)[s:e]`` for each group's K rows ``[s, e)`` (``groups``: KGroups).
 
-    ``a``: FP8 ``[K, M]``, ``b``: FP8 ``[K, N]``; ``sfa``/``sfb``: FP32 ``[sum_g ceil(k_g/gran_k), M|N]``."""
+    ``a``: FP8 ``[K, M]``, ``b``: FP8 ``[K, N]``; ``sfa``/``sfb``: FP32 per-channel ``[S, M|N]``."""
     k_total = a.size(0)
-    a_deq = a.float() * expand_k_grouped_sf(sfa, k_total, k_ranges, gran_k)
-    b_deq = b.float() * expand_k_grouped_sf(sfb, k_total, k_ranges, gran_k)
-    _k_grouped(a_deq, b_deq, d, c, k_ranges)
+    a_deq = a.float() * expand_k_grouped_sf(sfa, k_total, groups, gran_k)
+    b_deq = b.float() * expand_k_grouped_sf(sfb, k_total, groups, gran_k)
+    _k_grouped(a_deq, b_deq, d, c, groups)
 
 
-def k_grouped_bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, k_ranges) -> None:
-    _k_grouped(a.float(), b.float(), d, c, k_ranges)
+def k_grouped_bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, groups) -> None:
+    _k_grouped(a.float(), b.float(), d, c, groups)

@@ -24,7 +24,7 @@ def align(x: int, y: int) -> int:
 
 def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
     """Round |x| up to a power of two (exponent clamped to [1, 254]), as FP32."""
-    bits = x.abs().float().contiguous().view(torch.int32)
+    bits = formats.dense(x.abs().float()).view(torch.int32)
     e = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
     return formats.exponent_to_float(e.clamp(1, 254))
 
@@ -34,7 +34,7 @@ def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     if x.dtype != torch.float32 or x.size(-1) % 4 != 0:
         raise ValueError(f"pack_ue8m0_to_int: x must be float32 with a last dim divisible by 4, "
                          f"got {x.dtype} {tuple(x.shape)}")
-    bits = x.contiguous().view(torch.int32)
+    bits = formats.dense(x).view(torch.int32)
     if not bool(((bits >= 0) & ((bits & 0x7FFFFF) == 0)).all()):
         raise ValueError("pack_ue8m0_to_int: x must hold non-negative powers of two (zero mantissa)")
     return formats.pack_ue8m0(x, torch.int32)
