@@ -55,3 +55,74 @@ def list_entries(cache_root) -> list[str]:
 def list_tmp(cache_root) -> list[str]:
     folder = os.path.join(str(cache_root), "tmp")
     return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+def make_fake_ascend_toolkit(home) -> str:
+    """A CANN look-alike: ``bin/bisheng`` builds a host object carrying one ``.ascend.meta.<name>``
+    section per ``__global__`` entry (``_mix_aic``/``_mix_aiv`` for ``__mix__``), or exported
+    ``<name>``/``<name>_interface`` functions in AICPU mode; ``bin/ld.lld`` copies (or links a
+    shared object). Both log their argv and cwd to ``<home>/calls.jsonl``."""
+    import shutil
+    home = str(home)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    os.makedirs(os.path.join(home, "aarch64-linux", "asc", "include", "adv_api"), exist_ok=True)
+    log = os.path.join(home, "calls.jsonl")
+    common = f"""
+        import json, os, re, shutil, subprocess, sys
+        argv = sys.argv[1:]
+        def log(tool):
+            with open({log!r}, "a") as f:
+                f.write(json.dumps({{"tool": tool, "argv": argv, "cwd": os.getcwd()}}) + "\\n")
+    """
+    write_script(os.path.join(home, "bin", "bisheng"), common + f"""
+        if argv == ["--version"]:
+            print("fake bisheng 9.9 (deepjit tests)")
+            sys.exit(0)
+        log("bisheng")
+        src = next(a for a in argv if a.endswith(".asc"))
+        out = argv[argv.index("-o") + 1]
+        code = open(src).read()
+        if "#error" in code:
+            print(src + ":1:2: error: deliberately broken")
+            sys.exit(1)
+        if "-save-temps" in argv:
+            open("kernel.asci", "w").write(code)
+        if "-S" in argv:
+            open(out, "w").write("// assembly\\n")
+            sys.exit(0)
+        lines = []
+        for i, m in enumerate(re.finditer(r"__global__\\s+(__mix__\\s*\\([^)]*\\)\\s*)?[^(;]*?(\\w+)\\s*\\(", code)):
+            name = m.group(2)
+            if "--cce-aicpu-only" in argv:
+                lines.append(f"int {{name}}(void) {{{{ return 0; }}}} int {{name}}_interface(void) {{{{ return 0; }}}}")
+                continue
+            for suffix in (["_mix_aic", "_mix_aiv"] if m.group(1) else [""]):
+                lines.append(f'__attribute__((section(".ascend.meta.{{name}}{{suffix}}"), used)) '
+                             f'static const char m{{i}}{{suffix}}[] = "meta";')
+        stub = out + ".c"
+        open(stub, "w").write("\\n".join(lines) + "\\nint fake_marker;\\n")
+        subprocess.run([{cc!r}, "-fPIC", "-c", stub, "-o", out], check=True)
+        os.unlink(stub)
+    """)
+    write_script(os.path.join(home, "bin", "ld.lld"), common + f"""
+        if argv == ["--version"]:
+            print("fake LLD 9.9 (compatible with GNU linkers)")
+            sys.exit(0)
+        log("ld.lld")
+        rel = next(a for a in argv if a.endswith(".rel.o"))
+        out = argv[argv.index("-o") + 1]
+        if "-shared" in argv:
+            subprocess.run([{cc!r}, "-shared", rel, "-o", out], check=True)
+        else:
+            shutil.copy(rel, out)
+    """)
+    return home
+
+
+def read_calls(home) -> list[dict]:
+    import json
+    path = os.path.join(str(home), "calls.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f]

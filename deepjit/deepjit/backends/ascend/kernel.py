@@ -47,13 +47,13 @@ def current_stream() -> int:
 
 class AscendKernel:
     def __init__(self, path: str):
+        self._bin: Optional[int] = None
+        self._func: Optional[int] = None
+        self._data = None
         self.path = path
         self.binary = binary_path(path)
         self.aicpu = self.binary.endswith(AICPU_BINARY)
         self.name = elf.expect_one_kernel(kernel_names(self.binary), self.binary)
-        self._bin: Optional[int] = None
-        self._func: Optional[int] = None
-        self._data = None
         bin_handle, func = ctypes.c_void_p(), ctypes.c_void_p()
         if self.aicpu:
             with open(self.binary, "rb") as f:

@@ -18,6 +18,7 @@ def current_stream() -> int:
 
 class CudaKernel:
     def __init__(self, path: str):
+        self._library = self._func = None
         self.path = path
         cubin = os.path.join(path, "kernel.cubin")
         if not os.path.isfile(cubin):
@@ -67,7 +68,7 @@ class CudaKernel:
         driver.call("cuLaunchKernelEx", ctypes.byref(cfg), ctypes.c_void_p(self._func), params, None)
 
     def unload(self) -> None:
-        handle, self._library, self._func = getattr(self, "_library", None), None, None
+        handle, self._library, self._func = self._library, None, None
         if handle is not None:
             try:
                 driver.call("cuLibraryUnload", ctypes.c_void_p(handle))
