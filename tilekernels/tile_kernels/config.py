@@ -1,0 +1,29 @@
+"""Core-count settings. Upstream counts CUDA SMs; here it is the worker count of the host kernels
+(the CPU's core count by default) and, on Ascend, the AI-core count. Results never depend on it,
+but the shapes of persistent-grid partials (engram_gate_bwd's grad_w_partial) do."""
+import functools
+import os
+
+from ._lib import LIB
+
+
+@functools.cache
+def get_device_num_sms() -> int:
+    return os.cpu_count() or 1
+
+
+def set_num_sms(num_sms: int) -> None:
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int):
+        raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
+    if not 0 < num_sms <= get_device_num_sms():
+        raise ValueError(f"num_sms must be in [1, {get_device_num_sms()}], got {num_sms}")
+    LIB.set_num_threads(num_sms)
+
+
+def get_num_sms() -> int:
+    return LIB.num_threads
+
+
+def get_max_smem_per_sm() -> int:
+    """Upstream sizes engram grids by shared memory; a CPU core's L2 plays that role."""
+    return 1 << 20

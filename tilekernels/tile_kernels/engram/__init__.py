@@ -1,0 +1,88 @@
+"""Engram: n-gram hashing and the fused RMS-normalised gate (forward, backward, weight reduction)."""
+from __future__ import annotations
+
+import torch
+
+from .. import _checks as C
+from .._lib import host_kernel, threads, use_host
+from ..config import get_num_sms
+from ..reference import engram as ref
+
+__all__ = ["fused_weight", "engram_gate_fwd", "engram_gate_bwd", "grad_w_reduce", "engram_hash"]
+
+
+def engram_hash(ngram_token_ids: torch.Tensor, multipliers: torch.Tensor, vocab_sizes: torch.Tensor,
+                offsets: torch.Tensor) -> torch.Tensor:
+    """int32 (L, T, (N-1)*M) embedding rows of every token's n-grams (see reference.engram)."""
+    C.tensor("ngram_token_ids", ngram_token_ids, dtypes=(torch.int32,), ndim=2, contiguous=True)
+    t, n = ngram_token_ids.shape
+    if n < 2:
+        raise ValueError(f"ngram_token_ids needs at least 2 columns (max n-gram size), got {n}")
+    C.tensor("multipliers", multipliers, dtypes=(torch.int64,), ndim=2, contiguous=True)
+    if multipliers.shape[1] != n:
+        raise ValueError(f"multipliers must have shape (L, {n}), got {tuple(multipliers.shape)}")
+    num_layers = multipliers.shape[0]
+    C.tensor("vocab_sizes", vocab_sizes, dtypes=(torch.int32,), ndim=3, contiguous=True)
+    if vocab_sizes.shape[:2] != (num_layers, n - 1):
+        raise ValueError(f"vocab_sizes must have shape ({num_layers}, {n - 1}, M), got {tuple(vocab_sizes.shape)}")
+    m = vocab_sizes.shape[2]
+    C.tensor("offsets", offsets, dtypes=(torch.int32,), shape=(num_layers, (n - 1) * m), contiguous=True)
+    if vocab_sizes.numel() and int(vocab_sizes.min()) <= 0:
+        raise ValueError("vocab_sizes entries must be positive")
+    if not use_host(ngram_token_ids):
+        return ref.engram_hash_ref(ngram_token_ids, multipliers, vocab_sizes, offsets)
+    out = torch.empty((num_layers, t, (n - 1) * m), dtype=torch.int32)
+    if out.numel():
+        host_kernel("tk_engram_hash", "engram_hash.cpp")(out, ngram_token_ids, multipliers, vocab_sizes, offsets,
+                                                        num_layers, t, n, m, threads())
+    return out
+
+
+def fused_weight(weight_hidden: torch.Tensor, weight_embed: torch.Tensor) -> torch.Tensor:
+    """FP32 ``weight_hidden * weight_embed`` (hc, H)."""
+    C.tensor("weight_hidden", weight_hidden, dtypes=(torch.bfloat16, torch.float32), ndim=2)
+    C.tensor("weight_embed", weight_embed, dtypes=(torch.bfloat16, torch.float32), shape=tuple(weight_hidden.shape))
+    return weight_hidden.float() * weight_embed.float()
+
+
+def _check_gate(hidden_states, k, v, weight_fused):
+    C.tensor("hidden_states", hidden_states, dtypes=(torch.bfloat16,), ndim=3, last_stride_one=True)
+    t, hc, h = hidden_states.shape
+    C.tensor("k", k, dtypes=(torch.bfloat16,), shape=(t, hc, h), last_stride_one=True)
+    C.tensor("v", v, dtypes=(torch.bfloat16,), shape=(t, h), last_stride_one=True)
+    C.tensor("weight_fused", weight_fused, dtypes=(torch.float32,), shape=(hc, h))
+
+
+def engram_gate_fwd(hidden_states: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weight_fused: torch.Tensor,
+                    eps: float, clamp_value: float, save_for_backward: bool = True):
+    """Returns ``(out, dot, gate_score, rstd_x, rstd_k)``; the last four are None unless saved."""
+    _check_gate(hidden_states, k, v, weight_fused)
+    C.number("eps", eps)
+    C.number("clamp_value", clamp_value)
+    return ref.engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward)
+
+
+def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k, clamp_value):
+    """Returns ``(grad_x, grad_k, grad_v, grad_w_partial (get_num_sms(), hc, H))``."""
+    _check_gate(hidden_states, k, v, weight_fused)
+    t, hc, h = hidden_states.shape
+    C.tensor("grad_out", grad_out, dtypes=(torch.bfloat16,), shape=(t, hc, h))
+    for name, s in (("dot", dot), ("gate_score", gate_score), ("rstd_x", rstd_x), ("rstd_k", rstd_k)):
+        C.tensor(name, s, dtypes=(torch.float32,), shape=(t, hc))
+    C.number("clamp_value", clamp_value)
+    return ref.engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k,
+                               clamp_value, get_num_sms())
+
+
+def grad_w_reduce(grad_w_partial: torch.Tensor, weight_hidden: torch.Tensor, weight_embed: torch.Tensor,
+                  grad_weight_hidden: torch.Tensor, grad_weight_embed: torch.Tensor) -> None:
+    """In place: ``s = grad_w_partial.sum(0)``; ``grad_wh += s * we``; ``grad_we += s * wh``."""
+    C.tensor("grad_w_partial", grad_w_partial, dtypes=(torch.float32,), ndim=3)
+    shape = tuple(grad_w_partial.shape[1:])
+    C.tensor("weight_hidden", weight_hidden, dtypes=(torch.bfloat16, torch.float32), shape=shape)
+    C.tensor("weight_embed", weight_embed, dtypes=(torch.bfloat16, torch.float32), shape=shape)
+    C.tensor("grad_weight_hidden", grad_weight_hidden, dtypes=(torch.float32,), shape=shape)
+    C.tensor("grad_weight_embed", grad_weight_embed, dtypes=(torch.float32,), shape=shape)
+    s = grad_w_partial.sum(0)
+    grad_weight_hidden.add_(s * weight_embed.float())
+    grad_weight_embed.add_(s * weight_hidden.float())

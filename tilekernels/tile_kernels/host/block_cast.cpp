@@ -1,0 +1,105 @@
+// Block-scaled cast of a 2-D BF16/FP32 tensor to E4M3 or packed E2M1 (per-token, per-block and
+// per-channel casts are all this kernel with different block shapes).
+//
+// Work item = (row block, column chunk): pass 1 takes the column-wise |x| maximum over the
+// block's rows, reduces it per scale block and writes the scales; pass 2 quantises every row of
+// the chunk with the per-column multiplier. mode 0: data + scales, 1: scales only, 2: data from
+// the caller's FP32 scales (row-major (Mb, Kb)), using 1/sf.
+#include <vector>
+
+#include <tile_kernels/host/quant.hpp>
+
+namespace {
+
+template <int32_t DT, int32_t FMT>
+void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, int64_t BM, int64_t BK,
+               bool round_sf, float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t r,
+               int64_t c0, int64_t c1, float* colmax, float* inv) {
+    const int64_t r0 = r * BM, r1 = std::min(M, r0 + BM);
+    const float fmax = tk::fmt_max(FMT);
+    if (mode == 2) {
+        for (int64_t j = c0; j < c1; j += BK) {
+            const float s = static_cast<const float*>(sf)[r * sm + (j / BK) * sk];
+            const float v = 1.0f / s;
+            for (int64_t jj = j; jj < std::min(c1, j + BK); ++jj) inv[jj - c0] = v;
+        }
+    } else {
+        const int64_t w = c1 - c0;
+        std::fill(colmax, colmax + w, 0.0f);
+        for (int64_t i = r0; i < r1; ++i) {
+            const char* row = static_cast<const char*>(x) + i * ldx * (DT == tk::kInBF16 ? 2 : 4);
+            int64_t j = 0;
+#ifdef DJ_HAVE_AVX512
+            for (; j + 16 <= w; j += 16)
+                _mm512_storeu_ps(colmax + j, _mm512_max_ps(_mm512_loadu_ps(colmax + j), tk::abs16(tk::load16(row, DT, c0 + j))));
+#endif
+            for (; j < w; ++j) colmax[j] = std::max(colmax[j], std::fabs(tk::load1(row, DT, c0 + j)));
+        }
+        for (int64_t j = c0; j < c1; j += BK) {
+            const int64_t je = std::min(c1, j + BK);
+            float amax = 0.0f;
+            for (int64_t jj = j; jj < je; ++jj) amax = std::max(amax, colmax[jj - c0]);
+            const tk::Scale s = tk::block_scale(amax, clamp_min, fmax, round_sf);
+            tk::store_sf(sf, packed, sm, sk, r, j / BK, s.sf);
+            for (int64_t jj = j; jj < je; ++jj) inv[jj - c0] = s.inv;
+        }
+        if (mode == 1) return;
+    }
+    const int64_t w = c1 - c0;
+    for (int64_t i = r0; i < r1; ++i) {
+        const char* row = static_cast<const char*>(x) + i * ldx * (DT == tk::kInBF16 ? 2 : 4);
+        int64_t j = 0;
+        if (FMT == tk::kE4M3) {
+            uint8_t* out = static_cast<uint8_t*>(q) + i * K + c0;
+#ifdef DJ_HAVE_AVX512
+            for (; j + 16 <= w; j += 16)
+                tk::store_e4m3x16(out + j, _mm512_mul_ps(tk::load16(row, DT, c0 + j), _mm512_loadu_ps(inv + j)));
+#endif
+            for (; j < w; ++j) out[j] = tk::enc_e4m3(tk::load1(row, DT, c0 + j) * inv[j]);
+        } else {
+            uint8_t* out = static_cast<uint8_t*>(q) + i * (K / 2) + c0 / 2;
+#ifdef DJ_HAVE_AVX512
+            for (; j + 16 <= w; j += 16)
+                tk::store_e2m1x16(out + j / 2, _mm512_mul_ps(tk::load16(row, DT, c0 + j), _mm512_loadu_ps(inv + j)));
+#endif
+            for (; j < w; j += 2) {
+                const uint8_t lo = dj::f32_to_e2m1(tk::load1(row, DT, c0 + j) * inv[j]);
+                const uint8_t hi = dj::f32_to_e2m1(tk::load1(row, DT, c0 + j + 1) * inv[j + 1]);
+                out[j / 2] = static_cast<uint8_t>(lo | (hi << 4));
+            }
+        }
+    }
+}
+
+template <int32_t DT, int32_t FMT>
+void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, int64_t BM, int64_t BK, bool round_sf,
+         float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t threads) {
+    // Column chunks are whole scale blocks of about 1024 columns (one block when BK is wider).
+    const int64_t chunk = BK >= 1024 ? BK : (1024 / BK) * BK;
+    const int64_t nchunks = (K + chunk - 1) / chunk, mb = (M + BM - 1) / BM;
+    dj::parallel_threads(dj::thread_count(threads, mb * nchunks), [&](int64_t t, int64_t nt) {
+        std::vector<float> colmax(chunk), inv(chunk);
+        const dj::Range rg = dj::split_range(mb * nchunks, nt, t);
+        for (int64_t item = rg.begin; item < rg.end; ++item) {
+            const int64_t r = item / nchunks, c0 = (item % nchunks) * chunk;
+            cast_item<DT, FMT>(q, sf, x, M, K, ldx, BM, BK, round_sf, clamp_min, packed, sm, sk, mode, r, c0,
+                               std::min(K, c0 + chunk), colmax.data(), inv.data());
+        }
+    });
+}
+
+}  // namespace
+
+DJ_KERNEL(tk_block_cast, "ptr,ptr,ptr,i32,i64,i64,i64,i32,i64,i64,i32,f32,i32,i64,i64,i32,i64")
+void tk_block_cast(void* q, void* sf, const void* x, int32_t in_dtype, int64_t M, int64_t K, int64_t ldx, int32_t fmt,
+                   int64_t BM, int64_t BK, int32_t round_sf, float clamp_min, int32_t packed, int64_t sm, int64_t sk,
+                   int32_t mode, int64_t threads) {
+    const bool rs = round_sf != 0, pk = packed != 0;
+    if (in_dtype == tk::kInBF16) {
+        if (fmt == tk::kE4M3) run<tk::kInBF16, tk::kE4M3>(q, sf, x, M, K, ldx, BM, BK, rs, clamp_min, pk, sm, sk, mode, threads);
+        else run<tk::kInBF16, tk::kE2M1>(q, sf, x, M, K, ldx, BM, BK, rs, clamp_min, pk, sm, sk, mode, threads);
+    } else {
+        if (fmt == tk::kE4M3) run<tk::kInF32, tk::kE4M3>(q, sf, x, M, K, ldx, BM, BK, rs, clamp_min, pk, sm, sk, mode, threads);
+        else run<tk::kInF32, tk::kE2M1>(q, sf, x, M, K, ldx, BM, BK, rs, clamp_min, pk, sm, sk, mode, threads);
+    }
+}

@@ -1,0 +1,101 @@
+// SwiGLU forward fused with the per-token E4M3 cast: y = silu(a) * b (* routing weight) for
+// x = [a | b], with optional clamping (and counting of clamped values), then one scale per
+// `npc` channels of y. With `y_out` set, y is written as BF16 instead and nothing is cast.
+#include <tile_kernels/host/quant.hpp>
+
+namespace {
+
+struct Args {
+    uint8_t* q; void* sf; uint16_t* y_out; const void* x; int32_t dt; int64_t P, H, npc;
+    const int32_t* p2tt; const float* weights; const int32_t* p2e; bool has_clamp; float clamp;
+    int64_t* counts; bool round_sf; float clamp_min; bool packed; int64_t sm, sk;
+};
+
+// y for one row into `y`; returns the clamp counts of the row.
+void swiglu_row(const Args& A, int64_t p, float* y, int64_t cnt[3]) {
+    const char* row = static_cast<const char*>(A.x) + p * 2 * A.H * (A.dt == tk::kInBF16 ? 2 : 4);
+    const bool weighted = A.p2tt != nullptr;
+    const float w = weighted ? (A.p2tt[p] >= 0 ? A.weights[A.p2tt[p]] : 0.0f) : 1.0f;
+    const float c = A.clamp;
+    int64_t h = 0;
+#ifdef DJ_HAVE_AVX512
+    for (; h + 16 <= A.H; h += 16) {
+        __m512 a = tk::load16(row, A.dt, h), b = tk::load16(row, A.dt, A.H + h);
+        if (A.has_clamp) {
+            const __m512 vc = _mm512_set1_ps(c), vnc = _mm512_set1_ps(-c);
+            cnt[0] += __builtin_popcount(_mm512_cmp_ps_mask(a, vc, _CMP_GT_OQ));
+            cnt[1] += __builtin_popcount(_mm512_cmp_ps_mask(b, vc, _CMP_GT_OQ));
+            cnt[2] += __builtin_popcount(_mm512_cmp_ps_mask(b, vnc, _CMP_LT_OQ));
+            a = _mm512_min_ps(a, vc);
+            b = _mm512_min_ps(_mm512_max_ps(b, vnc), vc);
+        }
+        const __m512 e = tk::exp_f32x16(_mm512_sub_ps(_mm512_setzero_ps(), a));
+        __m512 v = _mm512_mul_ps(_mm512_div_ps(a, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), b);
+        if (weighted) v = _mm512_mul_ps(v, _mm512_set1_ps(w));
+        _mm512_storeu_ps(y + h, v);
+    }
+#endif
+    for (; h < A.H; ++h) {
+        float a = tk::load1(row, A.dt, h), b = tk::load1(row, A.dt, A.H + h);
+        if (A.has_clamp) {
+            cnt[0] += a > c; cnt[1] += b > c; cnt[2] += b < -c;
+            a = std::min(a, c);
+            b = std::min(std::max(b, -c), c);
+        }
+        float v = a / (1.0f + tk::exp_f32(-a)) * b;
+        if (weighted) v = v * w;
+        y[h] = v;
+    }
+}
+
+void cast_row(const Args& A, int64_t p, const float* y) {
+    const float fmax = 448.0f;
+    for (int64_t j = 0; j < A.H; j += A.npc) {
+        const int64_t je = std::min(A.H, j + A.npc);
+        float amax = 0.0f;
+        int64_t jj = j;
+#ifdef DJ_HAVE_AVX512
+        __m512 m = _mm512_setzero_ps();
+        for (; jj + 16 <= je; jj += 16) m = _mm512_max_ps(m, tk::abs16(_mm512_loadu_ps(y + jj)));
+        amax = _mm512_reduce_max_ps(m);
+#endif
+        for (; jj < je; ++jj) amax = std::max(amax, std::fabs(y[jj]));
+        const tk::Scale s = tk::block_scale(amax, A.clamp_min, fmax, A.round_sf);
+        tk::store_sf(A.sf, A.packed, A.sm, A.sk, p, j / A.npc, s.sf);
+        uint8_t* out = A.q + p * A.H;
+        jj = j;
+#ifdef DJ_HAVE_AVX512
+        for (; jj + 16 <= je; jj += 16) tk::store_e4m3x16(out + jj, _mm512_mul_ps(_mm512_loadu_ps(y + jj), _mm512_set1_ps(s.inv)));
+#endif
+        for (; jj < je; ++jj) out[jj] = tk::enc_e4m3(y[jj] * s.inv);
+    }
+}
+
+}  // namespace
+
+DJ_KERNEL(tk_swiglu_fwd_cast, "ptr,ptr,ptr,ptr,i32,i64,i64,i64,ptr,ptr,ptr,i32,f32,ptr,i32,f32,i32,i64,i64,i64")
+void tk_swiglu_fwd_cast(uint8_t* q, void* sf, uint16_t* y_out, const void* x, int32_t dt, int64_t P, int64_t H,
+                        int64_t npc, const int32_t* p2tt, const float* weights, const int32_t* p2e, int32_t has_clamp,
+                        float clamp, int64_t* counts, int32_t round_sf, float clamp_min, int32_t packed, int64_t sm,
+                        int64_t sk, int64_t threads) {
+    const Args A{q, sf, y_out, x, dt, P, H, npc, p2tt, weights, p2e, has_clamp != 0, clamp, counts, round_sf != 0,
+                 clamp_min, packed != 0, sm, sk};
+    std::atomic<int64_t> total[3] = {0, 0, 0};
+    dj::parallel_threads(dj::thread_count(threads, P), [&](int64_t t, int64_t nt) {
+        std::vector<float> y(H);
+        int64_t cnt[3] = {0, 0, 0};
+        const dj::Range rg = dj::split_range(P, nt, t);
+        for (int64_t p = rg.begin; p < rg.end; ++p) {
+            if (p2e != nullptr && p2e[p] < 0) continue;
+            swiglu_row(A, p, y.data(), cnt);
+            if (y_out != nullptr) {
+                for (int64_t h = 0; h < H; ++h) y_out[p * H + h] = dj::f32_to_bf16(y[h]);
+            } else {
+                cast_row(A, p, y.data());
+            }
+        }
+        for (int i = 0; i < 3; ++i) total[i] += cnt[i];
+    });
+    if (counts != nullptr)
+        for (int i = 0; i < 3; ++i) counts[i] += total[i];
+}

@@ -1,0 +1,3 @@
+from . import engram, mhc
+
+__all__ = ["engram", "mhc"]

@@ -1,0 +1,51 @@
+import torch
+
+from .... import _checks as C
+from ._grad import GRAD_ATTR
+
+
+def _check(x, residual, post_layer_mix, comb_res_mix):
+    C.tensor("residual", residual, dtypes=(torch.bfloat16,), ndim=4)
+    s, t, m, h = residual.shape
+    C.tensor("x", x, dtypes=(torch.bfloat16,), shape=(s, t, h))
+    C.tensor("post_layer_mix", post_layer_mix, dtypes=(torch.float32,), shape=(s, t, m, 1))
+    C.tensor("comb_res_mix", comb_res_mix, dtypes=(torch.float32,), shape=(s, t, m, m))
+
+
+def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
+    """``out[n] = post[n] * x + sum_i comb[i, n] * residual[i]`` (FP32 -> BF16)."""
+    _check(x, residual, post_layer_mix, comb_res_mix)
+    C.optional("out", out, dtypes=(torch.bfloat16,), shape=tuple(residual.shape))
+    mixed = torch.einsum("abmn,abmc->abnc", comb_res_mix, residual.float())
+    res = (x.float().unsqueeze(-2) * post_layer_mix + mixed).to(torch.bfloat16)
+    return res if out is None else out.copy_(res)
+
+
+def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: bool = True):
+    """Returns ``(d_x, d_residual, d_post_layer_mix, d_comb_res_mix)``; with ``fuse_grad_acc`` the
+    residual gradient is also left on the residual's storage for the mHC pre ops to add into."""
+    _check(x, residual, post_layer_mix, comb_res_mix)
+    C.tensor("d_o", d_o, dtypes=(torch.bfloat16, torch.float32), shape=tuple(residual.shape))
+    g = d_o.float()
+    d_x = (g * post_layer_mix).sum(-2).to(x.dtype)
+    d_post = (g * x.float().unsqueeze(-2)).sum(-1, keepdim=True)
+    d_comb = torch.einsum("abnc,abmc->abmn", g, residual.float())
+    d_residual = torch.einsum("abmn,abnc->abmc", comb_res_mix, g).to(residual.dtype)
+    if fuse_grad_acc:
+        setattr(residual.untyped_storage(), GRAD_ATTR, d_residual)
+    return d_x, d_residual, d_post, d_comb
+
+
+class MHCPost(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, post_layer_mix, comb_res_mix, out):
+        ctx.save_for_backward(x, residual, post_layer_mix, comb_res_mix)
+        return mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out)
+
+    @staticmethod
+    def backward(ctx, d_o):
+        return (*mhc_post_bwd(*ctx.saved_tensors, d_o), None)
+
+
+def mhc_post(x, residual, post_layer_mix, comb_res_mix, out=None):
+    return MHCPost.apply(x, residual, post_layer_mix, comb_res_mix, out)

@@ -1,0 +1,29 @@
+import torch
+
+from .... import _checks as C
+from ....reference.mhc import sinkhorn_normalize_ref
+from ._grad import recompute_grads
+
+
+class _SinkhornNormalize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, repeat, eps):
+        ctx.save_for_backward(x)
+        ctx.repeat, ctx.eps = repeat, eps
+        return sinkhorn_normalize_ref(x, repeat, eps)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        gx, _, _ = recompute_grads(sinkhorn_normalize_ref, (x, ctx.repeat, ctx.eps), (grad_output,))
+        return gx, None, None
+
+
+def sinkhorn_normalize(x: torch.Tensor, repeat: int = 10, eps: float = 1e-6) -> torch.Tensor:
+    """Softmax over the last dim, then alternating column / row normalisation of ``(..., m, m)``."""
+    C.tensor("x", x, dtypes=(torch.float32,), ndim=range(2, 9))
+    if x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"x must end in a square (m, m) matrix, got shape {tuple(x.shape)}")
+    C.integer("repeat", repeat, 1)
+    C.number("eps", eps)
+    return _SinkhornNormalize.apply(x, repeat, eps)

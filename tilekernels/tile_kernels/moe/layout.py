@@ -1,0 +1,172 @@
+"""Counting, normalisation, TP masking, de-duplication, the fused (expert-major) layout and the
+expand / reduce between token-major and expert-major rows."""
+from __future__ import annotations
+
+from typing import Union
+
+import torch
+
+from .. import _checks as C
+from .._lib import host_kernel, threads, use_host
+from ..reference import moe as ref
+
+
+def _index_range(name: str, t: torch.Tensor, hi: int) -> None:
+    if t.numel():
+        lo_v, hi_v = int(t.min()), int(t.max())
+        if lo_v < -1 or hi_v >= hi:
+            raise ValueError(f"{name} entries must be -1 or in [0, {hi}), got values in [{lo_v}, {hi_v}]")
+
+
+def group_count(group_idx: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """int32 (num_groups,) histogram of a 2-D int64 index tensor, -1 ignored."""
+    C.tensor("group_idx", group_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
+    C.integer("num_groups", num_groups, 1)
+    _index_range("group_idx", group_idx, num_groups)
+    return ref.group_count(group_idx, num_groups)
+
+
+def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch.Tensor:
+    C.tensor("topk_idx", topk_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
+    C.integer("num_experts", num_experts, 1)
+    C.integer("num_aux_topk", num_aux_topk, 1)
+    _index_range("topk_idx", topk_idx, num_experts)
+    return ref.aux_fi(topk_idx, num_experts, num_aux_topk)
+
+
+def normalize_weight(topk_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    C.tensor("topk_weights", topk_weights, dtypes=(torch.float32,), ndim=2, contiguous=True)
+    return ref.normalize_weight(topk_weights)
+
+
+def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank: int, num_tp_ranks: int) -> torch.Tensor:
+    C.tensor("indices", indices, dtypes=(torch.int32, torch.int64))
+    C.integer("num_ep_ranks", num_ep_ranks, 1)
+    C.integer("n", n, num_ep_ranks)
+    C.integer("num_tp_ranks", num_tp_ranks, 1)
+    C.integer("tp_rank", tp_rank, 0, num_tp_ranks - 1)
+    return ref.mask_indices_by_tp(indices, n, num_ep_ranks, tp_rank, num_tp_ranks)
+
+
+def inplace_unique_group_indices(group_indices: torch.Tensor, num_groups: int) -> None:
+    C.tensor("group_indices", group_indices, dtypes=(torch.int64,), ndim=2, contiguous=True)
+    C.integer("num_groups", num_groups, 1, 128)
+    _index_range("group_indices", group_indices, num_groups)
+    ref.inplace_unique_group_indices(group_indices, num_groups)
+
+
+def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tokens: int, alignment: int,
+                      force_no_sync: bool = False):
+    """Returns ``(pos_to_expert, pos_to_token, pos_to_token_topk, token_topk_to_pos, expert_start,
+    expert_end, num_tokens_per_expert, num_tokens_per_expert_list)``; see the spec (section 3.5)."""
+    C.tensor("topk_idx", topk_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
+    C.integer("num_experts", num_experts, 1)
+    C.integer("num_expanded_tokens", num_expanded_tokens, 0)
+    C.integer("alignment", alignment, 1)
+    _index_range("topk_idx", topk_idx, num_experts)
+    if num_expanded_tokens:
+        counts = torch.bincount(topk_idx[topk_idx >= 0], minlength=num_experts)
+        need = int(((counts + alignment - 1) // alignment * alignment).sum())
+        if need > num_expanded_tokens:
+            raise ValueError(f"num_expanded_tokens ({num_expanded_tokens}) is smaller than the {need} aligned "
+                             f"positions the routing needs")
+    return ref.get_fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync)
+
+
+def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
+    C.tensor("token_topk_to_pos", token_topk_to_pos, dtypes=(torch.int32,), ndim=2, contiguous=True)
+    if token_topk_to_pos.shape[0] != num_tokens:
+        raise ValueError(f"token_topk_to_pos must have {num_tokens} rows (one per token), got {token_topk_to_pos.shape[0]}")
+    C.tensor("pos_to_expert", pos_to_expert, dtypes=(torch.int32,), ndim=1, contiguous=True)
+    _index_range("token_topk_to_pos", token_topk_to_pos, pos_to_expert.shape[0])
+
+
+def _expand_rows(x: torch.Tensor, token_topk_to_pos: torch.Tensor, num_rows: int) -> torch.Tensor:
+    out = torch.empty((num_rows, *x.shape[1:]), dtype=x.dtype)
+    if num_rows:
+        covered = torch.zeros(num_rows, dtype=torch.uint8)
+        row_bytes = x[0].numel() * x.element_size() if x.shape[0] else out[0].numel() * out.element_size()
+        host_kernel("tk_expand", "expand_reduce.cpp")(out, x.contiguous(), token_topk_to_pos, covered, x.shape[0],
+                                                      token_topk_to_pos.shape[1], num_rows, row_bytes, threads())
+    return out
+
+
+def expand_to_fused(x: torch.Tensor, token_topk_to_pos: torch.Tensor, pos_to_expert: torch.Tensor) -> torch.Tensor:
+    """``out[token_topk_to_pos[t, k]] = x[t]``; rows no slot maps to are zero."""
+    C.tensor("x", x, ndim=2, contiguous=True)
+    _check_maps(token_topk_to_pos, pos_to_expert, x.shape[0])
+    C.same_device(x=x, token_topk_to_pos=token_topk_to_pos, pos_to_expert=pos_to_expert)
+    if not use_host(x):
+        return ref.expand_to_fused(x, token_topk_to_pos, pos_to_expert)
+    return _expand_rows(x, token_topk_to_pos, pos_to_expert.shape[0])
+
+
+def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.Tensor, pos_to_expert: torch.Tensor,
+                            use_tma_aligned_col_major_sf: bool = False):
+    """Expands data and per-token scales; the output sf is row-major or (col-major flag) a
+    column-major view of padded storage (hidden_sf, align(P, 4))."""
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise TypeError("x must be a (data, sf) pair")
+    data, sf = x
+    C.tensor("x[0]", data, ndim=2, contiguous=True)
+    C.choice("num_per_channels", num_per_channels, (32, 128))
+    C.tensor("x[1]", sf, dtypes=(torch.float32, torch.int32), ndim=2, contiguous=True)
+    if sf.shape[0] != data.shape[0]:
+        raise ValueError(f"x[1] must have one row per token ({data.shape[0]}), got {sf.shape[0]}")
+    if sf.dtype == torch.int32 and not use_tma_aligned_col_major_sf:
+        raise ValueError("packed UE8M0 (int32) scales need use_tma_aligned_col_major_sf=True")
+    _check_maps(token_topk_to_pos, pos_to_expert, data.shape[0])
+    if not use_host(data):
+        return ref.expand_to_fused_with_sf((data, sf), num_per_channels, token_topk_to_pos, pos_to_expert,
+                                           use_tma_aligned_col_major_sf)
+    num_rows = pos_to_expert.shape[0]
+    out = _expand_rows(data, token_topk_to_pos, num_rows)
+    rows = _expand_rows(sf, token_topk_to_pos, num_rows)
+    if not use_tma_aligned_col_major_sf:
+        return out, rows
+    from ..utils import align
+    storage = torch.zeros((sf.shape[1], align(num_rows, 4)), dtype=sf.dtype)
+    storage[:, :num_rows] = rows.T
+    return out, storage[:, :num_rows].T
+
+
+_DT = {torch.float32: 0, torch.bfloat16: 1, torch.float8_e4m3fn: 2}
+
+
+def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | None, token_topk_to_pos: torch.Tensor,
+                 fp8_format: str = "", sf: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Per token, in k order and with FMAs: ``acc += x[pos] * (w[t, k] * x_sf[pos])``; then ``* sf[0]``
+    and a cast to E4M3 (``fp8_format='e4m3'``) or x's dtype."""
+    x_sf = None
+    if isinstance(x, (tuple, list)):
+        if len(x) != 2:
+            raise TypeError("x must be a tensor or a (data, x_sf) pair")
+        x, x_sf = x
+    C.tensor("x" if x_sf is None else "x[0]", x, dtypes=tuple(_DT), ndim=2, contiguous=True)
+    rows, hidden = x.shape
+    if hidden % 256:
+        raise ValueError(f"x's hidden size must be a multiple of 256, got {hidden}")
+    C.optional("x[1]", x_sf, dtypes=(torch.float32,), shape=(rows,), contiguous=True)
+    C.tensor("token_topk_to_pos", token_topk_to_pos, dtypes=(torch.int32,), ndim=2, contiguous=True)
+    num_tokens = token_topk_to_pos.shape[0]
+    C.optional("topk_weights", topk_weights, dtypes=(torch.float32,), shape=tuple(token_topk_to_pos.shape),
+               contiguous=True)
+    C.choice("fp8_format", fp8_format, ("", "e4m3"))
+    C.optional("sf", sf, dtypes=(torch.float32,), shape=(1,))
+    if sf is not None and fp8_format != "e4m3":
+        raise ValueError("sf (an output scale) is only used with fp8_format='e4m3'")
+    _index_range("token_topk_to_pos", token_topk_to_pos, rows)
+    out_dtype = torch.float8_e4m3fn if fp8_format == "e4m3" else x.dtype
+    C.optional("out", out, dtypes=(out_dtype,), shape=(num_tokens, hidden), contiguous=True)
+    if not use_host(x):
+        res = ref.reduce_fused((x, x_sf) if x_sf is not None else x, topk_weights, token_topk_to_pos, fp8_format, sf)
+        if out is None:
+            return res
+        return out.copy_(res)
+    if out is None:
+        out = torch.empty((num_tokens, hidden), dtype=out_dtype)
+    if num_tokens:
+        host_kernel("tk_reduce", "expand_reduce.cpp")(out, x, topk_weights, x_sf, sf, token_topk_to_pos, _DT[x.dtype],
+                                                      _DT[out_dtype], num_tokens, token_topk_to_pos.shape[1], hidden,
+                                                      threads())
+    return out

@@ -1,0 +1,108 @@
+"""Top-k selection and the DeepSeek router."""
+from __future__ import annotations
+
+import torch
+
+from .. import _checks as C
+from .._lib import host_kernel, threads, use_host
+from ..reference import topk as ref
+from .scoring import ScoringFunc
+
+
+def topk_gate(scores: torch.Tensor, num_topk: int) -> torch.Tensor:
+    """Indices (int64 (T, num_topk)) of the largest scores, descending, ties -> smaller index."""
+    C.tensor("scores", scores, dtypes=(torch.float32,), ndim=2, contiguous=True)
+    C.integer("num_topk", num_topk, 1, scores.shape[1])
+    if not use_host(scores):
+        return ref.stable_topk(scores, num_topk)
+    out = torch.empty((scores.shape[0], num_topk), dtype=torch.int64)
+    if scores.shape[0]:
+        host_kernel("tk_topk_gate", "topk_gate.cpp")(out, scores, scores.shape[0], scores.shape[1], num_topk, threads())
+    return out
+
+
+def topk_sum_and_topk_group_idx(scores: torch.Tensor, num_topk_sum: int, num_topk_groups: int) -> torch.Tensor:
+    """``scores (T, G, E_g)``: groups ranked by the sum of their ``num_topk_sum`` best scores."""
+    C.tensor("scores", scores, dtypes=(torch.float32,), ndim=3, contiguous=True)
+    _, g, eg = scores.shape
+    C.integer("num_topk_sum", num_topk_sum, 1, min(2, eg))
+    C.integer("num_topk_groups", num_topk_groups, 1, g)
+    if g > 32:
+        raise ValueError(f"at most 32 groups are supported, got {g}")
+    return ref.topk_sum_and_topk_group_idx(scores, num_topk_sum, num_topk_groups)
+
+
+def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_topk_groups: int, num_groups: int,
+                  use_shared_as_routed: bool, num_shared_experts: int, routed_scaling_factor: float, ep_rank: int,
+                  num_ep_ranks: int, tp_rank: int, num_tp_ranks: int, scoring_func: str,
+                  mask: torch.Tensor | None = None, fix_routing_mask: torch.Tensor | None = None,
+                  to_physical_map: torch.Tensor | None = None, logical_count: torch.Tensor | None = None,
+                  unmapped_topk_idx: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The DeepSeek router; returns ``(topk_idx int64, topk_weights fp32)``, both (T, num_topk + S)."""
+    C.tensor("logits", logits, dtypes=(torch.float32,), ndim=2, contiguous=True)
+    t, e = logits.shape
+    C.tensor("bias", bias, dtypes=(torch.float32,), shape=(e,), contiguous=True)
+    if not isinstance(scoring_func, str):
+        raise TypeError(f"scoring_func must be a str, got {type(scoring_func).__name__}")
+    scoring = ScoringFunc.from_str(scoring_func)
+    if scoring == ScoringFunc.IDENTITY:
+        raise ValueError("scoring_func 'identity' is not supported by top2_sum_gate")
+    if e % 4:
+        raise ValueError(f"the routed expert count must be a multiple of 4, got {e}")
+    C.integer("num_topk", num_topk, 1, min(32, e))
+    C.integer("num_groups", num_groups, 0)
+    C.integer("num_topk_groups", num_topk_groups, 0)
+    if num_groups != num_topk_groups:
+        if num_groups == 0 or num_groups > 32 or e % num_groups or e // num_groups > 32 or e // num_groups < 2:
+            raise ValueError(f"num_groups must divide the {e} experts into at most 32 groups of 2 to 32, got {num_groups}")
+        C.integer("num_topk_groups", num_topk_groups, 1, num_groups)
+    use_shared = bool(use_shared_as_routed)
+    s = 0
+    if use_shared:
+        s = C.integer("num_shared_experts", num_shared_experts, 1, 2)
+        if num_topk % s or e % (num_topk // s):
+            raise ValueError(f"with shared experts as routed, num_topk ({num_topk}) must be a multiple of "
+                             f"num_shared_experts ({s}) and the expert count ({e}) a multiple of num_topk/S")
+    C.number("routed_scaling_factor", routed_scaling_factor)
+    C.integer("num_ep_ranks", num_ep_ranks, 1)
+    C.integer("ep_rank", ep_rank, 0, num_ep_ranks - 1)
+    C.integer("num_tp_ranks", num_tp_ranks, 1)
+    C.integer("tp_rank", tp_rank, 0, num_tp_ranks - 1)
+    C.optional("mask", mask, dtypes=(torch.bool,), shape=(t,), contiguous=True)
+    C.optional("fix_routing_mask", fix_routing_mask, dtypes=(torch.bool,), shape=(t,), contiguous=True)
+    C.optional("unmapped_topk_idx", unmapped_topk_idx, dtypes=(torch.int64,), shape=(t, num_topk), last_stride_one=True)
+    if fix_routing_mask is not None and unmapped_topk_idx is None:
+        raise ValueError("fix_routing_mask needs unmapped_topk_idx (the fixed selections)")
+    if (to_physical_map is None) != (logical_count is None):
+        raise ValueError("to_physical_map and logical_count must be given together")
+    extra = 0
+    if to_physical_map is not None:
+        C.tensor("to_physical_map", to_physical_map, dtypes=(torch.int32,), ndim=2, contiguous=True)
+        if to_physical_map.shape[0] != e + s:
+            raise ValueError(f"to_physical_map must have {e + s} rows (routed + shared), got {to_physical_map.shape[0]}")
+        C.tensor("logical_count", logical_count, dtypes=(torch.int32,), shape=(e + s,), contiguous=True)
+        extra = to_physical_map.shape[1] - 1
+        if s > extra:
+            raise ValueError(f"to_physical_map needs at least {s} extra columns for the shared experts, got {extra}")
+        if logical_count.numel() and (int(logical_count.min()) < 1 or int(logical_count.max()) > extra + 1):
+            raise ValueError(f"logical_count entries must be in [1, {extra + 1}]")
+    if fix_routing_mask is not None and bool(fix_routing_mask.any()):
+        fixed = unmapped_topk_idx[fix_routing_mask]
+        if fixed.numel() and (int(fixed.min()) < 0 or int(fixed.max()) >= e):
+            raise ValueError(f"unmapped_topk_idx rows selected by fix_routing_mask must hold expert ids in [0, {e})")
+    if (e + extra) // num_ep_ranks == 0:
+        raise ValueError(f"num_ep_ranks ({num_ep_ranks}) exceeds the expert count ({e + extra})")
+    C.same_device(logits=logits, bias=bias, mask=mask, fix_routing_mask=fix_routing_mask,
+                  to_physical_map=to_physical_map, logical_count=logical_count, unmapped_topk_idx=unmapped_topk_idx)
+    if not use_host(logits) or (unmapped_topk_idx is not None and not unmapped_topk_idx.is_contiguous()):
+        return ref.top2_sum_gate(logits, bias, num_topk, num_topk_groups, num_groups, use_shared, num_shared_experts,
+                                 routed_scaling_factor, ep_rank, num_ep_ranks, tp_rank, num_tp_ranks, scoring_func,
+                                 mask, fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx)
+    idx = torch.empty((t, num_topk + s), dtype=torch.int64)
+    w = torch.empty((t, num_topk + s), dtype=torch.float32)
+    if t:
+        host_kernel("tk_top2_sum_gate", "router.cpp")(
+            idx, w, unmapped_topk_idx, logits, bias, mask, fix_routing_mask, to_physical_map, logical_count, extra + 1,
+            t, e, num_topk, num_topk_groups, num_groups, float(routed_scaling_factor), s, ep_rank,
+            (e + extra) // num_ep_ranks, tp_rank, num_tp_ranks, int(scoring), threads())
+    return idx, w

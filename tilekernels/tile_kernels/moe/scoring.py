@@ -1,0 +1,18 @@
+from enum import IntEnum
+
+
+class ScoringFunc(IntEnum):
+    SIGMOID = 0
+    SQRTSOFTPLUS = 1
+    SOFTMAX = 2
+    IDENTITY = 3
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @staticmethod
+    def from_str(label: str) -> "ScoringFunc":
+        try:
+            return ScoringFunc[label.upper()]
+        except KeyError:
+            raise ValueError(f"scoring_func must be one of {[str(s) for s in ScoringFunc]}, got {label!r}") from None

@@ -1,0 +1,228 @@
+"""Per-token, per-block and per-channel casts, their scale-only / precomputed-scale variants and
+the cast-backs. All share one driver: validate, then the host kernel (CPU) or the reference."""
+from __future__ import annotations
+
+from typing import Union
+
+import torch
+
+from .. import _checks as C
+from .._lib import use_host
+from ..reference import cast as ref
+from ..reference import cast_e5m6 as ref_e5m6
+from .common import alloc_sf, check_block, check_fmt, check_quant_input, host_cast, host_cast_back, logical_hidden
+from .types import QuantTensor
+
+
+def _check_precomputed_sf(sf, rows: int, hidden: int, block: tuple[int, int], col: bool, packed: bool):
+    if col or packed:
+        raise ValueError("a precomputed sf must be row-major FP32: use_tma_aligned_col_major_sf and "
+                         "use_packed_ue8m0 must be False")
+    want = (-(-rows // block[0]), -(-hidden // block[1]))
+    C.tensor("sf", sf, dtypes=(torch.float32,), shape=want, contiguous=True)
+
+
+def _cast(x, fmt: str, block: tuple[int, int], x_block_size, col: bool, round_sf: bool, packed: bool,
+          sf: torch.Tensor | None = None, sf_only: bool = False, clamp_min: float | None = None):
+    """Validated arguments in; ``(q, sf)``, ``sf`` alone (sf_only) or ``q`` alone (sf given) out."""
+    kind, data, in_sf, in_block = check_quant_input("x", x, x_block_size)
+    rows, hidden = data.shape[0], logical_hidden(data)
+    if packed and not col:
+        raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+    if fmt == "e2m1" and hidden % 2:
+        raise ValueError(f"e2m1 packs two values per byte: hidden must be even, got {hidden}")
+    if sf is not None:
+        _check_precomputed_sf(sf, rows, hidden, block, col, packed)
+        C.same_device(x=data, sf=sf)
+    if not use_host(data):
+        res = ref.cast(tuple(x) if kind == "quant" else x, fmt, block, sf=sf, x_block_size=in_block, round_sf=round_sf,
+                       use_tma_aligned_col_major_sf=col, use_packed_ue8m0=packed, clamp_min=clamp_min)
+        return res[1] if sf_only else res
+    xf = data if kind == "float" else host_cast_back(data.contiguous(), in_sf, in_block, torch.float32)
+    if sf is not None:
+        return host_cast(xf, fmt, block, round_sf, sf, clamp_min, mode=2)
+    out_sf = alloc_sf(-(-rows // block[0]), -(-hidden // block[1]), col, packed, data.device)
+    q = host_cast(xf, fmt, block, round_sf, out_sf, clamp_min, mode=1 if sf_only else 0)
+    return out_sf if sf_only else (q, out_sf)
+
+
+def _check_per_token(x, fmt, num_per_channels, x_block_size):
+    fmt = check_fmt(fmt, ("e4m3", "e2m1", "e5m6"))
+    C.integer("num_per_channels", num_per_channels, 1)
+    data = x[0] if isinstance(x, (tuple, list)) else x
+    C.tensor("x" if data is x else "x[0]", data, ndim=2)
+    hidden = logical_hidden(data) if isinstance(x, (tuple, list)) else data.shape[1]
+    whole_row = num_per_channels == hidden and hidden % 64 == 0
+    if num_per_channels not in (16, 32, 64, 128) and not whole_row:
+        raise ValueError(f"num_per_channels must be 16, 32, 64, 128 or the hidden size ({hidden}, a multiple of 64),"
+                         f" got {num_per_channels}")
+    if whole_row and num_per_channels not in (16, 32, 64, 128) and isinstance(x, (tuple, list)):
+        raise ValueError("a whole-row scale (num_per_channels == hidden) is not supported for (data, sf) inputs")
+    return fmt
+
+
+def per_token_cast(x: Union[torch.Tensor, QuantTensor], fmt: str, num_per_channels: int,
+                   x_block_size: tuple[int, int] | None = None, use_tma_aligned_col_major_sf: bool = False,
+                   round_sf: bool = False, use_packed_ue8m0: bool = False) -> QuantTensor:
+    """Cast to E4M3 / E2M1 / E5M6 with one scale per ``num_per_channels`` channels of a row."""
+    fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
+    if fmt == "e5m6":
+        return _cast_e5m6(x, num_per_channels, x_block_size, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+    return _cast(x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+
+
+def per_token_cast_with_sf_only(x, fmt: str, num_per_channels: int, x_block_size=None,
+                                use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                                use_packed_ue8m0: bool = False) -> torch.Tensor:
+    fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
+    if fmt == "e5m6":
+        raise ValueError("fmt 'e5m6' has no scale-only variant")
+    return _cast(x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
+                 use_packed_ue8m0, sf_only=True)
+
+
+def per_token_cast_with_precomputed_sf(x, fmt: str, num_per_channels: int, sf: torch.Tensor, x_block_size=None,
+                                       use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                                       use_packed_ue8m0: bool = False) -> torch.Tensor:
+    fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
+    if fmt == "e5m6":
+        raise ValueError("fmt 'e5m6' has no precomputed-sf variant")
+    return _cast(x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
+                 use_packed_ue8m0, sf=sf)
+
+
+def _cast_e5m6(x, num_per_channels, x_block_size, col, round_sf, packed):
+    if x_block_size is not None or isinstance(x, (tuple, list)):
+        raise ValueError("fmt 'e5m6' takes a plain BF16/FP32 tensor and x_block_size=None")
+    C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, last_stride_one=True)
+    hidden = x.shape[1]
+    if num_per_channels != hidden or hidden % 8:
+        raise ValueError(f"fmt 'e5m6' needs a whole-row scale (num_per_channels == hidden) and hidden % 8 == 0, "
+                         f"got num_per_channels={num_per_channels}, hidden={hidden}")
+    return ref_e5m6.cast_to_e5m6(x, num_per_channels, col, round_sf, packed)
+
+
+def _check_per_block(x, fmt, block_size):
+    fmt = check_fmt(fmt)
+    C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, contiguous=True)
+    bm, bk = check_block("block_size", block_size)
+    if bm not in (32, 128) or bk not in (32, 128):
+        raise ValueError(f"block_size entries must be 32 or 128, got {tuple(block_size)}")
+    if x.shape[1] % 64:
+        raise ValueError(f"x's hidden size must be a multiple of 64, got {x.shape[1]}")
+    return fmt, (bm, bk)
+
+
+def per_block_cast(x: torch.Tensor, fmt: str, block_size: tuple[int, int], use_tma_aligned_col_major_sf: bool = False,
+                   round_sf: bool = False, use_packed_ue8m0: bool = False) -> QuantTensor:
+    fmt, block = _check_per_block(x, fmt, block_size)
+    return _cast(x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+
+
+def per_block_cast_with_sf_only(x: torch.Tensor, fmt: str, block_size: tuple[int, int],
+                                use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                                use_packed_ue8m0: bool = False) -> torch.Tensor:
+    fmt, block = _check_per_block(x, fmt, block_size)
+    return _cast(x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf_only=True)
+
+
+def per_block_cast_with_precomputed_sf(x: torch.Tensor, fmt: str, block_size: tuple[int, int], sf: torch.Tensor,
+                                       use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                                       use_packed_ue8m0: bool = False) -> torch.Tensor:
+    fmt, block = _check_per_block(x, fmt, block_size)
+    return _cast(x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf=sf)
+
+
+def _check_per_channel(x, fmt, num_per_tokens, allowed_npt, dtypes=(torch.bfloat16, torch.float32)):
+    C.choice("fmt", fmt, ("e4m3",))
+    C.tensor("x", x, dtypes=dtypes, ndim=2, contiguous=True)
+    C.choice("num_per_tokens", num_per_tokens, allowed_npt)
+    if x.shape[0] % 128 or x.shape[1] % 64:
+        raise ValueError(f"x must have a token count divisible by 128 and a hidden size divisible by 64, "
+                         f"got shape {tuple(x.shape)}")
+
+
+def per_channel_cast(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: bool = False) -> QuantTensor:
+    """E4M3 with one scale per channel per ``num_per_tokens`` (= 128) tokens: sf (T/128, H)."""
+    _check_per_channel(x, fmt, num_per_tokens, (128,))
+    return _cast(x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+
+
+def per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: bool = False) -> QuantTensor:
+    """Per-channel cast with the data returned transposed, (H, T); sf stays (T/npt, H)."""
+    _check_per_channel(x, fmt, num_per_tokens, (32, 128), dtypes=(torch.bfloat16,))
+    q, sf = _cast(x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+    from ..transpose import transpose
+    return transpose(q), sf
+
+
+def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_per_tokens: int, round_sf: bool = False,
+                           num_per_channels: int | None = None,
+                           pos_to_token: torch.Tensor | None = None) -> QuantTensor:
+    """Per-channel (128, 1) E4M3 cast fused with an optional re-scale of an E4M3 (data, sf) input
+    (sf FP32 (T, H/num_per_channels)) and an optional row gather (row p = x[pos_to_token[p]], -1 -> 0)."""
+    C.choice("fmt", fmt, ("e4m3",))
+    C.choice("num_per_tokens", num_per_tokens, (128,))
+    is_quant = isinstance(x, (tuple, list))
+    if is_quant:
+        C.choice("num_per_channels", num_per_channels, (128,))
+        data, sf_in = x
+        C.tensor("x[0]", data, dtypes=(torch.float8_e4m3fn,), ndim=2, contiguous=True)
+        C.tensor("x[1]", sf_in, dtypes=(torch.float32,), shape=(data.shape[0], -(-data.shape[1] // 128)),
+                 contiguous=True)
+    else:
+        if num_per_channels is not None:
+            raise ValueError(f"num_per_channels must be None for a plain tensor x, got {num_per_channels}")
+        data = C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, contiguous=True)
+    if data.shape[1] % 64:
+        raise ValueError(f"x's hidden size must be a multiple of 64, got {data.shape[1]}")
+    if pos_to_token is not None:
+        C.tensor("pos_to_token", pos_to_token, dtypes=(torch.int32,), ndim=1, contiguous=True)
+        if pos_to_token.shape[0] % 16:
+            raise ValueError(f"pos_to_token's length must be a multiple of 16, got {pos_to_token.shape[0]}")
+        if pos_to_token.numel() and int(pos_to_token.max()) >= data.shape[0]:
+            raise ValueError(f"pos_to_token entries must be < num_tokens ({data.shape[0]}), got {int(pos_to_token.max())}")
+        if pos_to_token.numel() and int(pos_to_token.min()) < -1:
+            raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
+    elif data.shape[0] % 128:
+        raise ValueError(f"x's token count must be a multiple of 128 without pos_to_token, got {data.shape[0]}")
+    if not use_host(data):
+        return ref.per_channel_cast_fused(tuple(x) if is_quant else x, num_per_tokens, num_per_channels, round_sf,
+                                          pos_to_token)
+    if pos_to_token is not None:
+        # Gather first (padding rows: zero data, zero scale), exactly as the reference does.
+        idx = pos_to_token.long()
+        valid = (idx >= 0).unsqueeze(1)
+        data = data[idx.clamp(min=0)].masked_fill_(~valid, 0)
+        if is_quant:
+            sf_in = sf_in[idx.clamp(min=0)].masked_fill_(~valid, 0)
+    xf = host_cast_back(data, sf_in, (1, 128), torch.float32) if is_quant else data
+    return _cast(xf, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+
+
+def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special_fmt: str | None = None) -> torch.Tensor:
+    """Dequantise ``(data, sf)`` to ``fmt`` 'bf16' or 'fp32'; ``x_special_fmt='e5m6'`` for E5M6 data."""
+    C.choice("fmt", fmt, ("bf16", "fp32"))
+    C.choice("x_special_fmt", x_special_fmt, (None, "e5m6"))
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise TypeError(f"x must be a (data, sf) pair, got {type(x).__name__}")
+    block = check_block("x_block_size", x_block_size)
+    if x_special_fmt == "e5m6":
+        data, sf = x
+        C.tensor("x[0]", data, dtypes=(torch.uint8,), ndim=2, contiguous=True)
+        if data.shape[1] % 3:
+            raise ValueError(f"E5M6 data holds 3 bytes per 2 values: its width must be a multiple of 3, got {data.shape[1]}")
+        C.tensor("x[1]", sf, dtypes=(torch.float32, torch.int32), ndim=2)
+        return ref_e5m6.cast_back_from_e5m6(tuple(x), fmt, block)
+    kind, data, sf, _ = check_quant_input("x", tuple(x), block)
+    if logical_hidden(data) % 64:
+        raise ValueError(f"x's hidden size must be a multiple of 64, got {logical_hidden(data)}")
+    out_dtype = torch.float32 if fmt == "fp32" else torch.bfloat16
+    if not use_host(data):
+        return ref.cast_back((data, sf), fmt, block)
+    return host_cast_back(data.contiguous(), sf, block, out_dtype)
+
+
+def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:
+    C.integer("num_per_channels", num_per_channels, 1)
+    return cast_back(x, fmt, (1, num_per_channels), x_special_fmt)

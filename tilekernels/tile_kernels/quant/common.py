@@ -1,0 +1,105 @@
+"""What the quantisation ops share: argument checks for formats, QuantTensor inputs and scale
+layouts, the output scale allocation, and launching the host cast / cast-back kernels."""
+from __future__ import annotations
+
+import torch
+
+from .. import _checks as C
+from .._lib import host_kernel, threads
+from ..reference.numerics import unpack_from_e2m1fn_x2
+from ..utils import align, ceil_div
+
+__all__ = ["unpack_from_e2m1fn_x2"]
+
+FMT_CODES = {"e4m3": 0, "e2m1": 1}
+DATA_DTYPES = (torch.float8_e4m3fn, torch.int8)
+
+
+def logical_hidden(t: torch.Tensor) -> int:
+    return t.shape[1] * 2 if t.dtype == torch.int8 else t.shape[1]
+
+
+def check_fmt(fmt, allowed=("e4m3", "e2m1")) -> str:
+    if not isinstance(fmt, str):
+        raise TypeError(f"fmt must be a str, got {type(fmt).__name__}")
+    return C.choice("fmt", fmt, allowed)
+
+
+def check_block(name: str, block) -> tuple[int, int]:
+    if not isinstance(block, (tuple, list)) or len(block) != 2:
+        raise TypeError(f"{name} must be a (rows, cols) tuple, got {block!r}")
+    return C.integer(f"{name}[0]", block[0], 1), C.integer(f"{name}[1]", block[1], 1)
+
+
+def check_sf_for(name: str, sf, rows: int, hidden: int, block: tuple[int, int]) -> torch.Tensor:
+    """A scale tensor covering a (rows, hidden) tensor in blocks: FP32 (any strides) or packed UE8M0 int32."""
+    C.tensor(name, sf, dtypes=(torch.float32, torch.int32), ndim=2)
+    mb, kb = ceil_div(rows, block[0]), ceil_div(hidden, block[1])
+    want = (mb, kb) if sf.dtype == torch.float32 else (mb, ceil_div(kb, 4))
+    if tuple(sf.shape) != want:
+        raise ValueError(f"{name} must have shape {want} for data of shape ({rows}, {hidden}) and block {block}"
+                         f" ({sf.dtype}), got {tuple(sf.shape)}")
+    return sf
+
+
+def check_quant_input(name: str, x, x_block_size, allow_fp4: bool = True) -> tuple:
+    """``x`` is a BF16/FP32 tensor (x_block_size None) or a QuantTensor ``(data, sf)``."""
+    if isinstance(x, (tuple, list)):
+        if len(x) != 2:
+            raise TypeError(f"{name} must be a tensor or a (data, sf) pair, got a sequence of {len(x)}")
+        q, sf = x
+        C.tensor(f"{name}[0]", q, dtypes=DATA_DTYPES if allow_fp4 else DATA_DTYPES[:1], ndim=2, last_stride_one=True)
+        if x_block_size is None:
+            raise ValueError(f"x_block_size is required when {name} is a (data, sf) pair")
+        block = check_block("x_block_size", x_block_size)
+        check_sf_for(f"{name}[1]", sf, q.shape[0], logical_hidden(q), block)
+        C.same_device(data=q, sf=sf)
+        return "quant", q, sf, block
+    C.tensor(name, x, dtypes=(torch.bfloat16, torch.float32), ndim=2, last_stride_one=True)
+    if x_block_size is not None:
+        raise ValueError(f"x_block_size must be None for a plain tensor {name}, got {x_block_size!r}")
+    return "float", x, None, None
+
+
+def sf_strides(sf: torch.Tensor) -> tuple[int, int, int]:
+    """(packed, row stride, column stride) of a scale tensor, strides in its own elements."""
+    return int(sf.dtype == torch.int32), sf.stride(0), sf.stride(1)
+
+
+def alloc_sf(mb: int, kb: int, col_major: bool, packed: bool, device) -> torch.Tensor:
+    """Output scales: FP32 row-major (mb, kb); FP32 column-major view of (kb, align(mb, 4)); or
+    packed UE8M0 int32 column-major view of (ceil(kb/4), align(mb, 4)). Padding is zero."""
+    if not col_major:
+        return torch.empty((mb, kb), dtype=torch.float32, device=device)
+    if packed:
+        return torch.zeros((ceil_div(kb, 4), align(mb, 4)), dtype=torch.int32, device=device).T[:mb]
+    return torch.zeros((kb, align(mb, 4)), dtype=torch.float32, device=device).T[:mb]
+
+
+def host_cast(x: torch.Tensor, fmt: str, block: tuple[int, int], round_sf: bool, sf_out: torch.Tensor | None,
+              clamp_min: float | None = None, mode: int = 0, q_out: torch.Tensor | None = None):
+    """Run tk_block_cast on a BF16/FP32 (M, K) tensor with unit column stride. ``sf_out`` receives
+    the scales (mode 0/1) or holds the caller's FP32 scales (mode 2)."""
+    from ..reference.cast import FMT_CLAMP_MIN
+    m, k = x.shape
+    if q_out is None and mode != 1:
+        q_out = torch.empty((m, k // 2 if fmt == "e2m1" else k),
+                            dtype=torch.int8 if fmt == "e2m1" else torch.float8_e4m3fn, device=x.device)
+    if m > 0 and k > 0:
+        packed, sm, sk = sf_strides(sf_out)
+        kernel = host_kernel("tk_block_cast", "block_cast.cpp")
+        kernel(q_out, sf_out, x, int(x.dtype == torch.bfloat16), m, k, x.stride(0), FMT_CODES[fmt], block[0], block[1],
+               int(round_sf), FMT_CLAMP_MIN[fmt] if clamp_min is None else float(clamp_min), packed, sm, sk, mode,
+               threads())
+    return q_out
+
+
+def host_cast_back(q: torch.Tensor, sf: torch.Tensor, block: tuple[int, int], out_dtype: torch.dtype) -> torch.Tensor:
+    m, k = q.shape[0], logical_hidden(q)
+    out = torch.empty((m, k), dtype=out_dtype, device=q.device)
+    if m > 0 and k > 0:
+        packed, sm, sk = sf_strides(sf)
+        kernel = host_kernel("tk_cast_back", "cast_back.cpp")
+        kernel(out, q, sf, FMT_CODES["e2m1" if q.dtype == torch.int8 else "e4m3"], int(out_dtype == torch.bfloat16),
+               m, k, block[0], block[1], packed, sm, sk, threads())
+    return out

@@ -1,0 +1,43 @@
+"""Re-quantising FP4 data (power-of-two scales) into E4M3 with larger blocks without changing any value."""
+from __future__ import annotations
+
+import torch
+
+from .. import _checks as C
+from ..reference.cast import _block_view, format_sf, transform_sf
+from ..utils import ceil_div, is_power_of_two
+from .common import check_block, check_sf_for
+
+
+def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_block_size: tuple[int, int],
+                            use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                            use_packed_ue8m0: bool = False):
+    """Each output block's exponent is ``max(input block exponents) - 6`` (at least 0); every
+    FP4 value times ``2^(E_in - E_out)`` is exact in E4M3, so ``cast_back`` is unchanged."""
+    C.choice("fmt", fmt, ("e4m3",))
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise TypeError("x must be an FP4 (data, sf) pair")
+    q, sf = x
+    C.tensor("x[0]", q, dtypes=(torch.int8,), ndim=2, contiguous=True)
+    ib, ob = check_block("x_block_size", x_block_size), check_block("out_block_size", out_block_size)
+    rows, hidden = q.shape[0], q.shape[1] * 2
+    check_sf_for("x[1]", sf, rows, hidden, ib)
+    if hidden % 32:
+        raise ValueError(f"hidden must be a multiple of 32, got {hidden}")
+    if not is_power_of_two(ib[1]) or ob[0] % ib[0] or ob[1] % ib[1]:
+        raise ValueError(f"out_block_size {ob} must be a multiple of x_block_size {ib}, whose column count must be a "
+                         f"power of two")
+    if use_packed_ue8m0 and not use_tma_aligned_col_major_sf:
+        raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+    # Per element: the exponent of its input block's scale.
+    e_in = (transform_sf(sf).contiguous().view(torch.int32) >> 23) & 0xFF
+    e_in = e_in.repeat_interleave(ib[0], 0).repeat_interleave(ib[1], 1)[:rows, :hidden]
+    e_out = (_block_view(e_in, *ob).amax(-1) - 6).clamp(min=0)  # (Mb, Kb)
+    e_out_el = e_out.repeat_interleave(ob[0], 0).repeat_interleave(ob[1], 1)[:rows, :hidden]
+    from ..reference.numerics import unpack_from_e2m1fn_x2
+    factor = ((e_in - e_out_el + 127) << 23).view(torch.float32)
+    data = (unpack_from_e2m1fn_x2(q) * factor).to(torch.float8_e4m3fn)
+    out_sf = (e_out.to(torch.int32) << 23).view(torch.float32)
+    if rows == 0:
+        out_sf = torch.empty((0, ceil_div(hidden, ob[1])), dtype=torch.float32, device=q.device)
+    return data, format_sf(out_sf, use_tma_aligned_col_major_sf, use_packed_ue8m0)

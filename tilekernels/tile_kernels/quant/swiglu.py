@@ -1,0 +1,149 @@
+"""SwiGLU fused with E4M3 casts: forward + per-token cast, backward + per-token cast of the input
+gradient, and forward + per-channel cast (+ transpose)."""
+from __future__ import annotations
+
+import torch
+
+from .. import _checks as C
+from .._lib import host_kernel, threads, use_host
+from ..reference import cast as ref_cast
+from ..reference import swiglu as ref
+from .cast_ops import _cast
+from .common import alloc_sf, sf_strides
+
+
+def _check_routing(p2tt, topk_weights, p2e, rows: int, name_w: str = "topk_weights"):
+    if (p2tt is None) != (topk_weights is None):
+        raise ValueError(f"pos_to_token_topk and {name_w} must be given together")
+    if p2tt is not None:
+        C.tensor("pos_to_token_topk", p2tt, dtypes=(torch.int32,), shape=(rows,), contiguous=True)
+        C.tensor(name_w, topk_weights, dtypes=(torch.float32,), ndim=2, contiguous=True)
+        if p2tt.numel():
+            lo, hi = int(p2tt.min()), int(p2tt.max())
+            if lo < -1 or hi >= topk_weights.numel():
+                raise ValueError(f"pos_to_token_topk entries must be in [-1, {topk_weights.numel()}), got [{lo}, {hi}]")
+    if p2e is not None:
+        C.tensor("pos_to_expert", p2e, dtypes=(torch.int32,), shape=(rows,), contiguous=True)
+
+
+def _clamp_arg(swiglu_clamp_value):
+    if swiglu_clamp_value is None:
+        return None
+    c = C.number("swiglu_clamp_value", swiglu_clamp_value)
+    if not c > 0:
+        raise ValueError(f"swiglu_clamp_value must be positive, got {c}")
+    return c
+
+
+def swiglu_forward_and_per_token_cast(x: torch.Tensor, fmt: str, num_per_channels: int,
+                                      pos_to_token_topk: torch.Tensor | None = None,
+                                      topk_weights: torch.Tensor | None = None,
+                                      pos_to_expert: torch.Tensor | None = None,
+                                      use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                                      use_packed_ue8m0: bool = False, swiglu_clamp_value: float | None = None,
+                                      clamped_count: torch.Tensor | None = None,
+                                      sf_clamp_min: float | None = None):
+    """``y = silu(a) * b`` (times the row's routing weight) for ``x = [a | b]``, cast to E4M3 with one
+    scale per ``num_per_channels`` channels. Rows with ``pos_to_expert == -1`` are left unspecified."""
+    C.choice("fmt", fmt, ("e4m3",))
+    C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, contiguous=True)
+    rows, h2 = x.shape
+    if h2 % 256:
+        raise ValueError(f"x's width 2*H must have H % 128 == 0, got width {h2}")
+    h = h2 // 2
+    C.integer("num_per_channels", num_per_channels, 1)
+    if num_per_channels not in (128, h):
+        raise ValueError(f"num_per_channels must be 128 or H ({h}), got {num_per_channels}")
+    if use_tma_aligned_col_major_sf and num_per_channels != 128:
+        raise ValueError("use_tma_aligned_col_major_sf needs num_per_channels == 128")
+    if use_packed_ue8m0 and not use_tma_aligned_col_major_sf:
+        raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+    _check_routing(pos_to_token_topk, topk_weights, pos_to_expert, rows)
+    clamp = _clamp_arg(swiglu_clamp_value)
+    if clamped_count is not None:
+        C.tensor("clamped_count", clamped_count, dtypes=(torch.int64,), shape=(3,), contiguous=True)
+        if clamp is None:
+            raise ValueError("clamped_count needs swiglu_clamp_value")
+    clamp_min = None if sf_clamp_min is None else C.number("sf_clamp_min", sf_clamp_min)
+    if not use_host(x):
+        y = ref.swiglu_forward(x, pos_to_token_topk, topk_weights, clamp, clamped_count)
+        return ref_cast.cast(y, "e4m3", (1, num_per_channels), round_sf=round_sf,
+                             use_tma_aligned_col_major_sf=use_tma_aligned_col_major_sf,
+                             use_packed_ue8m0=use_packed_ue8m0, clamp_min=clamp_min)
+    q = torch.empty((rows, h), dtype=torch.float8_e4m3fn, device=x.device)
+    sf = alloc_sf(rows, -(-h // num_per_channels), use_tma_aligned_col_major_sf, use_packed_ue8m0, x.device)
+    if rows:
+        packed, sm, sk = sf_strides(sf)
+        host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
+            q, sf, None, x, int(x.dtype == torch.bfloat16), rows, h, num_per_channels, pos_to_token_topk,
+            topk_weights, pos_to_expert, int(clamp is not None), clamp or 0.0, clamped_count, int(round_sf),
+            1e-4 if clamp_min is None else clamp_min, packed, sm, sk, threads())
+    return q, sf
+
+
+def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.Tensor,
+                                       pos_to_token_topk: torch.Tensor, token_topk_to_pos: torch.Tensor,
+                                       num_per_channels: int, round_sf: bool = False,
+                                       swiglu_clamp_value: float | None = None):
+    """Returns ``(out, (x_grad_q, x_grad_sf), x_grad, weight_grad)`` for E4M3 ``x = (q, sf)``."""
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise TypeError("x must be an E4M3 (data, sf) pair")
+    q, sf = x
+    C.tensor("x[0]", q, dtypes=(torch.float8_e4m3fn,), ndim=(2, 3), contiguous=True)
+    C.choice("num_per_channels", num_per_channels, (32, 128))
+    h2 = q.shape[-1]
+    if h2 % (2 * num_per_channels):
+        raise ValueError(f"x's width 2*H must have H % num_per_channels == 0, got width {h2}")
+    h = h2 // 2
+    rows = q.numel() // h2 if h2 else 0
+    C.tensor("x[1]", sf, dtypes=(torch.float32,), shape=(rows, h2 // num_per_channels), contiguous=True)
+    C.tensor("grad_out", grad_out, dtypes=(torch.bfloat16, torch.float32), contiguous=True)
+    if grad_out.numel() != rows * h or grad_out.shape[-1] != h:
+        raise ValueError(f"grad_out must hold ({rows}, {h}) values, got shape {tuple(grad_out.shape)}")
+    C.tensor("token_topk_to_pos", token_topk_to_pos, dtypes=(torch.int32,), ndim=2, contiguous=True)
+    C.tensor("weight", weight, dtypes=(torch.float32,), shape=tuple(token_topk_to_pos.shape), contiguous=True)
+    _check_routing(pos_to_token_topk, weight, None, rows, name_w="weight")
+    clamp = _clamp_arg(swiglu_clamp_value)
+    if not use_host(q) or grad_out.dtype != torch.bfloat16:
+        out, x_grad, weight_grad = ref.swiglu_backward((q, sf), grad_out, weight, pos_to_token_topk,
+                                                       token_topk_to_pos, num_per_channels, clamp)
+        x_grad_q = ref_cast.cast(x_grad, "e4m3", (1, num_per_channels), round_sf=round_sf)
+        return out.to(grad_out.dtype), x_grad_q, x_grad.to(grad_out.dtype), weight_grad
+    out = torch.empty((rows, h), dtype=grad_out.dtype, device=q.device)
+    x_grad = torch.empty((rows, h2), dtype=grad_out.dtype, device=q.device)
+    xg_q = torch.empty((rows, h2), dtype=torch.float8_e4m3fn, device=q.device)
+    xg_sf = torch.empty((rows, h2 // num_per_channels), dtype=torch.float32, device=q.device)
+    weight_grad = torch.zeros_like(weight)
+    if rows:
+        host_kernel("tk_swiglu_bwd_cast", "swiglu_bwd_cast.cpp")(
+            out, x_grad, xg_q, xg_sf, weight_grad, q, sf, grad_out, weight, pos_to_token_topk, rows, h,
+            num_per_channels, int(clamp is not None), clamp or 0.0, int(round_sf), threads())
+    return out, (xg_q, xg_sf), x_grad, weight_grad
+
+
+def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int,
+                                                      round_sf: bool = False, without_transpose: bool = False,
+                                                      swiglu_clamp_value: float | None = None):
+    """SwiGLU rounded to BF16, then the per-channel ``(num_per_tokens, 1)`` E4M3 cast; data (H, T)
+    (or (T, H) with ``without_transpose``), sf (T/num_per_tokens, H)."""
+    C.choice("fmt", fmt, ("e4m3",))
+    C.tensor("x", x, dtypes=(torch.bfloat16,), ndim=2, contiguous=True)
+    C.choice("num_per_tokens", num_per_tokens, (32, 128))
+    rows, h2 = x.shape
+    if rows % 128 or h2 % 128:
+        raise ValueError(f"x must have T % 128 == 0 and 2H % 128 == 0, got shape {tuple(x.shape)}")
+    clamp = _clamp_arg(swiglu_clamp_value)
+    h = h2 // 2
+    if use_host(x):
+        y = torch.empty((rows, h), dtype=torch.bfloat16)
+        if rows:
+            host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
+                None, None, y, x, 1, rows, h, h, None, None, None, int(clamp is not None), clamp or 0.0, None, 0,
+                1e-4, 0, 0, 0, threads())
+    else:
+        y = ref.swiglu_forward(x, swiglu_clamp_value=clamp).bfloat16()
+    q, sf = _cast(y, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+    if without_transpose:
+        return q, sf
+    from ..transpose import transpose
+    return transpose(q), sf

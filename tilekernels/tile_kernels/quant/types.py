@@ -1,0 +1,3 @@
+import torch
+
+QuantTensor = tuple[torch.Tensor, torch.Tensor]
