@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ._lib import LIB, threads
+from ._lib import kernel, threads
 
 _FP4_DTYPES = (torch.uint8, torch.int8) + ((torch.float4_e2m1fn_x2,) if hasattr(torch, "float4_e2m1fn_x2") else ())
 _MODES = {"dense": 0, "m_indices": 1, "psum": 2, "masked": 3, "k_grouped": 4}
@@ -59,7 +59,7 @@ def _launch(mode: str, m: int, n: int, k: int, g: int, a_fields, b_fields, a, sf
             num_threads, alignment: int = 1, zero_padding: bool = False) -> None:
     params = torch.tensor([m, n, k, g, _MODES[mode], alignment, int(zero_padding)] + a_fields + b_fields
                           + _output(d, c), dtype=torch.int64)
-    LIB.host_kernel("dg_gemm", "host/gemm.cpp")(params, a, sfa, b, sfb, d, c, layout, float(alpha),
+    kernel("dg_gemm", "host/gemm.cpp")(params, a, sfa, b, sfb, d, c, layout, float(alpha),
                                                 threads(num_threads))
 
 

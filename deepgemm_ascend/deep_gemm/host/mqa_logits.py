@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import LIB, threads
+from ._lib import kernel, threads
 from .gemm import _elem_type
 
 
@@ -33,7 +33,7 @@ def mqa_logits(q: torch.Tensor, q_sf: Optional[torch.Tensor], kv: torch.Tensor, 
     kv_type = _elem_type(kv)
     d = kv.size(1) * (2 if kv_type == 2 else 1)
     p = _params(s, h, d, kv.size(0), q, kv_type, logits, compressed, clean_logits)
-    LIB.host_kernel("dg_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 0})(
+    kernel("dg_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 0})(
         p, q, q_sf, kv, kv_sf, weights, ks.to(torch.int32).contiguous(), ke.to(torch.int32).contiguous(), logits,
         threads(num_threads))
 
@@ -56,6 +56,6 @@ def paged_mqa_logits(q, q_sf, kv_cache: torch.Tensor, weights, context_lens: tor
     d = row * (2 if kv_type == 2 else 1)
     p = _params(b * next_n, h, d, 0, q, kv_type, logits, clean=clean_logits, next_n=next_n,
                 block_kv=kv_cache.size(1), page=kv_cache.stride(0), max_blocks=block_table.size(1), batch=b)
-    LIB.host_kernel("dg_paged_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 1})(
+    kernel("dg_paged_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 1})(
         p, q, q_sf, kv_cache, weights, context_lens.to(torch.int32).contiguous(), block_table, logits,
         threads(num_threads))

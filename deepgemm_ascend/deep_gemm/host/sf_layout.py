@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._lib import LIB, threads
+from ._lib import kernel, threads
 
 
 def _strides3(x: torch.Tensor) -> list[int]:
@@ -19,7 +19,7 @@ def _run(mode: int, src: torch.Tensor, out: torch.Tensor, mn: int, sk: int, word
         return
     params = torch.tensor([mode, batch, mn, sk, words, gran] + _strides3(src) + _strides3(out) + [per_word],
                           dtype=torch.int64)
-    LIB.host_kernel("dg_sf_layout", "host/sf_layout.cpp")(params, src, out, threads(num_threads))
+    kernel("dg_sf_layout", "host/sf_layout.cpp")(params, src, out, threads(num_threads))
 
 
 def transpose_sf(sf: torch.Tensor, out: torch.Tensor, gran_mn: int = 1, num_threads: Optional[int] = None) -> None:
