@@ -133,8 +133,7 @@ def test_dump_asm_runs_on_a_miss_only_and_is_not_keyed(runtime, toolkit):
     dumped = runtime.compile_without_load("mixed", MIX, AscendCompilerOptions(arch=3510, dump_asm=True))
     dump_call = read_calls(toolkit)[-1]
     assert dump_call["cwd"].endswith("/asm") and "-save-temps" in dump_call["argv"]
-    assert os.listdir(os.path.join(dumped, "asm")) == ["kernel.asci"] or "kernel.asci" in os.listdir(
-        os.path.join(dumped, "asm"))
+    assert "kernel.asci" in os.listdir(os.path.join(dumped, "asm"))
 
 
 def test_aicpu_mode(runtime, toolkit):

@@ -69,7 +69,7 @@ class CudaLaunchOptions(Options):
 
 
 def dim3(value, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) and not isinstance(value, bool) else tuple(value or ())
+    dims = (value,) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else ()
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in dims):
         raise DeepJITError(f"CUDA {what} dimensions must be 1 to 3 positive ints, got {value!r}")
     return tuple(dims) + (1,) * (3 - len(dims))
