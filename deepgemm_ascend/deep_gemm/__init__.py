@@ -11,6 +11,7 @@ from .grouped import (m_grouped_bf16_gemm_nn_contiguous, m_grouped_bf16_gemm_nt_
                       m_grouped_fp8_fp4_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_masked)
 from .k_grouped import (k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_nt_contiguous,  # noqa: E402
                         k_grouped_fp8_gemm_tn_contiguous)
+from .layout import transform_sf_into_required_layout  # noqa: E402
 from .runtime import (get_block_size_multiple_of, get_deterministic_algorithms, get_ignore_compile_dims,  # noqa: E402
                       get_npu_arch, get_num_sms, get_pdl, get_psum_layout_form, get_tc_util, set_block_size_multiple_of,
                       set_ignore_compile_dims, set_npu_arch, set_num_sms, set_pdl, set_psum_layout_form, set_tc_util,

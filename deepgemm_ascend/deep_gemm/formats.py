@@ -104,4 +104,6 @@ def pack_ue8m0(sf: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     pad = (-e.size(-1)) % per_word
     if pad:
         e = torch.nn.functional.pad(e, (0, pad))
+    if e.numel() == 0:
+        return torch.zeros(e.shape[:-1] + (e.size(-1) // per_word,), dtype=dtype, device=e.device)
     return dense(e).view(dtype)

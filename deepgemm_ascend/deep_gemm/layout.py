@@ -1,0 +1,206 @@
+"""Scale-factor layouts: NVIDIA's TMA-aligned MN-major FP32 / int32-packed forms, Ascend's int16 pairs.
+
+Kernel-ready forms (``MN`` rows, ``SK`` K-blocks):
+- FP32 MN-major TMA-aligned: shape ``[B?, MN, SK]``, strides ``(align(MN,4)*SK, 1, align(MN,4))``.
+- int32 packed UE8M0 (NVIDIA SM100): ``[B?, MN, ceil(SK/4)]`` with the same MN-major TMA-aligned
+  strides; 4 K-blocks per word, little-endian, padding bytes 0.
+- int16 packed UE8M0 (Ascend): ``[B?, MN, ceil(K/64)]`` MN-major, ``stride(-1) == MN`` (no padding);
+  2 K-blocks of 32 per word.
+
+``transform_sf_into_required_layout`` on CPU follows SM100 (FP32 -> int32 form; with
+``disable_ue8m0_cast`` the SM90 FP32 forms), keeps int16 input in the Ascend form, and on NPU
+tensors produces the Ascend form. Every GEMM of this library accepts any of these forms (and plain
+FP32), so the transform is only needed for parity with callers that pre-transform.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+
+from . import _validate as v
+from . import formats, runtime
+from .utils.math import align, ceil_div
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """``x`` rounded up so ``x * element_size`` is a multiple of 16 bytes."""
+    v.integer("x", x, 0)
+    v.integer("element_size", element_size, 1, 16)
+    if 16 % element_size:
+        raise v.fail("element_size", "a divisor of 16", element_size)
+    return align(x, 16 // element_size)
+
+
+def _mn_major_empty(batch: Optional[int], mn: int, sk: int, dtype, device, aligned_mn: int) -> torch.Tensor:
+    lead = () if batch is None else (batch,)
+    storage = torch.zeros(lead + (sk, aligned_mn), dtype=dtype, device=device)
+    return storage.transpose(-1, -2)[..., :mn, :]
+
+
+def _is_mn_major_tma(t: torch.Tensor) -> bool:
+    mn, sk = t.size(-2), t.size(-1)
+    aligned = get_tma_aligned_size(mn, t.element_size())
+    ok = (t.stride(-2) == 1 or mn == 1) and t.stride(-1) == aligned
+    if t.dim() == 3:
+        ok = ok and t.stride(0) == aligned * sk
+    return ok
+
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """FP32 ``[B?, MN, SK]`` with the same values, MN-major and TMA-aligned (the input if it already is)."""
+    v.tensor("sf", sf, (torch.float32,), (2, 3))
+    if _is_mn_major_tma(sf):
+        return sf
+    batch = sf.size(0) if sf.dim() == 3 else None
+    out = _mn_major_empty(batch, sf.size(-2), sf.size(-1), torch.float32, sf.device, get_tma_aligned_size(sf.size(-2), 4))
+    out.copy_(sf)
+    return out
+
+
+def _psum_valid_rows(psum_layout: torch.Tensor, mn: int) -> torch.Tensor:
+    alignment = runtime.get_mk_alignment_for_contiguous_layout()
+    valid = torch.zeros(mn, dtype=torch.bool, device=psum_layout.device)
+    end = 0
+    for g, e in enumerate(psum_layout.tolist()):
+        start = 0 if g == 0 else align(end, alignment)
+        valid[start:min(e, mn)] = True
+        end = e
+    return valid
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """FP32 ``[B?, MN, SK]`` -> int32 ``[B?, MN, ceil(SK/4)]`` MN-major TMA-aligned (exponent bytes only;
+    a mantissa is dropped, as NVIDIA does). With ``psum_layout`` (M-grouped end rows), rows in the
+    gaps between groups are written as 0."""
+    v.tensor("sf", sf, (torch.float32,), (2, 3))
+    mn, sk = sf.size(-2), sf.size(-1)
+    packed = formats.pack_ue8m0(sf, torch.int32)
+    if psum_layout is not None:
+        v.tensor("psum_layout", psum_layout, (torch.int32,), 1)
+        packed = packed * _psum_valid_rows(psum_layout, mn).unsqueeze(-1).to(torch.int32)
+    batch = sf.size(0) if sf.dim() == 3 else None
+    out = _mn_major_empty(batch, mn, ceil_div(sk, 4), torch.int32, sf.device, get_tma_aligned_size(mn, 4))
+    out.copy_(packed)
+    return out
+
+
+def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, grouped_layout: torch.Tensor,
+                                                           ks_cpu: Optional[List[int]], gran_k: int, k_alignment: int,
+                                                           use_psum_layout: bool = False) -> torch.Tensor:
+    """Per-group FP32 scales ``[sum_g ceil(k_g/gran_k), MN]`` -> int32 ``[P, MN]``; each group packs its own
+    K-blocks 4 per word (``ceil(k_g/(4*gran_k))`` rows), never mixing groups. Without ``ks_cpu`` (psum
+    only) the group sizes come from ``grouped_layout`` and the output has the upper-bound row count
+    ``(SK + 3G) // 4`` (trailing rows 0)."""
+    v.tensor("sf", sf, (torch.float32,), 2)
+    v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
+    v.integer("gran_k", gran_k, 1)
+    v.integer("k_alignment", k_alignment, 1)
+    num_groups, mn = grouped_layout.numel(), sf.size(1)
+    if ks_cpu:
+        ks = list(ks_cpu)
+    elif use_psum_layout:
+        ks, end = [], 0
+        for g, e in enumerate(grouped_layout.tolist()):
+            ks.append(e - (0 if g == 0 else align(end, k_alignment)))
+            end = e
+    else:
+        raise v.fail("ks_cpu", "the per-group K sizes (only the psum layout may omit them)", ks_cpu)
+    blocks = [ceil_div(k, gran_k) for k in ks]
+    if sum(blocks) != sf.size(0):
+        raise v.fail("sf", f"{sum(blocks)} rows (sum of ceil(k_g/{gran_k}))", f"shape {tuple(sf.shape)}")
+    parts, row = [], 0
+    for b in blocks:
+        parts.append(formats.pack_ue8m0(sf[row:row + b].t(), torch.int32).t())
+        row += b
+    packed = torch.cat(parts) if parts else torch.zeros(0, mn, dtype=torch.int32, device=sf.device)
+    rows = packed.size(0) if ks_cpu else (sf.size(0) + 3 * num_groups) // 4
+    out = torch.zeros(rows, mn, dtype=torch.int32, device=sf.device)
+    out[:packed.size(0)] = packed
+    return out
+
+
+def _ascend_int16(sf_fp32: torch.Tensor, mn: int) -> torch.Tensor:
+    """FP32 per-row scales (gran_k 32) ``[B?, MN, SK]`` -> Ascend int16 pairs, MN-major without padding."""
+    if sf_fp32.numel() and not bool(formats.is_power_of_two(sf_fp32).all()):
+        raise v.fail("sf values", "positive powers of two (the Ascend UE8M0 contract)",
+                     sf_fp32[~formats.is_power_of_two(sf_fp32)][0].item())
+    packed = formats.pack_ue8m0(sf_fp32, torch.int16)
+    batch = sf_fp32.size(0) if sf_fp32.dim() == 3 else None
+    out = _mn_major_empty(batch, mn, packed.size(-1), torch.int16, sf_fp32.device, mn)
+    out.copy_(packed)
+    return out
+
+
+def _broadcast_rows(sf: torch.Tensor, mn: int, gran_mn: int) -> torch.Tensor:
+    if gran_mn == 1:
+        return sf
+    return sf.index_select(-2, torch.arange(mn, device=sf.device) // gran_mn)
+
+
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe, num_groups: Optional[int] = None,
+                                      is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False,
+                                      psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Scale factors ``[G?, ceil(mn/gran_mn), SK]`` in any accepted container -> the kernel-ready form.
+
+    ``recipe``: ``(gran_m, gran_n, gran_k)`` with ``is_sfa`` choosing gran_m or gran_n, or
+    ``(gran_mn, gran_k)`` with ``is_sfa=None``."""
+    v.integer("mn", mn, 0)
+    v.integer("k", k, 0)
+    if not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3):
+        raise TypeError(f"recipe: expected a 2- or 3-tuple of ints, got {recipe!r}")
+    if len(recipe) == 3:
+        if is_sfa is None:
+            raise v.fail("is_sfa", "True or False with a 3-tuple recipe", None)
+        gran_mn, gran_k = (recipe[0] if v.boolean("is_sfa", is_sfa) else recipe[1]), recipe[2]
+    else:
+        if is_sfa is not None:
+            raise v.fail("is_sfa", "None with a 2-tuple recipe", is_sfa)
+        gran_mn, gran_k = recipe
+    v.integer("gran_mn", gran_mn, 1)
+    if gran_k not in (32, 128):
+        raise v.fail("recipe gran_k", "32 or 128", gran_k)
+    if num_groups is not None:
+        v.integer("num_groups", num_groups, 1)
+    v.boolean("disable_ue8m0_cast", disable_ue8m0_cast)
+    from ._operands import sf_to_fp32
+    v.tensor("sf", sf, (torch.float32, torch.float8_e8m0fnu, torch.int32, torch.int16), 2 if num_groups is None else 3)
+    values = sf_to_fp32("sf", sf, mn, k, gran_mn, gran_k, num_groups, require_pow2=False)
+    npu = sf.device.type == "npu"
+    if sf.dtype == torch.int16 or npu:
+        if gran_k != 32:
+            raise v.fail("recipe gran_k", "32 for the Ascend int16 form", gran_k)
+        if sf.dtype == torch.float32 and disable_ue8m0_cast:
+            raise v.fail("disable_ue8m0_cast", "False with FP32 input (Ascend)", True)
+        return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn)
+    if sf.dtype == torch.int32:
+        if gran_mn != 1:
+            raise v.fail("recipe gran_mn", "1 for int32-packed scale factors", gran_mn)
+        return sf if _is_mn_major_tma(sf) else get_mn_major_tma_aligned_packed_ue8m0_tensor(values, psum_layout)
+    if disable_ue8m0_cast:
+        if sf.dtype == torch.float32 and gran_k == 128 and gran_mn == 1:
+            return get_mn_major_tma_aligned_tensor(sf)
+        if sf.dtype == torch.float32 and gran_k == 128 and gran_mn == 128:
+            return sf
+        raise v.fail("disable_ue8m0_cast", "False unless FP32 scales of recipe (1|128, 128)", True)
+    return get_mn_major_tma_aligned_packed_ue8m0_tensor(_broadcast_rows(values, mn, gran_mn), psum_layout)
+
+
+def convert_packed_ue8m0(sf: torch.Tensor, k: int, gran_k: int = 32, dtype: torch.dtype = torch.int16) -> torch.Tensor:
+    """Between NVIDIA int32 (4 per word) and Ascend int16 (2 per word) packed UE8M0 ``[B?, MN, words]``.
+
+    The result is in the target's kernel-ready layout (int16: MN-major, no padding; int32: MN-major
+    TMA-aligned). Both cover ``ceil(k / gran_k)`` K-blocks; the int16 form needs gran_k 32."""
+    v.tensor("sf", sf, (torch.int32, torch.int16), (2, 3))
+    if dtype not in (torch.int32, torch.int16):
+        raise v.fail("dtype", "torch.int32 or torch.int16", dtype)
+    if (sf.dtype == torch.int16 or dtype == torch.int16) and gran_k != 32:
+        raise v.fail("gran_k", "32 (int16 pairs cover 2 x 32 K elements)", gran_k)
+    sk = ceil_div(k, gran_k)
+    need = ceil_div(sk, formats.PACKED_SF_DTYPES[sf.dtype])
+    if sf.size(-1) != need:
+        raise v.fail("sf", f"{need} words in the last dim for K = {k}", f"shape {tuple(sf.shape)}")
+    values = formats.unpack_ue8m0(sf)[..., :sk]
+    if dtype == torch.int16:
+        return _ascend_int16(values, sf.size(-2))
+    return get_mn_major_tma_aligned_packed_ue8m0_tensor(values)
