@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from ._lib import LIB  # noqa: E402  (needs __version__)
+from .einsum import einsum, fp8_einsum, fp8_gemm_nt_skip_head_mid, tf32_hc_prenorm_gemm  # noqa: E402
 from .gemm import (bf16_gemm_nn, bf16_gemm_nt, bf16_gemm_tn, bf16_gemm_tt, cublaslt_gemm_nn,  # noqa: E402
                    cublaslt_gemm_nt, cublaslt_gemm_tn, cublaslt_gemm_tt, fp8_fp4_gemm_nn, fp8_fp4_gemm_nt,
                    fp8_fp4_gemm_tn, fp8_fp4_gemm_tt)

@@ -1,12 +1,12 @@
 """Plain-PyTorch implementations: device-agnostic, written for clarity, the oracle of every test.
 
 They take the canonical arguments the public ops produce after validation (see ``_operands``)."""
-from .gemm import (bf16_gemm_nt, decode_values, dequantize, expand_k_grouped_sf, expand_sf, fp8_fp4_gemm_nt,
+from .gemm import (bf16_einsum, bf16_gemm_nt, fp8_bmm, hc_prenorm_gemm, decode_values, dequantize, expand_k_grouped_sf, expand_sf, fp8_fp4_gemm_nt,
                    k_grouped_bf16_gemm_tn, k_grouped_fp8_gemm_tn, m_grouped_bf16_gemm_nt,
                    m_grouped_bf16_gemm_nt_masked, m_grouped_fp8_fp4_gemm_nt, m_grouped_fp8_fp4_gemm_nt_masked,
                    write_output)
 
-__all__ = ["bf16_gemm_nt", "decode_values", "dequantize", "expand_k_grouped_sf", "expand_sf", "fp8_fp4_gemm_nt",
+__all__ = ["bf16_einsum", "bf16_gemm_nt", "fp8_bmm", "hc_prenorm_gemm", "decode_values", "dequantize", "expand_k_grouped_sf", "expand_sf", "fp8_fp4_gemm_nt",
            "k_grouped_bf16_gemm_tn", "k_grouped_fp8_gemm_tn", "m_grouped_bf16_gemm_nt",
            "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_masked",
            "write_output"]

@@ -119,3 +119,28 @@ def k_grouped_fp8_gemm_tn(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, s
 
 def k_grouped_bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, groups) -> None:
     _k_grouped(a.float(), b.float(), d, c, groups)
+
+
+def bf16_einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
+    write_output(d, torch.einsum(expr, a.float(), b.float()), c, None)
+
+
+def fp8_bmm(a, b, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
+    """Batched ``d[i] = c[i] + dequant(a)[i] @ dequant(b)[i].T`` (``d``/``c`` may be permuted views)."""
+    write_output(d, dequantize(a) @ dequantize(b).transpose(-1, -2), c, None)
+
+
+def hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
+                    num_splits: Optional[int]) -> None:
+    """``d = a @ b.T`` and ``sqr_sum = sum(a^2)`` in FP32, as split-K partials when ``num_splits`` is set."""
+    af, bf = a.float(), b.float()
+    if num_splits is None:
+        d.copy_(af @ bf.t())
+        sqr_sum.copy_((af * af).sum(-1))
+        return
+    k = a.size(1)
+    chunk = -(-k // num_splits)
+    for i in range(num_splits):
+        s, e = min(k, i * chunk), min(k, (i + 1) * chunk)
+        d[i] = af[:, s:e] @ bf[:, s:e].t()
+        sqr_sum[i] = (af[:, s:e] * af[:, s:e]).sum(-1)
