@@ -1,3 +1,45 @@
-"""DeepEP and DeepEP-Ascend: expert-parallel dispatch and combine"""
+"""DeepEP and DeepEP-Ascend: expert-parallel dispatch and combine.
+
+V2.5 buffers (``EPBuffer``, ``BucketBuffer``, ``PPBuffer``, ``BufferAllocator``, ``BufferBase``),
+the V2.1 ``ElasticBuffer`` and the V1 ``Buffer`` facade, over a symmetric shared-memory window
+between the ranks of one host and ``torch.distributed`` collectives across hosts.
+"""
 
 __version__ = "0.1.0"
+
+import torch
+
+topk_idx_t = torch.int64
+
+from . import comm  # noqa: E402
+from .buffers.allocator import BufferAllocator  # noqa: E402
+from .buffers.base import BufferBase  # noqa: E402
+from .buffers.ep import EPBuffer  # noqa: E402
+from .engine.handle import EPHandle  # noqa: E402
+from .engine.layout import ALLOCATION_ALIGNMENT, RDMA_ALIGNMENT, TMA_ALIGNMENT  # noqa: E402
+from .engine.session import BufferBrokenError  # noqa: E402
+from .utils.event import EventHandle, EventOverlap  # noqa: E402
+
+
+def get_num_allocation_alignment() -> int:
+    return ALLOCATION_ALIGNMENT
+
+
+def get_num_tma_alignment() -> int:
+    return TMA_ALIGNMENT
+
+
+def get_num_rdma_alignment() -> int:
+    return RDMA_ALIGNMENT
+
+
+def get_buffer_size_hint(group, num_max_tokens_per_rank: int, hidden: int, num_topk: int = 0,
+                         use_fp8_dispatch: bool = False, allow_hybrid_mode: bool = True,
+                         allow_multiple_reduction: bool = True) -> int:
+    return EPBuffer.get_buffer_size_hint(group, num_max_tokens_per_rank, hidden, num_topk, use_fp8_dispatch,
+                                         allow_hybrid_mode, allow_multiple_reduction)
+
+
+__all__ = ["BufferAllocator", "BufferBase", "BufferBrokenError", "EPBuffer", "EPHandle", "EventHandle",
+           "EventOverlap", "comm", "get_buffer_size_hint", "get_num_allocation_alignment", "get_num_rdma_alignment",
+           "get_num_tma_alignment", "topk_idx_t"]

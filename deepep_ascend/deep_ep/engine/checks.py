@@ -1,0 +1,196 @@
+"""Argument checks for dispatch and combine: every error names the argument, what was expected
+and what came, and is raised before anything is sent or any caller tensor is written."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .layout import MAX_TOPK
+
+TOPK_IDX_DTYPE = torch.int64
+FP8_DTYPE = torch.float8_e4m3fn
+
+
+def _int(name: str, value, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _tensor(name: str, t, dtypes: tuple, ndim: int, device: torch.device | None = None) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} must be on {device} like x, got {t.device}")
+    return t
+
+
+def _contiguous(name: str, t: torch.Tensor) -> None:
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous, got strides {t.stride()} for shape {tuple(t.shape)}")
+
+
+@dataclass
+class DispatchArgs:
+    x: torch.Tensor
+    sf: torch.Tensor | None
+    topk_idx: torch.Tensor
+    topk_weights: torch.Tensor | None
+    stats: torch.Tensor | None
+    num_experts: int
+    num_max_tokens_per_rank: int
+    expert_alignment: int
+    handle: object
+    do_cpu_sync: bool
+    do_expand: bool
+    do_zero_padding: bool
+    col_major_sf: bool
+
+    @property
+    def num_tokens(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def hidden(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def num_topk(self) -> int:
+        return self.topk_idx.shape[1]
+
+
+def check_dispatch(num_ranks: int, x, topk_idx, topk_weights, stats, num_experts, num_max_tokens_per_rank,
+                   expert_alignment, handle, do_cpu_sync, do_expand, do_zero_padding, col_major_sf) -> DispatchArgs:
+    sf = None
+    if isinstance(x, (tuple, list)):
+        if len(x) != 2:
+            raise ValueError(f"x as a tuple must be (x_fp8, scales), got {len(x)} elements")
+        x, sf = x
+        _tensor("x[0]", x, (FP8_DTYPE,), 2)
+        _tensor("x[1] (scales)", sf, (torch.float32, torch.int32), 2, x.device)
+        if sf.shape[0] != x.shape[0]:
+            raise ValueError(f"x[1] (scales) must have {x.shape[0]} rows like x[0], got shape {tuple(sf.shape)}")
+    else:
+        _tensor("x", x, (torch.bfloat16,), 2)
+    if x.stride(1) != 1:
+        raise ValueError(f"x rows must be contiguous (stride 1 along hidden), got strides {x.stride()}")
+    if x.shape[1] * x.element_size() % 16:
+        raise ValueError(f"x row bytes must be a multiple of 16, got hidden {x.shape[1]} x {x.element_size()} bytes")
+    device = x.device
+    if handle is not None:
+        from .handle import EPHandle
+        if not isinstance(handle, EPHandle):
+            raise TypeError(f"handle must be an EPHandle from dispatch, got {type(handle).__name__}")
+        if topk_idx is not None:
+            raise ValueError("topk_idx must be None when a cached handle is given (the handle holds the routing)")
+        if do_cpu_sync:
+            raise ValueError("do_cpu_sync=True is not allowed with a cached handle")
+        handle.check_topk_idx()
+        topk_idx = handle._topk_idx
+        for name, value, cached in (("num_experts", num_experts, handle.num_experts),
+                                    ("expert_alignment", expert_alignment, handle.expert_alignment),
+                                    ("num_max_tokens_per_rank", num_max_tokens_per_rank,
+                                     handle.num_max_tokens_per_rank)):
+            if value is not None and value != cached:
+                raise ValueError(f"{name} must match the cached handle ({cached}), got {value}")
+        num_experts, expert_alignment = handle.num_experts, handle.expert_alignment
+        num_max_tokens_per_rank = handle.num_max_tokens_per_rank
+        if do_expand != handle.do_expand:
+            raise ValueError(f"do_expand must match the cached handle ({handle.do_expand}), got {do_expand}")
+        do_cpu_sync = False
+    else:
+        if topk_idx is None:
+            raise ValueError("topk_idx is required without a cached handle")
+        if num_experts is None:
+            raise ValueError("num_experts is required without a cached handle")
+        do_cpu_sync = True if do_cpu_sync is None else bool(do_cpu_sync)
+    _tensor("topk_idx", topk_idx, (TOPK_IDX_DTYPE,), 2, device)
+    _contiguous("topk_idx", topk_idx)
+    T, K = topk_idx.shape
+    if T != x.shape[0]:
+        raise ValueError(f"topk_idx must have one row per token ({x.shape[0]}), got shape {tuple(topk_idx.shape)}")
+    if not 1 <= K <= MAX_TOPK:
+        raise ValueError(f"num_topk must be in [1, {MAX_TOPK}], got {K}")
+    if topk_weights is not None:
+        _tensor("topk_weights", topk_weights, (torch.float32,), 2, device)
+        _contiguous("topk_weights", topk_weights)
+        if tuple(topk_weights.shape) != (T, K):
+            raise ValueError(f"topk_weights must have shape {(T, K)} like topk_idx, got {tuple(topk_weights.shape)}")
+    num_experts = _int("num_experts", num_experts, 1)
+    if num_experts % num_ranks:
+        raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({num_ranks}): "
+                         f"experts are split evenly")
+    num_max_tokens_per_rank = _int("num_max_tokens_per_rank", num_max_tokens_per_rank, 1)
+    if T > num_max_tokens_per_rank:
+        raise ValueError(f"num_tokens ({T}) exceeds num_max_tokens_per_rank ({num_max_tokens_per_rank}), the "
+                         f"capacity every rank agreed on")
+    expert_alignment = _int("expert_alignment", 1 if expert_alignment is None else expert_alignment, 1)
+    if do_zero_padding and not do_expand:
+        raise ValueError("do_zero_padding=True requires do_expand=True")
+    if stats is not None:
+        _tensor("cumulative_local_expert_recv_stats", stats, (torch.int32,), 1, device)
+        if stats.shape[0] != num_experts // num_ranks:
+            raise ValueError(f"cumulative_local_expert_recv_stats must have shape [{num_experts // num_ranks}], "
+                             f"got {tuple(stats.shape)}")
+    return DispatchArgs(x, sf, topk_idx, topk_weights, stats, num_experts, num_max_tokens_per_rank,
+                        expert_alignment, handle, do_cpu_sync, bool(do_expand), bool(do_zero_padding),
+                        bool(col_major_sf))
+
+
+@dataclass
+class CombineArgs:
+    x: torch.Tensor
+    handle: object
+    topk_weights: torch.Tensor | None
+    bias: tuple
+
+
+def check_combine(x, handle, topk_weights, bias, allow_multiple_reduction: bool) -> CombineArgs:
+    from .handle import EPHandle
+    if not isinstance(handle, EPHandle):
+        raise TypeError(f"handle must be an EPHandle from dispatch, got {type(handle).__name__}")
+    handle.check_topk_idx()
+    _tensor("x", x, (torch.bfloat16,), 2)
+    if x.stride(1) != 1:
+        raise ValueError(f"x rows must be contiguous (stride 1 along hidden), got strides {x.stride()}")
+    rows = handle.num_expanded_tokens if handle.do_expand else handle.num_recv_tokens
+    if x.shape[0] < handle._valid_rows_for_combine():
+        raise ValueError(f"x must have the {rows} rows dispatch returned, got {x.shape[0]}")
+    hidden = handle._plan.hidden
+    if x.shape[1] != hidden:
+        raise ValueError(f"x must have hidden {hidden} like the dispatched tokens, got {x.shape[1]}")
+    T, K = handle._topk_idx.shape
+    if topk_weights is not None:
+        if handle.do_expand:
+            if not allow_multiple_reduction:
+                raise ValueError("topk_weights in an expanded combine needs allow_multiple_reduction=True")
+            _tensor("topk_weights", topk_weights, (torch.float32,), 1, x.device)
+            if topk_weights.shape[0] < handle._valid_rows_for_combine():
+                raise ValueError(f"topk_weights must have {rows} entries (one per expanded row), "
+                                 f"got {topk_weights.shape[0]}")
+        else:
+            _tensor("topk_weights", topk_weights, (torch.float32,), 2, x.device)
+            if topk_weights.shape[1] != K or topk_weights.shape[0] < handle._valid_rows_for_combine():
+                raise ValueError(f"topk_weights must have shape [{rows}, {K}], got {tuple(topk_weights.shape)}")
+        _contiguous("topk_weights", topk_weights)
+    if bias is None:
+        biases = ()
+    elif isinstance(bias, torch.Tensor):
+        biases = (bias,)
+    elif isinstance(bias, (tuple, list)) and len(bias) <= 2:
+        biases = tuple(b for b in bias if b is not None)
+    else:
+        raise TypeError(f"bias must be None, a tensor or a tuple of at most 2 tensors, got {type(bias).__name__}")
+    for i, b in enumerate(biases):
+        _tensor(f"bias[{i}]", b, (torch.bfloat16,), 2, x.device)
+        if tuple(b.shape) != (T, hidden) or b.stride(1) != 1:
+            raise ValueError(f"bias[{i}] must have shape {(T, hidden)} with contiguous rows, got "
+                             f"{tuple(b.shape)} strides {b.stride()}")
+    return CombineArgs(x, handle, topk_weights, biases)

@@ -1,0 +1,218 @@
+"""Dispatch and combine data movement on CPU tensors: host kernels over either transport.
+
+The buffer drives the steps in order: ``plan`` (local, validates index values) -> handshake ->
+``exchange_counts`` -> ``allocate`` -> ``send`` -> ``receive`` (the copy epilogue), and for
+combine ``combine_send`` -> ``combine_reduce``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..jit import kernel
+from ..utils.math import align
+from .checks import CombineArgs, DispatchArgs
+from .layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
+from .plan import RoutePlan
+
+
+@dataclass
+class DispatchOutputs:
+    recv_x: torch.Tensor
+    recv_sf: torch.Tensor | None
+    recv_topk_idx: torch.Tensor | None
+    recv_topk_weights: torch.Tensor | None
+    recv_src_metadata: torch.Tensor
+    psum_per_rank: torch.Tensor
+    psum_per_expert: torch.Tensor
+    true_per_expert: torch.Tensor
+    aligned_list: list
+    num_recv_tokens: int
+    num_expanded_tokens: int
+    pad_rows: torch.Tensor | None
+
+
+class HostEngine:
+    def __init__(self, transport, rank: int, num_ranks: int, region_bytes: int, threads: int):
+        self.transport = transport
+        self.rank = rank
+        self.num_ranks = num_ranks
+        self.region_bytes = region_bytes
+        self.threads = threads
+        self._err = torch.zeros(4, dtype=torch.int64)
+
+    # ---- dispatch ----------------------------------------------------------------------------
+    def slot_layout(self, a: DispatchArgs) -> SlotLayout:
+        packs = 0 if a.sf is None else a.sf.shape[1]
+        return SlotLayout.of(a.hidden, a.x.element_size(), packs, a.num_topk)
+
+    def check_capacity(self, a: DispatchArgs) -> None:
+        need = dispatch_bytes(self.num_ranks, a.num_max_tokens_per_rank, self.slot_layout(a))
+        if need > self.region_bytes:
+            raise ValueError(f"buffer too small for this dispatch: num_max_tokens_per_rank="
+                             f"{a.num_max_tokens_per_rank}, hidden={a.hidden}, num_topk={a.num_topk} need {need} "
+                             f"bytes, the buffer has {self.region_bytes}; create it with get_buffer_size_hint(...)")
+
+    def plan(self, a: DispatchArgs) -> RoutePlan:
+        T, K, R = a.num_tokens, a.num_topk, self.num_ranks
+        e_local = a.num_experts // R
+        dst_slot = torch.empty(T, R, dtype=torch.int32)
+        within = torch.empty(T, K, dtype=torch.int32)
+        exp_pos = torch.empty(T, K, dtype=torch.int32)
+        send_count = torch.empty(R, dtype=torch.int32)
+        expert_count = torch.empty(R, e_local, dtype=torch.int32)
+        kernel("ep_dispatch_plan")(a.topk_idx, T, K, R, e_local, dst_slot, send_count, expert_count, within,
+                                   exp_pos, self._err)
+        code, t, k, value = self._err.tolist()
+        if code == 1:
+            raise ValueError(f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in "
+                             f"[-1, {a.num_experts})")
+        if code == 2:
+            raise ValueError(f"topk_idx[{t}] selects expert {value} twice (slot {k}): a token may select each "
+                             f"expert at most once")
+        return RoutePlan(a.hidden, R, e_local, dst_slot, within, exp_pos,
+                         torch.cat([send_count[:, None], expert_count], 1))
+
+    def exchange_counts(self, a: DispatchArgs, plan: RoutePlan) -> None:
+        self.transport.post_counts(plan.send_counts)
+        plan.recv_counts = self.transport.recv_counts()
+        tokens = plan.recv_counts[:, 0].long()
+        plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
+        plan.num_rows = int(plan.row_start[-1])
+
+    def allocate(self, a: DispatchArgs, plan: RoutePlan) -> DispatchOutputs:
+        R, K, M, H = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank, a.hidden
+        e_local, al = plan.num_local_experts, a.expert_alignment
+        per_expert = plan.recv_counts[:, 1:].long()             # [R, E_local]
+        true = per_expert.sum(0)
+        aligned = (true + al - 1) // al * al
+        psum_rank = torch.cumsum(plan.recv_counts[:, 0].long(), 0).int()
+        pad_rows = None
+        if a.do_expand:
+            starts = torch.cumsum(aligned, 0) - aligned
+            psum_expert = (starts + true).int()
+            plan.expert_base = (starts[None, :] + torch.cumsum(per_expert, 0) - per_expert).int().contiguous()
+            plan.num_expanded = int(aligned.sum())
+            if a.do_zero_padding:
+                gaps = aligned - true
+                first = torch.repeat_interleave(starts + true, gaps)
+                offset = torch.arange(int(gaps.sum())) - torch.repeat_interleave(torch.cumsum(gaps, 0) - gaps, gaps)
+                pad_rows = first + offset
+        else:
+            psum_expert = torch.cumsum(aligned, 0).int()
+        if a.handle is not None:
+            rows, exp_rows = a.handle.num_recv_tokens, a.handle.num_expanded_tokens
+        elif a.do_cpu_sync:
+            rows, exp_rows = plan.num_rows, plan.num_expanded
+        else:
+            rows = R * M
+            exp_rows = align(R * M * min(K, e_local) + (al - 1) * e_local, al)
+        data_rows = exp_rows if a.do_expand else rows
+        recv_x = torch.empty(data_rows, H, dtype=a.x.dtype)
+        recv_sf = None
+        if a.sf is not None:
+            packs = a.sf.shape[1]
+            if a.col_major_sf:
+                recv_sf = torch.empty(packs, align(data_rows, 4), dtype=a.sf.dtype).T[:data_rows]
+            else:
+                recv_sf = torch.empty(data_rows, packs, dtype=a.sf.dtype)
+        recv_idx = None if a.do_expand else torch.full((rows, K), -1, dtype=torch.int64)
+        recv_w = None
+        if a.topk_weights is not None:
+            recv_w = torch.zeros(exp_rows) if a.do_expand else torch.zeros(rows, K)
+        meta = torch.full((rows, K + 2), -1, dtype=torch.int32)
+        return DispatchOutputs(recv_x, recv_sf, recv_idx, recv_w, meta, psum_rank, psum_expert, true.int(),
+                               aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
+
+    def send(self, a: DispatchArgs, plan: RoutePlan) -> None:
+        R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
+        slot = self.slot_layout(a)
+        base = self.transport.send_bases(plan.send_tokens, slot.slot_bytes, COUNTS_BYTES, M * slot.slot_bytes)
+        sf = a.sf
+        kernel("ep_dispatch_send")(
+            a.x, a.x.stride(0) * a.x.element_size(), slot.x_bytes,
+            sf, 0 if sf is None else sf.stride(0) * 4, 0 if sf is None else sf.stride(1) * 4,
+            0 if sf is None else sf.shape[1], a.topk_idx, a.topk_weights, a.num_tokens, K, R,
+            plan.num_local_experts, plan.dst_slot, plan.within, base, slot.slot_bytes, slot.sf_off, slot.meta_off,
+            self.threads)
+        self.transport.finish_send(plan.send_tokens, plan.recv_tokens, slot.slot_bytes)
+
+    def receive(self, a: DispatchArgs, plan: RoutePlan, out: DispatchOutputs) -> None:
+        R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
+        slot = self.slot_layout(a)
+        base = self.transport.recv_bases(plan.recv_tokens, slot.slot_bytes, COUNTS_BYTES, M * slot.slot_bytes)
+        sf = out.recv_sf
+        kernel("ep_dispatch_recv")(
+            base, plan.row_start, R, K, M, plan.num_local_experts, slot.x_bytes, out.recv_x,
+            out.recv_x.stride(0) * out.recv_x.element_size(), sf, 0 if sf is None else sf.stride(0) * 4,
+            0 if sf is None else sf.stride(1) * 4, 0 if sf is None else sf.shape[1], out.recv_topk_idx,
+            out.recv_topk_weights, out.recv_src_metadata, int(a.do_expand), plan.expert_base, slot.slot_bytes,
+            slot.sf_off, slot.meta_off, self.threads)
+        if getattr(self.transport, "release", None):
+            self.transport.release()
+        if out.pad_rows is not None and out.pad_rows.numel():
+            _bytes(out.recv_x).index_fill_(0, out.pad_rows, 0)
+            if sf is not None:
+                sf.index_fill_(0, out.pad_rows, 0)
+            if out.recv_topk_weights is not None:
+                out.recv_topk_weights.index_fill_(0, out.pad_rows, 0)
+        if a.stats is not None:
+            a.stats += out.true_per_expert
+
+    # ---- combine -----------------------------------------------------------------------------
+    def combine_layout(self, handle, multiple_reduction: bool):
+        multi = not handle.do_expand or multiple_reduction
+        return multi, RowLayout.of(handle._plan.hidden, handle.num_topk)
+
+    def check_combine_capacity(self, handle, multiple_reduction: bool) -> None:
+        multi, row = self.combine_layout(handle, multiple_reduction)
+        need = combine_bytes(self.num_ranks, handle.num_max_tokens_per_rank, handle.num_topk, row, multi)
+        if need > self.region_bytes:
+            raise ValueError(f"buffer too small for this combine: need {need} bytes, the buffer has "
+                             f"{self.region_bytes}; create it with get_buffer_size_hint(...)")
+
+    def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
+        h, plan = c.handle, c.handle._plan
+        R, K, M = self.num_ranks, h.num_topk, h.num_max_tokens_per_rank
+        multi, row = self.combine_layout(h, multiple_reduction)
+        by_token = int(not multi and self.transport.kind == "shm")
+        row_first = None
+        if multi:
+            send_rows, recv_rows, stride = plan.recv_tokens, plan.send_tokens, M * row.row_bytes
+        else:
+            send_rows, recv_rows, stride = plan.recv_pairs, plan.send_pairs, 0
+            if not by_token:
+                n_local = (h.recv_src_metadata[: plan.num_rows, 2:] >= 0).sum(1)
+                before = torch.cumsum(n_local, 0) - n_local
+                source = torch.repeat_interleave(torch.arange(R), plan.recv_tokens.long())
+                row_first = (before - before[plan.row_start[:-1].long()[source]]).int()
+        base = self.transport.send_bases(send_rows, row.row_bytes, 0, stride)
+        kernel("ep_combine_send")(
+            c.x, c.x.stride(0), plan.hidden, h.recv_src_metadata, plan.row_start, R, K, M, c.topk_weights,
+            int(h.do_expand), int(multi), by_token, row_first, plan.num_rows, base, row.row_bytes, row.w_off,
+            self.threads)
+        self.transport.finish_send(send_rows, recv_rows, row.row_bytes)
+        self._combine_state = (multi, by_token, row, recv_rows, stride)
+
+    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False):
+        h, plan = c.handle, c.handle._plan
+        multi, by_token, row, recv_rows, stride = self._combine_state
+        T, K = h._topk_idx.shape
+        base = self.transport.recv_bases(recv_rows, row.row_bytes, 0, stride)
+        index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
+        out = torch.empty(T, plan.hidden, dtype=torch.bfloat16)
+        out_w = torch.empty(T, K) if c.topk_weights is not None else None
+        b0 = c.bias[0] if len(c.bias) > 0 else None
+        b1 = c.bias[1] if len(c.bias) > 1 else None
+        kernel("ep_combine_reduce")(
+            out, b0, 0 if b0 is None else b0.stride(0), b1, 0 if b1 is None else b1.stride(0), h._topk_idx, T, K,
+            self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
+            out_w, int(sum_weights), self.threads)
+        if getattr(self.transport, "release", None):
+            self.transport.release()
+        return out, out_w
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.uint8) if t.element_size() == 1 else t

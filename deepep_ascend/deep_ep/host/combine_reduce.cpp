@@ -1,0 +1,76 @@
+// Combine reduce epilogue on the source rank: out[t] = bf16(bias0 + bias1 + partials), in FP32,
+// starting from the biases and adding the rows for token t in top-k slot order (with multiple
+// reduction, one row per destination rank, added at its first slot). combined weights pick, for
+// each slot, the value held by the rank owning that expert (or sum over ranks, V1 style).
+//
+// Row of (t, rank j) with multiple reduction: block_base[j] + index[t * R + j] * row_bytes.
+// Row of (t, slot k) without it: block_base[j] + (by_token ? t * K + k : index[t * K + k]) * row_bytes.
+#include <deep_ep/host/common.hpp>
+#include <deepjit/host/convert.hpp>
+
+DJ_KERNEL(ep_combine_reduce,
+          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,i64")
+void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_stride, const uint16_t* bias1,
+                       int64_t bias1_stride, const int64_t* topk_idx, int64_t T, int64_t K, int64_t R,
+                       int64_t E_local, int64_t H, int64_t multi, const int64_t* block_base, const int32_t* index,
+                       int64_t by_token, int64_t row_bytes, float* out_weights, int64_t sum_weights,
+                       int64_t threads) {
+    constexpr int64_t kChunk = 256;
+    dj::parallel_for(T, threads, [&](int64_t t) {
+        const int64_t* idx = topk_idx + t * K;
+        // Resolve each slot's source row once.
+        const uint8_t* rows[64];
+        bool add[64];
+        for (int64_t k = 0; k < K; ++k) {
+            rows[k] = nullptr;
+            add[k] = false;
+            const int64_t e = idx[k];
+            if (e < 0) continue;
+            const int64_t j = e / E_local;
+            const uint8_t* base = reinterpret_cast<const uint8_t*>(block_base[j]);
+            if (multi) {
+                rows[k] = base + index[t * R + j] * row_bytes;
+                bool seen = false;
+                for (int64_t q = 0; q < k; ++q) seen |= idx[q] >= 0 && idx[q] / E_local == j;
+                add[k] = !seen;
+            } else {
+                rows[k] = base + (by_token ? t * K + k : index[t * K + k]) * row_bytes;
+                add[k] = true;
+            }
+        }
+        float acc[kChunk];
+        for (int64_t h0 = 0; h0 < H; h0 += kChunk) {
+            const int64_t n = std::min<int64_t>(kChunk, H - h0);
+            for (int64_t h = 0; h < n; ++h) acc[h] = 0.0f;
+            if (bias0 != nullptr)
+                for (int64_t h = 0; h < n; ++h) acc[h] = dj::bf16_to_f32(bias0[t * bias0_stride + h0 + h]);
+            if (bias1 != nullptr)
+                for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(bias1[t * bias1_stride + h0 + h]);
+            for (int64_t k = 0; k < K; ++k) {
+                if (!add[k]) continue;
+                const uint16_t* src = reinterpret_cast<const uint16_t*>(rows[k]) + h0;
+                for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(src[h]);
+            }
+            uint16_t* y = out + t * H + h0;
+            for (int64_t h = 0; h < n; ++h) y[h] = dj::f32_to_bf16(acc[h]);
+        }
+        if (out_weights == nullptr) return;
+        const int64_t w_off = (H * 2 + 63) / 64 * 64;
+        for (int64_t k = 0; k < K; ++k) {
+            float w = 0.0f;
+            if (rows[k] != nullptr) {
+                if (!multi) {
+                    w = reinterpret_cast<const float*>(rows[k] + w_off)[0];
+                } else if (!sum_weights) {
+                    w = reinterpret_cast<const float*>(rows[k] + w_off)[k];
+                }
+            }
+            if (sum_weights && multi) {
+                // V1: the sum over every rank that received the token, in first-slot order.
+                for (int64_t q = 0; q < K; ++q)
+                    if (add[q]) w += reinterpret_cast<const float*>(rows[q] + w_off)[k];
+            }
+            out_weights[t * K + k] = w;
+        }
+    });
+}

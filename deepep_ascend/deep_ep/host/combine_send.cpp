@@ -1,0 +1,71 @@
+// Combine send: every received token goes back to its source rank as one row per (token, rank)
+// (token-major input, or the FP32 sum of its local expanded rows in top-k slot order, rounded to
+// BF16 once), or, without multiple reduction, as one row per (token, top-k slot).
+//
+// Destination of a row of source s: dst_base[s] + index * row_bytes where index is the token's
+// slot in this rank's block (i - row_start[s]); without multiple reduction it is t * K + k
+// (by_token, the shared-memory layout) or row_first[i] + ordinal of k among the local slots.
+#include <deep_ep/host/common.hpp>
+#include <deepjit/host/convert.hpp>
+
+#include <vector>
+
+DJ_KERNEL(ep_combine_send, "ptr,i64,i64,ptr,ptr,i64,i64,i64,ptr,i64,i64,i64,ptr,i64,ptr,i64,i64,i64")
+void ep_combine_send(const uint16_t* x, int64_t x_stride, int64_t H, const int32_t* meta, const int32_t* row_start,
+                     int64_t R, int64_t K, int64_t M, const float* weights, int64_t expand, int64_t multi,
+                     int64_t by_token, const int32_t* row_first, int64_t N, const int64_t* dst_base,
+                     int64_t row_bytes, int64_t w_off, int64_t threads) {
+    dj::parallel_for(N, threads, [&](int64_t i) {
+        int64_t s = 0;
+        while (row_start[s + 1] <= i) ++s;
+        const int32_t* m = meta + i * (K + 2);
+        const int64_t t = m[0] % M;
+        uint8_t* base = reinterpret_cast<uint8_t*>(dst_base[s]);
+        if (!expand) {
+            uint8_t* out = base + (i - row_start[s]) * row_bytes;
+            ep::copy_row(out, reinterpret_cast<const uint8_t*>(x + i * x_stride), H * 2);
+            float* w = reinterpret_cast<float*>(out + w_off);
+            for (int64_t k = 0; k < K; ++k) w[k] = weights ? weights[i * K + k] : 0.0f;
+            return;
+        }
+        if (!multi) {
+            int64_t ordinal = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const int32_t row = m[2 + k];
+                if (row < 0) continue;
+                const int64_t index = by_token ? t * K + k : row_first[i] + ordinal;
+                ++ordinal;
+                uint8_t* out = base + index * row_bytes;
+                ep::copy_row(out, reinterpret_cast<const uint8_t*>(x + row * x_stride), H * 2);
+                reinterpret_cast<float*>(out + w_off)[0] = weights ? weights[row] : 0.0f;
+            }
+            return;
+        }
+        uint8_t* out = base + (i - row_start[s]) * row_bytes;
+        uint16_t* y = reinterpret_cast<uint16_t*>(out);
+        float* w = reinterpret_cast<float*>(out + w_off);
+        for (int64_t k = 0; k < K; ++k) w[k] = (m[2 + k] >= 0 && weights) ? weights[m[2 + k]] : 0.0f;
+        // Sum the local slots in slot order, 256 columns at a time so the accumulator stays in L1.
+        constexpr int64_t kChunk = 256;
+        float acc[kChunk];
+        for (int64_t h0 = 0; h0 < H; h0 += kChunk) {
+            const int64_t n = std::min<int64_t>(kChunk, H - h0);
+            bool first = true;
+            for (int64_t k = 0; k < K; ++k) {
+                const int32_t row = m[2 + k];
+                if (row < 0) continue;
+                const uint16_t* src = x + row * x_stride + h0;
+                if (first) {
+                    for (int64_t h = 0; h < n; ++h) acc[h] = dj::bf16_to_f32(src[h]);
+                    first = false;
+                } else {
+                    for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(src[h]);
+                }
+            }
+            if (first)
+                for (int64_t h = 0; h < n; ++h) acc[h] = 0.0f;
+            for (int64_t h = 0; h < n; ++h) y[h0 + h] = dj::f32_to_bf16(acc[h]);
+        }
+    });
+    ep::store_fence();
+}

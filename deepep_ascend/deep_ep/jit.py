@@ -1,0 +1,30 @@
+"""deep_ep's kernel library: host kernels compiled by deepjit, and the per-rank thread count."""
+from __future__ import annotations
+
+import os
+
+import deepjit
+
+from . import __version__
+
+LIB = deepjit.KernelLibrary("deep_ep", "EP", __file__, __version__)
+
+_SOURCES = {
+    "ep_dispatch_plan": "host/dispatch_plan.cpp",
+    "ep_dispatch_send": "host/dispatch_send.cpp",
+    "ep_dispatch_recv": "host/dispatch_recv.cpp",
+    "ep_combine_send": "host/combine_send.cpp",
+    "ep_combine_reduce": "host/combine_reduce.cpp",
+}
+
+
+def kernel(name: str):
+    return LIB.host_kernel(name, _SOURCES[name])
+
+
+def threads_per_rank(num_local_ranks: int) -> int:
+    """Worker threads for one rank's kernels: ``EP_NUM_THREADS``/``DJ_NUM_THREADS`` if set, else the
+    cores shared evenly among the ranks of this host (ranks run at the same time)."""
+    if LIB.env.lookup("NUM_THREADS")[0] is not None or LIB._num_threads is not None:
+        return LIB.num_threads
+    return max(1, (os.cpu_count() or 1) // max(1, num_local_ranks))

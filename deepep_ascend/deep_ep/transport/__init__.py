@@ -1,0 +1,17 @@
+"""How ranks exchange bytes: a symmetric shared-memory window inside one host, or
+``torch.distributed`` collectives (gloo on CPU, HCCL on Ascend) across hosts.
+
+Both transports move the same byte layouts (dispatch slots, combine rows) and expose the same
+steps, so the host kernels and the engine do not care which one runs:
+
+    begin(seq, signature, error)   collective handshake: every rank posts what it is about to do;
+                                   mismatches and per-rank errors raise on every rank
+    post_counts(counts)            per-destination count rows (dispatch only)
+    recv_counts() -> [R, C]        the count rows every source posted for this rank
+    send_bases(...) -> [R] int64   where this rank writes its block for each destination
+    finish_send(...)               publish (window) or run the all-to-all (collectives)
+    recv_bases(...) -> [R] int64   where the block from each source is readable
+"""
+from .topology import choose_transport
+
+__all__ = ["choose_transport"]

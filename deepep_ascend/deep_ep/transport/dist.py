@@ -1,0 +1,63 @@
+"""Cross-host transport over ``torch.distributed`` collectives (gloo on CPU, HCCL on Ascend).
+
+The same byte layouts as the shared-memory transport travel through ``all_to_all_single``:
+each rank packs its blocks back to back in a staging buffer (exact sizes, known from the count
+exchange) and receives the blocks of every source back to back.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+class DistTransport:
+    kind = "dist"
+
+    def __init__(self, group, device: torch.device):
+        self.group = group
+        self.rank = group.rank()
+        self.num_ranks = group.size()
+        self.device = device
+        self._send = self._recv = None
+        self._counts = None
+
+    def begin(self, seq: int, signature: list[int], error: str | None):
+        rows = [None] * self.num_ranks
+        dist.all_gather_object(rows, (list(signature), error), group=self.group)
+        return rows
+
+    def post_counts(self, counts: torch.Tensor) -> None:
+        out = torch.empty_like(counts)
+        dist.all_to_all_single(out.view(-1), counts.contiguous().view(-1), group=self.group)
+        self._counts = out
+
+    def recv_counts(self) -> torch.Tensor:
+        return self._counts
+
+    def send_bases(self, send_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
+        total = int(send_rows.sum())
+        self._send = torch.empty(max(total, 1) * row_bytes, dtype=torch.uint8, device=self.device)
+        starts = torch.cumsum(send_rows.long(), 0) - send_rows.long()
+        return self._send.data_ptr() + starts * row_bytes
+
+    def finish_send(self, send_rows: torch.Tensor, recv_rows: torch.Tensor, row_bytes: int) -> None:
+        total = int(recv_rows.sum())
+        self._recv = torch.empty(max(total, 1) * row_bytes, dtype=torch.uint8, device=self.device)
+        send_splits = [int(n) * row_bytes for n in send_rows.tolist()]
+        recv_splits = [int(n) * row_bytes for n in recv_rows.tolist()]
+        dist.all_to_all_single(self._recv[: total * row_bytes], self._send[: sum(send_splits)],
+                               output_split_sizes=recv_splits, input_split_sizes=send_splits, group=self.group)
+        self._send = None
+
+    def recv_bases(self, recv_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
+        starts = torch.cumsum(recv_rows.long(), 0) - recv_rows.long()
+        return self._recv.data_ptr() + starts * row_bytes
+
+    def release(self) -> None:
+        self._recv = None
+
+    def abort(self) -> None:
+        pass
+
+    def destroy(self) -> None:
+        self._send = self._recv = None

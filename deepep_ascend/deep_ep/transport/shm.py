@@ -1,0 +1,98 @@
+"""Intra-host transport over a ``deepjit.symm.SymmetricWindow``.
+
+Each rank's window data region holds a control block (the handshake signature and an error
+message) and then the operation region: for dispatch ``[R count rows][R blocks of M slots]``,
+one block per source rank, for combine ``[R blocks of M rows]`` (or ``[M, K]`` rows without
+multiple reduction). Senders write straight into the destination's region; signal lanes order it:
+
+    POSTED  (lane base 0)   rank r reached operation seq s and has finished with every earlier
+                            operation, so its region may be overwritten for s
+    COUNTS  (lane base R)   rank r's count row for s is in place
+    ARRIVED (lane base 2R)  rank r's data for s is in place
+"""
+from __future__ import annotations
+
+import torch
+from deepjit.symm import SymmetricWindow, SymmetricWindowError
+
+CTRL_BYTES = 4096
+SIG_WORDS = 32
+MSG_BYTES = CTRL_BYTES - SIG_WORDS * 8
+
+
+class ShmTransport:
+    kind = "shm"
+
+    def __init__(self, group, num_bytes: int, timeout_s: float):
+        self.group = group
+        self.rank = group.rank()
+        self.num_ranks = group.size()
+        self.window = SymmetricWindow.create(group, CTRL_BYTES + num_bytes, name_hint="deep_ep",
+                                             num_signals=3 * self.num_ranks, timeout_s=timeout_s)
+        if self.window.num_local_ranks != self.num_ranks:
+            raise RuntimeError("shared-memory transport needs every rank of the group on this host")
+        self.region_bytes = num_bytes
+        R = self.num_ranks
+        self._sig = [self.window.tensor(p, torch.int64, (SIG_WORDS,)) for p in range(R)]
+        self._msg = [self.window.tensor(p, torch.uint8, (MSG_BYTES,), SIG_WORDS * 8) for p in range(R)]
+        self._region_ptr = [self.window.data_ptr(p) + CTRL_BYTES for p in range(R)]
+        self._seq = 0
+        self._counts_shape = None
+
+    # ---- handshake ---------------------------------------------------------------------------
+    def begin(self, seq: int, signature: list[int], error: str | None) -> list[list[int]]:
+        self._seq = seq
+        sig = torch.tensor(signature + [0] * (SIG_WORDS - len(signature)), dtype=torch.int64)
+        sig[SIG_WORDS - 1] = 1 if error else 0
+        self._sig[self.rank].copy_(sig)
+        if error:
+            raw = error.encode()[: MSG_BYTES - 1]
+            self._msg[self.rank][: len(raw)].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+            self._msg[self.rank][len(raw)] = 0
+        self.window.notify_lanes(0, seq)
+        self.window.wait_lanes(0, seq, what=f"deep_ep operation {seq}: waiting for every rank to start it")
+        rows = [s.tolist() for s in self._sig]
+        return [(row[: len(signature)], self._message(p) if row[SIG_WORDS - 1] else None) for p, row in enumerate(rows)]
+
+    def _message(self, peer: int) -> str:
+        raw = bytes(self._msg[peer].tolist())
+        return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+    # ---- data --------------------------------------------------------------------------------
+    def region(self, peer: int, dtype: torch.dtype, shape, offset: int = 0) -> torch.Tensor:
+        return self.window.tensor(peer, dtype, shape, CTRL_BYTES + offset)
+
+    def post_counts(self, counts: torch.Tensor) -> None:
+        """``counts [R, C]`` int32: row d goes to row ``rank`` of rank d's count block."""
+        R, C = counts.shape
+        self._counts_shape = (R, C)
+        for d in range(R):
+            self.region(d, torch.int32, (R, C))[self.rank].copy_(counts[d])
+        self.window.notify_lanes(R, self._seq)
+
+    def recv_counts(self) -> torch.Tensor:
+        R = self.num_ranks
+        self.window.wait_lanes(R, self._seq, what=f"deep_ep operation {self._seq}: waiting for count rows")
+        return self.region(self.rank, torch.int32, self._counts_shape).clone()
+
+    def send_bases(self, send_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
+        return torch.tensor([self._region_ptr[d] + offset + self.rank * block_stride for d in range(self.num_ranks)],
+                            dtype=torch.int64)
+
+    def finish_send(self, send_rows: torch.Tensor, recv_rows: torch.Tensor, row_bytes: int) -> None:
+        self.window.notify_lanes(2 * self.num_ranks, self._seq)
+
+    def recv_bases(self, recv_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
+        self.window.wait_lanes(2 * self.num_ranks, self._seq, what=f"deep_ep operation {self._seq}: waiting for data")
+        base = self._region_ptr[self.rank] + offset
+        return torch.tensor([base + s * block_stride for s in range(self.num_ranks)], dtype=torch.int64)
+
+    def abort(self) -> None:
+        try:
+            self.window.abort()
+        except SymmetricWindowError:
+            pass
+
+    def destroy(self) -> None:
+        self._sig = self._msg = []
+        self.window.destroy()

@@ -1,0 +1,39 @@
+"""Transport choice from the group's topology: one host -> shared memory, else collectives.
+
+``EP_TRANSPORT=auto|shm|dist`` forces a choice (``shm`` needs every rank on one host and a C++
+compiler). Host identity comes from ``deepjit.symm.host_identity`` (``DJ_SYMM_HOST_ID`` overrides it,
+which is how tests simulate several hosts on one machine).
+"""
+from __future__ import annotations
+
+import os
+
+import torch.distributed as dist
+from deepjit.symm import host_identity
+
+CHOICES = ("auto", "shm", "dist")
+
+
+def forced_transport() -> str:
+    value = os.environ.get("EP_TRANSPORT", "auto") or "auto"
+    if value not in CHOICES:
+        raise ValueError(f"EP_TRANSPORT must be one of {', '.join(CHOICES)}, got {value!r}")
+    return value
+
+
+def choose_transport(group, device_type: str, host_kernels: bool) -> str:
+    """Collective: every rank learns every rank's host and takes the same decision."""
+    hosts = [None] * group.size()
+    dist.all_gather_object(hosts, (host_identity(), forced_transport(), host_kernels), group=group)
+    forced = {h[1] for h in hosts}
+    if len(forced) != 1:
+        raise ValueError(f"EP_TRANSPORT differs across ranks: {[h[1] for h in hosts]}")
+    wanted = forced.pop()
+    one_host = len({h[0] for h in hosts}) == 1
+    can_shm = one_host and device_type == "cpu" and all(h[2] for h in hosts)
+    if wanted == "shm" and not can_shm:
+        why = "ranks span several hosts" if not one_host else "it needs CPU tensors and host kernels on every rank"
+        raise ValueError(f"EP_TRANSPORT=shm is impossible here: {why}")
+    if wanted == "auto":
+        return "shm" if can_shm else "dist"
+    return wanted

@@ -1,0 +1,1 @@
+"""Helpers shared by the buffers: events, math and FP8 casts."""
