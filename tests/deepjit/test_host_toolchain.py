@@ -60,3 +60,109 @@ def test_exactly_one_kernel(runtime):
     assert os.path.exists(os.path.join(path, ".committed"))
     with pytest.raises(DeepJITError, match="expected exactly one kernel in .*, found 2"):
         runtime.compile("two", two)
+
+
+CAST_SOURCE = r"""
+#include <deepjit/host/kernel.hpp>
+#include <deepjit/host/parallel.hpp>
+#include <deepjit/host/convert.hpp>
+// float32 -> bfloat16 (round to nearest even), 16 lanes at a time where AVX-512 is available.
+DJ_KERNEL(cast_bf16, "ptr,ptr,i64,i64")
+void cast_bf16(uint16_t* out, const float* in, int64_t n, int64_t threads) {
+    const int64_t blocks = (n + 4095) / 4096;
+    dj::parallel_for(blocks, threads, [&](int64_t b) {
+        int64_t i = b * 4096;
+        const int64_t end = std::min<int64_t>(n, i + 4096);
+#ifdef DJ_HAVE_AVX512
+        for (; i + 16 <= end; i += 16)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), dj::f32x16_to_bf16(_mm512_loadu_ps(in + i)));
+#endif
+        for (; i < end; ++i) out[i] = dj::f32_to_bf16(in[i]);
+    });
+}
+"""
+
+
+def test_vectorised_cast_is_bit_exact(runtime):
+    kernel = runtime.compile("cast_bf16", CAST_SOURCE)
+    x = torch.randn(10_007) * 1e3
+    x[:4] = torch.tensor([0.0, -0.0, float("inf"), 1.00390625])  # a tie: rounds to even
+    out = torch.empty(x.numel(), dtype=torch.bfloat16)
+    kernel(out, x, x.numel(), 2)
+    assert torch.equal(out.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
+
+
+def test_launch_releases_the_gil(runtime):
+    import threading
+    import time
+    spin = runtime.compile("spin", r"""
+#include <deepjit/host/kernel.hpp>
+#include <chrono>
+DJ_KERNEL(spin, "f64") void spin(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {}
+}
+""")
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.005)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    time.sleep(0.02)
+    before = len(ticks)
+    spin(0.3)
+    during = len(ticks) - before
+    stop.set()
+    t.join()
+    assert during >= 10  # the Python thread kept running while the kernel spun
+
+
+def test_cpu_identity_joins_the_key(tmp_path, monkeypatch):
+    from deepjit.backends.host import toolchain
+    monkeypatch.setenv("TST_JIT_CACHE_DIR", str(tmp_path / "cache"))
+    config = deepjit.Config(str(tmp_path), "TST")
+    native = deepjit.Runtime(config, "host").cache_key(ADD_SOURCE)
+    monkeypatch.setattr(toolchain, "cpu_identity", lambda: ("Some Other CPU", "fpu sse sse2"))
+    other = deepjit.Runtime(config, "host").cache_key(ADD_SOURCE)
+    assert native != other
+
+
+def test_compiler_override_and_missing_compiler(tmp_path, monkeypatch):
+    import shutil
+    monkeypatch.setenv("TST_JIT_CACHE_DIR", str(tmp_path / "cache"))
+    config = deepjit.Config(str(tmp_path), "TST")
+    monkeypatch.setenv("DJ_JIT_CXX", "clang-does-not-exist++")
+    with pytest.raises(deepjit.ToolchainNotFoundError, match="clang-does-not-exist.*DJ_JIT_CXX"):
+        deepjit.Runtime(config, "host")
+    monkeypatch.setenv("TST_JIT_CXX", shutil.which("g++"))  # the library's own variable wins
+    assert deepjit.Runtime(config, "host").backend.cxx == shutil.which("g++")
+
+
+def test_debug_prints(runtime, monkeypatch, capsys):
+    monkeypatch.setenv("TST_JIT_PRINT_COMPILER_COMMAND", "1")
+    monkeypatch.setenv("TST_JIT_PRINT_LOAD_TIME", "yes")
+    runtime.compile("axpy", ADD_SOURCE)
+    out = capsys.readouterr().out
+    assert "Running command: " in out and "Load time (" in out and " ms" in out
+
+
+def test_default_flags(runtime):
+    flags = runtime.default_compiler_options.get_flags()
+    assert flags[:3] == ["-O3", "-march=native", "-fopenmp"] and "-fPIC" in flags and "-shared" in flags
+
+
+def test_launch_argument_types(runtime):
+    kernel = runtime.compile("axpy", ADD_SOURCE)
+    x = torch.randn(4)
+    with pytest.raises(TypeError, match="argument 2 must be float"):
+        kernel(x, x, "1.0", 4, 1)
+    with pytest.raises(TypeError, match="argument 3 must be int"):
+        kernel(x, x, 1.0, True, 1)
+    with pytest.raises(ValueError, match="argument 3 = .* out of range for i64"):
+        kernel(x, x, 1.0, 2**63, 1)
+    with pytest.raises(DeepJITError, match="kernel must not be null"):
+        runtime.launch(None, None, x)
