@@ -3,10 +3,11 @@ and ``kernel()``, which adds sanitiser flags when ``DG_HOST_SANITIZE`` asks for 
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
+from collections.abc import Mapping
+
+from deepjit.backends.host import HostCompilerOptions
 
 import deepjit
-from deepjit.backends.host import HostCompilerOptions
 
 try:  # the package module owns LIB once the public API defines it
     from .. import LIB
@@ -17,7 +18,7 @@ except ImportError:
 _SANITIZED: dict = {}
 
 
-def kernel(name: str, relative_path: str, defines: Optional[Mapping[str, object]] = None):
+def kernel(name: str, relative_path: str, defines: Mapping[str, object] | None = None):
     """``LIB.host_kernel``, or with ``DG_HOST_SANITIZE=address`` (see tests/deep_gemm/host/run_asan.sh)
     the same source built with ``-fsanitize=address`` (the flags join the cache key)."""
     sanitize = os.environ.get("DG_HOST_SANITIZE", "")

@@ -4,7 +4,7 @@ All of them launch the single kernel ``dg_gemm`` (host/gemm.cpp); they differ on
 layout handed to it. Tensors arrive validated by the public API (see the package docstring)."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -31,7 +31,7 @@ def _foldable(sf: torch.Tensor) -> bool:
     return bool(((bits & 0x807FFFFF) == 0).all() and ((exp >= 27) & (exp <= 227)).all())
 
 
-def _operand(x: torch.Tensor, sf: Optional[torch.Tensor], mn: int, gran: Sequence[int]) -> tuple[list[int], int]:
+def _operand(x: torch.Tensor, sf: torch.Tensor | None, mn: int, gran: Sequence[int]) -> tuple[list[int], int]:
     """The 12 operand fields of the parameter block and the logical K of ``x`` ([G?, MN, K] view)."""
     t = _elem_type(x)
     sg = x.stride(0) if x.dim() == 3 else 0
@@ -46,7 +46,7 @@ def _operand(x: torch.Tensor, sf: Optional[torch.Tensor], mn: int, gran: Sequenc
     return fields, k
 
 
-def _output(d: torch.Tensor, c: Optional[torch.Tensor]) -> list[int]:
+def _output(d: torch.Tensor, c: torch.Tensor | None) -> list[int]:
     def kind(x):
         return 1 if x.dtype == torch.float32 else 0
     grp = lambda x: x.stride(0) if x.dim() == 3 else 0
@@ -63,9 +63,9 @@ def _launch(mode: str, m: int, n: int, k: int, g: int, a_fields, b_fields, a, sf
                                                 threads(num_threads))
 
 
-def gemm(a: torch.Tensor, sfa: Optional[torch.Tensor], b: torch.Tensor, sfb: Optional[torch.Tensor],
-         d: torch.Tensor, c: Optional[torch.Tensor] = None, alpha: float = 1.0,
-         gran_a: tuple = (1, 128), gran_b: tuple = (128, 128), num_threads: Optional[int] = None) -> None:
+def gemm(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,
+         d: torch.Tensor, c: torch.Tensor | None = None, alpha: float = 1.0,
+         gran_a: tuple = (1, 128), gran_b: tuple = (128, 128), num_threads: int | None = None) -> None:
     """``d = alpha * dequant(a) @ dequant(b).T + c``; a ``[M, K]``, b ``[N, K]``, d ``[M, N]``."""
     m, n = d.shape
     if m == 0 or n == 0:
@@ -77,7 +77,7 @@ def gemm(a: torch.Tensor, sfa: Optional[torch.Tensor], b: torch.Tensor, sfb: Opt
 
 def m_grouped_gemm_contiguous(a, sfa, b, sfb, d, grouped_layout: torch.Tensor, use_psum_layout: bool = False,
                               alignment: int = 128, zero_padding: bool = True, gran_a: tuple = (1, 128),
-                              gran_b: tuple = (128, 128), num_threads: Optional[int] = None) -> None:
+                              gran_b: tuple = (128, 128), num_threads: int | None = None) -> None:
     """Rows of a ``[M_sum, K]`` grouped by ``grouped_layout``; b ``[G, N, K]``; d ``[M_sum, N]``.
 
     ``use_psum_layout=False``: int32 ``m_indices[M_sum]``, group id per row, -1 for padding.
@@ -96,7 +96,7 @@ def m_grouped_gemm_contiguous(a, sfa, b, sfb, d, grouped_layout: torch.Tensor, u
 
 
 def m_grouped_gemm_masked(a, sfa, b, sfb, d, masked_m: torch.Tensor, gran_a: tuple = (1, 128),
-                          gran_b: tuple = (128, 128), num_threads: Optional[int] = None) -> None:
+                          gran_b: tuple = (128, 128), num_threads: int | None = None) -> None:
     """a ``[G, M_max, K]``, b ``[G, N, K]``, d ``[G, M_max, N]``; rows ``>= masked_m[g]`` untouched."""
     g, m, n = d.shape
     if g == 0 or m == 0 or n == 0:
@@ -107,9 +107,9 @@ def m_grouped_gemm_masked(a, sfa, b, sfb, d, masked_m: torch.Tensor, gran_a: tup
     _launch("masked", m, n, k, g, af, bf, a, sfa, b, sfb, d, None, layout, 1.0, num_threads)
 
 
-def k_grouped_gemm(a, sfa, b, sfb, d, c, ks: Sequence[int], k_starts: Optional[Sequence[int]] = None,
-                   sf_starts: Optional[Sequence[int]] = None, gran_k: int = 128,
-                   num_threads: Optional[int] = None) -> None:
+def k_grouped_gemm(a, sfa, b, sfb, d, c, ks: Sequence[int], k_starts: Sequence[int] | None = None,
+                   sf_starts: Sequence[int] | None = None, gran_k: int = 128,
+                   num_threads: int | None = None) -> None:
     """``d[g] = c[g] + a[kg].T @ b[kg]`` in FP32; a ``[sum_K, M]``, b ``[sum_K, N]``, d/c ``[G, M, N]``.
 
     Group g covers rows ``[k_starts[g], k_starts[g] + ks[g])`` (default: consecutive). Scales are

@@ -1,8 +1,6 @@
 """MQA logits (DeepSeek lightning indexer) entry points; kernels in host/mqa_logits.cpp."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from ._lib import kernel, threads
@@ -16,9 +14,9 @@ def _params(s, h, d, s_kv, q, kv_type, logits, compressed=False, clean=False, ne
                          next_n, block_kv, page, max_blocks, batch], dtype=torch.int64)
 
 
-def mqa_logits(q: torch.Tensor, q_sf: Optional[torch.Tensor], kv: torch.Tensor, kv_sf: torch.Tensor,
+def mqa_logits(q: torch.Tensor, q_sf: torch.Tensor | None, kv: torch.Tensor, kv_sf: torch.Tensor,
                weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor, logits: torch.Tensor,
-               compressed: bool = False, clean_logits: bool = True, num_threads: Optional[int] = None) -> None:
+               compressed: bool = False, clean_logits: bool = True, num_threads: int | None = None) -> None:
     """``logits[i, j] = sum_h weights[i, h] * relu(q[i, h] . kv[j] * kv_sf[j])`` for j in ``[ks[i], ke[i])``.
 
     q ``[S, H, D]`` FP8 (``q_sf=None``) or FP4 ``[S, H, D/2]`` with FP32 ``q_sf [S, H, D/32]``;
@@ -40,7 +38,7 @@ def mqa_logits(q: torch.Tensor, q_sf: Optional[torch.Tensor], kv: torch.Tensor, 
 
 def paged_mqa_logits(q, q_sf, kv_cache: torch.Tensor, weights, context_lens: torch.Tensor,
                      block_table: torch.Tensor, logits: torch.Tensor, clean_logits: bool = False,
-                     num_threads: Optional[int] = None) -> None:
+                     num_threads: int | None = None) -> None:
     """Paged decode variant: q ``[B, next_n, H, D]`` (FP8) or FP4 ``[B, next_n, H, D/2]`` + FP32
     ``q_sf [B, next_n, H, D/32]``; kv_cache uint8 ``[num_blocks, block_kv, 1, D + 4]`` (FP8: per
     page all values, then one FP32 scale per token) or ``[..., D/2 + 4]`` (FP4: values, then one

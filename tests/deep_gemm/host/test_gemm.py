@@ -3,10 +3,10 @@ layouts through strided views, scale modes (power-of-two folded and FP32 promote
 grouped layouts and K-grouped accumulation."""
 import pytest
 import torch
+from deep_gemm import host as H
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deep_gemm import host as H
 from tests.testkit import calc_diff
 
 from .quant import cast_fp4, cast_fp8, dequant
@@ -125,12 +125,12 @@ def test_m_grouped_contiguous(psum, nn):
     if nn:
         b = b.transpose(1, 2).contiguous().transpose(1, 2)
     m_indices = torch.full((m_sum,), -1, dtype=torch.int32)
-    for i, (s0, s) in enumerate(zip(starts, sizes)):
+    for i, (s0, s) in enumerate(zip(starts, sizes, strict=True)):
         m_indices[s0:s0 + s] = i
-    layout_ = torch.tensor([s0 + s for s0, s in zip(starts, sizes)], dtype=torch.int32) if psum else m_indices
+    layout_ = torch.tensor([s0 + s for s0, s in zip(starts, sizes, strict=True)], dtype=torch.int32) if psum else m_indices
     d = torch.full((m_sum, n), 7.0, dtype=torch.bfloat16)
     H.m_grouped_gemm_contiguous(a, sfa, b, sfb, d, layout_, use_psum_layout=psum, alignment=align)
-    for i, (s0, s) in enumerate(zip(starts, sizes)):
+    for i, (s0, s) in enumerate(zip(starts, sizes, strict=True)):
         if s:
             assert calc_diff(d[s0:s0 + s].double(), ref_gemm(ar[s0:s0 + s], bs[i][2])) < 1e-5
     assert (d[m_indices < 0] == 0).all()

@@ -1,0 +1,63 @@
+"""Speed of host MQA logits (vs torch BF16 matmul throughput) and scale transforms (vs copy bandwidth).
+
+Targets (issue 4): MQA logits >= 0.6x torch BF16 matmul throughput on 2*S*S_kv*H*D FLOPs;
+scale transforms >= 0.5x the copy bandwidth measured in the same run."""
+import pytest
+import torch
+from deep_gemm import host as H
+
+pytestmark = pytest.mark.bench
+
+
+def test_bench_mqa_logits(bench):
+    s, s_kv, h, d = 4096, 8192, 64, 128
+    q = torch.randn(s, h, d).to(torch.float8_e4m3fn)
+    kv = torch.randn(s_kv, d).to(torch.float8_e4m3fn)
+    kv_sf = torch.rand(s_kv) + 0.5
+    w = torch.randn(s, h)
+    ks = torch.zeros(s, dtype=torch.int32)
+    ke = torch.full((s,), s_kv, dtype=torch.int32)
+    logits = torch.empty(s, s_kv)
+    t = bench.time(lambda: H.mqa_logits(q, None, kv, kv_sf, w, ks, ke, logits), warmup=1, reps=3)
+    qb, kvb = torch.randn(s * h, d).bfloat16(), torch.randn(s_kv, d).bfloat16()
+    t0 = bench.time(lambda: qb @ kvb.T, warmup=1, reps=3)   # the same FLOPs as one BF16 matmul
+    bench.record("deep_gemm", "fp8_mqa_logits", f"{s}x{s_kv}x{h}x{d}", t, flops=2 * s * s_kv * h * d,
+                 baseline="torch bf16 matmul, same flops", baseline_seconds=t0)
+
+
+def test_bench_paged_mqa_logits(bench):
+    b, h, d, block_kv, ctx = 64, 64, 128, 64, 8192
+    pages = ctx // block_kv
+    cache = torch.randint(0, 120, (b * pages, block_kv * (d + 4)), dtype=torch.uint8)
+    cache.view(b * pages, block_kv * (d + 4))[:, block_kv * d:].view(torch.float32).fill_(0.5)
+    cache = cache.view(b * pages, block_kv, 1, d + 4)
+    q = torch.randn(b, 1, h, d).to(torch.float8_e4m3fn)
+    w = torch.randn(b, h)
+    lens = torch.full((b, 1), ctx, dtype=torch.int32)
+    table = torch.arange(b * pages, dtype=torch.int32).view(b, pages)
+    logits = torch.empty(b, ctx)
+    t = bench.time(lambda: H.paged_mqa_logits(q, None, cache, w, lens, table, logits), warmup=1, reps=3)
+    qb, kvb = torch.randn(h, d).bfloat16(), torch.randn(ctx, d).bfloat16()
+    t0 = bench.time(lambda: [qb @ kvb.T for _ in range(b)], warmup=1, reps=3)
+    bench.record("deep_gemm", "fp8_paged_mqa_logits", f"{b}x{ctx}x{h}x{d}", t, flops=2 * b * ctx * h * d,
+                 baseline="torch bf16 matmul per batch row", baseline_seconds=t0)
+
+
+@pytest.mark.parametrize("mn,sk", [(8192, 56), (4096, 56)])
+def test_bench_sf_pack(bench, mn, sk):
+    sf = torch.exp2(torch.randint(-20, 10, (mn, sk)).float())
+    words = -(-sk // 4)
+    out = torch.empty(words, mn, dtype=torch.int32).T
+    t = bench.time(lambda: H.pack_sf_ue8m0(sf, out), reps=21)
+    nbytes = sf.numel() * 4 + out.numel() * 4
+    src, dst = torch.empty(nbytes // 8, dtype=torch.int32), torch.empty(nbytes // 8, dtype=torch.int32)
+    t0 = bench.time(lambda: dst.copy_(src), reps=21)
+    bench.record("deep_gemm", "sf -> packed ue8m0 mn-major", f"{mn}x{sk}", t, nbytes=nbytes,
+                 baseline="torch copy, same bytes", baseline_seconds=t0)
+    tt = torch.empty(sk, mn).T
+    t1 = bench.time(lambda: H.transpose_sf(sf, tt), reps=21)
+    nb = sf.numel() * 8
+    src2, dst2 = torch.empty(nb // 8), torch.empty(nb // 8)
+    t2 = bench.time(lambda: dst2.copy_(src2), reps=21)
+    bench.record("deep_gemm", "sf -> fp32 mn-major", f"{mn}x{sk}", t1, nbytes=nb,
+                 baseline="torch copy, same bytes", baseline_seconds=t2)
