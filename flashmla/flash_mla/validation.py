@@ -75,7 +75,7 @@ def lengths(t: Optional[torch.Tensor], name: str, n: int, limit: int, device) ->
     shape(t, name, (n,))
     contiguous(t, name)
     if n and (int(t.min()) < 0 or int(t.max()) > limit):
-        raise ValueError(f"{name}: values must lie in [0, {limit}] (the topk), got range "
+        raise ValueError(f"{name}: values must lie in [0, {limit}], got range "
                          f"[{int(t.min())}, {int(t.max())}]")
 
 

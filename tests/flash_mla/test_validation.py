@@ -1,0 +1,156 @@
+"""Bad input: a clear ValueError / TypeError naming the argument, raised before any work."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import flash_mla
+from flash_mla.kv_cache import KVCacheFormat
+
+from .compare import make_cache
+
+FUZZ = settings(max_examples=30, deadline=None)
+CACHE = make_cache(KVCacheFormat.V41_FP8, 4, 16)
+B, S_Q, H_Q, TOPK = 2, 1, 64, 32
+
+
+def _decode_args(**over):
+    args = dict(q=torch.zeros(B, S_Q, H_Q, 512, dtype=torch.bfloat16), k_cache=CACHE, block_table=None,
+                cache_seqlens=None, head_dim_v=512, tile_scheduler_metadata=flash_mla.get_mla_metadata()[0],
+                num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=True,
+                indices=torch.zeros(B, S_Q, TOPK, dtype=torch.int32))
+    args.update(over)
+    return args
+
+
+def _raises(exc, match, **over):
+    with pytest.raises(exc, match=match):
+        flash_mla.flash_mla_with_kvcache(**_decode_args(**over))
+
+
+def test_valid_baseline_runs():
+    out, lse = flash_mla.flash_mla_with_kvcache(**_decode_args())
+    assert out.shape == (B, S_Q, H_Q, 512)
+
+
+@FUZZ
+@given(st.integers(1, 1024).filter(lambda n: n not in (656, 584, 528, 288)))
+def test_bad_bytes_per_token(bpt):
+    _raises(ValueError, f"k_cache: bytes_per_token .* got {bpt}", k_cache=torch.zeros(2, 4, 1, bpt, dtype=torch.uint8))
+
+
+@FUZZ
+@given(st.sampled_from([656, 584]))
+def test_format_dims_must_match_q(bpt):
+    d_qk = 512 if bpt == 656 else 576
+    _raises(ValueError, "holds d_qk", q=torch.zeros(B, S_Q, H_Q, d_qk, dtype=torch.bfloat16),
+            k_cache=torch.zeros(2, 4, 1, bpt, dtype=torch.uint8))
+
+
+def test_fp4_main_cache_and_bad_strides():
+    _raises(ValueError, "only allowed as extra_k_cache", k_cache=make_cache(KVCacheFormat.V41_FP4, 2, 4))
+    padded = torch.zeros(2, 4, 1, 600, dtype=torch.uint8)[..., :528]
+    _raises(ValueError, "stride\\(1\\) == bytes_per_token", k_cache=padded)
+    overlapping = torch.zeros(8 * 528, dtype=torch.uint8).as_strided((2, 4, 1, 528), (100, 528, 528, 1))
+    _raises(ValueError, "stride\\(0\\) must be >= ", k_cache=overlapping)
+    _raises(ValueError, "q: last dim must be contiguous",
+            q=torch.zeros(B, S_Q, H_Q, 1024, dtype=torch.bfloat16)[..., ::2])
+
+
+@FUZZ
+@given(st.integers(1, 256).filter(lambda h: h not in (64, 128)))
+def test_unsupported_h_q(h_q):
+    _raises(ValueError, "h_q", q=torch.zeros(B, S_Q, h_q, 512, dtype=torch.bfloat16))
+
+
+@FUZZ
+@given(st.integers(1, 1024).filter(lambda d: d not in (512, 576)))
+def test_unsupported_d_qk(d):
+    _raises(ValueError, "d_qk", q=torch.zeros(B, S_Q, H_Q, d, dtype=torch.bfloat16))
+
+
+@FUZZ
+@given(st.integers(-4, 2048).filter(lambda d: d != 512))
+def test_unsupported_head_dim_v(d_v):
+    _raises(ValueError, "head_dim_v", head_dim_v=d_v)
+
+
+@FUZZ
+@given(st.sampled_from([1, 2, 4, 5]))
+def test_indices_rank(rank):
+    shape = [B, S_Q, 1, TOPK, 1][:rank]
+    _raises(ValueError, "indices: expected a 3-D tensor", indices=torch.zeros(*shape, dtype=torch.int32))
+
+
+def test_indices_dtype_shape_range():
+    _raises(TypeError, "indices: dtype must be torch.int32", indices=torch.zeros(B, S_Q, TOPK, dtype=torch.int64))
+    _raises(ValueError, "indices: expected shape", indices=torch.zeros(B + 1, S_Q, TOPK, dtype=torch.int32))
+    _raises(ValueError, "slot ids must be < num_blocks \\* page_block_size = 64",
+            indices=torch.full((B, S_Q, TOPK), 64, dtype=torch.int32))
+
+
+@FUZZ
+@given(st.integers(TOPK + 1, 10 ** 6) | st.integers(-10 ** 6, -1))
+def test_topk_length_out_of_range(bad):
+    lengths = torch.tensor([0, bad], dtype=torch.int32)
+    _raises(ValueError, "topk_length: values must lie in \\[0, 32\\]", topk_length=lengths)
+
+
+def test_mode_flags_and_sparse_only_arguments():
+    _raises(ValueError, "causal: must be False in sparse mode", causal=True)
+    _raises(ValueError, "is_fp8_kvcache: must be True", is_fp8_kvcache=False)
+    _raises(TypeError, "tile_scheduler_metadata", tile_scheduler_metadata=torch.zeros(4, 8, dtype=torch.int32))
+    _raises(ValueError, "give both or neither", extra_k_cache=CACHE)
+    _raises(ValueError, "extra_topk_length: only valid with extra_k_cache",
+            extra_topk_length=torch.zeros(B, dtype=torch.int32))
+    _raises(ValueError, "attn_sink: expected shape", attn_sink=torch.zeros(H_Q + 1))
+    _raises(TypeError, "attn_sink: dtype", attn_sink=torch.zeros(H_Q, dtype=torch.bfloat16))
+    _raises(ValueError, "only valid in sparse mode", indices=None, attn_sink=torch.zeros(H_Q))
+
+
+def test_metadata_mismatch_leaves_nothing_half_done():
+    meta = flash_mla.get_mla_metadata()[0]
+    flash_mla.flash_mla_with_kvcache(**_decode_args(tile_scheduler_metadata=meta))
+    _raises(ValueError, "config.b was 2", tile_scheduler_metadata=meta,
+            q=torch.zeros(B + 1, S_Q, H_Q, 512, dtype=torch.bfloat16),
+            indices=torch.zeros(B + 1, S_Q, TOPK, dtype=torch.int32))
+    assert meta.config.b == B
+
+
+def _prefill(**over):
+    args = dict(q=torch.zeros(4, 64, 512, dtype=torch.bfloat16), kv=torch.zeros(10, 1, 512, dtype=torch.bfloat16),
+                indices=torch.zeros(4, 1, 16, dtype=torch.int32), sm_scale=0.5)
+    args.update(over)
+    return flash_mla.flash_mla_sparse_fwd(**args)
+
+
+@FUZZ
+@given(st.sampled_from(["rank", "h_kv", "scale", "d_v", "len", "kv_dtype", "h_q"]))
+def test_prefill_bad_input(kind):
+    cases = {
+        "rank": (ValueError, "indices: expected a 3-D", dict(indices=torch.zeros(4, 16, dtype=torch.int32))),
+        "h_kv": (ValueError, "kv: expected shape", dict(kv=torch.zeros(10, 2, 512, dtype=torch.bfloat16))),
+        "scale": (TypeError, "sm_scale", dict(sm_scale=None)),
+        "d_v": (ValueError, "d_v", dict(d_v=256)),
+        "len": (ValueError, "topk_length", dict(topk_length=torch.full((4,), 17, dtype=torch.int32))),
+        "kv_dtype": (TypeError, "kv: dtype", dict(kv=torch.zeros(10, 1, 512))),
+        "h_q": (ValueError, "h_q", dict(q=torch.zeros(4, 32, 512, dtype=torch.bfloat16))),
+    }
+    exc, match, over = cases[kind]
+    with pytest.raises(exc, match=match):
+        _prefill(**over)
+
+
+def test_dense_decode_bad_block_table():
+    q = torch.zeros(1, 1, 16, 576, dtype=torch.bfloat16)
+    k_cache = torch.zeros(2, 64, 1, 576, dtype=torch.bfloat16)
+    meta = flash_mla.get_mla_metadata()[0]
+    with pytest.raises(ValueError, match="block_table: the blocks covering cache_seqlens"):
+        flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 5]], dtype=torch.int32),
+                                         torch.tensor([100], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
+    with pytest.raises(ValueError, match="cache_seqlens: values must lie in"):
+        flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 1]], dtype=torch.int32),
+                                         torch.tensor([129], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
+    with pytest.raises(ValueError, match="dropout_p"):
+        flash_mla.flash_attn_varlen_func(q[0], q[0], q[0], torch.tensor([0, 1], dtype=torch.int32),
+                                         torch.tensor([0, 1], dtype=torch.int32), 1, 1, dropout_p=0.1)
