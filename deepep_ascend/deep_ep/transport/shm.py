@@ -1,7 +1,8 @@
 """Intra-host transport over a ``deepjit.symm.SymmetricWindow``.
 
 Each rank's window data region holds a control block (the handshake signature and an error
-message) and then the operation region: for dispatch ``[R count rows][R blocks of M slots]``,
+message, two copies used by alternate operations: a rank that has moved on to operation s+1 must
+not overwrite what a slower peer is still reading for operation s) and then the operation region: for dispatch ``[R count rows][R blocks of M slots]``,
 one block per source rank, for combine ``[R blocks of M rows]`` (or ``[M, K]`` rows without
 multiple reduction). Senders write straight into the destination's region; signal lanes order it:
 
@@ -17,7 +18,7 @@ from deepjit.symm import SymmetricWindow, SymmetricWindowError
 
 CTRL_BYTES = 4096
 SIG_WORDS = 32
-MSG_BYTES = CTRL_BYTES - SIG_WORDS * 8
+MSG_BYTES = (CTRL_BYTES - 2 * SIG_WORDS * 8) // 2
 
 
 class ShmTransport:
@@ -33,8 +34,10 @@ class ShmTransport:
             raise RuntimeError("shared-memory transport needs every rank of the group on this host")
         self.region_bytes = num_bytes
         R = self.num_ranks
-        self._sig = [self.window.tensor(p, torch.int64, (SIG_WORDS,)) for p in range(R)]
-        self._msg = [self.window.tensor(p, torch.uint8, (MSG_BYTES,), SIG_WORDS * 8) for p in range(R)]
+        self._sig = [[self.window.tensor(p, torch.int64, (SIG_WORDS,), i * SIG_WORDS * 8) for p in range(R)]
+                     for i in range(2)]
+        self._msg = [[self.window.tensor(p, torch.uint8, (MSG_BYTES,), 2 * SIG_WORDS * 8 + i * MSG_BYTES)
+                      for p in range(R)] for i in range(2)]
         self._region_ptr = [self.window.data_ptr(p) + CTRL_BYTES for p in range(R)]
         self._seq = 0
         self._counts_shape = None
@@ -42,20 +45,22 @@ class ShmTransport:
     # ---- handshake ---------------------------------------------------------------------------
     def begin(self, seq: int, signature: list[int], error: str | None) -> list[list[int]]:
         self._seq = seq
+        copy = seq % 2
         sig = torch.tensor(signature + [0] * (SIG_WORDS - len(signature)), dtype=torch.int64)
         sig[SIG_WORDS - 1] = 1 if error else 0
-        self._sig[self.rank].copy_(sig)
+        self._sig[copy][self.rank].copy_(sig)
         if error:
             raw = error.encode()[: MSG_BYTES - 1]
-            self._msg[self.rank][: len(raw)].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
-            self._msg[self.rank][len(raw)] = 0
+            self._msg[copy][self.rank][: len(raw)].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+            self._msg[copy][self.rank][len(raw)] = 0
         self.window.notify_lanes(0, seq)
         self.window.wait_lanes(0, seq, what=f"deep_ep operation {seq}: waiting for every rank to start it")
-        rows = [s.tolist() for s in self._sig]
-        return [(row[: len(signature)], self._message(p) if row[SIG_WORDS - 1] else None) for p, row in enumerate(rows)]
+        rows = [s.tolist() for s in self._sig[copy]]
+        return [(row[: len(signature)], self._message(copy, p) if row[SIG_WORDS - 1] else None)
+                for p, row in enumerate(rows)]
 
-    def _message(self, peer: int) -> str:
-        raw = bytes(self._msg[peer].tolist())
+    def _message(self, copy: int, peer: int) -> str:
+        raw = bytes(self._msg[copy][peer].tolist())
         return raw.split(b"\0", 1)[0].decode(errors="replace")
 
     # ---- data --------------------------------------------------------------------------------
