@@ -86,7 +86,7 @@ def _expand_rows(x: torch.Tensor, token_topk_to_pos: torch.Tensor, num_rows: int
     if num_rows:
         covered = torch.zeros(num_rows, dtype=torch.uint8)
         row_bytes = x[0].numel() * x.element_size() if x.shape[0] else out[0].numel() * out.element_size()
-        host_kernel("tk_expand", "expand_reduce.cpp")(out, x.contiguous(), token_topk_to_pos, covered, x.shape[0],
+        host_kernel("tk_expand", "expand.cpp")(out, x.contiguous(), token_topk_to_pos, covered, x.shape[0],
                                                       token_topk_to_pos.shape[1], num_rows, row_bytes, threads())
     return out
 
@@ -166,7 +166,7 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
     if out is None:
         out = torch.empty((num_tokens, hidden), dtype=out_dtype)
     if num_tokens:
-        host_kernel("tk_reduce", "expand_reduce.cpp")(out, x, topk_weights, x_sf, sf, token_topk_to_pos, _DT[x.dtype],
+        host_kernel("tk_reduce", "reduce.cpp")(out, x, topk_weights, x_sf, sf, token_topk_to_pos, _DT[x.dtype],
                                                       _DT[out_dtype], num_tokens, token_topk_to_pos.shape[1], hidden,
                                                       threads())
     return out

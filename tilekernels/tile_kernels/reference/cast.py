@@ -29,7 +29,8 @@ def transform_sf(sf: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"sf must be float32 or int32 (packed UE8M0), got {sf.dtype}")
     rows, words = sf.shape
     # Each int32 holds 4 consecutive UE8M0 bytes (low byte first) for one row.
-    b = sf.contiguous().view(torch.uint8).view(rows, words * 4)
+    # contiguous() keeps odd strides on size-1 dims; as_strided pins the row-major layout.
+    b = sf.contiguous().as_strided((rows, words), (words, 1)).view(torch.uint8).view(rows, words * 4)
     return (b.to(torch.int32) << 23).view(torch.float32)
 
 

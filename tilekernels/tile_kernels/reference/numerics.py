@@ -40,11 +40,9 @@ def e2m1_encode(v: torch.Tensor) -> torch.Tensor:
 
 
 def e2m1_decode(code: torch.Tensor, out_dtype=torch.float32) -> torch.Tensor:
-    """4-bit codes (any integer dtype, values 0..15) -> values: e = 0 gives m/2, else (1 + m/2) 2^(e-1)."""
-    c = code.to(torch.int32) & 0xF
-    e = (c >> 1) & 3
-    m = (c & 1).to(torch.float32)
-    mag = torch.where(e == 0, m * 0.5, (1.0 + m * 0.5) * torch.exp2((e - 1).to(torch.float32)))
+    """4-bit codes (any integer dtype, values 0..15; bit 3 is the sign) -> values."""
+    c = code.to(torch.int64) & 0xF
+    mag = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=code.device)[c & 7]
     return torch.where((c & 8) != 0, -mag, mag).to(out_dtype)
 
 

@@ -1,11 +1,12 @@
 """SwiGLU forward/backward on the expert-major ("fused") layout, with optional routing weights and
-clamping; FP32 math, matching the quantising kernels bit for bit."""
+clamping; FP32 math with the library exponential (numerics.exp_f32) so the fused kernels match
+bit for bit."""
 from __future__ import annotations
 
 import torch
 
 from .cast import dequantize
-from .numerics import fma
+from .numerics import exp_f32, fma
 
 
 def row_weights(pos_to_token_topk: torch.Tensor, topk_weights: torch.Tensor, num_rows: int) -> torch.Tensor:
@@ -32,7 +33,7 @@ def swiglu_forward(x: torch.Tensor, pos_to_token_topk: torch.Tensor | None = Non
             clamped_count[2] += (b < -c).sum()
         a = torch.clamp(a, max=c)
         b = torch.clamp(b, min=-c, max=c)
-    y = a / (1.0 + torch.exp(-a)) * b
+    y = a / (1.0 + exp_f32(-a)) * b
     if pos_to_token_topk is not None:
         y = y * row_weights(pos_to_token_topk, topk_weights, xf.shape[0]).unsqueeze(1)
     return y
@@ -54,7 +55,7 @@ def swiglu_backward(x: tuple[torch.Tensor, torch.Tensor], grad_out: torch.Tensor
         b_clamped = (b > c) | (b < -c)
         a = torch.clamp(a, max=c)
         b = torch.clamp(b, min=-c, max=c)
-    denom = 1.0 + torch.exp(-a)
+    denom = 1.0 + exp_f32(-a)
     sig = 1.0 / denom
     w = row_weights(pos_to_token_topk, weight, q.shape[0]).unsqueeze(1)
     gws = g * w * sig

@@ -1,23 +1,6 @@
-// Moving rows between the token-major and the expert-major ("fused") layouts.
-//   tk_expand: out[token_topk_to_pos[t, k]] = x[t]; rows nobody writes are zero.
-//   tk_reduce: out[t] = cast((sum_k fma(x[pos_k], w[t,k] * x_sf[pos_k], acc)) * sf), k in order.
+// tk_reduce: out[t] = cast((sum over k in order of fma(x[pos_k], w[t,k] * x_sf[pos_k], acc)) * sf)
+// back from the expert-major rows to tokens; FP32 accumulation, FP32/BF16/E4M3 in and out.
 #include <tile_kernels/host/quant.hpp>
-
-DJ_KERNEL(tk_expand, "ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64")
-void tk_expand(uint8_t* out, const uint8_t* x, const int32_t* t2p, uint8_t* covered, int64_t T, int64_t K, int64_t P,
-               int64_t row_bytes, int64_t threads) {
-    dj::parallel_for(T, threads, [&](int64_t t) {
-        for (int64_t k = 0; k < K; ++k) {
-            const int32_t p = t2p[t * K + k];
-            if (p < 0) continue;
-            std::memcpy(out + p * row_bytes, x + t * row_bytes, row_bytes);
-            covered[p] = 1;
-        }
-    });
-    dj::parallel_for(P, threads, [&](int64_t p) {
-        if (!covered[p]) std::memset(out + p * row_bytes, 0, row_bytes);
-    });
-}
 
 namespace {
 

@@ -1,0 +1,34 @@
+"""per_block_cast (+ scale-only, precomputed): bit-exact against the reference with (bm, bk) blocks,
+on row counts that leave partial blocks."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import torch as ref
+from tile_kernels.testing.numeric import assert_equal, check_bias
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("block", [(128, 128), (32, 32), (32, 128)])
+@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (False, True, False), (True, True, True)])
+def test_per_block_cast(host, dtype, fmt, block, col, round_sf, packed):
+    x = torch.randn(150, 576).to(dtype)
+    q, sf = tile_kernels.quant.per_block_cast(x, fmt, block, use_tma_aligned_col_major_sf=col, round_sf=round_sf,
+                                              use_packed_ue8m0=packed)
+    q_ref, sf_ref = ref.cast(x, fmt, block, round_sf=round_sf, use_tma_aligned_col_major_sf=col,
+                             use_packed_ue8m0=packed)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)
+    if not packed:
+        check_bias(ref.cast_back((q, sf), "fp32", block), x.float())
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_variants(backend, fmt):
+    x = torch.randn(130, 256)
+    q_ref, sf_ref = ref.cast(x, fmt, (128, 128))
+    assert_equal(tile_kernels.quant.per_block_cast_with_sf_only(x, fmt, (128, 128)), sf_ref)
+    q = tile_kernels.quant.per_block_cast_with_precomputed_sf(x, fmt, (128, 128), sf_ref)
+    assert_equal(q, ref.cast(x, fmt, (128, 128), sf=sf_ref))
+    assert_equal(tile_kernels.quant.per_block_cast(x, fmt, (128, 128))[0], q_ref)

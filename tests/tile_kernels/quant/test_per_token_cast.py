@@ -1,0 +1,92 @@
+"""per_token_cast and its scale-only / precomputed-scale variants: bit-exact against the
+reference cast with block (1, num_per_channels), on ragged sizes and every scale layout."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import torch as ref
+from tile_kernels.testing import clear_unused_sf
+from tile_kernels.testing.numeric import assert_equal, calc_diff, check_bias
+
+LAYOUTS = [(False, False, False), (False, True, False), (True, True, True), (True, False, False)]
+
+
+def _ref_sf(sf, packed, hidden, npc):
+    return clear_unused_sf(sf, hidden, npc) if packed else sf
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("npc", [16, 32, 64, 128, "H"])
+@pytest.mark.parametrize("col,round_sf,packed", LAYOUTS)
+def test_float_input(host, dtype, fmt, npc, col, round_sf, packed):
+    rows, hidden = 37, 576
+    npc = hidden if npc == "H" else npc
+    x = (torch.randn(rows, hidden) * 3).to(dtype)
+    q, sf = tile_kernels.quant.per_token_cast(x, fmt, npc, use_tma_aligned_col_major_sf=col, round_sf=round_sf,
+                                              use_packed_ue8m0=packed)
+    q_ref, sf_ref = ref.cast(x, fmt, (1, npc), round_sf=round_sf, use_tma_aligned_col_major_sf=col,
+                             use_packed_ue8m0=packed)
+    assert_equal(q, q_ref)
+    assert_equal(_ref_sf(sf, packed, hidden, npc), _ref_sf(sf_ref, packed, hidden, npc))
+    assert sf.stride() == sf_ref.stride()
+    if fmt == "e4m3" and not packed:
+        check_bias(ref.cast_back((q, sf), "fp32", (1, npc)), x.float())
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_non_contiguous_rows_give_identical_results(host, fmt):
+    wide = torch.randn(40, 2 * 256, dtype=torch.bfloat16)
+    x = wide[:, :256]
+    assert x.stride(0) == 512
+    a = tile_kernels.quant.per_token_cast(x, fmt, 32)
+    b = tile_kernels.quant.per_token_cast(x.contiguous(), fmt, 32)
+    assert_equal(a[0], b[0])
+    assert_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("in_fmt", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("x_block", [(128, 128), (32, 32)])
+@pytest.mark.parametrize("npc", [32, 128])
+@pytest.mark.parametrize("col,round_sf,packed", [(False, True, False), (True, True, True)])
+def test_quant_tensor_input(backend, in_fmt, x_block, npc, col, round_sf, packed):
+    x = ref.cast(torch.randn(150, 512), in_fmt, x_block, round_sf=round_sf, use_tma_aligned_col_major_sf=col,
+                 use_packed_ue8m0=packed)
+    for fmt in ("e4m3", "e2m1"):
+        q, sf = tile_kernels.quant.per_token_cast(x, fmt, npc, x_block_size=x_block)
+        q_ref, sf_ref = ref.cast(x, fmt, (1, npc), x_block_size=x_block)
+        assert_equal(q, q_ref)
+        assert_equal(sf, sf_ref)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_sf_only_and_precomputed_sf(backend, fmt):
+    x = torch.randn(65, 384, dtype=torch.bfloat16)
+    q_ref, sf_ref = ref.cast(x, fmt, (1, 64))
+    sf = tile_kernels.quant.per_token_cast_with_sf_only(x, fmt, 64)
+    assert_equal(sf, sf_ref)
+    # A given scale quantises with 1/sf (not amax-based like a fresh cast), as the reference does.
+    for scale in (sf_ref, sf_ref * 2):
+        q = tile_kernels.quant.per_token_cast_with_precomputed_sf(x, fmt, 64, scale)
+        assert_equal(q, ref.cast(x, fmt, (1, 64), sf=scale))
+
+
+def test_empty_input(backend):
+    q, sf = tile_kernels.quant.per_token_cast(torch.empty(0, 256), "e4m3", 128)
+    assert q.shape == (0, 256) and sf.shape == (0, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (True, True, True), (False, True, False)])
+def test_e5m6(backend, dtype, col, round_sf, packed):
+    from tile_kernels.testing.generator import generate_e5m6_inputs
+    for x, special in generate_e5m6_inputs(24, 256, dtype):
+        q, sf = tile_kernels.quant.per_token_cast(x, "e5m6", 256, use_tma_aligned_col_major_sf=col, round_sf=round_sf,
+                                                  use_packed_ue8m0=packed)
+        q_ref, sf_ref = ref.cast_to_e5m6(x, 256, col, round_sf, packed)
+        assert q.dtype == torch.uint8 and q.shape == (24, 384)
+        assert_equal(q, q_ref)
+        assert_equal(sf, sf_ref)
+        back = tile_kernels.quant.cast_back((q, sf), "fp32", (1, 256), x_special_fmt="e5m6")
+        assert_equal(back, ref.cast_back_from_e5m6((q_ref, sf_ref), "fp32", (1, 256)))
+        assert calc_diff(x.float(), back) < (5e-6 if special else 1e-4)

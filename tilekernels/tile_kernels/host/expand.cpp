@@ -1,0 +1,19 @@
+// tk_expand: out[token_topk_to_pos[t, k]] = x[t] for whole rows of any element type; rows no
+// (token, topk) slot maps to are zero.
+#include <tile_kernels/host/common.hpp>
+
+DJ_KERNEL(tk_expand, "ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64")
+void tk_expand(uint8_t* out, const uint8_t* x, const int32_t* t2p, uint8_t* covered, int64_t T, int64_t K, int64_t P,
+               int64_t row_bytes, int64_t threads) {
+    dj::parallel_for(T, threads, [&](int64_t t) {
+        for (int64_t k = 0; k < K; ++k) {
+            const int32_t p = t2p[t * K + k];
+            if (p < 0) continue;
+            std::memcpy(out + p * row_bytes, x + t * row_bytes, row_bytes);
+            covered[p] = 1;
+        }
+    });
+    dj::parallel_for(P, threads, [&](int64_t p) {
+        if (!covered[p]) std::memset(out + p * row_bytes, 0, row_bytes);
+    });
+}
