@@ -2,13 +2,10 @@
 the reference elsewhere and wherever a host kernel does not cover the case)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
-from . import LIB
+from . import LIB, reference
 from . import validation as check
-from . import reference
 from .kv_cache import KVCacheFormat
 from .metadata import FlashMLASchedMeta, record_or_check
 from .reference.sparse import KVScope
@@ -23,23 +20,23 @@ def _host(device) -> bool:
 def flash_mla_with_kvcache(
     q: torch.Tensor,
     k_cache: torch.Tensor,
-    block_table: Optional[torch.Tensor],
-    cache_seqlens: Optional[torch.Tensor],
+    block_table: torch.Tensor | None,
+    cache_seqlens: torch.Tensor | None,
     head_dim_v: int,
     tile_scheduler_metadata: FlashMLASchedMeta,
-    num_splits: Optional[torch.Tensor] = None,
-    softmax_scale: Optional[float] = None,
+    num_splits: torch.Tensor | None = None,
+    softmax_scale: float | None = None,
     causal: bool = False,
     is_fp8_kvcache: bool = True,
-    indices: Optional[torch.Tensor] = None,
-    attn_sink: Optional[torch.Tensor] = None,
-    extra_k_cache: Optional[torch.Tensor] = None,
-    extra_indices_in_kvcache: Optional[torch.Tensor] = None,
-    topk_length: Optional[torch.Tensor] = None,
-    extra_topk_length: Optional[torch.Tensor] = None,
+    indices: torch.Tensor | None = None,
+    attn_sink: torch.Tensor | None = None,
+    extra_k_cache: torch.Tensor | None = None,
+    extra_indices_in_kvcache: torch.Tensor | None = None,
+    topk_length: torch.Tensor | None = None,
+    extra_topk_length: torch.Tensor | None = None,
     enable_batch_invariant: bool = False,
     *,
-    kv_layout: Optional[str] = None,
+    kv_layout: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Decode attention. Sparse mode (``indices`` given): q bf16 [b, s_q, h_q, d_qk] over a quantised
     paged cache (format from bytes_per_token; V4.1 placement from ``kv_layout``, default
@@ -64,7 +61,7 @@ def flash_mla_with_kvcache(
         return _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, sm_scale,
                              causal, is_fp8_kvcache, enable_batch_invariant,
                              {n: v for n, v in zip(SPARSE_ONLY, (attn_sink, extra_k_cache, extra_indices_in_kvcache,
-                                                                 topk_length, extra_topk_length))})
+                                                                 topk_length, extra_topk_length), strict=True)})
 
     # ---- sparse ----
     if causal:
@@ -151,8 +148,8 @@ def flash_mla_sparse_fwd(
     indices: torch.Tensor,
     sm_scale: float,
     d_v: int = 512,
-    attn_sink: Optional[torch.Tensor] = None,
-    topk_length: Optional[torch.Tensor] = None,
+    attn_sink: torch.Tensor | None = None,
+    topk_length: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sparse prefill: q bf16 [s_q, h_q, d_qk], kv bf16 [s_kv, 1, d_qk], indices int32 [s_q, 1, topk]
     (ids < 0 or >= s_kv ignored). Returns out bf16 [s_q, h_q, d_v], max_logits and lse fp32 [s_q, h_q]

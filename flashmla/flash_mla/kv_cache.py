@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -41,7 +40,7 @@ class FormatSpec:
     tile: int          # dims per scale
     data_bytes: int    # bytes of a token's data row (quantised part + any bf16 part)
     scale_bytes: int   # bytes of a token's scale row (incl. padding)
-    fixed_placement: Optional[str]  # None: both placements exist
+    fixed_placement: str | None  # None: both placements exist
     code: int          # format id the host kernels use
 
 
@@ -75,7 +74,7 @@ class KVCacheFormat(enum.Enum):
         raise ValueError(f"{name}: bytes_per_token (last dim) must be one of "
                          f"{', '.join(str(f.bytes_per_token) for f in cls)} (V3.2, MODEL1, V4.1 FP8, V4.1 FP4), got {bpt}")
 
-    def placement(self, requested: Optional[str] = None) -> str:
+    def placement(self, requested: str | None = None) -> str:
         """The placement of this format; V4.1 defaults to the Ascend token-interleaved one."""
         fixed = self.value.fixed_placement
         if requested is None:
@@ -226,15 +225,15 @@ def gather_records(cache: torch.Tensor, fmt: KVCacheFormat, placement: str, toke
     return torch.cat([flat[data], flat[scales]], dim=1)
 
 
-def _infer(cache: torch.Tensor, fmt, placement: Optional[str]) -> tuple[KVCacheFormat, str]:
+def _infer(cache: torch.Tensor, fmt, placement: str | None) -> tuple[KVCacheFormat, str]:
     fmt = KVCacheFormat.from_bytes_per_token(cache.shape[-1]) if fmt is None else _as_format(fmt)
     if cache.shape[-1] != fmt.bytes_per_token:
         raise ValueError(f"k_cache: {fmt.name} needs bytes_per_token {fmt.bytes_per_token}, got {cache.shape[-1]}")
     return fmt, fmt.placement(placement)
 
 
-def quantize_k_cache(k_cache: torch.Tensor, kv_format, placement: Optional[str] = None,
-                     block_stride: Optional[int] = None) -> torch.Tensor:
+def quantize_k_cache(k_cache: torch.Tensor, kv_format, placement: str | None = None,
+                     block_stride: int | None = None) -> torch.Tensor:
     """Quantise a bf16 cache ``[num_blocks, page_block_size, 1, d]`` (or without the head axis).
 
     Returns a ``float8_e4m3fn`` view ``[num_blocks, page_block_size, 1, bytes_per_token]``.
@@ -261,7 +260,7 @@ def quantize_k_cache(k_cache: torch.Tensor, kv_format, placement: Optional[str] 
     return view.view(torch.float8_e4m3fn)
 
 
-def dequantize_k_cache(quant_k_cache: torch.Tensor, kv_format=None, placement: Optional[str] = None) -> torch.Tensor:
+def dequantize_k_cache(quant_k_cache: torch.Tensor, kv_format=None, placement: str | None = None) -> torch.Tensor:
     """``[num_blocks, page_block_size, 1, bytes_per_token]`` -> bf16 ``[num_blocks, page_block_size, 1, d]``.
     The format is inferred from ``bytes_per_token`` when not given (V4.1 placement: interleaved)."""
     fmt, placement = _infer(quant_k_cache, kv_format, placement)

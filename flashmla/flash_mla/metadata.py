@@ -9,7 +9,6 @@ no split-KV schedule, so ``tile_scheduler_metadata`` and ``num_splits`` stay ``N
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import torch
 
@@ -25,15 +24,15 @@ class FlashMLASchedMeta:
         h_k: int
         causal: bool
         is_fp8_kvcache: bool
-        topk: Optional[int]
-        extra_page_block_size: Optional[int]
-        extra_topk: Optional[int]
+        topk: int | None
+        extra_page_block_size: int | None
+        extra_topk: int | None
         enable_batch_invariant: bool = False
 
     have_initialized: bool = False
-    config: Optional[Config] = None
-    tile_scheduler_metadata: Optional[torch.Tensor] = None
-    num_splits: Optional[torch.Tensor] = None
+    config: Config | None = None
+    tile_scheduler_metadata: torch.Tensor | None = None
+    num_splits: torch.Tensor | None = None
 
 
 def get_mla_metadata(*args, **kwargs) -> tuple[FlashMLASchedMeta, None]:

@@ -3,7 +3,7 @@ what was expected and what came."""
 from __future__ import annotations
 
 import numbers
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 import torch
 
@@ -15,7 +15,7 @@ SUPPORTED_D_QK = (576, 512)
 D_V = 512
 
 
-def tensor(t, name: str, dtypes: Iterable[torch.dtype], ndim: int, device: Optional[torch.device] = None,
+def tensor(t, name: str, dtypes: Iterable[torch.dtype], ndim: int, device: torch.device | None = None,
            optional: bool = False) -> None:
     if t is None:
         if optional:
@@ -67,7 +67,7 @@ def flag(value, name: str) -> bool:
     return bool(value)
 
 
-def lengths(t: Optional[torch.Tensor], name: str, n: int, limit: int, device) -> None:
+def lengths(t: torch.Tensor | None, name: str, n: int, limit: int, device) -> None:
     """An optional int32 [n] length vector with values in [0, limit]."""
     if t is None:
         return
@@ -79,7 +79,7 @@ def lengths(t: Optional[torch.Tensor], name: str, n: int, limit: int, device) ->
                          f"[{int(t.min())}, {int(t.max())}]")
 
 
-def attn_sink(t: Optional[torch.Tensor], h_q: int, device) -> None:
+def attn_sink(t: torch.Tensor | None, h_q: int, device) -> None:
     if t is None:
         return
     tensor(t, "attn_sink", (torch.float32,), 1, device)

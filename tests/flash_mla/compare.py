@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-
 from flash_mla.kv_cache import KVCacheFormat, quantize_k_cache
 
 # (abs, rel, cos-diff) per output, as upstream's tests use them.

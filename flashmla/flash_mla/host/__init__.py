@@ -2,19 +2,17 @@
 with validated arguments and allocate outputs."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from .. import LIB
 from ..reference.sparse import KVScope
 
 
-def _ptr(t: Optional[torch.Tensor]):
+def _ptr(t: torch.Tensor | None):
     return None if t is None else t.data_ptr()
 
 
-def _scope_args(s: Optional[KVScope]) -> list:
+def _scope_args(s: KVScope | None) -> list:
     if s is None:
         return [None, 0, 1, 0, 0, None, 0, 0, 0, None]
     return [s.cache.data_ptr(), s.cache.stride(0), s.cache.shape[1], s.fmt.spec.code, int(s.placement == "block_split"),
@@ -22,7 +20,7 @@ def _scope_args(s: Optional[KVScope]) -> list:
 
 
 def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: int,
-                  attn_sink: Optional[torch.Tensor], batch_invariant: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                  attn_sink: torch.Tensor | None, batch_invariant: bool) -> tuple[torch.Tensor, torch.Tensor]:
     b, s_q, h_q, d_qk = q.shape
     out = torch.empty(b, s_q, h_q, d_v, dtype=torch.bfloat16)
     lse = torch.empty(b, s_q, h_q, dtype=torch.float32)
@@ -34,8 +32,8 @@ def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: 
 
 
 def sparse_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int,
-                   attn_sink: Optional[torch.Tensor],
-                   topk_length: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   attn_sink: torch.Tensor | None,
+                   topk_length: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     s_q, h_q, d_qk = q.shape
     out = torch.empty(s_q, h_q, d_v, dtype=torch.bfloat16)
     max_logits = torch.empty(s_q, h_q, dtype=torch.float32)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -18,7 +17,7 @@ class KVScope:
     fmt: KVCacheFormat
     placement: str
     indices: torch.Tensor           # [b, s_q, topk] physical slot ids, negative = invalid
-    topk_length: Optional[torch.Tensor] = None   # [b]
+    topk_length: torch.Tensor | None = None   # [b]
 
 
 def _gather_scope(scope: KVScope) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,7 +34,7 @@ def _gather_scope(scope: KVScope) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, sm_scale: float, d_v: int,
-            attn_sink: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            attn_sink: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q [..., h, d], k [..., n, d], valid [..., n] -> out fp32 [..., h, d_v], lse and max logit [..., h].
     Rows without a valid token get out 0, lse +inf, max -inf; the sink scales only out."""
     logits = (q.float() @ k.transpose(-1, -2)) * sm_scale              # [..., h, n]
@@ -53,7 +52,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, sm_scale: flo
 
 
 def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: int,
-                  attn_sink: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+                  attn_sink: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """q [b, s_q, h_q, d] -> out bf16 [b, s_q, h_q, d_v], lse fp32 [b, h_q, s_q] (a transposed view)."""
     gathered = [_gather_scope(s) for s in scopes]
     k = torch.cat([g[0] for g in gathered], dim=2)
@@ -63,7 +62,7 @@ def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: 
 
 
 def sparse_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int,
-                   attn_sink: Optional[torch.Tensor], topk_length: Optional[torch.Tensor],
+                   attn_sink: torch.Tensor | None, topk_length: torch.Tensor | None,
                    chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q [s_q, h_q, d], kv [s_kv, 1, d], indices [s_q, 1, topk] -> out bf16 [s_q, h_q, d_v],
     max_logits and lse fp32 [s_q, h_q]. Indices < 0 or >= s_kv, and those past topk_length, are ignored."""
