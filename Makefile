@@ -9,7 +9,7 @@ PACKAGES := deepjit deepgemm_ascend deepep_ascend flashmla tilekernels integrati
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test bench ascend-codegen lint clean
+.PHONY: setup run test bench ascend-codegen asan lint clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,10 @@ bench: setup
 
 ascend-codegen: setup
 	$(PY) -m deepjit.tilelang_route.codegen_all --out build/ascend
+
+# Host kernels rebuilt with -fsanitize=address and their tests run under ASan (not part of make test).
+asan: setup
+	bash tests/deep_gemm/host/run_asan.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -23,7 +23,6 @@ DJ_KERNEL(bf16_peak, "ptr,i64,i64") void bf16_peak(double* sink, int64_t iters, 
         for (int64_t it = 0; it < iters; ++it) {
 #pragma GCC unroll 16
             for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-            __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
         }
         __m512 s = acc[0];
         for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
