@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from .env import check_prefix
 from .errors import DeepJITError
@@ -51,7 +51,7 @@ class Config:
     def get_python_path(self, relative: str) -> str:
         return os.path.join(self.python_library_root, os.path.normpath(relative))
 
-    def with_include(self, include_dirs: Sequence = (), include_prefixes: Sequence[str] = ()) -> "Config":
+    def with_include(self, include_dirs: Sequence = (), include_prefixes: Sequence[str] = ()) -> Config:
         """A copy with extra include dirs / prefixes appended (toolchains add their shared headers)."""
         return Config(self.python_library_root, self.env_prefix, self.extra_signature,
                       self.include_dirs + tuple(d for d in include_dirs if d not in self.include_dirs),

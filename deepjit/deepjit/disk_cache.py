@@ -15,7 +15,7 @@ import random
 import re
 import stat
 import threading
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .env import Env
 from .errors import CacheSecurityError, DeepJITError
@@ -102,7 +102,7 @@ def safe_remove_all(path: str) -> None:
         os.unlink(path)
 
 
-def untrusted_reason(path: str) -> Optional[str]:
+def untrusted_reason(path: str) -> str | None:
     """Why another user could change ``path`` (owner or group/other write bit), or None."""
     uid = os.getuid()
     for st in (os.lstat(path), os.stat(path)):
@@ -116,7 +116,7 @@ def untrusted_reason(path: str) -> Optional[str]:
 class CacheEntry:
     """A hit (``path`` is the published dir) or a build (fill ``tmp_path``, then ``commit``)."""
 
-    def __init__(self, root: str, final_path: str, tmp_path: Optional[str]):
+    def __init__(self, root: str, final_path: str, tmp_path: str | None):
         self.root = root
         self.final_path = final_path
         self.tmp_path = tmp_path
@@ -195,7 +195,7 @@ class DiskCache:
         self.trust_hint = trust_hint
 
     @classmethod
-    def from_env(cls, env: Env) -> "DiskCache":
+    def from_env(cls, env: Env) -> DiskCache:
         trust = env.get_bool("JIT_TRUST_SHARED_CACHE", False)
         hint = f"{env.prefix}_JIT_TRUST_SHARED_CACHE=1 (or DJ_JIT_TRUST_SHARED_CACHE=1)"
         raw = env.get_str("JIT_CACHE_DIR")
@@ -211,7 +211,7 @@ class DiskCache:
         if not isinstance(tag, str) or not _TAG_RE.match(tag):
             raise DeepJITError(f"cache tag must contain only letters, digits, or underscores: {tag!r}")
 
-    def check_trusted(self, dirs: Sequence[str], entry: Optional[str] = None) -> None:
+    def check_trusted(self, dirs: Sequence[str], entry: str | None = None) -> None:
         """Refuses ``dirs`` and everything inside ``entry`` if another user could write to them."""
         if self.trust_shared:
             return
@@ -231,7 +231,7 @@ class DiskCache:
                     and not os.path.islink(path):
                 todo.extend(os.path.join(path, n) for n in os.listdir(path))
 
-    def lookup(self, tag: str, digest: str) -> Optional[str]:
+    def lookup(self, tag: str, digest: str) -> str | None:
         """The first root's committed ``<tag>.<digest>`` entry (marker mtime bumped), or None."""
         self.check_tag(tag)
         for root in self.roots:

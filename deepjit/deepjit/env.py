@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
 from .errors import DeepJITError
 
@@ -45,14 +44,14 @@ class Env:
     def __init__(self, prefix: str):
         self.prefix = check_prefix(prefix)
 
-    def lookup(self, suffix: str) -> tuple[Optional[str], Optional[str]]:
+    def lookup(self, suffix: str) -> tuple[str | None, str | None]:
         """Returns (variable name, raw value) of the first present variable, or (None, None)."""
         for name in (f"{self.prefix}_{suffix}", f"{GLOBAL_PREFIX}_{suffix}"):
             if name in os.environ:
                 return name, os.environ[name]
         return None, None
 
-    def get_str(self, suffix: str, default: Optional[str] = None) -> Optional[str]:
+    def get_str(self, suffix: str, default: str | None = None) -> str | None:
         name, raw = self.lookup(suffix)
         return default if name is None else raw
 
@@ -60,7 +59,7 @@ class Env:
         name, raw = self.lookup(suffix)
         return default if name is None else parse_bool(name, raw)
 
-    def get_int(self, suffix: str, default: Optional[int] = None, *, unsigned: bool = False) -> Optional[int]:
+    def get_int(self, suffix: str, default: int | None = None, *, unsigned: bool = False) -> int | None:
         name, raw = self.lookup(suffix)
         return default if name is None else parse_int(name, raw, unsigned=unsigned)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .errors import CompileError, ToolchainNotFoundError
 
@@ -17,8 +17,8 @@ def printable(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def call_external_command(argv: Sequence[str], cwd: Optional[str] = None, print_command: bool = False,
-                          env: Optional[dict] = None) -> str:
+def call_external_command(argv: Sequence[str], cwd: str | None = None, print_command: bool = False,
+                          env: dict | None = None) -> str:
     """Runs ``argv`` in ``cwd`` and returns stdout+stderr; a non-zero exit raises with all output.
 
     Never through a shell: paths and flags holding spaces or metacharacters stay single arguments.

@@ -29,7 +29,7 @@ class FNV1a:
     def __init__(self):
         self.lane0, self.lane1 = _LANE0_INIT, _LANE1_INIT
 
-    def update(self, data) -> "FNV1a":
+    def update(self, data) -> FNV1a:
         data = _as_bytes(data)
         a, b = self.lane0, self.lane1
         for byte in len(data).to_bytes(8, "little") + data:
@@ -38,7 +38,7 @@ class FNV1a:
         self.lane0, self.lane1 = a, b
         return self
 
-    def copy(self) -> "FNV1a":
+    def copy(self) -> FNV1a:
         other = FNV1a.__new__(FNV1a)
         other.lane0, other.lane1 = self.lane0, self.lane1
         return other

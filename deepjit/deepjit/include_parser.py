@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .errors import DeepJITError
 from .hashing import FNV1a
@@ -11,7 +11,7 @@ from .hashing import FNV1a
 _BLANKS = " \t\f\v"
 
 
-def scan_include(line: str) -> Optional[str]:
+def scan_include(line: str) -> str | None:
     """Returns the ``<name>`` of an include line, None when the line is not a bracket include.
 
     Quoted includes are rejected outright: only ``<...>`` names can be resolved against the

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from .config import Config
 from .env import Env
@@ -38,9 +38,9 @@ class KernelLibrary:
         self._kernels: dict = {}
         self._sources: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._host_error: Optional[Exception] = None
+        self._host_error: Exception | None = None
         self._warned = False
-        self._num_threads: Optional[int] = None
+        self._num_threads: int | None = None
 
     # ---- threads ----------------------------------------------------------------------------------
     @property
@@ -55,7 +55,7 @@ class KernelLibrary:
         self._num_threads = n
 
     # ---- backend choice ---------------------------------------------------------------------------
-    def forced_backend(self) -> Optional[str]:
+    def forced_backend(self) -> str | None:
         name, value = self.env.lookup("BACKEND")
         if name is None or value == "":
             return None
@@ -110,7 +110,7 @@ class KernelLibrary:
             self._sources[relative_path] = text
         return text
 
-    def host_kernel(self, name: str, relative_path: str, defines: Optional[Mapping[str, object]] = None):
+    def host_kernel(self, name: str, relative_path: str, defines: Mapping[str, object] | None = None):
         """The kernel ``name`` from the package file ``relative_path``, with ``#define``s prepended.
 
         Memoised per (name, file, defines) so the hot path is one dict lookup."""

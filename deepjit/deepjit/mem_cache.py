@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 V = TypeVar("V")
 

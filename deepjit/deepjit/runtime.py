@@ -5,7 +5,8 @@ import json
 import os
 import threading
 import time
-from typing import Callable, Generic, Optional, TypeVar, Union
+from collections.abc import Callable
+from typing import Generic, TypeVar, Union
 
 from .backends import Backend, get_backend
 from .config import Config
@@ -122,9 +123,9 @@ T = TypeVar("T")
 class LazyInit(Generic[T]):
     """Holds a factory; the object is created on first ``get()``. A failing factory leaves it empty."""
 
-    def __init__(self, factory: Optional[Callable[[], T]]):
+    def __init__(self, factory: Callable[[], T] | None):
         self._factory = factory
-        self._value: Optional[T] = None
+        self._value: T | None = None
         self._lock = threading.Lock()
 
     def get(self) -> T:

@@ -4,11 +4,11 @@ import struct
 
 import numpy as np
 import pytest
+from deepjit.hashing import xor_hash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepjit import FNV1a, hash_hex
-from deepjit.hashing import xor_hash
 
 from .helpers import ADD_SOURCE, make_runtime
 
@@ -20,7 +20,7 @@ def reference_hex(*components: bytes) -> str:
         mults = [np.uint64(0x100000001B3), np.uint64(0x9E3779B97F4A7C15)]
         for c in components:
             for byte in struct.pack("<Q", len(c)) + c:
-                lanes = [(lane ^ np.uint64(byte)) * m for lane, m in zip(lanes, mults)]
+                lanes = [(lane ^ np.uint64(byte)) * m for lane, m in zip(lanes, mults, strict=True)]
         out = ""
         for v in lanes:
             v = v ^ (v >> np.uint64(30))

@@ -7,7 +7,6 @@ import textwrap
 import time
 
 import pytest
-
 from deepjit.errors import CompileError
 
 from .helpers import ADD_SOURCE, list_entries, list_tmp, make_runtime, wrap_cxx
@@ -43,7 +42,7 @@ def test_concurrent_processes_publish_one_entry(tmp_path):
     """)
     procs = [spawn(tmp_path, cxx) for _ in range(n)]
     outputs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outputs):
+    for p, (_, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
     results = {tuple(out.split()) for out, _ in outputs}
     assert len(os.listdir(starts)) == n

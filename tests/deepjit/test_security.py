@@ -4,7 +4,6 @@ import os
 
 import pytest
 import torch
-
 from deepjit.errors import CacheSecurityError
 
 from .helpers import ADD_SOURCE, make_runtime

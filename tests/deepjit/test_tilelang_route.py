@@ -11,9 +11,17 @@ tilelang = pytest.importorskip("tilelang", reason="tilelang is not installed")
 
 from deepjit.backends.ascend import find_home  # noqa: E402
 from deepjit.errors import DeepJITError, ToolchainNotFoundError  # noqa: E402
-from deepjit.tilelang_route import (AscendKernelSpec, entry_point, install, kernel_kind, lower,  # noqa: E402
-                                    route_config, uninstall)
-from deepjit.tilelang_route import codegen_all, samples  # noqa: E402
+from deepjit.tilelang_route import (  # noqa: E402  # noqa: E402
+    AscendKernelSpec,
+    codegen_all,
+    entry_point,
+    install,
+    kernel_kind,
+    lower,
+    route_config,
+    samples,
+    uninstall,
+)
 
 from .helpers import list_entries, make_fake_ascend_toolkit, read_calls  # noqa: E402
 
@@ -139,3 +147,10 @@ def test_codegen_driver_fails_loudly_and_skips_missing(tmp_path, monkeypatch, ca
     assert "lowered to a vector kernel, declared cube" in out
     assert "fake_lib_b.bad" in out and "must be a multiple" in out
     assert "note: no_such_library.ascend.codegen not found; skipped" in out
+
+
+def test_codegen_command_line(tmp_path, capsys):
+    assert codegen_all.main(["--out", str(tmp_path), "--only", "deepjit.gemm_nt_relu"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deepjit.gemm_nt_relu"]
+    assert json.loads((tmp_path / "deepjit.gemm_nt_relu" / "kernel.json").read_text())["kind"] == "mix"
+    assert "1 Ascend kernel(s) lowered" in capsys.readouterr().out

@@ -3,7 +3,7 @@ discovery and compiler info, option structs, ``compile`` into a build dir, and `
 from __future__ import annotations
 
 import importlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..config import Config
 from ..env import Env

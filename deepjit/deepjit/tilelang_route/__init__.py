@@ -6,8 +6,8 @@ the binary, so hand-written and generated kernels share one cache and one key sc
 Libraries register their TileLang Ascend kernels for ``make ascend-codegen`` through a module
 ``<import name>.ascend.codegen`` whose ``kernels()`` returns :class:`AscendKernelSpec` entries.
 """
-from .lowering import KINDS, AscendKernelSpec, LoweredKernel, entry_point, kernel_kind, lower
 from .hook import compile_ascendc, install, installed, route_config, uninstall
+from .lowering import KINDS, AscendKernelSpec, LoweredKernel, entry_point, kernel_kind, lower
 
 __all__ = ["KINDS", "AscendKernelSpec", "LoweredKernel", "compile_ascendc", "entry_point", "install", "installed",
            "kernel_kind", "lower", "route_config", "uninstall"]

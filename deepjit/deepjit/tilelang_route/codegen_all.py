@@ -15,7 +15,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from ..disk_cache import makedirs, write_file_sync
 from .lowering import AscendKernelSpec, lower
@@ -26,7 +26,7 @@ LIBRARY_MODULES = ("deep_gemm.ascend.codegen", "tile_kernels.ascend.codegen", "f
 DEFAULT_ARCH = 3510  # Ascend 950 (dav-3510), TileLang's default target
 
 
-def load_specs(module_name: str) -> Optional[list[AscendKernelSpec]]:
+def load_specs(module_name: str) -> list[AscendKernelSpec] | None:
     """The module's kernels, or None when the module (or its package) does not exist."""
     try:
         module = importlib.import_module(module_name)
@@ -58,7 +58,7 @@ def generate(spec: AscendKernelSpec, library: str, out: str) -> dict:
     return {**info, "folder": folder, "lowered": lowered}
 
 
-def run(out: str, modules: Sequence[str] = (SAMPLES, *LIBRARY_MODULES), only: Optional[str] = None,
+def run(out: str, modules: Sequence[str] = (SAMPLES, *LIBRARY_MODULES), only: str | None = None,
         compile_: bool = False, log=print) -> list[dict]:
     """Generates every kernel; raises SystemExit(1) listing the failures after trying them all."""
     results, failures = [], []
@@ -98,7 +98,7 @@ def _compile(source: str) -> str:
     return compile_ascendc(source, DEFAULT_ARCH)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join("build", "ascend"), help="output folder")
     parser.add_argument("--only", help="only kernels whose '<library>.<name>' contains this text")

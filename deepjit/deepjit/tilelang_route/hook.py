@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
 
 from ..config import Config
 from ..hashing import FNV1a
@@ -16,7 +15,7 @@ CALLBACK = "tilelang_callback_ascend_compile"
 TILELANG_BISHENG_FLAGS = ("-fPIC", "-std=c++20")
 
 _lock = threading.Lock()
-_runtime: Optional[Runtime] = None
+_runtime: Runtime | None = None
 _installed = False
 
 
@@ -59,7 +58,7 @@ def parse_arch(arch: str) -> int:
     return int(digits)
 
 
-def compile_ascendc(source: str, arch: int, extra_bisheng_flags=(), runtime: Optional[Runtime] = None) -> str:
+def compile_ascendc(source: str, arch: int, extra_bisheng_flags=(), runtime: Runtime | None = None) -> str:
     """Compiles TileLang-generated AscendC through DeepJIT; returns the published entry directory."""
     from ..backends.ascend import AscendCompilerOptions
 
@@ -68,7 +67,7 @@ def compile_ascendc(source: str, arch: int, extra_bisheng_flags=(), runtime: Opt
     return runtime.compile_without_load(entry_point(source), source, options)
 
 
-def install(runtime: Optional[Runtime] = None) -> None:
+def install(runtime: Runtime | None = None) -> None:
     """Routes TileLang's Ascend compile step through ``runtime`` (default: one lazily created
     Ascend runtime with prefix ``TL_ASCEND``). Replaces TileLang's own callback."""
     global _installed

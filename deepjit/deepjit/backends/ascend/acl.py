@@ -8,7 +8,8 @@ from ...errors import DeepJITError, ToolchainNotFoundError
 
 LIBRARY = "libascendcl.so"
 ACL_SUCCESS = 0
-ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE = 2
+ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE = 3  # option type; its value 2 = register an AICPU .so from memory
+CPU_KERNEL_MODE_FROM_DATA = 2
 
 # aclrtLaunchKernelAttrId
 ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE = 2

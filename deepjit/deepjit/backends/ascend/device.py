@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Optional
 
 from ...errors import DeepJITError
 from . import acl
@@ -35,7 +34,7 @@ _ATTRS = (("num_aicpu_cores", acl.ACL_DEV_ATTR_AICPU_CORE_NUM), ("num_aicore_cor
 
 class AscendDevice:
     def __init__(self):
-        self._prop: Optional[DeviceProperties] = None
+        self._prop: DeviceProperties | None = None
 
     def get_prop(self) -> DeviceProperties:
         if self._prop is None:

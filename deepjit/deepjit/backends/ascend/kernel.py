@@ -4,7 +4,6 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Optional
 
 from ... import elf
 from ...env import get_env_bool
@@ -47,8 +46,8 @@ def current_stream() -> int:
 
 class AscendKernel:
     def __init__(self, path: str):
-        self._bin: Optional[int] = None
-        self._func: Optional[int] = None
+        self._bin: int | None = None
+        self._func: int | None = None
         self._data = None
         self.path = path
         self.binary = binary_path(path)
@@ -59,7 +58,7 @@ class AscendKernel:
             with open(self.binary, "rb") as f:
                 self._data = ctypes.create_string_buffer(f.read())  # ACL keeps pointing at these bytes
             opt = acl.BinaryLoadOption(type=acl.ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE)
-            opt.value[0] = 1
+            opt.value[0] = acl.CPU_KERNEL_MODE_FROM_DATA
             opts = acl.BinaryLoadOptions(options=ctypes.pointer(opt), numOpt=1)
             acl.call("aclrtBinaryLoadFromData", self._data, len(self._data.raw) - 1, ctypes.byref(opts),
                      ctypes.byref(bin_handle))

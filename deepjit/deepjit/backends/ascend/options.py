@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ...errors import DeepJITError
 from ...external import shell_join
@@ -21,19 +20,19 @@ MAX_LAUNCH_TIMEOUT_SECS = 65535
 
 @dataclass(frozen=True)
 class AscendCompilerOptions(Options):
-    optimize_level: Optional[str] = None
-    arch: Optional[int] = None
-    debug_info: Optional[bool] = None
-    dump_asm: Optional[bool] = None
-    bisheng_flags: Optional[tuple] = None
-    linker_flags: Optional[tuple] = None
-    extra_bisheng_flags: Optional[tuple] = None
-    extra_linker_flags: Optional[tuple] = None
-    aicpu: Optional[bool] = None
-    aicpu_flags: Optional[tuple] = None
-    aicpu_linker_flags: Optional[tuple] = None
-    extra_aicpu_flags: Optional[tuple] = None
-    extra_aicpu_linker_flags: Optional[tuple] = None
+    optimize_level: str | None = None
+    arch: int | None = None
+    debug_info: bool | None = None
+    dump_asm: bool | None = None
+    bisheng_flags: tuple | None = None
+    linker_flags: tuple | None = None
+    extra_bisheng_flags: tuple | None = None
+    extra_linker_flags: tuple | None = None
+    aicpu: bool | None = None
+    aicpu_flags: tuple | None = None
+    aicpu_linker_flags: tuple | None = None
+    extra_aicpu_flags: tuple | None = None
+    extra_aicpu_linker_flags: tuple | None = None
 
     def get_bisheng_flags(self) -> list[str]:
         if not self.optimize_level:
@@ -64,10 +63,10 @@ class AscendCompilerOptions(Options):
 @dataclass(frozen=True)
 class AscendLaunchOptions(Options):
     """``stream``: an ``aclrtStream`` address (unset: torch_npu's current stream)."""
-    stream: Optional[int] = None
-    num_blocks: Optional[int] = None
-    num_ubuf_bytes: Optional[int] = None
-    num_launch_timeout_secs: Optional[int] = None
+    stream: int | None = None
+    num_blocks: int | None = None
+    num_ubuf_bytes: int | None = None
+    num_launch_timeout_secs: int | None = None
 
     def validate(self, aicpu: bool) -> None:
         if _bad_int(self.num_blocks) or self.num_blocks <= 0:

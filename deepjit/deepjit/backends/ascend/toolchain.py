@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from ...disk_cache import makedirs, write_file_sync
 from ...errors import CompileError, ToolchainNotFoundError
@@ -12,8 +11,14 @@ from .. import Backend
 from . import acl
 from .device import AscendDevice
 from .kernel import AICPU_BINARY, BINARY, AscendKernel
-from .options import (DEFAULT_AICPU_FLAGS, DEFAULT_AICPU_LINKER_FLAGS, DEFAULT_BISHENG_FLAGS, DEFAULT_LINKER_FLAGS,
-                      AscendCompilerOptions, AscendLaunchOptions)
+from .options import (
+    DEFAULT_AICPU_FLAGS,
+    DEFAULT_AICPU_LINKER_FLAGS,
+    DEFAULT_BISHENG_FLAGS,
+    DEFAULT_LINKER_FLAGS,
+    AscendCompilerOptions,
+    AscendLaunchOptions,
+)
 
 HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 DEFAULT_HOMES = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
@@ -23,7 +28,7 @@ DEFAULT_LAUNCH_TIMEOUT_SECS = 300
 
 def find_home() -> str:
     """First non-empty of ASCEND_HOME_PATH, ASCEND_TOOLKIT_HOME, then the existing default installs."""
-    home: Optional[str] = next((os.environ[v] for v in HOME_VARIABLES if os.environ.get(v)), None)
+    home: str | None = next((os.environ[v] for v in HOME_VARIABLES if os.environ.get(v)), None)
     if home is None:
         home = next((d for d in DEFAULT_HOMES if os.path.exists(d)), None)
     if home is None or not os.path.isdir(home):

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Optional
 
 from . import driver
 
 
 class CudaDevice:
     def __init__(self):
-        self._cc: Optional[tuple[int, int]] = None
-        self._sms: Optional[int] = None
+        self._cc: tuple[int, int] | None = None
+        self._sms: int | None = None
 
     def _attr(self, attr: int) -> int:
         dev, out = ctypes.c_int(0), ctypes.c_int(0)

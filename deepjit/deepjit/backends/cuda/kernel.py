@@ -57,9 +57,9 @@ class CudaKernel:
         if options.enable_pdl:
             attrs.append((driver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, (1,)))
         array = (driver.LaunchAttribute * max(1, len(attrs)))()
-        for slot, (attr_id, values) in zip(array, attrs):
-            slot.id = attr_id
-            ctypes.memmove(slot.value, (ctypes.c_uint * len(values))(*values), 4 * len(values))
+        for i, (attr_id, values) in enumerate(attrs):
+            array[i].id = attr_id
+            ctypes.memmove(array[i].value, (ctypes.c_uint * len(values))(*values), 4 * len(values))
         stream = options.stream if options.stream is not None else current_stream()
         cfg = driver.LaunchConfig(*grid, *block, smem, stream, array, len(attrs))
         values = [to_ctype(i, a) for i, a in enumerate(args)]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ...errors import DeepJITError
 from ...external import shell_join
@@ -16,19 +15,19 @@ def default_nvcc_flags(cpp_standard: int) -> tuple:
 
 @dataclass(frozen=True)
 class CudaCompilerOptions(Options):
-    optimize_level: Optional[str] = None
-    use_fast_math: Optional[bool] = None
-    ptxas_verbose: Optional[bool] = None
-    ptxas_register_usage_level: Optional[int] = None
-    check_no_spills: Optional[bool] = None
-    check_no_local_memory: Optional[bool] = None
-    with_line_info: Optional[bool] = None
-    dump_ptx: Optional[bool] = None
-    dump_sass: Optional[bool] = None
-    arch: Optional[str] = None
-    nvcc_flags: Optional[tuple] = None
-    extra_nvcc_flags: Optional[tuple] = None
-    post_hook: Optional[str] = None
+    optimize_level: str | None = None
+    use_fast_math: bool | None = None
+    ptxas_verbose: bool | None = None
+    ptxas_register_usage_level: int | None = None
+    check_no_spills: bool | None = None
+    check_no_local_memory: bool | None = None
+    with_line_info: bool | None = None
+    dump_ptx: bool | None = None
+    dump_sass: bool | None = None
+    arch: str | None = None
+    nvcc_flags: tuple | None = None
+    extra_nvcc_flags: tuple | None = None
+    post_hook: str | None = None
 
     def get_flags(self) -> list[str]:
         """The keyed flags, in upstream order (dump flags are not flags)."""
@@ -59,13 +58,13 @@ class CudaCompilerOptions(Options):
 @dataclass(frozen=True)
 class CudaLaunchOptions(Options):
     """``grid``/``block``: an int or a 1-3 tuple; ``stream``: a ``CUstream`` address (unset: torch's current)."""
-    grid: Optional[object] = None
-    block: Optional[object] = None
-    num_smem_bytes: Optional[int] = None
-    cluster_dim: Optional[int] = None
-    cooperative: Optional[bool] = None
-    enable_pdl: Optional[bool] = None
-    stream: Optional[int] = None
+    grid: object | None = None
+    block: object | None = None
+    num_smem_bytes: int | None = None
+    cluster_dim: int | None = None
+    cooperative: bool | None = None
+    enable_pdl: bool | None = None
+    stream: int | None = None
 
 
 def dim3(value, what: str) -> tuple[int, int, int]:

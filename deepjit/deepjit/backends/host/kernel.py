@@ -74,7 +74,7 @@ class HostKernel:
         if len(args) != len(self.arg_types):
             raise TypeError(f"kernel {self.name} takes {len(self.arg_types)} arguments "
                             f"({', '.join(self.arg_types)}), got {len(args)}")
-        self._fn(*[self._convert(i, k, a) for i, (k, a) in enumerate(zip(self.arg_types, args))])
+        self._fn(*[self._convert(i, k, a) for i, (k, a) in enumerate(zip(self.arg_types, args, strict=True))])
 
     def __call__(self, *args):
         self.launch(None, *args)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ...errors import DeepJITError
 from ...external import shell_join
@@ -13,12 +12,12 @@ DEFAULT_CXX_FLAGS = ("-fPIC", "-shared", "-fno-math-errno", "-Wall", "-Wno-unkno
 
 @dataclass(frozen=True)
 class HostCompilerOptions(Options):
-    optimize_level: Optional[str] = None
-    march: Optional[str] = None
-    openmp: Optional[bool] = None
-    cpp_standard: Optional[str] = None
-    cxx_flags: Optional[tuple] = None
-    extra_cxx_flags: Optional[tuple] = None
+    optimize_level: str | None = None
+    march: str | None = None
+    openmp: bool | None = None
+    cpp_standard: str | None = None
+    cxx_flags: tuple | None = None
+    extra_cxx_flags: tuple | None = None
 
     def get_flags(self) -> list[str]:
         if not self.optimize_level:

@@ -10,8 +10,8 @@ import platform
 import shutil
 
 from ...config import Config
-from ...errors import DeepJITError, ToolchainNotFoundError
 from ...disk_cache import write_file_sync
+from ...errors import DeepJITError, ToolchainNotFoundError
 from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
 from .. import Backend
