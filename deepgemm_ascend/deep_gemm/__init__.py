@@ -3,6 +3,8 @@
 __version__ = "0.1.0"
 
 from ._lib import LIB  # noqa: E402  (needs __version__)
+from .attention import (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, fp8_mqa_logits,  # noqa: E402
+                        fp8_paged_mqa_logits, get_paged_mqa_logits_metadata)
 from .einsum import einsum, fp8_einsum, fp8_gemm_nt_skip_head_mid, tf32_hc_prenorm_gemm  # noqa: E402
 from .gemm import (bf16_gemm_nn, bf16_gemm_nt, bf16_gemm_tn, bf16_gemm_tt, cublaslt_gemm_nn,  # noqa: E402
                    cublaslt_gemm_nt, cublaslt_gemm_tn, cublaslt_gemm_tt, fp8_fp4_gemm_nn, fp8_fp4_gemm_nt,

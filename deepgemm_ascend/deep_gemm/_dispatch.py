@@ -70,6 +70,28 @@ def _k_grouped_bf16(host, a, b, d, c, groups, num_threads):
     host.k_grouped_gemm(a, None, b, None, d, c, groups.ks, groups.k_starts, num_threads=num_threads)
 
 
+def _dense(t):
+    return None if t is None else t.contiguous()
+
+
+class _Unsupported(Exception):
+    """The host entry point does not take this input form; the reference serves it."""
+
+
+def _mqa(host, q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
+    if (not q.fp4 and q.sf is not None) or (q.fp4 != kv.fp4) or (not kv.fp4 and not kv.per_token_sf):
+        raise _Unsupported
+    host.mqa_logits(q.data, _dense(q.sf), kv.data, _dense(kv.sf), weights.float().contiguous(), ks, ke, logits, compressed,
+                    clean_logits, num_threads=num_threads)
+
+
+def _paged_mqa(host, q, kv, weights, context_lens, page_rows, block_table, logits, clean_logits, varlen, num_threads):
+    if varlen or (not q.fp4 and q.sf is not None):
+        raise _Unsupported
+    host.paged_mqa_logits(q.data, _dense(q.sf), kv.cache, weights.float().contiguous(), context_lens, block_table, logits,
+                          clean_logits, num_threads=num_threads)
+
+
 _ADAPTERS = {
     "fp8_fp4_gemm_nt": ("gemm", _gemm),
     "bf16_gemm_nt": ("gemm", _bf16_gemm),
@@ -79,6 +101,8 @@ _ADAPTERS = {
     "m_grouped_bf16_gemm_nt_masked": ("m_grouped_gemm_masked", _masked_bf16),
     "k_grouped_fp8_gemm_tn": ("k_grouped_gemm", _k_grouped),
     "k_grouped_bf16_gemm_tn": ("k_grouped_gemm", _k_grouped_bf16),
+    "mqa_logits": ("mqa_logits", _mqa),
+    "paged_mqa_logits": ("paged_mqa_logits", _paged_mqa),
 }
 
 
@@ -97,4 +121,6 @@ def run(name: str, device, *args):
             return adapter(_host(), *args, num_threads=_lib.LIB.num_threads)
         except NotImplementedError:
             _stubs.add(name)
+        except _Unsupported:
+            pass
     return getattr(reference, name)(*args)

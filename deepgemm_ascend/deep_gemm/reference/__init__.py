@@ -5,8 +5,9 @@ from .gemm import (bf16_einsum, bf16_gemm_nt, fp8_bmm, hc_prenorm_gemm, decode_v
                    k_grouped_bf16_gemm_tn, k_grouped_fp8_gemm_tn, m_grouped_bf16_gemm_nt,
                    m_grouped_bf16_gemm_nt_masked, m_grouped_fp8_fp4_gemm_nt, m_grouped_fp8_fp4_gemm_nt_masked,
                    write_output)
+from .mqa import mqa_logits, paged_mqa_logits
 
-__all__ = ["bf16_einsum", "bf16_gemm_nt", "fp8_bmm", "hc_prenorm_gemm", "decode_values", "dequantize", "expand_k_grouped_sf", "expand_sf", "fp8_fp4_gemm_nt",
+__all__ = ["mqa_logits", "paged_mqa_logits", "bf16_einsum", "bf16_gemm_nt", "fp8_bmm", "hc_prenorm_gemm", "decode_values", "dequantize", "expand_k_grouped_sf", "expand_sf", "fp8_fp4_gemm_nt",
            "k_grouped_bf16_gemm_tn", "k_grouped_fp8_gemm_tn", "m_grouped_bf16_gemm_nt",
            "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_masked",
            "write_output"]

@@ -1,0 +1,305 @@
+"""MQA logits of DeepSeek's lightning indexer: contiguous KV (prefill) and the fused paged KV cache (decode).
+
+Inputs (NVIDIA forms, plus DeepGEMM-Ascend's MXFP8 scales):
+- FP8: Q ``[S, H, D]`` E4M3 without scales (or with Ascend per-32 UE8M0 scales, int16 ``[S, H, D/64]``),
+  KV ``[S_kv, D]`` E4M3 with one FP32 scale per token ``[S_kv]`` (or Ascend int16 ``[S_kv, D/64]``).
+- FP4: Q ``[S, H, D/2]`` packed E2M1 with int32 ``[S, H]`` (4 UE8M0 per word, gran 32; FP32
+  ``[S, H, D/32]`` accepted), KV ``[S_kv, D/2]`` with int32 ``[S_kv]`` (or FP32 ``[S_kv, D/32]``).
+The output is a view into a buffer whose rows are padded as upstream allocates them (row stride a
+multiple of 1024 bytes); entries outside a row's KV range are -inf with ``clean_logits`` and
+unspecified otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from . import _dispatch, runtime
+from . import _operands as ops
+from . import _validate as v
+from . import formats, reference
+from .utils.math import align, ceil_div
+
+BLOCK_QH, BLOCK_KV, SPLIT_KV = 128, 256, 256
+FP8_HEAD_DIMS, FP4_HEAD_DIMS = (32, 64, 128), (64, 128)
+LOGITS_DTYPES = (torch.float32, torch.bfloat16)
+
+
+@dataclass
+class Quantised:
+    """An MQA operand: raw ``data``, its FP32 scales ``sf`` (per token ``[N]`` or per 32 ``[N.., D/32]``)."""
+    data: torch.Tensor
+    sf: Optional[torch.Tensor]
+    fp4: bool
+    per_token_sf: bool
+
+    def dequantized(self) -> torch.Tensor:
+        values = formats.unpack_fp4(self.data) if self.fp4 else self.data.float()
+        if self.sf is None:
+            return values
+        if self.per_token_sf:
+            return values * self.sf.unsqueeze(-1)
+        return values * self.sf.repeat_interleave(32, -1)[..., :values.size(-1)]
+
+
+def _head_dim(name: str, data: torch.Tensor, fp4: bool) -> int:
+    dim = data.size(-1) * (2 if fp4 else 1)
+    allowed = FP4_HEAD_DIMS if fp4 else FP8_HEAD_DIMS
+    if dim not in allowed:
+        raise v.fail(f"{name} head dim", f"one of {allowed} ({'FP4' if fp4 else 'FP8'})", dim)
+    return dim
+
+
+def _mx_scales(name: str, sf, rows_shape: tuple, head_dim: int) -> torch.Tensor:
+    """Per-32 UE8M0 scales of ``rows_shape`` rows in int32 (one word per row, ``[*rows]``), int16 pairs
+    (``[*rows, D/64]``), float8_e8m0fnu or FP32 (``[*rows, D/32]``) -> FP32 ``[*rows, D/32]``."""
+    v.tensor(name, sf, ops.SF_DTYPES)
+    rows = int(torch.tensor(rows_shape).prod()) if rows_shape else 1
+    if sf.dtype == torch.int32 and tuple(sf.shape) == rows_shape:
+        sf = sf.reshape(rows, 1)
+    else:
+        sf = sf.reshape(rows, -1) if sf.numel() and tuple(sf.shape[:len(rows_shape)]) == rows_shape else sf
+    if sf.dim() != 2 or sf.size(0) != rows:
+        raise v.fail(name, f"scales for {rows_shape} rows (int32 {rows_shape} or [*rows, D/32|D/64])",
+                     f"shape {tuple(sf.shape)}")
+    values = ops.sf_to_fp32(name, sf, rows, head_dim, 1, 32, None, require_pow2=True)
+    return values.reshape(*rows_shape, -1)
+
+
+def _query(q, expected_rank: int, legacy: bool) -> Quantised:
+    if legacy:
+        data, sf = v.tensor("q", q), None
+    else:
+        data, sf = v.pair("q", q, second_optional=True)
+    name = "q" if legacy else "q[0]"
+    v.tensor(name, data, (formats.FP8_DTYPE,) if legacy else ops.AB_DTYPES, expected_rank)
+    v.contiguous(name, data)
+    fp4 = formats.is_fp4(data)
+    head_dim = _head_dim(name, data, fp4)
+    if fp4 and sf is None:
+        raise v.fail("q[1]", "UE8M0 scales for an FP4 query", None)
+    scales = None if sf is None else _mx_scales("q[1]", sf, tuple(data.shape[:-1]), head_dim)
+    return Quantised(data, scales, fp4, False)
+
+
+def _kv_sf(name: str, kv: torch.Tensor, sf, fp4: bool, head_dim: int):
+    """(FP32 scales, per-token?) for a contiguous KV."""
+    v.tensor(name, sf, ops.SF_DTYPES)
+    if not fp4 and sf.dtype == torch.float32 and sf.dim() == 1:
+        v.shape(name, sf, (kv.size(0),))
+        return sf, True
+    return _mx_scales(name, sf, (kv.size(0),), head_dim), False
+
+
+def _check_weights(weights, rows: int, heads: int, logits_dtype) -> None:
+    v.tensor("weights", weights, (torch.float32, torch.bfloat16), 2)
+    v.shape("weights", weights, (rows, heads))
+    if weights.size(1) > 1 and weights.stride(1) != 1:
+        raise v.fail("weights.stride(1)", "1", weights.stride(1))
+    if weights.dtype == torch.bfloat16 and logits_dtype != torch.bfloat16:
+        raise v.fail("logits_dtype", "torch.bfloat16 with BF16 weights", logits_dtype)
+
+
+def _logits_dtype(logits_dtype) -> torch.dtype:
+    if logits_dtype not in LOGITS_DTYPES:
+        raise v.fail("logits_dtype", "torch.float32 or torch.bfloat16", logits_dtype)
+    return logits_dtype
+
+
+def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legacy: bool) -> torch.Tensor:
+    query = _query(q, 3, legacy)
+    kv_data, kv_sf = v.pair("kv", kv)
+    v.tensor("kv[0]", kv_data, (query.data.dtype,) if not query.fp4 else formats.FP4_DTYPES, 2)
+    v.contiguous("kv[0]", kv_data)
+    seq_len, heads = query.data.shape[:2]
+    head_dim = _head_dim("q", query.data, query.fp4)
+    if _head_dim("kv[0]", kv_data, query.fp4) != head_dim:
+        raise v.fail("kv[0]", f"head dim {head_dim} (as q)", tuple(kv_data.shape))
+    sf, per_token = _kv_sf("kv[1]", kv_data, kv_sf, query.fp4, head_dim)
+    key = Quantised(kv_data, sf, query.fp4, per_token)
+    logits_dtype = _logits_dtype(logits_dtype)
+    _check_weights(weights, seq_len, heads, logits_dtype)
+    seq_len_kv = kv_data.size(0)
+    for name, t in (("cu_seq_len_k_start", ks), ("cu_seq_len_k_end", ke)):
+        v.tensor(name, t, (torch.int32,), 1)
+        v.contiguous(name, t)
+        v.shape(name, t, (seq_len,))
+    v.boolean("clean_logits", clean_logits)
+    v.integer("max_seqlen_k", max_seqlen_k, 0)
+    device = v.same_device([("q", query.data), ("kv[0]", kv_data), ("kv[1]", kv_sf), ("weights", weights),
+                            ("cu_seq_len_k_start", ks), ("cu_seq_len_k_end", ke)])
+    if seq_len and bool(((ks < 0) | (ks > ke) | (ke > seq_len_kv)).any()):
+        raise v.fail("cu_seq_len_k_start/end", f"0 <= start <= end <= {seq_len_kv} (S_kv) per row",
+                     f"start {ks.tolist()}, end {ke.tolist()}")
+    compressed = max_seqlen_k > 0
+    if compressed:
+        if clean_logits:
+            raise v.fail("clean_logits", "False with compressed logits (max_seqlen_k > 0)", True)
+        if seq_len and int((ke - ks).max()) > max_seqlen_k:
+            raise v.fail("max_seqlen_k", f">= the longest KV range {int((ke - ks).max())}", max_seqlen_k)
+    elem = torch.empty((), dtype=logits_dtype).element_size()
+    rows = align(seq_len, max(1, BLOCK_QH // heads))
+    width = max_seqlen_k if compressed else seq_len_kv
+    stride = align(align(max_seqlen_k, BLOCK_KV) if compressed else seq_len_kv + BLOCK_KV, 1024 // elem)
+    logits = torch.empty(rows, stride, dtype=logits_dtype, device=device)[:seq_len, :width]
+    _dispatch.run("mqa_logits", device, query, key, weights, ks, ke, logits, compressed, clean_logits)
+    return logits
+
+
+def fp8_fp4_mqa_logits(q, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor,
+                       clean_logits: bool = True, max_seqlen_k: int = 0,
+                       logits_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Logits ``[S, S_kv]`` (or ``[S, max_seqlen_k]`` compressed: column t is KV position ``ks[i] + t``)."""
+    return _mqa(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k, logits_dtype, False)
+
+
+def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor,
+                   cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True, max_seqlen_k: int = 0) -> torch.Tensor:
+    """Legacy FP8-only form (plain ``q``), FP32 logits."""
+    return _mqa(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits, max_seqlen_k, torch.float32, True)
+
+
+# ---- paged ----------------------------------------------------------------------------------------
+@dataclass
+class PagedKV:
+    """The fused cache: per page, ``block_kv`` tokens of values, then their ``block_kv`` 4-byte scales."""
+    cache: torch.Tensor
+    fp4: bool
+    head_dim: int
+
+    def dequantized(self) -> torch.Tensor:
+        num_blocks, block_kv = self.cache.shape[:2]
+        value_bytes = self.head_dim // 2 if self.fp4 else self.head_dim
+        page = self.cache.stride(0)
+        raw = self.cache.as_strided((num_blocks, block_kv * (value_bytes + 4)), (page, 1))
+        values = raw[:, :block_kv * value_bytes].reshape(num_blocks, block_kv, value_bytes)
+        scales = raw[:, block_kv * value_bytes:].contiguous()
+        if self.fp4:
+            sf = formats.unpack_ue8m0(scales.view(torch.int32)).view(num_blocks, block_kv, 4)
+            return formats.unpack_fp4(values) * sf.repeat_interleave(32, -1)[..., :self.head_dim]
+        return values.view(torch.float8_e4m3fn).float() * scales.view(torch.float32).unsqueeze(-1)
+
+
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,
+                                  indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """int32 ``[num_sms + 1, 2]``: entry i = (query row, 256-token KV split) where worker i starts, the
+    work (``ceil(context_len / 256)`` splits per query row) balanced over ``num_sms`` workers; the last
+    entry is the end sentinel. The CPU kernels do not need it; it is built for API parity."""
+    v.tensor("context_lens", context_lens, (torch.int32,), 2)
+    v.contiguous("context_lens", context_lens)
+    v.integer("block_kv", block_kv, 1)
+    if block_kv not in (32, 64):
+        raise v.fail("block_kv", "32 or 64", block_kv)
+    v.integer("num_sms", num_sms, 1)
+    batch, next_n = context_lens.shape
+    if indices is not None:
+        v.tensor("indices", indices, (torch.int32,), 1)
+        v.contiguous("indices", indices)
+        v.shape("indices", indices, (batch,))
+        if next_n != 1:
+            raise v.fail("context_lens", "next_n == 1 with indices (varlen)", tuple(context_lens.shape))
+    splits = [ceil_div(max(0, int(x)), SPLIT_KV) for x in context_lens.flatten().tolist()]
+    prefix, total = [], 0
+    for s in splits:
+        total += s
+        prefix.append(total)
+    base, extra = divmod(total, num_sms)
+    pivot = num_sms - extra
+    meta = torch.zeros(num_sms + 1, 2, dtype=torch.int32)
+    row = 0
+    for worker in range(num_sms):
+        start = worker * base + max(0, worker - pivot)
+        while row < len(prefix) and prefix[row] <= start:
+            row += 1
+        meta[worker, 0] = row
+        meta[worker, 1] = start - (prefix[row - 1] if row > 0 else 0)
+    meta[num_sms] = torch.tensor([len(splits), 0], dtype=torch.int32)
+    return meta.to(context_lens.device)
+
+
+def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+           logits_dtype, indices, legacy: bool) -> torch.Tensor:
+    query = _query(q, 4, legacy)
+    batch, next_n, heads = query.data.shape[:3]
+    head_dim = _head_dim("q", query.data, query.fp4)
+    v.tensor("kv_cache", kv_cache, (torch.uint8,), 4)
+    row_bytes = (head_dim // 2 if query.fp4 else head_dim) + 4
+    num_blocks, block_kv, kv_heads, width = kv_cache.shape
+    if kv_heads != 1 or width != row_bytes:
+        raise v.fail("kv_cache", f"shape [num_blocks, block_kv, 1, {row_bytes}]", tuple(kv_cache.shape))
+    if block_kv not in (32, 64):
+        raise v.fail("kv_cache block_kv", "32 or 64", block_kv)
+    if kv_cache.stride(3) != 1 or kv_cache.stride(1) != row_bytes or kv_cache.stride(0) % 4 \
+            or (num_blocks > 1 and kv_cache.stride(0) < block_kv * row_bytes):
+        raise v.fail("kv_cache strides", f"(page stride % 4 == 0 and >= {block_kv * row_bytes}, {row_bytes}, *, 1)",
+                     tuple(kv_cache.stride()))
+    logits_dtype = _logits_dtype(logits_dtype)
+    _check_weights(weights, batch * next_n, heads, logits_dtype)
+    if query.data.dtype == formats.FP8_DTYPE and not weights.is_contiguous():
+        raise v.fail("weights", "a contiguous tensor (FP8 query)", tuple(weights.stride()))
+    v.tensor("context_lens", context_lens, (torch.int32,), 2)
+    v.contiguous("context_lens", context_lens)
+    v.shape("context_lens", context_lens, (batch, next_n))
+    v.tensor("block_table", block_table, (torch.int32,), 2)
+    if block_table.size(0) != batch and indices is None:
+        raise v.fail("block_table", f"{batch} rows (the batch of q)", tuple(block_table.shape))
+    if block_table.size(1) > 1 and block_table.stride(1) != 1:
+        raise v.fail("block_table.stride(1)", "1", block_table.stride(1))
+    num_sms = runtime.get_num_sms()
+    v.tensor("schedule_meta", schedule_meta, (torch.int32,), 2)
+    v.contiguous("schedule_meta", schedule_meta)
+    v.shape("schedule_meta", schedule_meta, (num_sms + 1, 2))
+    v.integer("max_context_len", max_context_len, 0)
+    v.boolean("clean_logits", clean_logits)
+    device = v.same_device([("q", query.data), ("kv_cache", kv_cache), ("weights", weights),
+                            ("context_lens", context_lens), ("block_table", block_table),
+                            ("schedule_meta", schedule_meta), ("indices", indices)])
+    if indices is not None:
+        v.tensor("indices", indices, (torch.int32,), 1)
+        v.contiguous("indices", indices)
+        v.shape("indices", indices, (batch,))
+        if next_n != 1:
+            raise v.fail("q", "next_n == 1 with indices (varlen)", tuple(query.data.shape))
+        if batch and bool(((indices < 0) | (indices >= block_table.size(0))).any()):
+            raise v.fail("indices", f"rows of block_table in [0, {block_table.size(0)})", indices.tolist())
+        page_rows = indices
+    else:
+        page_rows = torch.arange(batch, device=device)
+    lens = context_lens.flatten()
+    capacity = min(max_context_len, block_table.size(1) * block_kv)
+    if lens.numel() and bool(((lens < 0) | (lens > capacity)).any()):
+        raise v.fail("context_lens", f"values in [0, {capacity}] (max_context_len and block_table capacity)",
+                     lens.tolist())
+    for b in range(batch):
+        used = ceil_div(int(context_lens[b].max()), block_kv) if next_n else 0
+        pages = block_table[int(page_rows[b]), :used]
+        if used and bool(((pages < 0) | (pages >= num_blocks)).any()):
+            raise v.fail(f"block_table[{int(page_rows[b])}]", f"page ids in [0, {num_blocks})", pages.tolist())
+    elem = torch.empty((), dtype=logits_dtype).element_size()
+    stride = align(align(max_context_len, SPLIT_KV), 1024 // elem)
+    logits = torch.empty(batch * next_n, stride, dtype=logits_dtype, device=device)[:, :max_context_len]
+    _dispatch.run("paged_mqa_logits", device, query, PagedKV(kv_cache, query.fp4, head_dim), weights, context_lens,
+                  page_rows, block_table, logits, clean_logits, indices is not None)
+    return logits
+
+
+def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
+                             block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int,
+                             clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32,
+                             indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Logits ``[B*next_n, max_context_len]``: row (b, t) covers KV positions ``[0, context_lens[b, t])``
+    of the pages ``block_table[b]`` (``block_table[indices[b]]`` with varlen ``indices``)."""
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  logits_dtype, indices, False)
+
+
+def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
+                         block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int,
+                         clean_logits: bool = False, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Legacy FP8-only form (plain ``q``), FP32 logits."""
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  torch.float32, indices, True)
+
+

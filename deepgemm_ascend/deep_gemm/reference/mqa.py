@@ -1,0 +1,55 @@
+"""MQA logits of the lightning indexer, on dequantised FP32 inputs.
+
+``logits[i, j] = sum_h weights[i, h] * relu(q[i, h, :] . kv[j, :])`` with FP32 accumulation."""
+from __future__ import annotations
+
+import torch
+
+
+def _scores(q: torch.Tensor, kv: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """q ``[S, H, D]``, kv ``[N, D]``, weights ``[S, H]`` -> ``[S, N]``."""
+    return torch.einsum("shn,sh->sn", torch.einsum("shd,nd->shn", q, kv).relu(), weights.float())
+
+
+def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
+               logits: torch.Tensor, compressed: bool, clean_logits: bool) -> None:
+    """q, kv: objects with ``dequantized()`` (``[S, H, D]`` and ``[S_kv, D]`` FP32).
+
+    Uncompressed: column j is KV position j, written for ``ks[i] <= j < ke[i]`` (others -inf when
+    ``clean_logits``, else untouched). Compressed: column t is position ``ks[i] + t``, ``t < ke[i] - ks[i]``."""
+    q, kv = q.dequantized(), kv.dequantized()
+    full = _scores(q, kv, weights)
+    positions = torch.arange(kv.size(0), device=q.device)
+    inside = (positions[None, :] >= ks[:, None]) & (positions[None, :] < ke[:, None])
+    if not compressed:
+        if clean_logits:
+            logits.copy_(full.masked_fill(~inside, float("-inf")).to(logits.dtype))
+        else:
+            logits.copy_(torch.where(inside, full.to(logits.dtype), logits))
+        return
+    for i, (s, e) in enumerate(zip(ks.tolist(), ke.tolist())):
+        if e > s:
+            logits[i, :e - s] = full[i, s:e].to(logits.dtype)
+
+
+def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, page_rows: torch.Tensor,
+                     block_table: torch.Tensor, logits: torch.Tensor, clean_logits: bool, varlen: bool) -> None:
+    """q ``[B, next_n, H, D]`` and the paged cache (objects with ``dequantized()``); row (b, t) of logits
+    sees positions ``[0, context_lens[b, t])`` through ``block_table[page_rows[b]]``; the rest is -inf
+    when ``clean_logits``, else untouched."""
+    q, kv_pages = q.dequantized(), kv_cache.dequantized()
+    batch, next_n = context_lens.shape
+    block_kv = kv_pages.size(1)
+    for b in range(batch):
+        lens = context_lens[b].tolist()
+        longest = max(lens) if lens else 0
+        if longest == 0 and not clean_logits:
+            continue
+        pages = block_table[int(page_rows[b])][:-(-longest // block_kv)].long()
+        kv = kv_pages[pages].reshape(-1, kv_pages.size(-1))[:longest]
+        scores = _scores(q[b], kv, weights[b * next_n:(b + 1) * next_n])
+        for t, length in enumerate(lens):
+            row = logits[b * next_n + t]
+            row[:length] = scores[t, :length].to(logits.dtype)
+            if clean_logits:
+                row[length:] = float("-inf")
