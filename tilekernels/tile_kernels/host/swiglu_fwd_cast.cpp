@@ -48,6 +48,14 @@ void swiglu_row(const Args& A, int64_t p, float* y, int64_t cnt[3]) {
     }
 }
 
+void count_row(const Args& A, int64_t p, int64_t cnt[3]) {
+    const char* row = static_cast<const char*>(A.x) + p * 2 * A.H * (A.dt == tk::kInBF16 ? 2 : 4);
+    for (int64_t h = 0; h < A.H; ++h) {
+        const float a = tk::load1(row, A.dt, h), b = tk::load1(row, A.dt, A.H + h);
+        cnt[0] += a > A.clamp; cnt[1] += b > A.clamp; cnt[2] += b < -A.clamp;
+    }
+}
+
 void cast_row(const Args& A, int64_t p, const float* y) {
     const float fmax = 448.0f;
     for (int64_t j = 0; j < A.H; j += A.npc) {
@@ -86,7 +94,11 @@ void tk_swiglu_fwd_cast(uint8_t* q, void* sf, uint16_t* y_out, const void* x, in
         int64_t cnt[3] = {0, 0, 0};
         const dj::Range rg = dj::split_range(P, nt, t);
         for (int64_t p = rg.begin; p < rg.end; ++p) {
-            if (p2e != nullptr && p2e[p] < 0) continue;
+            if (p2e != nullptr && p2e[p] < 0) {
+                // Padding rows produce no output but their clamped values still count, as in the reference.
+                if (counts != nullptr) count_row(A, p, cnt);
+                continue;
+            }
             swiglu_row(A, p, y.data(), cnt);
             if (y_out != nullptr) {
                 for (int64_t h = 0; h < H; ++h) y_out[p * H + h] = dj::f32_to_bf16(y[h]);

@@ -193,7 +193,8 @@ def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_pe
         # Gather first (padding rows: zero data, zero scale), exactly as the reference does.
         idx = pos_to_token.long()
         valid = (idx >= 0).unsqueeze(1)
-        data = data[idx.clamp(min=0)].masked_fill_(~valid, 0)
+        raw = data.view(torch.uint8) if is_quant else data  # FP8 tensors lack masked_fill
+        data = raw[idx.clamp(min=0)].masked_fill_(~valid, 0).view(data.dtype)
         if is_quant:
             sf_in = sf_in[idx.clamp(min=0)].masked_fill_(~valid, 0)
     xf = host_cast_back(data, sf_in, (1, 128), torch.float32) if is_quant else data

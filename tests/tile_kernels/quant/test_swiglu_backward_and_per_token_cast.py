@@ -1,0 +1,30 @@
+"""SwiGLU backward fused with the per-token cast of the input gradient."""
+import pytest
+import tile_kernels
+import torch
+from tile_kernels import torch as ref
+from tile_kernels.testing.generator import generate_topk_idx
+from tile_kernels.testing.numeric import assert_equal
+
+
+@pytest.mark.parametrize("npc", [32, 128])
+@pytest.mark.parametrize("clamp", [None, 1.0])
+@pytest.mark.parametrize("round_sf", [False, True])
+def test_swiglu_backward(backend, npc, clamp, round_sf):
+    hidden = 256
+    idx = generate_topk_idx({"num_send_tokens": 40, "num_topk": 4, "num_experts": 6, "num_ep_ranks": 2})
+    _, _, p2tt, t2p = tile_kernels.moe.get_fused_mapping(idx, 6, 0, 32)[:4]
+    w = torch.rand(idx.shape, dtype=torch.float32)
+    rows = p2tt.shape[0]
+    x = ref.cast(torch.randn(rows, 2 * hidden) * 2, "e4m3", (1, npc))
+    g = torch.randn(rows, hidden).bfloat16()
+    out, (q, sf), x_grad, w_grad = tile_kernels.quant.swiglu_backward_and_per_token_cast(
+        x, g, w, p2tt, t2p, npc, round_sf=round_sf, swiglu_clamp_value=clamp)
+    out_ref, x_grad_ref, w_grad_ref = ref.swiglu_backward(x, g, w, p2tt, t2p, npc, clamp)
+    assert_equal(out, out_ref.bfloat16())
+    assert_equal(x_grad, x_grad_ref.bfloat16())
+    q_ref, sf_ref = ref.cast(x_grad_ref, "e4m3", (1, npc), round_sf=round_sf)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)
+    torch.testing.assert_close(w_grad, w_grad_ref, atol=1e-4, rtol=1e-4)
+    assert float(w_grad.abs().sum()) > 0

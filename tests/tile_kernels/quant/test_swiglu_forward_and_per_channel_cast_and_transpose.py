@@ -1,0 +1,18 @@
+import pytest
+import tile_kernels
+import torch
+from tile_kernels import torch as ref
+from tile_kernels.testing.numeric import assert_equal
+
+
+@pytest.mark.parametrize("npt", [32, 128])
+@pytest.mark.parametrize("clamp", [None, 0.5])
+@pytest.mark.parametrize("without_transpose", [False, True])
+def test_swiglu_per_channel(backend, npt, clamp, without_transpose):
+    x = (torch.randn(256, 512) * 3).bfloat16()
+    q, sf = tile_kernels.quant.swiglu_forward_and_per_channel_cast_and_transpose(
+        x, "e4m3", npt, round_sf=True, without_transpose=without_transpose, swiglu_clamp_value=clamp)
+    y = ref.swiglu_forward(x, swiglu_clamp_value=clamp).bfloat16()
+    q_ref, sf_ref = ref.cast(y, "e4m3", (npt, 1), round_sf=True)
+    assert_equal(q, q_ref if without_transpose else q_ref.T.contiguous())
+    assert_equal(sf, sf_ref)
