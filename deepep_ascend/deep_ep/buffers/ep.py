@@ -207,18 +207,19 @@ class EPBuffer(BufferBase):
         ``(combined_x, combined_topk_weights, event)``, or the ``EventOverlap`` with ``defer_epilogue``."""
         self._check_alive()
         return self._combine(x, handle, topk_weights, bias, previous_event, async_with_compute_stream,
-                             allocate_on_comm_stream, defer_epilogue, sum_weights=False)
+                             allocate_on_comm_stream, defer_epilogue)
 
     def _combine(self, x, handle, topk_weights, bias, previous_event, async_mode, allocate_on_comm_stream,
-                 defer_epilogue, sum_weights):
+                 defer_epilogue, sum_weights=False, multiple_reduction=None, slot_weights=None):
         engine, state = self._engine, {}
+        multi = self.allow_multiple_reduction if multiple_reduction is None else multiple_reduction
 
         def check():
             _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue)
             if isinstance(handle, EPHandle) and handle._owner is not self:
                 raise ValueError("handle was made by a different buffer")
-            c = check_combine(x, handle, topk_weights, bias, self.allow_multiple_reduction)
-            engine.check_combine_capacity(handle, self.allow_multiple_reduction)
+            c = check_combine(x, handle, topk_weights, bias, multi)
+            engine.check_combine_capacity(handle, multi)
             state["args"] = c
             return [2, handle._plan.hidden, handle.num_topk, handle.num_max_tokens_per_rank, handle.num_experts,
                     int(handle.do_expand), int(topk_weights is not None)]
@@ -230,10 +231,10 @@ class EPBuffer(BufferBase):
         def send():
             if previous_event is not None:
                 previous_event.current_stream_wait()
-            engine.combine_send(c, self.allow_multiple_reduction)
+            engine.combine_send(c, multi)
 
         def epilogue():
-            holder["out"] = engine.combine_reduce(c, sum_weights)
+            holder["out"] = engine.combine_reduce(c, sum_weights, slot_weights)
             return holder["out"]
 
         if defer_epilogue:

@@ -195,7 +195,7 @@ class HostEngine:
         self.transport.finish_send(send_rows, recv_rows, row.row_bytes)
         self._combine_state = (multi, by_token, row, recv_rows, stride)
 
-    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False):
+    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None):
         h, plan = c.handle, c.handle._plan
         multi, by_token, row, recv_rows, stride = self._combine_state
         T, K = h._topk_idx.shape
@@ -208,7 +208,7 @@ class HostEngine:
         kernel("ep_combine_reduce")(
             out, b0, 0 if b0 is None else b0.stride(0), b1, 0 if b1 is None else b1.stride(0), h._topk_idx, T, K,
             self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
-            out_w, int(sum_weights), self.threads)
+            out_w, int(sum_weights), slot_weights, self.threads)
         if getattr(self.transport, "release", None):
             self.transport.release()
         return out, out_w

@@ -3,18 +3,21 @@
 // reduction, one row per destination rank, added at its first slot). combined weights pick, for
 // each slot, the value held by the rank owning that expert (or sum over ranks, V1 style).
 //
+// slot_weights (optional, without multiple reduction only) scales each slot's row first: the V1
+// low-latency combine applies the router weights here.
+//
 // Row of (t, rank j) with multiple reduction: block_base[j] + index[t * R + j] * row_bytes.
 // Row of (t, slot k) without it: block_base[j] + (by_token ? t * K + k : index[t * K + k]) * row_bytes.
 #include <deep_ep/host/common.hpp>
 #include <deepjit/host/convert.hpp>
 
 DJ_KERNEL(ep_combine_reduce,
-          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,i64")
+          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,i64")
 void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_stride, const uint16_t* bias1,
                        int64_t bias1_stride, const int64_t* topk_idx, int64_t T, int64_t K, int64_t R,
                        int64_t E_local, int64_t H, int64_t multi, const int64_t* block_base, const int32_t* index,
                        int64_t by_token, int64_t row_bytes, float* out_weights, int64_t sum_weights,
-                       int64_t threads) {
+                       const float* slot_weights, int64_t threads) {
     constexpr int64_t kChunk = 256;
     dj::parallel_for(T, threads, [&](int64_t t) {
         const int64_t* idx = topk_idx + t * K;
@@ -49,7 +52,12 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
             for (int64_t k = 0; k < K; ++k) {
                 if (!add[k]) continue;
                 const uint16_t* src = reinterpret_cast<const uint16_t*>(rows[k]) + h0;
-                for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(src[h]);
+                if (slot_weights != nullptr) {
+                    const float w = slot_weights[t * K + k];
+                    for (int64_t h = 0; h < n; ++h) acc[h] += w * dj::bf16_to_f32(src[h]);
+                } else {
+                    for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(src[h]);
+                }
             }
             uint16_t* y = out + t * H + h0;
             for (int64_t h = 0; h < n; ++h) y[h] = dj::f32_to_bf16(acc[h]);

@@ -38,5 +38,5 @@ def per_token_cast_back(x_fp8: torch.Tensor, scales: torch.Tensor) -> torch.Tens
 
 def unpack_ue8m0(packed: torch.Tensor) -> torch.Tensor:
     """int32 words holding 4 UE8M0 exponent bytes (low byte first) -> float32 scales ``2^(e-127)``."""
-    e = packed.contiguous().view(torch.uint8).view(*packed.shape[:-1], packed.shape[-1] * 4).to(torch.int32)
+    e = packed.contiguous().reshape(-1).view(torch.uint8).view(*packed.shape[:-1], packed.shape[-1] * 4).to(torch.int32)
     return (e << 23).view(torch.float32)

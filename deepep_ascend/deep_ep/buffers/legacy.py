@@ -1,0 +1,355 @@
+"""The V1 ``Buffer`` facade (normal and low-latency kernels) on the EPBuffer engine.
+
+Mapping: V1 normal dispatch is a token-major dispatch (rows by source rank, then token); without
+top-k inputs the routing comes from ``is_token_in_rank`` alone. Low-latency dispatch is an
+expanded dispatch without CPU sync, repacked into ``[num_local_experts, R * M, hidden]``; its
+combine sends every (token, expert) row back and applies the router weights at the source.
+The token capacity of normal dispatches is whatever the buffer's bytes hold for the call's shape.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ..engine import layout
+from ..engine.handle import EPHandle
+from ..utils.event import EventHandle, EventOverlap
+from ..utils.math import per_token_cast_to_fp8
+from .ep import EPBuffer
+
+_V1_TABLE = (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160)
+
+
+class Config:
+    """Per-channel chunk sizes of the upstream ring kernels; kept for API parity and validated."""
+
+    def __init__(self, num_sms: int = 20, num_max_nvl_chunked_send_tokens: int = 6,
+                 num_max_nvl_chunked_recv_tokens: int = 256, num_max_rdma_chunked_send_tokens: int = 6,
+                 num_max_rdma_chunked_recv_tokens: int = 256):
+        if num_sms % 2:
+            raise ValueError(f"Config.num_sms must be even, got {num_sms}")
+        if num_max_nvl_chunked_send_tokens >= num_max_nvl_chunked_recv_tokens:
+            raise ValueError("Config: NVL send chunk must be smaller than the NVL receive chunk")
+        self.num_sms = num_sms
+        self.num_max_nvl_chunked_send_tokens = num_max_nvl_chunked_send_tokens
+        self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
+        self.num_max_rdma_chunked_send_tokens = num_max_rdma_chunked_send_tokens
+        self.num_max_rdma_chunked_recv_tokens = num_max_rdma_chunked_recv_tokens
+
+    def get_nvl_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        """Bytes for 4096 tokens per rank of ``hidden_bytes`` (this engine's slot layout, 32 top-k)."""
+        return layout.buffer_size_hint(num_ranks, 4096, max(hidden_bytes // 2, 1), 32, False)
+
+    def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        return 0
+
+
+class LowLatencyHandle(tuple):
+    """Upstream's LL handle tuple ``(packed_recv_src_info, packed_recv_layout_range,
+    num_max_dispatch_tokens_per_rank, hidden, num_experts)`` plus the engine handle."""
+
+    ep_handle: EPHandle
+
+
+class Buffer:
+    num_sms = 20
+
+    def __init__(self, group: dist.ProcessGroup | None = None, num_nvl_bytes: int = 0, num_rdma_bytes: int = 0,
+                 low_latency_mode: bool = False, num_qps_per_rank: int = 24,
+                 allow_nvlink_for_low_latency_mode: bool = True, allow_mnnvl: bool = False,
+                 explicitly_destroy: bool = False, enable_shrink: bool = False, comm=None):
+        if group is None and comm is None:
+            raise ValueError("Buffer needs a torch.distributed group (mpi4py comm is not supported here)")
+        group = group if group is not None else dist.group.WORLD
+        for name, value in (("num_nvl_bytes", num_nvl_bytes), ("num_rdma_bytes", num_rdma_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value % 128:
+                raise ValueError(f"{name} must be a non-negative multiple of 128, got {value!r}")
+        if num_nvl_bytes + num_rdma_bytes == 0:
+            raise ValueError("Buffer needs num_nvl_bytes or num_rdma_bytes > 0")
+        self.group = group
+        self.rank = group.rank()
+        self.group_size = group.size()
+        self.num_nvl_bytes = num_nvl_bytes
+        self.num_rdma_bytes = num_rdma_bytes
+        self.low_latency_mode = low_latency_mode
+        self.explicitly_destroy = explicitly_destroy
+        self._ep = EPBuffer(group, num_bytes=max(num_nvl_bytes, num_rdma_bytes), explicitly_destroy=True)
+        self.runtime = self._ep.runtime
+        self._zero_copy: torch.Tensor | None = None
+
+    # ---- configuration -----------------------------------------------------------------------
+    @classmethod
+    def set_num_sms(cls, new_num_sms: int) -> None:
+        if new_num_sms % 2:
+            raise ValueError(f"num_sms must be even, got {new_num_sms}")
+        cls.num_sms = new_num_sms
+
+    @staticmethod
+    def get_dispatch_config(num_ranks: int) -> Config:
+        if num_ranks not in _V1_TABLE:
+            raise ValueError(f"no dispatch config for {num_ranks} ranks; known: {_V1_TABLE}")
+        return Config(Buffer.num_sms, 6, 256, 6, 128)
+
+    @staticmethod
+    def get_combine_config(num_ranks: int) -> Config:
+        if num_ranks not in _V1_TABLE:
+            raise ValueError(f"no combine config for {num_ranks} ranks; known: {_V1_TABLE}")
+        return Config(Buffer.num_sms, 4, 256, 6, 128)
+
+    @staticmethod
+    def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int, num_ranks: int,
+                                       num_experts: int) -> int:
+        return layout.buffer_size_hint(num_ranks, num_max_dispatch_tokens_per_rank, hidden, 32, False, False)
+
+    @staticmethod
+    def is_sm90_compiled() -> bool:
+        return False
+
+    @staticmethod
+    def capture() -> EventOverlap:
+        return EventOverlap(EventHandle())
+
+    def get_comm_stream(self):
+        return self._ep.get_comm_stream()
+
+    def get_local_buffer_tensor(self, dtype: torch.dtype, size=None, offset: int = 0,
+                                use_rdma_buffer: bool = False) -> torch.Tensor:
+        raise NotImplementedError("get_local_buffer_tensor: the CPU buffer's bytes are owned by the transport")
+
+    def destroy(self) -> None:
+        if not self.explicitly_destroy:
+            raise RuntimeError("destroy() needs a Buffer created with explicitly_destroy=True")
+        self._ep.destroy()
+
+    # ---- normal kernels ----------------------------------------------------------------------
+    def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event=None,
+                            async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """Per rank / per expert token counts and the token-to-rank mask (a pure function of topk_idx)."""
+        R = self.group_size
+        if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 2 or topk_idx.dtype != torch.int64:
+            raise TypeError(f"topk_idx must be a 2-D int64 tensor, got {getattr(topk_idx, 'dtype', type(topk_idx))}")
+        if num_experts % R:
+            raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({R})")
+        valid = topk_idx >= 0
+        rank_of = torch.where(valid, topk_idx // (num_experts // R), R)
+        is_token_in_rank = torch.zeros(topk_idx.shape[0], R + 1, dtype=torch.bool)
+        is_token_in_rank.scatter_(1, rank_of, True)
+        is_token_in_rank = is_token_in_rank[:, :R].contiguous()
+        num_tokens_per_rank = is_token_in_rank.sum(0).int()
+        num_tokens_per_expert = torch.bincount(topk_idx[valid], minlength=num_experts).int()
+        return num_tokens_per_rank, None, num_tokens_per_expert, is_token_in_rank, EventOverlap(EventHandle())
+
+    def _capacity(self, hidden: int, elem: int, packs: int, num_topk: int) -> int:
+        slot = layout.SlotLayout.of(hidden, elem, packs, num_topk)
+        row = layout.RowLayout.of(hidden, num_topk)
+        per_token = max(self.group_size * slot.slot_bytes, self.group_size * row.row_bytes)
+        return (self._ep.num_bytes - layout.COUNTS_BYTES) // per_token
+
+    def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
+                 is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None, topk_weights=None,
+                 expert_alignment: int = 1, num_worst_tokens: int = 0, config: Config | None = None,
+                 previous_event=None, async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """Returns ``(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)``."""
+        prev = previous_event.event if isinstance(previous_event, EventOverlap) else previous_event
+        if handle is not None:
+            if topk_idx is not None or topk_weights is not None:
+                raise ValueError("topk_idx and topk_weights must be None with a cached handle")
+            ep_handle = handle
+            recv_x, _, _, _, event = self._ep._dispatch(
+                x, None, None, None, None, None, None, 0, prev, async_finish, prev is not None, ep_handle,
+                None, False, False, False, False, copy_topk_idx=False)
+            return recv_x, None, None, None, handle, event
+        if is_token_in_rank is None:
+            raise ValueError("is_token_in_rank (from get_dispatch_layout) is required without a cached handle")
+        if (topk_idx is None) != (topk_weights is None):
+            raise ValueError("topk_idx and topk_weights must be given together or both omitted")
+        x_data = x[0] if isinstance(x, tuple) else x
+        T = x_data.shape[0]
+        if not isinstance(is_token_in_rank, torch.Tensor) or tuple(is_token_in_rank.shape) != (T, self.group_size):
+            raise ValueError(f"is_token_in_rank must have shape {(T, self.group_size)}, got "
+                             f"{tuple(getattr(is_token_in_rank, 'shape', ()))}")
+        if topk_idx is None:
+            # Routing by rank only: one stand-in expert per rank.
+            R = self.group_size
+            routing = torch.where(is_token_in_rank, torch.arange(R).expand(T, R), -1).contiguous()
+            num_experts = R
+        else:
+            routing = topk_idx
+            if num_tokens_per_expert is None:
+                raise ValueError("num_tokens_per_expert (from get_dispatch_layout) is required with topk_idx")
+            num_experts = num_tokens_per_expert.shape[0]
+        packs = x[1].shape[1] if isinstance(x, tuple) else 0
+        capacity = self._capacity(x_data.shape[1], x_data.element_size(), packs, routing.shape[1])
+        recv_x, recv_idx, recv_w, ep_handle, event = self._ep._dispatch(
+            x, routing, topk_weights, None, num_experts, capacity, expert_alignment, 0, prev, async_finish,
+            prev is not None, None, num_worst_tokens == 0, False, False, False, False, copy_topk_idx=True)
+        counts = ep_handle.num_recv_tokens_per_expert_list
+        if num_worst_tokens:
+            recv_x, recv_idx, recv_w = _first_rows((recv_x, recv_idx, recv_w), num_worst_tokens)
+            counts = []
+        if topk_idx is None:
+            recv_idx = recv_w = None
+            counts = []
+        return recv_x, recv_idx, recv_w, counts, ep_handle, event
+
+    def combine(self, x: torch.Tensor, handle: EPHandle, topk_weights: torch.Tensor | None = None, bias=None,
+                config: Config | None = None, previous_event=None, async_finish: bool = False,
+                allocate_on_comm_stream: bool = False):
+        """Plain sum over the ranks that received each token (+ biases); weights are summed too."""
+        prev = previous_event.event if isinstance(previous_event, EventOverlap) else previous_event
+        combined, weights, event = self._ep._combine(x, handle, topk_weights, bias, prev, async_finish,
+                                                     allocate_on_comm_stream or prev is not None, False,
+                                                     sum_weights=True)
+        return combined, weights, event
+
+    # ---- low-latency kernels -----------------------------------------------------------------
+    def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> None:
+        """Nothing to clean: every operation's handshake already separates it from the previous one."""
+
+    def low_latency_dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, num_max_dispatch_tokens_per_rank: int,
+                             num_experts: int, cumulative_local_expert_recv_stats: torch.Tensor | None = None,
+                             dispatch_wait_recv_cost_stats: torch.Tensor | None = None, use_fp8: bool = True,
+                             round_scale: bool = False, use_ue8m0: bool = False, async_finish: bool = False,
+                             return_recv_hook: bool = False):
+        """Returns ``(recv_x, recv_count, handle, event, hook)`` with ``recv_x`` packed per local expert."""
+        if not self.low_latency_mode:
+            raise ValueError("low_latency_dispatch needs a Buffer created with low_latency_mode=True")
+        if async_finish and return_recv_hook:
+            raise ValueError("async_finish and return_recv_hook cannot both be set")
+        if use_ue8m0 and not round_scale:
+            raise ValueError("use_ue8m0=True requires round_scale=True")
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or x.dim() != 2:
+            raise TypeError(f"x must be a 2-D BF16 tensor, got {getattr(x, 'dtype', type(x))}")
+        R, M, H = self.group_size, num_max_dispatch_tokens_per_rank, x.shape[1]
+        payload = x
+        if use_fp8:
+            fp8, scales = per_token_cast_to_fp8(x, use_ue8m0=round_scale)
+            if use_ue8m0:
+                exps = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+                pad = (-exps.shape[1]) % 4
+                exps = torch.cat([exps, exps.new_zeros(exps.shape[0], pad)], 1) if pad else exps
+                scales = exps.contiguous().view(torch.int32)
+            payload = (fp8, scales)
+        deferred = return_recv_hook
+        out = self._ep._dispatch(payload, topk_idx, None, cumulative_local_expert_recv_stats, num_experts, M, 1, 0,
+                                 None, async_finish or deferred, False, None, False, True, False, False, deferred,
+                                 copy_topk_idx=True)
+        e_local = num_experts // R
+        packed_x = torch.empty(e_local, R * M, H, dtype=torch.float8_e4m3fn if use_fp8 else torch.bfloat16)
+        packed_sf = None
+        if use_fp8:
+            packs = payload[1].shape[1]
+            packed_sf = torch.empty(e_local, packs, R * M, dtype=payload[1].dtype).transpose(1, 2)
+        recv_count = torch.zeros(e_local, dtype=torch.int32)
+        src_info = torch.full((e_local, R * M), -1, dtype=torch.int32)
+        layout_range = torch.zeros(e_local, R, dtype=torch.int64)
+        holder = {}
+
+        def pack(results):
+            recv, _, _, ep_handle = results
+            rx, rsf = recv if isinstance(recv, tuple) else (recv, None)
+            psum = ep_handle.psum_num_recv_tokens_per_expert.long()
+            true = ep_handle.num_unaligned_recv_tokens_per_expert.long()
+            starts = psum - true
+            rows = torch.arange(int(true.sum())) + torch.repeat_interleave(starts - (torch.cumsum(true, 0) - true), true)
+            expert = torch.repeat_interleave(torch.arange(e_local), true)
+            dest = expert * (R * M) + rows - torch.repeat_interleave(starts, true)
+            _flat_bytes(packed_x).index_copy_(0, dest, _flat_bytes(rx)[rows])
+            if rsf is not None:
+                packed_sf[dest // (R * M), dest % (R * M)] = rsf[rows]
+            recv_count.copy_(true.int())
+            # Source of every packed row: token index in its source rank, and per-(expert, rank) ranges.
+            meta = ep_handle.recv_src_metadata[: ep_handle._plan.num_rows]
+            g = meta[:, 0].long()
+            exp_rows = meta[:, 2:].long()
+            has = exp_rows >= 0
+            src_rows = g.unsqueeze(1).expand_as(exp_rows)[has]
+            flat = exp_rows[has]
+            ex = torch.bucketize(flat, starts[1:], right=True)
+            src_info.view(-1)[ex * (R * M) + flat - starts[ex]] = (src_rows % M).int()
+            per_src = torch.zeros(e_local, R, dtype=torch.int64)
+            per_src.index_put_((ex, src_rows // M), torch.ones_like(flat), accumulate=True)
+            begin = torch.cumsum(per_src, 1) - per_src
+            layout_range.copy_((begin << 32) | per_src)
+            holder["ep_handle"] = ep_handle
+
+        recv_x = (packed_x, packed_sf) if use_fp8 else packed_x
+        handle = LowLatencyHandle((src_info, layout_range, M, H, num_experts))
+        if deferred:
+            event = out
+
+            def hook():
+                pack(event.wait())
+                handle.ep_handle = holder["ep_handle"]
+            return recv_x, recv_count, handle, EventOverlap(), hook
+        *results, event = out
+        if async_finish:
+            event.event.current_stream_wait()
+        pack(results)
+        handle.ep_handle = holder["ep_handle"]
+        return recv_x, recv_count, handle, event if async_finish else EventOverlap(), None
+
+    def get_next_low_latency_combine_buffer(self, handle: LowLatencyHandle) -> torch.Tensor:
+        """A BF16 ``[E_local, R*M, hidden]`` tensor the caller may write expert outputs into, then
+        call ``low_latency_combine(..., zero_copy=True)``."""
+        _, _, M, H, num_experts = handle
+        shape = (num_experts // self.group_size, self.group_size * M, H)
+        if self._zero_copy is None or tuple(self._zero_copy.shape) != shape:
+            self._zero_copy = torch.empty(shape, dtype=torch.bfloat16)
+        return self._zero_copy
+
+    def low_latency_combine(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
+                            handle: LowLatencyHandle, use_logfmt: bool = False, zero_copy: bool = False,
+                            async_finish: bool = False, return_recv_hook: bool = False,
+                            out: torch.Tensor | None = None, combine_wait_recv_cost_stats=None):
+        """Weighted: ``out[t] = sum_k topk_weights[t, k] * y_{topk_idx[t, k]}(t)``. Returns ``(combined_x, event, hook)``."""
+        if not isinstance(handle, LowLatencyHandle) or getattr(handle, "ep_handle", None) is None:
+            raise ValueError("handle must come from low_latency_dispatch (call its hook first in hook mode)")
+        if zero_copy:
+            x = self._zero_copy
+        ep_handle = handle.ep_handle
+        e_local, RM, H = x.shape
+        if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
+                or tuple(topk_weights.shape) != tuple(topk_idx.shape):
+            raise ValueError(f"topk_weights must be float32 of shape {tuple(topk_idx.shape)}")
+        # Expanded row r of expert e sits at packed row r - start(e).
+        psum = ep_handle.psum_num_recv_tokens_per_expert.long()
+        true = ep_handle.num_unaligned_recv_tokens_per_expert.long()
+        starts = psum - true
+        expanded = torch.empty(ep_handle.num_expanded_tokens, H, dtype=torch.bfloat16)  # padding rows unread
+        rows = torch.arange(int(true.sum())) + torch.repeat_interleave(starts - (torch.cumsum(true, 0) - true), true)
+        expert = torch.repeat_interleave(torch.arange(e_local), true)
+        expanded[rows] = x.reshape(-1, H)[expert * RM + rows - torch.repeat_interleave(starts, true)]
+        combined, _, event = self._ep._combine(expanded, ep_handle, None, None, None, async_finish, False, False,
+                                               multiple_reduction=False, slot_weights=topk_weights.contiguous())
+        if out is not None:
+            if async_finish:
+                event.event.current_stream_wait()
+            out.copy_(combined)
+            combined = out
+        return combined, event, (lambda: None) if return_recv_hook else None
+
+
+def _first_rows(tensors, n):
+    out = []
+    for t in tensors:
+        if isinstance(t, tuple):
+            out.append(tuple(_pad_rows(u, n) for u in t))
+        else:
+            out.append(None if t is None else _pad_rows(t, n))
+    return out
+
+
+def _pad_rows(t: torch.Tensor, n: int) -> torch.Tensor:
+    if t.shape[0] >= n:
+        return t[:n]
+    fill = -1 if t.dtype == torch.int64 else 0
+    extra = torch.full((n - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype) if t.element_size() != 1 else \
+        torch.zeros(n - t.shape[0], *t.shape[1:], dtype=torch.uint8).view(t.dtype)
+    return torch.cat([t, extra])
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    t = t.reshape(-1, t.shape[-1])
+    return t.view(torch.uint8) if t.element_size() == 1 else t
+
