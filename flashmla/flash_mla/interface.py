@@ -17,6 +17,11 @@ def _host(device) -> bool:
     return LIB.backend_for(device) == "host"
 
 
+def _host_shapes_ok(d_qk: int, d_v: int, heads_per_kv: int) -> bool:
+    """The host engine's limits (dense ops; the sparse ones are always inside them)."""
+    return d_qk % 2 == 0 and d_qk <= 576 and d_v % 32 == 0 and d_v <= d_qk and heads_per_kv <= 128
+
+
 def flash_mla_with_kvcache(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -136,7 +141,7 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
                              f"got range [{int(ids.min())}, {int(ids.max())}]")
     record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, False, None, None, None,
                                                    enable_batch_invariant))
-    if q.dtype == torch.bfloat16 and d_qk % 2 == 0 and d_qk <= 576 and head_dim_v % 32 == 0 and _host(q.device):
+    if q.dtype == torch.bfloat16 and _host_shapes_ok(d_qk, head_dim_v, h_q // h_kv) and _host(q.device):
         from . import host
         return host.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
     return reference.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
@@ -208,10 +213,17 @@ class _VarlenAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, cu_q, cu_k, scale, causal):
         ctx.save_for_backward(q, k, v, cu_q, cu_k)
         ctx.scale, ctx.causal = scale, causal
-        with torch.no_grad():
-            out, lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, causal)
+        host_ok = (q.dtype == torch.bfloat16 and _host_shapes_ok(q.shape[-1], v.shape[-1], q.shape[1] // k.shape[1])
+                   and all(t.stride(-1) == 1 for t in (q, k, v)))
+        if host_ok and _host(q.device):
+            from . import host
+            out, lse = host.varlen_attention(q, k, v, cu_q.contiguous(), cu_k.contiguous(), scale, causal)
+        else:
+            with torch.no_grad():
+                out, lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, causal)
+            lse = lse.t().contiguous().t()   # stored head-major: stride(0) == 1 as upstream
         ctx.mark_non_differentiable(lse)
-        return out, lse.t().contiguous().t()   # lse stored head-major: stride(0) == 1 as upstream
+        return out, lse
 
     @staticmethod
     def backward(ctx, d_out, _d_lse):

@@ -89,3 +89,18 @@ def test_packed_variants_slice_the_last_dim():
     q = qkv[..., :64]
     out2, _ = flash_mla.flash_attn_varlen_kvpacked_func(q, qkv[..., 64:], cu, cu, 6, 6, 64, causal=True)
     assert torch.equal(out2, ref[0])
+
+
+def test_varlen_host_matches_reference_gqa_and_empty_rows():
+    # GQA 8/2 heads; sequence 0 has more queries than keys, so its first causal row sees nothing.
+    g = torch.Generator().manual_seed(7)
+    cu_q = torch.tensor([0, 3, 23, 100], dtype=torch.int32)
+    cu_k = torch.tensor([0, 2, 32, 200], dtype=torch.int32)
+    q = (torch.randn(100, 8, 128, generator=g) / 10).bfloat16()
+    k = (torch.randn(200, 2, 128, generator=g) / 10).bfloat16()
+    v = (torch.randn(200, 2, 128, generator=g) / 10).bfloat16()
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 77, 168, causal=True)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 128 ** -0.5, True)
+    assert_close(out, ref_out, (1e-3, 8.01 / 128, 7e-6), "out")
+    assert_close(lse, ref_lse, (1e-6, 2.01 / 65536, None), "lse")
+    assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all())

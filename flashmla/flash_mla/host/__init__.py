@@ -55,3 +55,15 @@ def dense_decode(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tens
            k_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.shape[1], block_table,
            block_table.stride(0), cache_seqlens, int(causal), LIB.num_threads)
     return out, lse.transpose(1, 2)
+
+
+def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_qo: torch.Tensor,
+                     cu_seqlens_kv: torch.Tensor, softmax_scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    total_q, h_q, d_qk = q.shape
+    out = torch.empty(total_q, h_q, v.shape[-1], dtype=q.dtype)
+    lse = torch.empty(h_q, total_q, dtype=torch.float32)
+    kernel = LIB.host_kernel("fmla_varlen_attention", "host/varlen_attention.cpp")
+    kernel(out, lse, q, q.stride(0), q.stride(1), k, k.stride(0), k.stride(1), v, v.stride(0), v.stride(1),
+           cu_seqlens_qo, cu_seqlens_kv, cu_seqlens_qo.numel() - 1, total_q, h_q, k.shape[1], d_qk, v.shape[-1],
+           softmax_scale, int(causal), LIB.num_threads)
+    return out, lse.t()

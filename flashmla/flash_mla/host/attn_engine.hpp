@@ -30,6 +30,7 @@ constexpr int BT = 64;           // tokens per block
 constexpr int TILE_T = 8;        // S tile: tokens
 constexpr int TILE_H = 32;       // S tile: heads; heads are padded to a multiple of this
 constexpr int MAX_DQK = 576;
+constexpr int MAX_H = 128;       // query vectors per row
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
@@ -54,7 +55,7 @@ struct Buffer {
 };
 
 struct Scratch {
-    Buffer qp, s, pp, vp, kb, o, m, l, rescale;
+    Buffer qp, s, pp, vp, kb, o, m, l, rescale, limit;
 };
 
 inline Scratch& thread_scratch() {
@@ -91,12 +92,10 @@ DJ_INLINE __m512 exp2_ps(__m512 x) {
 inline float exp2_scalar(float x) { return x < -126.0f ? 0.0f : std::exp2(x); }
 
 // ---- Q packing: Qp[p][h] = (q[h][2p], q[h][2p+1]) as one 32-bit word, zero for padded heads -----
-inline void pack_q(uint32_t* qp, const uint16_t* q, int64_t head_stride, int H, int Hp, int dqk) {
+inline void pack_q(uint32_t* qp, const uint16_t* const* qv, int H, int Hp, int dqk) {
     const int np = dqk / 2;
-    for (int h = 0; h < Hp; ++h) {
-        const uint16_t* src = q + h * head_stride;
-        for (int p = 0; p < np; ++p) qp[(int64_t)p * Hp + h] = h < H ? load_u32(src + 2 * p) : 0u;
-    }
+    for (int h = 0; h < Hp; ++h)
+        for (int p = 0; p < np; ++p) qp[(int64_t)p * Hp + h] = h < H ? load_u32(qv[h] + 2 * p) : 0u;
 }
 
 // ---- S^T tile: 8 tokens x 32 heads ---------------------------------------------------------------
@@ -189,6 +188,23 @@ inline void pack_v(uint32_t* vp, const uint16_t* const* vrow, int nt, int dv) {
     }
 }
 
+// Causal masking: head h may attend token number tok0 + t only while tok0 + t <= limit[h].
+inline void mask_block(float* s, int nt, int Hp, int64_t tok0, const int32_t* limit) {
+    for (int t = 0; t < nt; ++t) {
+        float* row = s + (int64_t)t * Hp;
+#ifdef FMLA_VECTOR
+        const __m512i pos = _mm512_set1_epi32((int32_t)(tok0 + t));
+        for (int h = 0; h < Hp; h += 16) {
+            const __mmask16 hide = _mm512_cmplt_epi32_mask(_mm512_loadu_si512(limit + h), pos);
+            _mm512_storeu_ps(row + h, _mm512_mask_mov_ps(_mm512_loadu_ps(row + h), hide, _mm512_set1_ps(NEG_INF)));
+        }
+#else
+        for (int h = 0; h < Hp; ++h)
+            if (limit[h] < tok0 + t) row[h] = NEG_INF;
+#endif
+    }
+}
+
 // ---- online softmax over one block, across heads --------------------------------------------------
 // s: S^T [nt][Hp] in base-2 logits; valid[t]: token usable. Updates m (running max) and l (running
 // sum), writes the per-head rescale of O and P as bf16 token pairs pp[nt/2][Hp].
@@ -247,26 +263,26 @@ struct Shape {
     float scale_log2;   // softmax scale * log2(e)
 };
 
-// Where a row's results go (strides in elements); max_logits may be null.
-struct RowOut {
+// Where one query vector's results go; max_logits may be null.
+struct OutPtr {
     uint16_t* out;
-    int64_t out_h;
     float* lse;
-    int64_t lse_h;
     float* max_logits;
-    int64_t max_h;
 };
 
-// Writes out / lse / max_logits of one row from its final state (base-2 m, sum l, unnormalised o).
-inline void finalize_row(const Shape& sh, const float* o, const float* m, const float* l, const float* sink,
-                         const RowOut& ro) {
-    for (int h = 0; h < sh.H; ++h) {
-        uint16_t* dst = ro.out + h * ro.out_h;
+// Writes out / lse / max_logits of a row's `nvec` query vectors from the final state (base-2 m,
+// sum l, unnormalised o); a vector with no valid token gets out 0, lse +inf, max_logits -inf.
+template <typename Source>
+void finalize_row(const Shape& sh, const Source& src, int64_t row, int nvec, const float* o, const float* m,
+                  const float* l, const float* sink) {
+    for (int h = 0; h < nvec; ++h) {
+        const OutPtr ro = src.out(row, h);
+        uint16_t* dst = ro.out;
         const bool empty = m[h] == NEG_INF || !(l[h] > 0.0f);
         if (empty) {
             std::memset(dst, 0, sizeof(uint16_t) * sh.dv);
-            ro.lse[h * ro.lse_h] = std::numeric_limits<float>::infinity();
-            if (ro.max_logits) ro.max_logits[h * ro.max_h] = NEG_INF;
+            *ro.lse = std::numeric_limits<float>::infinity();
+            if (ro.max_logits) *ro.max_logits = NEG_INF;
             continue;
         }
         float denom = l[h];
@@ -280,17 +296,22 @@ inline void finalize_row(const Shape& sh, const float* o, const float* m, const 
 #else
         for (int d = 0; d < sh.dv; ++d) dst[d] = dj::f32_to_bf16(src[d] * inv);
 #endif
-        ro.lse[h * ro.lse_h] = (m[h] + std::log2(l[h])) * LN2;
-        if (ro.max_logits) ro.max_logits[h * ro.max_h] = m[h] * LN2;
+        *ro.lse = (m[h] + std::log2(l[h])) * LN2;
+        if (ro.max_logits) *ro.max_logits = m[h] * LN2;
     }
 }
 
 // Runs the blocks [blk_begin, blk_end) of one row into (o, m, l), which the caller initialised.
-// Source: const uint16_t* q(row, &head_stride); int64_t num_tokens(row);
-//         void fill(row, t0, nt, krow, valid, kb)  -- nt <= BT, row pointers for padded slots too.
+// The Source interface (every method const):
+//   int q(row, const uint16_t** qv)      pointers to the row's query vectors (<= Shape::H); their count
+//   int64_t num_tokens(row)              length of the row's token list
+//   void fill(row, t0, n, krow, vrow, valid, kb)   K and V rows of tokens t0..t0+n-1 (n <= BT) and
+//                                        their validity; kb is scratch for BT rows of MAX_DQK bf16
+//   bool limits(row, int32_t* limit)     per query vector, the last token it may see (causal), or false
+//   OutPtr out(row, j)                   where query vector j's results go
 template <typename Source>
 void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk_begin, int64_t blk_end,
-                    const uint32_t* qp, Scratch& sc, float* o, float* m, float* l) {
+                    const uint32_t* qp, const int32_t* limit, Scratch& sc, float* o, float* m, float* l) {
     const int64_t ntok = src.num_tokens(row);
     float* s = sc.s.get<float>((size_t)BT * sh.Hp);
     uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);
@@ -298,14 +319,15 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
     uint16_t* kb = sc.kb.get<uint16_t>((size_t)BT * MAX_DQK);  // decode dequantises at MAX_DQK row stride
     float* rescale = sc.rescale.get<float>(sh.Hp);
     const uint16_t* krow[BT];
+    const uint16_t* vrow[BT];
     uint8_t valid[BT];
     for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
         const int64_t t0 = blk * BT;
         const int n = (int)std::min<int64_t>(BT, ntok - t0);
         const int nt = (n + TILE_T - 1) / TILE_T * TILE_T;
-        src.fill(row, t0, n, krow, valid, kb);
+        src.fill(row, t0, n, krow, vrow, valid, kb);
         for (int t = n; t < nt; ++t) {
-            krow[t] = kZeroRow;
+            krow[t] = vrow[t] = kZeroRow;
             valid[t] = 0;
         }
         bool any = false;
@@ -314,8 +336,9 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         for (int t0l = 0; t0l < nt; t0l += TILE_T)
             for (int h = 0; h < sh.Hp; h += TILE_H)
                 qk_tile(s + (int64_t)t0l * sh.Hp + h, sh.Hp, krow + t0l, qp + h, sh.Hp, sh.dqk / 2, sh.scale_log2);
+        if (limit) mask_block(s, nt, sh.Hp, t0, limit);
         softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
-        pack_v(vp, krow, nt, sh.dv);
+        pack_v(vp, vrow, nt, sh.dv);
         for (int d = 0; d < sh.dv; d += 32)
             for (int h = 0; h < sh.Hp; h += 8)
                 pv_tile(o + (int64_t)h * sh.dv + d, sh.dv, rescale + h, pp + h, sh.Hp, vp + d, sh.dv, nt / 2);
@@ -330,7 +353,7 @@ inline void init_state(const Shape& sh, float* o, float* m, float* l) {
     }
 }
 
-// Source additionally provides RowOut out(row). `max_splits` 1 disables split-KV (batch invariance).
+// `max_splits` 1 disables split-KV (batch invariance).
 template <typename Source>
 void run_attention(const Shape& sh, const Source& src, int64_t rows, const float* sink, int64_t threads,
                    int64_t max_splits) {
@@ -352,10 +375,15 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
     dj::parallel_for_dynamic(rows * splits, threads, [&](int64_t item) {
         const int64_t row = item / splits, part = item % splits;
         Scratch& sc = thread_scratch();
-        int64_t head_stride = 0;
-        const uint16_t* q = src.q(row, &head_stride);
+        const uint16_t* qv[MAX_H];
+        const int nvec = src.q(row, qv);
         uint32_t* qp = sc.qp.get<uint32_t>((size_t)(sh.dqk / 2) * sh.Hp);
-        pack_q(qp, q, head_stride, sh.H, sh.Hp, sh.dqk);
+        pack_q(qp, qv, nvec, sh.Hp, sh.dqk);
+        int32_t* limit = sc.limit.get<int32_t>(sh.Hp);
+        if (src.limits(row, limit))
+            std::fill(limit + nvec, limit + sh.Hp, std::numeric_limits<int32_t>::max());
+        else
+            limit = nullptr;
         const int64_t nblk = (src.num_tokens(row) + BT - 1) / BT;
         const dj::Range rg = dj::split_range(nblk, splits, part);
         float *o, *m, *l;
@@ -369,8 +397,8 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
             l = sc.l.get<float>(sh.Hp);
         }
         init_state(sh, o, m, l);
-        run_row_blocks(sh, src, row, rg.begin, rg.end, qp, sc, o, m, l);
-        if (splits == 1) finalize_row(sh, o, m, l, sink, src.out(row));
+        run_row_blocks(sh, src, row, rg.begin, rg.end, qp, limit, sc, o, m, l);
+        if (splits == 1) finalize_row(sh, src, row, nvec, o, m, l, sink);
     });
     if (splits == 1) return;
     // Merge the splits of each row: rebase every partial on the largest running max.
@@ -394,7 +422,8 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
                 for (int d = 0; d < sh.dv; ++d) dst[d] += po[d] * w;
             }
         }
-        finalize_row(sh, o, m, l, sink, src.out(row));
+        const uint16_t* qv[MAX_H];
+        finalize_row(sh, src, row, src.q(row, qv), o, m, l, sink);
     });
 }
 

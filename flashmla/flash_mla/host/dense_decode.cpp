@@ -18,28 +18,30 @@ struct DenseSource {
     float* lse;     // [b, s_q, h_q]
     int H, h_q, dv;
 
-    const uint16_t* q(int64_t row, int64_t* hs) const {
+    int q(int64_t row, const uint16_t** qv) const {
         const int64_t g = row % h_kv, bs = row / h_kv;
-        *hs = q_h;
-        return q_base + (bs / s_q) * q_b + (bs % s_q) * q_s + g * H * q_h;
+        const uint16_t* base = q_base + (bs / s_q) * q_b + (bs % s_q) * q_s + g * H * q_h;
+        for (int h = 0; h < H; ++h) qv[h] = base + h * q_h;
+        return H;
     }
+    bool limits(int64_t, int32_t*) const { return false; }
     int64_t num_tokens(int64_t row) const {
         const int64_t bs = row / h_kv, s_k = seqlens[bs / s_q];
         return causal ? std::max<int64_t>(0, std::min<int64_t>(s_k, s_k - s_q + bs % s_q + 1)) : s_k;
     }
-    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, uint8_t* valid, uint16_t*) const {
+    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, const uint16_t** vrow, uint8_t* valid,
+              uint16_t*) const {
         const int64_t g = row % h_kv, bi = row / h_kv / s_q;
         for (int i = 0; i < n; ++i) {
             const int64_t t = t0 + i;
             const int64_t blk = block_table[bi * bt_b + t / page];
-            krow[i] = kc + blk * kc_0 + (t % page) * kc_1 + g * kc_2;
+            krow[i] = vrow[i] = kc + blk * kc_0 + (t % page) * kc_1 + g * kc_2;
             valid[i] = 1;
         }
     }
-    fmla::RowOut out(int64_t row) const {
-        const int64_t g = row % h_kv, bs = row / h_kv;
-        const int64_t head0 = bs * h_q + g * H;
-        return {out_base + head0 * dv, dv, lse + head0, 1, nullptr, 0};
+    fmla::OutPtr out(int64_t row, int h) const {
+        const int64_t head = (row / h_kv) * h_q + (row % h_kv) * H + h;
+        return {out_base + head * dv, lse + head, nullptr};
     }
 };
 

@@ -25,16 +25,19 @@ struct DecodeSource {
     Scope scope[2];
     int nscopes;
 
-    const uint16_t* q(int64_t row, int64_t* head_stride) const {
-        *head_stride = q_h;
-        return q_base + (row / s_q) * q_b + (row % s_q) * q_s;
+    int q(int64_t row, const uint16_t** qv) const {
+        const uint16_t* base = q_base + (row / s_q) * q_b + (row % s_q) * q_s;
+        for (int h = 0; h < H; ++h) qv[h] = base + h * q_h;
+        return H;
     }
+    bool limits(int64_t, int32_t*) const { return false; }
     int64_t num_tokens(int64_t row) const {
         int64_t n = 0;
         for (int i = 0; i < nscopes; ++i) n += scope[i].length(row / s_q);
         return n;
     }
-    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, uint8_t* valid, uint16_t* kb) const {
+    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, const uint16_t** vrow, uint8_t* valid,
+              uint16_t* kb) const {
         const int64_t b = row / s_q, s = row % s_q;
         const int64_t len0 = scope[0].length(b);
         for (int i = 0; i < n; ++i) {
@@ -43,17 +46,17 @@ struct DecodeSource {
             const int64_t pos = t < len0 ? t : t - len0;
             const int32_t id = sc.indices[b * sc.idx_b + s * sc.idx_s + pos];
             if (id < 0) {
-                krow[i] = fmla::kZeroRow;
+                krow[i] = vrow[i] = fmla::kZeroRow;
                 valid[i] = 0;
                 continue;
             }
             uint16_t* dst = kb + (int64_t)i * fmla::MAX_DQK;
             fmla::dequant_token(sc.cache, id, dst);
-            krow[i] = dst;
+            krow[i] = vrow[i] = dst;
             valid[i] = 1;
         }
     }
-    fmla::RowOut out(int64_t row) const { return {out_base + row * H * dv, dv, lse + row * H, 1, nullptr, 0}; }
+    fmla::OutPtr out(int64_t row, int h) const { return {out_base + (row * H + h) * dv, lse + row * H + h, nullptr}; }
 };
 
 }  // namespace

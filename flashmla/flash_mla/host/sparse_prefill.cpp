@@ -16,23 +16,25 @@ struct PrefillSource {
     float *max_logits, *lse;
     int H, dv;
 
-    const uint16_t* q(int64_t row, int64_t* hs) const {
-        *hs = q_h;
-        return q_base + row * q_s;
+    int q(int64_t row, const uint16_t** qv) const {
+        for (int h = 0; h < H; ++h) qv[h] = q_base + row * q_s + h * q_h;
+        return H;
     }
+    bool limits(int64_t, int32_t*) const { return false; }
     int64_t num_tokens(int64_t row) const {
         return topk_length ? std::max<int64_t>(0, std::min<int64_t>(topk_length[row], topk)) : topk;
     }
-    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, uint8_t* valid, uint16_t*) const {
+    void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, const uint16_t** vrow, uint8_t* valid,
+              uint16_t*) const {
         const int32_t* ids = indices + row * idx_s + t0;
         for (int i = 0; i < n; ++i) {
             const bool ok = ids[i] >= 0 && ids[i] < s_kv;
-            krow[i] = ok ? kv + (int64_t)ids[i] * kv_s : fmla::kZeroRow;
+            krow[i] = vrow[i] = ok ? kv + (int64_t)ids[i] * kv_s : fmla::kZeroRow;
             valid[i] = ok;
         }
     }
-    fmla::RowOut out(int64_t row) const {
-        return {out_base + row * H * dv, dv, lse + row * H, 1, max_logits + row * H, 1};
+    fmla::OutPtr out(int64_t row, int h) const {
+        return {out_base + (row * H + h) * dv, lse + row * H + h, max_logits + row * H + h};
     }
 };
 
