@@ -1,8 +1,15 @@
-"""DeepGEMM and DeepGEMM-Ascend on CPU and Ascend: FP8/FP4/BF16 GEMMs, grouped GEMMs, MQA logits, Mega MoE"""
+"""DeepGEMM and DeepGEMM-Ascend on CPU and Ascend: FP8/FP4/BF16 GEMMs, grouped GEMMs, MQA logits, Mega MoE
+
+``import deep_gemm`` mirrors upstream DeepGEMM 2.6.1 plus the DeepGEMM-Ascend additions. Every op
+validates its arguments once, then runs the host (C++) kernels for CPU tensors, the plain-PyTorch
+reference otherwise (``DG_BACKEND=reference|host|ascend`` forces a path).
+"""
 
 __version__ = "0.1.0"
 
+# isort: off
 from ._lib import LIB  # noqa: E402  (needs __version__)
+from . import testing, utils  # noqa: E402
 from .attention import (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, fp8_mqa_logits,  # noqa: E402
                         fp8_paged_mqa_logits, get_paged_mqa_logits_metadata)
 from .einsum import einsum, fp8_einsum, fp8_gemm_nt_skip_head_mid, tf32_hc_prenorm_gemm  # noqa: E402
@@ -19,8 +26,9 @@ from .runtime import (get_block_size_multiple_of, get_deterministic_algorithms, 
                       get_npu_arch, get_num_sms, get_pdl, get_psum_layout_form, get_tc_util, set_block_size_multiple_of,
                       set_ignore_compile_dims, set_npu_arch, set_num_sms, set_pdl, set_psum_layout_form, set_tc_util,
                       use_deterministic_algorithms)
-from . import testing, utils  # noqa: E402
-from .utils import *  # noqa: E402,F401,F403
+from .utils import *  # noqa: E402,F403
+from .utils import __all__ as _utils_all  # noqa: E402
+# isort: on
 
 fp8_gemm_nt, fp8_gemm_nn, fp8_gemm_tn, fp8_gemm_tt = fp8_fp4_gemm_nt, fp8_fp4_gemm_nn, fp8_fp4_gemm_tn, fp8_fp4_gemm_tt
 m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
@@ -29,3 +37,23 @@ m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 # legacy names
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
+
+__all__ = [
+    "LIB", "testing", "utils",
+    "set_num_sms", "get_num_sms", "set_tc_util", "get_tc_util", "set_ignore_compile_dims", "get_ignore_compile_dims",
+    "set_block_size_multiple_of", "get_block_size_multiple_of", "set_pdl", "get_pdl", "set_psum_layout_form",
+    "get_psum_layout_form", "use_deterministic_algorithms", "get_deterministic_algorithms", "set_npu_arch",
+    "get_npu_arch",
+    "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
+    "fp8_fp4_gemm_nt", "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt",
+    "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "fp8_gemm_nt_skip_head_mid",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nn_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "k_grouped_fp8_gemm_tn_contiguous", "k_grouped_fp8_gemm_nt_contiguous",
+    "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "k_grouped_bf16_gemm_tn_contiguous", "fp8_m_grouped_gemm_nt_masked", "bf16_m_grouped_gemm_nt_masked",
+    "einsum", "fp8_einsum", "tf32_hc_prenorm_gemm",
+    "fp8_fp4_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits",
+    "fp8_paged_mqa_logits", "transform_sf_into_required_layout",
+] + list(_utils_all)

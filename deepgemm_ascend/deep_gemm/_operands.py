@@ -11,7 +11,6 @@ A quantised operand ``(data, sf)`` becomes a :class:`QuantOperand`:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import torch
 
@@ -28,12 +27,12 @@ MX_PAIR = 64   # K elements covered by one int16 (two UE8M0 of gran_k 32)
 @dataclass
 class QuantOperand:
     data: torch.Tensor
-    sf: Optional[torch.Tensor]
+    sf: torch.Tensor | None
     fp4: bool
     k_major: bool
     mn: int
     k: int
-    groups: Optional[int]
+    groups: int | None
     gran_mn: int = 1
     gran_k: int = 128
 
@@ -51,7 +50,7 @@ def parse_data(name: str, data: torch.Tensor, grouped: bool, require_k_major: bo
 
 
 def resolve_recipes(recipe, recipe_a, recipe_b, sfa: torch.Tensor, sfb: torch.Tensor,
-                    default_gran_k: Optional[int] = None) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+                    default_gran_k: int | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
     """``((gran_m, gran_k_a), (gran_n, gran_k_b))`` from ``recipe`` or the ``recipe_a``/``recipe_b`` pair.
 
     Without any: ``(1, 128, 128)`` for FP32 SFB (the legacy format), ``(1, 1, 128)`` for int32 SFB,
@@ -73,7 +72,7 @@ def resolve_recipes(recipe, recipe_a, recipe_b, sfa: torch.Tensor, sfb: torch.Te
     return _granularities("recipe_a", recipe_a, 2), _granularities("recipe_b", recipe_b, 2)
 
 
-def _granularities(name: str, recipe, length: int) -> Tuple[int, ...]:
+def _granularities(name: str, recipe, length: int) -> tuple[int, ...]:
     if not isinstance(recipe, (tuple, list)) or len(recipe) != length:
         raise TypeError(f"{name}: expected a tuple of {length} ints, got {recipe!r}")
     for i, g in enumerate(recipe):
@@ -88,7 +87,7 @@ def _granularities(name: str, recipe, length: int) -> Tuple[int, ...]:
 
 
 def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_k: int,
-               groups: Optional[int], require_pow2: bool, valid_rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+               groups: int | None, require_pow2: bool, valid_rows: torch.Tensor | None = None) -> torch.Tensor:
     """Any accepted SF container to FP32 ``[G?, ceil(mn/gran_mn), ceil(k/gran_k)]`` (any strides in).
 
     ``valid_rows`` (bool over the SF rows, ``[G?, rows]``) limits the power-of-two check to rows
@@ -113,8 +112,8 @@ def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_
     return formats.unpack_ue8m0(sf)[..., :sf_k]
 
 
-def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: Tuple[int, int],
-              disable_ue8m0_cast: bool, other_fp4: bool, valid_mn: Optional[torch.Tensor] = None) -> QuantOperand:
+def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: tuple[int, int],
+              disable_ue8m0_cast: bool, other_fp4: bool, valid_mn: torch.Tensor | None = None) -> QuantOperand:
     """Checks and converts ``sf`` for ``op``; ``valid_mn`` (bool ``[G?, MN]``) marks the rows that are read."""
     op.gran_mn, op.gran_k = gran
     if op.fp4 and op.k % 2:
@@ -167,4 +166,4 @@ class KGroups:
 
     @property
     def k_ranges(self) -> list:
-        return [(s, s + k) for s, k in zip(self.k_starts, self.ks)]
+        return [(s, s + k) for s, k in zip(self.k_starts, self.ks, strict=True)]

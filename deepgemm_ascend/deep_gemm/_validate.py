@@ -6,7 +6,7 @@ their checks before touching any caller tensor.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -15,7 +15,7 @@ def fail(name: str, expected: str, got) -> ValueError:
     return ValueError(f"{name}: expected {expected}, got {got}")
 
 
-def tensor(name: str, t, dtypes: Optional[Sequence[torch.dtype]] = None, ndim: Optional[int | Sequence[int]] = None):
+def tensor(name: str, t, dtypes: Sequence[torch.dtype] | None = None, ndim: int | Sequence[int] | None = None):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if dtypes is not None and t.dtype not in dtypes:
@@ -81,7 +81,7 @@ def contiguous(name: str, t: torch.Tensor) -> None:
         raise fail(name, "a contiguous tensor", f"strides {tuple(t.stride())} for shape {tuple(t.shape)}")
 
 
-def same_device(named: Iterable[tuple[str, Optional[torch.Tensor]]]) -> torch.device:
+def same_device(named: Iterable[tuple[str, torch.Tensor | None]]) -> torch.device:
     device, first = None, None
     for name, t in named:
         if t is None:
@@ -93,7 +93,7 @@ def same_device(named: Iterable[tuple[str, Optional[torch.Tensor]]]) -> torch.de
     return device
 
 
-def integer(name: str, value, low: Optional[int] = None, high: Optional[int] = None) -> int:
+def integer(name: str, value, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     if (low is not None and value < low) or (high is not None and value > high):
@@ -124,7 +124,7 @@ def same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
     return x.data_ptr() == y.data_ptr()
 
 
-def accumulator(c: Optional[torch.Tensor], d: torch.Tensor, must_be_d: bool = False) -> Optional[torch.Tensor]:
+def accumulator(c: torch.Tensor | None, d: torch.Tensor, must_be_d: bool = False) -> torch.Tensor | None:
     """``c``: D's dtype, shape and (when it is D) strides; ``must_be_d`` where the op accumulates in place."""
     if c is None:
         return None
@@ -148,7 +148,7 @@ def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
         if t.numel() == 0:
             return (0, 0)
         start = t.data_ptr()
-        end = start + (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+        end = start + (sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
         return start, end
     (a0, a1), (b0, b1) = span(x), span(y)
     return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0

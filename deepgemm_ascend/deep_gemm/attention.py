@@ -12,14 +12,12 @@ unspecified otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
-from . import _dispatch, runtime
+from . import _dispatch, formats, runtime
 from . import _operands as ops
 from . import _validate as v
-from . import formats, reference
 from .utils.math import align, ceil_div
 
 BLOCK_QH, BLOCK_KV, SPLIT_KV = 128, 256, 256
@@ -31,7 +29,7 @@ LOGITS_DTYPES = (torch.float32, torch.bfloat16)
 class Quantised:
     """An MQA operand: raw ``data``, its FP32 scales ``sf`` (per token ``[N]`` or per 32 ``[N.., D/32]``)."""
     data: torch.Tensor
-    sf: Optional[torch.Tensor]
+    sf: torch.Tensor | None
     fp4: bool
     per_token_sf: bool
 
@@ -108,7 +106,17 @@ def _logits_dtype(logits_dtype) -> torch.dtype:
     return logits_dtype
 
 
+def _early_device_check(**named) -> None:
+    """One device for every tensor given, before any check reads values."""
+    flat = []
+    for name, x in named.items():
+        parts = x if isinstance(x, (tuple, list)) else (x,)
+        flat += [(f"{name}[{i}]" if len(parts) > 1 else name, t) for i, t in enumerate(parts) if isinstance(t, torch.Tensor)]
+    v.same_device(flat)
+
+
 def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legacy: bool) -> torch.Tensor:
+    _early_device_check(q=q, kv=kv, weights=weights, cu_seq_len_k_start=ks, cu_seq_len_k_end=ke)
     query = _query(q, 3, legacy)
     kv_data, kv_sf = v.pair("kv", kv)
     v.tensor("kv[0]", kv_data, (query.data.dtype,) if not query.fp4 else formats.FP4_DTYPES, 2)
@@ -183,7 +191,7 @@ class PagedKV:
 
 
 def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,
-                                  indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+                                  indices: torch.Tensor | None = None) -> torch.Tensor:
     """int32 ``[num_sms + 1, 2]``: entry i = (query row, 256-token KV split) where worker i starts, the
     work (``ceil(context_len / 256)`` splits per query row) balanced over ``num_sms`` workers; the last
     entry is the end sentinel. The CPU kernels do not need it; it is built for API parity."""
@@ -221,6 +229,8 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
 
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
            logits_dtype, indices, legacy: bool) -> torch.Tensor:
+    _early_device_check(q=q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table,
+                        schedule_meta=schedule_meta, indices=indices)
     query = _query(q, 4, legacy)
     batch, next_n, heads = query.data.shape[:3]
     head_dim = _head_dim("q", query.data, query.fp4)
@@ -288,7 +298,7 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
 def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
                              block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int,
                              clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32,
-                             indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+                             indices: torch.Tensor | None = None) -> torch.Tensor:
     """Logits ``[B*next_n, max_context_len]``: row (b, t) covers KV positions ``[0, context_lens[b, t])``
     of the pages ``block_table[b]`` (``block_table[indices[b]]`` with varlen ``indices``)."""
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
@@ -297,7 +307,7 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, c
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
                          block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int,
-                         clean_logits: bool = False, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+                         clean_logits: bool = False, indices: torch.Tensor | None = None) -> torch.Tensor:
     """Legacy FP8-only form (plain ``q``), FP32 logits."""
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
                   torch.float32, indices, True)

@@ -11,8 +11,6 @@ blocks of the recipe's granularity:
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from . import _operands as ops
@@ -34,13 +32,13 @@ def _sizes(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, a_name=
     for name, subs, t in ((a_name, sa, a), (b_name, sb, b)):
         if t.dim() != len(subs):
             raise v.fail(name, f"a {len(subs)}-D tensor for '{expr}'", f"shape {tuple(t.shape)}")
-        for letter, size in zip(subs, t.shape):
+        for letter, size in zip(subs, t.shape, strict=True):
             if sizes.setdefault(letter, size) != size:
                 raise v.fail(f"{name} dim '{letter}'", f"size {sizes[letter]} (as in the other operand)", size)
     v.shape("d", d, tuple(sizes[x] for x in sd))
 
 
-def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
            use_cublaslt: bool = False) -> None:
     if expr not in BF16_EXPRS:
         raise v.fail("expr", f"one of {BF16_EXPRS}", repr(expr))
@@ -66,7 +64,7 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Opti
     reference.bf16_einsum(expr, a, b, d, c)
 
 
-def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe=(1, 128, 128)) -> None:
+def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: torch.Tensor | None = None, recipe=(1, 128, 128)) -> None:
     if expr not in FP8_EXPRS:
         raise v.fail("expr", f"one of {FP8_EXPRS}", repr(expr))
     data_a, sfa = v.pair("a", a)
@@ -76,6 +74,8 @@ def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: Optional[torch.Tensor] = Non
     v.tensor("a[1]", sfa, ndim=3)
     v.tensor("b[1]", sfb, ndim=3)
     v.tensor("d", d, (torch.bfloat16, torch.float32), 3)
+    v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", d),
+                   ("c", v.optional_tensor("c", c))])
     _sizes(expr, data_a, data_b, d, "a[0]", "b[0]")
     if d.stride(-1) != 1:
         raise v.fail("d.stride(-1)", "1", d.stride(-1))
@@ -90,13 +90,12 @@ def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: Optional[torch.Tensor] = Non
     (gm, gka), (gn, gkb) = ops.resolve_recipes(recipe, None, None, sfa, sfb)
     ops.attach_sf("a", op_a, sfa.permute(pa), (gm, gka), False, False)
     ops.attach_sf("b", op_b, sfb.permute(pb), (gn, gkb), False, False)
-    v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", d), ("c", c)])
     d_view = d.permute(pd)
     reference.fp8_bmm(op_a, op_b, d_view, None if c is None else c.permute(pd))
 
 
 def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
-                         num_splits: Optional[int] = None) -> None:
+                         num_splits: int | None = None) -> None:
     """``d = float(a) @ b.T`` and ``sqr_sum[m] = sum_k float(a[m, k])^2``; with ``num_splits = s`` both
     are split-K partials ``[s, M, N]`` / ``[s, M]`` (split i covers K columns ``[i*ceil(K/s), ...)``) that
     the caller sums over dim 0. On CPU the products are exact FP32 (TF32 upstream)."""
@@ -139,6 +138,7 @@ def fp8_gemm_nt_skip_head_mid(a, b, d: torch.Tensor, head_splits, recipe=None, c
     data_b, sfb = v.pair("b", b)
     v.tensor("a[0]", data_a, (formats.FP8_DTYPE,))
     v.tensor("b[0]", data_b, (formats.FP8_DTYPE,))
+    device = v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", v.tensor("d", d))])
     op_a = ops.parse_data("a", data_a, grouped=False)
     op_b = ops.parse_data("b", data_b, grouped=False)
     m, n, k = op_a.mn, op_b.mn, op_a.k
@@ -157,7 +157,6 @@ def fp8_gemm_nt_skip_head_mid(a, b, d: torch.Tensor, head_splits, recipe=None, c
         raise v.fail("recipe", "gran_k 128", (gran_a, gran_b))
     ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, False)
     ops.attach_sf("b", op_b, sfb, gran_b, disable_ue8m0_cast, False)
-    device = v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", d)])
     if m == 0:
         return
     full = torch.empty(m, n, dtype=d.dtype, device=d.device)

@@ -12,7 +12,6 @@ Project decisions where NVIDIA DeepGEMM and DeepGEMM-Ascend differ:
 from __future__ import annotations
 
 from numbers import Real
-from typing import Optional, Tuple
 
 import torch
 
@@ -24,7 +23,7 @@ from .reference import write_output
 OUT_DTYPES = (torch.bfloat16, torch.float32)
 
 
-def _check_alpha_epilogue(alpha, epilogue) -> Optional[float]:
+def _check_alpha_epilogue(alpha, epilogue) -> float | None:
     if epilogue is not None:
         raise v.fail("epilogue", "None (fused epilogues are not available on this backend)", type(epilogue).__name__)
     if alpha is None:
@@ -34,7 +33,7 @@ def _check_alpha_epilogue(alpha, epilogue) -> Optional[float]:
     return float(alpha)
 
 
-def _early_return(m: int, n: int, k: int, d: torch.Tensor, c: Optional[torch.Tensor]) -> bool:
+def _early_return(m: int, n: int, k: int, d: torch.Tensor, c: torch.Tensor | None) -> bool:
     """NVIDIA's rules: nothing to do for an empty M or N; ``d = c`` (or 0) for an empty K."""
     if m == 0 or n == 0:
         return True
@@ -50,6 +49,8 @@ def _early_return(m: int, n: int, k: int, d: torch.Tensor, c: Optional[torch.Ten
 def _fp8_fp4_gemm(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha, epilogue) -> None:
     data_a, sfa = v.pair("a", a)
     data_b, sfb = v.pair("b", b)
+    device = v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb),
+                            ("d", v.tensor("d", d)), ("c", v.optional_tensor("c", c))])
     op_a = ops.parse_data("a", data_a, grouped=False)
     op_b = ops.parse_data("b", data_b, grouped=False)
     v.tensor("d", d, ndim=2)
@@ -65,17 +66,16 @@ def _fp8_fp4_gemm(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable
     gran_a, gran_b = ops.resolve_recipes(recipe, recipe_a, recipe_b, v.tensor("a[1]", sfa), v.tensor("b[1]", sfb))
     ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, op_b.fp4)
     ops.attach_sf("b", op_b, sfb, gran_b, disable_ue8m0_cast, op_a.fp4)
-    device = v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", d), ("c", c)])
     if _early_return(op_a.mn, op_b.mn, op_a.k, d, c):
         return
     _dispatch.run("fp8_fp4_gemm_nt", device, op_a, op_b, d, c, alpha)
 
 
-def fp8_fp4_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
-                    c: Optional[torch.Tensor] = None, recipe: Optional[Tuple[int, int, int]] = None,
-                    recipe_a: Optional[Tuple[int, int]] = None, recipe_b: Optional[Tuple[int, int]] = None,
+def fp8_fp4_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                    c: torch.Tensor | None = None, recipe: tuple[int, int, int] | None = None,
+                    recipe_a: tuple[int, int] | None = None, recipe_b: tuple[int, int] | None = None,
                     compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
-                    alpha: Optional[float] = None, epilogue=None) -> None:
+                    alpha: float | None = None, epilogue=None) -> None:
     """``d = c + alpha * dequant(a) @ dequant(b).T``; a ``[M, K]``, b ``[N, K]`` (FP8 or packed FP4, any major)."""
     _fp8_fp4_gemm(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha, epilogue)
 
@@ -126,8 +126,8 @@ def _bf16_gemm(a, b, d, c, compiled_dims, alpha, epilogue) -> None:
         _dispatch.run("bf16_gemm_nt", device, a, b, d, c, alpha)
 
 
-def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-                 compiled_dims: str = "nk", alpha: Optional[float] = None, epilogue=None) -> None:
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
+                 compiled_dims: str = "nk", alpha: float | None = None, epilogue=None) -> None:
     """``d = c + alpha * a @ b.T``; a ``[M, K]``, b ``[N, K]`` BF16 (any major); d BF16 or FP32."""
     _bf16_gemm(a, b, d, c, compiled_dims, alpha, epilogue)
 
@@ -152,7 +152,7 @@ def _cublaslt(a, b, d, c) -> None:
         write_output(d, a.float() @ b.float().t(), c, None)
 
 
-def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None) -> None:
     """Library-baseline GEMM (cuBLASLt upstream; a plain torch GEMM here)."""
     _cublaslt(a, b, d, c)
 

@@ -17,8 +17,6 @@ the others keep what they held.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from . import _dispatch, runtime
@@ -125,7 +123,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, grouped_layout: 
                                          recipe_a=None, recipe_b=None, compiled_dims: str = "nk",
                                          disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
                                          ensure_zero_padding: bool = True,
-                                         expected_m_for_psum_layout: Optional[int] = None, epilogue=None) -> None:
+                                         expected_m_for_psum_layout: int | None = None, epilogue=None) -> None:
     """``d[rows of g] = a[rows of g] @ b[g].T`` with B ``[G, N, K]`` (see the module docstring)."""
     _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
                        use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout, epilogue)
@@ -135,7 +133,7 @@ def m_grouped_fp8_fp4_gemm_nn_contiguous(a, b, d: torch.Tensor, grouped_layout: 
                                          recipe_a=None, recipe_b=None, compiled_dims: str = "nk",
                                          disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
                                          ensure_zero_padding: bool = True,
-                                         expected_m_for_psum_layout: Optional[int] = None, epilogue=None) -> None:
+                                         expected_m_for_psum_layout: int | None = None, epilogue=None) -> None:
     """As the ``nt`` form with B ``[G, K, N]``."""
     _m_grouped_fp8_fp4(a, ops.transpose_pair("b", b, 1, 2, 3), d, grouped_layout, recipe, recipe_a, recipe_b,
                        compiled_dims, disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
@@ -164,7 +162,7 @@ def _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ens
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
                                       compiled_dims: str = "nk", use_psum_layout: bool = False,
                                       ensure_zero_padding: bool = True,
-                                      expected_m_for_psum_layout: Optional[int] = None) -> None:
+                                      expected_m_for_psum_layout: int | None = None) -> None:
     _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ensure_zero_padding,
                     expected_m_for_psum_layout)
 
@@ -172,7 +170,7 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
                                       compiled_dims: str = "nk", use_psum_layout: bool = False,
                                       ensure_zero_padding: bool = True,
-                                      expected_m_for_psum_layout: Optional[int] = None) -> None:
+                                      expected_m_for_psum_layout: int | None = None) -> None:
     _m_grouped_bf16(a, ops.transpose_tensor("b", b, 1, 2, 3), d, grouped_layout, compiled_dims, use_psum_layout,
                     ensure_zero_padding, expected_m_for_psum_layout)
 

@@ -15,7 +15,6 @@ Default recipe: ``(1, 1, 128)`` (NVIDIA); DeepGEMM-Ascend's default ``(1, 1, 32)
 from __future__ import annotations
 
 import warnings
-from typing import List, Optional
 
 import torch
 
@@ -76,7 +75,7 @@ def _sf_rows(name: str, sf, groups: ops.KGroups, mn: int, gran_k: int) -> torch.
         words = [ceil_div(b, 4) for b in blocks]
         v.shape(name, sf, (sum(words), mn))
         parts, row = [], 0
-        for w, b in zip(words, blocks):
+        for w, b in zip(words, blocks, strict=True):
             part = formats.unpack_ue8m0(sf[row:row + w].t()).view(mn, w, 4)     # [mn, w, 4] K-blocks per word
             parts.append(part.flatten(1)[:, :b].t())
             row += w
@@ -121,8 +120,8 @@ def _early_return(m, n, sum_k, d, c) -> bool:
     return sum_k == 0
 
 
-def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: Optional[List[int]], grouped_layout: torch.Tensor,
-                                     c: Optional[torch.Tensor] = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
+def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | None, grouped_layout: torch.Tensor,
+                                     c: torch.Tensor | None = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
                                      use_psum_layout: bool = False) -> None:
     """FP8 K-grouped GEMM, A ``[sum_K, M]`` and B ``[sum_K, N]`` MN-major (see the module docstring)."""
     data_a, sfa = v.pair("a", a)
@@ -147,8 +146,8 @@ def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: Optional[Lis
     _dispatch.run("k_grouped_fp8_gemm_tn", device, data_a, sfa32, data_b, sfb32, d, d, groups, gran_k)
 
 
-def k_grouped_fp8_gemm_nt_contiguous(a, b, d: torch.Tensor, ks_cpu: Optional[List[int]], grouped_layout: torch.Tensor,
-                                     c: Optional[torch.Tensor] = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
+def k_grouped_fp8_gemm_nt_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | None, grouped_layout: torch.Tensor,
+                                     c: torch.Tensor | None = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
                                      use_psum_layout: bool = False) -> None:
     """Deprecated (SM90 form): warns, re-lays the operands out and forwards to the ``tn`` form.
 
@@ -187,8 +186,8 @@ def k_grouped_fp8_gemm_nt_contiguous(a, b, d: torch.Tensor, ks_cpu: Optional[Lis
     k_grouped_fp8_gemm_tn_contiguous(a_tn, b_tn, d, ks_cpu, grouped_layout, c, recipe, compiled_dims, False)
 
 
-def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, ks_cpu: Optional[List[int]],
-                                      grouped_layout: torch.Tensor, c: Optional[torch.Tensor] = None,
+def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, ks_cpu: list[int] | None,
+                                      grouped_layout: torch.Tensor, c: torch.Tensor | None = None,
                                       compiled_dims: str = "mn", use_psum_layout: bool = False) -> None:
     v.tensor("a", a, (torch.bfloat16,))
     v.tensor("b", b, (torch.bfloat16,))

@@ -14,8 +14,6 @@ FP32), so the transform is only needed for parity with callers that pre-transfor
 """
 from __future__ import annotations
 
-from typing import List, Optional
-
 import torch
 
 from . import _validate as v
@@ -32,7 +30,7 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
     return align(x, 16 // element_size)
 
 
-def _mn_major_empty(batch: Optional[int], mn: int, sk: int, dtype, device, aligned_mn: int) -> torch.Tensor:
+def _mn_major_empty(batch: int | None, mn: int, sk: int, dtype, device, aligned_mn: int) -> torch.Tensor:
     lead = () if batch is None else (batch,)
     storage = torch.zeros(lead + (sk, aligned_mn), dtype=dtype, device=device)
     return storage.transpose(-1, -2)[..., :mn, :]
@@ -69,7 +67,7 @@ def _psum_valid_rows(psum_layout: torch.Tensor, mn: int) -> torch.Tensor:
     return valid
 
 
-def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: torch.Tensor | None = None) -> torch.Tensor:
     """FP32 ``[B?, MN, SK]`` -> int32 ``[B?, MN, ceil(SK/4)]`` MN-major TMA-aligned (exponent bytes only;
     a mantissa is dropped, as NVIDIA does). With ``psum_layout`` (M-grouped end rows), rows in the
     gaps between groups are written as 0."""
@@ -86,7 +84,7 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: 
 
 
 def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, grouped_layout: torch.Tensor,
-                                                           ks_cpu: Optional[List[int]], gran_k: int, k_alignment: int,
+                                                           ks_cpu: list[int] | None, gran_k: int, k_alignment: int,
                                                            use_psum_layout: bool = False) -> torch.Tensor:
     """Per-group FP32 scales ``[sum_g ceil(k_g/gran_k), MN]`` -> int32 ``[P, MN]``; each group packs its own
     K-blocks 4 per word (``ceil(k_g/(4*gran_k))`` rows), never mixing groups. Without ``ks_cpu`` (psum
@@ -138,9 +136,9 @@ def _broadcast_rows(sf: torch.Tensor, mn: int, gran_mn: int) -> torch.Tensor:
     return sf.index_select(-2, torch.arange(mn, device=sf.device) // gran_mn)
 
 
-def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe, num_groups: Optional[int] = None,
-                                      is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False,
-                                      psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe, num_groups: int | None = None,
+                                      is_sfa: bool | None = None, disable_ue8m0_cast: bool = False,
+                                      psum_layout: torch.Tensor | None = None) -> torch.Tensor:
     """Scale factors ``[G?, ceil(mn/gran_mn), SK]`` in any accepted container -> the kernel-ready form.
 
     ``recipe``: ``(gran_m, gran_n, gran_k)`` with ``is_sfa`` choosing gran_m or gran_n, or

@@ -7,7 +7,7 @@ NPU arch) are recorded and returned, and have no effect on CPU results.
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple, Union
+from typing import Union
 
 from . import _lib
 
@@ -24,13 +24,13 @@ class _State:
     mk_alignment = _LEGACY_MK_ALIGNMENT
     deterministic = False
     npu_arch = 0
-    psum_layout_form: Optional[str] = None
+    psum_layout_form: str | None = None
 
 
 _state = _State()
 
 
-def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
+def _check_int(name: str, value, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < low or (high is not None and value > high):
@@ -85,7 +85,7 @@ def get_ignore_compile_dims() -> bool:
     return _state.ignore_compile_dims
 
 
-def set_block_size_multiple_of(new_value: Union[int, Tuple[int, int]]) -> None:
+def set_block_size_multiple_of(new_value: Union[int, tuple[int, int]]) -> None:
     """Force BLOCK_M / BLOCK_N to multiples of ``x`` (both) or ``(bm, bn)``."""
     if isinstance(new_value, (tuple, list)):
         if len(new_value) != 2:
@@ -97,7 +97,7 @@ def set_block_size_multiple_of(new_value: Union[int, Tuple[int, int]]) -> None:
     _state.block_n_multiple_of = _check_int("block_n_multiple_of", bn, 1)
 
 
-def get_block_size_multiple_of() -> Tuple[int, int]:
+def get_block_size_multiple_of() -> tuple[int, int]:
     return _state.block_m_multiple_of, _state.block_n_multiple_of
 
 
@@ -129,7 +129,7 @@ def get_mk_alignment_for_contiguous_layout() -> int:
     return _state.mk_alignment
 
 
-def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: Optional[int] = None) -> int:
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None) -> int:
     """SM100's rule: BLOCK_M starts at 224 and shrinks by 32 while it stays > 32 and covers expected_m."""
     block_m, step = 224, 32
     if expected_m is not None:

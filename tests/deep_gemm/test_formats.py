@@ -1,12 +1,21 @@
 """Number formats and the utils quantisers, checked against hand-computed values."""
 import pytest
 import torch
-
 from deep_gemm import formats
-from deep_gemm.utils import (cast_back_from_fp4, ceil_to_ue8m0, pack_ue8m0_to_int, pack_ue8m0_to_short,
-                             per_block_cast_to_fp8, per_channel_cast_to_fp8, per_custom_dims_cast_to_fp8,
-                             per_token_cast_to_fp4, per_token_cast_to_fp8, transpose_packed_fp4, unpack_ue8m0_from_int,
-                             unpack_ue8m0_from_short)
+from deep_gemm.utils import (
+    cast_back_from_fp4,
+    ceil_to_ue8m0,
+    pack_ue8m0_to_int,
+    pack_ue8m0_to_short,
+    per_block_cast_to_fp8,
+    per_channel_cast_to_fp8,
+    per_custom_dims_cast_to_fp8,
+    per_token_cast_to_fp4,
+    per_token_cast_to_fp8,
+    transpose_packed_fp4,
+    unpack_ue8m0_from_int,
+    unpack_ue8m0_from_short,
+)
 
 
 def test_fp4_nibble_table():

@@ -1,8 +1,7 @@
 """MQA logits (lightning indexer): FP8 and FP4, clean/compressed outputs, paged decode cache."""
+import deep_gemm
 import pytest
 import torch
-
-import deep_gemm
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.testing.generators import randn
 from deep_gemm.utils import cast_back_from_fp4, per_custom_dims_cast_to_fp8, per_token_cast_to_fp4
@@ -108,7 +107,6 @@ def test_paged_mqa_logits(backend, fp4, next_n):
     kv = randn(batch, max_ctx, d)
     cache_parts = [_paged_cache(kv[b], block_kv, fp4, num_blocks, perm[b].tolist()) for b in range(batch)]
     cache = sum(p[0].view(torch.uint8).to(torch.int32) for p in cache_parts).to(torch.uint8)
-    backs = [p[1] for p in cache_parts]
     context_lens = torch.tensor([[40 + 50 * b + t for t in range(next_n)] for b in range(batch)], dtype=torch.int32)
     q = randn(batch, next_n, heads, d)
     qq, _ = _quant_q(q.view(batch * next_n, heads, d), fp4)

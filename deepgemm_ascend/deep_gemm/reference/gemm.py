@@ -5,8 +5,6 @@ broadcast over its ``gran_mn x gran_k`` block. Outputs are written into the call
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 import torch
 
 from .. import formats
@@ -32,7 +30,7 @@ def dequantize(op) -> torch.Tensor:
     return decode_values(op) * expand_sf(op.sf, op.mn, op.k, op.gran_mn, op.gran_k)
 
 
-def write_output(d: torch.Tensor, acc: torch.Tensor, c: Optional[torch.Tensor], alpha: Optional[float]) -> None:
+def write_output(d: torch.Tensor, acc: torch.Tensor, c: torch.Tensor | None, alpha: float | None) -> None:
     """``d = c + alpha * acc`` computed in FP32, rounded once to d's dtype."""
     if alpha is not None:
         acc = acc * alpha
@@ -41,13 +39,13 @@ def write_output(d: torch.Tensor, acc: torch.Tensor, c: Optional[torch.Tensor], 
     d.copy_(acc.to(d.dtype))
 
 
-def fp8_fp4_gemm_nt(a, b, d: torch.Tensor, c: Optional[torch.Tensor] = None, alpha: Optional[float] = None) -> None:
+def fp8_fp4_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: float | None = None) -> None:
     """``d = c + alpha * dequant(a) @ dequant(b).T`` for 2-D QuantOperands."""
     write_output(d, dequantize(a) @ dequantize(b).t(), c, alpha)
 
 
-def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
-                 alpha: Optional[float] = None) -> None:
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
+                 alpha: float | None = None) -> None:
     write_output(d, a.float() @ b.float().t(), c, alpha)
 
 
@@ -99,7 +97,7 @@ def expand_k_grouped_sf(sf: torch.Tensor, k_total: int, groups, gran_k: int) -> 
 
     Rows outside every group get scale 0."""
     index = torch.full((k_total,), sf.size(0), dtype=torch.int64, device=sf.device)
-    for (s, e), base in zip(groups.k_ranges, groups.sf_starts):
+    for (s, e), base in zip(groups.k_ranges, groups.sf_starts, strict=True):
         if e > s:
             index[s:e] = base + torch.arange(e - s, device=sf.device) // gran_k
     padded = torch.cat([sf.float(), torch.zeros((1, sf.size(1)), dtype=torch.float32, device=sf.device)])
@@ -121,17 +119,17 @@ def k_grouped_bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c:
     _k_grouped(a.float(), b.float(), d, c, groups)
 
 
-def bf16_einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
+def bf16_einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None) -> None:
     write_output(d, torch.einsum(expr, a.float(), b.float()), c, None)
 
 
-def fp8_bmm(a, b, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
+def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
     """Batched ``d[i] = c[i] + dequant(a)[i] @ dequant(b)[i].T`` (``d``/``c`` may be permuted views)."""
     write_output(d, dequantize(a) @ dequantize(b).transpose(-1, -2), c, None)
 
 
 def hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
-                    num_splits: Optional[int]) -> None:
+                    num_splits: int | None) -> None:
     """``d = a @ b.T`` and ``sqr_sum = sum(a^2)`` in FP32, as split-K partials when ``num_splits`` is set."""
     af, bf = a.float(), b.float()
     if num_splits is None:

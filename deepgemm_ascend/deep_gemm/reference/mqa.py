@@ -27,7 +27,7 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
         else:
             logits.copy_(torch.where(inside, full.to(logits.dtype), logits))
         return
-    for i, (s, e) in enumerate(zip(ks.tolist(), ke.tolist())):
+    for i, (s, e) in enumerate(zip(ks.tolist(), ke.tolist(), strict=True)):
         if e > s:
             logits[i, :e - s] = full[i, s:e].to(logits.dtype)
 

@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -33,8 +33,8 @@ def bench(fn: Callable, num_warmups: int = 5, num_tests: int = 10, high_precisio
 
 
 def bench_kineto(fn: Callable, kernel_names, num_tests: int = 30, suppress_kineto_output: bool = False,
-                 trace_path: Optional[str] = None, flush_l2: bool = True, with_multiple_kernels: bool = False,
-                 barrier: Optional[Callable] = None):
+                 trace_path: str | None = None, flush_l2: bool = True, with_multiple_kernels: bool = False,
+                 barrier: Callable | None = None):
     """Upstream profiles named CUDA kernels; here every name gets the wall time of the whole call.
 
     Returns a float for one name, a tuple for several (upstream's shape). ``DG_USE_NVIDIA_TOOLS=1``

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
 
 import torch
 
 from ..runtime import get_mk_alignment_for_contiguous_layout
-from ..utils.math import (align, per_block_cast_to_fp8, per_channel_cast_to_fp8, per_token_cast_to_fp4,
-                          per_token_cast_to_fp8, transpose_packed_fp4)
+from ..utils.math import (
+    align,
+    per_block_cast_to_fp8,
+    per_channel_cast_to_fp8,
+    per_token_cast_to_fp4,
+    per_token_cast_to_fp8,
+    transpose_packed_fp4,
+)
 
 KINDS = ("fp8", "fp8_1d1d", "fp8_mx", "fp8xfp4", "fp4")
 # (A is FP4, A gran_k, B is FP4, B gran_k, B per-block, use_ue8m0, recipe kwargs)
@@ -53,7 +58,7 @@ def threshold(kind: str) -> float:
 
 
 def cast_operand(x: torch.Tensor, fp4: bool, gran_k: int, per_block: bool, use_ue8m0: bool,
-                 mn_major: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                 mn_major: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantise a BF16 ``[MN, K]`` operand; MN-major keeps the ``[MN, K]`` logical view (FP4: ``[MN/2, K]``)."""
     if fp4:
         q, sf = per_token_cast_to_fp4(x, use_ue8m0=use_ue8m0, gran_k=gran_k)
@@ -63,7 +68,7 @@ def cast_operand(x: torch.Tensor, fp4: bool, gran_k: int, per_block: bool, use_u
 
 
 def cast_grouped_operand(x: torch.Tensor, fp4: bool, gran_k: int, per_block: bool, use_ue8m0: bool,
-                         mn_major: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                         mn_major: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-group :func:`cast_operand` of ``[G, MN, K]``; MN-major stays dense per group."""
     parts = [cast_operand(x[g], fp4, gran_k, per_block, use_ue8m0) for g in range(x.size(0))]
     q = torch.stack([p[0] for p in parts])
@@ -80,7 +85,7 @@ def cast_grouped_operand(x: torch.Tensor, fp4: bool, gran_k: int, per_block: boo
 class NormalCase:
     a: object
     b: object
-    c: Optional[torch.Tensor]
+    c: torch.Tensor | None
     d: torch.Tensor
     ref_d: torch.Tensor
     kwargs: dict = field(default_factory=dict)
@@ -103,7 +108,7 @@ def generate_normal(m: int, n: int, k: int, kind: str = "fp8", a_mn_major: bool 
     return NormalCase(qa, qb, c, d, ref.to(out_dtype), dict(kwargs))
 
 
-def grouped_sizes(num_groups: int, expected_m: int, alignment: int, allow_empty: bool = False) -> Tuple[List[int], List[int]]:
+def grouped_sizes(num_groups: int, expected_m: int, alignment: int, allow_empty: bool = False) -> tuple[list[int], list[int]]:
     """Upstream's draw: ``int(expected * U(0.7, 1.3))`` rows per group, and those sizes aligned."""
     actual = [int(expected_m * random.uniform(0.7, 1.3)) for _ in range(num_groups)]
     if allow_empty and num_groups > 1:
@@ -118,7 +123,7 @@ class MGroupedCase:
     grouped_layout: torch.Tensor
     d: torch.Tensor
     ref_d: torch.Tensor
-    valid_rows: List[Tuple[int, int]]
+    valid_rows: list[tuple[int, int]]
     kwargs: dict = field(default_factory=dict)
 
 
@@ -133,7 +138,7 @@ def generate_m_grouped_contiguous(num_groups: int, expected_m: int, n: int, k: i
     ref = torch.zeros(m, n, dtype=torch.float32)
     m_indices = torch.full((m,), -1, dtype=torch.int32)
     ends, valid, start = [], [], 0
-    for g, (rows, padded) in enumerate(zip(actual, aligned)):
+    for g, (rows, padded) in enumerate(zip(actual, aligned, strict=True)):
         a[start + rows:start + padded] = 0
         m_indices[start:start + rows] = g
         ref[start:start + rows] = a[start:start + rows].float() @ b[g].float().t()
@@ -181,12 +186,12 @@ def generate_m_grouped_masked(num_groups: int, max_m: int, expected_m: int, n: i
     return MaskedCase(qa, qb, masked_m, expected, d, ref, dict(kwargs))
 
 
-def k_grouped_per_channel_cast_to_fp8(x: torch.Tensor, ks: List[int], ends: List[int], use_ue8m0: bool,
-                                      gran_k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+def k_grouped_per_channel_cast_to_fp8(x: torch.Tensor, ks: list[int], ends: list[int], use_ue8m0: bool,
+                                      gran_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantise each group's K rows ``[end - k, end)`` of ``x [K_total, MN]`` separately; SF rows stay compact."""
     q = torch.zeros(x.shape, dtype=torch.float8_e4m3fn)
     sfs = []
-    for k, end in zip(ks, ends):
+    for k, end in zip(ks, ends, strict=True):
         if k == 0:
             continue
         block = torch.zeros(align(k, gran_k), x.size(1), dtype=x.dtype)
@@ -205,11 +210,11 @@ class KGroupedCase:
     c: torch.Tensor
     d: torch.Tensor
     ref_d: torch.Tensor
-    ks_cpu: Optional[List[int]]
+    ks_cpu: list[int] | None
     grouped_layout: torch.Tensor
 
 
-def generate_k_grouped_contiguous(num_groups: int, m: int, n: int, real_ks: List[int], kind: str = "fp8",
+def generate_k_grouped_contiguous(num_groups: int, m: int, n: int, real_ks: list[int], kind: str = "fp8",
                                   gran_k: int = 128, use_psum_layout: bool = False, use_ue8m0: bool = True) -> KGroupedCase:
     """A ``[K_total, M]``, B ``[K_total, N]`` (MN-major), C = D FP32 ``[G, M, N]``.
 
@@ -232,11 +237,11 @@ def generate_k_grouped_contiguous(num_groups: int, m: int, n: int, real_ks: List
             ends.append(acc)
         total, layout, ks_cpu = acc, torch.tensor(aligned, dtype=torch.int32), aligned
     a, b = torch.zeros(total, m, dtype=torch.bfloat16), torch.zeros(total, n, dtype=torch.bfloat16)
-    for k, end in zip(ks, ends):
+    for k, end in zip(ks, ends, strict=True):
         a[end - k:end], b[end - k:end] = randn(k, m), randn(k, n)
     c = torch.randn(num_groups, m, n) * 32
     ref = c.clone()
-    for g, (k, end) in enumerate(zip(ks, ends)):
+    for g, (k, end) in enumerate(zip(ks, ends, strict=True)):
         ref[g] += a[end - k:end].float().t() @ b[end - k:end].float()
     d = c.clone()
     if kind == "bf16":

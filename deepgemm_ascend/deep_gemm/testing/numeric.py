@@ -1,7 +1,6 @@
 """Accuracy metrics of the upstream tests."""
 from __future__ import annotations
 
-
 import torch
 
 

@@ -9,4 +9,5 @@ __all__ = ["align", "cast_back_from_fp4", "ceil_div", "ceil_to_ue8m0", "pack_ue8
            "per_block_cast_to_fp8", "per_channel_cast_to_fp8", "per_custom_dims_cast_to_fp8", "per_token_cast_to_fp4",
            "per_token_cast_to_fp8", "transpose_packed_fp4", "unpack_ue8m0_from_int", "unpack_ue8m0_from_short"]
 from .layout import __all__ as _layout_all  # noqa: E402
+
 __all__ += _layout_all

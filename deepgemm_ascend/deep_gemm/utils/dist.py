@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -22,7 +21,7 @@ def init_dist(local_rank: int, num_local_ranks: int):
     return dist.get_rank(), dist.get_world_size(), group
 
 
-def uneven_all_gather(tensor: torch.Tensor, dim: int = 0, group: Optional[dist.ProcessGroup] = None) -> torch.Tensor:
+def uneven_all_gather(tensor: torch.Tensor, dim: int = 0, group: dist.ProcessGroup | None = None) -> torch.Tensor:
     """All-gather tensors whose size along ``dim`` differs per rank, concatenated in rank order."""
     world = dist.get_world_size(group)
     size = torch.tensor([tensor.size(dim)], dtype=torch.int64, device=tensor.device)
@@ -34,7 +33,7 @@ def uneven_all_gather(tensor: torch.Tensor, dim: int = 0, group: Optional[dist.P
     padded = torch.cat([tensor, tensor.new_zeros(pad_shape)], dim=dim)
     gathered = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(gathered, padded, group=group)
-    return torch.cat([g.narrow(dim, 0, int(s.item())) for g, s in zip(gathered, sizes)], dim=dim)
+    return torch.cat([g.narrow(dim, 0, int(s.item())) for g, s in zip(gathered, sizes, strict=True)], dim=dim)
 
 
 def dist_print(*args, once_in_node: bool = False, **kwargs) -> None:

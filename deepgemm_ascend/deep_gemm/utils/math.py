@@ -3,7 +3,7 @@
 Each quantiser returns ``(values, scale_factors)`` with ``x ~= values * sf`` per block."""
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -65,7 +65,7 @@ def _finish_sf(amax: torch.Tensor, fmt_max: float, use_ue8m0: bool) -> torch.Ten
 
 
 def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
-                          use_packed_ue8m0: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                          use_packed_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows quantised in 1 x gran_k blocks: values ``[M, N]`` FP8, SF ``[M, ceil(N/gran_k)]``."""
     assert x.dim() == 2, f"x must be 2-D, got {tuple(x.shape)}"
     m, n = x.shape
@@ -81,7 +81,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
     return q, sf
 
 
-def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> Tuple[torch.Tensor, torch.Tensor]:
+def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     """Columns quantised in gran_k x 1 blocks: values ``[M, N]``, SF ``[M/gran_k, N]`` (M % gran_k == 0)."""
     assert x.dim() == 2 and x.size(0) % gran_k == 0, f"x must be 2-D with rows divisible by {gran_k}"
     m, n = x.shape
@@ -90,7 +90,7 @@ def per_channel_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128)
     return (blocks * (1.0 / sf.unsqueeze(1))).to(torch.float8_e4m3fn).view(m, n), sf
 
 
-def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> Tuple[torch.Tensor, torch.Tensor]:
+def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     """gran_k x gran_k blocks: values ``[M, N]``, SF ``[ceil(M/g), ceil(N/g)]``."""
     assert x.dim() == 2, f"x must be 2-D, got {tuple(x.shape)}"
     m, n = x.shape
@@ -102,7 +102,7 @@ def per_block_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128) -
     return q, sf.view(blocks.size(0), blocks.size(2))
 
 
-def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int], use_ue8m0: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int], use_ue8m0: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per index of ``dims``; the amax runs over every other dimension."""
     kept = set(d % x.dim() for d in dims)
     reduced = tuple(i for i in range(x.dim()) if i not in kept)
@@ -111,7 +111,7 @@ def per_custom_dims_cast_to_fp8(x: torch.Tensor, dims: Sequence[int], use_ue8m0:
 
 
 def per_token_cast_to_fp4(x: torch.Tensor, use_ue8m0: bool, gran_k: int = 128,
-                          use_packed_ue8m0: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                          use_packed_ue8m0: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows to E2M1 in 1 x gran_k blocks: packed int8 ``[M, N/2]``, SF ``[M, ceil(N/gran_k)]``.
 
     With ``use_packed_ue8m0`` the SF count is padded to a multiple of 4 with 1.0 and packed to int32."""
