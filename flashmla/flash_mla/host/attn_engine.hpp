@@ -26,7 +26,7 @@
 
 namespace fmla {
 
-constexpr int BT = 64;           // tokens per block
+constexpr int BT = 128;          // tokens per block
 constexpr int TILE_T = 8;        // S tile: tokens
 constexpr int TILE_H = 32;       // S tile: heads; heads are padded to a multiple of this
 constexpr int MAX_DQK = 576;
@@ -61,6 +61,12 @@ struct Scratch {
 inline Scratch& thread_scratch() {
     static thread_local Scratch s;
     return s;
+}
+
+// Asks for the cache lines of [p, p + bytes) ahead of use.
+DJ_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
 }
 
 DJ_INLINE uint32_t load_u32(const uint16_t* p) {
@@ -307,6 +313,7 @@ void finalize_row(const Shape& sh, const Source& src, int64_t row, int nvec, con
 //   int64_t num_tokens(row)              length of the row's token list
 //   void fill(row, t0, n, krow, vrow, valid, kb)   K and V rows of tokens t0..t0+n-1 (n <= BT) and
 //                                        their validity; kb is scratch for BT rows of MAX_DQK bf16
+//   void prefetch(row, t0, n)            hint: tokens t0..t0+n-1 come next
 //   bool limits(row, int32_t* limit)     per query vector, the last token it may see (causal), or false
 //   OutPtr out(row, j)                   where query vector j's results go
 template <typename Source>
@@ -326,6 +333,8 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         const int n = (int)std::min<int64_t>(BT, ntok - t0);
         const int nt = (n + TILE_T - 1) / TILE_T * TILE_T;
         src.fill(row, t0, n, krow, vrow, valid, kb);
+        // gathered tokens are random accesses: start fetching the next block while this one computes
+        if (blk + 1 < blk_end) src.prefetch(row, t0 + BT, (int)std::min<int64_t>(BT, ntok - t0 - BT));
         for (int t = n; t < nt; ++t) {
             krow[t] = vrow[t] = kZeroRow;
             valid[t] = 0;

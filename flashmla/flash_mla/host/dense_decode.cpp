@@ -39,6 +39,7 @@ struct DenseSource {
             valid[i] = 1;
         }
     }
+    void prefetch(int64_t, int64_t, int) const {}  // pages are read in order: the hardware prefetches
     fmla::OutPtr out(int64_t row, int h) const {
         const int64_t head = (row / h_kv) * h_q + (row % h_kv) * H + h;
         return {out_base + head * dv, lse + head, nullptr};

@@ -39,16 +39,34 @@ DJ_INLINE void token_address(const CacheDesc& c, int64_t t, const uint8_t** data
     }
 }
 
+DJ_INLINE void prefetch_token(const CacheDesc& c, int64_t t) {
+    const uint8_t *data, *scales;
+    token_address(c, t, &data, &scales);
+    for (int off = 0; off < c.data_bytes + (c.block_split ? 0 : c.bytes_per_token - c.data_bytes); off += 64)
+        __builtin_prefetch(data + off);
+    if (c.block_split) __builtin_prefetch(scales);
+}
+
 DJ_INLINE uint16_t bf16_sanitize(uint16_t h) { return (h & 0x7FFFu) > 0x7F80u ? 0 : h; }
 
 #if defined(DJ_HAVE_AVX512)
-DJ_INLINE void store_bf16x16(uint16_t* dst, __m512 v) {
+// NaN -> 0, then round to bf16. The one-instruction conversion treats FP32 subnormals as zero, so it
+// is used only when the scale keeps every product normal (|code| >= 2^-9 for E4M3, 2^-1 for E2M1).
+DJ_INLINE void store_bf16x16(uint16_t* dst, __m512 v, float scale) {
     v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+#if defined(DJ_HAVE_AVX512_BF16)
+    if (std::fabs(scale) >= 0x1p-110f) {
+        _mm256_storeu_si256((__m256i*)dst, (__m256i)_mm512_cvtneps_pbh(v));
+        return;
+    }
+#endif
+    (void)scale;
     _mm256_storeu_si256((__m256i*)dst, dj::f32x16_to_bf16(v));
 }
 
 DJ_INLINE void e4m3_chunk(uint16_t* dst, const uint8_t* src, float scale) {
-    store_bf16x16(dst, _mm512_mul_ps(dj::e4m3x16_to_f32(_mm_loadu_si128((const __m128i*)src)), _mm512_set1_ps(scale)));
+    store_bf16x16(dst, _mm512_mul_ps(dj::e4m3x16_to_f32(_mm_loadu_si128((const __m128i*)src)), _mm512_set1_ps(scale)),
+                  scale);
 }
 
 // 16 E2M1 codes from 8 bytes (even index in the low nibble) times one scale.
@@ -59,7 +77,7 @@ DJ_INLINE void e2m1_chunk(uint16_t* dst, const uint8_t* src, float scale) {
                                            _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
     const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
     const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(bytes), shift), _mm512_set1_epi32(15));
-    store_bf16x16(dst, _mm512_mul_ps(_mm512_permutexvar_ps(codes, table), _mm512_set1_ps(scale)));
+    store_bf16x16(dst, _mm512_mul_ps(_mm512_permutexvar_ps(codes, table), _mm512_set1_ps(scale)), scale);
 }
 #else
 DJ_INLINE void e4m3_chunk(uint16_t* dst, const uint8_t* src, float scale) {

@@ -56,6 +56,16 @@ struct DecodeSource {
             valid[i] = 1;
         }
     }
+    void prefetch(int64_t row, int64_t t0, int n) const {
+        const int64_t b = row / s_q, s = row % s_q;
+        const int64_t len0 = scope[0].length(b);
+        for (int i = 0; i < n; ++i) {
+            const int64_t t = t0 + i;
+            const Scope& sc = t < len0 ? scope[0] : scope[1];
+            const int32_t id = sc.indices[b * sc.idx_b + s * sc.idx_s + (t < len0 ? t : t - len0)];
+            if (id >= 0) fmla::prefetch_token(sc.cache, id);
+        }
+    }
     fmla::OutPtr out(int64_t row, int h) const { return {out_base + (row * H + h) * dv, lse + row * H + h, nullptr}; }
 };
 

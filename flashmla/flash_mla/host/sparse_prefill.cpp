@@ -14,7 +14,7 @@ struct PrefillSource {
     const int32_t* topk_length;
     uint16_t* out_base;
     float *max_logits, *lse;
-    int H, dv;
+    int H, dv, dqk;
 
     int q(int64_t row, const uint16_t** qv) const {
         for (int h = 0; h < H; ++h) qv[h] = q_base + row * q_s + h * q_h;
@@ -33,6 +33,11 @@ struct PrefillSource {
             valid[i] = ok;
         }
     }
+    void prefetch(int64_t row, int64_t t0, int n) const {
+        const int32_t* ids = indices + row * idx_s + t0;
+        for (int i = 0; i < n; ++i)
+            if (ids[i] >= 0 && ids[i] < s_kv) fmla::prefetch_bytes(kv + (int64_t)ids[i] * kv_s, 2 * dqk);
+    }
     fmla::OutPtr out(int64_t row, int h) const {
         return {out_base + (row * H + h) * dv, lse + row * H + h, max_logits + row * H + h};
     }
@@ -45,7 +50,7 @@ void fmla_sparse_prefill(uint16_t* out, float* max_logits, float* lse, const uin
                          const uint16_t* kv, int64_t kv_s, int64_t s_kv, const int32_t* indices, int64_t idx_s,
                          int64_t topk, const int32_t* topk_length, int64_t s_q, int32_t h_q, int32_t d_qk, int32_t d_v,
                          float sm_scale, const float* sink, int64_t threads, int64_t max_splits) {
-    const PrefillSource src{q, q_s, q_h, kv, kv_s, s_kv, indices, idx_s, topk, topk_length, out, max_logits, lse, h_q, d_v};
+    const PrefillSource src{q, q_s, q_h, kv, kv_s, s_kv, indices, idx_s, topk, topk_length, out, max_logits, lse, h_q, d_v, d_qk};
     const fmla::Shape sh{h_q, (h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v,
                          sm_scale * fmla::LOG2E};
     fmla::run_attention(sh, src, s_q, sink, threads, max_splits);
