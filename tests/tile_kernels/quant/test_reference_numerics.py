@@ -27,7 +27,7 @@ def _nearest_even(v: float) -> int:
 
 def test_e2m1_encode_rounds_to_nearest_even():
     grid = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
-    probes = grid + [(a + b) / 2 for a, b in zip(grid, grid[1:])] + [0.26, 0.74, 1.3, 2.49, 2.51, 5.01, 7.0, 1e9]
+    probes = grid + [(a + b) / 2 for a, b in zip(grid, grid[1:], strict=False)] + [0.26, 0.74, 1.3, 2.49, 2.51, 5.01, 7.0, 1e9]
     probes += [-p for p in probes]
     codes = e2m1_encode(torch.tensor(probes)).tolist()
     assert codes == [_nearest_even(p) for p in probes]

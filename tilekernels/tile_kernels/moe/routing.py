@@ -60,9 +60,9 @@ def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_t
     s = 0
     if use_shared:
         s = C.integer("num_shared_experts", num_shared_experts, 1, 2)
-        if num_topk % s or e % (num_topk // s):
+        if num_topk % s:
             raise ValueError(f"with shared experts as routed, num_topk ({num_topk}) must be a multiple of "
-                             f"num_shared_experts ({s}) and the expert count ({e}) a multiple of num_topk/S")
+                             f"num_shared_experts ({s})")
     C.number("routed_scaling_factor", routed_scaling_factor)
     C.integer("num_ep_ranks", num_ep_ranks, 1)
     C.integer("ep_rank", ep_rank, 0, num_ep_ranks - 1)

@@ -1,0 +1,84 @@
+"""Engram gate forward/backward against the autograd of the reference, the weight reduction, and
+the modeling autograd function (including main_grad accumulation)."""
+import pytest
+import tile_kernels
+import torch
+from tile_kernels.modeling.engram import engram_gate
+from tile_kernels.testing.numeric import calc_diff
+from tile_kernels.torch.engram import engram_gate_ref
+
+E = tile_kernels.engram
+EPS, CLAMP = 1e-20, 1e-6
+
+
+def _inputs(tokens=64, hc=4, hidden=256):
+    x = torch.randn(tokens, hc, hidden).bfloat16()
+    k = torch.randn(tokens, hc, hidden).bfloat16()
+    v = torch.randn(tokens, hidden).bfloat16()
+    wh = (torch.rand(hc, hidden) + 0.5).bfloat16()
+    we = (torch.rand(hc, hidden) + 0.5).bfloat16()
+    return x, k, v, wh, we
+
+
+def test_fused_weight():
+    _, _, _, wh, we = _inputs()
+    assert torch.equal(E.fused_weight(wh, we), wh.float() * we.float())
+
+
+def test_forward():
+    x, k, v, wh, we = _inputs()
+    outs = E.engram_gate_fwd(x, k, v, E.fused_weight(wh, we), EPS, CLAMP)
+    refs = engram_gate_ref(x, k, v, wh, we, CLAMP, EPS, save_for_backward=True)
+    for a, b in zip(outs, refs, strict=True):
+        assert calc_diff(a.float(), b.float()) < 2e-10
+    out_nosave = E.engram_gate_fwd(x, k, v, E.fused_weight(wh, we), EPS, CLAMP, save_for_backward=False)
+    assert torch.equal(out_nosave[0], outs[0]) and out_nosave[1:] == (None, None, None, None)
+
+
+@pytest.mark.parametrize("num_sms", [1, 2])
+def test_backward(num_sms):
+    x, k, v, wh, we = _inputs()
+    g = torch.randn(x.shape).bfloat16()
+    # as upstream: activations as BF16 leaves (their gradients land in BF16), weights as FP32 leaves
+    leaves = [t.clone().requires_grad_() for t in (x, k, v)] + [t.float().requires_grad_() for t in (wh, we)]
+    engram_gate_ref(*leaves, CLAMP, EPS).backward(g)
+    _, dot, gate, rx, rk = engram_gate_ref(x, k, v, wh, we, CLAMP, EPS, save_for_backward=True)
+    wf = E.fused_weight(wh, we)
+    old = tile_kernels.get_num_sms()
+    tile_kernels.set_num_sms(num_sms)
+    try:
+        gx, gk, gv, partial = E.engram_gate_bwd(g, x, k, v, wf, dot, gate, rx, rk, CLAMP)
+    finally:
+        tile_kernels.set_num_sms(old)
+    assert partial.shape == (num_sms, 4, 256)
+    for a, b in ((gx, leaves[0].grad), (gk, leaves[1].grad), (gv, leaves[2].grad),
+                 (partial.sum(0) * we.float(), leaves[3].grad), (partial.sum(0) * wh.float(), leaves[4].grad)):
+        assert calc_diff(a.float(), b.float()) < 1e-8
+
+
+def test_grad_w_reduce():
+    _, _, _, wh, we = _inputs()
+    partial = torch.randn(4, *wh.shape)
+    gwh, gwe = torch.randn(wh.shape), torch.randn(wh.shape)
+    exp_wh, exp_we = gwh + partial.sum(0) * we.float(), gwe + partial.sum(0) * wh.float()
+    E.grad_w_reduce(partial, wh, we, gwh, gwe)
+    assert calc_diff(gwh, exp_wh) < 1e-10 and calc_diff(gwe, exp_we) < 1e-10
+
+
+def test_modeling_autograd_and_main_grad():
+    x, k, v, wh, we = _inputs(tokens=24)
+    x3, k3, v3 = x.view(2, 12, 4, 256), k.view(2, 12, 4, 256), v.view(2, 12, 256)
+    params = [t.clone().requires_grad_() for t in (x3, k3, v3, wh, we)]
+    out = engram_gate(*params, CLAMP, EPS)
+    assert out.shape == x3.shape
+    g = torch.randn(out.shape).bfloat16()
+    out.backward(g)
+    refs = [t.float().requires_grad_() for t in (x3, k3, v3, wh, we)]
+    engram_gate_ref(refs[0].view(-1, 4, 256), refs[1].view(-1, 4, 256), refs[2].view(-1, 256), refs[3], refs[4],
+                    CLAMP, EPS).float().backward(g.float().view(-1, 4, 256))
+    for p, r in zip(params, refs, strict=True):
+        assert calc_diff(p.grad.float(), r.grad) < 1e-4
+    wh2 = wh.clone().requires_grad_()
+    wh2.main_grad = torch.zeros(wh.shape)
+    engram_gate(x3, k3, v3, wh2, we.clone().requires_grad_(), CLAMP, EPS).backward(g)
+    assert wh2.grad is None and calc_diff(wh2.main_grad, refs[3].grad) < 1e-4

@@ -1,0 +1,66 @@
+"""MoE ops reject mismatched routing shapes, out-of-range expert ids and wrong dtypes up front."""
+import pytest
+import tile_kernels
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+M = tile_kernels.moe
+
+
+@settings(max_examples=30, deadline=None)
+@given(bad=st.integers(-100, 100).filter(lambda v: not -1 <= v < 8))
+def test_out_of_range_expert_ids(bad):
+    idx = torch.zeros(4, 2, dtype=torch.int64)
+    idx[1, 1] = bad
+    for call in (lambda: M.group_count(idx, 8), lambda: M.aux_fi(idx, 8, 2), lambda: M.get_fused_mapping(idx, 8, 0, 4),
+                 lambda: M.inplace_unique_group_indices(idx, 8)):
+        with pytest.raises(ValueError, match="entries must be -1 or in"):
+            call()
+    assert idx[1, 1] == bad  # untouched
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 6), k=st.integers(1, 4), pos=st.integers(-5, 40))
+def test_expand_reduce_positions(rows, k, pos):
+    x = torch.zeros(rows, 256, dtype=torch.bfloat16)
+    t2p = torch.full((rows, k), -1, dtype=torch.int32)
+    t2p[0, 0] = pos
+    p2e = torch.zeros(16, dtype=torch.int32)
+    if -1 <= pos < 16:
+        M.expand_to_fused(x, t2p, p2e)
+    else:
+        with pytest.raises(ValueError, match="token_topk_to_pos"):
+            M.expand_to_fused(x, t2p, p2e)
+    xe = torch.zeros(16, 256)
+    if -1 <= pos < 16:
+        M.reduce_fused(xe, None, t2p)
+    else:
+        with pytest.raises(ValueError, match="token_topk_to_pos"):
+            M.reduce_fused(xe, None, t2p)
+
+
+def test_router_argument_errors():
+    logits, bias = torch.randn(4, 16), torch.zeros(16)
+    base = dict(num_topk=4, num_topk_groups=0, num_groups=0, use_shared_as_routed=False, num_shared_experts=0,
+                routed_scaling_factor=1.0, ep_rank=0, num_ep_ranks=1, tp_rank=0, num_tp_ranks=1, scoring_func="sigmoid")
+    with pytest.raises(ValueError, match="scoring_func"):
+        M.top2_sum_gate(logits, bias, **{**base, "scoring_func": "relu"})
+    with pytest.raises(ValueError, match="identity"):
+        M.top2_sum_gate(logits, bias, **{**base, "scoring_func": "identity"})
+    with pytest.raises(ValueError, match="bias must have shape"):
+        M.top2_sum_gate(logits, torch.zeros(15), **base)
+    with pytest.raises(TypeError, match="logits"):
+        M.top2_sum_gate(logits.double(), bias, **base)
+    with pytest.raises(ValueError, match="num_topk"):
+        M.top2_sum_gate(logits, bias, **{**base, "num_topk": 17})
+    with pytest.raises(ValueError, match="num_groups"):
+        M.top2_sum_gate(logits, bias, **{**base, "num_groups": 3, "num_topk_groups": 1})
+    with pytest.raises(ValueError, match="tp_rank"):
+        M.top2_sum_gate(logits, bias, **{**base, "tp_rank": 1})
+    with pytest.raises(ValueError, match="unmapped_topk_idx"):
+        M.top2_sum_gate(logits, bias, **base, fix_routing_mask=torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask must have shape"):
+        M.top2_sum_gate(logits, bias, **base, mask=torch.ones(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="num_topk"):
+        M.topk_gate(logits, 0)

@@ -1,0 +1,107 @@
+"""The DeepSeek router: hand-computed cases on 4 experts for the reference, then the host kernel
+against the reference over upstream's grid."""
+import math
+
+import pytest
+import tile_kernels
+import torch
+from tile_kernels import torch as ref
+from tile_kernels.reference.topk import scores_of
+
+gate = tile_kernels.moe.top2_sum_gate
+
+
+def _sig(v):
+    return 1 / (1 + math.exp(-v))
+
+
+def _route(logits, bias, k=2, groups=(0, 0), scoring="sigmoid", shared=0, ep=(0, 1), tp=(0, 1), mask=None):
+    return ref.top2_sum_gate(torch.tensor([logits]), torch.tensor(bias), k, groups[1], groups[0], shared > 0, shared,
+                             1.0, ep[0], ep[1], tp[0], tp[1], scoring, mask=mask)
+
+
+def test_router_by_hand_on_4_experts():
+    logits = [0.0, 1.0, -1.0, 2.0]
+    idx, w = _route(logits, [0.0] * 4)
+    assert idx.tolist() == [[3, 1]]
+    s = [_sig(v) for v in logits]
+    assert torch.allclose(w, torch.tensor([[s[3] / (s[3] + s[1]), s[1] / (s[3] + s[1])]]))
+    # bias changes the ranking but never the weights
+    idx, w = _route(logits, [0.0, 0.0, 1.0, 0.0])
+    assert idx.tolist() == [[2, 3]]
+    assert torch.allclose(w, torch.tensor([[s[2] / (s[2] + s[3]), s[3] / (s[2] + s[3])]]))
+    # softmax ranks on raw logits + bias; weights are the softmax scores renormalised over the pick
+    idx, w = _route(logits, [0.0, 0.0, 2.5, 0.0], scoring="softmax")
+    assert idx.tolist() == [[3, 2]]
+    e = [math.exp(v) for v in logits]
+    assert torch.allclose(w, torch.tensor([[e[3] / (e[3] + e[2]), e[2] / (e[3] + e[2])]]))
+    # sqrt(softplus)
+    idx, w = _route(logits, [0.0] * 4, scoring="sqrtsoftplus")
+    sp = [math.sqrt(math.log1p(math.exp(v))) for v in logits]
+    assert idx.tolist() == [[3, 1]] and torch.allclose(w, torch.tensor([[sp[3], sp[1]]]) / (sp[3] + sp[1]))
+
+
+def test_group_limited_and_ties_by_hand():
+    # groups {0,1} and {2,3}: group 0 sums to more although expert 3 is the single best
+    idx, _ = _route([1.0, 1.0, -3.0, 3.0], [0.0] * 4, groups=(2, 1))
+    assert idx.tolist() == [[0, 1]]
+    idx, _ = _route([1.0, 1.0, -3.0, 3.0], [0.0] * 4)
+    assert idx.tolist() == [[3, 0]]  # without groups; the 0/1 tie goes to the lower id
+
+
+def test_masks_shared_slots_and_tp_by_hand():
+    logits = [0.0, 1.0, -1.0, 2.0]
+    # 2 EP ranks x 2 TP ranks seen from tp rank 1: experts 2, 3 are local (renumbered 0, 1)
+    idx, w = _route(logits, [0.0] * 4, ep=(0, 2), tp=(1, 2))
+    assert idx.tolist() == [[1, -1]]
+    assert w[0, 1] > 0  # masking changes indices, not weights
+    idx, w = _route(logits, [0.0] * 4, shared=1)
+    assert idx.tolist() == [[3, 1, 4]] and w[0, 2].item() == 1.0
+    idx, w = _route(logits, [0.0] * 4, mask=torch.tensor([False]))
+    assert idx.tolist() == [[-1, -1]] and w.tolist() == [[0.0, 0.0]]
+
+
+def _clear_near_ties(logits, bias, k, groups, scoring, mask):
+    """Drop (mask out) tokens whose selection would hinge on a near tie (as upstream redraws)."""
+    s = scores_of(logits, scoring)
+    r = (logits if scoring == "softmax" else s) + bias
+    top = r.topk(min(k + 1, r.shape[1])).values
+    close = ((top[:, :-1] - top[:, 1:]).abs() < 2e-6).any(1)
+    if groups[0] != groups[1]:
+        g = r.view(r.shape[0], groups[0], -1).topk(2).values.sum(-1).sort(1, descending=True).values
+        close |= (g[:, groups[1] - 1] - g[:, groups[1]]).abs() < 1e-6
+        close |= ((g[:, :-1] - g[:, 1:]).abs() < 1e-6).any(1)
+    return mask & ~close
+
+
+@pytest.mark.parametrize("groups,experts,shared,k", [((0, 0), 72, 1, 6), ((0, 0), 32, 2, 6), ((0, 0), 144, 2, 6),
+                                                     ((8, 8), 256, 2, 8), ((8, 4), 256, 2, 8)])
+@pytest.mark.parametrize("scoring", ["sigmoid", "sqrtsoftplus", "softmax"])
+@pytest.mark.parametrize("fix_routing", [False, True])
+def test_host_matches_reference(host, groups, experts, shared, k, scoring, fix_routing):
+    tokens, extra, ep = 96, 32, 4
+    logits = torch.randn(tokens, experts)
+    bias = torch.randn(experts) * 0.1
+    mask = torch.ones(tokens, dtype=torch.bool)
+    mask[-10:] = False
+    mask = _clear_near_ties(logits, bias, k, groups, scoring, mask)
+    fix = torch.rand(tokens) < 0.3 if fix_routing else None
+    unmapped = torch.stack([torch.randperm(experts)[:k] for _ in range(tokens)])
+    phys = torch.arange(experts + shared, dtype=torch.int32).unsqueeze(1).repeat(1, extra + 1)
+    count = torch.ones(experts + shared, dtype=torch.int32)
+    for tp_rank in range(2):
+        args = (logits, bias, k, groups[1], groups[0], True, shared, 1.5, 1, ep, tp_rank, 2, scoring, mask)
+        um_a, um_b = unmapped.clone(), unmapped.clone()
+        idx, w = gate(*args, fix, phys, count, um_a)
+        idx_ref, w_ref = ref.top2_sum_gate(*args, fix, phys, count, um_b)
+        assert torch.equal(idx.sort(1).values, idx_ref.sort(1).values)
+        assert torch.equal(um_a.sort(1).values, um_b.sort(1).values)
+        assert torch.allclose(w.sort(1).values, w_ref.sort(1).values)
+        assert (idx >= 0).any()
+
+
+def test_all_zero_logits_are_stable(backend):
+    experts, k, ep = 64, 8, 4
+    idx, _ = gate(torch.zeros(16, experts), torch.zeros(experts), k, 0, 0, False, 0, 1.0, 0, ep, 0, 1, "sigmoid")
+    n = min(experts // ep, k)
+    assert idx[:, :n].tolist() == [list(range(n))] * 16

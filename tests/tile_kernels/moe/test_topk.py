@@ -1,0 +1,30 @@
+"""topk_gate and topk_sum_and_topk_group_idx: exact against the stable-sort references."""
+import pytest
+import tile_kernels
+import torch
+from tile_kernels import torch as ref
+from tile_kernels.testing.numeric import assert_equal
+
+
+def test_stable_topk_by_hand():
+    s = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0]])
+    assert ref.stable_topk(s, 3).tolist() == [[1, 2, 4]]
+    g = torch.tensor([[[1.0, 5.0, 0.0], [2.0, 2.0, 2.0], [6.0, 0.0, 0.0]]])
+    assert ref.topk_sum_and_topk_group_idx(g, 2, 2).tolist() == [[0, 2]]  # sums 6, 4, 6: the tie keeps id order
+    assert ref.topk_sum_and_topk_group_idx(g, 1, 1).tolist() == [[2]]
+
+
+@pytest.mark.parametrize("experts,k", [(72, 6), (32, 6), (16, 6), (108, 6), (256, 8)])
+def test_topk_gate(backend, experts, k):
+    for scores in (torch.randn(301, experts), torch.randint(0, 5, (301, experts)).float()):  # the second has ties
+        assert_equal(tile_kernels.moe.topk_gate(scores, k), ref.stable_topk(scores, k))
+    assert tile_kernels.moe.topk_gate(torch.empty(0, experts), k).shape == (0, k)
+
+
+@pytest.mark.parametrize("experts,groups", [(72, 4), (72, 8), (256, 8), (256, 16)])
+@pytest.mark.parametrize("num_sum", [1, 2])
+@pytest.mark.parametrize("num_topk_groups", [2, 4])
+def test_topk_sum_and_topk_group_idx(backend, experts, groups, num_sum, num_topk_groups):
+    scores = torch.randn(200, groups, experts // groups)
+    out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, num_topk_groups)
+    assert_equal(out, ref.topk_sum_and_topk_group_idx(scores, num_sum, num_topk_groups))
