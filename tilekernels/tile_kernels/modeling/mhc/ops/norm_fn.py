@@ -49,11 +49,8 @@ class MHCPreNormFn(torch.autograd.Function):
         d_sqrsum = (g * mul).sum(-1, keepdim=True) * (-0.5) * rs.pow(3) / k
         d_r = d_mul @ fn + 2 * r * d_sqrsum
         d_fn = d_mul.reshape(-1, fn.shape[0]).T @ r.reshape(-1, k)
-        if ctx.fuse_grad_acc:
-            buf = handed_over_grad(x)
-            if buf is None:
-                raise RuntimeError("mhc_pre_norm_fn(fuse_grad_acc=True) needs the residual gradient that mhc_post's "
-                                   "backward hands over; call it with fuse_grad_acc=False otherwise")
+        buf = handed_over_grad(x) if ctx.fuse_grad_acc else None
+        if buf is not None:
             accumulate_bf16(buf.view_as(x), d_r)
             delattr(x.untyped_storage(), GRAD_ATTR)
             return None, d_fn, None, None

@@ -1,0 +1,177 @@
+"""mHC ops, forward and backward, against the autograd of the references (upstream tolerances)."""
+import pytest
+import torch
+from tile_kernels.modeling.mhc.ops import (
+    expand_to_mhc,
+    mhc_head_compute_mix,
+    mhc_post,
+    mhc_pre_apply_mix,
+    mhc_pre_norm_fn,
+    mhc_pre_split_mixes,
+    sinkhorn_normalize,
+)
+from tile_kernels.torch import (
+    expand_to_mhc_ref,
+    mhc_head_compute_mix_ref,
+    mhc_post_ref,
+    mhc_pre_apply_mix_ref,
+    mhc_pre_norm_fn_ref,
+    mhc_pre_split_mixes_ref,
+    sinkhorn_normalize_ref,
+)
+
+M = 4
+M3 = M * (M + 2)
+
+
+def _pair(t: torch.Tensor):
+    return t.clone().requires_grad_(), t.clone().requires_grad_()
+
+
+def test_sinkhorn_reference_by_hand():
+    out = sinkhorn_normalize_ref(torch.zeros(1, 2, 2), repeat=3, eps=0.0)
+    assert torch.allclose(out, torch.full((1, 2, 2), 0.5))
+    out = sinkhorn_normalize_ref(torch.randn(8, 4, 4), repeat=200, eps=0.0)  # converges to doubly stochastic
+    assert torch.allclose(out.sum(-1), torch.ones(8, 4), atol=1e-3)
+    assert torch.allclose(out.sum(-2), torch.ones(8, 4), atol=1e-5)
+
+
+@pytest.mark.parametrize("mult", [2, 4, 8])
+def test_expand(mult):
+    h = torch.randn(3, 5, 1280).bfloat16()
+    a, b = _pair(h)
+    out = expand_to_mhc(a, mult)
+    ref = expand_to_mhc_ref(b, mult)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(out.shape).bfloat16()
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(a.grad, b.grad)
+    buf = torch.empty(3, 5, mult, 1280, dtype=torch.bfloat16)
+    expand_to_mhc(h, mult, out=buf)
+    torch.testing.assert_close(buf, ref)
+
+
+def test_sinkhorn():
+    a, b = _pair(torch.randn(2, 33, M, M))
+    out = sinkhorn_normalize(a, repeat=10, eps=1e-6)
+    ref = sinkhorn_normalize_ref(b, 10, 1e-6)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(out.shape)
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(a.grad, b.grad)
+
+
+def _norm_fn_data(n1=96, hidden=1280, normw=False):
+    residual = (torch.randn(1, n1, M, hidden) * (1 + 0.01 * torch.arange(M)).view(1, 1, -1, 1)).bfloat16()
+    fn = (torch.randn(M3, M, hidden) * 1e-4 * (1 + 0.01 * torch.arange(M)).view(1, -1, 1)).flatten(1, 2)
+    w = torch.randn(M * hidden) * 0.1 + 1.0 if normw else None
+    return residual, fn, w, torch.randn(1, n1, M3)
+
+
+@pytest.mark.parametrize("hidden", [1280, 2560])
+@pytest.mark.parametrize("normw", [False, True])
+def test_norm_fn_with_gradient_handover(hidden, normw):
+    residual, fn, w, g = _norm_fn_data(hidden=hidden, normw=normw)
+    r_a, r_b = _pair(residual)
+    f_a, f_b = _pair(fn)
+    w_a, w_b = _pair(w) if normw else (None, None)
+    out = mhc_pre_norm_fn(r_a, f_a, w_a, 1e-6)
+    handed = r_a.untyped_storage().grad_from_mhc_post = torch.zeros_like(r_a)
+    out.backward(g)
+    ref = mhc_pre_norm_fn_ref(r_b, f_b, w_b, 1e-6)
+    ref.backward(g)
+    torch.testing.assert_close(out, ref, atol=1e-3, rtol=1e-3)
+    assert r_a.grad is None  # the gradient went into the handed-over buffer ...
+    torch.testing.assert_close(handed, r_b.grad)
+    assert not hasattr(r_a.untyped_storage(), "grad_from_mhc_post")  # ... which is consumed
+    torch.testing.assert_close(f_a.grad, f_b.grad, atol=3e-2, rtol=1e-3)
+    if normw:
+        torch.testing.assert_close(w_a.grad, w_b.grad, atol=3e-2, rtol=1e-3)
+
+
+def test_norm_fn_without_fusion_and_main_grad():
+    residual, fn, w, g = _norm_fn_data(normw=True)
+    r_a, r_b = _pair(residual)
+    f_a, f_b = _pair(fn)
+    w_a, w_b = _pair(w)
+    f_a.main_grad = torch.ones_like(fn)
+    mhc_pre_norm_fn(r_a, f_a, w_a, 1e-6, fuse_grad_acc=False).backward(g)
+    mhc_pre_norm_fn_ref(r_b, f_b, w_b, 1e-6).backward(g)
+    torch.testing.assert_close(r_a.grad, r_b.grad)
+    assert f_a.grad is None
+    torch.testing.assert_close(f_a.main_grad - 1, f_b.grad, atol=3e-2, rtol=1e-3)
+
+
+def test_pre_split_mixes():
+    x = torch.randn(2, 40, M3)
+    scale, base = torch.rand(3) + 0.5, torch.randn(M3) * 0.1
+    args_a = [t.clone().requires_grad_() for t in (x, scale, base)]
+    args_b = [t.clone().requires_grad_() for t in (x, scale, base)]
+    outs = mhc_pre_split_mixes(*args_a, M, 2.0, 1e-2)
+    refs = mhc_pre_split_mixes_ref(*args_b, M, 2.0, 1e-2)
+    grads = [torch.randn(o.shape) for o in outs]
+    torch.autograd.backward(outs, grads)
+    torch.autograd.backward(refs, grads)
+    for o, r in zip(outs, refs, strict=True):
+        torch.testing.assert_close(o, r, rtol=1e-5, atol=2e-5)
+    for a, b in zip(args_a, args_b, strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("handover", [False, True])
+def test_pre_apply_mix(handover):
+    x = torch.randn(2, 17, M, 1280).bfloat16()
+    mix = torch.rand(2, 17, M, 1)
+    x_a, x_b = _pair(x)
+    m_a, m_b = _pair(mix)
+    out = mhc_pre_apply_mix(x_a, m_a)
+    ref = mhc_pre_apply_mix_ref(x_b, m_b)
+    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-3)
+    g = torch.randn(out.shape).bfloat16()
+    start = torch.randn(x.shape).bfloat16()
+    if handover:
+        buf = x_a.untyped_storage().grad_from_mhc_post = start.clone()
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(m_a.grad, m_b.grad, atol=1e-2, rtol=1e-3)
+    if handover:
+        assert x_a.grad is None
+        torch.testing.assert_close(buf.float(), start.float() + x_b.grad.float(), atol=1e-2, rtol=1e-2)
+    else:
+        torch.testing.assert_close(x_a.grad, x_b.grad, atol=1e-2, rtol=1e-3)
+
+
+def test_post():
+    s, t, h = 2, 19, 1280
+    x, res = torch.randn(s, t, h).bfloat16(), torch.randn(s, t, M, h).bfloat16()
+    post, comb = torch.rand(s, t, M, 1), torch.rand(s, t, M, M)
+    a = [v.clone().requires_grad_() for v in (x, res, post, comb)]
+    b = [v.clone().requires_grad_() for v in (x, res, post, comb)]
+    out = mhc_post(*a)
+    ref = mhc_post_ref(*b)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(out.shape).bfloat16()
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(a[0].grad, b[0].grad)
+    torch.testing.assert_close(a[1].grad, b[1].grad)
+    torch.testing.assert_close(a[2].grad, b[2].grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(a[3].grad, b[3].grad, atol=1e-4, rtol=1e-4)
+    handed = a[1].untyped_storage().grad_from_mhc_post
+    torch.testing.assert_close(handed, b[1].grad)
+
+
+def test_head_compute_mix():
+    x, scale, base = torch.randn(2, 30, M), torch.rand(1) + 0.5, torch.randn(M)
+    a = [v.clone().requires_grad_() for v in (x, scale, base)]
+    b = [v.clone().requires_grad_() for v in (x, scale, base)]
+    out = mhc_head_compute_mix(*a, 1e-2)
+    ref = mhc_head_compute_mix_ref(*b, 1e-2)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    g = torch.randn(out.shape)
+    out.backward(g)
+    ref.backward(g)
+    for u, v in zip(a, b, strict=True):
+        torch.testing.assert_close(u.grad, v.grad, rtol=1e-4, atol=1e-5)
