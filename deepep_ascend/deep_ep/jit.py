@@ -15,6 +15,7 @@ _SOURCES = {
     "ep_dispatch_recv": "host/dispatch_recv.cpp",
     "ep_combine_send": "host/combine_send.cpp",
     "ep_combine_reduce": "host/combine_reduce.cpp",
+    "ep_fp8_cast": "host/fp8_cast.cpp",
 }
 
 

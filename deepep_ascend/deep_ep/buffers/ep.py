@@ -126,7 +126,7 @@ class EPBuffer(BufferBase):
 
     def _dispatch(self, x, topk_idx, topk_weights, stats, num_experts, num_max_tokens_per_rank, expert_alignment,
                   num_sms, previous_event, async_mode, allocate_on_comm_stream, handle, do_cpu_sync, do_expand,
-                  do_zero_padding, col_major_sf, defer_epilogue, copy_topk_idx):
+                  do_zero_padding, col_major_sf, defer_epilogue, copy_topk_idx, packed_stride=0):
         engine, R = self._engine, self.num_ranks
         state = {}
 
@@ -138,6 +138,7 @@ class EPBuffer(BufferBase):
                                num_max_tokens_per_rank if num_max_tokens_per_rank is not None or handle is not None
                                else self.num_max_tokens_per_rank, expert_alignment, handle, do_cpu_sync, do_expand,
                                do_zero_padding, col_major_sf)
+            a.packed_stride = packed_stride
             engine.check_capacity(a)
             state["args"] = a
             state["plan"] = engine.plan(a) if handle is None else _replan(handle._plan)
@@ -186,6 +187,7 @@ class EPBuffer(BufferBase):
             deferred = session.defer(epilogue)
             event = EventOverlap(EventHandle())
             event.register_hook_after_wait(deferred.run)
+            event.outputs = results  # allocated already, filled by the epilogue (V1 hook mode needs them)
             return event
         if async_mode:
             if session.transport_kind == "shm":

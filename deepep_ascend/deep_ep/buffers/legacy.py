@@ -223,7 +223,7 @@ class Buffer:
         R, M, H = self.group_size, num_max_dispatch_tokens_per_rank, x.shape[1]
         payload = x
         if use_fp8:
-            fp8, scales = per_token_cast_to_fp8(x, use_ue8m0=round_scale)
+            fp8, scales = _cast_to_fp8(x, round_scale, self._ep)
             if use_ue8m0:
                 exps = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
                 pad = (-exps.shape[1]) % 4
@@ -231,63 +231,43 @@ class Buffer:
                 scales = exps.contiguous().view(torch.int32)
             payload = (fp8, scales)
         deferred = return_recv_hook
+        e_local = num_experts // R
         out = self._ep._dispatch(payload, topk_idx, None, cumulative_local_expert_recv_stats, num_experts, M, 1, 0,
                                  None, async_finish or deferred, False, None, False, True, False, False, deferred,
-                                 copy_topk_idx=True)
-        e_local = num_experts // R
-        packed_x = torch.empty(e_local, R * M, H, dtype=torch.float8_e4m3fn if use_fp8 else torch.bfloat16)
-        packed_sf = None
-        if use_fp8:
-            packs = payload[1].shape[1]
-            packed_sf = torch.empty(e_local, packs, R * M, dtype=payload[1].dtype).transpose(1, 2)
-        recv_count = torch.zeros(e_local, dtype=torch.int32)
+                                 copy_topk_idx=True, packed_stride=R * M)
         src_info = torch.full((e_local, R * M), -1, dtype=torch.int32)
         layout_range = torch.zeros(e_local, R, dtype=torch.int64)
-        holder = {}
-
-        def pack(results):
-            recv, _, _, ep_handle = results
-            rx, rsf = recv if isinstance(recv, tuple) else (recv, None)
-            psum = ep_handle.psum_num_recv_tokens_per_expert.long()
-            true = ep_handle.num_unaligned_recv_tokens_per_expert.long()
-            starts = psum - true
-            rows = torch.arange(int(true.sum())) + torch.repeat_interleave(starts - (torch.cumsum(true, 0) - true), true)
-            expert = torch.repeat_interleave(torch.arange(e_local), true)
-            dest = expert * (R * M) + rows - torch.repeat_interleave(starts, true)
-            _flat_bytes(packed_x).index_copy_(0, dest, _flat_bytes(rx)[rows])
-            if rsf is not None:
-                packed_sf[dest // (R * M), dest % (R * M)] = rsf[rows]
-            recv_count.copy_(true.int())
-            # Source of every packed row: token index in its source rank, and per-(expert, rank) ranges.
-            meta = ep_handle.recv_src_metadata[: ep_handle._plan.num_rows]
-            g = meta[:, 0].long()
-            exp_rows = meta[:, 2:].long()
-            has = exp_rows >= 0
-            src_rows = g.unsqueeze(1).expand_as(exp_rows)[has]
-            flat = exp_rows[has]
-            ex = torch.bucketize(flat, starts[1:], right=True)
-            src_info.view(-1)[ex * (R * M) + flat - starts[ex]] = (src_rows % M).int()
-            per_src = torch.zeros(e_local, R, dtype=torch.int64)
-            per_src.index_put_((ex, src_rows // M), torch.ones_like(flat), accumulate=True)
-            begin = torch.cumsum(per_src, 1) - per_src
-            layout_range.copy_((begin << 32) | per_src)
-            holder["ep_handle"] = ep_handle
-
-        recv_x = (packed_x, packed_sf) if use_fp8 else packed_x
+        recv_count = torch.zeros(e_local, dtype=torch.int32)
         handle = LowLatencyHandle((src_info, layout_range, M, H, num_experts))
+
+        def packed(recv):
+            # Expanded rows are already packed: expert e's rows start at e * R * M, by source rank then token.
+            if isinstance(recv, tuple):
+                return recv[0].view(e_local, R * M, H), recv[1].view(e_local, R * M, -1)
+            return recv.view(e_local, R * M, H)
+
+        def finish(results):
+            ep_handle = results[3]
+            meta = ep_handle.recv_src_metadata[: ep_handle._plan.num_rows]
+            rows = meta[:, 2:].long()
+            has = rows >= 0
+            src = meta[:, 0].long().unsqueeze(1).expand_as(rows)[has]
+            src_info.view(-1)[rows[has]] = (src % M).int()
+            expert = rows[has] // (R * M)
+            per_src = torch.zeros(e_local, R, dtype=torch.int64)
+            per_src.index_put_((expert, src // M), torch.ones_like(expert), accumulate=True)
+            layout_range.copy_(((torch.cumsum(per_src, 1) - per_src) << 32) | per_src)
+            recv_count.copy_(ep_handle.num_unaligned_recv_tokens_per_expert)
+            handle.ep_handle = ep_handle
+
         if deferred:
             event = out
-
-            def hook():
-                pack(event.wait())
-                handle.ep_handle = holder["ep_handle"]
-            return recv_x, recv_count, handle, EventOverlap(), hook
+            return packed(event.outputs[0]), recv_count, handle, EventOverlap(), lambda: finish(event.wait())
         *results, event = out
         if async_finish:
             event.event.current_stream_wait()
-        pack(results)
-        handle.ep_handle = holder["ep_handle"]
-        return recv_x, recv_count, handle, event if async_finish else EventOverlap(), None
+        finish(results)
+        return packed(results[0]), recv_count, handle, event if async_finish else EventOverlap(), None
 
     def get_next_low_latency_combine_buffer(self, handle: LowLatencyHandle) -> torch.Tensor:
         """A BF16 ``[E_local, R*M, hidden]`` tensor the caller may write expert outputs into, then
@@ -312,14 +292,7 @@ class Buffer:
         if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
                 or tuple(topk_weights.shape) != tuple(topk_idx.shape):
             raise ValueError(f"topk_weights must be float32 of shape {tuple(topk_idx.shape)}")
-        # Expanded row r of expert e sits at packed row r - start(e).
-        psum = ep_handle.psum_num_recv_tokens_per_expert.long()
-        true = ep_handle.num_unaligned_recv_tokens_per_expert.long()
-        starts = psum - true
-        expanded = torch.empty(ep_handle.num_expanded_tokens, H, dtype=torch.bfloat16)  # padding rows unread
-        rows = torch.arange(int(true.sum())) + torch.repeat_interleave(starts - (torch.cumsum(true, 0) - true), true)
-        expert = torch.repeat_interleave(torch.arange(e_local), true)
-        expanded[rows] = x.reshape(-1, H)[expert * RM + rows - torch.repeat_interleave(starts, true)]
+        expanded = x.reshape(e_local * RM, H)  # the packed layout is the expanded layout
         combined, _, event = self._ep._combine(expanded, ep_handle, None, None, None, async_finish, False, False,
                                                multiple_reduction=False, slot_weights=topk_weights.contiguous())
         if out is not None:
@@ -353,3 +326,15 @@ def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
     t = t.reshape(-1, t.shape[-1])
     return t.view(torch.uint8) if t.element_size() == 1 else t
 
+
+
+def _cast_to_fp8(x: torch.Tensor, round_scale: bool, ep) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference cast (utils/math.py) as a host kernel on CPU, bit for bit."""
+    if x.device.type != "cpu" or ep._session.backend != "host" or x.shape[1] % 128:
+        return per_token_cast_to_fp8(x, use_ue8m0=round_scale)
+    from ..jit import kernel
+    x = x.contiguous()
+    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(x.shape[0], x.shape[1] // 128)
+    kernel("ep_fp8_cast")(x, out, scales, x.shape[0], x.shape[1], int(round_scale), ep._session.threads)
+    return out, scales

@@ -52,6 +52,7 @@ class DispatchArgs:
     do_expand: bool
     do_zero_padding: bool
     col_major_sf: bool
+    packed_stride: int = 0   # > 0: expert e's rows start at e * packed_stride (the V1 low-latency layout)
 
     @property
     def num_tokens(self) -> int:

@@ -15,6 +15,7 @@ from ..utils.math import align
 from .checks import CombineArgs, DispatchArgs
 from .layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
 from .plan import RoutePlan
+from .pool import OutputPool
 
 
 @dataclass
@@ -41,6 +42,7 @@ class HostEngine:
         self.region_bytes = region_bytes
         self.threads = threads
         self._err = torch.zeros(4, dtype=torch.int64)
+        self.pool = OutputPool()
 
     # ---- dispatch ----------------------------------------------------------------------------
     def slot_layout(self, a: DispatchArgs) -> SlotLayout:
@@ -91,9 +93,11 @@ class HostEngine:
         pad_rows = None
         if a.do_expand:
             starts = torch.cumsum(aligned, 0) - aligned
+            if a.packed_stride:
+                starts = torch.arange(e_local) * a.packed_stride
             psum_expert = (starts + true).int()
             plan.expert_base = (starts[None, :] + torch.cumsum(per_expert, 0) - per_expert).int().contiguous()
-            plan.num_expanded = int(aligned.sum())
+            plan.num_expanded = e_local * a.packed_stride if a.packed_stride else int(aligned.sum())
             if a.do_zero_padding:
                 gaps = aligned - true
                 first = torch.repeat_interleave(starts + true, gaps)
@@ -108,8 +112,10 @@ class HostEngine:
         else:
             rows = R * M
             exp_rows = align(R * M * min(K, e_local) + (al - 1) * e_local, al)
+        if a.packed_stride:
+            exp_rows = e_local * a.packed_stride
         data_rows = exp_rows if a.do_expand else rows
-        recv_x = torch.empty(data_rows, H, dtype=a.x.dtype)
+        recv_x = self.pool.empty((data_rows, H), a.x.dtype)
         recv_sf = None
         if a.sf is not None:
             packs = a.sf.shape[1]
@@ -149,8 +155,6 @@ class HostEngine:
             0 if sf is None else sf.stride(1) * 4, 0 if sf is None else sf.shape[1], out.recv_topk_idx,
             out.recv_topk_weights, out.recv_src_metadata, int(a.do_expand), plan.expert_base, slot.slot_bytes,
             slot.sf_off, slot.meta_off, self.threads)
-        if getattr(self.transport, "release", None):
-            self.transport.release()
         if out.pad_rows is not None and out.pad_rows.numel():
             _bytes(out.recv_x).index_fill_(0, out.pad_rows, 0)
             if sf is not None:
@@ -201,7 +205,7 @@ class HostEngine:
         T, K = h._topk_idx.shape
         base = self.transport.recv_bases(recv_rows, row.row_bytes, 0, stride)
         index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
-        out = torch.empty(T, plan.hidden, dtype=torch.bfloat16)
+        out = self.pool.empty((T, plan.hidden), torch.bfloat16)
         out_w = torch.empty(T, K) if c.topk_weights is not None else None
         b0 = c.bias[0] if len(c.bias) > 0 else None
         b1 = c.bias[1] if len(c.bias) > 1 else None
@@ -209,8 +213,6 @@ class HostEngine:
             out, b0, 0 if b0 is None else b0.stride(0), b1, 0 if b1 is None else b1.stride(0), h._topk_idx, T, K,
             self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
             out_w, int(sum_weights), slot_weights, self.threads)
-        if getattr(self.transport, "release", None):
-            self.transport.release()
         return out, out_w
 
 

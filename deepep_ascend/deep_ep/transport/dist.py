@@ -34,27 +34,31 @@ class DistTransport:
     def recv_counts(self) -> torch.Tensor:
         return self._counts
 
+    def _staging(self, name: str, nbytes: int) -> torch.Tensor:
+        """Staging buffers persist and only grow, so their pages are touched once."""
+        buf = getattr(self, name)
+        if buf is None or buf.numel() < nbytes:
+            buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=self.device)
+            setattr(self, name, buf)
+        return buf
+
     def send_bases(self, send_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
         total = int(send_rows.sum())
-        self._send = torch.empty(max(total, 1) * row_bytes, dtype=torch.uint8, device=self.device)
+        self._staging("_send", total * row_bytes)
         starts = torch.cumsum(send_rows.long(), 0) - send_rows.long()
         return self._send.data_ptr() + starts * row_bytes
 
     def finish_send(self, send_rows: torch.Tensor, recv_rows: torch.Tensor, row_bytes: int) -> None:
         total = int(recv_rows.sum())
-        self._recv = torch.empty(max(total, 1) * row_bytes, dtype=torch.uint8, device=self.device)
+        self._staging("_recv", total * row_bytes)
         send_splits = [int(n) * row_bytes for n in send_rows.tolist()]
         recv_splits = [int(n) * row_bytes for n in recv_rows.tolist()]
         dist.all_to_all_single(self._recv[: total * row_bytes], self._send[: sum(send_splits)],
                                output_split_sizes=recv_splits, input_split_sizes=send_splits, group=self.group)
-        self._send = None
 
     def recv_bases(self, recv_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
         starts = torch.cumsum(recv_rows.long(), 0) - recv_rows.long()
         return self._recv.data_ptr() + starts * row_bytes
-
-    def release(self) -> None:
-        self._recv = None
 
     def abort(self) -> None:
         pass

@@ -23,7 +23,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[tor
     amax = blocks.abs().amax(dim=2).clamp(min=1e-4)
     scale = amax / 448.0
     if use_ue8m0:
-        scale = torch.pow(2.0, torch.ceil(torch.log2(scale)))
+        scale = round_up_to_power_of_two(scale)
     fp8 = (blocks / scale.unsqueeze(2)).to(torch.float8_e4m3fn).view(t, h)
     return fp8, scale
 
@@ -40,3 +40,10 @@ def unpack_ue8m0(packed: torch.Tensor) -> torch.Tensor:
     """int32 words holding 4 UE8M0 exponent bytes (low byte first) -> float32 scales ``2^(e-127)``."""
     e = packed.contiguous().reshape(-1).view(torch.uint8).view(*packed.shape[:-1], packed.shape[-1] * 4).to(torch.int32)
     return (e << 23).view(torch.float32)
+
+
+def round_up_to_power_of_two(scale: torch.Tensor) -> torch.Tensor:
+    """Positive float32 -> the next power of two at or above it, exactly (on the bits)."""
+    bits = scale.float().view(torch.int32)
+    exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).int()
+    return (exponent << 23).view(torch.float32)

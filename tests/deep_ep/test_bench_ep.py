@@ -1,0 +1,101 @@
+"""Benchmarks (``make bench``): dispatch/combine bandwidth at 4096 tokens per rank, hidden 7168,
+top-8 of 256 experts, FP8 dispatch, BF16 combine, on 2 and 4 local ranks; the baseline is a gloo
+``all_to_all_single`` moving the same bytes in the same run. Bytes are counted as upstream counts
+them: received tokens (local ones included) x bytes per token of everything dispatch returns.
+Low-latency mode (128 tokens per rank): microseconds per dispatch and per combine."""
+import statistics
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.testkit.distributed import run_ranks
+
+from . import refs
+
+H, E, K = 7168, 256, 8
+
+
+def _timed(fn, reps):
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _normal(rank, world, M, reps):
+    import deep_ep
+    from deep_ep.utils.math import per_token_cast_to_fp8
+    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=H, num_topk=K, use_fp8_dispatch=True,
+                           explicitly_destroy=True)
+    idx, w = refs.make_routing(M, K, E, seed=rank, masked_ratio=0.0)
+    x = per_token_cast_to_fp8(refs.make_x(M, H, seed=rank))
+    recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x, idx, w, num_experts=E)
+    n = recv_x[0].shape[0]
+    y = torch.randn(n, H).bfloat16()
+    t_dispatch = _timed(lambda: buf.dispatch(x, idx, w, num_experts=E), reps)
+    t_combine = _timed(lambda: buf.combine(y, handle, recv_w), reps)
+    per_token = H + recv_x[1].shape[1] * 4 + K * 8 + K * 4
+    dispatch_bytes = n * per_token
+    combine_bytes = n * (H * 2 + K * 4)
+    # Baseline: gloo all-to-all of the same bytes with the same per-destination split.
+    owner = torch.where(idx >= 0, idx // (E // world), -1)
+    send = [int((owner == d).any(1).sum()) for d in range(world)]
+    recv = torch.empty(world, dtype=torch.int64)
+    dist.all_to_all_single(recv, torch.tensor(send))
+    recv = recv.tolist()
+    out = {}
+    for name, width in (("dispatch", per_token), ("combine", H * 2 + K * 4)):
+        src = torch.empty(sum(send) * width, dtype=torch.uint8)
+        dst = torch.empty(sum(recv) * width, dtype=torch.uint8)
+        out_splits, in_splits = [r * width for r in recv], [s * width for s in send]
+        out[name] = _timed(lambda d=dst, s=src, o=out_splits, i=in_splits: dist.all_to_all_single(d, s, o, i),
+                           max(2, reps // 2))
+    buf.destroy()
+    return dict(transport=buf.transport, t_dispatch=t_dispatch, t_combine=t_combine, dispatch_bytes=dispatch_bytes,
+                combine_bytes=combine_bytes, t_gloo_dispatch=out["dispatch"], t_gloo_combine=out["combine"])
+
+
+def _low_latency(rank, world, M, reps):
+    import deep_ep
+    buf = deep_ep.Buffer(dist.group.WORLD, 0, deep_ep.Buffer.get_low_latency_rdma_size_hint(M, H, world, E),
+                         low_latency_mode=True, explicitly_destroy=True)
+    idx, w = refs.make_routing(M, K, E, seed=rank, masked_ratio=0.0)
+    x = refs.make_x(M, H, seed=rank)
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, M, E, use_fp8=True)
+    y = torch.randn(E // world, world * M, H).bfloat16()
+    t_dispatch = _timed(lambda: buf.low_latency_dispatch(x, idx, M, E, use_fp8=True), reps)
+    t_combine = _timed(lambda: buf.low_latency_combine(y, idx, w, handle), reps)
+    buf.destroy()
+    return dict(t_dispatch=t_dispatch, t_combine=t_combine)
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("world", [2, 4])
+def test_bench_dispatch_combine(bench, world):
+    outs = run_ranks(_normal, world, 4096, 5, timeout=900)
+    shape = f"EP{world} 4096x7168 top8/256"
+    for op in ("dispatch", "combine"):
+        # Per rank, as upstream reports it; every rank runs at once on this machine's cores.
+        seconds = statistics.median(o[f"t_{op}"] for o in outs)
+        nbytes = statistics.median(o[f"{op}_bytes"] for o in outs)
+        base = statistics.median(o[f"t_gloo_{op}"] for o in outs)
+        bench.record("deep_ep", f"{op} {'fp8' if op == 'dispatch' else 'bf16'} per rank ({outs[0]['transport']})",
+                     shape, seconds, nbytes=nbytes, baseline="gloo all_to_all_single", baseline_seconds=base)
+        # All ranks together, the figure comparable with this machine's copy bandwidth.
+        total = sum(o[f"{op}_bytes"] for o in outs)
+        bench.record("deep_ep", f"{op} all {world} ranks together", shape, max(o[f"t_{op}"] for o in outs),
+                     nbytes=total, baseline="gloo all_to_all_single", baseline_seconds=max(o[f"t_gloo_{op}"] for o in outs))
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("world", [2, 4])
+def test_bench_low_latency(bench, world):
+    outs = run_ranks(_low_latency, world, 128, 20, timeout=600)
+    for op in ("dispatch", "combine"):
+        bench.record("deep_ep", f"low-latency {op} ({'fp8' if op == 'dispatch' else 'bf16'})",
+                     f"EP{world} 128x7168 top8/256", statistics.median(o[f"t_{op}"] for o in outs))
