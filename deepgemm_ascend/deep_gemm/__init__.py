@@ -7,6 +7,15 @@ reference otherwise (``DG_BACKEND=reference|host|ascend`` forces a path).
 
 __version__ = "0.1.0"
 
+try:  # build-time settings (upstream's ``deep_gemm/envs.py``) apply unless the environment overrides them
+    import os as _os
+
+    from .envs import persistent_envs as _persistent_envs
+    for _key, _value in _persistent_envs.items():
+        _os.environ.setdefault(_key, _value)
+except ImportError:
+    pass
+
 # isort: off
 from ._lib import LIB  # noqa: E402  (needs __version__)
 from . import testing, utils  # noqa: E402
