@@ -113,8 +113,11 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
     given = [n for n, v in sparse_args.items() if v is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: only valid in sparse mode (indices given), but indices is None")
-    if is_fp8_kvcache:
-        raise ValueError("is_fp8_kvcache: dense mode (indices None) has no FP8 path; pass is_fp8_kvcache=False")
+    # is_fp8_kvcache defaults to True in the latest API and to False in the 2026-04 one, which still had
+    # this dense path: accept either, the cache dtype decides
+    if k_cache.dtype in check.CACHE_DTYPES:
+        raise ValueError(f"k_cache: dense mode (indices None) has no FP8 path; got a {k_cache.dtype} cache "
+                         f"without indices")
     b, s_q, h_q, d_qk = q.shape
     check.tensor(k_cache, "k_cache", (q.dtype,), 4, q.device)
     check.last_dim_contiguous(k_cache, "k_cache")
@@ -139,7 +142,7 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
         if int(ids.min()) < 0 or int(ids.max()) >= nb:
             raise ValueError(f"block_table: the blocks covering cache_seqlens must lie in [0, {nb}), "
                              f"got range [{int(ids.min())}, {int(ids.max())}]")
-    record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, False, None, None, None,
+    record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, is_fp8_kvcache, None, None, None,
                                                    enable_batch_invariant))
     if q.dtype == torch.bfloat16 and _host_shapes_ok(d_qk, head_dim_v, h_q // h_kv) and _host(q.device):
         from . import host

@@ -34,7 +34,11 @@ def _dense_case(b, s_q, h_q, h_kv, mean_sk, page, dtype, seed):
 def test_dense_decode(b, s_q, h_q, h_kv, causal, dtype):
     q, k_cache, block_table, seqlens = _dense_case(b, s_q, h_q, h_kv, 150, 64, dtype, seed=h_q)
     meta, _ = flash_mla.get_mla_metadata()
+    # positional form of the 2026-04 API, which passed is_fp8_kvcache=False; the latest default (True) also works
     out, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, meta, None, None, causal, False)
+    again, _ = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512, flash_mla.get_mla_metadata()[0],
+                                                causal=causal)
+    assert torch.equal(out, again)
     ref_out, ref_lse = reference.dense_decode(q, k_cache, block_table, seqlens, 512, 576 ** -0.5, causal)
     assert out.dtype == dtype and out.shape == (b, s_q, h_q, 512) and lse.shape == (b, h_q, s_q)
     assert_close(out, ref_out, DENSE_OUT, "out")

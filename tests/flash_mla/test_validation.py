@@ -150,6 +150,8 @@ def test_dense_decode_bad_block_table():
     with pytest.raises(ValueError, match="cache_seqlens: values must lie in"):
         flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 1]], dtype=torch.int32),
                                          torch.tensor([129], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
+    with pytest.raises(ValueError, match="dense mode \\(indices None\\) has no FP8 path"):
+        flash_mla.flash_mla_with_kvcache(q, CACHE, None, None, 512, meta)
     with pytest.raises(ValueError, match="dropout_p"):
         flash_mla.flash_attn_varlen_func(q[0], q[0], q[0], torch.tensor([0, 1], dtype=torch.int32),
                                          torch.tensor([0, 1], dtype=torch.int32), 1, 1, dropout_p=0.1)
