@@ -14,6 +14,7 @@ topk_idx_t = torch.int64
 from . import comm  # noqa: E402
 from .buffers.allocator import BufferAllocator  # noqa: E402
 from .buffers.base import BufferBase  # noqa: E402
+from .buffers.bucket import BucketBuffer  # noqa: E402
 from .buffers.elastic import ElasticBuffer  # noqa: E402
 from .buffers.ep import EPBuffer  # noqa: E402
 from .buffers.legacy import Buffer, Config  # noqa: E402
@@ -42,6 +43,6 @@ def get_buffer_size_hint(group, num_max_tokens_per_rank: int, hidden: int, num_t
                                          allow_hybrid_mode, allow_multiple_reduction)
 
 
-__all__ = ["Buffer", "BufferAllocator", "BufferBase", "BufferBrokenError", "Config", "EPBuffer", "ElasticBuffer", "EPHandle", "EventHandle",
+__all__ = ["BucketBuffer", "Buffer", "BufferAllocator", "BufferBase", "BufferBrokenError", "Config", "EPBuffer", "ElasticBuffer", "EPHandle", "EventHandle",
            "EventOverlap", "comm", "get_buffer_size_hint", "get_num_allocation_alignment", "get_num_rdma_alignment",
            "get_num_tma_alignment", "topk_idx_t"]

@@ -259,6 +259,24 @@ class EPBuffer(BufferBase):
         return (*holder["out"], EventOverlap())
 
 
+    # ---- redundant-expert load balancing (see buffers/lb.py) ---------------------------------------
+    def lb_get_theoretical_num_sms(self) -> int:
+        return self.get_theoretical_num_sms(0, 0)
+
+    def lb_prefetch_weights(self, redundant_expert_weights, expert_weights, redundancy_mapping: torch.Tensor,
+                            num_sms: int = 0, previous_event: EventHandle | None = None) -> EventOverlap:
+        from .lb import lb_prefetch_weights
+        return lb_prefetch_weights(self, redundant_expert_weights, expert_weights, redundancy_mapping, num_sms,
+                                   previous_event)
+
+    def lb_reduce_grads(self, redundant_expert_grads: torch.Tensor, expert_grads: torch.Tensor,
+                        redundancy_mapping: torch.Tensor, num_sms: int = 0,
+                        previous_event: EventHandle | None = None) -> EventOverlap:
+        from .lb import lb_reduce_grads
+        return lb_reduce_grads(self, redundant_expert_grads, expert_grads, redundancy_mapping, num_sms,
+                               previous_event)
+
+
 def _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue):
     if previous_event is not None and not allocate_on_comm_stream:
         raise ValueError("previous_event requires allocate_on_comm_stream=True")

@@ -1,0 +1,233 @@
+"""``BucketBuffer`` (V2.5): all-gather, reduce-scatter and all-reduce over registered storage.
+
+The storage is this rank's part of a symmetric window (same size and offsets on every rank), so
+a registered tensor at offset o on one rank is at offset o on every peer: gathers and reductions
+read the peers' memory directly. Across hosts the same operations go through collectives.
+Reductions add the ranks' contributions in rank order in FP32, so every rank and both transports
+produce identical bits.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Union
+
+import torch
+import torch.distributed as dist
+
+from ..engine.session import CommSession
+from ..utils.event import EventHandle, EventOverlap
+from .allocator import BufferAllocator
+from .base import BufferBase
+
+_OPS = {"all_gather": 11, "reduce_scatter": 12, "all_reduce": 13}
+_SIGNATURE = ("operation", "tensor count", "total bytes", "scale bits", "precision", "registered offsets")
+
+
+class BucketBuffer(BufferBase):
+    def __init__(self, group: Union[dist.ProcessGroup, Sequence[dist.ProcessGroup]],
+                 allocation_plan_or_num_bytes: Union[BufferAllocator, int], sl_idx: int | None = None,
+                 num_gpu_timeout_secs: int = 100, explicitly_destroy: bool = False):
+        super().__init__(explicitly_destroy)
+        self.groups = list(group) if isinstance(group, (list, tuple)) else [group]
+        plan = allocation_plan_or_num_bytes if isinstance(allocation_plan_or_num_bytes, BufferAllocator) else None
+        self.num_bytes = plan.num_bytes if plan is not None else int(allocation_plan_or_num_bytes)
+        if self.num_bytes <= 0:
+            raise ValueError(f"BucketBuffer needs a positive size, got {self.num_bytes}")
+        # Storage and a staging area of the same size for session() inputs.
+        self.contexts = [CommSession(g, 2 * self.num_bytes, float(num_gpu_timeout_secs)) for g in self.groups]
+        main = self.contexts[0]
+        if main.transport_kind == "shm":
+            self._all = main.transport.region(main.rank, torch.uint8, (2 * self.num_bytes,))
+        else:
+            self._all = torch.zeros(2 * self.num_bytes, dtype=torch.uint8)
+        self.storage = self._all[: self.num_bytes]
+        self._in_session = False
+        self._staged = 0
+        if plan is not None:
+            plan.materialize(self.storage)
+        for g in self.groups:
+            dist.barrier(group=g)
+
+    def _release(self) -> None:
+        if not self._destroyed:
+            self.storage = self._all = None
+            for c in self.contexts:
+                c.destroy()
+        super()._release()
+
+    def get_context_idx(self, group: dist.ProcessGroup | None = None) -> int:
+        if group is None:
+            return 0
+        for i, g in enumerate(self.groups):
+            if g is group:
+                return i
+        raise ValueError("group is not one of this BucketBuffer's groups")
+
+    def get_theoretical_num_sms(self, op: str, group=None) -> int:
+        return 0
+
+    def barrier(self, use_comm_stream: bool = True, with_cpu_sync: bool = False, group=None) -> None:
+        self.contexts[self.get_context_idx(group)].start("barrier", ("operation",), lambda: [3])
+
+    @contextlib.contextmanager
+    def session(self):
+        """Collectives inside accept ordinary tensors: they are staged into the bucket's spare area
+        (which does not grow: RuntimeError when full) and results are copied out at ``wait()``."""
+        if self._in_session:
+            raise RuntimeError("BucketBuffer.session() does not nest")
+        self._in_session, self._staged = True, 0
+        try:
+            yield self
+        finally:
+            self._in_session = False
+
+    # ---- placement ---------------------------------------------------------------------------
+    def _offset(self, t: torch.Tensor) -> int | None:
+        """Byte offset of ``t`` inside the storage (or the staging area), None if outside."""
+        if not t.is_contiguous() or t.device.type != "cpu":
+            return None
+        off = t.data_ptr() - self._all.data_ptr()
+        if 0 <= off and off + t.numel() * t.element_size() <= self._all.numel():
+            return off
+        return None
+
+    def _stage(self, t: torch.Tensor) -> int:
+        if not self._in_session:
+            raise ValueError("tensor is not registered in this BucketBuffer's storage; allocate it with the "
+                             "BufferAllocator plan or call inside `with buffer.session():`")
+        nbytes = t.numel() * t.element_size()
+        off = self.num_bytes + (self._staged + 63) // 64 * 64
+        if off + nbytes > 2 * self.num_bytes:
+            raise RuntimeError("BucketBuffer.session(): staging area exhausted (it does not grow)")
+        self._staged = off + nbytes - self.num_bytes
+        self._all[off:off + nbytes].view(t.dtype).copy_(t.reshape(-1))
+        return off
+
+    def _view(self, ctx: CommSession, peer: int, off: int, dtype: torch.dtype, numel: int) -> torch.Tensor:
+        return ctx.transport.region(peer, dtype, (numel,), off)
+
+    # ---- collectives -------------------------------------------------------------------------
+    def all_gather(self, srcs, dsts=None, group=None, num_sms: int | None = None) -> EventOverlap:
+        """``.wait()`` returns, per source, the flat rank-ordered gathered tensor."""
+        return self._run("all_gather", srcs, dsts, group, 1.0, "fp32")
+
+    def reduce_scatter(self, srcs, comm_precision: str = "fp32", scale: float = 1.0, group=None,
+                       num_sms: int | None = None) -> EventOverlap:
+        """FP32 sources of R shards; this rank's shard becomes the scaled sum (in place);
+        ``.wait()`` returns that shard."""
+        if comm_precision not in ("fp32", "bf16"):
+            raise ValueError(f"comm_precision must be 'fp32' or 'bf16', got {comm_precision!r}")
+        return self._run("reduce_scatter", srcs, None, group, scale, comm_precision)
+
+    def all_reduce(self, srcs, scale: float = 1.0, group=None, num_sms: int | None = None) -> EventOverlap:
+        """In place: every rank's FP32 source becomes the scaled sum over ranks."""
+        return self._run("all_reduce", srcs, None, group, scale, "fp32")
+
+    def _run(self, op, srcs, dsts, group, scale, precision) -> EventOverlap:
+        self._check_alive()
+        ctx = self.contexts[self.get_context_idx(group)]
+        single = isinstance(srcs, torch.Tensor)
+        srcs = [srcs] if single else list(srcs)
+        dst_list = None if dsts is None else ([dsts] if isinstance(dsts, torch.Tensor) else list(dsts))
+        R, rank = ctx.num_ranks, ctx.rank
+        state = {}
+
+        def check():
+            if not srcs or len(srcs) > 64:
+                raise ValueError(f"{op}: pass 1 to 64 tensors, got {len(srcs)}")
+            if dst_list is not None and len(dst_list) != len(srcs):
+                raise ValueError(f"{op}: dsts must match srcs in number, got {len(dst_list)} vs {len(srcs)}")
+            for i, s in enumerate(srcs):
+                if not isinstance(s, torch.Tensor):
+                    raise TypeError(f"{op}: srcs[{i}] must be a tensor, got {type(s).__name__}")
+                if op != "all_gather" and s.dtype != torch.float32:
+                    raise TypeError(f"{op}: srcs[{i}] must be float32, got {s.dtype}")
+                if op == "reduce_scatter" and s.numel() % R:
+                    raise ValueError(f"{op}: srcs[{i}] has {s.numel()} elements, not a multiple of {R} ranks")
+                if dst_list is not None and dst_list[i].numel() != R * s.numel():
+                    raise ValueError(f"all_gather: dsts[{i}] must hold {R} x {s.numel()} elements, got "
+                                     f"{dst_list[i].numel()}")
+            placed, where = [], 0
+            for s in srcs:
+                off = self._offset(s)
+                placed.append((off, False) if off is not None else (self._stage(s), True))
+                # Peers read each other at the same offsets: the offsets are part of the collective
+                # contract (an in-place gather's shards differ by rank, their gathered tensor does not).
+                common = off - _rank_shift(op, dst_list, off, s, R, rank) if off is not None else -1
+                where = (where * 1000003 + common) % (1 << 61)
+            state["placed"] = placed
+            total = sum(s.numel() * s.element_size() for s in srcs)
+            return [_OPS[op], len(srcs), total, int(torch.tensor(scale).float().view(torch.int32)),
+                    int(precision == "bf16"), where]
+
+        ctx.start(op, _SIGNATURE, check)
+        results = ctx.guard(lambda: self._execute(ctx, op, srcs, dst_list, state["placed"], scale, precision, R,
+                                                  rank))
+        ctx.start(op, ("operation",), lambda: [4])  # every rank has finished reading its peers
+        if op != "all_gather":
+            for acc, target in results:
+                target.copy_(acc)
+        out = [r if op == "all_gather" else r[1] for r in results]
+        event = EventOverlap(EventHandle())
+        event.register_hook_after_wait(lambda: out[0] if single else out)
+        event.num_sms = 0
+        return event
+
+    def _execute(self, ctx, op, srcs, dsts, placed, scale, precision, R, rank):
+        shm = ctx.transport_kind == "shm" and ctx is self.contexts[0]
+        results = []
+        for i, (s, (off, staged)) in enumerate(zip(srcs, placed, strict=True)):
+            n = s.numel()
+            if op == "all_gather":
+                if dsts is not None:
+                    out = dsts[i].view(-1)
+                    mine = off
+                elif staged:
+                    out = torch.empty(R * n, dtype=s.dtype)
+                    mine = off
+                else:
+                    start = off - rank * n * s.element_size()
+                    if start < 0 or start + R * n * s.element_size() > self.num_bytes:
+                        raise ValueError(f"all_gather: srcs[{i}] is not this rank's shard of a registered gathered "
+                                         f"tensor (pass dsts, or register R x its size)")
+                    out = self.storage[start:start + R * n * s.element_size()].view(s.dtype)
+                    mine = off
+                if shm:
+                    for p in range(R):
+                        peer_off = mine if (dsts is not None or staged) else start + p * n * s.element_size()
+                        if not (p == rank and out.data_ptr() == s.data_ptr()):
+                            out[p * n:(p + 1) * n].copy_(self._view(ctx, p, peer_off, s.dtype, n))
+                else:
+                    parts = [torch.empty(n, dtype=s.dtype) for _ in range(R)]
+                    dist.all_gather(parts, s.reshape(-1).contiguous(), group=ctx.group)
+                    torch.cat(parts, out=out)
+                results.append(out.view(-1))
+                continue
+            # Reductions: gather every rank's contribution to the part this rank owns, add in rank order.
+            shard = n // R if op == "reduce_scatter" else n
+            first = rank * shard if op == "reduce_scatter" else 0
+            if shm:
+                parts = [self._view(ctx, p, off + first * 4, torch.float32, shard) for p in range(R)]
+            else:
+                src = s.reshape(-1).contiguous()
+                if op == "reduce_scatter":
+                    parts_t = torch.empty(R, shard)
+                    dist.all_to_all_single(parts_t, src.view(R, shard), group=ctx.group)
+                else:
+                    parts_t = torch.empty(R, n)
+                    dist.all_gather(list(parts_t), src, group=ctx.group)
+                parts = list(parts_t)
+            acc = torch.zeros(shard)
+            for part in parts:
+                acc += part.bfloat16().float() if precision == "bf16" else part
+            acc *= scale
+            target = s.reshape(-1)[first:first + shard]
+            results.append((acc, target))
+        return results
+
+
+def _rank_shift(op, dsts, off, s, num_ranks, rank) -> int:
+    """How far this rank's source sits from the offset every rank shares (its shard position for an
+    in-place all-gather, else 0)."""
+    return rank * s.numel() * s.element_size() if op == "all_gather" and dsts is None else 0
