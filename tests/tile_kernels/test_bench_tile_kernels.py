@@ -1,0 +1,139 @@
+"""Benchmarks of the host kernels against the PyTorch reference path, measured in the same run.
+Targets (issue 5): casts >= 0.5x copy bandwidth and >= 3x the reference; SwiGLU + cast and the
+router >= 3x the reference; expand / reduce >= 0.4x copy bandwidth."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import torch as ref
+from tile_kernels.testing.generator import generate_topk_idx
+from tile_kernels.testing.numeric import count_bytes
+
+pytestmark = pytest.mark.bench
+SUITE = "tile_kernels"
+
+
+@pytest.fixture(autouse=True)
+def _host(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "host")
+
+
+@pytest.mark.parametrize("fmt,npc", [("e4m3", 128), ("e2m1", 32)])
+def test_per_token_cast_speed(bench, fmt, npc):
+    x = torch.randn(4096, 7168, dtype=torch.bfloat16)
+    fn = lambda: tile_kernels.quant.per_token_cast(x, fmt, npc)
+    q = fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: ref.cast(x, fmt, (1, npc)), warmup=1, reps=3)
+    bench.record(SUITE, f"per_token_cast bf16->{fmt}", f"4096x7168 npc={npc}", t, nbytes=count_bytes(x, q),
+                 baseline="torch reference", baseline_seconds=t_ref)
+
+
+@pytest.mark.parametrize("fmt,block", [("e4m3", (128, 128)), ("e4m3", (128, 1))])
+def test_block_and_channel_cast_speed(bench, fmt, block):
+    x = torch.randn(4096, 7168, dtype=torch.bfloat16)
+    if block[1] == 1:
+        fn, name = lambda: tile_kernels.quant.per_channel_cast(x, fmt, 128), "per_channel_cast"
+    else:
+        fn, name = lambda: tile_kernels.quant.per_block_cast(x, fmt, block), "per_block_cast"
+    q = fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: ref.cast(x, fmt, block), warmup=1, reps=3)
+    bench.record(SUITE, f"{name} bf16->{fmt}", f"4096x7168 {block}", t, nbytes=count_bytes(x, q),
+                 baseline="torch reference", baseline_seconds=t_ref)
+
+
+@pytest.mark.parametrize("fmt,npc", [("e4m3", 128), ("e2m1", 32)])
+def test_cast_back_speed(bench, fmt, npc):
+    q = tile_kernels.quant.per_token_cast(torch.randn(4096, 7168, dtype=torch.bfloat16), fmt, npc)
+    fn = lambda: tile_kernels.quant.per_token_cast_back(q, "bf16", npc)
+    out = fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: ref.cast_back(q, "bf16", (1, npc)), warmup=1, reps=3)
+    bench.record(SUITE, f"cast_back {fmt}->bf16", f"4096x7168 npc={npc}", t, nbytes=count_bytes(q, out),
+                 baseline="torch reference", baseline_seconds=t_ref)
+
+
+def test_swiglu_forward_cast_speed(bench):
+    x = torch.randn(8192, 2 * 2048, dtype=torch.bfloat16)
+    fn = lambda: tile_kernels.quant.swiglu_forward_and_per_token_cast(x, "e4m3", 128)
+    q = fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: ref.cast(ref.swiglu_forward(x), "e4m3", (1, 128)), warmup=1, reps=3)
+    bench.record(SUITE, "swiglu_fwd+per_token_cast", "8192x2*2048", t, nbytes=count_bytes(x, q),
+                 baseline="torch reference", baseline_seconds=t_ref)
+
+
+def test_swiglu_backward_cast_speed(bench):
+    rows, hidden, k = 8192, 2048, 8
+    idx = torch.arange(rows, dtype=torch.int32)
+    w = torch.rand(rows // k, k)
+    x = ref.cast(torch.randn(rows, 2 * hidden), "e4m3", (1, 128))
+    g = torch.randn(rows, hidden).bfloat16()
+    t2p = idx.view(rows // k, k).contiguous()
+    fn = lambda: tile_kernels.quant.swiglu_backward_and_per_token_cast(x, g, w, idx, t2p, 128)
+    out = fn()
+    t = bench.time(fn, warmup=1, reps=3)
+    t_ref = bench.time(lambda: ref.swiglu_backward(x, g, w, idx, t2p, 128), warmup=1, reps=3)
+    bench.record(SUITE, "swiglu_bwd+per_token_cast", "8192x2*2048", t, nbytes=count_bytes(x, g, out),
+                 baseline="torch reference (no cast)", baseline_seconds=t_ref)
+
+
+def test_router_speed(bench):
+    tokens, experts = 8192, 256
+    logits, bias = torch.randn(tokens, experts), torch.randn(experts) * 0.1
+    args = (logits, bias, 8, 4, 8, False, 0, 2.5, 0, 8, 0, 1, "sigmoid")
+    fn = lambda: tile_kernels.moe.top2_sum_gate(*args)
+    fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: ref.top2_sum_gate(*args), warmup=1, reps=3)
+    bench.record(SUITE, "top2_sum_gate sigmoid", "8192 tok, 256 exp, 8 grp, top-8", t, baseline="torch reference",
+                 baseline_seconds=t_ref)
+
+
+def _mapping(tokens=8192, k=8, experts=256):
+    idx = generate_topk_idx({"num_send_tokens": tokens, "num_topk": k, "num_experts": experts, "num_ep_ranks": 1})
+    return tile_kernels.moe.get_fused_mapping(idx, experts, 0, 128)
+
+
+def test_expand_reduce_speed(bench):
+    p2e, _, _, t2p, *_ = _mapping()
+    x = torch.randn(t2p.shape[0], 7168, dtype=torch.bfloat16)
+    fn = lambda: tile_kernels.moe.expand_to_fused(x, t2p, p2e)
+    out = fn()
+    t = bench.time(fn, warmup=1, reps=5)
+    t_ref = bench.time(lambda: ref.expand_to_fused(x, t2p, p2e), warmup=1, reps=3)
+    bench.record(SUITE, "expand_to_fused bf16", f"8192x7168 top-8 -> {p2e.shape[0]} rows", t,
+                 nbytes=count_bytes(x, out), baseline="torch reference", baseline_seconds=t_ref)
+    w = torch.rand(t2p.shape)
+    fn = lambda: tile_kernels.moe.reduce_fused(out, w, t2p)
+    red = fn()
+    t = bench.time(fn, warmup=1, reps=5)
+    copy_in = torch.empty_like(out)
+    t_ref = bench.time(lambda: ref.reduce_fused(out, w, t2p), warmup=0, reps=1)
+    bench.record(SUITE, "reduce_fused bf16 weighted", f"{p2e.shape[0]} rows -> 8192x7168", t,
+                 nbytes=count_bytes(out, red), baseline="torch reference", baseline_seconds=t_ref)
+    del copy_in
+
+
+def test_engram_hash_speed(bench):
+    ids = torch.randint(0, 100000, (65536, 3), dtype=torch.int32)
+    mult = torch.randint(0, 100000, (2, 3), dtype=torch.int64)
+    vocab = torch.randint(100000, 1000000, (2, 2, 8), dtype=torch.int32)
+    offsets = ref.engram.make_offsets(vocab)
+    fn = lambda: tile_kernels.engram.engram_hash(ids, mult, vocab, offsets)
+    fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: ref.engram.engram_hash_ref(ids, mult, vocab, offsets), warmup=1, reps=3)
+    bench.record(SUITE, "engram_hash", "65536 tok, N=3, L=2, M=8", t, baseline="torch reference",
+                 baseline_seconds=t_ref)
+
+
+def test_transpose_speed(bench):
+    x = torch.randn(8192, 7168).to(torch.float8_e4m3fn)
+    fn = lambda: tile_kernels.transpose.transpose(x)
+    out = fn()
+    t = bench.time(fn)
+    t_ref = bench.time(lambda: x.view(torch.uint8).T.contiguous(), warmup=1, reps=3)
+    bench.record(SUITE, "transpose e4m3", "8192x7168", t, nbytes=count_bytes(x, out),
+                 baseline="torch .T.contiguous()", baseline_seconds=t_ref)
