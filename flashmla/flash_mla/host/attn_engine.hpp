@@ -333,8 +333,9 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         const int n = (int)std::min<int64_t>(BT, ntok - t0);
         const int nt = (n + TILE_T - 1) / TILE_T * TILE_T;
         src.fill(row, t0, n, krow, vrow, valid, kb);
-        // gathered tokens are random accesses: start fetching the next block while this one computes
-        if (blk + 1 < blk_end) src.prefetch(row, t0 + BT, (int)std::min<int64_t>(BT, ntok - t0 - BT));
+        // gathered tokens are random accesses: fetch the next block's while this one computes, a few
+        // tokens per tile so the outstanding misses stay within what the core can track
+        const int next_n = blk + 1 < blk_end ? (int)std::min<int64_t>(BT, ntok - t0 - BT) : 0;
         for (int t = n; t < nt; ++t) {
             krow[t] = vrow[t] = kZeroRow;
             valid[t] = 0;
@@ -342,9 +343,11 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         bool any = false;
         for (int t = 0; t < n; ++t) any |= valid[t] != 0;
         if (!any) continue;
-        for (int t0l = 0; t0l < nt; t0l += TILE_T)
+        for (int t0l = 0; t0l < nt; t0l += TILE_T) {
+            if (t0l < next_n) src.prefetch(row, t0 + BT + t0l, std::min(TILE_T, next_n - t0l));
             for (int h = 0; h < sh.Hp; h += TILE_H)
                 qk_tile(s + (int64_t)t0l * sh.Hp + h, sh.Hp, krow + t0l, qp + h, sh.Hp, sh.dqk / 2, sh.scale_log2);
+        }
         if (limit) mask_block(s, nt, sh.Hp, t0, limit);
         softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
         pack_v(vp, vrow, nt, sh.dv);
