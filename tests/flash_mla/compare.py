@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import torch
-from flash_mla.kv_cache import KVCacheFormat, quantize_k_cache
+from flash_mla.kv_cache import KVCacheFormat, _flat_bytes, quantize_k_cache
 
 # (abs, rel, cos-diff) per output, as upstream's tests use them.
 DECODE_OUT = (1e-3, 2.01 / 128, 5e-6)
@@ -47,7 +47,6 @@ def make_cache(fmt: KVCacheFormat, num_blocks: int, page: int, placement=None, s
 
 
 def poison_slots(cache: torch.Tensor, fmt: KVCacheFormat, placement, slots: torch.Tensor) -> None:
-    from flash_mla.kv_cache import _flat_bytes
     s = fmt.spec
     placement = fmt.placement(placement)
     flat = _flat_bytes(cache)

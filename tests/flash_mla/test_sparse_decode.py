@@ -5,10 +5,10 @@ import flash_mla
 import pytest
 import torch
 from flash_mla import reference
-from flash_mla.kv_cache import KVCacheFormat
+from flash_mla.kv_cache import KVCacheFormat, _flat_bytes
 from flash_mla.reference.sparse import KVScope
 
-from .compare import DECODE_LSE, DECODE_OUT, assert_close, make_cache
+from .compare import DECODE_LSE, DECODE_OUT, assert_close, make_cache, poison_slots
 
 F = KVCacheFormat
 
@@ -139,3 +139,40 @@ def test_metadata_config_is_recorded_and_checked():
                                          scopes[0].indices[:, :, :32].contiguous())
     with pytest.raises(ValueError, match="config.enable_batch_invariant"):
         flash_mla.flash_mla_with_kvcache(*args, enable_batch_invariant=True)
+
+
+@pytest.mark.parametrize("fmt,placement", [(F.V32_FP8, None), (F.MODEL1_FP8, None), (F.V41_FP8, "interleaved"),
+                                           (F.V41_FP8, "block_split")])
+def test_host_dequantisation_is_bit_exact(fmt, placement):
+    # one valid token per row: softmax weight 1, so out must equal the token's dequantised V bit for bit
+    page, num_blocks, b = 5, 6, 4
+    cache = make_cache(fmt, num_blocks, page, placement, seed=11)
+    if fmt is F.V32_FP8:  # V3.2-release style arbitrary FP32 scales: the bf16 rounding of q * s matters
+        flat = _flat_bytes(cache)
+        for t in range(num_blocks * page):
+            off = (t // page) * cache.stride(0) + (t % page) * 656 + 512
+            flat[off:off + 16] = (flat[off:off + 16].clone().view(torch.float32) * 1.37).view(torch.uint8)
+    tokens = torch.tensor([0, 7, 23, 29], dtype=torch.int32)
+    idx = torch.full((b, 1, 9), -1, dtype=torch.int32)
+    idx[:, 0, 4] = tokens
+    poison = torch.tensor(sorted(set(range(num_blocks * page)) - set(tokens.tolist())))
+    poison_slots(cache, fmt, placement, poison)
+    q = torch.randn(b, 1, 64, fmt.d_qk).bfloat16()
+    out, lse = _run(q, [KVScope(cache, fmt, fmt.placement(placement), idx)], layout=placement)
+    v = flash_mla.dequantize_k_cache(cache, fmt, placement).view(-1, fmt.d_qk)[tokens.long(), :512]
+    assert torch.equal(out[:, 0], v.unsqueeze(1).expand(b, 64, 512))
+    k = flash_mla.dequantize_k_cache(cache, fmt, placement).view(-1, fmt.d_qk)[tokens.long()].float()
+    logits = (q[:, 0].float() @ k.unsqueeze(-1)).squeeze(-1) * fmt.d_qk ** -0.5
+    assert_close(lse[:, :, 0], logits, DECODE_LSE, "lse")
+
+
+def test_host_fp4_dequantisation_is_bit_exact():
+    cache = make_cache(F.V41_FP4, 3, 4, "interleaved", seed=12)
+    idx = torch.tensor([[[5]], [[11]]], dtype=torch.int32)
+    main = make_cache(F.V41_FP8, 1, 2)
+    q = torch.randn(2, 1, 64, 512).bfloat16()
+    meta, _ = flash_mla.get_mla_metadata()
+    out, _ = flash_mla.flash_mla_with_kvcache(q, main, None, None, 512, meta, None, None, False, True,
+                                              torch.full((2, 1, 1), -1, dtype=torch.int32), None, cache, idx)
+    v = flash_mla.dequantize_k_cache(cache).view(-1, 512)[[5, 11]]
+    assert torch.equal(out[:, 0], v.unsqueeze(1).expand(2, 64, 512))
