@@ -1,8 +1,10 @@
-// Sparse MLA attention engine shared by the decode and prefill host kernels.
+// Attention engine shared by every host kernel (sparse decode and prefill, dense decode, varlen).
 //
-// One "row" is one query token with all its heads: the heads share the row's token list (MQA), so
-// every gathered token is used by all of them. A row's tokens are processed in blocks of BT:
-//   1. the token source hands over BT bf16 K rows (V = the first d_v dims of K) and their validity;
+// One "row" is a set of query vectors sharing one token list: a query token with all its heads (MQA),
+// or a chunk of query tokens of one kv head (dense GQA/MHA), so every gathered token is used by all
+// of them. A row's tokens are processed in blocks of BT:
+//   1. the token source hands over BT bf16 K and V rows (for MLA, V is the first d_v dims of K) and
+//      their validity; causal sources also give each query vector its last visible token;
 //   2. S^T[t][h] = K[t] . Q[h]  with BF16 dot products: A = K rows broadcast as dim pairs,
 //      B = Q packed once per row as [dim pair][head] (8 tokens x 32 heads register tile);
 //   3. online softmax in FP32 and base 2, vectorised across heads;
