@@ -135,12 +135,36 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
     return True
 
 
+def check_by_hand(rank):
+    """2 ranks, 4 experts (2 per rank), top-2, hidden 16; token t of rank r is the constant 10r + t + 1.
+    Expected values worked out by hand from the routing below."""
+    import deep_ep
+    routing = {0: [[0, 3], [2, -1]], 1: [[1, 2], [3, 0]]}
+    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=2, hidden=16, num_topk=2, explicitly_destroy=True)
+    idx = torch.tensor(routing[rank], dtype=torch.int64)
+    x = torch.tensor([[10.0 * rank + 1], [10.0 * rank + 2]]).expand(2, 16).bfloat16()
+    recv_x, recv_idx, _, handle, _ = buf.dispatch(x, idx, num_experts=4)
+    expect_x = {0: [1, 11, 12], 1: [1, 2, 11, 12]}[rank]
+    expect_idx = {0: [[0, -1], [1, -1], [-1, 0]], 1: [[-1, 1], [0, -1], [-1, 0], [1, -1]]}[rank]
+    assert recv_x[:, 0].float().tolist() == expect_x and recv_idx.tolist() == expect_idx
+    assert handle.num_recv_tokens_per_expert_list == {0: [2, 1], 1: [2, 2]}[rank]
+    assert handle.recv_src_metadata[:, 0].tolist() == {0: [0, 2, 3], 1: [0, 1, 2, 3]}[rank]
+    combined, _, _ = buf.combine(recv_x, handle, bias=torch.ones(2, 16).bfloat16())
+    assert combined[:, 0].float().tolist() == {0: [3, 3], 1: [23, 25]}[rank]
+    ex, _, _, ehandle, _ = buf.dispatch(x, idx, num_experts=4, do_expand=True)
+    assert ex[:, 0].float().tolist() == {0: [1, 12, 11], 1: [2, 11, 1, 12]}[rank]
+    assert buf.combine(ex, ehandle)[0][:, 0].float().tolist() == {0: [2, 2], 1: [22, 24]}[rank]
+    buf.destroy()
+
+
 def run_matrix(rank, world, hidden, num_experts, M, topk, transport=None, ranks_per_host=None):
     import deep_ep
     if transport:
         os.environ["EP_TRANSPORT"] = transport
     if ranks_per_host is not None:
         os.environ["DJ_SYMM_HOST_ID"] = f"sim-host-{rank // ranks_per_host}"
+    if world == 2:
+        check_by_hand(rank)
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
                            explicitly_destroy=True, num_cpu_timeout_secs=60)
     done = []

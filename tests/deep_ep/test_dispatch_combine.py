@@ -21,3 +21,9 @@ def test_two_simulated_hosts_use_collectives():
     torch.distributed collectives, with results identical to the single-host transport."""
     outs = run_ranks(run_matrix, 4, 256, 32, 40, 6, None, 2, timeout=180)
     assert all(kind == "dist" for kind, _ in outs)
+
+
+def test_reference_backend_matches_the_oracle():
+    """EP_BACKEND=reference: the plain-PyTorch engine over collectives (the NPU path)."""
+    outs = run_ranks(run_matrix, 2, 256, 32, 48, 6, None, None, timeout=180, env={"EP_BACKEND": "reference"})
+    assert all(kind == "dist" for kind, _ in outs)

@@ -66,8 +66,12 @@ class EPBuffer(BufferBase):
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs))
         self.transport = self._session.transport_kind
-        self._engine = HostEngine(self._session.transport, self.rank_idx, self.num_ranks, num_bytes,
-                                  self._session.threads)
+        if self._session.backend == "host":
+            self._engine = HostEngine(self._session.transport, self.rank_idx, self.num_ranks, num_bytes,
+                                      self._session.threads)
+        else:
+            from ..reference.engine import ReferenceEngine
+            self._engine = ReferenceEngine(group, self.rank_idx, self.num_ranks, num_bytes)
         self.lb_storage = None
         if self.num_lb_bytes:
             from .lb import lb_storage

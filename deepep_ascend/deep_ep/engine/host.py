@@ -115,19 +115,23 @@ class HostEngine:
         if a.packed_stride:
             exp_rows = e_local * a.packed_stride
         data_rows = exp_rows if a.do_expand else rows
-        recv_x = self.pool.empty((data_rows, H), a.x.dtype)
+        dev = a.x.device
+        if dev.type == "cpu":
+            recv_x = self.pool.empty((data_rows, H), a.x.dtype)
+        else:
+            recv_x = torch.empty(data_rows, H, dtype=a.x.dtype, device=dev)
         recv_sf = None
         if a.sf is not None:
             packs = a.sf.shape[1]
             if a.col_major_sf:
-                recv_sf = torch.empty(packs, align(data_rows, 4), dtype=a.sf.dtype).T[:data_rows]
+                recv_sf = torch.empty(packs, align(data_rows, 4), dtype=a.sf.dtype, device=dev).T[:data_rows]
             else:
-                recv_sf = torch.empty(data_rows, packs, dtype=a.sf.dtype)
-        recv_idx = None if a.do_expand else torch.full((rows, K), -1, dtype=torch.int64)
+                recv_sf = torch.empty(data_rows, packs, dtype=a.sf.dtype, device=dev)
+        recv_idx = None if a.do_expand else torch.full((rows, K), -1, dtype=torch.int64, device=dev)
         recv_w = None
         if a.topk_weights is not None:
-            recv_w = torch.zeros(exp_rows) if a.do_expand else torch.zeros(rows, K)
-        meta = torch.full((rows, K + 2), -1, dtype=torch.int32)
+            recv_w = torch.zeros(exp_rows, device=dev) if a.do_expand else torch.zeros(rows, K, device=dev)
+        meta = torch.full((rows, K + 2), -1, dtype=torch.int32, device=dev)
         return DispatchOutputs(recv_x, recv_sf, recv_idx, recv_w, meta, psum_rank, psum_expert, true.int(),
                                aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
+import torch.distributed as dist
 
 from .. import jit
 from ..transport import choose_transport
@@ -50,10 +51,12 @@ class Deferred:
 
 
 class CommSession:
-    def __init__(self, group, region_bytes: int, timeout_s: float, device: torch.device = torch.device("cpu")):
+    def __init__(self, group, region_bytes: int, timeout_s: float, device: torch.device | None = None):
         self.group = group
         self.rank = group.rank()
         self.num_ranks = group.size()
+        if device is None:  # an HCCL group carries NPU tensors; anything else here is CPU
+            device = torch.device("npu" if dist.get_backend(group) == "hccl" else "cpu")
         self.device = device
         self.backend = jit.LIB.backend_for(device)
         kind = choose_transport(group, device.type, self.backend == "host")
