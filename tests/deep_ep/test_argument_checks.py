@@ -1,0 +1,88 @@
+"""Argument checks without processes: fuzzed bad dispatch/combine arguments raise ValueError or
+TypeError naming the argument, and the host plan kernel rejects bad expert ids without touching
+anything out of bounds."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deep_ep.engine.checks import check_dispatch
+
+R = 2
+
+
+def _good(T=4, H=128, K=2, E=8):
+    x = torch.zeros(T, H, dtype=torch.bfloat16)
+    idx = torch.tensor([[i % E, (i + 1) % E] for i in range(T)], dtype=torch.int64)[:, :K]
+    return dict(x=x, topk_idx=idx, topk_weights=torch.ones(T, K), stats=None, num_experts=E,
+                num_max_tokens_per_rank=T, expert_alignment=1, handle=None, do_cpu_sync=None, do_expand=False,
+                do_zero_padding=False, col_major_sf=False)
+
+
+def test_good_arguments_pass():
+    a = check_dispatch(R, **_good())
+    assert a.num_tokens == 4 and a.num_topk == 2 and a.do_cpu_sync
+
+
+MUTATIONS = {
+    "x dtype": (lambda a: a.update(x=a["x"].float()), TypeError, "x must have dtype"),
+    "x 3-D": (lambda a: a.update(x=a["x"][None]), ValueError, "x must be 2-D"),
+    "x row bytes": (lambda a: a.update(x=torch.zeros(4, 4, dtype=torch.bfloat16)), ValueError, "multiple of 16"),
+    "x strided": (lambda a: a.update(x=torch.zeros(4, 256, dtype=torch.bfloat16)[:, ::2]), ValueError, "stride"),
+    "topk dtype": (lambda a: a.update(topk_idx=a["topk_idx"].int()), TypeError, "topk_idx must have dtype"),
+    "topk rows": (lambda a: a.update(topk_idx=a["topk_idx"][:3]), ValueError, "one row per token"),
+    "topk wide": (lambda a: a.update(topk_idx=torch.zeros(4, 65, dtype=torch.int64)), ValueError, "num_topk"),
+    "weights shape": (lambda a: a.update(topk_weights=torch.ones(4, 3)), ValueError, "topk_weights must have shape"),
+    "weights dtype": (lambda a: a.update(topk_weights=torch.ones(4, 2, dtype=torch.float64)), TypeError,
+                      "topk_weights must have dtype"),
+    "experts uneven": (lambda a: a.update(num_experts=7), ValueError, "divisible"),
+    "experts type": (lambda a: a.update(num_experts=8.0), TypeError, "num_experts must be an int"),
+    "capacity": (lambda a: a.update(num_max_tokens_per_rank=3), ValueError, "exceeds num_max_tokens_per_rank"),
+    "alignment": (lambda a: a.update(expert_alignment=0), ValueError, "expert_alignment must be >= 1"),
+    "padding": (lambda a: a.update(do_zero_padding=True), ValueError, "requires do_expand"),
+    "stats": (lambda a: a.update(stats=torch.zeros(3, dtype=torch.int32)), ValueError,
+              "cumulative_local_expert_recv_stats must have shape [4]"),
+    "no experts": (lambda a: a.update(num_experts=None), ValueError, "num_experts is required"),
+    "fp8 scales rows": (lambda a: a.update(x=(torch.zeros(4, 128, dtype=torch.float8_e4m3fn), torch.ones(3, 1))),
+                        ValueError, "x[1] (scales) must have 4 rows"),
+    "fp8 scales dtype": (lambda a: a.update(x=(torch.zeros(4, 128, dtype=torch.float8_e4m3fn),
+                                               torch.ones(4, 1, dtype=torch.float64))), TypeError, "x[1] (scales)"),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3, unique=True))
+def test_fuzzed_bad_arguments_raise_named_errors(names):
+    args = _good()
+    for name in names:
+        MUTATIONS[name][0](args)
+    with pytest.raises((ValueError, TypeError)) as info:
+        check_dispatch(R, **args)
+    assert any(MUTATIONS[n][2] in str(info.value) for n in names), (names, str(info.value))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 8), st.sampled_from([2, 4]), st.integers(-5, 40), st.data())
+def test_plan_kernel_rejects_bad_ids(T, K, ranks, bad_value, data):
+    from deep_ep.engine.checks import DispatchArgs
+    from deep_ep.engine.host import HostEngine
+    E = 4 * ranks
+    g = torch.Generator().manual_seed(T * 100 + K)
+    idx = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(T)])  # K <= 8 <= E: distinct ids
+    t, k = data.draw(st.integers(0, T - 1)), data.draw(st.integers(0, K - 1))
+    idx[t, k] = bad_value
+    a = DispatchArgs(torch.zeros(T, 128, dtype=torch.bfloat16), None, idx.contiguous(), None, None, E, T, 1, None,
+                     True, False, False, False)
+    engine = HostEngine(None, 0, ranks, 1 << 30, 1)
+    row = idx[t].tolist()
+    duplicate = bad_value >= 0 and row.count(bad_value) > 1
+    if bad_value < -1 or bad_value >= E:
+        with pytest.raises(ValueError, match="out of range"):
+            engine.plan(a)
+    elif duplicate:
+        with pytest.raises(ValueError, match="twice"):
+            engine.plan(a)
+    else:
+        plan = engine.plan(a)
+        sent = (idx >= 0).sum()
+        assert int(plan.send_counts[:, 1:].sum()) == int(sent)
