@@ -3,10 +3,9 @@ TypeError naming the argument, and the host plan kernel rejects bad expert ids w
 anything out of bounds."""
 import pytest
 import torch
+from deep_ep.engine.checks import check_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from deep_ep.engine.checks import check_dispatch
 
 R = 2
 
@@ -25,8 +24,8 @@ def test_good_arguments_pass():
 
 
 MUTATIONS = {
-    "x dtype": (lambda a: a.update(x=a["x"].float()), TypeError, "x must have dtype"),
-    "x 3-D": (lambda a: a.update(x=a["x"][None]), ValueError, "x must be 2-D"),
+    "x dtype": (lambda a: a.update(x=torch.zeros(4, 128)), TypeError, "x must have dtype"),
+    "x 3-D": (lambda a: a.update(x=torch.zeros(1, 4, 128, dtype=torch.bfloat16)), ValueError, "x must be 2-D"),
     "x row bytes": (lambda a: a.update(x=torch.zeros(4, 4, dtype=torch.bfloat16)), ValueError, "multiple of 16"),
     "x strided": (lambda a: a.update(x=torch.zeros(4, 256, dtype=torch.bfloat16)[:, ::2]), ValueError, "stride"),
     "topk dtype": (lambda a: a.update(topk_idx=a["topk_idx"].int()), TypeError, "topk_idx must have dtype"),
