@@ -7,7 +7,7 @@ from typing import Union
 import torch
 
 from .. import _checks as C
-from .._lib import host_kernel, threads, use_host
+from .._lib import empty, host_kernel, threads, use_host
 from ..reference import moe as ref
 
 
@@ -82,7 +82,7 @@ def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
 
 
 def _expand_rows(x: torch.Tensor, token_topk_to_pos: torch.Tensor, num_rows: int) -> torch.Tensor:
-    out = torch.empty((num_rows, *x.shape[1:]), dtype=x.dtype)
+    out = empty(num_rows, *x.shape[1:], dtype=x.dtype)
     if num_rows:
         covered = torch.zeros(num_rows, dtype=torch.uint8)
         row_bytes = x[0].numel() * x.element_size() if x.shape[0] else out[0].numel() * out.element_size()
@@ -164,7 +164,7 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
             return res
         return out.copy_(res)
     if out is None:
-        out = torch.empty((num_tokens, hidden), dtype=out_dtype)
+        out = empty(num_tokens, hidden, dtype=out_dtype)
     if num_tokens:
         host_kernel("tk_reduce", "reduce.cpp")(out, x, topk_weights, x_sf, sf, token_topk_to_pos, _DT[x.dtype],
                                                       _DT[out_dtype], num_tokens, token_topk_to_pos.shape[1], hidden,

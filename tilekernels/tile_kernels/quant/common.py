@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import _checks as C
-from .._lib import host_kernel, threads
+from .._lib import empty, host_kernel, threads
 from ..reference.numerics import unpack_from_e2m1fn_x2
 from ..utils import align, ceil_div
 
@@ -83,8 +83,7 @@ def host_cast(x: torch.Tensor, fmt: str, block: tuple[int, int], round_sf: bool,
     from ..reference.cast import FMT_CLAMP_MIN
     m, k = x.shape
     if q_out is None and mode != 1:
-        q_out = torch.empty((m, k // 2 if fmt == "e2m1" else k),
-                            dtype=torch.int8 if fmt == "e2m1" else torch.float8_e4m3fn, device=x.device)
+        q_out = empty(m, k // 2 if fmt == "e2m1" else k, dtype=torch.int8 if fmt == "e2m1" else torch.float8_e4m3fn)
     if m > 0 and k > 0:
         packed, sm, sk = sf_strides(sf_out)
         kernel = host_kernel("tk_block_cast", "block_cast.cpp")
@@ -96,7 +95,7 @@ def host_cast(x: torch.Tensor, fmt: str, block: tuple[int, int], round_sf: bool,
 
 def host_cast_back(q: torch.Tensor, sf: torch.Tensor, block: tuple[int, int], out_dtype: torch.dtype) -> torch.Tensor:
     m, k = q.shape[0], logical_hidden(q)
-    out = torch.empty((m, k), dtype=out_dtype, device=q.device)
+    out = empty(m, k, dtype=out_dtype)
     if m > 0 and k > 0:
         packed, sm, sk = sf_strides(sf)
         kernel = host_kernel("tk_cast_back", "cast_back.cpp")

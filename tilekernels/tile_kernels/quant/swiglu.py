@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import _checks as C
-from .._lib import host_kernel, threads, use_host
+from .._lib import empty, host_kernel, threads, use_host
 from ..reference import cast as ref_cast
 from ..reference import swiglu as ref
 from .cast_ops import _cast
@@ -70,7 +70,7 @@ def swiglu_forward_and_per_token_cast(x: torch.Tensor, fmt: str, num_per_channel
         return ref_cast.cast(y, "e4m3", (1, num_per_channels), round_sf=round_sf,
                              use_tma_aligned_col_major_sf=use_tma_aligned_col_major_sf,
                              use_packed_ue8m0=use_packed_ue8m0, clamp_min=clamp_min)
-    q = torch.empty((rows, h), dtype=torch.float8_e4m3fn, device=x.device)
+    q = empty(rows, h, dtype=torch.float8_e4m3fn)
     sf = alloc_sf(rows, -(-h // num_per_channels), use_tma_aligned_col_major_sf, use_packed_ue8m0, x.device)
     if rows:
         packed, sm, sk = sf_strides(sf)
@@ -109,9 +109,9 @@ def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.
                                                        token_topk_to_pos, num_per_channels, clamp)
         x_grad_q = ref_cast.cast(x_grad, "e4m3", (1, num_per_channels), round_sf=round_sf)
         return out.to(grad_out.dtype), x_grad_q, x_grad.to(grad_out.dtype), weight_grad
-    out = torch.empty((rows, h), dtype=grad_out.dtype, device=q.device)
-    x_grad = torch.empty((rows, h2), dtype=grad_out.dtype, device=q.device)
-    xg_q = torch.empty((rows, h2), dtype=torch.float8_e4m3fn, device=q.device)
+    out = empty(rows, h, dtype=grad_out.dtype)
+    x_grad = empty(rows, h2, dtype=grad_out.dtype)
+    xg_q = empty(rows, h2, dtype=torch.float8_e4m3fn)
     xg_sf = torch.empty((rows, h2 // num_per_channels), dtype=torch.float32, device=q.device)
     weight_grad = torch.zeros_like(weight)
     if rows:
@@ -135,7 +135,7 @@ def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str,
     clamp = _clamp_arg(swiglu_clamp_value)
     h = h2 // 2
     if use_host(x):
-        y = torch.empty((rows, h), dtype=torch.bfloat16)
+        y = empty(rows, h, dtype=torch.bfloat16)
         if rows:
             host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
                 None, None, y, x, 1, rows, h, h, None, None, None, int(clamp is not None), clamp or 0.0, None, 0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import _checks as C
-from .._lib import host_kernel, threads, use_host
+from .._lib import empty, host_kernel, threads, use_host
 from ..reference import transpose as ref
 
 
@@ -18,7 +18,7 @@ def batched_transpose(x: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"x's element size must be 1, 2, 4 or 8 bytes, got {x.element_size()}")
     if not use_host(x):
         return ref.batched_transpose(x)
-    out = torch.empty((b, n, m), dtype=x.dtype, device=x.device)
+    out = empty(b, n, m, dtype=x.dtype)
     if out.numel():
         host_kernel("tk_transpose", "transpose.cpp")(out, x, b, m, n, x.stride(0), x.stride(1), x.element_size(),
                                                      threads())
