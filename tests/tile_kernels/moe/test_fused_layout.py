@@ -75,8 +75,8 @@ def test_expand_to_fused_with_sf(backend, npc, col, round_sf, packed):
 @pytest.mark.parametrize("weights", [False, True])
 @pytest.mark.parametrize("with_x_sf", [False, True])
 def test_reduce_fused(backend, dtype, fp8_out, weights, with_x_sf):
-    idx, (p2e, _, _, t2p, *_) = _mapping()
-    x = torch.randn(p2e.shape[0], 512).to(dtype)
+    idx, (p2e, _, _, t2p, *_) = _mapping(tokens=100, alignment=16)
+    x = torch.randn(p2e.shape[0], 256).to(dtype)
     w = torch.rand(idx.shape) if weights else None
     x_in = (x, torch.rand(p2e.shape[0])) if with_x_sf else x
     sf = torch.tensor([0.75]) if fp8_out else None
