@@ -154,6 +154,15 @@ def _async(rank, world):
     assert torch.equal(dx, sync_x) and torch.equal(dw, sync_w)
     event = buf.combine(y, dhandle, async_with_compute_stream=True, defer_epilogue=True)
     assert torch.equal(event.wait()[0], sync_out)
+    # Outputs the caller keeps pin their shared-memory block; once the arena is full, dispatch falls
+    # back to a receive-side copy into private memory. Both give the same bytes.
+    kept = [buf.dispatch(x, idx, w, **kw) for _ in range(24)]
+    arena = buf._session.transport
+    inside = [arena.arena_address(rank) <= k[0].data_ptr() < arena.arena_address(rank) + arena.arena_bytes
+              for k in kept]
+    assert any(inside) and not all(inside)
+    assert all(torch.equal(k[0], sync_x) and torch.equal(k[2], sync_w) for k in kept)
+    del kept
     # A deferred epilogue not yet waited on is finished by the next operation, not overwritten.
     first = buf.dispatch(x, idx, w, async_with_compute_stream=True, defer_epilogue=True, **kw)
     buf.barrier()

@@ -64,7 +64,9 @@ class EPBuffer(BufferBase):
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
         plan = lb_allocation_plan_or_num_bytes if isinstance(lb_allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
-        self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs))
+        # The output arena (as large as the EP region) lets senders write dispatch outputs directly.
+        self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
+                                    arena_bytes=num_bytes)
         self.transport = self._session.transport_kind
         if self._session.backend == "host":
             self._engine = HostEngine(self._session.transport, self.rank_idx, self.num_ranks, num_bytes,

@@ -76,9 +76,17 @@ class HostEngine:
         return RoutePlan(a.hidden, R, e_local, dst_slot, within, exp_pos,
                          torch.cat([send_count[:, None], expert_count], 1))
 
+    @property
+    def _shm(self) -> bool:
+        return self.transport is not None and self.transport.kind == "shm"
+
     def exchange_counts(self, a: DispatchArgs, plan: RoutePlan) -> None:
         self.transport.post_counts(plan.send_counts)
-        plan.recv_counts = self.transport.recv_counts()
+        counts = self.transport.recv_counts()
+        if counts.dim() == 3:  # every rank's rows: [source, destination, C]
+            plan.all_counts = counts
+            counts = counts[:, self.rank].contiguous()
+        plan.recv_counts = counts
         tokens = plan.recv_counts[:, 0].long()
         plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
         plan.num_rows = int(plan.row_start[-1])
@@ -92,9 +100,7 @@ class HostEngine:
         psum_rank = torch.cumsum(plan.recv_counts[:, 0].long(), 0).int()
         pad_rows = None
         if a.do_expand:
-            starts = torch.cumsum(aligned, 0) - aligned
-            if a.packed_stride:
-                starts = torch.arange(e_local) * a.packed_stride
+            starts = expert_starts(aligned, a.packed_stride)
             psum_expert = (starts + true).int()
             plan.expert_base = (starts[None, :] + torch.cumsum(per_expert, 0) - per_expert).int().contiguous()
             plan.num_expanded = e_local * a.packed_stride if a.packed_stride else int(aligned.sum())
@@ -115,29 +121,104 @@ class HostEngine:
         if a.packed_stride:
             exp_rows = e_local * a.packed_stride
         data_rows = exp_rows if a.do_expand else rows
-        dev = a.x.device
-        if dev.type == "cpu":
-            recv_x = self.pool.empty((data_rows, H), a.x.dtype)
-        else:
-            recv_x = torch.empty(data_rows, H, dtype=a.x.dtype, device=dev)
-        recv_sf = None
+        packs = 0 if a.sf is None else a.sf.shape[1]
+        sf_rows = align(data_rows, 4) if a.col_major_sf else data_rows
+        # (name, shape, dtype) of every output; in the shared arena the senders write them directly.
+        parts = [("x", (data_rows, H), a.x.dtype)]
         if a.sf is not None:
-            packs = a.sf.shape[1]
-            if a.col_major_sf:
-                recv_sf = torch.empty(packs, align(data_rows, 4), dtype=a.sf.dtype, device=dev).T[:data_rows]
-            else:
-                recv_sf = torch.empty(data_rows, packs, dtype=a.sf.dtype, device=dev)
-        recv_idx = None if a.do_expand else torch.full((rows, K), -1, dtype=torch.int64, device=dev)
-        recv_w = None
+            parts.append(("sf", (packs, sf_rows) if a.col_major_sf else (sf_rows, packs), a.sf.dtype))
+        if not a.do_expand:
+            parts.append(("idx", (rows, K), torch.int64))
         if a.topk_weights is not None:
-            recv_w = torch.zeros(exp_rows, device=dev) if a.do_expand else torch.zeros(rows, K, device=dev)
-        meta = torch.full((rows, K + 2), -1, dtype=torch.int32, device=dev)
-        return DispatchOutputs(recv_x, recv_sf, recv_idx, recv_w, meta, psum_rank, psum_expert, true.int(),
-                               aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
+            parts.append(("w", (exp_rows,) if a.do_expand else (rows, K), torch.float32))
+        parts.append(("meta", (rows, K + 2), torch.int32))
+        t = self._direct_outputs(parts) if self._shm else None
+        direct = t is not None
+        if t is None:
+            t = self._private_outputs(parts, a.x.device)
+        n = plan.num_rows
+        recv_sf = t.get("sf")
+        if recv_sf is not None and a.col_major_sf:
+            recv_sf = recv_sf.T[:data_rows]
+        if "idx" in t:
+            t["idx"][n:].fill_(-1) if direct else t["idx"].fill_(-1)
+        if "w" in t:
+            t["w"].zero_()
+        t["meta"][n:].fill_(-1) if direct else t["meta"].fill_(-1)
+        out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank, psum_expert,
+                              true.int(), aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
+        out.direct = direct
+        if self._shm:
+            self._publish(out)
+        return out
+
+    def _private_outputs(self, parts, device) -> dict:
+        out = {}
+        for name, shape, dtype in parts:
+            if device.type == "cpu" and name == "x":
+                out[name] = self.pool.empty(shape, dtype)
+            else:
+                out[name] = torch.empty(shape, dtype=dtype, device=device)
+        return out
+
+    def _direct_outputs(self, parts) -> dict | None:
+        sizes = [align(_numel(shape) * torch.empty((), dtype=dtype).element_size(), 64) for _, shape, dtype in parts]
+        block = self.transport.arena_alloc(sum(sizes))
+        if block is None:
+            return None
+        out, off = {}, 0
+        for (name, shape, dtype), size in zip(parts, sizes, strict=True):
+            nbytes = _numel(shape) * torch.empty((), dtype=dtype).element_size()
+            out[name] = block[off:off + nbytes].view(dtype).view(shape)
+            off += size
+        return out
+
+    def _publish(self, out: DispatchOutputs) -> None:
+        """Tell the senders where this rank's outputs are (arena byte offsets), or that it has none."""
+        if not out.direct:
+            self.transport.publish_layout([0])
+            return
+        off = self.transport.arena_offset_of
+        sf, elem = out.recv_sf, out.recv_x.element_size()
+        words = [1, off(out.recv_x), out.recv_x.stride(0) * elem,
+                 -1 if sf is None else off(sf), 0 if sf is None else sf.stride(0) * 4,
+                 0 if sf is None else sf.stride(1) * 4,
+                 -1 if out.recv_topk_idx is None else off(out.recv_topk_idx),
+                 -1 if out.recv_topk_weights is None else off(out.recv_topk_weights), off(out.recv_src_metadata)]
+        self.transport.publish_layout(words)
+
+    def _direct_targets(self, a: DispatchArgs, plan: RoutePlan):
+        """Per destination: output addresses (or zeros for slot mode), the first output row of this
+        rank's tokens, and (expanded) the first row of each local expert for this rank's tokens."""
+        layouts = self.transport.peer_layouts()
+        R, me = self.num_ranks, self.rank
+        if not bool((layouts[:, 0] == 1).any()):
+            return None, None, None
+        direct = torch.zeros(R, 8, dtype=torch.int64)
+        for d in range(R):
+            w = layouts[d].tolist()
+            if w[0] != 1:
+                continue
+            base = self.transport.arena_address(d)
+            direct[d] = torch.tensor([_address(base, w[1]), w[2], _address(base, w[3]), w[4], w[5],
+                                      _address(base, w[6]), _address(base, w[7]), _address(base, w[8])])
+        counts = plan.all_counts.long()                  # [source, destination, 1 + E_local]
+        row_base = counts[:me, :, 0].sum(0).int()
+        expert_base = None
+        if a.do_expand:
+            true = counts[:, :, 1:].sum(0)               # [destination, E_local]
+            al = a.expert_alignment
+            aligned = (true + al - 1) // al * al
+            starts = torch.stack([expert_starts(aligned[d], a.packed_stride) for d in range(R)])
+            expert_base = (starts + counts[:me, :, 1:].sum(0)).int().contiguous()
+        return direct, row_base, expert_base
 
     def send(self, a: DispatchArgs, plan: RoutePlan) -> None:
         R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         slot = self.slot_layout(a)
+        direct = row_base = expert_base = None
+        if self._shm:
+            direct, row_base, expert_base = self._direct_targets(a, plan)
         base = self.transport.send_bases(plan.send_tokens, slot.slot_bytes, COUNTS_BYTES, M * slot.slot_bytes)
         sf = a.sf
         kernel("ep_dispatch_send")(
@@ -145,13 +226,19 @@ class HostEngine:
             sf, 0 if sf is None else sf.stride(0) * 4, 0 if sf is None else sf.stride(1) * 4,
             0 if sf is None else sf.shape[1], a.topk_idx, a.topk_weights, a.num_tokens, K, R,
             plan.num_local_experts, plan.dst_slot, plan.within, base, slot.slot_bytes, slot.sf_off, slot.meta_off,
-            self.threads)
+            direct, row_base, expert_base, int(a.do_expand), M, self.rank, self.threads)
         self.transport.finish_send(plan.send_tokens, plan.recv_tokens, slot.slot_bytes)
 
     def receive(self, a: DispatchArgs, plan: RoutePlan, out: DispatchOutputs) -> None:
-        R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
+        M = a.num_max_tokens_per_rank
         slot = self.slot_layout(a)
         base = self.transport.recv_bases(plan.recv_tokens, slot.slot_bytes, COUNTS_BYTES, M * slot.slot_bytes)
+        if not out.direct:
+            self._copy_out(a, plan, out, base, slot)
+        self._finish(a, out)
+
+    def _copy_out(self, a: DispatchArgs, plan: RoutePlan, out: DispatchOutputs, base, slot) -> None:
+        R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         sf = out.recv_sf
         kernel("ep_dispatch_recv")(
             base, plan.row_start, R, K, M, plan.num_local_experts, slot.x_bytes, out.recv_x,
@@ -159,6 +246,9 @@ class HostEngine:
             0 if sf is None else sf.stride(1) * 4, 0 if sf is None else sf.shape[1], out.recv_topk_idx,
             out.recv_topk_weights, out.recv_src_metadata, int(a.do_expand), plan.expert_base, slot.slot_bytes,
             slot.sf_off, slot.meta_off, self.threads)
+
+    def _finish(self, a: DispatchArgs, out: DispatchOutputs) -> None:
+        sf = out.recv_sf
         if out.pad_rows is not None and out.pad_rows.numel():
             _bytes(out.recv_x).index_fill_(0, out.pad_rows, 0)
             if sf is not None:
@@ -218,6 +308,24 @@ class HostEngine:
             self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
             out_w, int(sum_weights), slot_weights, self.threads)
         return out, out_w
+
+
+def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor:
+    """First expanded row of each local expert: aligned counts back to back, or a fixed stride."""
+    if packed_stride:
+        return torch.arange(aligned.shape[0]) * packed_stride
+    return torch.cumsum(aligned, 0) - aligned
+
+
+def _address(base: int, offset: int) -> int:
+    return 0 if offset < 0 else base + offset
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:

@@ -51,7 +51,8 @@ class Deferred:
 
 
 class CommSession:
-    def __init__(self, group, region_bytes: int, timeout_s: float, device: torch.device | None = None):
+    def __init__(self, group, region_bytes: int, timeout_s: float, device: torch.device | None = None,
+                 arena_bytes: int = 0):
         self.group = group
         self.rank = group.rank()
         self.num_ranks = group.size()
@@ -62,7 +63,7 @@ class CommSession:
         kind = choose_transport(group, device.type, self.backend == "host")
         if kind == "shm":
             from ..transport.shm import ShmTransport
-            self.transport = ShmTransport(group, region_bytes, timeout_s)
+            self.transport = ShmTransport(group, region_bytes, timeout_s, arena_bytes)
         else:
             self.transport = DistTransport(group, device)
         self.threads = jit.threads_per_rank(self.num_ranks if kind == "shm" else 1)

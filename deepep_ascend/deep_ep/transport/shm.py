@@ -4,32 +4,38 @@ Each rank's window data region holds a control block (the handshake signature an
 message, two copies used by alternate operations: a rank that has moved on to operation s+1 must
 not overwrite what a slower peer is still reading for operation s) and then the operation region: for dispatch ``[R count rows][R blocks of M slots]``,
 one block per source rank, for combine ``[R blocks of M rows]`` (or ``[M, K]`` rows without
-multiple reduction). Senders write straight into the destination's region; signal lanes order it:
+multiple reduction). After the operation region comes the output arena: dispatch outputs are
+allocated there when it has room, the receiver publishes where they are, and senders write tokens
+straight into them (no receive-side copy); an output block is reused once the caller has dropped
+every view of it. Senders write straight into the destination's memory; signal lanes order it:
 
     POSTED  (lane base 0)   rank r reached operation seq s and has finished with every earlier
                             operation, so its region may be overwritten for s
     COUNTS  (lane base R)   rank r's count row for s is in place
     ARRIVED (lane base 2R)  rank r's data for s is in place
+    LAYOUT  (lane base 3R)  rank r has published where its outputs for s are (or that it has none)
 """
 from __future__ import annotations
 
 import torch
 from deepjit.symm import SymmetricWindow, SymmetricWindowError
 
-CTRL_BYTES = 4096
+CTRL_BYTES = 8192
 SIG_WORDS = 32
-MSG_BYTES = (CTRL_BYTES - 2 * SIG_WORDS * 8) // 2
+MSG_BYTES = 1536
+LAYOUT_WORDS = 32
+LAYOUT_OFFSET = 2 * SIG_WORDS * 8 + 2 * MSG_BYTES
 
 
 class ShmTransport:
     kind = "shm"
 
-    def __init__(self, group, num_bytes: int, timeout_s: float):
+    def __init__(self, group, num_bytes: int, timeout_s: float, arena_bytes: int = 0):
         self.group = group
         self.rank = group.rank()
         self.num_ranks = group.size()
-        self.window = SymmetricWindow.create(group, CTRL_BYTES + num_bytes, name_hint="deep_ep",
-                                             num_signals=3 * self.num_ranks, timeout_s=timeout_s)
+        self.window = SymmetricWindow.create(group, CTRL_BYTES + num_bytes + arena_bytes, name_hint="deep_ep",
+                                             num_signals=4 * self.num_ranks, timeout_s=timeout_s)
         if self.window.num_local_ranks != self.num_ranks:
             raise RuntimeError("shared-memory transport needs every rank of the group on this host")
         self.region_bytes = num_bytes
@@ -39,6 +45,11 @@ class ShmTransport:
         self._msg = [[self.window.tensor(p, torch.uint8, (MSG_BYTES,), 2 * SIG_WORDS * 8 + i * MSG_BYTES)
                       for p in range(R)] for i in range(2)]
         self._region_ptr = [self.window.data_ptr(p) + CTRL_BYTES for p in range(R)]
+        self._layout = [[self.window.tensor(p, torch.int64, (LAYOUT_WORDS,), LAYOUT_OFFSET + i * LAYOUT_WORDS * 8)
+                         for p in range(R)] for i in range(2)]
+        self.arena_offset = CTRL_BYTES + num_bytes
+        self.arena_bytes = arena_bytes
+        self._arena: list[tuple[int, torch.Tensor]] = []   # (offset, block) handed out as outputs
         self._seq = 0
         self._counts_shape = None
 
@@ -68,17 +79,57 @@ class ShmTransport:
         return self.window.tensor(peer, dtype, shape, CTRL_BYTES + offset)
 
     def post_counts(self, counts: torch.Tensor) -> None:
-        """``counts [R, C]`` int32: row d goes to row ``rank`` of rank d's count block."""
+        """``counts [R, C]`` int32 (per destination): every rank gets the whole matrix, as row
+        ``rank`` of its ``[R sources, R destinations, C]`` count block, so a sender can work out
+        where its tokens land in every destination's outputs."""
         R, C = counts.shape
-        self._counts_shape = (R, C)
+        self._counts_shape = (R, R, C)
         for d in range(R):
-            self.region(d, torch.int32, (R, C))[self.rank].copy_(counts[d])
+            self.region(d, torch.int32, (R, R, C))[self.rank].copy_(counts)
         self.window.notify_lanes(R, self._seq)
 
     def recv_counts(self) -> torch.Tensor:
+        """``[R sources, R destinations, C]``: every rank's count rows."""
         R = self.num_ranks
         self.window.wait_lanes(R, self._seq, what=f"deep_ep operation {self._seq}: waiting for count rows")
         return self.region(self.rank, torch.int32, self._counts_shape).clone()
+
+    # ---- output arena and direct writes --------------------------------------------------------
+    def arena_alloc(self, nbytes: int) -> torch.Tensor | None:
+        """A block of this rank's arena (own storage) no caller view still uses, or None when full."""
+        nbytes = (nbytes + 4095) // 4096 * 4096
+        live = []
+        for off, block in self._arena:
+            if torch._C._storage_Use_Count(block.untyped_storage()._cdata) > 2:
+                live.append((off, block))
+        live.sort(key=lambda e: e[0])
+        start = 0
+        for off, block in live + [(self.arena_bytes, None)]:
+            if off - start >= nbytes:
+                fresh = self.window.own_tensor(self.arena_offset + start, nbytes)
+                self._arena = live + [(start, fresh)]
+                return fresh
+            if block is not None:
+                start = off + block.numel()
+        self._arena = live
+        return None
+
+    def arena_address(self, peer: int) -> int:
+        return self._region_ptr[peer] - CTRL_BYTES + self.arena_offset
+
+    def arena_offset_of(self, t: torch.Tensor) -> int:
+        return t.data_ptr() - self.arena_address(self.rank)
+
+    def publish_layout(self, words: list[int]) -> None:
+        row = torch.full((LAYOUT_WORDS,), -1, dtype=torch.int64)
+        row[: len(words)] = torch.tensor(words, dtype=torch.int64)
+        self._layout[self._seq % 2][self.rank].copy_(row)
+        self.window.notify_lanes(3 * self.num_ranks, self._seq)
+
+    def peer_layouts(self) -> torch.Tensor:
+        self.window.wait_lanes(3 * self.num_ranks, self._seq,
+                               what=f"deep_ep operation {self._seq}: waiting for output layouts")
+        return torch.stack([t.clone() for t in self._layout[self._seq % 2]])
 
     def send_bases(self, send_rows: torch.Tensor, row_bytes: int, offset: int, block_stride: int) -> torch.Tensor:
         return torch.tensor([self._region_ptr[d] + offset + self.rank * block_stride for d in range(self.num_ranks)],
@@ -99,5 +150,6 @@ class ShmTransport:
             pass
 
     def destroy(self) -> None:
-        self._sig = self._msg = []
+        self._sig = self._msg = self._layout = []
+        self._arena = []
         self.window.destroy()

@@ -234,6 +234,16 @@ class SymmetricWindow:
         start = self.header_bytes + offset
         return self._bases[peer][start:start + numel * itemsize].view(dtype).view(shape)
 
+    def own_tensor(self, offset: int, num_bytes: int) -> torch.Tensor:
+        """A uint8 view of this rank's data bytes ``[offset, offset + num_bytes)`` with a storage of
+        its own, so ``torch``'s storage reference count tells whether any view of it is still held
+        (used to hand out window memory as operation outputs and reuse it once released)."""
+        self._check_usable()
+        if offset < 0 or num_bytes < 0 or offset + num_bytes > self.num_bytes:
+            raise ValueError(f"range [{offset}, {offset + num_bytes}) exceeds the window's {self.num_bytes} data bytes")
+        return torch.frombuffer(self._maps[self.local_rank], dtype=torch.uint8, count=num_bytes,
+                                offset=self.header_bytes + offset)
+
     def data_ptr(self, peer: int) -> int:
         """Address of local peer ``peer``'s data region in this process (for host kernels)."""
         self._check_usable()
