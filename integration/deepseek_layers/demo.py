@@ -3,6 +3,7 @@ against the library's reference path and prints time and throughput. Libraries t
 landed their CPU path yet are listed as such."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, Optional
 
@@ -27,7 +28,6 @@ def _calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
 
 def tour_deepjit():
     import deepjit
-    import os
     src = r"""
 #include <deepjit/host/convert.hpp>
 #include <deepjit/host/parallel.hpp>
@@ -49,7 +49,74 @@ void tour_to_bf16(uint16_t* out, const float* x, int64_t n, int64_t threads) {
         "bit-exact" if exact else "MISMATCH", exact
 
 
-TOUR: list[tuple[str, Callable[[], Optional[tuple]]]] = [("deepjit", tour_deepjit)]
+class _forced_backend:
+    """Temporarily forces a library onto one path through its ``<PREFIX>_BACKEND`` variable."""
+
+    def __init__(self, prefix: str, backend: str):
+        self.name, self.backend = f"{prefix}_BACKEND", backend
+
+    def __enter__(self):
+        self.old = os.environ.get(self.name)
+        os.environ[self.name] = self.backend
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.old
+
+
+def tour_deep_gemm():
+    import deep_gemm
+    from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+    m, n, k = 512, 2048, 2048
+    a = per_token_cast_to_fp8(torch.randn(m, k, dtype=torch.bfloat16), use_ue8m0=False)
+    b = per_block_cast_to_fp8(torch.randn(n, k, dtype=torch.bfloat16), use_ue8m0=False)
+    d = torch.empty(m, n, dtype=torch.bfloat16)
+    t = _time(lambda: deep_gemm.fp8_gemm_nt(a, b, d))
+    ref = torch.empty_like(d)
+    with _forced_backend("DG", "reference"):
+        deep_gemm.fp8_gemm_nt(a, b, ref)
+    diff = _calc_diff(d, ref)
+    return "fp8_gemm_nt (1x128 / 128x128 scales)", f"{m}x{n}x{k}", t, f"{2 * m * n * k / t / 1e12:.3f} TFLOP/s", \
+        f"calc_diff {diff:.1e}", diff < 1e-3
+
+
+def tour_tile_kernels():
+    from tile_kernels.quant import per_token_cast
+    x = torch.randn(4096, 7168, dtype=torch.bfloat16)
+    out = per_token_cast(x, "e4m3", 128)
+    t = _time(lambda: per_token_cast(x, "e4m3", 128))
+    with _forced_backend("TK", "reference"):
+        ref = per_token_cast(x, "e4m3", 128)
+    exact = all(torch.equal(u.view(torch.uint8), v.view(torch.uint8)) for u, v in zip(out, ref))
+    nbytes = x.numel() * 3 + x.numel() // 128 * 4
+    return "per_token_cast bf16 -> e4m3 (1x128)", "4096x7168", t, f"{nbytes / t / 1e9:.1f} GB/s", \
+        "bit-exact" if exact else "MISMATCH", exact
+
+
+def tour_flash_mla():
+    import flash_mla
+    s_q, s_kv, h_q, d_qk, d_v, topk = 64, 4096, 64, 576, 512, 2048
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(s_q, h_q, d_qk, generator=g).bfloat16()
+    kv = torch.randn(s_kv, 1, d_qk, generator=g).bfloat16()
+    idx = torch.randint(0, s_kv, (s_q, 1, topk), generator=g, dtype=torch.int32)
+    scale = d_qk ** -0.5
+    out = flash_mla.flash_mla_sparse_fwd(q, kv, idx, scale, d_v)[0]
+    t = _time(lambda: flash_mla.flash_mla_sparse_fwd(q, kv, idx, scale, d_v), reps=3)
+    with _forced_backend("FMLA", "reference"):
+        ref = flash_mla.flash_mla_sparse_fwd(q, kv, idx, scale, d_v)[0]
+    diff = _calc_diff(out, ref)
+    flops = 2 * s_q * h_q * topk * (d_qk + d_v)
+    return "flash_mla_sparse_fwd (DSA prefill)", f"s_q{s_q} h{h_q} topk{topk}", t, \
+        f"{flops / t / 1e12:.3f} TFLOP/s", f"calc_diff {diff:.1e}", diff < 7e-6
+
+
+TOUR: list[tuple[str, Callable[[], Optional[tuple]]]] = [
+    ("deepjit", tour_deepjit), ("deep_gemm", tour_deep_gemm), ("tile_kernels", tour_tile_kernels),
+    ("flash_mla", tour_flash_mla),
+]
 
 
 def main() -> int:
