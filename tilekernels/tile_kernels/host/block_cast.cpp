@@ -38,10 +38,16 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
         for (int64_t j = c0; j < c1; j += BK) {
             const int64_t je = std::min(c1, j + BK);
             float amax = 0.0f;
-            for (int64_t jj = j; jj < je; ++jj) amax = std::max(amax, colmax[jj - c0]);
+            int64_t jj = j;
+#ifdef DJ_HAVE_AVX512
+            __m512 m = _mm512_setzero_ps();
+            for (; jj + 16 <= je; jj += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(colmax + jj - c0));
+            amax = _mm512_reduce_max_ps(m);
+#endif
+            for (; jj < je; ++jj) amax = std::max(amax, colmax[jj - c0]);
             const tk::Scale s = tk::block_scale(amax, clamp_min, fmax, round_sf);
             tk::store_sf(sf, packed, sm, sk, r, j / BK, s.sf);
-            for (int64_t jj = j; jj < je; ++jj) inv[jj - c0] = s.inv;
+            std::fill(inv + (j - c0), inv + (je - c0), s.inv);
         }
         if (mode == 1) return;
     }
@@ -71,10 +77,54 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
     }
 }
 
+// One row, scale blocks of BK (a multiple of 16) columns: amax and quantisation straight from
+// the row (the block stays in L1), no per-column buffers. This is the per-token hot path.
+template <int32_t DT, int32_t FMT>
+void cast_row(void* q, void* sf, const void* x, int64_t K, int64_t ldx, int64_t BK, bool round_sf, float clamp_min,
+              bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t i) {
+#ifdef DJ_HAVE_AVX512
+    const char* row = static_cast<const char*>(x) + i * ldx * (DT == tk::kInBF16 ? 2 : 4);
+    const float fmax = tk::fmt_max(FMT);
+    for (int64_t j = 0; j < K; j += BK) {
+        const int64_t je = std::min(K, j + BK);
+        float inv;
+        if (mode == 2) {
+            inv = 1.0f / static_cast<const float*>(sf)[i * sm + (j / BK) * sk];
+        } else {
+            __m512 m = _mm512_setzero_ps();
+            for (int64_t jj = j; jj < je; jj += 16) m = _mm512_max_ps(m, tk::abs16(tk::load16(row, DT, jj)));
+            const tk::Scale s = tk::block_scale(_mm512_reduce_max_ps(m), clamp_min, fmax, round_sf);
+            tk::store_sf(sf, packed, sm, sk, i, j / BK, s.sf);
+            if (mode == 1) continue;
+            inv = s.inv;
+        }
+        const __m512 vinv = _mm512_set1_ps(inv);
+        if (FMT == tk::kE4M3) {
+            uint8_t* out = static_cast<uint8_t*>(q) + i * K;
+            for (int64_t jj = j; jj < je; jj += 16) tk::store_e4m3x16(out + jj, _mm512_mul_ps(tk::load16(row, DT, jj), vinv));
+        } else {
+            uint8_t* out = static_cast<uint8_t*>(q) + i * (K / 2);
+            for (int64_t jj = j; jj < je; jj += 16) tk::store_e2m1x16(out + jj / 2, _mm512_mul_ps(tk::load16(row, DT, jj), vinv));
+        }
+    }
+#else
+    (void)q; (void)sf; (void)x; (void)K; (void)ldx; (void)BK; (void)round_sf; (void)clamp_min; (void)packed;
+    (void)sm; (void)sk; (void)mode; (void)i;
+#endif
+}
+
 template <int32_t DT, int32_t FMT>
 void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, int64_t BM, int64_t BK, bool round_sf,
          float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t threads) {
     // Column chunks are whole scale blocks of about 1024 columns (one block when BK is wider).
+#ifdef DJ_HAVE_AVX512
+    if (BM == 1 && BK % 16 == 0 && K % 16 == 0) {
+        dj::parallel_for(M, threads, [&](int64_t i) {
+            cast_row<DT, FMT>(q, sf, x, K, ldx, BK, round_sf, clamp_min, packed, sm, sk, mode, i);
+        });
+        return;
+    }
+#endif
     const int64_t chunk = BK >= 1024 ? BK : (1024 / BK) * BK;
     const int64_t nchunks = (K + chunk - 1) / chunk, mb = (M + BM - 1) / BM;
     dj::parallel_threads(dj::thread_count(threads, mb * nchunks), [&](int64_t t, int64_t nt) {

@@ -16,13 +16,29 @@ void run(void* out, const uint8_t* q, const void* sf, int64_t M, int64_t K, int6
         const dj::Range rg = dj::split_range(M * nchunks, nt, t);
         for (int64_t item = rg.begin; item < rg.end; ++item) {
             const int64_t i = item / nchunks, c0 = (item % nchunks) * chunk, c1 = std::min(K, c0 + chunk), w = c1 - c0;
+            const uint8_t* src = FMT == tk::kE4M3 ? q + i * K + c0 : q + i * (K / 2) + c0 / 2;
+            float* of = static_cast<float*>(out) + i * K + c0;
+            uint16_t* ob = static_cast<uint16_t*>(out) + i * K + c0;
+#ifdef DJ_HAVE_AVX512
+            if (BK % 16 == 0 && w % 16 == 0) {  // one broadcast scale per block, no scale buffer
+                for (int64_t j = 0; j < w; j += BK) {
+                    const __m512 vs = _mm512_set1_ps(tk::load_sf(sf, packed, sm, sk, i / BM, (c0 + j) / BK));
+                    for (int64_t jj = j; jj < std::min(w, j + BK); jj += 16) {
+                        const __m512 v = FMT == tk::kE4M3
+                            ? dj::e4m3x16_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + jj)))
+                            : tk::e2m1x16_to_f32(src + jj / 2);
+                        const __m512 r = _mm512_mul_ps(v, vs);
+                        if (BF16_OUT) _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + jj), dj::f32x16_to_bf16(r));
+                        else _mm512_storeu_ps(of + jj, r);
+                    }
+                }
+                continue;
+            }
+#endif
             for (int64_t j = c0; j < c1; j += BK) {
                 const float s = tk::load_sf(sf, packed, sm, sk, i / BM, j / BK);
                 std::fill(scale.data() + (j - c0), scale.data() + (std::min(c1, j + BK) - c0), s);
             }
-            const uint8_t* src = FMT == tk::kE4M3 ? q + i * K + c0 : q + i * (K / 2) + c0 / 2;
-            float* of = static_cast<float*>(out) + i * K + c0;
-            uint16_t* ob = static_cast<uint16_t*>(out) + i * K + c0;
             int64_t j = 0;
 #ifdef DJ_HAVE_AVX512
             for (; j + 16 <= w; j += 16) {

@@ -44,10 +44,31 @@ void route(const Args& A, int64_t t, float* s, float* r, float* gval, int64_t* g
         float m = -INFINITY;
         for (int64_t e = 0; e < A.E; ++e) m = std::max(m, l[e]);
         float sum = 0.0f;
-        for (int64_t e = 0; e < A.E; ++e) { s[e] = tk::exp_f32(l[e] - m); sum += s[e]; }
+        int64_t e0 = 0;
+#ifdef DJ_HAVE_AVX512
+        __m512 vsum = _mm512_setzero_ps();
+        for (; e0 + 16 <= A.E; e0 += 16) {
+            const __m512 v = tk::exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(l + e0), _mm512_set1_ps(m)));
+            _mm512_storeu_ps(s + e0, v);
+            vsum = _mm512_add_ps(vsum, v);
+        }
+        sum = _mm512_reduce_add_ps(vsum);
+#endif
+        for (int64_t e = e0; e < A.E; ++e) { s[e] = tk::exp_f32(l[e] - m); sum += s[e]; }
         for (int64_t e = 0; e < A.E; ++e) { s[e] = s[e] / sum; r[e] = l[e] + A.bias[e]; }
     } else {
-        for (int64_t e = 0; e < A.E; ++e) {
+        int64_t e = 0;
+#ifdef DJ_HAVE_AVX512
+        if (A.scoring == 0) {
+            const __m512 one = _mm512_set1_ps(1.0f);
+            for (; e + 16 <= A.E; e += 16) {
+                const __m512 v = _mm512_div_ps(one, _mm512_add_ps(one, tk::exp_f32x16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_loadu_ps(l + e)))));
+                _mm512_storeu_ps(s + e, v);
+                _mm512_storeu_ps(r + e, _mm512_add_ps(v, _mm512_loadu_ps(A.bias + e)));
+            }
+        }
+#endif
+        for (; e < A.E; ++e) {
             const float x = l[e];
             if (A.scoring == 0) s[e] = 1.0f / (1.0f + tk::exp_f32(-x));
             else s[e] = std::sqrt(x > 20.0f ? x : std::log1p(tk::exp_f32(x)));
