@@ -1,6 +1,7 @@
 """``EPBuffer`` (V2.5): expert-parallel dispatch and combine over one long-lived symmetric buffer."""
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Union
 
@@ -64,9 +65,11 @@ class EPBuffer(BufferBase):
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
         plan = lb_allocation_plan_or_num_bytes if isinstance(lb_allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
-        # The output arena (as large as the EP region) lets senders write dispatch outputs directly.
+        # The output arena (as large as the EP region) lets senders write dispatch outputs directly;
+        # EP_OUTPUT_ARENA=0 turns it off (dispatch then copies out of the receive slots).
+        arena = num_bytes if os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
-                                    arena_bytes=num_bytes)
+                                    arena_bytes=arena)
         self.transport = self._session.transport_kind
         if self._session.backend == "host":
             self._engine = HostEngine(self._session.transport, self.rank_idx, self.num_ranks, num_bytes,
