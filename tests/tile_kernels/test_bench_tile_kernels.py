@@ -2,9 +2,8 @@
 Targets (issue 5): casts >= 0.5x copy bandwidth and >= 3x the reference; SwiGLU + cast and the
 router >= 3x the reference; expand / reduce >= 0.4x copy bandwidth."""
 import pytest
-import torch
-
 import tile_kernels
+import torch
 from tile_kernels import torch as ref
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import count_bytes

@@ -20,6 +20,9 @@ from tile_kernels.torch import (
     sinkhorn_normalize_ref,
 )
 
+# every test runs on the host kernels and on the reference path
+pytestmark = pytest.mark.usefixtures("backend")
+
 M = 4
 M3 = M * (M + 2)
 

@@ -1,6 +1,7 @@
 import torch
 
 from .... import _checks as C
+from ._forward import norm, projection
 from ._grad import GRAD_ATTR, accumulate_bf16, handed_over_grad
 
 
@@ -31,10 +32,8 @@ class MHCPreNormFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, fn, norm_eps, fuse_grad_acc):
-        r = x.flatten(-2).float()
-        mul = r @ fn.T
-        sqrsum = r.square().sum(-1, keepdim=True)
-        out = mul * torch.rsqrt(sqrsum / r.shape[-1] + norm_eps)
+        mul, sqrsum = projection(x, fn)
+        out = norm(mul, sqrsum, fn.shape[1], norm_eps)
         ctx.save_for_backward(x, fn, mul, sqrsum)
         ctx.norm_eps, ctx.fuse_grad_acc = norm_eps, fuse_grad_acc
         return out

@@ -1,11 +1,12 @@
 import torch
 
 from .... import _checks as C
+from ._forward import apply_mix
 from ._grad import accumulate_bf16, handed_over_grad
 
 
 def apply_mix_fwd(x: torch.Tensor, mix: torch.Tensor, out: torch.Tensor = None) -> torch.Tensor:
-    res = (x.float() * mix).sum(-2).to(torch.bfloat16)
+    res = apply_mix(x, mix)
     return res if out is None else out.copy_(res)
 
 

@@ -1,9 +1,7 @@
 import torch
 
 from .... import _checks as C
-from ....reference.mhc import mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
-from .norm_fn import MHCPreNormFn
-from .pre_apply_mix import apply_mix_fwd
+from ._forward import pre_big_fuse
 
 
 def mhc_pre_big_fuse(residual: torch.Tensor, fn: torch.Tensor, mhc_scale: torch.Tensor, mhc_base: torch.Tensor,
@@ -11,7 +9,7 @@ def mhc_pre_big_fuse(residual: torch.Tensor, fn: torch.Tensor, mhc_scale: torch.
                      sinkhorn_repeat: int, n_splits: int = 16):
     """Inference-only mhc_pre: norm_fn (no norm weight) -> split_mixes -> sinkhorn -> apply_mix.
     Returns ``(post (..., m, 1), comb (..., m, m), layer_input (..., H))``, bitwise equal to the
-    composed ops."""
+    composed ops (one host kernel after the projection GEMM on CPU)."""
     C.tensor("residual", residual, dtypes=(torch.bfloat16,), ndim=range(3, 9), contiguous=True)
     m, h = residual.shape[-2:]
     m3 = m * (m + 2)
@@ -21,8 +19,6 @@ def mhc_pre_big_fuse(residual: torch.Tensor, fn: torch.Tensor, mhc_scale: torch.
     C.integer("sinkhorn_repeat", sinkhorn_repeat, 1)
     outer = residual.shape[:-2]
     with torch.no_grad():
-        mixes = MHCPreNormFn.apply(residual, fn, rms_eps, False).reshape(1, -1, m3)
-        pre, post, comb = mhc_pre_split_mixes_ref(mixes, mhc_scale, mhc_base, m, mhc_post_mult_value, mhc_pre_eps)
-        comb = sinkhorn_normalize_ref(comb.reshape(-1, m, m), sinkhorn_repeat, mhc_sinkhorn_eps)
-        layer_input = apply_mix_fwd(residual, pre.reshape(*outer, m, 1))
-    return post.reshape(*outer, m, 1), comb.reshape(*outer, m, m), layer_input
+        post, comb, layer_input = pre_big_fuse(residual, fn, mhc_scale, mhc_base, rms_eps, mhc_pre_eps,
+                                               mhc_sinkhorn_eps, mhc_post_mult_value, sinkhorn_repeat)
+    return post.reshape(*outer, m, 1), comb.reshape(*outer, m, m), layer_input.reshape(*outer, h)

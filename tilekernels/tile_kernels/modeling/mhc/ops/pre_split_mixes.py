@@ -2,6 +2,7 @@ import torch
 
 from .... import _checks as C
 from ....reference.mhc import mhc_pre_split_mixes_ref
+from ._forward import split_mixes
 from ._grad import recompute_grads
 
 
@@ -10,7 +11,7 @@ class MHCPreSplitMixes(torch.autograd.Function):
     def forward(ctx, input_mixes, mhc_scale, mhc_base, mhc_mult, post_mult, pre_eps):
         ctx.save_for_backward(input_mixes, mhc_scale, mhc_base)
         ctx.args = (mhc_mult, post_mult, pre_eps)
-        return mhc_pre_split_mixes_ref(input_mixes, mhc_scale, mhc_base, *ctx.args)
+        return split_mixes(input_mixes, mhc_scale, mhc_base, *ctx.args)
 
     @staticmethod
     def backward(ctx, d_pre, d_post, d_comb):

@@ -2,6 +2,7 @@ import torch
 
 from .... import _checks as C
 from ....reference.mhc import sinkhorn_normalize_ref
+from ._forward import sinkhorn
 from ._grad import recompute_grads
 
 
@@ -10,7 +11,7 @@ class _SinkhornNormalize(torch.autograd.Function):
     def forward(ctx, x, repeat, eps):
         ctx.save_for_backward(x)
         ctx.repeat, ctx.eps = repeat, eps
-        return sinkhorn_normalize_ref(x, repeat, eps)
+        return sinkhorn(x, repeat, eps)
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -1,0 +1,33 @@
+// The standalone mHC forward steps on CPU (the fused kernel reuses the same per-token code):
+// op 0 norm: out = mul * rsqrt(sqrsum / K + eps); op 1 split_mixes; op 2 sinkhorn; op 3 apply_mix.
+#include <tile_kernels/host/mhc.hpp>
+
+DJ_KERNEL(tk_mhc_op, "i32,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,f32,f32,i64")
+void tk_mhc_op(int32_t op, int64_t T, int64_t m, int64_t K, int64_t repeat, const void* a, const void* b,
+               const float* scale, const float* base, void* o1, void* o2, void* o3, float f1, float f2, int64_t threads) {
+    const int64_t m3 = m * (m + 2);
+    dj::parallel_for((T + 63) / 64, threads, [&](int64_t blk) {
+        for (int64_t t = blk * 64; t < std::min(T, blk * 64 + 64); ++t) {
+            switch (op) {
+                case 0:  // a = mul (T, m3), b = sqrsum (T), o1 = out (T, m3); f1 = eps
+                    tk::mhc::norm(static_cast<const float*>(a) + t * m3, static_cast<const float*>(b)[t], K, f1, m3,
+                                  static_cast<float*>(o1) + t * m3);
+                    break;
+                case 1:  // a = mixes (T, m3) -> o1 pre, o2 post, o3 comb; f1 = post_mult, f2 = pre_eps
+                    tk::mhc::split(static_cast<const float*>(a) + t * m3, scale, base, m, f1, f2,
+                                   static_cast<float*>(o1) + t * m, static_cast<float*>(o2) + t * m,
+                                   static_cast<float*>(o3) + t * m * m);
+                    break;
+                case 2: {  // a = x (T, m, m) -> o1; f1 = eps
+                    float* x = static_cast<float*>(o1) + t * m * m;
+                    std::memcpy(x, static_cast<const float*>(a) + t * m * m, sizeof(float) * m * m);
+                    tk::mhc::sinkhorn(x, m, repeat, f1);
+                    break;
+                }
+                default:  // a = residual (T, m, K=H) bf16, b = mix (T, m) -> o1 (T, H) bf16
+                    tk::mhc::apply_mix(static_cast<const uint16_t*>(a) + t * m * K, static_cast<const float*>(b) + t * m,
+                                       m, K, static_cast<uint16_t*>(o1) + t * K);
+            }
+        }
+    });
+}

@@ -1,0 +1,85 @@
+"""Forward steps of the mHC ops on either path. On CPU the host kernels run the per-token code the
+fused mhc_pre_big_fuse kernel shares, so fused and composed results are bitwise equal; elsewhere
+the references run. The projection onto ``fn`` is a plain FP32 matmul on both paths (upstream
+also runs it as a separate GEMM before its fused kernel)."""
+from __future__ import annotations
+
+import torch
+
+from ...._lib import empty, host_kernel, threads, use_host
+from ....reference.mhc import mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
+
+_NORM, _SPLIT, _SINKHORN, _APPLY = 0, 1, 2, 3
+
+
+def _op(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, f1=0.0, f2=0.0):
+    if t:
+        host_kernel("tk_mhc_op", "mhc_ops.cpp")(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, float(f1),
+                                                float(f2), threads())
+
+
+def projection(x: torch.Tensor, fn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mul (..., m3), sqrsum (..., 1)) of the flattened FP32 residual."""
+    r = x.flatten(-2).float()
+    return r @ fn.T, r.square().sum(-1, keepdim=True)
+
+
+def norm(mul: torch.Tensor, sqrsum: torch.Tensor, k: int, eps: float) -> torch.Tensor:
+    m3 = mul.shape[-1]
+    m = round((1 + m3) ** 0.5) - 1  # m3 = m (m + 2)
+    if not use_host(mul) or m * (m + 2) != m3:
+        return mul * torch.rsqrt(sqrsum / k + eps)
+    mul, sqrsum = mul.contiguous(), sqrsum.contiguous()
+    out = torch.empty_like(mul)
+    _op(_NORM, mul.numel() // m3, m, k, 0, mul, sqrsum, None, None, out, None, None, eps)
+    return out
+
+
+def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
+    if not use_host(mixes):
+        return mhc_pre_split_mixes_ref(mixes, scale, base, m, post_mult, pre_eps)
+    n0, n1 = mixes.shape[:2]
+    t = n0 * n1
+    pre, post, comb = torch.empty(n0, n1, m, 1), torch.empty(n0, n1, m, 1), torch.empty(n0, n1, m, m)
+    _op(_SPLIT, t, m, 0, 0, mixes.contiguous(), None, scale.contiguous(), base.contiguous(), pre, post, comb,
+        post_mult, pre_eps)
+    return pre, post, comb
+
+
+def sinkhorn(x: torch.Tensor, repeat: int, eps: float) -> torch.Tensor:
+    if not use_host(x):
+        return sinkhorn_normalize_ref(x, repeat, eps)
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _op(_SINKHORN, x.numel() // (x.shape[-1] ** 2), x.shape[-1], 0, repeat, x, None, None, None, out, None, None, eps)
+    return out
+
+
+def apply_mix(x: torch.Tensor, mix: torch.Tensor) -> torch.Tensor:
+    if not use_host(x):
+        return (x.float() * mix).sum(-2).to(torch.bfloat16)
+    m, h = x.shape[-2:]
+    out = empty(*x.shape[:-2], h, dtype=torch.bfloat16)
+    _op(_APPLY, x.numel() // (m * h), m, h, 0, x.contiguous(), mix.contiguous().float(), None, None, out, None, None)
+    return out
+
+
+def pre_big_fuse(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
+    """(post (T, m, 1), comb (T, m, m), layer_input (T, H)) for the flattened tokens."""
+    m, h = residual.shape[-2:]
+    x = residual.reshape(-1, m, h)
+    t = x.shape[0]
+    mul, sqrsum = projection(x, fn)
+    if not use_host(residual):
+        mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, -1)
+        pre, post, comb = split_mixes(mixes, scale, base, m, post_mult, pre_eps)
+        comb = sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
+        return post.reshape(t, m, 1), comb, apply_mix(x, pre.reshape(t, m, 1))
+    post, comb = torch.empty(t, m, 1), torch.empty(t, m, m)
+    layer_input = empty(t, h, dtype=torch.bfloat16)
+    if t:
+        host_kernel("tk_mhc_pre_big_fuse", "mhc_pre_big_fuse.cpp")(
+            post, comb, layer_input, mul.contiguous(), sqrsum.contiguous(), scale.contiguous(), base.contiguous(),
+            x.contiguous(), t, m, h, float(rms_eps), float(pre_eps), float(sinkhorn_eps), float(post_mult), repeat,
+            threads())
+    return post, comb, layer_input
