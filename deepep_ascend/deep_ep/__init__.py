@@ -18,6 +18,7 @@ from .buffers.bucket import BucketBuffer  # noqa: E402
 from .buffers.elastic import ElasticBuffer  # noqa: E402
 from .buffers.ep import EPBuffer  # noqa: E402
 from .buffers.legacy import Buffer, Config  # noqa: E402
+from .buffers.pp import PPBuffer  # noqa: E402
 from .engine.handle import EPHandle  # noqa: E402
 from .engine.layout import ALLOCATION_ALIGNMENT, RDMA_ALIGNMENT, TMA_ALIGNMENT  # noqa: E402
 from .engine.session import BufferBrokenError  # noqa: E402
@@ -45,4 +46,4 @@ def get_buffer_size_hint(group, num_max_tokens_per_rank: int, hidden: int, num_t
 
 __all__ = ["BucketBuffer", "Buffer", "BufferAllocator", "BufferBase", "BufferBrokenError", "Config", "EPBuffer", "ElasticBuffer", "EPHandle", "EventHandle",
            "EventOverlap", "comm", "get_buffer_size_hint", "get_num_allocation_alignment", "get_num_rdma_alignment",
-           "get_num_tma_alignment", "topk_idx_t"]
+           "get_num_tma_alignment", "topk_idx_t", "PPBuffer"]

@@ -81,6 +81,20 @@ def _lb(rank, world, transport):
     with pytest.raises(ValueError, match="must not host its own experts"):
         buf.lb_prefetch_weights(red_w, weights, torch.arange(world * 2, dtype=torch.int32).view(world, 2))
     buf.destroy()
+
+    # PPBuffer: two tensors around the ring, matched in order.
+    pp = deep_ep.PPBuffer(dist.group.WORLD, 1024, 4, explicitly_destroy=True)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    sent = [pp.send(torch.full((16,), 100.0 * rank + i), nxt) for i in range(2)]
+    got = [torch.empty(16) for _ in range(2)]
+    for i in range(2):
+        pp.recv(got[i], prv).wait()
+    for e in sent:
+        e.wait()
+    assert [g[0].item() for g in got] == [100.0 * prv, 100.0 * prv + 1]
+    with pytest.raises(ValueError, match="more than num_max_tensor_bytes"):
+        pp.send(torch.empty(1000), nxt)
+    pp.destroy()
     return True
 
 

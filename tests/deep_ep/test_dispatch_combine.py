@@ -9,7 +9,7 @@ from tests.testkit.distributed import run_ranks
 from .cases import CASES, run_matrix
 
 
-@pytest.mark.parametrize("world, num_experts, topk", [(2, 32, 6), (3, 48, 8)])
+@pytest.mark.parametrize("world, num_experts, topk", [(2, 32, 6), (3, 48, 8), (4, 64, 8)])
 def test_shared_memory_transport(world, num_experts, topk):
     outs = run_ranks(run_matrix, world, 256, num_experts, 48, topk, None, None, timeout=180)
     assert all(kind == "shm" for kind, _ in outs)

@@ -14,8 +14,9 @@ from typing import Any
 
 
 class EventHandle:
-    def __init__(self, stream=None, *, future: Future | None = None):
+    def __init__(self, stream=None, *, future: Future | None = None, work=None):
         self._future = future
+        self._work = work  # a torch.distributed Work of an asynchronous point-to-point transfer
         self._device_event = None
         if stream is not None and getattr(stream, "record_event", None) is not None:
             self._device_event = stream.record_event()
@@ -23,11 +24,13 @@ class EventHandle:
     def current_stream_wait(self) -> None:
         if self._future is not None:
             self._future.result()
+        if self._work is not None:
+            self._work.wait()
         if self._device_event is not None:
             self._device_event.wait()
 
     def query(self) -> bool:
-        return self._future is None or self._future.done()
+        return (self._future is None or self._future.done()) and (self._work is None or self._work.is_completed())
 
 
 class EventOverlap:
