@@ -136,3 +136,18 @@ def test_transpose_speed(bench):
     t_ref = bench.time(lambda: x.view(torch.uint8).T.contiguous(), warmup=1, reps=3)
     bench.record(SUITE, "transpose e4m3", "8192x7168", t, nbytes=count_bytes(x, out),
                  baseline="torch .T.contiguous()", baseline_seconds=t_ref)
+
+
+def test_mhc_pre_big_fuse_speed(bench, monkeypatch):
+    from tile_kernels.modeling.mhc.ops import mhc_pre_big_fuse
+    tokens, m, hidden = 4096, 4, 4096
+    residual = torch.randn(1, tokens, m, hidden).bfloat16()
+    fn, scale, base = torch.randn(m * (m + 2), m * hidden) * 1e-4, torch.tensor([0.8, 1.2, 0.5]), torch.randn(24) * 0.1
+    args = (residual, fn, scale, base, 1e-6, 1e-6, 1e-6, 2.0, 20)
+    fn_host = lambda: mhc_pre_big_fuse(*args)
+    out = fn_host()
+    t = bench.time(fn_host, warmup=1, reps=5)
+    monkeypatch.setenv("TK_BACKEND", "reference")
+    t_ref = bench.time(lambda: mhc_pre_big_fuse(*args), warmup=1, reps=3)
+    bench.record(SUITE, "mhc_pre_big_fuse (+fp32 projection)", f"{tokens} tok, m=4, H={hidden}", t,
+                 nbytes=count_bytes(residual, out), baseline="torch reference ops", baseline_seconds=t_ref)

@@ -1,7 +1,7 @@
 """Forward steps of the mHC ops on either path. On CPU the host kernels run the per-token code the
 fused mhc_pre_big_fuse kernel shares, so fused and composed results are bitwise equal; elsewhere
-the references run. The projection onto ``fn`` is a plain FP32 matmul on both paths (upstream
-also runs it as a separate GEMM before its fused kernel)."""
+the references run. The projection onto ``fn`` is its own FP32 kernel (upstream also runs it as a
+separate GEMM before its fused kernel); the shared BF16 GEMM would round fn to BF16."""
 from __future__ import annotations
 
 import torch
@@ -19,9 +19,18 @@ def _op(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, f1=0.0, f2=0.0):
 
 
 def projection(x: torch.Tensor, fn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mul (..., m3), sqrsum (..., 1)) of the flattened FP32 residual."""
-    r = x.flatten(-2).float()
-    return r @ fn.T, r.square().sum(-1, keepdim=True)
+    """(mul (..., m3), sqrsum (..., 1)) of the flattened residual, FP32 math."""
+    if not use_host(x):
+        r = x.flatten(-2).float()
+        return r @ fn.T, r.square().sum(-1, keepdim=True)
+    m3, k = fn.shape
+    outer = x.shape[:-2]
+    t = x.numel() // k if k else 0
+    mul, sqrsum = torch.empty(*outer, m3), torch.empty(*outer, 1)
+    if t:
+        host_kernel("tk_mhc_projection", "mhc_projection.cpp")(mul, sqrsum, x.contiguous(), fn.contiguous(), t, k, m3,
+                                                              threads())
+    return mul, sqrsum
 
 
 def norm(mul: torch.Tensor, sqrsum: torch.Tensor, k: int, eps: float) -> torch.Tensor:
