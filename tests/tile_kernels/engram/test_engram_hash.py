@@ -1,6 +1,8 @@
 import pytest
 import tile_kernels
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tile_kernels.testing.numeric import assert_equal
 from tile_kernels.torch.engram import engram_hash_ref, make_offsets
 
@@ -44,3 +46,14 @@ def test_bad_shapes():
     with pytest.raises(TypeError, match="multipliers"):
         tile_kernels.engram.engram_hash(ids, torch.ones(2, 3, dtype=torch.int32), torch.ones(2, 2, 8, dtype=torch.int32),
                                         torch.zeros(2, 16, dtype=torch.int32))
+
+
+@settings(max_examples=30, deadline=None)
+@given(layers=st.integers(1, 3), n=st.integers(2, 4), m=st.integers(1, 4), bad=st.sampled_from(["vocab", "offsets", "mult"]))
+def test_mismatched_shapes_are_rejected(layers, n, m, bad):
+    ids = torch.randint(0, 1000, (5, n), dtype=torch.int32)
+    mult = torch.randint(0, 1000, (layers, n + (bad == "mult")), dtype=torch.int64)
+    vocab = torch.randint(10, 100, (layers, n - 1 + (bad == "vocab"), m), dtype=torch.int32)
+    offsets = torch.zeros(layers, (n - 1) * m + (bad == "offsets"), dtype=torch.int32)
+    with pytest.raises(ValueError):
+        tile_kernels.engram.engram_hash(ids, mult, vocab, offsets)

@@ -1,6 +1,8 @@
 import pytest
 import tile_kernels
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tile_kernels.testing.numeric import assert_equal
 
 
@@ -25,3 +27,21 @@ def test_rejects_bad_layout():
         tile_kernels.transpose.batched_transpose(torch.zeros(4, 4))
     with pytest.raises(ValueError, match="unit stride"):
         tile_kernels.transpose.transpose(torch.zeros(64, 64).T)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.int32, torch.float64])
+@pytest.mark.parametrize("rows,cols", [(1, 1), (7, 13), (67, 130), (129, 64)])
+def test_ragged_shapes(backend, dtype, rows, cols):
+    x = torch.randint(0, 100, (2, rows, cols)).to(dtype)
+    assert_equal(tile_kernels.transpose.batched_transpose(x), x.transpose(1, 2).contiguous())
+
+
+@settings(max_examples=30, deadline=None)
+@given(b=st.integers(1, 3), m=st.integers(1, 40), n=st.integers(1, 40), pad=st.integers(0, 5),
+       dtype=st.sampled_from([torch.uint8, torch.bfloat16, torch.float32]))
+def test_random_shapes_and_row_padding(b, m, n, pad, dtype):
+    x = torch.randint(0, 50, (b, m, n + pad)).to(dtype)[:, :, :n]
+    out = tile_kernels.transpose.batched_transpose(x)
+    # torch keeps odd strides on size-1 dims; the op always returns a fresh contiguous tensor
+    assert out.is_contiguous()
+    assert_equal(out, x.transpose(1, 2).contiguous(), check_stride=False)

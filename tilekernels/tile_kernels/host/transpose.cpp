@@ -1,20 +1,54 @@
-// out[b, j, i] = x[b, i, j] for 1/2/4/8-byte elements, in 32 x 32 tiles so both sides stream
-// whole cache lines.
+// out[b, j, i] = x[b, i, j] for 1/2/4/8-byte elements, in 64 x 64 tiles so both sides stream
+// whole cache lines. 1- and 2-byte elements move as 8x8 / 4x4 blocks transposed inside 64-bit
+// words (three / two rounds of masked swaps), the rest element by element.
 #include <tile_kernels/host/common.hpp>
 
 namespace {
 
 template <typename T>
+DJ_INLINE uint64_t load64(const T* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+template <typename T>
+DJ_INLINE void store64(T* p, uint64_t v) { std::memcpy(p, &v, 8); }
+
+DJ_INLINE void swap_blocks(uint64_t& a, uint64_t& b, int shift, uint64_t mask) {
+    const uint64_t t = ((a >> shift) ^ b) & mask;
+    b ^= t;
+    a ^= t << shift;
+}
+
+// One W x W block (W = 8 / sizeof(T)) at (i, j): rows of the source become rows of the output.
+template <typename T>
+DJ_INLINE void block(T* dst, const T* src, int64_t M, int64_t sm, int64_t i, int64_t j) {
+    constexpr int W = 8 / sizeof(T);
+    uint64_t r[W];
+    for (int a = 0; a < W; ++a) r[a] = load64(src + (i + a) * sm + j);
+    if (W == 8) {
+        for (int a = 0; a < 4; ++a) swap_blocks(r[a], r[a + 4], 32, 0x00000000FFFFFFFFull);
+        for (int a : {0, 1, 4, 5}) swap_blocks(r[a], r[a + 2], 16, 0x0000FFFF0000FFFFull);
+        for (int a : {0, 2, 4, 6}) swap_blocks(r[a], r[a + 1], 8, 0x00FF00FF00FF00FFull);
+    } else {
+        for (int a = 0; a < 2; ++a) swap_blocks(r[a], r[a + 2], 32, 0x00000000FFFFFFFFull);
+        for (int a : {0, 2}) swap_blocks(r[a], r[a + 1], 16, 0x0000FFFF0000FFFFull);
+    }
+    for (int a = 0; a < W; ++a) store64(dst + (j + a) * M + i, r[a]);
+}
+
+template <typename T>
 void run(T* out, const T* x, int64_t B, int64_t M, int64_t N, int64_t sb, int64_t sm, int64_t threads) {
-    constexpr int64_t kTile = 32;
+    constexpr int64_t kTile = 64, W = sizeof(T) <= 2 ? 8 / sizeof(T) : 1;
     const int64_t tm = (M + kTile - 1) / kTile, tn = (N + kTile - 1) / kTile;
     dj::parallel_for(B * tm * tn, threads, [&](int64_t item) {
         const int64_t b = item / (tm * tn), i0 = (item / tn) % tm * kTile, j0 = item % tn * kTile;
         const int64_t i1 = std::min(M, i0 + kTile), j1 = std::min(N, j0 + kTile);
         const T* src = x + b * sb;
         T* dst = out + b * M * N;
+        const int64_t iw = W > 1 ? i0 + (i1 - i0) / W * W : i0, jw = W > 1 ? j0 + (j1 - j0) / W * W : j0;
+        if (W > 1)
+            for (int64_t j = j0; j < jw; j += W)
+                for (int64_t i = i0; i < iw; i += W) block(dst, src, M, sm, i, j);
+        // the ragged right and bottom edges (everything, for wide types)
         for (int64_t j = j0; j < j1; ++j)
-            for (int64_t i = i0; i < i1; ++i) dst[j * M + i] = src[i * sm + j];
+            for (int64_t i = (j < jw ? iw : i0); i < i1; ++i) dst[j * M + i] = src[i * sm + j];
     });
 }
 
