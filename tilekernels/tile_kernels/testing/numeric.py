@@ -10,11 +10,15 @@ def assert_equal(x: torch.Tensor, y: torch.Tensor, check_dtype: bool = True, che
     assert not check_shape or x.shape == y.shape, f"shapes differ: {tuple(x.shape)} vs {tuple(y.shape)}"
     assert not check_stride or x.numel() == 0 or x.stride() == y.stride(), f"strides differ: {x.stride()} vs {y.stride()}"
     assert x.device == y.device, f"devices differ: {x.device} vs {y.device}"
-    a = x.contiguous().flatten().view(torch.uint8)
-    b = y.contiguous().flatten().view(torch.uint8)
+    a, b = (_flat_bytes(t) for t in (x, y))
     if not torch.equal(a, b):
         bad = (a != b).nonzero().flatten()
         raise AssertionError(f"{bad.numel()} of {a.numel()} bytes differ, first at byte {int(bad[0])}")
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    # a fresh 1-D copy: contiguous() keeps odd strides on size-1 dims, which blocks the byte view
+    return torch.empty(t.numel(), dtype=t.dtype, device=t.device).copy_(t.reshape(-1)).view(torch.uint8)
 
 
 def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
