@@ -151,3 +151,30 @@ def test_mhc_pre_big_fuse_speed(bench, monkeypatch):
     t_ref = bench.time(lambda: mhc_pre_big_fuse(*args), warmup=1, reps=3)
     bench.record(SUITE, "mhc_pre_big_fuse (+fp32 projection)", f"{tokens} tok, m=4, H={hidden}", t,
                  nbytes=count_bytes(residual, out), baseline="torch reference ops", baseline_seconds=t_ref)
+
+
+def _reference_only(bench, case, shape, fn, *tensors):
+    """Ops without a host kernel: their time against the copy-bandwidth bound of the bytes they move
+    (the "of peak" column), the yardstick for "within 1.5x of a host kernel's plausible speed"."""
+    out = fn()
+    t = bench.time(fn, warmup=1, reps=5)
+    bench.record(SUITE, f"{case} (reference path)", shape, t, nbytes=count_bytes(*tensors, out))
+
+
+def test_reference_only_ops_speed(bench):
+    idx = generate_topk_idx({"num_send_tokens": 8192, "num_topk": 8, "num_experts": 256, "num_ep_ranks": 1})
+    w = torch.rand(idx.shape)
+    M = tile_kernels.moe
+    _reference_only(bench, "group_count", "8192x8", lambda: M.group_count(idx, 256), idx)
+    _reference_only(bench, "aux_fi", "8192x8", lambda: M.aux_fi(idx, 256, 8), idx)
+    _reference_only(bench, "normalize_weight", "8192x8", lambda: M.normalize_weight(w), w)
+    _reference_only(bench, "mask_indices_by_tp", "8192x8", lambda: M.mask_indices_by_tp(idx, 256, 8, 1, 2), idx)
+    _reference_only(bench, "inplace_unique_group_indices", "8192x8",
+                    lambda: M.inplace_unique_group_indices(idx // 32, 8), idx)
+    _reference_only(bench, "get_fused_mapping", "8192x8, 256 exp", lambda: M.get_fused_mapping(idx, 256, 0, 128)[:7], idx)
+    x = torch.randn(8192, 7168, dtype=torch.bfloat16)
+    _reference_only(bench, "per_token_cast e5m6", "8192x7168", lambda: tile_kernels.quant.per_token_cast(x, "e5m6", 7168), x)
+    h = torch.randn(4096, 4, 4096).bfloat16()
+    k, v, wf = torch.randn(4096, 4, 4096).bfloat16(), torch.randn(4096, 4096).bfloat16(), torch.rand(4, 4096)
+    _reference_only(bench, "engram_gate_fwd", "4096x4x4096", lambda: tile_kernels.engram.engram_gate_fwd(h, k, v, wf, 1e-20, 1e-6),
+                    h, k, v)
