@@ -16,11 +16,12 @@ def test_shared_memory_transport(world, num_experts, topk):
     assert all(done == list(range(len(CASES))) for _, done in outs)
 
 
-def test_two_simulated_hosts_use_collectives():
-    """Four ranks on two "hosts": the group spans hosts, so dispatch and combine go through
-    torch.distributed collectives, with results identical to the single-host transport."""
-    outs = run_ranks(run_matrix, 4, 256, 32, 40, 6, None, 2, timeout=180)
-    assert all(kind == "dist" for kind, _ in outs)
+@pytest.mark.parametrize("transport, expected", [(None, "hybrid"), ("dist", "dist")])
+def test_two_simulated_hosts(transport, expected):
+    """Four ranks on two "hosts": shared memory inside each host and collectives between them
+    (chosen from the topology), or collectives only (forced); results identical to one host."""
+    outs = run_ranks(run_matrix, 4, 256, 32, 40, 6, transport, 2, timeout=180)
+    assert all(kind == expected for kind, _ in outs)
 
 
 def test_reference_backend_matches_the_oracle():

@@ -270,6 +270,14 @@ class HostEngine:
             raise ValueError(f"buffer too small for this combine: need {need} bytes, the buffer has "
                              f"{self.region_bytes}; create it with get_buffer_size_hint(...)")
 
+    def _rows_transport(self, multi: bool):
+        """Rows of one (token, slot) each need compact per-source blocks: across hosts they all go
+        through the collectives."""
+        if not multi and self.transport.kind == "hybrid":
+            from ..transport.hybrid import AllRemote
+            return AllRemote(self.transport)
+        return self.transport
+
     def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
         h, plan = c.handle, c.handle._plan
         R, K, M = self.num_ranks, h.num_topk, h.num_max_tokens_per_rank
@@ -285,19 +293,20 @@ class HostEngine:
                 before = torch.cumsum(n_local, 0) - n_local
                 source = torch.repeat_interleave(torch.arange(R), plan.recv_tokens.long())
                 row_first = (before - before[plan.row_start[:-1].long()[source]]).int()
-        base = self.transport.send_bases(send_rows, row.row_bytes, 0, stride)
+        transport = self._rows_transport(multi)
+        base = transport.send_bases(send_rows, row.row_bytes, 0, stride)
         kernel("ep_combine_send")(
             c.x, c.x.stride(0), plan.hidden, h.recv_src_metadata, plan.row_start, R, K, M, c.topk_weights,
             int(h.do_expand), int(multi), by_token, row_first, plan.num_rows, base, row.row_bytes, row.w_off,
             self.threads)
-        self.transport.finish_send(send_rows, recv_rows, row.row_bytes)
+        transport.finish_send(send_rows, recv_rows, row.row_bytes)
         self._combine_state = (multi, by_token, row, recv_rows, stride)
 
     def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None):
         h, plan = c.handle, c.handle._plan
         multi, by_token, row, recv_rows, stride = self._combine_state
         T, K = h._topk_idx.shape
-        base = self.transport.recv_bases(recv_rows, row.row_bytes, 0, stride)
+        base = self._rows_transport(multi).recv_bases(recv_rows, row.row_bytes, 0, stride)
         index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
         out = self.pool.empty((T, plan.hidden), torch.bfloat16)
         out_w = torch.empty(T, K) if c.topk_weights is not None else None

@@ -64,9 +64,14 @@ class CommSession:
         if kind == "shm":
             from ..transport.shm import ShmTransport
             self.transport = ShmTransport(group, region_bytes, timeout_s, arena_bytes)
+        elif kind == "hybrid":
+            from ..transport.hybrid import HybridTransport
+            self.transport = HybridTransport(group, region_bytes, timeout_s)
         else:
             self.transport = DistTransport(group, device)
-        self.threads = jit.threads_per_rank(self.num_ranks if kind == "shm" else 1)
+        # Ranks sharing this host share its cores.
+        window = getattr(self.transport, "window", None)
+        self.threads = jit.threads_per_rank(window.num_local_ranks if window is not None else 1)
         self._seq = 0
         self._worker: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []

@@ -1,5 +1,6 @@
-"""How ranks exchange bytes: a symmetric shared-memory window inside one host, or
-``torch.distributed`` collectives (gloo on CPU, HCCL on Ascend) across hosts.
+"""How ranks exchange bytes: a symmetric shared-memory window inside one host (``shm``), that
+window inside each host plus ``torch.distributed`` collectives between hosts (``hybrid``), or
+collectives only (``dist``; gloo on CPU, HCCL on Ascend).
 
 Both transports move the same byte layouts (dispatch slots, combine rows) and expose the same
 steps, so the host kernels and the engine do not care which one runs:

@@ -1,7 +1,9 @@
-"""Transport choice from the group's topology: one host -> shared memory, else collectives.
+"""Transport choice from the group's topology: one host -> shared memory; several hosts ->
+shared memory inside each host and collectives between hosts ("hybrid"); no host kernels (or
+non-CPU tensors) -> collectives only.
 
-``EP_TRANSPORT=auto|shm|dist`` forces a choice (``shm`` needs every rank on one host and a C++
-compiler). Host identity comes from ``deepjit.symm.host_identity`` (``DJ_SYMM_HOST_ID`` overrides it,
+``EP_TRANSPORT=auto|shm|hybrid|dist`` forces a choice (``shm`` needs every rank on one host,
+``shm`` and ``hybrid`` need CPU tensors and a C++ compiler). Host identity comes from ``deepjit.symm.host_identity`` (``DJ_SYMM_HOST_ID`` overrides it,
 which is how tests simulate several hosts on one machine).
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import torch.distributed as dist
 from deepjit.symm import host_identity
 
-CHOICES = ("auto", "shm", "dist")
+CHOICES = ("auto", "shm", "hybrid", "dist")
 
 
 def forced_transport() -> str:
@@ -30,10 +32,11 @@ def choose_transport(group, device_type: str, host_kernels: bool) -> str:
         raise ValueError(f"EP_TRANSPORT differs across ranks: {[h[1] for h in hosts]}")
     wanted = forced.pop()
     one_host = len({h[0] for h in hosts}) == 1
-    can_shm = one_host and device_type == "cpu" and all(h[2] for h in hosts)
-    if wanted == "shm" and not can_shm:
-        why = "ranks span several hosts" if not one_host else "it needs CPU tensors and host kernels on every rank"
-        raise ValueError(f"EP_TRANSPORT=shm is impossible here: {why}")
+    can_window = device_type == "cpu" and all(h[2] for h in hosts)
+    if wanted in ("shm", "hybrid") and not can_window:
+        raise ValueError(f"EP_TRANSPORT={wanted} needs CPU tensors and host kernels on every rank")
+    if wanted == "shm" and not one_host:
+        raise ValueError("EP_TRANSPORT=shm is impossible here: ranks span several hosts")
     if wanted == "auto":
-        return "shm" if can_shm else "dist"
+        return ("shm" if one_host else "hybrid") if can_window else "dist"
     return wanted
