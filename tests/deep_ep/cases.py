@@ -175,6 +175,8 @@ def run_matrix(rank, world, hidden, num_experts, M, topk, transport=None, ranks_
             raise AssertionError(f"{case}: {exc}") from exc
         done.append(i)
     kind = buf.transport
+    physical = buf.get_physical_domain_size()
+    assert buf.get_logical_domain_size() == (1, world)
     buf.destroy()
     # No multiple reduction: every expanded row travels and is reduced once at the source.
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
@@ -182,4 +184,4 @@ def run_matrix(rank, world, hidden, num_experts, M, topk, transport=None, ranks_
     check_case(buf, Case(None, False, True, 128, num_bias=2), rank, world, hidden, num_experts, M, topk, seed=99,
                multiple_reduction=False)
     buf.destroy()
-    return kind, done
+    return kind, done, physical

@@ -12,8 +12,8 @@ from .cases import CASES, run_matrix
 @pytest.mark.parametrize("world, num_experts, topk", [(2, 32, 6), (3, 48, 8), (4, 64, 8)])
 def test_shared_memory_transport(world, num_experts, topk):
     outs = run_ranks(run_matrix, world, 256, num_experts, 48, topk, None, None, timeout=180)
-    assert all(kind == "shm" for kind, _ in outs)
-    assert all(done == list(range(len(CASES))) for _, done in outs)
+    assert all(kind == "shm" and physical == (1, world) for kind, _, physical in outs)
+    assert all(done == list(range(len(CASES))) for _, done, _ in outs)
 
 
 @pytest.mark.parametrize("transport, expected", [(None, "hybrid"), ("dist", "dist")])
@@ -21,10 +21,11 @@ def test_two_simulated_hosts(transport, expected):
     """Four ranks on two "hosts": shared memory inside each host and collectives between them
     (chosen from the topology), or collectives only (forced); results identical to one host."""
     outs = run_ranks(run_matrix, 4, 256, 32, 40, 6, transport, 2, timeout=180)
-    assert all(kind == expected for kind, _ in outs)
+    assert all(kind == expected for kind, _, _ in outs)
+    assert all(physical == ((2, 2) if expected == "hybrid" else (1, 4)) for _, _, physical in outs)
 
 
 def test_reference_backend_matches_the_oracle():
     """EP_BACKEND=reference: the plain-PyTorch engine over collectives (the NPU path)."""
     outs = run_ranks(run_matrix, 2, 256, 32, 48, 6, None, None, timeout=180, env={"EP_BACKEND": "reference"})
-    assert all(kind == "dist" for kind, _ in outs)
+    assert all(kind == "dist" for kind, _, _ in outs)

@@ -28,8 +28,14 @@ def get_comm_stream(self):
 
 
 def get_physical_domain_size(self) -> tuple[int, int]:
-    """(RDMA ranks, NVLink-domain ranks): one direct domain of every rank, as on one CPU host."""
-    return 1, self.group.size()
+    """(hosts, ranks per host) — upstream's (RDMA ranks, NVLink-domain ranks); one host unless the
+    group spans several (then every host must hold the same number of ranks to report a grid)."""
+    window = getattr(getattr(self, "_session", None), "transport", None)
+    window = getattr(window, "window", None)
+    local = window.num_local_ranks if window is not None else self.group.size()
+    if self.group.size() % local:
+        return 1, self.group.size()
+    return self.group.size() // local, local
 
 
 def get_logical_domain_size(self) -> tuple[int, int]:
