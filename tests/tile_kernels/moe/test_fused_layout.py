@@ -4,6 +4,7 @@ import pytest
 import tile_kernels
 import torch
 from tile_kernels import torch as ref
+from tile_kernels.reference.moe import get_fused_mapping as ref_mapping
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal
 
@@ -16,7 +17,7 @@ def _mapping(tokens=300, k=6, experts=9, alignment=64):
 
 
 @pytest.mark.parametrize("alignment", [64, 128])
-def test_get_fused_mapping_consistency(alignment):
+def test_get_fused_mapping_consistency(backend, alignment):
     idx, (p2e, p2t, p2tt, t2p, start, end, per_expert, per_list) = _mapping(alignment=alignment)
     k = idx.shape[1]
     assert per_list == per_expert.tolist() and p2e.shape[0] == sum(per_list)
@@ -35,7 +36,16 @@ def test_get_fused_mapping_consistency(alignment):
     assert p2t[pad].eq(-1).all() and p2tt[pad].eq(-1).all()
 
 
-def test_get_fused_mapping_without_sync():
+def test_host_mapping_equals_reference(host):
+    idx = generate_topk_idx({"num_send_tokens": 300, "num_topk": 6, "num_experts": 9, "num_ep_ranks": 8})
+    out = M.get_fused_mapping(idx, 9, 0, 32)
+    expect = ref_mapping(idx, 9, 0, 32)
+    for a, b in zip(out[:7], expect[:7], strict=True):
+        assert_equal(a, b)
+    assert out[7] == expect[7]
+
+
+def test_get_fused_mapping_without_sync(backend):
     idx, full = _mapping()
     out = M.get_fused_mapping(idx, 9, 4096, 64)
     assert out[7] == [] and out[0].shape == (4096,)

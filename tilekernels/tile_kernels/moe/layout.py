@@ -18,12 +18,23 @@ def _index_range(name: str, t: torch.Tensor, hi: int) -> None:
             raise ValueError(f"{name} entries must be -1 or in [0, {hi}), got values in [{lo_v}, {hi_v}]")
 
 
+_GROUP_COUNT, _AUX_FI, _MASK_TP, _UNIQUE = 0, 1, 2, 3
+
+
+def _index_op(op: int, out, idx: torch.Tensor, groups: int, a: int = 0, b: int = 0, c: int = 0):
+    host_kernel("tk_moe_index", "moe_index.cpp")(op, out, idx, idx.shape[0], idx.shape[1] if idx.dim() > 1 else 1,
+                                                 groups, a, b, c, threads())
+    return out
+
+
 def group_count(group_idx: torch.Tensor, num_groups: int) -> torch.Tensor:
     """int32 (num_groups,) histogram of a 2-D int64 index tensor, -1 ignored."""
     C.tensor("group_idx", group_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1)
     _index_range("group_idx", group_idx, num_groups)
-    return ref.group_count(group_idx, num_groups)
+    if not use_host(group_idx):
+        return ref.group_count(group_idx, num_groups)
+    return _index_op(_GROUP_COUNT, torch.empty(num_groups, dtype=torch.int32), group_idx, num_groups)
 
 
 def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch.Tensor:
@@ -31,7 +42,9 @@ def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch
     C.integer("num_experts", num_experts, 1)
     C.integer("num_aux_topk", num_aux_topk, 1)
     _index_range("topk_idx", topk_idx, num_experts)
-    return ref.aux_fi(topk_idx, num_experts, num_aux_topk)
+    if not use_host(topk_idx) or topk_idx.shape[0] == 0:
+        return ref.aux_fi(topk_idx, num_experts, num_aux_topk)
+    return _index_op(_AUX_FI, torch.empty(num_experts, dtype=torch.float32), topk_idx, num_experts, num_aux_topk)
 
 
 def normalize_weight(topk_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,14 +58,22 @@ def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank
     C.integer("n", n, num_ep_ranks)
     C.integer("num_tp_ranks", num_tp_ranks, 1)
     C.integer("tp_rank", tp_rank, 0, num_tp_ranks - 1)
-    return ref.mask_indices_by_tp(indices, n, num_ep_ranks, tp_rank, num_tp_ranks)
+    if not use_host(indices) or indices.dtype != torch.int64 or indices.dim() == 0:
+        return ref.mask_indices_by_tp(indices, n, num_ep_ranks, tp_rank, num_tp_ranks)
+    flat = indices.contiguous().view(-1, 1)
+    out = torch.empty_like(flat)
+    _index_op(_MASK_TP, out, flat, 0, n // num_ep_ranks, tp_rank, num_tp_ranks)
+    return out.view(indices.shape)
 
 
 def inplace_unique_group_indices(group_indices: torch.Tensor, num_groups: int) -> None:
     C.tensor("group_indices", group_indices, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1, 128)
     _index_range("group_indices", group_indices, num_groups)
-    ref.inplace_unique_group_indices(group_indices, num_groups)
+    if not use_host(group_indices):
+        ref.inplace_unique_group_indices(group_indices, num_groups)
+    elif group_indices.numel():
+        _index_op(_UNIQUE, None, group_indices, num_groups)
 
 
 def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tokens: int, alignment: int,
@@ -70,7 +91,22 @@ def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tok
         if need > num_expanded_tokens:
             raise ValueError(f"num_expanded_tokens ({num_expanded_tokens}) is smaller than the {need} aligned "
                              f"positions the routing needs")
-    return ref.get_fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync)
+    if not use_host(topk_idx):
+        return ref.get_fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync)
+    t, k = topk_idx.shape
+    sync = num_expanded_tokens == 0 and not force_no_sync
+    rows = num_expanded_tokens or (t * k + (alignment - 1) * num_experts) // alignment * alignment
+    p2e, p2t, p2tt = (torch.empty(rows, dtype=torch.int32) for _ in range(3))
+    t2p = torch.empty((t, k), dtype=torch.int32)
+    start, end, per_expert = (torch.empty(num_experts, dtype=torch.int32) for _ in range(3))
+    host_kernel("tk_fused_mapping", "fused_mapping.cpp")(p2e, p2t, p2tt, t2p, start, end, per_expert, topk_idx, t, k,
+                                                        num_experts, rows, alignment)
+    counts_list = []
+    if sync:
+        counts_list = per_expert.tolist()
+        total = sum(counts_list)
+        p2e, p2t, p2tt = p2e[:total], p2t[:total], p2tt[:total]
+    return p2e, p2t, p2tt, t2p, start, end, per_expert, counts_list
 
 
 def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
