@@ -76,7 +76,8 @@ def test_empty_input(backend):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (True, True, True), (False, True, False)])
+@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (True, True, True), (False, True, False),
+                                                 (False, True, True), (True, False, False)])
 def test_e5m6(backend, dtype, col, round_sf, packed):
     from tile_kernels.testing.generator import generate_e5m6_inputs
     for x, special in generate_e5m6_inputs(24, 256, dtype):

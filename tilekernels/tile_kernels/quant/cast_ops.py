@@ -7,10 +7,19 @@ from typing import Union
 import torch
 
 from .. import _checks as C
-from .._lib import use_host
+from .._lib import empty, host_kernel, threads, use_host
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6
-from .common import alloc_sf, check_block, check_fmt, check_quant_input, host_cast, host_cast_back, logical_hidden
+from .common import (
+    alloc_sf,
+    check_block,
+    check_fmt,
+    check_quant_input,
+    host_cast,
+    host_cast_back,
+    logical_hidden,
+    sf_strides,
+)
 from .types import QuantTensor
 
 
@@ -99,7 +108,19 @@ def _cast_e5m6(x, num_per_channels, x_block_size, col, round_sf, packed):
     if num_per_channels != hidden or hidden % 8:
         raise ValueError(f"fmt 'e5m6' needs a whole-row scale (num_per_channels == hidden) and hidden % 8 == 0, "
                          f"got num_per_channels={num_per_channels}, hidden={hidden}")
-    return ref_e5m6.cast_to_e5m6(x, num_per_channels, col, round_sf, packed)
+    if not use_host(x):
+        return ref_e5m6.cast_to_e5m6(x, num_per_channels, col, round_sf, packed)
+    rows = x.shape[0]
+    if packed and not col:  # row-major packed exponents: (T, 1) int32, padding bytes zero
+        sf = torch.zeros((rows, 1), dtype=torch.int32)
+    else:
+        sf = alloc_sf(rows, 1, col, packed, x.device)
+    q = empty(rows, hidden * 3 // 2, dtype=torch.uint8)
+    if rows:
+        p, sm, sk = sf_strides(sf)
+        host_kernel("tk_e5m6", "e5m6.cpp")(0, q, sf, x.contiguous(), int(x.dtype == torch.bfloat16), rows, hidden, 1,
+                                          hidden, int(round_sf), p, sm, sk, threads())
+    return q, sf
 
 
 def _check_per_block(x, fmt, block_size):
@@ -214,7 +235,18 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
         if data.shape[1] % 3:
             raise ValueError(f"E5M6 data holds 3 bytes per 2 values: its width must be a multiple of 3, got {data.shape[1]}")
         C.tensor("x[1]", sf, dtypes=(torch.float32, torch.int32), ndim=2)
-        return ref_e5m6.cast_back_from_e5m6(tuple(x), fmt, block)
+        rows, hidden = data.shape[0], data.shape[1] * 2 // 3
+        blocks = (-(-rows // block[0]), -(-hidden // block[1]))
+        if sf.shape[0] != blocks[0] or sf.shape[1] < (blocks[1] if sf.dtype == torch.float32 else -(-blocks[1] // 4)):
+            raise ValueError(f"x[1] must cover {blocks} scale blocks, got shape {tuple(sf.shape)}")
+        if not use_host(data) or hidden % 8:
+            return ref_e5m6.cast_back_from_e5m6(tuple(x), fmt, block)
+        out = empty(rows, hidden, dtype=torch.float32 if fmt == "fp32" else torch.bfloat16)
+        if rows:
+            p, sm, sk = sf_strides(sf)
+            host_kernel("tk_e5m6", "e5m6.cpp")(1, out, sf, data, int(fmt == "bf16"), rows, hidden, block[0], block[1], 0,
+                                              p, sm, sk, threads())
+        return out
     kind, data, sf, _ = check_quant_input("x", tuple(x), block)
     if logical_hidden(data) % 64:
         raise ValueError(f"x's hidden size must be a multiple of 64, got {logical_hidden(data)}")
