@@ -133,9 +133,12 @@ class EPBuffer(BufferBase):
                               async_with_compute_stream, allocate_on_comm_stream, handle, do_cpu_sync, do_expand,
                               do_zero_padding, use_tma_aligned_col_major_sf, defer_epilogue, copy_topk_idx=False)
 
-    def _dispatch(self, x, topk_idx, topk_weights, stats, num_experts, num_max_tokens_per_rank, expert_alignment,
-                  num_sms, previous_event, async_mode, allocate_on_comm_stream, handle, do_cpu_sync, do_expand,
-                  do_zero_padding, col_major_sf, defer_epilogue, copy_topk_idx, packed_stride=0):
+    def _dispatch(self, x, topk_idx=None, topk_weights=None, stats=None, num_experts=None,
+                  num_max_tokens_per_rank=None, expert_alignment=None, num_sms=0, previous_event=None,
+                  async_mode=False, allocate_on_comm_stream=False, handle=None, do_cpu_sync=None, do_expand=False,
+                  do_zero_padding=False, col_major_sf=False, defer_epilogue=False, copy_topk_idx=False,
+                  packed_stride=0):
+        """The one dispatch path behind every API generation (V2.5, V2.1 and the V1 facade)."""
         engine, R = self._engine, self.num_ranks
         state = {}
 

@@ -156,8 +156,8 @@ class Buffer:
                 raise ValueError("topk_idx and topk_weights must be None with a cached handle")
             ep_handle = handle
             recv_x, _, _, _, event = self._ep._dispatch(
-                x, None, None, None, None, None, None, 0, prev, async_finish, prev is not None, ep_handle,
-                None, False, False, False, False, copy_topk_idx=False)
+                x, handle=ep_handle, previous_event=prev, async_mode=async_finish,
+                allocate_on_comm_stream=prev is not None)
             return recv_x, None, None, None, handle, event
         if is_token_in_rank is None:
             raise ValueError("is_token_in_rank (from get_dispatch_layout) is required without a cached handle")
@@ -181,8 +181,9 @@ class Buffer:
         packs = x[1].shape[1] if isinstance(x, tuple) else 0
         capacity = self._capacity(x_data.shape[1], x_data.element_size(), packs, routing.shape[1])
         recv_x, recv_idx, recv_w, ep_handle, event = self._ep._dispatch(
-            x, routing, topk_weights, None, num_experts, capacity, expert_alignment, 0, prev, async_finish,
-            prev is not None, None, num_worst_tokens == 0, False, False, False, False, copy_topk_idx=True)
+            x, routing, topk_weights, num_experts=num_experts, num_max_tokens_per_rank=capacity,
+            expert_alignment=expert_alignment, previous_event=prev, async_mode=async_finish,
+            allocate_on_comm_stream=prev is not None, do_cpu_sync=num_worst_tokens == 0, copy_topk_idx=True)
         counts = ep_handle.num_recv_tokens_per_expert_list
         if num_worst_tokens:
             recv_x, recv_idx, recv_w = _first_rows((recv_x, recv_idx, recv_w), num_worst_tokens)
@@ -232,9 +233,9 @@ class Buffer:
             payload = (fp8, scales)
         deferred = return_recv_hook
         e_local = num_experts // R
-        out = self._ep._dispatch(payload, topk_idx, None, cumulative_local_expert_recv_stats, num_experts, M, 1, 0,
-                                 None, async_finish or deferred, False, None, False, True, False, False, deferred,
-                                 copy_topk_idx=True, packed_stride=R * M)
+        out = self._ep._dispatch(payload, topk_idx, None, cumulative_local_expert_recv_stats, num_experts, M, 1,
+                                 async_mode=async_finish or deferred, do_cpu_sync=False, do_expand=True,
+                                 defer_epilogue=deferred, copy_topk_idx=True, packed_stride=R * M)
         src_info = torch.full((e_local, R * M), -1, dtype=torch.int32)
         layout_range = torch.zeros(e_local, R, dtype=torch.int64)
         recv_count = torch.zeros(e_local, dtype=torch.int32)

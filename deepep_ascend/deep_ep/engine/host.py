@@ -140,11 +140,13 @@ class HostEngine:
         recv_sf = t.get("sf")
         if recv_sf is not None and a.col_major_sf:
             recv_sf = recv_sf.T[:data_rows]
+        # Rows the senders write directly need no initialisation; the rest reads as "no token".
+        first_unwritten = n if direct else 0
         if "idx" in t:
-            t["idx"][n:].fill_(-1) if direct else t["idx"].fill_(-1)
+            t["idx"][first_unwritten:].fill_(-1)
         if "w" in t:
             t["w"].zero_()
-        t["meta"][n:].fill_(-1) if direct else t["meta"].fill_(-1)
+        t["meta"][first_unwritten:].fill_(-1)
         out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank, psum_expert,
                               true.int(), aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
         out.direct = direct
