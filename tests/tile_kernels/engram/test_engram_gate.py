@@ -25,7 +25,7 @@ def test_fused_weight():
     assert torch.equal(E.fused_weight(wh, we), wh.float() * we.float())
 
 
-def test_forward():
+def test_forward(backend):
     x, k, v, wh, we = _inputs()
     outs = E.engram_gate_fwd(x, k, v, E.fused_weight(wh, we), EPS, CLAMP)
     refs = engram_gate_ref(x, k, v, wh, we, CLAMP, EPS, save_for_backward=True)
@@ -65,7 +65,7 @@ def test_grad_w_reduce():
     assert calc_diff(gwh, exp_wh) < 1e-10 and calc_diff(gwe, exp_we) < 1e-10
 
 
-def test_modeling_autograd_and_main_grad():
+def test_modeling_autograd_and_main_grad(backend):
     x, k, v, wh, we = _inputs(tokens=24)
     x3, k3, v3 = x.view(2, 12, 4, 256), k.view(2, 12, 4, 256), v.view(2, 12, 256)
     params = [t.clone().requires_grad_() for t in (x3, k3, v3, wh, we)]
@@ -82,3 +82,13 @@ def test_modeling_autograd_and_main_grad():
     wh2.main_grad = torch.zeros(wh.shape)
     engram_gate(x3, k3, v3, wh2, we.clone().requires_grad_(), CLAMP, EPS).backward(g)
     assert wh2.grad is None and calc_diff(wh2.main_grad, refs[3].grad) < 1e-4
+
+
+def test_forward_strided_inputs(backend):
+    x, k, v, wh, we = _inputs()
+    k_wide = torch.cat([k, k], dim=-1)[..., :256]  # token and head strides of a wider tensor
+    assert not k_wide.is_contiguous()
+    outs = E.engram_gate_fwd(x, k_wide, v, E.fused_weight(wh, we), EPS, CLAMP)
+    refs = engram_gate_ref(x, k, v, wh, we, CLAMP, EPS, save_for_backward=True)
+    for a, b in zip(outs, refs, strict=True):
+        assert calc_diff(a.float(), b.float()) < 2e-10

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import _checks as C
-from .._lib import host_kernel, threads, use_host
+from .._lib import empty, host_kernel, threads, use_host
 from ..config import get_num_sms
 from ..reference import engram as ref
 
@@ -59,7 +59,16 @@ def engram_gate_fwd(hidden_states: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     _check_gate(hidden_states, k, v, weight_fused)
     C.number("eps", eps)
     C.number("clamp_value", clamp_value)
-    return ref.engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward)
+    if not use_host(hidden_states):
+        return ref.engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward)
+    t, hc, h = hidden_states.shape
+    out = empty(t, hc, h, dtype=torch.bfloat16)
+    saved = [torch.empty(t, hc) for _ in range(4)] if save_for_backward else [None] * 4
+    if out.numel():
+        host_kernel("tk_engram_gate_fwd", "engram_gate_fwd.cpp")(
+            out, *saved, hidden_states, k, v, weight_fused.contiguous(), t, hc, h, hidden_states.stride(0),
+            hidden_states.stride(1), k.stride(0), k.stride(1), v.stride(0), float(eps), float(clamp_value), threads())
+    return (out, *saved)
 
 
 def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k, clamp_value):
