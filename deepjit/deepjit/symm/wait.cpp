@@ -1,7 +1,7 @@
 // Bounded wait until every watched signal word reaches `target`.
 //
-// The loop spins briefly, then yields, then sleeps in short steps, because ranks usually share
-// few cores: a waiter must not starve the peer it waits for. About once a millisecond it checks
+// The loop spins briefly, then yields, then sleeps in steps growing from 20 us to 1 ms, because
+// ranks usually share few cores: a long waiter must not take CPU time from the peer it waits for. About once a millisecond it checks
 // the abort word of this rank's header and whether a peer process has exited (pidfds become
 // readable when the process terminates, even before it is reaped).
 #include <deepjit/host/kernel.hpp>
@@ -44,7 +44,7 @@ void symm_wait(const uint64_t* addresses, int64_t count, int64_t target, const i
                const int32_t* pidfds, int64_t num_pidfds, int64_t timeout_ns, int64_t* status) {
     using namespace dj_symm;
     const int64_t start = now_ns();
-    int64_t next_check = start + 1000000, polls = 0, i = 0;
+    int64_t next_check = start + 1000000, polls = 0, i = 0, nap_ns = 20000;
     status[0] = kOk;
     while (i < count) {
         const int64_t seen = load_acquire(reinterpret_cast<const int64_t*>(addresses[i]));
@@ -63,8 +63,9 @@ void symm_wait(const uint64_t* addresses, int64_t count, int64_t target, const i
         if (now - start < 2000000) {
             sched_yield();
         } else {
-            const timespec nap{0, 20000};
+            const timespec nap{0, static_cast<long>(nap_ns)};
             nanosleep(&nap, nullptr);
+            if (nap_ns < 1000000) nap_ns *= 2;
         }
     }
 }
