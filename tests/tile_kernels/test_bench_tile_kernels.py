@@ -154,25 +154,23 @@ def test_mhc_pre_big_fuse_speed(bench, monkeypatch):
                  nbytes=count_bytes(residual, out), baseline="torch reference ops", baseline_seconds=t_ref)
 
 
-def _reference_only(bench, case, shape, fn, *tensors):
-    """Ops without a host kernel: their time against the copy-bandwidth bound of the bytes they move
-    (the "of peak" column), the yardstick for "within 1.5x of a host kernel's plausible speed"."""
+def _small_op(bench, case, shape, fn, *tensors):
+    """Small index ops, timed against the copy-bandwidth bound of the bytes they move ("of peak")."""
     out = fn()
     t = bench.time(fn, warmup=1, reps=5)
-    bench.record(SUITE, f"{case} (reference path)", shape, t, nbytes=count_bytes(*tensors, out))
+    bench.record(SUITE, case, shape, t, nbytes=count_bytes(*tensors, out))
 
 
-def test_reference_only_ops_speed(bench):
+def test_small_moe_ops_speed(bench):
     idx = generate_topk_idx({"num_send_tokens": 8192, "num_topk": 8, "num_experts": 256, "num_ep_ranks": 1})
     w = torch.rand(idx.shape)
     M = tile_kernels.moe
-    _reference_only(bench, "group_count", "8192x8", lambda: M.group_count(idx, 256), idx)
-    _reference_only(bench, "aux_fi", "8192x8", lambda: M.aux_fi(idx, 256, 8), idx)
-    _reference_only(bench, "normalize_weight", "8192x8", lambda: M.normalize_weight(w), w)
-    _reference_only(bench, "mask_indices_by_tp", "8192x8", lambda: M.mask_indices_by_tp(idx, 256, 8, 1, 2), idx)
-    _reference_only(bench, "inplace_unique_group_indices", "8192x8",
-                    lambda: M.inplace_unique_group_indices(idx // 32, 8), idx)
-    _reference_only(bench, "get_fused_mapping", "8192x8, 256 exp", lambda: M.get_fused_mapping(idx, 256, 0, 128)[:7], idx)
+    _small_op(bench, "group_count", "8192x8", lambda: M.group_count(idx, 256), idx)
+    _small_op(bench, "aux_fi", "8192x8", lambda: M.aux_fi(idx, 256, 8), idx)
+    _small_op(bench, "normalize_weight (reference path)", "8192x8", lambda: M.normalize_weight(w), w)
+    _small_op(bench, "mask_indices_by_tp", "8192x8", lambda: M.mask_indices_by_tp(idx, 256, 8, 1, 2), idx)
+    _small_op(bench, "inplace_unique_group_indices", "8192x8", lambda: M.inplace_unique_group_indices(idx // 32, 8), idx)
+    _small_op(bench, "get_fused_mapping", "8192x8, 256 exp", lambda: M.get_fused_mapping(idx, 256, 0, 128)[:7], idx)
 
 
 def test_e5m6_speed(bench):
