@@ -90,3 +90,13 @@ def test_e5m6(backend, dtype, col, round_sf, packed):
         back = tile_kernels.quant.cast_back((q, sf), "fp32", (1, 256), x_special_fmt="e5m6")
         assert_equal(back, ref.cast_back_from_e5m6((q_ref, sf_ref), "fp32", (1, 256)))
         assert calc_diff(x.float(), back) < (5e-6 if special else 1e-4)
+
+
+def test_nan_and_overflow_follow_the_reference(host):
+    x = torch.randn(4, 128)
+    x[0, 5] = float("nan")
+    x[1, 7] = float("inf")
+    # the precomputed scale makes values overflow E4M3 (saturate) without the NaN/inf reaching the scale
+    sf = torch.full((4, 1), 1e-3)
+    assert_equal(tile_kernels.quant.per_token_cast_with_precomputed_sf(x, "e4m3", 128, sf),
+                 ref.cast(x, "e4m3", (1, 128), sf=sf))

@@ -77,8 +77,43 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
     }
 }
 
+#ifdef DJ_HAVE_AVX512
+// One row with BK = 16 * NV: each block is loaded and converted once into NV registers, then
+// reduced and quantised from there (the common per-token block sizes 16 .. 128).
+template <int32_t DT, int32_t FMT, int NV>
+void cast_row_regs(void* q, void* sf, const void* x, int64_t K, int64_t ldx, bool round_sf, float clamp_min,
+                   bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t i) {
+    const char* row = static_cast<const char*>(x) + i * ldx * (DT == tk::kInBF16 ? 2 : 4);
+    const float fmax = tk::fmt_max(FMT);
+    for (int64_t j = 0; j < K; j += 16 * NV) {
+        __m512 v[NV];
+        __m512 m = _mm512_setzero_ps();
+        for (int n = 0; n < NV; ++n) {
+            v[n] = tk::load16(row, DT, j + 16 * n);
+            m = _mm512_max_ps(m, tk::abs16(v[n]));
+        }
+        float inv;
+        if (mode == 2) {
+            inv = 1.0f / static_cast<const float*>(sf)[i * sm + (j / (16 * NV)) * sk];
+        } else {
+            const tk::Scale s = tk::block_scale(_mm512_reduce_max_ps(m), clamp_min, fmax, round_sf);
+            tk::store_sf(sf, packed, sm, sk, i, j / (16 * NV), s.sf);
+            if (mode == 1) continue;
+            inv = s.inv;
+        }
+        const __m512 vinv = _mm512_set1_ps(inv);
+        for (int n = 0; n < NV; ++n) {
+            if (FMT == tk::kE4M3)
+                tk::store_e4m3x16(static_cast<uint8_t*>(q) + i * K + j + 16 * n, _mm512_mul_ps(v[n], vinv));
+            else
+                tk::store_e2m1x16(static_cast<uint8_t*>(q) + i * (K / 2) + (j + 16 * n) / 2, _mm512_mul_ps(v[n], vinv));
+        }
+    }
+}
+#endif
+
 // One row, scale blocks of BK (a multiple of 16) columns: amax and quantisation straight from
-// the row (the block stays in L1), no per-column buffers. This is the per-token hot path.
+// the row (the block stays in L1), no per-column buffers. Whole-row and other wide blocks.
 template <int32_t DT, int32_t FMT>
 void cast_row(void* q, void* sf, const void* x, int64_t K, int64_t ldx, int64_t BK, bool round_sf, float clamp_min,
               bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t i) {
@@ -120,7 +155,13 @@ void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, in
 #ifdef DJ_HAVE_AVX512
     if (BM == 1 && BK % 16 == 0 && K % 16 == 0) {
         dj::parallel_for(M, threads, [&](int64_t i) {
-            cast_row<DT, FMT>(q, sf, x, K, ldx, BK, round_sf, clamp_min, packed, sm, sk, mode, i);
+            switch (K % BK == 0 ? BK : 0) {
+                case 16: cast_row_regs<DT, FMT, 1>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
+                case 32: cast_row_regs<DT, FMT, 2>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
+                case 64: cast_row_regs<DT, FMT, 4>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
+                case 128: cast_row_regs<DT, FMT, 8>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
+                default: cast_row<DT, FMT>(q, sf, x, K, ldx, BK, round_sf, clamp_min, packed, sm, sk, mode, i);
+            }
         });
         return;
     }

@@ -59,8 +59,9 @@ DJ_INLINE __m512 load16(const void* p, int32_t dt, int64_t i) {
 
 DJ_INLINE __m512 abs16(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF))); }
 
+// The conversion saturates at +-448 by itself, which equals clamping first; an explicit clamp
+// with min/max would also turn NaN into -448 (x86 min/max return the second operand on NaN).
 DJ_INLINE void store_e4m3x16(uint8_t* dst, __m512 v) {
-    v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-448.0f)), _mm512_set1_ps(448.0f));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), dj::f32x16_to_e4m3(v));
 }
 
