@@ -66,7 +66,3 @@ def same_device(**tensors) -> None:
         for n, t in items[1:]:
             if t.device != d0:
                 raise ValueError(f"{n} must be on {d0} like {items[0][0]}, got {t.device}")
-
-
-def fail(msg: str, exc=ValueError):
-    raise exc(msg)
