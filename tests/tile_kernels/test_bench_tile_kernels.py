@@ -192,3 +192,18 @@ def test_engram_gate_fwd_speed(bench):
     t_ref = bench.time(lambda: ref_engram_gate_fwd(h, k, v, wf, 1e-20, 1e-6), warmup=0, reps=1)
     bench.record(SUITE, "engram_gate_fwd", "4096x4x4096", t, nbytes=count_bytes(h, k, v, out),
                  baseline="torch reference", baseline_seconds=t_ref)
+
+
+def test_engram_gate_bwd_speed(bench):
+    from tile_kernels.reference.engram import engram_gate_bwd as ref_engram_gate_bwd
+    h = torch.randn(4096, 4, 4096).bfloat16()
+    k, v, wf = torch.randn(4096, 4, 4096).bfloat16(), torch.randn(4096, 4096).bfloat16(), torch.rand(4, 4096)
+    g = torch.randn(4096, 4, 4096).bfloat16()
+    _, dot, gate, rx, rk = tile_kernels.engram.engram_gate_fwd(h, k, v, wf, 1e-20, 1e-6)
+    args = (g, h, k, v, wf, dot, gate, rx, rk, 1e-6)
+    fn = lambda: tile_kernels.engram.engram_gate_bwd(*args)
+    out = fn()
+    t = bench.time(fn, warmup=1, reps=3)
+    t_ref = bench.time(lambda: ref_engram_gate_bwd(*args, tile_kernels.get_num_sms()), warmup=0, reps=1)
+    bench.record(SUITE, "engram_gate_bwd", "4096x4x4096", t, nbytes=count_bytes(g, h, k, v, out),
+                 baseline="torch reference", baseline_seconds=t_ref)

@@ -36,7 +36,7 @@ def test_forward(backend):
 
 
 @pytest.mark.parametrize("num_sms", [1, 2])
-def test_backward(num_sms):
+def test_backward(backend, num_sms):
     x, k, v, wh, we = _inputs()
     g = torch.randn(x.shape).bfloat16()
     # as upstream: activations as BF16 leaves (their gradients land in BF16), weights as FP32 leaves

@@ -79,8 +79,20 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
     for name, s in (("dot", dot), ("gate_score", gate_score), ("rstd_x", rstd_x), ("rstd_k", rstd_k)):
         C.tensor(name, s, dtypes=(torch.float32,), shape=(t, hc))
     C.number("clamp_value", clamp_value)
-    return ref.engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k,
-                               clamp_value, get_num_sms())
+    num_blocks = get_num_sms()
+    if not use_host(hidden_states):
+        return ref.engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k,
+                                   clamp_value, num_blocks)
+    grad_x, grad_k = empty(t, hc, h, dtype=torch.bfloat16), empty(t, hc, h, dtype=torch.bfloat16)
+    grad_v = torch.empty(t, h, dtype=torch.bfloat16)
+    partial = torch.empty(num_blocks, hc, h)  # the kernel zeroes each block before accumulating
+    if grad_x.numel():
+        host_kernel("tk_engram_gate_bwd", "engram_gate_bwd.cpp")(
+            grad_x, grad_k, grad_v, partial, grad_out.contiguous(), hidden_states, k, v, weight_fused.contiguous(),
+            dot.contiguous(), gate_score.contiguous(), rstd_x.contiguous(), rstd_k.contiguous(), t, hc, h,
+            hidden_states.stride(0), hidden_states.stride(1), k.stride(0), k.stride(1), v.stride(0),
+            float(clamp_value), num_blocks, threads())
+    return grad_x, grad_k, grad_v, partial
 
 
 def grad_w_reduce(grad_w_partial: torch.Tensor, weight_hidden: torch.Tensor, weight_embed: torch.Tensor,
