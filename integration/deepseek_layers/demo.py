@@ -113,9 +113,70 @@ def tour_flash_mla():
         f"{flops / t / 1e12:.3f} TFLOP/s", f"calc_diff {diff:.1e}", diff < 7e-6
 
 
+def _ep_rank(rank: int, world: int, port: int, results) -> None:
+    """One rank of the deep_ep tour: dispatch + combine through shared memory, then the same
+    through the torch.distributed reference engine; both must agree bit for bit."""
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        import deep_ep
+        tokens, hidden, experts, topk = 1024, 2048, 64, 8
+        g = torch.Generator().manual_seed(rank)
+        x = torch.randn(tokens, hidden, generator=g).bfloat16()
+        weights, idx = torch.rand(tokens, experts, generator=g).topk(topk, dim=1)
+
+        def round_trip():
+            buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=tokens, hidden=hidden, num_topk=topk,
+                                   explicitly_destroy=True)
+            recv_x, _, recv_w, handle, _ = buf.dispatch(x, idx, weights, num_experts=experts)
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(3):
+                recv_x, _, recv_w, handle, _ = buf.dispatch(x, idx, weights, num_experts=experts)
+                out = buf.combine(recv_x, handle, recv_w)[0]
+            seconds = (time.perf_counter() - start) / 3
+            buf.destroy()
+            return out, recv_x.shape[0], seconds
+
+        out, received, seconds = round_trip()
+        with _forced_backend("EP", "reference"):
+            ref, _, _ = round_trip()
+        results.put((rank, torch.equal(out.view(torch.int16), ref.view(torch.int16)), received, seconds, hidden))
+    except BaseException as exc:  # reported to the parent, which prints it
+        results.put((rank, repr(exc), 0, 0.0, 0))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def tour_deep_ep():
+    import socket
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_ep_rank, args=(r, 2, port, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    outs = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    errors = [o[1] for o in outs if not isinstance(o[1], bool)]
+    if errors:
+        raise RuntimeError(f"deep_ep tour failed: {errors}")
+    exact = all(o[1] for o in outs)
+    seconds = max(o[3] for o in outs)
+    nbytes = sum(o[2] for o in outs) * outs[0][4] * 2 * 2  # received rows, dispatched and combined back
+    return "EPBuffer dispatch + combine, 2 local ranks (shm)", "1024 tok x 2048, top-8/64", seconds, \
+        f"{nbytes / seconds / 1e9:.2f} GB/s", "bit-exact vs reference" if exact else "MISMATCH", exact
+
+
 TOUR: list[tuple[str, Callable[[], Optional[tuple]]]] = [
     ("deepjit", tour_deepjit), ("deep_gemm", tour_deep_gemm), ("tile_kernels", tour_tile_kernels),
-    ("flash_mla", tour_flash_mla),
+    ("flash_mla", tour_flash_mla), ("deep_ep", tour_deep_ep),
 ]
 
 
