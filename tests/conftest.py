@@ -7,8 +7,8 @@ import pytest
 
 def _has_npu() -> bool:
     try:
-        import torch_npu  # noqa: F401
         import torch
+        import torch_npu  # noqa: F401
         return torch.npu.is_available()
     except Exception:
         return False

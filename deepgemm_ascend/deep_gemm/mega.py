@@ -76,6 +76,7 @@ class SymmBuffer:
     def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
                  intermediate_hidden: int, num_ring_tokens: int, mma_type: str = "fp8xfp4", activation: str = "swiglu"):
         import torch.distributed as dist
+
         from deepjit.symm import SymmetricWindow
         if activation != "swiglu":
             raise v.fail("activation", "'swiglu'", repr(activation))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -89,7 +89,7 @@ def tour_tile_kernels():
     t = _time(lambda: per_token_cast(x, "e4m3", 128))
     with _forced_backend("TK", "reference"):
         ref = per_token_cast(x, "e4m3", 128)
-    exact = all(torch.equal(u.view(torch.uint8), v.view(torch.uint8)) for u, v in zip(out, ref))
+    exact = all(torch.equal(u.view(torch.uint8), v.view(torch.uint8)) for u, v in zip(out, ref, strict=True))
     nbytes = x.numel() * 3 + x.numel() // 128 * 4
     return "per_token_cast bf16 -> e4m3 (1x128)", "4096x7168", t, f"{nbytes / t / 1e9:.1f} GB/s", \
         "bit-exact" if exact else "MISMATCH", exact
@@ -152,6 +152,7 @@ def _ep_rank(rank: int, world: int, port: int, results) -> None:
 
 def tour_deep_ep():
     import socket
+
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     with socket.socket() as sock:
@@ -174,7 +175,7 @@ def tour_deep_ep():
         f"{nbytes / seconds / 1e9:.2f} GB/s", "bit-exact vs reference" if exact else "MISMATCH", exact
 
 
-TOUR: list[tuple[str, Callable[[], Optional[tuple]]]] = [
+TOUR: list[tuple[str, Callable[[], tuple | None]]] = [
     ("deepjit", tour_deepjit), ("deep_gemm", tour_deep_gemm), ("tile_kernels", tour_tile_kernels),
     ("flash_mla", tour_flash_mla), ("deep_ep", tour_deep_ep),
 ]
@@ -194,7 +195,7 @@ def main() -> int:
               for i in range(6)]
     header = ("library", "op", "shape", "time", "throughput", "check")
     for r in [header] + rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
     return 0 if ok else 1
 
 

@@ -3,9 +3,10 @@ TypeError naming the argument, and the host plan kernel rejects bad expert ids w
 anything out of bounds."""
 import pytest
 import torch
-from deep_ep.engine.checks import check_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from deep_ep.engine.checks import check_dispatch
 
 R = 2
 

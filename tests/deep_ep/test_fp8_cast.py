@@ -2,6 +2,7 @@
 values, and the host kernel bit for bit against the reference (FP32 and power-of-two scales)."""
 import pytest
 import torch
+
 from deep_ep.utils.math import per_token_cast_back, per_token_cast_to_fp8, round_up_to_power_of_two, unpack_ue8m0
 
 

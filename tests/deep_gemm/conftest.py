@@ -7,9 +7,10 @@ import importlib.util
 import os
 import random
 
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 
 BACKENDS = ["reference"] + (["host"] if importlib.util.find_spec("deep_gemm.host") is not None else [])
 

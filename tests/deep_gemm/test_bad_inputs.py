@@ -4,9 +4,12 @@ Each family starts from a valid call; hypothesis replaces one tensor argument by
 wrong dtype, shape, stride or device (or by a non-tensor). The call must either succeed (the
 variant happened to be valid) or raise ValueError/TypeError leaving ``d`` bit-for-bit unchanged.
 A fixed list of surely-bad calls checks that errors name the argument."""
-import deep_gemm
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import deep_gemm
 from deep_gemm.formats import dense
 from deep_gemm.testing.generators import (
     generate_k_grouped_contiguous,
@@ -15,8 +18,6 @@ from deep_gemm.testing.generators import (
     generate_normal,
 )
 from deep_gemm.utils import per_custom_dims_cast_to_fp8
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float8_e4m3fn,
           torch.int64]

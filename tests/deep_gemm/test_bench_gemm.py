@@ -4,6 +4,7 @@ Targets (issue 4): FP8 prefill >= 1.0x torch BF16 matmul; FP8 decode time <= 0.6
 FP8 >= 5x torch._scaled_mm; BF16 >= 1.1x torch BF16; grouped >= 0.8x dense FP8 at equal rows."""
 import pytest
 import torch
+
 from deep_gemm import host as H
 
 SHAPES = [(7168, 2048), (2112, 7168), (4096, 7168), (7168, 2304)]

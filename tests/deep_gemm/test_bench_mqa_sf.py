@@ -4,6 +4,7 @@ Targets (issue 4): MQA logits >= 0.6x torch BF16 matmul throughput on 2*S*S_kv*H
 scale transforms >= 0.5x the copy bandwidth measured in the same run."""
 import pytest
 import torch
+
 from deep_gemm import host as H
 
 pytestmark = pytest.mark.bench

@@ -1,7 +1,8 @@
 """Einsum (BF16 and FP8), the HC pre-norm GEMM and the head-splitting FP8 GEMM."""
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_normal, randn
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8

@@ -1,6 +1,7 @@
 """Number formats and the utils quantisers, checked against hand-computed values."""
 import pytest
 import torch
+
 from deep_gemm import formats
 from deep_gemm.utils import (
     cast_back_from_fp4,

@@ -1,7 +1,8 @@
 """Dense FP8/FP4 and BF16 GEMMs: every layout, format mix, accumulation and early return."""
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_normal, threshold
 from deep_gemm.utils import pack_ue8m0_to_int, pack_ue8m0_to_short

@@ -1,9 +1,10 @@
 """K-grouped GEMMs (weight gradients): aligned ks_cpu and psum layouts, empty groups, packed scales."""
 import warnings
 
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_k_grouped_contiguous
 

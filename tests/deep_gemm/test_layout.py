@@ -1,7 +1,8 @@
 """Scale-factor layout transforms, checked bitwise against constructions written from the spec."""
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.testing.generators import generate_normal
 from deep_gemm.utils import align, ceil_div, ceil_to_ue8m0
 

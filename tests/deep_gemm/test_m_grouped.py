@@ -1,7 +1,8 @@
 """M-grouped contiguous GEMMs (m_indices and psum layouts) and masked GEMMs."""
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_m_grouped_contiguous, generate_m_grouped_masked, threshold
 

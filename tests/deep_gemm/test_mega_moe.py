@@ -3,12 +3,12 @@
 The baseline moves data with torch.distributed collectives (gloo), groups each rank's received
 (token, slot) pairs per local expert in the psum layout, and runs the public grouped GEMMs, the
 SwiGLU step and the top-k combine; the fused op moves data through the shared-memory window."""
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.mega import _deinterleave, _interleave, _utccp, combine_topk, swiglu_apply_weight_to_fp8
 from deep_gemm.utils import align, per_token_cast_to_fp4, per_token_cast_to_fp8
-
 from tests.testkit import run_ranks
 
 HIDDEN, INTER, EXPERTS, TOPK = 256, 128, 8, 3      # V4-Flash (4096, 2048, 256, 6) scaled to two cores

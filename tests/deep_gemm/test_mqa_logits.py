@@ -1,7 +1,8 @@
 """MQA logits (lightning indexer): FP8 and FP4, clean/compressed outputs, paged decode cache."""
-import deep_gemm
 import pytest
 import torch
+
+import deep_gemm
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
 from deep_gemm.testing.generators import randn
 from deep_gemm.utils import cast_back_from_fp4, per_custom_dims_cast_to_fp8, per_token_cast_to_fp4

@@ -7,6 +7,7 @@ import os
 
 import pytest
 import torch
+
 from deepjit.backends.args import pack_ascend_args
 from deepjit.backends.ascend import AscendCompilerOptions, AscendLaunchOptions, acl, find_home, kernel_names
 from deepjit.backends.ascend.kernel import binary_path

@@ -6,6 +6,7 @@ import shutil
 import textwrap
 
 import pytest
+
 from deepjit.backends.cuda import CudaCompilerOptions, CudaLaunchOptions, driver, parse_nvcc_version
 from deepjit.backends.cuda.options import dim3
 from deepjit.errors import CompileError, DeepJITError, ToolchainNotFoundError

@@ -6,10 +6,10 @@ import sys
 import textwrap
 
 import pytest
-from deepjit.disk_cache import COMMITTED
-from deepjit.errors import CompileError, DeepJITError
 
 from deepjit import DiskCache
+from deepjit.disk_cache import COMMITTED
+from deepjit.errors import CompileError, DeepJITError
 
 from .helpers import ADD_SOURCE, list_entries, list_tmp, make_runtime, wrap_cxx
 

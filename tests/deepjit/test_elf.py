@@ -5,9 +5,9 @@ import struct
 import subprocess
 
 import pytest
-from deepjit.errors import DeepJITError
 
 from deepjit import elf
+from deepjit.errors import DeepJITError
 
 CC = shutil.which("gcc") or shutil.which("cc")
 pytestmark = pytest.mark.skipif(CC is None, reason="needs a host C compiler to build ELF objects")

@@ -4,13 +4,13 @@ import os
 import re
 
 import pytest
-from deepjit.env import parse_bool, parse_int
-from deepjit.errors import DeepJITError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deepjit
 from deepjit import Config, DiskCache, Env, LazyInit, create_lazy_jit
+from deepjit.env import parse_bool, parse_int
+from deepjit.errors import DeepJITError
 
 
 @pytest.fixture(autouse=True)

@@ -4,11 +4,11 @@ import struct
 
 import numpy as np
 import pytest
-from deepjit.hashing import xor_hash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepjit import FNV1a, hash_hex
+from deepjit.hashing import xor_hash
 
 from .helpers import ADD_SOURCE, make_runtime
 

@@ -3,9 +3,9 @@ import os
 
 import pytest
 import torch
-from deepjit.errors import CompileError, DeepJITError
 
 import deepjit
+from deepjit.errors import CompileError, DeepJITError
 
 ADD_SOURCE = r"""
 #include <deepjit/host/kernel.hpp>

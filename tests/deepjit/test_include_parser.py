@@ -2,10 +2,10 @@
 import os
 
 import pytest
-from deepjit.errors import DeepJITError
-from deepjit.include_parser import scan_include
 
 from deepjit import IncludeParser
+from deepjit.errors import DeepJITError
+from deepjit.include_parser import scan_include
 
 from .helpers import make_runtime
 

@@ -3,9 +3,9 @@ import warnings
 
 import pytest
 import torch
-from deepjit.errors import DeepJITError
 
 import deepjit
+from deepjit.errors import DeepJITError
 
 KERNEL = r"""
 #include <deepjit/host/kernel.hpp>

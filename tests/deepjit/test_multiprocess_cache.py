@@ -7,6 +7,7 @@ import textwrap
 import time
 
 import pytest
+
 from deepjit.errors import CompileError
 
 from .helpers import ADD_SOURCE, list_entries, list_tmp, make_runtime, wrap_cxx

@@ -4,6 +4,7 @@ import os
 
 import pytest
 import torch
+
 from deepjit.errors import CacheSecurityError
 
 from .helpers import ADD_SOURCE, make_runtime

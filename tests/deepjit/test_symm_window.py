@@ -17,6 +17,7 @@ def _names(hint):
 
 def _basic(rank, world, hint):
     import torch.distributed as dist
+
     from deepjit.symm import PeerAbortedError, PeerTimeoutError, SymmetricWindow
 
     win = SymmetricWindow.create(None, 4096, name_hint=hint, num_signals=16, timeout_s=20)

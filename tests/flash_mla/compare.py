@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+
 from flash_mla.kv_cache import KVCacheFormat, _flat_bytes, quantize_k_cache
 
 # (abs, rel, cos-diff) per output, as upstream's tests use them.

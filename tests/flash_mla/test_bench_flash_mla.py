@@ -7,9 +7,10 @@ The machine is shared, so the op and its baseline are timed alternately and each
 time: a load spike then slows both or neither, not just one side of the ratio."""
 import time
 
-import flash_mla
 import pytest
 import torch
+
+import flash_mla
 from flash_mla import reference
 from flash_mla.kv_cache import KVCacheFormat
 from flash_mla.reference.sparse import KVScope

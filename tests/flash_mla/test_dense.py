@@ -1,10 +1,11 @@
 """Dense paths: paged decode (host vs reference) and the varlen prefill functions (vs torch SDPA)."""
 import math
 
-import flash_mla
 import pytest
 import torch
 import torch.nn.functional as F
+
+import flash_mla
 from flash_mla import reference
 
 from .compare import DECODE_LSE, DENSE_OUT, assert_close

@@ -1,7 +1,8 @@
 """KV-cache formats: hand-computed bytes of one token per format, round trips, placements, relayout."""
-import flash_mla
 import pytest
 import torch
+
+import flash_mla
 from flash_mla.kv_cache import KVCacheFormat, e2m1_encode, pow2_scale
 
 BF16_1_5 = [0xC0, 0x3F]  # 1.5 in bf16, little endian

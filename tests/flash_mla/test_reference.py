@@ -2,6 +2,7 @@
 import math
 
 import torch
+
 from flash_mla import reference
 from flash_mla.kv_cache import KVCacheFormat, quantize_k_cache
 from flash_mla.reference.sparse import KVScope

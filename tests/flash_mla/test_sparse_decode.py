@@ -1,9 +1,10 @@
 """flash_mla_with_kvcache in sparse mode: host kernels against the FP32 reference, every format."""
 import math
 
-import flash_mla
 import pytest
 import torch
+
+import flash_mla
 from flash_mla import reference
 from flash_mla.kv_cache import KVCacheFormat, _flat_bytes
 from flash_mla.reference.sparse import KVScope

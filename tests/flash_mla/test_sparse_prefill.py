@@ -1,9 +1,10 @@
 """flash_mla_sparse_fwd: host kernels against the FP32 reference."""
 import math
 
-import flash_mla
 import pytest
 import torch
+
+import flash_mla
 from flash_mla import reference
 
 from .compare import PREFILL_OUT, PREFILL_STAT, assert_close

@@ -1,10 +1,11 @@
 """Bad input: a clear ValueError / TypeError naming the argument, raised before any work."""
-import flash_mla
 import pytest
 import torch
-from flash_mla.kv_cache import KVCacheFormat
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import flash_mla
+from flash_mla.kv_cache import KVCacheFormat
 
 from .compare import make_cache
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional
 
 import pytest
 
@@ -33,11 +33,11 @@ class Record:
     metric: str            # "TFLOP/s", "GB/s" or "us"
     value: float
     seconds: float
-    baseline: Optional[str]
-    baseline_value: Optional[float]
-    ratio: Optional[float]     # value / baseline_value for throughput; baseline time / time for "us"
-    share_of_peak: Optional[float]
-    peak: Optional[str]
+    baseline: str | None
+    baseline_value: float | None
+    ratio: float | None     # value / baseline_value for throughput; baseline time / time for "us"
+    share_of_peak: float | None
+    peak: str | None
 
 
 class Bench:
@@ -59,9 +59,9 @@ class Bench:
         times.sort()
         return times[len(times) // 2]
 
-    def record(self, suite: str, case: str, shape: str, seconds: float, *, flops: Optional[float] = None,
-               nbytes: Optional[float] = None, baseline: Optional[str] = None,
-               baseline_seconds: Optional[float] = None) -> Record:
+    def record(self, suite: str, case: str, shape: str, seconds: float, *, flops: float | None = None,
+               nbytes: float | None = None, baseline: str | None = None,
+               baseline_seconds: float | None = None) -> Record:
         """Throughput from ``flops`` (TFLOP/s, share of the BF16 instruction peak) or ``nbytes``
         (GB/s, share of copy bandwidth); otherwise latency in us. The ratio is the speed-up over
         the baseline measured in the same run."""
@@ -103,7 +103,7 @@ class Bench:
             json.dump({"ceilings": self.peaks.as_dict(), "records": [asdict(r) for r in self.records]}, f, indent=1)
 
 
-_BENCH: Optional[Bench] = None
+_BENCH: Bench | None = None
 
 
 @pytest.fixture(scope="session")

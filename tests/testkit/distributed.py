@@ -13,7 +13,8 @@ import queue
 import socket
 import time
 import traceback
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 
 def free_port() -> int:
@@ -48,7 +49,7 @@ class RankFailure(AssertionError):
 
 
 def run_ranks(fn: Callable, world_size: int, *args, timeout: float = 120.0,
-              env: Optional[dict] = None) -> list[Any]:
+              env: dict | None = None) -> list[Any]:
     """Returns each rank's return value (picklable), in rank order."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()

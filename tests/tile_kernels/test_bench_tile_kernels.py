@@ -2,8 +2,9 @@
 Targets (issue 5): casts >= 0.5x copy bandwidth and >= 3x the reference; SwiGLU + cast and the
 router >= 3x the reference; expand / reduce >= 0.4x copy bandwidth."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.reference.engram import engram_gate_fwd as ref_engram_gate_fwd
 from tile_kernels.testing.generator import generate_topk_idx

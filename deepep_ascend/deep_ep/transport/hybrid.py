@@ -8,6 +8,7 @@ count exchange are collectives over the whole group.
 from __future__ import annotations
 
 import torch
+
 from deepjit.symm import SymmetricWindow, SymmetricWindowError
 
 from .dist import DistTransport

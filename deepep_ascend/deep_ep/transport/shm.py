@@ -18,6 +18,7 @@ every view of it. Senders write straight into the destination's memory; signal l
 from __future__ import annotations
 
 import torch
+
 from deepjit.symm import SymmetricWindow, SymmetricWindowError
 
 CTRL_BYTES = 8192

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import torch.distributed as dist
+
 from deepjit.symm import host_identity
 
 CHOICES = ("auto", "shm", "hybrid", "dist")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from deepjit.backends.host import HostCompilerOptions
-
 import deepjit
+from deepjit.backends.host import HostCompilerOptions
 
 try:  # the package module owns LIB once the public API defines it
     from .. import LIB

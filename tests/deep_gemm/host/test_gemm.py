@@ -3,10 +3,10 @@ layouts through strided views, scale modes (power-of-two folded and FP32 promote
 grouped layouts and K-grouped accumulation."""
 import pytest
 import torch
-from deep_gemm import host as H
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deep_gemm import host as H
 from tests.testkit import calc_diff
 
 from .quant import cast_fp4, cast_fp8, dequant

@@ -1,8 +1,8 @@
 """Host MQA logits (plain and paged) against float64 math on dequantised inputs."""
 import pytest
 import torch
-from deep_gemm import host as H
 
+from deep_gemm import host as H
 from tests.testkit import assert_bitwise_equal
 
 from .quant import cast_fp4, dequant

@@ -1,6 +1,7 @@
 """Scale-factor transforms against plain torch indexing, bit for bit."""
 import pytest
 import torch
+
 from deep_gemm import host as H
 
 

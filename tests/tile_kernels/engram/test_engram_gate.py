@@ -1,8 +1,9 @@
 """Engram gate forward/backward against the autograd of the reference, the weight reduction, and
 the modeling autograd function (including main_grad accumulation)."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels.modeling.engram import engram_gate
 from tile_kernels.testing.numeric import calc_diff
 from tile_kernels.torch.engram import engram_gate_ref

@@ -1,8 +1,9 @@
 import pytest
-import tile_kernels
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import tile_kernels
 from tile_kernels.testing.numeric import assert_equal
 from tile_kernels.torch.engram import engram_hash_ref, make_offsets
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tile_kernels.modeling.mhc.ops import (
     mhc_post,
     mhc_pre_apply_mix,

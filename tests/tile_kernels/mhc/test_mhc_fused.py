@@ -2,6 +2,7 @@
 and mhc_head train through the residual gradient hand-over like a plain autograd chain."""
 import pytest
 import torch
+
 from tile_kernels.modeling.mhc import expand_from_embedding, mhc_head, mhc_pre
 from tile_kernels.modeling.mhc.ops import (
     mhc_multilayer_recompute,

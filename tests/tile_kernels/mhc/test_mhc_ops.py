@@ -1,6 +1,7 @@
 """mHC ops, forward and backward, against the autograd of the references (upstream tolerances)."""
 import pytest
 import torch
+
 from tile_kernels.modeling.mhc.ops import (
     expand_to_mhc,
     mhc_head_compute_mix,

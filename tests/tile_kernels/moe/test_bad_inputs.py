@@ -1,9 +1,10 @@
 """MoE ops reject mismatched routing shapes, out-of-range expert ids and wrong dtypes up front."""
 import pytest
-import tile_kernels
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import tile_kernels
 
 M = tile_kernels.moe
 

@@ -1,8 +1,9 @@
 """group_count, aux_fi, normalize_weight, mask_indices_by_tp, inplace_unique_group_indices against
 loop-by-loop oracles written here."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal, calc_diff
 

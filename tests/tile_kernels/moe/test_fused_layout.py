@@ -1,8 +1,9 @@
 """get_fused_mapping consistency, expand_to_fused(_with_sf) and reduce_fused against the references
 (and the references against loops)."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.reference.moe import get_fused_mapping as ref_mapping
 from tile_kernels.testing.generator import generate_topk_idx

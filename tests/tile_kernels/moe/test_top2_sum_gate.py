@@ -3,8 +3,9 @@ against the reference over upstream's grid."""
 import math
 
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.reference.topk import scores_of
 

@@ -1,7 +1,8 @@
 """topk_gate and topk_sum_and_topk_group_idx: exact against the stable-sort references."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal
 

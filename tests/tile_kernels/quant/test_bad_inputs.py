@@ -1,9 +1,10 @@
 """Bad arguments are rejected with ValueError/TypeError naming the argument, before any work."""
 import pytest
-import tile_kernels
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import tile_kernels
 from tile_kernels import torch as ref
 
 Q = tile_kernels.quant

@@ -1,8 +1,9 @@
 """cast_back / per_token_cast_back: bit-exact against the reference dequantisation, and close to
 the original data."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal, calc_diff
 

@@ -1,8 +1,9 @@
 """per_block_cast (+ scale-only, precomputed): bit-exact against the reference with (bm, bk) blocks,
 on row counts that leave partial blocks."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal, check_bias
 

@@ -2,8 +2,9 @@
 import random
 
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.generator import generate_rand_float
 from tile_kernels.testing.numeric import assert_equal

@@ -1,7 +1,8 @@
 """Per-channel casts: plain, transposed, and fused with a re-scale and a row gather."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal, check_bias

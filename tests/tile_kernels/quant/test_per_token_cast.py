@@ -1,8 +1,9 @@
 """per_token_cast and its scale-only / precomputed-scale variants: bit-exact against the
 reference cast with block (1, num_per_channels), on ragged sizes and every scale layout."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing import clear_unused_sf
 from tile_kernels.testing.numeric import assert_equal, calc_diff, check_bias

@@ -4,6 +4,7 @@ import math
 import struct
 
 import torch
+
 from tile_kernels.reference.cast import cast, cast_back
 from tile_kernels.reference.cast_e5m6 import e5m6_decode, e5m6_encode, pack_e5m6, unpack_e5m6
 from tile_kernels.reference.numerics import e2m1_decode, e2m1_encode, exp_f32, fma, pack_e2m1, unpack_from_e2m1fn_x2

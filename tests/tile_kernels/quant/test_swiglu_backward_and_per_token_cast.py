@@ -1,7 +1,8 @@
 """SwiGLU backward fused with the per-token cast of the input gradient."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal

@@ -1,6 +1,7 @@
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal
 

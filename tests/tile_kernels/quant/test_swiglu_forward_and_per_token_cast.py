@@ -1,8 +1,9 @@
 """SwiGLU forward fused with the per-token cast: exact against reference swiglu + cast, with
 routing weights, clamping (and its counts), skipped rows, every scale layout, any thread count."""
 import pytest
-import tile_kernels
 import torch
+
+import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing import clear_unused_sf
 from tile_kernels.testing.generator import generate_topk_idx
