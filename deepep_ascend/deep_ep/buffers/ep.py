@@ -65,9 +65,10 @@ class EPBuffer(BufferBase):
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
         plan = lb_allocation_plan_or_num_bytes if isinstance(lb_allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
-        # The output arena (as large as the EP region) lets senders write dispatch outputs directly;
-        # EP_OUTPUT_ARENA=0 turns it off (dispatch then copies out of the receive slots).
-        arena = num_bytes if os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
+        # The output arena lets senders write dispatch outputs directly. Twice the EP region holds a
+        # new output while a caller still keeps earlier ones (e.g. the handle's dispatch); when it is
+        # full, dispatch falls back to copying out of the receive slots. EP_OUTPUT_ARENA=0 turns it off.
+        arena = 2 * num_bytes if os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
                                     arena_bytes=arena)
         self.transport = self._session.transport_kind

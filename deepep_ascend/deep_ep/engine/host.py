@@ -295,18 +295,20 @@ class HostEngine:
                 before = torch.cumsum(n_local, 0) - n_local
                 source = torch.repeat_interleave(torch.arange(R), plan.recv_tokens.long())
                 row_first = (before - before[plan.row_start[:-1].long()[source]]).int()
+        # Token-major rows of this rank's own tokens stay where they are; the reduce reads them from x.
+        keep_local = multi and not h.do_expand and self._shm
         transport = self._rows_transport(multi)
         base = transport.send_bases(send_rows, row.row_bytes, 0, stride)
         kernel("ep_combine_send")(
             c.x, c.x.stride(0), plan.hidden, h.recv_src_metadata, plan.row_start, R, K, M, c.topk_weights,
             int(h.do_expand), int(multi), by_token, row_first, plan.num_rows, base, row.row_bytes, row.w_off,
-            self.threads)
+            self.rank if keep_local else -1, self.threads)
         transport.finish_send(send_rows, recv_rows, row.row_bytes)
-        self._combine_state = (multi, by_token, row, recv_rows, stride)
+        self._combine_state = (multi, by_token, row, recv_rows, stride, keep_local)
 
     def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None):
         h, plan = c.handle, c.handle._plan
-        multi, by_token, row, recv_rows, stride = self._combine_state
+        multi, by_token, row, recv_rows, stride, keep_local = self._combine_state
         T, K = h._topk_idx.shape
         base = self._rows_transport(multi).recv_bases(recv_rows, row.row_bytes, 0, stride)
         index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
@@ -317,7 +319,8 @@ class HostEngine:
         kernel("ep_combine_reduce")(
             out, b0, 0 if b0 is None else b0.stride(0), b1, 0 if b1 is None else b1.stride(0), h._topk_idx, T, K,
             self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
-            out_w, int(sum_weights), slot_weights, self.threads)
+            out_w, int(sum_weights), slot_weights, c.x if keep_local else None, c.x.stride(0),
+            c.topk_weights if keep_local else None, int(plan.row_start[self.rank]), self.rank, self.threads)
         return out, out_w
 
 

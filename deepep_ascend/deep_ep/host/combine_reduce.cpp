@@ -8,36 +8,54 @@
 //
 // Row of (t, rank j) with multiple reduction: block_base[j] + index[t * R + j] * row_bytes.
 // Row of (t, slot k) without it: block_base[j] + (by_token ? t * K + k : index[t * K + k]) * row_bytes.
+//
+// local_x (optional, multiple reduction only): this rank's own rows were not sent; row (t, rank)
+// is read from the combine input local_x[local_row0 + index[t * R + rank]] (row stride
+// local_stride elements) and its weights from local_w (same rows, K floats; null = zeros).
 #include <deep_ep/host/common.hpp>
 #include <deepjit/host/convert.hpp>
 
 DJ_KERNEL(ep_combine_reduce,
-          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,i64")
+          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,ptr,i64,ptr,i64,i64,i64")
 void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_stride, const uint16_t* bias1,
                        int64_t bias1_stride, const int64_t* topk_idx, int64_t T, int64_t K, int64_t R,
                        int64_t E_local, int64_t H, int64_t multi, const int64_t* block_base, const int32_t* index,
                        int64_t by_token, int64_t row_bytes, float* out_weights, int64_t sum_weights,
-                       const float* slot_weights, int64_t threads) {
+                       const float* slot_weights, const uint16_t* local_x, int64_t local_stride,
+                       const float* local_w, int64_t local_row0, int64_t rank, int64_t threads) {
     constexpr int64_t kChunk = 256;
+    const int64_t w_off = (H * 2 + 63) / 64 * 64;
+    // Outputs far larger than the caches bypass them (saves reading every line before writing it).
+    const bool stream = T * H * 2 >= (int64_t{8} << 20) && (reinterpret_cast<uintptr_t>(out) & 63) == 0 && H % 32 == 0;
     dj::parallel_for(T, threads, [&](int64_t t) {
         const int64_t* idx = topk_idx + t * K;
         // Resolve each slot's source row once.
         const uint8_t* rows[64];
+        const float* wrow[64];  // the K weights travelling with rows[k]
         bool add[64];
         for (int64_t k = 0; k < K; ++k) {
             rows[k] = nullptr;
+            wrow[k] = nullptr;
             add[k] = false;
             const int64_t e = idx[k];
             if (e < 0) continue;
             const int64_t j = e / E_local;
             const uint8_t* base = reinterpret_cast<const uint8_t*>(block_base[j]);
             if (multi) {
-                rows[k] = base + index[t * R + j] * row_bytes;
+                if (local_x != nullptr && j == rank) {
+                    const int64_t i = local_row0 + index[t * R + j];
+                    rows[k] = reinterpret_cast<const uint8_t*>(local_x + i * local_stride);
+                    wrow[k] = local_w != nullptr ? local_w + i * K : nullptr;
+                } else {
+                    rows[k] = base + index[t * R + j] * row_bytes;
+                    wrow[k] = reinterpret_cast<const float*>(rows[k] + w_off);
+                }
                 bool seen = false;
                 for (int64_t q = 0; q < k; ++q) seen |= idx[q] >= 0 && idx[q] / E_local == j;
                 add[k] = !seen;
             } else {
                 rows[k] = base + (by_token ? t * K + k : index[t * K + k]) * row_bytes;
+                wrow[k] = reinterpret_cast<const float*>(rows[k] + w_off);
                 add[k] = true;
             }
         }
@@ -68,8 +86,13 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                         for (int v = 0; v < kVec; ++v) acc[v] = _mm512_add_ps(acc[v], load(src + v * 16));
                     }
                 }
-                for (int v = 0; v < kVec; ++v)
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
+                if (stream) {
+                    for (int v = 0; v < kVec; ++v)
+                        _mm256_stream_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
+                } else {
+                    for (int v = 0; v < kVec; ++v)
+                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
+                }
                 continue;
             }
 #endif
@@ -92,22 +115,22 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
             for (int64_t h = 0; h < n; ++h) y[h] = dj::f32_to_bf16(acc[h]);
         }
         if (out_weights == nullptr) return;
-        const int64_t w_off = (H * 2 + 63) / 64 * 64;
         for (int64_t k = 0; k < K; ++k) {
             float w = 0.0f;
-            if (rows[k] != nullptr) {
+            if (wrow[k] != nullptr) {
                 if (!multi) {
-                    w = reinterpret_cast<const float*>(rows[k] + w_off)[0];
+                    w = wrow[k][0];
                 } else if (!sum_weights) {
-                    w = reinterpret_cast<const float*>(rows[k] + w_off)[k];
+                    w = wrow[k][k];
                 }
             }
             if (sum_weights && multi) {
                 // V1: the sum over every rank that received the token, in first-slot order.
                 for (int64_t q = 0; q < K; ++q)
-                    if (add[q]) w += reinterpret_cast<const float*>(rows[q] + w_off)[k];
+                    if (add[q] && wrow[q] != nullptr) w += wrow[q][k];
             }
             out_weights[t * K + k] = w;
         }
     });
+    if (stream) ep::store_fence();
 }
