@@ -21,7 +21,7 @@ def ref_pack(sf, mn, gran, per_word):
 
 
 @pytest.mark.parametrize("batch", [None, 3])
-@pytest.mark.parametrize("mn,sk,gran", [(130, 7, 1), (257, 56, 128), (4, 3, 1)])
+@pytest.mark.parametrize("mn,sk,gran", [(130, 7, 1), (257, 56, 128), (4, 3, 1), (1000, 70, 1)])
 @pytest.mark.parametrize("per_word", [4, 2])
 def test_pack_unpack(batch, mn, sk, gran, per_word):
     rows = -(-mn // gran)
@@ -46,3 +46,22 @@ def test_transpose_broadcast():
     out = torch.empty(3, 9, 40).transpose(1, 2)[:, :37]
     H.transpose_sf(sf, out, gran_mn=8)
     assert torch.equal(out, sf.repeat_interleave(8, 1)[:, :37])
+
+
+@pytest.mark.parametrize("per_word", [4, 2])
+def test_pack_strided_input(per_word):
+    """K-strided scales (not the vectorised layout) pack the same as their contiguous copy."""
+    sf = pow2_sf(70, 203).T        # [203, 70] with K stride 203
+    words = -(-70 // per_word)
+    dtype = torch.int32 if per_word == 4 else torch.int16
+    out = torch.empty(203, words, dtype=dtype)
+    H.pack_sf_ue8m0(sf, out)
+    mask = (1 << (8 * per_word)) - 1
+    assert torch.equal(out.to(torch.int64) & mask, ref_pack(sf.contiguous(), 203, 1, per_word))
+
+
+def test_transpose_large():
+    sf = torch.randn(2, 333, 41)
+    out = torch.empty(2, 41, 336).transpose(1, 2)[:, :333]
+    H.transpose_sf(sf, out)
+    assert torch.equal(out, sf)
