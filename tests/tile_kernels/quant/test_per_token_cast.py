@@ -101,3 +101,29 @@ def test_nan_and_overflow_follow_the_reference(host):
     sf = torch.full((4, 1), 1e-3)
     assert_equal(tile_kernels.quant.per_token_cast_with_precomputed_sf(x, "e4m3", 128, sf),
                  ref.cast(x, "e4m3", (1, 128), sf=sf))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("npc,round_sf,clamp", [(32, False, None), (128, True, None), (16, False, 0.0)])
+def test_special_blocks_follow_the_reference(host, dtype, fmt, npc, round_sf, clamp):
+    """Blocks whose own maximum is NaN, infinite, zero, signed zero or so small that the multiplier
+    overflows (clamp_min 0): the kernel's fast path must not be taken for them."""
+    from tile_kernels.quant.common import alloc_sf, host_cast
+    x = torch.randn(8, 512) * 4
+    x[0, 5] = float("nan")
+    x[1, 7] = float("inf")
+    x[2, 200] = -float("inf")
+    x[3] = 0.0
+    x[4] = -0.0
+    x[5, :64] = 1e-39  # FP32 subnormal maximum: 448 / amax overflows when nothing clamps it
+    x[6, 300] = 3e38
+    x = x.to(dtype)
+    if clamp is None:
+        q, sf = tile_kernels.quant.per_token_cast(x, fmt, npc, round_sf=round_sf)
+    else:
+        sf = alloc_sf(8, 512 // npc, False, False, x.device)
+        q = host_cast(x, fmt, (1, npc), round_sf, sf, clamp_min=clamp)
+    q_ref, sf_ref = ref.cast(x, fmt, (1, npc), round_sf=round_sf, clamp_min=clamp)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)

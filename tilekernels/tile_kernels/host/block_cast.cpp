@@ -5,6 +5,7 @@
 // block's rows, reduces it per scale block and writes the scales; pass 2 quantises every row of
 // the chunk with the per-column multiplier. mode 0: data + scales, 1: scales only, 2: data from
 // the caller's FP32 scales (row-major (Mb, Kb)), using 1/sf.
+#include <cfloat>
 #include <vector>
 
 #include <tile_kernels/host/quant.hpp>
@@ -78,73 +79,63 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
 }
 
 #ifdef DJ_HAVE_AVX512
-// One row with BK = 16 * NV: each block is loaded and converted once into NV registers, then
-// reduced and quantised from there (the common per-token block sizes 16 .. 128).
-template <int32_t DT, int32_t FMT, int NV>
-void cast_row_regs(void* q, void* sf, const void* x, int64_t K, int64_t ldx, bool round_sf, float clamp_min,
-                   bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t i) {
-    const char* row = static_cast<const char*>(x) + i * ldx * (DT == tk::kInBF16 ? 2 : 4);
-    const float fmax = tk::fmt_max(FMT);
-    for (int64_t j = 0; j < K; j += 16 * NV) {
-        __m512 v[NV];
-        __m512 m = _mm512_setzero_ps();
-        for (int n = 0; n < NV; ++n) {
-            v[n] = tk::load16(row, DT, j + 16 * n);
-            m = _mm512_max_ps(m, tk::abs16(v[n]));
-        }
-        float inv;
-        if (mode == 2) {
-            inv = 1.0f / static_cast<const float*>(sf)[i * sm + (j / (16 * NV)) * sk];
-        } else {
-            const tk::Scale s = tk::block_scale(_mm512_reduce_max_ps(m), clamp_min, fmax, round_sf);
-            tk::store_sf(sf, packed, sm, sk, i, j / (16 * NV), s.sf);
-            if (mode == 1) continue;
-            inv = s.inv;
-        }
-        const __m512 vinv = _mm512_set1_ps(inv);
-        for (int n = 0; n < NV; ++n) {
-            if (FMT == tk::kE4M3)
-                tk::store_e4m3x16(static_cast<uint8_t*>(q) + i * K + j + 16 * n, _mm512_mul_ps(v[n], vinv));
-            else
-                tk::store_e2m1x16(static_cast<uint8_t*>(q) + i * (K / 2) + (j + 16 * n) / 2, _mm512_mul_ps(v[n], vinv));
+// Pass 2 of a row: every block times its multiplier, stored in the output format.
+template <int32_t DT, int32_t FMT, bool IN_RANGE>
+void quantize_row(void* q, const char* row, int64_t K, int64_t BK, int64_t i, const float* inv) {
+    uint8_t* out = static_cast<uint8_t*>(q) + (FMT == tk::kE4M3 ? i * K : i * (K / 2));
+    for (int64_t b = 0; b < K / BK; ++b) {
+        const __m512 vinv = _mm512_set1_ps(inv[b]);
+        int64_t jj = b * BK;
+        if (DT == tk::kInBF16)
+            for (; jj + 32 <= (b + 1) * BK; jj += 32)
+                tk::quantize_bf16x32<FMT, IN_RANGE>(out + (FMT == tk::kE4M3 ? jj : jj / 2),
+                                                    reinterpret_cast<const uint16_t*>(row) + jj, vinv);
+        for (; jj < (b + 1) * BK; jj += 16) {
+            const __m512 v = _mm512_mul_ps(tk::load16(row, DT, jj), vinv);
+            if (FMT == tk::kE4M3) tk::store_e4m3x16(out + jj, v);
+            else tk::store_e2m1x16(out + jj / 2, v);
         }
     }
 }
 #endif
 
-// One row, scale blocks of BK (a multiple of 16) columns: amax and quantisation straight from
-// the row (the block stays in L1), no per-column buffers. Whole-row and other wide blocks.
+// One row, scale blocks of BK (a multiple of 16) columns, in two passes over the row (it stays
+// in L1): the block maxima, 16 blocks reduced at a time, then the scales and multipliers in
+// `inv`; then the quantisation. Splitting the passes keeps the reduce -> divide -> quantise
+// latency of one block off the critical path.
 template <int32_t DT, int32_t FMT>
 void cast_row(void* q, void* sf, const void* x, int64_t K, int64_t ldx, int64_t BK, bool round_sf, float clamp_min,
-              bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t i) {
+              bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t i, float* inv) {
 #ifdef DJ_HAVE_AVX512
     const char* row = static_cast<const char*>(x) + i * ldx * (DT == tk::kInBF16 ? 2 : 4);
-    const float fmax = tk::fmt_max(FMT);
-    for (int64_t j = 0; j < K; j += BK) {
-        const int64_t je = std::min(K, j + BK);
-        float inv;
-        if (mode == 2) {
-            inv = 1.0f / static_cast<const float*>(sf)[i * sm + (j / BK) * sk];
-        } else {
-            __m512 m = _mm512_setzero_ps();
-            for (int64_t jj = j; jj < je; jj += 16) m = _mm512_max_ps(m, tk::abs16(tk::load16(row, DT, jj)));
-            const tk::Scale s = tk::block_scale(_mm512_reduce_max_ps(m), clamp_min, fmax, round_sf);
-            tk::store_sf(sf, packed, sm, sk, i, j / BK, s.sf);
-            if (mode == 1) continue;
-            inv = s.inv;
+    const int64_t nb = K / BK;
+    // Multipliers from the row's own finite maxima keep every |x * inv| within the format
+    // (at most fmax * (1 + 2^-23)) and NaN-free: the conversion may skip those lanes.
+    bool in_range = mode != 2;
+    if (mode == 2) {
+        for (int64_t b = 0; b < nb; ++b) inv[b] = 1.0f / static_cast<const float*>(sf)[i * sm + b * sk];
+    } else {
+        for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+            __m512i part[16];
+            for (int n = 0; n < 16; ++n)
+                part[n] = b0 + n < nb ? tk::absmax_bits_span<DT>(_mm512_setzero_si512(), row, (b0 + n) * BK, BK)
+                                      : _mm512_setzero_si512();
+            __m512 vsf, vinv;
+            const __m512 amax = tk::reduce_absmax16<DT>(part);
+            tk::block_scale16(amax, clamp_min, tk::fmt_max(FMT), round_sf, vsf, vinv);
+            const __m512 big = _mm512_set1_ps(FLT_MAX);
+            in_range = in_range && _mm512_cmp_ps_mask(amax, big, _CMP_LE_OQ) == 0xFFFF &&
+                       _mm512_cmp_ps_mask(vinv, big, _CMP_LE_OQ) == 0xFFFF;
+            _mm512_storeu_ps(inv + b0, vinv);
+            tk::store_sf16(sf, packed, sm, sk, i, b0, static_cast<int>(std::min<int64_t>(16, nb - b0)), vsf);
         }
-        const __m512 vinv = _mm512_set1_ps(inv);
-        if (FMT == tk::kE4M3) {
-            uint8_t* out = static_cast<uint8_t*>(q) + i * K;
-            for (int64_t jj = j; jj < je; jj += 16) tk::store_e4m3x16(out + jj, _mm512_mul_ps(tk::load16(row, DT, jj), vinv));
-        } else {
-            uint8_t* out = static_cast<uint8_t*>(q) + i * (K / 2);
-            for (int64_t jj = j; jj < je; jj += 16) tk::store_e2m1x16(out + jj / 2, _mm512_mul_ps(tk::load16(row, DT, jj), vinv));
-        }
+        if (mode == 1) return;
     }
+    if (in_range) quantize_row<DT, FMT, true>(q, row, K, BK, i, inv);
+    else quantize_row<DT, FMT, false>(q, row, K, BK, i, inv);
 #else
     (void)q; (void)sf; (void)x; (void)K; (void)ldx; (void)BK; (void)round_sf; (void)clamp_min; (void)packed;
-    (void)sm; (void)sk; (void)mode; (void)i;
+    (void)sm; (void)sk; (void)mode; (void)i; (void)inv;
 #endif
 }
 
@@ -153,15 +144,12 @@ void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, in
          float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t threads) {
     // Column chunks are whole scale blocks of about 1024 columns (one block when BK is wider).
 #ifdef DJ_HAVE_AVX512
-    if (BM == 1 && BK % 16 == 0 && K % 16 == 0) {
-        dj::parallel_for(M, threads, [&](int64_t i) {
-            switch (K % BK == 0 ? BK : 0) {
-                case 16: cast_row_regs<DT, FMT, 1>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
-                case 32: cast_row_regs<DT, FMT, 2>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
-                case 64: cast_row_regs<DT, FMT, 4>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
-                case 128: cast_row_regs<DT, FMT, 8>(q, sf, x, K, ldx, round_sf, clamp_min, packed, sm, sk, mode, i); break;
-                default: cast_row<DT, FMT>(q, sf, x, K, ldx, BK, round_sf, clamp_min, packed, sm, sk, mode, i);
-            }
+    if (BM == 1 && BK % 16 == 0 && K % BK == 0) {
+        dj::parallel_threads(dj::thread_count(threads, M), [&](int64_t t, int64_t nt) {
+            std::vector<float> inv(K / BK + 16);  // + 16: whole vectors of multipliers
+            const dj::Range rg = dj::split_range(M, nt, t);
+            for (int64_t i = rg.begin; i < rg.end; ++i)
+                cast_row<DT, FMT>(q, sf, x, K, ldx, BK, round_sf, clamp_min, packed, sm, sk, mode, i, inv.data());
         });
         return;
     }

@@ -59,26 +59,128 @@ DJ_INLINE __m512 load16(const void* p, int32_t dt, int64_t i) {
 
 DJ_INLINE __m512 abs16(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF))); }
 
-// The conversion saturates at +-448 by itself, which equals clamping first; an explicit clamp
-// with min/max would also turn NaN into -448 (x86 min/max return the second operand on NaN).
-DJ_INLINE void store_e4m3x16(uint8_t* dst, __m512 v) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), dj::f32x16_to_e4m3(v));
+// Round |v| to a small float grid with one FP32 add: for a value in binade 2^e, adding
+// M = 1.5 * 2^(e + 23 - mbits) (the binade clamped below at the format's smallest normal, which
+// also covers subnormals) leaves round(|v| / spacing) in M's low mantissa bits, rounded by the
+// FP adder to nearest, ties to even. The format code is that count plus mbits-scaled exponent;
+// `adj` ulps added to M make the low bits come out as the code directly (mod 2^8), and M's even
+// low bits keep the tie-to-even rule on the code's last bit. About half the operations of the
+// integer rounding with separate normal / subnormal / saturation lanes.
+template <int MBITS, uint32_t MIN_EXP_BITS, uint32_t ADJ>
+DJ_INLINE __m512i small_float_codes16(__m512 a) {
+    const __m512i e = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)),
+                                       _mm512_set1_epi32(static_cast<int>(MIN_EXP_BITS)));
+    const __m512i m = _mm512_add_epi32(e, _mm512_set1_epi32(static_cast<int>(((23u - MBITS) << 23) + 0x400000u + ADJ)));
+    const __m512 s = _mm512_add_ps(a, _mm512_castsi512_ps(m));
+    return _mm512_add_epi32(_mm512_castps_si512(s), _mm512_srli_epi32(e, 23 - MBITS));
 }
 
-// 16 values -> 16 E2M1 codes (round to nearest, ties to even code, saturating) as int32 lanes.
+// 16 values -> 16 E4M3 bytes in the low byte of int32 lanes, bit-exact with dj::f32_to_e4m3
+// (saturating at +-448, NaN -> 0x7F with its sign). Code = k + 8 * (e_bits - 121); 56 = -968 mod 256.
+// IN_RANGE: the caller knows |v| < 464 and v is not NaN (a multiplier derived from the block's
+// finite |x| maximum), which skips the saturation and NaN lanes.
+template <bool IN_RANGE = false>
+DJ_INLINE __m512i e4m3_codes16(__m512 v) {
+    // min(448, |v|) keeps NaN (x86 min returns the second operand when one is NaN).
+    const __m512 a = IN_RANGE ? abs16(v) : _mm512_min_ps(_mm512_set1_ps(448.0f), abs16(v));
+    __m512i c = small_float_codes16<3, 121u << 23, 56u>(a);
+    if (!IN_RANGE) c = _mm512_mask_mov_epi32(c, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7F));
+    // code | (sign >> 24): the code's bit 7 is clear, so one bit-select merges the sign.
+    return _mm512_ternarylogic_epi32(c, _mm512_srli_epi32(_mm512_castps_si512(v), 24), _mm512_set1_epi32(0x7F), 0xE4);
+}
+
+DJ_INLINE void store_e4m3x16(uint8_t* dst, __m512 v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(e4m3_codes16(v)));
+}
+
+// 16 values -> 16 E2M1 codes (round to nearest, ties to even code, saturating at 6, NaN -> 0 with
+// its sign bit) as clean int32 lanes. Code = k + 2 * (e_bits - 127); 2 = -254 mod 16.
+// IN_RANGE: |v| < 7 and not NaN.
+template <bool IN_RANGE = false>
 DJ_INLINE __m512i e2m1_codes16(__m512 v) {
-    const __m512 a = abs16(v);
-    const __m512i one = _mm512_set1_epi32(1);
-    __m512i c = _mm512_setzero_si512();
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_GT_OQ), c, one);
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_GE_OQ), c, one);
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_GT_OQ), c, one);
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_GE_OQ), c, one);
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_GT_OQ), c, one);
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_GE_OQ), c, one);
-    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.0f), _CMP_GT_OQ), c, one);
-    const __m512i sign = _mm512_srli_epi32(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))), 28);
-    return _mm512_or_si512(c, sign);
+    // max(|v|, 0) turns NaN into 0 (second operand), then saturate at 6.
+    const __m512 a = IN_RANGE ? abs16(v) : _mm512_min_ps(_mm512_max_ps(abs16(v), _mm512_setzero_ps()), _mm512_set1_ps(6.0f));
+    const __m512i c = small_float_codes16<1, 127u << 23, 2u>(a);
+    // bits 0-2 from the code, bit 3 = sign (v >> 28 has nothing above bit 3).
+    return _mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7), c, _mm512_srli_epi32(_mm512_castps_si512(v), 28), 0xCA);
+}
+
+// |x| maxima as integers: the absolute-value bits of BF16 (u16 lanes) or FP32 (u32 lanes) order
+// like the magnitudes, NaN above infinity, so an integer max is a NaN-propagating |x| max (as
+// torch's amax) and BF16 data is reduced 32 values per instruction without widening.
+template <int32_t DT>
+DJ_INLINE __m512i absmax_bits(__m512i acc, const void* p, int64_t i, bool half = false) {
+    if (DT == kInBF16) {
+        const uint16_t* s = static_cast<const uint16_t*>(p) + i;
+        const __m512i v = half ? _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)))
+                               : _mm512_loadu_si512(s);
+        return _mm512_max_epu16(acc, _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)));
+    }
+    return _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(static_cast<const float*>(p) + i),
+                                                  _mm512_set1_epi32(0x7FFFFFFF)));
+}
+
+// The |x| maximum bits of `n` (a multiple of 16) values starting at element i.
+template <int32_t DT>
+DJ_INLINE __m512i absmax_bits_span(__m512i acc, const void* p, int64_t i, int64_t n) {
+    const int64_t step = DT == kInBF16 ? 32 : 16;
+    int64_t j = 0;
+    for (; j + step <= n; j += step) acc = absmax_bits<DT>(acc, p, i + j);
+    if (j < n) acc = absmax_bits<DT>(acc, p, i + j, true);
+    return acc;
+}
+
+// Horizontal max of 16 partial-maximum vectors at once (a transposing tree: each level halves the
+// lanes per block and pairs two vectors), returned as the 16 blocks' FP32 |x| maxima in order.
+template <int32_t DT>
+DJ_INLINE __m512 reduce_absmax16(const __m512i* v) {
+    auto mx = [](__m512i a, __m512i b) { return DT == kInBF16 ? _mm512_max_epu16(a, b) : _mm512_max_epu32(a, b); };
+    __m512i a[8], b[4], c[2];
+    for (int i = 0; i < 8; ++i)  // 256-bit halves: [v(2i) | v(2i+1)]
+        a[i] = mx(_mm512_shuffle_i64x2(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_i64x2(v[2 * i], v[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; ++i)  // 128-bit chunks: blocks 4i .. 4i+3
+        b[i] = mx(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x88), _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; ++i)  // 64 bits per block: lane L = [block 8i+L | block 8i+4+L]
+        c[i] = mx(_mm512_unpacklo_epi64(b[2 * i], b[2 * i + 1]), _mm512_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
+    // 32 bits per block: lane L, dword j = block 4j + L
+    const __m512 c0 = _mm512_castsi512_ps(c[0]), c1 = _mm512_castsi512_ps(c[1]);
+    __m512i d = mx(_mm512_castps_si512(_mm512_shuffle_ps(c0, c1, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(c0, c1, 0xDD)));
+    if (DT == kInBF16) d = _mm512_slli_epi32(_mm512_max_epu16(d, _mm512_srli_epi32(d, 16)), 16);
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512 amax = _mm512_castsi512_ps(_mm512_permutexvar_epi32(order, d));
+    // torch's amax returns the canonical quiet NaN, whatever the payload of the NaN it met
+    return _mm512_mask_mov_ps(amax, _mm512_cmp_ps_mask(amax, amax, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+}
+
+// store_sf for the `n` (<= 16) blocks k0 .. k0+n-1 of row m (k0 a multiple of 4): one masked store
+// for row-major FP32, four-byte words for packed UE8M0, else one by one.
+DJ_INLINE void store_sf16(void* sf, bool packed, int64_t sm, int64_t sk, int64_t m, int64_t k0, int n, __m512 v) {
+    if (!packed && sk == 1) {
+        _mm512_mask_storeu_ps(static_cast<float*>(sf) + m * sm + k0, static_cast<__mmask16>((1u << n) - 1), v);
+    } else if (packed) {
+        alignas(16) uint8_t e[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(e), _mm512_cvtepi32_epi8(_mm512_srli_epi32(_mm512_castps_si512(v), 23)));
+        for (int w = 0; 4 * w < n; ++w)
+            std::memcpy(static_cast<uint8_t*>(sf) + 4 * (m * sm + (k0 / 4 + w) * sk), e + 4 * w, std::min(4, n - 4 * w));
+    } else {
+        alignas(64) float s[16];
+        _mm512_store_ps(s, v);
+        for (int j = 0; j < n; ++j) static_cast<float*>(sf)[m * sm + (k0 + j) * sk] = s[j];
+    }
+}
+
+// block_scale for 16 blocks; bit-identical to the scalar form.
+DJ_INLINE void block_scale16(__m512 amax, float clamp_min, float fmax, bool round_sf, __m512& sf, __m512& inv) {
+    const __m512 a = _mm512_max_ps(_mm512_set1_ps(clamp_min), amax);  // keeps a NaN amax, as std::max(amax, c)
+    const __m512 vmax = _mm512_set1_ps(fmax);
+    sf = _mm512_div_ps(a, vmax);
+    __m512 num = vmax, den = a;
+    if (round_sf) {
+        sf = _mm512_castsi512_ps(_mm512_and_si512(_mm512_add_epi32(_mm512_castps_si512(sf), _mm512_set1_epi32(0x7FFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000)));
+        num = _mm512_set1_ps(1.0f), den = sf;
+    }
+    inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(sf, _mm512_setzero_ps(), _CMP_NEQ_UQ), num, den);
 }
 
 // 16 values -> 8 packed bytes (even element in the low nibble).
@@ -86,6 +188,23 @@ DJ_INLINE void store_e2m1x16(uint8_t* dst, __m512 v) {
     const __m512i c = e2m1_codes16(v);
     const __m512i packed = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi64_epi8(packed));
+}
+
+// 32 BF16 values times `scale`, quantised and stored: 32 E4M3 bytes or 16 packed E2M1 bytes. The
+// even elements are the low halves of the 32-bit lanes and the odd ones the high halves, so both
+// widen in place (no cross-lane shuffles) and their codes merge lane-wise into output pairs.
+template <int32_t FMT, bool IN_RANGE>
+DJ_INLINE void quantize_bf16x32(uint8_t* dst, const uint16_t* src, __m512 scale) {
+    const __m512i w = _mm512_loadu_si512(src);
+    const __m512 even = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), scale);
+    const __m512 odd = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))), scale);
+    if (FMT == kE4M3) {  // codes are clean bytes: one 16-bit lane per pair
+        const __m512i pair = _mm512_or_si512(e4m3_codes16<IN_RANGE>(even), _mm512_slli_epi32(e4m3_codes16<IN_RANGE>(odd), 8));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(pair));
+    } else {  // clean nibbles: one byte per pair, even element low
+        const __m512i pair = _mm512_or_si512(e2m1_codes16<IN_RANGE>(even), _mm512_slli_epi32(e2m1_codes16<IN_RANGE>(odd), 4));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(pair));
+    }
 }
 
 // 8 packed bytes -> 16 FP32 values.
