@@ -32,3 +32,23 @@ def test_variants(backend, fmt):
     q = tile_kernels.quant.per_block_cast_with_precomputed_sf(x, fmt, (128, 128), sf_ref)
     assert_equal(q, ref.cast(x, fmt, (128, 128), sf=sf_ref))
     assert_equal(tile_kernels.quant.per_block_cast(x, fmt, (128, 128))[0], q_ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fmt,block", [("e4m3", (128, 128)), ("e2m1", (32, 32)), ("e4m3", (128, 1))])
+def test_special_blocks_follow_the_reference(host, dtype, fmt, block):
+    """Blocks / columns whose maximum is NaN, infinite, zero or huge take the kernel's guarded path."""
+    x = torch.randn(256, 1024) * 4
+    x[3, 5] = float("nan")
+    x[40, 300] = float("inf")
+    x[200, 700] = -float("inf")
+    x[128:160, 512:640] = -0.0
+    x[170, 900] = 3e38
+    x = x.to(dtype)
+    if block[1] == 1:
+        q, sf = tile_kernels.quant.per_channel_cast(x, fmt, block[0])
+    else:
+        q, sf = tile_kernels.quant.per_block_cast(x, fmt, block)
+    q_ref, sf_ref = ref.cast(x, fmt, block)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)

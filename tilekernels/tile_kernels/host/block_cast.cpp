@@ -89,7 +89,7 @@ void quantize_row(void* q, const char* row, int64_t K, int64_t BK, int64_t i, co
         if (DT == tk::kInBF16)
             for (; jj + 32 <= (b + 1) * BK; jj += 32)
                 tk::quantize_bf16x32<FMT, IN_RANGE>(out + (FMT == tk::kE4M3 ? jj : jj / 2),
-                                                    reinterpret_cast<const uint16_t*>(row) + jj, vinv);
+                                                    reinterpret_cast<const uint16_t*>(row) + jj, vinv, vinv);
         for (; jj < (b + 1) * BK; jj += 16) {
             const __m512 v = _mm512_mul_ps(tk::load16(row, DT, jj), vinv);
             if (FMT == tk::kE4M3) tk::store_e4m3x16(out + jj, v);
@@ -139,6 +139,98 @@ void cast_row(void* q, void* sf, const void* x, int64_t K, int64_t ldx, int64_t 
 #endif
 }
 
+#ifdef DJ_HAVE_AVX512
+// Scratch of one thread for cast_item_fast, sized for a column chunk of `chunk` columns.
+struct ItemScratch {
+    explicit ItemScratch(int64_t chunk) : cmax(chunk + 32), inv(chunk + 32), inv_split(chunk + 32) {}
+    std::vector<uint32_t> cmax;              // column |x| maxima as BF16 (u16) or FP32 (u32) bits
+    std::vector<float> inv, inv_split;       // multipliers per block / per column (even-odd split per 32)
+};
+
+// cast_item for modes 0/1 with BK a multiple of 16 (per-block) or BK == 1 (per-channel) and a
+// chunk width w that is a multiple of 32. Pass 1 keeps the column maxima as integers in an L1
+// buffer (5 operations per 32 BF16 values), then reduces them per block (or converts them per
+// column); pass 2 re-reads the item's rows from L2 and quantises them.
+template <int32_t DT, int32_t FMT>
+void cast_item_fast(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, int64_t BM, int64_t BK,
+                    bool round_sf, float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t r,
+                    int64_t c0, int64_t c1, ItemScratch& s) {
+    const int64_t r0 = r * BM, r1 = std::min(M, r0 + BM), w = c1 - c0;
+    const int64_t esize = DT == tk::kInBF16 ? 2 : 4;
+    const float fmax = tk::fmt_max(FMT);
+    char* cmax = reinterpret_cast<char*>(s.cmax.data());
+    std::memset(cmax, 0, w * esize);
+    for (int64_t i = r0; i < r1; ++i) {
+        const char* row = static_cast<const char*>(x) + (i * ldx + c0) * esize;
+        for (int64_t j = 0; j < w * esize; j += 64) {
+            const __m512i a = tk::absmax_bits<DT>(_mm512_loadu_si512(cmax + j), row, j / esize);
+            _mm512_storeu_si512(cmax + j, a);
+        }
+    }
+    bool in_range = true;
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    if (BK == 1) {  // per column: scales straight from the maxima, 16 columns at a time
+        for (int64_t j = 0; j < w; j += 16) {
+            const __m512 amax = tk::canonical_nan(
+                DT == tk::kInBF16 ? tk::bf16x16_bits_to_f32(cmax + 2 * j) : _mm512_loadu_ps(reinterpret_cast<float*>(cmax) + j),
+                0xFFFFFFFFu);
+            __m512 vsf, vinv;
+            tk::block_scale16(amax, clamp_min, fmax, round_sf, vsf, vinv);
+            in_range = in_range && _mm512_cmp_ps_mask(amax, big, _CMP_LE_OQ) == 0xFFFF &&
+                       _mm512_cmp_ps_mask(vinv, big, _CMP_LE_OQ) == 0xFFFF;
+            _mm512_storeu_ps(s.inv.data() + j, vinv);
+            tk::store_sf16(sf, packed, sm, sk, r, c0 + j, 16, vsf);
+        }
+    } else {  // per block: 16 blocks of the maxima buffer reduced at a time
+        const int64_t nb = w / BK;
+        for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+            __m512i part[16];
+            for (int n = 0; n < 16; ++n)
+                part[n] = b0 + n < nb ? tk::absmax_bits_span<DT>(_mm512_setzero_si512(), cmax, (b0 + n) * BK, BK)
+                                      : _mm512_setzero_si512();
+            const __m512 amax = tk::reduce_absmax16<DT>(part);
+            __m512 vsf, vinv;
+            tk::block_scale16(amax, clamp_min, fmax, round_sf, vsf, vinv);
+            in_range = in_range && _mm512_cmp_ps_mask(amax, big, _CMP_LE_OQ) == 0xFFFF &&
+                       _mm512_cmp_ps_mask(vinv, big, _CMP_LE_OQ) == 0xFFFF;
+            alignas(64) float v[16];
+            _mm512_store_ps(v, vinv);
+            for (int n = 0; n < 16 && b0 + n < nb; ++n) std::fill(s.inv.data() + (b0 + n) * BK, s.inv.data() + (b0 + n + 1) * BK, v[n]);
+            tk::store_sf16(sf, packed, sm, sk, r, c0 / BK + b0, static_cast<int>(std::min<int64_t>(16, nb - b0)), vsf);
+        }
+    }
+    if (mode == 1) return;
+    if (DT == tk::kInBF16) {  // per 32 columns: the even columns' multipliers, then the odd ones'
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        for (int64_t j = 0; j < w; j += 32) {
+            const __m512 lo = _mm512_loadu_ps(s.inv.data() + j), hi = _mm512_loadu_ps(s.inv.data() + j + 16);
+            _mm512_storeu_ps(s.inv_split.data() + j, _mm512_permutex2var_ps(lo, even, hi));
+            _mm512_storeu_ps(s.inv_split.data() + j + 16, _mm512_permutex2var_ps(lo, odd, hi));
+        }
+    }
+    for (int64_t i = r0; i < r1; ++i) {
+        const char* row = static_cast<const char*>(x) + (i * ldx + c0) * esize;
+        uint8_t* out = static_cast<uint8_t*>(q) + (FMT == tk::kE4M3 ? i * K + c0 : (i * K + c0) / 2);
+        if (DT == tk::kInBF16) {
+            const float* sp = s.inv_split.data();
+            for (int64_t j = 0; j < w; j += 32) {
+                uint8_t* o = out + (FMT == tk::kE4M3 ? j : j / 2);
+                const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + j;
+                if (in_range) tk::quantize_bf16x32<FMT, true>(o, src, _mm512_loadu_ps(sp + j), _mm512_loadu_ps(sp + j + 16));
+                else tk::quantize_bf16x32<FMT, false>(o, src, _mm512_loadu_ps(sp + j), _mm512_loadu_ps(sp + j + 16));
+            }
+        } else {
+            for (int64_t j = 0; j < w; j += 16) {
+                const __m512 v = _mm512_mul_ps(tk::load16(row, DT, j), _mm512_loadu_ps(s.inv.data() + j));
+                if (FMT == tk::kE4M3) tk::store_e4m3x16(out + j, v);
+                else tk::store_e2m1x16(out + j / 2, v);
+            }
+        }
+    }
+}
+#endif
+
 template <int32_t DT, int32_t FMT>
 void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, int64_t BM, int64_t BK, bool round_sf,
          float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t threads) {
@@ -156,13 +248,29 @@ void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, in
 #endif
     const int64_t chunk = BK >= 1024 ? BK : (1024 / BK) * BK;
     const int64_t nchunks = (K + chunk - 1) / chunk, mb = (M + BM - 1) / BM;
+#ifdef DJ_HAVE_AVX512
+    // chunks (hence every item) are whole blocks of 32 columns and at most 16 * 1024 columns wide
+    const bool fast = mode != 2 && (BK == 1 || BK % 16 == 0) && chunk % 32 == 0 && K % 32 == 0 && chunk <= 16 * 1024;
+#else
+    const bool fast = false;
+#endif
     dj::parallel_threads(dj::thread_count(threads, mb * nchunks), [&](int64_t t, int64_t nt) {
         std::vector<float> colmax(chunk), inv(chunk);
+#ifdef DJ_HAVE_AVX512
+        ItemScratch scratch(fast ? chunk : 0);
+#endif
         const dj::Range rg = dj::split_range(mb * nchunks, nt, t);
         for (int64_t item = rg.begin; item < rg.end; ++item) {
-            const int64_t r = item / nchunks, c0 = (item % nchunks) * chunk;
-            cast_item<DT, FMT>(q, sf, x, M, K, ldx, BM, BK, round_sf, clamp_min, packed, sm, sk, mode, r, c0,
-                               std::min(K, c0 + chunk), colmax.data(), inv.data());
+            const int64_t r = item / nchunks, c0 = (item % nchunks) * chunk, c1 = std::min(K, c0 + chunk);
+#ifdef DJ_HAVE_AVX512
+            if (fast && (c1 - c0) % BK == 0) {
+                cast_item_fast<DT, FMT>(q, sf, x, M, K, ldx, BM, BK, round_sf, clamp_min, packed, sm, sk, mode, r, c0, c1,
+                                        scratch);
+                continue;
+            }
+#endif
+            cast_item<DT, FMT>(q, sf, x, M, K, ldx, BM, BK, round_sf, clamp_min, packed, sm, sk, mode, r, c0, c1,
+                               colmax.data(), inv.data());
         }
     });
 }

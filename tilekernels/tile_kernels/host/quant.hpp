@@ -57,6 +57,11 @@ DJ_INLINE __m512 load16(const void* p, int32_t dt, int64_t i) {
     return _mm512_loadu_ps(static_cast<const float*>(p) + i);
 }
 
+// 16 BF16 bit patterns (u16 array) -> FP32.
+DJ_INLINE __m512 bf16x16_bits_to_f32(const void* p) {
+    return dj::bf16x16_to_f32(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
 DJ_INLINE __m512 abs16(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF))); }
 
 // Round |v| to a small float grid with one FP32 add: for a value in binade 2^e, adding
@@ -130,6 +135,12 @@ DJ_INLINE __m512i absmax_bits_span(__m512i acc, const void* p, int64_t i, int64_
     return acc;
 }
 
+// torch's amax returns its own NaN whatever the payload of the NaN it met: the canonical quiet
+// NaN along a contiguous row, all ones across rows (its vertical vector max ORs in the NaN mask).
+DJ_INLINE __m512 canonical_nan(__m512 v, uint32_t nan = 0x7FC00000u) {
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(nan))));
+}
+
 // Horizontal max of 16 partial-maximum vectors at once (a transposing tree: each level halves the
 // lanes per block and pairs two vectors), returned as the 16 blocks' FP32 |x| maxima in order.
 template <int32_t DT>
@@ -147,17 +158,15 @@ DJ_INLINE __m512 reduce_absmax16(const __m512i* v) {
     __m512i d = mx(_mm512_castps_si512(_mm512_shuffle_ps(c0, c1, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(c0, c1, 0xDD)));
     if (DT == kInBF16) d = _mm512_slli_epi32(_mm512_max_epu16(d, _mm512_srli_epi32(d, 16)), 16);
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const __m512 amax = _mm512_castsi512_ps(_mm512_permutexvar_epi32(order, d));
-    // torch's amax returns the canonical quiet NaN, whatever the payload of the NaN it met
-    return _mm512_mask_mov_ps(amax, _mm512_cmp_ps_mask(amax, amax, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+    return canonical_nan(_mm512_castsi512_ps(_mm512_permutexvar_epi32(order, d)));
 }
 
-// store_sf for the `n` (<= 16) blocks k0 .. k0+n-1 of row m (k0 a multiple of 4): one masked store
+// store_sf for the `n` (<= 16) blocks k0 .. k0+n-1 of row m: one masked store
 // for row-major FP32, four-byte words for packed UE8M0, else one by one.
 DJ_INLINE void store_sf16(void* sf, bool packed, int64_t sm, int64_t sk, int64_t m, int64_t k0, int n, __m512 v) {
     if (!packed && sk == 1) {
         _mm512_mask_storeu_ps(static_cast<float*>(sf) + m * sm + k0, static_cast<__mmask16>((1u << n) - 1), v);
-    } else if (packed) {
+    } else if (packed && k0 % 4 == 0) {
         alignas(16) uint8_t e[16];
         _mm_store_si128(reinterpret_cast<__m128i*>(e), _mm512_cvtepi32_epi8(_mm512_srli_epi32(_mm512_castps_si512(v), 23)));
         for (int w = 0; 4 * w < n; ++w)
@@ -165,7 +174,7 @@ DJ_INLINE void store_sf16(void* sf, bool packed, int64_t sm, int64_t sk, int64_t
     } else {
         alignas(64) float s[16];
         _mm512_store_ps(s, v);
-        for (int j = 0; j < n; ++j) static_cast<float*>(sf)[m * sm + (k0 + j) * sk] = s[j];
+        for (int j = 0; j < n; ++j) store_sf(sf, packed, sm, sk, m, k0 + j, s[j]);
     }
 }
 
@@ -190,14 +199,15 @@ DJ_INLINE void store_e2m1x16(uint8_t* dst, __m512 v) {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi64_epi8(packed));
 }
 
-// 32 BF16 values times `scale`, quantised and stored: 32 E4M3 bytes or 16 packed E2M1 bytes. The
-// even elements are the low halves of the 32-bit lanes and the odd ones the high halves, so both
-// widen in place (no cross-lane shuffles) and their codes merge lane-wise into output pairs.
+// 32 BF16 values times their multipliers, quantised and stored: 32 E4M3 bytes or 16 packed E2M1
+// bytes. The even elements are the low halves of the 32-bit lanes and the odd ones the high
+// halves, so both widen in place (no cross-lane shuffles) and their codes merge lane-wise into
+// output pairs; `even_scale` / `odd_scale` hold the multipliers of elements 0, 2, .. / 1, 3, ..
 template <int32_t FMT, bool IN_RANGE>
-DJ_INLINE void quantize_bf16x32(uint8_t* dst, const uint16_t* src, __m512 scale) {
+DJ_INLINE void quantize_bf16x32(uint8_t* dst, const uint16_t* src, __m512 even_scale, __m512 odd_scale) {
     const __m512i w = _mm512_loadu_si512(src);
-    const __m512 even = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), scale);
-    const __m512 odd = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))), scale);
+    const __m512 even = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), even_scale);
+    const __m512 odd = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))), odd_scale);
     if (FMT == kE4M3) {  // codes are clean bytes: one 16-bit lane per pair
         const __m512i pair = _mm512_or_si512(e4m3_codes16<IN_RANGE>(even), _mm512_slli_epi32(e4m3_codes16<IN_RANGE>(odd), 8));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(pair));
