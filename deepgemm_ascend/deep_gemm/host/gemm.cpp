@@ -7,23 +7,38 @@ namespace {
 // Parameter block layout (int64), mirrored in gemm.py.
 enum : int {
     P_M, P_N, P_K, P_G, P_MODE, P_ALIGN, P_ZERO_PAD,
-    P_A,                 // 12 operand fields for A, then 12 for B
-    P_B = P_A + 12,
-    P_D = P_B + 12,      // d type, d group stride, d row stride
+    P_A,                 // 14 operand fields for A, then 14 for B
+    P_B = P_A + 14,
+    P_D = P_B + 14,      // d type, d group stride, d row stride
     P_C = P_D + 3,       // c type (-1 none), c group stride, c row stride
     P_COUNT = P_C + 3,
 };
 enum Mode : int { kDense = 0, kMIndices = 1, kPsum = 2, kMasked = 3, kKGrouped = 4 };
 
+// Every scale a power of two well inside BF16's range: folding it into the conversion is exact.
+bool foldable(const float* sf, int64_t groups, int64_t rows, int64_t cols, int64_t sg, int64_t sr, int64_t sc) {
+    bool ok = true;
+    for (int64_t g = 0; g < groups; ++g)
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+                const uint32_t bits = dj::f32_bits(sf[g * sg + r * sr + c * sc]);
+                const uint32_t e = (bits >> 23) & 0xFF;
+                ok &= (bits & 0x807FFFFFu) == 0 && e >= 27 && e <= 227;
+            }
+    return ok;
+}
+
+// Fields: type, group / MN / K strides, packed along MN, scale strides (group, MN, K), scale
+// granularities (MN, K), has scales, scale extents (groups, rows, columns).
 dg::Operand operand(const int64_t* f, const void* data, const float* sf) {
     dg::Operand op;
     op.ptr = static_cast<const uint8_t*>(data);
     op.type = static_cast<int>(f[0]);
     op.sg = f[1]; op.smn = f[2]; op.sk = f[3]; op.packed_mn = f[4] != 0;
-    op.sf = f[11] ? sf : nullptr;
+    op.sf = f[10] ? sf : nullptr;
     op.sfg = f[5]; op.sfmn = f[6]; op.sfk = f[7];
     op.gmn = std::max<int64_t>(f[8], 1); op.gk = std::max<int64_t>(f[9], 1);
-    op.fold = f[10] != 0;
+    op.fold = op.sf != nullptr && foldable(op.sf, f[11], f[12], f[13], op.sfg, op.sfmn, op.sfk);
     return op;
 }
 

@@ -24,25 +24,20 @@ def _elem_type(x: torch.Tensor) -> int:
     raise TypeError(f"host GEMM operand must be bf16, float8_e4m3fn or packed FP4, got {x.dtype}")
 
 
-def _foldable(sf: torch.Tensor) -> bool:
-    """Every scale a power of two well inside BF16's range: folding it into the conversion is exact."""
-    bits = sf.contiguous().view(torch.int32)
-    exp = (bits >> 23) & 0xFF
-    return bool(((bits & 0x807FFFFF) == 0).all() and ((exp >= 27) & (exp <= 227)).all())
-
-
 def _operand(x: torch.Tensor, sf: torch.Tensor | None, mn: int, gran: Sequence[int]) -> tuple[list[int], int]:
-    """The 12 operand fields of the parameter block and the logical K of ``x`` ([G?, MN, K] view)."""
+    """The 14 operand fields of the parameter block (host/gemm.cpp) and the logical K of ``x`` ([G?, MN, K] view).
+    Whether power-of-two scales fold into the conversion is decided in the kernel."""
     t = _elem_type(x)
     sg = x.stride(0) if x.dim() == 3 else 0
     packed_mn = t == 2 and x.size(-2) != mn
     k = x.size(-1) * (2 if t == 2 and not packed_mn else 1)
     fields = [t, sg, x.stride(-2), x.stride(-1), int(packed_mn)]
     if sf is None:
-        fields += [0, 0, 0, 1, 1, 0, 0]
+        fields += [0, 0, 0, 1, 1, 0, 0, 0, 0]
     else:
-        fields += [sf.stride(0) if sf.dim() == 3 else 0, sf.stride(-2), sf.stride(-1), int(gran[0]), int(gran[1]),
-                   int(_foldable(sf)), 1]
+        three = sf.dim() == 3
+        fields += [sf.stride(0) if three else 0, sf.stride(-2), sf.stride(-1), int(gran[0]), int(gran[1]), 1,
+                   sf.size(0) if three else 1, sf.size(-2), sf.size(-1)]
     return fields, k
 
 

@@ -23,6 +23,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <vector>
+
+#include <sys/mman.h>
 
 #include <deepjit/host/convert.hpp>
 #include <deepjit/host/kernel.hpp>
@@ -55,6 +59,73 @@ inline Buffer<T> alloc(int64_t n) {
 }
 
 DJ_INLINE int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Big scratch (packed operands: tens of MB per GEMM) is recycled through a process-wide pool:
+// fresh pages cost a fault and a zeroing per 4 KiB on every call (about 3 us each, 10-20% of a
+// prefill GEMM). Pooled blocks are 2 MiB aligned and asked for transparent huge pages, which
+// also spares the micro-kernel TLB misses when it walks the packed panels.
+class ScratchPool {
+public:
+    static constexpr size_t kHuge = size_t(2) << 20;
+    static constexpr size_t kKeep = size_t(1) << 30;   // bytes kept for reuse at most
+
+    static ScratchPool& instance() {
+        static ScratchPool pool;
+        return pool;
+    }
+    void* take(size_t& bytes) {
+        bytes = (bytes + kHuge - 1) / kHuge * kHuge;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            size_t best = free_.size();
+            for (size_t i = 0; i < free_.size(); ++i)
+                if (free_[i].bytes >= bytes && (best == free_.size() || free_[i].bytes < free_[best].bytes)) best = i;
+            if (best < free_.size()) {
+                const Block b = free_[best];
+                free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+                kept_ -= b.bytes;
+                bytes = b.bytes;
+                return b.ptr;
+            }
+        }
+        void* p = std::aligned_alloc(kHuge, bytes);
+        if (p == nullptr) throw std::bad_alloc();
+        madvise(p, bytes, MADV_HUGEPAGE);
+        return p;
+    }
+    void give(void* p, size_t bytes) {
+        std::lock_guard<std::mutex> lock(mu_);
+        free_.push_back({p, bytes});
+        kept_ += bytes;
+        while (kept_ > kKeep) {   // drop the oldest blocks
+            kept_ -= free_.front().bytes;
+            std::free(free_.front().ptr);
+            free_.erase(free_.begin());
+        }
+    }
+
+private:
+    struct Block {
+        void* ptr;
+        size_t bytes;
+    };
+    std::mutex mu_;
+    std::vector<Block> free_;
+    size_t kept_ = 0;
+};
+
+struct PoolDeleter {
+    size_t bytes = 0;
+    void operator()(void* p) const { ScratchPool::instance().give(p, bytes); }
+};
+template <typename T>
+using Pooled = std::unique_ptr<T[], PoolDeleter>;
+template <typename T>
+inline Pooled<T> pooled(int64_t n) {
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T);
+    void* p = ScratchPool::instance().take(bytes);
+    return Pooled<T>(static_cast<T*>(p), PoolDeleter{bytes});
+}
 
 // ---- packing ----------------------------------------------------------------------------------
 #ifdef DJ_HAVE_AVX512
