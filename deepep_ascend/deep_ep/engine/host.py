@@ -157,7 +157,7 @@ class HostEngine:
     def _private_outputs(self, parts, device) -> dict:
         out = {}
         for name, shape, dtype in parts:
-            if device.type == "cpu" and name == "x":
+            if device.type == "cpu":
                 out[name] = self.pool.empty(shape, dtype)
             else:
                 out[name] = torch.empty(shape, dtype=dtype, device=device)
@@ -295,8 +295,9 @@ class HostEngine:
                 before = torch.cumsum(n_local, 0) - n_local
                 source = torch.repeat_interleave(torch.arange(R), plan.recv_tokens.long())
                 row_first = (before - before[plan.row_start[:-1].long()[source]]).int()
-        # Token-major rows of this rank's own tokens stay where they are; the reduce reads them from x.
-        keep_local = multi and not h.do_expand and self._shm
+        # Rows of this rank's own tokens stay where they are; the reduce reads them from x. (Expanded
+        # rows with multiple reduction are first summed here, so those still travel.)
+        keep_local = self._shm and (not h.do_expand or not multi)
         transport = self._rows_transport(multi)
         base = transport.send_bases(send_rows, row.row_bytes, 0, stride)
         kernel("ep_combine_send")(
@@ -320,7 +321,8 @@ class HostEngine:
             out, b0, 0 if b0 is None else b0.stride(0), b1, 0 if b1 is None else b1.stride(0), h._topk_idx, T, K,
             self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
             out_w, int(sum_weights), slot_weights, c.x if keep_local else None, c.x.stride(0),
-            c.topk_weights if keep_local else None, int(plan.row_start[self.rank]), self.rank, self.threads)
+            c.topk_weights if keep_local else None, int(plan.row_start[self.rank]), plan.dst_slot,
+            h.recv_src_metadata, self.rank, self.threads)
         return out, out_w
 
 

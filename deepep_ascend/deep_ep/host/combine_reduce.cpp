@@ -9,20 +9,23 @@
 // Row of (t, rank j) with multiple reduction: block_base[j] + index[t * R + j] * row_bytes.
 // Row of (t, slot k) without it: block_base[j] + (by_token ? t * K + k : index[t * K + k]) * row_bytes.
 //
-// local_x (optional, multiple reduction only): this rank's own rows were not sent; row (t, rank)
-// is read from the combine input local_x[local_row0 + index[t * R + rank]] (row stride
-// local_stride elements) and its weights from local_w (same rows, K floats; null = zeros).
+// local_x (optional, shared memory): this rank's own rows were not sent and are read from the
+// combine input instead. The received row of token t from this rank is
+// i = local_row0 + local_slot[t * R + rank]; with multiple reduction it is local_x row i (weights:
+// local_w row i, K floats), without it slot k's expanded row local_meta[i, 2 + k] (weight:
+// local_w[that row]). A null local_w reads as zero weights.
 #include <deep_ep/host/common.hpp>
 #include <deepjit/host/convert.hpp>
 
 DJ_KERNEL(ep_combine_reduce,
-          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,ptr,i64,ptr,i64,i64,i64")
+          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,ptr,i64,ptr,i64,ptr,ptr,i64,i64")
 void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_stride, const uint16_t* bias1,
                        int64_t bias1_stride, const int64_t* topk_idx, int64_t T, int64_t K, int64_t R,
                        int64_t E_local, int64_t H, int64_t multi, const int64_t* block_base, const int32_t* index,
                        int64_t by_token, int64_t row_bytes, float* out_weights, int64_t sum_weights,
                        const float* slot_weights, const uint16_t* local_x, int64_t local_stride,
-                       const float* local_w, int64_t local_row0, int64_t rank, int64_t threads) {
+                       const float* local_w, int64_t local_row0, const int32_t* local_slot,
+                       const int32_t* local_meta, int64_t rank, int64_t threads) {
     constexpr int64_t kChunk = 256;
     const int64_t w_off = (H * 2 + 63) / 64 * 64;
     // Outputs far larger than the caches bypass them (saves reading every line before writing it).
@@ -43,7 +46,7 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
             const uint8_t* base = reinterpret_cast<const uint8_t*>(block_base[j]);
             if (multi) {
                 if (local_x != nullptr && j == rank) {
-                    const int64_t i = local_row0 + index[t * R + j];
+                    const int64_t i = local_row0 + local_slot[t * R + j];
                     rows[k] = reinterpret_cast<const uint8_t*>(local_x + i * local_stride);
                     wrow[k] = local_w != nullptr ? local_w + i * K : nullptr;
                 } else {
@@ -54,8 +57,14 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                 for (int64_t q = 0; q < k; ++q) seen |= idx[q] >= 0 && idx[q] / E_local == j;
                 add[k] = !seen;
             } else {
-                rows[k] = base + (by_token ? t * K + k : index[t * K + k]) * row_bytes;
-                wrow[k] = reinterpret_cast<const float*>(rows[k] + w_off);
+                if (local_x != nullptr && j == rank) {
+                    const int64_t row = local_meta[(local_row0 + local_slot[t * R + j]) * (K + 2) + 2 + k];
+                    rows[k] = reinterpret_cast<const uint8_t*>(local_x + row * local_stride);
+                    wrow[k] = local_w != nullptr ? local_w + row : nullptr;
+                } else {
+                    rows[k] = base + (by_token ? t * K + k : index[t * K + k]) * row_bytes;
+                    wrow[k] = reinterpret_cast<const float*>(rows[k] + w_off);
+                }
                 add[k] = true;
             }
         }

@@ -6,8 +6,8 @@
 // slot in this rank's block (i - row_start[s]); without multiple reduction it is t * K + k
 // (by_token, the shared-memory layout) or row_first[i] + ordinal of k among the local slots.
 //
-// Rows of source skip_source (this rank, token-major, shared memory) are not sent: the reduce
-// reads them straight from x, which saves a write and a read of 1/R of the data.
+// Rows of source skip_source (this rank, over shared memory) are not sent: the reduce reads them
+// straight from x, which saves a write and a read of 1/R of the data.
 #include <deep_ep/host/common.hpp>
 #include <deepjit/host/convert.hpp>
 

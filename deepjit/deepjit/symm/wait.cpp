@@ -1,17 +1,18 @@
 // Bounded wait until every watched signal word reaches `target`.
 //
-// The loop spins briefly, then yields, then sleeps in steps growing from 20 us to 1 ms, because
-// ranks usually share few cores: a long waiter must not take CPU time from the peer it waits for. About once a millisecond it checks
-// the abort word of this rank's header and whether a peer process has exited (pidfds become
-// readable when the process terminates, even before it is reaped).
+// The loop spins briefly, then sleeps on the word (a shared futex the notifier wakes), because
+// ranks usually share few cores: a waiter must not take CPU time from the peer it waits for.
+// Sleeps last at most a millisecond, so about once a millisecond it checks the abort word of this
+// rank's header (abort does not wake sleepers) and whether a peer process has exited (pidfds
+// become readable when the process terminates, even before it is reaped).
 #include <deepjit/host/kernel.hpp>
 #include <symm/signals.hpp>
 
 #include <immintrin.h>
 #include <poll.h>
-#include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -44,7 +45,7 @@ void symm_wait(const uint64_t* addresses, int64_t count, int64_t target, const i
                const int32_t* pidfds, int64_t num_pidfds, int64_t timeout_ns, int64_t* status) {
     using namespace dj_symm;
     const int64_t start = now_ns();
-    int64_t next_check = start + 1000000, polls = 0, i = 0, nap_ns = 20000;
+    int64_t next_check = start + 1000000, polls = 0, i = 0;
     status[0] = kOk;
     while (i < count) {
         const int64_t seen = load_acquire(reinterpret_cast<const int64_t*>(addresses[i]));
@@ -60,12 +61,6 @@ void symm_wait(const uint64_t* addresses, int64_t count, int64_t target, const i
             if (dead >= 0) { status[0] = kPeerDied; status[1] = dead; status[2] = seen; return; }
             if (now - start >= timeout_ns) { status[0] = kTimeout; status[1] = i; status[2] = seen; return; }
         }
-        if (now - start < 2000000) {
-            sched_yield();
-        } else {
-            const timespec nap{0, static_cast<long>(nap_ns)};
-            nanosleep(&nap, nullptr);
-            if (nap_ns < 1000000) nap_ns *= 2;
-        }
+        futex_sleep(reinterpret_cast<const int64_t*>(addresses[i]), seen, std::min<int64_t>(next_check - now, 1000000));
     }
 }
