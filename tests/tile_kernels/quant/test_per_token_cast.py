@@ -127,3 +127,19 @@ def test_special_blocks_follow_the_reference(host, dtype, fmt, npc, round_sf, cl
     q_ref, sf_ref = ref.cast(x, fmt, (1, npc), round_sf=round_sf, clamp_min=clamp)
     assert_equal(q, q_ref)
     assert_equal(sf, sf_ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [192, 512])
+def test_e5m6_wide_ranges(host, dtype, hidden):
+    """Rows spanning E5M6 subnormals and values below its range, and rows with non-finite maxima
+    (which the kernel quantises per value)."""
+    x = torch.randn(6, hidden) * torch.tensor([1.0, 1e-3, 3e4, 1e-6, 1.0, 1.0]).unsqueeze(1)
+    x[1, ::3] *= 1e-5
+    x[4, 9] = float("inf")
+    x[5, 2] = float("nan")
+    x = x.to(dtype)
+    q, sf = tile_kernels.quant.per_token_cast(x, "e5m6", hidden)
+    q_ref, sf_ref = ref.cast_to_e5m6(x, hidden)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)
