@@ -33,6 +33,47 @@ DJ_INLINE void block(T* dst, const T* src, int64_t M, int64_t sm, int64_t i, int
     for (int a = 0; a < W; ++a) store64(dst + (j + a) * M + i, r[a]);
 }
 
+#ifdef DJ_HAVE_AVX512
+// A 16-row x 64-column byte strip at (i, j) as four 16 x 16 transposes, one per 128-bit lane: four
+// rounds of lane-local unpacks (bytes, words, dwords, qwords) leave column k of every lane's
+// block in register k, i.e. 16 bytes of output rows j + 16 * lane + k.
+DJ_INLINE void strip16x64(uint8_t* dst, const uint8_t* src, int64_t M, int64_t sm, int64_t i, int64_t j) {
+    __m512i r[16], t[16];
+    for (int a = 0; a < 16; ++a) {
+        r[a] = _mm512_loadu_si512(src + (i + a) * sm + j);
+        // 64 interleaved row streams are more than the hardware prefetchers follow: fetch the
+        // line four tiles ahead (prefetches never fault past the end)
+        _mm_prefetch(reinterpret_cast<const char*>(src + (i + a) * sm + j + 256), _MM_HINT_T0);
+    }
+    for (int a = 0; a < 8; ++a) {  // (row 2a, row 2a+1) byte pairs; columns 0-7 / 8-15
+        t[2 * a] = _mm512_unpacklo_epi8(r[2 * a], r[2 * a + 1]);
+        t[2 * a + 1] = _mm512_unpackhi_epi8(r[2 * a], r[2 * a + 1]);
+    }
+    for (int q = 0; q < 4; ++q) {  // rows 4q .. 4q+3 per dword; register 4q + c holds columns 4c .. 4c+3
+        r[4 * q + 0] = _mm512_unpacklo_epi16(t[4 * q + 0], t[4 * q + 2]);
+        r[4 * q + 1] = _mm512_unpackhi_epi16(t[4 * q + 0], t[4 * q + 2]);
+        r[4 * q + 2] = _mm512_unpacklo_epi16(t[4 * q + 1], t[4 * q + 3]);
+        r[4 * q + 3] = _mm512_unpackhi_epi16(t[4 * q + 1], t[4 * q + 3]);
+    }
+    for (int o = 0; o < 2; ++o)  // rows 8o .. 8o+7 per qword; register 8o + m holds columns 2m, 2m+1
+        for (int c = 0; c < 4; ++c) {
+            t[8 * o + 2 * c] = _mm512_unpacklo_epi32(r[8 * o + c], r[8 * o + 4 + c]);
+            t[8 * o + 2 * c + 1] = _mm512_unpackhi_epi32(r[8 * o + c], r[8 * o + 4 + c]);
+        }
+    for (int m = 0; m < 8; ++m) {  // all 16 rows: register k holds column k
+        r[2 * m] = _mm512_unpacklo_epi64(t[m], t[8 + m]);
+        r[2 * m + 1] = _mm512_unpackhi_epi64(t[m], t[8 + m]);
+    }
+    for (int k = 0; k < 16; ++k) {
+        uint8_t* o = dst + (j + k) * M + i;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm512_castsi512_si128(r[k]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16 * M), _mm512_extracti32x4_epi32(r[k], 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32 * M), _mm512_extracti32x4_epi32(r[k], 2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 48 * M), _mm512_extracti32x4_epi32(r[k], 3));
+    }
+}
+#endif
+
 template <typename T>
 void run(T* out, const T* x, int64_t B, int64_t M, int64_t N, int64_t sb, int64_t sm, int64_t threads) {
     constexpr int64_t kTile = 64, W = sizeof(T) <= 2 ? 8 / sizeof(T) : 1;
@@ -42,6 +83,13 @@ void run(T* out, const T* x, int64_t B, int64_t M, int64_t N, int64_t sb, int64_
         const int64_t i1 = std::min(M, i0 + kTile), j1 = std::min(N, j0 + kTile);
         const T* src = x + b * sb;
         T* dst = out + b * M * N;
+#ifdef DJ_HAVE_AVX512
+        if (sizeof(T) == 1 && i1 - i0 == kTile && j1 - j0 == kTile) {  // whole byte tiles: 4 strips of 16 rows
+            for (int64_t i = i0; i < i1; i += 16)
+                strip16x64(reinterpret_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(src), M, sm, i, j0);
+            return;
+        }
+#endif
         const int64_t iw = W > 1 ? i0 + (i1 - i0) / W * W : i0, jw = W > 1 ? j0 + (j1 - j0) / W * W : j0;
         if (W > 1)
             for (int64_t j = j0; j < jw; j += W)
