@@ -84,36 +84,51 @@ struct Output {
     float alpha = 1.0f;
 };
 
+// Rows [mn0, mn0 + mv) x K [k0, k0 + kv) of group g as BF16 rows `ld` apart, nrows of them
+// (rows past mv and K past kv up to kcp zero). k_first and kb0 locate the scale blocks of folded
+// operands: element k uses block kb0 + (k - k_first) / gk. Rows are K-contiguous in the operand
+// or gathered element by element (layouts that are neither K- nor MN-major).
+inline void rows_to_bf16(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int64_t k0,
+                         int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint16_t* out, int64_t ld) {
+    for (int64_t r = 0; r < nrows; ++r) {
+        uint16_t* t = out + r * ld;
+        int64_t done = 0;
+        if (r < mv) {
+            const int64_t mn = mn0 + r;
+            done = kv;
+            if (op.k_major() && op.fold) {   // one scale per segment, applied in the conversion
+                for (int64_t k = 0; k < kv;) {
+                    const int64_t kb = (k0 + k - k_first) / op.gk;
+                    const int64_t seg_end = std::min(kv, k_first + (kb + 1) * op.gk - k0);
+                    to_bf16_scaled(op.row_base(g, mn), op.type, k0 + k, seg_end - k,
+                                   scale_exponent(op.scale(g, mn, kb0 + kb)), t + k);
+                    k = seg_end;
+                }
+            } else if (op.k_major()) {
+                to_bf16(op.row_base(g, mn), op.type, k0, kv, t);
+            } else {
+                for (int64_t k = 0; k < kv; ++k) t[k] = op.element(g, mn, k0 + k);
+                for (int64_t k = 0; op.fold && k < kv;) {
+                    const int64_t kb = (k0 + k - k_first) / op.gk;
+                    const int64_t seg_end = std::min(kv, k_first + (kb + 1) * op.gk - k0);
+                    add_exponent(t + k, seg_end - k, scale_exponent(op.scale(g, mn, kb0 + kb)));
+                    k = seg_end;
+                }
+            }
+        }
+        std::memset(t + done, 0, (kcp - done) * 2);
+    }
+}
+
 // Packs rows [mn0, mn0 + mv) x K [k0, k0 + kv) of group g into nrows / W panels (nrows a
-// multiple of 32, rows past mv and K past kv zero) with kcp = kv rounded up to 32. k_first and
-// kb0 locate the scale blocks of folded operands: element k uses block kb0 + (k - k_first) / gk.
+// multiple of 32, rows past mv and K past kv zero) with kcp = kv rounded up to 32; k_first and
+// kb0 as for rows_to_bf16.
 inline void pack_block(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int W, int64_t k0,
                        int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint16_t* tmp, int16_t* exps,
                        uint32_t* out) {
     if (op.k_major() || !op.mn_major()) {
         const int64_t ld = kcp + 2;     // keeps rows from aliasing the same cache sets
-        for (int64_t r = 0; r < nrows; ++r) {
-            uint16_t* t = tmp + r * ld;
-            int64_t done = 0;
-            if (r < mv) {
-                const int64_t mn = mn0 + r;
-                if (op.k_major()) {
-                    to_bf16(op.row_base(g, mn), op.type, k0, kv, t);
-                } else {
-                    for (int64_t k = 0; k < kv; ++k) t[k] = op.element(g, mn, k0 + k);
-                }
-                done = kv;
-                if (op.fold) {
-                    for (int64_t k = 0; k < kv;) {
-                        const int64_t kb = (k0 + k - k_first) / op.gk;
-                        const int64_t seg_end = std::min(kv, k_first + (kb + 1) * op.gk - k0);
-                        add_exponent(t + k, seg_end - k, scale_exponent(op.scale(g, mn, kb0 + kb)));
-                        k = seg_end;
-                    }
-                }
-            }
-            std::memset(t + done, 0, (kcp - done) * 2);
-        }
+        rows_to_bf16(op, g, mn0, mv, nrows, k0, kv, kcp, k_first, kb0, tmp, ld);
         pack_kmajor(tmp, ld, nrows, W, kcp, out);
         return;
     }
@@ -212,6 +227,7 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
+            p.rows = p.small && b_.k_major();
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
             p.a = pooled<uint32_t>(p.nkb * p.mpad * kc_ / 2);
@@ -226,8 +242,8 @@ public:
                 for (int64_t r0 = 0; r0 < job.m; r0 += MC)
                     for (int64_t c0 = 0; c0 < n_; c0 += NC) tasks.push_back({static_cast<int64_t>(j), 0, r0, c0});
             } else {
-                // Two panels per task keeps both threads busy even for a single decode job.
-                for (int64_t c0 = 0; c0 < n_; c0 += 64) tasks.push_back({static_cast<int64_t>(j), 1, 0, c0});
+                // 64 columns per task keeps both threads busy even for a single decode job.
+                for (int64_t c0 = 0; c0 < n_; c0 += 64) tasks.push_back({static_cast<int64_t>(j), p.rows ? 2 : 1, 0, c0});
             }
         }
 
@@ -235,8 +251,10 @@ public:
         parallel_items(tasks, [&](const Item& it, Scratch& s) {
             if (it.kind == 0)
                 tile_task(jobs[it.job], prep[it.job], it.x, it.y, s);
-            else
+            else if (it.kind == 1)
                 panel_task(jobs[it.job], prep[it.job], it.y, s);
+            else
+                rows_task(jobs[it.job], prep[it.job], it.y, s);
         });
         // A job with an empty K range still writes d = c (or zeros).
         for (size_t j = 0; j < jobs.size(); ++j) {
@@ -250,7 +268,8 @@ public:
 
 private:
     struct Prepared {
-        bool small = false;
+        bool small = false;   // few rows: B is converted on the fly, not packed up front
+        bool rows = false;    // small with K-major B: B's rows are the broadcast side (rows_task)
         int64_t mpad = 0, nkb = 0;
         Pooled<uint32_t> a, b;
         Pooled<float> sa, sb;
@@ -302,7 +321,8 @@ private:
         if (it.kind == 0) {
             const int64_t r0 = it.y, rows = std::min(MC, p.mpad - r0), mv = std::clamp<int64_t>(job.m - r0, 0, rows);
             uint32_t* out = p.a.get() + kb * p.mpad * kc_ / 2 + r0 * kcp / 2;
-            pack_block(a_, job.a_g, job.a_m0 + r0, mv, rows, MR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
+            pack_block(a_, job.a_g, job.a_m0 + r0, mv, rows, p.rows ? NR : MR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(),
+                       s.exps.get(), out);
             block_scales(a_, job.a_g, job.a_m0 + r0, mv, rows, kbs_a, p.sa.get() + kb * p.mpad + r0);
         } else {
             const int64_t c0 = it.y, cols = std::min<int64_t>(64, npad_ - c0), nv = std::clamp<int64_t>(n_ - c0, 0, cols);
@@ -351,6 +371,16 @@ private:
         if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
     }
 
+    // K [k0, k0 + kv) of rows [mn0, mn0 + rows) of a K-major operand, into L1.
+    static void prefetch_rows(const Operand& op, int64_t g, int64_t mn0, int64_t rows, int64_t k0, int64_t kv) {
+        const int64_t first = op.type == kBF16 ? 2 * k0 : op.type == kE4M3 ? k0 : k0 / 2;
+        const int64_t bytes = op.type == kBF16 ? 2 * kv : op.type == kE4M3 ? kv : kv / 2;
+        for (int64_t r = 0; r < rows; ++r) {
+            const char* row = reinterpret_cast<const char*>(op.row_base(g, mn0 + r)) + first;
+            for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+        }
+    }
+
     const uint32_t* a_block(const Job& job, const Prepared& p, int64_t kb, int64_t r0) const {
         return p.a.get() + kb * p.mpad * kc_ / 2 + r0 * kcp_of(job, kb) / 2;
     }
@@ -362,6 +392,48 @@ private:
     static void prefetch_lines(const void* base, int64_t first, int64_t count, int64_t total) {
         const char* b = static_cast<const char*>(base);
         for (int64_t l = first; l < std::min(total, first + count); ++l) _mm_prefetch(b + l * 64, static_cast<_mm_hint>(kHint));
+    }
+
+    // The transposed product for few rows: D^T[64 columns, rows] = B . A^T. B's rows, converted to
+    // BF16 8 at a time (no packing: the micro-kernel broadcasts straight from them), meet A packed
+    // up front as 32-wide panels; B is read once, at its storage width, in sequential runs.
+    void rows_task(const Job& job, const Prepared& p, int64_t c0, Scratch& s) {
+        constexpr int R = MR;
+        const int64_t apanels = p.mpad / NR, ld = kc_ + 2;   // ld even: rows are K-pair words
+        float* acc = s.acc.get();                               // [R][mpad]
+        float* acc_t = acc + R * p.mpad;                        // [mpad][R] for the epilogue
+        float sb[R];
+        for (int64_t n0 = c0; n0 < std::min(n_, c0 + 64); n0 += R) {
+            const int64_t nv = std::min<int64_t>(R, n_ - n0);
+            for (int64_t kb = 0; kb < p.nkb; ++kb) {
+                const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
+                rows_to_bf16(b_, job.b_g, n0, nv, R, job.k0 + kb * kc_, kv, kcp, job.k0, job.kb0, s.tmp.get(), ld);
+                if (promote_)
+                    block_scales(b_, job.b_g, n0, nv, R, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1), sb);
+                // The rows' next K block (or the next rows' first) comes from DRAM in 8 short
+                // runs the hardware prefetchers pick up too late: request it now.
+                if (kb + 1 < p.nkb)
+                    prefetch_rows(b_, job.b_g, n0, nv, job.k0 + (kb + 1) * kc_, kc_);
+                else if (n0 + R < n_)
+                    prefetch_rows(b_, job.b_g, n0 + R, std::min<int64_t>(R, n_ - n0 - R), job.k0, kc_);
+                const uint32_t* brows = reinterpret_cast<const uint32_t*>(s.tmp.get());
+                const uint32_t* ablk = p.a.get() + kb * p.mpad * kc_ / 2;
+                const float* sa = p.sa.get() + kb * p.mpad;
+                for (int64_t jp = 0; jp < apanels; ++jp) {
+                    const uint32_t* A = ablk + jp * NR * kcp / 2;
+                    if (promote_)
+                        micro_kernel_strided<R, true>(kcp / 2, brows, 1, ld / 2, A, acc + jp * NR, p.mpad, kb > 0, sb,
+                                                      sa + jp * NR);
+                    else
+                        micro_kernel_strided<R, false>(kcp / 2, brows, 1, ld / 2, A, acc + jp * NR, p.mpad, kb > 0,
+                                                       nullptr, nullptr);
+                }
+            }
+            if (p.nkb == 0) continue;
+            for (int64_t i = 0; i < R; ++i)
+                for (int64_t r = 0; r < job.m; ++r) acc_t[r * R + i] = acc[i * p.mpad + r];
+            epilogue(o_, job.d_g, job.d_m0, n0, job.m, nv, acc_t, R);
+        }
     }
 
     // Two B panels converted on the fly against all (few) rows of the job.

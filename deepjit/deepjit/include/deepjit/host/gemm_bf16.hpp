@@ -216,13 +216,16 @@ inline void pack_mnmajor(const uint16_t* rows, int64_t ld, int64_t nrows, int W,
 }
 
 // ---- micro-kernel -----------------------------------------------------------------------------
-// C[i][j] for i < R, j < 32 (row stride ldc) over kp K-pairs of packed A (width R) and B (width 32).
+// C[i][j] for i < R, j < 32 (row stride ldc) over kp K-pairs of A and packed B (width 32). The
+// A word of row i at K-pair p is A[p * a_step + i * a_row]: a packed panel of width R has
+// (a_step, a_row) = (R, 1); plain K-contiguous BF16 rows `lda` words apart have (1, lda), which
+// spares packing the broadcast operand (the rows only need converting to BF16).
 //   promote == false: C = (accumulate ? C : 0) + A.B
 //   promote == true:  C = (accumulate ? C : 0) + (A.B) * sa[i] * sb[j]
 template <int R, bool kPromote>
-DJ_INLINE void micro_kernel(int64_t kp, const uint32_t* DJ_RESTRICT A, const uint32_t* DJ_RESTRICT B,
-                            float* DJ_RESTRICT C, int64_t ldc, bool accumulate, const float* sa = nullptr,
-                            const float* sb = nullptr) {
+DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, int64_t a_step, int64_t a_row,
+                                    const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C, int64_t ldc,
+                                    bool accumulate, const float* sa, const float* sb) {
 #ifdef DJ_HAVE_AVX512_BF16
     __m512 acc[R][2];
     for (int i = 0; i < R; ++i) {
@@ -241,7 +244,7 @@ DJ_INLINE void micro_kernel(int64_t kp, const uint32_t* DJ_RESTRICT A, const uin
         _mm_prefetch(reinterpret_cast<const char*>(B + (p + 8) * NR + 16), _MM_HINT_T0);
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
-            const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(A[p * R + i]));
+            const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(A[p * a_step + i * a_row]));
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
         }
@@ -274,8 +277,9 @@ DJ_INLINE void micro_kernel(int64_t kp, const uint32_t* DJ_RESTRICT A, const uin
             b1[j] = bf16_to_f32(static_cast<uint16_t>(B[p * NR + j] >> 16));
         }
         for (int i = 0; i < R; ++i) {
-            const float a0 = bf16_to_f32(static_cast<uint16_t>(A[p * R + i]));
-            const float a1 = bf16_to_f32(static_cast<uint16_t>(A[p * R + i] >> 16));
+            const uint32_t w = A[p * a_step + i * a_row];
+            const float a0 = bf16_to_f32(static_cast<uint16_t>(w));
+            const float a1 = bf16_to_f32(static_cast<uint16_t>(w >> 16));
             for (int j = 0; j < NR; ++j) acc[i][j] += a0 * b0[j] + a1 * b1[j];
         }
     }
@@ -285,6 +289,14 @@ DJ_INLINE void micro_kernel(int64_t kp, const uint32_t* DJ_RESTRICT A, const uin
             C[i * ldc + j] = kPromote ? base + acc[i][j] * sa[i] * sb[j] : acc[i][j];
         }
 #endif
+}
+
+// The micro-kernel on a packed A panel of width R.
+template <int R, bool kPromote>
+DJ_INLINE void micro_kernel(int64_t kp, const uint32_t* DJ_RESTRICT A, const uint32_t* DJ_RESTRICT B,
+                            float* DJ_RESTRICT C, int64_t ldc, bool accumulate, const float* sa = nullptr,
+                            const float* sb = nullptr) {
+    micro_kernel_strided<R, kPromote>(kp, A, R, 1, B, C, ldc, accumulate, sa, sb);
 }
 
 // ---- BF16 row conversion helpers --------------------------------------------------------------

@@ -42,14 +42,25 @@ inline const ConvertTables& tables() {
     return t;
 }
 
-// 32 E4M3 bytes -> 32 BF16. Normal values only need their exponent re-biased (+120).
-DJ_INLINE __m512i e4m3x32_to_bf16(__m256i bytes, const ConvertTables& t) {
+// 32 E4M3 bytes -> 32 BF16 times 2^e, with bias = (120 + e) << 7 and small = the table of
+// magnitudes 0..7 times 2^e (scaled_small). Normal values only need their exponent re-biased.
+DJ_INLINE __m512i e4m3x32_to_bf16(__m256i bytes, __m512i bias, __m512i small) {
     const __m512i w = _mm512_cvtepu8_epi16(bytes);
     const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7F));
-    __m512i r = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(120 << 7));
-    r = _mm512_mask_permutexvar_epi16(r, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, t.e4m3_small);
+    __m512i r = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), bias);
+    r = _mm512_mask_permutexvar_epi16(r, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, small);
     r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7FC0));
-    return _mm512_or_si512(r, _mm512_slli_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8));
+    // r | (w << 8 & 0x8000): the sign, bit 7 of the byte
+    return _mm512_ternarylogic_epi32(r, _mm512_slli_epi16(w, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+}
+DJ_INLINE __m512i e4m3x32_to_bf16(__m256i bytes, const ConvertTables& t) {
+    return e4m3x32_to_bf16(bytes, _mm512_set1_epi16(120 << 7), t.e4m3_small);
+}
+// The subnormal table times 2^e (zero stays zero).
+DJ_INLINE __m512i scaled_small(const ConvertTables& t, int e) {
+    const __m512i nz = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                        1, 1, 1, 1, 1, 1, 1, 0);
+    return _mm512_add_epi16(t.e4m3_small, _mm512_mullo_epi16(nz, _mm512_set1_epi16(static_cast<short>(e * 128))));
 }
 
 // 32 bytes of E2M1 pairs (low nibble first) -> 64 BF16 in element order.
@@ -99,6 +110,29 @@ inline void to_bf16(const uint8_t* base, int type, int64_t first, int64_t n, uin
     }
 #endif
     for (; i < n; ++i) dst[i] = e2m1_to_bf16(static_cast<uint8_t>((src[i / 2] >> ((i & 1) * 4)) & 0xF));
+}
+
+// to_bf16 times 2^e (exact; the caller keeps results in BF16's normal range). E4M3 applies the
+// scale inside the conversion; other types add it afterwards.
+inline void add_exponent(uint16_t* DJ_RESTRICT v, int64_t n, int e);
+inline void to_bf16_scaled(const uint8_t* base, int type, int64_t first, int64_t n, int e, uint16_t* DJ_RESTRICT dst) {
+#ifdef DJ_HAVE_AVX512
+    if (type == kE4M3 && n > 0) {
+        const ConvertTables& t = tables();
+        const __m512i bias = _mm512_set1_epi16(static_cast<short>((120 + e) << 7)), small = scaled_small(t, e);
+        const uint8_t* src = base + first;
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32)
+            _mm512_storeu_si512(dst + i, e4m3x32_to_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)), bias, small));
+        if (i < n) {
+            const __mmask32 m = static_cast<__mmask32>((1ull << (n - i)) - 1);
+            _mm512_mask_storeu_epi16(dst + i, m, e4m3x32_to_bf16(_mm256_maskz_loadu_epi8(m, src + i), bias, small));
+        }
+        return;
+    }
+#endif
+    to_bf16(base, type, first, n, dst);
+    add_exponent(dst, n, e);
 }
 
 // dst[i] *= 2^e exactly (non-zero BF16 values; the caller keeps results in the normal range).
