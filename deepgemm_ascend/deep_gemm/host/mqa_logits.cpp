@@ -133,44 +133,53 @@ void dg_paged_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, 
     const int qt = static_cast<int>(p[P_QTYPE]), kt = static_cast<int>(p[P_KVTYPE]), lt = static_cast<int>(p[P_LTYPE]);
     const bool clean = p[P_CLEAN] != 0;
     const int64_t kv_row = kt == kE2M1 ? D / 2 : D, q_row = qt == kE2M1 ? D / 2 : D, hp = ceil_div(H, 32) * 32;
-    // Work items: (batch, chunk of 32 positions); a chunk never straddles a page (block_kv % 32 == 0
+    // Work items: (batch, run of up to CHUNKS chunks of 32 positions), so each query is packed
+    // once per run rather than once per chunk. A chunk never straddles a page (block_kv % 32 == 0
     // upstream; smaller pages are handled token by token below).
+    constexpr int64_t CHUNKS = 8;
     std::vector<int64_t> items;
     for (int64_t b = 0; b < B; ++b) {
         int64_t ctx = 0;
         for (int64_t t = 0; t < next_n; ++t) ctx = std::max<int64_t>(ctx, context_lens[b * next_n + t]);
         ctx = std::min(ctx, max_blocks * block_kv);
-        for (int64_t c = 0; c < ceil_div(ctx, NR); ++c) items.push_back(b << 32 | c);
+        for (int64_t c = 0; c < ceil_div(ctx, NR); c += CHUNKS) items.push_back(b << 32 | c);
     }
     dj::parallel_for_dynamic(static_cast<int64_t>(items.size()), threads, [&](int64_t it) {
-        const int64_t b = items[it] >> 32, c0 = (items[it] & 0xFFFFFFFF) * NR;
+        const int64_t b = items[it] >> 32, first = items[it] & 0xFFFFFFFF;
         std::vector<uint16_t> tmp(std::max<int64_t>(hp, NR) * (D + 2));
-        auto qp = alloc<uint32_t>(hp * D / 2);
+        auto qp = alloc<uint32_t>(next_n * hp * D / 2);
         auto kvp = alloc<uint32_t>(NR * D / 2);
         alignas(64) float tile[MR * NR], sc[NR], kscale[NR];
         int64_t ctx_max = 0;
         for (int64_t t = 0; t < next_n; ++t) ctx_max = std::max<int64_t>(ctx_max, context_lens[b * next_n + t]);
-        const int64_t n = std::min<int64_t>(NR, std::min(ctx_max, max_blocks * block_kv) - c0);
-        pack_kv_panel(n, D, [&](int64_t t, uint16_t* out) {
-            const int64_t pos = c0 + t, blk = block_table[b * max_blocks + pos / block_kv], off = pos % block_kv;
-            const uint8_t* pg = cache + blk * page;
-            const uint8_t* scale = pg + block_kv * kv_row + off * 4;
-            row_to_bf16(pg + off * kv_row, kt, D, nullptr, scale, out);
-            float s;
-            std::memcpy(&s, scale, 4);
-            kscale[t] = kt == kE4M3 ? s : 1.0f;
-        }, tmp.data(), kvp.get());
-        for (int64_t t = n; t < NR; ++t) kscale[t] = 1.0f;
+        ctx_max = std::min(ctx_max, max_blocks * block_kv);
         for (int64_t t = 0; t < next_n; ++t) {
-            const int64_t r = b * next_n + t, ctx = context_lens[r];
-            pack_query(q + r * H * q_row, qt, H, D, q_sf ? q_sf + r * H * (D / 32) : nullptr, tmp.data(), qp.get());
-            panel_scores(qp.get(), H, D, kvp.get(), kscale, weights + r * H, tile, sc);
-            for (int64_t j = 0; j < NR && c0 + j < W; ++j) {
-                const bool valid = c0 + j < ctx && j < n;
-                if (valid)
-                    store(logits, lt, r * ld + c0 + j, sc[j]);
-                else if (clean)
-                    store(logits, lt, r * ld + c0 + j, -std::numeric_limits<float>::infinity());
+            const int64_t r = b * next_n + t;
+            pack_query(q + r * H * q_row, qt, H, D, q_sf ? q_sf + r * H * (D / 32) : nullptr, tmp.data(),
+                       qp.get() + t * hp * D / 2);
+        }
+        for (int64_t c0 = first * NR; c0 < std::min(ctx_max, (first + CHUNKS) * NR); c0 += NR) {
+            const int64_t n = std::min<int64_t>(NR, ctx_max - c0);
+            pack_kv_panel(n, D, [&](int64_t t, uint16_t* out) {
+                const int64_t pos = c0 + t, blk = block_table[b * max_blocks + pos / block_kv], off = pos % block_kv;
+                const uint8_t* pg = cache + blk * page;
+                const uint8_t* scale = pg + block_kv * kv_row + off * 4;
+                row_to_bf16(pg + off * kv_row, kt, D, nullptr, scale, out);
+                float s;
+                std::memcpy(&s, scale, 4);
+                kscale[t] = kt == kE4M3 ? s : 1.0f;
+            }, tmp.data(), kvp.get());
+            for (int64_t t = n; t < NR; ++t) kscale[t] = 1.0f;
+            for (int64_t t = 0; t < next_n; ++t) {
+                const int64_t r = b * next_n + t, ctx = context_lens[r];
+                panel_scores(qp.get() + t * hp * D / 2, H, D, kvp.get(), kscale, weights + r * H, tile, sc);
+                for (int64_t j = 0; j < NR && c0 + j < W; ++j) {
+                    const bool valid = c0 + j < ctx && j < n;
+                    if (valid)
+                        store(logits, lt, r * ld + c0 + j, sc[j]);
+                    else if (clean)
+                        store(logits, lt, r * ld + c0 + j, -std::numeric_limits<float>::infinity());
+                }
             }
         }
     });
