@@ -1,11 +1,14 @@
 """Speed of host MQA logits (vs torch BF16 matmul throughput) and scale transforms (vs copy bandwidth).
 
 Targets (issue 4): MQA logits >= 0.6x torch BF16 matmul throughput on 2*S*S_kv*H*D FLOPs;
-scale transforms >= 0.5x the copy bandwidth measured in the same run."""
+scale transforms >= 0.5x the copy bandwidth measured in the same run. Op and baseline are timed
+alternately, best of each (see host/_paired.py)."""
 import pytest
 import torch
 
 from deep_gemm import host as H
+
+from .host._paired import paired
 
 pytestmark = pytest.mark.bench
 
@@ -19,9 +22,9 @@ def test_bench_mqa_logits(bench):
     ks = torch.zeros(s, dtype=torch.int32)
     ke = torch.full((s,), s_kv, dtype=torch.int32)
     logits = torch.empty(s, s_kv)
-    t = bench.time(lambda: H.mqa_logits(q, None, kv, kv_sf, w, ks, ke, logits), warmup=1, reps=3)
     qb, kvb = torch.randn(s * h, d).bfloat16(), torch.randn(s_kv, d).bfloat16()
-    t0 = bench.time(lambda: qb @ kvb.T, warmup=1, reps=3)   # the same FLOPs as one BF16 matmul
+    # the baseline is one BF16 matmul of the same FLOPs
+    t, t0 = paired(lambda: H.mqa_logits(q, None, kv, kv_sf, w, ks, ke, logits), lambda: qb @ kvb.T, 2)
     bench.record("deep_gemm", "fp8_mqa_logits", f"{s}x{s_kv}x{h}x{d}", t, flops=2 * s * s_kv * h * d,
                  baseline="torch bf16 matmul, same flops", baseline_seconds=t0)
 
@@ -37,28 +40,28 @@ def test_bench_paged_mqa_logits(bench):
     lens = torch.full((b, 1), ctx, dtype=torch.int32)
     table = torch.arange(b * pages, dtype=torch.int32).view(b, pages)
     logits = torch.empty(b, ctx)
-    t = bench.time(lambda: H.paged_mqa_logits(q, None, cache, w, lens, table, logits), warmup=1, reps=3)
     qb, kvb = torch.randn(h, d).bfloat16(), torch.randn(ctx, d).bfloat16()
-    t0 = bench.time(lambda: [qb @ kvb.T for _ in range(b)], warmup=1, reps=3)
+    t, t0 = paired(lambda: H.paged_mqa_logits(q, None, cache, w, lens, table, logits),
+                   lambda: [qb @ kvb.T for _ in range(b)], 5)
     bench.record("deep_gemm", "fp8_paged_mqa_logits", f"{b}x{ctx}x{h}x{d}", t, flops=2 * b * ctx * h * d,
                  baseline="torch bf16 matmul per batch row", baseline_seconds=t0)
 
 
-@pytest.mark.parametrize("mn,sk", [(8192, 56), (4096, 56)])
+# Scale tensors of real problems: a 4096-token prefill's activations (4096 x 7168 / 128), the
+# 8 x 512-row MoE groups (the same 4096 rows), an 8192-token prefill and a 64k-token batch.
+@pytest.mark.parametrize("mn,sk", [(4096, 56), (8192, 56), (65536, 56)])
 def test_bench_sf_pack(bench, mn, sk):
     sf = torch.exp2(torch.randint(-20, 10, (mn, sk)).float())
     words = -(-sk // 4)
     out = torch.empty(words, mn, dtype=torch.int32).T
-    t = bench.time(lambda: H.pack_sf_ue8m0(sf, out), reps=21)
     nbytes = sf.numel() * 4 + out.numel() * 4
     src, dst = torch.empty(nbytes // 8, dtype=torch.int32), torch.empty(nbytes // 8, dtype=torch.int32)
-    t0 = bench.time(lambda: dst.copy_(src), reps=21)
+    t, t0 = paired(lambda: H.pack_sf_ue8m0(sf, out), lambda: dst.copy_(src), 51)
     bench.record("deep_gemm", "sf -> packed ue8m0 mn-major", f"{mn}x{sk}", t, nbytes=nbytes,
                  baseline="torch copy, same bytes", baseline_seconds=t0)
     tt = torch.empty(sk, mn).T
-    t1 = bench.time(lambda: H.transpose_sf(sf, tt), reps=21)
     nb = sf.numel() * 8
     src2, dst2 = torch.empty(nb // 8), torch.empty(nb // 8)
-    t2 = bench.time(lambda: dst2.copy_(src2), reps=21)
+    t1, t2 = paired(lambda: H.transpose_sf(sf, tt), lambda: dst2.copy_(src2), 51)
     bench.record("deep_gemm", "sf -> fp32 mn-major", f"{mn}x{sk}", t1, nbytes=nb,
                  baseline="torch copy, same bytes", baseline_seconds=t2)
