@@ -1,4 +1,6 @@
 """The one deepjit library object of tile_kernels and the device dispatch helper."""
+import os
+
 import torch
 
 import deepjit
@@ -18,8 +20,22 @@ def host_kernel(name: str, source: str, **defines):
     return LIB.host_kernel(name, f"host/{source}", defines)
 
 
+_CPU_COUNT = os.cpu_count() or 1
+_explicit_threads: list[int] = []  # set_num_sms's value, once called
+
+
+def set_threads(n: int) -> None:
+    LIB.set_num_threads(n)
+    _explicit_threads[:] = [n]
+
+
 def threads() -> int:
-    return LIB.num_threads
+    """LIB.num_threads (an explicit setting, else TK_/DJ_NUM_THREADS, else the core count) with
+    the core count read once: os.cpu_count() costs several microseconds per call, as much as a
+    small kernel."""
+    if _explicit_threads:
+        return _explicit_threads[0]
+    return LIB.env.get_int("NUM_THREADS", None) or _CPU_COUNT
 
 
 _HUGE = 1 << 21

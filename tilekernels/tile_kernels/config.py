@@ -4,7 +4,7 @@ but the shapes of persistent-grid partials (engram_gate_bwd's grad_w_partial) do
 import functools
 import os
 
-from ._lib import LIB
+from ._lib import set_threads, threads
 
 
 @functools.cache
@@ -17,11 +17,11 @@ def set_num_sms(num_sms: int) -> None:
         raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
     if not 0 < num_sms <= get_device_num_sms():
         raise ValueError(f"num_sms must be in [1, {get_device_num_sms()}], got {num_sms}")
-    LIB.set_num_threads(num_sms)
+    set_threads(num_sms)
 
 
 def get_num_sms() -> int:
-    return LIB.num_threads
+    return threads()
 
 
 def get_max_smem_per_sm() -> int:

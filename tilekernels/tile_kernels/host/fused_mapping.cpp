@@ -21,13 +21,14 @@ void tk_fused_mapping(int32_t* p2e, int32_t* p2t, int32_t* p2tt, int32_t* t2p, i
     std::fill(p2e, p2e + P, -1);
     std::fill(p2t, p2t + P, -1);
     std::fill(p2tt, p2tt + P, -1);
-    for (int64_t i = 0; i < T * K; ++i) {
-        const int64_t e = idx[i];
-        if (e < 0) { t2p[i] = -1; continue; }
-        const int64_t p = next[e]++;
-        t2p[i] = static_cast<int32_t>(p);
-        p2e[p] = static_cast<int32_t>(e);
-        p2t[p] = static_cast<int32_t>(i / K);
-        p2tt[p] = static_cast<int32_t>(i);
-    }
+    for (int64_t t = 0, i = 0; t < T; ++t)
+        for (int64_t k = 0; k < K; ++k, ++i) {
+            const int64_t e = idx[i];
+            if (e < 0) { t2p[i] = -1; continue; }
+            const int64_t p = next[e]++;
+            t2p[i] = static_cast<int32_t>(p);
+            p2e[p] = static_cast<int32_t>(e);
+            p2t[p] = static_cast<int32_t>(t);
+            p2tt[p] = static_cast<int32_t>(i);
+        }
 }

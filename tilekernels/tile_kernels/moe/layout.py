@@ -13,7 +13,7 @@ from ..reference import moe as ref
 
 def _index_range(name: str, t: torch.Tensor, hi: int) -> None:
     if t.numel():
-        lo_v, hi_v = int(t.min()), int(t.max())
+        lo_v, hi_v = (int(v) for v in torch.aminmax(t))  # one pass over the indices
         if lo_v < -1 or hi_v >= hi:
             raise ValueError(f"{name} entries must be -1 or in [0, {hi}), got values in [{lo_v}, {hi_v}]")
 
@@ -48,8 +48,15 @@ def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch
 
 
 def normalize_weight(topk_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(den, topk_weights / den)`` with den the FP32 row sum from 1e-20, in column order."""
     C.tensor("topk_weights", topk_weights, dtypes=(torch.float32,), ndim=2, contiguous=True)
-    return ref.normalize_weight(topk_weights)
+    if not use_host(topk_weights):
+        return ref.normalize_weight(topk_weights)
+    t, k = topk_weights.shape
+    den, out = torch.empty(t, dtype=torch.float32), torch.empty((t, k), dtype=torch.float32)
+    if t:
+        host_kernel("tk_normalize_weight", "normalize_weight.cpp")(den, out, topk_weights, t, k, threads())
+    return den, out
 
 
 def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank: int, num_tp_ranks: int) -> torch.Tensor:
@@ -62,7 +69,7 @@ def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank
         return ref.mask_indices_by_tp(indices, n, num_ep_ranks, tp_rank, num_tp_ranks)
     flat = indices.contiguous().view(-1, 1)
     out = torch.empty_like(flat)
-    _index_op(_MASK_TP, out, flat, 0, n // num_ep_ranks, tp_rank, num_tp_ranks)
+    _index_op(_MASK_TP, out, flat, n, n // num_ep_ranks, tp_rank, num_tp_ranks)
     return out.view(indices.shape)
 
 
