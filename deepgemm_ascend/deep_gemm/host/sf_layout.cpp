@@ -13,6 +13,11 @@
 #include <algorithm>
 #include <cstring>
 
+// GCC 12 flags the undefined pass-through operand inside AVX-512 intrinsics as uninitialised.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace {
 enum : int { P_MODE, P_B, P_MN, P_SK, P_WORDS, P_GRAN, P_ISB, P_ISM, P_ISK, P_OSB, P_OSM, P_OSK, P_BYTES };
 enum Mode : int { kCopy = 0, kPack = 1, kUnpack = 2 };
@@ -21,6 +26,7 @@ constexpr int64_t BLOCK = 128;
 struct Shape {
     int64_t MN, SK, words, gran, isb, ism, isk, osb, osm, osk;
     int per_word, mode;
+    bool stream;   // output larger than the caches
 };
 
 #ifdef DJ_HAVE_AVX512
@@ -61,8 +67,11 @@ DJ_INLINE __m512i exponent_bytes(const uint32_t* row, int64_t k, int64_t SK) {
         e[q] = _mm512_cvtepi32_epi8(_mm512_srli_epi32(load16(row + k + 16 * q, SK - k - 16 * q), 23));
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(e[1], e[0])), _mm256_set_m128i(e[3], e[2]), 1);
 }
-DJ_INLINE void store16(uint32_t* p, int64_t n, __m512i v) {
-    if (n >= 16)
+// Whole aligned vectors of outputs too big for the caches bypass them (no read for ownership).
+DJ_INLINE void store16(uint32_t* p, int64_t n, __m512i v, bool stream) {
+    if (n >= 16 && stream && reinterpret_cast<uintptr_t>(p) % 64 == 0)
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+    else if (n >= 16)
         _mm512_storeu_si512(p, v);
     else
         _mm512_mask_storeu_epi32(p, lanes(n), v);
@@ -104,7 +113,7 @@ void transpose_block(const Shape& s, const uint32_t* src, uint32_t* dst, int64_t
         for (int64_t c = 0; c < gcols; ++c) {
             uint32_t* out = dst + (g0 + c) * s.osk;
             for (int64_t m = m_begin; m < m_end; m += 16)
-                store16(out + m, m_end - m, _mm512_load_si512(buf + c * BLOCK + (m - m_begin)));
+                store16(out + m, m_end - m, _mm512_load_si512(buf + c * BLOCK + (m - m_begin)), s.stream);
         }
     }
 }
@@ -152,9 +161,12 @@ void scalar_block(const Shape& s, const void* in, void* out, int64_t m0, int64_t
 
 DJ_KERNEL(dg_sf_layout, "ptr,ptr,ptr,i64")
 void dg_sf_layout(const int64_t* p, const void* in, void* out, int64_t threads) {
-    const Shape s{p[P_MN], p[P_SK], p[P_WORDS], std::max<int64_t>(p[P_GRAN], 1), p[P_ISB], p[P_ISM], p[P_ISK],
-                  p[P_OSB], p[P_OSM], p[P_OSK], static_cast<int>(p[P_BYTES]), static_cast<int>(p[P_MODE])};
-    const int64_t B = p[P_B], blocks = (s.MN + BLOCK - 1) / BLOCK;
+    const int64_t B = p[P_B], MN = p[P_MN], SK = p[P_SK], words = p[P_WORDS];
+    const int mode = static_cast<int>(p[P_MODE]), per_word = static_cast<int>(p[P_BYTES]);
+    const int64_t out_bytes = B * MN * (mode == kPack ? words * per_word : SK * 4);
+    const Shape s{MN, SK, words, std::max<int64_t>(p[P_GRAN], 1), p[P_ISB], p[P_ISM], p[P_ISK], p[P_OSB], p[P_OSM],
+                  p[P_OSK], per_word, mode, out_bytes > (int64_t(8) << 20)};
+    const int64_t blocks = (s.MN + BLOCK - 1) / BLOCK;
     const int64_t in_elem = s.mode == kUnpack ? s.per_word : 4, out_elem = s.mode == kPack ? s.per_word : 4;
 #ifdef DJ_HAVE_AVX512
     const bool fast = s.mode != kUnpack && s.isk == 1 && s.osm == 1 && (s.mode == kCopy || s.per_word == 4);
@@ -167,6 +179,7 @@ void dg_sf_layout(const int64_t* p, const void* in, void* out, int64_t threads) 
 #ifdef DJ_HAVE_AVX512
         if (fast) {
             transpose_block(s, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), m0, m1);
+            if (s.stream) _mm_sfence();   // streamed stores visible before the kernel returns
             return;
         }
 #endif
