@@ -65,3 +65,11 @@ def test_transpose_large():
     out = torch.empty(2, 41, 336).transpose(1, 2)[:, :333]
     H.transpose_sf(sf, out)
     assert torch.equal(out, sf)
+
+
+def test_transpose_streamed_output():
+    """An output over 8 MiB takes the streaming-store path."""
+    sf = torch.randn(40000, 60)
+    out = torch.empty(60, 40000).T
+    H.transpose_sf(sf, out)
+    assert torch.equal(out, sf)
