@@ -31,3 +31,21 @@ def test_block_scales(backend, block, round_sf, fmt):
     q, sf = ref.cast(x, fmt, block, round_sf=round_sf)
     for out in ("fp32", "bf16"):
         assert_equal(tile_kernels.quant.cast_back((q, sf), out, block), ref.cast_back((q, sf), out, block))
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("out", ["bf16", "fp32"])
+def test_every_code_and_extreme_scales(host, fmt, out):
+    """All 256 data bytes (E4M3 NaN codes included) under scales that keep the products normal,
+    make them FP32-subnormal, zero, or large: the kernel's hardware BF16 path must agree with the
+    reference wherever it is taken and step aside where it would flush or mishandle NaN."""
+    scales = [1.0, 3.1e-3, 2.0 ** -117, 2.0 ** -118, 2.0 ** -130, 0.0, 2.0 ** 119, 2.0 ** 121, -0.75]
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).repeat(len(scales), 2)  # (rows, 512) bytes
+    if fmt == "e4m3":
+        data = codes.view(torch.float8_e4m3fn)
+    else:
+        data = codes.view(torch.int8)
+    hidden = data.shape[1] * (2 if fmt == "e2m1" else 1)
+    sf = torch.tensor(scales, dtype=torch.float32).unsqueeze(1).repeat(1, hidden // 128)
+    got = tile_kernels.quant.per_token_cast_back((data, sf), out, 128)
+    assert_equal(got, ref.cast_back((data, sf), out, (1, 128)))
