@@ -161,7 +161,7 @@ class EPBuffer(BufferBase):
                     a.num_experts, a.expert_alignment, int(a.do_expand), int(a.topk_weights is not None),
                     int(handle is not None)]
 
-        self._session.start("dispatch", _DISPATCH_SIGNATURE, check)
+        self._session.start("dispatch", _DISPATCH_SIGNATURE, check, counts=lambda: state["plan"].send_counts)
         a, plan = state["args"], state["plan"]
         session = self._session
         session.guard(lambda: engine.exchange_counts(a, plan))

@@ -94,9 +94,10 @@ class CommSession:
             except BaseException:
                 pass  # reported to whoever waits on that epilogue; the break is recorded
 
-    def start(self, op: str, names: tuple, check: Callable[[], list]):
+    def start(self, op: str, names: tuple, check: Callable[[], list], counts: Callable | None = None):
         """Run ``check()`` (local validation; returns the signature values, named by ``names``),
-        then the handshake. Returns ``check``'s result list on success; raises on every rank otherwise."""
+        then the handshake, which also carries ``counts()`` (a dispatch's count rows) where the
+        transport can. Returns ``check``'s result list on success; raises on every rank otherwise."""
         if self.broken is not None:
             raise BufferBrokenError(f"deep_ep: the buffer is unusable after an earlier communication failure "
                                     f"({self.broken}); destroy it and create a new one")
@@ -107,8 +108,9 @@ class CommSession:
             signature = check()
         except (ValueError, TypeError) as exc:
             error = exc
+        early = counts() if counts is not None and error is None else None
         rows = self.guard(lambda: self.transport.begin(self._seq, [int(v) for v in signature], str(error) if error
-                                                       else None))
+                                                       else None, early))
         if error is not None:
             raise error
         for peer, (_, msg) in enumerate(rows):

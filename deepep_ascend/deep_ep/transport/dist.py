@@ -21,7 +21,8 @@ class DistTransport:
         self._send = self._recv = None
         self._counts = None
 
-    def begin(self, seq: int, signature: list[int], error: str | None):
+    def begin(self, seq: int, signature: list[int], error: str | None, counts: torch.Tensor | None = None):
+        """``counts`` (dispatch) are exchanged later by ``post_counts``."""
         rows = [None] * self.num_ranks
         dist.all_gather_object(rows, (list(signature), error), group=self.group)
         return rows

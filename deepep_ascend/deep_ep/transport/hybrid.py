@@ -28,7 +28,7 @@ class HybridTransport(DistTransport):
         self._region = {g: self.window.data_ptr(i) + CTRL_BYTES for g, i in self.local.items()}
         self._seq = 0
 
-    def begin(self, seq: int, signature: list[int], error: str | None):
+    def begin(self, seq: int, signature: list[int], error: str | None, counts: torch.Tensor | None = None):
         self._seq = seq
         return super().begin(seq, signature, error)
 

@@ -2,7 +2,9 @@
 
 Each rank's window data region holds a control block (the handshake signature and an error
 message, two copies used by alternate operations: a rank that has moved on to operation s+1 must
-not overwrite what a slower peer is still reading for operation s) and then the operation region: for dispatch ``[R count rows][R blocks of M slots]``,
+not overwrite what a slower peer is still reading for operation s; and the dispatch count block
+``[R sources, R destinations, C]``, written by each source together with its handshake, so one
+signal round carries both) and then the operation region: for dispatch ``[R count rows][R blocks of M slots]``,
 one block per source rank, for combine ``[R blocks of M rows]`` (or ``[M, K]`` rows without
 multiple reduction). After the operation region comes the output arena: dispatch outputs are
 allocated there when it has room, the receiver publishes where they are, and senders write tokens
@@ -21,11 +23,13 @@ import torch
 
 from deepjit.symm import SymmetricWindow, SymmetricWindowError
 
-CTRL_BYTES = 8192
 SIG_WORDS = 32
 MSG_BYTES = 1536
 LAYOUT_WORDS = 32
 LAYOUT_OFFSET = 2 * SIG_WORDS * 8 + 2 * MSG_BYTES
+CTRL_COUNTS_OFFSET = 4096
+CTRL_COUNTS_BYTES = 32768   # count blocks larger than this go through the operation region instead
+CTRL_BYTES = CTRL_COUNTS_OFFSET + CTRL_COUNTS_BYTES
 
 
 class ShmTransport:
@@ -53,10 +57,22 @@ class ShmTransport:
         self._arena: list[tuple[int, torch.Tensor]] = []   # (offset, block) handed out as outputs
         self._seq = 0
         self._counts_shape = None
+        self._early_counts = None
 
     # ---- handshake ---------------------------------------------------------------------------
-    def begin(self, seq: int, signature: list[int], error: str | None) -> list[list[int]]:
+    def begin(self, seq: int, signature: list[int], error: str | None,
+              counts: torch.Tensor | None = None) -> list[list[int]]:
+        """With ``counts`` (a dispatch's ``[R, C]`` count rows) they are posted before this rank's
+        handshake signal, so ``recv_counts`` needs no signal round of its own. A single copy is
+        enough: a peer reads its counts before it sends its data, and this rank started operation
+        ``seq`` only after receiving every peer's data of its previous dispatch."""
         self._seq = seq
+        self._early_counts = None
+        if counts is not None and counts.numel() * self.num_ranks * 4 <= CTRL_COUNTS_BYTES:
+            R, C = counts.shape
+            for d in range(R):
+                self.window.tensor(d, torch.int32, (R, R, C), CTRL_COUNTS_OFFSET)[self.rank].copy_(counts)
+            self._early_counts = (R, R, C)
         copy = seq % 2
         sig = torch.tensor(signature + [0] * (SIG_WORDS - len(signature)), dtype=torch.int64)
         sig[SIG_WORDS - 1] = 1 if error else 0
@@ -85,6 +101,8 @@ class ShmTransport:
         where its tokens land in every destination's outputs."""
         R, C = counts.shape
         self._counts_shape = (R, R, C)
+        if self._early_counts == self._counts_shape:
+            return  # posted with the handshake
         for d in range(R):
             self.region(d, torch.int32, (R, R, C))[self.rank].copy_(counts)
         self.window.notify_lanes(R, self._seq)
@@ -92,6 +110,8 @@ class ShmTransport:
     def recv_counts(self) -> torch.Tensor:
         """``[R sources, R destinations, C]``: every rank's count rows."""
         R = self.num_ranks
+        if self._early_counts == self._counts_shape:
+            return self.window.tensor(self.rank, torch.int32, self._counts_shape, CTRL_COUNTS_OFFSET).clone()
         self.window.wait_lanes(R, self._seq, what=f"deep_ep operation {self._seq}: waiting for count rows")
         return self.region(self.rank, torch.int32, self._counts_shape).clone()
 

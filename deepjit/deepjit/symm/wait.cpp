@@ -1,7 +1,8 @@
 // Bounded wait until every watched signal word reaches `target`.
 //
-// The loop spins briefly, then sleeps on the word (a shared futex the notifier wakes), because
-// ranks usually share few cores: a waiter must not take CPU time from the peer it waits for.
+// The loop spins briefly, yields for up to 200 us, then sleeps on the word (a shared futex the
+// notifier wakes), because ranks usually share few cores: a long waiter must not take CPU time
+// from the peer it waits for, and a futex wake-up is immediate where timed naps were not.
 // Sleeps last at most a millisecond, so about once a millisecond it checks the abort word of this
 // rank's header (abort does not wake sleepers) and whether a peer process has exited (pidfds
 // become readable when the process terminates, even before it is reaped).
@@ -10,12 +11,15 @@
 
 #include <immintrin.h>
 #include <poll.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
 #include <vector>
 
 namespace {
+
+constexpr int64_t kYieldNs = 200000;  // yield this long before sleeping on the futex
 
 int64_t now_ns() {
     timespec ts;
@@ -61,6 +65,10 @@ void symm_wait(const uint64_t* addresses, int64_t count, int64_t target, const i
             if (dead >= 0) { status[0] = kPeerDied; status[1] = dead; status[2] = seen; return; }
             if (now - start >= timeout_ns) { status[0] = kTimeout; status[1] = i; status[2] = seen; return; }
         }
-        futex_sleep(reinterpret_cast<const int64_t*>(addresses[i]), seen, std::min<int64_t>(next_check - now, 1000000));
+        if (now - start < kYieldNs) {
+            sched_yield();  // short waits: stay runnable, the answer is usually microseconds away
+        } else {
+            futex_sleep(reinterpret_cast<const int64_t*>(addresses[i]), seen, std::min<int64_t>(next_check - now, 1000000));
+        }
     }
 }
