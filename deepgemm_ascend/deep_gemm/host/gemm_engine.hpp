@@ -90,33 +90,34 @@ struct Output {
 // or gathered element by element (layouts that are neither K- nor MN-major).
 inline void rows_to_bf16(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int64_t k0,
                          int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint16_t* out, int64_t ld) {
+    // Scale segments are the same for every row and scale rows advance by counting, so the
+    // divisions happen once per call (they cost more than converting a short row).
+    const int64_t kb_first = op.fold ? (k0 - k_first) / op.gk : 0;
+    const int64_t first_end = op.fold ? std::min(kv, k_first + (kb_first + 1) * op.gk - k0) : kv;
+    int64_t sf_row = op.fold ? mn0 / op.gmn : 0, sf_rem = op.fold ? mn0 % op.gmn : 0;
     for (int64_t r = 0; r < nrows; ++r) {
         uint16_t* t = out + r * ld;
         int64_t done = 0;
         if (r < mv) {
             const int64_t mn = mn0 + r;
             done = kv;
-            if (op.k_major() && op.fold) {   // one scale per segment, applied in the conversion
-                for (int64_t k = 0; k < kv;) {
-                    const int64_t kb = (k0 + k - k_first) / op.gk;
-                    const int64_t seg_end = std::min(kv, k_first + (kb + 1) * op.gk - k0);
-                    to_bf16_scaled(op.row_base(g, mn), op.type, k0 + k, seg_end - k,
-                                   scale_exponent(op.scale(g, mn, kb0 + kb)), t + k);
-                    k = seg_end;
-                }
-            } else if (op.k_major()) {
-                to_bf16(op.row_base(g, mn), op.type, k0, kv, t);
-            } else {
+            if (!op.k_major())
                 for (int64_t k = 0; k < kv; ++k) t[k] = op.element(g, mn, k0 + k);
-                for (int64_t k = 0; op.fold && k < kv;) {
-                    const int64_t kb = (k0 + k - k_first) / op.gk;
-                    const int64_t seg_end = std::min(kv, k_first + (kb + 1) * op.gk - k0);
-                    add_exponent(t + k, seg_end - k, scale_exponent(op.scale(g, mn, kb0 + kb)));
-                    k = seg_end;
+            if (!op.fold) {
+                if (op.k_major()) to_bf16(op.row_base(g, mn), op.type, k0, kv, t);
+            } else {
+                const float* sf = op.sf + g * op.sfg + sf_row * op.sfmn + (kb0 + kb_first) * op.sfk;
+                for (int64_t k = 0, end = first_end; k < kv; k = end, end = std::min(kv, end + op.gk), sf += op.sfk) {
+                    const int e = scale_exponent(*sf);
+                    if (op.k_major())   // the scale applied inside the conversion
+                        to_bf16_scaled(op.row_base(g, mn), op.type, k0 + k, end - k, e, t + k);
+                    else
+                        add_exponent(t + k, end - k, e);
                 }
+                if (++sf_rem == op.gmn) sf_rem = 0, ++sf_row;
             }
         }
-        std::memset(t + done, 0, (kcp - done) * 2);
+        if (kcp > done) std::memset(t + done, 0, (kcp - done) * 2);
     }
 }
 
@@ -406,8 +407,18 @@ private:
         for (int64_t n0 = c0; n0 < std::min(n_, c0 + 64); n0 += R) {
             const int64_t nv = std::min<int64_t>(R, n_ - n0);
             for (int64_t kb = 0; kb < p.nkb; ++kb) {
-                const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
-                rows_to_bf16(b_, job.b_g, n0, nv, R, job.k0 + kb * kc_, kv, kcp, job.k0, job.kb0, s.tmp.get(), ld);
+                const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb), k0 = job.k0 + kb * kc_;
+                // Whole blocks of plain BF16 rows are read in place; anything else is converted.
+                const bool in_place = b_.type == kBF16 && !b_.fold && nv == R && kv == kcp && k0 % 2 == 0 &&
+                                      b_.smn % 2 == 0 && reinterpret_cast<uintptr_t>(b_.ptr) % 4 == 0;
+                const uint32_t* brows = reinterpret_cast<const uint32_t*>(s.tmp.get());
+                int64_t bld = ld / 2;
+                if (in_place) {
+                    brows = reinterpret_cast<const uint32_t*>(b_.row_base(job.b_g, n0) + 2 * k0);
+                    bld = b_.smn / 2;
+                } else {
+                    rows_to_bf16(b_, job.b_g, n0, nv, R, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), ld);
+                }
                 if (promote_)
                     block_scales(b_, job.b_g, n0, nv, R, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1), sb);
                 // The rows' next K block (or the next rows' first) comes from DRAM in 8 short
@@ -416,16 +427,15 @@ private:
                     prefetch_rows(b_, job.b_g, n0, nv, job.k0 + (kb + 1) * kc_, kc_);
                 else if (n0 + R < n_)
                     prefetch_rows(b_, job.b_g, n0 + R, std::min<int64_t>(R, n_ - n0 - R), job.k0, kc_);
-                const uint32_t* brows = reinterpret_cast<const uint32_t*>(s.tmp.get());
                 const uint32_t* ablk = p.a.get() + kb * p.mpad * kc_ / 2;
                 const float* sa = p.sa.get() + kb * p.mpad;
                 for (int64_t jp = 0; jp < apanels; ++jp) {
                     const uint32_t* A = ablk + jp * NR * kcp / 2;
                     if (promote_)
-                        micro_kernel_strided<R, true>(kcp / 2, brows, 1, ld / 2, A, acc + jp * NR, p.mpad, kb > 0, sb,
+                        micro_kernel_strided<R, true>(kcp / 2, brows, 1, bld, A, acc + jp * NR, p.mpad, kb > 0, sb,
                                                       sa + jp * NR);
                     else
-                        micro_kernel_strided<R, false>(kcp / 2, brows, 1, ld / 2, A, acc + jp * NR, p.mpad, kb > 0,
+                        micro_kernel_strided<R, false>(kcp / 2, brows, 1, bld, A, acc + jp * NR, p.mpad, kb > 0,
                                                        nullptr, nullptr);
                 }
             }

@@ -79,8 +79,18 @@ DJ_INLINE void e2m1x64_to_bf16(__m256i bytes, const ConvertTables& t, __m512i& o
 // nibbles and must be even (runs start on a byte).
 inline void to_bf16(const uint8_t* base, int type, int64_t first, int64_t n, uint16_t* DJ_RESTRICT dst) {
     if (n <= 0) return;
-    if (type == kBF16) {
-        std::memcpy(dst, base + 2 * first, 2 * n);
+    if (type == kBF16) {   // short runs: a vector loop beats memcpy's start-up cost
+        const uint16_t* src = reinterpret_cast<const uint16_t*>(base) + first;
+        int64_t i = 0;
+#ifdef DJ_HAVE_AVX512
+        for (; i + 32 <= n; i += 32) _mm512_storeu_si512(dst + i, _mm512_loadu_si512(src + i));
+        if (i < n) {
+            const __mmask32 m = static_cast<__mmask32>((1ull << (n - i)) - 1);
+            _mm512_mask_storeu_epi16(dst + i, m, _mm512_maskz_loadu_epi16(m, src + i));
+        }
+#else
+        std::memcpy(dst, src, 2 * n);
+#endif
         return;
     }
     int64_t i = 0;
