@@ -132,7 +132,12 @@ class HostEngine:
         if a.topk_weights is not None:
             parts.append(("w", (exp_rows,) if a.do_expand else (rows, K), torch.float32))
         parts.append(("meta", (rows, K + 2), torch.int32))
-        t = self._direct_outputs(parts) if self._shm else None
+        # Without CPU sync every rank's outputs have the same worst-case size; when that exceeds the
+        # arena (e.g. the packed low-latency layout), every rank knows that no one writes directly
+        # and the layout round is skipped.
+        plan.layout_round = self._shm and not (a.handle is None and not a.do_cpu_sync
+                                               and _block_bytes(parts) > self.transport.arena_bytes)
+        t = self._direct_outputs(parts) if plan.layout_round else None
         direct = t is not None
         if t is None:
             t = self._private_outputs(parts, a.x.device)
@@ -150,7 +155,7 @@ class HostEngine:
         out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank, psum_expert,
                               true.int(), aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
         out.direct = direct
-        if self._shm:
+        if plan.layout_round:
             self._publish(out)
         return out
 
@@ -219,7 +224,7 @@ class HostEngine:
         R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         slot = self.slot_layout(a)
         direct = row_base = expert_base = None
-        if self._shm:
+        if plan.layout_round:
             direct, row_base, expert_base = self._direct_targets(a, plan)
         base = self.transport.send_bases(plan.send_tokens, slot.slot_bytes, COUNTS_BYTES, M * slot.slot_bytes)
         sf = a.sf
@@ -331,6 +336,10 @@ def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor
     if packed_stride:
         return torch.arange(aligned.shape[0]) * packed_stride
     return torch.cumsum(aligned, 0) - aligned
+
+
+def _block_bytes(parts) -> int:
+    return sum(align(_numel(shape) * torch.empty((), dtype=dtype).element_size(), 64) for _, shape, dtype in parts)
 
 
 def _address(base: int, offset: int) -> int:

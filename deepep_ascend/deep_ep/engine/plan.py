@@ -22,6 +22,7 @@ class RoutePlan:
     all_counts: torch.Tensor | None = None   # [R sources, R destinations, C]: shared-memory transport only
     num_rows: int = 0
     num_expanded: int = 0
+    layout_round: bool = False   # receivers publish where their outputs are (shared-memory transport)
 
     @property
     def send_tokens(self) -> torch.Tensor:
