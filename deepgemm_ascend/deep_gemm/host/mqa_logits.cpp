@@ -6,6 +6,7 @@
 #include <deepjit/host/gemm_bf16.hpp>
 #include <deepjit/host/gemm_convert.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -40,19 +41,46 @@ void pack_query(const uint8_t* q, int type, int64_t H, int64_t D, const float* q
 }
 
 // 32 scores for tokens of one packed KV panel: sum_h w[h] * relu(scale[j] * q_h . kv_j).
+// w holds H weights padded with zeros to a multiple of MR (padded heads have zero queries).
 void panel_scores(const uint32_t* qpanels, int64_t H, int64_t D, const uint32_t* kvpanel, const float* kv_scale,
                   const float* w, float* tile, float* out) {
+#ifdef DJ_HAVE_AVX512_BF16
+    // Each 8-head block is reduced straight from the accumulator registers.
+    (void)tile;
+    const __m512 s0 = _mm512_loadu_ps(kv_scale), s1 = _mm512_loadu_ps(kv_scale + 16), zero = _mm512_setzero_ps();
+    __m512 o0 = zero, o1 = zero;
+    for (int64_t h0 = 0; h0 < H; h0 += MR) {
+        const uint32_t* A = qpanels + h0 * D / 2;
+        __m512 acc[MR][2];
+        for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = zero;
+        for (int64_t p = 0; p < D / 2; ++p) {
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(kvpanel + p * NR);
+            const __m512bh b1 = (__m512bh)_mm512_loadu_si512(kvpanel + p * NR + 16);
+            for (int i = 0; i < MR; ++i) {
+                const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(A[p * MR + i]));
+                acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+                acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+            }
+        }
+        for (int i = 0; i < MR; ++i) {
+            const __m512 wi = _mm512_set1_ps(w[h0 + i]);
+            o0 = _mm512_fmadd_ps(wi, _mm512_max_ps(_mm512_mul_ps(acc[i][0], s0), zero), o0);
+            o1 = _mm512_fmadd_ps(wi, _mm512_max_ps(_mm512_mul_ps(acc[i][1], s1), zero), o1);
+        }
+    }
+    _mm512_storeu_ps(out, o0);
+    _mm512_storeu_ps(out + 16, o1);
+#else
     for (int j = 0; j < NR; ++j) out[j] = 0.0f;
     for (int64_t h0 = 0; h0 < H; h0 += MR) {
         micro_kernel<MR, false>(D / 2, qpanels + h0 * D / 2, kvpanel, tile, NR, false);
-        const int64_t hv = std::min<int64_t>(MR, H - h0);
-        for (int64_t h = 0; h < hv; ++h) {
+        for (int64_t h = 0; h < MR; ++h) {
             const float wh = w[h0 + h];
             const float* t = tile + h * NR;
-#pragma omp simd
             for (int j = 0; j < NR; ++j) out[j] += wh * std::max(t[j] * kv_scale[j], 0.0f);
         }
     }
+#endif
 }
 
 void store(uint8_t* logits, int ltype, int64_t idx, float v) {
@@ -106,10 +134,12 @@ void dg_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, const 
         auto qp = alloc<uint32_t>(hp * D / 2);
         alignas(64) float tile[MR * NR], sc[NR];
         pack_query(q + i * H * q_row, qt, H, D, q_sf ? q_sf + i * H * (D / 32) : nullptr, tmp.data(), qp.get());
+        std::vector<float> w(hp, 0.0f);   // zero weights for the padded heads
+        std::copy(weights + i * H, weights + (i + 1) * H, w.begin());
         const int64_t lo = std::clamp<int64_t>(ks[i], 0, SKV), hi = std::clamp<int64_t>(ke[i], lo, SKV);
         const int64_t row = i * ld;
         for (int64_t pi = lo / NR; pi * NR < hi; ++pi) {
-            panel_scores(qp.get(), H, D, kvp.get() + pi * NR * D / 2, kscale.get() + pi * NR, weights + i * H, tile, sc);
+            panel_scores(qp.get(), H, D, kvp.get() + pi * NR * D / 2, kscale.get() + pi * NR, w.data(), tile, sc);
             for (int64_t j = std::max(lo, pi * NR); j < std::min(hi, (pi + 1) * NR); ++j) {
                 const int64_t col = compressed ? j - lo : j;
                 if (col < W) store(logits, lt, row + col, sc[j - pi * NR]);
@@ -153,8 +183,10 @@ void dg_paged_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, 
         int64_t ctx_max = 0;
         for (int64_t t = 0; t < next_n; ++t) ctx_max = std::max<int64_t>(ctx_max, context_lens[b * next_n + t]);
         ctx_max = std::min(ctx_max, max_blocks * block_kv);
+        std::vector<float> w(next_n * hp, 0.0f);   // zero weights for the padded heads
         for (int64_t t = 0; t < next_n; ++t) {
             const int64_t r = b * next_n + t;
+            std::copy(weights + r * H, weights + (r + 1) * H, w.begin() + t * hp);
             pack_query(q + r * H * q_row, qt, H, D, q_sf ? q_sf + r * H * (D / 32) : nullptr, tmp.data(),
                        qp.get() + t * hp * D / 2);
         }
@@ -172,7 +204,7 @@ void dg_paged_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, 
             for (int64_t t = n; t < NR; ++t) kscale[t] = 1.0f;
             for (int64_t t = 0; t < next_n; ++t) {
                 const int64_t r = b * next_n + t, ctx = context_lens[r];
-                panel_scores(qp.get() + t * hp * D / 2, H, D, kvp.get(), kscale, weights + r * H, tile, sc);
+                panel_scores(qp.get() + t * hp * D / 2, H, D, kvp.get(), kscale, w.data() + t * hp, tile, sc);
                 for (int64_t j = 0; j < NR && c0 + j < W; ++j) {
                     const bool valid = c0 + j < ctx && j < n;
                     if (valid)

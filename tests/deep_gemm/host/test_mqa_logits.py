@@ -43,7 +43,7 @@ def ranges(s, s_kv):
 
 @pytest.mark.parametrize("fmt", ["fp8", "fp4"])
 @pytest.mark.parametrize("compressed", [False, True])
-@pytest.mark.parametrize("h,d", [(16, 128), (8, 64)])
+@pytest.mark.parametrize("h,d", [(16, 128), (8, 64), (5, 64)])
 def test_mqa_logits(fmt, compressed, h, d):
     s, s_kv = 37, 301
     if fmt == "fp8":
@@ -85,8 +85,9 @@ def build_cache(kv_bytes, kv_scale_bytes, block_kv, num_blocks, perm):
 
 @pytest.mark.parametrize("fmt", ["fp8", "fp4"])
 @pytest.mark.parametrize("next_n", [1, 2])
-def test_paged_mqa_logits(fmt, next_n):
-    b, h, d, block_kv, max_blocks = 3, 16, 128, 64, 4
+@pytest.mark.parametrize("h", [16, 12])
+def test_paged_mqa_logits(fmt, next_n, h):
+    b, d, block_kv, max_blocks = 3, 128, 64, 4
     ctx = torch.randint(1, max_blocks * block_kv, (b, next_n), dtype=torch.int32)
     num_blocks = b * max_blocks
     perm = torch.randperm(num_blocks)
