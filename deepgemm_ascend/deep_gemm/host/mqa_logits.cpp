@@ -192,8 +192,12 @@ void dg_paged_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, 
         }
         for (int64_t c0 = first * NR; c0 < std::min(ctx_max, (first + CHUNKS) * NR); c0 += NR) {
             const int64_t n = std::min<int64_t>(NR, ctx_max - c0);
+            // Page and offset of the chunk's first position; later ones count on (no division per token).
+            int64_t page_idx = c0 / block_kv, off0 = c0 % block_kv;
             pack_kv_panel(n, D, [&](int64_t t, uint16_t* out) {
-                const int64_t pos = c0 + t, blk = block_table[b * max_blocks + pos / block_kv], off = pos % block_kv;
+                int64_t off = off0 + t;
+                if (off >= block_kv) off0 -= block_kv, off -= block_kv, ++page_idx;
+                const int64_t blk = block_table[b * max_blocks + page_idx];
                 const uint8_t* pg = cache + blk * page;
                 const uint8_t* scale = pg + block_kv * kv_row + off * 4;
                 row_to_bf16(pg + off * kv_row, kt, D, nullptr, scale, out);

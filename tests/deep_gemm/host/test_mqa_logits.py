@@ -85,9 +85,9 @@ def build_cache(kv_bytes, kv_scale_bytes, block_kv, num_blocks, perm):
 
 @pytest.mark.parametrize("fmt", ["fp8", "fp4"])
 @pytest.mark.parametrize("next_n", [1, 2])
-@pytest.mark.parametrize("h", [16, 12])
-def test_paged_mqa_logits(fmt, next_n, h):
-    b, d, block_kv, max_blocks = 3, 128, 64, 4
+@pytest.mark.parametrize("h,block_kv", [(16, 64), (12, 16)])
+def test_paged_mqa_logits(fmt, next_n, h, block_kv):
+    b, d, max_blocks = 3, 128, 4
     ctx = torch.randint(1, max_blocks * block_kv, (b, next_n), dtype=torch.int32)
     num_blocks = b * max_blocks
     perm = torch.randperm(num_blocks)
