@@ -34,16 +34,19 @@ DJ_INLINE void block(T* dst, const T* src, int64_t M, int64_t sm, int64_t i, int
 }
 
 #ifdef DJ_HAVE_AVX512
-// A 16-row x 64-column byte strip at (i, j) as four 16 x 16 transposes, one per 128-bit lane: four
-// rounds of lane-local unpacks (bytes, words, dwords, qwords) leave column k of every lane's
-// block in register k, i.e. 16 bytes of output rows j + 16 * lane + k.
-DJ_INLINE void strip16x64(uint8_t* dst, const uint8_t* src, int64_t M, int64_t sm, int64_t i, int64_t j) {
+// A 64-row x 16-column byte block at (i, j) as four 16 x 16 transposes, one per 128-bit lane
+// (lane L holds rows i + 16 L ..): four rounds of lane-local unpacks (bytes, words, dwords,
+// qwords) leave column k of every lane's rows in register k, i.e. all 64 bytes of output row
+// j + k at column i: whole cache lines are written (output rows M bytes apart would otherwise
+// keep partial lines of one L1 set alive across blocks).
+DJ_INLINE void block64x16(uint8_t* dst, const uint8_t* src, int64_t M, int64_t sm, int64_t i, int64_t j) {
     __m512i r[16], t[16];
     for (int a = 0; a < 16; ++a) {
-        r[a] = _mm512_loadu_si512(src + (i + a) * sm + j);
-        // 64 interleaved row streams are more than the hardware prefetchers follow: fetch the
-        // line four tiles ahead (prefetches never fault past the end)
-        _mm_prefetch(reinterpret_cast<const char*>(src + (i + a) * sm + j + 256), _MM_HINT_T0);
+        const uint8_t* p = src + (i + a) * sm + j;
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * sm)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 * sm)), 2);
+        r[a] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 48 * sm)), 3);
     }
     for (int a = 0; a < 8; ++a) {  // (row 2a, row 2a+1) byte pairs; columns 0-7 / 8-15
         t[2 * a] = _mm512_unpacklo_epi8(r[2 * a], r[2 * a + 1]);
@@ -61,15 +64,8 @@ DJ_INLINE void strip16x64(uint8_t* dst, const uint8_t* src, int64_t M, int64_t s
             t[8 * o + 2 * c + 1] = _mm512_unpackhi_epi32(r[8 * o + c], r[8 * o + 4 + c]);
         }
     for (int m = 0; m < 8; ++m) {  // all 16 rows: register k holds column k
-        r[2 * m] = _mm512_unpacklo_epi64(t[m], t[8 + m]);
-        r[2 * m + 1] = _mm512_unpackhi_epi64(t[m], t[8 + m]);
-    }
-    for (int k = 0; k < 16; ++k) {
-        uint8_t* o = dst + (j + k) * M + i;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm512_castsi512_si128(r[k]));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16 * M), _mm512_extracti32x4_epi32(r[k], 1));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32 * M), _mm512_extracti32x4_epi32(r[k], 2));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 48 * M), _mm512_extracti32x4_epi32(r[k], 3));
+        _mm512_storeu_si512(dst + (j + 2 * m) * M + i, _mm512_unpacklo_epi64(t[m], t[8 + m]));
+        _mm512_storeu_si512(dst + (j + 2 * m + 1) * M + i, _mm512_unpackhi_epi64(t[m], t[8 + m]));
     }
 }
 #endif
@@ -84,9 +80,9 @@ void run(T* out, const T* x, int64_t B, int64_t M, int64_t N, int64_t sb, int64_
         const T* src = x + b * sb;
         T* dst = out + b * M * N;
 #ifdef DJ_HAVE_AVX512
-        if (sizeof(T) == 1 && i1 - i0 == kTile && j1 - j0 == kTile) {  // whole byte tiles: 4 strips of 16 rows
-            for (int64_t i = i0; i < i1; i += 16)
-                strip16x64(reinterpret_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(src), M, sm, i, j0);
+        if (sizeof(T) == 1 && i1 - i0 == kTile && j1 - j0 == kTile) {  // whole byte tiles: 4 blocks of 16 columns
+            for (int64_t j = j0; j < j1; j += 16)
+                block64x16(reinterpret_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(src), M, sm, i0, j);
             return;
         }
 #endif
