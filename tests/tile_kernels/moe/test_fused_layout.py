@@ -37,10 +37,11 @@ def test_get_fused_mapping_consistency(backend, alignment):
     assert p2t[pad].eq(-1).all() and p2tt[pad].eq(-1).all()
 
 
-def test_host_mapping_equals_reference(host):
-    idx = generate_topk_idx({"num_send_tokens": 300, "num_topk": 6, "num_experts": 9, "num_ep_ranks": 8})
-    out = M.get_fused_mapping(idx, 9, 0, 32)
-    expect = ref_mapping(idx, 9, 0, 32)
+@pytest.mark.parametrize("tokens,experts", [(300, 9), (6000, 40)])  # 6000 x 6: split over threads by token
+def test_host_mapping_equals_reference(host, tokens, experts):
+    idx = generate_topk_idx({"num_send_tokens": tokens, "num_topk": 6, "num_experts": experts, "num_ep_ranks": 8})
+    out = M.get_fused_mapping(idx, experts, 0, 32)
+    expect = ref_mapping(idx, experts, 0, 32)
     for a, b in zip(out[:7], expect[:7], strict=True):
         assert_equal(a, b)
     assert out[7] == expect[7]
