@@ -1,10 +1,11 @@
 // Block-scaled cast of a 2-D BF16/FP32 tensor to E4M3 or packed E2M1 (per-token, per-block and
 // per-channel casts are all this kernel with different block shapes).
 //
-// Work item = (row block, column chunk): pass 1 takes the column-wise |x| maximum over the
-// block's rows, reduces it per scale block and writes the scales; pass 2 quantises every row of
-// the chunk with the per-column multiplier. mode 0: data + scales, 1: scales only, 2: data from
-// the caller's FP32 scales (row-major (Mb, Kb)), using 1/sf.
+// One-row blocks (per-token) go row by row (cast_row); taller blocks by work item = (row block,
+// column chunk): pass 1 takes the column-wise |x| maximum over the block's rows, reduces it per
+// scale block and writes the scales; pass 2 quantises every row of the chunk with the
+// per-column multiplier (cast_item_fast with AVX-512, cast_item for the rest). mode 0: data +
+// scales, 1: scales only, 2: data from the caller's FP32 scales (row-major (Mb, Kb)), using 1/sf.
 #include <cfloat>
 #include <vector>
 
@@ -251,8 +252,6 @@ void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, in
 #ifdef DJ_HAVE_AVX512
     // chunks (hence every item) are whole blocks of 32 columns and at most 16 * 1024 columns wide
     const bool fast = mode != 2 && (BK == 1 || BK % 16 == 0) && chunk % 32 == 0 && K % 32 == 0 && chunk <= 16 * 1024;
-#else
-    const bool fast = false;
 #endif
     dj::parallel_threads(dj::thread_count(threads, mb * nchunks), [&](int64_t t, int64_t nt) {
         std::vector<float> colmax(chunk), inv(chunk);
