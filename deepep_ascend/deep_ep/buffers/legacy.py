@@ -254,9 +254,7 @@ class Buffer:
             has = rows >= 0
             src = meta[:, 0].long().unsqueeze(1).expand_as(rows)[has]
             src_info.view(-1)[rows[has]] = (src % M).int()
-            expert = rows[has] // (R * M)
-            per_src = torch.zeros(e_local, R, dtype=torch.int64)
-            per_src.index_put_((expert, src // M), torch.ones_like(expert), accumulate=True)
+            per_src = ep_handle._plan.recv_counts[:, 1:].t().long()  # [local expert, source rank] tokens
             layout_range.copy_(((torch.cumsum(per_src, 1) - per_src) << 32) | per_src)
             recv_count.copy_(ep_handle.num_unaligned_recv_tokens_per_expert)
             handle.ep_handle = ep_handle
