@@ -25,6 +25,7 @@ from .errors import DeepJITError, ToolchainNotFoundError
 from .runtime import Runtime, create_lazy_jit
 
 BACKEND_NAMES = ("reference", "host", "ascend")
+_CPU_COUNT = os.cpu_count() or 1  # read once: os.cpu_count() costs microseconds per call
 
 
 class KernelLibrary:
@@ -47,7 +48,7 @@ class KernelLibrary:
     def num_threads(self) -> int:
         if self._num_threads is not None:
             return self._num_threads
-        return self.env.get_int("NUM_THREADS", None) or os.cpu_count() or 1
+        return self.env.get_int("NUM_THREADS", None) or _CPU_COUNT
 
     def set_num_threads(self, n: int) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:

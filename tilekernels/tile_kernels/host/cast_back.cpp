@@ -76,7 +76,7 @@ void run(void* out, const uint8_t* q, const void* sf, int64_t M, int64_t K, int6
 #endif
                     for (; jj < std::min(w, j + BK); jj += 16) {
                         const __m512 v = FMT == tk::kE4M3
-                            ? tk::e4m3x16_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + jj)))
+                            ? dj::e4m3x16_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + jj)))
                             : tk::e2m1x16_to_f32(src + jj / 2);
                         const __m512 r = _mm512_mul_ps(v, vs);
                         if (BF16_OUT) _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + jj), dj::f32x16_to_bf16(r));
@@ -94,7 +94,7 @@ void run(void* out, const uint8_t* q, const void* sf, int64_t M, int64_t K, int6
 #ifdef DJ_HAVE_AVX512
             for (; j + 16 <= w; j += 16) {
                 const __m512 v = FMT == tk::kE4M3
-                    ? tk::e4m3x16_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j)))
+                    ? dj::e4m3x16_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j)))
                     : tk::e2m1x16_to_f32(src + j / 2);
                 const __m512 r = _mm512_mul_ps(v, _mm512_loadu_ps(scale.data() + j));
                 if (BF16_OUT) _mm256_storeu_si256(reinterpret_cast<__m256i*>(ob + j), dj::f32x16_to_bf16(r));

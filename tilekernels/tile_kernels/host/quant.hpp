@@ -217,14 +217,6 @@ DJ_INLINE void quantize_bf16x32(uint8_t* dst, const uint16_t* src, __m512 even_s
     }
 }
 
-// 16 E4M3 bytes -> FP32 as torch widens them: NaN codes give 0x7FF00000 with their sign (the
-// code's mantissa shifted in), where dj::e4m3x16_to_f32 gives the canonical 0x7FC00000.
-DJ_INLINE __m512 e4m3x16_to_f32(__m128i b) {
-    const __m512 v = dj::e4m3x16_to_f32(b);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(v), nan, _mm512_castps_si512(v), _mm512_set1_epi32(0x00300000)));
-}
-
 // 8 packed bytes -> 16 FP32 values.
 DJ_INLINE __m512 e2m1x16_to_f32(const uint8_t* src) {
     static const float kTable[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,

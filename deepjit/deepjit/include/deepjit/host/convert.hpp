@@ -35,7 +35,7 @@ DJ_INLINE uint16_t f32_to_bf16(float f) {
 // ---- FP8 E4M3FN ---------------------------------------------------------------------------
 DJ_INLINE float e4m3_to_f32(uint8_t v) {
     const uint32_t mag = v & 0x7Fu;
-    if (mag == 0x7Fu) return bits_f32(0x7FC00000u | (static_cast<uint32_t>(v & 0x80u) << 24));
+    if (mag == 0x7Fu) return bits_f32(0x7FF00000u | (static_cast<uint32_t>(v & 0x80u) << 24));  // torch's NaN
     // Shifting E4M3 into an FP32 bit pattern and scaling by 2^120 rebiases the exponent and
     // turns E4M3 subnormals into exact FP32 values in one multiply.
     const float m = bits_f32(mag << 20) * 0x1p120f;
@@ -115,13 +115,13 @@ DJ_INLINE __m512 bf16x16_to_f32(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// 16 x E4M3 bytes -> 16 x FP32, exact.
+// 16 x E4M3 bytes -> 16 x FP32, exact (NaN codes widen to torch's 0x7FF00000 with the sign).
 DJ_INLINE __m512 e4m3x16_to_f32(__m128i b) {
     const __m512i v = _mm512_cvtepu8_epi32(b);
     const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7F));
     __m512 m = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)), _mm512_set1_ps(0x1p120f));
     const __mmask16 nan = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F));
-    m = _mm512_mask_mov_ps(m, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+    m = _mm512_mask_mov_ps(m, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FF00000)));  // torch's NaN
     const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24);
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(m), sign));
 }
