@@ -32,6 +32,7 @@ constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-f
 constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
 constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
+constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
 
 struct Operand {
     const uint8_t* ptr = nullptr;
@@ -248,7 +249,12 @@ public:
             }
         }
 
-        parallel_items(packs, [&](const Item& it, Scratch& s) { prepack(jobs[it.job], prep[it.job], it, s); });
+        // Packing only few-row A blocks is quicker than waking the other threads (one parallel
+        // region fewer also matters when a core is shared with another process).
+        int64_t pack_rows = 0;
+        for (const Item& it : packs) pack_rows += it.kind == 0 ? std::min(MC, prep[it.job].mpad - it.y) : NC;
+        parallel_items(packs, [&](const Item& it, Scratch& s) { prepack(jobs[it.job], prep[it.job], it, s); },
+                       pack_rows * kc_ <= kSerialPack);
         parallel_items(tasks, [&](const Item& it, Scratch& s) {
             if (it.kind == 0)
                 tile_task(jobs[it.job], prep[it.job], it.x, it.y, s);
@@ -292,10 +298,10 @@ private:
     };
 
     template <typename F>
-    void parallel_items(const std::vector<Item>& items, F&& fn) {
+    void parallel_items(const std::vector<Item>& items, F&& fn, bool serial = false) {
         const int64_t n = static_cast<int64_t>(items.size());
         if (n == 0) return;
-        const int t = dj::thread_count(threads_, n);
+        const int t = serial ? 1 : dj::thread_count(threads_, n);
         const int64_t small_rows = SMALL_M + 32;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(t) if (t > 1)
