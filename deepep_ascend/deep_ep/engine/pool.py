@@ -7,29 +7,12 @@ i.e. the caller has dropped every output view of it. New buffers ask for transpa
 """
 from __future__ import annotations
 
-import ctypes
-
 import torch
+
+from deepjit.host_memory import advise_huge_pages
 
 MIN_POOLED_BYTES = 1 << 20
 MAX_ENTRIES = 12
-_MADV_HUGEPAGE = 14
-_PAGE = 4096
-
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-except (OSError, AttributeError):
-    _libc = None
-
-
-def _advise_huge_pages(t: torch.Tensor) -> None:
-    if _libc is None:
-        return
-    start = (t.data_ptr() + _PAGE - 1) // _PAGE * _PAGE
-    end = (t.data_ptr() + t.numel()) // _PAGE * _PAGE
-    if end > start:
-        _libc.madvise(start, end - start, _MADV_HUGEPAGE)
 
 
 def _in_use(t: torch.Tensor) -> bool:
@@ -59,7 +42,7 @@ class OutputPool:
         if best is not None:
             return best
         raw = torch.empty(nbytes, dtype=torch.uint8)
-        _advise_huge_pages(raw)
+        advise_huge_pages(raw)
         self._entries.append(raw)
         if len(self._entries) > MAX_ENTRIES:
             free = [e for e in self._entries if not _in_use(e)]
