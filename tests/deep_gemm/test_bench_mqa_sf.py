@@ -2,13 +2,12 @@
 
 Targets (issue 4): MQA logits >= 0.6x torch BF16 matmul throughput on 2*S*S_kv*H*D FLOPs;
 scale transforms >= 0.5x the copy bandwidth measured in the same run. Op and baseline are timed
-alternately, best of each (see host/_paired.py)."""
+alternately, best of each (Bench.paired)."""
 import pytest
 import torch
 
 from deep_gemm import host as H
-
-from .host._paired import paired
+from tests.testkit.bench_plugin import Bench
 
 pytestmark = pytest.mark.bench
 
@@ -24,7 +23,7 @@ def test_bench_mqa_logits(bench):
     logits = torch.empty(s, s_kv)
     qb, kvb = torch.randn(s * h, d).bfloat16(), torch.randn(s_kv, d).bfloat16()
     # the baseline is one BF16 matmul of the same FLOPs
-    t, t0 = paired(lambda: H.mqa_logits(q, None, kv, kv_sf, w, ks, ke, logits), lambda: qb @ kvb.T, 2)
+    t, t0 = Bench.paired(lambda: H.mqa_logits(q, None, kv, kv_sf, w, ks, ke, logits), lambda: qb @ kvb.T, 2)
     bench.record("deep_gemm", "fp8_mqa_logits", f"{s}x{s_kv}x{h}x{d}", t, flops=2 * s * s_kv * h * d,
                  baseline="torch bf16 matmul, same flops", baseline_seconds=t0)
 
@@ -41,7 +40,7 @@ def test_bench_paged_mqa_logits(bench):
     table = torch.arange(b * pages, dtype=torch.int32).view(b, pages)
     logits = torch.empty(b, ctx)
     qb, kvb = torch.randn(h, d).bfloat16(), torch.randn(ctx, d).bfloat16()
-    t, t0 = paired(lambda: H.paged_mqa_logits(q, None, cache, w, lens, table, logits),
+    t, t0 = Bench.paired(lambda: H.paged_mqa_logits(q, None, cache, w, lens, table, logits),
                    lambda: [qb @ kvb.T for _ in range(b)], 5)
     bench.record("deep_gemm", "fp8_paged_mqa_logits", f"{b}x{ctx}x{h}x{d}", t, flops=2 * b * ctx * h * d,
                  baseline="torch bf16 matmul per batch row", baseline_seconds=t0)
@@ -56,12 +55,12 @@ def test_bench_sf_pack(bench, mn, sk):
     out = torch.empty(words, mn, dtype=torch.int32).T
     nbytes = sf.numel() * 4 + out.numel() * 4
     src, dst = torch.empty(nbytes // 8, dtype=torch.int32), torch.empty(nbytes // 8, dtype=torch.int32)
-    t, t0 = paired(lambda: H.pack_sf_ue8m0(sf, out), lambda: dst.copy_(src), 51)
+    t, t0 = Bench.paired(lambda: H.pack_sf_ue8m0(sf, out), lambda: dst.copy_(src), 51)
     bench.record("deep_gemm", "sf -> packed ue8m0 mn-major", f"{mn}x{sk}", t, nbytes=nbytes,
                  baseline="torch copy, same bytes", baseline_seconds=t0)
     tt = torch.empty(sk, mn).T
     nb = sf.numel() * 8
     src2, dst2 = torch.empty(nb // 8), torch.empty(nb // 8)
-    t1, t2 = paired(lambda: H.transpose_sf(sf, tt), lambda: dst2.copy_(src2), 51)
+    t1, t2 = Bench.paired(lambda: H.transpose_sf(sf, tt), lambda: dst2.copy_(src2), 51)
     bench.record("deep_gemm", "sf -> fp32 mn-major", f"{mn}x{sk}", t1, nbytes=nb,
                  baseline="torch copy, same bytes", baseline_seconds=t2)

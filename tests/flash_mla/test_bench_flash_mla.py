@@ -5,7 +5,6 @@ reference path. FLOPs: 2 * h_q * (d_qk + d_v) per attended (query row, token) pa
 
 The machine is shared, so the op and its baseline are timed alternately and each keeps its best
 time: a load spike then slows both or neither, not just one side of the ratio."""
-import time
 
 import pytest
 import torch
@@ -14,22 +13,9 @@ import flash_mla
 from flash_mla import reference
 from flash_mla.kv_cache import KVCacheFormat
 from flash_mla.reference.sparse import KVScope
+from tests.testkit.bench_plugin import Bench
 
 pytestmark = pytest.mark.bench
-
-
-def _paired(fn, baseline, reps: int) -> tuple[float, float]:
-    """Best wall times of ``fn`` and ``baseline``, run alternately ``reps`` times after one warm-up each."""
-    fn(), baseline()
-    best, best_base = float("inf"), float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-        t = time.perf_counter()
-        baseline()
-        best_base = min(best_base, time.perf_counter() - t)
-    return best, best_base
 
 
 def _matmul(n=2048):
@@ -71,12 +57,12 @@ def test_sparse_decode_speed(bench, name, fmt, h_q, topk, extra_fmt, extra_topk)
 
     flops = 2 * b * h_q * (topk + extra_topk) * (fmt.d_qk + 512)
     matmul, matmul_flops = _matmul()
-    seconds, mm_seconds = _paired(run, matmul, reps=7)
+    seconds, mm_seconds = Bench.paired(run, matmul, reps=7)
     shape = f"b{b} h{h_q} d{fmt.d_qk} topk{topk + extra_topk}"
     bench.record("flash_mla", f"sparse decode {name}", shape, seconds, flops=flops,
                  baseline="torch bf16 matmul", baseline_seconds=mm_seconds * flops / matmul_flops)
     if extra is None and h_q == 128:
-        seconds, ref_seconds = _paired(run, lambda: reference.sparse_decode(q, scopes, fmt.d_qk ** -0.5, 512, None),
+        seconds, ref_seconds = Bench.paired(run, lambda: reference.sparse_decode(q, scopes, fmt.d_qk ** -0.5, 512, None),
                                        reps=2)
         bench.record("flash_mla", f"sparse decode {name} vs ref", shape, seconds, flops=flops,
                      baseline="reference path", baseline_seconds=ref_seconds)
@@ -90,7 +76,7 @@ def test_sparse_prefill_speed(bench, h_q, d_qk):
     kv = (torch.randn(s_kv, 1, d_qk, generator=g) / 10).bfloat16()
     idx = torch.stack([torch.randperm(s_kv, generator=g)[:topk] for _ in range(s_q)]).view(s_q, 1, topk).int()
     matmul, matmul_flops = _matmul(4096)
-    seconds, mm_seconds = _paired(lambda: flash_mla.flash_mla_sparse_fwd(q, kv, idx, d_qk ** -0.5), matmul, reps=2)
+    seconds, mm_seconds = Bench.paired(lambda: flash_mla.flash_mla_sparse_fwd(q, kv, idx, d_qk ** -0.5), matmul, reps=2)
     flops = 2 * s_q * topk * h_q * (d_qk + 512)
     bench.record("flash_mla", "sparse prefill", f"sq{s_q} skv{s_kv} topk{topk} h{h_q} d{d_qk}", seconds, flops=flops,
                  baseline="torch bf16 matmul", baseline_seconds=mm_seconds * flops / matmul_flops)

@@ -59,6 +59,21 @@ class Bench:
         times.sort()
         return times[len(times) // 2]
 
+    @staticmethod
+    def paired(fn: Callable[[], object], baseline: Callable[[], object], reps: int) -> tuple[float, float]:
+        """Best wall times of ``fn`` and ``baseline`` over ``reps`` alternating runs after one warm-up
+        each: on a shared machine a load spike then slows both or neither side of the ratio."""
+        fn(), baseline()
+        best, best_base = float("inf"), float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t)
+            t = time.perf_counter()
+            baseline()
+            best_base = min(best_base, time.perf_counter() - t)
+        return best, best_base
+
     def record(self, suite: str, case: str, shape: str, seconds: float, *, flops: float | None = None,
                nbytes: float | None = None, baseline: str | None = None,
                baseline_seconds: float | None = None) -> Record:
