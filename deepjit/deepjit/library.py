@@ -111,15 +111,17 @@ class KernelLibrary:
             self._sources[relative_path] = text
         return text
 
-    def host_kernel(self, name: str, relative_path: str, defines: Mapping[str, object] | None = None):
-        """The kernel ``name`` from the package file ``relative_path``, with ``#define``s prepended.
+    def host_kernel(self, name: str, relative_path: str, defines: Mapping[str, object] | None = None,
+                    options=None):
+        """The kernel ``name`` from the package file ``relative_path``, with ``#define``s prepended
+        and optional ``HostCompilerOptions`` (e.g. sanitiser flags; they join the cache key).
 
-        Memoised per (name, file, defines) so the hot path is one dict lookup."""
-        memo = (name, relative_path, tuple(sorted((defines or {}).items())))
+        Memoised per (name, file, defines, options) so the hot path is one dict lookup."""
+        memo = (name, relative_path, tuple(sorted((defines or {}).items())), options)
         kernel = self._kernels.get(memo)
         if kernel is None:
             prelude = "".join(f"#define {k} {_define_value(v)}\n" for k, v in memo[2])
-            kernel = self.host_runtime.compile(name, prelude + self.source(relative_path))
+            kernel = self.host_runtime.compile(name, prelude + self.source(relative_path), options)
             with self._lock:
                 self._kernels[memo] = kernel
         return kernel
