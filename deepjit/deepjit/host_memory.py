@@ -1,9 +1,10 @@
 """Host output buffers for memory-bound kernels.
 
 A fresh multi-megabyte CPU tensor costs a page fault per 4 KiB page on first touch (the OS zeroes
-each page), which for a memory-bound kernel can cost as much as the kernel itself. Asking for
-transparent huge pages before the first touch (Linux THP in "madvise" or "always" mode) cuts the
-number of faults by 512. Elsewhere this is a plain ``torch.empty``.
+each page), which for a memory-bound kernel can cost as much as the kernel itself. Two remedies:
+asking for transparent huge pages before the first touch (Linux THP in "madvise" or "always" mode)
+cuts the number of faults by 512, and an ``OutputPool`` hands a released buffer out again, already
+faulted in, the way a GPU caching allocator does. Elsewhere this is a plain ``torch.empty``.
 """
 from __future__ import annotations
 
@@ -46,3 +47,56 @@ def empty_host(*shape, dtype: torch.dtype) -> torch.Tensor:
     t = torch.empty(*shape, dtype=dtype)
     advise_huge_pages(t)
     return t
+
+
+MIN_POOLED_BYTES = 1 << 20
+MAX_POOLED_ENTRIES = 12
+
+
+def _in_use(t: torch.Tensor) -> bool:
+    # The pool's tensor and the temporary storage object account for two references.
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata) > 2
+
+
+class OutputPool:
+    """Large host outputs whose buffers are reused once the caller has released them.
+
+    A buffer is handed out again only when no tensor but the pool's own references its storage,
+    i.e. the caller has dropped every output view of it. Reused buffers hold stale bytes: kernels
+    that take their output from here must write every element. Small requests are plain
+    ``torch.empty``; at most ``MAX_POOLED_ENTRIES`` buffers are kept.
+    """
+
+    def __init__(self):
+        self._entries: list[torch.Tensor] = []
+
+    def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        if nbytes < MIN_POOLED_BYTES:
+            return torch.empty(tuple(shape), dtype=dtype)
+        raw = self._take(nbytes)
+        return raw[:nbytes].view(dtype).view(tuple(shape))
+
+    def _take(self, nbytes: int) -> torch.Tensor:
+        best = None
+        for e in self._entries:
+            if nbytes <= e.numel() <= 2 * nbytes and not _in_use(e) and (best is None or e.numel() < best.numel()):
+                best = e
+        if best is not None:
+            return best
+        raw = torch.empty(nbytes, dtype=torch.uint8)
+        advise_huge_pages(raw)
+        self._entries.append(raw)
+        if len(self._entries) > MAX_POOLED_ENTRIES:
+            # Drop the oldest released buffer (by index: list.remove would compare tensors).
+            for i, e in enumerate(self._entries[:-1]):
+                if not _in_use(e):
+                    del self._entries[i]
+                    break
+        return raw
+
+    def clear(self) -> None:
+        self._entries.clear()

@@ -23,3 +23,27 @@ def test_advice_reaches_the_kernel_for_large_tensors(monkeypatch):
     assert advice == 14 and start % host_memory.HUGE_PAGE_BYTES == 0 and length % host_memory.HUGE_PAGE_BYTES == 0
     assert base <= start and start + length <= base + big.numel()
     del small
+
+
+def test_pool_reuses_a_buffer_only_after_every_view_is_released():
+    pool = host_memory.OutputPool()
+    a = pool.empty((1024, 1024), torch.float32)
+    a_ptr = a.data_ptr()
+    view = a[3:5]
+    del a
+    b = pool.empty((1024, 1024), torch.float32)
+    assert b.data_ptr() != a_ptr  # a view of the first buffer is still alive
+    del view
+    c = pool.empty((512, 1024), torch.float32)
+    assert c.data_ptr() == a_ptr and c.shape == (512, 1024) and c.dtype == torch.float32
+    assert pool.empty((4, 4), torch.float32).data_ptr() not in (a_ptr, b.data_ptr())  # small: not pooled
+
+
+def test_pool_never_hands_out_a_buffer_twice():
+    pool = host_memory.OutputPool()
+    live = [pool.empty((1 << 20,), torch.uint8) for _ in range(host_memory.MAX_POOLED_ENTRIES + 3)]
+    ptrs = {t.data_ptr() for t in live}
+    assert len(ptrs) == len(live)
+    for i, t in enumerate(live):
+        t.fill_(i % 256)
+    assert all(int(t[0]) == i % 256 for i, t in enumerate(live))

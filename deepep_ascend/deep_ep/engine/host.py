@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit.host_memory import OutputPool
+
 from ..jit import kernel
 from ..utils.math import align
 from .checks import CombineArgs, DispatchArgs
 from .layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
 from .plan import RoutePlan
-from .pool import OutputPool
 
 
 @dataclass
