@@ -2,7 +2,7 @@
 import torch
 
 import deepjit
-from deepjit.host_memory import empty_host
+from deepjit.host_memory import OutputPool
 
 from . import __version__
 
@@ -28,6 +28,12 @@ def threads() -> int:
     return LIB.num_threads
 
 
+# Large outputs come from one pool: once a caller has dropped an output, the next call of a kernel
+# writes into the same (already faulted-in) pages instead of paying a page fault per page of a
+# fresh buffer. Pooled buffers hold stale bytes, so every kernel writes each element it returns.
+OUTPUTS = OutputPool()
+
+
 def empty(*shape, dtype: torch.dtype) -> torch.Tensor:
-    """torch.empty for a host kernel's output; large ones ask for huge pages before the first touch."""
-    return empty_host(*shape, dtype=dtype)
+    """An uninitialised host-kernel output: large ones from OUTPUTS (huge pages, reused once released)."""
+    return OUTPUTS.empty(shape, dtype)
