@@ -1,11 +1,18 @@
 """Benchmarks of the host kernels against the PyTorch reference path, measured in the same run.
 Targets (issue 5): casts >= 0.5x copy bandwidth and >= 3x the reference; SwiGLU + cast and the
-router >= 3x the reference; expand / reduce >= 0.4x copy bandwidth."""
+router >= 3x the reference; expand / reduce >= 0.4x copy bandwidth.
+
+Large outputs come from tile_kernels' output pool: the timed loops drop each output before the
+next call, so they measure the steady state (the buffer is reused, already faulted in), as the
+copy-bandwidth ceiling does; the casts also record their first call into a fresh buffer."""
+import time
+
 import pytest
 import torch
 
 import tile_kernels
 from tile_kernels import torch as ref
+from tile_kernels._lib import OUTPUTS
 from tile_kernels.reference.engram import engram_gate_fwd as ref_engram_gate_fwd
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import count_bytes
@@ -19,15 +26,30 @@ def _host(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "host")
 
 
+def _first_call(fn) -> float:
+    """Wall time of one call writing into a fresh output (page faults included)."""
+    OUTPUTS.clear()
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _record_cast(bench, case, shape, fn, inputs, ref_fn):
+    """Steady-state time against the reference, then the first call into a fresh buffer."""
+    nbytes = count_bytes(*inputs, fn())
+    t_first = _first_call(fn)
+    t = bench.time(fn)
+    t_ref = bench.time(ref_fn, warmup=1, reps=3)
+    bench.record(SUITE, case, shape, t, nbytes=nbytes, baseline="torch reference", baseline_seconds=t_ref)
+    bench.record(SUITE, case + " 1st call", shape, t_first, nbytes=nbytes, baseline="steady state",
+                 baseline_seconds=t)
+
+
 @pytest.mark.parametrize("fmt,npc", [("e4m3", 128), ("e2m1", 32)])
 def test_per_token_cast_speed(bench, fmt, npc):
     x = torch.randn(4096, 7168, dtype=torch.bfloat16)
-    fn = lambda: tile_kernels.quant.per_token_cast(x, fmt, npc)
-    q = fn()
-    t = bench.time(fn)
-    t_ref = bench.time(lambda: ref.cast(x, fmt, (1, npc)), warmup=1, reps=3)
-    bench.record(SUITE, f"per_token_cast bf16->{fmt}", f"4096x7168 npc={npc}", t, nbytes=count_bytes(x, q),
-                 baseline="torch reference", baseline_seconds=t_ref)
+    _record_cast(bench, f"per_token_cast bf16->{fmt}", f"4096x7168 npc={npc}",
+                 lambda: tile_kernels.quant.per_token_cast(x, fmt, npc), (x,), lambda: ref.cast(x, fmt, (1, npc)))
 
 
 @pytest.mark.parametrize("fmt,block", [("e4m3", (128, 128)), ("e4m3", (128, 1))])
@@ -37,22 +59,15 @@ def test_block_and_channel_cast_speed(bench, fmt, block):
         fn, name = lambda: tile_kernels.quant.per_channel_cast(x, fmt, 128), "per_channel_cast"
     else:
         fn, name = lambda: tile_kernels.quant.per_block_cast(x, fmt, block), "per_block_cast"
-    q = fn()
-    t = bench.time(fn)
-    t_ref = bench.time(lambda: ref.cast(x, fmt, block), warmup=1, reps=3)
-    bench.record(SUITE, f"{name} bf16->{fmt}", f"4096x7168 {block}", t, nbytes=count_bytes(x, q),
-                 baseline="torch reference", baseline_seconds=t_ref)
+    _record_cast(bench, f"{name} bf16->{fmt}", f"4096x7168 {block}", fn, (x,), lambda: ref.cast(x, fmt, block))
 
 
 @pytest.mark.parametrize("fmt,npc", [("e4m3", 128), ("e2m1", 32)])
 def test_cast_back_speed(bench, fmt, npc):
     q = tile_kernels.quant.per_token_cast(torch.randn(4096, 7168, dtype=torch.bfloat16), fmt, npc)
-    fn = lambda: tile_kernels.quant.per_token_cast_back(q, "bf16", npc)
-    out = fn()
-    t = bench.time(fn)
-    t_ref = bench.time(lambda: ref.cast_back(q, "bf16", (1, npc)), warmup=1, reps=3)
-    bench.record(SUITE, f"cast_back {fmt}->bf16", f"4096x7168 npc={npc}", t, nbytes=count_bytes(q, out),
-                 baseline="torch reference", baseline_seconds=t_ref)
+    _record_cast(bench, f"cast_back {fmt}->bf16", f"4096x7168 npc={npc}",
+                 lambda: tile_kernels.quant.per_token_cast_back(q, "bf16", npc), (q,),
+                 lambda: ref.cast_back(q, "bf16", (1, npc)))
 
 
 def test_swiglu_forward_cast_speed(bench):
