@@ -48,3 +48,74 @@ def moe(x: torch.Tensor, cfg, w) -> tuple[torch.Tensor, torch.Tensor]:
     if cfg.n_shared_experts:
         out += swiglu_ffn(x, w.shared_w13, w.shared_w2)
     return out, idx
+
+
+# ---- DSA ---------------------------------------------------------------------------------------
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Consecutive pairs as complex numbers, turned by pos * theta^(-2i/d)."""
+    d = x.shape[-1]
+    freq = theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    turn = torch.polar(torch.ones(len(pos), d // 2, dtype=torch.float64), pos.double().view(-1, 1) * freq)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    turn = turn.view(len(pos), *([1] * (x.dim() - 2)), d // 2)
+    return torch.view_as_real(z * turn).flatten(-2).float()
+
+
+# E4M3 keeps 3 mantissa bits: rounding moves a value by up to 2^-4 of itself, about 2^-4/sqrt(3) RMS.
+E4M3_RELATIVE_RMS = 2 ** -4 / math.sqrt(3)
+
+
+def indexer(cfg, w, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lightning-indexer logits [L, L] of a sequence (-inf above the diagonal), FP32, and the RMS
+    change E4M3 rounding of its queries and keys would cause in each logit (independent rounding
+    errors: every product term q*k moves by ~sqrt(2) * E4M3_RELATIVE_RMS of itself)."""
+    x = x.float()
+    length, hi, di, rope_dim = x.shape[0], cfg.index_n_heads, cfg.index_head_dim, 64
+    pos = torch.arange(length)
+    cq = _rms_norm(x @ w.wq_a.float().T, w.q_norm, cfg.norm_eps)
+    qi = (cq @ w.wq_index.float().T).view(length, hi, di)
+    qi = torch.cat([_rope(qi[..., :rope_dim], pos, cfg.rope_theta), qi[..., rope_dim:]], dim=-1)
+    ki = F.layer_norm(x @ w.wk_index.float().T, (di,), w.k_norm_weight, w.k_norm_bias, cfg.norm_eps)
+    ki = torch.cat([_rope(ki[:, :rope_dim], pos, cfg.rope_theta), ki[:, rope_dim:]], dim=-1)
+    head_w = (x @ w.weights_proj.float().T) * hi ** -0.5 * di ** -0.5
+    scores = torch.einsum("ihd,jd->ijh", qi, ki)
+    logits = torch.einsum("ih,ijh->ij", head_w, torch.relu(scores))
+    squares = torch.einsum("ih,ihd,jd->ij", head_w.pow(2), qi.pow(2), ki.pow(2))
+    noise = math.sqrt(2) * E4M3_RELATIVE_RMS * squares.sqrt()
+    causal = pos.view(1, -1) > pos.view(-1, 1)
+    return logits.masked_fill(causal, float("-inf")), noise
+
+
+def dsa_sequence(cfg, w, x: torch.Tensor, select: list[torch.Tensor] | None = None):
+    """DSA over one whole sequence ``x`` [L, dim] (positions 0..L-1), MLA in its plain (not absorbed)
+    form, FP32, no quantisation. Query i attends to ``select[i]`` (positions) or, by default, to the
+    top-``index_topk`` causal positions by the indexer's logits. Returns (out [L, dim], the positions
+    each row attended)."""
+    x = x.float()
+    length, h, nope, rope_dim = x.shape[0], cfg.n_heads, cfg.qk_nope_head_dim, 64
+    pos = torch.arange(length)
+    f = lambda t: t.float()  # noqa: E731
+    cq = _rms_norm(x @ f(w.wq_a).T, w.q_norm, cfg.norm_eps)
+    q = (cq @ f(w.wq_b).T).view(length, h, nope + rope_dim)
+    q_nope, q_pe = q[..., :nope], _rope(q[..., nope:], pos, cfg.rope_theta)
+    kv = x @ f(w.wkv_a).T
+    c = _rms_norm(kv[:, :512], w.kv_norm, cfg.norm_eps)
+    k_pe = _rope(kv[:, 512:], pos, cfg.rope_theta)
+    kv_b = (c @ f(w.wkv_b).T).view(length, h, nope + cfg.v_head_dim)
+    k_nope, v = kv_b[..., :nope], kv_b[..., nope:]
+
+    if select is None:
+        logits, _ = indexer(cfg, w, x)
+        select = [logits[i, :i + 1].topk(min(cfg.index_topk, i + 1)).indices for i in range(length)]
+
+    scale = 1 / math.sqrt(nope + rope_dim)
+    out = torch.empty(length, h, cfg.v_head_dim)
+    for i in range(length):
+        j = select[i]
+        score = (torch.einsum("hd,jhd->hj", q_nope[i], k_nope[j]) + q_pe[i] @ k_pe[j].T) * scale
+        out[i] = torch.einsum("hj,jhd->hd", score.softmax(-1), v[j])
+    return out.view(length, -1) @ f(w.wo).T, select
