@@ -90,11 +90,11 @@ def indexer(cfg, w, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return logits.masked_fill(causal, float("-inf")), noise
 
 
-def dsa_sequence(cfg, w, x: torch.Tensor, select: list[torch.Tensor] | None = None):
+def dsa_sequence(cfg, w, x: torch.Tensor, select: list[torch.Tensor] | None = None, rows: list[int] | None = None):
     """DSA over one whole sequence ``x`` [L, dim] (positions 0..L-1), MLA in its plain (not absorbed)
     form, FP32, no quantisation. Query i attends to ``select[i]`` (positions) or, by default, to the
-    top-``index_topk`` causal positions by the indexer's logits. Returns (out [L, dim], the positions
-    each row attended)."""
+    top-``index_topk`` causal positions by the indexer's logits. Only query ``rows`` (default: all) are
+    computed. Returns (out [len(rows), dim], the positions each row attended)."""
     x = x.float()
     length, h, nope, rope_dim = x.shape[0], cfg.n_heads, cfg.qk_nope_head_dim, 64
     pos = torch.arange(length)
@@ -112,10 +112,11 @@ def dsa_sequence(cfg, w, x: torch.Tensor, select: list[torch.Tensor] | None = No
         logits, _ = indexer(cfg, w, x)
         select = [logits[i, :i + 1].topk(min(cfg.index_topk, i + 1)).indices for i in range(length)]
 
+    rows = list(range(length)) if rows is None else rows
     scale = 1 / math.sqrt(nope + rope_dim)
-    out = torch.empty(length, h, cfg.v_head_dim)
-    for i in range(length):
+    out = torch.empty(len(rows), h, cfg.v_head_dim)
+    for n, i in enumerate(rows):
         j = select[i]
         score = (torch.einsum("hd,jhd->hj", q_nope[i], k_nope[j]) + q_pe[i] @ k_pe[j].T) * scale
-        out[i] = torch.einsum("hj,jhd->hd", score.softmax(-1), v[j])
-    return out.view(length, -1) @ f(w.wo).T, select
+        out[n] = torch.einsum("hj,jhd->hd", score.softmax(-1), v[j])
+    return out.view(len(rows), -1) @ f(w.wo).T, select

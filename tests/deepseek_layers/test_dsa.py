@@ -76,10 +76,12 @@ def test_prefill(run):
     for s, (out, topk) in enumerate(prefill):
         x = xs[s][:PREFILL_LENGTHS[s]]
         attended = [_attended(row) for row in topk]
-        expected, _ = ref.dsa_sequence(cfg, w, x, attended)
         logits, noise = ref.indexer(cfg, w, x)
         for i, row in enumerate(attended):
             _check_selection(row, logits[i], noise[i], cfg.index_topk)
+            if cfg.index_topk > i:  # no sparsity yet: every past token
+                assert sorted(row.tolist()) == list(range(i + 1))
+        expected, _ = ref.dsa_sequence(cfg, w, x, attended)
         assert out.dtype == torch.bfloat16 and out.shape == x.shape
         assert calc_diff(out, expected) < DSA_TOLERANCE
 
@@ -95,21 +97,10 @@ def test_decode(run):
             logits, noise = ref.indexer(cfg, w, prefix)
             last = _attended(topk[s])
             _check_selection(last, logits[-1], noise[-1], cfg.index_topk)
-            # earlier rows as the reference selects them: only the last row's output is compared
-            attended = [logits[i, :i + 1].topk(min(cfg.index_topk, i + 1)).indices for i in range(length - 1)]
-            expected, _ = ref.dsa_sequence(cfg, w, prefix, attended + [last])
-            assert calc_diff(out[s], expected[-1]) < DSA_TOLERANCE
-
-
-def test_dense_topk_attends_every_past_token():
-    cfg, w, xs, prefill, decode, _ = _run(256)  # index_topk above every length: no sparsity
-    for s, (out, topk) in enumerate(prefill):
-        for i, row in enumerate(topk):
-            assert sorted(_attended(row).tolist()) == list(range(i + 1))
-        assert calc_diff(out, ref.dsa_sequence(cfg, w, xs[s][:PREFILL_LENGTHS[s]])[0]) < DSA_TOLERANCE
-    out, _ = decode[-1]
-    for s, seq in enumerate(xs):
-        assert calc_diff(out[s], ref.dsa_sequence(cfg, w, seq)[0][-1]) < DSA_TOLERANCE
+            if cfg.index_topk >= length:
+                assert sorted(last.tolist()) == list(range(length))
+            expected, _ = ref.dsa_sequence(cfg, w, prefix, [None] * (length - 1) + [last], rows=[length - 1])
+            assert calc_diff(out[s], expected[0]) < DSA_TOLERANCE
 
 
 # ---- bad input ---------------------------------------------------------------------------------
