@@ -93,3 +93,22 @@ def test_forward_strided_inputs(backend):
     refs = engram_gate_ref(x, k, v, wh, we, CLAMP, EPS, save_for_backward=True)
     for a, b in zip(outs, refs, strict=True):
         assert calc_diff(a.float(), b.float()) < 2e-10
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 5])
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, torch.bfloat16), (torch.float32, torch.bfloat16)])
+def test_grad_w_reduce_host_is_reference(host, blocks, dtypes):
+    """Bitwise the reference's rounded products on a ragged width when the block sum has one order
+    (up to 2 blocks, this machine's get_num_sms()); torch orders longer sums its own way."""
+    from tile_kernels.reference.engram import grad_w_reduce as grad_w_reduce_ref
+    wh, we = torch.randn(3, 1001).to(dtypes[0]), torch.randn(3, 1001).to(dtypes[1])
+    partial = torch.randn(blocks, 3, 1001)
+    gwh, gwe = torch.randn(3, 1001), torch.randn(3, 1001)
+    ref_wh, ref_we = gwh.clone(), gwe.clone()
+    E.grad_w_reduce(partial, wh, we, gwh, gwe)
+    grad_w_reduce_ref(partial, wh, we, ref_wh, ref_we)
+    if blocks <= 2:
+        assert torch.equal(gwh, ref_wh) and torch.equal(gwe, ref_we)
+    else:
+        torch.testing.assert_close(gwh, ref_wh, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(gwe, ref_we, rtol=1e-6, atol=1e-6)

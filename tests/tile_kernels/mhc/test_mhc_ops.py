@@ -179,3 +179,27 @@ def test_head_compute_mix():
     ref.backward(g)
     for u, v in zip(a, b, strict=True):
         torch.testing.assert_close(u.grad, v.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("m,h", [(4, 1000), (3, 40), (1, 7)])
+def test_post_and_expand_ragged(m, h):
+    """Widths that leave a vector tail, other stream counts, and caller-given outputs (also a strided one)."""
+    x, res = torch.randn(1, 9, h).bfloat16(), torch.randn(1, 9, m, h).bfloat16()
+    post, comb = torch.rand(1, 9, m, 1), torch.rand(1, 9, m, m)
+    want = mhc_post_ref(x, res, post, comb)
+    with torch.no_grad():
+        torch.testing.assert_close(mhc_post(x, res, post, comb), want)
+        buf = torch.empty(1, 9, m, 2 * h, dtype=torch.bfloat16)[..., :h]
+        mhc_post(x, res, post, comb, out=buf)
+        torch.testing.assert_close(buf, want)
+        assert torch.equal(expand_to_mhc(x, m), expand_to_mhc_ref(x, m))
+        out = torch.full((1, 9, m, h), float("nan"), dtype=torch.bfloat16)
+        expand_to_mhc(x, m, out=out)
+        assert torch.equal(out, expand_to_mhc_ref(x, m))
+
+
+def test_head_compute_mix_many_tokens():
+    x, scale, base = torch.randn(3, 257, M) * 4, torch.rand(1) + 0.5, torch.randn(M)
+    with torch.no_grad():
+        torch.testing.assert_close(mhc_head_compute_mix(x, scale, base, 1e-6),
+                                   mhc_head_compute_mix_ref(x, scale, base, 1e-6), rtol=1e-4, atol=1e-5)

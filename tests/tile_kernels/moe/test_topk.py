@@ -29,3 +29,13 @@ def test_topk_sum_and_topk_group_idx(backend, experts, groups, num_sum, num_topk
     scores = torch.randn(200, groups, experts // groups)
     out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, num_topk_groups)
     assert_equal(out, ref.topk_sum_and_topk_group_idx(scores, num_sum, num_topk_groups))
+
+
+@pytest.mark.parametrize("groups,per_group", [(8, 32), (5, 3), (32, 1)])
+def test_topk_sum_and_topk_group_idx_ties(backend, groups, per_group):
+    """Integer scores make equal group sums common: the smaller group id must come first."""
+    scores = torch.randint(0, 3, (333, groups, per_group)).float()
+    for num_sum in (1, min(2, per_group)):
+        for k in (1, min(4, groups)):
+            out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, k)
+            assert_equal(out, ref.topk_sum_and_topk_group_idx(scores, num_sum, k))

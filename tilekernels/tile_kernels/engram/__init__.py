@@ -104,6 +104,15 @@ def grad_w_reduce(grad_w_partial: torch.Tensor, weight_hidden: torch.Tensor, wei
     C.tensor("weight_embed", weight_embed, dtypes=(torch.bfloat16, torch.float32), shape=shape)
     C.tensor("grad_weight_hidden", grad_weight_hidden, dtypes=(torch.float32,), shape=shape)
     C.tensor("grad_weight_embed", grad_weight_embed, dtypes=(torch.float32,), shape=shape)
-    s = grad_w_partial.sum(0)
-    grad_weight_hidden.add_(s * weight_embed.float())
-    grad_weight_embed.add_(s * weight_hidden.float())
+    C.same_device(grad_w_partial=grad_w_partial, weight_hidden=weight_hidden, weight_embed=weight_embed,
+                  grad_weight_hidden=grad_weight_hidden, grad_weight_embed=grad_weight_embed)
+    outputs_contiguous = grad_weight_hidden.is_contiguous() and grad_weight_embed.is_contiguous()
+    if not use_host(grad_w_partial) or not outputs_contiguous:
+        ref.grad_w_reduce(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed)
+        return
+    if grad_w_partial.shape[0] == 0:  # an empty sum adds zeros
+        return
+    wh, we = weight_hidden.contiguous(), weight_embed.contiguous()
+    host_kernel("tk_engram_grad_w", "engram_grad_w.cpp")(
+        grad_w_partial.contiguous(), grad_w_partial.shape[0], wh, int(wh.dtype == torch.bfloat16), we,
+        int(we.dtype == torch.bfloat16), grad_weight_hidden, grad_weight_embed, wh.numel(), threads())

@@ -1,5 +1,6 @@
 // The standalone mHC forward steps on CPU (the fused kernel reuses the same per-token code):
-// op 0 norm: out = mul * rsqrt(sqrsum / K + eps); op 1 split_mixes; op 2 sinkhorn; op 3 apply_mix.
+// op 0 norm: out = mul * rsqrt(sqrsum / K + eps); op 1 split_mixes; op 2 sinkhorn; op 3 apply_mix;
+// op 4 head_compute_mix (the pre mixes of split_mixes alone).
 #include <tile_kernels/host/mhc.hpp>
 
 DJ_KERNEL(tk_mhc_op, "i32,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,f32,f32,i64")
@@ -22,6 +23,13 @@ void tk_mhc_op(int32_t op, int64_t T, int64_t m, int64_t K, int64_t repeat, cons
                     float* x = static_cast<float*>(o1) + t * m * m;
                     std::memcpy(x, static_cast<const float*>(a) + t * m * m, sizeof(float) * m * m);
                     tk::mhc::sinkhorn(x, m, repeat, f1);
+                    break;
+                }
+                case 4: {  // a = input_mix (T, m) -> o1 (T, m); f1 = pre_eps
+                    const float* in = static_cast<const float*>(a) + t * m;
+                    float* out = static_cast<float*>(o1) + t * m;
+                    for (int64_t i = 0; i < m; ++i)
+                        out[i] = tk::mhc::sigmoid(tk::rounded(in[i] * scale[0]) + base[i]) + f1;
                     break;
                 }
                 default:  // a = residual (T, m, K=H) bf16, b = mix (T, m) -> o1 (T, H) bf16

@@ -29,7 +29,13 @@ def topk_sum_and_topk_group_idx(scores: torch.Tensor, num_topk_sum: int, num_top
     C.integer("num_topk_groups", num_topk_groups, 1, g)
     if g > 32:
         raise ValueError(f"at most 32 groups are supported, got {g}")
-    return ref.topk_sum_and_topk_group_idx(scores, num_topk_sum, num_topk_groups)
+    if not use_host(scores):
+        return ref.topk_sum_and_topk_group_idx(scores, num_topk_sum, num_topk_groups)
+    t = scores.shape[0]
+    out = torch.empty((t, num_topk_groups), dtype=torch.int64)
+    if t:
+        host_kernel("tk_topk_group", "topk_group.cpp")(out, scores, t, g, eg, num_topk_sum, num_topk_groups, threads())
+    return out
 
 
 def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_topk_groups: int, num_groups: int,

@@ -4,9 +4,10 @@ from __future__ import annotations
 import torch
 
 from .. import _checks as C
+from .._lib import empty, host_kernel, threads, use_host
 from ..reference.cast import _block_view, format_sf, transform_sf
 from ..utils import ceil_div, is_power_of_two
-from .common import check_block, check_sf_for
+from .common import check_block, check_sf_for, sf_strides
 
 
 def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_block_size: tuple[int, int],
@@ -29,6 +30,8 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
                          f"power of two")
     if use_packed_ue8m0 and not use_tma_aligned_col_major_sf:
         raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+    if use_host(q) and rows:
+        return _host_lossless(q, sf, rows, hidden, ib, ob, use_tma_aligned_col_major_sf, use_packed_ue8m0)
     # Per element: the exponent of its input block's scale.
     e_in = (transform_sf(sf).contiguous().view(torch.int32) >> 23) & 0xFF
     e_in = e_in.repeat_interleave(ib[0], 0).repeat_interleave(ib[1], 1)[:rows, :hidden]
@@ -41,3 +44,17 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
     if rows == 0:
         out_sf = torch.empty((0, ceil_div(hidden, ob[1])), dtype=torch.float32, device=q.device)
     return data, format_sf(out_sf, use_tma_aligned_col_major_sf, use_packed_ue8m0)
+
+
+def _host_lossless(q, sf, rows: int, hidden: int, ib, ob, col: bool, packed: bool):
+    """The output exponents from the (small) scale tensor, then one pass over the data in C++."""
+    kb_in = ceil_div(hidden, ib[1])
+    # one row per data row, one column per input block (packed scales unpack to 4 columns a word)
+    e_in = ((transform_sf(sf).contiguous().view(torch.int32) >> 23) & 0xFF)[:, :kb_in]
+    e_in = e_in.repeat_interleave(ib[0], 0)[:rows]
+    e_out = (_block_view(e_in, ob[0], ob[1] // ib[1]).amax(-1) - 6).clamp(min=0).to(torch.int32).contiguous()
+    data = empty(rows, hidden, dtype=torch.float8_e4m3fn)
+    p, sm, sk = sf_strides(sf)
+    host_kernel("tk_lossless", "lossless.cpp")(data, q, sf, e_out, rows, hidden, ib[0], ib[1], ob[0], ob[1], p, sm, sk,
+                                               e_out.shape[1], threads())
+    return data, format_sf((e_out << 23).view(torch.float32), col, packed)

@@ -89,3 +89,10 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
     for i in range(num_blocks):
         partial[i] = per_token[bounds[i]:bounds[i + 1]].sum(0)
     return grad_x.to(hidden_states.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype), partial
+
+
+def grad_w_reduce(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed) -> None:
+    """In place: ``s = grad_w_partial.sum(0)``; ``grad_wh += s * we``; ``grad_we += s * wh`` (FP32)."""
+    s = grad_w_partial.sum(0)
+    grad_weight_hidden.add_(s * weight_embed.float())
+    grad_weight_embed.add_(s * weight_hidden.float())

@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 from ...._lib import empty, host_kernel, threads, use_host
-from ....reference.mhc import mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
+from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
-_NORM, _SPLIT, _SINKHORN, _APPLY = 0, 1, 2, 3
+_NORM, _SPLIT, _SINKHORN, _APPLY, _HEAD_MIX = 0, 1, 2, 3, 4
 
 
 def _op(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, f1=0.0, f2=0.0):
@@ -61,6 +61,17 @@ def sinkhorn(x: torch.Tensor, repeat: int, eps: float) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     _op(_SINKHORN, x.numel() // (x.shape[-1] ** 2), x.shape[-1], 0, repeat, x, None, None, None, out, None, None, eps)
+    return out
+
+
+def head_mix(input_mix: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, pre_eps: float) -> torch.Tensor:
+    """``sigmoid(input_mix * scale + base) + pre_eps`` over (..., m) mixes."""
+    if not use_host(input_mix):
+        return mhc_head_compute_mix_ref(input_mix, scale, base, pre_eps)
+    m = input_mix.shape[-1]
+    out = torch.empty(input_mix.shape)
+    _op(_HEAD_MIX, input_mix.numel() // m if m else 0, m, 0, 0, input_mix.contiguous(), None, scale.contiguous(),
+        base.contiguous(), out, None, None, pre_eps)
     return out
 
 

@@ -1,14 +1,23 @@
 import torch
 
 from .... import _checks as C
+from ...._lib import empty, host_kernel, threads, use_host
 
 
 class ExpandToMHCFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, mhc_mult, out):
+        shape = (*hidden.shape[:-1], mhc_mult, hidden.shape[-1])
+        if not use_host(hidden):
+            if out is None:
+                out = hidden.new_empty(shape)
+            return out.copy_(hidden.unsqueeze(-2).expand_as(out))
         if out is None:
-            out = hidden.new_empty(*hidden.shape[:-1], mhc_mult, hidden.shape[-1])
-        out.copy_(hidden.unsqueeze(-2).expand_as(out))
+            out = empty(*shape, dtype=hidden.dtype)
+        if out.numel():
+            row_bytes = hidden.shape[-1] * hidden.element_size()
+            host_kernel("tk_mhc_expand", "mhc_expand.cpp")(out, hidden, hidden.numel() // hidden.shape[-1], mhc_mult,
+                                                         row_bytes, threads())
         return out
 
     @staticmethod

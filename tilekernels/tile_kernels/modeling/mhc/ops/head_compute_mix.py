@@ -2,6 +2,7 @@ import torch
 
 from .... import _checks as C
 from ....reference.mhc import mhc_head_compute_mix_ref
+from ._forward import head_mix
 from ._grad import recompute_grads
 
 
@@ -10,7 +11,7 @@ class MHCHeadComputeMix(torch.autograd.Function):
     def forward(ctx, input_mix, mhc_scale, mhc_base, pre_eps):
         ctx.save_for_backward(input_mix, mhc_scale, mhc_base)
         ctx.pre_eps = pre_eps
-        return mhc_head_compute_mix_ref(input_mix, mhc_scale, mhc_base, pre_eps)
+        return head_mix(input_mix, mhc_scale, mhc_base, pre_eps)
 
     @staticmethod
     def backward(ctx, g):

@@ -1,6 +1,8 @@
 import torch
 
 from .... import _checks as C
+from ...._lib import empty, host_kernel, threads, use_host
+from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
 
 
@@ -16,9 +18,17 @@ def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
     """``out[n] = post[n] * x + sum_i comb[i, n] * residual[i]`` (FP32 -> BF16)."""
     _check(x, residual, post_layer_mix, comb_res_mix)
     C.optional("out", out, dtypes=(torch.bfloat16,), shape=tuple(residual.shape))
-    mixed = torch.einsum("abmn,abmc->abnc", comb_res_mix, residual.float())
-    res = (x.float().unsqueeze(-2) * post_layer_mix + mixed).to(torch.bfloat16)
-    return res if out is None else out.copy_(res)
+    C.same_device(x=x, residual=residual, post_layer_mix=post_layer_mix, comb_res_mix=comb_res_mix)
+    if not use_host(residual):
+        res = mhc_post_ref(x, residual, post_layer_mix, comb_res_mix)
+        return res if out is None else out.copy_(res)
+    s, t, m, h = residual.shape
+    res = out if out is not None and out.is_contiguous() else empty(s, t, m, h, dtype=torch.bfloat16)
+    if res.numel():
+        host_kernel("tk_mhc_post", "mhc_post.cpp")(res, x.contiguous(), residual.contiguous(),
+                                                   post_layer_mix.contiguous(), comb_res_mix.contiguous(), s * t, m, h,
+                                                   threads())
+    return res if out is None or res is out else out.copy_(res)
 
 
 def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: bool = True):
