@@ -122,12 +122,78 @@ inline void rows_to_bf16(const Operand& op, int64_t g, int64_t mn0, int64_t mv, 
     }
 }
 
+#ifdef DJ_HAVE_AVX512
+// pack_block for K-major BF16 / E4M3 operands straight from their rows: 16 rows x 32 K values at
+// a time are converted in registers (a folded scale applied per row) and transposed into the
+// panels, without the BF16 staging copy (rows_to_bf16 + pack_kmajor) that costs as much again.
+// Same bits as that path. Returns false where it does not apply (FP4, other majors, scale blocks
+// that do not start on 32-value chunks).
+inline bool pack_direct(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int W, int64_t k0,
+                        int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint32_t* out) {
+    if (!op.k_major() || op.type == kE2M1 || nrows % 16 != 0 || kcp % 32 != 0 || !(W == 8 || W % 16 == 0)) return false;
+    if (op.fold && (op.gk % 32 != 0 || (k0 - k_first) % 32 != 0)) return false;
+    const int64_t kp = kcp / 2;
+    const ConvertTables& t = tables();
+    const bool fp8 = op.type == kE4M3;
+    const __m512i nonsign = _mm512_set1_epi16(0x7FFF);
+    // Per row of the current scale block: FP8 exponent bias and subnormal table, or the BF16
+    // exponent increment.
+    __m512i bias[16], small[16];
+    for (int i = 0; i < 16; ++i) bias[i] = fp8 ? _mm512_set1_epi16(120 << 7) : _mm512_setzero_si512(), small[i] = t.e4m3_small;
+    for (int64_t r0 = 0; r0 < nrows; r0 += 16) {
+        const int64_t rv = std::clamp<int64_t>(mv - r0, 0, 16);
+        const uint8_t* row[16];
+        for (int64_t i = 0; i < rv; ++i) row[i] = op.row_base(g, mn0 + r0 + i) + (fp8 ? k0 : 2 * k0);
+        // The next group's rows are requested now: converting this group hides their latency.
+        const int64_t next_rows = std::clamp<int64_t>(mv - r0 - 16, 0, 16), run = fp8 ? kv : 2 * kv;
+        for (int64_t i = 0; i < next_rows; ++i) {
+            const char* nrow = reinterpret_cast<const char*>(op.row_base(g, mn0 + r0 + 16 + i)) + (fp8 ? k0 : 2 * k0);
+            for (int64_t b = 0; b < run; b += 64) _mm_prefetch(nrow + b, _MM_HINT_T0);
+        }
+        int64_t cur_kb = -1;
+        for (int64_t c = 0; c < kcp; c += 32) {
+            const int64_t n = std::clamp<int64_t>(kv - c, 0, 32);
+            const __mmask32 m = n >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << n) - 1);
+            if (op.fold && rv > 0) {
+                const int64_t kb = kb0 + (k0 + c - k_first) / op.gk;
+                if (kb != cur_kb) {
+                    for (int64_t i = 0; i < rv; ++i) {
+                        const int e = scale_exponent(op.scale(g, mn0 + r0 + i, kb));
+                        bias[i] = fp8 ? _mm512_set1_epi16(static_cast<short>((120 + e) << 7))
+                                      : _mm512_set1_epi16(static_cast<short>(e * 128));
+                        if (fp8) small[i] = scaled_small(t, e);
+                    }
+                    cur_kb = kb;
+                }
+            }
+            __m512i v[16], tr[16];
+            for (int i = 0; i < 16; ++i) {
+                if (i >= rv) {
+                    v[i] = _mm512_setzero_si512();
+                } else if (fp8) {
+                    v[i] = e4m3x32_to_bf16(_mm256_maskz_loadu_epi8(m, row[i] + c), bias[i], small[i]);
+                } else {
+                    const __m512i x = _mm512_maskz_loadu_epi16(m, row[i] + 2 * c);
+                    v[i] = op.fold ? _mm512_mask_add_epi16(x, _mm512_test_epi16_mask(x, nonsign), x, bias[i]) : x;
+                }
+            }
+            transpose16_words(v, tr);
+            for (int q = 0; q < 16; ++q) store_rows16(out, W, kp, r0, c / 2 + q, tr[q]);
+        }
+    }
+    return true;
+}
+#endif
+
 // Packs rows [mn0, mn0 + mv) x K [k0, k0 + kv) of group g into nrows / W panels (nrows a
 // multiple of 32, rows past mv and K past kv zero) with kcp = kv rounded up to 32; k_first and
 // kb0 as for rows_to_bf16.
 inline void pack_block(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int W, int64_t k0,
                        int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint16_t* tmp, int16_t* exps,
                        uint32_t* out) {
+#ifdef DJ_HAVE_AVX512
+    if (pack_direct(op, g, mn0, mv, nrows, W, k0, kv, kcp, k_first, kb0, out)) return;
+#endif
     if (op.k_major() || !op.mn_major()) {
         const int64_t ld = kcp + 2;     // keeps rows from aliasing the same cache sets
         rows_to_bf16(op, g, mn0, mv, nrows, k0, kv, kcp, k_first, kb0, tmp, ld);

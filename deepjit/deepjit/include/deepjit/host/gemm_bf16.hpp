@@ -140,6 +140,32 @@ DJ_INLINE void store_rows16(uint32_t* out, int W, int64_t kp, int64_t r0, int64_
                             _mm512_extracti64x4_epi64(v, 1));
     }
 }
+
+// 16 vectors of 16 words (v[row][col]) -> t[col][row]; v is clobbered.
+DJ_INLINE void transpose16_words(__m512i* v, __m512i* t) {
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    // v[4q + s] holds, in each 128-bit lane L, words of rows 4q..4q+3 at column 4L + s; gather
+    // lane L of the four q into one vector per column.
+    for (int s = 0; s < 4; ++s) {
+        const __m512i a01 = _mm512_shuffle_i32x4(v[s], v[4 + s], 0x44);
+        const __m512i a23 = _mm512_shuffle_i32x4(v[8 + s], v[12 + s], 0x44);
+        const __m512i b01 = _mm512_shuffle_i32x4(v[s], v[4 + s], 0xEE);
+        const __m512i b23 = _mm512_shuffle_i32x4(v[8 + s], v[12 + s], 0xEE);
+        t[s] = _mm512_shuffle_i32x4(a01, a23, 0x88);
+        t[4 + s] = _mm512_shuffle_i32x4(a01, a23, 0xDD);
+        t[8 + s] = _mm512_shuffle_i32x4(b01, b23, 0x88);
+        t[12 + s] = _mm512_shuffle_i32x4(b01, b23, 0xDD);
+    }
+}
 #endif
 
 // Rows [0, nrows) of K-contiguous BF16 (row r at rows + r * ld, kc values, kc even) into
@@ -153,28 +179,7 @@ inline void pack_kmajor(const uint16_t* rows, int64_t ld, int64_t nrows, int W, 
                 __m512i v[16], t[16];
                 for (int i = 0; i < 16; ++i)
                     v[i] = _mm512_loadu_si512(reinterpret_cast<const uint32_t*>(rows + (r0 + i) * ld) + p0);
-                for (int i = 0; i < 16; i += 2) {
-                    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-                    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-                }
-                for (int i = 0; i < 16; i += 4) {
-                    v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-                    v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-                    v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-                    v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-                }
-                // v[4q + s] holds, in each 128-bit lane L, words of rows 4q..4q+3 at column
-                // 4L + s; gather lane L of the four q into one vector per column.
-                for (int s = 0; s < 4; ++s) {
-                    const __m512i a01 = _mm512_shuffle_i32x4(v[s], v[4 + s], 0x44);
-                    const __m512i a23 = _mm512_shuffle_i32x4(v[8 + s], v[12 + s], 0x44);
-                    const __m512i b01 = _mm512_shuffle_i32x4(v[s], v[4 + s], 0xEE);
-                    const __m512i b23 = _mm512_shuffle_i32x4(v[8 + s], v[12 + s], 0xEE);
-                    t[s] = _mm512_shuffle_i32x4(a01, a23, 0x88);
-                    t[4 + s] = _mm512_shuffle_i32x4(a01, a23, 0xDD);
-                    t[8 + s] = _mm512_shuffle_i32x4(b01, b23, 0x88);
-                    t[12 + s] = _mm512_shuffle_i32x4(b01, b23, 0xDD);
-                }
+                transpose16_words(v, t);
                 for (int c = 0; c < 16; ++c) store_rows16(out, W, kp, r0, p0 + c, t[c]);
             }
         }
@@ -227,16 +232,10 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
                                     const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C, int64_t ldc,
                                     bool accumulate, const float* sa, const float* sb) {
 #ifdef DJ_HAVE_AVX512_BF16
+    // Accumulators start at zero and C is added after the loop: loading C first (often from L2)
+    // would hold up the first products of every call.
     __m512 acc[R][2];
-    for (int i = 0; i < R; ++i) {
-        if (!kPromote && accumulate) {
-            acc[i][0] = _mm512_loadu_ps(C + i * ldc);
-            acc[i][1] = _mm512_loadu_ps(C + i * ldc + 16);
-        } else {
-            acc[i][0] = _mm512_setzero_ps();
-            acc[i][1] = _mm512_setzero_ps();
-        }
-    }
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kp; ++p) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B + p * NR);
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + p * NR + 16);
@@ -262,14 +261,19 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
         }
     } else {
         for (int i = 0; i < R; ++i) {
-            _mm512_storeu_ps(C + i * ldc, acc[i][0]);
-            _mm512_storeu_ps(C + i * ldc + 16, acc[i][1]);
+            __m512 c0 = acc[i][0], c1 = acc[i][1];
+            if (accumulate) {
+                c0 = _mm512_add_ps(c0, _mm512_loadu_ps(C + i * ldc));
+                c1 = _mm512_add_ps(c1, _mm512_loadu_ps(C + i * ldc + 16));
+            }
+            _mm512_storeu_ps(C + i * ldc, c0);
+            _mm512_storeu_ps(C + i * ldc + 16, c1);
         }
     }
 #else
     float acc[R][NR];
     for (int i = 0; i < R; ++i)
-        for (int j = 0; j < NR; ++j) acc[i][j] = (!kPromote && accumulate) ? C[i * ldc + j] : 0.0f;
+        for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
     for (int64_t p = 0; p < kp; ++p) {
         float b0[NR], b1[NR];
         for (int j = 0; j < NR; ++j) {
@@ -286,7 +290,7 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
     for (int i = 0; i < R; ++i)
         for (int j = 0; j < NR; ++j) {
             const float base = accumulate ? C[i * ldc + j] : 0.0f;
-            C[i * ldc + j] = kPromote ? base + acc[i][j] * sa[i] * sb[j] : acc[i][j];
+            C[i * ldc + j] = kPromote ? base + acc[i][j] * sa[i] * sb[j] : base + acc[i][j];
         }
 #endif
 }
