@@ -16,6 +16,8 @@ _SOURCES = {
     "ep_combine_send": "host/combine_send.cpp",
     "ep_combine_reduce": "host/combine_reduce.cpp",
     "ep_fp8_cast": "host/fp8_cast.cpp",
+    "ep_ll_dispatch": "host/ll_dispatch.cpp",
+    "ep_ll_combine": "host/ll_combine.cpp",
 }
 
 

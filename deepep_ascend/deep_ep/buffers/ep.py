@@ -41,7 +41,8 @@ class EPBuffer(BufferBase):
                  lb_allocation_plan_or_num_bytes: Union[BufferAllocator, int] = 0, deterministic: bool = False,
                  allow_hybrid_mode: bool = True, allow_multiple_reduction: bool = True,
                  prefer_overlap_with_compute: bool = True, sl_idx: int | None = None, num_allocated_qps: int = 0,
-                 num_cpu_timeout_secs: int = 300, num_gpu_timeout_secs: int = 100, explicitly_destroy: bool = False):
+                 num_cpu_timeout_secs: int = 300, num_gpu_timeout_secs: int = 100, explicitly_destroy: bool = False,
+                 *, _output_arena: bool = True):
         super().__init__(explicitly_destroy)
         group = group if group is not None else dist.group.WORLD
         self.group = group
@@ -68,7 +69,7 @@ class EPBuffer(BufferBase):
         # The output arena lets senders write dispatch outputs directly. Twice the EP region holds a
         # new output while a caller still keeps earlier ones (e.g. the handle's dispatch); when it is
         # full, dispatch falls back to copying out of the receive slots. EP_OUTPUT_ARENA=0 turns it off.
-        arena = 2 * num_bytes if os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
+        arena = 2 * num_bytes if _output_arena and os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
                                     arena_bytes=arena)
         self.transport = self._session.transport_kind

@@ -11,12 +11,14 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..engine import layout
+from ..engine import layout, low_latency
 from ..engine.handle import EPHandle
+from ..engine.low_latency import LowLatencyEngine
 from ..utils.event import EventHandle, EventOverlap
-from ..utils.math import per_token_cast_to_fp8
+from ..utils.math import align, per_token_cast_to_fp8
 from .ep import EPBuffer
 
+_LL_MAX_TOPK = 9
 _V1_TABLE = (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160)
 
 
@@ -73,9 +75,15 @@ class Buffer:
         self.num_rdma_bytes = num_rdma_bytes
         self.low_latency_mode = low_latency_mode
         self.explicitly_destroy = explicitly_destroy
-        self._ep = EPBuffer(group, num_bytes=max(num_nvl_bytes, num_rdma_bytes), explicitly_destroy=True)
+        # Low-latency buffers have no use for the direct-write output arena of normal dispatches.
+        self._ep = EPBuffer(group, num_bytes=max(num_nvl_bytes, num_rdma_bytes), explicitly_destroy=True,
+                            _output_arena=not low_latency_mode)
         self.runtime = self._ep.runtime
         self._zero_copy: torch.Tensor | None = None
+        session = self._ep._session
+        self._ll = None
+        if low_latency_mode and session.transport_kind == "shm" and session.backend == "host":
+            self._ll = LowLatencyEngine(session, self._ep.num_bytes, session.threads)
 
     # ---- configuration -----------------------------------------------------------------------
     @classmethod
@@ -99,7 +107,12 @@ class Buffer:
     @staticmethod
     def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int, num_ranks: int,
                                        num_experts: int) -> int:
-        return layout.buffer_size_hint(num_ranks, num_max_dispatch_tokens_per_rank, hidden, 32, False, False)
+        """Room for the low-latency kernels' two areas with up to 9 top-k slots (as upstream's
+        low-latency kernels), and for the collective transports' slot layout."""
+        areas = 2 * low_latency.area_bytes_hint(num_ranks, num_max_dispatch_tokens_per_rank, hidden, num_experts,
+                                                _LL_MAX_TOPK)
+        return max(align(areas, layout.ALLOCATION_ALIGNMENT),
+                   layout.buffer_size_hint(num_ranks, num_max_dispatch_tokens_per_rank, hidden, 32, False, False))
 
     @staticmethod
     def is_sm90_compiled() -> bool:
@@ -222,6 +235,9 @@ class Buffer:
         if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or x.dim() != 2:
             raise TypeError(f"x must be a 2-D BF16 tensor, got {getattr(x, 'dtype', type(x))}")
         R, M, H = self.group_size, num_max_dispatch_tokens_per_rank, x.shape[1]
+        if self._ll is not None:
+            return self._ll_dispatch(x, topk_idx, M, num_experts, cumulative_local_expert_recv_stats, use_fp8,
+                                     round_scale, use_ue8m0, async_finish, return_recv_hook)
         payload = x
         if use_fp8:
             fp8, scales = _cast_to_fp8(x, round_scale, self._ep)
@@ -268,6 +284,23 @@ class Buffer:
         finish(results)
         return packed(results[0]), recv_count, handle, event if async_finish else EventOverlap(), None
 
+    def _ll_dispatch(self, x, topk_idx, M, num_experts, stats, use_fp8, round_scale, use_ue8m0, async_finish,
+                     hook_mode):
+        """Shared memory: one kernel call (two in hook mode: send now, receive in the hook; with
+        async_finish the receive half runs on the comm worker)."""
+        session = self._ep._session
+        recv, recv_count, src_info, layout_range, state, finish = self._ll.dispatch(
+            x, topk_idx, M, num_experts, stats, use_fp8, round_scale, use_ue8m0, split=hook_mode or async_finish)
+        handle = LowLatencyHandle((src_info, layout_range, M, x.shape[1], num_experts))
+        handle.ep_handle = None
+        handle.ll_state = state
+        if hook_mode:
+            deferred = session.defer(finish)
+            return recv, recv_count, handle, EventOverlap(), deferred.run
+        if async_finish:
+            return recv, recv_count, handle, EventOverlap(EventHandle(future=session.submit(finish))), None
+        return recv, recv_count, handle, EventOverlap(), None
+
     def get_next_low_latency_combine_buffer(self, handle: LowLatencyHandle) -> torch.Tensor:
         """A BF16 ``[E_local, R*M, hidden]`` tensor the caller may write expert outputs into, then
         call ``low_latency_combine(..., zero_copy=True)``."""
@@ -282,10 +315,20 @@ class Buffer:
                             async_finish: bool = False, return_recv_hook: bool = False,
                             out: torch.Tensor | None = None, combine_wait_recv_cost_stats=None):
         """Weighted: ``out[t] = sum_k topk_weights[t, k] * y_{topk_idx[t, k]}(t)``. Returns ``(combined_x, event, hook)``."""
-        if not isinstance(handle, LowLatencyHandle) or getattr(handle, "ep_handle", None) is None:
-            raise ValueError("handle must come from low_latency_dispatch (call its hook first in hook mode)")
         if zero_copy:
             x = self._zero_copy
+        state = getattr(handle, "ll_state", None)
+        if isinstance(handle, LowLatencyHandle) and state is not None and self._ll is not None:
+            _, _, M, H, num_experts = handle
+            session = self._ep._session
+            run = None
+            if async_finish:
+                def run(call):
+                    return EventOverlap(EventHandle(future=session.submit(call)))
+            combined, event = self._ll.combine(x, topk_idx, topk_weights, state, M, H, num_experts, out, run)
+            return combined, event or EventOverlap(), (lambda: None) if return_recv_hook else None
+        if not isinstance(handle, LowLatencyHandle) or getattr(handle, "ep_handle", None) is None:
+            raise ValueError("handle must come from low_latency_dispatch (call its hook first in hook mode)")
         ep_handle = handle.ep_handle
         e_local, RM, H = x.shape
         if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \

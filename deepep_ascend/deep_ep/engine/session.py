@@ -73,6 +73,7 @@ class CommSession:
         window = getattr(self.transport, "window", None)
         self.threads = jit.threads_per_rank(window.num_local_ranks if window is not None else 1)
         self._seq = 0
+        self._last_own_handshake = 0
         self._worker: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
         self._deferred: list[Deferred] = []
@@ -122,6 +123,20 @@ class CommSession:
                                  for n, a, b in zip(names, signature, sig, strict=False) if int(a) != int(b))
                 raise ValueError(f"deep_ep {op}: ranks disagree on a collective argument ({diff})")
         return signature
+
+    def start_own_handshake(self) -> tuple[int, bool]:
+        """For an operation whose kernel does its own handshake (the low-latency kernels): its
+        sequence number, and whether the previous operation was one too. Only then may the kernel
+        write into its peers' regions before its first round: a peer may still be reading its
+        region for an earlier operation of another kind."""
+        if self.broken is not None:
+            raise BufferBrokenError(f"deep_ep: the buffer is unusable after an earlier communication failure "
+                                    f"({self.broken}); destroy it and create a new one")
+        self.drain()
+        self._seq += 1
+        follows_own = self._seq == 1 or self._last_own_handshake == self._seq - 1
+        self._last_own_handshake = self._seq
+        return self._seq, follows_own
 
     def guard(self, fn: Callable):
         try:

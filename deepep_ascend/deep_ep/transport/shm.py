@@ -78,14 +78,22 @@ class ShmTransport:
         sig[SIG_WORDS - 1] = 1 if error else 0
         self._sig[copy][self.rank].copy_(sig)
         if error:
-            raw = error.encode()[: MSG_BYTES - 1]
-            self._msg[copy][self.rank][: len(raw)].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
-            self._msg[copy][self.rank][len(raw)] = 0
+            self.post_message(seq, error)
         self.window.notify_lanes(0, seq)
         self.window.wait_lanes(0, seq, what=f"deep_ep operation {seq}: waiting for every rank to start it")
         rows = [s.tolist() for s in self._sig[copy]]
         return [(row[: len(signature)], self._message(copy, p) if row[SIG_WORDS - 1] else None)
                 for p, row in enumerate(rows)]
+
+    def post_message(self, seq: int, error: str) -> None:
+        """This rank's error text for operation ``seq``, read by peers once its signal says so."""
+        raw = error.encode()[: MSG_BYTES - 1]
+        msg = self._msg[seq % 2][self.rank]
+        msg[: len(raw)].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+        msg[len(raw)] = 0
+
+    def message(self, seq: int, peer: int) -> str:
+        return self._message(seq % 2, peer)
 
     def _message(self, copy: int, peer: int) -> str:
         raw = bytes(self._msg[copy][peer].tolist())
@@ -94,6 +102,9 @@ class ShmTransport:
     # ---- data --------------------------------------------------------------------------------
     def region(self, peer: int, dtype: torch.dtype, shape, offset: int = 0) -> torch.Tensor:
         return self.window.tensor(peer, dtype, shape, CTRL_BYTES + offset)
+
+    def region_address(self, peer: int) -> int:
+        return self._region_ptr[peer]
 
     def post_counts(self, counts: torch.Tensor) -> None:
         """``counts [R, C]`` int32 (per destination): every rank gets the whole matrix, as row

@@ -1,5 +1,11 @@
-"""The window's two host kernels (signal publish and bounded wait), compiled once per process."""
+"""The window's two host kernels (signal publish and bounded wait), compiled once per process.
+
+Other libraries' host kernels that signal and wait inside one call (e.g. deep_ep's low-latency
+dispatch) receive these two functions' addresses (``entry_points``) and call them, so the wait
+policy and its failure checks have a single implementation."""
 from __future__ import annotations
+
+import ctypes
 
 from ..library import KernelLibrary
 
@@ -15,3 +21,9 @@ def notify_kernel():
 
 def wait_kernel():
     return LIB.host_kernel("symm_wait", "wait.cpp")
+
+
+def entry_points() -> tuple[int, int]:
+    """C addresses of ``symm_notify(addresses, count, value)`` and ``symm_wait(addresses, count,
+    target, abort_word, pidfds, num_pidfds, timeout_ns, status)`` (see notify.cpp / wait.cpp)."""
+    return tuple(ctypes.cast(k._fn, ctypes.c_void_p).value for k in (notify_kernel(), wait_kernel()))

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from .errors import PeerAbortedError, PeerDiedError, PeerTimeoutError, SymmetricWindowError
-from .kernels import notify_kernel, wait_kernel
+from .kernels import entry_points, notify_kernel, wait_kernel
 
 SHM_DIR = "/dev/shm"
 LINE = 64
@@ -309,6 +309,9 @@ class SymmetricWindow:
         status = self._status
         wait_kernel()(addresses, addresses.numel(), int(value), self._line_address(self.local_rank, _ABORT_LINE),
                       self._pidfds, self.num_local_ranks, int(timeout_s * 1e9), status)
+        self._raise_status(status, value, timeout_s, what, describe)
+
+    def _raise_status(self, status, value, timeout_s, what, describe):
         code, index, seen = (int(v) for v in status.tolist())
         if code == 0:
             return
@@ -324,6 +327,31 @@ class SymmetricWindow:
                                    f"to reach {value} (saw {seen})")
         self.failed = err
         raise err
+
+    # ---- signalling from inside host kernels ---------------------------------------------------
+    def kernel_lanes(self, base_slot: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """For a host kernel that notifies and waits itself: the addresses ``notify_lanes`` writes
+        (slot ``base_slot + local_rank`` of every peer) and those ``wait_lanes`` watches."""
+        self._check_usable()
+        me, peers = self.local_rank, tuple(range(self.num_local_ranks))
+        slots = tuple(range(base_slot, base_slot + self.num_local_ranks))
+        notify = self._addresses(("n", base_slot + me, peers),
+                                 lambda: [self.signal_address(p, base_slot + me) for p in peers])
+        wait = self._addresses(("w", slots), lambda: [self.signal_address(me, s) for s in slots])
+        return notify, wait
+
+    def kernel_wait_context(self) -> tuple[int, int, int, torch.Tensor, int]:
+        """``(notify_fn, wait_fn, abort_word, pidfds, timeout_ns)``: what a host kernel passes to
+        the window's own notify/wait functions (``deepjit.symm.kernels.entry_points``)."""
+        self._check_usable()
+        notify_fn, wait_fn = entry_points()
+        return (notify_fn, wait_fn, self._line_address(self.local_rank, _ABORT_LINE), self._pidfds,
+                int(self.timeout_s * 1e9))
+
+    def raise_wait_status(self, status: torch.Tensor, value: int, what: str) -> None:
+        """Raise what ``wait_lanes`` would for a kernel's wait ``status`` (int64 [3]); no-op when 0."""
+        self._raise_status(status, value, self.timeout_s, what,
+                           lambda i: f"lane written by local rank {i} (group rank {self.local_ranks[i]})")
 
     def barrier(self, timeout_s: float | None = None) -> None:
         """All local ranks meet; bounded like ``wait``."""

@@ -1,0 +1,88 @@
+// Low-latency combine in one call (V1 ``low_latency_combine`` over shared memory): every received
+// row that came from a peer goes back to that source's area, at row t * K + k (its token and top-k
+// slot); one round (signature + arrival) then lets each rank reduce its own tokens:
+//   out[t] = bf16(sum over valid k, in slot order, of weights[t, k] * row(t, k))   (FP32, from 0)
+// where row(t, k) is the received copy, or, for experts of this rank, the input row itself
+// (send_row[t, k] from the dispatch), which therefore never travels.
+//
+// status: as ll_dispatch.cpp ([3]: 3 wait failed, 2 signatures disagree / a rank reported an error).
+#include <deep_ep/host/ll_common.hpp>
+#include <deepjit/host/convert.hpp>
+
+DJ_KERNEL(ep_ll_combine,
+          "ptr,i64,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,ptr,ptr,ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,ptr,"
+          "ptr,i64")
+void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_idx, const float* weights, int64_t T,
+                   int64_t K, int64_t R, int64_t E_local, int64_t M, int64_t H, int64_t rank,
+                   const int64_t* layout_range, const int32_t* row_tk, const int32_t* send_row,
+                   const int64_t* peer_area, int64_t rows_off, int64_t* sig, int64_t* sigs_out, const void* notify_fn,
+                   const void* wait_fn, const int64_t* abort_word, const int32_t* pidfds, const int64_t* data_notify,
+                   const int64_t* data_wait, int64_t timeout_ns, int64_t seq, int64_t* status, uint16_t* out,
+                   int64_t threads) {
+    using namespace ep_ll;
+    const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
+                          reinterpret_cast<WaitFn>(const_cast<void*>(wait_fn)), abort_word, pidfds, R, timeout_ns,
+                          status};
+    const int64_t RM = R * M, row_bytes = 2 * H;
+    status[3] = 0;
+    if (sig[kSigErr] == 0) {
+        std::vector<int64_t> rows;  // packed row << 8 | source
+        for (int64_t le = 0; le < E_local; ++le)
+            for (int64_t s = 0; s < R; ++s) {
+                if (s == rank) continue;
+                const int64_t begin = layout_range[le * R + s] >> 32, n = layout_range[le * R + s] & 0xFFFFFFFF;
+                for (int64_t j = 0; j < n; ++j) rows.push_back((le * RM + begin + j) << 8 | s);
+            }
+        dj::parallel_for(static_cast<int64_t>(rows.size()), threads, [&](int64_t i) {
+            const int64_t row = rows[i] >> 8, s = rows[i] & 0xFF;
+            uint8_t* dst = reinterpret_cast<uint8_t*>(peer_area[s]) + rows_off + row_tk[row] * row_bytes;
+            ep::copy_row(dst, reinterpret_cast<const uint8_t*>(x + row * x_row_stride), row_bytes);
+        });
+        ep::store_fence();
+    }
+    post_signature(peer_area, R, rank, sig);
+    if (!signals.round(data_notify, data_wait, seq)) { status[3] = 3; return; }
+    uint8_t* own = reinterpret_cast<uint8_t*>(peer_area[rank]);
+    if (!signatures_agree(own, R, sigs_out)) { status[3] = 2; return; }
+
+    constexpr int64_t kChunk = 256;
+    dj::parallel_for(T, threads, [&](int64_t t) {
+        const uint16_t* src[64];
+        float w[64];
+        int64_t n = 0;
+        for (int64_t k = 0; k < K; ++k) {
+            const int64_t e = topk_idx[t * K + k];
+            if (e < 0) continue;
+            src[n] = e / E_local == rank ? x + send_row[t * K + k] * x_row_stride
+                                         : reinterpret_cast<const uint16_t*>(own + rows_off + (t * K + k) * row_bytes);
+            w[n++] = weights[t * K + k];
+        }
+        for (int64_t h0 = 0; h0 < H; h0 += kChunk) {
+            const int64_t c = std::min<int64_t>(kChunk, H - h0);
+            uint16_t* y = out + t * H + h0;
+#if defined(DJ_HAVE_AVX512)
+            if (c == kChunk) {
+                constexpr int kVec = kChunk / 16;
+                __m512 acc[kVec];
+                for (int v = 0; v < kVec; ++v) acc[v] = _mm512_setzero_ps();
+                for (int64_t j = 0; j < n; ++j) {
+                    const __m512 wv = _mm512_set1_ps(w[j]);
+                    for (int v = 0; v < kVec; ++v) {
+                        const __m512 xv = dj::bf16x16_to_f32(
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[j] + h0 + v * 16)));
+                        acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(wv, xv));
+                    }
+                }
+                for (int v = 0; v < kVec; ++v)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
+                continue;
+            }
+#endif
+            float acc[kChunk];
+            for (int64_t h = 0; h < c; ++h) acc[h] = 0.0f;
+            for (int64_t j = 0; j < n; ++j)
+                for (int64_t h = 0; h < c; ++h) acc[h] += w[j] * dj::bf16_to_f32(src[j][h0 + h]);
+            for (int64_t h = 0; h < c; ++h) y[h] = dj::f32_to_bf16(acc[h]);
+        }
+    });
+}

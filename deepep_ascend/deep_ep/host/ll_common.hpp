@@ -1,0 +1,70 @@
+// Shared pieces of the low-latency kernels (ll_dispatch.cpp, ll_combine.cpp): the control block
+// of a low-latency area and the calls into deepjit.symm's notify / bounded wait.
+//
+// Each rank's window holds two low-latency areas (alternate operations use alternate areas, so a
+// rank one operation ahead never writes where a slower peer still reads). An area starts with a
+// control block written by the peers:
+//   sig[R][16] int64      each source's signature row: kSigWords below (argument summary + error)
+//   counts[R][R][E_local] int32   each source's token counts per (destination, local expert)
+// and then the operation's data (offsets passed by the caller).
+#pragma once
+
+#include <deep_ep/host/common.hpp>
+
+#include <vector>
+
+namespace ep_ll {
+
+constexpr int64_t kSigWords = 16;
+// Signature words: [0] operation, [1..7] arguments every rank must agree on, [8] error code
+// (0 none, 1 expert id out of range, 2 expert twice in a token, 3 the caller's checks failed:
+// message in the transport's message block), [9..11] token, slot, value of the bad id.
+constexpr int kSigErr = 8;
+
+using NotifyFn = void (*)(const uint64_t*, int64_t, int64_t);
+using WaitFn = void (*)(const uint64_t*, int64_t, int64_t, const int64_t*, const int32_t*, int64_t, int64_t,
+                        int64_t*);
+
+struct Signals {
+    NotifyFn notify;
+    WaitFn wait;
+    const int64_t* abort_word;
+    const int32_t* pidfds;
+    int64_t num_ranks;
+    int64_t timeout_ns;
+    int64_t* status;  // [code, index, seen] as symm_wait writes it
+
+    // Publish `value` on a lane, then wait for every peer's; false on timeout / abort / dead peer.
+    bool round(const int64_t* notify_lane, const int64_t* wait_lane, int64_t value) const {
+        notify(reinterpret_cast<const uint64_t*>(notify_lane), num_ranks, value);
+        wait(reinterpret_cast<const uint64_t*>(wait_lane), num_ranks, value, abort_word, pidfds, num_ranks,
+             timeout_ns, status);
+        return status[0] == 0;
+    }
+};
+
+DJ_INLINE int64_t* sig_row(uint8_t* area, int64_t src) { return reinterpret_cast<int64_t*>(area) + src * kSigWords; }
+
+DJ_INLINE int32_t* count_block(uint8_t* area, int64_t R) {
+    return reinterpret_cast<int32_t*>(area + R * kSigWords * 8);
+}
+
+// Writes this rank's signature row into every peer's area.
+DJ_INLINE void post_signature(const int64_t* peer_area, int64_t R, int64_t rank, const int64_t* sig) {
+    for (int64_t p = 0; p < R; ++p) std::memcpy(sig_row(reinterpret_cast<uint8_t*>(peer_area[p]), rank), sig, kSigWords * 8);
+}
+
+// After the round: copy every source's row out (for the caller's messages); true when all rows
+// agree on words [0, kSigErr) and report no error.
+DJ_INLINE bool signatures_agree(uint8_t* own_area, int64_t R, int64_t* sigs_out) {
+    bool ok = true;
+    std::memcpy(sigs_out, own_area, R * kSigWords * 8);
+    for (int64_t s = 0; s < R; ++s) {
+        const int64_t* row = sigs_out + s * kSigWords;
+        ok &= row[kSigErr] == 0;
+        for (int w = 0; w < kSigErr; ++w) ok &= row[w] == sigs_out[w];
+    }
+    return ok;
+}
+
+}  // namespace ep_ll
