@@ -6,7 +6,8 @@ DJ_KERNEL(tk_engram_grad_w, "ptr,i64,ptr,i32,ptr,i32,ptr,ptr,i64,i64")
 void tk_engram_grad_w(const float* partial, int64_t B, const void* wh, int32_t wh_bf16, const void* we, int32_t we_bf16,
                       float* gwh, float* gwe, int64_t N, int64_t threads) {
     const int32_t dt_h = wh_bf16 ? tk::kInBF16 : tk::kInF32, dt_e = we_bf16 ? tk::kInBF16 : tk::kInF32;
-    dj::parallel_for((N + 4095) / 4096, threads, [&](int64_t blk) {
+    // the usual sizes (hc x H, some 30K values) take microseconds: threads only for large ones
+    dj::parallel_for((N + 4095) / 4096, N * B >= (1 << 20) ? threads : 1, [&](int64_t blk) {
         int64_t j = blk * 4096;
         const int64_t end = std::min(N, j + 4096);
 #ifdef DJ_HAVE_AVX512

@@ -3,10 +3,36 @@
 // op 4 head_compute_mix (the pre mixes of split_mixes alone).
 #include <tile_kernels/host/mhc.hpp>
 
+namespace {
+
+// head_compute_mix over the flat (T * m) mixes, 16 at a time: base repeats with period m, so a
+// pattern of 16 * m entries (a whole number of both periods) gives the base of any 16 lanes.
+void head_mix(const float* in, float scale, const float* base, int64_t T, int64_t m, float eps, float* out) {
+    const int64_t n = T * m;
+    int64_t k = 0;
+#ifdef DJ_HAVE_AVX512
+    std::vector<float> pattern(16 * m);
+    for (int64_t j = 0; j < 16 * m; ++j) pattern[j] = base[j % m];
+    const __m512 vs = _mm512_set1_ps(scale), one = _mm512_set1_ps(1.0f), ve = _mm512_set1_ps(eps);
+    for (int64_t off = 0; k + 16 <= n; k += 16, off = off + 16 == 16 * m ? 0 : off + 16) {
+        const __m512 z = _mm512_add_ps(tk::rounded(_mm512_mul_ps(_mm512_loadu_ps(in + k), vs)), _mm512_loadu_ps(pattern.data() + off));
+        const __m512 e = tk::exp_f32x16(_mm512_sub_ps(_mm512_setzero_ps(), z));
+        _mm512_storeu_ps(out + k, _mm512_add_ps(_mm512_div_ps(one, _mm512_add_ps(one, e)), ve));
+    }
+#endif
+    for (; k < n; ++k) out[k] = tk::mhc::sigmoid(tk::rounded(in[k] * scale) + base[k % m]) + eps;
+}
+
+}  // namespace
+
 DJ_KERNEL(tk_mhc_op, "i32,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,f32,f32,i64")
 void tk_mhc_op(int32_t op, int64_t T, int64_t m, int64_t K, int64_t repeat, const void* a, const void* b,
                const float* scale, const float* base, void* o1, void* o2, void* o3, float f1, float f2, int64_t threads) {
     const int64_t m3 = m * (m + 2);
+    if (op == 4) {  // a = input_mix (T, m) -> o1 (T, m); f1 = pre_eps
+        head_mix(static_cast<const float*>(a), scale[0], base, T, m, f1, static_cast<float*>(o1));
+        return;
+    }
     dj::parallel_for((T + 63) / 64, threads, [&](int64_t blk) {
         for (int64_t t = blk * 64; t < std::min(T, blk * 64 + 64); ++t) {
             switch (op) {
@@ -23,13 +49,6 @@ void tk_mhc_op(int32_t op, int64_t T, int64_t m, int64_t K, int64_t repeat, cons
                     float* x = static_cast<float*>(o1) + t * m * m;
                     std::memcpy(x, static_cast<const float*>(a) + t * m * m, sizeof(float) * m * m);
                     tk::mhc::sinkhorn(x, m, repeat, f1);
-                    break;
-                }
-                case 4: {  // a = input_mix (T, m) -> o1 (T, m); f1 = pre_eps
-                    const float* in = static_cast<const float*>(a) + t * m;
-                    float* out = static_cast<float*>(o1) + t * m;
-                    for (int64_t i = 0; i < m; ++i)
-                        out[i] = tk::mhc::sigmoid(tk::rounded(in[i] * scale[0]) + base[i]) + f1;
                     break;
                 }
                 default:  // a = residual (T, m, K=H) bf16, b = mix (T, m) -> o1 (T, H) bf16

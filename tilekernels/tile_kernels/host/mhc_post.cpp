@@ -13,15 +13,17 @@ void tk_mhc_post(uint16_t* out, const uint16_t* x, const uint16_t* residual, con
         uint16_t* ot = out + t * m * H;
         int64_t h = 0;
 #ifdef DJ_HAVE_AVX512
-        for (; h + 16 <= H; h += 16) {
+        constexpr int64_t kMaxM = 8;  // streams widened once per column chunk and kept in registers
+        for (; m <= kMaxM && h + 16 <= H; h += 16) {
             const __m512 xv = dj::bf16x16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + h)));
+            __m512 r[kMaxM];
+            for (int64_t i = 0; i < m; ++i)
+                r[i] = dj::bf16x16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rt + i * H + h)));
             for (int64_t n = 0; n < m; ++n) {
                 __m512 acc = _mm512_setzero_ps();
-                for (int64_t i = 0; i < m; ++i)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(ct[i * m + n]),
-                                          dj::bf16x16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rt + i * H + h))), acc);
-                const __m512 r = _mm512_add_ps(tk::rounded(_mm512_mul_ps(xv, _mm512_set1_ps(pt[n]))), acc);
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(ot + n * H + h), dj::f32x16_to_bf16(r));
+                for (int64_t i = 0; i < m; ++i) acc = _mm512_fmadd_ps(_mm512_set1_ps(ct[i * m + n]), r[i], acc);
+                const __m512 y = _mm512_add_ps(tk::rounded(_mm512_mul_ps(xv, _mm512_set1_ps(pt[n]))), acc);
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(ot + n * H + h), dj::f32x16_to_bf16(y));
             }
         }
 #endif

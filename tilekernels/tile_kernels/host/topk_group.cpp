@@ -13,6 +13,26 @@ DJ_INLINE void insert(float* val, int64_t* id, int64_t& n, int64_t cap, float v,
     id[i] = e;
 }
 
+#ifdef DJ_HAVE_AVX512
+// The sum of the best `num_sum` (1 or 2) of n (a multiple of 16) scores: a lane-wise max / min
+// split, then the largest value, and the runner-up from the min lanes or the max lanes less the
+// one lane that held the largest (an equal second maximum stays, as in a top-2 with ties).
+DJ_INLINE float top_sum16(const float* s, int64_t n, int64_t num_sum) {
+    __m512 hi = _mm512_loadu_ps(s), lo = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 16; j < n; j += 16) {
+        const __m512 v = _mm512_loadu_ps(s + j);
+        lo = _mm512_max_ps(lo, _mm512_min_ps(hi, v));
+        hi = _mm512_max_ps(hi, v);
+    }
+    const float m1 = _mm512_reduce_max_ps(hi);
+    if (num_sum == 1) return m1;
+    const __mmask16 at = _mm512_cmp_ps_mask(hi, _mm512_set1_ps(m1), _CMP_EQ_OQ);
+    const __mmask16 first = static_cast<__mmask16>(at & (~at + 1u));
+    const float m2 = std::max(_mm512_reduce_max_ps(lo), _mm512_reduce_max_ps(_mm512_mask_mov_ps(hi, first, _mm512_set1_ps(-INFINITY))));
+    return m1 + m2;
+}
+#endif
+
 }  // namespace
 
 DJ_KERNEL(tk_topk_group, "ptr,ptr,i64,i64,i64,i64,i64,i64")
@@ -25,10 +45,19 @@ void tk_topk_group(int64_t* out, const float* scores, int64_t T, int64_t G, int6
             const float* s = scores + t * G * Eg;
             int64_t ng = 0;
             for (int64_t g = 0; g < G; ++g) {
-                float best[2];
-                int64_t bid[2], nb = 0;
-                for (int64_t e = 0; e < Eg; ++e) insert(best, bid, nb, num_sum, s[g * Eg + e], e);
-                insert(gval, gid, ng, num_groups_out, num_sum == 2 ? best[0] + best[1] : best[0], g);
+                float sum;
+#ifdef DJ_HAVE_AVX512
+                if (Eg % 16 == 0) {
+                    sum = top_sum16(s + g * Eg, Eg, num_sum);
+                } else
+#endif
+                {
+                    float best[2];
+                    int64_t bid[2], nb = 0;
+                    for (int64_t e = 0; e < Eg; ++e) insert(best, bid, nb, num_sum, s[g * Eg + e], e);
+                    sum = num_sum == 2 ? best[0] + best[1] : best[0];
+                }
+                insert(gval, gid, ng, num_groups_out, sum, g);
             }
             for (int64_t i = 0; i < num_groups_out; ++i) out[t * num_groups_out + i] = gid[i];
         }
