@@ -190,3 +190,31 @@ def _async(rank, world):
 
 def test_async_deferred_and_elastic():
     assert run_ranks(_async, 2, timeout=120) == [True, True]
+
+
+def _local_buffer(rank, world):
+    import deep_ep
+    buf = deep_ep.Buffer(dist.group.WORLD, 1 << 20, explicitly_destroy=True)
+    whole = buf.get_local_buffer_tensor(torch.bfloat16)
+    assert whole.dtype == torch.bfloat16 and whole.numel() == (1 << 20) // 2
+    mine = buf.get_local_buffer_tensor(torch.int32, (2, 8), offset=64)
+    mine.fill_(100 + rank)
+    assert whole.view(torch.uint8)[64:128].view(torch.int32).eq(100 + rank).all()
+    dist.barrier()
+    # The view is this rank's part of the shared window: the peer reads it from there.
+    peer = (rank + 1) % world
+    seen = buf._ep._session.transport.region(peer, torch.int32, (2, 8), 64)
+    assert bool((seen == 100 + peer).all())
+    for bad in (dict(offset=2), dict(size=(1 << 20) // 4 + 1), dict(offset=1 << 21)):
+        try:
+            buf.get_local_buffer_tensor(torch.int32, **bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad} accepted")
+    dist.barrier()
+    buf.destroy()
+    return True
+
+
+def test_get_local_buffer_tensor_views_the_shared_window():
+    assert run_ranks(_local_buffer, 2, timeout=60) == [True, True]

@@ -18,7 +18,7 @@ from ..utils.event import EventHandle, EventOverlap
 from ..utils.math import align, per_token_cast_to_fp8
 from .ep import EPBuffer
 
-_LL_MAX_TOPK = 9
+_LL_MAX_TOPK = 11
 _V1_TABLE = (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160)
 
 
@@ -80,6 +80,7 @@ class Buffer:
                             _output_arena=not low_latency_mode)
         self.runtime = self._ep.runtime
         self._zero_copy: torch.Tensor | None = None
+        self._private_bytes: torch.Tensor | None = None  # get_local_buffer_tensor without shared memory
         session = self._ep._session
         self._ll = None
         if low_latency_mode and session.transport_kind == "shm" and session.backend == "host":
@@ -107,8 +108,8 @@ class Buffer:
     @staticmethod
     def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int, num_ranks: int,
                                        num_experts: int) -> int:
-        """Room for the low-latency kernels' two areas with up to 9 top-k slots (as upstream's
-        low-latency kernels), and for the collective transports' slot layout."""
+        """Room for the low-latency kernels' two areas with up to 11 top-k slots (upstream's
+        low-latency limit), and for the collective transports' slot layout."""
         areas = 2 * low_latency.area_bytes_hint(num_ranks, num_max_dispatch_tokens_per_rank, hidden, num_experts,
                                                 _LL_MAX_TOPK)
         return max(align(areas, layout.ALLOCATION_ALIGNMENT),
@@ -127,7 +128,31 @@ class Buffer:
 
     def get_local_buffer_tensor(self, dtype: torch.dtype, size=None, offset: int = 0,
                                 use_rdma_buffer: bool = False) -> torch.Tensor:
-        raise NotImplementedError("get_local_buffer_tensor: the CPU buffer's bytes are owned by the transport")
+        """A raw view of this rank's buffer bytes from ``offset`` (``size``: a shape or element
+        count; default: the rest of the buffer). Over shared memory it is this rank's part of the
+        window, which peers write into; with collective transports, bytes only this rank sees.
+        The NVL and RDMA buffers are one region here, ``max(num_nvl_bytes, num_rdma_bytes)`` long."""
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        total = self._ep.num_bytes
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= total or offset % itemsize:
+            raise ValueError(f"offset must be a multiple of {itemsize} in [0, {total}], got {offset!r}")
+        shape = ((total - offset) // itemsize,) if size is None else \
+            (tuple(size) if isinstance(size, (tuple, list, torch.Size)) else (size,))
+        numel = 1
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                raise ValueError(f"size must be non-negative ints, got {size!r}")
+            numel *= s
+        if offset + numel * itemsize > total:
+            raise ValueError(f"{numel} elements of {dtype} at offset {offset} exceed the buffer's {total} bytes")
+        session = self._ep._session
+        if session.transport_kind == "shm":
+            return session.transport.region(self.rank, dtype, shape, offset)
+        if self._private_bytes is None:
+            self._private_bytes = torch.zeros(total, dtype=torch.uint8)
+        return self._private_bytes[offset:offset + numel * itemsize].view(dtype).view(shape)
 
     def destroy(self) -> None:
         if not self.explicitly_destroy:

@@ -81,7 +81,7 @@ class LowLatencyEngine:
                        for i in range(2)]
         self._post = self.window.kernel_lanes(0)          # the transport's POSTED lanes
         self._data = self.window.kernel_lanes(2 * R)      # ... and ARRIVED lanes
-        self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._timeout_ns = self.window.kernel_wait_context()
+        self._notify_fn, self._wait_fn, self._abort, self._pidfds = self.window.kernel_wait_context()
         self._status = torch.zeros(4, dtype=torch.int64)
         self._sigs = torch.zeros(R, SIG_WORDS, dtype=torch.int64)
         self.threads = threads
@@ -132,7 +132,7 @@ class LowLatencyEngine:
         mine = sigs[self.rank]
         for peer, row in enumerate(sigs):
             diff = [f"{n}: rank {self.rank} has {a}, rank {peer} has {b}"
-                    for n, a, b in zip(_SIG_NAMES, mine, row[:SIG_ERR], strict=True) if a != b]
+                    for n, a, b in zip(_SIG_NAMES, mine[:SIG_ERR], row[:SIG_ERR], strict=True) if a != b]
             if diff:
                 raise ValueError(f"deep_ep {op}: ranks disagree on a collective argument ({', '.join(diff)})")
         raise RuntimeError(f"deep_ep {op}: the low-latency handshake failed without a reason")
@@ -212,7 +212,9 @@ class LowLatencyEngine:
         RM = R * M
         pool = self.pool
         recv_x = pool.empty((e_local, RM, H), torch.float8_e4m3fn if use_fp8 else torch.bfloat16)
-        recv_sf = pool.empty((e_local, RM, packs), torch.int32 if use_ue8m0 else torch.float32) if use_fp8 else None
+        recv_sf = None
+        if use_fp8:  # token dimension contiguous, as upstream's scales (a transposed view)
+            recv_sf = pool.empty((e_local, packs, RM), torch.int32 if use_ue8m0 else torch.float32).transpose(1, 2)
         src_info = pool.empty((e_local, RM), torch.int32)
         layout_range = torch.empty(e_local, R, dtype=torch.int64)
         recv_count = torch.empty(e_local, dtype=torch.int32)
@@ -229,11 +231,12 @@ class LowLatencyEngine:
             recv_x, recv_sf, src_info, layout_range, recv_count, stats, state, area, fp8, round_scale, ue8m0 = outs
             row_tk, send_row = state.row_tk, state.send_row
             (T, H), x_stride = x.shape, x.stride(0)
+        timeout_ns = int(self.window.timeout_s * 1e9)
         kernel("ep_ll_dispatch")(
             x, x_stride, T, H, topk_idx, K, R, e_local, M, self.rank, int(fp8), int(round_scale), int(ue8m0),
             self._areas[seq % 2], area.x_off, area.sf_off, area.info_off, sig, self._sigs, self._notify_fn,
             self._wait_fn, self._abort, self._pidfds, self._post[0], self._post[1], self._data[0], self._data[1],
-            self._timeout_ns, seq, self._status, phase, recv_x, recv_sf, src_info, layout_range, recv_count, stats,
+            timeout_ns, seq, self._status, phase, recv_x, recv_sf, src_info, layout_range, recv_count, stats,
             row_tk, send_row, self.threads)
 
     # ---- combine ----------------------------------------------------------------------------------
@@ -254,12 +257,13 @@ class LowLatencyEngine:
 
         def call():
             T = 0 if error is not None else topk_idx.shape[0]
+            timeout_ns = int(self.window.timeout_s * 1e9)
             kernel("ep_ll_combine")(
                 x if error is None else None, H, topk_idx if error is None else None, topk_weights if error is None
                 else None, T, K, R, e_local, M, H, self.rank, state.layout_range, state.row_tk, state.send_row,
                 self._areas[seq % 2], ctrl_bytes(R, e_local), sig,
                 self._sigs, self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._data[0], self._data[1],
-                self._timeout_ns, seq, self._status, out, self.threads)
+                timeout_ns, seq, self._status, out, self.threads)
             self._check_status("low_latency_combine", seq, error)
             return out
 

@@ -9,7 +9,8 @@
 // row [x image row][scale bytes] plus an int32 info word t * K + k (source token and top-k slot).
 // Packing copies them to recv_x[le, begin_s[le] + j] (the packed [E_local, R * M, H] layout).
 //
-// Outputs besides recv_x / recv_sf: src_info[le, row] = source token (-1 past the count),
+// recv_sf is [E_local, packs, R * M] (the caller sees a transposed view). Further outputs:
+// src_info[le, row] = source token (-1 past the count),
 // layout_range[le, s] = begin << 32 | count, recv_count[le], stats[le] += count (optional),
 // row_tk[le, row] = t * K + k (combine sends row back to that slot of its source), and on the
 // sending side send_row[t, k] = the packed row the copy landed in at its destination (-1 if none).
@@ -29,7 +30,7 @@ void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, c
                     const int64_t* abort_word, const int32_t* pidfds, const int64_t* post_notify,
                     const int64_t* post_wait, const int64_t* data_notify, const int64_t* data_wait,
                     int64_t timeout_ns, int64_t seq, int64_t* status, int64_t phase, uint8_t* recv_x,
-                    uint8_t* recv_sf, int32_t* src_info, int64_t* layout_range, int32_t* recv_count, int32_t* stats,
+                    uint32_t* recv_sf, int32_t* src_info, int64_t* layout_range, int32_t* recv_count, int32_t* stats,
                     int32_t* row_tk, int32_t* send_row, int64_t threads) {
     using namespace ep_ll;
     const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
@@ -140,7 +141,9 @@ void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, c
         dj::parallel_for(N, threads, [&](int64_t i) {
             const int64_t le = expert_of[i], out = le * RM + (i - cbase[le]);
             ep::copy_row(recv_x + out * xb, own + x_off + i * xb, xb);
-            if (sfb) std::memcpy(recv_sf + out * sfb, own + sf_off + i * sfb, sfb);
+            // Scales are stored transposed, [le][pack][row] (token dimension contiguous, as upstream).
+            const uint32_t* packs = reinterpret_cast<const uint32_t*>(own + sf_off + i * sfb);
+            for (int64_t p = 0; p < sfb / 4; ++p) recv_sf[(le * (sfb / 4) + p) * RM + (out - le * RM)] = packs[p];
             row_tk[out] = info[i];
             src_info[out] = info[i] / static_cast<int32_t>(K);
         });

@@ -340,13 +340,12 @@ class SymmetricWindow:
         wait = self._addresses(("w", slots), lambda: [self.signal_address(me, s) for s in slots])
         return notify, wait
 
-    def kernel_wait_context(self) -> tuple[int, int, int, torch.Tensor, int]:
-        """``(notify_fn, wait_fn, abort_word, pidfds, timeout_ns)``: what a host kernel passes to
-        the window's own notify/wait functions (``deepjit.symm.kernels.entry_points``)."""
+    def kernel_wait_context(self) -> tuple[int, int, int, torch.Tensor]:
+        """``(notify_fn, wait_fn, abort_word, pidfds)``: what a host kernel passes to the window's
+        own notify/wait functions (``deepjit.symm.kernels.entry_points``), with ``timeout_s``."""
         self._check_usable()
         notify_fn, wait_fn = entry_points()
-        return (notify_fn, wait_fn, self._line_address(self.local_rank, _ABORT_LINE), self._pidfds,
-                int(self.timeout_s * 1e9))
+        return notify_fn, wait_fn, self._line_address(self.local_rank, _ABORT_LINE), self._pidfds
 
     def raise_wait_status(self, status: torch.Tensor, value: int, what: str) -> None:
         """Raise what ``wait_lanes`` would for a kernel's wait ``status`` (int64 [3]); no-op when 0."""

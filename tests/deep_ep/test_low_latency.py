@@ -1,0 +1,178 @@
+"""V1 low-latency mode over shared memory (one host-kernel call per dispatch and per combine):
+bit-exact against an oracle built from all-gathered inputs, on 3 ranks; rejected arguments raise on
+every rank and the buffer keeps working; a timeout or a dead peer raises on every live rank."""
+import os
+import signal
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.testkit.distributed import RankFailure, run_ranks
+
+from . import refs
+
+LM, LH, K = 12, 256, 4
+
+
+def _buffer(world, num_experts):
+    import deep_ep
+    hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, num_experts)
+    return deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, explicitly_destroy=True)
+
+
+def _expert_output(x_src: torch.Tensor, expert: int) -> torch.Tensor:
+    """Synthetic expert output of a received token: depends only on the token and the expert."""
+    return (x_src.float() * (1.0 + expert / 8.0)).bfloat16()
+
+
+def _gather(t):
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, t)
+    return out
+
+
+def _oracle_exact(rank, world):
+    from deep_ep.utils.math import per_token_cast_to_fp8
+    E = 4 * world
+    e_local = E // world
+    buf = _buffer(world, E)
+    T = LM - rank  # uneven token counts
+    idx, w = refs.make_routing(T, K, E, seed=70 + rank, masked_ratio=0.2)
+    x = refs.make_x(T, LH, seed=70 + rank)
+    all_x, all_idx = _gather(x), _gather(idx)
+    for use_fp8, round_scale in ((False, False), (True, False), (True, True)):
+        stats = torch.full((e_local,), 5, dtype=torch.int32)
+        recv, count, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, stats, use_fp8=use_fp8,
+                                                             round_scale=round_scale)
+        src_info, layout_range = handle[0], handle[1]
+        assert not use_fp8 or recv[1].stride(1) == 1  # scales token-contiguous, as upstream
+        y = torch.zeros(e_local, world * LM, LH, dtype=torch.bfloat16)
+        for e in range(e_local):
+            expert = rank * e_local + e
+            begin = 0
+            for src in range(world):
+                tokens = (all_idx[src] == expert).any(1).nonzero().squeeze(1)
+                n = tokens.numel()
+                assert int(layout_range[e, src]) == (begin << 32 | n)
+                assert torch.equal(src_info[e, begin:begin + n], tokens.int())
+                if use_fp8:
+                    q, sf = per_token_cast_to_fp8(all_x[src][tokens], use_ue8m0=round_scale)
+                    assert torch.equal(recv[0][e, begin:begin + n].view(torch.uint8), q.view(torch.uint8))
+                    assert torch.equal(recv[1][e, begin:begin + n], sf)
+                else:
+                    assert torch.equal(recv[e, begin:begin + n], all_x[src][tokens])
+                y[e, begin:begin + n] = _expert_output(all_x[src][tokens], expert)
+                begin += n
+            assert int(count[e]) == begin and int(stats[e]) == begin + 5
+            assert bool((src_info[e, begin:] == -1).all())
+        combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
+        # FP32 from zero, slot order, weight times the BF16 expert output, one rounding.
+        expected = torch.zeros(T, LH)
+        for k in range(K):
+            for t in range(T):
+                if idx[t, k] >= 0:
+                    expected[t] = expected[t] + w[t, k] * _expert_output(x[t], int(idx[t, k])).float()
+        assert torch.equal(combined, expected.bfloat16()), (use_fp8, round_scale)
+    buf.destroy()
+    return True
+
+
+def test_low_latency_bit_exact_on_three_ranks():
+    assert run_ranks(_oracle_exact, 3, timeout=120) == [True] * 3
+
+
+def _expect(fn, exc_type, *fragments):
+    try:
+        fn()
+    except exc_type as exc:
+        missing = [f for f in fragments if f not in str(exc)]
+        assert not missing, f"message {str(exc)!r} lacks {missing}"
+        return
+    raise AssertionError(f"expected {exc_type.__name__}")
+
+
+def _rejections(rank, world):
+    E = 8
+    buf = _buffer(world, E)
+    idx, w = refs.make_routing(LM, K, E, seed=80 + rank)
+    x = refs.make_x(LM, LH, seed=80 + rank)
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+    good, _, _ = buf.low_latency_combine(recv, idx, w, handle)
+
+    hidden = LH if rank == 0 else LH // 2
+    _expect(lambda: buf.low_latency_dispatch(refs.make_x(LM, hidden, 1), idx, LM, E), ValueError,
+            "ranks disagree", "hidden")
+    bad = idx.clone()
+    bad[2, 1] = E if rank == 0 else bad[2, 1]
+    _expect(lambda: buf.low_latency_dispatch(x, bad, LM, E), ValueError,
+            "topk_idx[2, 1] = 8 is out of range" if rank == 0 else "rank 0 rejected")
+    many = LM + 3 if rank == 1 else LM
+    _expect(lambda: buf.low_latency_dispatch(refs.make_x(many, LH, 2), refs.make_routing(many, K, E, 3)[0], LM, E),
+            ValueError, "exceeds num_max_dispatch_tokens_per_rank" if rank == 1 else "rank 1 rejected")
+    other = idx.roll(1, 0) if rank == 1 else idx
+    _expect(lambda: buf.low_latency_combine(recv, other, w, handle), ValueError,
+            "must be the one given" if rank == 1 else "rank 1 rejected")
+    # The buffer still works and gives the same result.
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+    again, _, _ = buf.low_latency_combine(recv, idx, w, handle)
+    assert torch.equal(again, good)
+    buf.destroy()
+    return True
+
+
+def test_low_latency_rejections_raise_on_every_rank():
+    assert run_ranks(_rejections, 2, timeout=120) == [True, True]
+
+
+def _timeout(rank, world):
+    import deep_ep
+    from deepjit.symm import PeerAbortedError, PeerTimeoutError
+    E = 8
+    buf = _buffer(world, E)
+    buf._ep._session.transport.window.timeout_s = 1.0  # V1 Buffer has no timeout argument
+    idx, _ = refs.make_routing(LM, K, E, seed=rank)
+    x = refs.make_x(LM, LH, seed=rank)
+    start = time.monotonic()
+    if rank == 1:
+        time.sleep(3)
+        _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), PeerAbortedError, "aborted")
+    else:
+        _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), PeerTimeoutError, "timed out", "local rank 1")
+    elapsed = time.monotonic() - start
+    _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), deep_ep.BufferBrokenError, "destroy it")
+    buf.destroy()
+    return elapsed
+
+
+def test_low_latency_timeout_raises_on_every_rank():
+    t0, t1 = run_ranks(_timeout, 2, timeout=60)
+    assert t0 < 5 and t1 < 6
+
+
+def _killed(rank, world, result_dir):
+    E = 4 * world
+    buf = _buffer(world, E)
+    idx, w = refs.make_routing(LM, K, E, seed=rank)
+    x = refs.make_x(LM, LH, seed=rank)
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+    if rank == world - 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # dies before the combine's round
+    start = time.monotonic()
+    try:
+        buf.low_latency_combine(recv, idx, w, handle)
+        outcome = "no error"
+    except Exception as exc:  # noqa: BLE001 - the type is what the test reports
+        outcome = f"{type(exc).__name__}: {exc}"
+    with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
+        f.write(f"{time.monotonic() - start:.2f}|{outcome}")
+
+
+def test_low_latency_dead_peer_raises_on_every_live_rank(tmp_path):
+    with pytest.raises(RankFailure):
+        run_ranks(_killed, 3, str(tmp_path), timeout=60)
+    for rank in (0, 1):
+        seconds, outcome = (tmp_path / f"rank{rank}").read_text().split("|", 1)
+        assert float(seconds) < 10, outcome
+        assert outcome.startswith(("PeerDiedError", "PeerAbortedError")), outcome
