@@ -2,8 +2,14 @@
 
 Targets (issue 4): FP8 prefill >= 1.0x torch BF16 matmul; FP8 decode time <= 0.6x torch BF16;
 FP8 >= 5x torch._scaled_mm; BF16 >= 1.1x torch BF16; grouped >= 0.8x dense FP8 at equal rows.
-On this machine the BF16 instruction peak caps the first three below their targets where torch
-is already near that peak (decode M=64 is compute-bound here: 2*M FLOPs per weight byte).
+
+torch writes into a preallocated output (``out=``) like the op under test does; a fresh 58 MB
+output per call would charge torch its page faults.
+
+Two targets exceed the BF16 instruction peak of this CPU (decode M=64 is compute-bound here: 2*M
+FLOPs per weight byte). For them a "bound" record runs next to the measured one: the time the
+FLOPs take at the peak measured in this run, against the same baseline, so its ratio column is
+the most any kernel could reach (the target is in the case name).
 
 Op and baseline are timed alternately, best of each (Bench.paired)."""
 import pytest
@@ -29,26 +35,42 @@ def _reps(m):
     return 3 if m >= 1024 else 15
 
 
+def _torch_mm(a, b_t):
+    """torch's BF16 matmul into a preallocated output: the baseline."""
+    out = torch.empty(a.size(0), b_t.size(1), dtype=torch.bfloat16)
+    return lambda: torch.matmul(a, b_t, out=out)
+
+
+def _record_bound(bench, case, shape, flops, baseline, baseline_seconds):
+    """The op's case at the instruction peak: seconds = flops / peak, same baseline."""
+    peak_seconds = flops / (bench.peaks.bf16_peak_gflops * 1e9)
+    bench.record("deep_gemm", case, shape, peak_seconds, flops=flops, baseline=baseline,
+                 baseline_seconds=baseline_seconds)
+
+
 @pytest.mark.parametrize("m", [4096, 64])
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_bench_fp8_gemm(bench, m, n, k):
     a, sfa, b, sfb = fp8_operands(m, n, k)
     d = torch.empty(m, n, dtype=torch.bfloat16)
     ab, bb = torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16()
-    flops = 2 * m * n * k
-    t, t0 = Bench.paired(lambda: H.gemm(a, sfa, b, sfb, d), lambda: ab @ bb.T, _reps(m))
-    bench.record("deep_gemm", "fp8_gemm_nt (pow2 sf)", f"{m}x{n}x{k}", t, flops=flops,
+    flops, shape = 2 * m * n * k, f"{m}x{n}x{k}"
+    t, t0 = Bench.paired(lambda: H.gemm(a, sfa, b, sfb, d), _torch_mm(ab, bb.T), _reps(m))
+    bench.record("deep_gemm", "fp8_gemm_nt (pow2 sf)", shape, t, flops=flops,
                  baseline="torch bf16 matmul", baseline_seconds=t0)
+    if m == 64:   # target: time <= 0.6x torch's, i.e. ratio >= 1.67x
+        _record_bound(bench, "fp8 decode bound (target 1.67x)", shape, flops, "torch bf16 matmul", t0)
     if m == 4096 and n == 7168 and k == 2048:
         sfa_f = sfa * 1.3   # non-power-of-two scales: promoted per 128-K block
-        tf, t0 = Bench.paired(lambda: H.gemm(a, sfa_f, b, sfb, d), lambda: ab @ bb.T, _reps(m))
-        bench.record("deep_gemm", "fp8_gemm_nt (fp32 sf)", f"{m}x{n}x{k}", tf, flops=flops,
+        tf, t0 = Bench.paired(lambda: H.gemm(a, sfa_f, b, sfb, d), _torch_mm(ab, bb.T), _reps(m))
+        bench.record("deep_gemm", "fp8_gemm_nt (fp32 sf)", shape, tf, flops=flops,
                      baseline="torch bf16 matmul", baseline_seconds=t0)
         one, bt = torch.tensor(1.0), b.T
         t, ts = Bench.paired(lambda: H.gemm(a, sfa, b, sfb, d),
-                       lambda: torch._scaled_mm(a, bt, one, one, out_dtype=torch.bfloat16), 1)
-        bench.record("deep_gemm", "fp8_gemm_nt vs _scaled_mm", f"{m}x{n}x{k}", t, flops=flops,
+                             lambda: torch._scaled_mm(a, bt, one, one, out_dtype=torch.bfloat16), 1)
+        bench.record("deep_gemm", "fp8_gemm_nt vs _scaled_mm", shape, t, flops=flops,
                      baseline="torch._scaled_mm tensor-wise", baseline_seconds=ts)
+        _record_bound(bench, "_scaled_mm bound (target 5x)", shape, flops, "torch._scaled_mm tensor-wise", ts)
     if m == 64 and n == 7168 and k == 2048:
         # Python cost of the public API path: the same call through deep_gemm.fp8_gemm_nt.
         tp, th = Bench.paired(lambda: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d), lambda: H.gemm(a, sfa, b, sfb, d), 30)
@@ -60,9 +82,11 @@ def test_bench_fp8_gemm(bench, m, n, k):
 def test_bench_bf16_gemm(bench, m, n, k):
     a, b = torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16()
     d = torch.empty(m, n, dtype=torch.bfloat16)
-    t, t0 = Bench.paired(lambda: H.gemm(a, None, b, None, d), lambda: a @ b.T, _reps(m))
+    t, t0 = Bench.paired(lambda: H.gemm(a, None, b, None, d), _torch_mm(a, b.T), _reps(m))
     bench.record("deep_gemm", "bf16_gemm_nt", f"{m}x{n}x{k}", t, flops=2 * m * n * k,
                  baseline="torch bf16 matmul", baseline_seconds=t0)
+    if m == 4096:   # the 1.1x target sits close to the peak: show how close
+        _record_bound(bench, "bf16 bound (target 1.1x)", f"{m}x{n}x{k}", 2 * m * n * k, "torch bf16 matmul", t0)
 
 
 @pytest.mark.parametrize("n,k", [(4096, 7168), (7168, 2048)])
