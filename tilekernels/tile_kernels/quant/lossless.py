@@ -47,14 +47,9 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
 
 
 def _host_lossless(q, sf, rows: int, hidden: int, ib, ob, col: bool, packed: bool):
-    """The output exponents from the (small) scale tensor, then one pass over the data in C++."""
-    kb_in = ceil_div(hidden, ib[1])
-    # one row per data row, one column per input block (packed scales unpack to 4 columns a word)
-    e_in = ((transform_sf(sf).contiguous().view(torch.int32) >> 23) & 0xFF)[:, :kb_in]
-    e_in = e_in.repeat_interleave(ib[0], 0)[:rows]
-    e_out = (_block_view(e_in, ob[0], ob[1] // ib[1]).amax(-1) - 6).clamp(min=0).to(torch.int32).contiguous()
     data = empty(rows, hidden, dtype=torch.float8_e4m3fn)
+    e_out = torch.empty(ceil_div(rows, ob[0]), ceil_div(hidden, ob[1]), dtype=torch.int32)
     p, sm, sk = sf_strides(sf)
-    host_kernel("tk_lossless", "lossless.cpp")(data, q, sf, e_out, rows, hidden, ib[0], ib[1], ob[0], ob[1], p, sm, sk,
+    host_kernel("tk_lossless", "lossless.cpp")(data, e_out, q, sf, rows, hidden, ib[0], ib[1], ob[0], ob[1], p, sm, sk,
                                                e_out.shape[1], threads())
     return data, format_sf((e_out << 23).view(torch.float32), col, packed)
