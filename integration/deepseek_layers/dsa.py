@@ -7,8 +7,8 @@ fused layout: a page's FP8 values, then their FP32 scales); each query attends t
 
 Per call, on ``x`` [T, dim] BF16:
 
-1. projections (deep_gemm ``bf16_gemm_nt``; ``wkv_b`` absorbed per head by the same GEMM on
-   strided views, which is faster on CPU than deep_gemm's ``einsum`` there),
+1. projections (deep_gemm ``bf16_gemm_nt``; ``wkv_b`` absorbed per head by deep_gemm's masked
+   grouped BF16 GEMM or per-head GEMMs on strided views, both faster on CPU than its ``einsum``),
    RMSNorm / LayerNorm / RoPE in plain torch (element-wise, no library op for them);
 2. the new tokens' latents and indexer keys are quantised and written into the two caches
    (flash_mla ``quantize_k_cache``; tile_kernels ``per_token_cast``);
@@ -171,10 +171,21 @@ def _linear(x: torch.Tensor, w: torch.Tensor, dtype=torch.bfloat16) -> torch.Ten
     return out
 
 
+# Up to this many rows one masked grouped GEMM over [H, T, K] copies of the operands beats H strided
+# GEMM calls (per-call overhead); above it the two transposing copies cost more (measured, 64 heads).
+PER_HEAD_MASKED_MAX_ROWS = 512
+
+
 def _per_head(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out[:, h] = a[:, h] @ b[h].T`` for a [T, H, K] (last dim contiguous), b [H, N, K], out [T, H, N]."""
-    for h in range(b.shape[0]):
-        deep_gemm.bf16_gemm_nt(a[:, h], b[h], out[:, h])
+    t, h = a.shape[:2]
+    if t <= PER_HEAD_MASKED_MAX_ROWS:
+        d = torch.empty(h, t, b.shape[1], dtype=torch.bfloat16)
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a.transpose(0, 1).contiguous(), b, d,
+                                                torch.full((h,), t, dtype=torch.int32), max(t, 1))
+        return out.copy_(d.transpose(0, 1))
+    for i in range(h):
+        deep_gemm.bf16_gemm_nt(a[:, i], b[i], out[:, i])
     return out
 
 
