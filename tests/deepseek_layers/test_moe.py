@@ -1,5 +1,5 @@
 """The MoE layer against the FP32 reference written from the math (tests/deepseek_layers/references.py):
-without a group, on a one-rank group and expert-parallel over two gloo ranks."""
+without a group, on one-rank groups and expert-parallel over two gloo ranks."""
 from __future__ import annotations
 
 import pytest
@@ -68,6 +68,20 @@ def test_no_tokens():
 def _ep_rank(rank: int, world: int, num_tokens: list[int]):
     w = MoEWeights.random(GROUPED, seed=7)
     x = randn(num_tokens[rank], GROUPED.hidden, seed=10 + rank).bfloat16()
+    local = MoE(GROUPED, w)(x)
+    # one rank alone: a one-rank group per rank (every rank creates every group, in one order)
+    alone = [dist.new_group([r], backend="gloo") for r in range(world)][rank]
+    layer = MoE(GROUPED, w, group=alone, num_max_tokens_per_rank=64)
+    try:
+        assert layer.num_local_experts == GROUPED.n_routed_experts
+        out = _check_against_reference(layer, GROUPED, w, x)
+    finally:
+        layer.destroy()
+    # The local path (tile_kernels' fused layout, no communication) computes the same rows, sums each
+    # token's experts in FP32 in top-k order, rounds to BF16 once and adds the shared expert in FP32:
+    # deep_ep's combine does the same on one rank, so the two agree bit for bit there.
+    assert_bitwise_equal(out, local, "one-rank EP output vs local output")
+    # expert parallel over the whole group
     layer = MoE(GROUPED, w, group=dist.group.WORLD, num_max_tokens_per_rank=64)
     try:
         assert layer.num_local_experts == GROUPED.n_routed_experts // world
@@ -75,24 +89,13 @@ def _ep_rank(rank: int, world: int, num_tokens: list[int]):
         again = layer(x)  # the buffer is reused across calls
     finally:
         layer.destroy()
-    # The local path (tile_kernels' fused layout, no communication) computes the same rows, sums each
-    # token's experts in FP32 in top-k order, rounds to BF16 once and adds the shared expert in FP32:
-    # deep_ep's combine does the same on one rank, so the two agree bit for bit there.
-    local = MoE(GROUPED, w)(x)
-    if world == 1:
-        assert_bitwise_equal(out, local, "one-rank EP output vs local output")
-    else:
-        assert calc_diff(out, local) < 1e-5
     assert_bitwise_equal(again, out, "second call")
+    assert calc_diff(out, local) < 1e-5
     return out.shape[0]
 
 
-def test_one_rank_group():
-    assert run_ranks(_ep_rank, 1, [40], timeout=120) == [40]
-
-
-def test_two_ranks_expert_parallel():
-    # ragged token counts, one rank's tokens reach experts on both ranks
+def test_one_rank_groups_and_two_ranks_expert_parallel():
+    # ragged token counts; each rank's tokens reach experts on both ranks
     assert run_ranks(_ep_rank, 2, [48, 33], timeout=120) == [48, 33]
 
 
