@@ -92,6 +92,10 @@ def _paged_mqa(host, q, kv, weights, context_lens, page_rows, block_table, logit
                           clean_logits, num_threads=num_threads)
 
 
+def _hc_prenorm(host, a, b, d, sqr_sum, num_splits, num_threads):
+    host.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, num_threads=num_threads)
+
+
 _ADAPTERS = {
     "fp8_fp4_gemm_nt": ("gemm", _gemm),
     "bf16_gemm_nt": ("gemm", _bf16_gemm),
@@ -103,6 +107,7 @@ _ADAPTERS = {
     "k_grouped_bf16_gemm_tn": ("k_grouped_gemm", _k_grouped_bf16),
     "mqa_logits": ("mqa_logits", _mqa),
     "paged_mqa_logits": ("paged_mqa_logits", _paged_mqa),
+    "hc_prenorm_gemm": ("hc_prenorm_gemm", _hc_prenorm),
 }
 
 

@@ -119,8 +119,9 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
         v.shape("d", d, (num_splits, m, n))
         v.shape("sqr_sum", sqr_sum, (num_splits, m))
     v.row_major_out("d", d)
-    v.same_device([("a", a), ("b", b), ("d", d), ("sqr_sum", sqr_sum)])
-    reference.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits)
+    device = v.same_device([("a", a), ("b", b), ("d", d), ("sqr_sum", sqr_sum)])
+    from . import _dispatch
+    _dispatch.run("hc_prenorm_gemm", device, a, b, d, sqr_sum, num_splits)
 
 
 def fp8_gemm_nt_skip_head_mid(a, b, d: torch.Tensor, head_splits, recipe=None, compiled_dims: str = "nk",

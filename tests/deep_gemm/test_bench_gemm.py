@@ -17,6 +17,7 @@ import torch
 
 import deep_gemm
 from deep_gemm import host as H
+from deep_gemm import reference
 from tests.testkit.bench_plugin import Bench
 
 SHAPES = [(7168, 2048), (2112, 7168), (4096, 7168), (7168, 2304)]
@@ -107,3 +108,13 @@ def test_bench_grouped(bench, n, k):
     tm, td = Bench.paired(lambda: H.m_grouped_gemm_masked(am, sfam, b, sfb, dm, masked), dense, 2)
     bench.record("deep_gemm", "m_grouped_fp8 masked", f"{g}x{rows}x{n}x{k}", tm, flops=2 * m * n * k,
                  baseline="host dense fp8, same rows", baseline_seconds=td)
+
+
+def test_bench_hc_prenorm(bench):
+    """tf32_hc_prenorm_gemm (mHC pre-norm projection, 4096 tokens): host kernel against the reference path."""
+    m, n, k = 4096, 24, 7168
+    a, b = torch.randn(m, k).bfloat16(), torch.randn(n, k)
+    d, sqr = torch.empty(m, n), torch.empty(m)
+    t, t0 = Bench.paired(lambda: H.hc_prenorm_gemm(a, b, d, sqr), lambda: reference.hc_prenorm_gemm(a, b, d, sqr, None), 3)
+    bench.record("deep_gemm", "tf32_hc_prenorm_gemm", f"{m}x{n}x{k}", t, flops=2 * m * n * k,
+                 baseline="reference (torch fp32 matmul)", baseline_seconds=t0)

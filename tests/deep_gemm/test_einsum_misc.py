@@ -67,9 +67,11 @@ def test_fp8_einsum_bhd_bhr_hdr_accumulates():
     assert calc_diff(d, ref) < 1e-3
 
 
+@pytest.mark.parametrize("m,n,k", [(13, 24, 640),     # (24, 7168) scaled down
+                                   (7, 5, 37),        # ragged: row, column and K tails
+                                   (1, 9, 4)])        # K shorter than the splits: an empty split
 @pytest.mark.parametrize("num_splits", [None, 1, 3])
-def test_tf32_hc_prenorm_gemm(num_splits):
-    m, n, k = 13, 24, 640                  # (24, 7168) scaled down
+def test_tf32_hc_prenorm_gemm(backend, m, n, k, num_splits):
     a, b = randn(m, k), torch.randn(n, k)
     shape_d = (m, n) if num_splits is None else (num_splits, m, n)
     d, sqr = torch.empty(shape_d), torch.empty(shape_d[:-1])
