@@ -4,9 +4,9 @@ bounded waits through deepjit.symm's functions; Python only checks the arguments
 the kernel's status into exceptions (the same ones on every rank).
 
 The EP region of each rank is split into two low-latency areas used by alternate operations (see
-host/ll_common.hpp): [control block][data]. Dispatch data: the received rows compacted
-(x image, scale bytes, an int32 info word per row); combine data: ``M * K`` BF16 rows, one per
-(source token, top-k slot).
+host/ll_common.hpp): [control block][data]. Dispatch data: this rank's staged tokens (FP8-cast)
+and its route table, which the destinations pull from; combine data: ``M * K`` BF16 rows, one per
+(source token, top-k slot), pushed by the ranks that hold the experts.
 """
 from __future__ import annotations
 
@@ -33,18 +33,19 @@ def ctrl_bytes(num_ranks: int, num_local_experts: int) -> int:
 
 @dataclass(frozen=True)
 class DispatchArea:
-    x_off: int
-    sf_off: int
-    info_off: int
+    x_off: int       # staging rows [M][H * element size]
+    sf_off: int      # staging scale bytes [M][sf_bytes]
+    route_off: int   # route table [R][route_cap] int32
+    route_cap: int
     end: int
 
     @staticmethod
     def of(R: int, M: int, H: int, e_local: int, K: int, x_elem: int, sf_bytes: int) -> DispatchArea:
-        rows = R * M * min(K, e_local)   # each source sends a token at most min(K, E_local) times
+        route_cap = M * min(K, e_local)   # a token goes to one rank at most min(K, E_local) times
         x_off = ctrl_bytes(R, e_local)
-        sf_off = x_off + align(rows * H * x_elem, PAGE)
-        info_off = sf_off + align(rows * sf_bytes, PAGE)
-        return DispatchArea(x_off, sf_off, info_off, info_off + align(rows * 4, PAGE))
+        sf_off = x_off + align(M * H * x_elem, PAGE)
+        route_off = sf_off + align(M * sf_bytes, PAGE)
+        return DispatchArea(x_off, sf_off, route_off, route_cap, route_off + align(R * route_cap * 4, PAGE))
 
 
 def combine_area_end(R: int, M: int, H: int, e_local: int, K: int) -> int:
@@ -226,7 +227,7 @@ class LowLatencyEngine:
         R = self.num_ranks
         if outs is None:  # this rank's arguments were rejected: take part in the handshake only
             recv_x = recv_sf = src_info = layout_range = recv_count = stats = row_tk = send_row = None
-            area, fp8, round_scale, ue8m0, T, H, x_stride = DispatchArea(0, 0, 0, 0), 0, 0, 0, 0, 0, 0
+            area, fp8, round_scale, ue8m0, T, H, x_stride = DispatchArea(0, 0, 0, 0, 0), 0, 0, 0, 0, 0, 0
         else:
             recv_x, recv_sf, src_info, layout_range, recv_count, stats, state, area, fp8, round_scale, ue8m0 = outs
             row_tk, send_row = state.row_tk, state.send_row
@@ -234,9 +235,8 @@ class LowLatencyEngine:
         timeout_ns = int(self.window.timeout_s * 1e9)
         kernel("ep_ll_dispatch")(
             x, x_stride, T, H, topk_idx, K, R, e_local, M, self.rank, int(fp8), int(round_scale), int(ue8m0),
-            self._areas[seq % 2], area.x_off, area.sf_off, area.info_off, sig, self._sigs, self._notify_fn,
-            self._wait_fn, self._abort, self._pidfds, self._post[0], self._post[1], self._data[0], self._data[1],
-            timeout_ns, seq, self._status, phase, recv_x, recv_sf, src_info, layout_range, recv_count, stats,
+            self._areas[seq % 2], area.x_off, area.sf_off, area.route_off, area.route_cap, sig, self._sigs,
+            self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._post[0], self._post[1], timeout_ns, seq, self._status, phase, recv_x, recv_sf, src_info, layout_range, recv_count, stats,
             row_tk, send_row, self.threads)
 
     # ---- combine ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ constexpr int64_t kSigWords = 16;
 // (0 none, 1 expert id out of range, 2 expert twice in a token, 3 the caller's checks failed:
 // message in the transport's message block), [9..11] token, slot, value of the bad id.
 constexpr int kSigErr = 8;
+constexpr int64_t kAborted = 2;  // deepjit.symm's wait status for "a peer aborted the window"
 
 using NotifyFn = void (*)(const uint64_t*, int64_t, int64_t);
 using WaitFn = void (*)(const uint64_t*, int64_t, int64_t, const int64_t*, const int32_t*, int64_t, int64_t,
@@ -35,10 +36,14 @@ struct Signals {
     int64_t* status;  // [code, index, seen] as symm_wait writes it
 
     // Publish `value` on a lane, then wait for every peer's; false on timeout / abort / dead peer.
+    // A peer that gave up on this operation (timed out) may have posted before aborting: the abort
+    // word is checked after the wait too, so every live rank fails the operation.
     bool round(const int64_t* notify_lane, const int64_t* wait_lane, int64_t value) const {
         notify(reinterpret_cast<const uint64_t*>(notify_lane), num_ranks, value);
         wait(reinterpret_cast<const uint64_t*>(wait_lane), num_ranks, value, abort_word, pidfds, num_ranks,
              timeout_ns, status);
+        const int64_t aborted = __atomic_load_n(abort_word, __ATOMIC_ACQUIRE);
+        if (status[0] == 0 && aborted != 0) { status[0] = kAborted; status[1] = 0; status[2] = aborted; }
         return status[0] == 0;
     }
 };
