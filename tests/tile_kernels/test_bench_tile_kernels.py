@@ -35,12 +35,19 @@ def _first_call(fn) -> float:
 
 
 def _record_cast(bench, case, shape, fn, inputs, ref_fn):
-    """Steady-state time against the reference, then the first call into a fresh buffer."""
+    """Steady-state time against the reference; against a torch copy moving the same bytes, timed
+    alternately with it (the issue's copy-bandwidth share, robust to load from other processes);
+    then the first call into a fresh buffer."""
     nbytes = count_bytes(*inputs, fn())
     t_first = _first_call(fn)
     t = bench.time(fn)
     t_ref = bench.time(ref_fn, warmup=1, reps=3)
     bench.record(SUITE, case, shape, t, nbytes=nbytes, baseline="torch reference", baseline_seconds=t_ref)
+    src = torch.ones(nbytes // 2, dtype=torch.uint8)
+    dst = torch.zeros_like(src)
+    t_best, t_copy = bench.paired(fn, lambda: dst.copy_(src), reps=9)
+    bench.record(SUITE, case + " vs copy", shape, t_best, nbytes=nbytes, baseline="paired copy, same bytes",
+                 baseline_seconds=t_copy)
     bench.record(SUITE, case + " 1st call", shape, t_first, nbytes=nbytes, baseline="steady state",
                  baseline_seconds=t)
 
