@@ -1,6 +1,7 @@
 """V1 low-latency mode over shared memory (one host-kernel call per dispatch and per combine):
 bit-exact against an oracle built from all-gathered inputs, on 3 ranks; rejected arguments raise on
-every rank and the buffer keeps working; a timeout or a dead peer raises on every live rank."""
+every rank and the buffer keeps working; a timeout or a dead peer raises on every live rank; with
+enable_shrink a failed rank is masked (automatically on timeout, or by hand) and skipped."""
 import os
 import signal
 import time
@@ -114,6 +115,7 @@ def _rejections(rank, world):
     other = idx.roll(1, 0) if rank == 1 else idx
     _expect(lambda: buf.low_latency_combine(recv, other, w, handle), ValueError,
             "must be the one given" if rank == 1 else "rank 1 rejected")
+    _expect(lambda: buf.low_latency_update_mask_buffer(0, True), ValueError, "enable_shrink=True")
     # The buffer still works and gives the same result.
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
     again, _, _ = buf.low_latency_combine(recv, idx, w, handle)
@@ -176,3 +178,61 @@ def test_low_latency_dead_peer_raises_on_every_live_rank(tmp_path):
         seconds, outcome = (tmp_path / f"rank{rank}").read_text().split("|", 1)
         assert float(seconds) < 10, outcome
         assert outcome.startswith(("PeerDiedError", "PeerAbortedError")), outcome
+
+
+def _shrink(rank, world):
+    import deep_ep
+    E = 4 * world
+    e_local = E // world
+    hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, E)
+    buf = deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, explicitly_destroy=True,
+                         enable_shrink=True)
+    idx, w = refs.make_routing(LM, K, E, seed=90 + rank, masked_ratio=0.1)
+    x = refs.make_x(LM, LH, seed=90 + rank)
+    all_x, all_idx = _gather(x), _gather(idx)
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+    buf.low_latency_combine(recv, idx, w, handle)
+    dead = world - 1
+    if rank == dead:  # stops taking part, as a failed rank would
+        time.sleep(3)
+        buf.destroy()
+        return True
+    buf._ep._session.transport.window.timeout_s = 1.0  # V1 Buffer has no timeout argument
+    mask = torch.empty(world, dtype=torch.int32)
+    _expect(lambda: buf.low_latency_query_mask_buffer(torch.empty(world)), ValueError, "mask_status")
+    _expect(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError, "cannot mask itself")
+    for manual in (False, True):
+        if manual:
+            buf.low_latency_clean_mask_buffer()
+            buf.low_latency_query_mask_buffer(mask)
+            assert mask.tolist() == [0] * world
+            buf.low_latency_update_mask_buffer(dead, True)
+        start = time.monotonic()
+        recv, count, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+        assert manual is False or time.monotonic() - start < 0.5  # a masked rank is not waited for
+        buf.low_latency_query_mask_buffer(mask)
+        assert mask.tolist() == [int(r == dead) for r in range(world)]  # timed out: masked automatically
+        y = torch.zeros(e_local, world * LM, LH, dtype=torch.bfloat16)
+        for e in range(e_local):
+            expert, begin = rank * e_local + e, 0
+            for src in range(dead):  # the masked rank's tokens are not received
+                tokens = (all_idx[src] == expert).any(1).nonzero().squeeze(1)
+                n = tokens.numel()
+                assert torch.equal(recv[e, begin:begin + n], all_x[src][tokens])
+                y[e, begin:begin + n] = _expert_output(all_x[src][tokens], expert)
+                begin += n
+            assert int(count[e]) == begin and int(handle[1][e, dead]) & 0xFFFFFFFF == 0
+        combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
+        expected = torch.zeros(LM, LH)
+        for k in range(K):
+            for t in range(LM):
+                e = int(idx[t, k])
+                if e >= 0 and e // e_local != dead:  # the masked rank's experts add nothing
+                    expected[t] = expected[t] + w[t, k] * _expert_output(x[t], e).float()
+        assert torch.equal(combined, expected.bfloat16()), manual
+    buf.destroy()
+    return True
+
+
+def test_low_latency_shrink_masks_a_failed_rank():
+    assert run_ranks(_shrink, 3, timeout=120) == [True] * 3

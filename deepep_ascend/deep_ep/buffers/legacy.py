@@ -85,6 +85,12 @@ class Buffer:
         self._ll = None
         if low_latency_mode and session.transport_kind == "shm" and session.backend == "host":
             self._ll = LowLatencyEngine(session, self._ep.num_bytes, session.threads)
+        self.enable_shrink = bool(enable_shrink)
+        if enable_shrink:
+            if self._ll is None:
+                raise ValueError("enable_shrink needs low_latency_mode=True over shared memory (ranks of one host, "
+                                 "host kernels)")
+            self._ll.mask = torch.zeros(self.group_size, dtype=torch.int32)
 
     # ---- configuration -----------------------------------------------------------------------
     @classmethod
@@ -244,6 +250,36 @@ class Buffer:
     # ---- low-latency kernels -----------------------------------------------------------------
     def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> None:
         """Nothing to clean: every operation's handshake already separates it from the previous one."""
+
+    # ---- shrink / fault masks (enable_shrink=True) --------------------------------------------
+    def _shrink_mask(self) -> torch.Tensor:
+        if not self.enable_shrink:
+            raise ValueError("the low-latency mask needs a Buffer created with enable_shrink=True")
+        return self._ll.mask
+
+    def low_latency_update_mask_buffer(self, rank: int, mask: bool = False) -> None:
+        """Mask (``mask=True``) or unmask a rank for this rank's low-latency kernels: masked ranks
+        are neither sent to nor waited for, and their experts add nothing to combined tokens.
+        Ranks that time out or die inside a low-latency kernel are masked automatically."""
+        table = self._shrink_mask()
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.group_size:
+            raise ValueError(f"rank must be in [0, {self.group_size}), got {rank!r}")
+        if rank == self.rank and mask:
+            raise ValueError("a rank cannot mask itself")
+        table[rank] = int(bool(mask))
+
+    def low_latency_query_mask_buffer(self, mask_status: torch.Tensor) -> None:
+        """Writes the mask into ``mask_status`` ([num_ranks] int32; 1 = masked)."""
+        table = self._shrink_mask()
+        if not isinstance(mask_status, torch.Tensor) or mask_status.dtype != torch.int32 \
+                or tuple(mask_status.shape) != (self.group_size,):
+            raise ValueError(f"mask_status must be an int32 tensor of shape ({self.group_size},), got "
+                             f"{getattr(mask_status, 'dtype', type(mask_status))} "
+                             f"{tuple(getattr(mask_status, 'shape', ()))}")
+        mask_status.copy_(table)
+
+    def low_latency_clean_mask_buffer(self) -> None:
+        self._shrink_mask().zero_()
 
     def low_latency_dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, num_max_dispatch_tokens_per_rank: int,
                              num_experts: int, cumulative_local_expert_recv_stats: torch.Tensor | None = None,

@@ -87,6 +87,7 @@ class LowLatencyEngine:
         self._sigs = torch.zeros(R, SIG_WORDS, dtype=torch.int64)
         self.threads = threads
         self.pool = OutputPool()
+        self.mask: torch.Tensor | None = None   # shrink mode: [R] int32, nonzero = rank skipped
 
     # ---- shared steps -----------------------------------------------------------------------------
     def _begin(self):
@@ -237,7 +238,7 @@ class LowLatencyEngine:
             x, x_stride, T, H, topk_idx, K, R, e_local, M, self.rank, int(fp8), int(round_scale), int(ue8m0),
             self._areas[seq % 2], area.x_off, area.sf_off, area.route_off, area.route_cap, sig, self._sigs,
             self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._post[0], self._post[1], timeout_ns, seq, self._status, phase, recv_x, recv_sf, src_info, layout_range, recv_count, stats,
-            row_tk, send_row, self.threads)
+            row_tk, send_row, self.mask, self.threads)
 
     # ---- combine ----------------------------------------------------------------------------------
     def combine(self, x, topk_idx, topk_weights, state: LowLatencyState, M: int, H: int, num_experts: int,
@@ -263,7 +264,7 @@ class LowLatencyEngine:
                 else None, T, K, R, e_local, M, H, self.rank, state.layout_range, state.row_tk, state.send_row,
                 self._areas[seq % 2], ctrl_bytes(R, e_local), sig,
                 self._sigs, self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._data[0], self._data[1],
-                timeout_ns, seq, self._status, out, self.threads)
+                timeout_ns, seq, self._status, out, self.mask, self.threads)
             self._check_status("low_latency_combine", seq, error)
             return out
 

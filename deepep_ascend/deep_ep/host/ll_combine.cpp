@@ -5,31 +5,33 @@
 // where row(t, k) is the received copy, or, for experts of this rank, the input row itself
 // (send_row[t, k] from the dispatch), which therefore never travels.
 //
+// mask (shrink mode): as in ll_dispatch.cpp; slots whose expert lives on a masked rank add nothing.
+//
 // status: as ll_dispatch.cpp ([3]: 3 wait failed, 2 signatures disagree / a rank reported an error).
 #include <deep_ep/host/ll_common.hpp>
 #include <deepjit/host/convert.hpp>
 
 DJ_KERNEL(ep_ll_combine,
           "ptr,i64,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,ptr,ptr,ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,ptr,"
-          "ptr,i64")
+          "ptr,ptr,i64")
 void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_idx, const float* weights, int64_t T,
                    int64_t K, int64_t R, int64_t E_local, int64_t M, int64_t H, int64_t rank,
                    const int64_t* layout_range, const int32_t* row_tk, const int32_t* send_row,
                    const int64_t* peer_area, int64_t rows_off, int64_t* sig, int64_t* sigs_out, const void* notify_fn,
                    const void* wait_fn, const int64_t* abort_word, const int32_t* pidfds, const int64_t* data_notify,
                    const int64_t* data_wait, int64_t timeout_ns, int64_t seq, int64_t* status, uint16_t* out,
-                   int64_t threads) {
+                   int32_t* mask, int64_t threads) {
     using namespace ep_ll;
     const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
                           reinterpret_cast<WaitFn>(const_cast<void*>(wait_fn)), abort_word, pidfds, R, timeout_ns,
-                          status};
+                          status, mask};
     const int64_t RM = R * M, row_bytes = 2 * H;
     status[3] = 0;
     if (sig[kSigErr] == 0) {
         std::vector<int64_t> rows;  // packed row << 8 | source
         for (int64_t le = 0; le < E_local; ++le)
             for (int64_t s = 0; s < R; ++s) {
-                if (s == rank) continue;
+                if (s == rank || !signals.live(s)) continue;
                 const int64_t begin = layout_range[le * R + s] >> 32, n = layout_range[le * R + s] & 0xFFFFFFFF;
                 for (int64_t j = 0; j < n; ++j) rows.push_back((le * RM + begin + j) << 8 | s);
             }
@@ -43,7 +45,7 @@ void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_
     post_signature(peer_area, R, rank, sig);
     if (!signals.round(data_notify, data_wait, seq)) { status[3] = 3; return; }
     uint8_t* own = reinterpret_cast<uint8_t*>(peer_area[rank]);
-    if (!signatures_agree(own, R, sigs_out)) { status[3] = 2; return; }
+    if (!signatures_agree(own, R, rank, sigs_out, signals)) { status[3] = 2; return; }
 
     constexpr int64_t kChunk = 256;
     dj::parallel_for(T, threads, [&](int64_t t) {
@@ -52,7 +54,7 @@ void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_
         int64_t n = 0;
         for (int64_t k = 0; k < K; ++k) {
             const int64_t e = topk_idx[t * K + k];
-            if (e < 0) continue;
+            if (e < 0 || !signals.live(e / E_local)) continue;  // masked ranks contribute nothing
             src[n] = e / E_local == rank ? x + send_row[t * K + k] * x_row_stride
                                          : reinterpret_cast<const uint16_t*>(own + rows_off + (t * K + k) * row_bytes);
             w[n++] = weights[t * K + k];

@@ -18,6 +18,9 @@
 // row_tk[le, row] = t * K + k (combine sends row back to that slot of its source), and on the
 // sending side send_row[t, k] = the packed row the copy lands in at its destination (-1 if none).
 //
+// mask (shrink mode, optional): ranks with mask[r] != 0 are skipped (no copies to or from them); a
+// peer that times out or dies during the handshake is masked and the operation goes on without it.
+//
 // status: [0..2] the symm wait status, [3] 0 done, 1 handshake wait failed, 2 signatures
 // disagree or a rank reported an error (sigs_out holds every row).
 #include <deep_ep/host/fp8_row.hpp>
@@ -25,7 +28,7 @@
 
 DJ_KERNEL(ep_ll_dispatch,
           "ptr,i64,i64,i64,ptr,i64,i64,i64,i64,i64,i64,i64,i64,ptr,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,"
-          "i64,i64,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
+          "i64,i64,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
 void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, const int64_t* topk_idx, int64_t K,
                     int64_t R, int64_t E_local, int64_t M, int64_t rank, int64_t fp8, int64_t round_scale,
                     int64_t ue8m0, const int64_t* peer_area, int64_t x_off, int64_t sf_off, int64_t route_off,
@@ -33,15 +36,20 @@ void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, c
                     const int64_t* abort_word, const int32_t* pidfds, const int64_t* post_notify,
                     const int64_t* post_wait, int64_t timeout_ns, int64_t seq, int64_t* status, int64_t phase,
                     uint8_t* recv_x, uint32_t* recv_sf, int32_t* src_info, int64_t* layout_range,
-                    int32_t* recv_count, int32_t* stats, int32_t* row_tk, int32_t* send_row, int64_t threads) {
+                    int32_t* recv_count, int32_t* stats, int32_t* row_tk, int32_t* send_row, int32_t* mask,
+                    int64_t threads) {
     using namespace ep_ll;
     const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
                           reinterpret_cast<WaitFn>(const_cast<void*>(wait_fn)), abort_word, pidfds, R, timeout_ns,
-                          status};
+                          status, mask};
     const int64_t blocks = H / 128, RM = R * M;
     const int64_t xb = fp8 ? H : 2 * H;
     const int64_t sfb = !fp8 ? 0 : ue8m0 ? (blocks + 3) / 4 * 4 : blocks * 4;
     uint8_t* own = reinterpret_cast<uint8_t*>(peer_area[rank]);
+    // Copies from source s to destination d per local expert (none where either is masked).
+    auto count = [&](int64_t s, int64_t d, int64_t le) -> int64_t {
+        return signals.live(s) && signals.live(d) ? count_block(own, R)[(s * R + d) * E_local + le] : 0;
+    };
     status[3] = 0;
 
     if (phase & 1) {
@@ -97,37 +105,35 @@ void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, c
                         R * E_local * 4);
         post_signature(peer_area, R, rank, sig);
         if (!signals.round(post_notify, post_wait, seq)) { status[3] = 1; return; }
-        if (!signatures_agree(own, R, sigs_out)) { status[3] = 2; return; }
+        if (!signatures_agree(own, R, rank, sigs_out, signals)) { status[3] = 2; return; }
         // The packed row each copy lands in at its destination (the combine reads local ones there).
-        const int32_t* all = count_block(own, R);  // [source][destination][le]
         std::vector<int64_t> packed(R * E_local);
         for (int64_t d = 0; d < R; ++d)
             for (int64_t le = 0; le < E_local; ++le) {
                 int64_t before = 0;
-                for (int64_t s = 0; s < rank; ++s) before += all[(s * R + d) * E_local + le];
+                for (int64_t s = 0; s < rank; ++s) before += count(s, d, le);
                 packed[d * E_local + le] = le * RM + before;
             }
         for (int64_t i = 0; i < T * K; ++i) {
             const int64_t e = topk_idx[i];
-            send_row[i] = e < 0 ? -1 : static_cast<int32_t>(packed[e] + within[i]);
+            send_row[i] = e < 0 || !signals.live(e / E_local) ? -1 : static_cast<int32_t>(packed[e] + within[i]);
         }
     }
 
     if (phase & 2) {
         // Pull every source's rows for this rank's experts: [row] -> (source, staging token, entry).
-        const int32_t* all = count_block(own, R);
         std::vector<int64_t> begin(E_local * R), route_first(R * E_local), total(E_local + 1, 0);
         for (int64_t s = 0; s < R; ++s) {
             int64_t r = 0;
             for (int64_t le = 0; le < E_local; ++le) {
                 route_first[s * E_local + le] = r;
-                r += all[(s * R + rank) * E_local + le];
+                r += count(s, rank, le);
             }
         }
         for (int64_t le = 0; le < E_local; ++le) {
             int64_t n = 0;
             for (int64_t s = 0; s < R; ++s) {
-                const int64_t c = all[(s * R + rank) * E_local + le];
+                const int64_t c = count(s, rank, le);
                 begin[le * R + s] = n;
                 layout_range[le * R + s] = (n << 32) | c;
                 n += c;
@@ -139,7 +145,7 @@ void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, c
         std::vector<int32_t> owner(total[E_local] * 2);  // (le, source) of each received row
         for (int64_t le = 0, i = 0; le < E_local; ++le)
             for (int64_t s = 0; s < R; ++s)
-                for (int64_t j = all[(s * R + rank) * E_local + le]; j > 0; --j, ++i) {
+                for (int64_t j = count(s, rank, le); j > 0; --j, ++i) {
                     owner[2 * i] = static_cast<int32_t>(le);
                     owner[2 * i + 1] = static_cast<int32_t>(s);
                 }
