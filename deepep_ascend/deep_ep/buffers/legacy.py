@@ -375,7 +375,10 @@ class Buffer:
                             handle: LowLatencyHandle, use_logfmt: bool = False, zero_copy: bool = False,
                             async_finish: bool = False, return_recv_hook: bool = False,
                             out: torch.Tensor | None = None, combine_wait_recv_cost_stats=None):
-        """Weighted: ``out[t] = sum_k topk_weights[t, k] * y_{topk_idx[t, k]}(t)``. Returns ``(combined_x, event, hook)``."""
+        """Weighted: ``out[t] = sum_k topk_weights[t, k] * y_{topk_idx[t, k]}(t)``. Returns ``(combined_x, event, hook)``.
+
+        ``use_logfmt`` selects upstream's lossy 10-bit wire format; over shared memory the rows
+        travel as BF16 whatever it says (the result is the exact BF16 combine)."""
         if zero_copy:
             x = self._zero_copy
         state = getattr(handle, "ll_state", None)
