@@ -1,6 +1,7 @@
 """DeepEP and DeepEP-Ascend: expert-parallel dispatch and combine.
 
-V2.5 buffers (``EPBuffer``, ``BucketBuffer``, ``PPBuffer``, ``BufferAllocator``, ``BufferBase``),
+V2.5 buffers (``EPBuffer``, ``BucketBuffer``, ``EngramBuffer``, ``PPBuffer``, ``BufferAllocator``,
+``BufferBase``),
 the V2.1 ``ElasticBuffer`` and the V1 ``Buffer`` facade, over a symmetric shared-memory window
 between the ranks of one host and ``torch.distributed`` collectives across hosts.
 """
@@ -16,6 +17,7 @@ from .buffers.allocator import BufferAllocator  # noqa: E402
 from .buffers.base import BufferBase  # noqa: E402
 from .buffers.bucket import BucketBuffer  # noqa: E402
 from .buffers.elastic import ElasticBuffer  # noqa: E402
+from .buffers.engram import EngramBuffer  # noqa: E402
 from .buffers.ep import EPBuffer  # noqa: E402
 from .buffers.legacy import Buffer, Config  # noqa: E402
 from .buffers.pp import PPBuffer  # noqa: E402
@@ -44,6 +46,6 @@ def get_buffer_size_hint(group, num_max_tokens_per_rank: int, hidden: int, num_t
                                          allow_hybrid_mode, allow_multiple_reduction)
 
 
-__all__ = ["BucketBuffer", "Buffer", "BufferAllocator", "BufferBase", "BufferBrokenError", "Config", "EPBuffer", "ElasticBuffer", "EPHandle", "EventHandle",
+__all__ = ["BucketBuffer", "Buffer", "BufferAllocator", "BufferBase", "BufferBrokenError", "Config", "EPBuffer", "ElasticBuffer", "EngramBuffer", "EPHandle", "EventHandle",
            "EventOverlap", "comm", "get_buffer_size_hint", "get_num_allocation_alignment", "get_num_rdma_alignment",
            "get_num_tma_alignment", "topk_idx_t", "PPBuffer"]

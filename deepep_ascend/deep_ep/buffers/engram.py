@@ -1,0 +1,198 @@
+"""``EngramBuffer`` (V2.5): a table sharded over the ranks, rows fetched by global entry id.
+
+Layer ``l`` of the table has ``num_ranks * num_entries_per_layer[l]`` rows; global id
+``rank * num_entries_per_layer[l] + i`` is row ``i`` of that rank's shard. ``write`` stores every
+rank's shards (collective), ``fetch(indices [L, T, entries])`` returns one hook per layer whose
+call gives the ``[T, entries * hidden]`` rows (and, for FP8 tables, the ``[T, entries * packs]``
+scales from the replicated scale table).
+
+Over shared memory the shards live in a ``deepjit.symm`` window and a fetch reads the peers' rows
+in place; across hosts ``write`` all-gathers the table, so fetches are local reads either way.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from deepjit.symm import SymmetricWindow
+
+from .. import comm
+from ..engine.layout import ALLOCATION_ALIGNMENT
+from ..jit import LIB
+from ..transport import choose_transport
+from ..utils.math import align
+from .base import BufferBase
+
+
+class EngramBuffer(BufferBase):
+    barrier = comm.barrier
+    get_comm_stream = comm.get_comm_stream
+    get_physical_domain_size = comm.get_physical_domain_size
+    get_logical_domain_size = comm.get_logical_domain_size
+
+    def __init__(self, group: dist.ProcessGroup, num_gpu_bytes: int, num_rdma_storage_bytes: int,
+                 use_cpu_rdma_storage: bool, num_allocated_qps: int, qp_depth: int,
+                 restrict_rd_atomic: bool = False, allow_hybrid_mode: bool = True, sl_idx: int | None = None,
+                 num_gpu_timeout_secs: int = 100, explicitly_destroy: bool = False):
+        super().__init__(explicitly_destroy)
+        group = group if group is not None else dist.group.WORLD
+        for name, value in (("num_gpu_bytes", num_gpu_bytes), ("num_rdma_storage_bytes", num_rdma_storage_bytes),
+                            ("num_allocated_qps", num_allocated_qps), ("qp_depth", qp_depth)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if "bytes" in name else 1):
+                raise ValueError(f"{name} must be a {'non-negative' if 'bytes' in name else 'positive'} int "
+                                 f"(see get_storage_size_hint / get_theoretical_config), got {value!r}")
+        self.group = group
+        self.rank_idx = group.rank()
+        self.num_ranks = group.size()
+        self.num_gpu_bytes = num_gpu_bytes
+        self.num_rdma_storage_bytes = num_rdma_storage_bytes
+        self.use_cpu_rdma_storage = bool(use_cpu_rdma_storage)
+        self.allow_hybrid_mode = bool(allow_hybrid_mode)
+        self.num_allocated_qps = num_allocated_qps
+        self._config = None
+        self._window = None
+        self._tables: list[torch.Tensor] | None = None   # all-gathered layers (collective transports)
+        self._sfs: list[torch.Tensor] | None = None
+        if choose_transport(group, "cpu", LIB.backend_for(torch.device("cpu")) == "host") == "shm":
+            self._window = SymmetricWindow.create(group, max(num_rdma_storage_bytes, 1), name_hint="deep_ep_engram",
+                                                  num_signals=0, timeout_s=float(num_gpu_timeout_secs))
+        self.num_scaleout_ranks, self.num_scaleup_ranks = self.get_logical_domain_size()
+        self.scaleout_rank_idx = self.rank_idx // self.num_scaleup_ranks
+        self.scaleup_rank_idx = self.rank_idx % self.num_scaleup_ranks
+        self.num_rdma_ranks, self.num_nvlink_ranks = self.get_physical_domain_size()
+        dist.barrier(group=group)
+
+    def _release(self) -> None:
+        if not self._destroyed and self._window is not None:
+            self._window.destroy()
+        self._tables = self._sfs = None
+        super()._release()
+
+    # ---- sizing ----------------------------------------------------------------------------------
+    @staticmethod
+    def get_storage_size_hint(group: dist.ProcessGroup, num_entries_per_layer: list[int], hidden: int,
+                              num_max_tokens: int, num_entries_per_token: int, dtype: torch.dtype = torch.bfloat16,
+                              num_sf_packs: int = 0) -> tuple[int, int]:
+        """``(num_gpu_bytes, num_rdma_storage_bytes)``: the fetch outputs of every layer plus this
+        rank's share of the scale table, and this rank's shards, each 2 MiB aligned."""
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        layers = len(num_entries_per_layer)
+        fetched = layers * num_max_tokens * num_entries_per_token * (hidden * itemsize + num_sf_packs * 4)
+        scales = sum(num_entries_per_layer) * num_sf_packs * 4
+        storage = sum(n * hidden * itemsize for n in num_entries_per_layer)
+        return align(fetched + scales, ALLOCATION_ALIGNMENT), align(storage, ALLOCATION_ALIGNMENT)
+
+    @staticmethod
+    def get_theoretical_config(group: dist.ProcessGroup, num_layers: int, num_max_tokens: int,
+                               num_entries_per_token: int, num_max_read_requests_per_qp: int = 16
+                               ) -> tuple[int, int, bool]:
+        """``(num_qps, qp_depth, restrict_rd_atomic)``: on CPU a "QP" is a reader; one per layer."""
+        return max(1, num_layers), max(1, num_max_read_requests_per_qp), False
+
+    def set_config(self, num_entries_per_layer: list[int], hidden: int, num_max_tokens: int,
+                   num_entries_per_token: int, dtype: torch.dtype = torch.bfloat16, num_sf_packs: int = 0) -> None:
+        self._check_alive()
+        if dtype not in (torch.bfloat16, torch.float8_e4m3fn):
+            raise ValueError(f"dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {dtype}")
+        if (dtype == torch.float8_e4m3fn) != (num_sf_packs > 0):
+            raise ValueError("FP8 tables need num_sf_packs > 0 (scale packs per entry); BF16 tables need 0")
+        entries = [int(n) for n in num_entries_per_layer]
+        if not entries or any(n <= 0 for n in entries) or hidden <= 0 or num_max_tokens <= 0 \
+                or num_entries_per_token <= 0:
+            raise ValueError("num_entries_per_layer (non-empty), hidden, num_max_tokens and num_entries_per_token "
+                             "must be positive")
+        need = self.get_storage_size_hint(self.group, entries, hidden, num_max_tokens, num_entries_per_token,
+                                          dtype, num_sf_packs)[1]
+        if need > self.num_rdma_storage_bytes:
+            raise ValueError(f"num_rdma_storage_bytes ({self.num_rdma_storage_bytes}) is below the {need} bytes this "
+                             f"configuration needs; size it with get_storage_size_hint(...)")
+        self._config = (entries, hidden, num_max_tokens, num_entries_per_token, dtype, num_sf_packs)
+
+    # ---- write and fetch ----------------------------------------------------------------------------
+    def _layer_views(self, peer: int) -> list[torch.Tensor]:
+        entries, hidden, _, _, dtype, _ = self._config
+        views, offset = [], 0
+        for n in entries:
+            views.append(self._window.tensor(peer, dtype, (n, hidden), offset))
+            offset += n * hidden * torch.empty((), dtype=dtype).element_size()
+        return views
+
+    def write(self, storages: list[torch.Tensor], sfs: list[torch.Tensor] | None = None) -> None:
+        """Every rank stores its shard of every layer (collective; the table is complete on return)."""
+        self._check_alive()
+        if self._config is None:
+            raise ValueError("call set_config(...) before write")
+        entries, hidden, _, _, dtype, packs = self._config
+        if not isinstance(storages, (list, tuple)) or len(storages) != len(entries):
+            raise ValueError(f"storages must be a list of {len(entries)} layers, got {type(storages).__name__}")
+        for layer, (t, n) in enumerate(zip(storages, entries, strict=True)):
+            if not isinstance(t, torch.Tensor) or t.dtype != dtype or tuple(t.shape) != (n, hidden):
+                raise ValueError(f"storages[{layer}] must be {dtype} of shape {(n, hidden)}, got "
+                                 f"{getattr(t, 'dtype', type(t))} {tuple(getattr(t, 'shape', ()))}")
+        if packs:
+            if not isinstance(sfs, (list, tuple)) or len(sfs) != len(entries):
+                raise ValueError(f"FP8 tables need sfs: {len(entries)} replicated scale tables")
+            for layer, (sf, n) in enumerate(zip(sfs, entries, strict=True)):
+                shape = (self.num_ranks * n, packs)
+                if not isinstance(sf, torch.Tensor) or sf.dtype != torch.float32 or tuple(sf.shape) != shape:
+                    raise ValueError(f"sfs[{layer}] must be float32 of shape {shape} (every rank's scales), got "
+                                     f"{getattr(sf, 'dtype', type(sf))} {tuple(getattr(sf, 'shape', ()))}")
+        elif sfs is not None:
+            raise ValueError("sfs must be None for BF16 tables")
+        dist.barrier(group=self.group)  # no rank still reads the previous table
+        if self._window is not None:
+            for view, t in zip(self._layer_views(self.rank_idx), storages, strict=True):
+                view.copy_(t)
+        else:
+            self._tables = []
+            for t in storages:
+                raw = t.contiguous().view(torch.uint8)  # gloo moves bytes of any dtype
+                parts = [torch.empty_like(raw) for _ in range(self.num_ranks)]
+                dist.all_gather(parts, raw, group=self.group)
+                self._tables.append(torch.cat(parts).view(t.dtype))
+        self._sfs = [sf.contiguous().clone() for sf in sfs] if packs else None
+        dist.barrier(group=self.group)  # every shard is in place
+
+    def fetch(self, indices: torch.Tensor, num_qps: int = 0, use_tma_aligned_col_major_sf: bool = True
+              ) -> list[Callable]:
+        """Rows of ``indices [num_layers, T, entries]`` (int32 global ids); one hook per layer."""
+        self._check_alive()
+        if self._config is None:
+            raise ValueError("call set_config(...) and write(...) before fetch")
+        entries, hidden, max_tokens, per_token, dtype, packs = self._config
+        L = len(entries)
+        if not isinstance(indices, torch.Tensor) or indices.dtype != torch.int32 or indices.dim() != 3 \
+                or indices.shape[0] != L or indices.shape[2] != per_token or indices.shape[1] > max_tokens:
+            raise ValueError(f"indices must be int32 of shape ({L}, T <= {max_tokens}, {per_token}), got "
+                             f"{getattr(indices, 'dtype', type(indices))} {tuple(getattr(indices, 'shape', ()))}")
+        if num_qps < 0 or num_qps > self.num_allocated_qps:
+            raise ValueError(f"num_qps must be in [0, {self.num_allocated_qps}], got {num_qps}")
+        for layer, n in enumerate(entries):
+            bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)
+            if bool(bad.any()):
+                where = bad.nonzero()[0].tolist()
+                raise ValueError(f"indices[{layer}, {where[0]}, {where[1]}] = {int(indices[layer][tuple(where)])} is "
+                                 f"out of range [0, {self.num_ranks * n})")
+        T = indices.shape[1]
+        results = []
+        for layer, n in enumerate(entries):
+            flat = indices[layer].reshape(-1).long()
+            data = torch.empty(T * per_token, hidden, dtype=dtype)
+            if self._window is None:
+                torch.index_select(self._tables[layer], 0, flat, out=data)
+            else:
+                owner = flat // n
+                for peer in range(self.num_ranks):
+                    rows = (owner == peer).nonzero().squeeze(1)
+                    if rows.numel():
+                        data[rows] = self._layer_views(peer)[layer][flat[rows] - peer * n]
+            out = data.view(T, per_token * hidden)
+            if packs:
+                sf = self._sfs[layer][flat].view(T, per_token * packs)
+                if use_tma_aligned_col_major_sf:
+                    sf = sf.T.contiguous().T
+                out = (out, sf)
+            results.append(out)
+        return [lambda r=r: r for r in results]

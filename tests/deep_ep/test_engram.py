@@ -1,0 +1,69 @@
+"""EngramBuffer: a table sharded over the ranks, fetched by global entry id; checked against the
+all-gathered table indexed directly (BF16 and FP8 with replicated scales), over shared memory and
+over the collective transport."""
+import torch
+import torch.distributed as dist
+
+from tests.testkit.distributed import run_ranks
+
+ENTRIES, HIDDEN, TOKENS, PER_TOKEN = [40, 24], 256, 16, 3
+
+
+def _engram(rank, world):
+    import deep_ep
+    from deep_ep.utils.math import per_token_cast_to_fp8
+    out = {}
+    for use_fp8 in (False, True):
+        dtype = torch.float8_e4m3fn if use_fp8 else torch.bfloat16
+        packs = HIDDEN // 128 if use_fp8 else 0
+        gpu_bytes, storage_bytes = deep_ep.EngramBuffer.get_storage_size_hint(
+            dist.group.WORLD, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
+        qps, depth, restrict = deep_ep.EngramBuffer.get_theoretical_config(dist.group.WORLD, len(ENTRIES), TOKENS,
+                                                                           PER_TOKEN)
+        buf = deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, qps, depth, restrict,
+                                   explicitly_destroy=True)
+        buf.set_config(ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
+        g = torch.Generator().manual_seed(rank)
+        storages, sfs, tables, scale_tables = [], [] if use_fp8 else None, [], []
+        for n in ENTRIES:
+            local = torch.randn(n, HIDDEN, generator=g).bfloat16()
+            if use_fp8:
+                local, local_sf = per_token_cast_to_fp8(local)
+                every = [None] * world
+                dist.all_gather_object(every, local_sf)
+                sfs.append(torch.cat(every))
+                scale_tables.append(sfs[-1])
+            storages.append(local)
+            every = [None] * world
+            dist.all_gather_object(every, local.view(torch.uint8))
+            tables.append(torch.cat(every).view(dtype))
+        buf.write(storages, sfs)
+        for _ in range(2):
+            indices = torch.stack([torch.randint(0, world * n, (TOKENS, PER_TOKEN), generator=g, dtype=torch.int32)
+                                   for n in ENTRIES])
+            hooks = buf.fetch(indices)
+            for layer in reversed(range(len(ENTRIES))):  # hooks may be waited in any order
+                got = hooks[layer]()
+                data, sf = got if use_fp8 else (got, None)
+                flat = indices[layer].reshape(-1).long()
+                assert torch.equal(data.view(torch.uint8), tables[layer][flat].reshape(TOKENS, -1).view(torch.uint8))
+                if use_fp8:
+                    assert torch.equal(sf, scale_tables[layer][flat].reshape(TOKENS, -1))
+        bad = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
+        bad[1, 2, 0] = world * ENTRIES[1]
+        try:
+            buf.fetch(bad)
+            raise AssertionError("an out-of-range index was accepted")
+        except ValueError as exc:
+            assert "indices[1, 2, 0]" in str(exc)
+        out[use_fp8] = buf._window is not None
+        buf.destroy()
+    return out
+
+
+def test_engram_over_shared_memory():
+    assert run_ranks(_engram, 2, timeout=120) == [{False: True, True: True}] * 2
+
+
+def test_engram_over_collectives():
+    assert run_ranks(_engram, 2, timeout=120, env={"EP_TRANSPORT": "dist"}) == [{False: False, True: False}] * 2
