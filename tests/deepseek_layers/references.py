@@ -113,10 +113,11 @@ def dsa_sequence(cfg, w, x: torch.Tensor, select: list[torch.Tensor] | None = No
         select = [logits[i, :i + 1].topk(min(cfg.index_topk, i + 1)).indices for i in range(length)]
 
     rows = list(range(length)) if rows is None else rows
-    scale = 1 / math.sqrt(nope + rope_dim)
-    out = torch.empty(len(rows), h, cfg.v_head_dim)
+    attended = torch.zeros(len(rows), length, dtype=torch.bool)  # each row's softmax runs over its set
     for n, i in enumerate(rows):
-        j = select[i]
-        score = (torch.einsum("hd,jhd->hj", q_nope[i], k_nope[j]) + q_pe[i] @ k_pe[j].T) * scale
-        out[n] = torch.einsum("hj,jhd->hd", score.softmax(-1), v[j])
-    return out.view(len(rows), -1) @ f(w.wo).T, select
+        attended[n, select[i]] = True
+    r = torch.tensor(rows)
+    score = torch.einsum("ihd,jhd->hij", q_nope[r], k_nope) + torch.einsum("ihd,jd->hij", q_pe[r], k_pe)
+    score = (score / math.sqrt(nope + rope_dim)).masked_fill(~attended, float("-inf"))
+    out = torch.einsum("hij,jhd->ihd", score.softmax(-1), v)
+    return out.reshape(len(rows), -1) @ f(w.wo).T, select
