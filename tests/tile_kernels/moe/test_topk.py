@@ -39,3 +39,15 @@ def test_topk_sum_and_topk_group_idx_ties(backend, groups, per_group):
         for k in (1, min(4, groups)):
             out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, k)
             assert_equal(out, ref.topk_sum_and_topk_group_idx(scores, num_sum, k))
+
+
+def test_topk_sum_and_topk_group_idx_nan(backend):
+    """A NaN score makes its group's sum NaN, and NaN ranks first (torch's topk and sort order)."""
+    for per_group in (32, 5):
+        scores = torch.randn(40, 6, per_group)
+        scores[::3, 2, 1] = float("nan")
+        scores[::4, 4, 0] = float("nan")
+        scores[::5, 0, :] = float("nan")
+        for num_sum in (1, 2):
+            out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, 3)
+            assert_equal(out, ref.topk_sum_and_topk_group_idx(scores, num_sum, 3))

@@ -1,14 +1,17 @@
 // topk_sum_and_topk_group_idx per token: each group's score is the sum of its best one or two
 // scores; the num_topk_groups best groups, descending, ties to the smaller group id (as the stable
 // sort of the reference). Insertion keeps equal values in arrival order, so ids stay ascending.
+// NaN ranks above every number, as in torch's topk and sort: a group holding one scores NaN.
 #include <tile_kernels/host/common.hpp>
 
 namespace {
 
+DJ_INLINE bool above(float a, float b) { return a > b || (std::isnan(a) && !std::isnan(b)); }
+
 DJ_INLINE void insert(float* val, int64_t* id, int64_t& n, int64_t cap, float v, int64_t e) {
-    if (n == cap && !(v > val[n - 1])) return;
+    if (n == cap && !above(v, val[n - 1])) return;
     int64_t i = n < cap ? n++ : n - 1;
-    for (; i > 0 && v > val[i - 1]; --i) { val[i] = val[i - 1]; id[i] = id[i - 1]; }
+    for (; i > 0 && above(v, val[i - 1]); --i) { val[i] = val[i - 1]; id[i] = id[i - 1]; }
     val[i] = v;
     id[i] = e;
 }
@@ -19,11 +22,14 @@ DJ_INLINE void insert(float* val, int64_t* id, int64_t& n, int64_t cap, float v,
 // one lane that held the largest (an equal second maximum stays, as in a top-2 with ties).
 DJ_INLINE float top_sum16(const float* s, int64_t n, int64_t num_sum) {
     __m512 hi = _mm512_loadu_ps(s), lo = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = _mm512_cmp_ps_mask(hi, hi, _CMP_UNORD_Q);
     for (int64_t j = 16; j < n; j += 16) {
         const __m512 v = _mm512_loadu_ps(s + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
         lo = _mm512_max_ps(lo, _mm512_min_ps(hi, v));
         hi = _mm512_max_ps(hi, v);
     }
+    if (nan) return NAN;
     const float m1 = _mm512_reduce_max_ps(hi);
     if (num_sum == 1) return m1;
     const __mmask16 at = _mm512_cmp_ps_mask(hi, _mm512_set1_ps(m1), _CMP_EQ_OQ);
