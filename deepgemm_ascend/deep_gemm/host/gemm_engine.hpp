@@ -429,8 +429,8 @@ private:
                                          : more           ? b_block(job, p, kb + 1, c0)
                                                           : nullptr;
                 for (int64_t ip = 0; ip < ipanels; ++ip) {
-                    if (b_next != nullptr) prefetch_lines<_MM_HINT_T0>(b_next, ip * b_per_call, b_per_call, b_lines);
-                    if (a_next != nullptr) prefetch_lines<_MM_HINT_T1>(a_next, (jp * ipanels + ip) * a_per_call, a_per_call, a_lines);
+                    if (b_next != nullptr) prefetch_lines<3>(b_next, ip * b_per_call, b_per_call, b_lines);
+                    if (a_next != nullptr) prefetch_lines<2>(a_next, (jp * ipanels + ip) * a_per_call, a_per_call, a_lines);
                     float* c = acc + ip * MR * NC + jp * NR;
                     const uint32_t* A = ablk + ip * MR * kcp / 2;
                     const uint32_t* B = bblk + jp * NR * kcp / 2;
@@ -450,7 +450,7 @@ private:
         const int64_t bytes = op.type == kBF16 ? 2 * kv : op.type == kE4M3 ? kv : kv / 2;
         for (int64_t r = 0; r < rows; ++r) {
             const char* row = reinterpret_cast<const char*>(op.row_base(g, mn0 + r)) + first;
-            for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+            for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
         }
     }
 
@@ -460,11 +460,12 @@ private:
     const uint32_t* b_block(const Job& job, const Prepared& p, int64_t kb, int64_t c0) const {
         return p.b.get() + kb * npad_ * kc_ / 2 + c0 * kcp_of(job, kb) / 2;
     }
-    // Lines [first, first + count) of the `total` 64-byte lines at `base`.
-    template <int kHint>
+    // Lines [first, first + count) of the `total` 64-byte lines at `base`; kLocality 3 = into L1,
+    // 2 = into L2 (__builtin_prefetch, so builds without x86 intrinsics keep compiling).
+    template <int kLocality>
     static void prefetch_lines(const void* base, int64_t first, int64_t count, int64_t total) {
         const char* b = static_cast<const char*>(base);
-        for (int64_t l = first; l < std::min(total, first + count); ++l) _mm_prefetch(b + l * 64, static_cast<_mm_hint>(kHint));
+        for (int64_t l = first; l < std::min(total, first + count); ++l) __builtin_prefetch(b + l * 64, 0, kLocality);
     }
 
     // The transposed product for few rows: D^T[64 columns, rows] = B . A^T. B's rows, converted to
