@@ -2,7 +2,9 @@
 top-8 of 256 experts, FP8 dispatch, BF16 combine, on 2 and 4 local ranks; the baseline is a gloo
 ``all_to_all_single`` moving the same bytes in the same run. Bytes are counted as upstream counts
 them: received tokens (local ones included) x bytes per token of everything dispatch returns.
-Low-latency mode (128 tokens per rank): microseconds per dispatch and per combine."""
+Also recorded: the copy-bandwidth bound on the ratio to gloo (its "vs baseline" column; it uses
+the copy bandwidth measured in the same run, which a loaded machine depresses). Low-latency mode
+(128 tokens per rank, V1 ``Buffer``): best microseconds per dispatch and per combine."""
 import statistics
 import time
 
@@ -111,11 +113,13 @@ def test_bench_dispatch_combine(bench, world):
 
 
 def _min_traffic(op: str, o: dict) -> float:
-    """Bytes one rank must read plus write: dispatch reads each sent row once and writes it once
-    into its destination's output; combine reads each received expert-output row once (where
-    it is reduced) and writes its tokens' combined rows."""
+    """Bytes one rank must read plus write: dispatch reads its tokens once (a token's copies to
+    several ranks come from cache) and the rows it receives are written once (by their sources);
+    combine reads each received expert-output row once (where it is reduced) and writes its
+    tokens' combined rows."""
     if op == "dispatch":
-        return 2 * o["dispatch_bytes"]
+        per_token = o["dispatch_bytes"] / o["recv_tokens"]
+        return o["tokens"] * per_token + o["dispatch_bytes"]
     return o["combine_bytes"] + o["tokens"] * H * 2
 
 
