@@ -21,6 +21,7 @@ MOE_TOLERANCE = 3e-3
 
 GROUPED = MoEConfig(hidden=256, moe_inter_dim=128, n_routed_experts=16, n_activated_experts=4, n_expert_groups=4,
                     n_limited_groups=2, n_shared_experts=1, route_scale=2.5)
+PLAIN = MoEConfig(hidden=512, moe_inter_dim=256, n_routed_experts=8, n_activated_experts=2, score_func="softmax")
 
 
 def _check_against_reference(layer: MoE, cfg: MoEConfig, w: MoEWeights, x: torch.Tensor) -> torch.Tensor:
@@ -37,7 +38,7 @@ def _check_against_reference(layer: MoE, cfg: MoEConfig, w: MoEWeights, x: torch
 
 @pytest.mark.parametrize("cfg", [
     GROUPED,
-    MoEConfig(hidden=512, moe_inter_dim=256, n_routed_experts=8, n_activated_experts=2, score_func="softmax"),
+    PLAIN,
     MoEConfig(hidden=256, moe_inter_dim=128, n_routed_experts=32, n_activated_experts=6, n_expert_groups=8,
               n_limited_groups=3, n_shared_experts=2, score_func="sqrtsoftplus"),
 ], ids=["sigmoid-grouped-shared", "softmax-plain", "sqrtsoftplus-2shared"])
@@ -91,6 +92,17 @@ def _ep_rank(rank: int, world: int, num_tokens: list[int]):
         layer.destroy()
     assert_bitwise_equal(again, out, "second call")
     assert calc_diff(out, local) < 1e-5
+    # no shared expert (combine without bias), and the last rank sends no tokens but still serves experts
+    w = MoEWeights.random(PLAIN, seed=8)
+    x = randn(0 if rank == world - 1 else 24, PLAIN.hidden, seed=30 + rank).bfloat16()
+    layer = MoE(PLAIN, w, group=dist.group.WORLD, num_max_tokens_per_rank=32)
+    try:
+        if x.shape[0]:
+            _check_against_reference(layer, PLAIN, w, x)
+        else:
+            assert layer(x).shape == x.shape
+    finally:
+        layer.destroy()
     return out.shape[0]
 
 
