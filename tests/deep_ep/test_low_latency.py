@@ -236,3 +236,45 @@ def _shrink(rank, world):
 
 def test_low_latency_shrink_masks_a_failed_rank():
     assert run_ranks(_shrink, 3, timeout=120) == [True] * 3
+
+
+def _fuzz_ids(rank, world):
+    """One rank (the kernels with R = 1): fuzzed expert ids are rejected with the slot named, or
+    dispatched with counts that match a bincount; bad argument shapes name the argument."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    E = 8
+    buf = _buffer(world, E)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.integers(1, LM), st.integers(1, 6), st.integers(-4, 12), st.data())
+    def check(T, k_width, bad_value, data):
+        g = torch.Generator().manual_seed(T * 10 + k_width)
+        idx = torch.stack([torch.randperm(E, generator=g)[:k_width] for _ in range(T)])
+        t, k = data.draw(st.integers(0, T - 1)), data.draw(st.integers(0, k_width - 1))
+        idx[t, k] = bad_value
+        x = refs.make_x(T, LH, seed=T)
+        row = idx[t].tolist()
+        if bad_value < -1 or bad_value >= E:
+            _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, f"topk_idx[{t}, {k}]", "out of range")
+        elif bad_value >= 0 and row.count(bad_value) > 1:
+            _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, "twice")
+        else:
+            _, count, _, _, _ = buf.low_latency_dispatch(x, idx, LM, E)
+            assert torch.equal(count, torch.bincount(idx[idx >= 0], minlength=E).int())
+
+    check()
+    x, idx = refs.make_x(4, LH, seed=1), refs.make_routing(4, K, E, seed=1)[0]
+    for bad_call, fragment in ((lambda: buf.low_latency_dispatch(x, idx.int(), LM, E), "topk_idx must be int64"),
+                               (lambda: buf.low_latency_dispatch(x, idx[:3], LM, E), "topk_idx must be int64"),
+                               (lambda: buf.low_latency_dispatch(x, idx, LM, 0), "num_experts"),
+                               (lambda: buf.low_latency_dispatch(x, idx, LM, E, torch.zeros(3, dtype=torch.int32)),
+                                "cumulative_local_expert_recv_stats"),
+                               (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E), "hidden")):
+        _expect(bad_call, ValueError, fragment)
+    buf.destroy()
+    return True
+
+
+def test_low_latency_fuzzed_ids_and_arguments():
+    assert run_ranks(_fuzz_ids, 1, timeout=120) == [True]
