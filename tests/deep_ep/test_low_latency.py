@@ -116,7 +116,15 @@ def _rejections(rank, world):
     _expect(lambda: buf.low_latency_combine(recv, other, w, handle), ValueError,
             "must be the one given" if rank == 1 else "rank 1 rejected")
     _expect(lambda: buf.low_latency_update_mask_buffer(0, True), ValueError, "enable_shrink=True")
-    # The buffer still works and gives the same result.
+    # The buffer still works and gives the same result, also after a normal dispatch and combine
+    # on the same region (the low-latency kernels then first meet the peers at a barrier).
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+    again, _, _ = buf.low_latency_combine(recv, idx, w, handle)
+    assert torch.equal(again, good)
+    per_rank, _, per_expert, in_rank, _ = buf.get_dispatch_layout(idx, E)
+    nx, _, nw, _, nhandle, _ = buf.dispatch(x, None, per_rank, None, in_rank, per_expert, idx, w)
+    summed, _, _ = buf.combine(nx, nhandle)
+    assert torch.equal(summed, (x.float() * in_rank.sum(1, keepdim=True)).bfloat16())
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
     again, _, _ = buf.low_latency_combine(recv, idx, w, handle)
     assert torch.equal(again, good)
