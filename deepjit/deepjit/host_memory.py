@@ -51,6 +51,7 @@ def empty_host(*shape, dtype: torch.dtype) -> torch.Tensor:
 
 MIN_POOLED_BYTES = 1 << 20
 MAX_POOLED_ENTRIES = 12
+MAX_IDLE_BYTES = 1 << 30
 
 
 def _in_use(t: torch.Tensor) -> bool:
@@ -64,7 +65,8 @@ class OutputPool:
     A buffer is handed out again only when no tensor but the pool's own references its storage,
     i.e. the caller has dropped every output view of it. Reused buffers hold stale bytes: kernels
     that take their output from here must write every element. Small requests are plain
-    ``torch.empty``; at most ``MAX_POOLED_ENTRIES`` buffers are kept.
+    ``torch.empty``; at most ``MAX_POOLED_ENTRIES`` buffers are kept, and released buffers beyond
+    ``MAX_IDLE_BYTES`` in all are given back, oldest first.
     """
 
     def __init__(self):
@@ -90,13 +92,18 @@ class OutputPool:
         raw = torch.empty(nbytes, dtype=torch.uint8)
         advise_huge_pages(raw)
         self._entries.append(raw)
-        if len(self._entries) > MAX_POOLED_ENTRIES:
-            # Drop the oldest released buffer (by index: list.remove would compare tensors).
-            for i, e in enumerate(self._entries[:-1]):
-                if not _in_use(e):
-                    del self._entries[i]
-                    break
+        self._trim()
         return raw
+
+    def _trim(self) -> None:
+        idle = [e for e in self._entries[:-1] if not _in_use(e)]
+        idle_bytes = sum(e.numel() for e in idle)
+        for e in idle:  # oldest first
+            if len(self._entries) <= MAX_POOLED_ENTRIES and idle_bytes <= MAX_IDLE_BYTES:
+                break
+            # by identity: list.remove would compare tensors element-wise
+            del self._entries[next(i for i, x in enumerate(self._entries) if x is e)]
+            idle_bytes -= e.numel()
 
     def clear(self) -> None:
         self._entries.clear()

@@ -47,3 +47,14 @@ def test_pool_never_hands_out_a_buffer_twice():
     for i, t in enumerate(live):
         t.fill_(i % 256)
     assert all(int(t[0]) == i % 256 for i, t in enumerate(live))
+
+
+def test_pool_gives_back_released_bytes_beyond_the_cap(monkeypatch):
+    monkeypatch.setattr(host_memory, "MAX_IDLE_BYTES", 2 << 20)
+    pool = host_memory.OutputPool()
+    first = [pool.empty((1 << 20,), torch.uint8) for _ in range(3)]
+    oldest = first[0].data_ptr()
+    del first  # three idle buffers, 3 MiB
+    held = pool.empty((4 << 20,), torch.uint8)  # too large for the idle ones: a new buffer
+    kept = [e.data_ptr() for e in pool._entries]
+    assert len(kept) == 3 and held.data_ptr() in kept and oldest not in kept
