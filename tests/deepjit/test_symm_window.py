@@ -32,6 +32,23 @@ def _basic(rank, world, hint):
     # A peer's view aliases the peer's own memory (not a copy).
     peer = (rank + 1) % world
     out["alias"] = win.tensor(peer, torch.int64, (1,), offset=1024).data_ptr() == win.data_ptr(peer) + 1024
+    # What a host kernel gets to signal and wait by itself: the window's own functions and lanes,
+    # called here through ctypes the way a kernel calls them.
+    import ctypes
+    notify_fn, wait_fn, abort_word, pidfds = win.kernel_wait_context()
+    notify_addrs, wait_addrs = win.kernel_lanes(8)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(notify_fn)(
+        notify_addrs.data_ptr(), world, 3)
+    status = torch.full((3,), -1, dtype=torch.int64)
+    ctypes.CFUNCTYPE(None, *[ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p])(wait_fn)(
+        wait_addrs.data_ptr(), world, 3, abort_word, pidfds.data_ptr(), world, int(20e9), status.data_ptr())
+    out["kernel_round"] = int(status[0])  # 0: every lane reached 3
+    win.wait_lanes(8, 3)  # the same lanes, seen by the Python wait
+    try:
+        win.raise_wait_status(torch.tensor([1, 1, 2]), 3, "kernel wait")
+    except PeerTimeoutError as exc:
+        out["kernel_timeout"] = str(exc)
     win.barrier()
     # Bounds are checked before any view exists.
     errors = []
@@ -78,6 +95,8 @@ def test_window_views_signals_and_failures():
         assert out["local"] == (rank, 3)
         assert out["rows"] == [100, 101, 102]
         assert out["alias"]
+        assert out["kernel_round"] == 0
+        assert "kernel wait" in out["kernel_timeout"] and "local rank 1" in out["kernel_timeout"]
         assert len(out["bound_errors"]) == 3
         assert "exceeds the window's 4096 data bytes" in out["bound_errors"][0]
         assert "multiple of 4" in out["bound_errors"][1]
