@@ -5,11 +5,12 @@
 // of them. A row's tokens are processed in blocks of BT:
 //   1. the token source hands over BT bf16 K and V rows (for MLA, V is the first d_v dims of K) and
 //      their validity; causal sources also give each query vector its last visible token;
-//   2. S^T[t][h] = K[t] . Q[h]  with BF16 dot products: A = K rows broadcast as dim pairs,
-//      B = Q packed once per row as [dim pair][head] (8 tokens x 32 heads register tile);
+//   2. S^T[t][h] = K[t] . Q[h]  on the shared BF16 micro-kernel (deepjit/host/gemm_bf16.hpp): the K
+//      rows are the broadcast operand given by pointers, Q is packed once per row into K-pair panels
+//      of 32 heads (8 tokens x 32 heads register tile; the softmax scale is its promote scale);
 //   3. online softmax in FP32 and base 2, vectorised across heads;
-//   4. O[h][:] = O[h][:] * rescale[h] + P[h][t] V[t][:]  with BF16 dot products: A = P broadcast as
-//      token pairs, B = V interleaved as token pairs (8 heads x 32 dims register tile).
+//   4. O[h][:] = O[h][:] * rescale[h] + P[h][t] V[t][:]  on the same micro-kernel in its rescale mode:
+//      P is broadcast as token pairs, V is packed into K-pair panels of 32 dims (8 heads x 32 dims).
 // Threads take (row, KV split) items; when there are fewer rows than threads a row's blocks are split
 // and the partial results merged by log-sum-exp.
 #pragma once
@@ -23,14 +24,15 @@
 #include <vector>
 
 #include <deepjit/host/convert.hpp>
+#include <deepjit/host/gemm_bf16.hpp>
 #include <deepjit/host/kernel.hpp>
 #include <deepjit/host/parallel.hpp>
 
 namespace fmla {
 
 constexpr int BT = 128;          // tokens per block
-constexpr int TILE_T = 8;        // S tile: tokens
-constexpr int TILE_H = 32;       // S tile: heads; heads are padded to a multiple of this
+constexpr int TILE_T = 8;        // S tile: tokens (O tile: heads)
+constexpr int TILE_H = dj::gemm::NR;  // S tile: heads (O tile: dims); heads are padded to a multiple
 constexpr int MAX_DQK = 576;
 constexpr int MAX_H = 128;       // query vectors per row
 constexpr float LOG2E = 1.4426950408889634f;
@@ -38,6 +40,8 @@ constexpr float LN2 = 0.6931471805599453f;
 constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
 
 alignas(64) inline const uint16_t kZeroRow[MAX_DQK] = {};
+alignas(64) inline const float kOnes[TILE_H] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 // ---- scratch -----------------------------------------------------------------------------------
 struct Buffer {
@@ -71,12 +75,6 @@ DJ_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
 }
 
-DJ_INLINE uint32_t load_u32(const uint16_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
 // ---- vector helpers ----------------------------------------------------------------------------
 #if defined(DJ_HAVE_AVX512_BF16)
 #define FMLA_VECTOR 1
@@ -99,100 +97,37 @@ DJ_INLINE __m512 exp2_ps(__m512 x) {
 
 inline float exp2_scalar(float x) { return x < -126.0f ? 0.0f : std::exp2(x); }
 
-// ---- Q packing: Qp[p][h] = (q[h][2p], q[h][2p+1]) as one 32-bit word, zero for padded heads -----
+// ---- packing into the micro-kernel's K-pair panels (32 columns, 32 words per K-pair) ----------------
+// Q: panel h / 32 holds heads h..h+31; word [p][h % 32] = (q[h][2p], q[h][2p+1]), zero for padded heads.
 inline void pack_q(uint32_t* qp, const uint16_t* const* qv, int H, int Hp, int dqk) {
     const int np = dqk / 2;
-    for (int h = 0; h < Hp; ++h)
-        for (int p = 0; p < np; ++p) qp[(int64_t)p * Hp + h] = h < H ? load_u32(qv[h] + 2 * p) : 0u;
+    for (int h = 0; h < Hp; ++h) {
+        uint32_t* panel = qp + (int64_t)(h / TILE_H) * TILE_H * np + h % TILE_H;
+        for (int p = 0; p < np; ++p) {
+            uint32_t w = 0;
+            if (h < H) std::memcpy(&w, qv[h] + 2 * p, 4);
+            panel[(int64_t)p * TILE_H] = w;
+        }
+    }
 }
 
-// ---- S^T tile: 8 tokens x 32 heads ---------------------------------------------------------------
-inline void qk_tile(float* s, int lds, const uint16_t* const* krow, const uint32_t* qp, int Hp, int np, float scale) {
-#ifdef FMLA_VECTOR
-    __m512 acc[TILE_T][2];
-    for (int i = 0; i < TILE_T; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int p = 0; p < np; ++p) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(qp + (int64_t)p * Hp);
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(qp + (int64_t)p * Hp + 16);
-#pragma GCC unroll 8
-        for (int i = 0; i < TILE_T; ++i) {
-            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)load_u32(krow[i] + 2 * p));
-            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
-            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
-        }
-    }
-    const __m512 sc = _mm512_set1_ps(scale);
-    for (int i = 0; i < TILE_T; ++i) {
-        _mm512_storeu_ps(s + i * lds, _mm512_mul_ps(acc[i][0], sc));
-        _mm512_storeu_ps(s + i * lds + 16, _mm512_mul_ps(acc[i][1], sc));
-    }
-#else
-    for (int i = 0; i < TILE_T; ++i)
-        for (int h = 0; h < TILE_H; ++h) {
-            float a = 0.0f;
-            for (int p = 0; p < np; ++p) {
-                const uint32_t kw = load_u32(krow[i] + 2 * p), qw = qp[(int64_t)p * Hp + h];
-                a += dj::bf16_to_f32(kw & 0xFFFF) * dj::bf16_to_f32(qw & 0xFFFF) +
-                     dj::bf16_to_f32(kw >> 16) * dj::bf16_to_f32(qw >> 16);
-            }
-            s[i * lds + h] = a * scale;
-        }
-#endif
-}
-
-// ---- O tile: 8 heads x 32 dims, O = O * rescale + P V --------------------------------------------
-inline void pv_tile(float* o, int ldo, const float* rescale, const uint32_t* pp, int Hp, const uint32_t* vp, int dv,
-                    int npairs) {
-#ifdef FMLA_VECTOR
-    __m512 acc[8][2];
-    for (int i = 0; i < 8; ++i) {
-        const __m512 r = _mm512_set1_ps(rescale[i]);
-        acc[i][0] = _mm512_mul_ps(_mm512_loadu_ps(o + i * ldo), r);
-        acc[i][1] = _mm512_mul_ps(_mm512_loadu_ps(o + i * ldo + 16), r);
-    }
-    for (int j = 0; j < npairs; ++j) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(vp + (int64_t)j * dv);
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(vp + (int64_t)j * dv + 16);
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)pp[(int64_t)j * Hp + i]);
-            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
-            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
-        }
-    }
-    for (int i = 0; i < 8; ++i) {
-        _mm512_storeu_ps(o + i * ldo, acc[i][0]);
-        _mm512_storeu_ps(o + i * ldo + 16, acc[i][1]);
-    }
-#else
-    for (int i = 0; i < 8; ++i)
-        for (int d = 0; d < 32; ++d) {
-            float a = o[i * ldo + d] * rescale[i];
-            for (int j = 0; j < npairs; ++j) {
-                const uint32_t pw = pp[(int64_t)j * Hp + i], vw = vp[(int64_t)j * dv + d];
-                a += dj::bf16_to_f32(pw & 0xFFFF) * dj::bf16_to_f32(vw & 0xFFFF) +
-                     dj::bf16_to_f32(pw >> 16) * dj::bf16_to_f32(vw >> 16);
-            }
-            o[i * ldo + d] = a;
-        }
-#endif
-}
-
-// Vp[j][d] = (V[2j][d], V[2j+1][d]) as one 32-bit word.
+// V: panel d / 32 holds dims d..d+31 of the block's tokens; word [j][d % 32] = (V[2j][d], V[2j+1][d]).
+// Panels are V_PANEL words apart whatever the block's length.
+constexpr int64_t V_PANEL = (int64_t)TILE_H * (BT / 2);
 inline void pack_v(uint32_t* vp, const uint16_t* const* vrow, int nt, int dv) {
     for (int j = 0; j < nt / 2; ++j) {
         const uint16_t* a = vrow[2 * j];
         const uint16_t* b = vrow[2 * j + 1];
-        uint32_t* dst = vp + (int64_t)j * dv;
-#ifdef FMLA_VECTOR
         for (int d = 0; d < dv; d += 16) {
+            uint32_t* dst = vp + (d / TILE_H) * V_PANEL + (int64_t)j * TILE_H + d % TILE_H;
+#ifdef FMLA_VECTOR
             const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(a + d)));
             const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(b + d)));
-            _mm512_storeu_si512(dst + d, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-        }
+            _mm512_storeu_si512(dst, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
 #else
-        for (int d = 0; d < dv; ++d) dst[d] = (uint32_t)a[d] | ((uint32_t)b[d] << 16);
+            for (int e = 0; e < 16; ++e) dst[e] = (uint32_t)a[d + e] | ((uint32_t)b[d + e] << 16);
 #endif
+        }
     }
 }
 
@@ -324,12 +259,15 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
     const int64_t ntok = src.num_tokens(row);
     float* s = sc.s.get<float>((size_t)BT * sh.Hp);
     uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);
-    uint32_t* vp = sc.vp.get<uint32_t>((size_t)(BT / 2) * sh.dv);
+    uint32_t* vp = sc.vp.get<uint32_t>((size_t)(sh.dv / TILE_H) * V_PANEL);
     uint16_t* kb = sc.kb.get<uint16_t>((size_t)BT * MAX_DQK);  // decode dequantises at MAX_DQK row stride
     float* rescale = sc.rescale.get<float>(sh.Hp);
     const uint16_t* krow[BT];
     const uint16_t* vrow[BT];
     uint8_t valid[BT];
+    const int np = sh.dqk / 2;
+    float scale[TILE_T];  // per-token promote scale of the S tile: the softmax scale (base 2)
+    std::fill(scale, scale + TILE_T, sh.scale_log2);
     for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
         const int64_t t0 = blk * BT;
         const int n = (int)std::min<int64_t>(BT, ntok - t0);
@@ -348,14 +286,17 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         for (int t0l = 0; t0l < nt; t0l += TILE_T) {
             if (t0l < next_n) src.prefetch(row, t0 + BT + t0l, std::min(TILE_T, next_n - t0l));
             for (int h = 0; h < sh.Hp; h += TILE_H)
-                qk_tile(s + (int64_t)t0l * sh.Hp + h, sh.Hp, krow + t0l, qp + h, sh.Hp, sh.dqk / 2, sh.scale_log2);
+                dj::gemm::micro_kernel_rows<TILE_T, dj::gemm::Combine::Promote>(
+                    np, krow + t0l, qp + (int64_t)h * np, s + (int64_t)t0l * sh.Hp + h, sh.Hp, false, scale, kOnes);
         }
         if (limit) mask_block(s, nt, sh.Hp, t0, limit);
         softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
         pack_v(vp, vrow, nt, sh.dv);
-        for (int d = 0; d < sh.dv; d += 32)
-            for (int h = 0; h < sh.Hp; h += 8)
-                pv_tile(o + (int64_t)h * sh.dv + d, sh.dv, rescale + h, pp + h, sh.Hp, vp + d, sh.dv, nt / 2);
+        for (int d = 0; d < sh.dv; d += TILE_H)
+            for (int h = 0; h < sh.Hp; h += TILE_T)
+                dj::gemm::micro_kernel_core<TILE_T, dj::gemm::Combine::Rescale>(
+                    nt / 2, dj::gemm::StridedRows{pp + h, sh.Hp, 1}, vp + (d / TILE_H) * V_PANEL,
+                    o + (int64_t)h * sh.dv + d, sh.dv, true, rescale + h, nullptr);
     }
 }
 

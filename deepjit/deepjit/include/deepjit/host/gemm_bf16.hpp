@@ -9,9 +9,11 @@
 // Rows past the operand's end and K past its end are packed as zeros, so the micro-kernel never
 // needs edge cases; only the write-back of partial tiles does.
 //
-// Accumulation is FP32. The micro-kernel either accumulates into an FP32 tile (C += A.B) or
+// Accumulation is FP32. The micro-kernel either accumulates into an FP32 tile (C += A.B),
 // "promotes" a block product with per-row and per-column scales (C += (A.B) * sa[i] * sb[j]),
-// which is how block-scaled FP8/FP4 GEMMs accumulate one scale block of K at a time.
+// which is how block-scaled FP8/FP4 GEMMs accumulate one scale block of K at a time, or rescales
+// the rows of C first (C = C * sa[i] + A.B), which is how online-softmax attention folds in a
+// block of values. The broadcast operand is either packed/strided words or BF16 row pointers.
 //
 // Without AVX-512 BF16 the same functions run a portable path (FP32 multiply-add on the
 // unpacked BF16 values, which the compiler vectorises for the CPU's own ISA); results agree to
@@ -221,16 +223,37 @@ inline void pack_mnmajor(const uint16_t* rows, int64_t ld, int64_t nrows, int W,
 }
 
 // ---- micro-kernel -----------------------------------------------------------------------------
-// C[i][j] for i < R, j < 32 (row stride ldc) over kp K-pairs of A and packed B (width 32). The
-// A word of row i at K-pair p is A[p * a_step + i * a_row]: a packed panel of width R has
-// (a_step, a_row) = (R, 1); plain K-contiguous BF16 rows `lda` words apart have (1, lda), which
-// spares packing the broadcast operand (the rows only need converting to BF16).
-//   promote == false: C = (accumulate ? C : 0) + A.B
-//   promote == true:  C = (accumulate ? C : 0) + (A.B) * sa[i] * sb[j]
-template <int R, bool kPromote>
-DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, int64_t a_step, int64_t a_row,
-                                    const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C, int64_t ldc,
-                                    bool accumulate, const float* sa, const float* sb) {
+// C[i][j] for i < R, j < 32 (row stride ldc) over kp K-pairs of a broadcast operand A and a
+// packed B panel (width 32). How the block product P = A.B meets C (row i, column j):
+enum class Combine {
+    Add,       // C = (accumulate ? C : 0) + P
+    Promote,   // C = (accumulate ? C : 0) + P * sa[i] * sb[j]   (one scale block of FP8/FP4 K)
+    Rescale,   // C = (accumulate ? C * sa[i] : 0) + P            (online softmax: O * rescale + P.V)
+};
+
+// Where the broadcast operand's words are: word(p, i) is row i's word at K-pair p.
+// StridedRows: A[p * step + i * row]. A packed panel of width R is (step, row) = (R, 1); plain
+// K-contiguous BF16 rows `lda` words apart are (1, lda), which spares packing the operand.
+struct StridedRows {
+    const uint32_t* A;
+    int64_t step, row;
+    DJ_INLINE uint32_t word(int64_t p, int i) const { return A[p * step + i * row]; }
+};
+// PointerRows: BF16 rows anywhere in memory (gathered tokens), row i at rows[i], K contiguous;
+// word p of row i is rows[i][2p] | rows[i][2p + 1] << 16. Rows need only 2-byte alignment.
+struct PointerRows {
+    const uint16_t* const* rows;
+    DJ_INLINE uint32_t word(int64_t p, int i) const {
+        uint32_t w;
+        std::memcpy(&w, rows[i] + 2 * p, 4);
+        return w;
+    }
+};
+
+// The one loop body every micro-kernel variant runs; Rows is StridedRows or PointerRows.
+template <int R, Combine kMode, typename Rows>
+DJ_INLINE void micro_kernel_core(int64_t kp, const Rows& a, const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C,
+                                 int64_t ldc, bool accumulate, const float* sa, const float* sb) {
 #ifdef DJ_HAVE_AVX512_BF16
     // Accumulators start at zero and C is added after the loop: loading C first (often from L2)
     // would hold up the first products of every call.
@@ -243,12 +266,12 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
         _mm_prefetch(reinterpret_cast<const char*>(B + (p + 8) * NR + 16), _MM_HINT_T0);
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
-            const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(A[p * a_step + i * a_row]));
-            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
-            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+            const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(a.word(p, i)));
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], w, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], w, b1);
         }
     }
-    if (kPromote) {
+    if (kMode == Combine::Promote) {
         const __m512 s0 = _mm512_loadu_ps(sb), s1 = _mm512_loadu_ps(sb + 16);
         for (int i = 0; i < R; ++i) {
             const __m512 si = _mm512_set1_ps(sa[i]);
@@ -262,7 +285,11 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
     } else {
         for (int i = 0; i < R; ++i) {
             __m512 c0 = acc[i][0], c1 = acc[i][1];
-            if (accumulate) {
+            if (accumulate && kMode == Combine::Rescale) {
+                const __m512 si = _mm512_set1_ps(sa[i]);
+                c0 = _mm512_fmadd_ps(_mm512_loadu_ps(C + i * ldc), si, c0);
+                c1 = _mm512_fmadd_ps(_mm512_loadu_ps(C + i * ldc + 16), si, c1);
+            } else if (accumulate) {
                 c0 = _mm512_add_ps(c0, _mm512_loadu_ps(C + i * ldc));
                 c1 = _mm512_add_ps(c1, _mm512_loadu_ps(C + i * ldc + 16));
             }
@@ -281,7 +308,7 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
             b1[j] = bf16_to_f32(static_cast<uint16_t>(B[p * NR + j] >> 16));
         }
         for (int i = 0; i < R; ++i) {
-            const uint32_t w = A[p * a_step + i * a_row];
+            const uint32_t w = a.word(p, i);
             const float a0 = bf16_to_f32(static_cast<uint16_t>(w));
             const float a1 = bf16_to_f32(static_cast<uint16_t>(w >> 16));
             for (int j = 0; j < NR; ++j) acc[i][j] += a0 * b0[j] + a1 * b1[j];
@@ -289,10 +316,30 @@ DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, i
     }
     for (int i = 0; i < R; ++i)
         for (int j = 0; j < NR; ++j) {
-            const float base = accumulate ? C[i * ldc + j] : 0.0f;
-            C[i * ldc + j] = kPromote ? base + acc[i][j] * sa[i] * sb[j] : base + acc[i][j];
+            float base = accumulate ? C[i * ldc + j] : 0.0f;
+            if (kMode == Combine::Rescale && accumulate) base *= sa[i];
+            C[i * ldc + j] = kMode == Combine::Promote ? base + acc[i][j] * sa[i] * sb[j] : base + acc[i][j];
         }
 #endif
+}
+
+// The micro-kernel on strided A words (see StridedRows).
+//   kPromote == false: C = (accumulate ? C : 0) + A.B
+//   kPromote == true:  C = (accumulate ? C : 0) + (A.B) * sa[i] * sb[j]
+template <int R, bool kPromote>
+DJ_INLINE void micro_kernel_strided(int64_t kp, const uint32_t* DJ_RESTRICT A, int64_t a_step, int64_t a_row,
+                                    const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C, int64_t ldc,
+                                    bool accumulate, const float* sa, const float* sb) {
+    micro_kernel_core<R, kPromote ? Combine::Promote : Combine::Add>(kp, StridedRows{A, a_step, a_row}, B, C, ldc,
+                                                                     accumulate, sa, sb);
+}
+
+// The micro-kernel on R BF16 rows given by pointers (see PointerRows), any combine mode.
+template <int R, Combine kMode>
+DJ_INLINE void micro_kernel_rows(int64_t kp, const uint16_t* const* rows, const uint32_t* DJ_RESTRICT B,
+                                 float* DJ_RESTRICT C, int64_t ldc, bool accumulate, const float* sa = nullptr,
+                                 const float* sb = nullptr) {
+    micro_kernel_core<R, kMode>(kp, PointerRows{rows}, B, C, ldc, accumulate, sa, sb);
 }
 
 // The micro-kernel on a packed A panel of width R.
