@@ -290,21 +290,31 @@ public:
     void run(const std::vector<Job>& jobs) {
         std::vector<Prepared> prep(jobs.size());
         std::vector<Item> packs, tasks;
+        // Every job's packed operands and scales share one pooled block (4-byte words, each slice
+        // 64-byte aligned): many small groups would otherwise each hold whole 2 MiB pages.
+        int64_t words = 0;
+        const auto round64 = [](int64_t w) { return ceil_div(w, 16) * 16; };
         for (size_t j = 0; j < jobs.size(); ++j) {
             const Job& job = jobs[j];
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            p.rows = p.small && b_.k_major();
+            p.plain = p.small && ragged(job.m);
+            p.rows = p.small && !p.plain && b_.k_major();
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
-            p.a = pooled<uint32_t>(p.nkb * p.mpad * kc_ / 2);
-            p.sa = pooled<float>(p.nkb * p.mpad);
+            p.lda = p.nkb * kc_ + 32;
+            p.a_off = words;
+            words += round64(p.plain ? p.mpad * p.lda / 2 : p.nkb * p.mpad * kc_ / 2);
+            p.sa_off = words;
+            words += round64(p.nkb * p.mpad);
             for (int64_t kb = 0; kb < p.nkb; ++kb)
                 for (int64_t r0 = 0; r0 < p.mpad; r0 += MC) packs.push_back({static_cast<int64_t>(j), 0, kb, r0});
             if (!p.small) {
-                p.b = pooled<uint32_t>(p.nkb * npad_ * kc_ / 2);
-                p.sb = pooled<float>(p.nkb * npad_);
+                p.b_off = words;
+                words += round64(p.nkb * npad_ * kc_ / 2);
+                p.sb_off = words;
+                words += round64(p.nkb * npad_);
                 for (int64_t kb = 0; kb < p.nkb; ++kb)
                     for (int64_t c0 = 0; c0 < npad_; c0 += 64) packs.push_back({static_cast<int64_t>(j), 1, kb, c0});
                 for (int64_t r0 = 0; r0 < job.m; r0 += MC)
@@ -315,6 +325,13 @@ public:
             }
         }
 
+        Pooled<uint32_t> arena = pooled<uint32_t>(words);
+        for (Prepared& p : prep) {
+            p.a = arena.get() + p.a_off;
+            p.b = arena.get() + p.b_off;
+            p.sa = reinterpret_cast<float*>(arena.get() + p.sa_off);
+            p.sb = reinterpret_cast<float*>(arena.get() + p.sb_off);
+        }
         // Packing only few-row A blocks is quicker than waking the other threads (one parallel
         // region fewer also matters when a core is shared with another process).
         int64_t pack_rows = 0;
@@ -343,9 +360,11 @@ private:
     struct Prepared {
         bool small = false;   // few rows: B is converted on the fly, not packed up front
         bool rows = false;    // small with K-major B: B's rows are the broadcast side (rows_task)
-        int64_t mpad = 0, nkb = 0;
-        Pooled<uint32_t> a, b;
-        Pooled<float> sa, sb;
+        bool plain = false;   // small and ragged: A kept as BF16 rows, exact-height tiles (panel_task)
+        int64_t mpad = 0, nkb = 0, lda = 0;
+        int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
+        uint32_t *a = nullptr, *b = nullptr;
+        float *sa = nullptr, *sb = nullptr;
     };
     struct Item {
         int64_t job, kind, x, y;
@@ -393,15 +412,20 @@ private:
         const int64_t kbs_b = job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1);
         if (it.kind == 0) {
             const int64_t r0 = it.y, rows = std::min(MC, p.mpad - r0), mv = std::clamp<int64_t>(job.m - r0, 0, rows);
-            uint32_t* out = p.a.get() + kb * p.mpad * kc_ / 2 + r0 * kcp / 2;
-            pack_block(a_, job.a_g, job.a_m0 + r0, mv, rows, p.rows ? NR : MR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(),
-                       s.exps.get(), out);
-            block_scales(a_, job.a_g, job.a_m0 + r0, mv, rows, kbs_a, p.sa.get() + kb * p.mpad + r0);
+            if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
+                uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+                rows_to_bf16(a_, job.a_g, job.a_m0 + r0, mv, mv, k0, kv, kcp, job.k0, job.kb0, out, p.lda);
+            } else {
+                uint32_t* out = p.a + kb * p.mpad * kc_ / 2 + r0 * kcp / 2;
+                pack_block(a_, job.a_g, job.a_m0 + r0, mv, rows, p.rows ? NR : MR, k0, kv, kcp, job.k0, job.kb0,
+                           s.tmp.get(), s.exps.get(), out);
+            }
+            block_scales(a_, job.a_g, job.a_m0 + r0, mv, rows, kbs_a, p.sa + kb * p.mpad + r0);
         } else {
             const int64_t c0 = it.y, cols = std::min<int64_t>(64, npad_ - c0), nv = std::clamp<int64_t>(n_ - c0, 0, cols);
-            uint32_t* out = p.b.get() + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
+            uint32_t* out = p.b + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
             pack_block(b_, job.b_g, c0, nv, cols, NR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
-            block_scales(b_, job.b_g, c0, nv, cols, kbs_b, p.sb.get() + kb * npad_ + c0);
+            block_scales(b_, job.b_g, c0, nv, cols, kbs_b, p.sb + kb * npad_ + c0);
         }
     }
 
@@ -414,8 +438,8 @@ private:
             const int64_t kcp = kcp_of(job, kb);
             const uint32_t* ablk = a_block(job, p, kb, r0);
             const uint32_t* bblk = b_block(job, p, kb, c0);
-            const float* sa = p.sa.get() + kb * p.mpad + r0;
-            const float* sb = p.sb.get() + kb * npad_ + c0;
+            const float* sa = p.sa + kb * p.mpad + r0;
+            const float* sb = p.sb + kb * npad_ + c0;
             // While this block runs, the next B panel is pulled into L1 and the next K block's A
             // rows into L2, a few lines per micro-kernel call, so no call starts on cold panels
             // (worth about 4% of a prefill GEMM).
@@ -455,10 +479,10 @@ private:
     }
 
     const uint32_t* a_block(const Job& job, const Prepared& p, int64_t kb, int64_t r0) const {
-        return p.a.get() + kb * p.mpad * kc_ / 2 + r0 * kcp_of(job, kb) / 2;
+        return p.a + kb * p.mpad * kc_ / 2 + r0 * kcp_of(job, kb) / 2;
     }
     const uint32_t* b_block(const Job& job, const Prepared& p, int64_t kb, int64_t c0) const {
-        return p.b.get() + kb * npad_ * kc_ / 2 + c0 * kcp_of(job, kb) / 2;
+        return p.b + kb * npad_ * kc_ / 2 + c0 * kcp_of(job, kb) / 2;
     }
     // Lines [first, first + count) of the `total` 64-byte lines at `base`; kLocality 3 = into L1,
     // 2 = into L2 (__builtin_prefetch, so builds without x86 intrinsics keep compiling).
@@ -500,8 +524,8 @@ private:
                     prefetch_rows(b_, job.b_g, n0, nv, job.k0 + (kb + 1) * kc_, kc_);
                 else if (n0 + R < n_)
                     prefetch_rows(b_, job.b_g, n0 + R, std::min<int64_t>(R, n_ - n0 - R), job.k0, kc_);
-                const uint32_t* ablk = p.a.get() + kb * p.mpad * kc_ / 2;
-                const float* sa = p.sa.get() + kb * p.mpad;
+                const uint32_t* ablk = p.a + kb * p.mpad * kc_ / 2;
+                const float* sa = p.sa + kb * p.mpad;
                 for (int64_t jp = 0; jp < apanels; ++jp) {
                     const uint32_t* A = ablk + jp * NR * kcp / 2;
                     if (promote_)
@@ -519,6 +543,39 @@ private:
         }
     }
 
+    // Exact-height tiles pay where padding rows to 32 (rows_task) or MR would waste lanes.
+    static bool ragged(int64_t m) { return m % 32 != 0 && (m < 32 || m % 32 <= 24); }
+
+    static constexpr int kMaxRows = 14;   // 2 * 14 accumulators + 2 B vectors fit the 32 registers
+    template <int R>
+    DJ_INLINE void rows_micro_r(int64_t kp, const uint32_t* A, int64_t lda, const uint32_t* B, float* C, bool acc,
+                                const float* sa, const float* sb) const {
+        if (promote_)
+            micro_kernel_strided<R, true>(kp, A, 1, lda, B, C, NR, acc, sa, sb);
+        else
+            micro_kernel_strided<R, false>(kp, A, 1, lda, B, C, NR, acc, nullptr, nullptr);
+    }
+    // C[h x 32] over plain BF16 A rows (lda words apart) and one packed B panel, 1 <= h <= kMaxRows.
+    void rows_micro(int h, int64_t kp, const uint32_t* A, int64_t lda, const uint32_t* B, float* C, bool acc,
+                    const float* sa, const float* sb) const {
+        switch (h) {
+        case 1: return rows_micro_r<1>(kp, A, lda, B, C, acc, sa, sb);
+        case 2: return rows_micro_r<2>(kp, A, lda, B, C, acc, sa, sb);
+        case 3: return rows_micro_r<3>(kp, A, lda, B, C, acc, sa, sb);
+        case 4: return rows_micro_r<4>(kp, A, lda, B, C, acc, sa, sb);
+        case 5: return rows_micro_r<5>(kp, A, lda, B, C, acc, sa, sb);
+        case 6: return rows_micro_r<6>(kp, A, lda, B, C, acc, sa, sb);
+        case 7: return rows_micro_r<7>(kp, A, lda, B, C, acc, sa, sb);
+        case 8: return rows_micro_r<8>(kp, A, lda, B, C, acc, sa, sb);
+        case 9: return rows_micro_r<9>(kp, A, lda, B, C, acc, sa, sb);
+        case 10: return rows_micro_r<10>(kp, A, lda, B, C, acc, sa, sb);
+        case 11: return rows_micro_r<11>(kp, A, lda, B, C, acc, sa, sb);
+        case 12: return rows_micro_r<12>(kp, A, lda, B, C, acc, sa, sb);
+        case 13: return rows_micro_r<13>(kp, A, lda, B, C, acc, sa, sb);
+        default: return rows_micro_r<14>(kp, A, lda, B, C, acc, sa, sb);
+        }
+    }
+
     // Two B panels converted on the fly against all (few) rows of the job.
     void panel_task(const Job& job, const Prepared& p, int64_t c0, Scratch& s) {
         const int64_t ipanels = ceil_div(job.m, MR);
@@ -527,19 +584,39 @@ private:
             const int64_t nv = std::min<int64_t>(NR, n_ - c);
             for (int64_t kb = 0; kb < p.nkb; ++kb) {
                 const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
+                // The panel's next K block (or the next panel's first) is requested from DRAM now,
+                // one block ahead of its conversion.
+                if (b_.k_major()) {
+                    if (kb + 1 < p.nkb)
+                        prefetch_rows(b_, job.b_g, c, nv, job.k0 + (kb + 1) * kc_, std::min(kc_, job.klen - (kb + 1) * kc_));
+                    else if (c + NR < std::min(n_, c0 + 64))
+                        prefetch_rows(b_, job.b_g, c + NR, std::min<int64_t>(NR, n_ - c - NR), job.k0, std::min(kc_, job.klen));
+                }
                 pack_block(b_, job.b_g, c, nv, NR, NR, job.k0 + kb * kc_, kv, kcp, job.k0, job.kb0, s.tmp.get(),
                            s.exps.get(), s.panel.get());
-                const uint32_t* ablk = p.a.get() + kb * p.mpad * kc_ / 2;
-                const float* sa = p.sa.get() + kb * p.mpad;
+                const uint32_t* ablk = p.a + kb * p.mpad * kc_ / 2;
+                const float* sa = p.sa + kb * p.mpad;
                 if (promote_)
                     block_scales(b_, job.b_g, c, nv, NR, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1), s.sb.get());
-                for (int64_t ip = 0; ip < ipanels; ++ip) {
-                    float* cc = acc + ip * MR * NR;
-                    const uint32_t* A = ablk + ip * MR * kcp / 2;
-                    if (promote_)
-                        run_micro<true>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, sa + ip * MR, s.sb.get());
-                    else
-                        run_micro<false>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, nullptr, nullptr);
+                if (p.plain) {
+                    // Rows in near-equal chunks of at most kMaxRows, each one exact-height tile.
+                    const int64_t chunks = ceil_div(job.m, kMaxRows);
+                    const uint32_t* arows = p.a + kb * kc_ / 2;
+                    for (int64_t ci = 0, r = 0; ci < chunks; ++ci) {
+                        const int64_t h = (job.m - r) / (chunks - ci);
+                        rows_micro(static_cast<int>(h), kcp / 2, arows + r * p.lda / 2, p.lda / 2, s.panel.get(),
+                                   acc + r * NR, kb > 0, sa + r, s.sb.get());
+                        r += h;
+                    }
+                } else {
+                    for (int64_t ip = 0; ip < ipanels; ++ip) {
+                        float* cc = acc + ip * MR * NR;
+                        const uint32_t* A = ablk + ip * MR * kcp / 2;
+                        if (promote_)
+                            run_micro<true>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, sa + ip * MR, s.sb.get());
+                        else
+                            run_micro<false>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, nullptr, nullptr);
+                    }
                 }
             }
             if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0, c, job.m, nv, acc, NR);
