@@ -110,6 +110,57 @@ def test_bench_grouped(bench, n, k):
                  baseline="host dense fp8, same rows", baseline_seconds=td)
 
 
+def _decode_routing(tokens=128, experts=64, topk=6):
+    """Rows per expert for one decode step routed uniformly at random (seeded): about 12 each, ragged."""
+    gen = torch.Generator().manual_seed(0)
+    picks = torch.stack([torch.randperm(experts, generator=gen)[:topk] for _ in range(tokens)])
+    return torch.bincount(picks.flatten(), minlength=experts).tolist()
+
+
+@pytest.mark.parametrize("n,k", [(2816, 2048), (2048, 1408)])
+def test_bench_grouped_decode_moe(bench, n, k):
+    """MoE decode: 128 tokens, top-6 of 64 experts (~12 rows each), hidden 2048, moe_inter 1408
+    (gate/up N=2816, down K=1408). Bound by reading and converting each expert's FP8 weights once,
+    so the weight bytes are also reported against the copy bandwidth. Baseline: torch BF16 matmul
+    per expert over the same rows (preallocated outputs)."""
+    counts, align = _decode_routing(), 128
+    g = len(counts)
+    starts = [sum(-(-c // align) * align for c in counts[:e]) for e in range(g)]
+    m = starts[-1] + -(-counts[-1] // align) * align
+    m_indices = torch.full((m,), -1, dtype=torch.int32)
+    for e, (s0, c) in enumerate(zip(starts, counts, strict=True)):
+        m_indices[s0:s0 + c] = e
+    a, sfa, _, _ = fp8_operands(m, n, k)
+    b = torch.randn(g, n, k).to(torch.float8_e4m3fn)
+    sfb = torch.exp2(torch.randint(-8, -4, (g, -(-n // 128), -(-k // 128))).float())
+    d = torch.empty(m, n, dtype=torch.bfloat16)
+    ab, wb = torch.randn(m, k).bfloat16(), torch.randn(g, n, k).bfloat16()
+    outs = [torch.empty(c, n, dtype=torch.bfloat16) for c in counts]
+
+    def torch_loop():
+        for e, (s0, c) in enumerate(zip(starts, counts, strict=True)):
+            if c:
+                torch.matmul(ab[s0:s0 + c], wb[e].T, out=outs[e])
+
+    rows = sum(counts)
+    flops, shape = 2 * rows * n * k, f"{g}x~{rows // g}x{n}x{k}"
+    baseline = "torch bf16 matmul per expert"
+    t, t0 = Bench.paired(lambda: H.m_grouped_gemm_contiguous(a, sfa, b, sfb, d, m_indices), torch_loop, 5)
+    bench.record("deep_gemm", "m_grouped_fp8 decode contiguous", shape, t, flops=flops, baseline=baseline,
+                 baseline_seconds=t0)
+    bench.record("deep_gemm", "  same, fp8 weight bytes", shape, t, nbytes=b.numel(), baseline=baseline,
+                 baseline_seconds=t0)
+    m_max = max(counts)
+    am = torch.zeros(g, m_max, k).to(torch.float8_e4m3fn)
+    sfam = torch.ones(g, m_max, -(-k // 128))
+    for e, (s0, c) in enumerate(zip(starts, counts, strict=True)):
+        am[e, :c], sfam[e, :c] = a[s0:s0 + c], sfa[s0:s0 + c]
+    dm, masked = torch.empty(g, m_max, n, dtype=torch.bfloat16), torch.tensor(counts, dtype=torch.int32)
+    tm, t0 = Bench.paired(lambda: H.m_grouped_gemm_masked(am, sfam, b, sfb, dm, masked), torch_loop, 5)
+    bench.record("deep_gemm", "m_grouped_fp8 decode masked", shape, tm, flops=flops, baseline=baseline,
+                 baseline_seconds=t0)
+
+
 def test_bench_hc_prenorm(bench):
     """tf32_hc_prenorm_gemm (mHC pre-norm projection, 4096 tokens): host kernel against the reference path."""
     m, n, k = 4096, 24, 7168
