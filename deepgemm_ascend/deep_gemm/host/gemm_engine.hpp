@@ -32,6 +32,7 @@ constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-f
 constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
 constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
+constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
 
 struct Operand {
@@ -317,8 +318,17 @@ inline void pack_block(const Operand& op, int64_t g, int64_t mn0, int64_t mv, in
 }
 
 // Per-row (or per-column) promoted scales for one K block; 1 where the operand is not promoted.
+// Scale rows advance by counting: a division per row costs more than the micro-kernel's epilogue.
 inline void block_scales(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t n, int64_t kb, float* out) {
-    for (int64_t r = 0; r < n; ++r) out[r] = (op.promoted() && r < mv) ? op.scale(g, mn0 + r, kb) : 1.0f;
+    int64_t r = 0;
+    if (op.promoted()) {
+        const float* sf = op.sf + g * op.sfg + (mn0 / op.gmn) * op.sfmn + kb * op.sfk;
+        for (int64_t rem = mn0 % op.gmn; r < mv; ++r) {
+            out[r] = *sf;
+            if (++rem == op.gmn) rem = 0, sf += op.sfmn;
+        }
+    }
+    for (; r < n; ++r) out[r] = 1.0f;
 }
 
 // d[row, col] = alpha * acc + c for a tile of rows x cols, acc with row stride ldc.
@@ -470,7 +480,7 @@ private:
         Scratch(int64_t kc, int64_t npad_small)
             : tmp(alloc<uint16_t>(std::max<int64_t>(MC, 64) * (kc + 40) + kc * (std::max<int64_t>(MC, 64) + 40))),
               exps(alloc<int16_t>(std::max<int64_t>(MC, 64))),
-              panel(alloc<uint32_t>(NR * kc / 2)),
+              panel(alloc<uint32_t>(NR * std::max<int64_t>(kc, kPanelK) / 2)),
               acc(alloc<float>(std::max<int64_t>(MC * NC, npad_small * NR))),
               sb(alloc<float>(NR)) {}
     };
@@ -667,46 +677,60 @@ private:
         }
     }
 
-    // Two B panels converted on the fly against all (few) rows of the job.
+    // B's rows [c, c + 32) over K [k, k + kv) of the job into L2, where c < end.
+    void prefetch_span(const Job& job, int64_t c, int64_t k, int64_t kv, int64_t end) const {
+        if (c < end && kv > 0)
+            prefetch_rows<2>(b_, job.b_g, c, std::min<int64_t>(NR, end - c), job.k0 + k, kv);
+    }
+
+    // Two B panels converted on the fly against all (few) rows of the job. With plain A rows a
+    // panel spans up to 256 values of K (several promoted scale blocks): longer runs of each B row.
     void panel_task(const Job& job, const Prepared& p, int64_t c0, Scratch& s) {
-        const int64_t ipanels = ceil_div(job.m, MR);
+        const int64_t ipanels = ceil_div(job.m, MR), end = std::min(n_, c0 + 64);
+        const int64_t f = p.plain && kc_ % 32 == 0 ? std::max<int64_t>(1, kPanelK / kc_) : 1, step = f * kc_;
+        const int64_t steps = ceil_div(p.nkb, f), ahead = std::max<int64_t>(1, 512 / step);
         float* acc = s.acc.get();
-        for (int64_t c = c0; c < std::min(n_, c0 + 64); c += NR) {
+        for (int64_t c = c0; c < end; c += NR) {
             const int64_t nv = std::min<int64_t>(NR, n_ - c);
-            for (int64_t kb = 0; kb < p.nkb; ++kb) {
-                const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
-                // The panel's next K block (or the next panel's first) is requested from DRAM now,
-                // one block ahead of its conversion.
-                if (b_.k_major()) {
-                    if (kb + 1 < p.nkb)
-                        prefetch_rows<2>(b_, job.b_g, c, nv, job.k0 + (kb + 1) * kc_, std::min(kc_, job.klen - (kb + 1) * kc_));
-                    else if (c + NR < std::min(n_, c0 + 64))
-                        prefetch_rows<2>(b_, job.b_g, c + NR, std::min<int64_t>(NR, n_ - c - NR), job.k0, std::min(kc_, job.klen));
-                }
-                pack_block(b_, job.b_g, c, nv, NR, NR, job.k0 + kb * kc_, kv, kcp, job.k0, job.kb0, s.tmp.get(),
-                           s.exps.get(), s.panel.get());
-                const uint32_t* ablk = p.a + kb * p.mpad * kc_ / 2;
-                const float* sa = p.sa + kb * p.mpad;
-                if (promote_)
-                    block_scales(b_, job.b_g, c, nv, NR, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1), s.sb.get());
-                if (p.plain) {
-                    // Rows in near-equal chunks of at most kMaxRows, each one exact-height tile.
-                    const int64_t chunks = ceil_div(job.m, kMaxRows);
-                    const uint32_t* arows = p.a + kb * kc_ / 2;
-                    for (int64_t ci = 0, r = 0; ci < chunks; ++ci) {
-                        const int64_t h = (job.m - r) / (chunks - ci);
-                        rows_micro(static_cast<int>(h), kcp / 2, arows + r * p.lda / 2, p.lda / 2, s.panel.get(),
-                                   acc + r * NR, kb > 0, sa + r, s.sb.get());
-                        r += h;
+            for (int64_t st = 0; st < steps; ++st) {
+                // B's rows come from DRAM in short runs (one K span of 32 rows) that the hardware
+                // prefetchers pick up too late: the span about 512 values ahead (in this panel or
+                // the task's next one) is requested into L2 now, the first ones when the task starts.
+                if (b_.k_major())
+                    for (int64_t t = (c == c0 && st == 0) ? 0 : ahead; t <= ahead; ++t) {
+                        const int64_t k = ((st + t) % steps) * step;
+                        prefetch_span(job, c + ((st + t) / steps) * NR, k, std::min(step, job.klen - k), end);
                     }
-                } else {
-                    for (int64_t ip = 0; ip < ipanels; ++ip) {
-                        float* cc = acc + ip * MR * NR;
-                        const uint32_t* A = ablk + ip * MR * kcp / 2;
-                        if (promote_)
-                            run_micro<true>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, sa + ip * MR, s.sb.get());
-                        else
-                            run_micro<false>(kcp / 2, A, s.panel.get(), cc, NR, kb > 0, nullptr, nullptr);
+                const int64_t k0 = st * step, kv = std::min(step, job.klen - k0), kcp = ceil_div(kv, 32) * 32;
+                pack_block(b_, job.b_g, c, nv, NR, NR, job.k0 + k0, kv, kcp, job.k0, job.kb0, s.tmp.get(),
+                           s.exps.get(), s.panel.get());
+                for (int64_t kb = st * f; kb < std::min(p.nkb, st * f + f); ++kb) {
+                    const int64_t kcpb = kcp_of(job, kb);
+                    const uint32_t* panel = s.panel.get() + (kb - st * f) * kc_ / 2 * NR;
+                    const float* sa = p.sa + kb * p.mpad;
+                    if (promote_)
+                        block_scales(b_, job.b_g, c, nv, NR, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1),
+                                     s.sb.get());
+                    if (p.plain) {
+                        // Rows in near-equal chunks of at most kMaxRows, each one exact-height tile.
+                        const int64_t chunks = ceil_div(job.m, kMaxRows);
+                        const uint32_t* arows = p.a + kb * kc_ / 2;
+                        for (int64_t ci = 0, r = 0; ci < chunks; ++ci) {
+                            const int64_t h = (job.m - r) / (chunks - ci);
+                            rows_micro(static_cast<int>(h), kcpb / 2, arows + r * p.lda / 2, p.lda / 2, panel,
+                                       acc + r * NR, kb > 0, sa + r, s.sb.get());
+                            r += h;
+                        }
+                    } else {
+                        const uint32_t* ablk = p.a + kb * p.mpad * kc_ / 2;
+                        for (int64_t ip = 0; ip < ipanels; ++ip) {
+                            float* cc = acc + ip * MR * NR;
+                            const uint32_t* A = ablk + ip * MR * kcpb / 2;
+                            if (promote_)
+                                run_micro<true>(kcpb / 2, A, panel, cc, NR, kb > 0, sa + ip * MR, s.sb.get());
+                            else
+                                run_micro<false>(kcpb / 2, A, panel, cc, NR, kb > 0, nullptr, nullptr);
+                        }
                     }
                 }
             }
