@@ -92,6 +92,19 @@ def _paged_mqa(host, q, kv, weights, context_lens, page_rows, block_table, logit
                           clean_logits, num_threads=num_threads)
 
 
+def _bf16_einsum(host, expr, a, b, d, c, num_threads):
+    if expr not in host.einsum.BF16_EXPRS:
+        raise _Unsupported
+    host.bf16_einsum(expr, a, b, d, num_threads=num_threads)
+
+
+def _fp8_bmm(host, a, b, d, c, num_threads):
+    if a.fp4 or b.fp4 or a.sf is None or b.sf is None:
+        raise _Unsupported
+    host.fp8_bmm(a.data, a.sf, b.data, b.sf, d, c, (a.gran_mn, a.gran_k), (b.gran_mn, b.gran_k),
+                 num_threads=num_threads)
+
+
 def _hc_prenorm(host, a, b, d, sqr_sum, num_splits, num_threads):
     host.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, num_threads=num_threads)
 
@@ -108,6 +121,8 @@ _ADAPTERS = {
     "mqa_logits": ("mqa_logits", _mqa),
     "paged_mqa_logits": ("paged_mqa_logits", _paged_mqa),
     "hc_prenorm_gemm": ("hc_prenorm_gemm", _hc_prenorm),
+    "bf16_einsum": ("bf16_einsum", _bf16_einsum),
+    "fp8_bmm": ("fp8_bmm", _fp8_bmm),
 }
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import torch
 
+from . import _dispatch
 from . import _operands as ops
 from . import _validate as v
-from . import formats, reference
+from . import formats
 
 BF16_EXPRS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 FP8_EXPRS = ("bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
@@ -60,8 +61,8 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torc
             raise v.fail("c", f"None for '{expr}'", "a tensor")
         if d.dtype != torch.bfloat16:
             raise TypeError(f"d: expected dtype torch.bfloat16 for '{expr}', got {d.dtype}")
-    v.same_device([("a", a), ("b", b), ("d", d), ("c", c)])
-    reference.bf16_einsum(expr, a, b, d, c)
+    device = v.same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    _dispatch.run("bf16_einsum", device, expr, a, b, d, c)
 
 
 def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: torch.Tensor | None = None, recipe=(1, 128, 128)) -> None:
@@ -74,8 +75,8 @@ def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: torch.Tensor | None = None, 
     v.tensor("a[1]", sfa, ndim=3)
     v.tensor("b[1]", sfb, ndim=3)
     v.tensor("d", d, (torch.bfloat16, torch.float32), 3)
-    v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", d),
-                   ("c", v.optional_tensor("c", c))])
+    device = v.same_device([("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("d", d),
+                            ("c", v.optional_tensor("c", c))])
     _sizes(expr, data_a, data_b, d, "a[0]", "b[0]")
     if d.stride(-1) != 1:
         raise v.fail("d.stride(-1)", "1", d.stride(-1))
@@ -91,7 +92,7 @@ def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: torch.Tensor | None = None, 
     ops.attach_sf("a", op_a, sfa.permute(pa), (gm, gka), False, False)
     ops.attach_sf("b", op_b, sfb.permute(pb), (gn, gkb), False, False)
     d_view = d.permute(pd)
-    reference.fp8_bmm(op_a, op_b, d_view, None if c is None else c.permute(pd))
+    _dispatch.run("fp8_bmm", device, op_a, op_b, d_view, None if c is None else c.permute(pd))
 
 
 def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
@@ -120,7 +121,6 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
         v.shape("sqr_sum", sqr_sum, (num_splits, m))
     v.row_major_out("d", d)
     device = v.same_device([("a", a), ("b", b), ("d", d), ("sqr_sum", sqr_sum)])
-    from . import _dispatch
     _dispatch.run("hc_prenorm_gemm", device, a, b, d, sqr_sum, num_splits)
 
 
@@ -130,7 +130,6 @@ def fp8_gemm_nt_skip_head_mid(a, b, d: torch.Tensor, head_splits, recipe=None, c
 
     D is ``[M, N + N/(left+right)*mid]``; head h's first ``left`` columns go to the start of its
     ``left+mid+right`` slice and the last ``right`` to its end; the ``mid`` columns are not written."""
-    from . import _dispatch
     from .gemm import OUT_DTYPES
     if not isinstance(head_splits, (tuple, list)) or len(head_splits) != 3:
         raise TypeError(f"head_splits: expected (left, mid, right), got {head_splits!r}")

@@ -19,6 +19,18 @@ def test_bf16_einsum_batched_heads(expr):
     assert calc_diff(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
+@pytest.mark.parametrize("b,h,r,dd", [(1, 3, 40, 24), (7, 2, 130, 72), (33, 5, 64, 100)])
+def test_bf16_einsum_ragged(backend, expr, b, h, r, dd):
+    """MLA absorption forms on both CPU paths, sizes off every tile multiple (the host runs them as
+    one masked grouped GEMM over head views, one of them MN-major)."""
+    x = randn(b, h, r) if expr.startswith("bhr") else randn(b, h, dd)
+    w = randn(h, dd, r)
+    out = torch.full((b, h, dd) if expr.endswith("bhd") else (b, h, r), float("nan"), dtype=torch.bfloat16)
+    deep_gemm.einsum(expr, x, w, out)
+    assert calc_diff(out, torch.einsum(expr, x.float(), w.float())) < 1e-5
+
+
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
 def test_bf16_einsum_bmk_bnk_mn(out_dtype):
     s, m, n, k = 5, 64, 128, 64
@@ -50,7 +62,21 @@ def test_fp8_einsum_bhr_hdr_bhd():
     assert calc_diff(d, torch.einsum("bhr,hdr->bhd", x.float(), w.float())) < 1e-3
 
 
-def test_fp8_einsum_bhd_bhr_hdr_accumulates():
+@pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
+def test_fp8_einsum_ragged(backend, expr):
+    b, h, r, dd = 5, 3, 320, 72
+    x = randn(b, h, r) if expr.startswith("bhr") else randn(b, h, dd)
+    w = randn(h, dd, r)
+    k_last = expr.startswith("bhr")       # the weight's K is its last dim (r) or its middle one (d)
+    blocks = [per_block_cast_to_fp8(w[i] if k_last else w[i].T.contiguous(), use_ue8m0=False) for i in range(h)]
+    qw = torch.stack([p[0] if k_last else p[0].T for p in blocks])
+    sw = torch.stack([p[1] if k_last else p[1].T for p in blocks])
+    out = torch.full((b, h, dd) if expr.endswith("bhd") else (b, h, r), float("nan"), dtype=torch.bfloat16)
+    deep_gemm.fp8_einsum(expr, _quant_tokens(x), (qw, sw), out)
+    assert calc_diff(out, torch.einsum(expr, x.float(), w.float())) < 1e-3
+
+
+def test_fp8_einsum_bhd_bhr_hdr_accumulates(backend):
     b, h, dd, r = 256, 2, 64, 96
     x, y = randn(b, h, dd), randn(b, h, r)
     # scales per 128 rows of b (K) and per column (M/N): SF [B/128, H, D|R]

@@ -20,10 +20,11 @@ here re-checks user input beyond what keeps the kernels in bounds. Conventions:
 """
 from __future__ import annotations
 
+from .einsum import bf16_einsum, fp8_bmm
 from .gemm import gemm, k_grouped_gemm, m_grouped_gemm_contiguous, m_grouped_gemm_masked
 from .hc_prenorm import hc_prenorm_gemm
 from .mqa_logits import mqa_logits, paged_mqa_logits
 from .sf_layout import pack_sf_ue8m0, transpose_sf, unpack_sf_ue8m0
 
-__all__ = ["gemm", "hc_prenorm_gemm", "k_grouped_gemm", "m_grouped_gemm_contiguous", "m_grouped_gemm_masked",
+__all__ = ["bf16_einsum", "fp8_bmm", "gemm", "hc_prenorm_gemm", "k_grouped_gemm", "m_grouped_gemm_contiguous", "m_grouped_gemm_masked",
            "mqa_logits", "paged_mqa_logits", "pack_sf_ue8m0", "transpose_sf", "unpack_sf_ue8m0"]

@@ -91,15 +91,17 @@ def m_grouped_gemm_contiguous(a, sfa, b, sfb, d, grouped_layout: torch.Tensor, u
 
 
 def m_grouped_gemm_masked(a, sfa, b, sfb, d, masked_m: torch.Tensor, gran_a: tuple = (1, 128),
-                          gran_b: tuple = (128, 128), num_threads: int | None = None) -> None:
-    """a ``[G, M_max, K]``, b ``[G, N, K]``, d ``[G, M_max, N]``; rows ``>= masked_m[g]`` untouched."""
+                          gran_b: tuple = (128, 128), num_threads: int | None = None,
+                          c: torch.Tensor | None = None) -> None:
+    """a ``[G, M_max, K]``, b ``[G, N, K]``, d ``[G, M_max, N]``; rows ``>= masked_m[g]`` untouched.
+    ``c`` (``d``'s shape, FP32 or ``d``'s dtype, may be ``d``) is added to the valid rows."""
     g, m, n = d.shape
     if g == 0 or m == 0 or n == 0:
         return
     af, k = _operand(a, sfa, m, gran_a)
     bf, _ = _operand(b, sfb, n, gran_b)
     layout = masked_m.to(torch.int32).contiguous()
-    _launch("masked", m, n, k, g, af, bf, a, sfa, b, sfb, d, None, layout, 1.0, num_threads)
+    _launch("masked", m, n, k, g, af, bf, a, sfa, b, sfb, d, c, layout, 1.0, num_threads)
 
 
 def k_grouped_gemm(a, sfa, b, sfb, d, c, ks: Sequence[int], k_starts: Sequence[int] | None = None,
