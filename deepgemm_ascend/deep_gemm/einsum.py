@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from . import _dispatch
+from . import _dispatch, formats
 from . import _operands as ops
 from . import _validate as v
-from . import formats
 
 BF16_EXPRS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 FP8_EXPRS = ("bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
