@@ -161,6 +161,27 @@ def test_bench_grouped_decode_moe(bench, n, k):
                  baseline_seconds=t0)
 
 
+@pytest.mark.parametrize("expr", ["bhd,hdr->bhr", "bhr,hdr->bhd"])
+@pytest.mark.parametrize("tokens", [64, 1024])
+def test_bench_einsum_mla(bench, expr, tokens):
+    """MLA absorption (DeepSeek-V3: 128 heads, nope dim 128, kv_lora_rank 512): q_nope into the latent
+    space (bhd,hdr->bhr) and the attention output back out of it (bhr,hdr->bhd), decode and prefill
+    token counts. Against torch.einsum in BF16 and the package's reference path."""
+    h, dd, r = 128, 128, 512
+    x = torch.randn(tokens, h, dd if expr.startswith("bhd") else r).bfloat16()
+    w = torch.randn(h, dd, r).bfloat16()
+    out = torch.empty(tokens, h, r if expr.endswith("bhr") else dd, dtype=torch.bfloat16)
+    flops, shape = 2 * tokens * h * dd * r, f"{tokens}x{h}x{dd}x{r}"
+    reps = 5 if tokens >= 1024 else 15
+    t, t0 = Bench.paired(lambda: deep_gemm.einsum(expr, x, w, out), lambda: torch.einsum(expr, x, w), reps)
+    bench.record("deep_gemm", f"einsum {expr}", shape, t, flops=flops, baseline="torch.einsum bf16",
+                 baseline_seconds=t0)
+    t, tr = Bench.paired(lambda: deep_gemm.einsum(expr, x, w, out),
+                         lambda: reference.bf16_einsum(expr, x, w, out, None), 3)
+    bench.record("deep_gemm", f"einsum {expr}", shape, t, flops=flops, baseline="reference (torch fp32 einsum)",
+                 baseline_seconds=tr)
+
+
 def test_bench_hc_prenorm(bench):
     """tf32_hc_prenorm_gemm (mHC pre-norm projection, 4096 tokens): host kernel against the reference path."""
     m, n, k = 4096, 24, 7168
