@@ -402,7 +402,7 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            p.plain = p.small && job.m % 32 != 0;
+            p.plain = p.small && job.m % 32 != 0 && a_.k_major();   // rows_to_bf16 gathers other majors
             p.rows = p.small && !p.plain && b_.k_major();
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
