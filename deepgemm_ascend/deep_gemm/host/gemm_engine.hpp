@@ -12,8 +12,13 @@
 // multiplied by sa[row] * sb[col], as upstream's block-scaled kernels do.
 //
 // Schedule: jobs with many rows pack A and B once up front (parallel), then share out MC x NC
-// output tiles dynamically; jobs with few rows (decode, masked MoE) pack A once and convert each
-// B panel on the fly into L1-sized scratch, so B is read once, at its storage width.
+// output tiles dynamically; jobs with few rows (decode, masked MoE) prepare A once and convert
+// each B panel on the fly into L1-sized scratch, so B is read once, at its storage width, and
+// converted once. Few-row jobs are split over N in 64-column tasks (one group still fills every
+// thread). A multiple of 32 rows: B's rows are the broadcast side against 32-wide A panels
+// (rows_task). Any other count (an MoE decode expert holds ~1-30 rows): A stays plain BF16 rows and
+// each B panel meets tiles of exactly the job's height (panel_task + rows_micro), so no lanes are
+// spent on padding rows; this path is bound by converting B (FP8 through byte tables).
 #pragma once
 
 #include <algorithm>
