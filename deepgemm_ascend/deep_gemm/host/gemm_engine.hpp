@@ -299,6 +299,10 @@ inline void pack_block(const Operand& op, int64_t g, int64_t mn0, int64_t mv, in
         pack_kmajor(tmp, ld, nrows, W, kcp, out);
         return;
     }
+    if (op.type == kBF16 && !op.fold && mv == nrows && kv == kcp) {   // whole block of plain BF16: read in place
+        pack_mnmajor(reinterpret_cast<const uint16_t*>(op.col_base(g, k0)) + mn0, op.sk, nrows, W, kcp, out);
+        return;
+    }
     const int64_t ld = nrows + 32;
     int64_t exps_kb = -1;
     for (int64_t k = 0; k < kcp; ++k) {
