@@ -189,4 +189,4 @@ def test_bench_hc_prenorm(bench):
     d, sqr = torch.empty(m, n), torch.empty(m)
     t, t0 = Bench.paired(lambda: H.hc_prenorm_gemm(a, b, d, sqr), lambda: reference.hc_prenorm_gemm(a, b, d, sqr, None), 3)
     bench.record("deep_gemm", "tf32_hc_prenorm_gemm", f"{m}x{n}x{k}", t, flops=2 * m * n * k,
-                 baseline="reference (torch fp32 matmul)", baseline_seconds=t0)
+                 baseline="reference (torch fp32 matmul)", baseline_seconds=t0, peak="fp32")
