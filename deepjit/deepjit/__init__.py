@@ -11,13 +11,13 @@ from .hashing import FNV1a, hash_hex
 from .include_parser import IncludeParser
 from .library import KernelLibrary
 from .mem_cache import MemCache
-from .runtime import LazyInit, Runtime, create_lazy_jit
+from .runtime import LazyInit, Runtime, create_lazy_jit, register_python_api
 
 __version__ = "0.1.0"
 
 __all__ = ["CacheEntry", "CacheSecurityError", "CompileError", "Config", "DeepJITError", "DiskCache", "Env",
            "FNV1a", "IncludeParser", "KernelLibrary", "LazyInit", "MemCache", "Runtime", "ToolchainNotFoundError", "create_lazy_jit",
-           "hash_hex", "host_include_dir"]
+           "hash_hex", "host_include_dir", "register_python_api"]
 
 
 def host_include_dir() -> str:

@@ -142,6 +142,12 @@ class LazyInit(Generic[T]):
                 self._value = value
             return self._value
 
+    def reset(self, factory: Callable[[], T] | None) -> None:
+        """Reassigns the holder (C++ ``holder = LazyInit(...)``): the next ``get()`` builds from
+        ``factory``; objects handed out before stay valid for whoever holds them."""
+        with self._lock:
+            self._factory, self._value = factory, None
+
     @property
     def initialized(self) -> bool:
         return self._value is not None
@@ -155,3 +161,18 @@ class LazyInit(Generic[T]):
 def create_lazy_jit(config: Config, backend: Union[str, type] = "host") -> LazyInit[Runtime]:
     """Nothing (toolkit, cache dir, device) is touched until the first use."""
     return LazyInit(lambda: Runtime(config, backend))
+
+
+def register_python_api(module, lazy_jit: LazyInit[Runtime]) -> None:
+    """Gives ``module`` the runtime class as ``Runtime`` and ``get_jit()``, which initialises the
+    holder on first call and returns its shared runtime. ``get_jit`` reads the holder at each call,
+    so it follows a later ``lazy_jit.reset(...)``; an initialisation error (a missing toolkit, say)
+    surfaces from the first ``get_jit()``, not from the import that registered it."""
+    if not isinstance(lazy_jit, LazyInit):
+        raise TypeError(f"lazy_jit must be a deepjit.LazyInit (see create_lazy_jit), got {type(lazy_jit).__name__}")
+
+    def get_jit() -> Runtime:
+        return lazy_jit.get()
+
+    module.Runtime = Runtime
+    module.get_jit = get_jit

@@ -2,6 +2,7 @@
 cache-root lists, frozen-at-construction values and lazy runtime creation."""
 import os
 import re
+import types
 
 import pytest
 from hypothesis import given, settings
@@ -11,6 +12,8 @@ import deepjit
 from deepjit import Config, DiskCache, Env, LazyInit, create_lazy_jit
 from deepjit.env import parse_bool, parse_int
 from deepjit.errors import DeepJITError
+
+from .helpers import ADD_SOURCE
 
 
 @pytest.fixture(autouse=True)
@@ -178,3 +181,32 @@ def test_lazy_holder_errors():
     with pytest.raises(OSError):
         holder.get()
     assert holder.get() == "value" and len(calls) == 2
+
+
+# ---- Python API of a library's runtime ---------------------------------------------------------
+def test_register_python_api_shares_one_runtime_and_follows_reassignment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TST_JIT_CACHE_DIR", str(tmp_path / "cache"))
+    module = types.ModuleType("some_library")
+    lazy = create_lazy_jit(Config(str(tmp_path), "TST"), "host")
+    deepjit.register_python_api(module, lazy)
+    assert module.Runtime is deepjit.Runtime and not lazy.initialized
+    first = module.get_jit()
+    assert isinstance(first, deepjit.Runtime) and module.get_jit() is first and lazy.initialized
+    lazy.reset(lambda: deepjit.Runtime(Config(str(tmp_path), "TST"), "host"))
+    second = module.get_jit()
+    assert second is not first and module.get_jit() is second
+    assert first.compile("add_i64", ADD_SOURCE) is not None  # the earlier runtime stays usable
+    with pytest.raises(TypeError, match="lazy_jit must be a deepjit.LazyInit"):
+        deepjit.register_python_api(module, first)
+
+
+def test_registering_touches_nothing_and_get_jit_raises_the_real_error(monkeypatch, tmp_path):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TST_JIT_CACHE_DIR", str(cache))
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path / "no-such-toolkit"))  # an invalid toolkit
+    module = types.ModuleType("npu_library")
+    deepjit.register_python_api(module, create_lazy_jit(Config(str(tmp_path), "TST"), "ascend"))
+    assert not cache.exists()
+    with pytest.raises(deepjit.ToolchainNotFoundError, match="Ascend toolkit home was not found"):
+        module.get_jit()
+    assert not cache.exists()
