@@ -1,6 +1,6 @@
 """EngramBuffer: a table sharded over the ranks, fetched by global entry id; checked against the
 all-gathered table indexed directly (BF16 and FP8 with replicated scales), over shared memory and
-over the collective transport."""
+over the collective transport; bad arguments and a fetch before any write are refused."""
 import torch
 import torch.distributed as dist
 
@@ -22,7 +22,12 @@ def _engram(rank, world):
                                                                            PER_TOKEN)
         buf = deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, qps, depth, restrict,
                                    explicitly_destroy=True)
+        no_ids = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
+        _refused("dtype must be", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, torch.float16, packs)
+        _refused("num_sf_packs", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, 1 - bool(packs))
         buf.set_config(ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
+        _refused("before fetch", buf.fetch, no_ids)  # configured, nothing written yet
+        _refused("storages must be a list of 2", buf.write, [torch.zeros(ENTRIES[0], HIDDEN, dtype=dtype)])
         g = torch.Generator().manual_seed(rank)
         storages, sfs, tables, scale_tables = [], [] if use_fp8 else None, [], []
         for n in ENTRIES:
@@ -49,16 +54,23 @@ def _engram(rank, world):
                 assert torch.equal(data.view(torch.uint8), tables[layer][flat].reshape(TOKENS, -1).view(torch.uint8))
                 if use_fp8:
                     assert torch.equal(sf, scale_tables[layer][flat].reshape(TOKENS, -1))
+        _refused("num_qps must be in", buf.fetch, no_ids, num_qps=qps + 1)
+        _refused("indices must be int32 of shape", buf.fetch, no_ids[:, :, :1])
         bad = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
         bad[1, 2, 0] = world * ENTRIES[1]
-        try:
-            buf.fetch(bad)
-            raise AssertionError("an out-of-range index was accepted")
-        except ValueError as exc:
-            assert "indices[1, 2, 0]" in str(exc)
+        _refused("indices[1, 2, 0]", buf.fetch, bad)
         out[use_fp8] = buf._window is not None
         buf.destroy()
     return out
+
+
+def _refused(fragment, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except ValueError as exc:
+        assert fragment in str(exc), str(exc)
+        return
+    raise AssertionError(f"expected a ValueError saying {fragment!r}")
 
 
 def test_engram_over_shared_memory():

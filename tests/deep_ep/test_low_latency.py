@@ -209,6 +209,7 @@ def _shrink(rank, world):
     mask = torch.empty(world, dtype=torch.int32)
     _expect(lambda: buf.low_latency_query_mask_buffer(torch.empty(world)), ValueError, "mask_status")
     _expect(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError, "cannot mask itself")
+    _expect(lambda: buf.low_latency_update_mask_buffer(world, True), ValueError, "rank must be in")
     for manual in (False, True):
         if manual:
             buf.low_latency_clean_mask_buffer()
@@ -280,6 +281,14 @@ def _fuzz_ids(rank, world):
                                 "cumulative_local_expert_recv_stats"),
                                (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E), "hidden")):
         _expect(bad_call, ValueError, fragment)
+    # combine with an equal but strided topk_idx (a transposed copy) gives the same result
+    w = torch.rand(4, K)
+    recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
+    good, _, _ = buf.low_latency_combine(recv, idx, w, handle)
+    strided = idx.T.contiguous().T
+    assert not strided.is_contiguous()
+    again, _, _ = buf.low_latency_combine(recv, strided, w, handle)
+    assert torch.equal(again, good)
     buf.destroy()
     return True
 

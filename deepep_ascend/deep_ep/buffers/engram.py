@@ -52,6 +52,7 @@ class EngramBuffer(BufferBase):
         self.allow_hybrid_mode = bool(allow_hybrid_mode)
         self.num_allocated_qps = num_allocated_qps
         self._config = None
+        self._written = False  # write(...) has filled the table of the current config
         self._window = None
         self._tables: list[torch.Tensor] | None = None   # all-gathered layers (collective transports)
         self._sfs: list[torch.Tensor] | None = None
@@ -109,6 +110,7 @@ class EngramBuffer(BufferBase):
             raise ValueError(f"num_rdma_storage_bytes ({self.num_rdma_storage_bytes}) is below the {need} bytes this "
                              f"configuration needs; size it with get_storage_size_hint(...)")
         self._config = (entries, hidden, num_max_tokens, num_entries_per_token, dtype, num_sf_packs)
+        self._written = False
 
     # ---- write and fetch ----------------------------------------------------------------------------
     def _layer_views(self, peer: int) -> list[torch.Tensor]:
@@ -153,13 +155,14 @@ class EngramBuffer(BufferBase):
                 dist.all_gather(parts, raw, group=self.group)
                 self._tables.append(torch.cat(parts).view(t.dtype))
         self._sfs = [sf.contiguous().clone() for sf in sfs] if packs else None
+        self._written = True
         dist.barrier(group=self.group)  # every shard is in place
 
     def fetch(self, indices: torch.Tensor, num_qps: int = 0, use_tma_aligned_col_major_sf: bool = True
               ) -> list[Callable]:
         """Rows of ``indices [num_layers, T, entries]`` (int32 global ids); one hook per layer."""
         self._check_alive()
-        if self._config is None:
+        if not self._written:
             raise ValueError("call set_config(...) and write(...) before fetch")
         entries, hidden, max_tokens, per_token, dtype, packs = self._config
         L = len(entries)
@@ -167,7 +170,7 @@ class EngramBuffer(BufferBase):
                 or indices.shape[0] != L or indices.shape[2] != per_token or indices.shape[1] > max_tokens:
             raise ValueError(f"indices must be int32 of shape ({L}, T <= {max_tokens}, {per_token}), got "
                              f"{getattr(indices, 'dtype', type(indices))} {tuple(getattr(indices, 'shape', ()))}")
-        if num_qps < 0 or num_qps > self.num_allocated_qps:
+        if isinstance(num_qps, bool) or not isinstance(num_qps, int) or not 0 <= num_qps <= self.num_allocated_qps:
             raise ValueError(f"num_qps must be in [0, {self.num_allocated_qps}], got {num_qps}")
         for layer, n in enumerate(entries):
             bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)

@@ -259,8 +259,9 @@ class LowLatencyEngine:
         def call():
             T = 0 if error is not None else topk_idx.shape[0]
             timeout_ns = int(self.window.timeout_s * 1e9)
+            # topk_idx: the dispatch's contiguous copy (the caller's equal tensor may be a strided view)
             kernel("ep_ll_combine")(
-                x if error is None else None, H, topk_idx if error is None else None, topk_weights if error is None
+                x if error is None else None, H, state.topk_idx if error is None else None, topk_weights if error is None
                 else None, T, K, R, e_local, M, H, self.rank, state.layout_range, state.row_tk, state.send_row,
                 self._areas[seq % 2], ctrl_bytes(R, e_local), sig,
                 self._sigs, self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._data[0], self._data[1],
