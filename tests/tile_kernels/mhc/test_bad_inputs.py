@@ -5,6 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tile_kernels.modeling.mhc.ops import (
+    expand_to_mhc,
+    mhc_head_compute_mix,
     mhc_post,
     mhc_pre_apply_mix,
     mhc_pre_big_fuse,
@@ -42,3 +44,14 @@ def test_dtype_and_shape_errors():
     with pytest.raises(ValueError, match="fn must have shape"):
         mhc_pre_big_fuse(torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16), torch.zeros(24, 31), torch.ones(3),
                          torch.zeros(24), 1e-6, 1e-6, 1e-6, 1.0, 3)
+
+
+def test_tensors_on_another_device_are_refused():
+    """Caught before a host kernel would take another device's pointer."""
+    x, r = torch.zeros(1, 2, 8, dtype=torch.bfloat16), torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="out must be on device cpu"):
+        mhc_post(x, r, torch.zeros(1, 2, 4, 1), torch.zeros(1, 2, 4, 4), out=torch.empty_like(r, device="meta"))
+    with pytest.raises(ValueError, match="out must be on device cpu"):
+        expand_to_mhc(x, 4, out=torch.empty_like(r, device="meta"))
+    with pytest.raises(ValueError, match="mhc_base must be on cpu"):
+        mhc_head_compute_mix(torch.zeros(1, 2, 4), torch.ones(1), torch.zeros(4, device="meta"), 1e-6)

@@ -70,3 +70,10 @@ def test_failed_call_leaves_caller_tensors_untouched():
     with pytest.raises(ValueError):
         Q.swiglu_forward_and_per_token_cast(x, "e4m3", 64, swiglu_clamp_value=1.0, clamped_count=counts)
     assert int(counts.abs().sum()) == 0
+
+
+def test_lossless_scales_on_another_device():
+    """The FP4 data and its scales must share a device (the host kernel reads both)."""
+    q = torch.zeros(4, 64, dtype=torch.int8)
+    with pytest.raises(ValueError, match=r"x\[1\] must be on cpu"):
+        Q.per_block_cast_lossless((q, torch.ones(4, 4, device="meta")), "e4m3", (1, 32), (4, 128))

@@ -23,6 +23,7 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
     ib, ob = check_block("x_block_size", x_block_size), check_block("out_block_size", out_block_size)
     rows, hidden = q.shape[0], q.shape[1] * 2
     check_sf_for("x[1]", sf, rows, hidden, ib)
+    C.same_device(**{"x[0]": q, "x[1]": sf})
     if hidden % 32:
         raise ValueError(f"hidden must be a multiple of 32, got {hidden}")
     if not is_power_of_two(ib[1]) or ob[0] % ib[0] or ob[1] % ib[1]:

@@ -30,5 +30,5 @@ def expand_to_mhc(hidden: torch.Tensor, mhc_mult: int, out: torch.Tensor = None)
     C.tensor("hidden", hidden, ndim=range(1, 9), contiguous=True)
     C.integer("mhc_mult", mhc_mult, 1)
     C.optional("out", out, dtypes=(hidden.dtype,), shape=(*hidden.shape[:-1], mhc_mult, hidden.shape[-1]),
-               contiguous=True)
+               contiguous=True, device=hidden.device)
     return ExpandToMHCFn.apply(hidden, mhc_mult, out)

@@ -26,4 +26,5 @@ def mhc_head_compute_mix(input_mix: torch.Tensor, mhc_scale: torch.Tensor, mhc_b
     m = input_mix.shape[-1]
     C.tensor("mhc_scale", mhc_scale, dtypes=(torch.float32,), shape=(1,))
     C.tensor("mhc_base", mhc_base, dtypes=(torch.float32,), shape=(m,))
+    C.same_device(input_mix=input_mix, mhc_scale=mhc_scale, mhc_base=mhc_base)
     return MHCHeadComputeMix.apply(input_mix, mhc_scale, mhc_base, C.number("mhc_pre_eps", mhc_pre_eps))

@@ -17,7 +17,7 @@ def _check(x, residual, post_layer_mix, comb_res_mix):
 def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
     """``out[n] = post[n] * x + sum_i comb[i, n] * residual[i]`` (FP32 -> BF16)."""
     _check(x, residual, post_layer_mix, comb_res_mix)
-    C.optional("out", out, dtypes=(torch.bfloat16,), shape=tuple(residual.shape))
+    C.optional("out", out, dtypes=(torch.bfloat16,), shape=tuple(residual.shape), device=residual.device)
     C.same_device(x=x, residual=residual, post_layer_mix=post_layer_mix, comb_res_mix=comb_res_mix)
     if not use_host(residual):
         res = mhc_post_ref(x, residual, post_layer_mix, comb_res_mix)
