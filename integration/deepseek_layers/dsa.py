@@ -8,7 +8,8 @@ fused layout: a page's FP8 values, then their FP32 scales); each query attends t
 Per call, on ``x`` [T, dim] BF16:
 
 1. projections (deep_gemm ``bf16_gemm_nt``; ``wkv_b`` absorbed per head by deep_gemm's masked
-   grouped BF16 GEMM or per-head GEMMs on strided views, both faster on CPU than its ``einsum``),
+   grouped BF16 GEMM or per-head GEMMs on strided views, chosen when its ``einsum`` still ran the
+   reference on CPU),
    RMSNorm / LayerNorm / RoPE in plain torch (element-wise, no library op for them);
 2. the new tokens' latents and indexer keys are quantised and written into the two caches
    (flash_mla ``quantize_k_cache``; tile_kernels ``per_token_cast``);
