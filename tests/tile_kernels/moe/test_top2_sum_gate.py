@@ -106,3 +106,22 @@ def test_all_zero_logits_are_stable(backend):
     idx, _ = gate(torch.zeros(16, experts), torch.zeros(experts), k, 0, 0, False, 0, 1.0, 0, ep, 0, 1, "sigmoid")
     n = min(experts // ep, k)
     assert idx[:, :n].tolist() == [list(range(n))] * 16
+
+
+@pytest.mark.parametrize("groups", [(0, 0), (8, 4)])
+@pytest.mark.parametrize("scoring", ["sigmoid", "sqrtsoftplus", "softmax"])
+def test_nan_ranks_first_as_in_the_reference(host, groups, scoring):
+    """NaN logits or biases rank above every number (torch's sort order), ties to the lower id; a
+    row of NaN picks experts 0..k-1. The kernel used to skip NaN and leave slots unset."""
+    experts, k = 64, 6
+    logits, bias = torch.randn(8, experts), torch.randn(experts) * 0.1
+    logits[0, 5] = logits[1, 40] = logits[1, 3] = float("nan")
+    logits[2] = float("nan")
+    for b in (bias, bias.index_fill(0, torch.tensor([7, 50]), float("nan"))):
+        args = (logits, b, k, groups[1], groups[0], False, 0, 2.5, 0, 1, 0, 1, scoring)
+        idx, w = gate(*args)
+        idx_ref, w_ref = ref.top2_sum_gate(*args)
+        assert torch.equal(idx, idx_ref)
+        assert torch.allclose(w, w_ref, equal_nan=True)
+    assert idx_ref[2].tolist() == list(range(k))
+

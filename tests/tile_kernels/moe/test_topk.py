@@ -51,3 +51,13 @@ def test_topk_sum_and_topk_group_idx_nan(backend):
         for num_sum in (1, 2):
             out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, 3)
             assert_equal(out, ref.topk_sum_and_topk_group_idx(scores, num_sum, 3))
+
+
+def test_topk_gate_nan_ranks_first(backend):
+    scores = torch.randn(4, 40)
+    scores[0, 3] = float("nan")
+    scores[1, 10] = scores[1, 2] = float("nan")
+    scores[2] = float("nan")
+    out = tile_kernels.moe.topk_gate(scores, 5)
+    assert out[0, 0] == 3 and out[1, :2].tolist() == [2, 10] and out[2].tolist() == [0, 1, 2, 3, 4]
+    assert torch.equal(out, ref.stable_topk(scores, 5))

@@ -67,4 +67,17 @@ inline __m512 exp_f32x16(__m512 x) {
 }
 #endif
 
+// The descending order of torch's sort and topk: NaN above every number.
+DJ_INLINE bool ranks_above(float a, float b) { return a > b || (std::isnan(a) && !std::isnan(b)); }
+
+// Inserts (v, e) into the descending list val/id of n <= cap entries (n grows up to cap). Equal
+// values keep their arrival order, so ids fed in ascending order come out as a stable sort's.
+DJ_INLINE void insert_ranked(float* val, int64_t* id, int64_t& n, int64_t cap, float v, int64_t e) {
+    if (n == cap && !ranks_above(v, val[cap - 1])) return;
+    int64_t i = n < cap ? n++ : cap - 1;
+    for (; i > 0 && ranks_above(v, val[i - 1]); --i) { val[i] = val[i - 1]; id[i] = id[i - 1]; }
+    val[i] = v;
+    id[i] = e;
+}
+
 }  // namespace tk

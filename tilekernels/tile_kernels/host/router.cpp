@@ -1,7 +1,7 @@
 // The DeepSeek router per token: scores (sigmoid | sqrt(softplus) | softmax), ranking scores
 // (+ bias; raw logits for softmax), group-limited selection (groups ranked by the sum of their
 // two best ranking scores), top-k, weight normalisation, shared-expert slots, logical -> physical
-// mapping and EP/TP masking. Ties always go to the lower index.
+// mapping and EP/TP masking. Ties always go to the lower index; NaN ranks first (torch's order).
 #include <tile_kernels/host/common.hpp>
 
 namespace {
@@ -12,15 +12,6 @@ struct Args {
     const bool* mask; const bool* fix; const int32_t* phys_map; int64_t map_width; const int32_t* logical_count;
     int64_t* unmapped; int64_t* idx_out; float* w_out;
 };
-
-// Insert (v, e) into the descending list of at most `cap` entries (ties keep the earlier entry first).
-inline void insert(float* val, int64_t* id, int64_t& n, int64_t cap, float v, int64_t e) {
-    if (n == cap && !(v > val[cap - 1])) return;
-    int64_t i = n < cap ? n++ : cap - 1;
-    for (; i > 0 && v > val[i - 1]; --i) { val[i] = val[i - 1]; id[i] = id[i - 1]; }
-    val[i] = v;
-    id[i] = e;
-}
 
 inline int64_t mask_ep_tp(const Args& A, int64_t e) {
     if (e < 0 || (e / A.experts_per_rank) % A.num_tp_ranks != A.tp_rank) return -1;
@@ -84,8 +75,8 @@ void route(const Args& A, int64_t t, float* s, float* r, float* gval, int64_t* g
             int64_t ng = 0;
             for (int64_t g = 0; g < A.num_groups; ++g) {
                 float best[2]; int64_t bid[2]; int64_t nb = 0;
-                for (int64_t e = g * per; e < (g + 1) * per; ++e) insert(best, bid, nb, 2, r[e], e);
-                insert(gval, gid, ng, A.num_topk_groups, nb == 2 ? best[0] + best[1] : best[0], g);
+                for (int64_t e = g * per; e < (g + 1) * per; ++e) tk::insert_ranked(best, bid, nb, 2, r[e], e);
+                tk::insert_ranked(gval, gid, ng, A.num_topk_groups, nb == 2 ? best[0] + best[1] : best[0], g);
             }
             uint32_t keep = 0;
             for (int64_t i = 0; i < ng; ++i) keep |= 1u << gid[i];
@@ -93,7 +84,7 @@ void route(const Args& A, int64_t t, float* s, float* r, float* gval, int64_t* g
                 if (!((keep >> (e / per)) & 1u)) r[e] = -INFINITY;
         }
         int64_t n = 0;
-        for (int64_t e = 0; e < A.E; ++e) insert(kval, sel, n, A.K, r[e], e);
+        for (int64_t e = 0; e < A.E; ++e) tk::insert_ranked(kval, sel, n, A.K, r[e], e);
     }
     if (A.unmapped != nullptr) for (int64_t k = 0; k < A.K; ++k) A.unmapped[t * A.K + k] = sel[k];
     float sum = 0.0f;

@@ -1,5 +1,5 @@
 // Per row, the indices of the k largest scores in descending order, ties -> smaller index
-// (a stable descending sort truncated to k), by insertion into a sorted k-entry list.
+// (a stable descending sort truncated to k, NaN first), by insertion into a sorted k-entry list.
 #include <tile_kernels/host/common.hpp>
 
 DJ_KERNEL(tk_topk_gate, "ptr,ptr,i64,i64,i64,i64")
@@ -11,14 +11,7 @@ void tk_topk_gate(int64_t* idx, const float* scores, int64_t T, int64_t E, int64
             const float* s = scores + r * E;
             int64_t* out = idx + r * K;
             int64_t n = 0;
-            for (int64_t e = 0; e < E; ++e) {
-                const float v = s[e];
-                if (n == K && !(v > val[K - 1])) continue;
-                int64_t i = n < K ? n++ : K - 1;
-                for (; i > 0 && v > val[i - 1]; --i) { val[i] = val[i - 1]; out[i] = out[i - 1]; }
-                val[i] = v;
-                out[i] = e;
-            }
+            for (int64_t e = 0; e < E; ++e) tk::insert_ranked(val.data(), out, n, K, s[e], e);
         }
     });
 }

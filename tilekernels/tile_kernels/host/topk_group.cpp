@@ -6,16 +6,6 @@
 
 namespace {
 
-DJ_INLINE bool above(float a, float b) { return a > b || (std::isnan(a) && !std::isnan(b)); }
-
-DJ_INLINE void insert(float* val, int64_t* id, int64_t& n, int64_t cap, float v, int64_t e) {
-    if (n == cap && !above(v, val[n - 1])) return;
-    int64_t i = n < cap ? n++ : n - 1;
-    for (; i > 0 && above(v, val[i - 1]); --i) { val[i] = val[i - 1]; id[i] = id[i - 1]; }
-    val[i] = v;
-    id[i] = e;
-}
-
 #ifdef DJ_HAVE_AVX512
 // The sum of the best `num_sum` (1 or 2) of n (a multiple of 16) scores: a lane-wise max / min
 // split, then the largest value, and the runner-up from the min lanes or the max lanes less the
@@ -60,10 +50,10 @@ void tk_topk_group(int64_t* out, const float* scores, int64_t T, int64_t G, int6
                 {
                     float best[2];
                     int64_t bid[2], nb = 0;
-                    for (int64_t e = 0; e < Eg; ++e) insert(best, bid, nb, num_sum, s[g * Eg + e], e);
+                    for (int64_t e = 0; e < Eg; ++e) tk::insert_ranked(best, bid, nb, num_sum, s[g * Eg + e], e);
                     sum = num_sum == 2 ? best[0] + best[1] : best[0];
                 }
-                insert(gval, gid, ng, num_groups_out, sum, g);
+                tk::insert_ranked(gval, gid, ng, num_groups_out, sum, g);
             }
             for (int64_t i = 0; i < num_groups_out; ++i) out[t * num_groups_out + i] = gid[i];
         }
