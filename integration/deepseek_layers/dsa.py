@@ -267,15 +267,25 @@ class DSA:
             raise TypeError(f"x must be a tensor, got {type(x).__name__}")
         if x.dtype != torch.bfloat16:
             raise TypeError(f"x must be torch.bfloat16, got {x.dtype}")
+        if x.device != self.w.wq_a.device:
+            raise ValueError(f"x must be on {self.w.wq_a.device} (the layer's weights), got {x.device}")
         if x.dim() != 2 or x.shape[1] != self.cfg.dim or (rows is not None and x.shape[0] != rows):
             expected = f"[{'num_tokens' if rows is None else rows}, {self.cfg.dim}]"
             raise ValueError(f"x must be {expected}, got {tuple(x.shape)}")
+
+    def _check_cache(self, cache) -> None:
+        if not isinstance(cache, DSACache):
+            raise TypeError(f"cache must be a DSACache, got {type(cache).__name__}")
+        if cache.index_head_dim != self.cfg.index_head_dim:
+            raise ValueError(f"cache: built for index_head_dim {cache.index_head_dim}, the layer's config has "
+                             f"{self.cfg.index_head_dim}")
 
     # ---- the two phases ----------------------------------------------------------------------------
     def prefill(self, x: torch.Tensor, cache: DSACache, seq: int, return_topk: bool = False):
         """``x`` [T, dim]: tokens 0..T-1 of sequence ``seq`` (empty so far), causal. Returns [T, dim]
         (and the attended positions int32 [T, index_topk], -1 padded, with ``return_topk``)."""
         self._check_x(x)
+        self._check_cache(cache)
         if not isinstance(seq, int) or not 0 <= seq < cache.batch:
             raise ValueError(f"seq must be an int in [0, {cache.batch}), got {seq!r}")
         if int(cache.seq_lens[seq]):
@@ -300,6 +310,7 @@ class DSA:
     def decode(self, x: torch.Tensor, cache: DSACache, return_topk: bool = False):
         """``x`` [batch, dim]: the next token of every sequence of ``cache``. Returns [batch, dim]
         (and the attended positions int32 [batch, index_topk], -1 padded, with ``return_topk``)."""
+        self._check_cache(cache)
         self._check_x(x, cache.batch)
         b = x.shape[0]
         pos = cache.seq_lens.long()

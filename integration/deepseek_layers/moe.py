@@ -197,6 +197,8 @@ class MoE:
             raise TypeError(f"x must be a tensor, got {type(x).__name__}")
         if x.dtype != torch.bfloat16:
             raise TypeError(f"x must be torch.bfloat16, got {x.dtype}")
+        if x.device != self.gate.device:
+            raise ValueError(f"x must be on {self.gate.device} (the layer's weights), got {x.device}")
         if x.dim() != 2 or x.shape[1] != self.cfg.hidden:
             raise ValueError(f"x must be [num_tokens, {self.cfg.hidden}], got {tuple(x.shape)}")
         if self.buffer is not None and x.shape[0] > self.num_max_tokens_per_rank:

@@ -143,3 +143,22 @@ def test_bad_sequence_state_is_refused(small):
         DSA(cfg, w)
     with pytest.raises(ValueError, match="page_block_size"):
         DSACache(cfg, batch=1, max_seq_len=64, page_block_size=16)
+
+
+def test_foreign_device_and_cache_are_refused_before_any_write(small):
+    layer, cfg = small
+    cache = DSACache(cfg, batch=1, max_seq_len=64)
+    with pytest.raises(ValueError, match=r"x must be on cpu .*got meta"):
+        layer.prefill(torch.empty(8, cfg.dim, dtype=torch.bfloat16, device="meta"), cache, 0)
+    with pytest.raises(ValueError, match=r"x must be on cpu .*got meta"):
+        layer.decode(torch.empty(1, cfg.dim, dtype=torch.bfloat16, device="meta"), cache)
+    other = DSACache(DSAConfig(**{**cfg.__dict__, "index_head_dim": 64}), batch=1, max_seq_len=64)
+    x = randn(8, cfg.dim).bfloat16()
+    with pytest.raises(ValueError, match="cache: built for index_head_dim 64.* 128"):
+        layer.prefill(x, other, 0)
+    with pytest.raises(ValueError, match="cache: built for index_head_dim 64.* 128"):
+        layer.decode(x[:1], other)
+    with pytest.raises(TypeError, match="cache must be a DSACache"):
+        layer.decode(x[:1], None)
+    assert not cache.kv.any() and not other.kv.any() and not other.index.any()
+    assert int(cache.seq_lens.sum()) == 0 and int(other.seq_lens.sum()) == 0

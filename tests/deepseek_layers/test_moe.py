@@ -139,3 +139,9 @@ def test_bad_config_and_weights():
         MoE(GROUPED, MoEWeights(None, w.gate_bias, w.w13, w.w2, w.shared_w13, w.shared_w2))
     with pytest.raises(ValueError, match="num_topk|n_activated"):
         MoE(MoEConfig(**{**GROUPED.__dict__, "n_activated_experts": 0}), w)
+
+
+def test_input_on_another_device_is_refused(layer):
+    # named by the layer, not by the first library op it would reach (deep_gemm's `a`)
+    with pytest.raises(ValueError, match=r"x must be on cpu \(the layer's weights\), got meta"):
+        layer(torch.empty(4, GROUPED.hidden, dtype=torch.bfloat16, device="meta"))
