@@ -619,8 +619,9 @@ private:
             for (int64_t kb = 0; kb < p.nkb; ++kb) {
                 const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb), k0 = job.k0 + kb * kc_;
                 // Whole blocks of plain BF16 rows are read in place; anything else is converted.
-                const bool in_place = b_.type == kBF16 && !b_.fold && nv == R && kv == kcp && k0 % 2 == 0 &&
-                                      b_.smn % 2 == 0 && reinterpret_cast<uintptr_t>(b_.ptr) % 4 == 0;
+                // (rows read as 32-bit words: each must start 4-byte aligned, the group offset included)
+                const bool in_place = b_.type == kBF16 && !b_.fold && nv == R && kv == kcp && b_.smn % 2 == 0 &&
+                                      reinterpret_cast<uintptr_t>(b_.row_base(job.b_g, n0) + 2 * k0) % 4 == 0;
                 const uint32_t* brows = reinterpret_cast<const uint32_t*>(s.tmp.get());
                 int64_t bld = ld / 2;
                 if (in_place) {

@@ -72,3 +72,17 @@ def test_masked_small_ragged_groups(pow2):
             ref = dequant(*acts[i], (1, 128))[:r] @ brs[i].T
             assert calc_diff(d[i, :r].double(), ref) < 1e-5
         assert (d[i, r:] == 5.0).all()   # masked rows are never written
+
+
+def test_bf16_weights_with_an_odd_group_stride():
+    """32 rows per group take the path that reads plain BF16 weight rows in place as 32-bit words
+    (4-byte aligned rows only); an odd group stride (an as_strided view) misaligns every other
+    group's rows by 2 bytes: the result must not change."""
+    g, m, n, k = 3, 32, 40, 128
+    a = torch.randn(g, m, k).bfloat16()
+    store = torch.randn(g * (n * k + 1) + 1).bfloat16()
+    b = store.as_strided((g, n, k), (n * k + 1, k, 1))
+    d = torch.empty(g, m, n, dtype=torch.bfloat16)
+    H.m_grouped_gemm_masked(a, None, b, None, d, torch.full((g,), m, dtype=torch.int32))
+    for i in range(g):
+        assert calc_diff(d[i].double(), a[i].double() @ b[i].double().T) < 1e-5
