@@ -65,8 +65,10 @@ class OutputPool:
     A buffer is handed out again only when no tensor but the pool's own references its storage,
     i.e. the caller has dropped every output view of it. Reused buffers hold stale bytes: kernels
     that take their output from here must write every element. Small requests are plain
-    ``torch.empty``; at most ``MAX_POOLED_ENTRIES`` buffers are kept, and released buffers beyond
-    ``MAX_IDLE_BYTES`` in all are given back, oldest first.
+    ``torch.empty``. Released buffers are given back, oldest first, while the pool tracks more than
+    ``MAX_POOLED_ENTRIES`` buffers or its released ones exceed ``MAX_IDLE_BYTES`` in all. Buffers a
+    caller still holds are not given back, so the caps bound released memory only.
+    The in-use test reads the storage's reference count (``torch._C._storage_Use_Count``).
     """
 
     def __init__(self):
