@@ -7,9 +7,8 @@ fused layout: a page's FP8 values, then their FP32 scales); each query attends t
 
 Per call, on ``x`` [T, dim] BF16:
 
-1. projections (deep_gemm ``bf16_gemm_nt``; ``wkv_b`` absorbed per head by deep_gemm's masked
-   grouped BF16 GEMM or per-head GEMMs on strided views, chosen when its ``einsum`` still ran the
-   reference on CPU),
+1. projections (deep_gemm ``bf16_gemm_nt``; ``wkv_b`` absorbed per head through deep_gemm
+   ``einsum``, the ``bhd,hdr->bhr`` form into the query and ``bhr,hdr->bhd`` onto the output),
    RMSNorm / LayerNorm / RoPE in plain torch (element-wise, no library op for them);
 2. the new tokens' latents and indexer keys are quantised and written into the two caches
    (flash_mla ``quantize_k_cache``; tile_kernels ``per_token_cast``);
@@ -172,24 +171,6 @@ def _linear(x: torch.Tensor, w: torch.Tensor, dtype=torch.bfloat16) -> torch.Ten
     return out
 
 
-# Up to this many rows one masked grouped GEMM over [H, T, K] copies of the operands beats H strided
-# GEMM calls (per-call overhead); above it the two transposing copies cost more (measured, 64 heads).
-PER_HEAD_MASKED_MAX_ROWS = 512
-
-
-def _per_head(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``out[:, h] = a[:, h] @ b[h].T`` for a [T, H, K] (last dim contiguous), b [H, N, K], out [T, H, N]."""
-    t, h = a.shape[:2]
-    if t <= PER_HEAD_MASKED_MAX_ROWS:
-        d = torch.empty(h, t, b.shape[1], dtype=torch.bfloat16)
-        deep_gemm.m_grouped_bf16_gemm_nt_masked(a.transpose(0, 1).contiguous(), b, d,
-                                                torch.full((h,), t, dtype=torch.int32), max(t, 1))
-        return out.copy_(d.transpose(0, 1))
-    for i in range(h):
-        deep_gemm.bf16_gemm_nt(a[:, i], b[i], out[:, i])
-    return out
-
-
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x = x.float()
     return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight).bfloat16()
@@ -221,8 +202,10 @@ class DSA:
         self.w = weights
         h, nope = cfg.n_heads, cfg.qk_nope_head_dim
         wkv_b = weights.wkv_b.view(h, nope + cfg.v_head_dim, KV_LORA_RANK)
-        self.w_uk = wkv_b[:, :nope].transpose(1, 2).contiguous()  # [h, 512, nope]: absorbed into the query
-        self.w_uv = wkv_b[:, nope:].contiguous()                   # [h, v, 512]: applied to the attention output
+        # DeepSeek's absorbed MLA: both halves stay [h, d, 512] and go through deep_gemm's two
+        # per-head einsum forms (the key half into the query, the value half onto the output).
+        self.w_uk = wkv_b[:, :nope].contiguous()   # [h, nope, 512]
+        self.w_uv = wkv_b[:, nope:].contiguous()   # [h, v, 512]
 
     # ---- projections -----------------------------------------------------------------------------
     def _project(self, x: torch.Tensor, pos: torch.Tensor):
@@ -231,7 +214,7 @@ class DSA:
         cq = _rms_norm(_linear(x, w.wq_a), w.q_norm, cfg.norm_eps)
         q = _linear(cq, w.wq_b).view(t, h, cfg.qk_nope_head_dim + ROPE_DIM)
         q_full = torch.empty(t, h, LATENT_DIM, dtype=torch.bfloat16)
-        _per_head(q[..., :cfg.qk_nope_head_dim], self.w_uk, q_full[..., :KV_LORA_RANK])
+        deep_gemm.einsum("bhd,hdr->bhr", q[..., :cfg.qk_nope_head_dim], self.w_uk, q_full[..., :KV_LORA_RANK])
         q_full[..., KV_LORA_RANK:] = _rope(q[..., cfg.qk_nope_head_dim:], pos, cfg.rope_theta)
         kv = _linear(x, w.wkv_a)
         latent = torch.cat([_rms_norm(kv[:, :KV_LORA_RANK], w.kv_norm, cfg.norm_eps),
@@ -259,7 +242,8 @@ class DSA:
 
     def _output(self, o: torch.Tensor) -> torch.Tensor:
         t, h = o.shape[0], self.cfg.n_heads
-        v = _per_head(o, self.w_uv, torch.empty(t, h, self.cfg.v_head_dim, dtype=torch.bfloat16))
+        v = torch.empty(t, h, self.cfg.v_head_dim, dtype=torch.bfloat16)
+        deep_gemm.einsum("bhr,hdr->bhd", o, self.w_uv, v)
         return _linear(v.view(t, -1), self.w.wo)
 
     def _check_x(self, x, rows: int | None = None) -> None:

@@ -81,7 +81,7 @@ class TorchDSA:
         t, h, nope = x.shape[0], cfg.n_heads, cfg.qk_nope_head_dim
         cq = _norm(x @ w.wq_a.T, w.q_norm, cfg.norm_eps)
         q = (cq @ w.wq_b.T).view(t, h, nope + ROPE_DIM)
-        q = torch.cat([torch.einsum("thd,hrd->thr", q[..., :nope], self.layer.w_uk),
+        q = torch.cat([torch.einsum("thd,hdr->thr", q[..., :nope], self.layer.w_uk),
                        _rope(q[..., nope:], pos, cfg.rope_theta)], dim=-1)
         kv = x @ w.wkv_a.T
         latent = torch.cat([_norm(kv[:, :KV_LORA_RANK], w.kv_norm, cfg.norm_eps),
