@@ -14,19 +14,9 @@ from tests.testkit.distributed import RankFailure, run_ranks
 
 from . import refs
 from .cases import Case, check_case
+from .faults import expect_error, read_outcome, record_outcome
 
 H, E, M, K = 128, 16, 32, 4
-
-
-def _expect(fn, exc_type, *fragments):
-    try:
-        fn()
-    except exc_type as exc:
-        msg = str(exc)
-        missing = [f for f in fragments if f not in msg]
-        assert not missing, f"message {msg!r} lacks {missing}"
-        return msg
-    raise AssertionError(f"expected {exc_type.__name__}")
 
 
 def _bad_inputs(rank, world):
@@ -38,42 +28,42 @@ def _bad_inputs(rank, world):
 
     # Shapes differ across ranks: every rank names the argument and both values.
     hidden = H if rank == 0 else H // 2
-    _expect(lambda: buf.dispatch(refs.make_x(M, hidden, 0), idx, num_experts=E), ValueError,
+    expect_error(lambda: buf.dispatch(refs.make_x(M, hidden, 0), idx, num_experts=E), ValueError,
             "ranks disagree", "hidden")
     # One rank exceeds the agreed capacity: it says so, the others name it.
     big = M + 5 if rank == 1 else M
     big_idx, _ = refs.make_routing(big, K, E, seed=5)
     if rank == 1:
-        _expect(lambda: buf.dispatch(refs.make_x(big, H, 0), big_idx, num_experts=E), ValueError,
+        expect_error(lambda: buf.dispatch(refs.make_x(big, H, 0), big_idx, num_experts=E), ValueError,
                 "num_tokens (37) exceeds num_max_tokens_per_rank (32)")
     else:
-        _expect(lambda: buf.dispatch(refs.make_x(big, H, 0), big_idx, num_experts=E), ValueError,
+        expect_error(lambda: buf.dispatch(refs.make_x(big, H, 0), big_idx, num_experts=E), ValueError,
                 "rank 1 rejected", "exceeds")
     # Expert id out of range on rank 0, a duplicate expert on rank 1.
     bad = idx.clone()
     if rank == 0:
         bad[3, 1] = E
-        _expect(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, f"topk_idx[3, 1] = {E} is out of range")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, f"topk_idx[3, 1] = {E} is out of range")
     else:
         bad[2, 1] = bad[2, 0] if bad[2, 0] >= 0 else 0
         bad[2, 0] = bad[2, 1]
-        _expect(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "selects expert", "twice")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "selects expert", "twice")
     # Experts that do not split evenly are rejected on every rank.
-    _expect(lambda: buf.dispatch(x, idx, num_experts=E + 1), ValueError, "divisible by the number of ranks")
+    expect_error(lambda: buf.dispatch(x, idx, num_experts=E + 1), ValueError, "divisible by the number of ranks")
     # A cached handle whose topk_idx changed in place.
     own = idx.clone()
     _, _, _, handle, _ = buf.dispatch(x, own, num_experts=E)
     if rank == 1:
         own[0, 0] = -1
-        _expect(lambda: buf.dispatch(x, handle=handle), ValueError, "topk_idx was modified")
+        expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "topk_idx was modified")
     else:
-        _expect(lambda: buf.dispatch(x, handle=handle), ValueError, "rejected")
+        expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "rejected")
     # Wrong dtypes are caught before anything moves.
-    _expect(lambda: buf.dispatch(x.float(), idx, num_experts=E), TypeError, "x must have dtype torch.bfloat16")
+    expect_error(lambda: buf.dispatch(x.float(), idx, num_experts=E), TypeError, "x must have dtype torch.bfloat16")
     # ... and after all that the buffer still works, bit-exactly.
     check_case(buf, Case(None, True, False, num_bias=1), rank, world, H, E, M, K, seed=3)
     buf.destroy()
-    _expect(lambda: buf.dispatch(x, idx, num_experts=E), RuntimeError, "destroyed")
+    expect_error(lambda: buf.dispatch(x, idx, num_experts=E), RuntimeError, "destroyed")
     return True
 
 
@@ -91,11 +81,11 @@ def _timeout(rank, world):
     start = time.monotonic()
     if rank == 1:
         time.sleep(3)  # misses rank 0's deadline
-        msg = _expect(lambda: buf.dispatch(x, idx, num_experts=E), PeerAbortedError, "aborted")
+        msg = expect_error(lambda: buf.dispatch(x, idx, num_experts=E), PeerAbortedError, "aborted")
     else:
-        msg = _expect(lambda: buf.dispatch(x, idx, num_experts=E), PeerTimeoutError, "timed out", "local rank 1")
+        msg = expect_error(lambda: buf.dispatch(x, idx, num_experts=E), PeerTimeoutError, "timed out", "local rank 1")
     elapsed = time.monotonic() - start
-    _expect(lambda: buf.dispatch(x, idx, num_experts=E), deep_ep.BufferBrokenError, "destroy it")
+    expect_error(lambda: buf.dispatch(x, idx, num_experts=E), deep_ep.BufferBrokenError, "destroy it")
     buf.destroy()
     dist.barrier()
     # A recreated buffer starts clean.
@@ -122,14 +112,7 @@ def _killed(rank, world, result_dir):
     if rank == world - 1:
         # Dies after writing its tokens into the peers, before announcing them.
         buf._session.transport.finish_send = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-    start = time.monotonic()
-    try:
-        buf.dispatch(x, idx, num_experts=E * world // 2)
-        outcome = "no error"
-    except Exception as exc:  # noqa: BLE001 - the type is what the test reports
-        outcome = f"{type(exc).__name__}: {exc}"
-    with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
-        f.write(f"{time.monotonic() - start:.2f}|{outcome}")
+    record_outcome(result_dir, rank, lambda: buf.dispatch(x, idx, num_experts=E * world // 2))
 
 
 def test_killed_peer_mid_dispatch(tmp_path):
@@ -137,8 +120,8 @@ def test_killed_peer_mid_dispatch(tmp_path):
         run_ranks(_killed, 3, str(tmp_path), timeout=60)
     assert "--- rank 0 ---" not in str(info.value) and "--- rank 1 ---" not in str(info.value)
     for rank in (0, 1):
-        seconds, outcome = (tmp_path / f"rank{rank}").read_text().split("|", 1)
-        assert float(seconds) < 10, outcome
+        seconds, outcome = read_outcome(tmp_path, rank)
+        assert seconds < 10, outcome
         assert outcome.startswith(("PeerDiedError", "PeerAbortedError")), outcome
     assert "local rank 2" in (tmp_path / "rank0").read_text() + (tmp_path / "rank1").read_text()
     # Window names carry the creating leader's pid; none of these ranks may leave one behind.

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from tests.testkit.distributed import RankFailure, run_ranks
 
 from . import refs
+from .faults import expect_error, read_outcome, record_outcome
 
 LM, LH, K = 12, 256, 4
 
@@ -84,16 +85,6 @@ def test_low_latency_bit_exact_on_three_ranks():
     assert run_ranks(_oracle_exact, 3, timeout=120) == [True] * 3
 
 
-def _expect(fn, exc_type, *fragments):
-    try:
-        fn()
-    except exc_type as exc:
-        missing = [f for f in fragments if f not in str(exc)]
-        assert not missing, f"message {str(exc)!r} lacks {missing}"
-        return
-    raise AssertionError(f"expected {exc_type.__name__}")
-
-
 def _rejections(rank, world):
     E = 8
     buf = _buffer(world, E)
@@ -103,19 +94,19 @@ def _rejections(rank, world):
     good, _, _ = buf.low_latency_combine(recv, idx, w, handle)
 
     hidden = LH if rank == 0 else LH // 2
-    _expect(lambda: buf.low_latency_dispatch(refs.make_x(LM, hidden, 1), idx, LM, E), ValueError,
+    expect_error(lambda: buf.low_latency_dispatch(refs.make_x(LM, hidden, 1), idx, LM, E), ValueError,
             "ranks disagree", "hidden")
     bad = idx.clone()
     bad[2, 1] = E if rank == 0 else bad[2, 1]
-    _expect(lambda: buf.low_latency_dispatch(x, bad, LM, E), ValueError,
+    expect_error(lambda: buf.low_latency_dispatch(x, bad, LM, E), ValueError,
             "topk_idx[2, 1] = 8 is out of range" if rank == 0 else "rank 0 rejected")
     many = LM + 3 if rank == 1 else LM
-    _expect(lambda: buf.low_latency_dispatch(refs.make_x(many, LH, 2), refs.make_routing(many, K, E, 3)[0], LM, E),
+    expect_error(lambda: buf.low_latency_dispatch(refs.make_x(many, LH, 2), refs.make_routing(many, K, E, 3)[0], LM, E),
             ValueError, "exceeds num_max_dispatch_tokens_per_rank" if rank == 1 else "rank 1 rejected")
     other = idx.roll(1, 0) if rank == 1 else idx
-    _expect(lambda: buf.low_latency_combine(recv, other, w, handle), ValueError,
+    expect_error(lambda: buf.low_latency_combine(recv, other, w, handle), ValueError,
             "must be the one given" if rank == 1 else "rank 1 rejected")
-    _expect(lambda: buf.low_latency_update_mask_buffer(0, True), ValueError, "enable_shrink=True")
+    expect_error(lambda: buf.low_latency_update_mask_buffer(0, True), ValueError, "enable_shrink=True")
     # The buffer still works and gives the same result, also after a normal dispatch and combine
     # on the same region (the low-latency kernels then first meet the peers at a barrier).
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
@@ -147,11 +138,11 @@ def _timeout(rank, world):
     start = time.monotonic()
     if rank == 1:
         time.sleep(3)
-        _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), PeerAbortedError, "aborted")
+        expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), PeerAbortedError, "aborted")
     else:
-        _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), PeerTimeoutError, "timed out", "local rank 1")
+        expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), PeerTimeoutError, "timed out", "local rank 1")
     elapsed = time.monotonic() - start
-    _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), deep_ep.BufferBrokenError, "destroy it")
+    expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), deep_ep.BufferBrokenError, "destroy it")
     buf.destroy()
     return elapsed
 
@@ -169,22 +160,15 @@ def _killed(rank, world, result_dir):
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
     if rank == world - 1:
         os.kill(os.getpid(), signal.SIGKILL)  # dies before the combine's round
-    start = time.monotonic()
-    try:
-        buf.low_latency_combine(recv, idx, w, handle)
-        outcome = "no error"
-    except Exception as exc:  # noqa: BLE001 - the type is what the test reports
-        outcome = f"{type(exc).__name__}: {exc}"
-    with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
-        f.write(f"{time.monotonic() - start:.2f}|{outcome}")
+    record_outcome(result_dir, rank, lambda: buf.low_latency_combine(recv, idx, w, handle))
 
 
 def test_low_latency_dead_peer_raises_on_every_live_rank(tmp_path):
     with pytest.raises(RankFailure):
         run_ranks(_killed, 3, str(tmp_path), timeout=60)
     for rank in (0, 1):
-        seconds, outcome = (tmp_path / f"rank{rank}").read_text().split("|", 1)
-        assert float(seconds) < 10, outcome
+        seconds, outcome = read_outcome(tmp_path, rank)
+        assert seconds < 10, outcome
         assert outcome.startswith(("PeerDiedError", "PeerAbortedError")), outcome
 
 
@@ -207,9 +191,9 @@ def _shrink(rank, world):
         return True
     buf._ep._session.transport.window.timeout_s = 1.0  # V1 Buffer has no timeout argument
     mask = torch.empty(world, dtype=torch.int32)
-    _expect(lambda: buf.low_latency_query_mask_buffer(torch.empty(world)), ValueError, "mask_status")
-    _expect(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError, "cannot mask itself")
-    _expect(lambda: buf.low_latency_update_mask_buffer(world, True), ValueError, "rank must be in")
+    expect_error(lambda: buf.low_latency_query_mask_buffer(torch.empty(world)), ValueError, "mask_status")
+    expect_error(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError, "cannot mask itself")
+    expect_error(lambda: buf.low_latency_update_mask_buffer(world, True), ValueError, "rank must be in")
     for manual in (False, True):
         if manual:
             buf.low_latency_clean_mask_buffer()
@@ -265,9 +249,9 @@ def _fuzz_ids(rank, world):
         x = refs.make_x(T, LH, seed=T)
         row = idx[t].tolist()
         if bad_value < -1 or bad_value >= E:
-            _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, f"topk_idx[{t}, {k}]", "out of range")
+            expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, f"topk_idx[{t}, {k}]", "out of range")
         elif bad_value >= 0 and row.count(bad_value) > 1:
-            _expect(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, "twice")
+            expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, "twice")
         else:
             _, count, _, _, _ = buf.low_latency_dispatch(x, idx, LM, E)
             assert torch.equal(count, torch.bincount(idx[idx >= 0], minlength=E).int())
@@ -280,7 +264,7 @@ def _fuzz_ids(rank, world):
                                (lambda: buf.low_latency_dispatch(x, idx, LM, E, torch.zeros(3, dtype=torch.int32)),
                                 "cumulative_local_expert_recv_stats"),
                                (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E), "hidden")):
-        _expect(bad_call, ValueError, fragment)
+        expect_error(bad_call, ValueError, fragment)
     # combine with an equal but strided topk_idx (a transposed copy) gives the same result
     w = torch.rand(4, K)
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
