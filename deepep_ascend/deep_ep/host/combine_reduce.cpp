@@ -15,7 +15,6 @@
 // local_w row i, K floats), without it slot k's expanded row local_meta[i, 2 + k] (weight:
 // local_w[that row]). A null local_w reads as zero weights.
 #include <deep_ep/host/common.hpp>
-#include <deepjit/host/convert.hpp>
 
 DJ_KERNEL(ep_combine_reduce,
           "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,ptr,i64,ptr,i64,ptr,ptr,i64,i64")
@@ -26,7 +25,6 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                        const float* slot_weights, const uint16_t* local_x, int64_t local_stride,
                        const float* local_w, int64_t local_row0, const int32_t* local_slot,
                        const int32_t* local_meta, int64_t rank, int64_t threads) {
-    constexpr int64_t kChunk = 256;
     const int64_t w_off = (H * 2 + 63) / 64 * 64;
     // Outputs far larger than the caches bypass them (saves reading every line before writing it).
     const bool stream = T * H * 2 >= (int64_t{8} << 20) && (reinterpret_cast<uintptr_t>(out) & 63) == 0 && H % 32 == 0;
@@ -68,61 +66,18 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                 add[k] = true;
             }
         }
-        for (int64_t h0 = 0; h0 < H; h0 += kChunk) {
-            const int64_t n = std::min<int64_t>(kChunk, H - h0);
-            uint16_t* y = out + t * H + h0;
-#if defined(DJ_HAVE_AVX512)
-            if (n == kChunk) {
-                // The same FP32 operations in the same order as the scalar loop, 16 lanes at a time.
-                constexpr int kVec = kChunk / 16;
-                __m512 acc[kVec];
-                for (int v = 0; v < kVec; ++v) acc[v] = _mm512_setzero_ps();
-                auto load = [](const uint16_t* p) {
-                    return dj::bf16x16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-                };
-                if (bias0 != nullptr)
-                    for (int v = 0; v < kVec; ++v) acc[v] = load(bias0 + t * bias0_stride + h0 + v * 16);
-                if (bias1 != nullptr)
-                    for (int v = 0; v < kVec; ++v)
-                        acc[v] = _mm512_add_ps(acc[v], load(bias1 + t * bias1_stride + h0 + v * 16));
-                for (int64_t k = 0; k < K; ++k) {
-                    if (!add[k]) continue;
-                    const uint16_t* src = reinterpret_cast<const uint16_t*>(rows[k]) + h0;
-                    if (slot_weights != nullptr) {
-                        const __m512 w = _mm512_set1_ps(slot_weights[t * K + k]);
-                        for (int v = 0; v < kVec; ++v) acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(w, load(src + v * 16)));
-                    } else {
-                        for (int v = 0; v < kVec; ++v) acc[v] = _mm512_add_ps(acc[v], load(src + v * 16));
-                    }
-                }
-                if (stream) {
-                    for (int v = 0; v < kVec; ++v)
-                        _mm256_stream_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
-                } else {
-                    for (int v = 0; v < kVec; ++v)
-                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
-                }
-                continue;
-            }
-#endif
-            float acc[kChunk];
-            for (int64_t h = 0; h < n; ++h) acc[h] = 0.0f;
-            if (bias0 != nullptr)
-                for (int64_t h = 0; h < n; ++h) acc[h] = dj::bf16_to_f32(bias0[t * bias0_stride + h0 + h]);
-            if (bias1 != nullptr)
-                for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(bias1[t * bias1_stride + h0 + h]);
-            for (int64_t k = 0; k < K; ++k) {
-                if (!add[k]) continue;
-                const uint16_t* src = reinterpret_cast<const uint16_t*>(rows[k]) + h0;
-                if (slot_weights != nullptr) {
-                    const float w = slot_weights[t * K + k];
-                    for (int64_t h = 0; h < n; ++h) acc[h] += w * dj::bf16_to_f32(src[h]);
-                } else {
-                    for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(src[h]);
-                }
-            }
-            for (int64_t h = 0; h < n; ++h) y[h] = dj::f32_to_bf16(acc[h]);
+        // The rows to add, in slot order, with their slot weights (V1 low-latency style) if any.
+        const uint16_t* src[64];
+        float w[64];
+        int64_t n = 0;
+        for (int64_t k = 0; k < K; ++k) {
+            if (!add[k]) continue;
+            src[n] = reinterpret_cast<const uint16_t*>(rows[k]);
+            w[n++] = slot_weights != nullptr ? slot_weights[t * K + k] : 1.0f;
         }
+        ep::reduce_rows(out + t * H, H, src, slot_weights != nullptr ? w : nullptr, n,
+                        bias0 != nullptr ? bias0 + t * bias0_stride : nullptr,
+                        bias1 != nullptr ? bias1 + t * bias1_stride : nullptr, stream);
         if (out_weights == nullptr) return;
         for (int64_t k = 0; k < K; ++k) {
             float w = 0.0f;

@@ -9,7 +9,6 @@
 // Rows of source skip_source (this rank, over shared memory) are not sent: the reduce reads them
 // straight from x, which saves a write and a read of 1/R of the data.
 #include <deep_ep/host/common.hpp>
-#include <deepjit/host/convert.hpp>
 
 #include <vector>
 
@@ -49,27 +48,17 @@ void ep_combine_send(const uint16_t* x, int64_t x_stride, int64_t H, const int32
         uint16_t* y = reinterpret_cast<uint16_t*>(out);
         float* w = reinterpret_cast<float*>(out + w_off);
         for (int64_t k = 0; k < K; ++k) w[k] = (m[2 + k] >= 0 && weights) ? weights[m[2 + k]] : 0.0f;
-        // Sum the local slots in slot order, 256 columns at a time so the accumulator stays in L1.
-        constexpr int64_t kChunk = 256;
-        float acc[kChunk];
-        for (int64_t h0 = 0; h0 < H; h0 += kChunk) {
-            const int64_t n = std::min<int64_t>(kChunk, H - h0);
-            bool first = true;
-            for (int64_t k = 0; k < K; ++k) {
-                const int32_t row = m[2 + k];
-                if (row < 0) continue;
-                const uint16_t* src = x + row * x_stride + h0;
-                if (first) {
-                    for (int64_t h = 0; h < n; ++h) acc[h] = dj::bf16_to_f32(src[h]);
-                    first = false;
-                } else {
-                    for (int64_t h = 0; h < n; ++h) acc[h] += dj::bf16_to_f32(src[h]);
-                }
-            }
-            if (first)
-                for (int64_t h = 0; h < n; ++h) acc[h] = 0.0f;
-            for (int64_t h = 0; h < n; ++h) y[h0 + h] = dj::f32_to_bf16(acc[h]);
+        // Sum the local slots in slot order. The first row starts the sum (passed as the "bias"),
+        // so a lone row is copied exactly, -0.0 included; no local slot gives zeros.
+        const uint16_t* src[64];
+        int64_t n = 0;
+        for (int64_t k = 0; k < K; ++k)
+            if (m[2 + k] >= 0) src[n++] = x + m[2 + k] * x_stride;
+        if (n == 0) {
+            std::memset(y, 0, H * 2);
+            return;
         }
+        ep::reduce_rows(y, H, src + 1, nullptr, n - 1, src[0], nullptr, false);
     });
     ep::store_fence();
 }

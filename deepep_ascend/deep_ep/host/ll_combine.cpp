@@ -9,7 +9,6 @@
 //
 // status: as ll_dispatch.cpp ([3]: 3 wait failed, 2 signatures disagree / a rank reported an error).
 #include <deep_ep/host/ll_common.hpp>
-#include <deepjit/host/convert.hpp>
 
 DJ_KERNEL(ep_ll_combine,
           "ptr,i64,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,ptr,ptr,ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,ptr,"
@@ -47,7 +46,6 @@ void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_
     uint8_t* own = reinterpret_cast<uint8_t*>(peer_area[rank]);
     if (!signatures_agree(own, R, rank, sigs_out, signals)) { status[3] = 2; return; }
 
-    constexpr int64_t kChunk = 256;
     dj::parallel_for(T, threads, [&](int64_t t) {
         const uint16_t* src[64];
         float w[64];
@@ -59,32 +57,6 @@ void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_
                                          : reinterpret_cast<const uint16_t*>(own + rows_off + (t * K + k) * row_bytes);
             w[n++] = weights[t * K + k];
         }
-        for (int64_t h0 = 0; h0 < H; h0 += kChunk) {
-            const int64_t c = std::min<int64_t>(kChunk, H - h0);
-            uint16_t* y = out + t * H + h0;
-#if defined(DJ_HAVE_AVX512)
-            if (c == kChunk) {
-                constexpr int kVec = kChunk / 16;
-                __m512 acc[kVec];
-                for (int v = 0; v < kVec; ++v) acc[v] = _mm512_setzero_ps();
-                for (int64_t j = 0; j < n; ++j) {
-                    const __m512 wv = _mm512_set1_ps(w[j]);
-                    for (int v = 0; v < kVec; ++v) {
-                        const __m512 xv = dj::bf16x16_to_f32(
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[j] + h0 + v * 16)));
-                        acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(wv, xv));
-                    }
-                }
-                for (int v = 0; v < kVec; ++v)
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + v * 16), dj::f32x16_to_bf16(acc[v]));
-                continue;
-            }
-#endif
-            float acc[kChunk];
-            for (int64_t h = 0; h < c; ++h) acc[h] = 0.0f;
-            for (int64_t j = 0; j < n; ++j)
-                for (int64_t h = 0; h < c; ++h) acc[h] += w[j] * dj::bf16_to_f32(src[j][h0 + h]);
-            for (int64_t h = 0; h < c; ++h) y[h] = dj::f32_to_bf16(acc[h]);
-        }
+        ep::reduce_rows(out + t * H, H, src, w, n, nullptr, nullptr, false);
     });
 }
