@@ -75,10 +75,9 @@ class OutputPool:
         self._entries: list[torch.Tensor] = []
 
     def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
-        numel = 1
+        nbytes = dtype.itemsize
         for s in shape:
-            numel *= s
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+            nbytes *= s
         if nbytes < MIN_POOLED_BYTES:
             return torch.empty(tuple(shape), dtype=dtype)
         raw = self._take(nbytes)
