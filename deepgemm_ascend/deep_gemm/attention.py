@@ -147,7 +147,7 @@ def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legac
             raise v.fail("clean_logits", "False with compressed logits (max_seqlen_k > 0)", True)
         if seq_len and int((ke - ks).max()) > max_seqlen_k:
             raise v.fail("max_seqlen_k", f">= the longest KV range {int((ke - ks).max())}", max_seqlen_k)
-    elem = torch.empty((), dtype=logits_dtype).element_size()
+    elem = logits_dtype.itemsize
     rows = align(seq_len, max(1, BLOCK_QH // heads))
     width = max_seqlen_k if compressed else seq_len_kv
     stride = align(align(max_seqlen_k, BLOCK_KV) if compressed else seq_len_kv + BLOCK_KV, 1024 // elem)
@@ -287,7 +287,7 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
         pages = block_table[int(page_rows[b]), :used]
         if used and bool(((pages < 0) | (pages >= num_blocks)).any()):
             raise v.fail(f"block_table[{int(page_rows[b])}]", f"page ids in [0, {num_blocks})", pages.tolist())
-    elem = torch.empty((), dtype=logits_dtype).element_size()
+    elem = logits_dtype.itemsize
     stride = align(align(max_context_len, SPLIT_KV), 1024 // elem)
     logits = torch.empty(batch * next_n, stride, dtype=logits_dtype, device=device)[:, :max_context_len]
     _dispatch.run("paged_mqa_logits", device, query, PagedKV(kv_cache, query.fp4, head_dim), weights, context_lens,

@@ -47,7 +47,7 @@ def _layout(num_ranks, max_tokens, topk, hidden, inter, ring, bf16):
         numel = 1
         for s in shape:
             numel *= s
-        offset = align(offset + numel * torch.empty((), dtype=dtype).element_size(), _SLOT)
+        offset = align(offset + numel * dtype.itemsize, _SLOT)
 
     add("num_tokens", torch.int64, (1,))
     add("x", torch.bfloat16 if bf16 else torch.float8_e4m3fn, (max_tokens, hidden))

@@ -78,7 +78,9 @@ class EngramBuffer(BufferBase):
                               num_sf_packs: int = 0) -> tuple[int, int]:
         """``(num_gpu_bytes, num_rdma_storage_bytes)``: the fetch outputs of every layer plus this
         rank's share of the scale table, and this rank's shards, each 2 MiB aligned."""
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+        itemsize = dtype.itemsize
         layers = len(num_entries_per_layer)
         fetched = layers * num_max_tokens * num_entries_per_token * (hidden * itemsize + num_sf_packs * 4)
         scales = sum(num_entries_per_layer) * num_sf_packs * 4
@@ -118,7 +120,7 @@ class EngramBuffer(BufferBase):
         views, offset = [], 0
         for n in entries:
             views.append(self._window.tensor(peer, dtype, (n, hidden), offset))
-            offset += n * hidden * torch.empty((), dtype=dtype).element_size()
+            offset += n * hidden * dtype.itemsize
         return views
 
     def write(self, storages: list[torch.Tensor], sfs: list[torch.Tensor] | None = None) -> None:

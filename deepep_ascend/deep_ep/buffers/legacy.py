@@ -140,7 +140,7 @@ class Buffer:
         The NVL and RDMA buffers are one region here, ``max(num_nvl_bytes, num_rdma_bytes)`` long."""
         if not isinstance(dtype, torch.dtype):
             raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         total = self._ep.num_bytes
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= total or offset % itemsize:
             raise ValueError(f"offset must be a multiple of {itemsize} in [0, {total}], got {offset!r}")

@@ -170,13 +170,13 @@ class HostEngine:
         return out
 
     def _direct_outputs(self, parts) -> dict | None:
-        sizes = [align(_numel(shape) * torch.empty((), dtype=dtype).element_size(), 64) for _, shape, dtype in parts]
+        sizes = [align(_numel(shape) * dtype.itemsize, 64) for _, shape, dtype in parts]
         block = self.transport.arena_alloc(sum(sizes))
         if block is None:
             return None
         out, off = {}, 0
         for (name, shape, dtype), size in zip(parts, sizes, strict=True):
-            nbytes = _numel(shape) * torch.empty((), dtype=dtype).element_size()
+            nbytes = _numel(shape) * dtype.itemsize
             out[name] = block[off:off + nbytes].view(dtype).view(shape)
             off += size
         return out
@@ -340,7 +340,7 @@ def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor
 
 
 def _block_bytes(parts) -> int:
-    return sum(align(_numel(shape) * torch.empty((), dtype=dtype).element_size(), 64) for _, shape, dtype in parts)
+    return sum(align(_numel(shape) * dtype.itemsize, 64) for _, shape, dtype in parts)
 
 
 def _address(base: int, offset: int) -> int:

@@ -220,7 +220,7 @@ class SymmetricWindow:
         self._check_usable()
         self._check_peer(peer)
         shape = tuple(int(s) for s in shape)
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         numel = 1
         for s in shape:
             if s < 0:
