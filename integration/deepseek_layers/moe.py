@@ -20,6 +20,13 @@ Per call, on the activations ``x`` [T, hidden] BF16:
 
 Expert weights are quantised once, at construction, to E4M3 with one FP32 scale per 128x128 block
 (tile_kernels ``per_block_cast``); an expert-parallel rank keeps only its own experts.
+
+Load balancing (EPLB, ``deepseek_layers.eplb``): the layer counts the rows each of its physical
+experts receives (deep_ep's ``cumulative_local_expert_recv_stats``; counted from the routing without
+a group), ``expert_load()`` sums them per logical expert over the group, and ``apply_plan`` places
+the experts as an ``ExpertPlan`` says: physical slot p holds logical expert ``physical_to_logical[p]``
+(rank r the slots ``[r * P / R, (r + 1) * P / R)``), and the token at index t of a batch sends its
+expert e to replica ``t % logical_count[e]`` of e.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ import torch.distributed as dist
 import deep_ep
 import deep_gemm
 from deepjit.host_memory import empty_host
+from deepseek_layers.eplb import ExpertPlan
 from tile_kernels.moe import expand_to_fused_with_sf, get_fused_mapping, reduce_fused, top2_sum_gate
 from tile_kernels.quant import per_block_cast, per_token_cast, swiglu_forward_and_per_token_cast
 
@@ -119,10 +127,11 @@ class MoE:
     """The layer. ``group``: a torch.distributed group for expert parallelism (its size must divide
     ``n_routed_experts``; rank r owns experts ``[r * E / R, (r + 1) * E / R)``), or None for one
     process without communication. ``num_max_tokens_per_rank`` sizes deep_ep's buffer (every rank
-    must pass the same value); call ``destroy()`` before destroying the group."""
+    must pass the same value); call ``destroy()`` before destroying the group. ``plan``: an EPLB
+    placement (see ``apply_plan``), the same on every rank; None keeps each expert once, in order."""
 
     def __init__(self, cfg: MoEConfig, weights: MoEWeights, group: dist.ProcessGroup | None = None,
-                 num_max_tokens_per_rank: int = 4096):
+                 num_max_tokens_per_rank: int = 4096, plan: ExpertPlan | None = None):
         cfg.validate()
         _check_weights(cfg, weights)
         self.cfg = cfg
@@ -131,13 +140,9 @@ class MoE:
         if cfg.n_routed_experts % self.num_ranks:
             raise ValueError(f"n_routed_experts ({cfg.n_routed_experts}) must be divisible by the group size "
                              f"({self.num_ranks})")
-        self.num_local_experts = cfg.n_routed_experts // self.num_ranks
-        first = self.rank * self.num_local_experts
-        local = slice(first, first + self.num_local_experts)
         self.gate = weights.gate.contiguous()
         self.gate_bias = weights.gate_bias.contiguous()
-        self.w13 = _quantize_blocks(weights.w13[local])
-        self.w2 = _quantize_blocks(weights.w2[local])
+        self.apply_plan(plan, weights)
         self.shared = None
         if cfg.n_shared_experts:
             self.shared = (_quantize_blocks(weights.shared_w13), _quantize_blocks(weights.shared_w2))
@@ -148,6 +153,50 @@ class MoE:
             self.buffer = deep_ep.EPBuffer(group, num_max_tokens_per_rank=num_max_tokens_per_rank, hidden=cfg.hidden,
                                            num_topk=cfg.n_activated_experts, use_fp8_dispatch=True,
                                            explicitly_destroy=True)
+
+    def apply_plan(self, plan: ExpertPlan | None, weights: MoEWeights) -> None:
+        """Places the routed experts as ``plan`` says (None: each expert once, rank r holding
+        ``[r * E / R, (r + 1) * E / R)``), taking this rank's experts from the BF16 master ``weights``,
+        and restarts the load counts. Every rank of the group applies the same plan."""
+        e = self.cfg.n_routed_experts
+        if plan is not None:
+            if not isinstance(plan, ExpertPlan):
+                raise TypeError(f"plan must be a deepseek_layers.eplb.ExpertPlan or None, got {type(plan).__name__}")
+            plan.validate(e, self.num_ranks)
+        _check_weights(self.cfg, weights)
+        physical_to_logical = torch.arange(e) if plan is None else plan.physical_to_logical
+        num_local = physical_to_logical.shape[0] // self.num_ranks
+        local = physical_to_logical[self.rank * num_local:(self.rank + 1) * num_local]
+        self.w13 = _quantize_blocks(weights.w13[local])
+        self.w2 = _quantize_blocks(weights.w2[local])
+        self.plan, self.physical_to_logical = plan, physical_to_logical
+        self.num_physical_experts, self.num_local_experts = physical_to_logical.shape[0], num_local
+        # rows received per local physical expert since the last reset (deep_ep adds to it in dispatch)
+        self.local_expert_recv_stats = torch.zeros(self.num_local_experts, dtype=torch.int32)
+
+    def reset_expert_load(self) -> None:
+        self.local_expert_recv_stats.zero_()
+
+    def expert_load(self) -> torch.Tensor:
+        """int64 [n_routed_experts]: rows each logical expert received since the last reset, summed
+        over its replicas and the group's ranks (a collective: every rank calls it). The ``weight``
+        row ``rebalance_experts`` takes."""
+        stats = self.local_expert_recv_stats.long()
+        if self.group is not None:
+            parts = [torch.empty_like(stats) for _ in range(self.num_ranks)]
+            dist.all_gather(parts, stats, group=self.group)
+            stats = torch.cat(parts)
+        return torch.zeros(self.cfg.n_routed_experts, dtype=torch.int64).index_add_(0, self.physical_to_logical, stats)
+
+    def to_physical(self, topk_idx: torch.Tensor) -> torch.Tensor:
+        """Logical expert ids [T, k] -> the physical slots serving them: token t takes replica
+        ``t % logical_count[e]`` of expert e (the identity without a plan; -1 stays -1)."""
+        if self.plan is None:
+            return topk_idx
+        valid = topk_idx >= 0
+        idx = topk_idx.clamp(min=0)
+        replica = torch.arange(topk_idx.shape[0])[:, None] % self.plan.logical_count[idx]
+        return torch.where(valid, self.plan.logical_to_physical[idx, replica], -1)
 
     def destroy(self) -> None:
         if self.buffer is not None:
@@ -211,6 +260,7 @@ class MoE:
         self._check_input(x)
         x = x.contiguous()
         topk_idx, topk_weights = self.route(x)
+        topk_idx = self.to_physical(topk_idx)
         xq = per_token_cast(x, "e4m3", BLOCK)
         if self.buffer is None:
             return self._forward_local(x, xq, topk_idx, topk_weights)
@@ -218,8 +268,8 @@ class MoE:
 
     def _forward_ep(self, x, xq, topk_idx, topk_weights) -> torch.Tensor:
         recv_x, _, recv_weights, handle, _ = self.buffer.dispatch(
-            xq, topk_idx, topk_weights, num_experts=self.cfg.n_routed_experts, expert_alignment=self.alignment,
-            do_expand=True)
+            xq, topk_idx, topk_weights, cumulative_local_expert_recv_stats=self.local_expert_recv_stats,
+            num_experts=self.num_physical_experts, expert_alignment=self.alignment, do_expand=True)
         psum = handle.psum_num_recv_tokens_per_expert  # exclusive end rows, expert i starts at align(end[i-1])
         rows = recv_x[0].shape[0]
         pos_to_expert = torch.full((rows,), -1, dtype=torch.int32)
@@ -235,7 +285,9 @@ class MoE:
 
     def _forward_local(self, x, xq, topk_idx, topk_weights) -> torch.Tensor:
         pos_to_expert, _, pos_to_token_topk, token_topk_to_pos, *_ = get_fused_mapping(
-            topk_idx, self.cfg.n_routed_experts, 0, self.alignment)
+            topk_idx, self.num_physical_experts, 0, self.alignment)
+        self.local_expert_recv_stats += torch.bincount(topk_idx[topk_idx >= 0], minlength=self.num_physical_experts
+                                                       ).to(torch.int32)
         expanded = expand_to_fused_with_sf(xq, BLOCK, token_topk_to_pos, pos_to_expert)
         y = self._experts(expanded, pos_to_expert, False, (pos_to_token_topk, pos_to_expert), topk_weights)
         out = reduce_fused(y, None, token_topk_to_pos)
