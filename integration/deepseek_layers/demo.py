@@ -209,6 +209,31 @@ def tour_moe_layer():
         f"{flops / t / 1e12:.3f} TFLOP/s", f"calc_diff {diff:.1e} vs all-reference", diff < 1e-3
 
 
+def tour_eplb():
+    """EPLB on a skewed router, on one process: the rows each of 4 expert-parallel ranks would
+    receive (the physical slots it would hold) before and after applying the plan."""
+    from deepseek_layers.eplb import ExpertPlan, rebalance_experts
+    from deepseek_layers.moe import MoE, MoEConfig, MoEWeights
+    cfg = MoEConfig(hidden=512, moe_inter_dim=256, n_routed_experts=32, n_activated_experts=4, n_expert_groups=8,
+                    n_limited_groups=4)
+    weights = MoEWeights.random(cfg)
+    weights.gate_bias[:8] += 0.4  # popular experts, all on rank 0 in the plain layout
+    x = torch.randn(256, cfg.hidden, generator=torch.Generator().manual_seed(0)).bfloat16()
+    ranks, slots = 4, 40
+    layer = MoE(cfg, weights)
+    y = layer(x)
+    before = layer.local_expert_recv_stats.view(ranks, -1).sum(1)
+    load = layer.expert_load()
+    t = _time(lambda: rebalance_experts(load[None], slots, cfg.n_expert_groups, 1, ranks), reps=3)
+    layer.apply_plan(ExpertPlan.from_rebalance(rebalance_experts(load[None], slots, cfg.n_expert_groups, 1, ranks)),
+                     weights)
+    exact = torch.equal(layer(x).view(torch.int16), y.view(torch.int16))
+    after = layer.local_expert_recv_stats.view(ranks, -1).sum(1)
+    loads = f"rows/rank {before.tolist()} -> {after.tolist()}"
+    return "EPLB rebalance_experts + MoE with the plan", f"{cfg.n_routed_experts} experts -> {slots} slots, " \
+        f"{ranks} ranks", t, loads, "output bit-exact" if exact else "MISMATCH", exact and bool(after.max() < before.max())
+
+
 def tour_dsa_layer():
     from deepseek_layers.dsa import DSA, DSACache, DSAConfig, DSAWeights
     cfg = DSAConfig(dim=2048, q_lora_rank=512, n_heads=64, index_n_heads=64, index_head_dim=128, index_topk=512)
@@ -231,7 +256,7 @@ def tour_dsa_layer():
 TOUR: list[tuple[str, Callable[[], tuple | None]]] = [
     ("deepjit", tour_deepjit), ("deep_gemm", tour_deep_gemm), ("tile_kernels", tour_tile_kernels),
     ("flash_mla", tour_flash_mla), ("deep_ep", tour_deep_ep),
-    ("deepseek_layers", tour_moe_layer), ("deepseek_layers", tour_dsa_layer),
+    ("deepseek_layers", tour_moe_layer), ("deepseek_layers", tour_eplb), ("deepseek_layers", tour_dsa_layer),
 ]
 
 
