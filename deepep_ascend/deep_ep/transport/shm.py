@@ -129,7 +129,9 @@ class ShmTransport:
     # ---- output arena and direct writes --------------------------------------------------------
     def arena_alloc(self, nbytes: int) -> torch.Tensor | None:
         """A block of this rank's arena (own storage) no caller view still uses, or None when full."""
-        nbytes = (nbytes + 4095) // 4096 * 4096
+        # At least one page: a rank that receives nothing still gets a real block, so its empty
+        # outputs have arena addresses the senders can be told.
+        nbytes = max(4096, (nbytes + 4095) // 4096 * 4096)
         live = []
         for off, block in self._arena:
             if torch._C._storage_Use_Count(block.untyped_storage()._cdata) > 2:
