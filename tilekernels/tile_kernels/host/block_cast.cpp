@@ -35,7 +35,7 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
             for (; j + 16 <= w; j += 16)
                 _mm512_storeu_ps(colmax + j, _mm512_max_ps(_mm512_loadu_ps(colmax + j), tk::abs16(tk::load16(row, DT, c0 + j))));
 #endif
-            for (; j < w; ++j) colmax[j] = std::max(colmax[j], std::fabs(tk::load1(row, DT, c0 + j)));
+            for (; j < w; ++j) colmax[j] = tk::amax_step(colmax[j], std::fabs(tk::load1(row, DT, c0 + j)));
         }
         for (int64_t j = c0; j < c1; j += BK) {
             const int64_t je = std::min(c1, j + BK);
@@ -46,7 +46,9 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
             for (; jj + 16 <= je; jj += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(colmax + jj - c0));
             amax = _mm512_reduce_max_ps(m);
 #endif
-            for (; jj < je; ++jj) amax = std::max(amax, colmax[jj - c0]);
+            for (; jj < je; ++jj) amax = tk::amax_step(amax, colmax[jj - c0]);
+            // torch's amax down a column (across rows) gives the all-ones NaN (as cast_item_fast)
+            if (BK == 1 && amax != amax) amax = dj::bits_f32(0xFFFFFFFFu);
             const tk::Scale s = tk::block_scale(amax, clamp_min, fmax, round_sf);
             tk::store_sf(sf, packed, sm, sk, r, j / BK, s.sf);
             std::fill(inv + (j - c0), inv + (je - c0), s.inv);
@@ -63,7 +65,7 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
             for (; j + 16 <= w; j += 16)
                 tk::store_e4m3x16(out + j, _mm512_mul_ps(tk::load16(row, DT, c0 + j), _mm512_loadu_ps(inv + j)));
 #endif
-            for (; j < w; ++j) out[j] = tk::enc_e4m3(tk::load1(row, DT, c0 + j) * inv[j]);
+            for (; j < w; ++j) out[j] = tk::enc_e4m3(tk::scaled(tk::load1(row, DT, c0 + j), inv[j]));
         } else {
             uint8_t* out = static_cast<uint8_t*>(q) + i * (K / 2) + c0 / 2;
 #ifdef DJ_HAVE_AVX512
@@ -71,8 +73,8 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
                 tk::store_e2m1x16(out + j / 2, _mm512_mul_ps(tk::load16(row, DT, c0 + j), _mm512_loadu_ps(inv + j)));
 #endif
             for (; j < w; j += 2) {
-                const uint8_t lo = dj::f32_to_e2m1(tk::load1(row, DT, c0 + j) * inv[j]);
-                const uint8_t hi = dj::f32_to_e2m1(tk::load1(row, DT, c0 + j + 1) * inv[j + 1]);
+                const uint8_t lo = dj::f32_to_e2m1(tk::scaled(tk::load1(row, DT, c0 + j), inv[j]));
+                const uint8_t hi = dj::f32_to_e2m1(tk::scaled(tk::load1(row, DT, c0 + j + 1), inv[j + 1]));
                 out[j / 2] = static_cast<uint8_t>(lo | (hi << 4));
             }
         }

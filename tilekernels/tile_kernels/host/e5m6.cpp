@@ -92,7 +92,7 @@ void cast_row(uint8_t* out, void* sf, const void* x, int32_t dt, int64_t t, int6
         amax = _mm512_cvtss_f32(dt == tk::kInBF16 ? tk::reduce_absmax16<tk::kInBF16>(part) : tk::reduce_absmax16<tk::kInF32>(part));
     } else
 #endif
-        for (int64_t h = 0; h < H; ++h) amax = std::max(amax, std::fabs(tk::load1(row, dt, h)));
+        for (int64_t h = 0; h < H; ++h) amax = tk::amax_step(amax, std::fabs(tk::load1(row, dt, h)));
     const tk::Scale s = tk::block_scale(amax, 1e-4f, 65024.0f, round_sf);
     tk::store_sf(sf, packed, sm, sk, t, 0, s.sf);
     uint32_t* words = reinterpret_cast<uint32_t*>(out) + t * (H / 8) * 3;

@@ -3,6 +3,8 @@
 // (sf = max(amax, clamp_min) / fmt_max, optionally rounded up to a power of two).
 #pragma once
 
+#include <limits>
+
 #include <tile_kernels/host/common.hpp>
 
 namespace tk {
@@ -15,6 +17,16 @@ DJ_INLINE float fmt_max(int32_t fmt) { return fmt == kE4M3 ? 448.0f : 6.0f; }
 DJ_INLINE float load1(const void* p, int32_t dt, int64_t i) {
     return dt == kInBF16 ? dj::bf16_to_f32(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
 }
+
+// One step of an |x| maximum that keeps NaN as torch's amax does (it returns the canonical quiet
+// NaN); std::max would drop a NaN in its second operand.
+DJ_INLINE float amax_step(float acc, float v) {
+    return (acc != acc || v != v) ? std::numeric_limits<float>::quiet_NaN() : std::max(acc, v);
+}
+
+// x times its block's multiplier with torch's NaN: a NaN multiplier (a NaN block maximum) wins
+// over a NaN x, whatever operand order the compiler picks for the product.
+DJ_INLINE float scaled(float x, float inv) { return inv != inv ? inv : x * inv; }
 
 struct Scale {
     float sf, inv;

@@ -91,7 +91,7 @@ void tk_swiglu_bwd_cast(uint16_t* out, uint16_t* xg, uint8_t* xgq, float* xgsf, 
                 amax = _mm512_reduce_max_ps(m);
 #endif
                 for (; j < npc; ++j) {
-                    amax = std::max(amax, std::fabs(gk[j]));
+                    amax = tk::amax_step(amax, std::fabs(gk[j]));
                     xg[p * H2 + k * npc + j] = dj::f32_to_bf16(gk[j]);
                 }
                 const tk::Scale sc = tk::block_scale(amax, 1e-4f, 448.0f, round_sf != 0);

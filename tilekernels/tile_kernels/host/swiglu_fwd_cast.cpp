@@ -67,7 +67,7 @@ void cast_row(const Args& A, int64_t p, const float* y) {
         for (; jj + 16 <= je; jj += 16) m = _mm512_max_ps(m, tk::abs16(_mm512_loadu_ps(y + jj)));
         amax = _mm512_reduce_max_ps(m);
 #endif
-        for (; jj < je; ++jj) amax = std::max(amax, std::fabs(y[jj]));
+        for (; jj < je; ++jj) amax = tk::amax_step(amax, std::fabs(y[jj]));
         const tk::Scale s = tk::block_scale(amax, A.clamp_min, fmax, A.round_sf);
         tk::store_sf(A.sf, A.packed, A.sm, A.sk, p, j / A.npc, s.sf);
         uint8_t* out = A.q + p * A.H;
