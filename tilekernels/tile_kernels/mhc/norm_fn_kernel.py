@@ -7,6 +7,8 @@ import torch
 
 _TF32_DROPPED_BITS = 13     # FP32 keeps 23 mantissa bits, TF32 10
 
+__all__ = ["round_to_tf32"]
+
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """FP32 ``x`` plus half a TF32 unit in the last place, as upstream (the MMA then drops the low bits)."""
