@@ -39,6 +39,7 @@ from .runtime import (get_block_size_multiple_of, get_deterministic_algorithms, 
                       use_deterministic_algorithms)
 from .utils import *  # noqa: E402,F403
 from .utils import __all__ as _utils_all  # noqa: E402
+from . import torch_ops  # noqa: E402,F401  (registers torch.ops.deep_gemm.*)
 # isort: on
 
 fp8_gemm_nt, fp8_gemm_nn, fp8_gemm_tn, fp8_gemm_tt = fp8_fp4_gemm_nt, fp8_fp4_gemm_nn, fp8_fp4_gemm_tn, fp8_fp4_gemm_tt

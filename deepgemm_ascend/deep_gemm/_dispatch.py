@@ -85,8 +85,8 @@ def _mqa(host, q, kv, weights, ks, ke, logits, compressed, clean_logits, num_thr
                     clean_logits, num_threads=num_threads)
 
 
-def _paged_mqa(host, q, kv, weights, context_lens, page_rows, block_table, logits, clean_logits, varlen, num_threads):
-    if varlen or (not q.fp4 and q.sf is not None):
+def _paged_mqa(host, q, kv, weights, context_lens, block_table, logits, clean_logits, num_threads):
+    if not q.fp4 and q.sf is not None:
         raise _Unsupported
     host.paged_mqa_logits(q.data, _dense(q.sf), kv.cache, weights.float().contiguous(), context_lens, block_table, logits,
                           clean_logits, num_threads=num_threads)

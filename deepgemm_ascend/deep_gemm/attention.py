@@ -190,41 +190,63 @@ class PagedKV:
         return values.view(torch.float8_e4m3fn).float() * scales.view(torch.float32).unsqueeze(-1)
 
 
+def _request_runs(context_lens: torch.Tensor, indices: torch.Tensor | None) -> list[tuple[int, int, int]]:
+    """(first query row, query rows, context length) per request, grouped as upstream's scheduler groups
+    them: ``next_n`` rows per batch entry with the last row's length, or with varlen ``indices`` each
+    maximal run of equal indices with the run's last row's length; 1-D lengths count one row per entry."""
+    lens = [max(0, int(x)) for x in context_lens.flatten().tolist()]
+    if context_lens.dim() == 1:
+        return [(b, 1, n) for b, n in enumerate(lens)]
+    next_n = context_lens.size(1)
+    if indices is None:
+        return [(b * next_n, next_n, lens[b * next_n + next_n - 1]) for b in range(context_lens.size(0))]
+    runs, ids = [], indices.tolist()
+    for t, request in enumerate(ids):
+        if t and ids[t - 1] == request:
+            first = runs.pop()[0]
+            runs.append((first, t - first + 1, lens[t]))
+        else:
+            runs.append((t, 1, lens[t]))
+    return runs
+
+
 def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,
                                   indices: torch.Tensor | None = None) -> torch.Tensor:
-    """int32 ``[num_sms + 1, 2]``: entry i = (query row, 256-token KV split) where worker i starts, the
-    work (``ceil(context_len / 256)`` splits per query row) balanced over ``num_sms`` workers; the last
-    entry is the end sentinel. The CPU kernels do not need it; it is built for API parity."""
-    v.tensor("context_lens", context_lens, (torch.int32,), 2)
+    """int32 ``[num_sms + 1, 2]``: entry i = (first query row of a request, 256-token KV split of it) where
+    worker i starts. As upstream's SM100 scheduler: a request (``next_n`` rows, or a run of equal varlen
+    ``indices``) weighs ``ceil(context_len / 256) * rows``; the total is cut evenly over ``num_sms``
+    workers (the remainder to the first ones), each cut rounded down to a split of its request; the last
+    entry is the end sentinel ``(rows, 0)``. ``context_lens`` is ``[B, next_n]`` or 1-D ``[B]`` (counted
+    as one row per entry: the metadata has no ``next_n``). The CPU kernels do not need it (API parity)."""
+    v.tensor("context_lens", context_lens, (torch.int32,), (1, 2))
     v.contiguous("context_lens", context_lens)
     v.integer("block_kv", block_kv, 1)
     if block_kv not in (32, 64):
         raise v.fail("block_kv", "32 or 64", block_kv)
     v.integer("num_sms", num_sms, 1)
-    batch, next_n = context_lens.shape
     if indices is not None:
         v.tensor("indices", indices, (torch.int32,), 1)
         v.contiguous("indices", indices)
-        v.shape("indices", indices, (batch,))
-        if next_n != 1:
-            raise v.fail("context_lens", "next_n == 1 with indices (varlen)", tuple(context_lens.shape))
-    splits = [ceil_div(max(0, int(x)), SPLIT_KV) for x in context_lens.flatten().tolist()]
+        v.shape("indices", indices, (context_lens.size(0),))
+        if context_lens.dim() != 2 or context_lens.size(1) != 1:
+            raise v.fail("context_lens", "shape [tokens, 1] with indices (varlen)", tuple(context_lens.shape))
+    runs = _request_runs(context_lens, indices)
     prefix, total = [], 0
-    for s in splits:
-        total += s
+    for _, rows, length in runs:
+        total += ceil_div(length, SPLIT_KV) * rows
         prefix.append(total)
     base, extra = divmod(total, num_sms)
-    pivot = num_sms - extra
-    meta = torch.zeros(num_sms + 1, 2, dtype=torch.int32)
-    row = 0
-    for worker in range(num_sms):
-        start = worker * base + max(0, worker - pivot)
-        while row < len(prefix) and prefix[row] <= start:
-            row += 1
-        meta[worker, 0] = row
-        meta[worker, 1] = start - (prefix[row - 1] if row > 0 else 0)
-    meta[num_sms] = torch.tensor([len(splits), 0], dtype=torch.int32)
-    return meta.to(context_lens.device)
+    starts, request = [], 0
+    for worker in range(num_sms + 1):
+        work = worker * base + min(worker, extra)
+        while request < len(runs) and prefix[request] <= work:
+            request += 1
+        if request < len(runs):
+            first, rows, _ = runs[request]
+            starts.append((first, (work - (prefix[request - 1] if request else 0)) // rows))
+        else:
+            starts.append((context_lens.numel(), 0))
+    return torch.tensor(starts, dtype=torch.int32, device=context_lens.device)
 
 
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
@@ -249,12 +271,13 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     _check_weights(weights, batch * next_n, heads, logits_dtype)
     if query.data.dtype == formats.FP8_DTYPE and not weights.is_contiguous():
         raise v.fail("weights", "a contiguous tensor (FP8 query)", tuple(weights.stride()))
-    v.tensor("context_lens", context_lens, (torch.int32,), 2)
+    v.tensor("context_lens", context_lens, (torch.int32,), (1, 2))
     v.contiguous("context_lens", context_lens)
-    v.shape("context_lens", context_lens, (batch, next_n))
+    v.shape("context_lens", context_lens, (batch, next_n) if context_lens.dim() == 2 else (batch,))
     v.tensor("block_table", block_table, (torch.int32,), 2)
-    if block_table.size(0) != batch and indices is None:
-        raise v.fail("block_table", f"{batch} rows (the batch of q)", tuple(block_table.shape))
+    if block_table.size(0) != batch:
+        raise v.fail("block_table", f"{batch} rows (one per batch entry of q, per token with indices)",
+                     tuple(block_table.shape))
     if block_table.size(1) > 1 and block_table.stride(1) != 1:
         raise v.fail("block_table.stride(1)", "1", block_table.stride(1))
     num_sms = runtime.get_num_sms()
@@ -272,11 +295,6 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
         v.shape("indices", indices, (batch,))
         if next_n != 1:
             raise v.fail("q", "next_n == 1 with indices (varlen)", tuple(query.data.shape))
-        if batch and bool(((indices < 0) | (indices >= block_table.size(0))).any()):
-            raise v.fail("indices", f"rows of block_table in [0, {block_table.size(0)})", indices.tolist())
-        page_rows = indices
-    else:
-        page_rows = torch.arange(batch, device=device)
     lens = context_lens.flatten()
     capacity = min(max_context_len, block_table.size(1) * block_kv)
     if lens.numel() and bool(((lens < 0) | (lens > capacity)).any()):
@@ -284,14 +302,18 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
                      lens.tolist())
     for b in range(batch):
         used = ceil_div(int(context_lens[b].max()), block_kv) if next_n else 0
-        pages = block_table[int(page_rows[b]), :used]
+        pages = block_table[b, :used]
         if used and bool(((pages < 0) | (pages >= num_blocks)).any()):
-            raise v.fail(f"block_table[{int(page_rows[b])}]", f"page ids in [0, {num_blocks})", pages.tolist())
+            raise v.fail(f"block_table[{b}]", f"page ids in [0, {num_blocks})", pages.tolist())
+    if context_lens.dim() == 1:
+        # upstream's 1-D form: row (b, t) sees positions [0, context_lens[b] - next_n + t]
+        context_lens = (context_lens[:, None] - (next_n - 1) + torch.arange(next_n, device=device)).clamp_min(0)
+        context_lens = context_lens.to(torch.int32)
     elem = logits_dtype.itemsize
     stride = align(align(max_context_len, SPLIT_KV), 1024 // elem)
     logits = torch.empty(batch * next_n, stride, dtype=logits_dtype, device=device)[:, :max_context_len]
     _dispatch.run("paged_mqa_logits", device, query, PagedKV(kv_cache, query.fp4, head_dim), weights, context_lens,
-                  page_rows, block_table, logits, clean_logits, indices is not None)
+                  block_table, logits, clean_logits)
     return logits
 
 
@@ -300,7 +322,9 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, c
                              clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32,
                              indices: torch.Tensor | None = None) -> torch.Tensor:
     """Logits ``[B*next_n, max_context_len]``: row (b, t) covers KV positions ``[0, context_lens[b, t])``
-    of the pages ``block_table[b]`` (``block_table[indices[b]]`` with varlen ``indices``)."""
+    (1-D ``context_lens [B]``: ``[0, context_lens[b] - next_n + t]``) of the pages ``block_table[b]``.
+    With varlen ``indices`` (next_n == 1, B query tokens) each token reads its own row of
+    ``block_table [B, max_blocks]`` as upstream does; ``indices`` only groups the tokens into requests."""
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
                   logits_dtype, indices, False)
 

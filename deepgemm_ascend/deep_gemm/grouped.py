@@ -49,25 +49,30 @@ def _psum_row_groups(layout: torch.Tensor, m: int, alignment: int, form: str):
     return row_group, torch.tensor(ends, dtype=torch.int32, device=layout.device)
 
 
-def _indexed_row_groups(layout: torch.Tensor, m: int, num_groups: int, alignment: int) -> torch.Tensor:
+def _indexed_row_groups(layout: torch.Tensor, m: int, num_groups: int, alignment: int,
+                        compute_padding: bool) -> torch.Tensor:
+    """Row groups of ``m_indices``. As upstream's kernels, a block of ``alignment`` rows (the last one may
+    be partial: M need not be a multiple) is one tile of the group of its first row; with
+    ``compute_padding`` the -1 rows of such a tile are computed with that group, as upstream computes them
+    (its tests compare all of D), else they are padding."""
     row_group = layout.to(torch.int64)
-    if m % alignment:
-        raise v.fail("a[0]", f"M divisible by the contiguous-layout alignment {alignment}", f"M = {m}")
     if m and (int(row_group.min()) < -1 or int(row_group.max()) >= num_groups):
         raise v.fail("grouped_layout", f"group ids in [-1, {num_groups})",
                      f"values in [{int(row_group.min())}, {int(row_group.max())}]")
-    blocks = row_group.view(-1, alignment)
+    blocks = torch.nn.functional.pad(row_group, (0, (-m) % alignment), value=-1).view(-1, alignment)
     leader = blocks[:, :1]
     mixed = ((blocks != leader) & (blocks != -1)) | ((leader == -1) & (blocks != -1))
     if bool(mixed.any()):
         block = int(mixed.any(1).nonzero()[0])
         raise v.fail("grouped_layout", f"each block of {alignment} rows to hold one group (then -1 padding)",
                      f"block {block} = rows [{block * alignment}, {(block + 1) * alignment}) mixing groups")
+    if compute_padding:
+        row_group = leader.expand_as(blocks).flatten()[:m].contiguous()
     return row_group
 
 
 def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool,
-                expected_m_for_psum_layout) -> ops.GroupedRows:
+                expected_m_for_psum_layout, ensure_zero_padding: bool) -> ops.GroupedRows:
     v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
     v.contiguous("grouped_layout", grouped_layout)
     v.boolean("use_psum_layout", use_psum_layout)
@@ -81,7 +86,8 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool,
     v.shape("grouped_layout", grouped_layout, (m,))
     if expected_m_for_psum_layout is not None:
         raise v.fail("expected_m_for_psum_layout", "None without use_psum_layout", expected_m_for_psum_layout)
-    return ops.GroupedRows(_indexed_row_groups(grouped_layout, m, num_groups, alignment), grouped_layout, False,
+    row_group = _indexed_row_groups(grouped_layout, m, num_groups, alignment, not ensure_zero_padding)
+    return ops.GroupedRows(row_group, grouped_layout if ensure_zero_padding else row_group.to(torch.int32), False,
                            alignment)
 
 
@@ -110,7 +116,8 @@ def _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, comp
     device = v.same_device([("a[0]", data_a), ("a[1]", v.tensor("a[1]", sfa)), ("b[0]", data_b),
                             ("b[1]", v.tensor("b[1]", sfb)), ("d", d),
                             ("grouped_layout", v.tensor("grouped_layout", grouped_layout))])
-    rows = _row_groups(grouped_layout, op_a.mn, op_b.groups, use_psum_layout, expected_m_for_psum_layout)
+    rows = _row_groups(grouped_layout, op_a.mn, op_b.groups, use_psum_layout, expected_m_for_psum_layout,
+                       ensure_zero_padding)
     gran_a, gran_b = ops.resolve_recipes(recipe, recipe_a, recipe_b, sfa, sfb)
     ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, op_b.fp4, valid_mn=rows.row_group >= 0)
     ops.attach_sf("b", op_b, sfb, gran_b, disable_ue8m0_cast, op_a.fp4)
@@ -153,7 +160,7 @@ def _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ens
     v.compiled_dims(compiled_dims)
     v.boolean("ensure_zero_padding", ensure_zero_padding)
     device = v.same_device([("a", a), ("b", b), ("d", d), ("grouped_layout", v.tensor("grouped_layout", grouped_layout))])
-    rows = _row_groups(grouped_layout, m, num_groups, use_psum_layout, expected_m_for_psum_layout)
+    rows = _row_groups(grouped_layout, m, num_groups, use_psum_layout, expected_m_for_psum_layout, ensure_zero_padding)
     if m == 0:
         return
     _dispatch.run("m_grouped_bf16_gemm_nt", device, a, b, d, rows, ensure_zero_padding)

@@ -57,11 +57,3 @@ def hash_hex(*components) -> str:
         h.update(c)
     return h.hexdigest()
 
-
-def xor_hash(*components) -> str:
-    """hex(H(a) xor H(b) ...), each component hashed on its own (upstream's compiler/hook hashes)."""
-    lane0 = lane1 = 0
-    for c in components:
-        a, b = FNV1a().update(c).digest()
-        lane0, lane1 = lane0 ^ a, lane1 ^ b
-    return f"{lane0:016x}{lane1:016x}"

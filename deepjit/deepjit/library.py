@@ -116,12 +116,15 @@ class KernelLibrary:
         """The kernel ``name`` from the package file ``relative_path``, with ``#define``s prepended
         and optional ``HostCompilerOptions`` (e.g. sanitiser flags; they join the cache key).
 
-        Memoised per (name, file, defines, options) so the hot path is one dict lookup."""
-        memo = (name, relative_path, tuple(sorted((defines or {}).items())), options)
+        Memoised per (name, file, defines, options and the runtime's current default options, which
+        may be edited in place) so the hot path is one dict lookup."""
+        runtime = self.host_runtime
+        memo = (name, relative_path, tuple(sorted((defines or {}).items())),
+                None if options is None else options.memo_token(), runtime.default_compiler_options.memo_token())
         kernel = self._kernels.get(memo)
         if kernel is None:
             prelude = "".join(f"#define {k} {_define_value(v)}\n" for k, v in memo[2])
-            kernel = self.host_runtime.compile(name, prelude + self.source(relative_path), options)
+            kernel = runtime.compile(name, prelude + self.source(relative_path), options)
             with self._lock:
                 self._kernels[memo] = kernel
         return kernel

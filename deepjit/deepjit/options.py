@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+
+_TOKENS: dict = {}
+_NEXT_TOKEN = itertools.count()     # next() is atomic: two threads never draw one token for two values
 
 
 def _freeze(value):
@@ -11,15 +15,28 @@ def _freeze(value):
 
 
 class Options:
-    """Base for a toolchain's compiler or launch options (frozen dataclasses).
+    """Base for a toolchain's compiler or launch options (dataclasses).
 
     ``override_with``: a field set in the override (``False``/``0``/empty count as set) replaces
-    the default; fields named ``extra_*`` are appended, defaults first.
+    the default; fields named ``extra_*`` are appended, defaults first. Fields may be set in place,
+    as upstream's option structs: a runtime's ``default_compiler_options`` / ``default_launch_options``
+    are its own and apply from the next compile or launch. Lists are stored as tuples.
     """
 
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
+    def __setattr__(self, name, value):
+        state = self.__dict__
+        state[name] = _freeze(value)
+        state.pop("_token", None)
+
+    def memo_token(self) -> int:
+        """A small int naming the current values (equal values, equal token), kept until the next edit:
+        the cached compile path keys its memo by it on every call. TypeError for unhashable values."""
+        state = self.__dict__
+        token = state.get("_token")
+        if token is None:
+            values = (type(self), *(v for k, v in state.items() if k != "_token"))
+            token = state["_token"] = _TOKENS.setdefault(values, next(_NEXT_TOKEN))
+        return token
 
     def override_with(self, other):
         if other is None:

@@ -16,6 +16,7 @@ from .errors import DeepJITError
 from .hashing import FNV1a
 from .include_parser import IncludeParser
 from .mem_cache import MemCache
+from .options import Options
 
 
 class Runtime:
@@ -60,11 +61,13 @@ class Runtime:
 
     def _memo_key(self, source: str, options) -> tuple[str, object]:
         # The parser memoises headers for the runtime's life, so a key never changes in-process;
-        # the memo makes a repeated compile() call one dict lookup instead of a source hash.
-        memo = (source, options)
+        # the memo makes a repeated compile() call one dict lookup instead of a source hash. It is keyed
+        # by the options' current values, defaults included: both may be edited in place.
         try:
+            override = options.memo_token() if isinstance(options, Options) else options
+            memo = (source, override, self.default_compiler_options.memo_token())
             found = self._key_memo.get(memo)
-        except TypeError:  # unhashable override: no memo
+        except TypeError:  # unhashable options: no memo
             merged = self._options(options)
             return self._key(source, merged), merged
         if found is None:

@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 
 LIB = deepjit.KernelLibrary("flash_mla", "FMLA", __file__, __version__)
 
+from . import flash_mla_interface, torch_ops  # noqa: E402,F401  (torch_ops registers torch.ops.flash_mla.*)
 from .interface import (  # noqa: E402
     flash_attn_varlen_func,
     flash_attn_varlen_kvpacked_func,

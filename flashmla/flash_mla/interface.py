@@ -101,7 +101,7 @@ def flash_mla_with_kvcache(
                               extra_topk_length))
     record_or_check(tile_scheduler_metadata, FlashMLASchedMeta.Config(
         b, s_q, h_q, k_cache.shape[1], k_cache.shape[2], causal, is_fp8_kvcache, topk, extra_page, extra_topk,
-        enable_batch_invariant))
+        enable_batch_invariant), q.device)
     if _host(q.device):
         from . import host
         return host.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink, enable_batch_invariant)
@@ -143,7 +143,7 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
             raise ValueError(f"block_table: the blocks covering cache_seqlens must lie in [0, {nb}), "
                              f"got range [{int(ids.min())}, {int(ids.max())}]")
     record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, is_fp8_kvcache, None, None, None,
-                                                   enable_batch_invariant))
+                                                   enable_batch_invariant), q.device)
     if q.dtype == torch.bfloat16 and _host_shapes_ok(d_qk, head_dim_v, h_q // h_kv) and _host(q.device):
         from . import host
         return host.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
@@ -211,42 +211,88 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
     return q.shape[-1] ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
 
 
-class _VarlenAttention(torch.autograd.Function):
+def _out_buffer(t, name: str, shape: tuple, dtype: torch.dtype, device) -> None:
+    """A caller's output buffer (upstream's ``out=``/``lse=``/``dq=``...), checked before anything runs."""
+    check.tensor(t, name, (dtype,), len(shape), device)
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+
+
+def _flash_attn_varlen_forward(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, out=None, lse=None,
+                               causal=False, softmax_scale=None, is_varlen=True):
+    """Upstream's private forward: ``(out [total_q, h_q, d_v], lse fp32 [total_q, h_q])`` with lse stored
+    head-major (``stride(0) == 1``), written into ``out`` / ``lse`` when given."""
+    scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, 0.0, False, softmax_scale)
+    causal = check.flag(causal, "causal")
+    if out is not None:
+        _out_buffer(out, "out", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
+    if lse is not None:
+        _out_buffer(lse, "lse", (q.shape[0], q.shape[1]), torch.float32, q.device)
+    host_ok = (q.dtype == torch.bfloat16 and _host_shapes_ok(q.shape[-1], v.shape[-1], q.shape[1] // k.shape[1])
+               and all(t.stride(-1) == 1 for t in (q, k, v)))
+    if host_ok and _host(q.device):
+        from . import host
+        o, l_ = host.varlen_attention(q, k, v, cu_seqlens_qo.contiguous(), cu_seqlens_kv.contiguous(), scale, causal)
+    else:
+        with torch.no_grad():
+            o, l_ = reference.varlen_attention(q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, causal)
+        l_ = l_.t().contiguous().t()   # stored head-major: stride(0) == 1 as upstream
+    if out is not None:
+        o = out.copy_(o)
+    if lse is not None:
+        l_ = lse.copy_(l_)
+    return o, l_
+
+
+def _flash_attn_varlen_backward(do, q, k, v, out, lse, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv,
+                                dq=None, dk=None, dv=None, causal=False, softmax_scale=None, is_varlen=True):
+    """Upstream's private backward: ``(dq, dk, dv)``, written into ``dq`` / ``dk`` / ``dv`` when given; needs
+    h_q == h_kv as upstream (through the reference's autograd here)."""
+    scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, 0.0, False, softmax_scale)
+    causal = check.flag(causal, "causal")
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"flash_attn_varlen backward: needs h_q == h_kv as upstream, got {q.shape[1]} and {k.shape[1]}")
+    _out_buffer(do, "do", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
+    for name, buf, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+        if buf is not None:
+            _out_buffer(buf, name, tuple(like.shape), like.dtype, like.device)
+    with torch.enable_grad():
+        qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+        o, _ = reference.varlen_attention(qq, kk, vv, cu_seqlens_qo, cu_seqlens_kv, scale, causal)
+        grads = torch.autograd.grad(o, (qq, kk, vv), do)
+    return tuple(g if buf is None else buf.copy_(g) for g, buf in zip(grads, (dq, dk, dv), strict=True))
+
+
+class FlashAttnVarlenFunc(torch.autograd.Function):
+    """Upstream's autograd function: ``apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
+    max_seqlen_kv, causal, softmax_scale, is_varlen)`` -> ``(out, lse)``; lse is not differentiable."""
+
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, scale, causal):
-        ctx.save_for_backward(q, k, v, cu_q, cu_k)
-        ctx.scale, ctx.causal = scale, causal
-        host_ok = (q.dtype == torch.bfloat16 and _host_shapes_ok(q.shape[-1], v.shape[-1], q.shape[1] // k.shape[1])
-                   and all(t.stride(-1) == 1 for t in (q, k, v)))
-        if host_ok and _host(q.device):
-            from . import host
-            out, lse = host.varlen_attention(q, k, v, cu_q.contiguous(), cu_k.contiguous(), scale, causal)
-        else:
-            with torch.no_grad():
-                out, lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, causal)
-            lse = lse.t().contiguous().t()   # stored head-major: stride(0) == 1 as upstream
+    def forward(ctx, q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, causal=False,
+                softmax_scale=None, is_varlen=True):
+        out, lse = _flash_attn_varlen_forward(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv,
+                                              causal=causal, softmax_scale=softmax_scale, is_varlen=is_varlen)
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_qo, cu_seqlens_kv)
+        ctx.args = (max_seqlen_qo, max_seqlen_kv, causal, softmax_scale, is_varlen)
         ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, d_out, _d_lse):
-        q, k, v, cu_q, cu_k = ctx.saved_tensors
-        if q.shape[1] != k.shape[1]:
-            raise ValueError(f"flash_attn_varlen_func backward: needs h_q == h_kv as upstream, got {q.shape[1]} "
-                             f"and {k.shape[1]}")
-        with torch.enable_grad():
-            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
-            out, _ = reference.varlen_attention(qq, kk, vv, cu_q, cu_k, ctx.scale, ctx.causal)
-            dq, dk, dv = torch.autograd.grad(out, (qq, kk, vv), d_out)
-        return dq, dk, dv, None, None, None, None
+        q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+        max_q, max_k, causal, scale, is_varlen = ctx.args
+        dq, dk, dv = _flash_attn_varlen_backward(d_out.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
+                                                 causal=causal, softmax_scale=scale, is_varlen=is_varlen)
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, dropout_p=0.0,
                            softmax_scale=None, causal=False, deterministic=False, is_varlen=True):
     """Dense MHA/GQA prefill over packed variable-length sequences: out [total_q, h_q, d_v] and
     lse fp32 [total_q, h_q] (natural log, stride(0) == 1); causal is bottom-right aligned."""
-    scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale)
-    return _VarlenAttention.apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, check.flag(causal, "causal"))
+    _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale)
+    return FlashAttnVarlenFunc.apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv,
+                                     check.flag(causal, "causal"), softmax_scale, is_varlen)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, head_dim_qk, dropout_p=0.0, softmax_scale=None,

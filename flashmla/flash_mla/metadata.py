@@ -3,8 +3,10 @@
 ``get_mla_metadata`` ignores its arguments (the older positional form
 ``get_mla_metadata(cache_seqlens, s_q * h_q // h_kv, h_kv, h_q, is_fp8, topk)`` is still accepted)
 and returns ``(FlashMLASchedMeta(), None)``. The first ``flash_mla_with_kvcache`` call records the
-shape configuration; later calls with the same object must match it. The CPU and Ascend paths need
-no split-KV schedule, so ``tile_scheduler_metadata`` and ``num_splits`` stay ``None``.
+shape configuration; later calls with the same object must match it. These paths run every request
+in one piece (no split-KV), so ``num_splits`` is upstream's per-request split prefix sum for that
+schedule, ``[0, 1, ..., b]`` (int32, on q's device); ``tile_scheduler_metadata`` (upstream's per-SM
+work ranges) has no counterpart and stays ``None``.
 """
 from __future__ import annotations
 
@@ -40,10 +42,12 @@ def get_mla_metadata(*args, **kwargs) -> tuple[FlashMLASchedMeta, None]:
     return FlashMLASchedMeta(), None
 
 
-def record_or_check(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
-    """Records ``config`` on first use; afterwards every field must be equal (ValueError naming it)."""
+def record_or_check(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config, device=None) -> None:
+    """Records ``config`` (and the one-split-per-request ``num_splits``) on first use; afterwards every
+    field must be equal (ValueError naming it)."""
     if not meta.have_initialized:
         meta.config = config
+        meta.num_splits = torch.arange(config.b + 1, dtype=torch.int32, device=device)
         meta.have_initialized = True
         return
     if meta.config is None:

@@ -46,17 +46,52 @@ def test_m_grouped_contiguous(backend, kind, layout, use_psum_layout):
             assert bool((case.d[padding] == 0).all()), "ensure_zero_padding: padding rows must be zero"
 
 
-@pytest.mark.parametrize("use_psum_layout", [False, True])
-def test_padding_rows_untouched_without_zero_padding(backend, use_psum_layout):
+def test_psum_gap_rows_untouched_without_zero_padding(backend):
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
-    case = generate_m_grouped_contiguous(3, 40, 128, 128, "fp8", use_psum_layout)
+    case = generate_m_grouped_contiguous(3, 40, 128, 128, "fp8", True)
     case.d.fill_(5.0)
-    _run(case, "fp8", "nt", use_psum_layout=use_psum_layout, ensure_zero_padding=False)
+    _run(case, "fp8", "nt", use_psum_layout=True, ensure_zero_padding=False)
     _check_valid_rows(case, "fp8")
     padding = torch.ones(case.d.size(0), dtype=torch.bool)
     for s, e in case.valid_rows:
         padding[s:e] = False
     assert bool((case.d[padding] == 5.0).all())
+
+
+@pytest.mark.parametrize("kind", ["fp8", "bf16"])
+def test_m_indices_without_zero_padding_computes_all_of_d(backend, kind):
+    """Upstream's non-psum check: its kernels compute each alignment block with the group of its first row,
+    so with zero A padding every row of D, padding included, matches ``a @ b[g].T``."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    case = generate_m_grouped_contiguous(3, 40, 128, 128, kind)
+    case.d.fill_(5.0)
+    _run(case, kind, "nt", ensure_zero_padding=False)
+    assert calc_diff(case.d, case.ref_d) < threshold(kind)
+
+
+def _block_groups(m_indices, alignment):
+    """Each row's group as upstream's tiles see it: the first row of its alignment block (-1: not computed)."""
+    return torch.tensor([int(m_indices[(i // alignment) * alignment]) for i in range(m_indices.numel())])
+
+
+@pytest.mark.parametrize("m", [96, 83])
+def test_m_indices_padding_rows_and_partial_last_block(backend, m):
+    """Non-zero A padding rows are computed with their block's group (``ensure_zero_padding=False``) or
+    zeroed; M need not be a multiple of the alignment (the last block is partial); a block of -1 rows is
+    left alone without zero padding."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    a, b = torch.randn(m, 64).bfloat16(), torch.randn(3, 48, 64).bfloat16()
+    m_indices = torch.full((m,), -1, dtype=torch.int32)
+    m_indices[0:20], m_indices[64:75] = 1, 0                 # block 1 (rows 32..63) is all padding
+    groups = _block_groups(m_indices, ALIGNMENT)
+    for zero_padding in (False, True):
+        d = torch.full((m, 48), 5.0).bfloat16()
+        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, ensure_zero_padding=zero_padding)
+        for i in range(m):
+            g = int(m_indices[i]) if zero_padding else int(groups[i])
+            want = (a[i].float() @ b[g].float().t()).bfloat16() if g >= 0 else torch.full((48,), 0.0 if zero_padding
+                                                                                        else 5.0).bfloat16()
+            assert torch.allclose(d[i].float(), want.float(), rtol=1e-2, atol=1e-2), f"row {i}"
 
 
 def test_psum_counts_form_matches_end_rows(backend, monkeypatch):

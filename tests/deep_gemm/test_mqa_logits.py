@@ -132,3 +132,93 @@ def test_paged_metadata_balances_work():
     context_lens = torch.tensor([[1000], [10], [600]], dtype=torch.int32)     # 4 + 1 + 3 = 8 splits of 256
     meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, 64, 4)
     assert meta.tolist() == [[0, 0], [0, 2], [1, 0], [2, 1], [3, 0]]
+
+
+def test_paged_metadata_next_n_weighs_rows():
+    # requests of 2 rows, each sized by its last row: 2, 1 and 3 splits x 2 rows = prefix 4, 6, 12
+    context_lens = torch.tensor([[100, 300], [10, 20], [600, 700]], dtype=torch.int32)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, 64, 4)
+    assert meta.tolist() == [[0, 0], [0, 1], [4, 0], [4, 1], [6, 0]]
+
+
+def test_paged_metadata_varlen_splits_per_request():
+    # runs of equal indices are requests: rows 0-2 (302 -> 2 splits x 3), row 3 (1 x 1), rows 4-5 (513 -> 3 x 2);
+    # 13 units over 3 workers: 5, 4, 4 (the remainder to the first worker)
+    indices = torch.tensor([0, 0, 0, 1, 2, 2], dtype=torch.int32)
+    context_lens = torch.tensor([[300], [301], [302], [10], [500], [513]], dtype=torch.int32)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, 64, 3, indices=indices)
+    assert meta.tolist() == [[0, 0], [0, 1], [4, 1], [6, 0]]
+    one_d = deep_gemm.get_paged_mqa_logits_metadata(torch.tensor([1000, 10, 600], dtype=torch.int32), 64, 4)
+    assert one_d.tolist() == [[0, 0], [0, 2], [1, 0], [2, 1], [3, 0]]
+
+
+def _upstream_paged_inputs(raw_batch, tokens_per_seq, seq_lens, heads, d, block_kv, fp4):
+    """Inputs built as upstream's varlen test builds them: per-sequence page tables repeated per query
+    token, per-token lengths ``seq_len + offset in the sequence``, ``indices`` naming each token's sequence."""
+    tokens = sum(tokens_per_seq)
+    max_lens = [n + t - 1 for n, t in zip(seq_lens, tokens_per_seq, strict=True)]
+    pages_per_seq = [-(-n // block_kv) for n in max_lens]
+    num_blocks = sum(pages_per_seq)
+    pool = torch.randperm(num_blocks, dtype=torch.int32)
+    table = torch.zeros(raw_batch, max(pages_per_seq), dtype=torch.int32)
+    kv = randn(raw_batch, max(pages_per_seq) * block_kv, d)
+    cache, offset = torch.zeros(num_blocks, block_kv, 1, (d // 2 if fp4 else d) + 4, dtype=torch.uint8), 0
+    for s, n in enumerate(pages_per_seq):
+        table[s, :n] = pool[offset:offset + n]
+        part, _ = _paged_cache(kv[s, :n * block_kv], block_kv, fp4, num_blocks, table[s, :n].tolist())
+        cache |= part
+        offset += n
+    counts = torch.tensor(tokens_per_seq)
+    indices = torch.arange(raw_batch, dtype=torch.int32).repeat_interleave(counts)
+    offsets = torch.cat([torch.arange(t, dtype=torch.int32) for t in tokens_per_seq])
+    context_lens = (torch.tensor(seq_lens, dtype=torch.int32).repeat_interleave(counts) + offsets).view(tokens, 1)
+    return kv, cache, table.repeat_interleave(counts, dim=0), indices, context_lens, max(pages_per_seq) * block_kv
+
+
+@pytest.mark.parametrize("fp4", [False, True])
+def test_paged_mqa_logits_varlen_reads_each_tokens_row(backend, fp4):
+    heads, d, block_kv = 16, 128, 32
+    kv, cache, table, indices, context_lens, max_ctx = _upstream_paged_inputs(3, [2, 1, 3], [70, 33, 100], heads, d,
+                                                                             block_kv, fp4)
+    tokens = indices.numel()
+    q = randn(tokens, 1, heads, d)
+    qq, _ = _quant_q(q.view(tokens, heads, d), fp4)
+    qq = (qq[0].view(tokens, 1, heads, -1), None if qq[1] is None else qq[1].view(tokens, 1, heads))
+    weights = torch.randn(tokens, heads)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(context_lens, block_kv, deep_gemm.get_num_sms(), indices=indices)
+    logits = deep_gemm.fp8_fp4_paged_mqa_logits(qq, cache, weights, context_lens, table, meta, max_ctx,
+                                                clean_logits=True, indices=indices)
+    got, want = [], []
+    for i in range(tokens):
+        n, seq = int(context_lens[i, 0]), int(indices[i])
+        want.append(torch.einsum("hd,nd->hn", q[i, 0].float(), kv[seq, :n].float()).relu().t() @ weights[i])
+        got.append(logits[i, :n])
+        assert bool((logits[i, n:] == float("-inf")).all())
+    assert calc_diff(torch.cat(got), torch.cat(want)) < (0.02 if fp4 else 1e-3)
+
+
+def test_paged_mqa_logits_1d_context_lens(backend):
+    """Upstream's 1-D ``context_lens [B]``: row (b, t) sees positions up to ``context_lens[b] - next_n + t``."""
+    batch, next_n, heads, d, block_kv, max_ctx = 2, 3, 8, 64, 32, 128
+    perm = torch.randperm(batch * 4).view(batch, 4).to(torch.int32)
+    kv = randn(batch, max_ctx, d)
+    cache = torch.zeros(batch * 4, block_kv, 1, d + 4, dtype=torch.uint8)
+    for b in range(batch):
+        cache |= _paged_cache(kv[b], block_kv, False, batch * 4, perm[b].tolist())[0]
+    lens_1d = torch.tensor([90, 2], dtype=torch.int32)         # the second: rows see -1 (none), 0 and 0..1
+    q, weights = randn(batch, next_n, heads, d), torch.randn(batch * next_n, heads)
+    qq = (q.to(torch.float8_e4m3fn), None)
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens_1d, block_kv, deep_gemm.get_num_sms())
+    logits = deep_gemm.fp8_fp4_paged_mqa_logits(qq, cache, weights, lens_1d, perm, meta, max_ctx, clean_logits=True)
+    lens_2d = torch.tensor([[88, 89, 90], [0, 1, 2]], dtype=torch.int32)
+    assert torch.equal(logits, deep_gemm.fp8_fp4_paged_mqa_logits(qq, cache, weights, lens_2d, perm, meta, max_ctx,
+                                                                  clean_logits=True))
+    for b in range(batch):
+        kv_back = _quant_kv(kv[b], False)[1]
+        for t in range(next_n):
+            n = int(lens_1d[b]) - next_n + t + 1
+            row = logits[b * next_n + t]
+            assert bool((row[max(n, 0):] == float("-inf")).all())
+            if n > 0:
+                want = torch.einsum("hd,nd->hn", qq[0][b, t].float(), kv_back[:n]).relu().t()
+                assert calc_diff(row[:n], want @ weights[b * next_n + t]) < 1e-5

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import sys
 import textwrap
+
+import numpy as np
 
 import deepjit
 
@@ -13,6 +16,25 @@ ADD_SOURCE = r"""
 #include <deepjit/host/kernel.hpp>
 DJ_KERNEL(add_i64, "ptr,i64,i64") void add_i64(int64_t* out, int64_t a, int64_t b) { out[0] = a + b; }
 """
+
+
+def reference_hex(*components: bytes) -> str:
+    """An independent transcription of the spec with numpy uint64 wrap-around arithmetic."""
+    with np.errstate(over="ignore"):
+        lanes = [np.uint64(0xC6A4A7935BD1E995), np.uint64(0xFF51AFD7ED558CCD)]
+        mults = [np.uint64(0x100000001B3), np.uint64(0x9E3779B97F4A7C15)]
+        for c in components:
+            for byte in struct.pack("<Q", len(c)) + c:
+                lanes = [(lane ^ np.uint64(byte)) * m for lane, m in zip(lanes, mults, strict=True)]
+        out = ""
+        for v in lanes:
+            v = v ^ (v >> np.uint64(30))
+            v = v * np.uint64(0xBF58476D1CE4E5B9)
+            v = v ^ (v >> np.uint64(27))
+            v = v * np.uint64(0x94D049BB133111EB)
+            v = v ^ (v >> np.uint64(31))
+            out += f"{int(v):016x}"
+    return out
 
 
 def make_runtime(tmp_path, monkeypatch, prefix: str = "TST", backend: str = "host", cache=None, **config):

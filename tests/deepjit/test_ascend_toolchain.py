@@ -13,7 +13,7 @@ from deepjit.backends.ascend import AscendCompilerOptions, AscendLaunchOptions, 
 from deepjit.backends.ascend.kernel import binary_path
 from deepjit.errors import CompileError, DeepJITError, ToolchainNotFoundError
 
-from .helpers import list_tmp, make_fake_ascend_toolkit, make_runtime, read_calls
+from .helpers import list_tmp, make_fake_ascend_toolkit, make_runtime, read_calls, reference_hex
 
 VECTOR = 'extern "C" __global__ __vector__ void scalar_increment(__gm__ int* out, int x) { *out = x + 1; }\n'
 MIX = 'extern "C" __global__ __mix__(1, 2) void mixed(__gm__ float* c) {}\n'
@@ -173,6 +173,19 @@ def test_key_sensitivity(runtime):
     aicpu = runtime.cache_key(AICPU, AscendCompilerOptions(aicpu=True))
     assert runtime.cache_key(AICPU, AscendCompilerOptions(aicpu=True, extra_bisheng_flags=["-DZ"])) == aicpu
     assert runtime.cache_key(AICPU, AscendCompilerOptions(aicpu=True, extra_aicpu_flags=["-DZ"])) != aicpu
+
+
+def test_key_chains_one_fnv1a_over_the_documented_parts(runtime):
+    """DeepJIT's key: FNV-1a over extra signature, compiler hash (itself one FNV-1a over the bisheng and
+    linker versions), the option parts, the post-hook hash ("" on Ascend) and the source hash."""
+    version, linker = runtime.backend.version, runtime.backend.linker_version
+    compiler = reference_hex(version.encode(), linker.encode())
+    assert runtime.backend.compiler_hash() == compiler
+    options = runtime.default_compiler_options.override_with(ARCH)
+    parts = [runtime.config.extra_signature.encode(), compiler.encode()]
+    parts += [c.encode() for c in options.hash_components()]
+    parts += [b"", runtime.parser.parse_into_hash(VECTOR).encode()]
+    assert runtime.cache_key(VECTOR, ARCH) == reference_hex(*parts)
 
 
 def test_include_dir_paths_are_not_keyed(tmp_path, monkeypatch, toolkit):

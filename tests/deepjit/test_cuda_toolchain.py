@@ -11,7 +11,7 @@ from deepjit.backends.cuda import CudaCompilerOptions, CudaLaunchOptions, driver
 from deepjit.backends.cuda.options import dim3
 from deepjit.errors import CompileError, DeepJITError, ToolchainNotFoundError
 
-from .helpers import list_entries, list_tmp, make_runtime, write_script
+from .helpers import list_entries, list_tmp, make_runtime, reference_hex, write_script
 
 KERNEL = 'extern "C" __global__ void add_one(int* x) { x[threadIdx.x] += 1; }\n'
 NVCC = shutil.which("nvcc")
@@ -113,6 +113,22 @@ def test_empty_cubin_and_post_hook(tmp_path, monkeypatch, fake_cuda):
         assert json.load(f)["compiler_options"]["post_hook"] == "hooks/hook.py"
     with pytest.raises(DeepJITError, match="failed to open for reading"):
         rt.cache_key(KERNEL, CudaCompilerOptions(arch="90a", post_hook="hooks/missing.py"))
+
+
+def test_post_hook_hash_chains_one_fnv1a(tmp_path, monkeypatch, fake_cuda):
+    """The key's post-hook part is one FNV-1a over the hook's name then its bytes, as DeepJIT's."""
+    fake_nvcc(tmp_path, "open(out, 'wb').write(b'cubin')")
+    body = "import sys\n"
+    write_script(tmp_path / "hooks" / "hook.py", body)
+    with open(tmp_path / "hooks" / "hook.py", "rb") as f:
+        content = f.read()
+    rt = make_runtime(tmp_path, monkeypatch, backend="cuda")
+    hooked = CudaCompilerOptions(arch="90a", post_hook="hooks/hook.py")
+    options = rt.default_compiler_options.override_with(hooked)
+    parts = [rt.config.extra_signature.encode(), reference_hex(rt.backend.version.encode()).encode()]
+    parts += [c.encode() for c in options.hash_components()]
+    parts += [reference_hex(b"hooks/hook.py", content).encode(), rt.parser.parse_into_hash(KERNEL).encode()]
+    assert rt.cache_key(KERNEL, hooked) == reference_hex(*parts)
 
 
 @needs_nvcc

@@ -1,35 +1,13 @@
 """The cache-key hash: two-lane FNV-1a with length framing and a SplitMix64 finaliser, and the
 order of the key components."""
-import struct
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepjit import FNV1a, hash_hex
-from deepjit.hashing import xor_hash
 
-from .helpers import ADD_SOURCE, make_runtime
-
-
-def reference_hex(*components: bytes) -> str:
-    """An independent transcription of the spec with numpy uint64 wrap-around arithmetic."""
-    with np.errstate(over="ignore"):
-        lanes = [np.uint64(0xC6A4A7935BD1E995), np.uint64(0xFF51AFD7ED558CCD)]
-        mults = [np.uint64(0x100000001B3), np.uint64(0x9E3779B97F4A7C15)]
-        for c in components:
-            for byte in struct.pack("<Q", len(c)) + c:
-                lanes = [(lane ^ np.uint64(byte)) * m for lane, m in zip(lanes, mults, strict=True)]
-        out = ""
-        for v in lanes:
-            v = v ^ (v >> np.uint64(30))
-            v = v * np.uint64(0xBF58476D1CE4E5B9)
-            v = v ^ (v >> np.uint64(27))
-            v = v * np.uint64(0x94D049BB133111EB)
-            v = v ^ (v >> np.uint64(31))
-            out += f"{int(v):016x}"
-    return out
+from .helpers import ADD_SOURCE, make_runtime, reference_hex
 
 
 def test_empty_input_by_hand():
@@ -82,11 +60,6 @@ def test_lanes_and_bits_look_independent():
     assert 54 < np.mean(flips) < 74  # avalanche: about half of 128 bits flip
     bits = np.array([[d >> b & 1 for b in range(128)] for d in digests])
     assert np.all(np.abs(bits.mean(axis=0) - 0.5) < 0.06)
-
-
-def test_xor_hash_is_order_free_but_content_sensitive():
-    assert xor_hash("a", "b") == xor_hash("b", "a")
-    assert xor_hash("a", "b") != xor_hash("a", "c")
 
 
 def test_key_components_in_order(tmp_path, monkeypatch):

@@ -43,6 +43,16 @@ def test_defines_make_distinct_memoised_kernels(lib):
         lib.host_kernel("scale", "host/missing.cpp")
 
 
+def test_options_and_edited_defaults_reach_the_memo(lib):
+    from deepjit.backends.host import HostCompilerOptions
+    define = HostCompilerOptions(extra_cxx_flags=["-DFACTOR=4"])
+    k4 = lib.host_kernel("scale", "host/scale.cpp", None, define)
+    assert run(k4, 5) == 21
+    assert lib.host_kernel("scale", "host/scale.cpp", None, HostCompilerOptions(extra_cxx_flags=["-DFACTOR=4"])) is k4
+    lib.host_runtime.default_compiler_options.extra_cxx_flags = ["-DkBiasOverride"]   # edited in place: rebuilt
+    assert lib.host_kernel("scale", "host/scale.cpp", None, define) is not k4
+
+
 def test_package_headers_and_version_are_keyed(lib, tmp_path):
     rt = lib.host_runtime
     assert rt.config.extra_signature == "mylib-1.2.3"

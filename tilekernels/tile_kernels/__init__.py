@@ -6,7 +6,8 @@ kernel for CPU tensors (where one exists) or the PyTorch reference in ``tile_ker
 
 __version__ = "0.1.0"
 
-from . import config, engram, mhc, modeling, moe, quant, testing, torch, transpose  # noqa: E402
+# torch_ops registers torch.ops.tile_kernels.*
+from . import config, engram, mhc, modeling, moe, quant, testing, torch, torch_ops, transpose  # noqa: E402,F401
 from .config import get_device_num_sms, get_num_sms, set_num_sms  # noqa: E402
 
 __all__ = ["config", "engram", "mhc", "modeling", "moe", "quant", "transpose", "torch", "testing",

@@ -32,11 +32,11 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
             logits[i, :e - s] = full[i, s:e].to(logits.dtype)
 
 
-def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, page_rows: torch.Tensor,
-                     block_table: torch.Tensor, logits: torch.Tensor, clean_logits: bool, varlen: bool) -> None:
+def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor,
+                     logits: torch.Tensor, clean_logits: bool) -> None:
     """q ``[B, next_n, H, D]`` and the paged cache (objects with ``dequantized()``); row (b, t) of logits
-    sees positions ``[0, context_lens[b, t])`` through ``block_table[page_rows[b]]``; the rest is -inf
-    when ``clean_logits``, else untouched."""
+    sees positions ``[0, context_lens[b, t])`` through ``block_table[b]``; the rest is -inf when
+    ``clean_logits``, else untouched."""
     q, kv_pages = q.dequantized(), kv_cache.dequantized()
     batch, next_n = context_lens.shape
     block_kv = kv_pages.size(1)
@@ -45,7 +45,7 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
         longest = max(lens) if lens else 0
         if longest == 0 and not clean_logits:
             continue
-        pages = block_table[int(page_rows[b])][:-(-longest // block_kv)].long()
+        pages = block_table[b][:-(-longest // block_kv)].long()
         kv = kv_pages[pages].reshape(-1, kv_pages.size(-1))[:longest]
         scores = _scores(q[b], kv, weights[b * next_n:(b + 1) * next_n])
         for t, length in enumerate(lens):

@@ -9,10 +9,11 @@ from ... import elf
 from ...env import get_env_bool
 from ...errors import DeepJITError
 from ..args import pack_ascend_args
+from ..params import read_declared_types
 from . import acl
 from .options import AscendLaunchOptions
 
-BINARY, AICPU_BINARY = "kernel.o", "kernel.aicpu.so"
+BINARY, AICPU_BINARY, SOURCE = "kernel.o", "kernel.aicpu.so", "kernel.asc"
 AICPU_INTERFACE_SUFFIX = "_interface"
 
 
@@ -70,12 +71,13 @@ class AscendKernel:
             self._bin = bin_handle.value
             acl.call("aclrtBinaryGetFunction", bin_handle, self.name.encode(), ctypes.byref(func))
         self._func = func.value
+        self.param_types = read_declared_types(os.path.join(path, SOURCE), self.name)
 
     def launch(self, options: AscendLaunchOptions, *args):
         if self._func is None:
             raise DeepJITError("kernel must be loaded before launch")
         options.validate(self.aicpu)
-        payload = pack_ascend_args(args)
+        payload = pack_ascend_args(args, self.param_types)
         attrs = []
         if options.num_ubuf_bytes > 0:
             attrs.append(acl.LaunchKernelAttr(id=acl.ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE,

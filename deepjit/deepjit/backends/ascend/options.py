@@ -18,7 +18,7 @@ DEBUG_FLAGS = ("-g", "-gdwarf-5", "-gembed-source", "-gline-tables-only")
 MAX_LAUNCH_TIMEOUT_SECS = 65535
 
 
-@dataclass(frozen=True)
+@dataclass
 class AscendCompilerOptions(Options):
     optimize_level: str | None = None
     arch: int | None = None
@@ -60,7 +60,7 @@ class AscendCompilerOptions(Options):
                                                      shell_join(self.get_linker_flags())]
 
 
-@dataclass(frozen=True)
+@dataclass
 class AscendLaunchOptions(Options):
     """``stream``: an ``aclrtStream`` address (unset: torch_npu's current stream)."""
     stream: int | None = None

@@ -6,7 +6,7 @@ import os
 from ...disk_cache import makedirs, write_file_sync
 from ...errors import CompileError, ToolchainNotFoundError
 from ...external import call_external_command, shell_join
-from ...hashing import xor_hash
+from ...hashing import hash_hex
 from .. import Backend
 from . import acl
 from .device import AscendDevice
@@ -66,7 +66,7 @@ class AscendBackend(Backend):
                 "linker_version": self.linker_version}
 
     def compiler_hash(self) -> str:
-        return xor_hash(self.version, self.linker_version)
+        return hash_hex(self.version, self.linker_version)   # one FNV-1a chained over both, as DeepJIT
 
     def default_compiler_options(self) -> AscendCompilerOptions:
         # The architecture comes from the current device; without the ACL runtime (a CPU-only

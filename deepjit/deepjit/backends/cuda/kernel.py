@@ -6,7 +6,8 @@ import os
 import sys
 
 from ...errors import DeepJITError
-from ..args import to_ctype
+from ..args import declared_kinds, to_ctype
+from ..params import read_declared_types
 from . import driver
 from .options import CudaLaunchOptions, dim3
 
@@ -35,6 +36,7 @@ class CudaKernel:
         driver.call("cuKernelGetFunction", ctypes.byref(func), kernel)
         self._func = func.value
         self._smem_set = 0
+        self.param_types = read_declared_types(os.path.join(path, "kernel.cu"))
 
     def launch(self, options: CudaLaunchOptions, *args):
         if self._func is None:
@@ -62,7 +64,8 @@ class CudaKernel:
             ctypes.memmove(array[i].value, (ctypes.c_uint * len(values))(*values), 4 * len(values))
         stream = options.stream if options.stream is not None else current_stream()
         cfg = driver.LaunchConfig(*grid, *block, smem, stream, array, len(attrs))
-        values = [to_ctype(i, a) for i, a in enumerate(args)]
+        kinds = declared_kinds(self.param_types, len(args))
+        values = [to_ctype(i, a, k) for i, (a, k) in enumerate(zip(args, kinds, strict=True))]
         params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p)
                                                              for v in values])
         driver.call("cuLaunchKernelEx", ctypes.byref(cfg), ctypes.c_void_p(self._func), params, None)

@@ -13,7 +13,7 @@ def default_nvcc_flags(cpp_standard: int) -> tuple:
             "--expt-relaxed-constexpr", "--expt-extended-lambda")
 
 
-@dataclass(frozen=True)
+@dataclass
 class CudaCompilerOptions(Options):
     optimize_level: str | None = None
     use_fast_math: bool | None = None
@@ -55,7 +55,7 @@ class CudaCompilerOptions(Options):
         return [shell_join(self.get_flags())]
 
 
-@dataclass(frozen=True)
+@dataclass
 class CudaLaunchOptions(Options):
     """``grid``/``block``: an int or a 1-3 tuple; ``stream``: a ``CUstream`` address (unset: torch's current)."""
     grid: object | None = None

@@ -10,7 +10,7 @@ import threading
 from ...disk_cache import write_file_sync
 from ...errors import CompileError, DeepJITError, ToolchainNotFoundError
 from ...external import call_external_command, shell_join
-from ...hashing import hash_hex, xor_hash
+from ...hashing import hash_hex
 from .. import Backend
 from . import driver
 from .device import CudaDevice
@@ -105,7 +105,7 @@ class CudaBackend(Backend):
                     content = f.read()
             except OSError:
                 raise DeepJITError(f"failed to open for reading: {path}") from None
-            memo[path] = xor_hash(options.post_hook, content)
+            memo[path] = hash_hex(options.post_hook, content)   # the hook name, then its bytes, as DeepJIT
         return memo[path]
 
     def compile(self, source: str, build_dir: str, options: CudaCompilerOptions) -> str:

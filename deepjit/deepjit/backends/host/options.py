@@ -10,7 +10,7 @@ from ...options import Options
 DEFAULT_CXX_FLAGS = ("-fPIC", "-shared", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas")
 
 
-@dataclass(frozen=True)
+@dataclass
 class HostCompilerOptions(Options):
     optimize_level: str | None = None
     march: str | None = None
@@ -35,6 +35,6 @@ class HostCompilerOptions(Options):
         return [shell_join(self.get_flags())]
 
 
-@dataclass(frozen=True)
+@dataclass
 class HostLaunchOptions(Options):
     """Host kernels take their thread count as an ordinary argument; nothing to set per launch."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ...._lib import empty, host_kernel, threads, use_host
+from ....mhc.norm_fn_kernel import tf32_operand
 from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
 _NORM, _SPLIT, _SINKHORN, _APPLY, _HEAD_MIX = 0, 1, 2, 3, 4
@@ -87,11 +88,12 @@ def apply_mix(x: torch.Tensor, mix: torch.Tensor) -> torch.Tensor:
 
 
 def pre_big_fuse(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
-    """(post (T, m, 1), comb (T, m, m), layer_input (T, H)) for the flattened tokens."""
+    """(post (T, m, 1), comb (T, m, m), layer_input (T, H)) for the flattened tokens; ``fn`` rounded to TF32
+    as upstream rounds it for its MMA."""
     m, h = residual.shape[-2:]
     x = residual.reshape(-1, m, h)
     t = x.shape[0]
-    mul, sqrsum = projection(x, fn)
+    mul, sqrsum = projection(x, tf32_operand(fn))
     if not use_host(residual):
         mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, -1)
         pre, post, comb = split_mixes(mixes, scale, base, m, post_mult, pre_eps)

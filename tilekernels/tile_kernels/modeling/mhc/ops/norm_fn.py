@@ -1,6 +1,7 @@
 import torch
 
 from .... import _checks as C
+from ....mhc.norm_fn_kernel import tf32_operand
 from ._forward import norm, projection
 from ._grad import GRAD_ATTR, accumulate_bf16, handed_over_grad
 
@@ -28,10 +29,12 @@ class _MHCFnNormwMerge(torch.autograd.Function):
 
 
 class MHCPreNormFn(torch.autograd.Function):
-    """``out_j = <r, fn_j> * rsqrt(mean(r^2) + eps)`` for the flattened FP32 residual r."""
+    """``out_j = <r, fn_j> * rsqrt(mean(r^2) + eps)`` for the flattened FP32 residual r. As upstream, the
+    forward reads ``fn`` rounded to TF32 (its kernel runs a TF32 MMA); the backward stays FP32."""
 
     @staticmethod
     def forward(ctx, x, fn, norm_eps, fuse_grad_acc):
+        fn = tf32_operand(fn)
         mul, sqrsum = projection(x, fn)
         out = norm(mul, sqrsum, fn.shape[1], norm_eps)
         ctx.save_for_backward(x, fn, mul, sqrsum)

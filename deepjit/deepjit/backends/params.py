@@ -1,0 +1,83 @@
+"""The declared parameter types of a device kernel, read from its source.
+
+DeepJIT's C++ launch packs each argument with its static C++ type. A Python caller has no static types,
+so the Ascend and CUDA kernels read the entry kernel's declaration from the source kept next to the binary
+(``kernel.asc`` / ``kernel.cu``) and pack plain Python ``int`` and ``float`` values as the declared
+parameter types (a ``float`` parameter gets 4 bytes, not a ``double``). A kernel whose declaration is not
+in that source (defined in an included header, say) keeps the explicit rule of ``args.py``.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+POINTER = "ptr"
+SCALARS = {
+    "bool": ctypes.c_bool, "char": ctypes.c_int8, "float": ctypes.c_float, "double": ctypes.c_double,
+    "int8_t": ctypes.c_int8, "int16_t": ctypes.c_int16, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
+    "uint8_t": ctypes.c_uint8, "uint16_t": ctypes.c_uint16, "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
+    "short": ctypes.c_short, "int": ctypes.c_int, "long": ctypes.c_long, "long long": ctypes.c_longlong,
+    "signed char": ctypes.c_byte, "unsigned char": ctypes.c_ubyte, "unsigned short": ctypes.c_ushort,
+    "unsigned": ctypes.c_uint, "unsigned int": ctypes.c_uint, "unsigned long": ctypes.c_ulong,
+    "unsigned long long": ctypes.c_ulonglong, "size_t": ctypes.c_size_t,
+}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"}
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_ATTRIBUTES = re.compile(r"__launch_bounds__\s*\([^)]*\)|__mix__\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)", re.S)
+_ENTRY = re.compile(r"__global__\b[\w\s]*?\b(\w+)\s*\(")
+_POINTER_MARKS = ("*", "&", "GM_ADDR", "__gm__")
+
+
+def _parameters(text: str, open_paren: int) -> list[str] | None:
+    depth, start, parts = 0, open_paren + 1, []
+    for i in range(open_paren, len(text)):
+        c = text[i]
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]":
+            depth -= 1
+            if depth == 0:
+                parts.append(text[start:i])
+                return [p.strip() for p in parts if p.strip() and p.strip() != "void"]
+        elif c == "," and depth == 1:
+            parts.append(text[start:i])
+            start = i + 1
+    return None
+
+
+def _classify(param: str) -> str:
+    """``"ptr"``, a key of ``SCALARS``, or the declared type as written (unknown to the packer)."""
+    param = param.split("=")[0].strip()
+    if any(mark in param for mark in _POINTER_MARKS):
+        return POINTER
+    words = [w for w in param.split() if w not in _QUALIFIERS]
+    if len(words) > 1:
+        words = words[:-1]                                 # the parameter's name
+    written = " ".join(w.removeprefix("std::") for w in words)
+    if written in ("long int", "long long int", "unsigned long int", "unsigned long long int", "short int"):
+        written = written.removesuffix(" int")
+    return written
+
+
+def declared_types(source: str, name: str | None = None) -> list[str] | None:
+    """The parameter kinds of the ``__global__`` function ``name`` (any name: the source's only entry
+    kernel), or None when the source does not declare exactly that one."""
+    text = _ATTRIBUTES.sub(" ", _COMMENTS.sub(" ", source))
+    found = {}
+    for match in _ENTRY.finditer(text):
+        if name is None or match.group(1) == name:
+            params = _parameters(text, match.end() - 1)
+            if params is not None:
+                found.setdefault(match.group(1), [_classify(p) for p in params])
+    if len(found) != 1:
+        return None
+    return next(iter(found.values()))
+
+
+def read_declared_types(source_path: str, name: str | None = None) -> list[str] | None:
+    """``declared_types`` of the source file kept beside a kernel's binary (None if it is missing)."""
+    try:
+        with open(source_path, encoding="utf-8", errors="replace") as f:
+            return declared_types(f.read(), name)
+    except OSError:
+        return None

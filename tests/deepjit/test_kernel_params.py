@@ -1,0 +1,73 @@
+"""Plain Python launch arguments follow the kernel's declared parameter types (Ascend and CUDA): the
+declaration is read from the source kept beside the binary, as DeepJIT's C++ packs each argument with its
+static type."""
+import ctypes
+import os
+import struct
+
+import pytest
+import torch
+
+from deepjit.backends.args import pack_ascend_args, to_ctype
+from deepjit.backends.ascend import AscendCompilerOptions
+from deepjit.backends.params import declared_types, read_declared_types
+
+from .helpers import make_fake_ascend_toolkit, make_runtime
+
+MIXED = """
+// a comment naming __global__ void decoy(float x)
+extern "C" __global__ __aicore__ void mixed_echo(GM_ADDR out, int8_t a, float b, int64_t c, double d,
+                                                 const uint32_t e, __gm__ float* f) { }
+"""
+
+
+def test_declarations_are_read_from_the_source():
+    assert declared_types(MIXED, "mixed_echo") == ["ptr", "int8_t", "float", "int64_t", "double", "uint32_t", "ptr"]
+    assert declared_types(MIXED) == declared_types(MIXED, "mixed_echo")      # the only entry kernel
+    cuda = 'template <int N> __global__ void __launch_bounds__(128, 1) scale(float* x, float s, int n) {}'
+    assert declared_types(cuda) == ["ptr", "float", "int"]
+    aicpu = 'extern "C" __aicpu__ __global__ unsigned int k(int64_t* out, int32_t a, unsigned long b, float c) {}'
+    assert declared_types(aicpu, "k") == ["ptr", "int32_t", "unsigned long", "float"]
+    two = cuda + "\n" + cuda.replace("scale", "other")
+    assert declared_types(two) is None and declared_types(two, "other") == ["ptr", "float", "int"]
+    assert declared_types("#include <kernel.cuh>\n") is None                # defined in a header: unknown
+    assert declared_types('extern "C" __global__ void noop(void) {}') == []
+
+
+def test_a_float_parameter_gets_four_bytes():
+    declared = declared_types(MIXED, "mixed_echo")
+    t = torch.zeros(4)
+    packed = pack_ascend_args([t, -2, 1.5, 3, 0.25, 7, 64], declared)
+    assert packed[0:8] == t.data_ptr().to_bytes(8, "little")
+    assert packed[8:9] == b"\xfe"                                           # int8 at 8
+    assert packed[12:16] == struct.pack("<f", 1.5)                          # float at 12, not a double at 16
+    assert packed[16:24] == (3).to_bytes(8, "little") and packed[24:32] == struct.pack("<d", 0.25)
+    assert packed[32:36] == (7).to_bytes(4, "little") and packed[40:48] == (64).to_bytes(8, "little")
+    assert len(packed) == 48
+    # without a declaration the explicit rule stays: int64 and double
+    assert pack_ascend_args([1.5]) == struct.pack("<d", 1.5)
+    # a declaration naming another parameter count is not trusted
+    assert pack_ascend_args([1.5], ["float", "int"]) == struct.pack("<d", 1.5)
+
+
+def test_declared_types_check_the_value():
+    assert to_ctype(0, 2, "float").value == 2.0
+    with pytest.raises(TypeError, match="declares 'int32_t', got float"):
+        to_ctype(0, 1.5, "int32_t")
+    with pytest.raises(ValueError, match="does not fit the declared 'uint8_t'"):
+        to_ctype(0, 256, "uint8_t")
+    with pytest.raises(TypeError, match="declares 'half'; pass a ctypes or numpy scalar"):
+        to_ctype(0, 1.0, "half")
+    with pytest.raises(TypeError, match="declares a pointer"):
+        to_ctype(0, 1.0, "ptr")
+    assert isinstance(to_ctype(0, ctypes.c_double(1.0), "float"), ctypes.c_double)   # explicit ctypes win
+
+
+def test_the_compiled_artifact_keeps_the_declaration(tmp_path, monkeypatch):
+    home = make_fake_ascend_toolkit(tmp_path / "cann")
+    monkeypatch.setenv("ASCEND_HOME_PATH", home)
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    rt = make_runtime(tmp_path, monkeypatch, backend="ascend")
+    path = rt.compile_without_load("mixed_echo", MIXED, AscendCompilerOptions(arch=3510))
+    assert read_declared_types(os.path.join(path, "kernel.asc"), "mixed_echo")[2] == "float"
+    assert read_declared_types(os.path.join(path, "missing.asc")) is None

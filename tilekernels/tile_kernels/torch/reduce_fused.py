@@ -1,0 +1,3 @@
+from ..reference.moe import reduce_fused
+
+__all__ = ["reduce_fused"]
