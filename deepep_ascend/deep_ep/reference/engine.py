@@ -182,32 +182,33 @@ class ReferenceEngine(HostEngine):
         acc = torch.zeros(T, plan.hidden)
         if c.bias:
             acc = c.bias[0].float() + (c.bias[1].float() if len(c.bias) > 1 else 0)
-        firsts, ats = [], []
+        out_w = torch.zeros(T, K, device=acc.device) if c.topk_weights is not None else None
+        if multi and sum_weights:
+            # V1: one row per receiving rank, rows and weights summed in ascending rank order.
+            for d in range(self.num_ranks):
+                slot = plan.dst_slot[:, d].long()
+                got = slot >= 0
+                at = (start[d] + slot).clamp(min=0)
+                acc = torch.where(got[:, None], acc + rows[at].float(), acc)
+                if out_w is not None:
+                    out_w += torch.where(got[:, None], weights[at], 0.0)
+            return acc.bfloat16(), out_w
         for k in range(K):
             if multi:
-                first = valid[:, k].clone()
-                for q in range(k):
-                    first &= ~(valid[:, q] & (owner[:, q] == owner[:, k]))
+                # One row per receiving rank, added at that rank's last top-k slot (upstream's order).
+                last = valid[:, k].clone()
+                for q in range(k + 1, K):
+                    last &= ~(valid[:, q] & (owner[:, q] == owner[:, k]))
                 at = (start[owner[:, k]] + torch.gather(plan.dst_slot.long(), 1, owner[:, k:k + 1]).squeeze(1))
-                acc = torch.where(first[:, None], acc + rows[at.clamp(min=0)].float(), acc)
+                acc = torch.where(last[:, None], acc + rows[at.clamp(min=0)].float(), acc)
             else:
-                first = valid[:, k]
                 at = start[owner[:, k]] + plan.exp_pos[:, k].long()
                 term = rows[at.clamp(min=0)].float()
                 if slot_weights is not None:
                     term = slot_weights[:, k:k + 1] * term
-                acc = torch.where(first[:, None], acc + term, acc)
-            firsts.append(first)
-            ats.append(at.clamp(min=0))
-        out_w = None
-        if c.topk_weights is not None:
-            out_w = torch.zeros(T, K)
-            for k in range(K):
-                if not sum_weights:  # V2: the value held by the rank owning slot k's expert
-                    out_w[:, k] = torch.where(valid[:, k], weights[ats[k], k if multi else 0], 0.0)
-                    continue
-                for q in range(K):  # V1: summed over the receiving ranks, in first-slot order
-                    out_w[:, k] += torch.where(firsts[q], weights[ats[q], k], 0.0)
+                acc = torch.where(valid[:, k:k + 1], acc + term, acc)
+            if out_w is not None:  # V2: the value held by the rank owning slot k's expert
+                out_w[:, k] = torch.where(valid[:, k], weights[at.clamp(min=0), k if multi else 0], 0.0)
         return acc.bfloat16(), out_w
 
 
