@@ -143,8 +143,9 @@ class EPBuffer(BufferBase):
                   num_max_tokens_per_rank=None, expert_alignment=None, num_sms=0, previous_event=None,
                   async_mode=False, allocate_on_comm_stream=False, handle=None, do_cpu_sync=None, do_expand=False,
                   do_zero_padding=False, col_major_sf=False, defer_epilogue=False, copy_topk_idx=False,
-                  packed_stride=0):
-        """The one dispatch path behind every API generation (V2.5, V2.1 and the V1 facade)."""
+                  packed_stride=0, on_received=None):
+        """The one dispatch path behind every API generation (V2.5, V2.1 and the V1 facade).
+        ``on_received(results)`` runs once the outputs are filled (in the epilogue, wherever it runs)."""
         engine, R = self._engine, self.num_ranks
         state = {}
 
@@ -194,6 +195,8 @@ class EPBuffer(BufferBase):
 
         def epilogue():
             engine.receive(a, plan, out)
+            if on_received is not None:
+                on_received(results)
             return results
 
         return self._issue(send, epilogue, async_mode, defer_epilogue, results)

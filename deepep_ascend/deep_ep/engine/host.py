@@ -83,11 +83,8 @@ class HostEngine:
 
     def exchange_counts(self, a: DispatchArgs, plan: RoutePlan) -> None:
         self.transport.post_counts(plan.send_counts)
-        counts = self.transport.recv_counts()
-        if counts.dim() == 3:  # every rank's rows: [source, destination, C]
-            plan.all_counts = counts
-            counts = counts[:, self.rank].contiguous()
-        plan.recv_counts = counts
+        plan.all_counts = self.transport.recv_counts()    # every rank's rows: [source, destination, C]
+        plan.recv_counts = plan.all_counts[:, self.rank].contiguous()
         tokens = plan.recv_counts[:, 0].long()
         plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
         plan.num_rows = int(plan.row_start[-1])

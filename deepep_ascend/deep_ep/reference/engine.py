@@ -72,10 +72,10 @@ class ReferenceEngine(HostEngine):
 
     def exchange_counts(self, a: DispatchArgs, plan: RoutePlan) -> None:
         counts = plan.send_counts.to(a.x.device)
-        recv = torch.empty_like(counts)
-        dist.all_to_all_single(recv, counts, group=self.group)
-        plan.recv_counts = recv.cpu()
-        recv = plan.recv_counts
+        rows = [torch.empty_like(counts) for _ in range(self.num_ranks)]
+        dist.all_gather(rows, counts, group=self.group)
+        plan.all_counts = torch.stack(rows).cpu()       # [source, destination, C], as the host engine has
+        plan.recv_counts = recv = plan.all_counts[:, self.rank].contiguous()
         tokens = recv[:, 0].long()
         plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
         plan.num_rows = int(plan.row_start[-1])
