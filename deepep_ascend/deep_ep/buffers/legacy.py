@@ -261,7 +261,7 @@ class Buffer:
             raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({R})")
         valid = topk_idx >= 0
         rank_of = torch.where(valid, topk_idx // (num_experts // R), R)
-        is_token_in_rank = torch.zeros(topk_idx.shape[0], R + 1, dtype=torch.bool)
+        is_token_in_rank = torch.zeros(topk_idx.shape[0], R + 1, dtype=torch.bool, device=topk_idx.device)
         is_token_in_rank.scatter_(1, rank_of, True)
         is_token_in_rank = is_token_in_rank[:, :R].contiguous()
         num_tokens_per_rank = is_token_in_rank.sum(0).int()

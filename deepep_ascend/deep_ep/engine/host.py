@@ -150,8 +150,10 @@ class HostEngine:
         if "w" in t:
             t["w"].zero_()
         t["meta"][first_unwritten:].fill_(-1)
-        out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank, psum_expert,
-                              true.int(), aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
+        dev = a.x.device  # the handle's count tensors live with the outputs (a no-op on CPU)
+        out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank.to(dev),
+                              psum_expert.to(dev), true.int().to(dev), aligned.tolist() if a.do_cpu_sync else [],
+                              rows, exp_rows, pad_rows)
         out.direct = direct
         if plan.layout_round:
             self._publish(out)

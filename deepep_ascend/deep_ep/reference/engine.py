@@ -102,7 +102,8 @@ class ReferenceEngine(HostEngine):
     def receive(self, a: DispatchArgs, plan: RoutePlan, out) -> None:
         K, M, n = a.num_topk, a.num_max_tokens_per_rank, plan.num_rows
         got, self._got = self._got, None
-        src_rank = torch.repeat_interleave(torch.arange(self.num_ranks), plan.recv_tokens.long())
+        dev = a.x.device
+        src_rank = torch.repeat_interleave(torch.arange(self.num_ranks, device=dev), plan.recv_tokens.long().to(dev))
         ints = got["ints"]
         local, within = ints[:, 2:2 + K], ints[:, 2 + K:]
         meta = out.recv_src_metadata
@@ -117,7 +118,8 @@ class ReferenceEngine(HostEngine):
                 out.recv_topk_weights[:n] = got["w"]
         else:
             has = local >= 0
-            rows = torch.where(has, plan.expert_base.long()[src_rank[:, None], local.clamp(min=0)] + within, -1)
+            expert_base = plan.expert_base.long().to(dev)
+            rows = torch.where(has, expert_base[src_rank[:, None], local.clamp(min=0)] + within, -1)
             meta[:n, 2:] = rows.int()
             token = has.nonzero()[:, 0]
             target = rows[has]
@@ -127,29 +129,31 @@ class ReferenceEngine(HostEngine):
             if out.recv_topk_weights is not None:
                 out.recv_topk_weights[target] = got["w"][has]
             if out.pad_rows is not None and out.pad_rows.numel():
-                _rows(out.recv_x)[out.pad_rows] = 0
+                pad = out.pad_rows.to(dev)
+                _rows(out.recv_x)[pad] = 0
                 if out.recv_sf is not None:
-                    out.recv_sf[out.pad_rows] = 0
+                    out.recv_sf[pad] = 0
                 if out.recv_topk_weights is not None:
-                    out.recv_topk_weights[out.pad_rows] = 0
+                    out.recv_topk_weights[pad] = 0
         if a.stats is not None:
-            a.stats += out.true_per_expert
+            a.stats += out.true_per_expert.to(dev)
 
     # ---- combine -----------------------------------------------------------------------------
     def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
         h, plan = c.handle, c.handle._plan
         n, K = plan.num_rows, h.num_topk
         meta = h.recv_src_metadata[:n]
+        dev = c.x.device
         multi = not h.do_expand or multiple_reduction
         if not h.do_expand:
-            rows, weights = c.x[:n], (c.topk_weights[:n] if c.topk_weights is not None else torch.zeros(n, K))
+            rows, weights = c.x[:n], (c.topk_weights[:n] if c.topk_weights is not None else torch.zeros(n, K, device=dev))
             send_rows, recv_rows = plan.recv_tokens, plan.send_tokens
         elif multi:
             # One partial per received token: its local expanded rows summed in slot order, rounded once.
             slots = meta[:, 2:].long()
-            acc = torch.zeros(n, plan.hidden)
-            started = torch.zeros(n, dtype=torch.bool)
-            weights = torch.zeros(n, K)
+            acc = torch.zeros(n, plan.hidden, device=dev)
+            started = torch.zeros(n, dtype=torch.bool, device=dev)
+            weights = torch.zeros(n, K, device=dev)
             for k in range(K):
                 has = slots[:, k] >= 0
                 row = c.x[slots[:, k].clamp(min=0)].float()
@@ -164,7 +168,7 @@ class ReferenceEngine(HostEngine):
             slots = meta[:, 2:].long()
             has = slots >= 0
             rows = c.x[slots[has]]
-            weights = torch.zeros(rows.shape[0], K)
+            weights = torch.zeros(rows.shape[0], K, device=dev)
             send_rows, recv_rows = plan.recv_pairs, plan.send_pairs
         send, recv = send_rows.tolist(), recv_rows.tolist()
         self._back = (_a2a(rows, send, recv, self.group), _a2a(weights, send, recv, self.group), multi)
@@ -176,10 +180,11 @@ class ReferenceEngine(HostEngine):
         idx = h._topk_idx
         T, K = idx.shape
         valid = idx >= 0
+        dev = idx.device
         owner = torch.where(valid, idx // plan.num_local_experts, 0)
-        start = torch.cumsum(plan.send_pairs if not multi else plan.send_tokens, 0) - \
-            (plan.send_pairs if not multi else plan.send_tokens)
-        acc = torch.zeros(T, plan.hidden)
+        sent = (plan.send_pairs if not multi else plan.send_tokens).long().to(dev)
+        start = torch.cumsum(sent, 0) - sent
+        acc = torch.zeros(T, plan.hidden, device=dev)
         if c.bias:
             acc = c.bias[0].float() + (c.bias[1].float() if len(c.bias) > 1 else 0)
         out_w = torch.zeros(T, K, device=acc.device) if c.topk_weights is not None else None
