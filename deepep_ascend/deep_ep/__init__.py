@@ -21,6 +21,12 @@ from .buffers.engram import EngramBuffer  # noqa: E402
 from .buffers.ep import EPBuffer  # noqa: E402
 from .buffers.legacy import Buffer, Config  # noqa: E402
 from .buffers.pp import PPBuffer  # noqa: E402
+from .comm import (  # noqa: E402
+    destroy_all_managed_hccl_comm,
+    destroy_all_managed_nccl_comm,
+    get_logical_domain_size,
+    get_physical_domain_size,
+)
 from .engine.handle import EPHandle  # noqa: E402
 from .engine.layout import ALLOCATION_ALIGNMENT, RDMA_ALIGNMENT, TMA_ALIGNMENT  # noqa: E402
 from .engine.session import BufferBrokenError  # noqa: E402
@@ -47,5 +53,6 @@ def get_buffer_size_hint(group, num_max_tokens_per_rank: int, hidden: int, num_t
 
 
 __all__ = ["BucketBuffer", "Buffer", "BufferAllocator", "BufferBase", "BufferBrokenError", "Config", "EPBuffer", "ElasticBuffer", "EngramBuffer", "EPHandle", "EventHandle",
-           "EventOverlap", "comm", "get_buffer_size_hint", "get_num_allocation_alignment", "get_num_rdma_alignment",
-           "get_num_tma_alignment", "topk_idx_t", "PPBuffer"]
+           "EventOverlap", "comm", "destroy_all_managed_hccl_comm", "destroy_all_managed_nccl_comm",
+           "get_buffer_size_hint", "get_logical_domain_size", "get_num_allocation_alignment", "get_num_rdma_alignment",
+           "get_num_tma_alignment", "get_physical_domain_size", "topk_idx_t", "PPBuffer"]

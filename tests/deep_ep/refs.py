@@ -1,9 +1,9 @@
 """The test oracle, written from the spec's description of DeepEP's semantics and independent of
 the code under test: dispatch is a plain ``torch.distributed.all_to_all_single`` exchange; combine
 is emulated on the source rank from synthetic expert outputs that depend only on
-(src_token_global_idx, top-k slot), in the specified order (start from the biases in FP32, add each
-receiving rank's partial at its first top-k slot, partials rounded to BF16 once, one final BF16
-rounding)."""
+(src_token_global_idx, top-k slot), in upstream's order (``deep_ep/utils/refs.py::combine``: start
+from the biases in FP32, add each receiving rank's partial at its last top-k slot, partials rounded
+to BF16 once, one final BF16 rounding)."""
 from __future__ import annotations
 
 import torch
@@ -98,9 +98,9 @@ def combine(topk_idx, num_experts: int, num_ranks: int, rank: int, num_max_token
         if not multiple_reduction:
             acc = torch.where(valid[:, None], acc + y[k], acc)
             continue
-        first = valid.clone()
-        for q in range(k):
-            first &= owner[:, q] != owner[:, k]
+        last = valid.clone()
+        for q in range(k + 1, K):
+            last &= owner[:, q] != owner[:, k]
         # The partial of the rank owning slot k: its local slots summed in slot order, rounded once.
         partial = torch.zeros(T, hidden)
         started = torch.zeros(T, dtype=torch.bool)
@@ -108,7 +108,7 @@ def combine(topk_idx, num_experts: int, num_ranks: int, rank: int, num_max_token
             mine = (owner[:, q] == owner[:, k]) & valid
             partial = torch.where((mine & started)[:, None], partial + y[q], torch.where(mine[:, None], y[q], partial))
             started |= mine
-        acc = torch.where(first[:, None], acc + partial.bfloat16().float(), acc)
+        acc = torch.where(last[:, None], acc + partial.bfloat16().float(), acc)
     return acc.bfloat16()
 
 

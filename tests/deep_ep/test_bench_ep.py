@@ -30,6 +30,19 @@ def _timed(fn, reps):
     return best
 
 
+def _timed_keeping(fn, reps, keep):
+    """``_timed`` while the caller holds the last ``keep`` results (dropped outside the timed call)."""
+    best, alive = float("inf"), []
+    for _ in range(reps):
+        dist.barrier()
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+        alive = [*alive, out][-keep:] if keep else []
+        out = None
+    return best
+
+
 def _alternating(fn, baseline, reps):
     """``Bench.paired`` for collectives: op and baseline alternate, each after a barrier; the best
     time of each is kept, so a load spike on this shared machine slows both or neither."""
@@ -123,6 +136,41 @@ def _min_traffic(op: str, o: dict) -> float:
         per_token = o["dispatch_bytes"] / o["recv_tokens"]
         return o["tokens"] * per_token + o["dispatch_bytes"]
     return o["combine_bytes"] + o["tokens"] * H * 2
+
+
+def _results_alive(rank, world, M, reps, keep):
+    """BF16 dispatch and combine, results dropped at once vs the last ``keep`` held (after a
+    warm-up of ``keep + 1`` calls, which is how many buffers holding them takes)."""
+    import deep_ep
+    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=H, num_topk=K, explicitly_destroy=True)
+    idx, w = refs.make_routing(M, K, E, seed=rank, masked_ratio=0.0)
+    x = refs.make_x(M, H, seed=rank)
+    out = {}
+
+    def dispatch():
+        return buf.dispatch(x, idx, w, num_experts=E)
+
+    out["t_dispatch"] = _timed_keeping(dispatch, reps, 0)
+    out["t_dispatch_alive"] = _timed_keeping(dispatch, reps + keep + 1, keep)
+    # The combine's handle holds its dispatch's outputs: the dispatch rows above held no more.
+    recv_x, _, recv_w, handle, _ = dispatch()
+    y = recv_x.clone()
+    out["t_combine"] = _timed_keeping(lambda: buf.combine(y, handle, recv_w), reps, 0)
+    out["t_combine_alive"] = _timed_keeping(lambda: buf.combine(y, handle, recv_w), reps + keep + 1, keep)
+    recv_x = recv_w = handle = None
+    buf.destroy()
+    return out
+
+
+@pytest.mark.bench
+def test_bench_results_alive(bench):
+    keep = 3
+    outs = run_ranks(_results_alive, 2, 4096, 5, keep, timeout=900)
+    for op in ("dispatch", "combine"):
+        # Ratio: steady time / time with results held (1 = no slowdown; the target is >= 0.67).
+        bench.record("deep_ep", f"{op} bf16 with {keep} results alive", "EP2 4096x7168 top8/256",
+                     max(o[f"t_{op}_alive"] for o in outs), baseline="same, results released at once",
+                     baseline_seconds=max(o[f"t_{op}"] for o in outs))
 
 
 @pytest.mark.bench

@@ -45,8 +45,8 @@ def _v1_normal(rank, world):
     assert _shifted_diff(combined.float() / copies, x.float()) < 5e-6
     assert torch.allclose(combined_w, w)
 
-    cached, none_idx, none_w, none_counts, same, _ = buf.dispatch(x, handle)
-    assert torch.equal(cached, recv_x) and none_idx is None and none_counts is None and same is handle
+    cached, none_idx, none_w, none_counts, none_handle, _ = buf.dispatch(x, handle)
+    assert torch.equal(cached, recv_x) and none_idx is None and none_counts is None and none_handle is None
 
     worst = T * world
     wx, widx, _, wcounts, whandle, _ = buf.dispatch(x, None, per_rank, None, in_rank, per_expert, idx, w,
@@ -57,7 +57,7 @@ def _v1_normal(rank, world):
     buf.combine(wx, whandle)
 
     # Routing by rank only (no top-k): each rank gets the tokens flagged for it.
-    rx, ridx, rw, _, rhandle, _ = buf.dispatch(x, None, per_rank, None, in_rank)
+    rx, ridx, rw, _, rhandle, _ = buf.dispatch(x, None, per_rank, None, in_rank, per_expert)
     assert ridx is None and rw is None and rx.shape[0] == int(total[rank])
     # FP8 input with column-major FP32 scales.
     fx = refs.make_x(T, H, seed=20 + rank, fp8="float")

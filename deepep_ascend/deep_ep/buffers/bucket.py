@@ -67,7 +67,8 @@ class BucketBuffer(BufferBase):
     def get_theoretical_num_sms(self, op: str, group=None) -> int:
         return 0
 
-    def barrier(self, use_comm_stream: bool = True, with_cpu_sync: bool = False, group=None) -> None:
+    def barrier(self, wait_comm_stream: bool = True, with_cpu_sync: bool = False, sequential: bool = True,
+                group=None) -> None:
         self.contexts[self.get_context_idx(group)].start("barrier", ("operation",), lambda: [3])
 
     @contextlib.contextmanager

@@ -20,6 +20,10 @@ class ElasticBuffer(EPBuffer):
                          sl_idx, num_allocated_qps, num_cpu_timeout_secs, num_gpu_timeout_secs, explicitly_destroy)
         self.num_cpu_bytes = num_cpu_bytes
 
+    def barrier(self, use_comm_stream: bool = True, with_cpu_sync: bool = False, sequential: bool = True) -> None:
+        """V2.1 signature (V2.5 renamed the first argument ``wait_comm_stream``)."""
+        super().barrier(use_comm_stream, with_cpu_sync, sequential)
+
     def dispatch(self, x, topk_idx=None, topk_weights=None, cumulative_local_expert_recv_stats=None, num_experts=None,
                  num_max_tokens_per_rank=None, expert_alignment=None, num_sms: int = 0, num_qps: int = 0,
                  previous_event=None, previous_event_before_epilogue=None, async_with_compute_stream: bool = False,

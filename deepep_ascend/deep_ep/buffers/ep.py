@@ -22,6 +22,7 @@ from .base import BufferBase
 _DISPATCH_SIGNATURE = ("operation", "hidden", "x element size", "scale packs", "scale dtype", "num_topk",
                        "num_max_tokens_per_rank", "num_experts", "expert_alignment", "do_expand", "with topk_weights",
                        "cached handle")
+_ARENA_OUTPUTS = 4   # dispatch outputs of a whole EP region each that the output arena holds at once
 _COMBINE_SIGNATURE = ("operation", "hidden", "num_topk", "num_max_tokens_per_rank", "num_experts", "do_expand",
                       "with topk_weights")
 
@@ -66,10 +67,13 @@ class EPBuffer(BufferBase):
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
         plan = lb_allocation_plan_or_num_bytes if isinstance(lb_allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
-        # The output arena lets senders write dispatch outputs directly. Twice the EP region holds a
-        # new output while a caller still keeps earlier ones (e.g. the handle's dispatch); when it is
-        # full, dispatch falls back to copying out of the receive slots. EP_OUTPUT_ARENA=0 turns it off.
-        arena = 2 * num_bytes if _output_arena and os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
+        # The output arena lets senders write dispatch outputs directly. It holds a new output while
+        # the caller still keeps up to three earlier ones (micro-batches in flight, layer after layer):
+        # when it is full, dispatch falls back to private outputs copied out of the receive slots,
+        # and a private output that cannot reuse a released one costs a page fault per page (slower
+        # than the dispatch itself). Its pages are only touched as outputs use them.
+        # EP_OUTPUT_ARENA=0 turns it off.
+        arena = _ARENA_OUTPUTS * num_bytes if _output_arena and os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
                                     arena_bytes=arena)
         self.transport = self._session.transport_kind
@@ -139,8 +143,9 @@ class EPBuffer(BufferBase):
                   num_max_tokens_per_rank=None, expert_alignment=None, num_sms=0, previous_event=None,
                   async_mode=False, allocate_on_comm_stream=False, handle=None, do_cpu_sync=None, do_expand=False,
                   do_zero_padding=False, col_major_sf=False, defer_epilogue=False, copy_topk_idx=False,
-                  packed_stride=0):
-        """The one dispatch path behind every API generation (V2.5, V2.1 and the V1 facade)."""
+                  packed_stride=0, on_received=None):
+        """The one dispatch path behind every API generation (V2.5, V2.1 and the V1 facade).
+        ``on_received(results)`` runs once the outputs are filled (in the epilogue, wherever it runs)."""
         engine, R = self._engine, self.num_ranks
         state = {}
 
@@ -190,6 +195,8 @@ class EPBuffer(BufferBase):
 
         def epilogue():
             engine.receive(a, plan, out)
+            if on_received is not None:
+                on_received(results)
             return results
 
         return self._issue(send, epilogue, async_mode, defer_epilogue, results)

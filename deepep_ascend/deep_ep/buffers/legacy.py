@@ -4,9 +4,12 @@ Mapping: V1 normal dispatch is a token-major dispatch (rows by source rank, then
 top-k inputs the routing comes from ``is_token_in_rank`` alone. Low-latency dispatch is an
 expanded dispatch without CPU sync, repacked into ``[num_local_experts, R * M, hidden]``; its
 combine sends every (token, expert) row back and applies the router weights at the source.
-The token capacity of normal dispatches is whatever the buffer's bytes hold for the call's shape.
+A normal dispatch larger than the buffer's bytes hold for the call's shape goes through it in
+chunks (every rank the same number), its rows put back in upstream's order.
 """
 from __future__ import annotations
+
+import threading
 
 import torch
 import torch.distributed as dist
@@ -51,6 +54,88 @@ class LowLatencyHandle(tuple):
     num_max_dispatch_tokens_per_rank, hidden, num_experts)`` plus the engine handle."""
 
     ep_handle: EPHandle
+
+
+class LegacyHandle(tuple):
+    """Upstream's intranode handle ``(rank_prefix_matrix [R, R], channel_prefix_matrix [R, 1],
+    recv_channel_prefix_matrix [R, 1], recv_src_idx [N], is_token_in_rank [T, R], send_head [T, R])``
+    with one channel (the engine has none): ``rank_prefix_matrix[i, j]`` counts the tokens ranks
+    ``0..i`` send to rank ``j``, ``channel_prefix_matrix`` the tokens this rank sends to each rank,
+    ``recv_channel_prefix_matrix`` where each source's rows start, ``recv_src_idx`` each received
+    row's token index at its source, ``send_head[t, j]`` token t's position among the tokens this
+    rank sends to rank j (-1: not sent).
+
+    Engine side: ``parts`` holds the EPHandle of each chunk the batch went in (one unless it
+    exceeded the buffer), ``order`` (several chunks) where the chunk-major received rows go in
+    the returned order, ``tokens`` the ``[source, destination]`` token counts."""
+
+    @staticmethod
+    def of(parts: list, cap: int, is_token_in_rank: torch.Tensor, rank: int, source_index) -> LegacyHandle:
+        tokens = sum(p._plan.all_counts[:, :, 0].long() for p in parts)
+        recv = tokens[:, rank]
+        n = int(recv.sum())
+        heads, before = [], torch.zeros_like(recv)
+        for p in parts:
+            slot = p._plan.dst_slot
+            heads.append(torch.where(slot >= 0, slot + before.to(slot.device), -1).int())
+            before = before + p._plan.send_tokens.long()
+        src_idx = source_index.target(n) if source_index is not None else torch.empty(n, dtype=torch.int32)
+        handle = LegacyHandle((torch.cumsum(tokens, 0).int(), tokens[rank][:, None].int(),
+                               (torch.cumsum(recv, 0) - recv)[:, None].int(), src_idx, is_token_in_rank,
+                               torch.cat(heads)))
+        handle.parts, handle.cap, handle.tokens = parts, cap, tokens
+        handle.num_received = handle.num_rows = n
+        handle.order = None if len(parts) == 1 else _source_major(parts, tokens.shape[0])
+        return handle
+
+    def fill_source_index(self, parts: list) -> None:
+        local = [p.recv_src_metadata[: p._plan.num_rows, 0] % self.cap + c * self.cap for c, p in enumerate(parts)]
+        self[3].copy_(torch.cat(local)[self.order])
+
+
+class _SourceIndex:
+    """``recv_src_idx`` of a one-chunk dispatch, filled when its epilogue has run (which, for an
+    asynchronous dispatch, may be before or after the handle is made)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._tensor = None
+
+    def __call__(self, results) -> None:
+        h = results[3]
+        values = (h.recv_src_metadata[: h._plan.num_rows, 0] % h.num_max_tokens_per_rank).int()
+        with self._lock:
+            if self._tensor is None:
+                self._tensor = values
+            else:
+                self._tensor.copy_(values)
+
+    def target(self, n: int) -> torch.Tensor:
+        with self._lock:
+            if self._tensor is None:
+                self._tensor = torch.empty(n, dtype=torch.int32)
+            return self._tensor
+
+
+def _source_major(parts: list, num_ranks: int) -> torch.Tensor:
+    """Chunk-major received rows (chunk, then source) -> by source, then chunk (= token order)."""
+    order, base = [], 0
+    starts = []
+    for p in parts:
+        starts.append((base, p._plan.row_start.long()))
+        base += p._plan.num_rows
+    for s in range(num_ranks):
+        for first, row_start in starts:
+            order.append(torch.arange(first + int(row_start[s]), first + int(row_start[s + 1])))
+    return torch.cat(order)
+
+
+def _gather_rows(chunks: list, order: torch.Tensor):
+    if chunks[0] is None:
+        return None
+    if isinstance(chunks[0], tuple):
+        return tuple(_gather_rows([c[i] for c in chunks], order) for i in range(len(chunks[0])))
+    return torch.cat(chunks)[order.to(chunks[0].device)]
 
 
 class Buffer:
@@ -176,7 +261,7 @@ class Buffer:
             raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({R})")
         valid = topk_idx >= 0
         rank_of = torch.where(valid, topk_idx // (num_experts // R), R)
-        is_token_in_rank = torch.zeros(topk_idx.shape[0], R + 1, dtype=torch.bool)
+        is_token_in_rank = torch.zeros(topk_idx.shape[0], R + 1, dtype=torch.bool, device=topk_idx.device)
         is_token_in_rank.scatter_(1, rank_of, True)
         is_token_in_rank = is_token_in_rank[:, :R].contiguous()
         num_tokens_per_rank = is_token_in_rank.sum(0).int()
@@ -184,68 +269,176 @@ class Buffer:
         return num_tokens_per_rank, None, num_tokens_per_expert, is_token_in_rank, EventOverlap(EventHandle())
 
     def _capacity(self, hidden: int, elem: int, packs: int, num_topk: int) -> int:
+        """Tokens per rank one pass through the buffer holds for this shape (larger batches are
+        dispatched in chunks of this many tokens)."""
         slot = layout.SlotLayout.of(hidden, elem, packs, num_topk)
         row = layout.RowLayout.of(hidden, num_topk)
         per_token = max(self.group_size * slot.slot_bytes, self.group_size * row.row_bytes)
-        return (self._ep.num_bytes - layout.COUNTS_BYTES) // per_token
+        capacity = (self._ep.num_bytes - layout.COUNTS_BYTES) // per_token
+        if capacity < 1:
+            raise ValueError(f"the buffer ({self._ep.num_bytes} bytes) cannot hold one token of hidden {hidden} "
+                             f"x {elem} bytes for {self.group_size} ranks; size it with Config.get_nvl_buffer_size_hint")
+        return capacity
 
     def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
                  is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None, topk_weights=None,
                  expert_alignment: int = 1, num_worst_tokens: int = 0, config: Config | None = None,
                  previous_event=None, async_finish: bool = False, allocate_on_comm_stream: bool = False):
-        """Returns ``(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)``."""
+        """Returns ``(recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event)``;
+        a cached dispatch (``handle`` given) returns ``(recv_x, None, None, None, None, event)``."""
         prev = previous_event.event if isinstance(previous_event, EventOverlap) else previous_event
         if handle is not None:
             if topk_idx is not None or topk_weights is not None:
                 raise ValueError("topk_idx and topk_weights must be None with a cached handle")
-            ep_handle = handle
-            recv_x, _, _, _, event = self._ep._dispatch(
-                x, handle=ep_handle, previous_event=prev, async_mode=async_finish,
-                allocate_on_comm_stream=prev is not None)
-            return recv_x, None, None, None, handle, event
-        if is_token_in_rank is None:
-            raise ValueError("is_token_in_rank (from get_dispatch_layout) is required without a cached handle")
+            if not isinstance(handle, LegacyHandle):
+                raise TypeError(f"handle must be the handle a non-cached dispatch returned, got {type(handle).__name__}")
+            recv_x, _, _, event = self._dispatch_parts(x, None, None, None, handle.cap, None, expert_alignment,
+                                                       prev, async_finish, handle.parts, handle)
+            return _first_rows([recv_x], handle.num_rows)[0], None, None, None, None, event
+        if is_token_in_rank is None or num_tokens_per_expert is None:
+            raise ValueError("is_token_in_rank and num_tokens_per_expert (from get_dispatch_layout) are required "
+                             "without a cached handle")
         if (topk_idx is None) != (topk_weights is None):
             raise ValueError("topk_idx and topk_weights must be given together or both omitted")
         x_data = x[0] if isinstance(x, tuple) else x
+        R = self.group_size
         T = x_data.shape[0]
-        if not isinstance(is_token_in_rank, torch.Tensor) or tuple(is_token_in_rank.shape) != (T, self.group_size):
-            raise ValueError(f"is_token_in_rank must have shape {(T, self.group_size)}, got "
+        if not isinstance(is_token_in_rank, torch.Tensor) or tuple(is_token_in_rank.shape) != (T, R):
+            raise ValueError(f"is_token_in_rank must have shape {(T, R)}, got "
                              f"{tuple(getattr(is_token_in_rank, 'shape', ()))}")
+        if not isinstance(num_tokens_per_expert, torch.Tensor) or num_tokens_per_expert.dim() != 1 \
+                or num_tokens_per_expert.shape[0] % R or num_tokens_per_expert.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"num_tokens_per_expert must be a 1-D int tensor of num_experts (a multiple of {R}) "
+                             f"counts, got {getattr(num_tokens_per_expert, 'dtype', type(num_tokens_per_expert))} "
+                             f"{tuple(getattr(num_tokens_per_expert, 'shape', ()))}")
+        if isinstance(num_worst_tokens, bool) or not isinstance(num_worst_tokens, int) or num_worst_tokens < 0:
+            raise ValueError(f"num_worst_tokens must be a non-negative int, got {num_worst_tokens!r}")
+        num_experts = num_tokens_per_expert.shape[0]
+        per_expert = None
         if topk_idx is None:
-            # Routing by rank only: one stand-in expert per rank.
-            R = self.group_size
-            routing = torch.where(is_token_in_rank, torch.arange(R).expand(T, R), -1).contiguous()
-            num_experts = R
+            # Routing by rank only: one stand-in expert per rank; the per-expert counts come from
+            # the senders' num_tokens_per_expert, as upstream's layout notification does.
+            routing = torch.where(is_token_in_rank, torch.arange(R, device=x_data.device).expand(T, R), -1)
+            routing, routed_experts = routing.contiguous(), R
+            per_expert = self._received_per_expert(num_tokens_per_expert)
         else:
-            routing = topk_idx
-            if num_tokens_per_expert is None:
-                raise ValueError("num_tokens_per_expert (from get_dispatch_layout) is required with topk_idx")
-            num_experts = num_tokens_per_expert.shape[0]
+            routing, routed_experts = topk_idx, num_experts
         packs = x[1].shape[1] if isinstance(x, tuple) else 0
-        capacity = self._capacity(x_data.shape[1], x_data.element_size(), packs, routing.shape[1])
-        recv_x, recv_idx, recv_w, ep_handle, event = self._ep._dispatch(
-            x, routing, topk_weights, num_experts=num_experts, num_max_tokens_per_rank=capacity,
-            expert_alignment=expert_alignment, previous_event=prev, async_mode=async_finish,
-            allocate_on_comm_stream=prev is not None, do_cpu_sync=num_worst_tokens == 0, copy_topk_idx=True)
-        counts = ep_handle.num_recv_tokens_per_expert_list
+        cap = self._capacity(x_data.shape[1], x_data.element_size(), packs, routing.shape[1])
+        recv_x, recv_idx, recv_w, event, handle = self._dispatch_parts(
+            x, routing, topk_weights, routed_experts, cap, is_token_in_rank, expert_alignment, prev, async_finish)
+        rows = handle.num_rows
         if num_worst_tokens:
-            recv_x, recv_idx, recv_w = _first_rows((recv_x, recv_idx, recv_w), num_worst_tokens)
+            received = handle.tokens.sum(0)           # per destination rank
+            worst = int(received.max())
+            if worst > num_worst_tokens:
+                raise ValueError(f"num_worst_tokens={num_worst_tokens} is smaller than the {worst} tokens rank "
+                                 f"{int(received.argmax())} receives")
+            rows = num_worst_tokens
             counts = []
+        else:
+            if per_expert is None:
+                per_expert = sum(p.num_unaligned_recv_tokens_per_expert.long() for p in handle.parts)
+            al = expert_alignment
+            counts = ((per_expert + al - 1) // al * al).tolist()
+        handle.num_rows = rows
+        recv_x, recv_idx, recv_w = _first_rows((recv_x, recv_idx, recv_w), rows)
         if topk_idx is None:
             recv_idx = recv_w = None
-            counts = []
-        return recv_x, recv_idx, recv_w, counts, ep_handle, event
+        return recv_x, recv_idx, recv_w, counts, handle, event
 
-    def combine(self, x: torch.Tensor, handle: EPHandle, topk_weights: torch.Tensor | None = None, bias=None,
+    def _received_per_expert(self, num_tokens_per_expert: torch.Tensor) -> torch.Tensor:
+        """[E_local] tokens this rank's experts receive, summed over the senders' counts."""
+        R = self.group_size
+        send = num_tokens_per_expert.long().view(R, -1).contiguous()
+        recv = torch.empty_like(send)
+        dist.all_to_all_single(recv, send, group=self.group)
+        return recv.sum(0).cpu()
+
+    def _num_chunks(self, num_tokens: int, cap: int, device) -> int:
+        """Every rank takes part in every chunk: the count follows the largest batch."""
+        most = torch.tensor([num_tokens], dtype=torch.int64, device=device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.group)
+        return max(1, -(-int(most) // cap))
+
+    def _dispatch_parts(self, x, routing, weights, num_experts, cap, is_token_in_rank, expert_alignment, prev,
+                        async_finish, cached=None, cached_handle=None):
+        """Dispatches ``cap`` tokens per rank at a time (the buffer's room), every rank the same
+        number of times, and puts the received rows back in upstream's order (by source rank,
+        then token). Returns ``(recv_x, recv_topk_idx, recv_topk_weights, event)`` plus, when not
+        cached, the new handle."""
+        x_data = x[0] if isinstance(x, tuple) else x
+        T = x_data.shape[0]
+        n = len(cached) if cached is not None else self._num_chunks(T, cap, x_data.device)
+        single = n == 1
+        parts, outs, fill = [], [], None
+        for c in range(n):
+            rows = slice(min(c * cap, T), min((c + 1) * cap, T))
+            xc = (x[0][rows], x[1][rows]) if isinstance(x, tuple) else x[rows]
+            kwargs = dict(previous_event=prev if c == 0 else None, async_mode=async_finish and single,
+                          allocate_on_comm_stream=prev is not None)
+            if cached is not None:
+                *out, event = self._ep._dispatch(xc, handle=cached[c], **kwargs)
+                if single:
+                    return out[0], None, None, event
+            else:
+                if single:
+                    fill = _SourceIndex()
+                    kwargs["on_received"] = fill
+                *out, event = self._ep._dispatch(xc, routing[rows], None if weights is None else weights[rows],
+                                                 num_experts=num_experts, num_max_tokens_per_rank=cap,
+                                                 expert_alignment=expert_alignment, do_cpu_sync=True,
+                                                 copy_topk_idx=True, **kwargs)
+                parts.append(out[3])
+                if single:
+                    handle = LegacyHandle.of(parts, cap, is_token_in_rank, self.rank, fill)
+                    return out[0], out[1], out[2], event, handle
+            outs.append(out)
+        handle = cached_handle or LegacyHandle.of(parts, cap, is_token_in_rank, self.rank, None)
+        order = handle.order
+        recv_x = _gather_rows([o[0] for o in outs], order)
+        if cached is not None:
+            return recv_x, None, None, EventOverlap(EventHandle())
+        handle.fill_source_index([o[3] for o in outs])
+        return (recv_x, _gather_rows([o[1] for o in outs], order), _gather_rows([o[2] for o in outs], order),
+                EventOverlap(EventHandle()), handle)
+
+    def combine(self, x: torch.Tensor, handle, topk_weights: torch.Tensor | None = None, bias=None,
                 config: Config | None = None, previous_event=None, async_finish: bool = False,
                 allocate_on_comm_stream: bool = False):
-        """Plain sum over the ranks that received each token (+ biases); weights are summed too."""
+        """Plain sum over the ranks that received each token (+ biases), in rank order; weights
+        are summed the same way."""
+        if not isinstance(handle, LegacyHandle):
+            raise TypeError(f"handle must be the handle dispatch returned, got {type(handle).__name__}")
         prev = previous_event.event if isinstance(previous_event, EventOverlap) else previous_event
-        combined, weights, event = self._ep._combine(x, handle, topk_weights, bias, prev, async_finish,
-                                                     allocate_on_comm_stream or prev is not None, False,
-                                                     sum_weights=True)
-        return combined, weights, event
+        n = handle.num_received
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < n:
+            raise ValueError(f"x must have the {handle.num_rows} rows dispatch returned, got "
+                             f"{tuple(getattr(x, 'shape', ()))}")
+        if topk_weights is not None and (not isinstance(topk_weights, torch.Tensor) or topk_weights.shape[0] < n):
+            raise ValueError(f"topk_weights must have the {handle.num_rows} rows dispatch returned, got "
+                             f"{tuple(getattr(topk_weights, 'shape', ()))}")
+        x = x[:n]
+        topk_weights = None if topk_weights is None else topk_weights[:n]
+        if len(handle.parts) == 1:
+            return self._ep._combine(x, handle.parts[0], topk_weights, bias, prev, async_finish,
+                                     allocate_on_comm_stream or prev is not None, False, sum_weights=True)
+        # Chunks: each chunk's rows (source-major order back to chunk-major) go back on their own.
+        back = torch.empty_like(handle.order)
+        back[handle.order] = torch.arange(n, device=back.device)
+        x, topk_weights = x[back], None if topk_weights is None else topk_weights[back]
+        biases = () if bias is None else ((bias,) if isinstance(bias, torch.Tensor) else tuple(bias))
+        combined, weights, start, token = [], [], 0, 0
+        for c, part in enumerate(handle.parts):
+            rows = slice(start, start + part._plan.num_rows)
+            tokens = slice(token, token + part._topk_idx.shape[0])
+            start, token = rows.stop, tokens.stop
+            y, w, _ = self._ep._combine(x[rows], part, None if topk_weights is None else topk_weights[rows],
+                                        tuple(b[tokens] for b in biases) or None, prev if c == 0 else None, False,
+                                        prev is not None, False, sum_weights=True)
+            combined.append(y)
+            weights.append(w)
+        return torch.cat(combined), None if topk_weights is None else torch.cat(weights), EventOverlap(EventHandle())
 
     # ---- low-latency kernels -----------------------------------------------------------------
     def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> None:

@@ -83,11 +83,8 @@ class HostEngine:
 
     def exchange_counts(self, a: DispatchArgs, plan: RoutePlan) -> None:
         self.transport.post_counts(plan.send_counts)
-        counts = self.transport.recv_counts()
-        if counts.dim() == 3:  # every rank's rows: [source, destination, C]
-            plan.all_counts = counts
-            counts = counts[:, self.rank].contiguous()
-        plan.recv_counts = counts
+        plan.all_counts = self.transport.recv_counts()    # every rank's rows: [source, destination, C]
+        plan.recv_counts = plan.all_counts[:, self.rank].contiguous()
         tokens = plan.recv_counts[:, 0].long()
         plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
         plan.num_rows = int(plan.row_start[-1])
@@ -153,8 +150,10 @@ class HostEngine:
         if "w" in t:
             t["w"].zero_()
         t["meta"][first_unwritten:].fill_(-1)
-        out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank, psum_expert,
-                              true.int(), aligned.tolist() if a.do_cpu_sync else [], rows, exp_rows, pad_rows)
+        dev = a.x.device  # the handle's count tensors live with the outputs (a no-op on CPU)
+        out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank.to(dev),
+                              psum_expert.to(dev), true.int().to(dev), aligned.tolist() if a.do_cpu_sync else [],
+                              rows, exp_rows, pad_rows)
         out.direct = direct
         if plan.layout_round:
             self._publish(out)

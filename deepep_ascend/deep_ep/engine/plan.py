@@ -19,7 +19,7 @@ class RoutePlan:
     recv_counts: torch.Tensor | None = None   # [R, 1 + E_local] int32 from every source
     row_start: torch.Tensor | None = None     # [R + 1] int32: received rows of source s
     expert_base: torch.Tensor | None = None   # [R, E_local] int32: first expanded row of (source, expert)
-    all_counts: torch.Tensor | None = None   # [R sources, R destinations, C]: shared-memory transport only
+    all_counts: torch.Tensor | None = None   # [R sources, R destinations, C]: every rank's count rows
     num_rows: int = 0
     num_expanded: int = 0
     layout_round: bool = False   # receivers publish where their outputs are (shared-memory transport)

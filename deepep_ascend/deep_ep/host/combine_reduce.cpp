@@ -1,7 +1,9 @@
 // Combine reduce epilogue on the source rank: out[t] = bf16(bias0 + bias1 + partials), in FP32,
 // starting from the biases and adding the rows for token t in top-k slot order (with multiple
-// reduction, one row per destination rank, added at its first slot). combined weights pick, for
-// each slot, the value held by the rank owning that expert (or sum over ranks, V1 style).
+// reduction, one row per destination rank, added at that rank's last slot, as upstream's reference
+// and epilogue do). combined weights pick, for each slot, the value held by the rank owning that
+// expert. V1 (sum_weights): the ranks' rows and weights are summed in ascending rank order, as
+// upstream's V1 intranode combine does.
 //
 // slot_weights (optional, without multiple reduction only) scales each slot's row first: the V1
 // low-latency combine applies the router weights here.
@@ -51,9 +53,9 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                     rows[k] = base + index[t * R + j] * row_bytes;
                     wrow[k] = reinterpret_cast<const float*>(rows[k] + w_off);
                 }
-                bool seen = false;
-                for (int64_t q = 0; q < k; ++q) seen |= idx[q] >= 0 && idx[q] / E_local == j;
-                add[k] = !seen;
+                bool later = false;
+                for (int64_t q = k + 1; q < K; ++q) later |= idx[q] >= 0 && idx[q] / E_local == j;
+                add[k] = !later;
             } else {
                 if (local_x != nullptr && j == rank) {
                     const int64_t row = local_meta[(local_row0 + local_slot[t * R + j]) * (K + 2) + 2 + k];
@@ -66,14 +68,19 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                 add[k] = true;
             }
         }
-        // The rows to add, in slot order, with their slot weights (V1 low-latency style) if any.
+        // The slots whose rows are added, in slot order (V1 with multiple reduction: by rank).
+        int64_t order[64];
+        int64_t n = 0;
+        for (int64_t k = 0; k < K; ++k)
+            if (add[k]) order[n++] = k;
+        if (sum_weights && multi)
+            std::sort(order, order + n, [&](int64_t a, int64_t b) { return idx[a] / E_local < idx[b] / E_local; });
+        // ... with their slot weights (V1 low-latency style) if any.
         const uint16_t* src[64];
         float w[64];
-        int64_t n = 0;
-        for (int64_t k = 0; k < K; ++k) {
-            if (!add[k]) continue;
-            src[n] = reinterpret_cast<const uint16_t*>(rows[k]);
-            w[n++] = slot_weights != nullptr ? slot_weights[t * K + k] : 1.0f;
+        for (int64_t i = 0; i < n; ++i) {
+            src[i] = reinterpret_cast<const uint16_t*>(rows[order[i]]);
+            w[i] = slot_weights != nullptr ? slot_weights[t * K + order[i]] : 1.0f;
         }
         ep::reduce_rows(out + t * H, H, src, slot_weights != nullptr ? w : nullptr, n,
                         bias0 != nullptr ? bias0 + t * bias0_stride : nullptr,
@@ -89,9 +96,9 @@ void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_strid
                 }
             }
             if (sum_weights && multi) {
-                // V1: the sum over every rank that received the token, in first-slot order.
-                for (int64_t q = 0; q < K; ++q)
-                    if (add[q] && wrow[q] != nullptr) w += wrow[q][k];
+                // V1: the sum over every rank that received the token, in rank order.
+                for (int64_t i = 0; i < n; ++i)
+                    if (wrow[order[i]] != nullptr) w += wrow[order[i]][k];
             }
             out_weights[t * K + k] = w;
         }

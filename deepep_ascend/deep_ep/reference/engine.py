@@ -72,10 +72,10 @@ class ReferenceEngine(HostEngine):
 
     def exchange_counts(self, a: DispatchArgs, plan: RoutePlan) -> None:
         counts = plan.send_counts.to(a.x.device)
-        recv = torch.empty_like(counts)
-        dist.all_to_all_single(recv, counts, group=self.group)
-        plan.recv_counts = recv.cpu()
-        recv = plan.recv_counts
+        rows = [torch.empty_like(counts) for _ in range(self.num_ranks)]
+        dist.all_gather(rows, counts, group=self.group)
+        plan.all_counts = torch.stack(rows).cpu()       # [source, destination, C], as the host engine has
+        plan.recv_counts = recv = plan.all_counts[:, self.rank].contiguous()
         tokens = recv[:, 0].long()
         plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
         plan.num_rows = int(plan.row_start[-1])
@@ -102,7 +102,8 @@ class ReferenceEngine(HostEngine):
     def receive(self, a: DispatchArgs, plan: RoutePlan, out) -> None:
         K, M, n = a.num_topk, a.num_max_tokens_per_rank, plan.num_rows
         got, self._got = self._got, None
-        src_rank = torch.repeat_interleave(torch.arange(self.num_ranks), plan.recv_tokens.long())
+        dev = a.x.device
+        src_rank = torch.repeat_interleave(torch.arange(self.num_ranks, device=dev), plan.recv_tokens.long().to(dev))
         ints = got["ints"]
         local, within = ints[:, 2:2 + K], ints[:, 2 + K:]
         meta = out.recv_src_metadata
@@ -117,7 +118,8 @@ class ReferenceEngine(HostEngine):
                 out.recv_topk_weights[:n] = got["w"]
         else:
             has = local >= 0
-            rows = torch.where(has, plan.expert_base.long()[src_rank[:, None], local.clamp(min=0)] + within, -1)
+            expert_base = plan.expert_base.long().to(dev)
+            rows = torch.where(has, expert_base[src_rank[:, None], local.clamp(min=0)] + within, -1)
             meta[:n, 2:] = rows.int()
             token = has.nonzero()[:, 0]
             target = rows[has]
@@ -127,29 +129,31 @@ class ReferenceEngine(HostEngine):
             if out.recv_topk_weights is not None:
                 out.recv_topk_weights[target] = got["w"][has]
             if out.pad_rows is not None and out.pad_rows.numel():
-                _rows(out.recv_x)[out.pad_rows] = 0
+                pad = out.pad_rows.to(dev)
+                _rows(out.recv_x)[pad] = 0
                 if out.recv_sf is not None:
-                    out.recv_sf[out.pad_rows] = 0
+                    out.recv_sf[pad] = 0
                 if out.recv_topk_weights is not None:
-                    out.recv_topk_weights[out.pad_rows] = 0
+                    out.recv_topk_weights[pad] = 0
         if a.stats is not None:
-            a.stats += out.true_per_expert
+            a.stats += out.true_per_expert.to(dev)
 
     # ---- combine -----------------------------------------------------------------------------
     def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
         h, plan = c.handle, c.handle._plan
         n, K = plan.num_rows, h.num_topk
         meta = h.recv_src_metadata[:n]
+        dev = c.x.device
         multi = not h.do_expand or multiple_reduction
         if not h.do_expand:
-            rows, weights = c.x[:n], (c.topk_weights[:n] if c.topk_weights is not None else torch.zeros(n, K))
+            rows, weights = c.x[:n], (c.topk_weights[:n] if c.topk_weights is not None else torch.zeros(n, K, device=dev))
             send_rows, recv_rows = plan.recv_tokens, plan.send_tokens
         elif multi:
             # One partial per received token: its local expanded rows summed in slot order, rounded once.
             slots = meta[:, 2:].long()
-            acc = torch.zeros(n, plan.hidden)
-            started = torch.zeros(n, dtype=torch.bool)
-            weights = torch.zeros(n, K)
+            acc = torch.zeros(n, plan.hidden, device=dev)
+            started = torch.zeros(n, dtype=torch.bool, device=dev)
+            weights = torch.zeros(n, K, device=dev)
             for k in range(K):
                 has = slots[:, k] >= 0
                 row = c.x[slots[:, k].clamp(min=0)].float()
@@ -164,7 +168,7 @@ class ReferenceEngine(HostEngine):
             slots = meta[:, 2:].long()
             has = slots >= 0
             rows = c.x[slots[has]]
-            weights = torch.zeros(rows.shape[0], K)
+            weights = torch.zeros(rows.shape[0], K, device=dev)
             send_rows, recv_rows = plan.recv_pairs, plan.send_pairs
         send, recv = send_rows.tolist(), recv_rows.tolist()
         self._back = (_a2a(rows, send, recv, self.group), _a2a(weights, send, recv, self.group), multi)
@@ -176,38 +180,40 @@ class ReferenceEngine(HostEngine):
         idx = h._topk_idx
         T, K = idx.shape
         valid = idx >= 0
+        dev = idx.device
         owner = torch.where(valid, idx // plan.num_local_experts, 0)
-        start = torch.cumsum(plan.send_pairs if not multi else plan.send_tokens, 0) - \
-            (plan.send_pairs if not multi else plan.send_tokens)
-        acc = torch.zeros(T, plan.hidden)
+        sent = (plan.send_pairs if not multi else plan.send_tokens).long().to(dev)
+        start = torch.cumsum(sent, 0) - sent
+        acc = torch.zeros(T, plan.hidden, device=dev)
         if c.bias:
             acc = c.bias[0].float() + (c.bias[1].float() if len(c.bias) > 1 else 0)
-        firsts, ats = [], []
+        out_w = torch.zeros(T, K, device=acc.device) if c.topk_weights is not None else None
+        if multi and sum_weights:
+            # V1: one row per receiving rank, rows and weights summed in ascending rank order.
+            for d in range(self.num_ranks):
+                slot = plan.dst_slot[:, d].long()
+                got = slot >= 0
+                at = (start[d] + slot).clamp(min=0)
+                acc = torch.where(got[:, None], acc + rows[at].float(), acc)
+                if out_w is not None:
+                    out_w += torch.where(got[:, None], weights[at], 0.0)
+            return acc.bfloat16(), out_w
         for k in range(K):
             if multi:
-                first = valid[:, k].clone()
-                for q in range(k):
-                    first &= ~(valid[:, q] & (owner[:, q] == owner[:, k]))
+                # One row per receiving rank, added at that rank's last top-k slot (upstream's order).
+                last = valid[:, k].clone()
+                for q in range(k + 1, K):
+                    last &= ~(valid[:, q] & (owner[:, q] == owner[:, k]))
                 at = (start[owner[:, k]] + torch.gather(plan.dst_slot.long(), 1, owner[:, k:k + 1]).squeeze(1))
-                acc = torch.where(first[:, None], acc + rows[at.clamp(min=0)].float(), acc)
+                acc = torch.where(last[:, None], acc + rows[at.clamp(min=0)].float(), acc)
             else:
-                first = valid[:, k]
                 at = start[owner[:, k]] + plan.exp_pos[:, k].long()
                 term = rows[at.clamp(min=0)].float()
                 if slot_weights is not None:
                     term = slot_weights[:, k:k + 1] * term
-                acc = torch.where(first[:, None], acc + term, acc)
-            firsts.append(first)
-            ats.append(at.clamp(min=0))
-        out_w = None
-        if c.topk_weights is not None:
-            out_w = torch.zeros(T, K)
-            for k in range(K):
-                if not sum_weights:  # V2: the value held by the rank owning slot k's expert
-                    out_w[:, k] = torch.where(valid[:, k], weights[ats[k], k if multi else 0], 0.0)
-                    continue
-                for q in range(K):  # V1: summed over the receiving ranks, in first-slot order
-                    out_w[:, k] += torch.where(firsts[q], weights[ats[q], k], 0.0)
+                acc = torch.where(valid[:, k:k + 1], acc + term, acc)
+            if out_w is not None:  # V2: the value held by the rank owning slot k's expert
+                out_w[:, k] = torch.where(valid[:, k], weights[at.clamp(min=0), k if multi else 0], 0.0)
         return acc.bfloat16(), out_w
 
 

@@ -8,7 +8,7 @@ steps, so the host kernels and the engine do not care which one runs:
     begin(seq, signature, error)   collective handshake: every rank posts what it is about to do;
                                    mismatches and per-rank errors raise on every rank
     post_counts(counts)            per-destination count rows (dispatch only)
-    recv_counts() -> [R, C]        the count rows every source posted for this rank
+    recv_counts() -> [R, R, C]     every rank's count rows, [source, destination, C]
     send_bases(...) -> [R] int64   where this rank writes its block for each destination
     finish_send(...)               publish (window) or run the all-to-all (collectives)
     recv_bases(...) -> [R] int64   where the block from each source is readable

@@ -28,11 +28,14 @@ class DistTransport:
         return rows
 
     def post_counts(self, counts: torch.Tensor) -> None:
-        out = torch.empty_like(counts)
-        dist.all_to_all_single(out.view(-1), counts.contiguous().view(-1), group=self.group)
-        self._counts = out
+        """Every rank gets every rank's count rows (as over shared memory): the V1 facade reports
+        the whole ``rank_prefix_matrix``, and a ``num_worst_tokens`` overflow raises on every rank."""
+        rows = [torch.empty_like(counts) for _ in range(self.num_ranks)]
+        dist.all_gather(rows, counts.contiguous(), group=self.group)
+        self._counts = torch.stack(rows)
 
     def recv_counts(self) -> torch.Tensor:
+        """``[R sources, R destinations, C]``."""
         return self._counts
 
     def _staging(self, name: str, nbytes: int) -> torch.Tensor:

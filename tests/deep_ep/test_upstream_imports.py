@@ -1,0 +1,102 @@
+"""Upstream's import paths and entry points: ``deep_ep.utils.{refs, envs, gate, testing}``, the
+top-level domain-size queries taking a group, ``destroy_all_managed_*_comm`` and V2.5's
+``barrier(wait_comm_stream=...)``; ``utils.refs`` agrees bit for bit with the buffers."""
+import torch
+import torch.distributed as dist
+
+from tests.testkit.distributed import run_ranks
+
+H, E, K, M = 128, 8, 3, 16
+
+
+def _ranks(rank, world):
+    import deep_ep
+    from deep_ep.utils import envs, refs
+    group = dist.group.WORLD
+    envs.init_seed(7)
+    assert (envs.get_global_seed(), envs.get_local_seed()) == (7, 7 + rank)
+    envs.check_torch_deterministic()
+    assert deep_ep.get_physical_domain_size(group) == envs.get_physical_domain_size(group) == (1, world)
+    assert deep_ep.get_logical_domain_size(group) == deep_ep.comm.get_logical_domain_size(group, True) == (1, world)
+
+    buf = deep_ep.EPBuffer(group, num_max_tokens_per_rank=M, hidden=H, num_topk=K, explicitly_destroy=True)
+    assert deep_ep.get_physical_domain_size(buf) == buf.get_physical_domain_size() == (1, world)
+    buf.barrier(wait_comm_stream=False)
+    buf.barrier(True, False, True)
+    T = M - 3 * rank
+    topk_idx = torch.stack([torch.randperm(E)[:K] for _ in range(T)])
+    topk_idx[torch.rand(T, K) < 0.2] = -1
+    topk_weights = torch.rand(T, K)
+    x = torch.randn(T, H).bfloat16()
+
+    # refs.dispatch: rows sorted by src_token_global_idx, local expert ids, the whole weight rows.
+    recv_x, recv_idx, recv_w, src, per_rank = refs.dispatch(x, topk_idx, topk_weights, M, E)
+    got_x, got_idx, got_w, handle, _ = buf.dispatch(x, topk_idx, topk_weights, num_experts=E)
+    assert torch.equal(got_x, recv_x) and torch.equal(got_idx, recv_idx)
+    assert torch.equal(got_w, torch.where(recv_idx >= 0, recv_w, got_w))
+    assert torch.equal(handle.recv_src_metadata[:, 0], src) and int(per_rank.sum()) == got_x.shape[0]
+
+    # refs.combine of upstream's synthetic expert outputs vs the buffer's expanded combine.
+    bias = torch.randn(T, H).bfloat16()
+    mine = refs.generate_pre_combine_data(rank * M + torch.arange(T), M, K, H)      # [T, K, H]
+    mine = torch.where((topk_idx >= 0)[:, :, None], mine, 0)                            # unused slots add nothing
+    expect = refs.combine(mine, topk_idx, 1, world, E, bias, True, False)
+    ex_x, _, _, ex_handle, _ = buf.dispatch(x, topk_idx, num_experts=E, do_expand=True)
+    meta = ex_handle.recv_src_metadata[: ex_handle.num_recv_tokens]
+    pre = refs.generate_pre_combine_data(meta[:, 0], M, K, H)
+    y = torch.zeros_like(ex_x)
+    for k in range(K):
+        rows = meta[:, 2 + k] >= 0
+        y[meta[rows, 2 + k].long()] = pre[rows, k]
+    combined, _, _ = buf.combine(y, ex_handle, bias=bias)
+    assert torch.equal(combined, expect)
+    buf.destroy()
+
+    bucket = deep_ep.BucketBuffer(group, 1 << 16, explicitly_destroy=True)
+    bucket.barrier(wait_comm_stream=True, with_cpu_sync=False, sequential=True)
+    bucket.destroy()
+    deep_ep.destroy_all_managed_nccl_comm()
+    deep_ep.comm.destroy_all_managed_hccl_comm()
+    return True
+
+
+def test_envs_refs_and_domains_across_ranks():
+    assert run_ranks(_ranks, 2) == [True, True]
+
+
+def test_refs_combine_reduces_groups_at_their_last_slot():
+    from deep_ep.utils import refs
+    # Token routed to ranks [0, 1, 0] (experts 0, 2, 1 of 4 on 2 ranks): rank 0's slots sum into
+    # slot 2, so the order is bias, rank 1 (slot 1), rank 0 (slot 2).
+    tiny = 2.0 ** -24
+    y = torch.tensor([[tiny, -1.0, 0.0]]).bfloat16()[:, :, None].expand(1, 3, 4).contiguous()
+    bias = torch.ones(1, 4).bfloat16()
+    out = refs.combine(y, torch.tensor([[0, 2, 1]]), 1, 2, 4, bias, True, False)
+    assert torch.equal(out, torch.full((1, 4), tiny).bfloat16())
+    assert torch.equal(refs.ordered_accumulate(y, bias.float()), torch.zeros(1, 4).bfloat16())
+
+
+def test_gate_routes_ratio_times_more_tokens_to_rank_0():
+    from deep_ep.utils import gate
+    torch.manual_seed(0)
+    T, E_, R, K_, ratio = 2048, 64, 4, 4, 2.0
+    counts = gate.generate_rank_count(T, E_, R, K_, ratio)
+    assert bool((counts.sum(1) == K_).all())
+    idx = gate.generate_topk_idx(counts, T, E_, R, K_)
+    assert torch.equal(torch.stack([((idx // (E_ // R)) == r).sum(1) for r in range(R)], 1).int(), counts)
+    assert bool((idx.sort(1).values.diff(1) != 0).all())
+    for precise in (True, False):
+        top = gate.get_unbalanced_scores(T, E_, R, K_, ratio, precise).topk(K_).indices // (E_ // R)
+        hits = torch.stack([(top == r).any(1).sum() for r in range(R)]).float()
+        assert 1.6 < float(hits[0] / hits[1:].mean()) < 2.5, hits
+
+
+def test_testing_bench_and_silencer(capfd):
+    from deep_ep.utils import testing
+    avg, low, high = testing.bench(lambda: torch.ones(64).sum(), num_warmups=2, num_tests=5, flush_l2=False)
+    assert 0 < low <= avg <= high
+    with testing.suppress_stdout_stderr():
+        print("hidden")
+    with testing.empty_suppress():
+        print("shown")
+    assert capfd.readouterr().out == "shown\n"
