@@ -22,6 +22,7 @@ from .utils.math import align, ceil_div
 
 BLOCK_QH, BLOCK_KV, SPLIT_KV = 128, 256, 256
 FP8_HEAD_DIMS, FP4_HEAD_DIMS = (32, 64, 128), (64, 128)
+INT32_MAX = (1 << 31) - 1
 LOGITS_DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -135,7 +136,7 @@ def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legac
         v.contiguous(name, t)
         v.shape(name, t, (seq_len,))
     v.boolean("clean_logits", clean_logits)
-    v.integer("max_seqlen_k", max_seqlen_k, 0)
+    v.integer("max_seqlen_k", max_seqlen_k, 0, INT32_MAX)  # a column index of the logits is an int32
     device = v.same_device([("q", query.data), ("kv[0]", kv_data), ("kv[1]", kv_sf), ("weights", weights),
                             ("cu_seq_len_k_start", ks), ("cu_seq_len_k_end", ke)])
     if seq_len and bool(((ks < 0) | (ks > ke) | (ke > seq_len_kv)).any()):
@@ -230,6 +231,9 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
         v.shape("indices", indices, (context_lens.size(0),))
         if context_lens.dim() != 2 or context_lens.size(1) != 1:
             raise v.fail("context_lens", "shape [tokens, 1] with indices (varlen)", tuple(context_lens.shape))
+    lens = context_lens.flatten().tolist()
+    if any(x < 0 for x in lens):
+        raise v.fail("context_lens", "lengths >= 0", f"{min(lens)} at flat index {lens.index(min(lens))}")
     runs = _request_runs(context_lens, indices)
     prefix, total = [], 0
     for _, rows, length in runs:

@@ -163,7 +163,9 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe,
     v.boolean("disable_ue8m0_cast", disable_ue8m0_cast)
     from ._operands import sf_to_fp32
     v.tensor("sf", sf, (torch.float32, torch.float8_e8m0fnu, torch.int32, torch.int16), 2 if num_groups is None else 3)
-    values = sf_to_fp32("sf", sf, mn, k, gran_mn, gran_k, num_groups, require_pow2=False)
+    # FP32 scales packed into UE8M0 keep only their exponent byte (upstream shifts the bits, so 3.0
+    # would become 2.0): refuse any that are not powers of two, as the GEMMs do, unless the cast is off.
+    values = sf_to_fp32("sf", sf, mn, k, gran_mn, gran_k, num_groups, require_pow2=not disable_ue8m0_cast)
     npu = sf.device.type == "npu"
     if sf.dtype == torch.int16 or npu:
         if gran_k != 32:

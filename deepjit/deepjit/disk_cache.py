@@ -6,21 +6,33 @@ root is ever written, later roots may be read-only.
 
 Loading a cached shared object runs its code, so every directory and file an entry is loaded
 from must be writable by nobody but the current user (or root), unless the user opts in with
-``<PREFIX>_JIT_TRUST_SHARED_CACHE=1`` for a deliberately shared group cache.
+``<PREFIX>_JIT_TRUST_SHARED_CACHE=1`` for a deliberately shared group cache; a root's ancestors
+must not be world-writable without the sticky bit (anyone could swap the root for another).
+
+``meta.json`` records the SHA-256 of every artifact (``artifact_sha256``); the runtime checks them
+before loading a hit and rebuilds an entry that fails (``verify`` / ``set_aside``). Build dirs of
+dead processes and set-aside entries older than ``STALE_SECONDS`` are removed on the first miss.
 """
 from __future__ import annotations
 
+import errno
+import hashlib
+import json
 import os
 import random
 import re
 import stat
 import threading
+import time
 from collections.abc import Sequence
 
 from .env import Env
 from .errors import CacheSecurityError, DeepJITError
 
 COMMITTED = ".committed"
+META = "meta.json"
+DIGESTS_KEY = "artifact_sha256"
+STALE_SECONDS = 60
 _TAG_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 _DIR_MODE, _FILE_MODE = 0o755, 0o644
 _rng = threading.local()
@@ -113,6 +125,80 @@ def untrusted_reason(path: str) -> str | None:
     return None
 
 
+def unsafe_ancestor(path: str) -> str | None:
+    """The first ancestor of ``path`` that is world-writable without the sticky bit, or None."""
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        try:
+            mode = os.stat(parent).st_mode
+        except FileNotFoundError:
+            mode = 0
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            return parent
+        path, parent = parent, os.path.dirname(parent)
+    return None
+
+
+def artifact_digests(path: str) -> dict[str, str]:
+    """SHA-256 of every regular file under ``path`` (relative names, sorted), except the metadata and marker."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, path)
+            if rel in (META, COMMITTED) or os.path.islink(full):
+                continue
+            with open(full, "rb") as f:
+                out[rel] = hashlib.file_digest(f, "sha256").hexdigest()
+    return out
+
+
+def verify(path: str) -> str | None:
+    """Why the entry at ``path`` cannot be trusted to load (missing/unreadable metadata, no digests,
+    a missing, extra or changed artifact), or None when every artifact matches its digest."""
+    try:
+        with open(os.path.join(path, META), "rb") as f:
+            recorded = json.loads(f.read()).get(DIGESTS_KEY)
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"has no readable {META} ({exc})"
+    if not isinstance(recorded, dict):
+        return f"has no artifact digests in {META} (built before they were recorded)"
+    try:
+        actual = artifact_digests(path)
+    except OSError as exc:
+        return f"cannot be read ({exc})"
+    for name in sorted(set(recorded) | set(actual)):
+        if recorded.get(name) != actual.get(name):
+            what = "is missing" if name not in actual else "is not in the digests" if name not in recorded \
+                else "does not match its SHA-256"
+            return f"artifact {name} {what}"
+    return None
+
+
+def _is_stale(path: str, name: str, now: float) -> bool:
+    """A set-aside entry past the age limit, or a build dir whose process is gone and which has not
+    changed within the limit (the pid prefix of its uuid names the builder)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if now - st.st_mtime < STALE_SECONDS:
+        return False
+    if "." in name:  # <uuid>.broken / <uuid>.corrupt: set aside, nobody builds there
+        return True
+    pid = name.split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 class CacheEntry:
     """A hit (``path`` is the published dir) or a build (fill ``tmp_path``, then ``commit``)."""
 
@@ -183,7 +269,8 @@ class CacheEntry:
 
 
 class DiskCache:
-    def __init__(self, roots: Sequence[str], trust_shared: bool = False, trust_hint: str = "DJ_JIT_TRUST_SHARED_CACHE"):
+    def __init__(self, roots: Sequence[str], trust_shared: bool = False, trust_hint: str = "DJ_JIT_TRUST_SHARED_CACHE",
+                 dir_hint: str = "DJ_JIT_CACHE_DIR"):
         roots = [os.fspath(r) for r in roots]
         if not roots:
             raise DeepJITError("disk cache path list must not be empty")
@@ -193,18 +280,21 @@ class DiskCache:
         self.roots = [os.path.abspath(r) for r in roots]
         self.trust_shared = trust_shared
         self.trust_hint = trust_hint
+        self.dir_hint = dir_hint
+        self._reaped = False
 
     @classmethod
     def from_env(cls, env: Env) -> DiskCache:
         trust = env.get_bool("JIT_TRUST_SHARED_CACHE", False)
         hint = f"{env.prefix}_JIT_TRUST_SHARED_CACHE=1 (or DJ_JIT_TRUST_SHARED_CACHE=1)"
+        dir_hint = f"{env.prefix}_JIT_CACHE_DIR (or DJ_JIT_CACHE_DIR)"
         raw = env.get_str("JIT_CACHE_DIR")
         if raw is None:
             home = os.environ.get("HOME", "")
             if not home:
                 raise DeepJITError(f"{env.prefix}_JIT_CACHE_DIR / DJ_JIT_CACHE_DIR is not set and HOME is empty")
-            return cls([os.path.join(home, ".dj")], trust, hint)
-        return cls(raw.split(":"), trust, hint)
+            return cls([os.path.join(home, ".dj")], trust, hint, dir_hint)
+        return cls(raw.split(":"), trust, hint, dir_hint)
 
     @staticmethod
     def check_tag(tag: str) -> None:
@@ -215,6 +305,12 @@ class DiskCache:
         """Refuses ``dirs`` and everything inside ``entry`` if another user could write to them."""
         if self.trust_shared:
             return
+        for root in self.roots:
+            if any(d == root or d.startswith(root + os.sep) for d in dirs) and (parent := unsafe_ancestor(root)):
+                raise CacheSecurityError(
+                    f"refusing JIT cache path {root}: its ancestor {parent} is writable by everyone and not sticky "
+                    f"(mode {oct(os.stat(parent).st_mode & 0o7777)}), so another user could replace the cache. Move "
+                    f"the cache ({self.dir_hint}), fix the permissions, or set {self.trust_hint}")
         todo = list(dirs) + ([entry] if entry else [])
         while todo:
             path = todo.pop()
@@ -246,13 +342,60 @@ class DiskCache:
                 return final
         return None
 
-    def entry(self, tag: str, digest: str) -> CacheEntry:
-        hit = self.lookup(tag, digest)
+    def entry(self, tag: str, digest: str, rebuild: bool = False) -> CacheEntry:
+        """A hit, or a build entry in the first root; ``rebuild`` skips the lookup (after ``set_aside``)."""
+        hit = None if rebuild else self.lookup(tag, digest)
         root = self.roots[0]
         if hit is not None:
             return CacheEntry(root, hit, None)
+        if rebuild:
+            self.check_tag(tag)
         self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache")])
         tmp = os.path.join(root, "tmp", make_uuid())
-        makedirs(os.path.dirname(tmp))
-        os.mkdir(tmp, _DIR_MODE)
+        try:
+            makedirs(os.path.dirname(tmp))
+            os.mkdir(tmp, _DIR_MODE)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            later = f"; the roots after it ({':'.join(self.roots[1:])}) are only read" if len(self.roots) > 1 else ""
+            raise DeepJITError(
+                f"JIT cache root {root} is not writable ({exc.strerror}): kernels are compiled into the first root of "
+                f"{self.dir_hint}{later}. Set it to a writable directory; a read-only cache can follow it after a "
+                f"':' and is still used for lookups") from None
+        if not self._reaped:
+            self._reaped = True
+            self.reap_stale(root)
         return CacheEntry(root, os.path.join(root, "cache", f"{tag}.{digest}"), tmp)
+
+    @staticmethod
+    def reap_stale(root: str) -> list[str]:
+        """Removes the stale build dirs and set-aside entries in ``<root>/tmp``; returns their names."""
+        tmp_dir, now, reaped = os.path.join(root, "tmp"), time.time(), []
+        try:
+            names = os.listdir(tmp_dir)
+        except OSError:
+            return reaped
+        for name in names:
+            path = os.path.join(tmp_dir, name)
+            if _is_stale(path, name, now):
+                try:
+                    safe_remove_all(path)
+                except OSError:
+                    continue  # another process reaps it, or it is not ours to remove
+                reaped.append(name)
+        return reaped
+
+    def set_aside(self, path: str) -> str | None:
+        """Moves a published entry out of the cache into its root's ``tmp/`` (reaped later, still
+        readable by a process that mapped it); None when its root is read-only or it is gone."""
+        root = next((r for r in self.roots if path.startswith(os.path.join(r, "cache") + os.sep)), None)
+        if root is None:
+            raise DeepJITError(f"{path} is not an entry of the JIT cache roots {':'.join(self.roots)}")
+        aside = os.path.join(root, "tmp", make_uuid() + ".corrupt")
+        try:
+            makedirs(os.path.dirname(aside))
+            os.rename(path, aside)
+        except OSError:
+            return None
+        return aside

@@ -9,6 +9,7 @@ faulted in, the way a GPU caching allocator does. Elsewhere this is a plain ``to
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import torch
 
@@ -69,10 +70,13 @@ class OutputPool:
     ``MAX_POOLED_ENTRIES`` buffers or its released ones exceed ``MAX_IDLE_BYTES`` in all. Buffers a
     caller still holds are not given back, so the caps bound released memory only.
     The in-use test reads the storage's reference count (``torch._C._storage_Use_Count``).
+    Thread-safe: the choice of a buffer and the caller's view of it are made under one lock, since
+    until that view exists the buffer looks released to every other thread.
     """
 
     def __init__(self):
         self._entries: list[torch.Tensor] = []
+        self._lock = threading.Lock()
 
     def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
         nbytes = dtype.itemsize
@@ -80,8 +84,8 @@ class OutputPool:
             nbytes *= s
         if nbytes < MIN_POOLED_BYTES:
             return torch.empty(tuple(shape), dtype=dtype)
-        raw = self._take(nbytes)
-        return raw[:nbytes].view(dtype).view(tuple(shape))
+        with self._lock:
+            return self._take(nbytes)[:nbytes].view(dtype).view(tuple(shape))
 
     def _take(self, nbytes: int) -> torch.Tensor:
         best = None
@@ -107,4 +111,5 @@ class OutputPool:
             idle_bytes -= e.numel()
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()

@@ -5,12 +5,13 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Generic, TypeVar, Union
 
 from .backends import Backend, get_backend
 from .config import Config
-from .disk_cache import DiskCache, write_file_sync
+from .disk_cache import DIGESTS_KEY, CacheEntry, DiskCache, artifact_digests, verify, write_file_sync
 from .env import Env
 from .errors import DeepJITError
 from .hashing import FNV1a
@@ -82,25 +83,50 @@ class Runtime:
         kernel = self.mem_cache.get(key)
         if kernel is not None:
             return kernel
-        return self.mem_cache.get_or_create(key, lambda: self._load(self._compile_to_dir(name, source, key, merged)))
+        return self.mem_cache.get_or_create(key, lambda: self._compile_and_load(name, source, key, merged))
 
     def compile_without_load(self, name: str, source: str, options=None) -> str:
         """The published artifact directory (no load, no kernel-count check, no memory-cache entry)."""
         key, merged = self._memo_key(source, options)
-        return self._compile_to_dir(name, source, key, merged)
+        return self._compile_to_dir(name, source, key, merged)[0]
 
-    def _compile_to_dir(self, name: str, source: str, key: str, options) -> str:
+    def _compile_and_load(self, name: str, source: str, key: str, options):
+        path, hit = self._compile_to_dir(name, source, key, options)
+        if not hit:
+            return self._load(path)
+        try:
+            return self._load(path)
+        except Exception as exc:  # noqa: BLE001 - a damaged binary fails in many ways; a fresh build decides
+            self._set_aside(path, f"failed to load ({type(exc).__name__}: {exc})")
+        return self._load(self._build(self.disk_cache.entry(name, key, rebuild=True), source, options))
+
+    def _compile_to_dir(self, name: str, source: str, key: str, options) -> tuple[str, bool]:
+        """(published dir, whether it was a verified hit); a hit whose digests fail is rebuilt once."""
         entry = self.disk_cache.entry(name, key)
         if entry.is_hit:
-            return entry.final_path
+            problem = verify(entry.final_path)
+            if problem is None:
+                return entry.final_path, True
+            self._set_aside(entry.final_path, problem)
+            entry = self.disk_cache.entry(name, key, rebuild=True)
+        return self._build(entry, source, options), False
+
+    def _build(self, entry: CacheEntry, source: str, options) -> str:
         try:
             command = self.backend.compile(source, entry.tmp_path, options)
             meta = {"command": command, "config": self.config.to_json(),
-                    "compiler_info": self.backend.compiler_info(), "compiler_options": options.to_json()}
+                    "compiler_info": self.backend.compiler_info(), "compiler_options": options.to_json(),
+                    DIGESTS_KEY: artifact_digests(entry.tmp_path)}
             write_file_sync(os.path.join(entry.tmp_path, "meta.json"), json.dumps(meta, separators=(",", ":")))
             return entry.commit()
         finally:
             entry.abandon()
+
+    def _set_aside(self, path: str, problem: str) -> None:
+        aside = self.disk_cache.set_aside(path)
+        where = f"moved it to {aside}" if aside else "it could not be moved (read-only root), so it stays"
+        warnings.warn(f"deepjit: cached kernel {path} {problem}; {where} and rebuilding it once", RuntimeWarning,
+                      stacklevel=4)
 
     def _load(self, path: str):
         debug = self.env.get_bool("JIT_DEBUG")

@@ -71,6 +71,22 @@ def test_bad_inputs_raise_on_every_rank_and_buffer_survives():
     assert run_ranks(_bad_inputs, 2, timeout=120) == [True, True]
 
 
+def _mismatched_shapes(rank, world):
+    import deep_ep
+    hidden = H if rank == 0 else 2 * H
+    # Explicit num_bytes: the windows agree in size, so only the shape check can catch it.
+    return expect_error(lambda: deep_ep.EPBuffer(dist.group.WORLD, num_bytes=1 << 20, num_max_tokens_per_rank=M,
+                                                 hidden=hidden, num_topk=K, explicitly_destroy=True,
+                                                 num_cpu_timeout_secs=30),
+                        ValueError, "every rank must pass the same (num_max_tokens_per_rank, hidden)",
+                        f"rank 0: ({M}, {H})", f"rank 1: ({M}, {2 * H})")
+
+
+def test_mismatched_buffer_shapes_raise_at_construction_on_every_rank():
+    first, second = run_ranks(_mismatched_shapes, 2, timeout=120)
+    assert first == second
+
+
 def _timeout(rank, world):
     import deep_ep
     from deepjit.symm import PeerAbortedError, PeerTimeoutError

@@ -75,6 +75,19 @@ def test_transform_sf_forms():
         deep_gemm.transform_sf_into_required_layout(sfa, m + 1, k, (1, 128), num_groups=None)
 
 
+def test_transform_refuses_fp32_scales_that_are_not_powers_of_two():
+    # Packing into UE8M0 keeps the exponent only (3.0 would silently become 2.0): refused, naming the value.
+    m, k = 8, 256
+    sf = _pow2_sf(m, k // 128)
+    sf[3, 1] = 3.0
+    for recipe, is_sfa in (((1, 128, 128), True), ((1, 128), None)):
+        with pytest.raises(ValueError, match="sf values: expected positive powers of two.*got 3.0"):
+            deep_gemm.transform_sf_into_required_layout(sf, m, k, recipe, is_sfa=is_sfa)
+    # the FP32 form (no cast) keeps 3.0 exactly
+    out = deep_gemm.transform_sf_into_required_layout(sf, m, k, (1, 128), disable_ue8m0_cast=True)
+    assert float(out[3, 1]) == 3.0
+
+
 def test_int32_int16_conversion_round_trip():
     mn, k = 37, 320
     sf = _pow2_sf(mn, k // 32)

@@ -222,3 +222,14 @@ def test_paged_mqa_logits_1d_context_lens(backend):
             if n > 0:
                 want = torch.einsum("hd,nd->hn", qq[0][b, t].float(), kv_back[:n]).relu().t()
                 assert calc_diff(row[:n], want @ weights[b * next_n + t]) < 1e-5
+
+
+def test_paged_metadata_and_logits_refuse_impossible_lengths():
+    context_lens = torch.tensor([[10], [-3]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="context_lens: expected lengths >= 0, got -3 at flat index 1"):
+        deep_gemm.get_paged_mqa_logits_metadata(context_lens, 64, 4)
+    s, s_kv, h, d = 4, 32, 16, 64
+    (qq, _), (qkv, _) = _quant_q(randn(s, h, d), False), _quant_kv(randn(s_kv, d), False)
+    ks, ke = _ranges(s, s_kv, False)
+    with pytest.raises(ValueError, match=r"max_seqlen_k: expected a value in \[0, 2147483647\], got 1099511627776"):
+        deep_gemm.fp8_mqa_logits(qq[0], qkv, torch.randn(s, h), ks, ke, clean_logits=False, max_seqlen_k=2**40)

@@ -86,7 +86,7 @@ def test_command_lines_entry_files_and_meta(runtime, toolkit, tmp_path):
         assert f.read() == VECTOR
     with open(os.path.join(path, "meta.json")) as f:
         meta = json.load(f)
-    assert list(meta) == ["command", "config", "compiler_info", "compiler_options"]
+    assert list(meta) == ["command", "config", "compiler_info", "compiler_options", "artifact_sha256"]
     bisheng, lld = os.path.join(toolkit, "bin", "bisheng"), os.path.join(toolkit, "bin", "ld.lld")
     assert meta["command"] == (" ".join([bisheng, *calls[0]["argv"]]) + " && " + " ".join([lld, *calls[1]["argv"]]))
     assert meta["compiler_info"] == {"path": bisheng, "version": "fake bisheng 9.9 (deepjit tests)\n",

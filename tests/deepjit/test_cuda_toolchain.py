@@ -142,7 +142,7 @@ def test_compile_without_load_with_real_nvcc(tmp_path, monkeypatch):
         assert f.read(4) == b"\x7fELF"
     with open(os.path.join(path, "meta.json")) as f:
         meta = json.load(f)
-    assert list(meta) == ["command", "config", "compiler_info", "compiler_options"]
+    assert list(meta) == ["command", "config", "compiler_info", "compiler_options", "artifact_sha256"]
     assert list(meta["compiler_info"]) == ["path", "version"] and "release" in meta["compiler_info"]["version"]
     assert list(meta["compiler_options"]) == [
         "optimize_level", "use_fast_math", "ptxas_verbose", "ptxas_register_usage_level", "check_no_spills",

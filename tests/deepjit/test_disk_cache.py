@@ -114,7 +114,7 @@ def test_meta_json_describes_the_build(tmp_path, monkeypatch):
     with open(os.path.join(path, "meta.json")) as f:
         raw = f.read()
     meta = json.loads(raw)
-    assert list(meta) == ["command", "config", "compiler_info", "compiler_options"]
+    assert list(meta) == ["command", "config", "compiler_info", "compiler_options", "artifact_sha256"]
     assert ": " not in raw and ", " not in raw.split('"command"')[0]  # compact
     assert meta["command"].startswith(rt.backend.cxx + " -O3 -march=native -fopenmp")
     assert meta["command"].endswith("kernel.cpp -o " + os.path.join(os.path.dirname(meta["command"].split()[-3]),

@@ -1,4 +1,8 @@
 """Huge-page hint for large host outputs: same tensors as torch.empty, advice applied where large."""
+import sys
+import threading
+import time
+
 import torch
 
 from deepjit import host_memory
@@ -58,3 +62,41 @@ def test_pool_gives_back_released_bytes_beyond_the_cap(monkeypatch):
     held = pool.empty((4 << 20,), torch.uint8)  # too large for the idle ones: a new buffer
     kept = [e.data_ptr() for e in pool._entries]
     assert len(kept) == 3 and held.data_ptr() in kept and oldest not in kept
+
+
+def test_pool_hands_a_buffer_to_one_thread_at_a_time(monkeypatch):
+    # Each thread stamps its buffer with its id, lets the others run, and checks the stamp survived.
+    # The in-use test yields the GIL after reading the count, so without the pool's lock another
+    # thread would see the same buffer released before the first caller holds a view of it.
+    real_in_use = host_memory._in_use
+
+    def yielding_in_use(t):
+        used = real_in_use(t)
+        time.sleep(0)
+        return used
+
+    monkeypatch.setattr(host_memory, "_in_use", yielding_in_use)
+    pool, clashes = host_memory.OutputPool(), []
+    start = threading.Barrier(4)
+
+    def worker(tid):
+        start.wait()
+        for _ in range(500):
+            t = pool.empty((1 << 18,), torch.float32)
+            t[0] = tid
+            time.sleep(0)
+            if int(t[0]) != tid:
+                clashes.append(tid)
+            del t
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert clashes == []

@@ -70,3 +70,15 @@ def test_spaces_and_shell_metacharacters_are_plain_arguments(tmp_path, monkeypat
     assert out.item() == 42
     assert kernel.path.startswith(str(odd))
     assert not any(p.name.startswith("PWNED") for p in tmp_path.rglob("*"))
+
+
+def test_root_in_a_world_writable_parent_without_sticky_bit_is_refused(tmp_path, monkeypatch):
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    os.chmod(parent, 0o777)  # anyone could rename the root away and put their own in its place
+    cache = parent / "cache"
+    with pytest.raises(CacheSecurityError, match=f"ancestor {parent} is writable by everyone and not sticky"):
+        make_runtime(tmp_path, monkeypatch, cache=str(cache)).compile_without_load("add_i64", ADD_SOURCE)
+    assert not cache.exists()
+    os.chmod(parent, 0o1777)  # sticky, like /tmp: only the owner may rename or delete the root
+    assert run_add(make_runtime(tmp_path, monkeypatch, cache=str(cache))) == 42

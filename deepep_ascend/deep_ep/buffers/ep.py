@@ -65,6 +65,7 @@ class EPBuffer(BufferBase):
             raise ValueError(f"num_bytes must be a positive int, got {num_bytes!r}")
         self.num_bytes = num_bytes
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
+        _check_same_shape_on_every_rank(group, num_max_tokens_per_rank, hidden)
         plan = lb_allocation_plan_or_num_bytes if isinstance(lb_allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
         # The output arena lets senders write dispatch outputs directly. It holds a new output while
@@ -318,3 +319,15 @@ def _dst_buffer_slot_idx(topk_idx: torch.Tensor, plan) -> torch.Tensor:
     ranks = torch.where(topk_idx >= 0, topk_idx // plan.num_local_experts, 0)
     slots = torch.gather(plan.dst_slot, 1, ranks)
     return torch.where(topk_idx >= 0, slots, -1).int()
+
+
+def _check_same_shape_on_every_rank(group, num_max_tokens_per_rank: int, hidden: int) -> None:
+    """One small all-gather at construction: ranks sized differently would otherwise meet at the
+    first dispatch, after the buffer seemed fine. Every rank raises the same error."""
+    mine = (int(num_max_tokens_per_rank), int(hidden))
+    shapes: list = [None] * group.size()
+    dist.all_gather_object(shapes, mine, group=group)
+    differing = [r for r, s in enumerate(shapes) if s != shapes[0]]
+    if differing:
+        ranks = ", ".join(f"rank {r}: {shapes[r]}" for r in [0, *differing])
+        raise ValueError(f"EPBuffer: every rank must pass the same (num_max_tokens_per_rank, hidden); got {ranks}")

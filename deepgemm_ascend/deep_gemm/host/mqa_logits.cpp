@@ -62,10 +62,12 @@ void panel_scores(const uint32_t* qpanels, int64_t H, int64_t D, const uint32_t*
                 acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
             }
         }
+        // relu as max(0, x): max_ps returns its second operand when one is NaN, so a NaN score
+        // (a NaN KV scale, say) stays NaN as torch's relu keeps it.
         for (int i = 0; i < MR; ++i) {
             const __m512 wi = _mm512_set1_ps(w[h0 + i]);
-            o0 = _mm512_fmadd_ps(wi, _mm512_max_ps(_mm512_mul_ps(acc[i][0], s0), zero), o0);
-            o1 = _mm512_fmadd_ps(wi, _mm512_max_ps(_mm512_mul_ps(acc[i][1], s1), zero), o1);
+            o0 = _mm512_fmadd_ps(wi, _mm512_max_ps(zero, _mm512_mul_ps(acc[i][0], s0)), o0);
+            o1 = _mm512_fmadd_ps(wi, _mm512_max_ps(zero, _mm512_mul_ps(acc[i][1], s1)), o1);
         }
     }
     _mm512_storeu_ps(out, o0);

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from ..config import Config
 from ..env import Env
 from ..errors import DeepJITError
-from ..external import call_external_command
+from ..external import call_compiler
 
 BACKENDS = ("host", "ascend", "cuda")
 
@@ -57,9 +57,10 @@ class Backend:
         raise NotImplementedError
 
     def run(self, argv: Sequence[str], cwd: str) -> str:
-        """Runs one compiler step; printed when JIT_DEBUG or JIT_PRINT_COMPILER_COMMAND (read live)."""
+        """Runs one compiler step (own process group, killed with this process); printed when JIT_DEBUG or
+        JIT_PRINT_COMPILER_COMMAND (read live)."""
         show = self.env.get_bool("JIT_DEBUG") or self.env.get_bool("JIT_PRINT_COMPILER_COMMAND")
-        return call_external_command(argv, cwd=cwd, print_command=show)
+        return call_compiler(argv, cwd=cwd, print_command=show)
 
 
 def get_backend(name: str) -> type:

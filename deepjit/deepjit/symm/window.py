@@ -151,13 +151,30 @@ class SymmetricWindow:
     def _map_own_segment(self):
         fd = os.open(self._paths[self.local_rank], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, self.segment_bytes)
+            self._reserve(fd)
             self._attach(self.local_rank, fd)
         finally:
             os.close(fd)
         header = self._bases[self.local_rank][:16].view(torch.int64)
         header[1] = os.getpid()
         header[0] = MAGIC
+
+    def _reserve(self, fd: int):
+        """Allocates every page of the segment now (which also gives it its size): a size set by
+        ftruncate alone is a promise tmpfs breaks with SIGBUS at the first touch beyond its room."""
+        try:
+            os.posix_fallocate(fd, 0, self.segment_bytes)
+        except OSError as exc:
+            try:
+                st = os.statvfs(os.path.dirname(self._paths[self.local_rank]))
+                free = f"{st.f_bavail * st.f_frsize} bytes free"
+            except OSError:
+                free = "free space unknown"
+            raise SymmetricWindowError(
+                f"SymmetricWindow: cannot reserve {self.segment_bytes} bytes of shared memory for local rank "
+                f"{self.local_rank} ({self.num_local_ranks} local ranks need {self.num_local_ranks * self.segment_bytes} "
+                f"in all) on {SHM_DIR}: {exc.strerror}, {free}. Enlarge the mount (docker: --shm-size) or "
+                f"ask for smaller buffers") from None
 
     def _map_peer_segments(self):
         deadline = time.monotonic() + self.timeout_s

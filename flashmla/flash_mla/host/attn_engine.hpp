@@ -80,8 +80,10 @@ DJ_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
 #define FMLA_VECTOR 1
 // 2^x for x <= 0 (Cephes polynomial on [-0.5, 0.5], relative error ~2e-7); x < -126 gives 0.
 DJ_INLINE __m512 exp2_ps(__m512 x) {
-    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    // Only a value below -126 flushes to 0; NaN stays NaN (max_ps returns its second operand when
+    // one is NaN), as the reference's exp does.
+    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+    x = _mm512_max_ps(_mm512_set1_ps(-126.0f), x);
     const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 f = _mm512_sub_ps(x, n);
     __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
@@ -96,6 +98,9 @@ DJ_INLINE __m512 exp2_ps(__m512 x) {
 #endif
 
 inline float exp2_scalar(float x) { return x < -126.0f ? 0.0f : std::exp2(x); }
+
+// IEEE max with NaN propagation (torch.max / amax semantics): std::max drops a NaN second operand.
+inline float nan_max(float a, float b) { return (a != a || b != b) ? NAN : std::max(a, b); }
 
 // ---- packing into the micro-kernel's K-pair panels (32 columns, 32 words per K-pair) ----------------
 // Q: panel h / 32 holds heads h..h+31; word [p][h % 32] = (q[h][2p], q[h][2p+1]), zero for padded heads.
@@ -155,11 +160,18 @@ inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, 
                           uint32_t* pp) {
 #ifdef FMLA_VECTOR
     for (int h = 0; h < Hp; h += 16) {
+        // The running max propagates NaN like torch.amax (max_ps alone would drop it).
         __m512 mx = _mm512_set1_ps(NEG_INF);
+        __mmask16 nan = 0;
         for (int t = 0; t < nt; ++t)
-            if (valid[t]) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + (int64_t)t * Hp + h));
+            if (valid[t]) {
+                const __m512 x = _mm512_loadu_ps(s + (int64_t)t * Hp + h);
+                mx = _mm512_max_ps(mx, x);
+                nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            }
         const __m512 m_old = _mm512_loadu_ps(m + h);
-        const __m512 m_new = _mm512_max_ps(m_old, mx);
+        nan |= _mm512_cmp_ps_mask(m_old, m_old, _CMP_UNORD_Q);
+        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx), nan, _mm512_set1_ps(NAN));
         const __mmask16 none = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(NEG_INF), _CMP_EQ_OQ);
         const __m512 m_use = _mm512_mask_mov_ps(m_new, none, _mm512_setzero_ps());
         const __m512 r = exp2_ps(_mm512_sub_ps(m_old, m_use));
@@ -182,8 +194,8 @@ inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, 
     for (int h = 0; h < Hp; ++h) {
         float mx = NEG_INF;
         for (int t = 0; t < nt; ++t)
-            if (valid[t]) mx = std::max(mx, s[(int64_t)t * Hp + h]);
-        const float m_new = std::max(m[h], mx);
+            if (valid[t]) mx = nan_max(mx, s[(int64_t)t * Hp + h]);
+        const float m_new = nan_max(m[h], mx);
         const float m_use = m_new == NEG_INF ? 0.0f : m_new;
         const float r = exp2_scalar(m[h] - m_use);
         float sum = 0.0f;
@@ -221,7 +233,9 @@ void finalize_row(const Shape& sh, const Source& src, int64_t row, int nvec, con
     for (int h = 0; h < nvec; ++h) {
         const OutPtr ro = src.out(row, h);
         uint16_t* dst = ro.out;
-        const bool empty = m[h] == NEG_INF || !(l[h] > 0.0f);
+        // A NaN logit makes m NaN and a +inf one l NaN (inf - inf): neither row is empty; the first
+        // gives NaN everywhere, the second NaN out and lse = max = +inf, as the reference.
+        const bool empty = m[h] == NEG_INF || l[h] == 0.0f;
         if (empty) {
             std::memset(dst, 0, sizeof(uint16_t) * sh.dv);
             *ro.lse = std::numeric_limits<float>::infinity();
@@ -239,7 +253,7 @@ void finalize_row(const Shape& sh, const Source& src, int64_t row, int nvec, con
 #else
         for (int d = 0; d < sh.dv; ++d) dst[d] = dj::f32_to_bf16(src[d] * inv);
 #endif
-        *ro.lse = (m[h] + std::log2(l[h])) * LN2;
+        *ro.lse = m[h] == INFINITY ? INFINITY : (m[h] + std::log2(l[h])) * LN2;
         if (ro.max_logits) *ro.max_logits = m[h] * LN2;
     }
 }
@@ -364,7 +378,7 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
         float* l = sc.l.get<float>(sh.Hp);
         init_state(sh, o, m, l);
         for (int64_t part = 0; part < splits; ++part)
-            for (int h = 0; h < sh.Hp; ++h) m[h] = std::max(m[h], part_m[(size_t)(row * splits + part) * sh.Hp + h]);
+            for (int h = 0; h < sh.Hp; ++h) m[h] = nan_max(m[h], part_m[(size_t)(row * splits + part) * sh.Hp + h]);
         for (int64_t part = 0; part < splits; ++part) {
             const size_t item = (size_t)(row * splits + part);
             for (int h = 0; h < sh.Hp; ++h) {

@@ -41,6 +41,19 @@ def test_expand_reduce_positions(rows, k, pos):
             M.reduce_fused(xe, None, t2p)
 
 
+@pytest.mark.parametrize("backend_name", ["host", "reference"])
+def test_expand_refuses_two_slots_on_one_position(monkeypatch, backend_name):
+    monkeypatch.setenv("TK_BACKEND", backend_name)
+    x = torch.randn(3, 256, dtype=torch.bfloat16)
+    t2p = torch.tensor([[0, 1], [2, -1], [1, 3]], dtype=torch.int32)  # (0, 1) and (2, 0) both on row 1
+    p2e = torch.zeros(4, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"maps 2 slots \(token, k\) \[\[0, 1\], \[2, 0\]\] to position 1"):
+        M.expand_to_fused(x, t2p, p2e)
+    sf = torch.ones(3, 2)
+    with pytest.raises(ValueError, match="to position 1"):
+        M.expand_to_fused_with_sf((x, sf), 128, t2p, p2e)
+
+
 def test_router_argument_errors():
     logits, bias = torch.randn(4, 16), torch.zeros(16)
     base = dict(num_topk=4, num_topk_groups=0, num_groups=0, use_shared_as_routed=False, num_shared_experts=0,

@@ -13,6 +13,13 @@
 
 namespace {
 
+// |x| maxima that keep NaN, as the reference's amax does (max_ps drops it; tk::amax_step is the scalar form).
+#ifdef DJ_HAVE_AVX512
+DJ_INLINE __m512 nan_max16(__m512 a, __m512 b) {
+    return _mm512_mask_mov_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), _mm512_set1_ps(NAN));
+}
+#endif
+
 template <int32_t DT, int32_t FMT>
 void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, int64_t BM, int64_t BK,
                bool round_sf, float clamp_min, bool packed, int64_t sm, int64_t sk, int32_t mode, int64_t r,
@@ -33,7 +40,7 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
             int64_t j = 0;
 #ifdef DJ_HAVE_AVX512
             for (; j + 16 <= w; j += 16)
-                _mm512_storeu_ps(colmax + j, _mm512_max_ps(_mm512_loadu_ps(colmax + j), tk::abs16(tk::load16(row, DT, c0 + j))));
+                _mm512_storeu_ps(colmax + j, nan_max16(_mm512_loadu_ps(colmax + j), tk::abs16(tk::load16(row, DT, c0 + j))));
 #endif
             for (; j < w; ++j) colmax[j] = tk::amax_step(colmax[j], std::fabs(tk::load1(row, DT, c0 + j)));
         }
@@ -43,8 +50,8 @@ void cast_item(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t l
             int64_t jj = j;
 #ifdef DJ_HAVE_AVX512
             __m512 m = _mm512_setzero_ps();
-            for (; jj + 16 <= je; jj += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(colmax + jj - c0));
-            amax = _mm512_reduce_max_ps(m);
+            for (; jj + 16 <= je; jj += 16) m = nan_max16(m, _mm512_loadu_ps(colmax + jj - c0));
+            amax = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q) ? NAN : _mm512_reduce_max_ps(m);
 #endif
             for (; jj < je; ++jj) amax = tk::amax_step(amax, colmax[jj - c0]);
             // torch's amax down a column (across rows) gives the all-ones NaN (as cast_item_fast)

@@ -124,6 +124,19 @@ def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
     _index_range("token_topk_to_pos", token_topk_to_pos, pos_to_expert.shape[0])
 
 
+def _one_slot_per_position(token_topk_to_pos: torch.Tensor, num_rows: int) -> None:
+    """An expansion writes each position once: two slots on one position would race for the row."""
+    pos = token_topk_to_pos.flatten()
+    pos = pos[pos >= 0].long()
+    if pos.numel():
+        counts = torch.bincount(pos, minlength=num_rows)
+        if int(counts.max()) > 1:
+            row = int(counts.argmax())
+            slots = (token_topk_to_pos == row).nonzero().tolist()
+            raise ValueError(f"token_topk_to_pos maps {int(counts[row])} slots (token, k) {slots} to position {row}; "
+                             f"each position must be the target of at most one slot")
+
+
 def _expand_rows(x: torch.Tensor, token_topk_to_pos: torch.Tensor, num_rows: int) -> torch.Tensor:
     out = empty(num_rows, *x.shape[1:], dtype=x.dtype)
     if num_rows:
@@ -139,6 +152,7 @@ def expand_to_fused(x: torch.Tensor, token_topk_to_pos: torch.Tensor, pos_to_exp
     C.tensor("x", x, ndim=2, contiguous=True)
     _check_maps(token_topk_to_pos, pos_to_expert, x.shape[0])
     C.same_device(x=x, token_topk_to_pos=token_topk_to_pos, pos_to_expert=pos_to_expert)
+    _one_slot_per_position(token_topk_to_pos, pos_to_expert.shape[0])
     if not use_host(x):
         return ref.expand_to_fused(x, token_topk_to_pos, pos_to_expert)
     return _expand_rows(x, token_topk_to_pos, pos_to_expert.shape[0])
@@ -159,6 +173,7 @@ def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.T
     if sf.dtype == torch.int32 and not use_tma_aligned_col_major_sf:
         raise ValueError("packed UE8M0 (int32) scales need use_tma_aligned_col_major_sf=True")
     _check_maps(token_topk_to_pos, pos_to_expert, data.shape[0])
+    _one_slot_per_position(token_topk_to_pos, pos_to_expert.shape[0])
     if not use_host(data):
         return ref.expand_to_fused_with_sf((data, sf), num_per_channels, token_topk_to_pos, pos_to_expert,
                                            use_tma_aligned_col_major_sf)
