@@ -1,25 +1,17 @@
-"""The public ops: validate once, then dispatch on the device (host kernels for CPU tensors,
-the reference elsewhere and wherever a host kernel does not cover the case)."""
+"""The public ops: validate once, then run the implementation ``_dispatch.TABLE`` gives the
+device (host kernels for CPU tensors, the reference elsewhere and wherever a host kernel does not
+cover the case)."""
 from __future__ import annotations
 
 import torch
 
-from . import LIB, reference
+from . import _dispatch, reference
 from . import validation as check
 from .kv_cache import KVCacheFormat
 from .metadata import FlashMLASchedMeta, record_or_check
 from .reference.sparse import KVScope
 
 SPARSE_ONLY = ("attn_sink", "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length")
-
-
-def _host(device) -> bool:
-    return LIB.backend_for(device) == "host"
-
-
-def _host_shapes_ok(d_qk: int, d_v: int, heads_per_kv: int) -> bool:
-    """The host engine's limits (dense ops; the sparse ones are always inside them)."""
-    return d_qk % 2 == 0 and d_qk <= 576 and d_v % 32 == 0 and d_v <= d_qk and heads_per_kv <= 128
 
 
 def flash_mla_with_kvcache(
@@ -102,10 +94,7 @@ def flash_mla_with_kvcache(
     record_or_check(tile_scheduler_metadata, FlashMLASchedMeta.Config(
         b, s_q, h_q, k_cache.shape[1], k_cache.shape[2], causal, is_fp8_kvcache, topk, extra_page, extra_topk,
         enable_batch_invariant))
-    if _host(q.device):
-        from . import host
-        return host.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink, enable_batch_invariant)
-    return reference.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink)
+    return _dispatch.run("sparse_decode", q.device, q, scopes, sm_scale, head_dim_v, attn_sink, enable_batch_invariant)
 
 
 def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_scale, causal, is_fp8_kvcache,
@@ -144,10 +133,7 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
                              f"got range [{int(ids.min())}, {int(ids.max())}]")
     record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, is_fp8_kvcache, None, None, None,
                                                    enable_batch_invariant))
-    if q.dtype == torch.bfloat16 and _host_shapes_ok(d_qk, head_dim_v, h_q // h_kv) and _host(q.device):
-        from . import host
-        return host.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
-    return reference.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
+    return _dispatch.run("dense_decode", q.device, q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
 
 
 def flash_mla_sparse_fwd(
@@ -179,10 +165,7 @@ def flash_mla_sparse_fwd(
     check.one_of(d_v, "d_v", (check.D_V,))
     check.attn_sink(attn_sink, h_q, q.device)
     check.lengths(topk_length, "topk_length", s_q, indices.shape[-1], q.device)
-    if _host(q.device):
-        from . import host
-        return host.sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
-    return reference.sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
+    return _dispatch.run("sparse_prefill", q.device, q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
 
 
 # ---- dense varlen prefill (forward; backward by autograd through the reference) ----------------------
@@ -216,15 +199,7 @@ class _VarlenAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, cu_q, cu_k, scale, causal):
         ctx.save_for_backward(q, k, v, cu_q, cu_k)
         ctx.scale, ctx.causal = scale, causal
-        host_ok = (q.dtype == torch.bfloat16 and _host_shapes_ok(q.shape[-1], v.shape[-1], q.shape[1] // k.shape[1])
-                   and all(t.stride(-1) == 1 for t in (q, k, v)))
-        if host_ok and _host(q.device):
-            from . import host
-            out, lse = host.varlen_attention(q, k, v, cu_q.contiguous(), cu_k.contiguous(), scale, causal)
-        else:
-            with torch.no_grad():
-                out, lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, causal)
-            lse = lse.t().contiguous().t()   # stored head-major: stride(0) == 1 as upstream
+        out, lse = _dispatch.run("varlen_attention", q.device, q, k, v, cu_q, cu_k, scale, causal)
         ctx.mark_non_differentiable(lse)
         return out, lse
 

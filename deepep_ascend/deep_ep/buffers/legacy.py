@@ -11,11 +11,11 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from .. import _dispatch
 from ..engine import layout, low_latency
 from ..engine.handle import EPHandle
-from ..engine.low_latency import LowLatencyEngine
 from ..utils.event import EventHandle, EventOverlap
-from ..utils.math import align, per_token_cast_to_fp8
+from ..utils.math import align
 from .ep import EPBuffer
 
 _LL_MAX_TOPK = 11
@@ -83,8 +83,8 @@ class Buffer:
         self._private_bytes: torch.Tensor | None = None  # get_local_buffer_tensor without shared memory
         session = self._ep._session
         self._ll = None
-        if low_latency_mode and session.transport_kind == "shm" and session.backend == "host":
-            self._ll = LowLatencyEngine(session, self._ep.num_bytes, session.threads)
+        if low_latency_mode:
+            self._ll = _dispatch.TABLE.run("low_latency", session.device, session, self._ep.num_bytes)
         self.enable_shrink = bool(enable_shrink)
         if enable_shrink:
             if self._ll is None:
@@ -435,12 +435,5 @@ def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
 
 
 def _cast_to_fp8(x: torch.Tensor, round_scale: bool, ep) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference cast (utils/math.py) as a host kernel on CPU, bit for bit."""
-    if x.device.type != "cpu" or ep._session.backend != "host" or x.shape[1] % 128:
-        return per_token_cast_to_fp8(x, use_ue8m0=round_scale)
-    from ..jit import kernel
-    x = x.contiguous()
-    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
-    scales = torch.empty(x.shape[0], x.shape[1] // 128)
-    kernel("ep_fp8_cast")(x, out, scales, x.shape[0], x.shape[1], int(round_scale), ep._session.threads)
-    return out, scales
+    """The reference cast (utils/math.py); the host kernel on CPU, bit for bit."""
+    return _dispatch.TABLE.run("per_token_cast_to_fp8", x.device, x, round_scale, ep._session.threads)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from deepjit import Impl
+from deepjit import validation as C
 
-from .. import _checks as C
 from .._lib import TABLE, empty, host_kernel, threads
 from ..config import get_num_sms
 from ..reference import engram as ref
@@ -128,6 +128,9 @@ def grad_w_reduce(grad_w_partial: torch.Tensor, weight_hidden: torch.Tensor, wei
     C.tensor("grad_weight_embed", grad_weight_embed, dtypes=(torch.float32,), shape=shape)
     C.same_device(grad_w_partial=grad_w_partial, weight_hidden=weight_hidden, weight_embed=weight_embed,
                   grad_weight_hidden=grad_weight_hidden, grad_weight_embed=grad_weight_embed)
+    inputs = (("grad_w_partial", grad_w_partial), ("weight_hidden", weight_hidden), ("weight_embed", weight_embed))
+    C.output("grad_weight_hidden", grad_weight_hidden, *inputs, ("grad_weight_embed", grad_weight_embed))
+    C.output("grad_weight_embed", grad_weight_embed, *inputs)
     TABLE.run("grad_w_reduce", grad_w_partial.device, grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden,
               grad_weight_embed)
 

@@ -7,8 +7,8 @@ from typing import Union
 import torch
 
 from deepjit import Impl
+from deepjit import validation as C
 
-from .. import _checks as C
 from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import moe as ref
 
@@ -249,6 +249,9 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
     _index_range("token_topk_to_pos", token_topk_to_pos, rows)
     out_dtype = torch.float8_e4m3fn if fp8_format == "e4m3" else x.dtype
     C.optional("out", out, dtypes=(out_dtype,), shape=(num_tokens, hidden), contiguous=True)
+    if out is not None:
+        C.output("out", out, ("x" if x_sf is None else "x[0]", x), ("x[1]", x_sf), ("topk_weights", topk_weights),
+                 ("token_topk_to_pos", token_topk_to_pos), ("sf", sf))
     return TABLE.run("reduce_fused", x.device, x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf, out)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from deepjit import Impl
+from deepjit import validation as C
 
-from .. import _checks as C
 from .._lib import TABLE, host_kernel, threads
 from ..reference import topk as ref
 from .scoring import ScoringFunc

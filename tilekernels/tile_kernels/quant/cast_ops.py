@@ -7,8 +7,8 @@ from typing import Union
 import torch
 
 from deepjit import Impl
+from deepjit import validation as C
 
-from .. import _checks as C
 from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
+from deepjit import validation as C
+
 from .._lib import empty, host_kernel, threads
 from ..reference.numerics import unpack_from_e2m1fn_x2
 from ..utils import align, ceil_div

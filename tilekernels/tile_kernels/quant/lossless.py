@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from deepjit import Impl
+from deepjit import validation as C
 
-from .. import _checks as C
 from .._lib import TABLE, empty, host_kernel, threads
 from ..reference.cast import _block_view, format_sf, transform_sf
 from ..utils import ceil_div, is_power_of_two

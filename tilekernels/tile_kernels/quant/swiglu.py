@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from deepjit import Impl
+from deepjit import validation as C
 
-from .. import _checks as C
 from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import cast as ref_cast
 from ..reference import swiglu as ref

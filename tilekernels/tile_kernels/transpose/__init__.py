@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
+from deepjit import validation as C
+
 from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import transpose as ref
 

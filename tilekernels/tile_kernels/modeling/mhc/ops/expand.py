@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ...._lib import TABLE, empty, host_kernel, threads
 
 
@@ -39,4 +40,6 @@ def expand_to_mhc(hidden: torch.Tensor, mhc_mult: int, out: torch.Tensor = None)
     C.integer("mhc_mult", mhc_mult, 1)
     C.optional("out", out, dtypes=(hidden.dtype,), shape=(*hidden.shape[:-1], mhc_mult, hidden.shape[-1]),
                contiguous=True, device=hidden.device)
+    if out is not None:
+        C.output("out", out, ("hidden", hidden))
     return ExpandToMHCFn.apply(hidden, mhc_mult, out)

@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ...._lib import TABLE, empty, host_kernel, threads
 from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
@@ -19,6 +20,9 @@ def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
     _check(x, residual, post_layer_mix, comb_res_mix)
     C.optional("out", out, dtypes=(torch.bfloat16,), shape=tuple(residual.shape), device=residual.device)
     C.same_device(x=x, residual=residual, post_layer_mix=post_layer_mix, comb_res_mix=comb_res_mix)
+    if out is not None:
+        C.output("out", out, ("x", x), ("residual", residual), ("post_layer_mix", post_layer_mix),
+                 ("comb_res_mix", comb_res_mix))
     return TABLE.run("mhc_post", residual.device, x, residual, post_layer_mix, comb_res_mix, out)
 
 
