@@ -44,14 +44,14 @@ def flash_mla_with_kvcache(
                         f"got {type(tile_scheduler_metadata).__name__}")
     if num_splits is not None and not isinstance(num_splits, torch.Tensor):
         raise TypeError(f"num_splits: must be None (or an old-API tensor, ignored), got {type(num_splits).__name__}")
-    check.tensor(q, "q", (torch.bfloat16, torch.float16), 4)
-    check.last_dim_contiguous(q, "q")
-    causal = check.flag(causal, "causal")
-    is_fp8_kvcache = check.flag(is_fp8_kvcache, "is_fp8_kvcache")
-    enable_batch_invariant = check.flag(enable_batch_invariant, "enable_batch_invariant")
-    check.one_of(head_dim_v, "head_dim_v", (check.D_V,))
+    check.tensor("q", q, (torch.bfloat16, torch.float16), 4)
+    check.last_stride_one("q", q)
+    causal = check.flag("causal", causal)
+    is_fp8_kvcache = check.flag("is_fp8_kvcache", is_fp8_kvcache)
+    enable_batch_invariant = check.flag("enable_batch_invariant", enable_batch_invariant)
+    check.one_of("head_dim_v", head_dim_v, (check.D_V,))
     b, s_q, h_q, d_qk = q.shape
-    sm_scale = d_qk ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
+    sm_scale = d_qk ** -0.5 if softmax_scale is None else check.real_number("softmax_scale", softmax_scale)
     if not isinstance(k_cache, torch.Tensor):
         raise TypeError(f"k_cache: expected a tensor, got {type(k_cache).__name__}")
     if indices is None:
@@ -67,14 +67,14 @@ def flash_mla_with_kvcache(
         raise ValueError("is_fp8_kvcache: must be True in sparse mode (indices given), got False")
     if q.dtype != torch.bfloat16:
         raise TypeError(f"q: dtype must be torch.bfloat16 in sparse mode, got {q.dtype}")
-    check.one_of(h_q, "q.shape[2] (h_q)", check.SUPPORTED_H_Q)
-    check.one_of(d_qk, "q.shape[3] (d_qk)", check.SUPPORTED_D_QK)
-    fmt = check.quantized_cache(k_cache, "k_cache", d_qk, q.device)
+    check.one_of("q.shape[2] (h_q)", h_q, check.SUPPORTED_H_Q)
+    check.one_of("q.shape[3] (d_qk)", d_qk, check.SUPPORTED_D_QK)
+    fmt = check.quantized_cache("k_cache", k_cache, d_qk, q.device)
     if fmt is KVCacheFormat.V41_FP4:
         raise ValueError("k_cache: the V4.1 FP4 format (288 B/token) is only allowed as extra_k_cache")
-    check.slot_indices(indices, "indices", b, s_q, k_cache.shape[0] * k_cache.shape[1], q.device)
+    check.slot_indices("indices", indices, b, s_q, k_cache.shape[0] * k_cache.shape[1], q.device)
     topk = indices.shape[-1]
-    check.lengths(topk_length, "topk_length", b, topk, q.device)
+    check.lengths("topk_length", topk_length, b, topk, q.device)
     check.attn_sink(attn_sink, h_q, q.device)
     scopes = [KVScope(k_cache, fmt, fmt.placement(kv_layout), indices, topk_length)]
     if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
@@ -84,11 +84,11 @@ def flash_mla_with_kvcache(
         raise ValueError("extra_topk_length: only valid with extra_k_cache, which is None")
     extra_page = extra_topk = None
     if extra_k_cache is not None:
-        efmt = check.quantized_cache(extra_k_cache, "extra_k_cache", d_qk, q.device)
-        check.slot_indices(extra_indices_in_kvcache, "extra_indices_in_kvcache", b, s_q,
+        efmt = check.quantized_cache("extra_k_cache", extra_k_cache, d_qk, q.device)
+        check.slot_indices("extra_indices_in_kvcache", extra_indices_in_kvcache, b, s_q,
                            extra_k_cache.shape[0] * extra_k_cache.shape[1], q.device)
         extra_page, extra_topk = extra_k_cache.shape[1], extra_indices_in_kvcache.shape[-1]
-        check.lengths(extra_topk_length, "extra_topk_length", b, extra_topk, q.device)
+        check.lengths("extra_topk_length", extra_topk_length, b, extra_topk, q.device)
         scopes.append(KVScope(extra_k_cache, efmt, efmt.placement(kv_layout), extra_indices_in_kvcache,
                               extra_topk_length))
     record_or_check(tile_scheduler_metadata, FlashMLASchedMeta.Config(
@@ -108,8 +108,8 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
         raise ValueError(f"k_cache: dense mode (indices None) has no FP8 path; got a {k_cache.dtype} cache "
                          f"without indices")
     b, s_q, h_q, d_qk = q.shape
-    check.tensor(k_cache, "k_cache", (q.dtype,), 4, q.device)
-    check.last_dim_contiguous(k_cache, "k_cache")
+    check.tensor("k_cache", k_cache, (q.dtype,), 4, q.device)
+    check.last_stride_one("k_cache", k_cache)
     nb, p, h_kv, d = k_cache.shape
     if d != d_qk:
         raise ValueError(f"k_cache: head dim must equal q's ({d_qk}), got {d}")
@@ -117,11 +117,11 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
         raise ValueError(f"head_dim_v: must be <= d_qk ({d_qk}), got {head_dim_v}")
     if h_kv < 1 or h_q % h_kv:
         raise ValueError(f"k_cache: num_heads_k ({h_kv}) must divide num_heads_q ({h_q})")
-    check.tensor(block_table, "block_table", (torch.int32,), 2, q.device)
-    check.last_dim_contiguous(block_table, "block_table")
+    check.tensor("block_table", block_table, (torch.int32,), 2, q.device)
+    check.last_stride_one("block_table", block_table)
     if block_table.shape[0] != b:
         raise ValueError(f"block_table: expected {b} rows (batch), got shape {tuple(block_table.shape)}")
-    check.lengths(cache_seqlens, "cache_seqlens", b, block_table.shape[1] * p, q.device)
+    check.lengths("cache_seqlens", cache_seqlens, b, block_table.shape[1] * p, q.device)
     if cache_seqlens is None:
         raise TypeError("cache_seqlens: expected a tensor in dense mode, got None")
     used = (torch.arange(block_table.shape[1], device=q.device).view(1, -1) * p
@@ -148,23 +148,23 @@ def flash_mla_sparse_fwd(
     """Sparse prefill: q bf16 [s_q, h_q, d_qk], kv bf16 [s_kv, 1, d_qk], indices int32 [s_q, 1, topk]
     (ids < 0 or >= s_kv ignored). Returns out bf16 [s_q, h_q, d_v], max_logits and lse fp32 [s_q, h_q]
     (natural log; rows with no valid token: out 0, max_logits -inf, lse +inf)."""
-    check.tensor(q, "q", (torch.bfloat16,), 3)
-    check.last_dim_contiguous(q, "q")
+    check.tensor("q", q, (torch.bfloat16,), 3)
+    check.last_stride_one("q", q)
     s_q, h_q, d_qk = q.shape
-    check.one_of(h_q, "q.shape[1] (h_q)", check.SUPPORTED_H_Q)
-    check.one_of(d_qk, "q.shape[2] (d_qk)", check.SUPPORTED_D_QK)
-    check.tensor(kv, "kv", (torch.bfloat16,), 3, q.device)
-    check.last_dim_contiguous(kv, "kv")
+    check.one_of("q.shape[1] (h_q)", h_q, check.SUPPORTED_H_Q)
+    check.one_of("q.shape[2] (d_qk)", d_qk, check.SUPPORTED_D_QK)
+    check.tensor("kv", kv, (torch.bfloat16,), 3, q.device)
+    check.last_stride_one("kv", kv)
     if kv.shape[1] != 1 or kv.shape[2] != d_qk:
         raise ValueError(f"kv: expected shape [s_kv, 1, {d_qk}], got {tuple(kv.shape)}")
-    check.tensor(indices, "indices", (torch.int32,), 3, q.device)
+    check.tensor("indices", indices, (torch.int32,), 3, q.device)
     if indices.shape[0] != s_q or indices.shape[1] != 1 or indices.shape[2] < 1:
         raise ValueError(f"indices: expected shape [{s_q}, 1, topk >= 1], got {tuple(indices.shape)}")
-    check.last_dim_contiguous(indices, "indices")
-    sm_scale = check.real_number(sm_scale, "sm_scale")
-    check.one_of(d_v, "d_v", (check.D_V,))
+    check.last_stride_one("indices", indices)
+    sm_scale = check.real_number("sm_scale", sm_scale)
+    check.one_of("d_v", d_v, (check.D_V,))
     check.attn_sink(attn_sink, h_q, q.device)
-    check.lengths(topk_length, "topk_length", s_q, indices.shape[-1], q.device)
+    check.lengths("topk_length", topk_length, s_q, indices.shape[-1], q.device)
     return _dispatch.run("sparse_prefill", q.device, q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
 
 
@@ -175,9 +175,9 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
         raise ValueError(f"dropout_p: must be 0.0, got {dropout_p!r}")
     if deterministic:
         raise ValueError("deterministic: must be False, got True")
-    check.tensor(q, "q", (torch.bfloat16, torch.float16, torch.float32), 3)
-    check.tensor(k, "k", (q.dtype,), 3, q.device)
-    check.tensor(v, "v", (q.dtype,), 3, q.device)
+    check.tensor("q", q, (torch.bfloat16, torch.float16, torch.float32), 3)
+    check.tensor("k", k, (q.dtype,), 3, q.device)
+    check.tensor("v", v, (q.dtype,), 3, q.device)
     if k.shape[-1] != q.shape[-1]:
         raise ValueError(f"k: head dim must equal q's ({q.shape[-1]}), got {k.shape[-1]}")
     if v.shape[0] != k.shape[0] or v.shape[1] != k.shape[1]:
@@ -185,13 +185,13 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
     if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
         raise ValueError(f"k: num kv heads ({k.shape[1]}) must divide num q heads ({q.shape[1]})")
     for name, cu, total in (("cu_seqlens_qo", cu_seqlens_qo, q.shape[0]), ("cu_seqlens_kv", cu_seqlens_kv, k.shape[0])):
-        check.tensor(cu, name, (torch.int32,), 1, q.device)
+        check.tensor(name, cu, (torch.int32,), 1, q.device)
         if cu.numel() < 1 or int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu[1:] < cu[:-1]).any()):
             raise ValueError(f"{name}: must be non-decreasing prefix sums from 0 to {total}, got {cu.tolist()}")
     if cu_seqlens_qo.numel() != cu_seqlens_kv.numel():
         raise ValueError(f"cu_seqlens_kv: expected {cu_seqlens_qo.numel()} entries like cu_seqlens_qo, "
                          f"got {cu_seqlens_kv.numel()}")
-    return q.shape[-1] ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
+    return q.shape[-1] ** -0.5 if softmax_scale is None else check.real_number("softmax_scale", softmax_scale)
 
 
 class _VarlenAttention(torch.autograd.Function):
@@ -221,7 +221,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
     """Dense MHA/GQA prefill over packed variable-length sequences: out [total_q, h_q, d_v] and
     lse fp32 [total_q, h_q] (natural log, stride(0) == 1); causal is bottom-right aligned."""
     scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale)
-    return _VarlenAttention.apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, check.flag(causal, "causal"))
+    return _VarlenAttention.apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, check.flag("causal", causal))
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, head_dim_qk, dropout_p=0.0, softmax_scale=None,
