@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from .. import _dispatch
 from ..engine import layout, low_latency
 from ..engine.handle import EPHandle
@@ -381,6 +383,8 @@ class Buffer:
         travel as BF16 whatever it says (the result is the exact BF16 combine)."""
         if zero_copy:
             x = self._zero_copy
+        if isinstance(out, torch.Tensor):
+            V.output("out", out, ("x", x), ("topk_idx", topk_idx), ("topk_weights", topk_weights))
         state = getattr(handle, "ll_state", None)
         if isinstance(handle, LowLatencyHandle) and state is not None and self._ll is not None:
             _, _, M, H, num_experts = handle
