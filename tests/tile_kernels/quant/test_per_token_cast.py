@@ -109,7 +109,8 @@ def test_nan_and_overflow_follow_the_reference(host):
 def test_special_blocks_follow_the_reference(host, dtype, fmt, npc, round_sf, clamp):
     """Blocks whose own maximum is NaN, infinite, zero, signed zero or so small that the multiplier
     overflows (clamp_min 0): the kernel's fast path must not be taken for them."""
-    from tile_kernels.quant.common import alloc_sf, host_cast
+    from tile_kernels.host.cast import host_cast
+    from tile_kernels.quant.common import alloc_sf
     x = torch.randn(8, 512) * 4
     x[0, 5] = float("nan")
     x[1, 7] = float("inf")

@@ -9,18 +9,15 @@ import torch
 from deepjit import Impl
 from deepjit import validation as C
 
-from .._lib import TABLE, empty, host_kernel, threads
+from .._lib import TABLE
+from ..host import cast as host
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6
 from .common import (
-    alloc_sf,
     check_block,
     check_fmt,
     check_quant_input,
-    host_cast,
-    host_cast_back,
     logical_hidden,
-    sf_strides,
 )
 from .types import QuantTensor
 
@@ -55,22 +52,11 @@ def _cast_ref(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only,
     return res[1] if sf_only else res
 
 
-def _cast_host(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min):
-    data, in_sf = (x, None) if kind == "float" else x
-    rows, hidden = data.shape[0], logical_hidden(data)
-    xf = data if kind == "float" else host_cast_back(data.contiguous(), in_sf, in_block, torch.float32)
-    if sf is not None:
-        return host_cast(xf, fmt, block, round_sf, sf, clamp_min, mode=2)
-    out_sf = alloc_sf(-(-rows // block[0]), -(-hidden // block[1]), col, packed, data.device)
-    q = host_cast(xf, fmt, block, round_sf, out_sf, clamp_min, mode=1 if sf_only else 0)
-    return out_sf if sf_only else (q, out_sf)
-
-
 _CAST = "BF16/FP32 input or a (data, sf) input cast back first; every block shape, format and sf layout"
 for _op in ("per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf", "per_block_cast",
             "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast",
             "per_channel_cast_and_transpose"):
-    TABLE.register(_op, reference=_cast_ref, host=Impl(_cast_host, _CAST))
+    TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST))
 
 
 def _check_per_token(x, fmt, num_per_channels, x_block_size):
@@ -129,21 +115,7 @@ def _cast_e5m6(x, num_per_channels, x_block_size, col, round_sf, packed):
     return TABLE.run("cast_to_e5m6", x.device, x, num_per_channels, col, round_sf, packed)
 
 
-def _cast_e5m6_host(x, num_per_channels, col, round_sf, packed):
-    rows, hidden = x.shape
-    if packed and not col:  # row-major packed exponents: (T, 1) int32, padding bytes zero
-        sf = torch.zeros((rows, 1), dtype=torch.int32)
-    else:
-        sf = alloc_sf(rows, 1, col, packed, x.device)
-    q = empty(rows, hidden * 3 // 2, dtype=torch.uint8)
-    if rows:
-        p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(0, q, sf, x.contiguous(), int(x.dtype == torch.bfloat16), rows, hidden, 1,
-                                          hidden, int(round_sf), p, sm, sk, threads())
-    return q, sf
-
-
-TABLE.register("cast_to_e5m6", reference=ref_e5m6.cast_to_e5m6, host=_cast_e5m6_host)
+TABLE.register("cast_to_e5m6", reference=ref_e5m6.cast_to_e5m6, host=host.cast_to_e5m6)
 
 
 def _check_per_block(x, fmt, block_size):
@@ -238,22 +210,7 @@ def _cast_fused_ref(x, num_per_tokens, num_per_channels, round_sf, pos_to_token)
                                       num_per_channels, round_sf, pos_to_token)
 
 
-def _cast_fused_host(x, num_per_tokens, num_per_channels, round_sf, pos_to_token):
-    is_quant = isinstance(x, (tuple, list))
-    data, sf_in = x if is_quant else (x, None)
-    if pos_to_token is not None:
-        # Gather first (padding rows: zero data, zero scale), exactly as the reference does.
-        idx = pos_to_token.long()
-        valid = (idx >= 0).unsqueeze(1)
-        raw = data.view(torch.uint8) if is_quant else data  # FP8 tensors lack masked_fill
-        data = raw[idx.clamp(min=0)].masked_fill_(~valid, 0).view(data.dtype)
-        if is_quant:
-            sf_in = sf_in[idx.clamp(min=0)].masked_fill_(~valid, 0)
-    xf = host_cast_back(data, sf_in, (1, 128), torch.float32) if is_quant else data
-    return _cast("per_channel_cast", xf, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
-
-
-TABLE.register("per_channel_cast_fused", reference=_cast_fused_ref, host=_cast_fused_host)
+TABLE.register("per_channel_cast_fused", reference=_cast_fused_ref, host=host.per_channel_cast_fused)
 
 
 def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special_fmt: str | None = None) -> torch.Tensor:
@@ -280,25 +237,9 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
     return TABLE.run("cast_back", data.device, (data, sf), fmt, block)
 
 
-def _cast_back_e5m6_host(x, fmt, block):
-    data, sf = x
-    rows, hidden = data.shape[0], data.shape[1] * 2 // 3
-    out = empty(rows, hidden, dtype=torch.float32 if fmt == "fp32" else torch.bfloat16)
-    if rows:
-        p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(1, out, sf, data, int(fmt == "bf16"), rows, hidden, block[0], block[1], 0,
-                                          p, sm, sk, threads())
-    return out
-
-
-def _cast_back_host(x, fmt, block):
-    data, sf = x
-    return host_cast_back(data.contiguous(), sf, block, torch.float32 if fmt == "fp32" else torch.bfloat16)
-
-
 TABLE.register("cast_back_from_e5m6", reference=ref_e5m6.cast_back_from_e5m6,
-               host=Impl(_cast_back_e5m6_host, "hidden % 8 == 0", lambda x, *_: x[0].shape[1] * 2 // 3 % 8 == 0))
-TABLE.register("cast_back", reference=ref.cast_back, host=_cast_back_host)
+               host=Impl(host.cast_back_from_e5m6, "hidden % 8 == 0", lambda x, *_: x[0].shape[1] * 2 // 3 % 8 == 0))
+TABLE.register("cast_back", reference=ref.cast_back, host=host.cast_back)
 
 
 def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:
