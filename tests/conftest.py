@@ -1,4 +1,5 @@
-"""Suite-wide pytest settings: an isolated JIT cache per run unless one is given, and the npu skip."""
+"""Suite-wide pytest settings: one JIT cache per checkout (build/jit-cache) unless DJ_JIT_CACHE_DIR names
+another, and the skip of npu-marked tests where no NPU is present."""
 import os
 import tempfile
 

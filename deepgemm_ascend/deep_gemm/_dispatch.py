@@ -1,72 +1,56 @@
-"""Choosing the implementation for validated, canonical arguments.
+"""deep_gemm's backend table: for each canonical op (the functions of ``deep_gemm.reference`` that
+the public ops and their nn/tn/tt aliases reduce to), the reference, the host adapter and the
+Ascend implementation (none yet).
 
 Every public op calls ``run(name, device, *args)`` once its checks passed, with the canonical
-arguments of ``deep_gemm.reference.<name>``. When the backend for ``device`` is "host" and
-``deep_gemm.host`` implements the op, an adapter below translates those arguments into the host
-entry point's documented signature (``deep_gemm/host/__init__.py``); otherwise the reference
-runs. A host entry point that is still a stub (raises ``NotImplementedError`` before doing
-anything) is remembered as missing. NPU tensors use the reference until Ascend kernels exist.
-``DG_BACKEND=reference|host|ascend`` forces a path.
+arguments of ``deep_gemm.reference.<name>``. An adapter below translates them into the host entry
+point's documented signature (``deep_gemm/host/__init__.py``); its ``accepts`` predicate names the
+input forms the host kernel covers, the reference serving the others. ``DG_BACKEND`` forces a
+backend; forcing one an op lacks raises ``deepjit.BackendUnavailableError`` naming the op.
 """
 from __future__ import annotations
 
-import importlib
+from deepjit import BackendTable, Impl
 
-from . import _lib, reference
-
-_MISSING = object()
-_host_module = _MISSING
-_stubs: set = set()
-
-
-def _host():
-    global _host_module
-    if _host_module is _MISSING:
-        try:
-            _host_module = importlib.import_module(f"{__package__}.host")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.host":
-                raise
-            _host_module = None
-    return _host_module
+from . import _lib, host, reference
 
 
 # ---- adapters: canonical arguments -> host entry points -------------------------------------------
-def _gemm(host, a, b, d, c, alpha, num_threads):
+def _gemm(a, b, d, c, alpha, num_threads):
     host.gemm(a.data, a.sf, b.data, b.sf, d, c, 1.0 if alpha is None else alpha,
               gran_a=(a.gran_mn, a.gran_k), gran_b=(b.gran_mn, b.gran_k), num_threads=num_threads)
 
 
-def _bf16_gemm(host, a, b, d, c, alpha, num_threads):
+def _bf16_gemm(a, b, d, c, alpha, num_threads):
     host.gemm(a, None, b, None, d, c, 1.0 if alpha is None else alpha, num_threads=num_threads)
 
 
-def _m_grouped(host, a, b, d, rows, zero_padding, num_threads):
+def _m_grouped(a, b, d, rows, zero_padding, num_threads):
     host.m_grouped_gemm_contiguous(a.data, a.sf, b.data, b.sf, d, rows.layout, rows.use_psum_layout, rows.alignment,
                                    zero_padding, gran_a=(a.gran_mn, a.gran_k), gran_b=(b.gran_mn, b.gran_k),
                                    num_threads=num_threads)
 
 
-def _m_grouped_bf16(host, a, b, d, rows, zero_padding, num_threads):
+def _m_grouped_bf16(a, b, d, rows, zero_padding, num_threads):
     host.m_grouped_gemm_contiguous(a, None, b, None, d, rows.layout, rows.use_psum_layout, rows.alignment,
                                    zero_padding, num_threads=num_threads)
 
 
-def _masked(host, a, b, d, masked_m, num_threads):
+def _masked(a, b, d, masked_m, num_threads):
     host.m_grouped_gemm_masked(a.data, a.sf, b.data, b.sf, d, masked_m, gran_a=(a.gran_mn, a.gran_k),
                                gran_b=(b.gran_mn, b.gran_k), num_threads=num_threads)
 
 
-def _masked_bf16(host, a, b, d, masked_m, num_threads):
+def _masked_bf16(a, b, d, masked_m, num_threads):
     host.m_grouped_gemm_masked(a, None, b, None, d, masked_m, num_threads=num_threads)
 
 
-def _k_grouped(host, a, sfa, b, sfb, d, c, groups, gran_k, num_threads):
+def _k_grouped(a, sfa, b, sfb, d, c, groups, gran_k, num_threads):
     host.k_grouped_gemm(a, sfa, b, sfb, d, c, groups.ks, groups.k_starts, groups.sf_starts, gran_k=gran_k,
                         num_threads=num_threads)
 
 
-def _k_grouped_bf16(host, a, b, d, c, groups, num_threads):
+def _k_grouped_bf16(a, b, d, c, groups, num_threads):
     host.k_grouped_gemm(a, None, b, None, d, c, groups.ks, groups.k_starts, num_threads=num_threads)
 
 
@@ -74,73 +58,70 @@ def _dense(t):
     return None if t is None else t.contiguous()
 
 
-class _Unsupported(Exception):
-    """The host entry point does not take this input form; the reference serves it."""
+def _mqa_accepts(q, kv, *_):
+    return not ((not q.fp4 and q.sf is not None) or (q.fp4 != kv.fp4) or (not kv.fp4 and not kv.per_token_sf))
 
 
-def _mqa(host, q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
-    if (not q.fp4 and q.sf is not None) or (q.fp4 != kv.fp4) or (not kv.fp4 and not kv.per_token_sf):
-        raise _Unsupported
+def _mqa(q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
     host.mqa_logits(q.data, _dense(q.sf), kv.data, _dense(kv.sf), weights.float().contiguous(), ks, ke, logits, compressed,
                     clean_logits, num_threads=num_threads)
 
 
-def _paged_mqa(host, q, kv, weights, context_lens, block_table, logits, clean_logits, num_threads):
-    if not q.fp4 and q.sf is not None:
-        raise _Unsupported
+def _paged_mqa_accepts(q, kv, weights, context_lens, block_table, logits, clean_logits):
+    return not (not q.fp4 and q.sf is not None)
+
+
+def _paged_mqa(q, kv, weights, context_lens, block_table, logits, clean_logits, num_threads):
     host.paged_mqa_logits(q.data, _dense(q.sf), kv.cache, weights.float().contiguous(), context_lens, block_table, logits,
                           clean_logits, num_threads=num_threads)
 
 
-def _bf16_einsum(host, expr, a, b, d, c, num_threads):
-    if expr not in host.einsum.BF16_EXPRS:
-        raise _Unsupported
+def _bf16_einsum(expr, a, b, d, c, num_threads):
     host.bf16_einsum(expr, a, b, d, num_threads=num_threads)
 
 
-def _fp8_bmm(host, a, b, d, c, num_threads):
-    if a.fp4 or b.fp4 or a.sf is None or b.sf is None:
-        raise _Unsupported
+def _fp8_bmm_accepts(a, b, *_):
+    return not (a.fp4 or b.fp4 or a.sf is None or b.sf is None)
+
+
+def _fp8_bmm(a, b, d, c, num_threads):
     host.fp8_bmm(a.data, a.sf, b.data, b.sf, d, c, (a.gran_mn, a.gran_k), (b.gran_mn, b.gran_k),
                  num_threads=num_threads)
 
 
-def _hc_prenorm(host, a, b, d, sqr_sum, num_splits, num_threads):
+def _hc_prenorm(a, b, d, sqr_sum, num_splits, num_threads):
     host.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits, num_threads=num_threads)
 
 
-_ADAPTERS = {
-    "fp8_fp4_gemm_nt": ("gemm", _gemm),
-    "bf16_gemm_nt": ("gemm", _bf16_gemm),
-    "m_grouped_fp8_fp4_gemm_nt": ("m_grouped_gemm_contiguous", _m_grouped),
-    "m_grouped_bf16_gemm_nt": ("m_grouped_gemm_contiguous", _m_grouped_bf16),
-    "m_grouped_fp8_fp4_gemm_nt_masked": ("m_grouped_gemm_masked", _masked),
-    "m_grouped_bf16_gemm_nt_masked": ("m_grouped_gemm_masked", _masked_bf16),
-    "k_grouped_fp8_gemm_tn": ("k_grouped_gemm", _k_grouped),
-    "k_grouped_bf16_gemm_tn": ("k_grouped_gemm", _k_grouped_bf16),
-    "mqa_logits": ("mqa_logits", _mqa),
-    "paged_mqa_logits": ("paged_mqa_logits", _paged_mqa),
-    "hc_prenorm_gemm": ("hc_prenorm_gemm", _hc_prenorm),
-    "bf16_einsum": ("bf16_einsum", _bf16_einsum),
-    "fp8_bmm": ("fp8_bmm", _fp8_bmm),
-}
+def _host(adapter, supports: str, accepts=None) -> Impl:
+    """A host entry: the adapter with the library's worker-thread count appended."""
+    return Impl(lambda *args: adapter(*args, num_threads=_lib.LIB.num_threads), supports, accepts)
 
 
-def host_serves(name: str, device) -> bool:
-    """Whether ``name`` would run on a host kernel for tensors on ``device``."""
-    if name not in _ADAPTERS or (name in _stubs) or _lib.LIB.backend_for(device) != "host":
-        return False
-    host = _host()
-    return host is not None and hasattr(host, _ADAPTERS[name][0])
+def _einsum_accepts(expr, *_):
+    return expr in host.einsum.BF16_EXPRS
+
+
+TABLE = BackendTable(_lib.LIB)
+_SCALED = "FP8/FP4 operands with FP32 scales at any granularity, BF16/FP32 d, optional c"
+for _name, _adapter, _supports, _accepts in (
+    ("fp8_fp4_gemm_nt", _gemm, _SCALED, None),
+    ("bf16_gemm_nt", _bf16_gemm, "BF16 operands, BF16/FP32 d, optional c", None),
+    ("m_grouped_fp8_fp4_gemm_nt", _m_grouped, _SCALED + "; contiguous or psum row layout", None),
+    ("m_grouped_bf16_gemm_nt", _m_grouped_bf16, "BF16; contiguous or psum row layout", None),
+    ("m_grouped_fp8_fp4_gemm_nt_masked", _masked, _SCALED + "; masked groups", None),
+    ("m_grouped_bf16_gemm_nt_masked", _masked_bf16, "BF16; masked groups", None),
+    ("k_grouped_fp8_gemm_tn", _k_grouped, "FP8 with per-128 K scales, in-place FP32 accumulation", None),
+    ("k_grouped_bf16_gemm_tn", _k_grouped_bf16, "BF16, in-place FP32 accumulation", None),
+    ("mqa_logits", _mqa, "FP8 q without scales over a per-token-scaled FP8 KV, or FP4 q over FP4 KV",
+     _mqa_accepts),
+    ("paged_mqa_logits", _paged_mqa, "FP8 q without scales or FP4 q (fixed-length or varlen rows)", _paged_mqa_accepts),
+    ("hc_prenorm_gemm", _hc_prenorm, "every input the op accepts", None),
+    ("bf16_einsum", _bf16_einsum, "the expressions of host.einsum.BF16_EXPRS", _einsum_accepts),
+    ("fp8_bmm", _fp8_bmm, "FP8 operands with scales on both sides", _fp8_bmm_accepts),
+):
+    TABLE.register(_name, reference=getattr(reference, _name), host=_host(_adapter, _supports, _accepts))
 
 
 def run(name: str, device, *args):
-    if host_serves(name, device):
-        entry, adapter = _ADAPTERS[name]
-        try:
-            return adapter(_host(), *args, num_threads=_lib.LIB.num_threads)
-        except NotImplementedError:
-            _stubs.add(name)
-        except _Unsupported:
-            pass
-    return getattr(reference, name)(*args)
+    return TABLE.run(name, device, *args)

@@ -1,8 +1,6 @@
-"""Argument checks shared by every public op.
-
-Each check raises ``TypeError`` (wrong kind or dtype) or ``ValueError`` (wrong shape, stride,
-device, value) naming the argument and stating what was expected and what came. Ops run all
-their checks before touching any caller tensor.
+"""deep_gemm's argument checks: deepjit's shared ones (``deepjit.validation``: one argument order,
+one message shape ``"<name>: expected <what>, got <what came>"``) plus the GEMM-specific operand,
+layout and accumulator rules. Ops run all their checks before touching any caller tensor.
 """
 from __future__ import annotations
 
@@ -10,21 +8,12 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from deepjit import validation as _shared
+from deepjit.validation import boolean, contiguous, fail, integer, output, overlaps, shape, tensor
 
-def fail(name: str, expected: str, got) -> ValueError:
-    return ValueError(f"{name}: expected {expected}, got {got}")
-
-
-def tensor(name: str, t, dtypes: Sequence[torch.dtype] | None = None, ndim: int | Sequence[int] | None = None):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if dtypes is not None and t.dtype not in dtypes:
-        raise TypeError(f"{name}: expected dtype {' or '.join(map(str, dtypes))}, got {t.dtype}")
-    if ndim is not None:
-        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-        if t.dim() not in allowed:
-            raise fail(name, f"a {' or '.join(map(str, allowed))}-D tensor", f"shape {tuple(t.shape)}")
-    return t
+__all__ = ["ab_major", "accumulator", "boolean", "compiled_dims", "contiguous", "fail", "integer", "k_major",
+           "optional_tensor", "output", "output_dtype", "pair", "row_major_out", "same_device", "same_storage",
+           "shape", "tensor"]
 
 
 def optional_tensor(name: str, t, **kw):
@@ -41,11 +30,6 @@ def pair(name: str, p, second_optional: bool = False):
     if not (second_optional and p[1] is None) and not isinstance(p[1], torch.Tensor):
         raise TypeError(f"{name}[1]: expected a torch.Tensor, got {type(p[1]).__name__}")
     return p[0], p[1]
-
-
-def shape(name: str, t: torch.Tensor, expected: Sequence[int]) -> None:
-    if tuple(t.shape) != tuple(expected):
-        raise fail(name, f"shape {tuple(expected)}", f"{tuple(t.shape)}")
 
 
 def ab_major(name: str, t: torch.Tensor) -> bool:
@@ -76,37 +60,8 @@ def row_major_out(name: str, t: torch.Tensor) -> None:
         raise fail(f"{name}.stride(-1)", "1 (row-major output)", t.stride(-1))
 
 
-def contiguous(name: str, t: torch.Tensor) -> None:
-    if not t.is_contiguous():
-        raise fail(name, "a contiguous tensor", f"strides {tuple(t.stride())} for shape {tuple(t.shape)}")
-
-
 def same_device(named: Iterable[tuple[str, torch.Tensor | None]]) -> torch.device:
-    device, first = None, None
-    for name, t in named:
-        if t is None:
-            continue
-        if device is None:
-            device, first = t.device, name
-        elif t.device != device:
-            raise fail(f"{name}.device", f"{device} (the device of {first})", t.device)
-    return device
-
-
-def integer(name: str, value, low: int | None = None, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        lo = "-inf" if low is None else low
-        hi = "inf" if high is None else high
-        raise fail(name, f"a value in [{lo}, {hi}]", value)
-    return value
-
-
-def boolean(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
-    return value
+    return _shared.same_device(*named)
 
 
 def compiled_dims(value) -> str:
@@ -117,7 +72,7 @@ def compiled_dims(value) -> str:
 
 def output_dtype(name: str, t: torch.Tensor, dtypes: Sequence[torch.dtype]) -> None:
     if t.dtype not in dtypes:
-        raise TypeError(f"{name}: expected dtype {' or '.join(map(str, dtypes))}, got {t.dtype}")
+        raise fail(name, f"dtype {' or '.join(map(str, dtypes))}", t.dtype, TypeError)
 
 
 def same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
@@ -138,17 +93,6 @@ def accumulator(c: torch.Tensor | None, d: torch.Tensor, must_be_d: bool = False
             raise fail("c.stride()", f"{tuple(d.stride())} (c shares d's memory)", tuple(c.stride()))
     elif must_be_d:
         raise fail("c", "the same tensor as d (accumulation is in place)", "a different tensor")
-    elif c.device == d.device and _overlaps(c, d):
+    elif overlaps(c, d):
         raise fail("c", "either d itself or memory disjoint from d", "a tensor overlapping d")
     return c
-
-
-def _overlaps(x: torch.Tensor, y: torch.Tensor) -> bool:
-    def span(t):
-        if t.numel() == 0:
-            return (0, 0)
-        start = t.data_ptr()
-        end = start + (sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
-        return start, end
-    (a0, a1), (b0, b1) = span(x), span(y)
-    return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0

@@ -61,6 +61,7 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torc
         if d.dtype != torch.bfloat16:
             raise TypeError(f"d: expected dtype torch.bfloat16 for '{expr}', got {d.dtype}")
     device = v.same_device([("a", a), ("b", b), ("d", d), ("c", c)])
+    v.output("d", d, ("a", a), ("b", b), ("c", c), in_place=("c",))
     _dispatch.run("bf16_einsum", device, expr, a, b, d, c)
 
 
@@ -82,6 +83,7 @@ def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: torch.Tensor | None = None, 
     v.accumulator(c, d, must_be_d=expr == "bhd,bhr->hdr")
     if expr == "bhd,bhr->hdr" and (c is None or d.dtype != torch.float32):
         raise v.fail("c/d", "c = d with an FP32 d (accumulation over b)", f"c={'None' if c is None else 'given'}, d {d.dtype}")
+    v.output("d", d, ("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("c", c), in_place=("c",))
     pa, pb, pd = _FP8_PERMS[expr]
     op_a = ops.QuantOperand(data_a.permute(pa), None, False, True, 0, 0, 0)
     op_b = ops.QuantOperand(data_b.permute(pb), None, False, True, 0, 0, 0)
@@ -120,6 +122,8 @@ def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_
         v.shape("sqr_sum", sqr_sum, (num_splits, m))
     v.row_major_out("d", d)
     device = v.same_device([("a", a), ("b", b), ("d", d), ("sqr_sum", sqr_sum)])
+    v.output("d", d, ("a", a), ("b", b), ("sqr_sum", sqr_sum))
+    v.output("sqr_sum", sqr_sum, ("a", a), ("b", b))
     _dispatch.run("hc_prenorm_gemm", device, a, b, d, sqr_sum, num_splits)
 
 
@@ -149,6 +153,7 @@ def fp8_gemm_nt_skip_head_mid(a, b, d: torch.Tensor, head_splits, recipe=None, c
     v.output_dtype("d", d, OUT_DTYPES)
     v.shape("d", d, (m, n + n // (left + right) * mid))
     v.row_major_out("d", d)
+    v.output("d", d, ("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb))
     v.compiled_dims(compiled_dims)
     v.boolean("disable_ue8m0_cast", disable_ue8m0_cast)
     gran_a, gran_b = ops.resolve_recipes(recipe, None, None, v.tensor("a[1]", sfa), v.tensor("b[1]", sfb))

@@ -116,6 +116,7 @@ def _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, comp
     device = v.same_device([("a[0]", data_a), ("a[1]", v.tensor("a[1]", sfa)), ("b[0]", data_b),
                             ("b[1]", v.tensor("b[1]", sfb)), ("d", d),
                             ("grouped_layout", v.tensor("grouped_layout", grouped_layout))])
+    v.output("d", d, ("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("grouped_layout", grouped_layout))
     rows = _row_groups(grouped_layout, op_a.mn, op_b.groups, use_psum_layout, expected_m_for_psum_layout,
                        ensure_zero_padding)
     gran_a, gran_b = ops.resolve_recipes(recipe, recipe_a, recipe_b, sfa, sfb)
@@ -160,6 +161,7 @@ def _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ens
     v.compiled_dims(compiled_dims)
     v.boolean("ensure_zero_padding", ensure_zero_padding)
     device = v.same_device([("a", a), ("b", b), ("d", d), ("grouped_layout", v.tensor("grouped_layout", grouped_layout))])
+    v.output("d", d, ("a", a), ("b", b), ("grouped_layout", grouped_layout))
     rows = _row_groups(grouped_layout, m, num_groups, use_psum_layout, expected_m_for_psum_layout, ensure_zero_padding)
     if m == 0:
         return
@@ -212,6 +214,7 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tens
                             ("b[1]", v.tensor("b[1]", sfb)), ("d", v.tensor("d", d)),
                             ("masked_m", v.tensor("masked_m", masked_m))])
     _check_masked(masked_m, expected_m, op_a.groups, op_a.mn, op_b.mn, op_a.k, d)
+    v.output("d", d, ("a[0]", data_a), ("a[1]", sfa), ("b[0]", data_b), ("b[1]", sfb), ("masked_m", masked_m))
     v.compiled_dims(compiled_dims)
     v.boolean("disable_ue8m0_cast", disable_ue8m0_cast)
     gran_a, gran_b = ops.resolve_recipes(recipe, recipe_a, recipe_b, sfa, sfb)
@@ -232,5 +235,6 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
         raise v.fail("b", f"G = {num_groups}, K = {k} (as a)", f"shape {tuple(b.shape)}")
     device = v.same_device([("a", a), ("b", b), ("d", v.tensor("d", d)), ("masked_m", v.tensor("masked_m", masked_m))])
     _check_masked(masked_m, expected_m, num_groups, m, n, k, d)
+    v.output("d", d, ("a", a), ("b", b), ("masked_m", masked_m))
     v.compiled_dims(compiled_dims)
     _dispatch.run("m_grouped_bf16_gemm_nt_masked", device, a, b, d, masked_m)

@@ -109,6 +109,7 @@ def _check_common(a_data, b_data, d, c, num_groups_hint=None):
         raise v.fail("a", f"shape [sum_K, {m}] (M from d)", tuple(a_data.shape))
     if b_data.dim() != 2 or b_data.size(1) != n or b_data.size(0) != a_data.size(0):
         raise v.fail("b", f"shape [{a_data.size(0)}, {n}] (sum_K from a, N from d)", tuple(b_data.shape))
+    v.output("d", d, ("a", a_data), ("b", b_data), ("c", c), in_place=("c",))
     return num_groups, m, n, a_data.size(0)
 
 

@@ -3,6 +3,7 @@
 One runtime per library; toolchains for the host C++ compiler, Ascend (bisheng + ACL) and CUDA
 (nvcc + driver API) share the cache key, the single-flight memory cache and the disk cache.
 """
+from .backend_table import BackendTable, BackendUnavailableError, Impl
 from .config import Config
 from .disk_cache import CacheEntry, DiskCache
 from .env import Env
@@ -15,7 +16,7 @@ from .runtime import LazyInit, Runtime, create_lazy_jit, register_python_api
 
 __version__ = "0.1.0"
 
-__all__ = ["CacheEntry", "CacheSecurityError", "CompileError", "Config", "DeepJITError", "DiskCache", "Env",
+__all__ = ["BackendTable", "BackendUnavailableError", "Impl", "CacheEntry", "CacheSecurityError", "CompileError", "Config", "DeepJITError", "DiskCache", "Env",
            "FNV1a", "IncludeParser", "KernelLibrary", "LazyInit", "MemCache", "Runtime", "ToolchainNotFoundError", "create_lazy_jit",
            "hash_hex", "host_include_dir", "register_python_api"]
 

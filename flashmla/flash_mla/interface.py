@@ -1,25 +1,17 @@
-"""The public ops: validate once, then dispatch on the device (host kernels for CPU tensors,
-the reference elsewhere and wherever a host kernel does not cover the case)."""
+"""The public ops: validate once, then run the implementation ``_dispatch.TABLE`` gives the
+device (host kernels for CPU tensors, the reference elsewhere and wherever a host kernel does not
+cover the case)."""
 from __future__ import annotations
 
 import torch
 
-from . import LIB, reference
+from . import _dispatch, reference
 from . import validation as check
 from .kv_cache import KVCacheFormat
 from .metadata import FlashMLASchedMeta, record_or_check
 from .reference.sparse import KVScope
 
 SPARSE_ONLY = ("attn_sink", "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length")
-
-
-def _host(device) -> bool:
-    return LIB.backend_for(device) == "host"
-
-
-def _host_shapes_ok(d_qk: int, d_v: int, heads_per_kv: int) -> bool:
-    """The host engine's limits (dense ops; the sparse ones are always inside them)."""
-    return d_qk % 2 == 0 and d_qk <= 576 and d_v % 32 == 0 and d_v <= d_qk and heads_per_kv <= 128
 
 
 def flash_mla_with_kvcache(
@@ -52,14 +44,14 @@ def flash_mla_with_kvcache(
                         f"got {type(tile_scheduler_metadata).__name__}")
     if num_splits is not None and not isinstance(num_splits, torch.Tensor):
         raise TypeError(f"num_splits: must be None (or an old-API tensor, ignored), got {type(num_splits).__name__}")
-    check.tensor(q, "q", (torch.bfloat16, torch.float16), 4)
-    check.last_dim_contiguous(q, "q")
-    causal = check.flag(causal, "causal")
-    is_fp8_kvcache = check.flag(is_fp8_kvcache, "is_fp8_kvcache")
-    enable_batch_invariant = check.flag(enable_batch_invariant, "enable_batch_invariant")
-    check.one_of(head_dim_v, "head_dim_v", (check.D_V,))
+    check.tensor("q", q, (torch.bfloat16, torch.float16), 4)
+    check.last_stride_one("q", q)
+    causal = check.flag("causal", causal)
+    is_fp8_kvcache = check.flag("is_fp8_kvcache", is_fp8_kvcache)
+    enable_batch_invariant = check.flag("enable_batch_invariant", enable_batch_invariant)
+    check.one_of("head_dim_v", head_dim_v, (check.D_V,))
     b, s_q, h_q, d_qk = q.shape
-    sm_scale = d_qk ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
+    sm_scale = d_qk ** -0.5 if softmax_scale is None else check.real_number("softmax_scale", softmax_scale)
     if not isinstance(k_cache, torch.Tensor):
         raise TypeError(f"k_cache: expected a tensor, got {type(k_cache).__name__}")
     if indices is None:
@@ -75,14 +67,14 @@ def flash_mla_with_kvcache(
         raise ValueError("is_fp8_kvcache: must be True in sparse mode (indices given), got False")
     if q.dtype != torch.bfloat16:
         raise TypeError(f"q: dtype must be torch.bfloat16 in sparse mode, got {q.dtype}")
-    check.one_of(h_q, "q.shape[2] (h_q)", check.SUPPORTED_H_Q)
-    check.one_of(d_qk, "q.shape[3] (d_qk)", check.SUPPORTED_D_QK)
-    fmt = check.quantized_cache(k_cache, "k_cache", d_qk, q.device)
+    check.one_of("q.shape[2] (h_q)", h_q, check.SUPPORTED_H_Q)
+    check.one_of("q.shape[3] (d_qk)", d_qk, check.SUPPORTED_D_QK)
+    fmt = check.quantized_cache("k_cache", k_cache, d_qk, q.device)
     if fmt is KVCacheFormat.V41_FP4:
         raise ValueError("k_cache: the V4.1 FP4 format (288 B/token) is only allowed as extra_k_cache")
-    check.slot_indices(indices, "indices", b, s_q, k_cache.shape[0] * k_cache.shape[1], q.device)
+    check.slot_indices("indices", indices, b, s_q, k_cache.shape[0] * k_cache.shape[1], q.device)
     topk = indices.shape[-1]
-    check.lengths(topk_length, "topk_length", b, topk, q.device)
+    check.lengths("topk_length", topk_length, b, topk, q.device)
     check.attn_sink(attn_sink, h_q, q.device)
     scopes = [KVScope(k_cache, fmt, fmt.placement(kv_layout), indices, topk_length)]
     if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
@@ -92,20 +84,17 @@ def flash_mla_with_kvcache(
         raise ValueError("extra_topk_length: only valid with extra_k_cache, which is None")
     extra_page = extra_topk = None
     if extra_k_cache is not None:
-        efmt = check.quantized_cache(extra_k_cache, "extra_k_cache", d_qk, q.device)
-        check.slot_indices(extra_indices_in_kvcache, "extra_indices_in_kvcache", b, s_q,
+        efmt = check.quantized_cache("extra_k_cache", extra_k_cache, d_qk, q.device)
+        check.slot_indices("extra_indices_in_kvcache", extra_indices_in_kvcache, b, s_q,
                            extra_k_cache.shape[0] * extra_k_cache.shape[1], q.device)
         extra_page, extra_topk = extra_k_cache.shape[1], extra_indices_in_kvcache.shape[-1]
-        check.lengths(extra_topk_length, "extra_topk_length", b, extra_topk, q.device)
+        check.lengths("extra_topk_length", extra_topk_length, b, extra_topk, q.device)
         scopes.append(KVScope(extra_k_cache, efmt, efmt.placement(kv_layout), extra_indices_in_kvcache,
                               extra_topk_length))
     record_or_check(tile_scheduler_metadata, FlashMLASchedMeta.Config(
         b, s_q, h_q, k_cache.shape[1], k_cache.shape[2], causal, is_fp8_kvcache, topk, extra_page, extra_topk,
         enable_batch_invariant), q.device)
-    if _host(q.device):
-        from . import host
-        return host.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink, enable_batch_invariant)
-    return reference.sparse_decode(q, scopes, sm_scale, head_dim_v, attn_sink)
+    return _dispatch.run("sparse_decode", q.device, q, scopes, sm_scale, head_dim_v, attn_sink, enable_batch_invariant)
 
 
 def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_scale, causal, is_fp8_kvcache,
@@ -119,8 +108,8 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
         raise ValueError(f"k_cache: dense mode (indices None) has no FP8 path; got a {k_cache.dtype} cache "
                          f"without indices")
     b, s_q, h_q, d_qk = q.shape
-    check.tensor(k_cache, "k_cache", (q.dtype,), 4, q.device)
-    check.last_dim_contiguous(k_cache, "k_cache")
+    check.tensor("k_cache", k_cache, (q.dtype,), 4, q.device)
+    check.last_stride_one("k_cache", k_cache)
     nb, p, h_kv, d = k_cache.shape
     if d != d_qk:
         raise ValueError(f"k_cache: head dim must equal q's ({d_qk}), got {d}")
@@ -128,11 +117,11 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
         raise ValueError(f"head_dim_v: must be <= d_qk ({d_qk}), got {head_dim_v}")
     if h_kv < 1 or h_q % h_kv:
         raise ValueError(f"k_cache: num_heads_k ({h_kv}) must divide num_heads_q ({h_q})")
-    check.tensor(block_table, "block_table", (torch.int32,), 2, q.device)
-    check.last_dim_contiguous(block_table, "block_table")
+    check.tensor("block_table", block_table, (torch.int32,), 2, q.device)
+    check.last_stride_one("block_table", block_table)
     if block_table.shape[0] != b:
         raise ValueError(f"block_table: expected {b} rows (batch), got shape {tuple(block_table.shape)}")
-    check.lengths(cache_seqlens, "cache_seqlens", b, block_table.shape[1] * p, q.device)
+    check.lengths("cache_seqlens", cache_seqlens, b, block_table.shape[1] * p, q.device)
     if cache_seqlens is None:
         raise TypeError("cache_seqlens: expected a tensor in dense mode, got None")
     used = (torch.arange(block_table.shape[1], device=q.device).view(1, -1) * p
@@ -144,10 +133,7 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
                              f"got range [{int(ids.min())}, {int(ids.max())}]")
     record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, is_fp8_kvcache, None, None, None,
                                                    enable_batch_invariant), q.device)
-    if q.dtype == torch.bfloat16 and _host_shapes_ok(d_qk, head_dim_v, h_q // h_kv) and _host(q.device):
-        from . import host
-        return host.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
-    return reference.dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
+    return _dispatch.run("dense_decode", q.device, q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
 
 
 def flash_mla_sparse_fwd(
@@ -162,27 +148,24 @@ def flash_mla_sparse_fwd(
     """Sparse prefill: q bf16 [s_q, h_q, d_qk], kv bf16 [s_kv, 1, d_qk], indices int32 [s_q, 1, topk]
     (ids < 0 or >= s_kv ignored). Returns out bf16 [s_q, h_q, d_v], max_logits and lse fp32 [s_q, h_q]
     (natural log; rows with no valid token: out 0, max_logits -inf, lse +inf)."""
-    check.tensor(q, "q", (torch.bfloat16,), 3)
-    check.last_dim_contiguous(q, "q")
+    check.tensor("q", q, (torch.bfloat16,), 3)
+    check.last_stride_one("q", q)
     s_q, h_q, d_qk = q.shape
-    check.one_of(h_q, "q.shape[1] (h_q)", check.SUPPORTED_H_Q)
-    check.one_of(d_qk, "q.shape[2] (d_qk)", check.SUPPORTED_D_QK)
-    check.tensor(kv, "kv", (torch.bfloat16,), 3, q.device)
-    check.last_dim_contiguous(kv, "kv")
+    check.one_of("q.shape[1] (h_q)", h_q, check.SUPPORTED_H_Q)
+    check.one_of("q.shape[2] (d_qk)", d_qk, check.SUPPORTED_D_QK)
+    check.tensor("kv", kv, (torch.bfloat16,), 3, q.device)
+    check.last_stride_one("kv", kv)
     if kv.shape[1] != 1 or kv.shape[2] != d_qk:
         raise ValueError(f"kv: expected shape [s_kv, 1, {d_qk}], got {tuple(kv.shape)}")
-    check.tensor(indices, "indices", (torch.int32,), 3, q.device)
+    check.tensor("indices", indices, (torch.int32,), 3, q.device)
     if indices.shape[0] != s_q or indices.shape[1] != 1 or indices.shape[2] < 1:
         raise ValueError(f"indices: expected shape [{s_q}, 1, topk >= 1], got {tuple(indices.shape)}")
-    check.last_dim_contiguous(indices, "indices")
-    sm_scale = check.real_number(sm_scale, "sm_scale")
-    check.one_of(d_v, "d_v", (check.D_V,))
+    check.last_stride_one("indices", indices)
+    sm_scale = check.real_number("sm_scale", sm_scale)
+    check.one_of("d_v", d_v, (check.D_V,))
     check.attn_sink(attn_sink, h_q, q.device)
-    check.lengths(topk_length, "topk_length", s_q, indices.shape[-1], q.device)
-    if _host(q.device):
-        from . import host
-        return host.sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
-    return reference.sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
+    check.lengths("topk_length", topk_length, s_q, indices.shape[-1], q.device)
+    return _dispatch.run("sparse_prefill", q.device, q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
 
 
 # ---- dense varlen prefill (forward; backward by autograd through the reference) ----------------------
@@ -192,9 +175,9 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
         raise ValueError(f"dropout_p: must be 0.0, got {dropout_p!r}")
     if deterministic:
         raise ValueError("deterministic: must be False, got True")
-    check.tensor(q, "q", (torch.bfloat16, torch.float16, torch.float32), 3)
-    check.tensor(k, "k", (q.dtype,), 3, q.device)
-    check.tensor(v, "v", (q.dtype,), 3, q.device)
+    check.tensor("q", q, (torch.bfloat16, torch.float16, torch.float32), 3)
+    check.tensor("k", k, (q.dtype,), 3, q.device)
+    check.tensor("v", v, (q.dtype,), 3, q.device)
     if k.shape[-1] != q.shape[-1]:
         raise ValueError(f"k: head dim must equal q's ({q.shape[-1]}), got {k.shape[-1]}")
     if v.shape[0] != k.shape[0] or v.shape[1] != k.shape[1]:
@@ -202,18 +185,18 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
     if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
         raise ValueError(f"k: num kv heads ({k.shape[1]}) must divide num q heads ({q.shape[1]})")
     for name, cu, total in (("cu_seqlens_qo", cu_seqlens_qo, q.shape[0]), ("cu_seqlens_kv", cu_seqlens_kv, k.shape[0])):
-        check.tensor(cu, name, (torch.int32,), 1, q.device)
+        check.tensor(name, cu, (torch.int32,), 1, q.device)
         if cu.numel() < 1 or int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu[1:] < cu[:-1]).any()):
             raise ValueError(f"{name}: must be non-decreasing prefix sums from 0 to {total}, got {cu.tolist()}")
     if cu_seqlens_qo.numel() != cu_seqlens_kv.numel():
         raise ValueError(f"cu_seqlens_kv: expected {cu_seqlens_qo.numel()} entries like cu_seqlens_qo, "
                          f"got {cu_seqlens_kv.numel()}")
-    return q.shape[-1] ** -0.5 if softmax_scale is None else check.real_number(softmax_scale, "softmax_scale")
+    return q.shape[-1] ** -0.5 if softmax_scale is None else check.real_number("softmax_scale", softmax_scale)
 
 
 def _out_buffer(t, name: str, shape: tuple, dtype: torch.dtype, device) -> None:
     """A caller's output buffer (upstream's ``out=``/``lse=``/``dq=``...), checked before anything runs."""
-    check.tensor(t, name, (dtype,), len(shape), device)
+    check.tensor(name, t, (dtype,), len(shape), device)
     if tuple(t.shape) != shape:
         raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
 
@@ -223,20 +206,12 @@ def _flash_attn_varlen_forward(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen
     """Upstream's private forward: ``(out [total_q, h_q, d_v], lse fp32 [total_q, h_q])`` with lse stored
     head-major (``stride(0) == 1``), written into ``out`` / ``lse`` when given."""
     scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, 0.0, False, softmax_scale)
-    causal = check.flag(causal, "causal")
+    causal = check.flag("causal", causal)
     if out is not None:
         _out_buffer(out, "out", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
     if lse is not None:
         _out_buffer(lse, "lse", (q.shape[0], q.shape[1]), torch.float32, q.device)
-    host_ok = (q.dtype == torch.bfloat16 and _host_shapes_ok(q.shape[-1], v.shape[-1], q.shape[1] // k.shape[1])
-               and all(t.stride(-1) == 1 for t in (q, k, v)))
-    if host_ok and _host(q.device):
-        from . import host
-        o, l_ = host.varlen_attention(q, k, v, cu_seqlens_qo.contiguous(), cu_seqlens_kv.contiguous(), scale, causal)
-    else:
-        with torch.no_grad():
-            o, l_ = reference.varlen_attention(q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, causal)
-        l_ = l_.t().contiguous().t()   # stored head-major: stride(0) == 1 as upstream
+    o, l_ = _dispatch.run("varlen_attention", q.device, q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, causal)
     if out is not None:
         o = out.copy_(o)
     if lse is not None:
@@ -249,7 +224,7 @@ def _flash_attn_varlen_backward(do, q, k, v, out, lse, cu_seqlens_qo, cu_seqlens
     """Upstream's private backward: ``(dq, dk, dv)``, written into ``dq`` / ``dk`` / ``dv`` when given; needs
     h_q == h_kv as upstream (through the reference's autograd here)."""
     scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, 0.0, False, softmax_scale)
-    causal = check.flag(causal, "causal")
+    causal = check.flag("causal", causal)
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"flash_attn_varlen backward: needs h_q == h_kv as upstream, got {q.shape[1]} and {k.shape[1]}")
     _out_buffer(do, "do", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
@@ -292,7 +267,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
     lse fp32 [total_q, h_q] (natural log, stride(0) == 1); causal is bottom-right aligned."""
     _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale)
     return FlashAttnVarlenFunc.apply(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv,
-                                     check.flag(causal, "causal"), softmax_scale, is_varlen)
+                                     check.flag("causal", causal), softmax_scale, is_varlen)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, head_dim_qk, dropout_p=0.0, softmax_scale=None,

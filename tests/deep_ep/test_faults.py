@@ -59,7 +59,7 @@ def _bad_inputs(rank, world):
     else:
         expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "rejected")
     # Wrong dtypes are caught before anything moves.
-    expect_error(lambda: buf.dispatch(x.float(), idx, num_experts=E), TypeError, "x must have dtype torch.bfloat16")
+    expect_error(lambda: buf.dispatch(x.float(), idx, num_experts=E), TypeError, "x: expected dtype torch.bfloat16")
     # ... and after all that the buffer still works, bit-exactly.
     check_case(buf, Case(None, True, False, num_bias=1), rank, world, H, E, M, K, seed=3)
     buf.destroy()

@@ -53,7 +53,7 @@ def test_fp4_main_cache_and_bad_strides():
     _raises(ValueError, "stride\\(1\\) == bytes_per_token", k_cache=padded)
     overlapping = torch.zeros(8 * 528, dtype=torch.uint8).as_strided((2, 4, 1, 528), (100, 528, 528, 1))
     _raises(ValueError, "stride\\(0\\) must be >= ", k_cache=overlapping)
-    _raises(ValueError, "q: last dim must be contiguous",
+    _raises(ValueError, "q: expected unit stride in the last dim",
             q=torch.zeros(B, S_Q, H_Q, 1024, dtype=torch.bfloat16)[..., ::2])
 
 
@@ -83,7 +83,7 @@ def test_indices_rank(rank):
 
 
 def test_indices_dtype_shape_range():
-    _raises(TypeError, "indices: dtype must be torch.int32", indices=torch.zeros(B, S_Q, TOPK, dtype=torch.int64))
+    _raises(TypeError, "indices: expected dtype torch.int32", indices=torch.zeros(B, S_Q, TOPK, dtype=torch.int64))
     _raises(ValueError, "indices: expected shape", indices=torch.zeros(B + 1, S_Q, TOPK, dtype=torch.int32))
     _raises(ValueError, "slot ids must be < num_blocks \\* page_block_size = 64",
             indices=torch.full((B, S_Q, TOPK), 64, dtype=torch.int32))
@@ -93,7 +93,7 @@ def test_indices_dtype_shape_range():
 @given(st.integers(TOPK + 1, 10 ** 6) | st.integers(-10 ** 6, -1))
 def test_topk_length_out_of_range(bad):
     lengths = torch.tensor([0, bad], dtype=torch.int32)
-    _raises(ValueError, "topk_length: values must lie in \\[0, 32\\]", topk_length=lengths)
+    _raises(ValueError, "topk_length: expected values in \\[0, 32\\]", topk_length=lengths)
 
 
 def test_mode_flags_and_sparse_only_arguments():
@@ -104,7 +104,7 @@ def test_mode_flags_and_sparse_only_arguments():
     _raises(ValueError, "extra_topk_length: only valid with extra_k_cache",
             extra_topk_length=torch.zeros(B, dtype=torch.int32))
     _raises(ValueError, "attn_sink: expected shape", attn_sink=torch.zeros(H_Q + 1))
-    _raises(TypeError, "attn_sink: dtype", attn_sink=torch.zeros(H_Q, dtype=torch.bfloat16))
+    _raises(TypeError, "attn_sink: expected dtype", attn_sink=torch.zeros(H_Q, dtype=torch.bfloat16))
     _raises(ValueError, "only valid in sparse mode", indices=None, attn_sink=torch.zeros(H_Q))
 
 
@@ -133,7 +133,7 @@ def test_prefill_bad_input(kind):
         "scale": (TypeError, "sm_scale", dict(sm_scale=None)),
         "d_v": (ValueError, "d_v", dict(d_v=256)),
         "len": (ValueError, "topk_length", dict(topk_length=torch.full((4,), 17, dtype=torch.int32))),
-        "kv_dtype": (TypeError, "kv: dtype", dict(kv=torch.zeros(10, 1, 512))),
+        "kv_dtype": (TypeError, "kv: expected dtype", dict(kv=torch.zeros(10, 1, 512))),
         "h_q": (ValueError, "h_q", dict(q=torch.zeros(4, 32, 512, dtype=torch.bfloat16))),
     }
     exc, match, over = cases[kind]
@@ -148,7 +148,7 @@ def test_dense_decode_bad_block_table():
     with pytest.raises(ValueError, match="block_table: the blocks covering cache_seqlens"):
         flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 5]], dtype=torch.int32),
                                          torch.tensor([100], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
-    with pytest.raises(ValueError, match="cache_seqlens: values must lie in"):
+    with pytest.raises(ValueError, match="cache_seqlens: expected values in"):
         flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 1]], dtype=torch.int32),
                                          torch.tensor([129], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
     with pytest.raises(ValueError, match="dense mode \\(indices None\\) has no FP8 path"):

@@ -1,4 +1,5 @@
-"""The one deepjit library object of tile_kernels and the device dispatch helper."""
+"""The one deepjit library object of tile_kernels and its backend table (every public op registers
+its reference and host implementation there, next to the op)."""
 import torch
 
 import deepjit
@@ -9,9 +10,7 @@ from . import __version__
 LIB = deepjit.KernelLibrary("tile_kernels", "TK", __file__, __version__)
 
 
-def use_host(t: torch.Tensor) -> bool:
-    """True when ``t``'s device is served by the host kernels (CPU with a working compiler)."""
-    return LIB.backend_for(t.device) == "host"
+TABLE = deepjit.BackendTable(LIB)
 
 
 def host_kernel(name: str, source: str, **defines):

@@ -8,11 +8,10 @@ from typing import Union
 import torch
 import torch.distributed as dist
 
-from .. import comm
+from .. import _dispatch, comm
 from ..engine import layout
 from ..engine.checks import check_combine, check_dispatch
 from ..engine.handle import EPHandle
-from ..engine.host import HostEngine
 from ..engine.session import CommSession
 from ..utils.event import EventHandle, EventOverlap
 from ..utils.math import align
@@ -78,12 +77,8 @@ class EPBuffer(BufferBase):
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
                                     arena_bytes=arena)
         self.transport = self._session.transport_kind
-        if self._session.backend == "host":
-            self._engine = HostEngine(self._session.transport, self.rank_idx, self.num_ranks, num_bytes,
-                                      self._session.threads)
-        else:
-            from ..reference.engine import ReferenceEngine
-            self._engine = ReferenceEngine(group, self.rank_idx, self.num_ranks, num_bytes)
+        self._engine = _dispatch.TABLE.run("dispatch_combine", self._session.device, self._session, self.rank_idx,
+                                           self.num_ranks, num_bytes)
         self.lb_storage = None
         if self.num_lb_bytes:
             from .lb import lb_storage

@@ -14,11 +14,13 @@ import threading
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
+from .. import _dispatch
 from ..engine import layout, low_latency
 from ..engine.handle import EPHandle
-from ..engine.low_latency import LowLatencyEngine
 from ..utils.event import EventHandle, EventOverlap
-from ..utils.math import align, per_token_cast_to_fp8
+from ..utils.math import align
 from .ep import EPBuffer
 
 _LL_MAX_TOPK = 11
@@ -168,8 +170,8 @@ class Buffer:
         self._private_bytes: torch.Tensor | None = None  # get_local_buffer_tensor without shared memory
         session = self._ep._session
         self._ll = None
-        if low_latency_mode and session.transport_kind == "shm" and session.backend == "host":
-            self._ll = LowLatencyEngine(session, self._ep.num_bytes, session.threads)
+        if low_latency_mode:
+            self._ll = _dispatch.TABLE.run("low_latency", session.device, session, self._ep.num_bytes)
         self.enable_shrink = bool(enable_shrink)
         if enable_shrink:
             if self._ll is None:
@@ -574,6 +576,8 @@ class Buffer:
         travel as BF16 whatever it says (the result is the exact BF16 combine)."""
         if zero_copy:
             x = self._zero_copy
+        if isinstance(out, torch.Tensor):
+            V.output("out", out, ("x", x), ("topk_idx", topk_idx), ("topk_weights", topk_weights))
         state = getattr(handle, "ll_state", None)
         if isinstance(handle, LowLatencyHandle) and state is not None and self._ll is not None:
             _, _, M, H, num_experts = handle
@@ -628,12 +632,5 @@ def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
 
 
 def _cast_to_fp8(x: torch.Tensor, round_scale: bool, ep) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference cast (utils/math.py) as a host kernel on CPU, bit for bit."""
-    if x.device.type != "cpu" or ep._session.backend != "host" or x.shape[1] % 128:
-        return per_token_cast_to_fp8(x, use_ue8m0=round_scale)
-    from ..jit import kernel
-    x = x.contiguous()
-    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
-    scales = torch.empty(x.shape[0], x.shape[1] // 128)
-    kernel("ep_fp8_cast")(x, out, scales, x.shape[0], x.shape[1], int(round_scale), ep._session.threads)
-    return out, scales
+    """The reference cast (utils/math.py); the host kernel on CPU, bit for bit."""
+    return _dispatch.TABLE.run("per_token_cast_to_fp8", x.device, x, round_scale, ep._session.threads)

@@ -6,35 +6,12 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit import validation as V
+
 from .layout import MAX_TOPK
 
 TOPK_IDX_DTYPE = torch.int64
 FP8_DTYPE = torch.float8_e4m3fn
-
-
-def _int(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _tensor(name: str, t, dtypes: tuple, ndim: int, device: torch.device | None = None) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in dtypes:
-        raise TypeError(f"{name} must have dtype {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
-    if t.dim() != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
-    if device is not None and t.device != device:
-        raise ValueError(f"{name} must be on {device} like x, got {t.device}")
-    return t
-
-
-def _contiguous(name: str, t: torch.Tensor) -> None:
-    if not t.is_contiguous():
-        raise ValueError(f"{name} must be contiguous, got strides {t.stride()} for shape {tuple(t.shape)}")
 
 
 @dataclass
@@ -74,12 +51,12 @@ def check_dispatch(num_ranks: int, x, topk_idx, topk_weights, stats, num_experts
         if len(x) != 2:
             raise ValueError(f"x as a tuple must be (x_fp8, scales), got {len(x)} elements")
         x, sf = x
-        _tensor("x[0]", x, (FP8_DTYPE,), 2)
-        _tensor("x[1] (scales)", sf, (torch.float32, torch.int32), 2, x.device)
+        V.tensor("x[0]", x, (FP8_DTYPE,), 2)
+        V.tensor("x[1] (scales)", sf, (torch.float32, torch.int32), 2, device=x.device, like="x")
         if sf.shape[0] != x.shape[0]:
             raise ValueError(f"x[1] (scales) must have {x.shape[0]} rows like x[0], got shape {tuple(sf.shape)}")
     else:
-        _tensor("x", x, (torch.bfloat16,), 2)
+        V.tensor("x", x, (torch.bfloat16,), 2)
     if x.stride(1) != 1:
         raise ValueError(f"x rows must be contiguous (stride 1 along hidden), got strides {x.stride()}")
     if x.shape[1] * x.element_size() % 16:
@@ -112,31 +89,31 @@ def check_dispatch(num_ranks: int, x, topk_idx, topk_weights, stats, num_experts
         if num_experts is None:
             raise ValueError("num_experts is required without a cached handle")
         do_cpu_sync = True if do_cpu_sync is None else bool(do_cpu_sync)
-    _tensor("topk_idx", topk_idx, (TOPK_IDX_DTYPE,), 2, device)
-    _contiguous("topk_idx", topk_idx)
+    V.tensor("topk_idx", topk_idx, (TOPK_IDX_DTYPE,), 2, device=device, like="x")
+    V.contiguous("topk_idx", topk_idx)
     T, K = topk_idx.shape
     if T != x.shape[0]:
         raise ValueError(f"topk_idx must have one row per token ({x.shape[0]}), got shape {tuple(topk_idx.shape)}")
     if not 1 <= K <= MAX_TOPK:
         raise ValueError(f"num_topk must be in [1, {MAX_TOPK}], got {K}")
     if topk_weights is not None:
-        _tensor("topk_weights", topk_weights, (torch.float32,), 2, device)
-        _contiguous("topk_weights", topk_weights)
+        V.tensor("topk_weights", topk_weights, (torch.float32,), 2, device=device, like="x")
+        V.contiguous("topk_weights", topk_weights)
         if tuple(topk_weights.shape) != (T, K):
             raise ValueError(f"topk_weights must have shape {(T, K)} like topk_idx, got {tuple(topk_weights.shape)}")
-    num_experts = _int("num_experts", num_experts, 1)
+    num_experts = V.integer("num_experts", num_experts, 1)
     if num_experts % num_ranks:
         raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({num_ranks}): "
                          f"experts are split evenly")
-    num_max_tokens_per_rank = _int("num_max_tokens_per_rank", num_max_tokens_per_rank, 1)
+    num_max_tokens_per_rank = V.integer("num_max_tokens_per_rank", num_max_tokens_per_rank, 1)
     if T > num_max_tokens_per_rank:
         raise ValueError(f"num_tokens ({T}) exceeds num_max_tokens_per_rank ({num_max_tokens_per_rank}), the "
                          f"capacity every rank agreed on")
-    expert_alignment = _int("expert_alignment", 1 if expert_alignment is None else expert_alignment, 1)
+    expert_alignment = V.integer("expert_alignment", 1 if expert_alignment is None else expert_alignment, 1)
     if do_zero_padding and not do_expand:
         raise ValueError("do_zero_padding=True requires do_expand=True")
     if stats is not None:
-        _tensor("cumulative_local_expert_recv_stats", stats, (torch.int32,), 1, device)
+        V.tensor("cumulative_local_expert_recv_stats", stats, (torch.int32,), 1, device=device, like="x")
         if stats.shape[0] != num_experts // num_ranks:
             raise ValueError(f"cumulative_local_expert_recv_stats must have shape [{num_experts // num_ranks}], "
                              f"got {tuple(stats.shape)}")
@@ -158,7 +135,7 @@ def check_combine(x, handle, topk_weights, bias, allow_multiple_reduction: bool)
     if not isinstance(handle, EPHandle):
         raise TypeError(f"handle must be an EPHandle from dispatch, got {type(handle).__name__}")
     handle.check_topk_idx()
-    _tensor("x", x, (torch.bfloat16,), 2)
+    V.tensor("x", x, (torch.bfloat16,), 2)
     if x.stride(1) != 1:
         raise ValueError(f"x rows must be contiguous (stride 1 along hidden), got strides {x.stride()}")
     rows = handle.num_expanded_tokens if handle.do_expand else handle.num_recv_tokens
@@ -172,15 +149,15 @@ def check_combine(x, handle, topk_weights, bias, allow_multiple_reduction: bool)
         if handle.do_expand:
             if not allow_multiple_reduction:
                 raise ValueError("topk_weights in an expanded combine needs allow_multiple_reduction=True")
-            _tensor("topk_weights", topk_weights, (torch.float32,), 1, x.device)
+            V.tensor("topk_weights", topk_weights, (torch.float32,), 1, device=x.device, like="x")
             if topk_weights.shape[0] < handle._valid_rows_for_combine():
                 raise ValueError(f"topk_weights must have {rows} entries (one per expanded row), "
                                  f"got {topk_weights.shape[0]}")
         else:
-            _tensor("topk_weights", topk_weights, (torch.float32,), 2, x.device)
+            V.tensor("topk_weights", topk_weights, (torch.float32,), 2, device=x.device, like="x")
             if topk_weights.shape[1] != K or topk_weights.shape[0] < handle._valid_rows_for_combine():
                 raise ValueError(f"topk_weights must have shape [{rows}, {K}], got {tuple(topk_weights.shape)}")
-        _contiguous("topk_weights", topk_weights)
+        V.contiguous("topk_weights", topk_weights)
     if bias is None:
         biases = ()
     elif isinstance(bias, torch.Tensor):
@@ -190,7 +167,7 @@ def check_combine(x, handle, topk_weights, bias, allow_multiple_reduction: bool)
     else:
         raise TypeError(f"bias must be None, a tensor or a tuple of at most 2 tensors, got {type(bias).__name__}")
     for i, b in enumerate(biases):
-        _tensor(f"bias[{i}]", b, (torch.bfloat16,), 2, x.device)
+        V.tensor(f"bias[{i}]", b, (torch.bfloat16,), 2, device=x.device, like="x")
         if tuple(b.shape) != (T, hidden) or b.stride(1) != 1:
             raise ValueError(f"bias[{i}] must have shape {(T, hidden)} with contiguous rows, got "
                              f"{tuple(b.shape)} strides {b.stride()}")

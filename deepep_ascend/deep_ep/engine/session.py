@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 
-from .. import jit
+from .. import _dispatch, jit
 from ..transport import choose_transport
 from ..transport.dist import DistTransport
 
@@ -59,7 +59,7 @@ class CommSession:
         if device is None:  # an HCCL group carries NPU tensors; anything else here is CPU
             device = torch.device("npu" if dist.get_backend(group) == "hccl" else "cpu")
         self.device = device
-        self.backend = jit.LIB.backend_for(device)
+        self.backend = _dispatch.TABLE.backend("dispatch_combine", device)
         kind = choose_transport(group, device.type, self.backend == "host")
         if kind == "shm":
             from ..transport.shm import ShmTransport

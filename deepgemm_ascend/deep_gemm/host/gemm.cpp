@@ -1,18 +1,10 @@
-// Entry kernel for every host GEMM family: decodes the parameter block written by gemm.py,
+// Entry kernel for every host GEMM family: reads the GemmDesc written by gemm.py (gemm_desc.hpp),
 // turns the group layout into jobs and runs the packed engine.
+#include <deep_gemm/host/gemm_desc.hpp>
 #include <deep_gemm/host/gemm_engine.hpp>
 
 namespace {
 
-// Parameter block layout (int64), mirrored in gemm.py.
-enum : int {
-    P_M, P_N, P_K, P_G, P_MODE, P_ALIGN, P_ZERO_PAD,
-    P_A,                 // 14 operand fields for A, then 14 for B
-    P_B = P_A + 14,
-    P_D = P_B + 14,      // d type, d group stride, d row stride
-    P_C = P_D + 3,       // c type (-1 none), c group stride, c row stride
-    P_COUNT = P_C + 3,
-};
 enum Mode : int { kDense = 0, kMIndices = 1, kPsum = 2, kMasked = 3, kKGrouped = 4 };
 
 // Every scale a power of two well inside BF16's range: folding it into the conversion is exact.
@@ -28,17 +20,15 @@ bool foldable(const float* sf, int64_t groups, int64_t rows, int64_t cols, int64
     return ok;
 }
 
-// Fields: type, group / MN / K strides, packed along MN, scale strides (group, MN, K), scale
-// granularities (MN, K), has scales, scale extents (groups, rows, columns).
-dg::Operand operand(const int64_t* f, const void* data, const float* sf) {
+dg::Operand operand(const dg::OperandDesc& f, const void* data, const float* sf) {
     dg::Operand op;
     op.ptr = static_cast<const uint8_t*>(data);
-    op.type = static_cast<int>(f[0]);
-    op.sg = f[1]; op.smn = f[2]; op.sk = f[3]; op.packed_mn = f[4] != 0;
-    op.sf = f[10] ? sf : nullptr;
-    op.sfg = f[5]; op.sfmn = f[6]; op.sfk = f[7];
-    op.gmn = std::max<int64_t>(f[8], 1); op.gk = std::max<int64_t>(f[9], 1);
-    op.fold = op.sf != nullptr && foldable(op.sf, f[11], f[12], f[13], op.sfg, op.sfmn, op.sfk);
+    op.type = static_cast<int>(f.type);
+    op.sg = f.group_stride; op.smn = f.mn_stride; op.sk = f.k_stride; op.packed_mn = f.packed_mn != 0;
+    op.sf = f.has_sf ? sf : nullptr;
+    op.sfg = f.sf_group_stride; op.sfmn = f.sf_mn_stride; op.sfk = f.sf_k_stride;
+    op.gmn = std::max<int64_t>(f.gran_mn, 1); op.gk = std::max<int64_t>(f.gran_k, 1);
+    op.fold = op.sf != nullptr && foldable(op.sf, f.sf_groups, f.sf_rows, f.sf_cols, op.sfg, op.sfmn, op.sfk);
     return op;
 }
 
@@ -50,22 +40,22 @@ void zero_rows(const dg::Output& o, int64_t row0, int64_t rows, int64_t n) {
 }  // namespace
 
 DJ_KERNEL(dg_gemm, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,f64,i64")
-void dg_gemm(const int64_t* params, const void* a, const float* sfa, const void* b, const float* sfb, void* d,
+void dg_gemm(const dg::GemmDesc* desc, const void* a, const float* sfa, const void* b, const float* sfb, void* d,
              const void* c, const int32_t* layout, double alpha, int64_t threads) {
-    const int64_t M = params[P_M], N = params[P_N], K = params[P_K], G = params[P_G];
-    const int mode = static_cast<int>(params[P_MODE]);
-    const dg::Operand A = operand(params + P_A, a, sfa), B = operand(params + P_B, b, sfb);
+    const int64_t M = desc->m, N = desc->n, K = desc->k, G = desc->groups;
+    const int mode = static_cast<int>(desc->mode);
+    const dg::Operand A = operand(desc->a, a, sfa), B = operand(desc->b, b, sfb);
     dg::Output o;
     o.d = static_cast<uint8_t*>(d);
-    o.d_type = static_cast<int>(params[P_D]);
-    o.dsg = params[P_D + 1]; o.dsm = params[P_D + 2];
-    o.c = params[P_C] >= 0 ? static_cast<const uint8_t*>(c) : nullptr;
-    o.c_type = static_cast<int>(params[P_C]);
-    o.csg = params[P_C + 1]; o.csm = params[P_C + 2];
+    o.d_type = static_cast<int>(desc->d.type);
+    o.dsg = desc->d.group_stride; o.dsm = desc->d.row_stride;
+    o.c = desc->c.type >= 0 ? static_cast<const uint8_t*>(c) : nullptr;
+    o.c_type = static_cast<int>(desc->c.type);
+    o.csg = desc->c.group_stride; o.csm = desc->c.row_stride;
     o.alpha = static_cast<float>(alpha);
 
     std::vector<dg::Job> jobs;
-    const bool zero_pad = params[P_ZERO_PAD] != 0;
+    const bool zero_pad = desc->zero_padding != 0;
     switch (mode) {
     case kDense:
         jobs.push_back({0, 0, 0, 0, 0, M, 0, K, 0});
@@ -83,7 +73,7 @@ void dg_gemm(const int64_t* params, const void* a, const float* sfa, const void*
         }
         break;
     case kPsum: {     // group g: [align(psum[g-1]), psum[g]); rows in between are gaps
-        const int64_t al = std::max<int64_t>(params[P_ALIGN], 1);
+        const int64_t al = std::max<int64_t>(desc->alignment, 1);
         int64_t start = 0;
         for (int64_t g = 0; g < G && start < M; ++g) {
             const int64_t end = std::clamp<int64_t>(layout[g], start, M);

@@ -3,8 +3,9 @@
 TileLang lowers a kernel written in its Ascend dialect to AscendC source; instead of TileLang's
 own bisheng step, :func:`install` makes DeepJIT's Ascend toolchain compile, cache and hand back
 the binary, so hand-written and generated kernels share one cache and one key scheme.
-Libraries register their TileLang Ascend kernels for ``make ascend-codegen`` through a module
-``<import name>.ascend.codegen`` whose ``kernels()`` returns :class:`AscendKernelSpec` entries.
+Libraries register their TileLang Ascend kernels for ``make ascend-codegen`` through the
+``deepjit.ascend_kernels`` entry point group (a callable returning :class:`AscendKernelSpec`
+entries, their backend table's ``ascend_kernels``); see ``codegen_all``.
 """
 from .hook import compile_ascendc, install, installed, route_config, uninstall
 from .lowering import KINDS, AscendKernelSpec, LoweredKernel, entry_point, kernel_kind, lower

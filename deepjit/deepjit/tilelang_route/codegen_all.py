@@ -1,8 +1,11 @@
 """``python -m deepjit.tilelang_route.codegen_all --out build/ascend``: lower every registered
 TileLang Ascend kernel to AscendC, one folder per kernel (``kernel.asc`` + ``kernel.json``).
 
-Sources of kernels: DeepJIT's samples and each library's ``<import name>.ascend.codegen.kernels()``;
-a library without that module is skipped with a note. A lowering error or a kernel whose core
+Sources of kernels: DeepJIT's samples and every installed package's entry point in the
+``deepjit.ascend_kernels`` group (``[project.entry-points."deepjit.ascend_kernels"]`` in its
+pyproject.toml: a callable returning ``AscendKernelSpec`` entries, e.g. its backend table's
+``ascend_kernels``). Modules named explicitly (``modules=``) provide ``kernels()``; a missing one
+is skipped with a note. A lowering error or a kernel whose core
 type is not the declared one fails the run (exit status 1) after every kernel was tried. With
 ``--compile`` and an Ascend toolkit present, each source is also compiled through DeepJIT.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -21,8 +25,7 @@ from ..disk_cache import makedirs, write_file_sync
 from .lowering import AscendKernelSpec, lower
 
 SAMPLES = "deepjit.tilelang_route.samples"
-LIBRARY_MODULES = ("deep_gemm.ascend.codegen", "tile_kernels.ascend.codegen", "flash_mla.ascend.codegen",
-                   "deep_ep.ascend.codegen")
+ENTRY_POINT_GROUP = "deepjit.ascend_kernels"
 DEFAULT_ARCH = 3510  # Ascend 950 (dav-3510), TileLang's default target
 
 
@@ -34,11 +37,30 @@ def load_specs(module_name: str) -> list[AscendKernelSpec] | None:
         if exc.name and module_name.startswith(exc.name):
             return None
         raise
-    specs = list(module.kernels())
+    return _checked(f"{module_name}.kernels()", module.kernels())
+
+
+def _checked(what: str, specs) -> list[AscendKernelSpec]:
+    specs = list(specs)
     for s in specs:
         if not isinstance(s, AscendKernelSpec):
-            raise TypeError(f"{module_name}.kernels() must return AscendKernelSpec entries, got {type(s).__name__}")
+            raise TypeError(f"{what} must return AscendKernelSpec entries, got {type(s).__name__}")
     return specs
+
+
+def registered() -> list[importlib.metadata.EntryPoint]:
+    """The installed packages' kernel registries, by library name."""
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def _sources(modules: Sequence[str] | None) -> list[tuple[str, str, object]]:
+    """(library, label, loader) for each registry; a loader returns the specs or None (missing)."""
+    if modules is not None:
+        return [(library_of(m), m, lambda m=m: load_specs(m)) for m in modules]
+    sources = [("deepjit", SAMPLES, lambda: load_specs(SAMPLES))]
+    for ep in registered():
+        sources.append((ep.name, f"{ep.name} ({ep.value})", lambda ep=ep: _checked(ep.value, ep.load()())))
+    return sources
 
 
 def library_of(module_name: str) -> str:
@@ -58,20 +80,20 @@ def generate(spec: AscendKernelSpec, library: str, out: str) -> dict:
     return {**info, "folder": folder, "lowered": lowered}
 
 
-def run(out: str, modules: Sequence[str] = (SAMPLES, *LIBRARY_MODULES), only: str | None = None,
-        compile_: bool = False, log=print) -> list[dict]:
-    """Generates every kernel; raises SystemExit(1) listing the failures after trying them all."""
+def run(out: str, modules: Sequence[str] | None = None, only: str | None = None, compile_: bool = False,
+        log=print) -> list[dict]:
+    """Generates every kernel (``modules`` None: the samples and every registered entry point);
+    raises SystemExit(1) listing the failures after trying them all."""
     results, failures = [], []
-    for module_name in modules:
+    for library, label, loader in _sources(modules):
         try:
-            specs = load_specs(module_name)
-        except Exception as exc:  # noqa: BLE001 - a broken registry module is a failure, reported below
-            failures.append(f"{module_name}: import failed: {exc!r}")
+            specs = loader()
+        except Exception as exc:  # noqa: BLE001 - a broken registry is a failure, reported below
+            failures.append(f"{label}: import failed: {exc!r}")
             continue
         if specs is None:
-            log(f"note: {module_name} not found; skipped")
+            log(f"note: {label} not found; skipped")
             continue
-        library = library_of(module_name)
         for spec in specs:
             if only and only not in f"{library}.{spec.name}":
                 continue

@@ -34,14 +34,14 @@ def test_split_mixes_width(width):
 def test_dtype_and_shape_errors():
     with pytest.raises(TypeError, match="residual"):
         mhc_pre_norm_fn(torch.zeros(1, 2, 4, 8), torch.zeros(24, 32), None, 1e-6)
-    with pytest.raises(ValueError, match="mix must have shape"):
+    with pytest.raises(ValueError, match="mix: expected shape"):
         mhc_pre_apply_mix(torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16), torch.zeros(1, 2, 3, 1))
     with pytest.raises(ValueError, match="square"):
         sinkhorn_normalize(torch.zeros(2, 4, 3))
     with pytest.raises(ValueError, match="comb_res_mix"):
         mhc_post(torch.zeros(1, 2, 8, dtype=torch.bfloat16), torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16),
                  torch.zeros(1, 2, 4, 1), torch.zeros(1, 2, 4, 3))
-    with pytest.raises(ValueError, match="fn must have shape"):
+    with pytest.raises(ValueError, match="fn: expected shape"):
         mhc_pre_big_fuse(torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16), torch.zeros(24, 31), torch.ones(3),
                          torch.zeros(24), 1e-6, 1e-6, 1e-6, 1.0, 3)
 
@@ -49,9 +49,9 @@ def test_dtype_and_shape_errors():
 def test_tensors_on_another_device_are_refused():
     """Caught before a host kernel would take another device's pointer."""
     x, r = torch.zeros(1, 2, 8, dtype=torch.bfloat16), torch.zeros(1, 2, 4, 8, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="out must be on device cpu"):
+    with pytest.raises(ValueError, match="out: expected device cpu"):
         mhc_post(x, r, torch.zeros(1, 2, 4, 1), torch.zeros(1, 2, 4, 4), out=torch.empty_like(r, device="meta"))
-    with pytest.raises(ValueError, match="out must be on device cpu"):
+    with pytest.raises(ValueError, match="out: expected device cpu"):
         expand_to_mhc(x, 4, out=torch.empty_like(r, device="meta"))
-    with pytest.raises(ValueError, match="mhc_base must be on cpu"):
+    with pytest.raises(ValueError, match="mhc_base: expected device cpu"):
         mhc_head_compute_mix(torch.zeros(1, 2, 4), torch.ones(1), torch.zeros(4, device="meta"), 1e-6)

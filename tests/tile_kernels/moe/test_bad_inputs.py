@@ -62,7 +62,7 @@ def test_router_argument_errors():
         M.top2_sum_gate(logits, bias, **{**base, "scoring_func": "relu"})
     with pytest.raises(ValueError, match="identity"):
         M.top2_sum_gate(logits, bias, **{**base, "scoring_func": "identity"})
-    with pytest.raises(ValueError, match="bias must have shape"):
+    with pytest.raises(ValueError, match="bias: expected shape"):
         M.top2_sum_gate(logits, torch.zeros(15), **base)
     with pytest.raises(TypeError, match="logits"):
         M.top2_sum_gate(logits.double(), bias, **base)
@@ -74,7 +74,7 @@ def test_router_argument_errors():
         M.top2_sum_gate(logits, bias, **{**base, "tp_rank": 1})
     with pytest.raises(ValueError, match="unmapped_topk_idx"):
         M.top2_sum_gate(logits, bias, **base, fix_routing_mask=torch.ones(4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="mask must have shape"):
+    with pytest.raises(ValueError, match="mask: expected shape"):
         M.top2_sum_gate(logits, bias, **base, mask=torch.ones(5, dtype=torch.bool))
     with pytest.raises(ValueError, match="num_topk"):
         M.topk_gate(logits, 0)

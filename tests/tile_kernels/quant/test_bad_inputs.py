@@ -53,11 +53,11 @@ def test_messages_name_argument_and_values():
     with pytest.raises(ValueError, match="x_block_size"):
         Q.per_token_cast(ref.cast(torch.zeros(4, 128), "e4m3", (1, 128)), "e4m3", 128)
     q, sf = ref.cast(torch.zeros(4, 128), "e4m3", (1, 128))
-    with pytest.raises(ValueError, match=r"x\[1\] must have shape \(4, 4\)"):
+    with pytest.raises(ValueError, match=r"x\[1\]: expected shape \(4, 4\)"):
         Q.cast_back((q, sf), "fp32", (1, 32))
     with pytest.raises(ValueError, match="fmt"):
         Q.cast_back((q, sf), "fp16", (1, 128))
-    with pytest.raises(ValueError, match="sf must have shape"):
+    with pytest.raises(ValueError, match="sf: expected shape"):
         Q.per_token_cast_with_precomputed_sf(torch.zeros(4, 128), "e4m3", 64, torch.ones(4, 1))
     with pytest.raises(ValueError, match="pos_to_token_topk entries"):
         Q.swiglu_forward_and_per_token_cast(torch.zeros(4, 256, dtype=torch.bfloat16), "e4m3", 128,
@@ -75,5 +75,5 @@ def test_failed_call_leaves_caller_tensors_untouched():
 def test_lossless_scales_on_another_device():
     """The FP4 data and its scales must share a device (the host kernel reads both)."""
     q = torch.zeros(4, 64, dtype=torch.int8)
-    with pytest.raises(ValueError, match=r"x\[1\] must be on cpu"):
+    with pytest.raises(ValueError, match=r"x\[1\]: expected device cpu"):
         Q.per_block_cast_lossless((q, torch.ones(4, 4, device="meta")), "e4m3", (1, 32), (4, 128))

@@ -109,7 +109,8 @@ def test_nan_and_overflow_follow_the_reference(host):
 def test_special_blocks_follow_the_reference(host, dtype, fmt, npc, round_sf, clamp):
     """Blocks whose own maximum is NaN, infinite, zero, signed zero or so small that the multiplier
     overflows (clamp_min 0): the kernel's fast path must not be taken for them."""
-    from tile_kernels.quant.common import alloc_sf, host_cast
+    from tile_kernels.host.cast import host_cast
+    from tile_kernels.quant.common import alloc_sf
     x = torch.randn(8, 512) * 4
     x[0, 5] = float("nan")
     x[1, 7] = float("inf")
@@ -143,3 +144,16 @@ def test_e5m6_wide_ranges(host, dtype, hidden):
     q_ref, sf_ref = ref.cast_to_e5m6(x, hidden)
     assert_equal(q, q_ref)
     assert_equal(sf, sf_ref)
+
+
+def test_served_through_the_table(monkeypatch):
+    """The op's table entry: the host wrapper in tile_kernels/host/cast.py on CPU; no Ascend entry yet."""
+    from deepjit import BackendUnavailableError
+    from tile_kernels._lib import TABLE
+    from tile_kernels.host import cast as host
+    monkeypatch.delenv("TK_BACKEND", raising=False)
+    assert TABLE["per_token_cast"].host.fn is host.cast
+    assert TABLE.backend("per_token_cast", "cpu") == "host"
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    with pytest.raises(BackendUnavailableError, match=r"tile_kernels\.per_token_cast has no ascend implementation"):
+        tile_kernels.quant.per_token_cast(torch.randn(4, 128), "e4m3", 128)

@@ -24,7 +24,7 @@ def test_batched_transpose(backend, dtype, batch):
 
 
 def test_rejects_bad_layout():
-    with pytest.raises(ValueError, match="x must be 3-D"):
+    with pytest.raises(ValueError, match="x: expected a 3-D tensor"):
         tile_kernels.transpose.batched_transpose(torch.zeros(4, 4))
     with pytest.raises(ValueError, match="unit stride"):
         tile_kernels.transpose.transpose(torch.zeros(64, 64).T)

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads, use_host
+from deepjit import Impl
+from deepjit import validation as C
+
+from .._lib import TABLE, empty, host_kernel, threads
 from ..config import get_num_sms
 from ..reference import engram as ref
 
@@ -29,13 +31,20 @@ def engram_hash(ngram_token_ids: torch.Tensor, multipliers: torch.Tensor, vocab_
     C.tensor("offsets", offsets, dtypes=(torch.int32,), shape=(num_layers, (n - 1) * m), contiguous=True)
     if vocab_sizes.numel() and int(vocab_sizes.min()) <= 0:
         raise ValueError("vocab_sizes entries must be positive")
-    if not use_host(ngram_token_ids):
-        return ref.engram_hash_ref(ngram_token_ids, multipliers, vocab_sizes, offsets)
+    return TABLE.run("engram_hash", ngram_token_ids.device, ngram_token_ids, multipliers, vocab_sizes, offsets)
+
+
+def _engram_hash_host(ngram_token_ids, multipliers, vocab_sizes, offsets):
+    t, n = ngram_token_ids.shape
+    num_layers, m = multipliers.shape[0], vocab_sizes.shape[2]
     out = torch.empty((num_layers, t, (n - 1) * m), dtype=torch.int32)
     if out.numel():
         host_kernel("tk_engram_hash", "engram_hash.cpp")(out, ngram_token_ids, multipliers, vocab_sizes, offsets,
                                                         num_layers, t, n, m, threads())
     return out
+
+
+TABLE.register("engram_hash", reference=ref.engram_hash_ref, host=_engram_hash_host)
 
 
 def fused_weight(weight_hidden: torch.Tensor, weight_embed: torch.Tensor) -> torch.Tensor:
@@ -59,8 +68,11 @@ def engram_gate_fwd(hidden_states: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     _check_gate(hidden_states, k, v, weight_fused)
     C.number("eps", eps)
     C.number("clamp_value", clamp_value)
-    if not use_host(hidden_states):
-        return ref.engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward)
+    return TABLE.run("engram_gate_fwd", hidden_states.device, hidden_states, k, v, weight_fused, eps, clamp_value,
+                     save_for_backward)
+
+
+def _engram_gate_fwd_host(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward):
     t, hc, h = hidden_states.shape
     out = empty(t, hc, h, dtype=torch.bfloat16)
     saved = [torch.empty(t, hc) for _ in range(4)] if save_for_backward else [None] * 4
@@ -69,6 +81,9 @@ def engram_gate_fwd(hidden_states: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             out, *saved, hidden_states, k, v, weight_fused.contiguous(), t, hc, h, hidden_states.stride(0),
             hidden_states.stride(1), k.stride(0), k.stride(1), v.stride(0), float(eps), float(clamp_value), threads())
     return (out, *saved)
+
+
+TABLE.register("engram_gate_fwd", reference=ref.engram_gate_fwd, host=_engram_gate_fwd_host)
 
 
 def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k, clamp_value):
@@ -80,9 +95,13 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
         C.tensor(name, s, dtypes=(torch.float32,), shape=(t, hc))
     C.number("clamp_value", clamp_value)
     num_blocks = get_num_sms()
-    if not use_host(hidden_states):
-        return ref.engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k,
-                                   clamp_value, num_blocks)
+    return TABLE.run("engram_gate_bwd", hidden_states.device, grad_out, hidden_states, k, v, weight_fused, dot,
+                     gate_score, rstd_x, rstd_k, clamp_value, num_blocks)
+
+
+def _engram_gate_bwd_host(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k, clamp_value,
+                          num_blocks):
+    t, hc, h = hidden_states.shape
     grad_x, grad_k = empty(t, hc, h, dtype=torch.bfloat16), empty(t, hc, h, dtype=torch.bfloat16)
     grad_v = torch.empty(t, h, dtype=torch.bfloat16)
     partial = torch.empty(num_blocks, hc, h)  # the kernel zeroes each block before accumulating
@@ -93,6 +112,9 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
             hidden_states.stride(0), hidden_states.stride(1), k.stride(0), k.stride(1), v.stride(0),
             float(clamp_value), num_blocks, threads())
     return grad_x, grad_k, grad_v, partial
+
+
+TABLE.register("engram_gate_bwd", reference=ref.engram_gate_bwd, host=_engram_gate_bwd_host)
 
 
 def grad_w_reduce(grad_w_partial: torch.Tensor, weight_hidden: torch.Tensor, weight_embed: torch.Tensor,
@@ -106,13 +128,25 @@ def grad_w_reduce(grad_w_partial: torch.Tensor, weight_hidden: torch.Tensor, wei
     C.tensor("grad_weight_embed", grad_weight_embed, dtypes=(torch.float32,), shape=shape)
     C.same_device(grad_w_partial=grad_w_partial, weight_hidden=weight_hidden, weight_embed=weight_embed,
                   grad_weight_hidden=grad_weight_hidden, grad_weight_embed=grad_weight_embed)
-    outputs_contiguous = grad_weight_hidden.is_contiguous() and grad_weight_embed.is_contiguous()
-    if not use_host(grad_w_partial) or not outputs_contiguous:
-        ref.grad_w_reduce(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed)
-        return
+    inputs = (("grad_w_partial", grad_w_partial), ("weight_hidden", weight_hidden), ("weight_embed", weight_embed))
+    C.output("grad_weight_hidden", grad_weight_hidden, *inputs, ("grad_weight_embed", grad_weight_embed))
+    C.output("grad_weight_embed", grad_weight_embed, *inputs)
+    TABLE.run("grad_w_reduce", grad_w_partial.device, grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden,
+              grad_weight_embed)
+
+
+def _grad_w_reduce_host(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed):
     if grad_w_partial.shape[0] == 0:  # an empty sum adds zeros
         return
     wh, we = weight_hidden.contiguous(), weight_embed.contiguous()
     host_kernel("tk_engram_grad_w", "engram_grad_w.cpp")(
         grad_w_partial.contiguous(), grad_w_partial.shape[0], wh, int(wh.dtype == torch.bfloat16), we,
         int(we.dtype == torch.bfloat16), grad_weight_hidden, grad_weight_embed, wh.numel(), threads())
+
+
+def _outputs_contiguous(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed) -> bool:
+    return grad_weight_hidden.is_contiguous() and grad_weight_embed.is_contiguous()
+
+
+TABLE.register("grad_w_reduce", reference=ref.grad_w_reduce,
+               host=Impl(_grad_w_reduce_host, "contiguous gradient outputs", _outputs_contiguous))

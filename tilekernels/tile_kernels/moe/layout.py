@@ -6,8 +6,10 @@ from typing import Union
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads, use_host
+from deepjit import Impl
+from deepjit import validation as C
+
+from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import moe as ref
 
 
@@ -32,9 +34,14 @@ def group_count(group_idx: torch.Tensor, num_groups: int) -> torch.Tensor:
     C.tensor("group_idx", group_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1)
     _index_range("group_idx", group_idx, num_groups)
-    if not use_host(group_idx):
-        return ref.group_count(group_idx, num_groups)
+    return TABLE.run("group_count", group_idx.device, group_idx, num_groups)
+
+
+def _group_count_host(group_idx, num_groups):
     return _index_op(_GROUP_COUNT, torch.empty(num_groups, dtype=torch.int32), group_idx, num_groups)
+
+
+TABLE.register("group_count", reference=ref.group_count, host=_group_count_host)
 
 
 def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch.Tensor:
@@ -42,21 +49,32 @@ def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch
     C.integer("num_experts", num_experts, 1)
     C.integer("num_aux_topk", num_aux_topk, 1)
     _index_range("topk_idx", topk_idx, num_experts)
-    if not use_host(topk_idx) or topk_idx.shape[0] == 0:
-        return ref.aux_fi(topk_idx, num_experts, num_aux_topk)
+    return TABLE.run("aux_fi", topk_idx.device, topk_idx, num_experts, num_aux_topk)
+
+
+def _aux_fi_host(topk_idx, num_experts, num_aux_topk):
     return _index_op(_AUX_FI, torch.empty(num_experts, dtype=torch.float32), topk_idx, num_experts, num_aux_topk)
+
+
+TABLE.register("aux_fi", reference=ref.aux_fi,
+               host=Impl(_aux_fi_host, "at least one token", lambda topk_idx, *_: topk_idx.shape[0] > 0))
 
 
 def normalize_weight(topk_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(den, topk_weights / den)`` with den the FP32 row sum from 1e-20, in column order."""
     C.tensor("topk_weights", topk_weights, dtypes=(torch.float32,), ndim=2, contiguous=True)
-    if not use_host(topk_weights):
-        return ref.normalize_weight(topk_weights)
+    return TABLE.run("normalize_weight", topk_weights.device, topk_weights)
+
+
+def _normalize_weight_host(topk_weights):
     t, k = topk_weights.shape
     den, out = torch.empty(t, dtype=torch.float32), torch.empty((t, k), dtype=torch.float32)
     if t:
         host_kernel("tk_normalize_weight", "normalize_weight.cpp")(den, out, topk_weights, t, k, threads())
     return den, out
+
+
+TABLE.register("normalize_weight", reference=ref.normalize_weight, host=_normalize_weight_host)
 
 
 def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank: int, num_tp_ranks: int) -> torch.Tensor:
@@ -65,22 +83,35 @@ def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank
     C.integer("n", n, num_ep_ranks)
     C.integer("num_tp_ranks", num_tp_ranks, 1)
     C.integer("tp_rank", tp_rank, 0, num_tp_ranks - 1)
-    if not use_host(indices) or indices.dtype != torch.int64 or indices.dim() == 0:
-        return ref.mask_indices_by_tp(indices, n, num_ep_ranks, tp_rank, num_tp_ranks)
+    return TABLE.run("mask_indices_by_tp", indices.device, indices, n, num_ep_ranks, tp_rank, num_tp_ranks)
+
+
+def _mask_indices_by_tp_host(indices, n, num_ep_ranks, tp_rank, num_tp_ranks):
     flat = indices.contiguous().view(-1, 1)
     out = torch.empty_like(flat)
     _index_op(_MASK_TP, out, flat, n, n // num_ep_ranks, tp_rank, num_tp_ranks)
     return out.view(indices.shape)
 
 
+TABLE.register("mask_indices_by_tp", reference=ref.mask_indices_by_tp,
+               host=Impl(_mask_indices_by_tp_host, "int64 indices of at least one dimension",
+                         lambda indices, *_: indices.dtype == torch.int64 and indices.dim() > 0))
+
+
 def inplace_unique_group_indices(group_indices: torch.Tensor, num_groups: int) -> None:
     C.tensor("group_indices", group_indices, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1, 128)
     _index_range("group_indices", group_indices, num_groups)
-    if not use_host(group_indices):
-        ref.inplace_unique_group_indices(group_indices, num_groups)
-    elif group_indices.numel():
+    TABLE.run("inplace_unique_group_indices", group_indices.device, group_indices, num_groups)
+
+
+def _unique_group_indices_host(group_indices, num_groups):
+    if group_indices.numel():
         _index_op(_UNIQUE, None, group_indices, num_groups)
+
+
+TABLE.register("inplace_unique_group_indices", reference=ref.inplace_unique_group_indices,
+               host=_unique_group_indices_host)
 
 
 def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tokens: int, alignment: int,
@@ -98,8 +129,11 @@ def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tok
         if need > num_expanded_tokens:
             raise ValueError(f"num_expanded_tokens ({num_expanded_tokens}) is smaller than the {need} aligned "
                              f"positions the routing needs")
-    if not use_host(topk_idx):
-        return ref.get_fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync)
+    return TABLE.run("get_fused_mapping", topk_idx.device, topk_idx, num_experts, num_expanded_tokens, alignment,
+                     force_no_sync)
+
+
+def _fused_mapping_host(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync):
     t, k = topk_idx.shape
     sync = num_expanded_tokens == 0 and not force_no_sync
     rows = num_expanded_tokens or (t * k + (alignment - 1) * num_experts) // alignment * alignment
@@ -114,6 +148,9 @@ def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tok
         total = sum(counts_list)
         p2e, p2t, p2tt = p2e[:total], p2t[:total], p2tt[:total]
     return p2e, p2t, p2tt, t2p, start, end, per_expert, counts_list
+
+
+TABLE.register("get_fused_mapping", reference=ref.get_fused_mapping, host=_fused_mapping_host)
 
 
 def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
@@ -153,9 +190,14 @@ def expand_to_fused(x: torch.Tensor, token_topk_to_pos: torch.Tensor, pos_to_exp
     _check_maps(token_topk_to_pos, pos_to_expert, x.shape[0])
     C.same_device(x=x, token_topk_to_pos=token_topk_to_pos, pos_to_expert=pos_to_expert)
     _one_slot_per_position(token_topk_to_pos, pos_to_expert.shape[0])
-    if not use_host(x):
-        return ref.expand_to_fused(x, token_topk_to_pos, pos_to_expert)
+    return TABLE.run("expand_to_fused", x.device, x, token_topk_to_pos, pos_to_expert)
+
+
+def _expand_to_fused_host(x, token_topk_to_pos, pos_to_expert):
     return _expand_rows(x, token_topk_to_pos, pos_to_expert.shape[0])
+
+
+TABLE.register("expand_to_fused", reference=ref.expand_to_fused, host=_expand_to_fused_host)
 
 
 def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.Tensor, pos_to_expert: torch.Tensor,
@@ -174,9 +216,12 @@ def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.T
         raise ValueError("packed UE8M0 (int32) scales need use_tma_aligned_col_major_sf=True")
     _check_maps(token_topk_to_pos, pos_to_expert, data.shape[0])
     _one_slot_per_position(token_topk_to_pos, pos_to_expert.shape[0])
-    if not use_host(data):
-        return ref.expand_to_fused_with_sf((data, sf), num_per_channels, token_topk_to_pos, pos_to_expert,
-                                           use_tma_aligned_col_major_sf)
+    return TABLE.run("expand_to_fused_with_sf", data.device, (data, sf), num_per_channels, token_topk_to_pos,
+                     pos_to_expert, use_tma_aligned_col_major_sf)
+
+
+def _expand_to_fused_with_sf_host(x, num_per_channels, token_topk_to_pos, pos_to_expert, use_tma_aligned_col_major_sf):
+    data, sf = x
     num_rows = pos_to_expert.shape[0]
     out = _expand_rows(data, token_topk_to_pos, num_rows)
     rows = _expand_rows(sf, token_topk_to_pos, num_rows)
@@ -186,6 +231,9 @@ def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.T
     storage = torch.zeros((sf.shape[1], align(num_rows, 4)), dtype=sf.dtype)
     storage[:, :num_rows] = rows.T
     return out, storage[:, :num_rows].T
+
+
+TABLE.register("expand_to_fused_with_sf", reference=ref.expand_to_fused_with_sf, host=_expand_to_fused_with_sf_host)
 
 
 _DT = {torch.float32: 0, torch.bfloat16: 1, torch.float8_e4m3fn: 2}
@@ -216,11 +264,20 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
     _index_range("token_topk_to_pos", token_topk_to_pos, rows)
     out_dtype = torch.float8_e4m3fn if fp8_format == "e4m3" else x.dtype
     C.optional("out", out, dtypes=(out_dtype,), shape=(num_tokens, hidden), contiguous=True)
-    if not use_host(x):
-        res = ref.reduce_fused((x, x_sf) if x_sf is not None else x, topk_weights, token_topk_to_pos, fp8_format, sf)
-        if out is None:
-            return res
-        return out.copy_(res)
+    if out is not None:
+        C.output("out", out, ("x" if x_sf is None else "x[0]", x), ("x[1]", x_sf), ("topk_weights", topk_weights),
+                 ("token_topk_to_pos", token_topk_to_pos), ("sf", sf))
+    return TABLE.run("reduce_fused", x.device, x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf, out)
+
+
+def _reduce_fused_ref(x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf, out):
+    res = ref.reduce_fused((x, x_sf) if x_sf is not None else x, topk_weights, token_topk_to_pos, fp8_format, sf)
+    return res if out is None else out.copy_(res)
+
+
+def _reduce_fused_host(x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf, out):
+    num_tokens, hidden = token_topk_to_pos.shape[0], x.shape[1]
+    out_dtype = torch.float8_e4m3fn if fp8_format == "e4m3" else x.dtype
     if out is None:
         out = empty(num_tokens, hidden, dtype=out_dtype)
     if num_tokens:
@@ -228,3 +285,6 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
                                                       _DT[out_dtype], num_tokens, token_topk_to_pos.shape[1], hidden,
                                                       threads())
     return out
+
+
+TABLE.register("reduce_fused", reference=_reduce_fused_ref, host=_reduce_fused_host)

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
-from .._lib import host_kernel, threads, use_host
+from deepjit import Impl
+from deepjit import validation as C
+
+from .._lib import TABLE, host_kernel, threads
 from ..reference import topk as ref
 from .scoring import ScoringFunc
 
@@ -13,12 +15,17 @@ def topk_gate(scores: torch.Tensor, num_topk: int) -> torch.Tensor:
     """Indices (int64 (T, num_topk)) of the largest scores, descending, ties -> smaller index."""
     C.tensor("scores", scores, dtypes=(torch.float32,), ndim=2, contiguous=True)
     C.integer("num_topk", num_topk, 1, scores.shape[1])
-    if not use_host(scores):
-        return ref.stable_topk(scores, num_topk)
+    return TABLE.run("topk_gate", scores.device, scores, num_topk)
+
+
+def _topk_gate_host(scores, num_topk):
     out = torch.empty((scores.shape[0], num_topk), dtype=torch.int64)
     if scores.shape[0]:
         host_kernel("tk_topk_gate", "topk_gate.cpp")(out, scores, scores.shape[0], scores.shape[1], num_topk, threads())
     return out
+
+
+TABLE.register("topk_gate", reference=ref.stable_topk, host=_topk_gate_host)
 
 
 def topk_sum_and_topk_group_idx(scores: torch.Tensor, num_topk_sum: int, num_topk_groups: int) -> torch.Tensor:
@@ -29,13 +36,18 @@ def topk_sum_and_topk_group_idx(scores: torch.Tensor, num_topk_sum: int, num_top
     C.integer("num_topk_groups", num_topk_groups, 1, g)
     if g > 32:
         raise ValueError(f"at most 32 groups are supported, got {g}")
-    if not use_host(scores):
-        return ref.topk_sum_and_topk_group_idx(scores, num_topk_sum, num_topk_groups)
-    t = scores.shape[0]
+    return TABLE.run("topk_sum_and_topk_group_idx", scores.device, scores, num_topk_sum, num_topk_groups)
+
+
+def _topk_group_host(scores, num_topk_sum, num_topk_groups):
+    t, g, eg = scores.shape
     out = torch.empty((t, num_topk_groups), dtype=torch.int64)
     if t:
         host_kernel("tk_topk_group", "topk_group.cpp")(out, scores, t, g, eg, num_topk_sum, num_topk_groups, threads())
     return out
+
+
+TABLE.register("topk_sum_and_topk_group_idx", reference=ref.topk_sum_and_topk_group_idx, host=_topk_group_host)
 
 
 def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_topk_groups: int, num_groups: int,
@@ -100,10 +112,18 @@ def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_t
         raise ValueError(f"num_ep_ranks ({num_ep_ranks}) exceeds the expert count ({e + extra})")
     C.same_device(logits=logits, bias=bias, mask=mask, fix_routing_mask=fix_routing_mask,
                   to_physical_map=to_physical_map, logical_count=logical_count, unmapped_topk_idx=unmapped_topk_idx)
-    if not use_host(logits) or (unmapped_topk_idx is not None and not unmapped_topk_idx.is_contiguous()):
-        return ref.top2_sum_gate(logits, bias, num_topk, num_topk_groups, num_groups, use_shared, num_shared_experts,
-                                 routed_scaling_factor, ep_rank, num_ep_ranks, tp_rank, num_tp_ranks, scoring_func,
-                                 mask, fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx)
+    return TABLE.run("top2_sum_gate", logits.device, logits, bias, num_topk, num_topk_groups, num_groups, use_shared,
+                     num_shared_experts, routed_scaling_factor, ep_rank, num_ep_ranks, tp_rank, num_tp_ranks,
+                     scoring_func, mask, fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx)
+
+
+def _top2_sum_gate_host(logits, bias, num_topk, num_topk_groups, num_groups, use_shared, num_shared_experts,
+                        routed_scaling_factor, ep_rank, num_ep_ranks, tp_rank, num_tp_ranks, scoring_func, mask,
+                        fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx):
+    t, e = logits.shape
+    s = num_shared_experts if use_shared else 0
+    extra = 0 if to_physical_map is None else to_physical_map.shape[1] - 1
+    scoring = ScoringFunc.from_str(scoring_func)
     idx = torch.empty((t, num_topk + s), dtype=torch.int64)
     w = torch.empty((t, num_topk + s), dtype=torch.float32)
     if t:
@@ -112,3 +132,12 @@ def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_t
             t, e, num_topk, num_topk_groups, num_groups, float(routed_scaling_factor), s, ep_rank,
             (e + extra) // num_ep_ranks, tp_rank, num_tp_ranks, int(scoring), threads())
     return idx, w
+
+
+def _contiguous_unmapped(*args) -> bool:
+    unmapped_topk_idx = args[-1]
+    return unmapped_topk_idx is None or unmapped_topk_idx.is_contiguous()
+
+
+TABLE.register("top2_sum_gate", reference=ref.top2_sum_gate,
+               host=Impl(_top2_sum_gate_host, "a contiguous unmapped_topk_idx (or none)", _contiguous_unmapped))

@@ -6,19 +6,18 @@ from typing import Union
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads, use_host
+from deepjit import Impl
+from deepjit import validation as C
+
+from .._lib import TABLE
+from ..host import cast as host
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6
 from .common import (
-    alloc_sf,
     check_block,
     check_fmt,
     check_quant_input,
-    host_cast,
-    host_cast_back,
     logical_hidden,
-    sf_strides,
 )
 from .types import QuantTensor
 
@@ -31,9 +30,10 @@ def _check_precomputed_sf(sf, rows: int, hidden: int, block: tuple[int, int], co
     C.tensor("sf", sf, dtypes=(torch.float32,), shape=want, contiguous=True)
 
 
-def _cast(x, fmt: str, block: tuple[int, int], x_block_size, col: bool, round_sf: bool, packed: bool,
+def _cast(op: str, x, fmt: str, block: tuple[int, int], x_block_size, col: bool, round_sf: bool, packed: bool,
           sf: torch.Tensor | None = None, sf_only: bool = False, clamp_min: float | None = None):
-    """Validated arguments in; ``(q, sf)``, ``sf`` alone (sf_only) or ``q`` alone (sf given) out."""
+    """Validated arguments in; ``(q, sf)``, ``sf`` alone (sf_only) or ``q`` alone (sf given) out,
+    from the implementation the table gives public op ``op``."""
     kind, data, in_sf, in_block = check_quant_input("x", x, x_block_size)
     rows, hidden = data.shape[0], logical_hidden(data)
     if packed and not col:
@@ -43,16 +43,20 @@ def _cast(x, fmt: str, block: tuple[int, int], x_block_size, col: bool, round_sf
     if sf is not None:
         _check_precomputed_sf(sf, rows, hidden, block, col, packed)
         C.same_device(x=data, sf=sf)
-    if not use_host(data):
-        res = ref.cast(tuple(x) if kind == "quant" else x, fmt, block, sf=sf, x_block_size=in_block, round_sf=round_sf,
-                       use_tma_aligned_col_major_sf=col, use_packed_ue8m0=packed, clamp_min=clamp_min)
-        return res[1] if sf_only else res
-    xf = data if kind == "float" else host_cast_back(data.contiguous(), in_sf, in_block, torch.float32)
-    if sf is not None:
-        return host_cast(xf, fmt, block, round_sf, sf, clamp_min, mode=2)
-    out_sf = alloc_sf(-(-rows // block[0]), -(-hidden // block[1]), col, packed, data.device)
-    q = host_cast(xf, fmt, block, round_sf, out_sf, clamp_min, mode=1 if sf_only else 0)
-    return out_sf if sf_only else (q, out_sf)
+    return TABLE.run(op, data.device, kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min)
+
+
+def _cast_ref(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min):
+    res = ref.cast(tuple(x) if kind == "quant" else x, fmt, block, sf=sf, x_block_size=in_block, round_sf=round_sf,
+                   use_tma_aligned_col_major_sf=col, use_packed_ue8m0=packed, clamp_min=clamp_min)
+    return res[1] if sf_only else res
+
+
+_CAST = "BF16/FP32 input or a (data, sf) input cast back first; every block shape, format and sf layout"
+for _op in ("per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf", "per_block_cast",
+            "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast",
+            "per_channel_cast_and_transpose"):
+    TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST))
 
 
 def _check_per_token(x, fmt, num_per_channels, x_block_size):
@@ -77,7 +81,7 @@ def per_token_cast(x: Union[torch.Tensor, QuantTensor], fmt: str, num_per_channe
     fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
     if fmt == "e5m6":
         return _cast_e5m6(x, num_per_channels, x_block_size, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
-    return _cast(x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+    return _cast("per_token_cast", x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
 
 
 def per_token_cast_with_sf_only(x, fmt: str, num_per_channels: int, x_block_size=None,
@@ -86,7 +90,7 @@ def per_token_cast_with_sf_only(x, fmt: str, num_per_channels: int, x_block_size
     fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
     if fmt == "e5m6":
         raise ValueError("fmt 'e5m6' has no scale-only variant")
-    return _cast(x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
+    return _cast("per_token_cast_with_sf_only", x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
                  use_packed_ue8m0, sf_only=True)
 
 
@@ -96,7 +100,7 @@ def per_token_cast_with_precomputed_sf(x, fmt: str, num_per_channels: int, sf: t
     fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
     if fmt == "e5m6":
         raise ValueError("fmt 'e5m6' has no precomputed-sf variant")
-    return _cast(x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
+    return _cast("per_token_cast_with_precomputed_sf", x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
                  use_packed_ue8m0, sf=sf)
 
 
@@ -108,19 +112,10 @@ def _cast_e5m6(x, num_per_channels, x_block_size, col, round_sf, packed):
     if num_per_channels != hidden or hidden % 8:
         raise ValueError(f"fmt 'e5m6' needs a whole-row scale (num_per_channels == hidden) and hidden % 8 == 0, "
                          f"got num_per_channels={num_per_channels}, hidden={hidden}")
-    if not use_host(x):
-        return ref_e5m6.cast_to_e5m6(x, num_per_channels, col, round_sf, packed)
-    rows = x.shape[0]
-    if packed and not col:  # row-major packed exponents: (T, 1) int32, padding bytes zero
-        sf = torch.zeros((rows, 1), dtype=torch.int32)
-    else:
-        sf = alloc_sf(rows, 1, col, packed, x.device)
-    q = empty(rows, hidden * 3 // 2, dtype=torch.uint8)
-    if rows:
-        p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(0, q, sf, x.contiguous(), int(x.dtype == torch.bfloat16), rows, hidden, 1,
-                                          hidden, int(round_sf), p, sm, sk, threads())
-    return q, sf
+    return TABLE.run("cast_to_e5m6", x.device, x, num_per_channels, col, round_sf, packed)
+
+
+TABLE.register("cast_to_e5m6", reference=ref_e5m6.cast_to_e5m6, host=host.cast_to_e5m6)
 
 
 def _check_per_block(x, fmt, block_size):
@@ -137,21 +132,21 @@ def _check_per_block(x, fmt, block_size):
 def per_block_cast(x: torch.Tensor, fmt: str, block_size: tuple[int, int], use_tma_aligned_col_major_sf: bool = False,
                    round_sf: bool = False, use_packed_ue8m0: bool = False) -> QuantTensor:
     fmt, block = _check_per_block(x, fmt, block_size)
-    return _cast(x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+    return _cast("per_block_cast", x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
 
 
 def per_block_cast_with_sf_only(x: torch.Tensor, fmt: str, block_size: tuple[int, int],
                                 use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
                                 use_packed_ue8m0: bool = False) -> torch.Tensor:
     fmt, block = _check_per_block(x, fmt, block_size)
-    return _cast(x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf_only=True)
+    return _cast("per_block_cast_with_sf_only", x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf_only=True)
 
 
 def per_block_cast_with_precomputed_sf(x: torch.Tensor, fmt: str, block_size: tuple[int, int], sf: torch.Tensor,
                                        use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
                                        use_packed_ue8m0: bool = False) -> torch.Tensor:
     fmt, block = _check_per_block(x, fmt, block_size)
-    return _cast(x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf=sf)
+    return _cast("per_block_cast_with_precomputed_sf", x, fmt, block, None, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf=sf)
 
 
 def _check_per_channel(x, fmt, num_per_tokens, allowed_npt, dtypes=(torch.bfloat16, torch.float32)):
@@ -166,13 +161,13 @@ def _check_per_channel(x, fmt, num_per_tokens, allowed_npt, dtypes=(torch.bfloat
 def per_channel_cast(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: bool = False) -> QuantTensor:
     """E4M3 with one scale per channel per ``num_per_tokens`` (= 128) tokens: sf (T/128, H)."""
     _check_per_channel(x, fmt, num_per_tokens, (128,))
-    return _cast(x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+    return _cast("per_channel_cast", x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
 
 
 def per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: bool = False) -> QuantTensor:
     """Per-channel cast with the data returned transposed, (H, T); sf stays (T/npt, H)."""
     _check_per_channel(x, fmt, num_per_tokens, (32, 128), dtypes=(torch.bfloat16,))
-    q, sf = _cast(x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+    q, sf = _cast("per_channel_cast_and_transpose", x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
     from ..transpose import transpose
     return transpose(q), sf
 
@@ -207,19 +202,15 @@ def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_pe
             raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
     elif data.shape[0] % 128:
         raise ValueError(f"x's token count must be a multiple of 128 without pos_to_token, got {data.shape[0]}")
-    if not use_host(data):
-        return ref.per_channel_cast_fused(tuple(x) if is_quant else x, num_per_tokens, num_per_channels, round_sf,
-                                          pos_to_token)
-    if pos_to_token is not None:
-        # Gather first (padding rows: zero data, zero scale), exactly as the reference does.
-        idx = pos_to_token.long()
-        valid = (idx >= 0).unsqueeze(1)
-        raw = data.view(torch.uint8) if is_quant else data  # FP8 tensors lack masked_fill
-        data = raw[idx.clamp(min=0)].masked_fill_(~valid, 0).view(data.dtype)
-        if is_quant:
-            sf_in = sf_in[idx.clamp(min=0)].masked_fill_(~valid, 0)
-    xf = host_cast_back(data, sf_in, (1, 128), torch.float32) if is_quant else data
-    return _cast(xf, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+    return TABLE.run("per_channel_cast_fused", data.device, x, num_per_tokens, num_per_channels, round_sf, pos_to_token)
+
+
+def _cast_fused_ref(x, num_per_tokens, num_per_channels, round_sf, pos_to_token):
+    return ref.per_channel_cast_fused(tuple(x) if isinstance(x, (tuple, list)) else x, num_per_tokens,
+                                      num_per_channels, round_sf, pos_to_token)
+
+
+TABLE.register("per_channel_cast_fused", reference=_cast_fused_ref, host=host.per_channel_cast_fused)
 
 
 def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special_fmt: str | None = None) -> torch.Tensor:
@@ -239,21 +230,16 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
         blocks = (-(-rows // block[0]), -(-hidden // block[1]))
         if sf.shape[0] != blocks[0] or sf.shape[1] < (blocks[1] if sf.dtype == torch.float32 else -(-blocks[1] // 4)):
             raise ValueError(f"x[1] must cover {blocks} scale blocks, got shape {tuple(sf.shape)}")
-        if not use_host(data) or hidden % 8:
-            return ref_e5m6.cast_back_from_e5m6(tuple(x), fmt, block)
-        out = empty(rows, hidden, dtype=torch.float32 if fmt == "fp32" else torch.bfloat16)
-        if rows:
-            p, sm, sk = sf_strides(sf)
-            host_kernel("tk_e5m6", "e5m6.cpp")(1, out, sf, data, int(fmt == "bf16"), rows, hidden, block[0], block[1], 0,
-                                              p, sm, sk, threads())
-        return out
+        return TABLE.run("cast_back_from_e5m6", data.device, tuple(x), fmt, block)
     kind, data, sf, _ = check_quant_input("x", tuple(x), block)
     if logical_hidden(data) % 64:
         raise ValueError(f"x's hidden size must be a multiple of 64, got {logical_hidden(data)}")
-    out_dtype = torch.float32 if fmt == "fp32" else torch.bfloat16
-    if not use_host(data):
-        return ref.cast_back((data, sf), fmt, block)
-    return host_cast_back(data.contiguous(), sf, block, out_dtype)
+    return TABLE.run("cast_back", data.device, (data, sf), fmt, block)
+
+
+TABLE.register("cast_back_from_e5m6", reference=ref_e5m6.cast_back_from_e5m6,
+               host=Impl(host.cast_back_from_e5m6, "hidden % 8 == 0", lambda x, *_: x[0].shape[1] * 2 // 3 % 8 == 0))
+TABLE.register("cast_back", reference=ref.cast_back, host=host.cast_back)
 
 
 def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads
+from deepjit import validation as C
+
 from ..reference.numerics import unpack_from_e2m1fn_x2
 from ..utils import align, ceil_div
 
@@ -37,8 +37,8 @@ def check_sf_for(name: str, sf, rows: int, hidden: int, block: tuple[int, int]) 
     mb, kb = ceil_div(rows, block[0]), ceil_div(hidden, block[1])
     want = (mb, kb) if sf.dtype == torch.float32 else (mb, ceil_div(kb, 4))
     if tuple(sf.shape) != want:
-        raise ValueError(f"{name} must have shape {want} for data of shape ({rows}, {hidden}) and block {block}"
-                         f" ({sf.dtype}), got {tuple(sf.shape)}")
+        raise C.fail(name, f"shape {want} for data of shape ({rows}, {hidden}) and block {block} ({sf.dtype})",
+                     tuple(sf.shape))
     return sf
 
 
@@ -74,31 +74,3 @@ def alloc_sf(mb: int, kb: int, col_major: bool, packed: bool, device) -> torch.T
     if packed:
         return torch.zeros((ceil_div(kb, 4), align(mb, 4)), dtype=torch.int32, device=device).T[:mb]
     return torch.zeros((kb, align(mb, 4)), dtype=torch.float32, device=device).T[:mb]
-
-
-def host_cast(x: torch.Tensor, fmt: str, block: tuple[int, int], round_sf: bool, sf_out: torch.Tensor | None,
-              clamp_min: float | None = None, mode: int = 0, q_out: torch.Tensor | None = None):
-    """Run tk_block_cast on a BF16/FP32 (M, K) tensor with unit column stride. ``sf_out`` receives
-    the scales (mode 0/1) or holds the caller's FP32 scales (mode 2)."""
-    from ..reference.cast import FMT_CLAMP_MIN
-    m, k = x.shape
-    if q_out is None and mode != 1:
-        q_out = empty(m, k // 2 if fmt == "e2m1" else k, dtype=torch.int8 if fmt == "e2m1" else torch.float8_e4m3fn)
-    if m > 0 and k > 0:
-        packed, sm, sk = sf_strides(sf_out)
-        kernel = host_kernel("tk_block_cast", "block_cast.cpp")
-        kernel(q_out, sf_out, x, int(x.dtype == torch.bfloat16), m, k, x.stride(0), FMT_CODES[fmt], block[0], block[1],
-               int(round_sf), FMT_CLAMP_MIN[fmt] if clamp_min is None else float(clamp_min), packed, sm, sk, mode,
-               threads())
-    return q_out
-
-
-def host_cast_back(q: torch.Tensor, sf: torch.Tensor, block: tuple[int, int], out_dtype: torch.dtype) -> torch.Tensor:
-    m, k = q.shape[0], logical_hidden(q)
-    out = empty(m, k, dtype=out_dtype)
-    if m > 0 and k > 0:
-        packed, sm, sk = sf_strides(sf)
-        kernel = host_kernel("tk_cast_back", "cast_back.cpp")
-        kernel(out, q, sf, FMT_CODES["e2m1" if q.dtype == torch.int8 else "e4m3"], int(out_dtype == torch.bfloat16),
-               m, k, block[0], block[1], packed, sm, sk, threads())
-    return out

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads, use_host
+from deepjit import Impl
+from deepjit import validation as C
+
+from .._lib import TABLE, empty, host_kernel, threads
 from ..reference.cast import _block_view, format_sf, transform_sf
 from ..utils import ceil_div, is_power_of_two
 from .common import check_block, check_sf_for, sf_strides
@@ -31,8 +33,11 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
                          f"power of two")
     if use_packed_ue8m0 and not use_tma_aligned_col_major_sf:
         raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
-    if use_host(q) and rows:
-        return _host_lossless(q, sf, rows, hidden, ib, ob, use_tma_aligned_col_major_sf, use_packed_ue8m0)
+    return TABLE.run("per_block_cast_lossless", q.device, q, sf, ib, ob, use_tma_aligned_col_major_sf, use_packed_ue8m0)
+
+
+def _lossless_ref(q, sf, ib, ob, use_tma_aligned_col_major_sf, use_packed_ue8m0):
+    rows, hidden = q.shape[0], q.shape[1] * 2
     # Per element: the exponent of its input block's scale.
     e_in = (transform_sf(sf).contiguous().view(torch.int32) >> 23) & 0xFF
     e_in = e_in.repeat_interleave(ib[0], 0).repeat_interleave(ib[1], 1)[:rows, :hidden]
@@ -47,10 +52,15 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
     return data, format_sf(out_sf, use_tma_aligned_col_major_sf, use_packed_ue8m0)
 
 
-def _host_lossless(q, sf, rows: int, hidden: int, ib, ob, col: bool, packed: bool):
+def _lossless_host(q, sf, ib, ob, col: bool, packed: bool):
+    rows, hidden = q.shape[0], q.shape[1] * 2
     data = empty(rows, hidden, dtype=torch.float8_e4m3fn)
     e_out = torch.empty(ceil_div(rows, ob[0]), ceil_div(hidden, ob[1]), dtype=torch.int32)
     p, sm, sk = sf_strides(sf)
     host_kernel("tk_lossless", "lossless.cpp")(data, e_out, q, sf, rows, hidden, ib[0], ib[1], ob[0], ob[1], p, sm, sk,
                                                e_out.shape[1], threads())
     return data, format_sf((e_out << 23).view(torch.float32), col, packed)
+
+
+TABLE.register("per_block_cast_lossless", reference=_lossless_ref,
+               host=Impl(_lossless_host, "at least one row", lambda q, *_: q.shape[0] > 0))

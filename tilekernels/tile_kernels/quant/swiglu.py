@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads, use_host
+from deepjit import Impl
+from deepjit import validation as C
+
+from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import cast as ref_cast
 from ..reference import swiglu as ref
 from .cast_ops import _cast
@@ -65,11 +67,22 @@ def swiglu_forward_and_per_token_cast(x: torch.Tensor, fmt: str, num_per_channel
         if clamp is None:
             raise ValueError("clamped_count needs swiglu_clamp_value")
     clamp_min = None if sf_clamp_min is None else C.number("sf_clamp_min", sf_clamp_min)
-    if not use_host(x):
-        y = ref.swiglu_forward(x, pos_to_token_topk, topk_weights, clamp, clamped_count)
-        return ref_cast.cast(y, "e4m3", (1, num_per_channels), round_sf=round_sf,
-                             use_tma_aligned_col_major_sf=use_tma_aligned_col_major_sf,
-                             use_packed_ue8m0=use_packed_ue8m0, clamp_min=clamp_min)
+    return TABLE.run("swiglu_forward_and_per_token_cast", x.device, x, num_per_channels, pos_to_token_topk,
+                     topk_weights, pos_to_expert, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, clamp,
+                     clamped_count, clamp_min)
+
+
+def _fwd_cast_ref(x, num_per_channels, pos_to_token_topk, topk_weights, pos_to_expert, use_tma_aligned_col_major_sf,
+                  round_sf, use_packed_ue8m0, clamp, clamped_count, clamp_min):
+    y = ref.swiglu_forward(x, pos_to_token_topk, topk_weights, clamp, clamped_count)
+    return ref_cast.cast(y, "e4m3", (1, num_per_channels), round_sf=round_sf,
+                         use_tma_aligned_col_major_sf=use_tma_aligned_col_major_sf,
+                         use_packed_ue8m0=use_packed_ue8m0, clamp_min=clamp_min)
+
+
+def _fwd_cast_host(x, num_per_channels, pos_to_token_topk, topk_weights, pos_to_expert, use_tma_aligned_col_major_sf,
+                   round_sf, use_packed_ue8m0, clamp, clamped_count, clamp_min):
+    rows, h = x.shape[0], x.shape[1] // 2
     q = empty(rows, h, dtype=torch.float8_e4m3fn)
     sf = alloc_sf(rows, -(-h // num_per_channels), use_tma_aligned_col_major_sf, use_packed_ue8m0, x.device)
     if rows:
@@ -79,6 +92,9 @@ def swiglu_forward_and_per_token_cast(x: torch.Tensor, fmt: str, num_per_channel
             topk_weights, pos_to_expert, int(clamp is not None), clamp or 0.0, clamped_count, int(round_sf),
             1e-4 if clamp_min is None else clamp_min, packed, sm, sk, threads())
     return q, sf
+
+
+TABLE.register("swiglu_forward_and_per_token_cast", reference=_fwd_cast_ref, host=_fwd_cast_host)
 
 
 def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.Tensor,
@@ -104,11 +120,21 @@ def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.
     C.tensor("weight", weight, dtypes=(torch.float32,), shape=tuple(token_topk_to_pos.shape), contiguous=True)
     _check_routing(pos_to_token_topk, weight, None, rows, name_w="weight")
     clamp = _clamp_arg(swiglu_clamp_value)
-    if not use_host(q) or grad_out.dtype != torch.bfloat16:
-        out, x_grad, weight_grad = ref.swiglu_backward((q, sf), grad_out, weight, pos_to_token_topk,
-                                                       token_topk_to_pos, num_per_channels, clamp)
-        x_grad_q = ref_cast.cast(x_grad, "e4m3", (1, num_per_channels), round_sf=round_sf)
-        return out.to(grad_out.dtype), x_grad_q, x_grad.to(grad_out.dtype), weight_grad
+    return TABLE.run("swiglu_backward_and_per_token_cast", q.device, q, sf, grad_out, weight, pos_to_token_topk,
+                     token_topk_to_pos, num_per_channels, round_sf, clamp)
+
+
+def _bwd_cast_ref(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos, num_per_channels, round_sf, clamp):
+    out, x_grad, weight_grad = ref.swiglu_backward((q, sf), grad_out, weight, pos_to_token_topk, token_topk_to_pos,
+                                                   num_per_channels, clamp)
+    x_grad_q = ref_cast.cast(x_grad, "e4m3", (1, num_per_channels), round_sf=round_sf)
+    return out.to(grad_out.dtype), x_grad_q, x_grad.to(grad_out.dtype), weight_grad
+
+
+def _bwd_cast_host(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos, num_per_channels, round_sf, clamp):
+    h2 = q.shape[-1]
+    h = h2 // 2
+    rows = q.numel() // h2 if h2 else 0
     out = empty(rows, h, dtype=grad_out.dtype)
     x_grad = empty(rows, h2, dtype=grad_out.dtype)
     xg_q = empty(rows, h2, dtype=torch.float8_e4m3fn)
@@ -119,6 +145,10 @@ def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.
             out, x_grad, xg_q, xg_sf, weight_grad, q, sf, grad_out, weight, pos_to_token_topk, rows, h,
             num_per_channels, int(clamp is not None), clamp or 0.0, int(round_sf), threads())
     return out, (xg_q, xg_sf), x_grad, weight_grad
+
+
+TABLE.register("swiglu_backward_and_per_token_cast", reference=_bwd_cast_ref,
+               host=Impl(_bwd_cast_host, "a BF16 grad_out", lambda q, sf, grad_out, *_: grad_out.dtype == torch.bfloat16))
 
 
 def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int,
@@ -133,17 +163,26 @@ def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str,
     if rows % 128 or h2 % 128:
         raise ValueError(f"x must have T % 128 == 0 and 2H % 128 == 0, got shape {tuple(x.shape)}")
     clamp = _clamp_arg(swiglu_clamp_value)
-    h = h2 // 2
-    if use_host(x):
-        y = empty(rows, h, dtype=torch.bfloat16)
-        if rows:
-            host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
-                None, None, y, x, 1, rows, h, h, None, None, None, int(clamp is not None), clamp or 0.0, None, 0,
-                1e-4, 0, 0, 0, threads())
-    else:
-        y = ref.swiglu_forward(x, swiglu_clamp_value=clamp).bfloat16()
-    q, sf = _cast(y, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
+    y = TABLE.run("swiglu_forward", x.device, x, clamp)
+    q, sf = _cast("per_channel_cast", y, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
     if without_transpose:
         return q, sf
     from ..transpose import transpose
     return transpose(q), sf
+
+
+def _swiglu_ref(x, clamp):
+    return ref.swiglu_forward(x, swiglu_clamp_value=clamp).bfloat16()
+
+
+def _swiglu_host(x, clamp):
+    rows, h = x.shape[0], x.shape[1] // 2
+    y = empty(rows, h, dtype=torch.bfloat16)
+    if rows:
+        host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
+            None, None, y, x, 1, rows, h, h, None, None, None, int(clamp is not None), clamp or 0.0, None, 0,
+            1e-4, 0, 0, 0, threads())
+    return y
+
+
+TABLE.register("swiglu_forward", reference=_swiglu_ref, host=_swiglu_host)

@@ -3,26 +3,30 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks as C
-from .._lib import empty, host_kernel, threads, use_host
+from deepjit import validation as C
+
+from .._lib import TABLE, empty, host_kernel, threads
 from ..reference import transpose as ref
 
 
 def batched_transpose(x: torch.Tensor) -> torch.Tensor:
     """``x (B, M, N)`` (unit column stride, row stride any multiple of 4) -> contiguous ``(B, N, M)``."""
     C.tensor("x", x, ndim=3, last_stride_one=True)
-    b, m, n = x.shape
-    if x.stride(-1) != 1 and n > 1:
-        raise ValueError("x must have unit stride in its last dimension")
     if x.element_size() not in (1, 2, 4, 8):
         raise TypeError(f"x's element size must be 1, 2, 4 or 8 bytes, got {x.element_size()}")
-    if not use_host(x):
-        return ref.batched_transpose(x)
+    return TABLE.run("batched_transpose", x.device, x)
+
+
+def _batched_transpose_host(x: torch.Tensor) -> torch.Tensor:
+    b, m, n = x.shape
     out = empty(b, n, m, dtype=x.dtype)
     if out.numel():
         host_kernel("tk_transpose", "transpose.cpp")(out, x, b, m, n, x.stride(0), x.stride(1), x.element_size(),
                                                      threads())
     return out
+
+
+TABLE.register("batched_transpose", reference=ref.batched_transpose, host=_batched_transpose_host)
 
 
 def transpose(x: torch.Tensor) -> torch.Tensor:

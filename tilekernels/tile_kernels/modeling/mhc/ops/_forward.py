@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from ...._lib import empty, host_kernel, threads, use_host
+from deepjit import Impl
+
+from ...._lib import TABLE, empty, host_kernel, threads
 from ....mhc.norm_fn_kernel import tf32_operand
 from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
@@ -21,9 +23,15 @@ def _op(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, f1=0.0, f2=0.0):
 
 def projection(x: torch.Tensor, fn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mul (..., m3), sqrsum (..., 1)) of the flattened residual, FP32 math."""
-    if not use_host(x):
-        r = x.flatten(-2).float()
-        return r @ fn.T, r.square().sum(-1, keepdim=True)
+    return TABLE.run("mhc_projection", x.device, x, fn)
+
+
+def _projection_ref(x, fn):
+    r = x.flatten(-2).float()
+    return r @ fn.T, r.square().sum(-1, keepdim=True)
+
+
+def _projection_host(x, fn):
     m3, k = fn.shape
     outer = x.shape[:-2]
     t = x.numel() // k if k else 0
@@ -34,20 +42,40 @@ def projection(x: torch.Tensor, fn: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return mul, sqrsum
 
 
+TABLE.register("mhc_projection", reference=_projection_ref, host=_projection_host)
+
+
 def norm(mul: torch.Tensor, sqrsum: torch.Tensor, k: int, eps: float) -> torch.Tensor:
+    return TABLE.run("mhc_norm", mul.device, mul, sqrsum, k, eps)
+
+
+def _mhc_size(m3: int) -> int:
+    return round((1 + m3) ** 0.5) - 1  # m3 = m (m + 2)
+
+
+def _norm_ref(mul, sqrsum, k, eps):
+    return mul * torch.rsqrt(sqrsum / k + eps)
+
+
+def _norm_host(mul, sqrsum, k, eps):
     m3 = mul.shape[-1]
-    m = round((1 + m3) ** 0.5) - 1  # m3 = m (m + 2)
-    if not use_host(mul) or m * (m + 2) != m3:
-        return mul * torch.rsqrt(sqrsum / k + eps)
+    m = _mhc_size(m3)
     mul, sqrsum = mul.contiguous(), sqrsum.contiguous()
     out = torch.empty_like(mul)
     _op(_NORM, mul.numel() // m3, m, k, 0, mul, sqrsum, None, None, out, None, None, eps)
     return out
 
 
+TABLE.register("mhc_norm", reference=_norm_ref,
+               host=Impl(_norm_host, "mixes of m (m + 2) values",
+                         lambda mul, *_: _mhc_size(mul.shape[-1]) * (_mhc_size(mul.shape[-1]) + 2) == mul.shape[-1]))
+
+
 def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
-    if not use_host(mixes):
-        return mhc_pre_split_mixes_ref(mixes, scale, base, m, post_mult, pre_eps)
+    return TABLE.run("mhc_pre_split_mixes", mixes.device, mixes, scale, base, m, post_mult, pre_eps)
+
+
+def _split_mixes_host(mixes, scale, base, m, post_mult, pre_eps):
     n0, n1 = mixes.shape[:2]
     t = n0 * n1
     pre, post, comb = torch.empty(n0, n1, m, 1), torch.empty(n0, n1, m, 1), torch.empty(n0, n1, m, m)
@@ -56,19 +84,29 @@ def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
     return pre, post, comb
 
 
+TABLE.register("mhc_pre_split_mixes", reference=mhc_pre_split_mixes_ref, host=_split_mixes_host)
+
+
 def sinkhorn(x: torch.Tensor, repeat: int, eps: float) -> torch.Tensor:
-    if not use_host(x):
-        return sinkhorn_normalize_ref(x, repeat, eps)
+    return TABLE.run("sinkhorn_normalize", x.device, x, repeat, eps)
+
+
+def _sinkhorn_host(x, repeat, eps):
     x = x.contiguous()
     out = torch.empty_like(x)
     _op(_SINKHORN, x.numel() // (x.shape[-1] ** 2), x.shape[-1], 0, repeat, x, None, None, None, out, None, None, eps)
     return out
 
 
+TABLE.register("sinkhorn_normalize", reference=sinkhorn_normalize_ref, host=_sinkhorn_host)
+
+
 def head_mix(input_mix: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, pre_eps: float) -> torch.Tensor:
     """``sigmoid(input_mix * scale + base) + pre_eps`` over (..., m) mixes."""
-    if not use_host(input_mix):
-        return mhc_head_compute_mix_ref(input_mix, scale, base, pre_eps)
+    return TABLE.run("mhc_head_compute_mix", input_mix.device, input_mix, scale, base, pre_eps)
+
+
+def _head_mix_host(input_mix, scale, base, pre_eps):
     m = input_mix.shape[-1]
     out = torch.empty(input_mix.shape)
     t = input_mix.numel() // m if m else 0
@@ -78,27 +116,51 @@ def head_mix(input_mix: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, p
     return out
 
 
+TABLE.register("mhc_head_compute_mix", reference=mhc_head_compute_mix_ref, host=_head_mix_host)
+
+
 def apply_mix(x: torch.Tensor, mix: torch.Tensor) -> torch.Tensor:
-    if not use_host(x):
-        return (x.float() * mix).sum(-2).to(torch.bfloat16)
+    return TABLE.run("mhc_pre_apply_mix", x.device, x, mix)
+
+
+def _apply_mix_ref(x, mix):
+    return (x.float() * mix).sum(-2).to(torch.bfloat16)
+
+
+def _apply_mix_host(x, mix):
     m, h = x.shape[-2:]
     out = empty(*x.shape[:-2], h, dtype=torch.bfloat16)
     _op(_APPLY, x.numel() // (m * h), m, h, 0, x.contiguous(), mix.contiguous().float(), None, None, out, None, None)
     return out
 
 
+TABLE.register("mhc_pre_apply_mix", reference=_apply_mix_ref, host=_apply_mix_host)
+
+
 def pre_big_fuse(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
     """(post (T, m, 1), comb (T, m, m), layer_input (T, H)) for the flattened tokens; ``fn`` rounded to TF32
     as upstream rounds it for its MMA."""
+    return TABLE.run("mhc_pre_big_fuse", residual.device, residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps,
+                     post_mult, repeat)
+
+
+def _pre_big_fuse_ref(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
+    """The composed steps (each through the table)."""
     m, h = residual.shape[-2:]
     x = residual.reshape(-1, m, h)
     t = x.shape[0]
     mul, sqrsum = projection(x, tf32_operand(fn))
-    if not use_host(residual):
-        mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, -1)
-        pre, post, comb = split_mixes(mixes, scale, base, m, post_mult, pre_eps)
-        comb = sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
-        return post.reshape(t, m, 1), comb, apply_mix(x, pre.reshape(t, m, 1))
+    mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, -1)
+    pre, post, comb = split_mixes(mixes, scale, base, m, post_mult, pre_eps)
+    comb = sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
+    return post.reshape(t, m, 1), comb, apply_mix(x, pre.reshape(t, m, 1))
+
+
+def _pre_big_fuse_host(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
+    m, h = residual.shape[-2:]
+    x = residual.reshape(-1, m, h)
+    t = x.shape[0]
+    mul, sqrsum = _projection_host(x, tf32_operand(fn))
     post, comb = torch.empty(t, m, 1), torch.empty(t, m, m)
     layer_input = empty(t, h, dtype=torch.bfloat16)
     if t:
@@ -107,3 +169,6 @@ def pre_big_fuse(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post
             x.contiguous(), t, m, h, float(rms_eps), float(pre_eps), float(sinkhorn_eps), float(post_mult), repeat,
             threads())
     return post, comb, layer_input
+
+
+TABLE.register("mhc_pre_big_fuse", reference=_pre_big_fuse_ref, host=_pre_big_fuse_host)

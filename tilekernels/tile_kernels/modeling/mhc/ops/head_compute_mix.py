@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ....reference.mhc import mhc_head_compute_mix_ref
 from ._forward import head_mix
 from ._grad import recompute_grads

@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from .post import mhc_post_fwd
 from .pre_apply_mix import apply_mix_fwd
 

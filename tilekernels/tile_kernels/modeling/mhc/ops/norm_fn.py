@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ....mhc.norm_fn_kernel import tf32_operand
 from ._forward import norm, projection
 from ._grad import GRAD_ATTR, accumulate_bf16, handed_over_grad

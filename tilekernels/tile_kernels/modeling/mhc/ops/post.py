@@ -1,7 +1,8 @@
 import torch
 
-from .... import _checks as C
-from ...._lib import empty, host_kernel, threads, use_host
+from deepjit import validation as C
+
+from ...._lib import TABLE, empty, host_kernel, threads
 from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
 
@@ -19,9 +20,18 @@ def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
     _check(x, residual, post_layer_mix, comb_res_mix)
     C.optional("out", out, dtypes=(torch.bfloat16,), shape=tuple(residual.shape), device=residual.device)
     C.same_device(x=x, residual=residual, post_layer_mix=post_layer_mix, comb_res_mix=comb_res_mix)
-    if not use_host(residual):
-        res = mhc_post_ref(x, residual, post_layer_mix, comb_res_mix)
-        return res if out is None else out.copy_(res)
+    if out is not None:
+        C.output("out", out, ("x", x), ("residual", residual), ("post_layer_mix", post_layer_mix),
+                 ("comb_res_mix", comb_res_mix))
+    return TABLE.run("mhc_post", residual.device, x, residual, post_layer_mix, comb_res_mix, out)
+
+
+def _post_ref(x, residual, post_layer_mix, comb_res_mix, out):
+    res = mhc_post_ref(x, residual, post_layer_mix, comb_res_mix)
+    return res if out is None else out.copy_(res)
+
+
+def _post_host(x, residual, post_layer_mix, comb_res_mix, out):
     s, t, m, h = residual.shape
     res = out if out is not None and out.is_contiguous() else empty(s, t, m, h, dtype=torch.bfloat16)
     if res.numel():
@@ -29,6 +39,9 @@ def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
                                                    post_layer_mix.contiguous(), comb_res_mix.contiguous(), s * t, m, h,
                                                    threads())
     return res if out is None or res is out else out.copy_(res)
+
+
+TABLE.register("mhc_post", reference=_post_ref, host=_post_host)
 
 
 def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: bool = True):

@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ._forward import apply_mix
 from ._grad import accumulate_bf16, handed_over_grad
 

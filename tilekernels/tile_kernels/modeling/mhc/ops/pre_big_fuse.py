@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ._forward import pre_big_fuse
 
 

@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ....reference.mhc import mhc_pre_split_mixes_ref
 from ._forward import split_mixes
 from ._grad import recompute_grads

@@ -1,6 +1,7 @@
 import torch
 
-from .... import _checks as C
+from deepjit import validation as C
+
 from ....reference.mhc import sinkhorn_normalize_ref
 from ._forward import sinkhorn
 from ._grad import recompute_grads

@@ -1,0 +1,55 @@
+"""deep_ep's backend table. A buffer picks its engines once, at construction, for its session's
+device: the normal dispatch / combine engine, the low-latency engine, and the FP8 cast the V1
+facade applies before a low-latency dispatch. Each entry names its reference, host and Ascend
+(none yet) implementation; ``EP_BACKEND`` forces one, and forcing one an entry lacks raises
+``deepjit.BackendUnavailableError`` naming it."""
+from __future__ import annotations
+
+import torch
+
+from deepjit import BackendTable, Impl
+
+from .jit import LIB, kernel
+from .utils.math import per_token_cast_to_fp8
+
+
+def _reference_engine(session, rank: int, num_ranks: int, region_bytes: int):
+    from .reference.engine import ReferenceEngine
+    return ReferenceEngine(session.group, rank, num_ranks, region_bytes)
+
+
+def _host_engine(session, rank: int, num_ranks: int, region_bytes: int):
+    from .engine.host import HostEngine
+    return HostEngine(session.transport, rank, num_ranks, region_bytes, session.threads)
+
+
+def _no_low_latency_engine(session, region_bytes: int):
+    return None  # the V1 facade runs its low-latency calls on the normal engine
+
+
+def _low_latency_engine(session, region_bytes: int):
+    from .engine.low_latency import LowLatencyEngine
+    return LowLatencyEngine(session, region_bytes, session.threads)
+
+
+def _cast_ref(x: torch.Tensor, round_scale: bool, threads: int):
+    return per_token_cast_to_fp8(x, use_ue8m0=round_scale)
+
+
+def _cast_host(x: torch.Tensor, round_scale: bool, threads: int):
+    """The reference cast (utils/math.py) as a host kernel, bit for bit."""
+    x = x.contiguous()
+    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(x.shape[0], x.shape[1] // 128)
+    kernel("ep_fp8_cast")(x, out, scales, x.shape[0], x.shape[1], int(round_scale), threads)
+    return out, scales
+
+
+TABLE = BackendTable(LIB)
+TABLE.register("dispatch_combine", reference=_reference_engine,
+               host=Impl(_host_engine, "every transport (shared memory, gloo, hybrid)"))
+TABLE.register("low_latency", reference=_no_low_latency_engine,
+               host=Impl(_low_latency_engine, "ranks of one host over shared memory",
+                         lambda session, *_: session.transport_kind == "shm"))
+TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
+               host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0))
