@@ -5,3 +5,9 @@
 
 #include "c_api/reg_types.h"
 #include "c_api/reg_mask.h"
+#include "c_api/reg_lane.h"
+#include "c_api/reg_ops.h"
+#include "c_api/reg_reduce.h"
+#include "c_api/reg_shuffle.h"
+#include "c_api/reg_mem.h"
+#include "c_api/reg_cvt.h"

@@ -99,7 +99,7 @@ enum Pattern {
 };
 // Rounding modes: R = nearest-even (rint), A = nearest, ties away (round), F = floor, C = ceil,
 // Z = toward zero (trunc), O = round to odd, H = nearest ties away (hifloat8).
-enum Round { R_R, R_A, R_F, R_C, R_Z, R_O, R_H };
+enum RoundCode { R_R, R_A, R_F, R_C, R_Z, R_O, R_H };
 
 }  // namespace vreg
 }  // namespace dj_twin
