@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <type_traits>
 
-// max/min of two numbers of the same arithmetic type (TileLang emits `max(a.x, b.x)`); float max/min
-// propagate NaN like the device's fmax/fmin do not, so they follow fmaxf/fminf (a NaN operand loses).
+// max/min of two numbers of the same arithmetic type (TileLang emits `max(a.x, b.x)`); the float
+// forms follow fmaxf/fminf: a NaN operand loses to a number (device behaviour not documented).
 template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>> inline T max(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) return std::fmax(a, b);
   else return a > b ? a : b;
