@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <condition_variable>
 #include <csetjmp>
 #include <cstdarg>
@@ -52,6 +53,8 @@
 #define __simd_vf__
 #define __simd_callee__
 #define __launch_bounds__(...)
+#define __grid_constant__
+#define __SIMT_DEVICE_FUNCTIONS_DECL__
 #ifndef __NPU_ARCH__
 #define __NPU_ARCH__ 3510
 #endif
@@ -112,6 +115,12 @@ struct Core {
   int8_t mutex_mode[kNumMutexes];        // -1 free, else the lock mode held
   uint8_t mutex_pipe[kNumMutexes] = {};
   uint8_t intra[kNumIntraIds] = {};      // this core's cross-core flag counters (guarded by block->mu)
+  // Special registers the intrinsics read (set by asc_set_* in sys_var.h / datamove.h).
+  uint64_t ctrl = 0;                     // CTRL (asc_set_ctrl); bit 60 = 0 enables saturation modes
+  uint64_t gm2l1_nz_para = 0;            // MTE2_NZ_PARA (asc_set_gm2l1_nz_para)
+  uint16_t l0c_nd_num = 1, l0c_src_nd_stride = 0, l0c_dst_nd_stride = 0;  // asc_set_l0c_copy_nz_para
+  uint32_t pad_val = 0;                  // asc_set_copy_pad_val
+  uint64_t l0c_quant_pre = 0;            // asc_set_l0c_copy_prequant (scalar quant scale)
   sigjmp_buf exit_jmp;                   // fail() and the fault handler jump here
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
@@ -207,5 +216,5 @@ inline bool is_aiv() { return core().kind == CoreKind::AIV; }
 }  // namespace dj_twin
 
 // The kernel-visible block index (a per-thread copy of the core's block index).
-inline thread_local int64_t block_idx = 0;
-inline thread_local int64_t block_num = 0;
+inline thread_local int32_t block_idx = 0;
+inline thread_local int32_t block_num = 0;

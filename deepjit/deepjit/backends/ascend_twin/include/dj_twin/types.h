@@ -1,8 +1,8 @@
 // dj_twin/types.h — the Ascend twin's scalar types and their exact float conversions.
 //
 // bfloat16_t, half (IEEE binary16), float8_e4m3_t (E4M3FN: no inf, NaN = S.1111.111, max 448),
-// float8_e5m2_t (IEEE-like: inf and NaN), float4_e2m1x2_t (two E2M1 values in one byte, element 0 in
-// the low nibble; no inf/NaN, max 6), fp8_e8m0_t / float8_e8m0_t (unsigned power of two 2^(e-127),
+// float8_e5m2_t (IEEE-like: inf and NaN), float4_e2m1x2_t / float4_e1m2x2_t (two E2M1 / E1M2 values in one byte, element 0 in
+// the low nibble; no inf/NaN, max 6 / 1.75), fp8_e8m0_t / float8_e8m0_t (unsigned power of two 2^(e-127),
 // 0xFF = NaN).
 //
 // Rounding: every float -> narrow conversion goes through one encoder, `dj_twin::encode`, with a
@@ -47,6 +47,7 @@ inline constexpr Format kF16{5, 10, 15, true, false, true, 0x7E00, true};
 inline constexpr Format kE4M3{4, 3, 7, false, true, true, 0x7F, true};
 inline constexpr Format kE5M2{5, 2, 15, true, false, true, 0x7F, true};
 inline constexpr Format kE2M1{2, 1, 1, false, false, false, 0, false};
+inline constexpr Format kE1M2{1, 2, 1, false, false, false, 0, false};  // max 1.75
 
 inline uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -198,15 +199,18 @@ struct float8_e8m0 {
   operator float() const { return decode_e8m0(bits); }  // NOLINT
 };
 
-// Two E2M1 values per byte: element 0 in bits [3:0], element 1 in bits [7:4].
-struct float4_e2m1x2 {
+// Two 4-bit values per byte: element 0 in bits [3:0], element 1 in bits [7:4]; saturating.
+template <const Format& F>
+struct Float4x2 {
   uint8_t bits;
-  float4_e2m1x2() = default;
-  float4_e2m1x2(float lo, float hi)
-      : bits(uint8_t(encode(lo, kE2M1, Round::Rint, true) | (encode(hi, kE2M1, Round::Rint, true) << 4))) {}
-  static float4_e2m1x2 from_bits(uint8_t b) { float4_e2m1x2 r; r.bits = b; return r; }
-  float get(int i) const { return decode((bits >> (4 * (i & 1))) & 0xF, kE2M1); }
+  Float4x2() = default;
+  Float4x2(float lo, float hi)
+      : bits(uint8_t(encode(lo, F, Round::Rint, true) | (encode(hi, F, Round::Rint, true) << 4))) {}
+  static Float4x2 from_bits(uint8_t b) { Float4x2 r; r.bits = b; return r; }
+  float get(int i) const { return decode((bits >> (4 * (i & 1))) & 0xF, F); }
 };
+using float4_e2m1x2 = Float4x2<kE2M1>;
+using float4_e1m2x2 = Float4x2<kE1M2>;
 
 inline uint8_t float_to_e4m3(float x, bool saturate = false) { return uint8_t(encode(x, kE4M3, Round::Rint, saturate)); }
 inline uint8_t float_to_e5m2(float x, bool saturate = false) { return uint8_t(encode(x, kE5M2, Round::Rint, saturate)); }
@@ -229,3 +233,5 @@ using float8_e8m0_t = ::dj_twin::float8_e8m0;
 using fp8_e8m0_t = ::dj_twin::float8_e8m0;
 using float4_e2m1x2_t = ::dj_twin::float4_e2m1x2;
 using fp4x2_e2m1_t = ::dj_twin::float4_e2m1x2;
+using float4_e1m2x2_t = ::dj_twin::float4_e1m2x2;
+using fp4x2_e1m2_t = ::dj_twin::float4_e1m2x2;
