@@ -85,9 +85,9 @@ def _check_tensors(func, tensors) -> None:
 def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
     """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU, in the PrimFunc's parameter
     order) as global memory and returns the launch's ``LaunchCounters``."""
-    from ..backends.ascend_twin import AscendLaunchOptions
-
     import tvm
+
+    from ..backends.ascend_twin import AscendLaunchOptions
 
     _check_tensors(prim_func, tensors)
     key = tvm.ir.structural_hash(prim_func)
