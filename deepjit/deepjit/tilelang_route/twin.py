@@ -82,6 +82,21 @@ def _check_tensors(func, tensors) -> None:
             raise ValueError(f"tensor {buf.name}: must be contiguous")
 
 
+def kernel_arguments(prim_func, source: str, tensors) -> list:
+    """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order: TileLang
+    may reorder parameters, but keeps their names."""
+    from ..backends.ascend_twin.source import parse_entry
+
+    by_name = {prim_func.buffer_map[p].name: t for p, t in zip(prim_func.params, tensors, strict=True)}
+    out = []
+    for param in parse_entry(source).params:
+        if param.name not in by_name:
+            raise DeepJITError(f"kernel parameter {param.name} ({param.type}) is not a tensor of the PrimFunc "
+                               f"({', '.join(by_name)}); scalar kernel parameters are not supported by run_on_twin")
+        out.append(by_name[param.name])
+    return out
+
+
 def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
     """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU, in the PrimFunc's parameter
     order) as global memory and returns the launch's ``LaunchCounters``."""
@@ -98,4 +113,4 @@ def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
     runtime = runtime or twin_runtime()
     kernel = runtime.compile(lowered.entry, lowered.source)
     options = AscendLaunchOptions(num_blocks=num_blocks)
-    return runtime.launch(kernel, options, *tensors)
+    return runtime.launch(kernel, options, *kernel_arguments(prim_func, lowered.source, tensors))

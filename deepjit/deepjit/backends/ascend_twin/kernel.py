@@ -13,7 +13,7 @@ from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 
 BINARY = "kernel.so"
-ABI_VERSION = 1
+ABI_VERSION = 2
 # dj_twin/runtime.h pipe_t, in order.
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX", "MTE2_L1A", "MTE2_L1B")
 WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
@@ -31,6 +31,7 @@ class CoreCounters:
     core: str                     # "AIC", "AIV0", "AIV1" (a vector-only kernel's cores are "AIV0")
     bytes: dict = field(default_factory=dict)  # pipe name -> bytes moved
     cube_macs: int = 0
+    cube_macs_by_input: dict = field(default_factory=dict)  # "fp32" / "b16" / "b8" / "b4" -> MACs
     vector_ops: int = 0
     wait_seconds: float = 0.0
 
@@ -56,6 +57,21 @@ class LaunchCounters:
     @property
     def wait_seconds(self) -> float:
         return sum(c.wait_seconds for c in self.cores)
+
+    def cube_macs_by_input(self) -> dict:
+        out: dict = {}
+        for c in self.cores:
+            for k, v in c.cube_macs_by_input.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    @property
+    def counters(self) -> dict:
+        """Totals over all cores as plain values: bytes per pipe (``PIPE_MTE2``, ...), cube MACs (also
+        by input width), vector element-ops and nanoseconds spent in cross-core waits."""
+        return {"bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
+                "cube_macs": self.cube_macs, "cube_macs_by_input": self.cube_macs_by_input(),
+                "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9)}
 
 
 def wait_timeout() -> float:
@@ -144,8 +160,10 @@ class TwinKernel:
         for i in range(num_blocks * self.cores_per_block):
             w = raw[i * self._words:(i + 1) * self._words]
             name = "AIC" if w[1] == 0 else f"AIV{w[2]}"
+            by_input = {k: w[6 + npipes + j] for j, k in enumerate(("fp32", "b16", "b8", "b4")) if w[6 + npipes + j]}
             out.append(CoreCounters(block=w[0], core=name, bytes={p: w[3 + j] for j, p in enumerate(PIPES) if w[3 + j]},
-                                    cube_macs=w[3 + npipes], vector_ops=w[4 + npipes], wait_seconds=w[5 + npipes] * 1e-9))
+                                    cube_macs=w[3 + npipes], cube_macs_by_input=by_input, vector_ops=w[4 + npipes],
+                                    wait_seconds=w[5 + npipes] * 1e-9))
         return LaunchCounters(self.name, num_blocks, out)
 
     def __call__(self, num_blocks: int, *args) -> LaunchCounters:

@@ -64,7 +64,7 @@ inline void mmad(C* c, const T* a, const T* b, uint16_t m, uint16_t k, uint16_t 
       out = init_zero ? C(s) : C(out + s);
     }
   }
-  count_cube_macs(uint64_t(m) * n * k);
+  count_cube_macs(uint64_t(m) * n * k, int(8 * sizeof(T)));
 }
 
 }  // namespace dj_twin

@@ -27,8 +27,9 @@
 namespace dj_twin {
 
 inline constexpr size_t kGuard = 64 * 1024;  // PROT_NONE on each side of every region
-inline constexpr int kAbiVersion = 1;
-inline constexpr int kCounterWords = 3 + PIPE_NUM + 3;  // block, kind, sub, bytes[pipes], macs, vops, wait_ns
+inline constexpr int kAbiVersion = 2;
+// block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4]
+inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4;
 
 struct GmRegion {
   uint8_t* map = nullptr;   // whole mapping, guards included
@@ -342,6 +343,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     out[3 + PIPE_NUM] = c.counters.cube_macs;
     out[4 + PIPE_NUM] = c.counters.vector_ops;
     out[5 + PIPE_NUM] = c.counters.wait_ns;
+    for (int w = 0; w < 4; ++w) out[6 + PIPE_NUM + w] = c.counters.cube_macs_by_input[w];
   }
   if (state->launch.failed.load()) return report(state->launch.message);
   for (GmRegion& r : state->gm) std::memcpy(reinterpret_cast<void*>(r.host), r.data, r.bytes);

@@ -11,6 +11,16 @@
 //   dj_twin::count_bytes(pipe_t, size_t), count_cube_macs(uint64_t), count_vector_ops(uint64_t)
 //   dj_twin::core()                                the current core (block, kind, sub_block, ...)
 //   dj_twin::onchip_offset(Mem, const void*)       byte offset of p in the current core's memory
+//   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
+//
+// Notes for twin-vec / twin-conf (from twin-core):
+//   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
+//     LaunchCounters (backends/ascend_twin/kernel.py): .counters is the dict
+//     {"bytes": {"PIPE_MTE2": n, ...}, "cube_macs": n, "cube_macs_by_input": {"b16": n, ...},
+//     "vector_ops": n, "wait_ns": n}; .cores has the per-core values.
+//   - simt_api/asc_simt.h has the 1-wide structs (uint1, float1, ...) and the SIMT warp reductions
+//     asc_reduce_add/max/min(float | int32_t | uint32_t) (lanes run as fibers when a kernel names them).
+//   - Hand-written kernels include twin headers with <...> (the include tracker rejects quotes).
 //
 // Model: every core (AIC or AIV) of every block is one OS thread that executes its instructions in
 // program order, so a pipe is never ahead of another one: flags and locks are checked for
@@ -95,6 +105,7 @@ inline constexpr int kIntraMax = 15;      // 4-bit counters
 struct Counters {
   uint64_t bytes[PIPE_NUM];   // bytes moved by each pipe's data mover
   uint64_t cube_macs;         // multiply-accumulates issued to the cube unit
+  uint64_t cube_macs_by_input[4];  // the same by input width: FP32, 16-bit, 8-bit, 4-bit (rates differ)
   uint64_t vector_ops;        // vector element-operations
   uint64_t wait_ns;           // time blocked in cross-core waits
 };
@@ -208,6 +219,12 @@ void check_gm(const void* p, size_t bytes, const char* op);
 
 inline void count_bytes(pipe_t pipe, size_t bytes) { core().counters.bytes[int(pipe)] += bytes; }
 inline void count_cube_macs(uint64_t macs) { core().counters.cube_macs += macs; }
+// input_bits: 32, 16, 8 or 4 (the operands' element width).
+inline void count_cube_macs(uint64_t macs, int input_bits) {
+  Counters& k = core().counters;
+  k.cube_macs += macs;
+  k.cube_macs_by_input[input_bits >= 32 ? 0 : input_bits >= 16 ? 1 : input_bits >= 8 ? 2 : 3] += macs;
+}
 inline void count_vector_ops(uint64_t elements) { core().counters.vector_ops += elements; }
 
 inline bool is_aic() { return core().kind == CoreKind::AIC; }

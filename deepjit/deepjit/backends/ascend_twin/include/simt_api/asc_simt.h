@@ -40,6 +40,13 @@ inline thread_local ::dj_twin::Index3 blockIdx;
 inline thread_local ::dj_twin::Index3 gridDim;
 
 // ---- vector structs (aligned like the device's, so a float2 access is one 8-byte access) ---- --------------------------------------------------------------------------------
+#define DJ_TWIN_VEC1(NAME, T)                                                                       \
+  struct NAME { T x; };                                                                             \
+  inline NAME make_##NAME(T x) { return NAME{x}; }                                                   \
+  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x)}; }                               \
+  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x)}; }                               \
+  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x)}; }                               \
+  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x)}; }
 #define DJ_TWIN_VEC2(NAME, T)                                                                       \
   struct alignas(2 * sizeof(T)) NAME { T x, y; };                                                                          \
   inline NAME make_##NAME(T x, T y) { return NAME{x, y}; }                                           \
@@ -55,6 +62,17 @@ inline thread_local ::dj_twin::Index3 gridDim;
   inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x), T(a.y * b.y), T(a.z * b.z), T(a.w * b.w)}; } \
   inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x), T(a.y / b.y), T(a.z / b.z), T(a.w / b.w)}; }
 
+DJ_TWIN_VEC1(char1, int8_t)
+DJ_TWIN_VEC1(uchar1, uint8_t)
+DJ_TWIN_VEC1(short1, int16_t)
+DJ_TWIN_VEC1(ushort1, uint16_t)
+DJ_TWIN_VEC1(int1, int32_t)
+DJ_TWIN_VEC1(uint1, uint32_t)
+DJ_TWIN_VEC1(long1, int64_t)
+DJ_TWIN_VEC1(ulong1, uint64_t)
+DJ_TWIN_VEC1(longlong1, int64_t)
+DJ_TWIN_VEC1(ulonglong1, uint64_t)
+DJ_TWIN_VEC1(float1, float)
 DJ_TWIN_VEC2(char2, int8_t)
 DJ_TWIN_VEC2(uchar2, uint8_t)
 DJ_TWIN_VEC2(short2, int16_t)
@@ -75,6 +93,7 @@ DJ_TWIN_VEC4(uint4, uint32_t)
 DJ_TWIN_VEC4(longlong4, int64_t)
 DJ_TWIN_VEC4(ulonglong4, uint64_t)
 DJ_TWIN_VEC4(float4, float)
+#undef DJ_TWIN_VEC1
 #undef DJ_TWIN_VEC2
 #undef DJ_TWIN_VEC4
 
