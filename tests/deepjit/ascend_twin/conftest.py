@@ -25,4 +25,4 @@ def twin_runtime():
 def launch_source(runtime, name: str, source: str, *args, num_blocks: int = 1):
     from deepjit.backends.ascend_twin import AscendLaunchOptions
     kernel = runtime.compile(name, source)
-    return kernel.launch(AscendLaunchOptions(num_blocks=num_blocks), *args)
+    return kernel.launch(AscendLaunchOptions(num_blocks=num_blocks, num_ubuf_bytes=0, num_launch_timeout_secs=0), *args)
