@@ -239,6 +239,98 @@ inline void asc_copy_l12l0b(T* dst, T* src, uint16_t m_start_position, uint16_t 
                       dst_stride, "asc_copy_l12l0b");
 }
 
+// ---- L1 -> L0A / L0B, transposed ------------------------------------------------------------------
+// The source window is rows [m_start * 16, +m_step * 16) x columns [k_start * C0, +k_step * C0) of an
+// L1 NZ matrix (column blocks src_stride fractals apart); its transpose lands in the destination's
+// L0 layout, the source's row direction becoming the destination's K (C0) direction:
+// source element (r, c) (window-relative) goes to byte ((r / C0) * dst_stride + c / 16) * 512 + (c % 16) * 32 +
+// (r % C0) * size. For 16-bit types this is "each 16 x 16 fractal (im, ik) transposed into
+// dst + (im * dst_stride + ik) * 512", as TileLang's NN GEMM lowering uses it.
+
+namespace dj_twin {
+
+template <typename T>
+inline void l1_to_l0_transpose(Mem dst_mem, T* dst, const T* src, uint16_t m_start, uint16_t k_start, uint8_t m_step,
+                               uint8_t k_step, int32_t src_stride, uint16_t dst_stride, const char* op) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "transposed loads take 8/16/32-bit types");
+  constexpr uint32_t C0 = 32 / sizeof(T);
+  if (sizeof(T) == 1 && m_step % 2) fail("%s: 8-bit transposed loads need an even m_step, got %d", op, m_step);
+  if (sizeof(T) == 4 && k_step % 2) fail("%s: 32-bit transposed loads need an even k_step, got %d", op, k_step);
+  auto* d = reinterpret_cast<uint8_t*>(dst);
+  auto* s = reinterpret_cast<const uint8_t*>(src);
+  check_align(dst, 512, dst_mem, op);
+  const uint32_t rows = uint32_t(m_step) * 16, cols = uint32_t(k_step) * C0;
+  for (uint32_t r = 0; r < rows; ++r)
+    for (uint32_t c = 0; c < cols; ++c) {
+      uint32_t sr = m_start * 16u + r, sc = k_start * C0 + c;
+      const uint8_t* from = s + int64_t(sc / C0) * src_stride * 512 + sr * 32 + (sc % C0) * sizeof(T);
+      uint8_t* to = d + (size_t(r / C0) * dst_stride + c / 16) * 512 + (c % 16) * 32 + (r % C0) * sizeof(T);
+      check(Mem::L1, from, sizeof(T), op);
+      check(dst_mem, to, sizeof(T), op);
+      std::memcpy(to, from, sizeof(T));
+    }
+  count_bytes(PIPE_MTE1, size_t(rows) * cols * sizeof(T));
+}
+
+}  // namespace dj_twin
+
+template <typename T>
+inline void asc_copy_l12l0a_transpose(T* dst, T* src, uint16_t m_start_position, uint16_t k_start_position,
+                                      uint8_t m_step, uint8_t k_step, int16_t src_stride, uint16_t dst_stride) {
+  ::dj_twin::l1_to_l0_transpose(::dj_twin::Mem::L0A, dst, src, m_start_position, k_start_position, m_step, k_step,
+                                src_stride, dst_stride, "asc_copy_l12l0a_transpose");
+}
+
+template <typename T>
+inline void asc_copy_l12l0b_transpose(T* dst, T* src, uint16_t m_start_position, uint16_t k_start_position,
+                                      uint8_t m_step, uint8_t k_step, int16_t src_stride, uint16_t dst_stride) {
+  ::dj_twin::l1_to_l0_transpose(::dj_twin::Mem::L0B, dst, src, m_start_position, k_start_position, m_step, k_step,
+                                src_stride, dst_stride, "asc_copy_l12l0b_transpose");
+}
+
+// ---- L1 -> L0A / L0B MX scales (asc_copy_l12l0a_mx.md) ----------------------------------------
+// A scale fractal is 32 bytes: 16 rows x one int16 pair of E8M0 scales (the scales of K elements
+// [64p, 64p + 32) and [64p + 32, 64p + 64) of each row, low byte first). Source fractal (x, y) at
+// src + ((x_start + x) * src_stride + y_start + y) * 32, destination at the scale address
+// dst * 16 (the data tile's L0 address / 16) + (x * dst_stride + y) * 32.
+
+namespace dj_twin {
+
+inline void l1_to_l0_mx(int which, uint64_t dst, const void* src, uint16_t x_start, uint16_t y_start, uint8_t x_step,
+                        uint8_t y_step, uint16_t src_stride, uint16_t dst_stride, const char* op) {
+  Core& c = core();
+  Mem mem = which == 0 ? Mem::L0A : Mem::L0B;
+  int64_t base = int64_t(dst * 16) - int64_t(reinterpret_cast<uintptr_t>(c.mem[int(mem)]));
+  if (base < 0 || base % 16) fail("%s: dst %llu is not an %s address / 16", op, (unsigned long long)dst,
+                                  kMemName[int(mem)]);
+  int64_t scale_base = base / 16;
+  auto* s = static_cast<const uint8_t*>(src);
+  for (uint32_t x = 0; x < x_step; ++x)
+    for (uint32_t y = 0; y < y_step; ++y) {
+      const uint8_t* from = s + (size_t(x_start + x) * src_stride + y_start + y) * 32;
+      int64_t to = scale_base + int64_t(size_t(x) * dst_stride + y) * 32;
+      check(Mem::L1, from, 32, op);
+      if (to < 0 || to + 32 > int64_t(sizeof c.mx_scale[0]))
+        fail("%s: MX scale offset %lld, 32 bytes, is outside the %s scale buffer [0, %zu)", op, (long long)to,
+             kMemName[int(mem)], sizeof c.mx_scale[0]);
+      std::memcpy(c.mx_scale[which] + to, from, 32);
+    }
+  count_bytes(PIPE_MTE1, size_t(x_step) * y_step * 32);
+}
+
+}  // namespace dj_twin
+
+inline void asc_copy_l12l0a_mx(uint64_t dst, fp8_e8m0_t* src, uint16_t x_start_pos, uint16_t y_start_pos,
+                               uint8_t x_step, uint8_t y_step, uint16_t src_stride, uint16_t dst_stride) {
+  ::dj_twin::l1_to_l0_mx(0, dst, src, x_start_pos, y_start_pos, x_step, y_step, src_stride, dst_stride,
+                         "asc_copy_l12l0a_mx");
+}
+inline void asc_copy_l12l0b_mx(uint64_t dst, fp8_e8m0_t* src, uint16_t x_start_pos, uint16_t y_start_pos,
+                               uint8_t x_step, uint8_t y_step, uint16_t src_stride, uint16_t dst_stride) {
+  ::dj_twin::l1_to_l0_mx(1, dst, src, x_start_pos, y_start_pos, x_step, y_step, src_stride, dst_stride,
+                         "asc_copy_l12l0b_mx");
+}
+
 // ---- L0C -> GM / UB (the FIX pipe) ---------------------------------------------------------------
 
 enum class asc_unit_flag_mode : uint8_t { DISABLE = 0, RESERVED = 1, ENABLE = 2, ENABLE_AND_CLOSE = 3 };

@@ -132,6 +132,8 @@ struct Core {
   uint16_t l0c_nd_num = 1, l0c_src_nd_stride = 0, l0c_dst_nd_stride = 0;  // asc_set_l0c_copy_nz_para
   uint32_t pad_val = 0;                  // asc_set_copy_pad_val
   uint64_t l0c_quant_pre = 0;            // asc_set_l0c_copy_prequant (scalar quant scale)
+  // MX scales of L0A / L0B (E8M0 bytes): a data tile at L0x offset o has its scales at o / 16.
+  uint8_t mx_scale[2][64 * 1024 / 16] = {};
   sigjmp_buf exit_jmp;                   // fail() and the fault handler jump here
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }

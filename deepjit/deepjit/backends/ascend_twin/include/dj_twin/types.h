@@ -231,6 +231,7 @@ using fp8_e4m3fn_t = ::dj_twin::float8_e4m3;
 using fp8_e5m2_t = ::dj_twin::float8_e5m2;
 using float8_e8m0_t = ::dj_twin::float8_e8m0;
 using fp8_e8m0_t = ::dj_twin::float8_e8m0;
+using float8_e8m0fnu = ::dj_twin::float8_e8m0;  // TileLang prints this dtype name for E8M0 parameters
 using float4_e2m1x2_t = ::dj_twin::float4_e2m1x2;
 using fp4x2_e2m1_t = ::dj_twin::float4_e2m1x2;
 using float4_e1m2x2_t = ::dj_twin::float4_e1m2x2;
