@@ -17,6 +17,8 @@ CPU tensors run on deepjit's Ascend twin, NPU tensors on the NPU.
 """
 from __future__ import annotations
 
+import ctypes
+
 import torch
 
 from ._launch import kernel, num_cube_cores, shape_defines
@@ -46,4 +48,8 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
     if c is None and alpha is None:
         kernel("dg_bf16_gemm", "ascend/bf16_gemm.asc", defines)(grid, a, b, d, m, n, k, lda, ldb, d.stride(0))
         return
-    raise NotImplementedError("bf16_gemm_nt on Ascend: c / alpha epilogue")
+    defines["DG_HAS_C"] = int(c is not None)
+    c_arg = d if c is None else c  # an unused pointer without c
+    kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
+        grid, a, b, d, c_arg, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0),
+        ctypes.c_float(1.0 if alpha is None else alpha))
