@@ -33,23 +33,29 @@ def _operand(x: torch.Tensor) -> tuple[bool, int]:
     return True, x.stride(1)
 
 
+def kernel_spec(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
+                alpha: float | None = None, compiled_dims: str = "nk") -> tuple[str, str, dict]:
+    """(entry name, package-relative source, defines) of the kernel serving these arguments."""
+    m, k = a.shape
+    defines = {"DG_A_MN_MAJOR": int(_operand(a)[0]), "DG_B_MN_MAJOR": int(_operand(b)[0]),
+               "DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, m=m, n=b.shape[0], k=k)}
+    if c is None and alpha is None:
+        return "dg_bf16_gemm", "ascend/bf16_gemm.asc", defines
+    return "dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", {**defines, "DG_HAS_C": int(c is not None)}
+
+
 def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
                  alpha: float | None = None, compiled_dims: str = "nk") -> None:
     m, k = a.shape
     n = b.shape[0]
     if m == 0 or n == 0 or k == 0:
         return
-    a_mn, lda = _operand(a)
-    b_mn, ldb = _operand(b)
-    tiles = -(-m // BLOCK_M) * -(-n // BLOCK_N)
-    defines = {"DG_A_MN_MAJOR": int(a_mn), "DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": int(d.dtype == torch.float32),
-               **shape_defines(compiled_dims, m=m, n=n, k=k)}
-    grid = min(tiles, num_cube_cores(d))
+    lda, ldb = _operand(a)[1], _operand(b)[1]
+    grid = min(-(-m // BLOCK_M) * -(-n // BLOCK_N), num_cube_cores(d))
+    name, path, defines = kernel_spec(a, b, d, c, alpha, compiled_dims)
     if c is None and alpha is None:
-        kernel("dg_bf16_gemm", "ascend/bf16_gemm.asc", defines)(grid, a, b, d, m, n, k, lda, ldb, d.stride(0))
+        kernel(name, path, defines)(grid, a, b, d, m, n, k, lda, ldb, d.stride(0))
         return
-    defines["DG_HAS_C"] = int(c is not None)
     c_arg = d if c is None else c  # an unused pointer without c
-    kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
-        grid, a, b, d, c_arg, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0),
-        ctypes.c_float(1.0 if alpha is None else alpha))
+    kernel(name, path, defines)(grid, a, b, d, c_arg, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0),
+                                ctypes.c_float(1.0 if alpha is None else alpha))
