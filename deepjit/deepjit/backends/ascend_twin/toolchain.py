@@ -5,6 +5,11 @@ launch on CPU threads.
 The compiler hash (part of every cache key, and of ``meta.json`` through ``compiler_info``) holds the
 twin's name and version, the host compiler's version, a digest of the twin's headers and TileLang's
 version and template digest, so a change to any of them compiles afresh.
+
+The headers every kernel includes (the twin's C API, and for TileLang sources the rewritten copies of
+``tl_templates/ascend``) are parsed once into a precompiled header: a "prelude" cache entry of its
+own (tag ``ascend_twin_prelude``), keyed by the compiler hash, the flags and the prelude's kind, that
+each kernel compile force-includes.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import os
 import re
 
 from ...config import Config
-from ...disk_cache import makedirs, write_file_sync
+from ...disk_cache import DiskCache, makedirs, write_file_sync
 from ...errors import CompileError
 from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
@@ -29,7 +34,14 @@ VERSION = "1"
 INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 DEFAULT_LAUNCH_TIMEOUT_SECS = 300
 KERNEL_FILE, LAUNCHER_FILE, BINARY = "kernel.cpp", "kernel.twin.cpp", "kernel.so"
+PRELUDE, PRELUDE_TAG = "prelude.h", "ascend_twin_prelude"
 _TL_INCLUDE_RE = re.compile(r'#\s*include\s*[<"](tl_templates/ascend/[\w./]+)[>"]')
+# What each prelude kind includes: the C API for hand-written kernels, plus TileLang's templates.
+_PRELUDE_HEADERS = {
+    "c_api": ("c_api/asc_simd.h", "simt_api/asc_simt.h", "simt_api/asc_bf16.h", "simt_api/asc_fp16.h",
+              "simt_api/asc_fp8.h", "acl/acl.h"),
+    "tilelang": ("tl_templates/ascend/common.h", "tl_templates/ascend/debug.h", "tl_templates/ascend/gemm.h"),
+}
 
 
 def tree_digest(root: str) -> str:
@@ -95,44 +107,51 @@ class AscendTwinBackend(Backend):
         timeout = self.env.get_int("JIT_LAUNCH_TIMEOUT", DEFAULT_LAUNCH_TIMEOUT_SECS)
         return AscendLaunchOptions(num_ubuf_bytes=0, num_launch_timeout_secs=timeout)
 
-    def _copy_templates(self, source: str, include_root: str) -> str:
-        """Rewritten copies of the TileLang headers the source includes (transitively); returns the
-        concatenated text, scanned for lane synchronisation."""
-        if not self.template_root:
-            if _TL_INCLUDE_RE.search(source):
-                raise CompileError("the source includes tl_templates/ascend headers but TileLang is not installed")
-            return ""
-        seen, pending, texts = set(), _TL_INCLUDE_RE.findall(source), []
-        while pending:
-            rel = pending.pop()
-            if rel in seen:
-                continue
-            seen.add(rel)
-            path = os.path.join(self.template_root, rel)
-            try:
-                with open(path) as f:
-                    text = f.read()
-            except OSError as exc:
-                raise CompileError(f"cannot read TileLang header {path}: {exc}") from None
-            out = os.path.join(include_root, rel)
-            makedirs(os.path.dirname(out))
-            write_file_sync(out, rewrite_onchip_nulls(text))
-            texts.append(text)
-            pending.extend(_TL_INCLUDE_RE.findall(text))
-        return "\n".join(texts)
+    def _prelude(self, kind: str, flags: list[str]) -> str:
+        """The published prelude entry of ``kind`` for these flags: ``include/`` (rewritten TileLang
+        templates) and ``prelude.h`` with its precompiled ``prelude.h.gch``."""
+        digest = hash_hex(self.compiler_hash(), kind, *flags)
+        entry = DiskCache.from_env(self.env).entry(PRELUDE_TAG, digest)
+        if entry.is_hit:
+            return entry.final_path
+        try:
+            include_root = os.path.join(entry.tmp_path, "include")
+            headers = _PRELUDE_HEADERS["c_api"]
+            if kind == "tilelang":
+                folder = os.path.join(self.template_root, "tl_templates", "ascend")
+                for dirpath, _, filenames in os.walk(folder):
+                    for name in filenames:
+                        src = os.path.join(dirpath, name)
+                        out = os.path.join(include_root, "tl_templates", "ascend", os.path.relpath(src, folder))
+                        makedirs(os.path.dirname(out))
+                        with open(src) as f:
+                            write_file_sync(out, rewrite_onchip_nulls(f.read()))
+                headers = headers + _PRELUDE_HEADERS["tilelang"]
+            makedirs(include_root)
+            write_file_sync(os.path.join(entry.tmp_path, PRELUDE), "".join(f"#include <{h}>\n" for h in headers))
+            argv = [self.cxx, *[f for f in flags if f != "-shared"], f"-I{INCLUDE_DIR}", f"-I{include_root}",
+                    "-x", "c++-header", os.path.join(entry.tmp_path, PRELUDE), "-o",
+                    os.path.join(entry.tmp_path, PRELUDE + ".gch")]
+            self.run(argv, cwd=entry.tmp_path)
+            return entry.commit()
+        finally:
+            entry.abandon()
 
     def compile(self, source: str, build_dir: str, options: TwinCompilerOptions) -> str:
         build_dir = os.path.normpath(os.path.abspath(build_dir))
         entry = parse_entry(source)
-        include_root = os.path.join(build_dir, "include")
-        self._copy_templates(source, include_root)
-        defines = ["-DDJ_TWIN_SIMT_FIBERS"] if uses_lane_sync(source) else []
+        kind = "tilelang" if _TL_INCLUDE_RE.search(source) else "c_api"
+        if kind == "tilelang" and not self.template_root:
+            raise CompileError("the source includes tl_templates/ascend headers but TileLang is not installed")
+        flags = options.get_flags() + (["-DDJ_TWIN_SIMT_FIBERS"] if uses_lane_sync(source) else [])
+        prelude = self._prelude(kind, flags)
         write_file_sync(os.path.join(build_dir, "kernel.asc"), source)
         write_file_sync(os.path.join(build_dir, KERNEL_FILE), rewrite_onchip_nulls(source))
         write_file_sync(os.path.join(build_dir, LAUNCHER_FILE), launcher(entry, KERNEL_FILE))
         out = os.path.join(build_dir, BINARY)
-        argv = [self.cxx, *options.get_flags(), *defines, f"-I{INCLUDE_DIR}", f"-I{include_root}",
-                *[f"-I{d}" for d in self.config.include_dirs], os.path.join(build_dir, LAUNCHER_FILE), "-o", out]
+        argv = [self.cxx, *flags, "-Winvalid-pch", f"-I{INCLUDE_DIR}", f"-I{os.path.join(prelude, 'include')}",
+                *[f"-I{d}" for d in self.config.include_dirs], "-include", os.path.join(prelude, PRELUDE),
+                os.path.join(build_dir, LAUNCHER_FILE), "-o", out]
         self.run(argv, cwd=build_dir)
         if not os.path.isfile(out) or os.path.getsize(out) == 0:
             raise CompileError(f"host compiler did not produce the twin's shared object: {out}")
