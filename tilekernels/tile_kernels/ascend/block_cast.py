@@ -28,9 +28,9 @@ E2M1_BOUNDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, F
 UB_TILE_BYTES = 48 * 1024  # input tile budget: x, partials, q and the scales stay well inside dav-3510's UB
 
 
-def tile_shape(m: int, k: int, bm: int, bk: int, in_bytes: int, layout: str) -> tuple[int, int]:
-    """``(br, bc)``: whole scale blocks, pairs of K-blocks for packed UE8M0, at most UB_TILE_BYTES of x."""
-    kunit = bk * (2 if layout == "ue8m0" else 1)
+def tile_shape(m: int, k: int, bm: int, bk: int, in_bytes: int, per_word: int = 1) -> tuple[int, int]:
+    """``(br, bc)``: whole scale blocks (whole words of ``per_word`` packed K-blocks), at most UB_TILE_BYTES of x."""
+    kunit = bk * per_word
     kunit = kunit * max(1, -(-64 // kunit))  # at least 64 columns so E2M1 bytes and DMA bursts stay whole
     bc = min(-(-k // kunit) * kunit, max(kunit, (UB_TILE_BYTES // (bm * in_bytes)) // kunit * kunit))
     br = bm * max(1, min(-(-m // bm), UB_TILE_BYTES // (bm * bc * in_bytes)))
@@ -46,14 +46,14 @@ def _e2m1_code(T, v):
     return code + T.Cast("int32", sign) * 8
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: bool, layout: str, ld: int):
     """The PrimFunc for an ``(m, k)`` input of ``in_dtype`` ("bfloat16"/"float32"); ``ld`` is the
     leading dimension of a column-major scale storage (``Mb`` rows padded)."""
     import tilelang.ascend.language as T
 
     in_bytes = 2 if in_dtype == "bfloat16" else 4
-    br, bc = tile_shape(m, k, bm, bk, in_bytes, layout)
+    br, bc = tile_shape(m, k, bm, bk, in_bytes, 2 if layout == "ue8m0" else 1)
     mb_all, kb_all = -(-m // bm), -(-k // bk)
     nmb, nkb = br // bm, bc // bk
     fmax, cmin = FMT_MAX[fmt], CLAMP_MIN[fmt]
@@ -173,11 +173,8 @@ def per_token_cast(x, fmt: str, num_per_channels: int, x_block_size=None, use_tm
     if fmt not in FMT_MAX:
         raise NotImplementedError(f"the Ascend per_token_cast serves fmt 'e4m3' and 'e2m1', not {fmt!r}")
     if isinstance(x, (tuple, list)):
-        import torch
-
         from .cast_back import cast_back
         x = cast_back(tuple(x), "fp32", x_block_size)
-        assert x.dtype == torch.float32
     return cast(x, fmt, (1, num_per_channels), use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
 
 
