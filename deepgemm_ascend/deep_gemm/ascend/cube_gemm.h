@@ -175,6 +175,29 @@ __aicore__ inline __cc__ float* tile_compute(const Problem& p, __gm__ bfloat16_t
   return acc;
 }
 
+// FixPipe: the rows x cols tile at `acc` (NZ, M16 rows per column block) to row-major D in GM
+// (rows ldd elements apart), FP32 as is or rounded to BF16. The intrinsic calls of this header use
+// the argument order the twin and TileLang 0.1.15 use (see tests/deepjit/ascend_twin/BUGS.md on
+// asc-devkit's longer dav-3510 forms); they are kept here so a change of form touches one place.
+template <typename D>
+__aicore__ inline void store_tile_gm(__gm__ D* dst, __cc__ float* acc, uint32_t rows, uint32_t cols, int64_t ldd) {
+  constexpr asc_quant_mode quant = sizeof(D) == 4 ? asc_quant_mode::NoQuant : asc_quant_mode::F322BF16;
+  asc_set_l0c_copy_nz_para(1, 0, 0);
+  asc_copy_l0c2gm(dst, acc, static_cast<uint16_t>(cols), static_cast<uint16_t>(rows), static_cast<uint32_t>(ldd),
+                  static_cast<uint16_t>(ceil_div(rows, 16) * 16), static_cast<asc_store_l2_cache_mode>(0),
+                  static_cast<asc_unit_flag_mode>(0), quant, static_cast<asc_relu_pre_mode>(0), false, true, false, 0);
+}
+
+// FixPipe: the tile as FP32 row-major (rows n16 elements apart) into the UB of both vector cores of
+// the block, split along M: vector core s receives rows [s * M16 / 2, (s + 1) * M16 / 2) at `dst`.
+__aicore__ inline void store_tile_ub_split_m(__ubuf__ float* dst, __cc__ float* acc, uint32_t rows, uint32_t cols) {
+  const uint32_t m16 = ceil_div(rows, 16) * 16, n16 = ceil_div(cols, 16) * 16;
+  asc_set_l0c_copy_nz_para(1, 0, 0);
+  asc_copy_l0c2ub(dst, acc, static_cast<uint16_t>(n16), static_cast<uint16_t>(m16), n16, static_cast<uint16_t>(m16), 0,
+                  asc_dual_dst_mode::SPLIT_M, static_cast<asc_unit_flag_mode>(0), asc_quant_mode::NoQuant,
+                  static_cast<asc_relu_pre_mode>(0), false, true, false, 0);
+}
+
 // After FixPipe has read the tile: the L0C stage is free again.
 __aicore__ inline void tile_release(Stages& st) {
   asc_sync_notify(PIPE_FIX, PIPE_M, st.s_l0c);
