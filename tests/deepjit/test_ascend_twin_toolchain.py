@@ -2,7 +2,8 @@
 name, argument packing, and a hand-written mixed kernel whose modes exercise the launch model
 (blocks, AIC + two AIVs, cross-core flags) and every reported failure: out-of-bounds UB by an
 intrinsic and by a direct dereference, a write past a global tensor, a wait whose flag is never
-set, a set never waited on, a nested lock and a cross-core wait that times out."""
+set, a set never waited on, a nested lock and a cross-core wait that times out; DJ_TWIN_POISON exposing a
+read of on-chip memory nothing wrote (mode 9 skips the load into UB)."""
 import ctypes
 import json
 import os
@@ -42,7 +43,7 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
   if (mode == 1) {
     asc_copy_gm2ub_align((__ubuf__ uint8_t*)(ub + 248 * 256 - 8), (__gm__ uint8_t*)(x + base), bytes);
   }
-  asc_copy_gm2ub_align((__ubuf__ uint8_t*)ub, (__gm__ uint8_t*)(x + base), bytes);
+  if (mode != 9) asc_copy_gm2ub_align((__ubuf__ uint8_t*)ub, (__gm__ uint8_t*)(x + base), bytes);
   if (mode == 2) asc_sync_wait(PIPE_MTE2, PIPE_V, EVENT_ID3);
   asc_sync_notify(PIPE_MTE2, PIPE_V, EVENT_ID0);
   asc_sync_wait(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -148,6 +149,14 @@ def test_cross_core_wait_times_out_naming_the_flag(probe, monkeypatch):
                                               r"asc_sync_intra_arrive reached this flag within 0.3 s"):
         _run(probe, 7)
     assert time.perf_counter() - start < 5
+
+
+def test_poison_exposes_reads_of_unwritten_onchip_memory(probe, monkeypatch):
+    _, y, _ = _run(probe, 9)
+    assert torch.equal(y, torch.arange(3, dtype=torch.float32).repeat_interleave(64))  # zero-filled UB
+    monkeypatch.setenv("DJ_TWIN_POISON", "1")
+    _, y, _ = _run(probe, 9)
+    assert y.isnan().all()
 
 
 def test_arguments_are_read_as_the_device_reads_them(probe):

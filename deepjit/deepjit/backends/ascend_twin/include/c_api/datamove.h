@@ -331,6 +331,49 @@ inline void asc_copy_l12l0b_mx(uint64_t dst, fp8_e8m0_t* src, uint16_t x_start_p
                          "asc_copy_l12l0b_mx");
 }
 
+// ---- filling L1 / L0A / L0B (asc_fill_l1.md, struct/asc_fill_value_config.md) -------------------
+// repeat iterations of blk_num blocks (32 B in L1, 512 B in L0A/L0B), dst_gap blocks between
+// iterations; each element gets value's low bytes (a uint32_t value) or value converted (a half).
+struct asc_fill_value_config {
+  uint64_t repeat = 0, blk_num = 0, dst_gap = 0;
+};
+
+namespace dj_twin {
+
+template <typename T, typename V>
+inline void fill(Mem m, T* dst, V value, const asc_fill_value_config& config, const char* op) {
+  const size_t block = m == Mem::L1 ? 32 : 512;
+  uint8_t elem[sizeof(T)];
+  if constexpr (std::is_same_v<V, uint32_t>) {
+    std::memcpy(elem, &value, sizeof(T) < 4 ? sizeof(T) : 4);
+  } else {
+    T converted = T(float(value));
+    std::memcpy(elem, &converted, sizeof(T));
+  }
+  auto* d = reinterpret_cast<uint8_t*>(dst);
+  for (uint64_t r = 0; r < config.repeat; ++r) {
+    uint8_t* row = d + r * (config.blk_num + config.dst_gap) * block;
+    check(m, row, config.blk_num * block, op);
+    for (size_t i = 0; i < config.blk_num * block; i += sizeof(T)) std::memcpy(row + i, elem, sizeof(T));
+  }
+  count_bytes(PIPE_MTE2, config.repeat * config.blk_num * block);
+}
+
+}  // namespace dj_twin
+
+template <typename T, typename V>
+inline void asc_fill_l1(T* dst, V value, const asc_fill_value_config& config) {
+  ::dj_twin::fill(::dj_twin::Mem::L1, dst, value, config, "asc_fill_l1");
+}
+template <typename T, typename V>
+inline void asc_fill_l0a(T* dst, V value, const asc_fill_value_config& config) {
+  ::dj_twin::fill(::dj_twin::Mem::L0A, dst, value, config, "asc_fill_l0a");
+}
+template <typename T, typename V>
+inline void asc_fill_l0b(T* dst, V value, const asc_fill_value_config& config) {
+  ::dj_twin::fill(::dj_twin::Mem::L0B, dst, value, config, "asc_fill_l0b");
+}
+
 // ---- L0C -> GM / UB (the FIX pipe) ---------------------------------------------------------------
 
 enum class asc_unit_flag_mode : uint8_t { DISABLE = 0, RESERVED = 1, ENABLE = 2, ENABLE_AND_CLOSE = 3 };

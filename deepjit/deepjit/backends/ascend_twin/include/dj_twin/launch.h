@@ -111,8 +111,9 @@ inline void describe_fault(const Core& c, uintptr_t addr, char* out, size_t n) {
 
 inline void fault_handler(int sig, siginfo_t* info, void* uctx) {
   Core* c = tls_core;
-  if (!c) {  // not a twin core: give the signal to whoever handled it before
+  if (!c) {  // not a twin core: give the signal to whoever handled it before (reinstalled next launch)
     sigaction(sig, &g_old_actions[sig], nullptr);
+    g_handler_installed = false;
     (void)uctx;
     return;  // the instruction re-faults under the previous handler
   }
@@ -157,7 +158,11 @@ struct CoreMemory {
 };
 
 // One mapping per core: [guard | UB | guard | L1 | guard | ...]; absent memories stay PROT_NONE.
+// DJ_TWIN_POISON=1 fills the memories with 0xFF bytes (NaN in every float type) instead of zeros, so
+// a kernel that reads on-chip memory it never wrote shows it.
 inline bool map_core_memory(Core& c, CoreMemory& cm) {
+  const char* poison_env = std::getenv("DJ_TWIN_POISON");
+  const bool poison = poison_env && *poison_env && std::strcmp(poison_env, "0") != 0;
   size_t len = kGuard;
   for (size_t s : kMemSize) len += s + kGuard;
   void* map = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -168,6 +173,7 @@ inline bool map_core_memory(Core& c, CoreMemory& cm) {
   for (int m = 0; m < int(Mem::Count); ++m) {
     c.mem[m] = p;
     if (c.has_mem[m] && mprotect(p, kMemSize[m], PROT_READ | PROT_WRITE) != 0) return false;
+    if (c.has_mem[m] && poison) std::memset(p, 0xFF, kMemSize[m]);
     p += kMemSize[m] + kGuard;
   }
   return true;
