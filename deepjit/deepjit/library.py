@@ -128,8 +128,12 @@ class KernelLibrary:
         if not is_primfunc and not isinstance(relative_path, str):
             raise TypeError(f"relative_path must be a package-relative path or a TileLang PrimFunc, "
                             f"got {type(relative_path).__name__}")
-        memo = ("ascend", name, relative_path if not is_primfunc else id(relative_path),
-                tuple(sorted((defines or {}).items())), options)
+        if is_primfunc:
+            import tvm
+            key = ("primfunc", tvm.ir.structural_hash(relative_path))
+        else:
+            key = relative_path
+        memo = ("ascend", name, key, tuple(sorted((defines or {}).items())), options)
         handle = self._kernels.get(memo)
         if handle is None:
             if is_primfunc:
@@ -139,7 +143,7 @@ class KernelLibrary:
             else:
                 grid = None
                 source = "".join(f"#define {k} {_define_value(v)}\n" for k, v in memo[3]) + self.source(relative_path)
-            handle = AscendKernelHandle(self, name, source, grid, options)
+            handle = AscendKernelHandle(self, name, source, grid, options, relative_path if is_primfunc else None)
             with self._lock:
                 self._kernels[memo] = handle
         return handle
@@ -175,10 +179,12 @@ class KernelLibrary:
 class AscendKernelHandle:
     """One Ascend kernel of a library; ``launch(options, *args)`` takes ``AscendLaunchOptions`` and
     the kernel's arguments like ``AscendKernel.launch``, and runs on the twin when the tensor
-    arguments are CPU tensors, on the NPU when they are NPU tensors."""
+    arguments are CPU tensors, on the NPU when they are NPU tensors. A TileLang kernel takes its
+    tensors in the PrimFunc's parameter order (mapped by name onto the lowered kernel's)."""
 
-    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | None, options):
+    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | None, options, prim_func=None):
         self.library, self.name, self.source, self.grid, self.options = library, name, source, grid, options
+        self.prim_func = prim_func
         self._compiled: dict[bool, object] = {}
 
     def kernel(self, twin: bool):
@@ -203,6 +209,9 @@ class AscendKernelHandle:
             if self.grid is None:
                 raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
             options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=self.grid))
+        if self.prim_func is not None:
+            from .tilelang_route.twin import kernel_arguments
+            args = kernel_arguments(self.prim_func, self.source, args)
         runtime = self.library.ascend_runtime(twin)
         return runtime.launch(self.kernel(twin), options, *args)
 

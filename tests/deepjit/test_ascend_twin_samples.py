@@ -52,3 +52,21 @@ def test_run_on_twin_checks_its_tensors():
         run_on_twin(func, a, a, torch.zeros(8))
     with pytest.raises(ValueError, match="tensor B: expected dtype float32, got float16"):
         run_on_twin(func, a, a.half(), a)
+
+
+def test_library_ascend_kernel_from_a_primfunc_runs_on_the_twin(tmp_path, monkeypatch):
+    import deepjit
+
+    pkg = tmp_path / "tlglue"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    lib = deepjit.KernelLibrary("tlglue", "TLG", str(pkg / "__init__.py"), "0.1")
+    monkeypatch.setenv("TLG_BACKEND", "ascend")
+    assert lib.backend_for(torch.device("cpu"), has_ascend=True, op="add") == "ascend"
+    kernel = lib.ascend_kernel("vector_add", samples.vector_add(8192, tile=1024, num_blocks=4))
+    a, b = torch.randn(8192), torch.randn(8192)
+    c = torch.zeros(8192)
+    counters = kernel.launch(None, a, b, c)  # TileLang's grid is the default block count
+    assert torch.equal(c, a + b) and counters.num_blocks == 4
+    with pytest.raises(ValueError, match="defines apply to package sources"):
+        lib.ascend_kernel("vector_add", samples.vector_add(), {"X": 1})
