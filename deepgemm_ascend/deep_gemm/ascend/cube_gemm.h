@@ -128,14 +128,11 @@ struct Stages {
   uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0;
 };
 
-// Computes tile (m_blk, n_blk) into L0C stage st.s_l0c; returns with (M -> FIX, st.s_l0c) notified and
-// waited, i.e. ready for FixPipe. The caller stores the tile, then calls tile_release.
+// Computes the rows x cols tile at (m0, n0) of D into L0C stage st.s_l0c; returns with
+// (M -> FIX, st.s_l0c) notified and waited, i.e. ready for FixPipe. The caller stores the tile,
+// then calls tile_release.
 __aicore__ inline __cc__ float* tile_compute(const Problem& p, __gm__ bfloat16_t* a, __gm__ bfloat16_t* b,
-                                             uint32_t m_blk, uint32_t n_blk, Stages& st, uint32_t& rows,
-                                             uint32_t& cols) {
-  const uint32_t m0 = m_blk * kBlockM, n0 = n_blk * kBlockN;
-  rows = min_u32(p.m - m0, kBlockM);
-  cols = min_u32(p.n - n0, kBlockN);
+                                             uint32_t m0, uint32_t n0, uint32_t rows, uint32_t cols, Stages& st) {
   const uint32_t m16 = ceil_div(rows, 16) * 16, n16 = ceil_div(cols, 16) * 16;
   __cc__ float* acc = st.l0c + st.s_l0c * (kL0C / 4);
 
