@@ -37,6 +37,12 @@ def tile_shape(m: int, k: int, bm: int, bk: int, in_bytes: int, per_word: int = 
     return br, bc
 
 
+def padded(n: int, elem_bytes: int) -> int:
+    """``n`` elements rounded up to whole 32-byte UB blocks (DMA bursts start 32-byte aligned in UB)."""
+    per = 32 // elem_bytes
+    return -(-n // per) * per
+
+
 def _e2m1_code(T, v):
     a = T.abs(v)
     code = T.int32(0)
@@ -61,11 +67,11 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
     qk, qbc = (k // 2, bc // 2) if e2m1 else (k, bc)
     q_dtype = "uint8" if e2m1 else "float8_e4m3fn"
     if layout == "row":
-        sf_shape, sf_dtype, sf_tile = (mb_all, kb_all), "float32", (nmb, nkb)
+        sf_shape, sf_dtype, sf_tile = (mb_all, kb_all), "float32", (nmb, padded(nkb, 4))
     elif layout == "col":
-        sf_shape, sf_dtype, sf_tile = (kb_all, ld), "float32", (nkb, nmb)
+        sf_shape, sf_dtype, sf_tile = (kb_all, ld), "float32", (nkb, padded(nmb, 4))
     else:
-        sf_shape, sf_dtype, sf_tile = (-(-kb_all // 2), mb_all * 2), "uint8", (nkb // 2, nmb * 2)
+        sf_shape, sf_dtype, sf_tile = (-(-kb_all // 2), mb_all * 2), "uint8", (nkb // 2, padded(nmb * 2, 1))
     threads = min(256, br * nkb)
 
     @T.prim_func

@@ -12,7 +12,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import tile_shape
+from .block_cast import padded, tile_shape
 
 OUT_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
@@ -36,7 +36,8 @@ def build(m: int, k: int, e2m1: bool, fmt: str, bm: int, bk: int, layout: str, s
     nmb, nkb = br // bm, bc // bk
     q_dtype, qk, qbc = ("uint8", k // 2, bc // 2) if e2m1 else ("float8_e4m3fn", k, bc)
     sf_dtype = "uint8" if layout == "packed" else "float32"
-    sf_tile = {"row": (nmb, nkb), "col": (nkb, nmb), "packed": (nkb // per_word, nmb * per_word)}[layout]
+    sf_tile = {"row": (nmb, padded(nkb, 4)), "col": (nkb, padded(nmb, 4)),
+               "packed": (nkb // per_word, padded(nmb * per_word, 1))}[layout]
     threads = min(256, br * nkb)
 
     @T.prim_func

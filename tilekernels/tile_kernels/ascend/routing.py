@@ -11,7 +11,10 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from .block_cast import padded
+
 ROW_TILE_BYTES = 64 * 1024  # scores staged in UB per core
+# UB tiles pad their rows to whole 32-byte blocks (block_cast.padded) so every DMA burst starts aligned.
 
 
 def _rows_per_core(t: int, row_bytes: int) -> int:
@@ -27,11 +30,11 @@ def build_topk_gate(t: int, e: int, k: int):
     @T.prim_func
     def topk_gate(S: T.Tensor((t, e), "float32"), Idx: T.Tensor((t, k), "int64")):
         with T.Kernel(T.ceildiv(t, br)) as bid:
-            s = T.alloc_shared((br, e), "float32")
-            idx = T.alloc_shared((br, k), "int64")
+            s = T.alloc_shared((br, padded(e, 4)), "float32")
+            idx = T.alloc_shared((br, padded(k, 8)), "int64")
             r0 = bid * br
             rows = T.min(br, t - r0)
-            T.copy(S[r0:r0 + rows, :], s[0:rows, :])
+            T.copy(S[r0:r0 + rows, :], s[0:rows, 0:e])
             with T.SimtVF(threads=br):
                 for r in T.Parallel(br):
                     prev_v = T.alloc_var("float32")
@@ -52,7 +55,7 @@ def build_topk_gate(t: int, e: int, k: int):
                         idx[r, p] = T.Cast("int64", best_i)
                         prev_v = best_v
                         prev_i = best_i
-            T.copy(idx[0:rows, :], Idx[r0:r0 + rows, :])
+            T.copy(idx[0:rows, 0:k], Idx[r0:r0 + rows, :])
 
     return topk_gate
 
@@ -67,12 +70,12 @@ def build_normalize_weight(t: int, k: int):
     def normalize_weight(W: T.Tensor((t, k), "float32"), Den: T.Tensor((t,), "float32"),
                          Out: T.Tensor((t, k), "float32")):
         with T.Kernel(T.ceildiv(t, br)) as bid:
-            w = T.alloc_shared((br, k), "float32")
+            w = T.alloc_shared((br, padded(k, 4)), "float32")
             den = T.alloc_shared((br,), "float32")
-            out = T.alloc_shared((br, k), "float32")
+            out = T.alloc_shared((br, padded(k, 4)), "float32")
             r0 = bid * br
             rows = T.min(br, t - r0)
-            T.copy(W[r0:r0 + rows, :], w[0:rows, :])
+            T.copy(W[r0:r0 + rows, :], w[0:rows, 0:k])
             with T.SimtVF(threads=min(br, 256)):
                 for r in T.Parallel(br):
                     acc = T.alloc_var("float32")
@@ -83,7 +86,7 @@ def build_normalize_weight(t: int, k: int):
                     for j in T.serial(k):
                         out[r, j] = w[r, j] / acc
             T.copy(den[0:rows], Den[r0:r0 + rows])
-            T.copy(out[0:rows, :], Out[r0:r0 + rows, :])
+            T.copy(out[0:rows, 0:k], Out[r0:r0 + rows, :])
 
     return normalize_weight
 
