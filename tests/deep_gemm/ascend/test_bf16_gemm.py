@@ -82,6 +82,12 @@ def test_alpha_bf16_mn_major():
         _check(_operand(m, k, True), _operand(n, k, True), torch.bfloat16, alpha=2.0)
 
 
+def test_accumulate_bf16():
+    """BF16 c into BF16 d (upstream allows BF16 accumulation): c read as BF16, summed in FP32."""
+    m, n, k = SHAPES[1]
+    _check(_operand(m, k, False), _operand(n, k, False), torch.bfloat16, c=torch.randn(m, n).bfloat16())
+
+
 def test_compiled_dims_define_shapes():
     """compiled_dims="nk" bakes N and K into the kernel (DG_SHAPE_N / DG_SHAPE_K)."""
     m, n, k = 100, 72, 200

@@ -7,6 +7,8 @@ Layouts are built as ``deep_gemm.grouped`` validates them (exclusive end rows, g
 groups, Ascend's 256 with groups shorter and longer than a tile, and nn (B MN-major)."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deep_gemm import reference
 from deep_gemm._operands import GroupedRows
@@ -49,6 +51,15 @@ def _run(counts, alignment, m, n, k, zero_padding=True, b_mn_major=False, dtype=
 
 @pytest.mark.parametrize(("counts", "alignment", "m", "n", "k"), CASES)
 def test_psum_groups(counts, alignment, m, n, k):
+    _run(counts, alignment, m, n, k)
+
+
+@settings(max_examples=5, deadline=None)
+@given(counts=st.lists(st.integers(0, 200), min_size=1, max_size=4), n=st.integers(1, 300),
+       k=st.integers(1, 160))
+def test_random_groups(counts, n, k):
+    alignment = 128
+    m = sum(-(-c // alignment) * alignment for c in counts) + alignment
     _run(counts, alignment, m, n, k)
 
 

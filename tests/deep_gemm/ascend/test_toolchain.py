@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import deepjit
-from deep_gemm.ascend import bf16_gemm
+from deep_gemm._operands import GroupedRows
+from deep_gemm.ascend import bf16_gemm, m_grouped_bf16_gemm
 from deepjit.backends.ascend import AscendCompilerOptions
 from tests.deepjit.helpers import make_fake_ascend_toolkit, read_calls
 
@@ -76,6 +77,35 @@ def test_bisheng_and_linker_command_lines(tmp_path, toolkit, layout, out, c, alp
                                                        f"{build}/kernel.o"]
     with open(os.path.join(artifact, "kernel.asc")) as f:
         assert f.read() == handle.source
+
+
+def test_grouped_kernel_command_line(tmp_path, toolkit, monkeypatch):
+    """The M-grouped kernel as its glue asks for it (defines captured at the library call)."""
+    pkg = _copy_package(tmp_path / "pkg")
+    lib = _library(pkg)
+    seen = []
+
+    def capture(name, path, defines):
+        seen.append(lib.ascend_kernel(name, path, defines))
+        return lambda *args: None
+
+    monkeypatch.setattr(m_grouped_bf16_gemm, "kernel", capture)
+    rows = GroupedRows(torch.zeros(256, dtype=torch.int64), torch.tensor([200], dtype=torch.int32), True, 256)
+    m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_contiguous(
+        torch.empty(256, 64, dtype=torch.bfloat16), torch.empty(1, 96, 64, dtype=torch.bfloat16),
+        torch.empty(256, 96, dtype=torch.bfloat16), rows, True)
+    (handle,) = seen
+    assert handle.name == "dg_m_grouped_bf16_gemm"
+    defines = "".join(f"#define {d}\n" for d in ("DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96"))
+    with open(os.path.join(pkg, "ascend", "m_grouped_bf16_gemm.asc")) as f:
+        assert handle.source == defines + f.read()
+    lib.ascend_runtime(False).compile_without_load(handle.name, handle.source, ARCH)
+    bisheng, lld = read_calls(toolkit)
+    build = bisheng["cwd"]
+    adv_api = os.path.join(toolkit, "aarch64-linux", "asc", "include", "adv_api")
+    assert bisheng["argv"] == [*BISHENG_FLAGS, f"-I{tmp_path / 'pkg'}", f"-I{adv_api}", f"{build}/kernel.asc", "-o",
+                               f"{build}/kernel.rel.o"]
+    assert lld["argv"] == [*LINKER_FLAGS, f"{build}/kernel.rel.o", "-o", f"{build}/kernel.o"]
 
 
 def test_cache_key_follows_source_headers_defines_and_flags(tmp_path, toolkit):
