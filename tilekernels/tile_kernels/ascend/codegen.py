@@ -24,6 +24,8 @@ def kernels() -> list[AscendKernelSpec]:
         ("cast_back_e2m1_npc32_fp32", lambda: cast_back.build(TOKENS, HIDDEN, True, "fp32", 1, 32, "row",
                                                                (TOKENS, HIDDEN // 32), 1)),
         ("topk_gate_256x8", lambda: routing.build_topk_gate(TOKENS, 256, 8)),
+        ("top2_sum_gate_sigmoid_256x8_g8x4", lambda: routing.build_top2_sum_gate(TOKENS, 256, 8, 8, 4, 0, 2.5, "sigmoid",
+                                                                                0, 1, 256)),
         ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
     ]
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]
