@@ -1,9 +1,9 @@
 // dj_twin/types.h — the Ascend twin's scalar types and their exact float conversions.
 //
 // bfloat16_t, half (IEEE binary16), float8_e4m3_t (E4M3FN: no inf, NaN = S.1111.111, max 448),
-// float8_e5m2_t (IEEE-like: inf and NaN), float4_e2m1x2_t / float4_e1m2x2_t (two E2M1 / E1M2 values in one byte, element 0 in
-// the low nibble; no inf/NaN, max 6 / 1.75), fp8_e8m0_t / float8_e8m0_t (unsigned power of two 2^(e-127),
-// 0xFF = NaN).
+// float8_e5m2_t (IEEE-like: inf and NaN), float4_e2m1x2_t / float4_e1m2x2_t (two E2M1 / E1M2 values in
+// one byte, element 0 in the low nibble; no inf/NaN, max 6 / 1.75), fp8_e8m0_t / float8_e8m0_t (unsigned
+// power of two 2^(e-127), 0xFF = NaN).
 //
 // Rounding: every float -> narrow conversion goes through one encoder, `dj_twin::encode`, with a
 // rounding mode (Round::Rint = round half to even, the default for casts and CAST_RINT in the
@@ -16,9 +16,11 @@
 // The default (implicit) conversions are round-to-nearest-even, non-saturating. For every finite
 // input they are bit-identical to torch 2.13's `.to(dtype)` for bfloat16, float16, float8_e5m2 and
 // float8_e8m0fnu (RNE on the exponent, NaN/inf -> 0xFF, sign ignored), and for float8_e4m3fn within
-// range; NaN is canonical (bf16 0x7FC0, f16 0x7E00 | sign, fp8 0x7F | sign) where torch keeps payload
-// bits. torch's float8_e4m3fn cast saturates overflow and inf to +-448 but keeps NaN, which is neither
-// of the chip's two modes above: compare E4M3 specials against the table, not against torch.
+// range. NaN is written as torch 2.13 writes it: bf16 0xFFFF (any NaN), f16 quiet with the top
+// payload bits (0x7E00 | sign for the default NaN), fp8 0x7F | sign. Widening (decode) is exact and
+// keeps NaN payloads (bf16 0xFFFF -> 0xFFFF0000, E4M3 0x7F -> 0x7FF00000), like torch.
+// torch's float8_e4m3fn cast saturates overflow and inf to +-448 but keeps NaN, which is neither of
+// the chip's two modes above: compare E4M3 specials against the table, not against torch.
 // E2M1 has no NaN/inf: it always saturates to +-6 and maps NaN to +0 (saturation semantics).
 #pragma once
 
@@ -40,10 +42,11 @@ struct Format {
   bool has_nan;         // E2M1: none
   uint32_t nan_bits;    // the NaN pattern produced (without sign)
   bool nan_keeps_sign;  // torch keeps the sign on fp16/fp8 NaN, not on bf16
+  bool nan_payload = false;  // fp16: quiet NaN keeping the top payload bits (IEEE / F16C conversion)
 };
 
-inline constexpr Format kBF16{8, 7, 127, true, false, true, 0x7FC0, false};
-inline constexpr Format kF16{5, 10, 15, true, false, true, 0x7E00, true};
+inline constexpr Format kBF16{8, 7, 127, true, false, true, 0xFFFF, false};
+inline constexpr Format kF16{5, 10, 15, true, false, true, 0x7E00, true, true};
 inline constexpr Format kE4M3{4, 3, 7, false, true, true, 0x7F, true};
 inline constexpr Format kE5M2{5, 2, 15, true, false, true, 0x7F, true};
 inline constexpr Format kE2M1{2, 1, 1, false, false, false, 0, false};
@@ -90,6 +93,7 @@ inline uint32_t encode(float x, const Format& f, Round mode = Round::Rint, bool 
   uint32_t inf_bits = ((1u << f.exp_bits) - 1) << f.man_bits;
   if (exp_field == 0xFF && man != 0) {  // NaN
     if (saturate || !f.has_nan) return 0;
+    if (f.nan_payload) return sign | f.nan_bits | (man >> (23 - f.man_bits));
     return f.nan_bits | (f.nan_keeps_sign ? sign : 0);
   }
   auto overflow = [&]() -> uint32_t {
@@ -136,10 +140,10 @@ inline float decode(uint32_t bits, const Format& f) {
   uint32_t e = (bits >> f.man_bits) & ((1u << f.exp_bits) - 1), m = bits & ((1u << f.man_bits) - 1);
   uint32_t top_exp = (1u << f.exp_bits) - 1;
   float v;
+  const bool nan = (f.ieee_specials && e == top_exp && m) || (f.fn_nan && e == top_exp && m == ((1u << f.man_bits) - 1));
+  if (nan) return bits_float((neg ? 0x80000000u : 0u) | 0x7F800000u | (m << (23 - f.man_bits)));
   if (f.ieee_specials && e == top_exp) {
-    v = m ? NAN : INFINITY;
-  } else if (f.fn_nan && e == top_exp && m == ((1u << f.man_bits) - 1)) {
-    v = NAN;
+    v = INFINITY;
   } else if (e == 0) {
     v = std::ldexp(float(m), 1 - f.bias - f.man_bits);
   } else {

@@ -1,6 +1,6 @@
 // simt_api/asc_bf16.h — bfloat16_t and bfloat16x2_t with the SIMT conversions TileLang emits
 // (__bfloat162float, __float2bfloat16_rn, __bfloat1622float2, __float22bfloat162_rn): widening is
-// exact, narrowing rounds half to even, NaN becomes 0x7FC0 (dj_twin/types.h).
+// exact, narrowing rounds half to even, NaN becomes 0xFFFF as in torch (dj_twin/types.h).
 #pragma once
 
 #include "dj_twin/types.h"
