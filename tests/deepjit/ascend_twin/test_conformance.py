@@ -8,7 +8,10 @@ from deepjit.tilelang_route import lower
 from deepjit.tilelang_route.conformance import CASES, check_outputs
 
 # name -> reason, only while the twin genuinely lacks what the case needs (strict: a fix must remove it).
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "gemm_mx_fp4": "twin: run_on_twin's tensor check does not accept float4_e2m1fn_x2 (k/2 bytes per row) "
+                   "for a float4_e2m1fn buffer (BUGS.md)",
+}
 
 
 def _param(case):

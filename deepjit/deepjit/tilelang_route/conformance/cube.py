@@ -134,19 +134,20 @@ def gemm_pipelined(m=64, n=96, k=128, bm=32, bn=48, bk=32):
     return gemm_pipelined
 
 
-def gemm_mx_fp8(m=32, n=48, k=128):
-    """Block-scaled MXFP8: C = sum_k A*2^(SA-127) * B*2^(SB-127), one E8M0 scale per 32 K elements
-    (loaded as int16 pairs by dn2nz, moved by l12l0a/b_mx, consumed by mmad_mx)."""
+def gemm_mx(m=32, n=48, k=128, dtype="float8_e4m3fn"):
+    """Block-scaled MX GEMM: C = sum_k A*2^(SA-127) * B*2^(SB-127), one E8M0 scale per 32 K elements
+    (loaded as int16 pairs by dn2nz, moved by l12l0a/b_mx, consumed by mmad_mx). ``dtype`` E4M3 or
+    E2M1 (FP4: two elements per byte, element 0 in the low nibble, C0 = 64 elements)."""
     import tilelang.ascend.language as T
     sk = k // 32
 
     @T.prim_func
-    def gemm_mx_fp8(A: T.Tensor((m, k), "float8_e4m3fn"), B: T.Tensor((n, k), "float8_e4m3fn"),
-                    SA: T.Tensor((m, sk), "float8_e8m0fnu"), SB: T.Tensor((n, sk), "float8_e8m0fnu"),
-                    C: T.Tensor((m, n), "float32")):
+    def gemm_mx(A: T.Tensor((m, k), dtype), B: T.Tensor((n, k), dtype),
+                SA: T.Tensor((m, sk), "float8_e8m0fnu"), SB: T.Tensor((n, sk), "float8_e8m0fnu"),
+                C: T.Tensor((m, n), "float32")):
         with T.Kernel(1):
-            a = T.alloc_l1((m, k), "float8_e4m3fn")
-            b = T.alloc_l1((n, k), "float8_e4m3fn")
+            a = T.alloc_l1((m, k), dtype)
+            b = T.alloc_l1((n, k), dtype)
             sa = T.alloc_l1((m, sk), "float8_e8m0fnu")
             sb = T.alloc_l1((n, sk), "float8_e8m0fnu")
             c = T.alloc_l0c((m, n), "float32")
@@ -157,7 +158,8 @@ def gemm_mx_fp8(m=32, n=48, k=128):
             T.gemm_blockscaled(a, b, c, sa, sb, transpose_B=True, clear_accum=True)
             T.copy(c, C)
 
-    return gemm_mx_fp8
+    gemm_mx.__name__ = "gemm_mx_fp4" if "float4" in dtype else "gemm_mx_fp8"
+    return gemm_mx
 
 
 def _mm(a, b):
@@ -168,18 +170,45 @@ def _gemm_inputs(shape_a, shape_b, shape_c, dtype):
     return lambda g: [randn(g, shape_a, dtype), randn(g, shape_b, dtype), sentinel(shape_c, torch.float32)]
 
 
+E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def e2m1_to_float(packed: torch.Tensor) -> torch.Tensor:
+    """float4_e2m1fn_x2 [.., k/2] -> float32 [.., k]: element 2i in the low nibble, 2i+1 in the high one."""
+    codes = packed.view(torch.uint8).long()
+    return torch.stack([E2M1_VALUES[codes & 0xF], E2M1_VALUES[codes >> 4]], dim=-1).flatten(-2)
+
+
+def _mx_scales(g, m, n, k):
+    sa = randint(g, (m, k // 32), 120, 134, torch.uint8).view(torch.float8_e8m0fnu)
+    sb = randint(g, (n, k // 32), 120, 134, torch.uint8).view(torch.float8_e8m0fnu)
+    return [sa, sb]
+
+
 def _mx_inputs(g, m=32, n=48, k=128):
     a = (torch.randn(m, k, generator=g) * 8).to(torch.float8_e4m3fn)
     b = (torch.randn(n, k, generator=g) * 8).to(torch.float8_e4m3fn)
-    sa = randint(g, (m, k // 32), 120, 134, torch.uint8).view(torch.float8_e8m0fnu)
-    sb = randint(g, (n, k // 32), 120, 134, torch.uint8).view(torch.float8_e8m0fnu)
-    return [a, b, sa, sb, sentinel((m, n), torch.float32)]
+    return [a, b, *_mx_scales(g, m, n, k), sentinel((m, n), torch.float32)]
+
+
+def _mx_fp4_inputs(g, m=32, n=48, k=128):
+    a = randint(g, (m, k // 2), 0, 256, torch.uint8).view(torch.float4_e2m1fn_x2)  # every nibble pattern
+    b = randint(g, (n, k // 2), 0, 256, torch.uint8).view(torch.float4_e2m1fn_x2)
+    return [a, b, *_mx_scales(g, m, n, k), sentinel((m, n), torch.float32)]
+
+
+def _mx_product(a, b, sa, sb):
+    scale_a = sa.float().repeat_interleave(32, dim=1)  # E8M0 decodes to 2^(e - 127)
+    scale_b = sb.float().repeat_interleave(32, dim=1)
+    return {4: _mm(a * scale_a, (b * scale_b).T)}
 
 
 def _mx_reference(a, b, sa, sb, c):
-    scale_a = sa.float().repeat_interleave(32, dim=1)  # E8M0 decodes to 2^(e - 127)
-    scale_b = sb.float().repeat_interleave(32, dim=1)
-    return {4: _mm(a.float() * scale_a, (b.float() * scale_b).T)}
+    return _mx_product(a.float(), b.float(), sa, sb)
+
+
+def _mx_fp4_reference(a, b, sa, sb, c):
+    return _mx_product(e2m1_to_float(a), e2m1_to_float(b), sa, sb)
 
 
 CASES = [
@@ -199,6 +228,9 @@ CASES = [
     Case("gemm_pipelined_fp16", "cube", gemm_pipelined,
          _gemm_inputs((64, 128), (96, 128), (64, 96), torch.float16),
          lambda a, b, c: {2: _mm(a, b.T)}, "T.Pipelined double-buffered L1, 4 blocks, L0C accumulation", **GEMM_TOL),
-    Case("gemm_mx_fp8", "cube", gemm_mx_fp8, _mx_inputs, _mx_reference,
+    Case("gemm_mx_fp8", "cube", gemm_mx, _mx_inputs, _mx_reference,
          "block-scaled MXFP8 (E8M0 pairs): dn2nz scales, l12l0a/b_mx, mmad_mx", check="close", atol=1e-3, rtol=1e-5),
+    Case("gemm_mx_fp4", "cube", lambda: gemm_mx(dtype="float4_e2m1fn"), _mx_fp4_inputs, _mx_fp4_reference,
+         "block-scaled MXFP4 (E2M1 nibble pairs, C0 = 64): nd2nz of packed bytes, mmad_mx FP4", check="close",
+         atol=1e-3, rtol=1e-5),
 ]
