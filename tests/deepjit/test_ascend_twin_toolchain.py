@@ -3,7 +3,7 @@ name, argument packing, and a hand-written mixed kernel whose modes exercise the
 (blocks, AIC + two AIVs, cross-core flags) and every reported failure: out-of-bounds UB by an
 intrinsic and by a direct dereference, a write past a global tensor, a wait whose flag is never
 set, a set never waited on, a nested lock and a cross-core wait that times out; DJ_TWIN_POISON exposing a
-read of on-chip memory nothing wrote (mode 9 skips the load into UB)."""
+read of on-chip memory nothing wrote (mode 9 skips the load into UB); the launch timeout (mode 10)."""
 import ctypes
 import json
 import os
@@ -38,6 +38,7 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
     return;
   }
   asc_sync_intra_wait(PIPE_S, 0);
+  while (mode == 10) asc_sync_pipe(PIPE_V);  // never ends: the launch timeout stops it
   int32_t base = (int32_t)block_idx * n + (int32_t)asc_get_sub_block_id() * half_n;
   uint32_t bytes = uint32_t(half_n) * 4;
   if (mode == 1) {
@@ -149,6 +150,15 @@ def test_cross_core_wait_times_out_naming_the_flag(probe, monkeypatch):
                                               r"asc_sync_intra_arrive reached this flag within 0.3 s"):
         _run(probe, 7)
     assert time.perf_counter() - start < 5
+
+
+def test_launch_timeout_stops_a_kernel_that_never_ends(probe):
+    x = torch.randn(64)
+    start = time.perf_counter()
+    with pytest.raises(TwinLaunchError, match=r"did not finish within 1 s \(num_launch_timeout_secs\)"):
+        probe.launch(AscendLaunchOptions(num_blocks=1, num_launch_timeout_secs=1), x, torch.empty_like(x),
+                     ctypes.c_int32(64), ctypes.c_int32(10))
+    assert time.perf_counter() - start < 10
 
 
 def test_poison_exposes_reads_of_unwritten_onchip_memory(probe, monkeypatch):

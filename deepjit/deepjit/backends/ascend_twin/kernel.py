@@ -13,7 +13,7 @@ from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 
 BINARY = "kernel.so"
-ABI_VERSION = 2
+ABI_VERSION = 3
 # dj_twin/runtime.h pipe_t, in order.
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX", "MTE2_L1A", "MTE2_L1B")
 WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
@@ -126,7 +126,7 @@ class TwinKernel:
         self._fn = self._lib.dj_twin_launch
         u64p = ctypes.POINTER(ctypes.c_uint64)
         self._fn.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
-                             ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t, u64p]
+                             ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t, u64p]
         self._fn.restype = ctypes.c_int
 
     @property
@@ -134,7 +134,8 @@ class TwinKernel:
         return 3 if self.kind == "mix" else 1
 
     def launch(self, options: AscendLaunchOptions, *args) -> LaunchCounters:
-        """Runs every block; returns the launch's counters. ``options.num_blocks`` is required."""
+        """Runs every block; returns the launch's counters. ``options.num_blocks`` is required;
+        ``num_launch_timeout_secs`` (> 0) stops a launch that runs longer at its next intrinsic."""
         if not isinstance(options, AscendLaunchOptions):
             raise TypeError(f"options must be AscendLaunchOptions, got {type(options).__name__}")
         options.validate(False)
@@ -147,8 +148,8 @@ class TwinKernel:
         cores = options.num_blocks * self.cores_per_block
         counters = (ctypes.c_uint64 * (cores * self._words))()
         err = ctypes.create_string_buffer(_ERR_LEN)
-        rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(), err, _ERR_LEN,
-                      counters)
+        rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(),
+                      float(options.num_launch_timeout_secs), err, _ERR_LEN, counters)
         if rc != 0:
             raise TwinLaunchError(f"Ascend twin launch of {self.name} ({options.num_blocks} blocks) failed: "
                                   f"{err.value.decode(errors='replace')}")

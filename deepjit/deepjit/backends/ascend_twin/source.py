@@ -100,10 +100,10 @@ extern "C" const int dj_twin_abi_version = ::dj_twin::kAbiVersion;
 extern "C" const int dj_twin_counter_words = ::dj_twin::kCounterWords;
 
 extern "C" int dj_twin_launch(uint32_t num_blocks, const uint8_t* args, size_t args_len, const uint64_t* tensor_addr,
-                              const uint64_t* tensor_bytes, int n_tensors, double timeout_s, char* err,
-                              size_t err_len, uint64_t* counters) {{
+                              const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
+                              double launch_timeout_s, char* err, size_t err_len, uint64_t* counters) {{
   return ::dj_twin::launch("{entry.name}", ::dj_twin::KernelKind::{KINDS[entry.kind]}, num_blocks, args, args_len,
-                           tensor_addr, tensor_bytes, n_tensors, timeout_s, err, err_len, counters,
+                           tensor_addr, tensor_bytes, n_tensors, timeout_s, launch_timeout_s, err, err_len, counters,
                            [](::dj_twin::ArgReader& r) -> std::function<void()> {{
 {reads}    return [{capture}]() {{ {entry.name}({call}); }};
   }});

@@ -30,7 +30,7 @@ from .options import DEFAULT_CXX_FLAGS, AscendLaunchOptions, TwinCompilerOptions
 from .source import launcher, parse_entry, rewrite_onchip_nulls, uses_lane_sync
 
 NAME = "ascend-twin"
-VERSION = "1"
+VERSION = "2"
 INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 DEFAULT_LAUNCH_TIMEOUT_SECS = 300
 KERNEL_FILE, LAUNCHER_FILE, BINARY = "kernel.cpp", "kernel.twin.cpp", "kernel.so"

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -27,7 +29,7 @@
 namespace dj_twin {
 
 inline constexpr size_t kGuard = 64 * 1024;  // PROT_NONE on each side of every region
-inline constexpr int kAbiVersion = 2;
+inline constexpr int kAbiVersion = 3;
 // block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4]
 inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4;
 
@@ -250,7 +252,7 @@ inline void run_core(Core* c, const std::function<void()>* body) {
 
 inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
                   const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
-                  char* err, size_t err_len, uint64_t* counters,
+                  double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
                   const std::function<std::function<void()>(ArgReader&)>& make_body) {
   std::lock_guard<std::mutex> serial(g_launch_mu);
   auto report = [&](const char* text) {
@@ -296,6 +298,34 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     return report(text);
   }
   g_state = state.get();
+  // The launch timeout (num_launch_timeout_secs, 0 = none) stops every core at its next intrinsic.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    if (launch_timeout_s <= 0) return;
+    std::unique_lock<std::mutex> lock(done_mu);
+    if (!done_cv.wait_for(lock, std::chrono::duration<double>(launch_timeout_s), [&] { return done; })) {
+      char text[256];
+      std::snprintf(text, sizeof text, "kernel %s: the launch did not finish within %.0f s (num_launch_timeout_secs)",
+                    kernel, launch_timeout_s);
+      record_failure(state->launch, text);
+    }
+  });
+  struct StopWatchdog {
+    std::mutex& mu;
+    std::condition_variable& cv;
+    bool& done;
+    std::thread& t;
+    ~StopWatchdog() {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        done = true;
+      }
+      cv.notify_all();
+      t.join();
+    }
+  } stop_watchdog{done_mu, done_cv, done, watchdog};
   const int per_block = kind == KernelKind::Mix ? 3 : 1;
   const uint32_t wave = kind == KernelKind::Vector ? kNumAiv : kNumAic;
   std::vector<std::unique_ptr<Core>> all_cores;
