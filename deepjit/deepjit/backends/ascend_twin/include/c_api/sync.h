@@ -163,3 +163,23 @@ inline void asc_sync() { ::dj_twin::poll(); }
 inline void asc_sync_vec() { ::dj_twin::poll(); }
 inline void asc_sync_mte2(int) { ::dj_twin::poll(); }
 inline void asc_sync_mte3(int) { ::dj_twin::poll(); }
+
+// Cross-block flags: the docs do not pin down which cores a group's arrive reaches, so they are not
+// modelled; a kernel that uses one fails to compile, naming it.
+namespace dj_twin {
+template <class T> inline constexpr bool sync_unimplemented = false;
+}  // namespace dj_twin
+#define DJ_TWIN_SYNC_UNIMPLEMENTED(NAME)                                                      \
+  template <class DjTwinUnimplemented = void>                                                \
+  inline void NAME(...) {                                                                    \
+    static_assert(::dj_twin::sync_unimplemented<DjTwinUnimplemented>,                        \
+                  #NAME " is not implemented on the Ascend twin");                           \
+  }
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_block_arrive)
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_block_wait)
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_inter_arrive)
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_inter_wait)
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_subblock_arrive)
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_subblock_wait)
+DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_data_barrier)
+#undef DJ_TWIN_SYNC_UNIMPLEMENTED

@@ -21,6 +21,12 @@
 //   - simt_api/asc_simt.h has the 1-wide structs (uint1, float1, ...) and the SIMT warp reductions
 //     asc_reduce_add/max/min(float | int32_t | uint32_t) (lanes run as fibers when a kernel names them).
 //   - Hand-written kernels include twin headers with <...> (the include tracker rejects quotes).
+//   - Environment: DJ_TWIN_WAIT_TIMEOUT (seconds a cross-core wait may block, default 10),
+//     DJ_TWIN_POISON=1 (on-chip memories start as 0xFF bytes instead of zeros), <PREFIX>_JIT_TWIN_OPT_LEVEL
+//     (default 1), <PREFIX>_JIT_TWIN_CPP_STANDARD (default 20); AscendLaunchOptions.num_launch_timeout_secs
+//     (default <PREFIX>_JIT_LAUNCH_TIMEOUT = 300) bounds a whole launch.
+//   - Cross-block sync (asc_sync_block_* / asc_sync_inter_* / asc_sync_subblock_*) is not implemented:
+//     its grouping semantics are not pinned down by the docs; a kernel using it does not compile.
 //
 // Model: every core (AIC or AIV) of every block is one OS thread that executes its instructions in
 // program order, so a pipe is never ahead of another one: flags and locks are checked for
