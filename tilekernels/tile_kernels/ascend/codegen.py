@@ -2,7 +2,7 @@
 (``deepjit.tilelang_route.codegen_all``). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
-from . import block_cast, cast_back, expand, routing
+from . import block_cast, cast_back, expand, reduce, routing
 
 TOKENS, HIDDEN = 4096, 7168
 
@@ -27,6 +27,7 @@ def kernels() -> list[AscendKernelSpec]:
         ("top2_sum_gate_sigmoid_256x8_g8x4", lambda: routing.build_top2_sum_gate(TOKENS, 256, 8, 8, 4, 0, 2.5, "sigmoid",
                                                                                 0, 1, 256)),
         ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8)),
+        ("reduce_fused_bf16_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "bfloat16", True)),
         ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
     ]
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]
