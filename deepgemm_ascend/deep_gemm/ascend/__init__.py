@@ -13,6 +13,8 @@ do the checks and the nn/tn/tt transposed views):
 - ``m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, zero_padding,
   compiled_dims="nk")`` serves ``m_grouped_bf16_gemm_{nt,nn}_contiguous`` with the psum layout
   (``m_grouped_bf16_gemm.asc``); the ``m_indices`` form raises ``NotImplementedError``.
+- ``k_grouped_bf16_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, c, groups, compiled_dims="mn")``
+  serves ``k_grouped_bf16_gemm_tn_contiguous`` (``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``).
 
 Shared pieces: ``cube_gemm.h`` (the cube pipeline for one output tile and the FixPipe stores),
 ``_launch.py`` (kernel handles, grid sizing, compile-time dimensions). FP8/FP4 MX kernels wait for

@@ -9,6 +9,9 @@ import torch
 
 from .._lib import LIB
 
+# Output tile of cube_gemm.h (DG_BLOCK_M x DG_BLOCK_N defaults): sizes the persistent grids.
+BLOCK_M, BLOCK_N = 128, 256
+
 
 def kernel(name: str, relative_path: str, defines: Mapping[str, object]):
     """The package's Ascend kernel ``name`` from ``deep_gemm/<relative_path>`` with ``defines``
@@ -22,6 +25,14 @@ def on_twin(t: torch.Tensor) -> bool:
 
 def num_cube_cores(t: torch.Tensor) -> int:
     return LIB.ascend_runtime(on_twin(t)).device.get_num_cube_cores()
+
+
+def n_blocks(n: int) -> int:
+    return -(-n // BLOCK_N)
+
+
+def m_blocks(m: int) -> int:
+    return -(-m // BLOCK_M)
 
 
 def shape_defines(compiled_dims: str, **dims: int) -> dict[str, int]:

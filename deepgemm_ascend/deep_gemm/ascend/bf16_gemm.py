@@ -21,9 +21,7 @@ import ctypes
 
 import torch
 
-from ._launch import kernel, num_cube_cores, shape_defines
-
-BLOCK_M, BLOCK_N = 128, 256
+from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 
 
 def _operand(x: torch.Tensor) -> tuple[bool, int]:
@@ -51,11 +49,11 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
     if m == 0 or n == 0 or k == 0:
         return
     lda, ldb = _operand(a)[1], _operand(b)[1]
-    grid = min(-(-m // BLOCK_M) * -(-n // BLOCK_N), num_cube_cores(d))
+    grid = min(m_blocks(m) * n_blocks(n), num_cube_cores(d))
     name, path, defines = kernel_spec(a, b, d, c, alpha, compiled_dims)
     if c is None and alpha is None:
         kernel(name, path, defines)(grid, a, b, d, m, n, k, lda, ldb, d.stride(0))
         return
     c_arg = d if c is None else c  # an unused pointer without c
-    kernel(name, path, defines)(grid, a, b, d, c_arg, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0),
+    kernel(name, path, defines)(grid, a, b, d, c_arg, d, 1, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0), 0, 0,
                                 ctypes.c_float(1.0 if alpha is None else alpha))

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import kernel, num_cube_cores, shape_defines
-
-BLOCK_M, BLOCK_N = 128, 256
+from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 
 
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, rows, zero_padding: bool,
@@ -45,7 +43,7 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     defines = {"DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": int(d.dtype == torch.float32),
                **shape_defines(compiled_dims, n=n, k=k)}
     # an upper bound on the tile count that needs no look at the layout's values
-    tiles = (-(-m // BLOCK_M) + g) * -(-n // BLOCK_N)
+    tiles = (m_blocks(m) + g) * n_blocks(n)
     ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
     kernel("dg_m_grouped_bf16_gemm", "ascend/m_grouped_bf16_gemm.asc", defines)(
         min(tiles, num_cube_cores(d)), a, b, d, ends, m, n, k, g, rows.alignment, a.stride(0), ldb, b.stride(0),
