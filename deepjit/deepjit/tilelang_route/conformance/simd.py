@@ -7,7 +7,7 @@ import torch
 
 from .case import Case
 from .data import randint, randn, sentinel, special_f32
-from .simt_casts import to_fp8_saturating
+from .simt_casts import to_fp8_saturating, to_saturating
 
 VL32 = 64  # float32 lanes in one 256-byte vector register
 
@@ -147,22 +147,28 @@ def simd_int_logic(n=256):
 
 
 def simd_row_reduce(m=8, n=64):
-    """Row max, sum and absmax of an [8, 64] tile through T.reduce_* inside SimdVF (vcmax / vcadd)."""
+    """Row max, sum and absmax of an [8, 64] tile with explicit registers: vcmax / vcadd / vabs reduce a
+    row into lane 0, vdupv broadcasts it, an 8-lane masked vsts writes it over that row's 32-byte block.
+    (T.reduce_* inside SimdVF is not used: TileLang 0.1.15 stores each row's whole register at a 64-float
+    stride into the 8-float destination.)"""
     import tilelang.ascend.language as T
 
     @T.prim_func
-    def simd_row_reduce(A: T.Tensor((m, n), "float32"), MX: T.Tensor((m,), "float32"), S: T.Tensor((m,), "float32"),
-                        AM: T.Tensor((m,), "float32")):
+    def simd_row_reduce(A: T.Tensor((m, n), "float32"), MX: T.Tensor((m, 8), "float32"),
+                        S: T.Tensor((m, 8), "float32"), AM: T.Tensor((m, 8), "float32")):
         with T.Kernel(1):
             a = T.alloc_shared((m, n), "float32")
-            mx = T.alloc_shared((m,), "float32")
-            s = T.alloc_shared((m,), "float32")
-            am = T.alloc_shared((m,), "float32")
+            mx = T.alloc_shared((m, 8), "float32")
+            s = T.alloc_shared((m, 8), "float32")
+            am = T.alloc_shared((m, 8), "float32")
             T.copy(A, a)
             with T.SimdVF():
-                T.reduce_max(a, mx, dim=1)
-                T.reduce_sum(a, s, dim=1)
-                T.reduce_absmax(a, am, dim=1)
+                for r in T.serial(m):
+                    v = T.simd.vld(a[r, 0])
+                    lanes8 = T.simd.update_mask(8)
+                    T.simd.vsts(mx[r, 0], T.simd.vdupv(T.simd.vcmax(v)), lanes8, extent=8)
+                    T.simd.vsts(s[r, 0], T.simd.vdupv(T.simd.vcadd(v)), lanes8, extent=8)
+                    T.simd.vsts(am[r, 0], T.simd.vdupv(T.simd.vcmax(T.simd.vabs(v))), lanes8, extent=8)
             T.copy(mx, MX)
             T.copy(s, S)
             T.copy(am, AM)
@@ -194,6 +200,10 @@ def simd_vector_add_pipelined(n=4096, tile=256, blocks=2):
     return simd_vector_add_pipelined
 
 
+def _rows8(per_row):
+    return per_row[:, None].expand(-1, 8).contiguous()
+
+
 def _sum_tol():
     return dict(check="close", atol=1e-5, rtol=1e-5)
 
@@ -201,7 +211,8 @@ def _sum_tol():
 CASES = [
     Case("simd_cast_f32_to_bf16", "vector", simd_cast_f32_to_bf16,
          lambda g: [special_f32(256, g, 4.0), sentinel((256,), torch.bfloat16)],
-         lambda a, b: {1: a.to(torch.bfloat16)}, "vld NORM, vcvt f32->bf16 PART_EVEN RNE, vsts PK_B32"),
+         lambda a, b: {1: to_saturating(a, torch.bfloat16)},
+         "vld NORM, vcvt f32->bf16 RS_ENABLE (saturating: +-Inf -> +-max, NaN -> 0) PART_EVEN RNE, vsts PK_B32"),
     Case("simd_cast_f32_to_fp8", "vector", simd_cast_f32_to_fp8,
          lambda g: [special_f32(256, g, 64.0), sentinel((256,), torch.float8_e4m3fn)],
          lambda a, b: {1: to_fp8_saturating(a, torch.float8_e4m3fn, 448.0)},
@@ -220,9 +231,9 @@ CASES = [
                     sentinel((256,), torch.int32)],
          lambda a, b, x: {2: ((a & b) | (a ^ 0x5A5A)) << 3}, "vand/vor/vxor/vdup/vshls on int32"),
     Case("simd_row_reduce", "vector", simd_row_reduce,
-         lambda g: [randn(g, (8, 64)), *(sentinel((8,), torch.float32) for _ in range(3))],
-         lambda a, mx, s, am: {1: a.amax(1), 2: a.double().sum(1).float(), 3: a.abs().amax(1)},
-         "reduce max/sum/absmax in SimdVF (vcmax, vcadd)", **_sum_tol()),
+         lambda g: [randn(g, (8, 64)), *(sentinel((8, 8), torch.float32) for _ in range(3))],
+         lambda a, mx, s, am: {1: _rows8(a.amax(1)), 2: _rows8(a.double().sum(1).float()), 3: _rows8(a.abs().amax(1))},
+         "vcmax / vcadd / vabs row reductions, vdupv broadcast, 8-lane masked vsts", **_sum_tol()),
     Case("simd_vector_add_pipelined", "vector", simd_vector_add_pipelined,
          lambda g: [randn(g, (4096,)), randn(g, (4096,)), sentinel((4096,), torch.float32)],
          lambda a, b, c: {2: a + b}, "T.Pipelined UB double buffering with flags, SIMD vadd"),

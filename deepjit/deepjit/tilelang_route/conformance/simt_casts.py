@@ -42,6 +42,12 @@ def to_fp8_saturating(x: torch.Tensor, dtype: torch.dtype, limit: float) -> torc
     return x.to(dtype)
 
 
+def to_saturating(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A saturating float conversion (reg/data_type_convert/rounding_mode.md, saturation mode): out of range
+    and +-Inf -> the type's +-max, NaN -> 0, otherwise round to nearest even."""
+    return to_fp8_saturating(x, dtype, torch.finfo(dtype).max)
+
+
 def _inputs(src, dst):
     def make(g):
         if src == "float32":
