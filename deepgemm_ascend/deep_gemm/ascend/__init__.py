@@ -16,7 +16,10 @@ do the checks and the nn/tn/tt transposed views):
 - ``k_grouped_bf16_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, c, groups, compiled_dims="mn")``
   serves ``k_grouped_bf16_gemm_tn_contiguous`` (``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``).
 
+- ``fp8_mx_gemm.fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk")`` serves
+  ``fp8_fp4_gemm_nt`` for E4M3 x E4M3, K-major, recipe ``(1, 1, 32)`` (``fp8_mx_gemm.asc``,
+  ``asc_mmad_mx``); other forms, ``c`` and ``alpha`` raise ``NotImplementedError`` up front.
+
 Shared pieces: ``cube_gemm.h`` (the cube pipeline for one output tile and the FixPipe stores),
-``_launch.py`` (kernel handles, grid sizing, compile-time dimensions). FP8/FP4 MX kernels wait for
-the twin's ``asc_mmad_mx`` (tests/deepjit/ascend_twin/BUGS.md).
+``_launch.py`` (kernel handles, grid sizing, compile-time dimensions).
 """
