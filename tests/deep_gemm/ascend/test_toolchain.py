@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import deepjit
-from deep_gemm._operands import GroupedRows
-from deep_gemm.ascend import bf16_gemm, m_grouped_bf16_gemm
+from deep_gemm._operands import GroupedRows, QuantOperand
+from deep_gemm.ascend import bf16_gemm, fp8_mx_gemm, m_grouped_bf16_gemm
 from deepjit.backends.ascend import AscendCompilerOptions
 from tests.deepjit.helpers import make_fake_ascend_toolkit, read_calls
 
@@ -79,26 +79,46 @@ def test_bisheng_and_linker_command_lines(tmp_path, toolkit, layout, out, c, alp
         assert f.read() == handle.source
 
 
-def test_grouped_kernel_command_line(tmp_path, toolkit, monkeypatch):
-    """The M-grouped kernel as its glue asks for it (defines captured at the library call)."""
-    pkg = _copy_package(tmp_path / "pkg")
-    lib = _library(pkg)
+def _capture(monkeypatch, module, lib) -> list:
+    """The handles ``module``'s glue asks deepjit for (the launch itself is skipped)."""
     seen = []
 
     def capture(name, path, defines):
-        seen.append(lib.ascend_kernel(name, path, defines))
+        seen.append((lib.ascend_kernel(name, path, defines), path))
         return lambda *args: None
 
-    monkeypatch.setattr(m_grouped_bf16_gemm, "kernel", capture)
+    monkeypatch.setattr(module, "kernel", capture)
+    return seen
+
+
+def _grouped_call():
     rows = GroupedRows(torch.zeros(256, dtype=torch.int64), torch.tensor([200], dtype=torch.int32), True, 256)
     m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_contiguous(
         torch.empty(256, 64, dtype=torch.bfloat16), torch.empty(1, 96, 64, dtype=torch.bfloat16),
         torch.empty(256, 96, dtype=torch.bfloat16), rows, True)
-    (handle,) = seen
-    assert handle.name == "dg_m_grouped_bf16_gemm"
-    defines = "".join(f"#define {d}\n" for d in ("DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96"))
-    with open(os.path.join(pkg, "ascend", "m_grouped_bf16_gemm.asc")) as f:
-        assert handle.source == defines + f.read()
+
+
+def _fp8_call():
+    op = lambda mn: QuantOperand(torch.zeros(mn, 64, dtype=torch.float8_e4m3fn), torch.ones(mn, 2), False, True,
+                                 mn, 64, None, 1, 32)
+    fp8_mx_gemm.fp8_gemm_nt(op(256), op(96), torch.empty(256, 96, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize(("module", "call", "entry", "defines"), [
+    (m_grouped_bf16_gemm, _grouped_call, "dg_m_grouped_bf16_gemm",
+     ("DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96")),
+    (fp8_mx_gemm, _fp8_call, "dg_fp8_mx_gemm", ("DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_M 0", "DG_SHAPE_N 96")),
+])
+def test_glue_kernels_command_lines(tmp_path, toolkit, monkeypatch, module, call, entry, defines):
+    """The M-grouped and FP8 kernels as their glue asks for them (defines captured at the library call)."""
+    pkg = _copy_package(tmp_path / "pkg")
+    lib = _library(pkg)
+    seen = _capture(monkeypatch, module, lib)
+    call()
+    ((handle, path),) = seen
+    assert handle.name == entry
+    with open(os.path.join(pkg, path)) as f:
+        assert handle.source == "".join(f"#define {d}\n" for d in defines) + f.read()
     lib.ascend_runtime(False).compile_without_load(handle.name, handle.source, ARCH)
     bisheng, lld = read_calls(toolkit)
     build = bisheng["cwd"]
