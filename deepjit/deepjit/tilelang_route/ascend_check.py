@@ -136,28 +136,41 @@ def all_cases(log=print) -> list[tuple[str, Case]]:
             + library_cases(log=log))
 
 
+def _selected(cases: Sequence[tuple[str, Case]], only: str | None) -> list[tuple[str, Case]]:
+    return [(lib, c) for lib, c in cases if not only or only in f"{lib}.{c.name}"]
+
+
 def run(cases: Sequence[tuple[str, Case]], only: str | None = None, log=print) -> list[dict]:
-    """Runs every case; raises SystemExit(1) listing the failures after trying them all."""
+    """Runs every case; raises SystemExit(1) listing the failures after trying them all. A case with a
+    ``known_gap`` that fails is listed as XFAIL (not a failure); one that passes is a failure (XPASS: the
+    twin has the feature now, drop the note)."""
     results, failed = [], []
-    for library, case in cases:
+    for library, case in _selected(cases, only):
         label = f"{library}.{case.name}"
-        if only and only not in label:
-            continue
         try:
             outcome = run_case(case)
         except Exception as exc:  # noqa: BLE001 - an error is a failure of this kernel; keep going
             outcome = {"ok": False, "failures": [f"error: {exc}"], "seconds": 0.0, "roofline": None}
-        outcome["name"] = label
+        outcome["name"], outcome["known_gap"] = label, bool(case.known_gap)
         results.append(outcome)
-        status = "PASS" if outcome["ok"] else "FAIL"
+        if case.known_gap:
+            status = "XPASS" if outcome["ok"] else "XFAIL"
+        else:
+            status = "PASS" if outcome["ok"] else "FAIL"
         log(f"{status} {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms | {format_roofline(outcome['roofline'])}")
-        if not outcome["ok"]:
+        if status == "XFAIL":
+            log(f"     known twin gap: {case.known_gap}")
+        elif status == "XPASS":
+            failed.append(label)
+            log(f"     passes now: remove its known_gap ({case.known_gap})")
+        elif status == "FAIL":
             failed.append(label)
             for line in outcome["failures"]:
                 log(f"     {line}")
-    passed = sum(r["ok"] for r in results)
-    log(f"{passed} of {len(results)} Ascend kernel(s) match their reference on the twin "
-        f"(rooflines are estimates at dav-3510 published rates, not measurements)")
+    passed = sum(r["ok"] and not r["known_gap"] for r in results)
+    gaps = sum(r["known_gap"] for r in results)
+    log(f"{passed} of {len(results) - gaps} Ascend kernel(s) match their reference on the twin, {gaps} known twin "
+        f"gap(s) (rooflines are estimates at dav-3510 published rates, not measurements)")
     if failed:
         log("failed: " + ", ".join(failed))
         raise SystemExit(1)

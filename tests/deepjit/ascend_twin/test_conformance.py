@@ -7,15 +7,11 @@ import torch
 from deepjit.tilelang_route import lower
 from deepjit.tilelang_route.conformance import CASES, check_outputs
 
-# name -> reason, only while the twin genuinely lacks what the case needs (strict: a fix must remove it).
-XFAIL: dict[str, str] = {
-    "gemm_mx_fp4": "twin: run_on_twin's tensor check does not accept float4_e2m1fn_x2 (k/2 bytes per row) "
-                   "for a float4_e2m1fn buffer (BUGS.md)",
-}
-
 
 def _param(case):
-    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[case.name])] if case.name in XFAIL else []
+    """A case with a ``known_gap`` (the twin lacks what it needs; BUGS.md) is a strict xfail: a fix must
+    remove the note."""
+    marks = [pytest.mark.xfail(strict=True, reason=case.known_gap)] if case.known_gap else []
     return pytest.param(case, id=case.name, marks=marks)
 
 
