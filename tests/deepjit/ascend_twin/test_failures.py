@@ -167,7 +167,6 @@ def test_lock_without_unlock_is_reported_at_kernel_end(twin_runtime):
         assert part in message, (part, message)
 
 
-@pytest.mark.xfail(strict=True, reason="twin: cross-core flag counters left set at kernel end not reported (BUGS.md)")
 def test_cross_core_arrive_without_a_wait_is_reported_at_kernel_end(twin_runtime):
     message = _error(twin_runtime, "arrive_without_wait", ARRIVE_WITHOUT_WAIT, torch.ones(8))
     for part in ("arrive_without_wait", "block 0", "kernel end", "3"):

@@ -6,7 +6,6 @@ The expected bytes are computed here from the ND tensor and the documented NZ fo
 one row per 32-byte block, 16 x C0 fractals, columns past D zero-filled up to C0; MTE2_NZ_PARA gives
 the 32-byte strides between N rows, C0 columns and matrices, asc_set_gm2l1_nz_para.md). Every element
 has a distinct bit pattern, so any swap of rows, columns or blocks changes the result."""
-import pytest
 import torch
 
 from .conftest import launch_source
@@ -59,7 +58,6 @@ def nz_bytes_of(nd: torch.Tensor) -> torch.Tensor:
     return nz
 
 
-@pytest.mark.xfail(strict=True, reason="twin: asc_copy_l12ub not implemented (BUGS.md)")
 def test_nd2nz_layout_read_back_raw(twin_runtime):
     bits = torch.arange(ROWS * COLS, dtype=torch.int32).add(0x3F80).to(torch.int16)  # distinct, finite BF16
     a = bits.view(torch.bfloat16).reshape(ROWS, COLS)

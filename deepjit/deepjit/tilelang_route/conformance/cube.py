@@ -232,7 +232,5 @@ CASES = [
          "block-scaled MXFP8 (E8M0 pairs): dn2nz scales, l12l0a/b_mx, mmad_mx", check="close", atol=1e-3, rtol=1e-5),
     Case("gemm_mx_fp4", "cube", lambda: gemm_mx(dtype="float4_e2m1fn"), _mx_fp4_inputs, _mx_fp4_reference,
          "block-scaled MXFP4 (E2M1 nibble pairs, C0 = 64): nd2nz of packed bytes, mmad_mx FP4", check="close",
-         atol=1e-3, rtol=1e-5,
-         known_gap="twin: run_on_twin's tensor check does not accept float4_e2m1fn_x2 (k/2 bytes per row) for a "
-                   "float4_e2m1fn buffer"),
+         atol=1e-3, rtol=1e-5),
 ]

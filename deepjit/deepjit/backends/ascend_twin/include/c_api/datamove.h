@@ -137,6 +137,33 @@ inline void asc_copy_ub2l1(void* dst, void* src, uint16_t n_burst, uint16_t len_
   count_bytes(PIPE_MTE3, size_t(n_burst) * burst);
 }
 
+// ---- L1 -> UB (the cube core writes a vector core's UB; asc_copy_l12ub.md, PIPE_MTE1) -------------
+// Added by twin-conf2 (BUGS.md went unanswered): the only raw L1 read-back on dav-3510 (asc_copy_l12gm.md:
+// 950 does not support L1 -> GM). n_burst bursts of len_burst 32-byte blocks into the UB of vector core
+// `sub_blockid`; src_gap / dst_gap 32-byte blocks between the end of one burst and the next.
+inline void asc_copy_l12ub(void* dst, void* src, bool sub_blockid, uint16_t n_burst, uint16_t len_burst,
+                           uint16_t src_gap, uint16_t dst_gap) {
+  using namespace dj_twin;
+  const char* op = "asc_copy_l12ub";
+  Core& c = core();
+  if (c.kind != CoreKind::AIC) fail("%s: only the cube core owns L1 (issue it under ASC_IS_AIC)", op);
+  auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  size_t burst = size_t(len_burst) * 32;
+  for (uint32_t i = 0; i < n_burst; ++i) {
+    const uint8_t* from = s + i * (size_t(len_burst) + src_gap) * 32;
+    check(Mem::L1, from, burst, op);
+    uint8_t* to = peer_range(c.block->aiv[sub_blockid ? 1 : 0], Mem::UB, d + i * (size_t(len_burst) + dst_gap) * 32,
+                             burst, op);
+    std::memcpy(to, from, burst);
+  }
+  count_bytes(PIPE_MTE1, size_t(n_burst) * burst);
+}
+inline void asc_copy_l12ub_sync(void* dst, void* src, bool sub_blockid, uint16_t n_burst, uint16_t len_burst,
+                                uint16_t src_gap, uint16_t dst_gap) {
+  asc_copy_l12ub(dst, src, sub_blockid, n_burst, len_burst, src_gap, dst_gap);
+}
+
 // ---- GM -> L1 with ND -> NZ / DN -> NZ -------------------------------------------------------------
 
 namespace dj_twin {

@@ -367,6 +367,17 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     threads.reserve(cores.size());
     for (Core* c : cores) threads.emplace_back(run_core, c, &body);
     for (std::thread& t : threads) t.join();
+    // Added by twin-conf2 (BUGS.md went unanswered): once every core of the wave has ended, a cross-core
+    // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
+    for (Core* c : cores)
+      for (int id = 0; id < kNumIntraIds && !state->launch.failed.load(); ++id)
+        if (c->intra[id]) {
+          char text[512];
+          std::snprintf(text, sizeof text, "kernel %s, block %d, core %s: kernel end: cross-core flag %d "
+                        "(asc_sync_intra_arrive) was set %d time(s) more than it was waited on", kernel,
+                        c->block_idx, c->core_name(), id, int(c->intra[id]));
+          record_failure(state->launch, text);
+        }
   }
   g_state = nullptr;
   for (size_t i = 0; i < all_cores.size() && counters; ++i) {
