@@ -9,7 +9,7 @@ PACKAGES := deepjit deepgemm_ascend deepep_ascend flashmla tilekernels integrati
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test bench ascend-codegen asan lint clean
+.PHONY: setup run test bench ascend-codegen ascend-check asan lint clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,10 @@ bench: setup
 
 ascend-codegen: setup
 	$(PY) -m deepjit.tilelang_route.codegen_all --out build/ascend
+
+# Every registered Ascend kernel on the CPU twin against its reference, with roofline estimates.
+ascend-check: setup
+	$(PY) -m deepjit.tilelang_route.ascend_check
 
 # Host kernels rebuilt with -fsanitize=address and their tests run under ASan (not part of make test).
 asan: setup

@@ -7,9 +7,12 @@
 - one lazily created host runtime (nothing is touched before the first compile);
 - host sources are files inside the package; ``#include <pkg/...>`` headers of the package and
   ``<deepjit/host/...>`` headers are tracked in the cache key; defines are injected as text;
-- the backend for a device: ``<PREFIX>_BACKEND=reference|host|ascend`` forces one; otherwise CPU
+- the backend for a device: ``<PREFIX>_BACKEND=reference|host|ascend`` forces one (``ascend`` with
+  CPU tensors runs the library's Ascend kernels on deepjit's Ascend CPU twin); otherwise CPU
   tensors take the host kernels (the reference, with one warning, when no C++ compiler works)
   and NPU tensors the Ascend kernels where the library has them, else the reference;
+- Ascend kernels (``ascend_kernel``): a package ``.asc`` source or a TileLang PrimFunc, compiled by
+  the Ascend toolchain for NPU tensors and by the twin for CPU tensors, launched alike;
 - the worker-thread count host kernels use (``set_num_sms`` and friends map onto it).
 """
 from __future__ import annotations
@@ -36,6 +39,8 @@ class KernelLibrary:
         self.config = Config(self.package_dir, env_prefix, extra_signature=f"{name}-{version}",
                              include_dirs=[os.path.dirname(self.package_dir)], include_prefixes=[f"{name}/"])
         self._host = create_lazy_jit(self.config, "host")
+        self._ascend = {"ascend": create_lazy_jit(self.config, "ascend"),
+                        "ascend_twin": create_lazy_jit(self.config, "ascend_twin")}
         self._kernels: dict = {}
         self._sources: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -72,15 +77,23 @@ class KernelLibrary:
                 self._host_error = exc
         return self._host_error is None
 
-    def backend_for(self, device, has_ascend: bool = False) -> str:
-        """Which implementation serves tensors on ``device`` ("reference", "host" or "ascend")."""
+    def backend_for(self, device, has_ascend: bool = False, op: str | None = None) -> str:
+        """Which implementation serves tensors on ``device`` ("reference", "host" or "ascend").
+
+        ``<PREFIX>_BACKEND=ascend`` takes the Ascend kernel on NPU tensors and the Ascend twin on CPU
+        tensors; an op without one (``has_ascend=False``) raises instead of falling back."""
         forced = self.forced_backend()
         kind = getattr(device, "type", device)
         if forced is not None:
             if forced == "host" and kind != "cpu":
                 raise ValueError(f"{self.env.prefix}_BACKEND=host needs CPU tensors, got device {device}")
-            if forced == "ascend" and kind != "npu":
-                raise ValueError(f"{self.env.prefix}_BACKEND=ascend needs NPU tensors, got device {device}")
+            if forced == "ascend":
+                if kind not in ("npu", "cpu"):
+                    raise ValueError(f"{self.env.prefix}_BACKEND=ascend needs NPU tensors (or CPU tensors for the "
+                                     f"Ascend twin), got device {device}")
+                if not has_ascend:
+                    raise NotImplementedError(f"{self.env.prefix}_BACKEND=ascend: {self.name} has no Ascend kernel "
+                                              f"for {op or 'this op'}")
             return forced
         if kind == "cpu":
             if self.host_available():
@@ -98,6 +111,42 @@ class KernelLibrary:
     @property
     def host_runtime(self) -> Runtime:
         return self._host.get()
+
+    def ascend_runtime(self, twin: bool) -> Runtime:
+        """The Ascend toolchain's runtime (``twin=False``) or the Ascend CPU twin's."""
+        return self._ascend["ascend_twin" if twin else "ascend"].get()
+
+    def ascend_kernel(self, name: str, relative_path, defines: Mapping[str, object] | None = None,
+                      options=None) -> AscendKernelHandle:
+        """The Ascend kernel ``name`` from the package file ``relative_path`` (``#define``s prepended) or
+        from a TileLang PrimFunc (``defines`` must then be empty; its grid becomes the default block
+        count). Compiled on first launch: by the Ascend toolchain for NPU tensors, by the twin for CPU
+        tensors. ``options`` are the chosen toolchain's compiler options."""
+        is_primfunc = hasattr(relative_path, "buffer_map")
+        if is_primfunc and defines:
+            raise ValueError("defines apply to package sources, not to a TileLang PrimFunc")
+        if not is_primfunc and not isinstance(relative_path, str):
+            raise TypeError(f"relative_path must be a package-relative path or a TileLang PrimFunc, "
+                            f"got {type(relative_path).__name__}")
+        if is_primfunc:
+            import tvm
+            key = ("primfunc", tvm.ir.structural_hash(relative_path))
+        else:
+            key = relative_path
+        memo = ("ascend", name, key, tuple(sorted((defines or {}).items())), options)
+        handle = self._kernels.get(memo)
+        if handle is None:
+            if is_primfunc:
+                from .tilelang_route.twin import lower_with_grid
+                lowered, grid = lower_with_grid(relative_path)
+                source = lowered.source
+            else:
+                grid = None
+                source = "".join(f"#define {k} {_define_value(v)}\n" for k, v in memo[3]) + self.source(relative_path)
+            handle = AscendKernelHandle(self, name, source, grid, options, relative_path if is_primfunc else None)
+            with self._lock:
+                self._kernels[memo] = handle
+        return handle
 
     def source(self, relative_path: str) -> str:
         text = self._sources.get(relative_path)
@@ -128,6 +177,51 @@ class KernelLibrary:
             with self._lock:
                 self._kernels[memo] = kernel
         return kernel
+
+
+class AscendKernelHandle:
+    """One Ascend kernel of a library; ``launch(options, *args)`` takes ``AscendLaunchOptions`` and
+    the kernel's arguments like ``AscendKernel.launch``, and runs on the twin when the tensor
+    arguments are CPU tensors, on the NPU when they are NPU tensors. A TileLang kernel takes its
+    tensors in the PrimFunc's parameter order (mapped by name onto the lowered kernel's)."""
+
+    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | None, options, prim_func=None):
+        self.library, self.name, self.source, self.grid, self.options = library, name, source, grid, options
+        self.prim_func = prim_func
+        self._compiled: dict[bool, object] = {}
+
+    def kernel(self, twin: bool):
+        """The compiled kernel for the twin or the NPU (compiled and cached on first use)."""
+        kernel = self._compiled.get(twin)
+        if kernel is None:
+            kernel = self._compiled[twin] = self.library.ascend_runtime(twin).compile(self.name, self.source,
+                                                                                      self.options)
+        return kernel
+
+    def launch(self, options=None, *args):
+        devices = {a.device.type for a in args if hasattr(a, "data_ptr") and hasattr(a, "device")}
+        if len(devices) > 1:
+            raise ValueError(f"{self.library.name}.{self.name}: tensor arguments on several devices {sorted(devices)}")
+        twin = devices != {"npu"}
+        if devices - {"cpu", "npu"}:
+            raise ValueError(f"{self.library.name}.{self.name}: Ascend kernels take NPU or CPU tensors, "
+                             f"got {sorted(devices)}")
+        from .backends.ascend.options import AscendLaunchOptions
+
+        if options is None or options.num_blocks is None:
+            if self.grid is None:
+                raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
+            options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=self.grid))
+        if self.prim_func is not None:
+            from .tilelang_route.twin import kernel_arguments
+            args = kernel_arguments(self.prim_func, self.source, args)
+        runtime = self.library.ascend_runtime(twin)
+        return runtime.launch(self.kernel(twin), options, *args)
+
+    def __call__(self, num_blocks: int | None, *args):
+        from .backends.ascend.options import AscendLaunchOptions
+
+        return self.launch(AscendLaunchOptions(num_blocks=num_blocks), *args)
 
 
 def _define_value(v) -> str:

@@ -10,7 +10,7 @@ from ..env import Env
 from ..errors import DeepJITError
 from ..external import call_compiler
 
-BACKENDS = ("host", "ascend", "cuda")
+BACKENDS = ("host", "ascend", "cuda", "ascend_twin")
 
 
 class Backend:

@@ -9,6 +9,7 @@ entries, their backend table's ``ascend_kernels``); see ``codegen_all``.
 """
 from .hook import compile_ascendc, install, installed, route_config, uninstall
 from .lowering import KINDS, AscendKernelSpec, LoweredKernel, entry_point, kernel_kind, lower
+from .twin import run_on_twin, twin_runtime
 
 __all__ = ["KINDS", "AscendKernelSpec", "LoweredKernel", "compile_ascendc", "entry_point", "install", "installed",
-           "kernel_kind", "lower", "route_config", "uninstall"]
+           "kernel_kind", "lower", "route_config", "run_on_twin", "twin_runtime", "uninstall"]

@@ -1,0 +1,40 @@
+"""What every Ascend kernel family shares: the handle on deepjit (``LIB.ascend_kernel``), whether
+the tensors run on the twin (CPU) or the NPU, the cube-core count that sizes persistent grids, and
+the compile-time dimensions ``compiled_dims`` asks for."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from .._lib import LIB
+
+# Output tile of cube_gemm.h (DG_BLOCK_M x DG_BLOCK_N defaults): sizes the persistent grids.
+BLOCK_M, BLOCK_N = 128, 256
+
+
+def kernel(name: str, relative_path: str, defines: Mapping[str, object]):
+    """The package's Ascend kernel ``name`` from ``deep_gemm/<relative_path>`` with ``defines``
+    (memoised by deepjit; compiled by the twin for CPU tensors, by bisheng for NPU tensors)."""
+    return LIB.ascend_kernel(name, relative_path, defines)
+
+
+def on_twin(t: torch.Tensor) -> bool:
+    return t.device.type != "npu"
+
+
+def num_cube_cores(t: torch.Tensor) -> int:
+    return LIB.ascend_runtime(on_twin(t)).device.get_num_cube_cores()
+
+
+def n_blocks(n: int) -> int:
+    return -(-n // BLOCK_N)
+
+
+def m_blocks(m: int) -> int:
+    return -(-m // BLOCK_M)
+
+
+def shape_defines(compiled_dims: str, **dims: int) -> dict[str, int]:
+    """``DG_SHAPE_<X>`` for each dimension named in ``compiled_dims`` (0 = read at run time)."""
+    return {f"DG_SHAPE_{name.upper()}": int(value) if name in compiled_dims else 0 for name, value in dims.items()}

@@ -1,0 +1,48 @@
+"""Ascend K-grouped contiguous BF16 GEMM (MoE weight gradient): the mixed kernel behind
+``k_grouped_bf16_gemm_tn_contiguous``.
+
+Entry point (for the dispatch table's Ascend column; the canonical arguments of
+``deep_gemm.reference.k_grouped_bf16_gemm_tn``, already validated by ``deep_gemm.k_grouped``)::
+
+    k_grouped_bf16_gemm_tn_contiguous(a, b, d, c, groups, compiled_dims="mn") -> None
+
+- ``a`` ``[sum_K, M]`` and ``b`` ``[sum_K, N]`` BF16 (MN-major); ``d`` and ``c`` ``[G, M, N]`` FP32,
+  ``c`` may be ``d`` (the public wrapper passes ``c = d`` after copying): for each group
+  ``d[g] = c[g] + a[s:e].T @ b[s:e]`` over its K rows ``[s, e)`` from ``groups`` (``KGroups``: host
+  lists ``ks`` and ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
+- One launch of ``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``: tiles over (group, M block,
+  N block), each group's K loop over its own rows, ``c`` added on the vector cores. A group with no
+  K rows has no tile: ``d[g]`` keeps ``c[g]`` (copied here when ``c`` is not ``d``).
+- ``compiled_dims`` may bake M and N into the kernel; K differs per group and stays a run-time value.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from .bf16_gemm import _operand
+
+
+def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor, groups,
+                                      compiled_dims: str = "mn") -> None:
+    g, m, n = d.shape
+    if g == 0 or m == 0 or n == 0:
+        return
+    ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
+    if c.data_ptr() != d.data_ptr():
+        for i in (i for i, k in enumerate(ks) if k == 0):
+            d[i].copy_(c[i])
+    if not any(ks):
+        return
+    at, bt = a.t(), b.t()  # the [M, K] / [N, K] operand views the nt core reads
+    a_mn, lda = _operand(at)
+    b_mn, ldb = _operand(bt)
+    defines = {"DG_A_MN_MAJOR": int(a_mn), "DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": 1, "DG_HAS_C": 1,
+               "DG_K_GROUPED": 1, **shape_defines(compiled_dims.replace("k", ""), m=m, n=n)}
+    k_groups = torch.tensor([[s, k] for s, k in zip(k_starts, ks, strict=True)], dtype=torch.int32, device=d.device)
+    grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
+    kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
+        grid, at, bt, d, c, k_groups, g, m, n, a.size(0), lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
+        ctypes.c_float(1.0))

@@ -1,0 +1,13 @@
+// c_api/asc_simd.h — the twin's AscendC C API umbrella: runtime, system variables, synchronisation,
+// data movement, the cube unit, the vector register API (c_api/reg.h, twin-vec) and, last, the
+// compile-time "not implemented on the Ascend twin" fallbacks for every other asc_* name.
+#pragma once
+
+#include "dj_twin/runtime.h"
+#include "c_api/utils_enum.h"
+#include "c_api/sys_var.h"
+#include "c_api/sync.h"
+#include "c_api/datamove.h"
+#include "c_api/cube.h"
+#include "c_api/reg.h"
+#include "c_api/unimplemented.h"

@@ -1,0 +1,245 @@
+// dj_twin/runtime.h — the Ascend twin's core runtime: the current core's context, its guarded
+// on-chip memories, the bounds checks every intrinsic makes, launch errors, counters and the
+// pipe-flag / mutex / cross-core flag state.
+//
+// Interface used by the other twin headers (keep backward compatible; changes are noted here):
+//   dj_twin::Mem::{UB, L1, L0A, L0B, L0C}          on-chip memories of a core
+//   dj_twin::onchip_base(Mem)                      base address of the current core's memory
+//   dj_twin::check(Mem, const void* p, size_t bytes, const char* op)   on-chip range check
+//   dj_twin::check_gm(const void* p, size_t bytes, const char* op)     global-memory range check
+//   dj_twin::fail(const char* fmt, ...)            stops the launch with a message (never returns)
+//   dj_twin::count_bytes(pipe_t, size_t), count_cube_macs(uint64_t), count_vector_ops(uint64_t)
+//   dj_twin::core()                                the current core (block, kind, sub_block, ...)
+//   dj_twin::onchip_offset(Mem, const void*)       byte offset of p in the current core's memory
+//   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
+//
+// Notes for twin-vec / twin-conf (from twin-core):
+//   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
+//     LaunchCounters (backends/ascend_twin/kernel.py): .counters is the dict
+//     {"bytes": {"PIPE_MTE2": n, ...}, "cube_macs": n, "cube_macs_by_input": {"b16": n, ...},
+//     "vector_ops": n, "wait_ns": n}; .cores has the per-core values.
+//   - simt_api/asc_simt.h has the 1-wide structs (uint1, float1, ...) and the SIMT warp reductions
+//     asc_reduce_add/max/min(float | int32_t | uint32_t) (lanes run as fibers when a kernel names them).
+//   - Hand-written kernels include twin headers with <...> (the include tracker rejects quotes).
+//   - Environment: DJ_TWIN_WAIT_TIMEOUT (seconds a cross-core wait may block, default 10),
+//     DJ_TWIN_POISON=1 (on-chip memories start as 0xFF bytes instead of zeros), <PREFIX>_JIT_TWIN_OPT_LEVEL
+//     (default 1), <PREFIX>_JIT_TWIN_CPP_STANDARD (default 20); AscendLaunchOptions.num_launch_timeout_secs
+//     (default <PREFIX>_JIT_LAUNCH_TIMEOUT = 300) bounds a whole launch.
+//   - Cross-block sync (asc_sync_block_* / asc_sync_inter_* / asc_sync_subblock_*) is not implemented:
+//     its grouping semantics are not pinned down by the docs; a kernel using it does not compile.
+//
+// Model: every core (AIC or AIV) of every block is one OS thread that executes its instructions in
+// program order, so a pipe is never ahead of another one: flags and locks are checked for
+// discipline (a wait whose set never happened can never be satisfied and is reported at once), and
+// cross-core flags really block. Errors are recorded once per launch; every other core stops at its
+// next intrinsic or wait. On-chip pointers are real host pointers into mmap'd regions surrounded by
+// PROT_NONE guard pages (see launch.h for the SIGSEGV handler that turns a stray dereference into a
+// launch error).
+#pragma once
+
+#include <atomic>
+#include <cassert>
+#include <condition_variable>
+#include <csetjmp>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "dj_twin/types.h"
+
+// The address-space and kernel qualifiers of the AscendC dialect mean nothing on the host.
+#define __gm__
+#define __ubuf__
+#define __cbuf__
+#define __ca__
+#define __cb__
+#define __cc__
+#define __fbuf__
+#define __sbuf__
+#define __global__
+#define __aicore__
+#define __vector__
+#define __cube__
+#define __mix__(...)
+#define __simt_vf__
+#define __simt_callee__
+#define __simd_vf__
+#define __simd_callee__
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __SIMT_DEVICE_FUNCTIONS_DECL__
+#ifndef __NPU_ARCH__
+#define __NPU_ARCH__ 3510
+#endif
+
+// The hardware pipes (the compiler's built-in pipe_t, values as the CCE compiler numbers them).
+enum pipe_t : int {
+  PIPE_S = 0, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_MTE4, PIPE_MTE5, PIPE_V2,
+  PIPE_FIX, VIRTUAL_PIPE_MTE2_L1A, VIRTUAL_PIPE_MTE2_L1B, PIPE_NUM
+};
+enum event_t : int {
+  EVENT_ID0 = 0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7
+};
+
+namespace dj_twin {
+
+// dav-3510 (Ascend 950) per-core memory sizes, from asc-devkit
+// impl/basic_api/utils/kernel_utils_constants.h (the __NPU_ARCH__ == 3510 branch: TOTAL_UB_SIZE
+// 248 KiB, TOTAL_L1_SIZE 512 KiB, TOTAL_L0C_SIZE 256 KiB; TOTAL_L0A_SIZE / TOTAL_L0B_SIZE 64 KiB for
+// every arch). Core counts: 32 AIC + 64 AIV (asc-devkit examples, data_copy.asc ARCH_3510).
+enum class Mem : uint8_t { UB = 0, L1, L0A, L0B, L0C, Count };
+inline constexpr size_t kMemSize[] = {248 * 1024, 512 * 1024, 64 * 1024, 64 * 1024, 256 * 1024};
+inline constexpr const char* kMemName[] = {"UB", "L1", "L0A", "L0B", "L0C"};
+inline constexpr int kNumAic = 32, kNumAiv = 64;
+inline constexpr int kNumPipes = PIPE_NUM;
+inline constexpr const char* kPipeName[] = {"PIPE_S", "PIPE_V", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3",
+                                            "PIPE_ALL", "PIPE_MTE4", "PIPE_MTE5", "PIPE_V2", "PIPE_FIX",
+                                            "VIRTUAL_PIPE_MTE2_L1A", "VIRTUAL_PIPE_MTE2_L1B"};
+inline const char* pipe_name(int p) { return p >= 0 && p < kNumPipes ? kPipeName[p] : "PIPE_?"; }
+
+enum class CoreKind : uint8_t { AIC = 0, AIV = 1 };
+enum class KernelKind : uint8_t { Vector, Cube, Mix };
+
+inline constexpr int kNumEvents = 16;     // flag ids per (src pipe, dst pipe)
+inline constexpr int kNumMutexes = 32;    // asc_lock ids [0, 31]
+inline constexpr int kNumIntraIds = 32;   // cross-core flag counters per core
+inline constexpr int kIntraMax = 15;      // 4-bit counters
+
+struct Counters {
+  uint64_t bytes[PIPE_NUM];   // bytes moved by each pipe's data mover
+  uint64_t cube_macs;         // multiply-accumulates issued to the cube unit
+  uint64_t cube_macs_by_input[4];  // the same by input width: FP32, 16-bit, 8-bit, 4-bit (rates differ)
+  uint64_t vector_ops;        // vector element-operations
+  uint64_t wait_ns;           // time blocked in cross-core waits
+};
+
+struct Block;
+struct Launch;
+
+struct Core {
+  Launch* launch = nullptr;
+  Block* block = nullptr;
+  int block_idx = 0, num_blocks = 0;
+  CoreKind kind = CoreKind::AIV;
+  int sub_block = 0;                     // AIV 0/1 within a mixed block; 0 for the AIC
+  uint8_t* mem[int(Mem::Count)] = {};    // base of each memory (PROT_NONE when the core lacks it)
+  bool has_mem[int(Mem::Count)] = {};
+  Counters counters{};
+  uint16_t flags[PIPE_NUM][PIPE_NUM][kNumEvents] = {};  // pending asc_sync_notify counts
+  int8_t mutex_mode[kNumMutexes];        // -1 free, else the lock mode held
+  uint8_t mutex_pipe[kNumMutexes] = {};
+  uint8_t intra[kNumIntraIds] = {};      // this core's cross-core flag counters (guarded by block->mu)
+  // Special registers the intrinsics read (set by asc_set_* in sys_var.h / datamove.h).
+  uint64_t ctrl = 0;                     // CTRL (asc_set_ctrl); bit 60 = 0 enables saturation modes
+  uint64_t gm2l1_nz_para = 0;            // MTE2_NZ_PARA (asc_set_gm2l1_nz_para)
+  uint16_t l0c_nd_num = 1, l0c_src_nd_stride = 0, l0c_dst_nd_stride = 0;  // asc_set_l0c_copy_nz_para
+  uint32_t pad_val = 0;                  // asc_set_copy_pad_val
+  uint64_t l0c_quant_pre = 0;            // asc_set_l0c_copy_prequant (scalar quant scale)
+  // MX scales of L0A / L0B (E8M0 bytes): a data tile at L0x offset o has its scales at o / 16.
+  uint8_t mx_scale[2][64 * 1024 / 16] = {};
+  sigjmp_buf exit_jmp;                   // fail() and the fault handler jump here
+  const char* core_name() const;
+  Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
+};
+
+// The cores of one block share the cross-core flag state.
+struct Block {
+  std::mutex mu;
+  std::condition_variable cv;
+  Core* aic = nullptr;
+  Core* aiv[2] = {nullptr, nullptr};
+};
+
+struct Launch {
+  const char* kernel = "";
+  KernelKind kind = KernelKind::Vector;
+  int num_blocks = 0;
+  double wait_timeout_s = 10.0;
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  char message[2048] = {};
+};
+
+inline thread_local Core* tls_core = nullptr;
+
+inline Core& core() {
+  if (!tls_core) {
+    std::fprintf(stderr, "dj_twin: an AscendC intrinsic ran outside a twin launch\n");
+    std::abort();
+  }
+  return *tls_core;
+}
+
+inline const char* Core::core_name() const {
+  if (kind == CoreKind::AIC) return "AIC";
+  return sub_block ? "AIV1" : "AIV0";
+}
+
+// Records the first error of the launch (later ones are dropped) and wakes every waiting core.
+void record_failure(Launch& l, const char* text);
+
+[[noreturn]] inline void vfail(const char* fmt, va_list ap) {
+  Core& c = core();
+  char body[1400];
+  std::vsnprintf(body, sizeof body, fmt, ap);
+  char text[1800];
+  std::snprintf(text, sizeof text, "kernel %s, block %d, core %s: %s", c.launch->kernel, c.block_idx, c.core_name(),
+                body);
+  record_failure(*c.launch, text);
+  siglongjmp(c.exit_jmp, 1);
+}
+
+[[noreturn]] inline void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(fmt, ap);
+}
+
+// Stops this core when another core of the launch has failed.
+inline void poll() {
+  Core& c = core();
+  if (c.launch->failed.load(std::memory_order_relaxed)) siglongjmp(c.exit_jmp, 2);
+}
+
+inline uint8_t* onchip_base(Mem m) { return core().mem[int(m)]; }
+
+inline int64_t onchip_offset(Mem m, const void* p) {
+  return int64_t(reinterpret_cast<uintptr_t>(p)) - int64_t(reinterpret_cast<uintptr_t>(core().mem[int(m)]));
+}
+
+inline void check(Mem m, const void* p, size_t bytes, const char* op) {
+  Core& c = core();
+  if (c.launch->failed.load(std::memory_order_relaxed)) siglongjmp(c.exit_jmp, 2);
+  int64_t off = onchip_offset(m, p);
+  if (!c.has_mem[int(m)]) fail("%s: %s is not a memory of the %s core (offset %lld)", op, kMemName[int(m)],
+                               c.core_name(), (long long)off);
+  if (off < 0 || uint64_t(off) + bytes > kMemSize[int(m)])
+    fail("%s: buffer %s offset %lld, %zu bytes, is outside [0, %zu)", op, kMemName[int(m)], (long long)off, bytes,
+         kMemSize[int(m)]);
+}
+
+// Global memory: the launch's guarded copies of the tensor arguments (defined in launch.h).
+void check_gm(const void* p, size_t bytes, const char* op);
+
+inline void count_bytes(pipe_t pipe, size_t bytes) { core().counters.bytes[int(pipe)] += bytes; }
+inline void count_cube_macs(uint64_t macs) { core().counters.cube_macs += macs; }
+// input_bits: 32, 16, 8 or 4 (the operands' element width).
+inline void count_cube_macs(uint64_t macs, int input_bits) {
+  Counters& k = core().counters;
+  k.cube_macs += macs;
+  k.cube_macs_by_input[input_bits >= 32 ? 0 : input_bits >= 16 ? 1 : input_bits >= 8 ? 2 : 3] += macs;
+}
+inline void count_vector_ops(uint64_t elements) { core().counters.vector_ops += elements; }
+
+inline bool is_aic() { return core().kind == CoreKind::AIC; }
+inline bool is_aiv() { return core().kind == CoreKind::AIV; }
+
+}  // namespace dj_twin
+
+// The kernel-visible block index (a per-thread copy of the core's block index).
+inline thread_local int32_t block_idx = 0;
+inline thread_local int32_t block_num = 0;

@@ -1,0 +1,484 @@
+// simt_api/asc_simt.h — SIMT regions on the twin: asc_vf_call<f>(cce::dim3(n), args...) runs f once
+// per lane on the calling vector core, threadIdx / blockIdx / blockDim / gridDim, the small vector
+// structs (float2, int4, ...) with element-wise arithmetic, make_*, and the lane barrier
+// asc_syncthreads and warp shuffles.
+//
+// Lanes run as a plain loop (lane 0, 1, ... in order) unless the toolchain defines
+// DJ_TWIN_SIMT_FIBERS (it does when the source names a barrier or shuffle): then each lane is a
+// ucontext fiber that runs until it reaches a barrier, and a barrier releases when every live lane
+// of the call has reached it. A barrier some lanes never reach (they returned) is a launch error.
+// Warp size 32; a shuffle exchanges values among the 32 lanes of a warp (a barrier for all lanes).
+#pragma once
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "dj_twin/runtime.h"
+#include "dj_twin/types.h"
+
+namespace cce {
+struct dim3 {
+  uint32_t x, y, z;
+  constexpr dim3(uint32_t x_ = 1, uint32_t y_ = 1, uint32_t z_ = 1) : x(x_), y(y_), z(z_) {}  // NOLINT
+};
+}  // namespace cce
+using cce::dim3;
+
+namespace dj_twin {
+struct Index3 { uint32_t x = 0, y = 0, z = 0; };
+}  // namespace dj_twin
+
+inline thread_local ::dj_twin::Index3 threadIdx;
+inline thread_local ::dj_twin::Index3 blockDim;
+inline thread_local ::dj_twin::Index3 blockIdx;
+inline thread_local ::dj_twin::Index3 gridDim;
+
+// ---- vector structs (aligned like the device's, so a float2 access is one 8-byte access) ---- --------------------------------------------------------------------------------
+// Integer-only element-wise operators (templates, so float structs never instantiate them).
+#define DJ_TWIN_VEC_INT_OP(NAME, OP, ...)                                                            \
+  template <typename U = NAME>                                                                      \
+  inline U operator OP(U a, NAME b) { return U{__VA_ARGS__}; }
+#define DJ_TWIN_VEC1(NAME, T)                                                                       \
+  struct NAME { T x; };                                                                             \
+  inline NAME make_##NAME(T x) { return NAME{x}; }                                                   \
+  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x)}; }                               \
+  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x)}; }                               \
+  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x)}; }                               \
+  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x)}; }
+#define DJ_TWIN_VEC2(NAME, T)                                                                       \
+  struct alignas(2 * sizeof(T)) NAME { T x, y; };                                                                          \
+  inline NAME make_##NAME(T x, T y) { return NAME{x, y}; }                                           \
+  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x), T(a.y + b.y)}; }                 \
+  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x), T(a.y - b.y)}; }                 \
+  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x), T(a.y * b.y)}; }                 \
+  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x), T(a.y / b.y)}; }
+#define DJ_TWIN_VEC4(NAME, T)                                                                       \
+  struct alignas(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16) NAME { T x, y, z, w; };                                                                    \
+  inline NAME make_##NAME(T x, T y, T z, T w) { return NAME{x, y, z, w}; }                           \
+  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x), T(a.y + b.y), T(a.z + b.z), T(a.w + b.w)}; } \
+  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x), T(a.y - b.y), T(a.z - b.z), T(a.w - b.w)}; } \
+  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x), T(a.y * b.y), T(a.z * b.z), T(a.w * b.w)}; } \
+  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x), T(a.y / b.y), T(a.z / b.z), T(a.w / b.w)}; }
+
+DJ_TWIN_VEC1(char1, int8_t)
+DJ_TWIN_VEC1(uchar1, uint8_t)
+DJ_TWIN_VEC1(short1, int16_t)
+DJ_TWIN_VEC1(ushort1, uint16_t)
+DJ_TWIN_VEC1(int1, int32_t)
+DJ_TWIN_VEC1(uint1, uint32_t)
+DJ_TWIN_VEC1(long1, int64_t)
+DJ_TWIN_VEC1(ulong1, uint64_t)
+DJ_TWIN_VEC1(longlong1, int64_t)
+DJ_TWIN_VEC1(ulonglong1, uint64_t)
+DJ_TWIN_VEC1(float1, float)
+DJ_TWIN_VEC2(char2, int8_t)
+DJ_TWIN_VEC2(uchar2, uint8_t)
+DJ_TWIN_VEC2(short2, int16_t)
+DJ_TWIN_VEC2(ushort2, uint16_t)
+DJ_TWIN_VEC2(int2, int32_t)
+DJ_TWIN_VEC2(uint2, uint32_t)
+DJ_TWIN_VEC2(long2, int64_t)
+DJ_TWIN_VEC2(ulong2, uint64_t)
+DJ_TWIN_VEC2(longlong2, int64_t)
+DJ_TWIN_VEC2(ulonglong2, uint64_t)
+DJ_TWIN_VEC2(float2, float)
+DJ_TWIN_VEC4(char4, int8_t)
+DJ_TWIN_VEC4(uchar4, uint8_t)
+DJ_TWIN_VEC4(short4, int16_t)
+DJ_TWIN_VEC4(ushort4, uint16_t)
+DJ_TWIN_VEC4(int4, int32_t)
+DJ_TWIN_VEC4(uint4, uint32_t)
+DJ_TWIN_VEC4(longlong4, int64_t)
+DJ_TWIN_VEC4(ulonglong4, uint64_t)
+DJ_TWIN_VEC4(float4, float)
+DJ_TWIN_VEC_INT_OP(char1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(char1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(char1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(char1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(char1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(char1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(uchar1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(uchar1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(uchar1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(uchar1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(uchar1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(uchar1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(short1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(short1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(short1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(short1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(short1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(short1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(ushort1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(ushort1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(ushort1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(ushort1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(ushort1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(ushort1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(int1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(int1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(int1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(int1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(int1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(int1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(uint1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(uint1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(uint1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(uint1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(uint1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(uint1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(long1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(long1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(long1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(long1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(long1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(long1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(ulong1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(ulong1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(ulong1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(ulong1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(ulong1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(ulong1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(longlong1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(longlong1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(longlong1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(longlong1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(longlong1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(longlong1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(ulonglong1, %, decltype(a.x)(a.x % b.x))
+DJ_TWIN_VEC_INT_OP(ulonglong1, &, decltype(a.x)(a.x & b.x))
+DJ_TWIN_VEC_INT_OP(ulonglong1, |, decltype(a.x)(a.x | b.x))
+DJ_TWIN_VEC_INT_OP(ulonglong1, ^, decltype(a.x)(a.x ^ b.x))
+DJ_TWIN_VEC_INT_OP(ulonglong1, <<, decltype(a.x)(a.x << b.x))
+DJ_TWIN_VEC_INT_OP(ulonglong1, >>, decltype(a.x)(a.x >> b.x))
+DJ_TWIN_VEC_INT_OP(char2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(char2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(char2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(char2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(char2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(char2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(uchar2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(uchar2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(uchar2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(uchar2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(uchar2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(uchar2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(short2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(short2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(short2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(short2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(short2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(short2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(ushort2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(ushort2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(ushort2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(ushort2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(ushort2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(ushort2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(int2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(int2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(int2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(int2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(int2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(int2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(uint2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(uint2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(uint2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(uint2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(uint2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(uint2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(long2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(long2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(long2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(long2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(long2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(long2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(ulong2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(ulong2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(ulong2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(ulong2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(ulong2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(ulong2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(longlong2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(longlong2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(longlong2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(longlong2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(longlong2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(longlong2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(ulonglong2, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y))
+DJ_TWIN_VEC_INT_OP(ulonglong2, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y))
+DJ_TWIN_VEC_INT_OP(ulonglong2, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y))
+DJ_TWIN_VEC_INT_OP(ulonglong2, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y))
+DJ_TWIN_VEC_INT_OP(ulonglong2, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y))
+DJ_TWIN_VEC_INT_OP(ulonglong2, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y))
+DJ_TWIN_VEC_INT_OP(char4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(char4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(char4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(char4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(char4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(char4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(uchar4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(uchar4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(uchar4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(uchar4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(uchar4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(uchar4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(short4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(short4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(short4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(short4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(short4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(short4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(ushort4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(ushort4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(ushort4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(ushort4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(ushort4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(ushort4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(int4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(int4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(int4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(int4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(int4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(int4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(uint4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(uint4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(uint4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(uint4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(uint4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(uint4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(longlong4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(longlong4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(longlong4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(longlong4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(longlong4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(longlong4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+DJ_TWIN_VEC_INT_OP(ulonglong4, %, decltype(a.x)(a.x % b.x), decltype(a.y)(a.y % b.y), decltype(a.z)(a.z % b.z), decltype(a.w)(a.w % b.w))
+DJ_TWIN_VEC_INT_OP(ulonglong4, &, decltype(a.x)(a.x & b.x), decltype(a.y)(a.y & b.y), decltype(a.z)(a.z & b.z), decltype(a.w)(a.w & b.w))
+DJ_TWIN_VEC_INT_OP(ulonglong4, |, decltype(a.x)(a.x | b.x), decltype(a.y)(a.y | b.y), decltype(a.z)(a.z | b.z), decltype(a.w)(a.w | b.w))
+DJ_TWIN_VEC_INT_OP(ulonglong4, ^, decltype(a.x)(a.x ^ b.x), decltype(a.y)(a.y ^ b.y), decltype(a.z)(a.z ^ b.z), decltype(a.w)(a.w ^ b.w))
+DJ_TWIN_VEC_INT_OP(ulonglong4, <<, decltype(a.x)(a.x << b.x), decltype(a.y)(a.y << b.y), decltype(a.z)(a.z << b.z), decltype(a.w)(a.w << b.w))
+DJ_TWIN_VEC_INT_OP(ulonglong4, >>, decltype(a.x)(a.x >> b.x), decltype(a.y)(a.y >> b.y), decltype(a.z)(a.z >> b.z), decltype(a.w)(a.w >> b.w))
+#undef DJ_TWIN_VEC_INT_OP
+#undef DJ_TWIN_VEC1
+#undef DJ_TWIN_VEC2
+#undef DJ_TWIN_VEC4
+
+// ---- lanes -----------------------------------------------------------------------------------------
+namespace dj_twin {
+
+inline constexpr uint32_t kWarpSize = 32;
+inline constexpr size_t kLaneStack = 128 * 1024;
+
+struct Lane {
+  ucontext_t ctx;
+  uint8_t* stack = nullptr;
+  bool done = false, at_barrier = false;
+  uint32_t x, y, z;
+  alignas(16) uint8_t slot[16];  // a shuffle's deposited value
+};
+
+struct Lanes {
+  std::vector<Lane> lanes;
+  ucontext_t scheduler;
+  Lane* current = nullptr;
+  void (*body)(void*) = nullptr;
+  void* arg = nullptr;
+  ~Lanes() {
+    for (Lane& l : lanes)
+      if (l.stack) munmap(l.stack - 4096, kLaneStack + 4096);
+  }
+};
+
+inline thread_local Lanes* tls_lanes = nullptr;
+
+inline void lane_entry() {
+  Lanes& ls = *tls_lanes;
+  ls.body(ls.arg);
+  ls.current->done = true;
+  swapcontext(&ls.current->ctx, &ls.scheduler);
+}
+
+inline void set_lane_index(const Lane& l) {
+  threadIdx.x = l.x;
+  threadIdx.y = l.y;
+  threadIdx.z = l.z;
+}
+
+// Runs body(arg) for every lane of dims as fibers, switching at barriers.
+inline void run_lanes_as_fibers(const cce::dim3& dims, void (*body)(void*), void* arg) {
+  static thread_local Lanes pool;
+  Lanes& ls = pool;
+  size_t n = size_t(dims.x) * dims.y * dims.z;
+  if (ls.lanes.size() < n) ls.lanes.resize(n);
+  ls.body = body;
+  ls.arg = arg;
+  tls_lanes = &ls;
+  for (size_t i = 0; i < n; ++i) {
+    Lane& l = ls.lanes[i];
+    if (!l.stack) {
+      void* mem = mmap(nullptr, kLaneStack + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED) fail("asc_vf_call: cannot map a stack for SIMT lane %zu", i);
+      mprotect(mem, 4096, PROT_NONE);  // overflow guard
+      l.stack = static_cast<uint8_t*>(mem) + 4096;
+    }
+    l.done = l.at_barrier = false;
+    l.x = uint32_t(i % dims.x);
+    l.y = uint32_t(i / dims.x % dims.y);
+    l.z = uint32_t(i / (size_t(dims.x) * dims.y));
+    getcontext(&l.ctx);
+    l.ctx.uc_stack.ss_sp = l.stack;
+    l.ctx.uc_stack.ss_size = kLaneStack;
+    l.ctx.uc_link = nullptr;
+    makecontext(&l.ctx, lane_entry, 0);
+  }
+  for (;;) {
+    size_t finished = 0, waiting = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Lane& l = ls.lanes[i];
+      if (!l.done && !l.at_barrier) {
+        ls.current = &l;
+        set_lane_index(l);
+        swapcontext(&ls.scheduler, &l.ctx);
+      }
+      finished += l.done;
+      waiting += l.at_barrier;
+    }
+    if (finished == n) break;
+    if (finished)
+      fail("asc_vf_call: %zu of %zu SIMT lanes wait at a barrier (asc_syncthreads / shuffle) that %zu finished "
+           "lanes never reach", waiting, n, finished);
+    for (size_t i = 0; i < n; ++i) ls.lanes[i].at_barrier = false;
+  }
+  tls_lanes = nullptr;
+}
+
+inline Lanes& barrier_lanes(const char* op) {
+  if (!tls_lanes)
+    fail("%s: SIMT lanes run as a loop here; the twin toolchain runs them as fibers when the kernel source names "
+         "asc_syncthreads / __syncthreads / asc_shfl*", op);
+  return *tls_lanes;
+}
+
+inline void lane_barrier(const char* op) {
+  Lanes& ls = barrier_lanes(op);
+  Lane* me = ls.current;
+  me->at_barrier = true;
+  swapcontext(&me->ctx, &ls.scheduler);
+  set_lane_index(*me);
+}
+
+template <typename T>
+inline T shfl(T value, int (*source_of)(int lane, int arg, int width), int arg, int width, const char* op) {
+  static_assert(sizeof(T) <= 16, "shuffled values are at most 16 bytes");
+  Lanes& ls = barrier_lanes(op);
+  Lane* me = ls.current;
+  std::memcpy(me->slot, &value, sizeof(T));
+  lane_barrier(op);
+  size_t index = size_t(me - ls.lanes.data());
+  int lane = int(index % kWarpSize);
+  if (width <= 0 || width > int(kWarpSize) || (width & (width - 1))) fail("%s: width %d is not a power of two <= 32",
+                                                                          op, width);
+  int src = source_of(lane, arg, width);
+  size_t src_index = index - size_t(lane) + size_t(src);
+  T out = value;
+  if (src >= 0 && src < int(kWarpSize) && src_index < ls.lanes.size()) std::memcpy(&out, ls.lanes[src_index].slot, sizeof(T));
+  lane_barrier(op);
+  return out;
+}
+
+}  // namespace dj_twin
+
+template <auto F, typename... Args>
+inline void asc_vf_call(cce::dim3 dims, Args... args) {
+  using namespace dj_twin;
+  poll();
+  blockDim.x = dims.x;
+  blockDim.y = dims.y;
+  blockDim.z = dims.z;
+  blockIdx.x = uint32_t(core().block_idx);
+  gridDim.x = uint32_t(core().num_blocks);
+  const uint64_t lanes = uint64_t(dims.x) * dims.y * dims.z;
+  if (lanes == 0 || lanes > 2048) fail("asc_vf_call: %llu lanes (the chip allows 1..2048)", (unsigned long long)lanes);
+#ifdef DJ_TWIN_SIMT_FIBERS
+  struct Call {
+    std::tuple<Args...> args;
+    static void run(void* self) { std::apply(F, static_cast<Call*>(self)->args); }
+  } call{std::tuple<Args...>(args...)};
+  run_lanes_as_fibers(dims, &Call::run, &call);
+#else
+  for (uint32_t z = 0; z < dims.z; ++z)
+    for (uint32_t y = 0; y < dims.y; ++y)
+      for (uint32_t x = 0; x < dims.x; ++x) {
+        threadIdx.x = x;
+        threadIdx.y = y;
+        threadIdx.z = z;
+        F(args...);
+      }
+#endif
+  threadIdx = {};
+}
+
+inline void asc_syncthreads() { ::dj_twin::lane_barrier("asc_syncthreads"); }
+inline void __syncthreads() { ::dj_twin::lane_barrier("__syncthreads"); }
+inline void asc_threadfence() {}
+
+template <typename T>
+inline T asc_shfl_xor(T value, int lane_mask, int width = 32) {
+  return ::dj_twin::shfl(value, [](int lane, int arg, int w) { return (lane & ~(w - 1)) | ((lane ^ arg) & (w - 1)); },
+                         lane_mask, width, "asc_shfl_xor");
+}
+template <typename T>
+inline T asc_shfl(T value, int src_lane, int width = 32) {
+  return ::dj_twin::shfl(value, [](int lane, int arg, int w) { return (lane & ~(w - 1)) + (arg & (w - 1)); },
+                         src_lane, width, "asc_shfl");
+}
+template <typename T>
+inline T asc_shfl_down(T value, int delta, int width = 32) {
+  return ::dj_twin::shfl(value, [](int lane, int arg, int w) {
+    return ((lane & (w - 1)) + arg < w) ? lane + arg : lane; }, delta, width, "asc_shfl_down");
+}
+template <typename T>
+inline T asc_shfl_up(T value, int delta, int width = 32) {
+  return ::dj_twin::shfl(value, [](int lane, int arg, int w) {
+    return ((lane & (w - 1)) - arg >= 0) ? lane - arg : lane; }, delta, width, "asc_shfl_up");
+}
+
+#include "simt_api/math.h"
+
+// ---- warp reductions (every lane of a warp gets the reduction of the warp's values) ---------------
+namespace dj_twin {
+template <typename T, typename Op>
+inline T warp_reduce(T value, Op op, const char* name) {
+  Lanes& ls = barrier_lanes(name);
+  Lane* me = ls.current;
+  std::memcpy(me->slot, &value, sizeof(T));
+  lane_barrier(name);
+  size_t index = size_t(me - ls.lanes.data()), first = index - index % kWarpSize;
+  size_t last = first + kWarpSize < ls.lanes.size() ? first + kWarpSize : ls.lanes.size();
+  T acc;
+  std::memcpy(&acc, ls.lanes[first].slot, sizeof(T));
+  for (size_t i = first + 1; i < last; ++i) {
+    T v;
+    std::memcpy(&v, ls.lanes[i].slot, sizeof(T));
+    acc = op(acc, v);
+  }
+  lane_barrier(name);
+  return acc;
+}
+}  // namespace dj_twin
+
+#define DJ_TWIN_WARP_REDUCE(T)                                                                               \
+  inline T asc_reduce_add(T v) { return ::dj_twin::warp_reduce(v, [](T a, T b) { return T(a + b); }, "asc_reduce_add"); } \
+  inline T asc_reduce_max(T v) { return ::dj_twin::warp_reduce(v, [](T a, T b) { return a < b ? b : a; }, "asc_reduce_max"); } \
+  inline T asc_reduce_min(T v) { return ::dj_twin::warp_reduce(v, [](T a, T b) { return b < a ? b : a; }, "asc_reduce_min"); }
+DJ_TWIN_WARP_REDUCE(float)
+DJ_TWIN_WARP_REDUCE(int32_t)
+DJ_TWIN_WARP_REDUCE(uint32_t)
+#undef DJ_TWIN_WARP_REDUCE

@@ -1,0 +1,175 @@
+"""A twin kernel: the shared object the twin toolchain built, launched like ``AscendKernel`` with
+``(AscendLaunchOptions, *args)``. Tensor arguments are CPU tensors; each is copied into guarded
+global memory for the launch and copied back only when the launch succeeds. A failure raises
+``TwinLaunchError`` naming kernel, block, core, buffer, offset and operation."""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+
+from ...errors import DeepJITError
+from ..args import pack_ascend_args
+from ..ascend.options import AscendLaunchOptions
+
+BINARY = "kernel.so"
+ABI_VERSION = 3
+# dj_twin/runtime.h pipe_t, in order.
+PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX", "MTE2_L1A", "MTE2_L1B")
+WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
+DEFAULT_WAIT_TIMEOUT_SECS = 10.0
+_ERR_LEN = 4096
+
+
+class TwinLaunchError(DeepJITError):
+    """A twin launch stopped: out-of-bounds access, sync error, timeout or a not-implemented mode."""
+
+
+@dataclass
+class CoreCounters:
+    block: int
+    core: str                     # "AIC", "AIV0", "AIV1" (a vector-only kernel's cores are "AIV0")
+    bytes: dict = field(default_factory=dict)  # pipe name -> bytes moved
+    cube_macs: int = 0
+    cube_macs_by_input: dict = field(default_factory=dict)  # "fp32" / "b16" / "b8" / "b4" -> MACs
+    vector_ops: int = 0
+    wait_seconds: float = 0.0
+
+
+@dataclass
+class LaunchCounters:
+    """What one launch did, per core and in total (for roofline estimates, never timings)."""
+    kernel: str
+    num_blocks: int
+    cores: list
+
+    def total_bytes(self, pipe: str) -> int:
+        return sum(c.bytes.get(pipe, 0) for c in self.cores)
+
+    @property
+    def cube_macs(self) -> int:
+        return sum(c.cube_macs for c in self.cores)
+
+    @property
+    def vector_ops(self) -> int:
+        return sum(c.vector_ops for c in self.cores)
+
+    @property
+    def wait_seconds(self) -> float:
+        return sum(c.wait_seconds for c in self.cores)
+
+    def cube_macs_by_input(self) -> dict:
+        out: dict = {}
+        for c in self.cores:
+            for k, v in c.cube_macs_by_input.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    @property
+    def counters(self) -> dict:
+        """Totals over all cores as plain values: bytes per pipe (``PIPE_MTE2``, ...), cube MACs (also
+        by input width), vector element-ops and nanoseconds spent in cross-core waits."""
+        return {"bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
+                "cube_macs": self.cube_macs, "cube_macs_by_input": self.cube_macs_by_input(),
+                "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9)}
+
+
+def wait_timeout() -> float:
+    raw = os.environ.get(WAIT_TIMEOUT_ENV, "")
+    if not raw:
+        return DEFAULT_WAIT_TIMEOUT_SECS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise DeepJITError(f"{WAIT_TIMEOUT_ENV} must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise DeepJITError(f"{WAIT_TIMEOUT_ENV} must be positive, got {raw!r}")
+    return value
+
+
+def _tensor_span(index: int, t) -> tuple[int, int]:
+    """(address, bytes) of the memory a tensor argument's elements occupy."""
+    if t.device.type != "cpu":
+        raise TypeError(f"argument {index}: the Ascend twin runs on CPU tensors, got device {t.device}")
+    if t.numel() == 0:
+        return t.data_ptr(), 0
+    if any(s < 0 for s in t.stride()):
+        raise ValueError(f"argument {index}: negative strides are not supported")
+    extent = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
+    return t.data_ptr(), extent * t.element_size()
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping tensors (views of one buffer) share one global region."""
+    out: list[list[int]] = []
+    for addr, size in sorted(spans):
+        if out and addr <= out[-1][0] + out[-1][1]:
+            out[-1][1] = max(out[-1][1], addr + size - out[-1][0])
+        else:
+            out.append([addr, size])
+    return [(a, s) for a, s in out]
+
+
+class TwinKernel:
+    def __init__(self, path: str):
+        so = os.path.join(path, BINARY)
+        if not os.path.isfile(so):
+            raise DeepJITError(f"missing Ascend twin binary: {so}")
+        self.path = path
+        self._lib = ctypes.CDLL(so, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        abi = ctypes.c_int.in_dll(self._lib, "dj_twin_abi_version").value
+        if abi != ABI_VERSION:
+            raise DeepJITError(f"{so}: twin ABI version {abi}, expected {ABI_VERSION}")
+        self.name = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, "dj_twin_kernel_name"))).value.decode()
+        self.kind = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, "dj_twin_kernel_kind"))).value.decode()
+        self._words = ctypes.c_int.in_dll(self._lib, "dj_twin_counter_words").value
+        self._fn = self._lib.dj_twin_launch
+        u64p = ctypes.POINTER(ctypes.c_uint64)
+        self._fn.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
+                             ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t, u64p]
+        self._fn.restype = ctypes.c_int
+
+    @property
+    def cores_per_block(self) -> int:
+        return 3 if self.kind == "mix" else 1
+
+    def launch(self, options: AscendLaunchOptions, *args) -> LaunchCounters:
+        """Runs every block; returns the launch's counters. ``options.num_blocks`` is required;
+        ``num_launch_timeout_secs`` (> 0) stops a launch that runs longer at its next intrinsic."""
+        if not isinstance(options, AscendLaunchOptions):
+            raise TypeError(f"options must be AscendLaunchOptions, got {type(options).__name__}")
+        options.validate(False)
+        payload = pack_ascend_args(args)
+        spans = _merge([_tensor_span(i, a) for i, a in enumerate(args)
+                        if hasattr(a, "data_ptr") and hasattr(a, "device")])
+        n = len(spans)
+        addrs = (ctypes.c_uint64 * max(n, 1))(*[a for a, _ in spans])
+        sizes = (ctypes.c_uint64 * max(n, 1))(*[s for _, s in spans])
+        cores = options.num_blocks * self.cores_per_block
+        counters = (ctypes.c_uint64 * (cores * self._words))()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(),
+                      float(options.num_launch_timeout_secs), err, _ERR_LEN, counters)
+        if rc != 0:
+            raise TwinLaunchError(f"Ascend twin launch of {self.name} ({options.num_blocks} blocks) failed: "
+                                  f"{err.value.decode(errors='replace')}")
+        return self._counters(options.num_blocks, counters)
+
+    def _counters(self, num_blocks: int, raw) -> LaunchCounters:
+        out = []
+        npipes = len(PIPES)
+        for i in range(num_blocks * self.cores_per_block):
+            w = raw[i * self._words:(i + 1) * self._words]
+            name = "AIC" if w[1] == 0 else f"AIV{w[2]}"
+            by_input = {k: w[6 + npipes + j] for j, k in enumerate(("fp32", "b16", "b8", "b4")) if w[6 + npipes + j]}
+            out.append(CoreCounters(block=w[0], core=name, bytes={p: w[3 + j] for j, p in enumerate(PIPES) if w[3 + j]},
+                                    cube_macs=w[3 + npipes], cube_macs_by_input=by_input, vector_ops=w[4 + npipes],
+                                    wait_seconds=w[5 + npipes] * 1e-9))
+        return LaunchCounters(self.name, num_blocks, out)
+
+    def __call__(self, num_blocks: int, *args) -> LaunchCounters:
+        return self.launch(AscendLaunchOptions(num_blocks=num_blocks, num_ubuf_bytes=0, num_launch_timeout_secs=0),
+                           *args)
+
+    def __repr__(self):
+        return f"TwinKernel({self.name} [{self.kind}] @ {self.path})"

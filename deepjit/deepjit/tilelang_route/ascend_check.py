@@ -1,0 +1,189 @@
+"""``python -m deepjit.tilelang_route.ascend_check`` (``make ascend-check``): every registered Ascend
+kernel that has a reference runs on the CPU twin and is compared with it; each line also gives a
+roofline estimate from the twin's counters at dav-3510's published rates.
+
+Kernels come from DeepJIT's samples, the conformance suite and each library's
+``<import name>.ascend.codegen``: its ``cases()`` (conformance ``Case`` objects: build + inputs +
+reference) are run; plain ``kernels()`` specs without a reference are listed as not checked. The run
+fails (exit status 1) when any kernel mismatches or errors, after trying them all.
+
+The roofline is an estimate, not a measurement: the twin counts bytes, MACs and vector element-ops;
+the time each unit would need at the published rate (per-core share for the cores the launch uses)
+says which unit bounds the kernel. The twin knows nothing of latency, overlap or bank conflicts."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .codegen_all import LIBRARY_MODULES
+from .conformance import CASES as CONFORMANCE_CASES
+from .conformance import Case, check_outputs
+from .conformance.samples import CASES as SAMPLE_CASES
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Ascend 950 (dav-3510) whole-chip rates used by the estimate."""
+    aic_cores: int = 32
+    aiv_cores: int = 64
+    cube_flops: dict = None  # per operand class, dense FLOP/s for the whole chip (1 MAC = 2 FLOP)
+    hbm_bytes_per_s: float = 1.6e12  # Ascend 950PR HBM (HiBL 1.0)
+    vector_ops_per_s: float = 64 * 1.65e9 * 64  # 64 FP32 lanes/cycle per AIV at an assumed 1.65 GHz, x64 AIV
+
+    def cube_rate(self, operand: str) -> float:
+        table = self.cube_flops or {"bf16": 432e12, "fp8": 865e12, "fp4": 1730e12}
+        return table[operand]
+
+
+RATES = Rates()
+GM_PIPES = ("PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX")  # movers that touch global memory (FIX: L0C->GM and ->UB)
+
+
+def cube_operand(source: str) -> str:
+    """Which cube rate applies, from the operand types the kernel's mmad reads."""
+    if "mmad_mx" in source or "blockscaled" in source:
+        return "fp4" if "e2m1" in source else "fp8"
+    return "bf16"
+
+
+def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, rates: Rates = RATES) -> dict | None:
+    """Seconds each unit needs for the counted work at its per-core share of the chip's rate, and the
+    bounding unit. ``counters``: ``{"bytes": {pipe: n}, "cube_macs": n, "vector_ops": n}`` summed over
+    the launch's cores; None when the twin gave none."""
+    if not counters:
+        return None
+    aic = num_blocks if kind in ("cube", "mix") else 0
+    aiv = num_blocks * (2 if kind == "mix" else 1) if kind in ("vector", "mix") else 0
+    used_share = min(1.0, max(aic / rates.aic_cores, aiv / rates.aiv_cores))
+    gm_bytes = sum(counters.get("bytes", {}).get(p, 0) for p in GM_PIPES)
+    times = {
+        "cube": 2 * counters.get("cube_macs", 0) / (rates.cube_rate(operand) * aic / rates.aic_cores) if aic else 0.0,
+        "hbm": gm_bytes / (rates.hbm_bytes_per_s * used_share) if used_share else 0.0,
+        "vector": counters.get("vector_ops", 0) / (rates.vector_ops_per_s * aiv / rates.aiv_cores) if aiv else 0.0,
+    }
+    bound = max(times, key=times.get)
+    return {**times, "bound": bound if times[bound] > 0 else "none"}
+
+
+def format_roofline(estimate: dict | None) -> str:
+    if estimate is None:
+        return "roofline: n/a (no counters)"
+    parts = ", ".join(f"{u} {estimate[u] * 1e6:.3f} us" for u in ("cube", "hbm", "vector"))
+    return f"roofline estimate, not a measurement: {parts} -> {estimate['bound']}-bound"
+
+
+def _counters(result) -> dict | None:
+    """The twin's launch counters (``LaunchCounters``: per core) summed into the dict ``roofline`` takes."""
+    counters = getattr(result, "counters", result)
+    if hasattr(counters, "cores"):
+        pipes = sorted({p for core in counters.cores for p in core.bytes})
+        return {"bytes": {p: counters.total_bytes(p) for p in pipes}, "cube_macs": counters.cube_macs,
+                "vector_ops": counters.vector_ops}
+    return counters if isinstance(counters, dict) else None
+
+
+def num_blocks(func) -> int:
+    """The launch's block count: the extent of the PrimFunc's ``blockIdx.x`` binding (T.Kernel(n))."""
+    found = re.search(r'thread_binding\((\d+), thread="blockIdx.x"\)', func.script())
+    return int(found.group(1)) if found else 1
+
+
+def run_case(case: Case, seed: int = 0) -> dict:
+    """Runs one case on the twin; ``{"ok", "failures", "seconds", "roofline"}``."""
+    from . import lower, run_on_twin
+
+    func = case.build()
+    source = lower(func).source
+    args = [t.clone() for t in case.inputs(torch.Generator().manual_seed(seed))]
+    expected = case.reference(*[t.clone() for t in args])
+    start = time.perf_counter()
+    result = run_on_twin(func, *args)
+    seconds = time.perf_counter() - start
+    failures = check_outputs(case, args, expected)
+    estimate = roofline(_counters(result), case.kind, num_blocks(func), cube_operand(source))
+    return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
+
+
+def library_cases(module_names: Sequence[str] = LIBRARY_MODULES, log=print) -> list[tuple[str, Case]]:
+    """``(library, case)`` for every library that registers ``cases()``; the others are noted."""
+    found = []
+    for name in module_names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                log(f"note: {name} not found; skipped")
+                continue
+            raise
+        library = name.split(".")[0]
+        if hasattr(module, "cases"):
+            found += [(library, c) for c in module.cases()]
+        elif hasattr(module, "kernels"):
+            for spec in module.kernels():
+                log(f"note: {library}.{spec.name} has no reference registered (no cases()); not checked")
+    return found
+
+
+def all_cases(log=print) -> list[tuple[str, Case]]:
+    return ([("deepjit.samples", c) for c in SAMPLE_CASES] + [("deepjit.conformance", c) for c in CONFORMANCE_CASES]
+            + library_cases(log=log))
+
+
+def _selected(cases: Sequence[tuple[str, Case]], only: str | None) -> list[tuple[str, Case]]:
+    return [(lib, c) for lib, c in cases if not only or only in f"{lib}.{c.name}"]
+
+
+def run(cases: Sequence[tuple[str, Case]], only: str | None = None, log=print) -> list[dict]:
+    """Runs every case; raises SystemExit(1) listing the failures after trying them all. A case with a
+    ``known_gap`` that fails is listed as XFAIL (not a failure); one that passes is a failure (XPASS: the
+    twin has the feature now, drop the note)."""
+    results, failed = [], []
+    for library, case in _selected(cases, only):
+        label = f"{library}.{case.name}"
+        try:
+            outcome = run_case(case)
+        except Exception as exc:  # noqa: BLE001 - an error is a failure of this kernel; keep going
+            outcome = {"ok": False, "failures": [f"error: {exc}"], "seconds": 0.0, "roofline": None}
+        outcome["name"], outcome["known_gap"] = label, bool(case.known_gap)
+        results.append(outcome)
+        if case.known_gap:
+            status = "XPASS" if outcome["ok"] else "XFAIL"
+        else:
+            status = "PASS" if outcome["ok"] else "FAIL"
+        log(f"{status} {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms | {format_roofline(outcome['roofline'])}")
+        if status == "XFAIL":
+            log(f"     known twin gap: {case.known_gap}")
+        elif status == "XPASS":
+            failed.append(label)
+            log(f"     passes now: remove its known_gap ({case.known_gap})")
+        elif status == "FAIL":
+            failed.append(label)
+            for line in outcome["failures"]:
+                log(f"     {line}")
+    passed = sum(r["ok"] and not r["known_gap"] for r in results)
+    gaps = sum(r["known_gap"] for r in results)
+    log(f"{passed} of {len(results) - gaps} Ascend kernel(s) match their reference on the twin, {gaps} known twin "
+        f"gap(s) (rooflines are estimates at dav-3510 published rates, not measurements)")
+    if failed:
+        log("failed: " + ", ".join(failed))
+        raise SystemExit(1)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="only kernels whose '<library>.<name>' contains this text")
+    args = parser.parse_args(argv)
+    run(all_cases(), only=args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

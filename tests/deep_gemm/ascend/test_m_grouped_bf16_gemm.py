@@ -1,0 +1,86 @@
+"""deep_gemm's hand-written Ascend M-grouped contiguous BF16 GEMM (psum layout,
+deep_gemm/ascend/m_grouped_bf16_gemm.*) on deepjit's Ascend twin, against
+deep_gemm.reference.m_grouped_bf16_gemm_nt at upstream's BF16 tolerance.
+
+Layouts are built as ``deep_gemm.grouped`` validates them (exclusive end rows, groups starting at
+``align(end[g-1], alignment)``): the NVIDIA alignment 128 with a zero-sized group and ragged
+groups, Ascend's 256 with groups shorter and longer than a tile, and nn (B MN-major)."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deep_gemm import reference
+from deep_gemm._operands import GroupedRows
+from deep_gemm.ascend.m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous
+from deep_gemm.grouped import _psum_row_groups
+from deep_gemm.testing import calc_diff
+
+SENTINEL = -7.0
+# (rows per group, alignment, M, N, K)
+CASES = [([100, 0, 72, 130], 128, 640, 72, 200), ([300, 40], 256, 768, 256, 128), ([17], 256, 256, 40, 48)]
+
+
+def _rows(counts, alignment: int, m: int) -> GroupedRows:
+    ends, end = [], 0
+    for g, count in enumerate(counts):
+        start = 0 if g == 0 else -(-end // alignment) * alignment
+        end = start + count
+        ends.append(end)
+    row_group, layout = _psum_row_groups(torch.tensor(ends, dtype=torch.int32), m, alignment, "end_rows")
+    return GroupedRows(row_group, layout, True, alignment)
+
+
+def _run(counts, alignment, m, n, k, zero_padding=True, b_mn_major=False, dtype=torch.bfloat16):
+    rows = _rows(counts, alignment, m)
+    a = torch.randn(m, k).bfloat16()
+    g = len(counts)
+    b = torch.randn(g, k, n).bfloat16().transpose(1, 2) if b_mn_major else torch.randn(g, n, k).bfloat16()
+    d = torch.full((m, n), SENTINEL, dtype=dtype)
+    ref = d.clone()
+    reference.m_grouped_bf16_gemm_nt(a, b, ref, rows, zero_padding)
+    m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, zero_padding, compiled_dims="")
+    valid = rows.row_group >= 0
+    diff = calc_diff(d[valid], ref[valid])
+    assert diff < 1e-5, f"groups {counts} align {alignment}: calc_diff {diff}"
+    torch.testing.assert_close(d[valid].float(), ref[valid].float(), rtol=8e-3, atol=1e-2)
+    # rows outside every group: zero with zero_padding, else untouched
+    assert torch.equal(d[~valid], ref[~valid])
+    return d
+
+
+@pytest.mark.parametrize(("counts", "alignment", "m", "n", "k"), CASES)
+def test_psum_groups(counts, alignment, m, n, k):
+    _run(counts, alignment, m, n, k)
+
+
+@settings(max_examples=5, deadline=None)
+@given(counts=st.lists(st.integers(0, 200), min_size=1, max_size=4), n=st.integers(1, 300),
+       k=st.integers(1, 160))
+def test_random_groups(counts, n, k):
+    alignment = 128
+    m = sum(-(-c // alignment) * alignment for c in counts) + alignment
+    _run(counts, alignment, m, n, k)
+
+
+def test_gap_rows_kept_without_zero_padding():
+    d = _run([100, 0, 72, 130], 128, 640, 72, 200, zero_padding=False)
+    assert torch.all(d[100:128] == SENTINEL) and torch.all(d[640 - 126:] == SENTINEL)
+
+
+def test_nn_b_mn_major_fp32_out():
+    _run([300, 40], 256, 768, 256, 128, b_mn_major=True, dtype=torch.float32)
+
+
+def test_all_groups_empty_writes_only_padding():
+    _run([0, 0], 256, 256, 40, 48)
+    _run([0, 0], 256, 256, 40, 48, zero_padding=False)
+
+
+def test_m_indices_layout_has_no_kernel():
+    rows = GroupedRows(torch.zeros(128, dtype=torch.int64), torch.zeros(128, dtype=torch.int32), False, 128)
+    d = torch.full((128, 16), SENTINEL)
+    with pytest.raises(NotImplementedError, match="psum"):
+        m_grouped_bf16_gemm_nt_contiguous(torch.zeros(128, 32, dtype=torch.bfloat16),
+                                          torch.zeros(1, 16, 32, dtype=torch.bfloat16), d, rows, True)
+    assert torch.all(d == SENTINEL)

@@ -1,0 +1,85 @@
+"""``make ascend-check``: the driver's pass/fail accounting and exit status, and the roofline arithmetic
+(an estimate at dav-3510's published rates, labelled as such)."""
+import dataclasses
+
+import pytest
+import torch
+
+from deepjit.tilelang_route import ascend_check
+from deepjit.tilelang_route.conformance import BY_NAME
+
+
+def test_roofline_picks_the_bounding_unit():
+    # 4 cube blocks of 32 AIC: 1/8 of the chip. 2^24 MACs at 432 TFLOP/s / 8 vs 1 MiB at 1.6 TB/s / 8.
+    est = ascend_check.roofline({"bytes": {"PIPE_MTE2": 1 << 20, "PIPE_MTE1": 1 << 30}, "cube_macs": 1 << 24,
+                                 "vector_ops": 0}, "cube", 4, "bf16")
+    assert est["cube"] == pytest.approx(2 * (1 << 24) / (432e12 / 8))
+    assert est["hbm"] == pytest.approx((1 << 20) / (1.6e12 / 8))  # MTE1 (L1->L0) is on-chip: not HBM
+    assert est["vector"] == 0 and est["bound"] == "hbm"
+    fp8 = ascend_check.roofline({"bytes": {}, "cube_macs": 1 << 24}, "cube", 4, "fp8")
+    assert fp8["cube"] == pytest.approx(est["cube"] / 865 * 432) and fp8["bound"] == "cube"
+    assert ascend_check.roofline(None, "cube", 1, "bf16") is None
+    text = ascend_check.format_roofline(est)
+    assert "estimate, not a measurement" in text and "hbm-bound" in text
+
+
+def test_cube_operand_and_block_count_from_the_kernel():
+    from deepjit.tilelang_route import lower
+    mx = BY_NAME["gemm_mx_fp8"].build()
+    assert ascend_check.cube_operand(lower(mx).source) == "fp8"
+    assert ascend_check.num_blocks(BY_NAME["gemm_pipelined_fp16"].build()) == 4
+    assert ascend_check.num_blocks(mx) == 1
+
+
+def test_driver_passes_and_fails(run_on_twin, capsys):
+    good = BY_NAME["copy_strided_2d"]
+    wrong = dataclasses.replace(good, name="copy_strided_2d_wrong_reference",
+                                reference=lambda a, b: {1: a[3:19, 8:48] + 1})
+    results = ascend_check.run([("deepjit.conformance", good)])
+    assert [r["ok"] for r in results] == [True]
+    with pytest.raises(SystemExit) as exc:
+        ascend_check.run([("deepjit.conformance", good), ("fake_lib", wrong)])
+    assert exc.value.code == 1
+    out = capsys.readouterr().out
+    assert "PASS deepjit.conformance.copy_strided_2d" in out
+    assert "FAIL fake_lib.copy_strided_2d_wrong_reference" in out and "differ bitwise" in out
+    assert "1 of 2 Ascend kernel(s) match" in out and "not measurements" in out
+
+
+def test_known_twin_gaps_are_expected_failures(run_on_twin, capsys):
+    good = BY_NAME["copy_strided_2d"]
+    gap = dataclasses.replace(good, name="copy_strided_2d_gap", known_gap="twin: something not implemented",
+                              reference=lambda a, b: {1: a[3:19, 8:48] + 1})
+    results = ascend_check.run([("deepjit.conformance", good), ("fake_lib", gap)])
+    assert [r["ok"] for r in results] == [True, False]
+    out = capsys.readouterr().out
+    assert "XFAIL fake_lib.copy_strided_2d_gap" in out and "known twin gap: twin: something" in out
+    assert "1 of 1 Ascend kernel(s) match" in out and "1 known twin gap(s)" in out
+    fixed = dataclasses.replace(good, name="copy_strided_2d_fixed", known_gap="twin: was missing")
+    with pytest.raises(SystemExit):
+        ascend_check.run([("fake_lib", fixed)])
+    assert "XPASS fake_lib.copy_strided_2d_fixed" in capsys.readouterr().out
+
+
+def test_command_line_runs_the_samples(run_on_twin, capsys):
+    assert ascend_check.main(["--only", "deepjit.samples.vector_add"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS deepjit.samples.vector_add [vector]" in out and "1 of 1" in out
+
+
+def test_library_registries(monkeypatch):
+    import sys
+    import types
+    notes = []
+    with_cases = types.ModuleType("fake_lib_c.ascend.codegen")
+    with_cases.cases = lambda: [BY_NAME["copy_ragged_1d"]]
+    specs_only = types.ModuleType("fake_lib_d.ascend.codegen")
+    specs_only.kernels = lambda: [BY_NAME["copy_ragged_1d"].spec()]
+    monkeypatch.setitem(sys.modules, "fake_lib_c.ascend.codegen", with_cases)
+    monkeypatch.setitem(sys.modules, "fake_lib_d.ascend.codegen", specs_only)
+    found = ascend_check.library_cases(["fake_lib_c.ascend.codegen", "fake_lib_d.ascend.codegen",
+                                        "no_such_lib.ascend.codegen"], log=notes.append)
+    assert [(lib, c.name) for lib, c in found] == [("fake_lib_c", "copy_ragged_1d")]
+    assert any("fake_lib_d.copy_ragged_1d has no reference" in n for n in notes)
+    assert any("no_such_lib.ascend.codegen not found" in n for n in notes)
+    assert torch.is_tensor(BY_NAME["copy_ragged_1d"].inputs(torch.Generator().manual_seed(0))[0])

@@ -1,0 +1,97 @@
+// Drives the twin's vector register API (through TileLang's simd_inst.h wrappers) on one fake AIV core;
+// reads float32 inputs from stdin and writes each op's raw result bytes to stdout for test_vec_ops.py.
+#include <cstdio>
+#include <vector>
+
+#include "c_api/asc_simd.h"
+
+// The element-type names simd_inst.h maps to registers (common.h gets them from the SIMT headers).
+using fp8_e4_t = float8_e4m3_t;
+struct fp8_e5_t { uint8_t bits; };
+struct float4_e1m2x2_t { uint8_t bits; };
+
+#include <tl_templates/ascend/simd_inst.h>
+
+namespace V = simd_inst;
+
+void dj_twin::record_failure(Launch& l, const char* text) {
+  std::snprintf(l.message, sizeof l.message, "%s", text);
+  l.failed = true;
+}
+
+static uint8_t ub[248 * 1024] __attribute__((aligned(64)));
+
+template <class T> static void emit(const T* p, size_t n) { std::fwrite(p, sizeof(T), n, stdout); }
+
+int main() {
+  dj_twin::Launch launch;
+  launch.kernel = "test_vec_ops";
+  dj_twin::Core core;
+  core.launch = &launch;
+  core.mem[int(dj_twin::Mem::UB)] = ub;
+  core.has_mem[int(dj_twin::Mem::UB)] = true;
+  dj_twin::tls_core = &core;
+
+  float* x = reinterpret_cast<float*>(ub);  // 64 inputs
+  if (std::fread(x, 4, 64, stdin) != 64) return 2;
+  __ubuf__ float* src = x;
+  vector_bool all32 = asc_create_mask_b32(PAT_ALL);
+
+  // 1. f32 -> bf16 RNE, PART_EVEN, then pack the low halves (nd2nz_copy.h's sequence): 64 bf16.
+  auto r = V::vlds_norm(src, 0);
+  auto bf = V::vcvt<bfloat16_t>(r, all32, ROUND_R, RS_DISABLE, PART_EVEN, MODE_ZEROING);
+  auto packed = V::vpack<uint16_t>((V::vec_t<uint32_t>&)bf, LOWER);
+  __ubuf__ uint16_t* out16 = reinterpret_cast<uint16_t*>(ub + 4096);
+  V::vsts_norm<uint16_t>(packed, out16, 0, asc_create_mask_b16(PAT_VL64));
+  emit(out16, 64);
+
+  // 2. f32 -> e4m3 saturating, parts P0..P3 OR-ed: byte 4i+p = x[i] for each part p.
+  vector_f8e4m3 acc;
+  for (int p = 0; p < 4; ++p) {
+    vector_f8e4m3 q;
+    if (p == 0) q = V::vcvt<fp8_e4_t>(r, all32, ROUND_R, RS_ENABLE, PART_P0, MODE_ZEROING);
+    if (p == 1) q = V::vcvt<fp8_e4_t>(r, all32, ROUND_R, RS_ENABLE, PART_P1, MODE_ZEROING);
+    if (p == 2) q = V::vcvt<fp8_e4_t>(r, all32, ROUND_R, RS_ENABLE, PART_P2, MODE_ZEROING);
+    if (p == 3) q = V::vcvt<fp8_e4_t>(r, all32, ROUND_R, RS_ENABLE, PART_P3, MODE_ZEROING);
+    for (int k = 0; k < 256; ++k) acc.e[k] |= q.e[k];
+  }
+  emit(acc.e, 256);
+
+  // 3. tail mask of 37 lanes: max, min (value + index) and sum of those lanes.
+  uint32_t count = 37;
+  vector_bool tail = asc_update_mask_b32(count);  // the C API decrements count (TileLang's wrapper copies it)
+  auto mx = V::vcmax(r, tail, MODE_ZEROING);
+  auto mn = V::vcmin(r, tail, MODE_ZEROING);
+  auto sm = V::vcadd(r, tail, MODE_ZEROING);
+  emit(mx.e, 2);
+  emit(mn.e, 2);
+  emit(sm.e, 1);
+  emit(&count, 1);
+
+  // 4. where(x > 0.5, x * 2 + 1, -x) with compare/select/axpy.
+  auto gt = V::vcmps_gt(r, 0.5f, all32);
+  auto one = V::vdup(1.0f, all32, MODE_ZEROING);
+  V::vaxpy(one, r, 2.0f, all32, MODE_ZEROING);
+  auto neg = V::vneg(r, all32, MODE_ZEROING);
+  auto sel = V::vsel(one, neg, gt);
+  emit(sel.e, 64);
+
+  // 5. bf16 -> f32 even/odd halves re-interleaved (nd2nz_copy.h's widening): 128 floats back.
+  __ubuf__ bfloat16_t* bsrc = reinterpret_cast<bfloat16_t*>(ub + 8192);
+  for (int i = 0; i < 128; ++i) bsrc[i] = bfloat16_t(x[i % 64] * float(i + 1));
+  auto b = V::vlds_norm(bsrc, 0);
+  auto lo = V::vcvt<float>(b, asc_create_mask_b16(PAT_ALL), PART_EVEN, MODE_ZEROING);
+  auto hi = V::vcvt<float>(b, asc_create_mask_b16(PAT_ALL), PART_ODD, MODE_ZEROING);
+  auto [h0, h1] = V::vintlv(lo, hi);
+  emit(h0.e, 64);
+  emit(h1.e, 64);
+
+  // 6. A load past the end of UB stops the launch with the op and offset named.
+  if (sigsetjmp(core.exit_jmp, 1) == 0) {
+    (void)V::vlds_norm(reinterpret_cast<float*>(ub + sizeof ub - 128), 0);
+    std::fprintf(stderr, "no error\n");
+  } else {
+    std::fprintf(stderr, "%s\n", launch.message);
+  }
+  return 0;
+}

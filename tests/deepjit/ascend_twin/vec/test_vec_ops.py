@@ -1,0 +1,77 @@
+"""The twin's vector register API (c_api/reg*.h) through TileLang's simd_inst.h wrappers, on one fake AIV
+core: casts (f32->bf16 RNE + pack, f32->e4m3 saturating in the four byte parts, bf16->f32 even/odd +
+interleave), tail-masked max/min/sum, compare/select/axpy, and the UB bounds check. Compared with torch."""
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+HERE = pathlib.Path(__file__).parent
+INCLUDE = HERE.parents[3] / "deepjit" / "deepjit" / "backends" / "ascend_twin" / "include"
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    tilelang = pytest.importorskip("tilelang")
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ is not installed")
+    tl_src = pathlib.Path(tilelang.__file__).parent / "src"
+    out = tmp_path_factory.mktemp("vec") / "test_vec_ops"
+    subprocess.run([cxx, "-std=c++20", "-O1", f"-I{INCLUDE}", f"-I{tl_src}", str(HERE / "test_vec_ops.cpp"),
+                    "-o", str(out)], check=True, capture_output=True, text=True)
+    return out
+
+
+def run(binary, x):
+    proc = subprocess.run([str(binary)], input=x.astype(np.float32).tobytes(), capture_output=True, check=True)
+    out, pos = proc.stdout, 0
+
+    def take(dtype, n):
+        nonlocal pos
+        a = np.frombuffer(out, dtype=dtype, count=n, offset=pos)
+        pos += a.nbytes
+        return a
+    res = dict(bf16=take(np.uint16, 64), e4m3=take(np.uint8, 256), max=take(np.uint32, 2), min=take(np.uint32, 2),
+               sum=take(np.float32, 1), count=take(np.uint32, 1), sel=take(np.float32, 64),
+               wide=take(np.float32, 128))
+    assert pos == len(out)
+    return res, proc.stderr.decode()
+
+
+def inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.rand(64, generator=g) * 6 - 3)
+    # RNE ties for bf16 (odd and even mantissa), e4m3 overflow (saturates) and a subnormal.
+    x[40:46] = torch.tensor([1.00390625, 1.01171875, -1.00390625, 1000.0, -1000.0, 1e-40])
+    x[3] = x[11] = x[:37].max()  # a tied maximum: the smallest index wins
+    return x
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vec_ops_match_torch(binary, seed):
+    x = inputs(seed)
+    res, err = run(binary, x.numpy())
+    bf = x.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(res["bf16"], bf)
+
+    e4 = x.to(torch.float8_e4m3fn).view(torch.uint8).numpy()  # torch saturates overflow too
+    np.testing.assert_array_equal(res["e4m3"], np.repeat(e4, 4))
+
+    head = x[:37]
+    assert res["max"][0] == np.float32(head.max()).view(np.uint32) and res["max"][1] == int(head.argmax())
+    assert res["max"][1] == 3
+    assert res["min"][0] == np.float32(head.min()).view(np.uint32) and res["min"][1] == int(head.argmin())
+    np.testing.assert_allclose(res["sum"][0], float(head.double().sum()), rtol=1e-6)
+    assert res["count"][0] == 0
+
+    want = torch.where(x > 0.5, torch.addcmul(torch.ones(64), x, torch.full((64,), 2.0)), -x)
+    np.testing.assert_array_equal(res["sel"], want.numpy())
+
+    b = torch.stack([x.repeat(2)[i] * float(i + 1) for i in range(128)]).to(torch.bfloat16)
+    np.testing.assert_array_equal(res["wide"], b.float().numpy())
+
+    assert "asc_loadalign: buffer UB offset 253824, 256 bytes, is outside [0, 253952)" in err

@@ -1,0 +1,20 @@
+"""Helpers of the Ascend kernel tests: every kernel runs on deepjit's Ascend CPU twin (CPU tensors) and
+is compared with tile_kernels' reference; the Ascend int16 packed-UE8M0 expectation is built from the
+reference's FP32 scales."""
+import torch
+import torch.nn.functional as F
+
+
+def ascend_packed_ue8m0(sf_fp32: torch.Tensor) -> torch.Tensor:
+    """Reference FP32 ``(Mb, Kb)`` scales -> the Ascend int16 form: logical ``(Mb, ceil(Kb/2))``, column-major
+    storage ``(ceil(Kb/2), Mb)``, byte j of word i = biased exponent of block 2i + j (a missing block 0)."""
+    exps = ((sf_fp32.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+    exps = F.pad(exps, (0, exps.shape[1] % 2)).contiguous()
+    words = exps.view(torch.int16)
+    return words.T.contiguous().T
+
+
+def unpack_ascend_ue8m0(sf: torch.Tensor) -> torch.Tensor:
+    """Ascend int16 packed scales -> FP32 ``(Mb, 2 * words)`` (for the reference cast-back)."""
+    b = sf.contiguous().view(torch.uint8).to(torch.int32)
+    return (b << 23).view(torch.float32)

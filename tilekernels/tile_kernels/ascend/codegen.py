@@ -1,0 +1,33 @@
+"""tile_kernels' TileLang Ascend kernels at representative shapes, for ``make ascend-codegen``
+(``deepjit.tilelang_route.codegen_all``). Every one is a vector-core (AIV) kernel."""
+from deepjit.tilelang_route import AscendKernelSpec
+
+from . import block_cast, cast_back, expand, reduce, routing
+
+TOKENS, HIDDEN = 4096, 7168
+
+
+def kernels() -> list[AscendKernelSpec]:
+    specs = [
+        ("per_token_cast_e4m3_bf16_npc128", lambda: block_cast.build(TOKENS, HIDDEN, "bfloat16", "e4m3", 1, 128,
+                                                                      False, "row", 0)),
+        ("per_token_cast_e4m3_bf16_npc32_ue8m0", lambda: block_cast.build(TOKENS, HIDDEN, "bfloat16", "e4m3", 1, 32,
+                                                                           True, "ue8m0", 0)),
+        ("per_token_cast_e2m1_bf16_npc32", lambda: block_cast.build(TOKENS, HIDDEN, "bfloat16", "e2m1", 1, 32,
+                                                                     True, "row", 0)),
+        ("per_block_cast_e4m3_fp32_128x128", lambda: block_cast.build(TOKENS, HIDDEN, "float32", "e4m3", 128, 128,
+                                                                       False, "col", TOKENS // 128)),
+        ("per_channel_cast_e4m3_bf16_128", lambda: block_cast.build(TOKENS, HIDDEN, "bfloat16", "e4m3", 128, 1,
+                                                                     False, "row", 0)),
+        ("cast_back_e4m3_ue8m0_npc32_bf16", lambda: cast_back.build(TOKENS, HIDDEN, False, "bf16", 1, 32, "packed",
+                                                                     (HIDDEN // 64, TOKENS * 2), 2)),
+        ("cast_back_e2m1_npc32_fp32", lambda: cast_back.build(TOKENS, HIDDEN, True, "fp32", 1, 32, "row",
+                                                               (TOKENS, HIDDEN // 32), 1)),
+        ("topk_gate_256x8", lambda: routing.build_topk_gate(TOKENS, 256, 8)),
+        ("top2_sum_gate_sigmoid_256x8_g8x4", lambda: routing.build_top2_sum_gate(TOKENS, 256, 8, 8, 4, 0, 2.5, "sigmoid",
+                                                                                0, 1, 256)),
+        ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8)),
+        ("reduce_fused_bf16_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "bfloat16", True)),
+        ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
+    ]
+    return [AscendKernelSpec(name, build, "vector") for name, build in specs]
