@@ -13,6 +13,8 @@ from __future__ import annotations
 from deepjit import BackendTable, Impl
 
 from . import _lib, host, reference
+from .ascend import bf16_gemm as ascend_bf16, fp8_mx_gemm as ascend_fp8
+from .ascend import k_grouped_bf16_gemm as ascend_k_grouped, m_grouped_bf16_gemm as ascend_m_grouped
 
 
 # ---- adapters: canonical arguments -> host entry points -------------------------------------------
@@ -121,6 +123,19 @@ for _name, _adapter, _supports, _accepts in (
     ("fp8_bmm", _fp8_bmm, "FP8 operands with scales on both sides", _fp8_bmm_accepts),
 ):
     TABLE.register(_name, reference=getattr(reference, _name), host=_host(_adapter, _supports, _accepts))
+
+
+# The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
+_ASCEND = {
+    "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
+    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "E4M3 K-major with UE8M0 scales per 32 K, no c, no alpha",
+                            lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b, c, alpha) is None),
+    "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous, "BF16, psum row layout",
+                                   lambda a, b, d, rows, zero_padding: rows.use_psum_layout),
+    "k_grouped_bf16_gemm_tn": Impl(ascend_k_grouped.k_grouped_bf16_gemm_tn_contiguous, "BF16, in-place FP32 c"),
+}
+for _name, _impl in _ASCEND.items():
+    TABLE.add_ascend(_name, _impl)
 
 
 def run(name: str, device, *args):

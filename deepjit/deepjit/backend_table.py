@@ -70,6 +70,14 @@ class BackendTable:
         self._ops[name] = entry
         return entry
 
+    def add_ascend(self, name: str, ascend) -> OpEntry:
+        """Gives registered op ``name`` its Ascend implementation (a callable or an ``Impl``)."""
+        entry = self[name]
+        if entry.ascend is not None:
+            raise DeepJITError(f"{self.library.name}: op {name!r} already has an Ascend implementation")
+        entry = self._ops[name] = OpEntry(entry.name, entry.reference, entry.host, _impl(ascend))
+        return entry
+
     def __getitem__(self, name: str) -> OpEntry:
         try:
             return self._ops[name]
@@ -93,8 +101,9 @@ class BackendTable:
         """The backend that serves op ``name`` for tensors on ``device``."""
         entry = self[name]
         try:
-            chosen = self.library.backend_for(device, has_ascend=entry.ascend is not None)
-        except ValueError:
+            chosen = self.library.backend_for(device, has_ascend=entry.ascend is not None,
+                                              op=f"{self.library.name}.{name}")
+        except (ValueError, NotImplementedError):
             self._forced_absent(entry)  # name the op when the op is what lacks the backend
             raise
         if entry.impl(chosen) is None:

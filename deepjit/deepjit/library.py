@@ -133,7 +133,7 @@ class KernelLibrary:
             key = ("primfunc", tvm.ir.structural_hash(relative_path))
         else:
             key = relative_path
-        memo = ("ascend", name, key, tuple(sorted((defines or {}).items())), options)
+        memo = ("ascend", name, key, tuple(sorted((defines or {}).items())), None if options is None else options.memo_token())
         handle = self._kernels.get(memo)
         if handle is None:
             if is_primfunc:

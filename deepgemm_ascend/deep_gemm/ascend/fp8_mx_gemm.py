@@ -33,7 +33,7 @@ def ascend_scales(sf: torch.Tensor) -> torch.Tensor:
     return exponents.contiguous().view(torch.int16)
 
 
-def _unsupported(a, b, c, alpha) -> str | None:
+def unsupported(a, b, c, alpha) -> str | None:
     for name, op in (("a", a), ("b", b)):
         if op.fp4 or op.data.dtype != torch.float8_e4m3fn:
             return f"{name}: only E4M3 FP8 operands"
@@ -48,7 +48,7 @@ def _unsupported(a, b, c, alpha) -> str | None:
 
 def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: float | None = None,
                 compiled_dims: str = "nk") -> None:
-    reason = _unsupported(a, b, c, alpha)
+    reason = unsupported(a, b, c, alpha)
     if reason:
         raise NotImplementedError(f"fp8_fp4_gemm_nt on Ascend: {reason}")
     m, n, k = a.mn, b.mn, a.k

@@ -1,7 +1,8 @@
 """Launching tile_kernels' TileLang Ascend kernels through deepjit.
 
 Each kernel module builds a PrimFunc per static shape (``functools.lru_cache`` keeps it; deepjit's
-cache keeps the compiled kernel). CPU tensors run on deepjit's Ascend CPU twin."""
+cache keeps the compiled kernel). ``KernelLibrary.ascend_kernel`` compiles it with the Ascend toolchain
+for NPU tensors and runs it on deepjit's Ascend CPU twin for CPU tensors."""
 from __future__ import annotations
 
 import torch
@@ -9,9 +10,6 @@ import torch
 
 def launch(prim_func, *tensors: torch.Tensor) -> None:
     """Runs ``prim_func`` with ``tensors`` (contiguous, in the PrimFunc's parameter order) as global memory."""
-    from deepjit.tilelang_route import run_on_twin
+    from .._lib import LIB
 
-    if any(t.device.type != "cpu" for t in tensors):
-        raise NotImplementedError("tile_kernels' Ascend kernels run on CPU tensors through the twin until "
-                                  "deepjit's KernelLibrary.ascend_kernel launches them on NPUs")
-    run_on_twin(prim_func, *tensors)
+    LIB.ascend_kernel(prim_func.attrs["global_symbol"], prim_func).launch(None, *tensors)

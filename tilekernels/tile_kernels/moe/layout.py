@@ -10,6 +10,9 @@ from deepjit import Impl
 from deepjit import validation as C
 
 from .._lib import TABLE, empty, host_kernel, threads
+from ..ascend import expand as ascend_expand
+from ..ascend import reduce as ascend_reduce
+from ..ascend import routing as ascend_routing
 from ..reference import moe as ref
 
 
@@ -74,7 +77,8 @@ def _normalize_weight_host(topk_weights):
     return den, out
 
 
-TABLE.register("normalize_weight", reference=ref.normalize_weight, host=_normalize_weight_host)
+TABLE.register("normalize_weight", reference=ref.normalize_weight, host=_normalize_weight_host,
+               ascend=ascend_routing.normalize_weight)
 
 
 def mask_indices_by_tp(indices: torch.Tensor, n: int, num_ep_ranks: int, tp_rank: int, num_tp_ranks: int) -> torch.Tensor:
@@ -197,7 +201,8 @@ def _expand_to_fused_host(x, token_topk_to_pos, pos_to_expert):
     return _expand_rows(x, token_topk_to_pos, pos_to_expert.shape[0])
 
 
-TABLE.register("expand_to_fused", reference=ref.expand_to_fused, host=_expand_to_fused_host)
+TABLE.register("expand_to_fused", reference=ref.expand_to_fused, host=_expand_to_fused_host,
+               ascend=ascend_expand.expand_to_fused)
 
 
 def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.Tensor, pos_to_expert: torch.Tensor,
@@ -287,4 +292,7 @@ def _reduce_fused_host(x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf,
     return out
 
 
-TABLE.register("reduce_fused", reference=_reduce_fused_ref, host=_reduce_fused_host)
+TABLE.register("reduce_fused", reference=_reduce_fused_ref, host=_reduce_fused_host,
+               ascend=Impl(lambda x, x_sf, w, pos, fmt, sf, out: ascend_reduce.reduce_fused(x, w, pos),
+                           "plain x, no x_sf / sf / fp8_format / out",
+                           lambda x, x_sf, w, pos, fmt, sf, out: x_sf is None and sf is None and not fmt and out is None))

@@ -7,6 +7,7 @@ from deepjit import Impl
 from deepjit import validation as C
 
 from .._lib import TABLE, host_kernel, threads
+from ..ascend import routing as ascend_routing
 from ..reference import topk as ref
 from .scoring import ScoringFunc
 
@@ -25,7 +26,7 @@ def _topk_gate_host(scores, num_topk):
     return out
 
 
-TABLE.register("topk_gate", reference=ref.stable_topk, host=_topk_gate_host)
+TABLE.register("topk_gate", reference=ref.stable_topk, host=_topk_gate_host, ascend=ascend_routing.topk_gate)
 
 
 def topk_sum_and_topk_group_idx(scores: torch.Tensor, num_topk_sum: int, num_topk_groups: int) -> torch.Tensor:
@@ -139,5 +140,11 @@ def _contiguous_unmapped(*args) -> bool:
     return unmapped_topk_idx is None or unmapped_topk_idx.is_contiguous()
 
 
+def _no_mapping_inputs(*args) -> bool:
+    return all(a is None for a in args[-5:])  # mask, fix_routing_mask, to_physical_map, logical_count, unmapped
+
+
 TABLE.register("top2_sum_gate", reference=ref.top2_sum_gate,
-               host=Impl(_top2_sum_gate_host, "a contiguous unmapped_topk_idx (or none)", _contiguous_unmapped))
+               host=Impl(_top2_sum_gate_host, "a contiguous unmapped_topk_idx (or none)", _contiguous_unmapped),
+               ascend=Impl(ascend_routing.top2_sum_gate, "no mask / fix_routing_mask / physical map / unmapped ids",
+                           _no_mapping_inputs))

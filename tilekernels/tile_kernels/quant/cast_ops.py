@@ -10,6 +10,8 @@ from deepjit import Impl
 from deepjit import validation as C
 
 from .._lib import TABLE
+from ..ascend import block_cast as ascend_cast
+from ..ascend import cast_back as ascend_cast_back
 from ..host import cast as host
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6
@@ -52,11 +54,31 @@ def _cast_ref(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only,
     return res[1] if sf_only else res
 
 
+def _ascend_serves(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min) -> bool:
+    # the Ascend kernels compute their own scales, with the default clamp, and return data and scales
+    return sf is None and not sf_only and clamp_min is None
+
+
+_ASCEND_CAST = {
+    "per_token_cast": Impl(
+        lambda kind, x, fmt, block, in_block, col, round_sf, packed, *_: ascend_cast.per_token_cast(
+            x, fmt, block[1], in_block, col, round_sf, packed),
+        "E4M3/E2M1; FP32 row/col-major or int16 packed UE8M0 scales; a (data, sf) input", _ascend_serves),
+    "per_block_cast": Impl(
+        lambda kind, x, fmt, block, in_block, col, round_sf, packed, *_: ascend_cast.per_block_cast(
+            x, fmt, block, col, round_sf, packed),
+        "E4M3/E2M1 from BF16/FP32; FP32 row/col-major or int16 packed UE8M0 scales",
+        lambda kind, *args: kind != "quant" and _ascend_serves(kind, *args)),
+    "per_channel_cast": Impl(
+        lambda kind, x, fmt, block, in_block, col, round_sf, *_: ascend_cast.per_channel_cast(x, fmt, block[0],
+                                                                                             round_sf),
+        "E4M3 from BF16/FP32", lambda kind, *args: kind != "quant" and _ascend_serves(kind, *args)),
+}
 _CAST = "BF16/FP32 input or a (data, sf) input cast back first; every block shape, format and sf layout"
 for _op in ("per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf", "per_block_cast",
             "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast",
             "per_channel_cast_and_transpose"):
-    TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST))
+    TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST), ascend=_ASCEND_CAST.get(_op))
 
 
 def _check_per_token(x, fmt, num_per_channels, x_block_size):
@@ -239,7 +261,8 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
 
 TABLE.register("cast_back_from_e5m6", reference=ref_e5m6.cast_back_from_e5m6,
                host=Impl(host.cast_back_from_e5m6, "hidden % 8 == 0", lambda x, *_: x[0].shape[1] * 2 // 3 % 8 == 0))
-TABLE.register("cast_back", reference=ref.cast_back, host=host.cast_back)
+TABLE.register("cast_back", reference=ref.cast_back, host=host.cast_back,
+               ascend=Impl(ascend_cast_back.cast_back, "E4M3/E2M1; FP32 row/col-major, int16 or int32 packed scales"))
 
 
 def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:

@@ -1,0 +1,31 @@
+"""TK_BACKEND=ascend on CPU tensors: the public ops reach the TileLang Ascend kernels through
+tile_kernels' backend table (run on deepjit's Ascend twin), bit-exact with the reference; a form
+the kernel does not serve (a precomputed scale) is served by the reference."""
+import torch
+
+import tile_kernels
+from tile_kernels import _lib
+from tile_kernels.reference import cast as ref
+
+
+def test_per_token_cast_and_cast_back_run_the_ascend_kernels(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    x = torch.randn(37, 256) * 3
+    q, sf = tile_kernels.quant.per_token_cast(x, "e4m3", 128)
+    q_ref, sf_ref = ref.cast(x, "e4m3", (1, 128))
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(sf, sf_ref)
+    back = tile_kernels.quant.per_token_cast_back((q, sf), "fp32", 128)
+    assert torch.equal(back, ref.cast_back((q_ref, sf_ref), "fp32", (1, 128)))
+
+
+def test_topk_gate_runs_the_ascend_kernel(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    scores = torch.randn(41, 64)
+    assert _lib.TABLE.serves("topk_gate", scores.device, scores, 6) == "ascend"
+    assert torch.equal(tile_kernels.moe.topk_gate(scores, 6), torch.topk(scores, 6, sorted=True).indices)
+
+
+def test_ops_with_ascend_kernels():
+    served = {e.name for e in _lib.TABLE if e.ascend is not None}
+    assert served == {"per_token_cast", "per_block_cast", "per_channel_cast", "cast_back", "topk_gate",
+                      "top2_sum_gate", "normalize_weight", "expand_to_fused", "reduce_fused"}
