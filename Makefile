@@ -24,8 +24,9 @@ run: setup
 	$(PY) -m deepseek_layers.demo
 
 test: setup
-	# NPU tests are collected and skipped with their reason by tests/conftest.py where no NPU is present.
-	$(PY) -m pytest -m "not bench" $(PYTEST_ARGS)
+	# NPU tests are collected and skipped with their reason by tests/conftest.py where no NPU is present;
+	# two workers: the twin and host kernels compile on first use (cached under build/jit-cache).
+	$(PY) -m pytest -m "not bench" -n 2 $(PYTEST_ARGS)
 
 bench: setup
 	@mkdir -p build/bench

@@ -13,8 +13,10 @@ from __future__ import annotations
 from deepjit import BackendTable, Impl
 
 from . import _lib, host, reference
-from .ascend import bf16_gemm as ascend_bf16, fp8_mx_gemm as ascend_fp8
-from .ascend import k_grouped_bf16_gemm as ascend_k_grouped, m_grouped_bf16_gemm as ascend_m_grouped
+from .ascend import bf16_gemm as ascend_bf16
+from .ascend import fp8_mx_gemm as ascend_fp8
+from .ascend import k_grouped_bf16_gemm as ascend_k_grouped
+from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
 
 
 # ---- adapters: canonical arguments -> host entry points -------------------------------------------
