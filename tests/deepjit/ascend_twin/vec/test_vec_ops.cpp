@@ -8,7 +8,6 @@
 // The element-type names simd_inst.h maps to registers (common.h gets them from the SIMT headers).
 using fp8_e4_t = float8_e4m3_t;
 struct fp8_e5_t { uint8_t bits; };
-struct float4_e1m2x2_t { uint8_t bits; };
 
 #include <tl_templates/ascend/simd_inst.h>
 
