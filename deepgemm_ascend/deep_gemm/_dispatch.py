@@ -1,6 +1,6 @@
 """deep_gemm's backend table: for each canonical op (the functions of ``deep_gemm.reference`` that
-the public ops and their nn/tn/tt aliases reduce to), the reference, the host adapter and the
-Ascend implementation (none yet).
+the public ops and their nn/tn/tt aliases reduce to), the reference, the host adapter and, for
+some, the Ascend kernel (``deep_gemm/ascend/``).
 
 Every public op calls ``run(name, device, *args)`` once its checks passed, with the canonical
 arguments of ``deep_gemm.reference.<name>``. An adapter below translates them into the host entry

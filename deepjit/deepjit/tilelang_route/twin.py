@@ -58,7 +58,7 @@ def lower_with_grid(func) -> tuple[LoweredKernel, int]:
     return LoweredKernel(source=source, entry=entry, kind=kernel_kind(source)), _block_count(artifact, entry)
 
 
-# TileLang FP4 buffer dtype -> the torch dtype holding it (added by twin-conf2, BUGS.md went unanswered).
+# TileLang FP4 buffer dtype -> the torch dtype holding it.
 PACKED_FP4 = {"float4_e2m1fn": "float4_e2m1fn_x2"}
 
 

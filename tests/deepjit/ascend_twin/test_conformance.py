@@ -9,7 +9,7 @@ from deepjit.tilelang_route.conformance import CASES, check_outputs
 
 
 def _param(case):
-    """A case with a ``known_gap`` (the twin lacks what it needs; BUGS.md) is a strict xfail: a fix must
+    """A case with a ``known_gap`` (the twin lacks what it needs) is a strict xfail: a fix must
     remove the note."""
     marks = [pytest.mark.xfail(strict=True, reason=case.known_gap)] if case.known_gap else []
     return pytest.param(case, id=case.name, marks=marks)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ...errors import DeepJITError
 from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
+from ..params import read_declared_types
 
 BINARY = "kernel.so"
 ABI_VERSION = 3
@@ -100,10 +101,11 @@ def _tensor_span(index: int, t) -> tuple[int, int]:
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping tensors (views of one buffer) share one global region."""
+    """Overlapping tensors (views of one buffer) share one global region; merely adjacent ones keep
+    their own, so an overrun from one into the next is still caught."""
     out: list[list[int]] = []
     for addr, size in sorted(spans):
-        if out and addr <= out[-1][0] + out[-1][1]:
+        if out and addr < out[-1][0] + out[-1][1]:
             out[-1][1] = max(out[-1][1], addr + size - out[-1][0])
         else:
             out.append([addr, size])
@@ -123,6 +125,8 @@ class TwinKernel:
         self.name = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, "dj_twin_kernel_name"))).value.decode()
         self.kind = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, "dj_twin_kernel_kind"))).value.decode()
         self._words = ctypes.c_int.in_dll(self._lib, "dj_twin_counter_words").value
+        # the entry's declared parameter kinds, as the NPU path packs them (a float is not a double)
+        self.param_types = read_declared_types(os.path.join(path, "kernel.asc"), self.name)
         self._fn = self._lib.dj_twin_launch
         u64p = ctypes.POINTER(ctypes.c_uint64)
         self._fn.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
@@ -139,7 +143,7 @@ class TwinKernel:
         if not isinstance(options, AscendLaunchOptions):
             raise TypeError(f"options must be AscendLaunchOptions, got {type(options).__name__}")
         options.validate(False)
-        payload = pack_ascend_args(args)
+        payload = pack_ascend_args(args, self.param_types)
         spans = _merge([_tensor_span(i, a) for i, a in enumerate(args)
                         if hasattr(a, "data_ptr") and hasattr(a, "device")])
         n = len(spans)

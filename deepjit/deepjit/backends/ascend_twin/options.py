@@ -15,7 +15,7 @@ DEFAULT_CXX_FLAGS = ("-fPIC", "-shared", "-pthread", "-fno-strict-aliasing", "-W
 __all__ = ["AscendLaunchOptions", "TwinCompilerOptions", "DEFAULT_CXX_FLAGS"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class TwinCompilerOptions(Options):
     optimize_level: str | None = None
     debug_info: bool | None = None

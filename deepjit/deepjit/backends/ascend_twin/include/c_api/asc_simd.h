@@ -1,5 +1,5 @@
 // c_api/asc_simd.h — the twin's AscendC C API umbrella: runtime, system variables, synchronisation,
-// data movement, the cube unit, the vector register API (c_api/reg.h, twin-vec) and, last, the
+// data movement, the cube unit, the vector register API (c_api/reg.h) and, last, the
 // compile-time "not implemented on the Ascend twin" fallbacks for every other asc_* name.
 #pragma once
 

@@ -138,7 +138,7 @@ inline void asc_copy_ub2l1(void* dst, void* src, uint16_t n_burst, uint16_t len_
 }
 
 // ---- L1 -> UB (the cube core writes a vector core's UB; asc_copy_l12ub.md, PIPE_MTE1) -------------
-// Added by twin-conf2 (BUGS.md went unanswered): the only raw L1 read-back on dav-3510 (asc_copy_l12gm.md:
+// The only raw L1 read-back on dav-3510 (asc_copy_l12gm.md:
 // 950 does not support L1 -> GM). n_burst bursts of len_burst 32-byte blocks into the UB of vector core
 // `sub_blockid`; src_gap / dst_gap 32-byte blocks between the end of one burst and the next.
 inline void asc_copy_l12ub(void* dst, void* src, bool sub_blockid, uint16_t n_burst, uint16_t len_burst,

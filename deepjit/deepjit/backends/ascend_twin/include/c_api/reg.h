@@ -1,6 +1,6 @@
 // Ascend twin: the register-based vector API of dav-3510 (`__simd_vf__` functions): register types,
 // masks, register loads/stores, element ops, compare/select, reductions, rearrangement and conversions.
-// twin-core's c_api/asc_simd.h includes this file, then c_api/unimplemented.h.
+// c_api/asc_simd.h includes this file, then c_api/unimplemented.h.
 #pragma once
 
 #include "c_api/reg_types.h"

@@ -33,6 +33,8 @@ inline constexpr int kAbiVersion = 3;
 // block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4]
 inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4;
 
+constexpr uint8_t kSlackByte = 0xA5;  // fills the bytes between a ragged tensor end and the guard
+
 struct GmRegion {
   uint8_t* map = nullptr;   // whole mapping, guards included
   size_t map_len = 0;
@@ -55,7 +57,7 @@ inline size_t page_round(size_t n) {
   return (n + page - 1) / page * page;
 }
 
-void record_failure(Launch& l, const char* text) {
+inline void record_failure(Launch& l, const char* text) {
   std::lock_guard<std::mutex> guard(l.mu);
   if (!l.failed.load()) {
     std::snprintf(l.message, sizeof l.message, "%s", text);
@@ -63,7 +65,7 @@ void record_failure(Launch& l, const char* text) {
   }
 }
 
-void check_gm(const void* p, size_t bytes, const char* op) {
+inline void check_gm(const void* p, size_t bytes, const char* op) {
   Core& c = core();
   if (c.launch->failed.load(std::memory_order_relaxed)) siglongjmp(c.exit_jmp, 2);
   auto addr = reinterpret_cast<uintptr_t>(p);
@@ -266,8 +268,17 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   state->launch.kind = kind;
   state->launch.num_blocks = int(num_blocks);
   state->launch.wait_timeout_s = timeout_s;
-  // Tensors: each in its own guarded region, the data's end at the upper guard.
+  // Tensors: each in its own guarded region, the data's 64-byte-aligned end at the upper guard; the
+  // up to 63 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
+  // store past the tensor is caught even where it does not reach the guard page.
   state->gm.resize(size_t(n_tensors));
+  struct Unmap {
+    std::vector<GmRegion>& gm;
+    ~Unmap() {
+      for (GmRegion& r : gm)
+        if (r.map) munmap(r.map, r.map_len);
+    }
+  } unmap{state->gm};
   for (int i = 0; i < n_tensors; ++i) {
     GmRegion& r = state->gm[size_t(i)];
     r.bytes = size_t(tensor_bytes[i]);
@@ -277,17 +288,12 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     void* map = mmap(nullptr, r.map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (map == MAP_FAILED) return report("cannot map global memory for a tensor argument");
     r.map = static_cast<uint8_t*>(map);
-    mprotect(r.map + kGuard, body, PROT_READ | PROT_WRITE);
+    if (mprotect(r.map + kGuard, body, PROT_READ | PROT_WRITE) != 0)
+      return report("cannot make global memory of a tensor argument writable");
     r.data = r.map + kGuard + body - (r.bytes + 63) / 64 * 64;
     std::memcpy(r.data, reinterpret_cast<const void*>(r.host), r.bytes);
+    std::memset(r.data + r.bytes, kSlackByte, (r.bytes + 63) / 64 * 64 - r.bytes);
   }
-  struct Unmap {
-    std::vector<GmRegion>& gm;
-    ~Unmap() {
-      for (GmRegion& r : gm)
-        if (r.map) munmap(r.map, r.map_len);
-    }
-  } unmap{state->gm};
   ArgReader reader{args, args_len, 0, &state->gm, {}};
   std::function<void()> body = make_body(reader);
   if (!reader.error.empty()) return report(reader.error.c_str());
@@ -367,7 +373,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     threads.reserve(cores.size());
     for (Core* c : cores) threads.emplace_back(run_core, c, &body);
     for (std::thread& t : threads) t.join();
-    // Added by twin-conf2 (BUGS.md went unanswered): once every core of the wave has ended, a cross-core
+    // Once every core of the wave has ended, a cross-core
     // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
     for (Core* c : cores)
       for (int id = 0; id < kNumIntraIds && !state->launch.failed.load(); ++id)
@@ -393,6 +399,14 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     for (int w = 0; w < 4; ++w) out[6 + PIPE_NUM + w] = c.counters.cube_macs_by_input[w];
   }
   if (state->launch.failed.load()) return report(state->launch.message);
+  for (GmRegion& r : state->gm)
+    for (size_t b = r.bytes; b < (r.bytes + 63) / 64 * 64; ++b)
+      if (r.data[b] != kSlackByte) {
+        char text[256];
+        std::snprintf(text, sizeof text, "%s: a store wrote past global tensor %s: byte %zu of a %zu-byte tensor",
+                      kernel, r.name, b, r.bytes);
+        return report(text);
+      }
   for (GmRegion& r : state->gm) std::memcpy(reinterpret_cast<void*>(r.host), r.data, r.bytes);
   return 0;
 }

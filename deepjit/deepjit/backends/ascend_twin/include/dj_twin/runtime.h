@@ -13,7 +13,7 @@
 //   dj_twin::onchip_offset(Mem, const void*)       byte offset of p in the current core's memory
 //   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
 //
-// Notes for twin-vec / twin-conf (from twin-core):
+// Notes for the headers built on this one:
 //   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
 //     LaunchCounters (backends/ascend_twin/kernel.py): .counters is the dict
 //     {"bytes": {"PIPE_MTE2": n, ...}, "cube_macs": n, "cube_macs_by_input": {"b16": n, ...},
