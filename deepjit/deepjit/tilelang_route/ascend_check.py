@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .codegen_all import LIBRARY_MODULES
+from .codegen_all import registered
 from .conformance import CASES as CONFORMANCE_CASES
 from .conformance import Case, check_outputs
 from .conformance.samples import CASES as SAMPLE_CASES
@@ -111,8 +111,11 @@ def run_case(case: Case, seed: int = 0) -> dict:
     return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
 
 
-def library_cases(module_names: Sequence[str] = LIBRARY_MODULES, log=print) -> list[tuple[str, Case]]:
-    """``(library, case)`` for every library that registers ``cases()``; the others are noted."""
+def library_cases(module_names: Sequence[str] | None = None, log=print) -> list[tuple[str, Case]]:
+    """``(library, case)`` for every library that registers ``cases()`` in ``<import name>.ascend.codegen``
+    (default: each library with a ``deepjit.ascend_kernels`` entry point); the others are noted."""
+    if module_names is None:
+        module_names = [f"{ep.name}.ascend.codegen" for ep in registered()]
     found = []
     for name in module_names:
         try:

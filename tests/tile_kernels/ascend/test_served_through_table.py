@@ -11,6 +11,8 @@ from tile_kernels.reference import cast as ref
 def test_per_token_cast_and_cast_back_run_the_ascend_kernels(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     x = torch.randn(37, 256) * 3
+    assert _lib.TABLE.serves("per_token_cast", x.device, "plain", x, "e4m3", (1, 128), None, False, False, False,
+                             None, False, None) == "ascend"
     q, sf = tile_kernels.quant.per_token_cast(x, "e4m3", 128)
     q_ref, sf_ref = ref.cast(x, "e4m3", (1, 128))
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(sf, sf_ref)

@@ -147,13 +147,14 @@ def test_e5m6_wide_ranges(host, dtype, hidden):
 
 
 def test_served_through_the_table(monkeypatch):
-    """The op's table entry: the host wrapper in tile_kernels/host/cast.py on CPU; no Ascend entry yet."""
-    from deepjit import BackendUnavailableError
+    """The op's table entry: the host wrapper in tile_kernels/host/cast.py on CPU, the TileLang kernel in
+    tile_kernels/ascend/block_cast.py for TK_BACKEND=ascend (the twin on CPU tensors)."""
     from tile_kernels._lib import TABLE
     from tile_kernels.host import cast as host
     monkeypatch.delenv("TK_BACKEND", raising=False)
     assert TABLE["per_token_cast"].host.fn is host.cast
     assert TABLE.backend("per_token_cast", "cpu") == "host"
     monkeypatch.setenv("TK_BACKEND", "ascend")
-    with pytest.raises(BackendUnavailableError, match=r"tile_kernels\.per_token_cast has no ascend implementation"):
-        tile_kernels.quant.per_token_cast(torch.randn(4, 128), "e4m3", 128)
+    assert TABLE.backend("per_token_cast", "cpu") == "ascend"
+    assert TABLE.serves("per_token_cast", "cpu", "plain", torch.randn(4, 128), "e4m3", (1, 128), None, False,
+                        False, False, None, False, None) == "ascend"
