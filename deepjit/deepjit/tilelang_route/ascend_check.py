@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -89,25 +88,20 @@ def _counters(result) -> dict | None:
     return counters if isinstance(counters, dict) else None
 
 
-def num_blocks(func) -> int:
-    """The launch's block count: the extent of the PrimFunc's ``blockIdx.x`` binding (T.Kernel(n))."""
-    found = re.search(r'thread_binding\((\d+), thread="blockIdx.x"\)', func.script())
-    return int(found.group(1)) if found else 1
-
-
 def run_case(case: Case, seed: int = 0) -> dict:
     """Runs one case on the twin; ``{"ok", "failures", "seconds", "roofline"}``."""
-    from . import lower, run_on_twin
+    from .twin import lowered_with_grid, run_on_twin
 
     func = case.build()
-    source = lower(func).source
+    lowered, grid = lowered_with_grid(func)  # run_on_twin reuses it
+    source = lowered.source
     args = [t.clone() for t in case.inputs(torch.Generator().manual_seed(seed))]
     expected = case.reference(*[t.clone() for t in args])
     start = time.perf_counter()
     result = run_on_twin(func, *args)
     seconds = time.perf_counter() - start
     failures = check_outputs(case, args, expected)
-    estimate = roofline(_counters(result), case.kind, num_blocks(func), cube_operand(source))
+    estimate = roofline(_counters(result), case.kind, grid, cube_operand(source))
     return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
 
 

@@ -103,19 +103,24 @@ def kernel_arguments(prim_func, source: str, tensors) -> list:
     return out
 
 
-def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
-    """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU, in the PrimFunc's parameter
-    order) as global memory and returns the launch's ``LaunchCounters``."""
+def lowered_with_grid(prim_func) -> tuple[LoweredKernel, int]:
+    """``lower_with_grid`` memoised per process by the PrimFunc's structure (lowering takes seconds)."""
     import tvm
 
-    from ..backends.ascend_twin import AscendLaunchOptions
-
-    _check_tensors(prim_func, tensors)
     key = tvm.ir.structural_hash(prim_func)
     found = _lowered.get(key)
     if found is None or not tvm.ir.structural_equal(found[0], prim_func):
         found = _lowered[key] = (prim_func, *lower_with_grid(prim_func))
-    _, lowered, num_blocks = found
+    return found[1], found[2]
+
+
+def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
+    """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU, in the PrimFunc's parameter
+    order) as global memory and returns the launch's ``LaunchCounters``."""
+    from ..backends.ascend_twin import AscendLaunchOptions
+
+    _check_tensors(prim_func, tensors)
+    lowered, num_blocks = lowered_with_grid(prim_func)
     runtime = runtime or twin_runtime()
     kernel = runtime.compile(lowered.entry, lowered.source)
     options = AscendLaunchOptions(num_blocks=num_blocks)

@@ -24,11 +24,11 @@ def test_roofline_picks_the_bounding_unit():
 
 
 def test_cube_operand_and_block_count_from_the_kernel():
-    from deepjit.tilelang_route import lower
+    from deepjit.tilelang_route.twin import lowered_with_grid
     mx = BY_NAME["gemm_mx_fp8"].build()
-    assert ascend_check.cube_operand(lower(mx).source) == "fp8"
-    assert ascend_check.num_blocks(BY_NAME["gemm_pipelined_fp16"].build()) == 4
-    assert ascend_check.num_blocks(mx) == 1
+    assert ascend_check.cube_operand(lowered_with_grid(mx)[0].source) == "fp8"
+    assert lowered_with_grid(BY_NAME["gemm_pipelined_fp16"].build())[1] == 4
+    assert lowered_with_grid(mx)[1] == 1
 
 
 def test_driver_passes_and_fails(run_on_twin, capsys):
