@@ -1,0 +1,162 @@
+// deep_gemm/ascend/mqa_logits.h — what the two lightning-indexer kernels share (mqa_logits.asc,
+// paged_mqa_logits.asc): the cube side computing one score tile and the vector side turning it into
+// logits. Written against the AscendC C API (c_api/asc_simd.h) and the SIMT API.
+//
+// A tile is kQTokens query tokens x all DG_HEADS heads (rows (token, head), at most 128) against
+// kKvBlock KV positions, the whole head dim DG_HEAD_DIM (32..128) in one K step:
+//   GM --MTE2 nd2nz--> L1 (2 stages: Q rows, KV rows, E4M3, C0 = 32) --MTE1--> L0A/L0B (2 stages)
+//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe, dual destination SPLIT_N--> UB of both vector cores
+// Vector core s receives every row for the KV columns [s * N16/2, (s + 1) * N16/2) of the tile, in one of
+// two UB stages, row-major with kKvBlock/2 floats per row. Its SIMT lanes (one per KV column) form
+//   logit[t, j] = scale[j] * sum_h weights[t, h] * relu(score[(t, h), j])
+// (the per-token KV scale is positive, so it factors out of the ReLU) and store straight to GM, only
+// inside the token's KV range; with `clean` the other columns of the row get -inf.
+//
+// Flags: the cube pipeline uses cube_gemm.h's (gemm_flags_init / drain, tile_release); cube -> vector
+// hand-off as bf16_gemm_epilogue.asc: cube -> vector s id u "UB stage u holds a tile", vector s -> cube
+// id u (cube sees 16 * s + u) "UB stage u free".
+#pragma once
+
+#include <deep_gemm/ascend/cube_gemm.h>
+#include <simt_api/asc_simt.h>
+#include <simt_api/asc_bf16.h>
+
+#ifndef DG_HEADS
+#define DG_HEADS 32
+#endif
+#ifndef DG_HEAD_DIM
+#define DG_HEAD_DIM 128
+#endif
+#ifndef DG_LOGITS_FP32
+#define DG_LOGITS_FP32 1
+#endif
+#if DG_LOGITS_FP32
+using LogitT = float;
+#else
+using LogitT = bfloat16_t;
+#endif
+
+namespace dg_ascend {
+
+constexpr uint32_t kHeads = DG_HEADS, kHeadDim = DG_HEAD_DIM;
+constexpr uint32_t kQRows = 128, kKvBlock = 256, kQkC0 = 32;  // E4M3: 32 elements per fractal row
+constexpr uint32_t kQTokens = kHeads >= kQRows ? 1 : kQRows / kHeads;
+constexpr uint32_t kHalfCols = kKvBlock / 2;
+constexpr uint32_t kQkL1A = kQRows * kHeadDim, kQkL1B = kKvBlock * kHeadDim, kQkL1Stage = kQkL1A + kQkL1B;
+constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
+constexpr uint32_t kScoreStage = kQRows * kHalfCols * 4;  // bytes of one UB stage
+static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
+static_assert(kHeadDim % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32, at most 128");
+static_assert(2 * kQkL1Stage <= 512 * 1024 && 2 * kQRows * kHeadDim <= 64 * 1024 && 2 * kKvBlock * kHeadDim <= 64 * 1024,
+              "Q / KV stages exceed L1 / L0A / L0B");
+static_assert(2 * kScoreStage <= 248 * 1024, "score stages exceed UB");
+
+// The cube core's memories for one tile, from the null-based bases the kernel source passes.
+struct QkBuffers {
+  __cbuf__ uint8_t* l1;
+  __ca__ uint8_t* l0a;
+  __cb__ uint8_t* l0b;
+  __cc__ float* l0c;
+  uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0, s_ub = 0;
+  __cbuf__ fp8_e4m3fn_t* q_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage); }
+  __cbuf__ fp8_e4m3fn_t* kv_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A); }
+};
+
+// `rows` rows of E4M3 (kHeadDim each, `ld` bytes apart) into rows [r0, r0 + rows) of an NZ tile of
+// `tile_rows` rows in L1.
+__aicore__ inline void load_rows_nz(__cbuf__ fp8_e4m3fn_t* tile, uint32_t r0, __gm__ fp8_e4m3fn_t* src, int64_t ld,
+                                    uint32_t rows, uint32_t tile_rows) {
+  asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(tile_rows), 0);
+  asc_copy_gm2l1_nd2nz(tile + r0 * kQkC0, src, uint64_t(ld), static_cast<asc_load_l2_cache_mode>(0),
+                       static_cast<uint16_t>(rows), kHeadDim, 0, false);
+}
+
+// Before a tile's loads: the L1 stage is free.
+__aicore__ inline void qk_begin(QkBuffers& b) { asc_sync_wait(PIPE_MTE1, PIPE_MTE2, b.s_l1); }
+
+// After the tile's Q rows (kQRows-row NZ tile) and KV rows (kKvBlock-row NZ tile) were loaded into the
+// current L1 stage: scores = Q . KV^T for m16 x n16 into an L0C stage, FixPipe'd into UB stage b.s_ub
+// of both vector cores (SPLIT_N). The caller flips b.s_ub after the cross-core arrive.
+__aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, uint32_t m16, uint32_t n16) {
+  constexpr uint8_t k_steps = kHeadDim / kQkC0;
+  asc_sync_notify(PIPE_MTE2, PIPE_MTE1, b.s_l1);
+  asc_sync_wait(PIPE_MTE2, PIPE_MTE1, b.s_l1);
+  __ca__ fp8_e4m3fn_t* a0 = (__ca__ fp8_e4m3fn_t*)(b.l0a + b.s_l0 * kQRows * kHeadDim);
+  __cb__ fp8_e4m3fn_t* b0 = (__cb__ fp8_e4m3fn_t*)(b.l0b + b.s_l0 * kKvBlock * kHeadDim);
+  __cc__ float* acc = b.l0c + b.s_l0c * kQkL0C;
+  asc_sync_wait(PIPE_M, PIPE_MTE1, b.s_l0);
+  asc_copy_l12l0a(a0, b.q_l1(), 0, 0, static_cast<uint8_t>(m16 / 16), k_steps, static_cast<int16_t>(kQRows / 16),
+                  static_cast<uint16_t>(m16 / 16));
+  asc_copy_l12l0b(b0, b.kv_l1(), 0, 0, static_cast<uint8_t>(n16 / 16), k_steps, static_cast<int16_t>(kKvBlock / 16),
+                  static_cast<uint16_t>(n16 / 16));
+  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, b.s_l1);
+  asc_sync_notify(PIPE_MTE1, PIPE_M, b.s_l0);
+  asc_sync_wait(PIPE_MTE1, PIPE_M, b.s_l0);
+  asc_sync_wait(PIPE_FIX, PIPE_M, b.s_l0c);
+  asc_mmad(acc, a0, b0, static_cast<uint16_t>(m16), static_cast<uint16_t>(kHeadDim), static_cast<uint16_t>(n16), 0,
+           true, false, true);
+  asc_sync_notify(PIPE_M, PIPE_MTE1, b.s_l0);
+  asc_sync_notify(PIPE_M, PIPE_FIX, b.s_l0c);
+  asc_sync_wait(PIPE_M, PIPE_FIX, b.s_l0c);
+  asc_sync_intra_wait(PIPE_FIX, b.s_ub);
+  asc_sync_intra_wait(PIPE_FIX, 16 + b.s_ub);
+  asc_set_l0c_copy_nz_para(1, 0, 0);
+  asc_copy_l0c2ub(ub_stage, acc, static_cast<uint16_t>(n16), static_cast<uint16_t>(m16), kHalfCols,
+                  static_cast<uint16_t>(m16), 0, asc_dual_dst_mode::SPLIT_N, static_cast<asc_unit_flag_mode>(0),
+                  asc_quant_mode::NoQuant, static_cast<asc_relu_pre_mode>(0), false, true, false, 0);
+  asc_sync_notify(PIPE_FIX, PIPE_M, b.s_l0c);
+  asc_sync_intra_arrive(PIPE_FIX, b.s_ub);
+  asc_sync_intra_arrive(PIPE_FIX, 16 + b.s_ub);
+  b.s_l1 ^= 1;
+  b.s_l0 ^= 1;
+  b.s_l0c ^= 1;
+  b.s_ub ^= 1;
+}
+
+// The cube core's last waits: both UB stages handed back by both vector cores.
+__aicore__ inline void qk_drain_ub() {
+  for (uint32_t s = 0; s < 2; ++s) {
+    asc_sync_intra_wait(PIPE_FIX, s);
+    asc_sync_intra_wait(PIPE_FIX, 16 + s);
+  }
+}
+
+// Vector side, start: both UB stages free for the cube core.
+__aicore__ inline void logits_begin() {
+  asc_sync_intra_arrive(PIPE_V, 0);
+  asc_sync_intra_arrive(PIPE_V, 1);
+}
+
+// The KV range of one query token and where its logits row starts.
+struct TokenRange {
+  int32_t start, end;      // KV positions [start, end) are written
+  int64_t shift;           // column of position p is p - shift (compressed rows: shift = start)
+  __gm__ LogitT* row;
+};
+
+__aicore__ inline void store_logit(__gm__ LogitT* p, float v) {
+  if constexpr (DG_LOGITS_FP32) *p = v;
+  else *p = __float2bfloat16_rn(v);
+}
+
+// sum_h weights[h] * relu(scores[(t, h), j]) for token t of the tile (rows kHalfCols floats apart).
+__aicore__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
+  float sum = 0.0f;
+  for (uint32_t h = 0; h < kHeads; ++h) {
+    const float s = scores[(t * kHeads + h) * kHalfCols + j];
+    sum += weights[h] * (s > 0.0f ? s : 0.0f);
+  }
+  return sum;
+}
+
+// One logit (or -inf) of position p for a token; `width` bounds the columns of the logits view.
+__aicore__ inline void write_logit(const TokenRange& r, int64_t p, int64_t width, bool clean, bool computed,
+                                   float value) {
+  if (p >= r.start && p < r.end && computed) {
+    if (p - r.shift < width) store_logit(r.row + (p - r.shift), value);
+  } else if (clean && p < width) {
+    store_logit(r.row + p, -__builtin_inff());
+  }
+}
+
+}  // namespace dg_ascend

@@ -1,0 +1,71 @@
+"""Ascend MQA logits over a contiguous KV (the lightning indexer's prefill form): the mixed kernel
+``mqa_logits.asc`` behind ``fp8_mqa_logits`` / ``fp8_fp4_mqa_logits``.
+
+Entry point (for the dispatch table's Ascend column; the canonical arguments of
+``deep_gemm.reference.mqa_logits``, already validated by ``deep_gemm.attention``)::
+
+    mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits) -> None
+
+- ``q``: E4M3 ``[S, H, D]`` without scales (``H <= 128``, ``D`` in 32/64/128); ``kv``: E4M3 ``[S_kv, D]``
+  with one FP32 scale per token. ``weights`` ``[S, H]`` (FP32 or BF16, read as FP32); ``ks``/``ke``
+  int32 ``[S]`` device tensors, read by the kernel only (no host read: the ranges are clamped to
+  ``[0, S_kv)`` in the kernel).
+- ``logits`` ``[S, width]`` FP32 or BF16 (``stride(1) == 1``), written in place inside each row's
+  ``[ks, ke)``; with ``clean_logits`` every other column is -inf, without it untouched. Compressed
+  rows hold position ``ks[i] + t`` in column ``t``.
+- Other forms (FP4, scaled FP8 queries, MX-scaled KV) are not served here (``unsupported`` names why;
+  the dispatch table sends them to the reference).
+"""
+from __future__ import annotations
+
+import torch
+
+from ._launch import kernel, num_cube_cores
+
+HEAD_DIMS = (32, 64, 128)
+MAX_HEADS = 128
+Q_ROWS, KV_BLOCK = 128, 256  # the tile of mqa_logits.h: (token, head) rows x KV positions
+
+
+def tokens_per_tile(heads: int) -> int:
+    return max(1, Q_ROWS // heads)
+
+
+def unsupported(q, kv, weights, logits) -> str | None:
+    if q.fp4 or kv.fp4 or q.data.dtype != torch.float8_e4m3fn:
+        return "only E4M3 FP8 queries and KV"
+    if q.sf is not None:
+        return "only unscaled FP8 queries"
+    if not kv.per_token_sf:
+        return "only per-token FP32 KV scales"
+    heads, head_dim = q.data.shape[1:]
+    if head_dim not in HEAD_DIMS or heads > MAX_HEADS:
+        return f"head dim in {HEAD_DIMS} and at most {MAX_HEADS} heads, got {heads} x {head_dim}"
+    if logits.numel() and logits.stride(1) != 1:
+        return "row-major logits"
+    return None
+
+
+def defines(heads: int, head_dim: int, logits: torch.Tensor, **flags: bool) -> dict[str, int]:
+    return {"DG_HEADS": heads, "DG_HEAD_DIM": head_dim, "DG_LOGITS_FP32": int(logits.dtype == torch.float32),
+            **{f"DG_{name.upper()}": int(value) for name, value in flags.items()}}
+
+
+def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor, logits: torch.Tensor,
+               compressed: bool, clean_logits: bool) -> None:
+    reason = unsupported(q, kv, weights, logits)
+    if reason:
+        raise NotImplementedError(f"fp8_mqa_logits on Ascend: {reason}")
+    seq_len, heads, head_dim = q.data.shape
+    seq_len_kv = kv.data.size(0)
+    if seq_len == 0 or logits.size(1) == 0:
+        return
+    if seq_len_kv == 0:
+        if clean_logits:
+            logits.fill_(float("-inf"))
+        return
+    tiles = -(-seq_len // tokens_per_tile(heads)) * -(-seq_len_kv // KV_BLOCK)
+    kernel("dg_fp8_mqa_logits", "ascend/mqa_logits.asc",
+           defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed))(
+        min(tiles, num_cube_cores(logits)), q.data, kv.data, kv.sf.float().contiguous(),
+        weights.float().contiguous(), ks, ke, logits, seq_len, seq_len_kv, logits.size(1), logits.stride(0))
