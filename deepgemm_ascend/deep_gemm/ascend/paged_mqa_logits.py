@@ -1,0 +1,62 @@
+"""Ascend MQA logits over the fused paged KV cache (the lightning indexer's decode form): the mixed
+kernel ``paged_mqa_logits.asc`` behind ``fp8_paged_mqa_logits`` / ``fp8_fp4_paged_mqa_logits``.
+
+Entry point (for the dispatch table's Ascend column; the canonical arguments of
+``deep_gemm.reference.paged_mqa_logits``, already validated by ``deep_gemm.attention``)::
+
+    paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, clean_logits) -> None
+
+- ``q``: unscaled E4M3 ``[B, next_n, H, D]`` (``H <= 128``, ``D`` in 32/64/128); ``kv_cache`` a
+  ``PagedKV`` over the uint8 cache ``[num_pages, block_kv, 1, D + 4]`` (per page ``block_kv`` rows of
+  values, then their FP32 scales; any page stride, a multiple of 4 bytes).
+- ``context_lens`` int32 ``[B, next_n]`` (the public op turns upstream's 1-D ``[B]`` form into this on
+  the device); ``block_table`` int32 ``[B, max_pages]``, row b serving every query row of entry b
+  (with varlen ``indices`` each token is its own entry, as upstream indexes it). Both are read by the
+  kernel only: lengths are clamped to the table's capacity and the logits width there, and page ids
+  outside the cache are never dereferenced.
+- ``logits`` ``[B * next_n, max_context_len]`` FP32 or BF16 (``stride(1) == 1``), written for the
+  positions below each row's length; with ``clean_logits`` the rest of the row is -inf, without it
+  untouched.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._launch import kernel, num_cube_cores
+from .mqa_logits import HEAD_DIMS, KV_BLOCK, MAX_HEADS, defines, tokens_per_tile
+
+
+def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:
+    if q.fp4 or kv_cache.fp4 or q.data.dtype != torch.float8_e4m3fn:
+        return "only E4M3 FP8 queries and KV"
+    if q.sf is not None:
+        return "only unscaled FP8 queries"
+    heads, head_dim = q.data.shape[2:]
+    if head_dim not in HEAD_DIMS or heads > MAX_HEADS:
+        return f"head dim in {HEAD_DIMS} and at most {MAX_HEADS} heads, got {heads} x {head_dim}"
+    if logits.numel() and logits.stride(1) != 1:
+        return "row-major logits"
+    return None
+
+
+def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor,
+                     logits: torch.Tensor, clean_logits: bool) -> None:
+    reason = unsupported(q, kv_cache, weights, context_lens, block_table, logits)
+    if reason:
+        raise NotImplementedError(f"fp8_paged_mqa_logits on Ascend: {reason}")
+    batch, next_n, heads, head_dim = q.data.shape
+    width = logits.size(1)
+    if batch == 0 or next_n == 0 or width == 0:
+        return
+    cache = kv_cache.cache
+    num_pages, block_kv = cache.shape[:2]
+    if num_pages == 0 or block_table.size(1) == 0:
+        if clean_logits:
+            logits.fill_(float("-inf"))
+        return
+    tiles = batch * -(-next_n // tokens_per_tile(heads)) * -(-width // KV_BLOCK)
+    lens = context_lens.contiguous()
+    kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
+           {**defines(heads, head_dim, logits, clean=clean_logits), "DG_BLOCK_KV": block_kv})(
+        min(tiles, num_cube_cores(logits)), q.data, cache, weights.float().contiguous(), lens, block_table, logits,
+        batch, next_n, width, logits.stride(0), block_table.stride(0), block_table.size(1), num_pages, cache.stride(0))
