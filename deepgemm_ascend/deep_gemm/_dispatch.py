@@ -17,6 +17,8 @@ from .ascend import bf16_gemm as ascend_bf16
 from .ascend import fp8_mx_gemm as ascend_fp8
 from .ascend import k_grouped_bf16_gemm as ascend_k_grouped
 from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
+from .ascend import mqa_logits as ascend_mqa
+from .ascend import paged_mqa_logits as ascend_paged_mqa
 
 
 # ---- adapters: canonical arguments -> host entry points -------------------------------------------
@@ -135,6 +137,10 @@ _ASCEND = {
     "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous, "BF16, psum row layout",
                                    lambda a, b, d, rows, zero_padding: rows.use_psum_layout),
     "k_grouped_bf16_gemm_tn": Impl(ascend_k_grouped.k_grouped_bf16_gemm_tn_contiguous, "BF16, in-place FP32 c"),
+    "mqa_logits": Impl(ascend_mqa.mqa_logits, "unscaled E4M3 q over a per-token-scaled E4M3 KV, <= 128 heads",
+                       lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
+    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, <= 128 heads",
+                             lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

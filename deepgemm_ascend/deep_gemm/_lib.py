@@ -5,3 +5,9 @@ from . import __version__
 
 LIB = deepjit.KernelLibrary("deep_gemm", "DG", __file__, __version__)
 DEFAULT_NUM_THREADS = LIB.num_threads
+
+
+def on_ascend(device) -> bool:
+    """Whether tensors on ``device`` take the Ascend path (NPU tensors, or ``DG_BACKEND=ascend``: the
+    twin on CPU tensors): its defaults follow DeepGEMM-Ascend and no device tensor is read on the host."""
+    return getattr(device, "type", device) == "npu" or LIB.forced_backend() == "ascend"

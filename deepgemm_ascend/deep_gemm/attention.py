@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _dispatch, formats, runtime
+from . import _dispatch, _lib, formats, runtime
 from . import _operands as ops
 from . import _validate as v
 from .utils.math import align, ceil_div
@@ -139,14 +139,16 @@ def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legac
     v.integer("max_seqlen_k", max_seqlen_k, 0, INT32_MAX)  # a column index of the logits is an int32
     device = v.same_device([("q", query.data), ("kv[0]", kv_data), ("kv[1]", kv_sf), ("weights", weights),
                             ("cu_seq_len_k_start", ks), ("cu_seq_len_k_end", ke)])
-    if seq_len and bool(((ks < 0) | (ks > ke) | (ke > seq_len_kv)).any()):
+    # the Ascend kernels clamp the ranges themselves: no host read of device tensors there
+    host_checks = not _lib.on_ascend(device)
+    if host_checks and seq_len and bool(((ks < 0) | (ks > ke) | (ke > seq_len_kv)).any()):
         raise v.fail("cu_seq_len_k_start/end", f"0 <= start <= end <= {seq_len_kv} (S_kv) per row",
                      f"start {ks.tolist()}, end {ke.tolist()}")
     compressed = max_seqlen_k > 0
     if compressed:
         if clean_logits:
             raise v.fail("clean_logits", "False with compressed logits (max_seqlen_k > 0)", True)
-        if seq_len and int((ke - ks).max()) > max_seqlen_k:
+        if host_checks and seq_len and int((ke - ks).max()) > max_seqlen_k:
             raise v.fail("max_seqlen_k", f">= the longest KV range {int((ke - ks).max())}", max_seqlen_k)
     elem = logits_dtype.itemsize
     rows = align(seq_len, max(1, BLOCK_QH // heads))
@@ -301,10 +303,12 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
             raise v.fail("q", "next_n == 1 with indices (varlen)", tuple(query.data.shape))
     lens = context_lens.flatten()
     capacity = min(max_context_len, block_table.size(1) * block_kv)
-    if lens.numel() and bool(((lens < 0) | (lens > capacity)).any()):
+    # the Ascend kernel clamps lengths and skips bad page ids itself: no host read of device tensors there
+    host_checks = not _lib.on_ascend(device)
+    if host_checks and lens.numel() and bool(((lens < 0) | (lens > capacity)).any()):
         raise v.fail("context_lens", f"values in [0, {capacity}] (max_context_len and block_table capacity)",
                      lens.tolist())
-    for b in range(batch):
+    for b in range(batch if host_checks else 0):
         used = ceil_div(int(context_lens[b].max()), block_kv) if next_n else 0
         pages = block_table[b, :used]
         if used and bool(((pages < 0) | (pages >= num_blocks)).any()):

@@ -1,0 +1,98 @@
+"""deep_gemm's hand-written Ascend MQA logits (deep_gemm/ascend/mqa_logits.*) on deepjit's Ascend twin,
+against deep_gemm.reference.mqa_logits at upstream's FP8 tolerance (calc_diff < 1e-3): few and many
+heads, head dims 32..128, ragged query / KV counts, empty and partial ranges, -inf exactly outside
+[ks, ke) with clean_logits and every other column untouched without it, compressed rows, BF16 logits,
+and the public op served through the table with no host read of the ranges."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import deep_gemm
+from deep_gemm import _dispatch, reference
+from deep_gemm.ascend.mqa_logits import mqa_logits
+from deep_gemm.attention import Quantised
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_custom_dims_cast_to_fp8
+
+SENTINEL = 7.0
+
+
+def _inputs(s, s_kv, heads, head_dim):
+    q = torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn)
+    kv, sf = per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False)
+    return Quantised(q, None, False, False), Quantised(kv, sf, False, True), torch.randn(s, heads)
+
+
+def _ranges(s, s_kv):
+    ks = torch.randint(0, s_kv, (s,), dtype=torch.int32)
+    ke = torch.minimum(ks + torch.randint(0, s_kv, (s,), dtype=torch.int32), torch.tensor(s_kv, dtype=torch.int32))
+    ks[0], ke[0] = 5, 5              # an empty range
+    ke[-1], ks[-1] = s_kv, 0         # a full one
+    return ks, ke
+
+
+def _check(s, s_kv, heads, head_dim, clean, compressed=False, dtype=torch.float32):
+    q, kv, weights = _inputs(s, s_kv, heads, head_dim)
+    ks, ke = _ranges(s, s_kv)
+    width = int((ke - ks).max()) if compressed else s_kv
+    got = torch.full((s, width), SENTINEL, dtype=dtype)
+    want = got.clone()
+    mqa_logits(q, kv, weights, ks, ke, got, compressed, clean)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, compressed, clean)
+    written = (want != SENTINEL) & torch.isfinite(want)
+    assert torch.equal(got == SENTINEL, want == SENTINEL), "written exactly where the reference writes"
+    assert torch.equal(torch.isinf(got), torch.isinf(want)), "-inf exactly where the reference puts it"
+    if written.any():
+        assert calc_diff(got[written].float(), want[written].float()) < 1e-3
+
+
+@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"), [(7, 300, 4, 32), (5, 520, 32, 128), (3, 90, 128, 64)])
+def test_shapes_clean(s, s_kv, heads, head_dim):
+    _check(s, s_kv, heads, head_dim, clean=True)
+
+
+def test_untouched_outside_ranges_without_clean():
+    _check(19, 260, 8, 64, clean=False)
+
+
+def test_compressed_rows():
+    _check(9, 300, 8, 64, clean=False, compressed=True)
+
+
+def test_bf16_logits():
+    _check(6, 200, 16, 64, clean=True, dtype=torch.bfloat16)
+
+
+@settings(max_examples=3, deadline=None)
+@given(s=st.integers(1, 20), s_kv=st.integers(6, 400))
+def test_random_sizes(s, s_kv):
+    _check(s, s_kv, 4, 32, clean=True)
+
+
+def test_public_op_on_ascend_reads_no_device_values(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    s, s_kv, heads, head_dim = 6, 300, 4, 32
+    q, kv, weights = _inputs(s, s_kv, heads, head_dim)
+    ks, ke = _ranges(s, s_kv)
+    logits_args = (q, kv, weights, ks, ke, torch.empty(s, s_kv), False, True)
+    assert _dispatch.TABLE.serves("mqa_logits", ks.device, *logits_args) == "ascend"
+    for name in ("item", "tolist", "any", "__bool__"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
+    got = deep_gemm.fp8_mqa_logits(q.data, (kv.data, kv.sf), weights, ks, ke)
+    monkeypatch.undo()
+    want = torch.empty(s, s_kv)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
+
+
+def test_unserved_forms_raise_before_writing():
+    q, kv, weights = _inputs(4, 64, 4, 32)
+    scaled = Quantised(q.data, torch.ones(4, 4, 1), False, False)
+    logits = torch.full((4, 64), SENTINEL)
+    ks, ke = torch.zeros(4, dtype=torch.int32), torch.full((4,), 64, dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="fp8_mqa_logits on Ascend"):
+        mqa_logits(scaled, kv, weights, ks, ke, logits, False, True)
+    assert torch.all(logits == SENTINEL)

@@ -1,0 +1,117 @@
+"""deep_gemm's hand-written Ascend paged MQA logits (deep_gemm/ascend/paged_mqa_logits.*) on deepjit's
+Ascend twin, against deep_gemm.reference.paged_mqa_logits at upstream's FP8 tolerance (calc_diff < 1e-3):
+the kernel walks shuffled block tables itself; few and many heads, head dims 32..128, pages of 32 and 64,
+next_n 1..3, empty and ragged lengths, -inf past each length with clean_logits and untouched without,
+BF16 logits, and the public op (2-D and upstream's 1-D context_lens, varlen rows) through the table with
+no host read of context_lens or block_table."""
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm import _dispatch, reference
+from deep_gemm.ascend.paged_mqa_logits import paged_mqa_logits
+from deep_gemm.attention import PagedKV, Quantised
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_custom_dims_cast_to_fp8
+
+SENTINEL = 7.0
+
+
+def _cache(num_pages, block_kv, head_dim):
+    """A fused cache of random pages: per page block_kv E4M3 rows, then their FP32 scales."""
+    values, sf = per_custom_dims_cast_to_fp8(torch.randn(num_pages * block_kv, head_dim), (0,), False)
+    cache = torch.empty(num_pages, block_kv * (head_dim + 4), dtype=torch.uint8)
+    cache[:, :block_kv * head_dim] = values.view(torch.uint8).view(num_pages, -1)
+    cache[:, block_kv * head_dim:] = sf.view(torch.uint8).view(num_pages, -1)
+    return cache.view(num_pages, block_kv, 1, head_dim + 4)
+
+
+def _inputs(batch, next_n, heads, head_dim, block_kv, max_ctx):
+    pages = -(-max_ctx // block_kv)
+    num_pages = batch * pages + 3
+    table = torch.randperm(num_pages)[:batch * pages].view(batch, pages).to(torch.int32)
+    q = torch.randn(batch, next_n, heads, head_dim).to(torch.float8_e4m3fn)
+    weights = torch.randn(batch * next_n, heads)
+    return Quantised(q, None, False, False), PagedKV(_cache(num_pages, block_kv, head_dim), False, head_dim), \
+        weights, table
+
+
+def _lengths(batch, next_n, max_ctx):
+    lens = torch.randint(0, max_ctx + 1, (batch, next_n), dtype=torch.int32)
+    lens[0] = 0                       # an entry with nothing to attend to
+    lens[-1, -1] = max_ctx            # a full row
+    return lens
+
+
+def _check(batch, next_n, heads, head_dim, block_kv, max_ctx, clean, dtype=torch.float32):
+    q, kv, weights, table = _inputs(batch, next_n, heads, head_dim, block_kv, max_ctx)
+    lens = _lengths(batch, next_n, max_ctx)
+    got = torch.full((batch * next_n, max_ctx), SENTINEL, dtype=dtype)
+    want = got.clone()
+    paged_mqa_logits(q, kv, weights, lens, table, got, clean)
+    reference.paged_mqa_logits(q, kv, weights, lens, table, want, clean)
+    written = (want != SENTINEL) & torch.isfinite(want)
+    assert torch.equal(got == SENTINEL, want == SENTINEL), "written exactly where the reference writes"
+    assert torch.equal(torch.isinf(got), torch.isinf(want)), "-inf exactly where the reference puts it"
+    assert calc_diff(got[written].float(), want[written].float()) < 1e-3
+
+
+@pytest.mark.parametrize(("batch", "next_n", "heads", "head_dim", "block_kv", "max_ctx"),
+                         [(3, 1, 4, 32, 32, 300), (2, 2, 32, 128, 64, 520), (2, 3, 64, 64, 32, 200)])
+def test_shapes_clean(batch, next_n, heads, head_dim, block_kv, max_ctx):
+    _check(batch, next_n, heads, head_dim, block_kv, max_ctx, clean=True)
+
+
+def test_untouched_past_lengths_without_clean():
+    _check(4, 2, 8, 64, 64, 330, clean=False)
+
+
+def test_bf16_logits():
+    _check(2, 1, 16, 64, 32, 150, clean=True, dtype=torch.bfloat16)
+
+
+def test_out_of_range_values_stay_inside_the_tensors():
+    # lengths past the table's capacity and page ids outside the cache are clamped / skipped in the
+    # kernel (the public op does not read them on the Ascend path), never dereferenced
+    q, kv, weights, table = _inputs(2, 1, 4, 32, 32, 64)
+    table[1, 1] = 10_000
+    lens = torch.tensor([[1000], [64]], dtype=torch.int32)
+    logits = torch.full((2, 64), SENTINEL)
+    paged_mqa_logits(q, kv, weights, lens, table, logits, True)
+    want = torch.empty(2, 64)
+    reference.paged_mqa_logits(q, kv, weights, torch.tensor([[64], [32]], dtype=torch.int32), table, want, True)
+    assert calc_diff(logits[0], want[0]) < 1e-3 and calc_diff(logits[1, :32], want[1, :32]) < 1e-3
+
+
+@pytest.mark.parametrize("form", ["2d", "1d", "varlen"])
+def test_public_op_on_ascend_reads_no_device_values(monkeypatch, form):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    batch, next_n, heads, head_dim, block_kv, max_ctx = 3, (1 if form == "varlen" else 2), 4, 32, 32, 200
+    q, kv, weights, table = _inputs(batch, next_n, heads, head_dim, block_kv, max_ctx)
+    lens = _lengths(batch, next_n, max_ctx)
+    indices = None
+    if form == "1d":
+        lens = lens[:, -1].clamp_min(next_n).contiguous()
+    elif form == "varlen":
+        indices = torch.tensor([0, 0, 1], dtype=torch.int32)
+    meta = torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32)
+    for name in ("item", "tolist", "any", "__bool__"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
+    got = deep_gemm.fp8_paged_mqa_logits(q.data, kv.cache, weights, lens, table, meta, max_ctx, clean_logits=True,
+                                         indices=indices)
+    monkeypatch.undo()
+    if form == "1d":  # upstream's 1-D form: row (b, t) sees positions [0, lens[b] - next_n + t]
+        lens = lens[:, None] - (next_n - 1) + torch.arange(next_n, dtype=torch.int32)
+    want = torch.empty(batch * next_n, max_ctx)
+    reference.paged_mqa_logits(q, kv, weights, lens.view(batch, next_n), table, want, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
+
+
+def test_served_by_the_ascend_kernel(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    q, kv, weights, table = _inputs(1, 1, 4, 32, 32, 64)
+    lens = torch.tensor([[10]], dtype=torch.int32)
+    logits = torch.empty(1, 64)
+    assert _dispatch.TABLE.serves("paged_mqa_logits", lens.device, q, kv, weights, lens, table, logits, True) == "ascend"
