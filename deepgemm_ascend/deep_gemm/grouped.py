@@ -5,6 +5,8 @@ Contiguous: A ``[M, K]`` holds every group's rows back to back, each group padde
 The ``grouped_layout`` says which rows belong to which group:
 - ``use_psum_layout=False`` (NVIDIA default): int32 ``[M]``, the group of each row, -1 for padding;
   each alignment block belongs to one group.
+- ``use_psum_layout=None`` (default): the path's default, True on the Ascend path (NPU tensors or
+  ``DG_BACKEND=ascend``, as DeepGEMM-Ascend defaults to it), False on the host kernels (NVIDIA's).
 - ``use_psum_layout=True`` (DeepGEMM-Ascend's required form): int32 ``[G]``. By default
   (``set_psum_layout_form("end_rows")``) entry g is the exclusive end row of group g, which starts
   at ``align(end[g-1], alignment)`` (group 0 at 0) -- NVIDIA upstream's and DeepEP's convention.
@@ -71,12 +73,12 @@ def _indexed_row_groups(layout: torch.Tensor, m: int, num_groups: int, alignment
     return row_group
 
 
-def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool,
+def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool | None,
                 expected_m_for_psum_layout, ensure_zero_padding: bool) -> ops.GroupedRows:
     v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
     v.contiguous("grouped_layout", grouped_layout)
-    v.boolean("use_psum_layout", use_psum_layout)
-    alignment = runtime.get_mk_alignment_for_contiguous_layout()
+    use_psum_layout = runtime.resolve_use_psum_layout(use_psum_layout, grouped_layout.device)
+    alignment = runtime.mk_alignment_for(grouped_layout.device)
     if use_psum_layout:
         v.shape("grouped_layout", grouped_layout, (num_groups,))
         if expected_m_for_psum_layout is not None:
@@ -129,7 +131,7 @@ def _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, comp
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, grouped_layout: torch.Tensor, recipe=None,
                                          recipe_a=None, recipe_b=None, compiled_dims: str = "nk",
-                                         disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                         disable_ue8m0_cast: bool = False, use_psum_layout: bool | None = None,
                                          ensure_zero_padding: bool = True,
                                          expected_m_for_psum_layout: int | None = None, epilogue=None) -> None:
     """``d[rows of g] = a[rows of g] @ b[g].T`` with B ``[G, N, K]`` (see the module docstring)."""
@@ -139,7 +141,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, grouped_layout: 
 
 def m_grouped_fp8_fp4_gemm_nn_contiguous(a, b, d: torch.Tensor, grouped_layout: torch.Tensor, recipe=None,
                                          recipe_a=None, recipe_b=None, compiled_dims: str = "nk",
-                                         disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                         disable_ue8m0_cast: bool = False, use_psum_layout: bool | None = None,
                                          ensure_zero_padding: bool = True,
                                          expected_m_for_psum_layout: int | None = None, epilogue=None) -> None:
     """As the ``nt`` form with B ``[G, K, N]``."""
@@ -169,7 +171,7 @@ def _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ens
 
 
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
-                                      compiled_dims: str = "nk", use_psum_layout: bool = False,
+                                      compiled_dims: str = "nk", use_psum_layout: bool | None = None,
                                       ensure_zero_padding: bool = True,
                                       expected_m_for_psum_layout: int | None = None) -> None:
     _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ensure_zero_padding,
@@ -177,7 +179,7 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 
 
 def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
-                                      compiled_dims: str = "nk", use_psum_layout: bool = False,
+                                      compiled_dims: str = "nk", use_psum_layout: bool | None = None,
                                       ensure_zero_padding: bool = True,
                                       expected_m_for_psum_layout: int | None = None) -> None:
     _m_grouped_bf16(a, ops.transpose_tensor("b", b, 1, 2, 3), d, grouped_layout, compiled_dims, use_psum_layout,

@@ -1,7 +1,8 @@
 """K-grouped GEMMs (MoE weight gradients): ``d[g] = c[g] + A_g.T @ B_g`` over each group's K rows.
 
 A is ``[sum_K, M]``, B ``[sum_K, N]`` (MN-major, contiguous), D and C FP32 ``[G, M, N]``; ``c`` is
-required and may be ``d``. Group g's K rows:
+required and may be ``d``. Group g's K rows (``use_psum_layout=None``, the default, takes the path's:
+True on the Ascend path -- NPU tensors or ``DG_BACKEND=ascend`` -- as DeepGEMM-Ascend, else False):
 - ``use_psum_layout=False``: ``ks_cpu[g]`` rows each (a multiple of the mk alignment), back to back;
   ``grouped_layout`` equals ``ks_cpu`` as an int32 tensor.
 - ``use_psum_layout=True``: ``grouped_layout[g]`` is the exclusive end row of group g, which starts at
@@ -24,12 +25,12 @@ from . import _validate as v
 from .utils.math import align, ceil_div
 
 
-def _groups(ks_cpu, grouped_layout, num_groups: int, sum_k: int, use_psum_layout: bool) -> ops.KGroups:
+def _groups(ks_cpu, grouped_layout, num_groups: int, sum_k: int, use_psum_layout: bool | None) -> ops.KGroups:
     v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
     v.contiguous("grouped_layout", grouped_layout)
     v.shape("grouped_layout", grouped_layout, (num_groups,))
-    v.boolean("use_psum_layout", use_psum_layout)
-    alignment = runtime.get_mk_alignment_for_contiguous_layout()
+    use_psum_layout = runtime.resolve_use_psum_layout(use_psum_layout, grouped_layout.device)
+    alignment = runtime.mk_alignment_for(grouped_layout.device)
     if alignment % 32:
         raise v.fail("mk alignment for contiguous layout", "a multiple of 32 for K-grouped GEMMs", alignment)
     if ks_cpu is not None and not isinstance(ks_cpu, (list, tuple)):
@@ -123,7 +124,7 @@ def _early_return(m, n, sum_k, d, c) -> bool:
 
 def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | None, grouped_layout: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
-                                     use_psum_layout: bool = False) -> None:
+                                     use_psum_layout: bool | None = None) -> None:
     """FP8 K-grouped GEMM, A ``[sum_K, M]`` and B ``[sum_K, N]`` MN-major (see the module docstring)."""
     data_a, sfa = v.pair("a", a)
     data_b, sfb = v.pair("b", b)
@@ -149,7 +150,7 @@ def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | 
 
 def k_grouped_fp8_gemm_nt_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | None, grouped_layout: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
-                                     use_psum_layout: bool = False) -> None:
+                                     use_psum_layout: bool | None = None) -> None:
     """Deprecated (SM90 form): warns, re-lays the operands out and forwards to the ``tn`` form.
 
     Accepts NVIDIA's layout -- A/B flattened with each group's block K-major (``[M, k_g]`` row-major,
@@ -189,7 +190,7 @@ def k_grouped_fp8_gemm_nt_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | 
 
 def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, ks_cpu: list[int] | None,
                                       grouped_layout: torch.Tensor, c: torch.Tensor | None = None,
-                                      compiled_dims: str = "mn", use_psum_layout: bool = False) -> None:
+                                      compiled_dims: str = "mn", use_psum_layout: bool | None = None) -> None:
     v.tensor("a", a, (torch.bfloat16,))
     v.tensor("b", b, (torch.bfloat16,))
     v.tensor("d", d)

@@ -3,15 +3,24 @@
 On CPU the "SM count" is the worker-thread count of the host kernels. Settings that steer
 GPU/NPU kernel selection (tensor-core utilisation, PDL, compiled dims, block-size multiples,
 NPU arch) are recorded and returned, and have no effect on CPU results.
+
+Two sets of defaults (see the package README): the NVIDIA ones (mk alignment 128, the
+``m_indices`` grouped layout, SM count = host worker threads) for CPU tensors on the host kernels,
+and DeepGEMM-Ascend's (mk alignment 256, ``use_psum_layout=True``, SM count = the NPU's AI cores)
+on the Ascend path: NPU tensors, or ``DG_BACKEND=ascend`` (CPU tensors on deepjit's Ascend twin).
+Device-free queries take the Ascend defaults when ``DG_BACKEND=ascend`` or an NPU is present.
 """
 from __future__ import annotations
 
 import os
 from typing import Union
 
+import torch
+
 from . import _lib
 
 _LEGACY_MK_ALIGNMENT = 128
+ASCEND_MK_ALIGNMENT = 256  # DeepGEMM-Ascend's fixed M/K alignment of contiguous grouped layouts
 _PSUM_FORMS = ("end_rows", "counts")
 
 
@@ -21,7 +30,8 @@ class _State:
     ignore_compile_dims = False
     block_m_multiple_of = 1
     block_n_multiple_of = 1
-    mk_alignment = _LEGACY_MK_ALIGNMENT
+    mk_alignment: int | None = None  # None: the default of the path (NVIDIA 128, Ascend 256)
+    num_sms: int | None = None       # set_num_sms on the Ascend path (None: every AI core)
     deterministic = False
     npu_arch = 0
     psum_layout_form: str | None = None
@@ -49,14 +59,44 @@ def _max_workers() -> int:
     return os.cpu_count() or 1
 
 
+def ascend_defaults(device=None) -> bool:
+    """Whether DeepGEMM-Ascend's defaults apply: for tensors on ``device`` (NPU tensors, or
+    ``DG_BACKEND=ascend``); with no device, when ``DG_BACKEND=ascend`` or torch_npu reports an NPU."""
+    if device is not None:
+        return _lib.on_ascend(device)
+    if _lib.LIB.forced_backend() == "ascend":
+        return True
+    npu = getattr(torch, "npu", None)
+    return bool(npu is not None and npu.is_available())
+
+
+def _num_ai_cores() -> int:
+    """AI cores of the current NPU (torch_npu's device properties, else ACL through deepjit), or of
+    the twin's dav-3510 when no NPU is present."""
+    npu = getattr(torch, "npu", None)
+    if npu is not None and npu.is_available():
+        cores = getattr(npu.get_device_properties(npu.current_device()), "cube_core_num", 0)
+        return int(cores) or _lib.LIB.ascend_runtime(twin=False).device.get_num_aicore_cores()
+    return _lib.LIB.ascend_runtime(twin=True).device.get_num_aicore_cores()
+
+
 # ---- SMs / worker threads ---------------------------------------------------------------------
 def set_num_sms(new_num_sms: int) -> None:
-    """Worker threads of the host kernels; 0 restores the default (every core, or DG_NUM_THREADS)."""
+    """Host kernels: their worker threads (at most the CPU count). Ascend path: the AI cores the
+    kernels may use (at most the device's). 0 restores the default (every core, or DG_NUM_THREADS)."""
+    if ascend_defaults():
+        n = _check_int("new_num_sms", new_num_sms, 0, _num_ai_cores())
+        _state.num_sms = n or None
+        return
     n = _check_int("new_num_sms", new_num_sms, 0, _max_workers())
     _lib.LIB.set_num_threads(n if n > 0 else _lib.DEFAULT_NUM_THREADS)
 
 
 def get_num_sms() -> int:
+    """The host kernels' worker threads, or on the Ascend path the AI-core count of the current NPU
+    (the twin's on CPU tensors), as ``set_num_sms`` limits it."""
+    if ascend_defaults():
+        return _state.num_sms or _num_ai_cores()
     return _lib.LIB.num_threads
 
 
@@ -126,14 +166,25 @@ def set_mk_alignment_for_contiguous_layout(new_value: int) -> None:
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
-    return _state.mk_alignment
+    return mk_alignment_for(None)
+
+
+def mk_alignment_for(device) -> int:
+    """The alignment in force for tensors on ``device``: the value set, else the path's default."""
+    if _state.mk_alignment is not None:
+        return _state.mk_alignment
+    return ASCEND_MK_ALIGNMENT if ascend_defaults(device) else _LEGACY_MK_ALIGNMENT
 
 
 def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None) -> int:
-    """SM100's rule: BLOCK_M starts at 224 and shrinks by 32 while it stays > 32 and covers expected_m."""
+    """SM100's rule: BLOCK_M starts at 224 and shrinks by 32 while it stays > 32 and covers expected_m;
+    DeepGEMM-Ascend's fixed 256 on the Ascend path."""
     block_m, step = 224, 32
     if expected_m is not None:
         _check_int("expected_m", expected_m, 0)
+    if ascend_defaults():
+        return ASCEND_MK_ALIGNMENT
+    if expected_m is not None:
         while block_m > 32 and block_m - step >= expected_m:
             block_m -= step
     return block_m
@@ -163,3 +214,11 @@ def get_psum_layout_form() -> str:
     if form not in _PSUM_FORMS:
         raise ValueError(f"DG_PSUM_LAYOUT_FORM must be one of {_PSUM_FORMS}, got {form!r}")
     return form
+
+
+def resolve_use_psum_layout(use_psum_layout, device) -> bool:
+    """``use_psum_layout`` as given, or for None the path's default: True on the Ascend path (the
+    layout DeepGEMM-Ascend requires and defaults to), False (``m_indices`` / ``ks_cpu``) otherwise."""
+    if use_psum_layout is None:
+        return ascend_defaults(device)
+    return _check_bool("use_psum_layout", use_psum_layout)

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-import deep_gemm
+from deep_gemm import runtime
 
 BACKENDS = ["reference"] + (["host"] if importlib.util.find_spec("deep_gemm.host") is not None else [])
 
@@ -25,7 +25,7 @@ def backend(request, monkeypatch):
 def _seed_and_settings():
     random.seed(0)
     torch.manual_seed(0)
-    saved_alignment = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    saved_alignment = runtime._state.mk_alignment  # None: the path's default, kept as such
     yield
-    deep_gemm.set_mk_alignment_for_contiguous_layout(saved_alignment)
+    runtime._state.mk_alignment = saved_alignment
     os.environ.pop("DG_PSUM_LAYOUT_FORM", None)
