@@ -30,7 +30,7 @@ from .grouped import (m_grouped_bf16_gemm_nn_contiguous, m_grouped_bf16_gemm_nt_
                       m_grouped_fp8_fp4_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_masked)
 from .k_grouped import (k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_nt_contiguous,  # noqa: E402
                         k_grouped_fp8_gemm_tn_contiguous)
-from .layout import transform_sf_into_required_layout  # noqa: E402
+from .layout import transform_k_grouped_sf_into_required_layout, transform_sf_into_required_layout  # noqa: E402
 from .mega import (SymmBuffer, bf16_mega_moe, fp8_fp4_mega_moe, get_symm_buffer_for_mega_moe,  # noqa: E402
                    transform_weights_for_mega_moe)
 from .runtime import (get_block_size_multiple_of, get_deterministic_algorithms, get_ignore_compile_dims,  # noqa: E402
@@ -67,6 +67,6 @@ __all__ = [
     "k_grouped_bf16_gemm_tn_contiguous", "fp8_m_grouped_gemm_nt_masked", "bf16_m_grouped_gemm_nt_masked",
     "einsum", "fp8_einsum", "tf32_hc_prenorm_gemm",
     "fp8_fp4_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits",
-    "fp8_paged_mqa_logits", "transform_sf_into_required_layout",
+    "fp8_paged_mqa_logits", "transform_sf_into_required_layout", "transform_k_grouped_sf_into_required_layout",
     "SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_fp4_mega_moe", "bf16_mega_moe",
 ] + list(_utils_all)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from . import _lib, formats, runtime
 from . import _validate as v
-from . import formats, runtime
 from .utils.math import align, ceil_div
 
 
@@ -118,12 +118,31 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
     return out
 
 
-def _ascend_int16(sf_fp32: torch.Tensor, mn: int) -> torch.Tensor:
-    """FP32 per-row scales (gran_k 32) ``[B?, MN, SK]`` -> Ascend int16 pairs, MN-major without padding."""
+def _ascend_gaps(ends: torch.Tensor, alignment: int, grouping: str, size: int) -> torch.Tensor:
+    """bool ``[size]``: the rows (``grouping="m"``) or 32-element K-blocks (``"k"``) lying between the
+    groups of a psum layout (from a group's end to the next group's aligned start), zeroed in the
+    Ascend form as DeepGEMM-Ascend's transform does."""
+    gap = torch.zeros(size, dtype=torch.bool, device=ends.device)
+    for end in ends.tolist():
+        tail, start = (end, align(end, alignment)) if grouping == "m" else (ceil_div(end, 32), align(end, alignment) // 32)
+        gap[max(tail, 0):max(start, 0)] = True
+    return gap
+
+
+def _ascend_int16(sf_fp32: torch.Tensor, mn: int, grouping: str = "none", ends: torch.Tensor | None = None,
+                  alignment: int = runtime.ASCEND_MK_ALIGNMENT) -> torch.Tensor:
+    """FP32 per-row scales (gran_k 32) ``[B?, MN, SK]`` -> Ascend int16 pairs, MN-major without padding;
+    with a psum layout (``ends``) the gaps between groups are zeroed (``_ascend_gaps``)."""
     if sf_fp32.numel() and not bool(formats.is_power_of_two(sf_fp32).all()):
         raise v.fail("sf values", "positive powers of two (the Ascend UE8M0 contract)",
                      sf_fp32[~formats.is_power_of_two(sf_fp32)][0].item())
     packed = formats.pack_ue8m0(sf_fp32, torch.int16)
+    if grouping == "k":
+        gap = _ascend_gaps(ends, alignment, "k", 2 * packed.size(-1)).view(-1, 2)
+        packed = (packed.view(torch.uint8).view(*packed.shape, 2) * ~gap).view(torch.uint8).flatten(-2)
+        packed = packed.view(torch.int16)
+    elif grouping == "m":
+        packed = packed * ~_ascend_gaps(ends, alignment, "m", mn).unsqueeze(-1)
     batch = sf_fp32.size(0) if sf_fp32.dim() == 3 else None
     out = _mn_major_empty(batch, mn, packed.size(-1), torch.int16, sf_fp32.device, mn)
     out.copy_(packed)
@@ -163,16 +182,23 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe,
     v.boolean("disable_ue8m0_cast", disable_ue8m0_cast)
     from ._operands import sf_to_fp32
     v.tensor("sf", sf, (torch.float32, torch.float8_e8m0fnu, torch.int32, torch.int16), 2 if num_groups is None else 3)
+    if psum_layout is not None:
+        v.tensor("psum_layout", psum_layout, (torch.int32,), 1)
+        v.contiguous("psum_layout", psum_layout)
+    ascend = _lib.on_ascend(sf.device)
+    if sf.dtype == torch.int16 or ascend:
+        _check_ascend_form(sf, gran_k, disable_ue8m0_cast)
+    if ascend and sf.dtype in (torch.float32, torch.int16):
+        # the Ascend vector kernel, from shapes and dtypes only (no host read of sf or psum_layout)
+        return _ascend_transform(sf, mn, k, gran_mn, num_groups, "m" if psum_layout is not None else "none",
+                                 psum_layout)
     # FP32 scales packed into UE8M0 keep only their exponent byte (upstream shifts the bits, so 3.0
     # would become 2.0): refuse any that are not powers of two, as the GEMMs do, unless the cast is off.
     values = sf_to_fp32("sf", sf, mn, k, gran_mn, gran_k, num_groups, require_pow2=not disable_ue8m0_cast)
-    npu = sf.device.type == "npu"
-    if sf.dtype == torch.int16 or npu:
-        if gran_k != 32:
-            raise v.fail("recipe gran_k", "32 for the Ascend int16 form", gran_k)
-        if sf.dtype == torch.float32 and disable_ue8m0_cast:
-            raise v.fail("disable_ue8m0_cast", "False with FP32 input (Ascend)", True)
-        return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn)
+    if sf.dtype == torch.int16 or ascend:
+        grouping = "m" if psum_layout is not None else "none"
+        return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn, grouping, psum_layout,
+                             runtime.mk_alignment_for(sf.device))
     if sf.dtype == torch.int32:
         if gran_mn != 1:
             raise v.fail("recipe gran_mn", "1 for int32-packed scale factors", gran_mn)
@@ -184,6 +210,57 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe,
             return sf
         raise v.fail("disable_ue8m0_cast", "False unless FP32 scales of recipe (1|128, 128)", True)
     return get_mn_major_tma_aligned_packed_ue8m0_tensor(_broadcast_rows(values, mn, gran_mn), psum_layout)
+
+
+def _check_ascend_form(sf: torch.Tensor, gran_k: int, disable_ue8m0_cast: bool) -> None:
+    if gran_k != 32:
+        raise v.fail("recipe gran_k", "32 for the Ascend int16 form", gran_k)
+    if sf.dtype == torch.float32 and disable_ue8m0_cast:
+        raise v.fail("disable_ue8m0_cast", "False with FP32 input (Ascend)", True)
+
+
+def _is_ascend_form(sf: torch.Tensor, mn: int, gran_mn: int) -> bool:
+    """An int16 tensor already in the kernel-ready Ascend layout (returned as is, as upstream does)."""
+    words = sf.size(-1)
+    ok = sf.dtype == torch.int16 and gran_mn == 1 and (sf.stride(-2) == 1 or mn <= 1) and (sf.stride(-1) == mn or words <= 1)
+    return ok and (sf.dim() == 2 or sf.stride(0) == mn * words)
+
+
+def _ascend_transform(sf: torch.Tensor, mn: int, k: int, gran_mn: int, num_groups: int | None, grouping: str,
+                      ends: torch.Tensor | None) -> torch.Tensor:
+    """The Ascend path: shapes checked, then ``deep_gemm/ascend/sf_layout.asc`` (values read on the device only)."""
+    from .ascend.sf_layout import transform_sf
+    lead = () if num_groups is None else (num_groups,)
+    k_blocks = ceil_div(k, 32)
+    v.shape("sf", sf, lead + (ceil_div(mn, gran_mn), k_blocks if sf.dtype == torch.float32 else ceil_div(k_blocks, 2)))
+    if _is_ascend_form(sf, mn, gran_mn) and ends is None:
+        return sf
+    if ends is not None and ends.device != sf.device:
+        raise v.fail("psum_layout", f"a tensor on {sf.device} (as sf)", ends.device)
+    return transform_sf(sf, mn, k_blocks, gran_mn, grouping, ends, runtime.mk_alignment_for(sf.device))
+
+
+def transform_k_grouped_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe, is_sfa: bool | None,
+                                                psum_layout: torch.Tensor) -> torch.Tensor:
+    """DeepGEMM-Ascend's K-grouped form: scales ``[ceil(mn/gran_mn), ceil(k/32)]`` (FP32) or int16 pairs of
+    a K-grouped contiguous operand (``k`` the total K, groups placed by the psum ``psum_layout``: exclusive
+    K ends, each group starting at the aligned end of the previous) -> int16 ``[mn, ceil(k/64)]`` MN-major,
+    the K-blocks between groups zeroed. ``recipe`` as ``transform_sf_into_required_layout``; gran_k 32."""
+    v.integer("mn", mn, 0)
+    v.integer("k", k, 0)
+    if not isinstance(recipe, (tuple, list)) or len(recipe) != 3:
+        raise TypeError(f"recipe: expected a 3-tuple of ints, got {recipe!r}")
+    gran_mn = recipe[0] if v.boolean("is_sfa", is_sfa) else recipe[1]
+    v.integer("gran_mn", gran_mn, 1)
+    _check_ascend_form(sf, recipe[2], False)
+    v.tensor("sf", sf, (torch.float32, torch.int16), 2)
+    v.tensor("psum_layout", psum_layout, (torch.int32,), 1)
+    v.contiguous("psum_layout", psum_layout)
+    if _lib.on_ascend(sf.device):
+        return _ascend_transform(sf, mn, k, gran_mn, None, "k", psum_layout)
+    from ._operands import sf_to_fp32
+    values = sf_to_fp32("sf", sf, mn, k, gran_mn, 32, None, require_pow2=True)
+    return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn, "k", psum_layout, runtime.mk_alignment_for(sf.device))
 
 
 def convert_packed_ue8m0(sf: torch.Tensor, k: int, gran_k: int = 32, dtype: torch.dtype = torch.int16) -> torch.Tensor:
