@@ -3,9 +3,11 @@ kernel that has a reference runs on the CPU twin and is compared with it; each l
 roofline estimate from the twin's counters at dav-3510's published rates.
 
 Kernels come from DeepJIT's samples, the conformance suite and each library's
-``<import name>.ascend.codegen``: its ``cases()`` (conformance ``Case`` objects: build + inputs +
-reference) are run; plain ``kernels()`` specs without a reference are listed as not checked. The run
-fails (exit status 1) when any kernel mismatches or errors, after trying them all.
+``<import name>.ascend.codegen``: its ``cases()`` are run -- conformance ``Case`` objects (a TileLang
+build + inputs + reference) and ``SourceCase`` objects (a hand-written package ``.asc`` kernel run
+through the library's own entry point, which compares with its reference; the twin's counters of
+every launch it makes give the roofline); plain ``kernels()`` specs without a reference are listed as
+not checked. The run fails (exit status 1) when any kernel mismatches or errors, after trying them all.
 
 The roofline is an estimate, not a measurement: the twin counts bytes, MACs and vector element-ops;
 the time each unit would need at the published rate (per-core share for the cores the launch uses)
@@ -16,7 +18,8 @@ import argparse
 import importlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +45,20 @@ class Rates:
 
 
 RATES = Rates()
+# the twin counts cube MACs by input width (c_api/cube.h); the rate class each width runs at
+OPERAND_OF_WIDTH = {"b16": "bf16", "fp32": "bf16", "b8": "fp8", "b4": "fp4"}
+
+
+@dataclass(frozen=True)
+class SourceCase:
+    """A library's hand-written Ascend kernel (a package ``.asc`` source) at one shape: ``run()`` calls the
+    library's entry point on CPU tensors (so the kernel runs on the twin), compares the result with the
+    library's reference and returns the mismatches (empty when it matches). ``kind``: the kernel's core
+    type ("cube", "vector" or "mix"), for the roofline's core counts."""
+    name: str
+    kind: str
+    run: Callable[[], list]
+    known_gap: str = ""
 GM_PIPES = ("PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX")  # movers that touch global memory (FIX: L0C->GM and ->UB)
 
 
@@ -88,9 +105,61 @@ def _counters(result) -> dict | None:
     return counters if isinstance(counters, dict) else None
 
 
+@contextmanager
+def recorded_launches():
+    """Every launch of a library's Ascend kernel handle inside the block: ``[(num_blocks, LaunchCounters)]``."""
+    from ..library import AscendKernelHandle
+
+    launches, original = [], AscendKernelHandle.launch
+
+    def launch(self, options=None, *args):
+        result = original(self, options, *args)
+        launches.append((options.num_blocks if options is not None else self.grid, result))
+        return result
+
+    AscendKernelHandle.launch = launch
+    try:
+        yield launches
+    finally:
+        AscendKernelHandle.launch = original
+
+
+def _summed_counters(launches) -> tuple[dict | None, int, str]:
+    """(counters summed over the launches, the largest block count, the dominant cube operand class)."""
+    if not launches:
+        return None, 0, "bf16"
+    total: dict = {"bytes": {}, "cube_macs": 0, "vector_ops": 0}
+    by_width: dict = {}
+    for _, result in launches:
+        counters = _counters(result) or {}
+        for pipe, n in counters.get("bytes", {}).items():
+            total["bytes"][pipe] = total["bytes"].get(pipe, 0) + n
+        total["cube_macs"] += counters.get("cube_macs", 0)
+        total["vector_ops"] += counters.get("vector_ops", 0)
+        for width, n in (result.cube_macs_by_input() if hasattr(result, "cube_macs_by_input") else {}).items():
+            by_width[width] = by_width.get(width, 0) + n
+    operand = OPERAND_OF_WIDTH[max(by_width, key=by_width.get)] if by_width else "bf16"
+    return total, max(n for n, _ in launches), operand
+
+
+def run_source_case(case: SourceCase) -> dict:
+    with recorded_launches() as launches:
+        start = time.perf_counter()
+        failures = list(case.run())
+        seconds = time.perf_counter() - start
+    counters, num_blocks, operand = _summed_counters(launches)
+    if not launches:
+        failures.append("no Ascend kernel was launched")
+    estimate = roofline(counters, case.kind, num_blocks, operand)
+    return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
+
+
 def run_case(case: Case, seed: int = 0) -> dict:
     """Runs one case on the twin; ``{"ok", "failures", "seconds", "roofline"}``."""
     from .twin import lowered_with_grid, run_on_twin
+
+    if isinstance(case, SourceCase):
+        return run_source_case(case)
 
     func = case.build()
     lowered, grid = lowered_with_grid(func)  # run_on_twin reuses it

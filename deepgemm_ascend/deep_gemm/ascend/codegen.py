@@ -1,0 +1,138 @@
+"""deep_gemm's hand-written Ascend kernels for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
+found through the package's ``deepjit.ascend_kernels`` entry point): each case runs one kernel on the
+twin through its entry point at a modest shape, compares it with ``deep_gemm.reference`` at upstream's
+tolerance and leaves the roofline to the twin's counters of the launch. The shapes are small enough for
+the twin on a few CPU cores; the counters (and so the estimate) scale with the work, not the shape class.
+
+``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
+from __future__ import annotations
+
+import torch
+
+from .. import reference
+from .._operands import GroupedRows, KGroups, QuantOperand
+from ..attention import PagedKV, Quantised
+from ..testing import calc_diff
+from ..utils import per_custom_dims_cast_to_fp8
+
+
+def _close(name: str, got: torch.Tensor, want: torch.Tensor, limit: float) -> list[str]:
+    diff = calc_diff(got.float(), want.float())
+    return [] if diff < limit else [f"{name}: calc_diff {diff:.3g} >= {limit}"]
+
+
+def _bf16_gemm() -> list[str]:
+    from .bf16_gemm import bf16_gemm_nt
+    a, b = torch.randn(512, 512).bfloat16(), torch.randn(512, 512).bfloat16()
+    d, want = torch.empty(512, 512), torch.empty(512, 512)
+    bf16_gemm_nt(a, b, d)
+    reference.bf16_gemm_nt(a, b, want, None, None)
+    return _close("d", d, want, 1e-5)
+
+
+def _fp8_gemm() -> list[str]:
+    from .fp8_mx_gemm import fp8_gemm_nt
+
+    def operand(mn, k):
+        data = (torch.randn(mn, k) * 8).to(torch.float8_e4m3fn)
+        sf = torch.exp2(torch.randint(-6, 7, (mn, k // 32)).float())
+        return QuantOperand(data, sf, False, True, mn, k, None, 1, 32)
+
+    a, b = operand(512, 512), operand(512, 512)
+    d, want = torch.empty(512, 512), torch.empty(512, 512)
+    fp8_gemm_nt(a, b, d)
+    reference.fp8_fp4_gemm_nt(a, b, want)
+    return _close("d", d, want, 1e-3)
+
+
+def _m_grouped_bf16() -> list[str]:
+    from .m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous
+    a, b = torch.randn(768, 256).bfloat16(), torch.randn(3, 256, 256).bfloat16()
+    ends = torch.tensor([200, 512, 700], dtype=torch.int32)
+    row_group = torch.full((768,), -1, dtype=torch.int64)
+    row_group[:200], row_group[256:512], row_group[512:700] = 0, 1, 2
+    rows = GroupedRows(row_group, ends, True, 256)
+    d, want = torch.zeros(768, 256, dtype=torch.bfloat16), torch.zeros(768, 256, dtype=torch.bfloat16)
+    m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, True)
+    reference.m_grouped_bf16_gemm_nt(a, b, want, rows, True)
+    return _close("d", d, want, 1e-5)
+
+
+def _k_grouped_bf16() -> list[str]:
+    from .k_grouped_bf16_gemm import k_grouped_bf16_gemm_tn_contiguous
+    a, b = torch.randn(512, 256).bfloat16(), torch.randn(512, 256).bfloat16()
+    groups = KGroups([256, 0, 256], [0, 256, 256], [])
+    c = torch.randn(3, 256, 256)
+    d, want = c.clone(), c.clone()
+    k_grouped_bf16_gemm_tn_contiguous(a, b, d, d, groups)
+    reference.k_grouped_bf16_gemm_tn(a, b, want, want, groups)
+    return _close("d", d, want, 1e-5)
+
+
+def _mqa_logits() -> list[str]:
+    from .mqa_logits import mqa_logits
+    s, s_kv, heads, head_dim = 64, 2048, 32, 128
+    q = Quantised(torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn), None, False, False)
+    kv = Quantised(*per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False), False, True)
+    weights = torch.randn(s, heads)
+    ke = torch.arange(s, dtype=torch.int32) + (s_kv - s) + 1   # causal prefill of the last s tokens
+    ks = torch.zeros(s, dtype=torch.int32)
+    got, want = torch.empty(s, s_kv), torch.empty(s, s_kv)
+    mqa_logits(q, kv, weights, ks, ke, got, False, True)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+    finite = torch.isfinite(want)
+    bad = [] if torch.equal(finite, torch.isfinite(got)) else ["-inf outside [ks, ke) differs from the reference"]
+    return bad + _close("logits", got[finite], want[finite], 1e-3)
+
+
+def _paged_mqa_logits() -> list[str]:
+    from .paged_mqa_logits import paged_mqa_logits
+    batch, heads, head_dim, block_kv, max_ctx = 16, 32, 128, 64, 2048
+    pages = max_ctx // block_kv
+    values, sf = per_custom_dims_cast_to_fp8(torch.randn(batch * pages * block_kv, head_dim), (0,), False)
+    cache = torch.cat([values.view(torch.uint8).view(batch * pages, -1), sf.view(torch.uint8).view(batch * pages, -1)],
+                      dim=1).view(batch * pages, block_kv, 1, head_dim + 4)
+    table = torch.randperm(batch * pages).view(batch, pages).to(torch.int32)
+    q = Quantised(torch.randn(batch, 1, heads, head_dim).to(torch.float8_e4m3fn), None, False, False)
+    kv = PagedKV(cache, False, head_dim)
+    weights = torch.randn(batch, heads)
+    lens = torch.randint(max_ctx // 2, max_ctx + 1, (batch, 1), dtype=torch.int32)
+    got, want = torch.empty(batch, max_ctx), torch.empty(batch, max_ctx)
+    paged_mqa_logits(q, kv, weights, lens, table, got, True)
+    reference.paged_mqa_logits(q, kv, weights, lens, table, want, True)
+    finite = torch.isfinite(want)
+    bad = [] if torch.equal(finite, torch.isfinite(got)) else ["-inf past the lengths differs from the reference"]
+    return bad + _close("logits", got[finite], want[finite], 1e-3)
+
+
+def _sf_transform() -> list[str]:
+    from .. import formats
+    from ..layout import _ascend_int16
+    from .sf_layout import transform_sf
+    sf = torch.exp2(torch.randint(-20, 20, (4096, 64)).float())
+    got = transform_sf(sf, 4096, 64, 1)
+    want = _ascend_int16(sf, 4096)
+    ok = torch.equal(got, want) and torch.equal(formats.unpack_ue8m0(got)[:, :64], sf)
+    return [] if ok else ["int16 pairs differ from the reference"]
+
+
+def cases() -> list:
+    from deepjit.tilelang_route.ascend_check import SourceCase
+    runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm),
+            ("m_grouped_bf16_gemm_psum_3x768x256x256", "cube", _m_grouped_bf16),
+            ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
+            ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits),
+            ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
+            ("sf_transform_4096x2048", "vector", _sf_transform)]
+    return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
+
+
+def _seeded(fn):
+    def run() -> list[str]:
+        torch.manual_seed(0)
+        return fn()
+    return run
+
+
+def kernels() -> list:
+    return []
