@@ -1,6 +1,6 @@
 """Process-wide settings of the library (upstream's device and heuristics runtimes).
 
-On CPU the "SM count" is the worker-thread count of the host kernels. Settings that steer
+On the host kernels the "SM count" is their worker-thread count. Settings that steer
 GPU/NPU kernel selection (tensor-core utilisation, PDL, compiled dims, block-size multiples,
 NPU arch) are recorded and returned, and have no effect on CPU results.
 

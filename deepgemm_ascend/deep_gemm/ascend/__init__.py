@@ -20,6 +20,16 @@ do the checks and the nn/tn/tt transposed views):
   ``fp8_fp4_gemm_nt`` for E4M3 x E4M3, K-major, recipe ``(1, 1, 32)`` (``fp8_mx_gemm.asc``,
   ``asc_mmad_mx``); other forms, ``c`` and ``alpha`` raise ``NotImplementedError`` up front.
 
+- ``mqa_logits.mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits)`` serves
+  ``fp8_mqa_logits`` / ``fp8_fp4_mqa_logits`` (unscaled E4M3 q, per-token-scaled KV) and
+  ``paged_mqa_logits.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits,
+  clean_logits)`` the paged forms: mixed kernels ``mqa_logits.asc`` / ``paged_mqa_logits.asc`` (shared
+  pieces in ``mqa_logits.h``), Q.K on the cube, ReLU x weights and the head sum on SIMT lanes.
+- ``sf_layout.transform_sf(sf, mn, k_blocks, gran_mn, grouping, ends, alignment)``: the vector kernel
+  ``sf_layout.asc`` behind ``transform_sf_into_required_layout`` and
+  ``transform_k_grouped_sf_into_required_layout`` on the Ascend path.
+- ``codegen.cases()``: every kernel above at one shape, for ``make ascend-check``.
+
 Shared pieces: ``cube_gemm.h`` (the cube pipeline for one output tile and the FixPipe stores),
 ``_launch.py`` (kernel handles, grid sizing, compile-time dimensions).
 """
