@@ -3,9 +3,12 @@ Ascend twin, against deep_gemm.reference.paged_mqa_logits at upstream's FP8 tole
 the kernel walks shuffled block tables itself; few and many heads, head dims 32..128, pages of 32 and 64,
 next_n 1..3, empty and ragged lengths, -inf past each length with clean_logits and untouched without,
 BF16 logits, and the public op (2-D and upstream's 1-D context_lens, varlen rows) through the table with
-no host read of context_lens or block_table."""
+no host read of context_lens or block_table; the schedule metadata computed on the device there equals
+the host scheduler's."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import deep_gemm
 from deep_gemm import _dispatch, reference
@@ -115,3 +118,25 @@ def test_served_by_the_ascend_kernel(monkeypatch):
     lens = torch.tensor([[10]], dtype=torch.int32)
     logits = torch.empty(1, 64)
     assert _dispatch.TABLE.serves("paged_mqa_logits", lens.device, q, kv, weights, lens, table, logits, True) == "ascend"
+
+
+@settings(max_examples=25, deadline=None)
+@given(form=st.sampled_from(["1d", "2d", "varlen"]), rows=st.integers(0, 10), next_n=st.integers(1, 3),
+       num_sms=st.integers(1, 9), seed=st.integers(0, 1000))
+def test_metadata_on_ascend_matches_the_host_schedule(form, rows, next_n, num_sms, seed):
+    gen = torch.Generator().manual_seed(seed)
+    indices = None
+    if form == "1d":
+        lens = torch.randint(0, 2000, (rows,), dtype=torch.int32, generator=gen)
+    elif form == "2d":
+        lens = torch.randint(0, 2000, (rows, next_n), dtype=torch.int32, generator=gen)
+    else:
+        lens = torch.randint(0, 2000, (rows, 1), dtype=torch.int32, generator=gen)
+        indices = torch.sort(torch.randint(0, 4, (rows,), generator=gen)).values.to(torch.int32)
+    want = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms, indices=indices)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("DG_BACKEND", "ascend")
+        for name in ("item", "tolist", "any", "__bool__"):
+            m.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
+        got = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms, indices=indices)
+    assert torch.equal(got, want)
