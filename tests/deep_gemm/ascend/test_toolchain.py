@@ -10,7 +10,8 @@ import torch
 
 import deepjit
 from deep_gemm._operands import GroupedRows, QuantOperand
-from deep_gemm.ascend import bf16_gemm, fp8_mx_gemm, m_grouped_bf16_gemm
+from deep_gemm.ascend import bf16_gemm, fp8_mx_gemm, m_grouped_bf16_gemm, mqa_logits, paged_mqa_logits, sf_layout
+from deep_gemm.attention import PagedKV, Quantised
 from deepjit.backends.ascend import AscendCompilerOptions
 from tests.deepjit.helpers import make_fake_ascend_toolkit, read_calls
 
@@ -104,13 +105,40 @@ def _fp8_call():
     fp8_mx_gemm.fp8_gemm_nt(op(256), op(96), torch.empty(256, 96, dtype=torch.bfloat16))
 
 
+def _fp8_query(*shape):
+    return Quantised(torch.zeros(*shape, dtype=torch.float8_e4m3fn), None, False, False)
+
+
+def _mqa_call():
+    kv = Quantised(torch.zeros(64, 64, dtype=torch.float8_e4m3fn), torch.ones(64), False, True)
+    ranges = torch.zeros(4, dtype=torch.int32)
+    mqa_logits.mqa_logits(_fp8_query(4, 8, 64), kv, torch.ones(4, 8), ranges, ranges, torch.empty(4, 64), False, True)
+
+
+def _paged_call():
+    cache = PagedKV(torch.zeros(4, 32, 1, 68, dtype=torch.uint8), False, 64)
+    paged_mqa_logits.paged_mqa_logits(_fp8_query(2, 1, 8, 64), cache, torch.ones(2, 8),
+                                      torch.zeros(2, 1, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32),
+                                      torch.empty(2, 64, dtype=torch.bfloat16), False)
+
+
+def _sf_call():
+    sf_layout.transform_sf(torch.ones(96, 3), 96, 3, 1, "k", torch.tensor([96], dtype=torch.int32))
+
+
 @pytest.mark.parametrize(("module", "call", "entry", "defines"), [
     (m_grouped_bf16_gemm, _grouped_call, "dg_m_grouped_bf16_gemm",
      ("DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96")),
     (fp8_mx_gemm, _fp8_call, "dg_fp8_mx_gemm", ("DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_M 0", "DG_SHAPE_N 96")),
+    (mqa_logits, _mqa_call, "dg_fp8_mqa_logits",
+     ("DG_CLEAN 1", "DG_COMPRESSED 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_LOGITS_FP32 1")),
+    (paged_mqa_logits, _paged_call, "dg_fp8_paged_mqa_logits",
+     ("DG_BLOCK_KV 32", "DG_CLEAN 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_LOGITS_FP32 0")),
+    (sf_layout, _sf_call, "dg_sf_transform", ("DG_FLOAT_INPUT 1", "DG_GROUPING 2")),
 ])
 def test_glue_kernels_command_lines(tmp_path, toolkit, monkeypatch, module, call, entry, defines):
-    """The M-grouped and FP8 kernels as their glue asks for them (defines captured at the library call)."""
+    """The M-grouped, FP8, MQA logits and sf transform kernels as their glue asks for them (defines
+    captured at the library call)."""
     pkg = _copy_package(tmp_path / "pkg")
     lib = _library(pkg)
     seen = _capture(monkeypatch, module, lib)
