@@ -58,8 +58,8 @@ struct QkBuffers {
   __cb__ uint8_t* l0b;
   __cc__ float* l0c;
   uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0, s_ub = 0;
-  __cbuf__ fp8_e4m3fn_t* q_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage); }
-  __cbuf__ fp8_e4m3fn_t* kv_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A); }
+  __aicore__ inline __cbuf__ fp8_e4m3fn_t* q_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage); }
+  __aicore__ inline __cbuf__ fp8_e4m3fn_t* kv_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A); }
 };
 
 // `rows` rows of E4M3 (kHeadDim each, `ld` bytes apart) into rows [r0, r0 + rows) of an NZ tile of
@@ -127,20 +127,15 @@ __aicore__ inline void logits_begin() {
   asc_sync_intra_arrive(PIPE_V, 1);
 }
 
-// The KV range of one query token and where its logits row starts.
-struct TokenRange {
-  int32_t start, end;      // KV positions [start, end) are written
-  int64_t shift;           // column of position p is p - shift (compressed rows: shift = start)
-  __gm__ LogitT* row;
-};
-
-__aicore__ inline void store_logit(__gm__ LogitT* p, float v) {
+// The SIMT helpers below are __simt_callee__ functions (what a SIMT VF may call), so they take
+// built-in types and pointers only.
+__simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
   if constexpr (DG_LOGITS_FP32) *p = v;
   else *p = __float2bfloat16_rn(v);
 }
 
 // sum_h weights[h] * relu(scores[(t, h), j]) for token t of the tile (rows kHalfCols floats apart).
-__aicore__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
+__simt_callee__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
   float sum = 0.0f;
   for (uint32_t h = 0; h < kHeads; ++h) {
     const float s = scores[(t * kHeads + h) * kHalfCols + j];
@@ -149,13 +144,15 @@ __aicore__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j,
   return sum;
 }
 
-// One logit (or -inf) of position p for a token; `width` bounds the columns of the logits view.
-__aicore__ inline void write_logit(const TokenRange& r, int64_t p, int64_t width, bool clean, bool computed,
-                                   float value) {
-  if (p >= r.start && p < r.end && computed) {
-    if (p - r.shift < width) store_logit(r.row + (p - r.shift), value);
+// One logit (or -inf) of KV position p in the logits row `row` of a token whose positions
+// [start, end) are written at column p - shift (compressed rows: shift = start); `width` bounds the
+// columns of the logits view; `computed`: `value` holds the logit (its tile had cube work).
+__simt_callee__ inline void write_logit(__gm__ LogitT* row, int64_t p, int64_t start, int64_t end, int64_t shift,
+                                        int64_t width, bool clean, bool computed, float value) {
+  if (p >= start && p < end && computed) {
+    if (p - shift < width) store_logit(row + (p - shift), value);
   } else if (clean && p < width) {
-    store_logit(r.row + p, -__builtin_inff());
+    store_logit(row + p, -__builtin_inff());
   }
 }
 
