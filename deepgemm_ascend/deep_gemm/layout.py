@@ -124,7 +124,10 @@ def _ascend_gaps(ends: torch.Tensor, alignment: int, grouping: str, size: int) -
     Ascend form as DeepGEMM-Ascend's transform does."""
     gap = torch.zeros(size, dtype=torch.bool, device=ends.device)
     for end in ends.tolist():
-        tail, start = (end, align(end, alignment)) if grouping == "m" else (ceil_div(end, 32), align(end, alignment) // 32)
+        if grouping == "m":
+            tail, start = end, align(end, alignment)
+        else:
+            tail, start = ceil_div(end, 32), align(end, alignment) // 32
         gap[max(tail, 0):max(start, 0)] = True
     return gap
 
@@ -222,7 +225,8 @@ def _check_ascend_form(sf: torch.Tensor, gran_k: int, disable_ue8m0_cast: bool) 
 def _is_ascend_form(sf: torch.Tensor, mn: int, gran_mn: int) -> bool:
     """An int16 tensor already in the kernel-ready Ascend layout (returned as is, as upstream does)."""
     words = sf.size(-1)
-    ok = sf.dtype == torch.int16 and gran_mn == 1 and (sf.stride(-2) == 1 or mn <= 1) and (sf.stride(-1) == mn or words <= 1)
+    mn_major = (sf.stride(-2) == 1 or mn <= 1) and (sf.stride(-1) == mn or words <= 1)
+    ok = sf.dtype == torch.int16 and gran_mn == 1 and mn_major
     return ok and (sf.dim() == 2 or sf.stride(0) == mn * words)
 
 
@@ -260,7 +264,8 @@ def transform_k_grouped_sf_into_required_layout(sf: torch.Tensor, mn: int, k: in
         return _ascend_transform(sf, mn, k, gran_mn, None, "k", psum_layout)
     from ._operands import sf_to_fp32
     values = sf_to_fp32("sf", sf, mn, k, gran_mn, 32, None, require_pow2=True)
-    return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn, "k", psum_layout, runtime.mk_alignment_for(sf.device))
+    return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn, "k", psum_layout,
+                         runtime.mk_alignment_for(sf.device))
 
 
 def convert_packed_ue8m0(sf: torch.Tensor, k: int, gran_k: int = 32, dtype: torch.dtype = torch.int16) -> torch.Tensor:

@@ -100,6 +100,12 @@ def get_num_sms() -> int:
     return _lib.LIB.num_threads
 
 
+def ascend_blocks(cores: int) -> int:
+    """The blocks an Ascend kernel may launch on a device of ``cores`` AI cores: all of them, or as
+    many as ``set_num_sms`` allowed on the Ascend path."""
+    return min(cores, _state.num_sms or cores)
+
+
 # ---- heuristics-only knobs --------------------------------------------------------------------
 def set_tc_util(new_tc_util: int) -> None:
     _state.tc_util = _check_int("new_tc_util", new_tc_util, 0, 100)

@@ -47,8 +47,8 @@ constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
 constexpr uint32_t kScoreStage = kQRows * kHalfCols * 4;  // bytes of one UB stage
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
 static_assert(kHeadDim % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32, at most 128");
-static_assert(2 * kQkL1Stage <= 512 * 1024 && 2 * kQRows * kHeadDim <= 64 * 1024 && 2 * kKvBlock * kHeadDim <= 64 * 1024,
-              "Q / KV stages exceed L1 / L0A / L0B");
+static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
+static_assert(2 * kQRows * kHeadDim <= 64 * 1024 && 2 * kKvBlock * kHeadDim <= 64 * 1024, "stages exceed L0A / L0B");
 static_assert(2 * kScoreStage <= 248 * 1024, "score stages exceed UB");
 
 // The cube core's memories for one tile, from the null-based bases the kernel source passes.
@@ -58,8 +58,12 @@ struct QkBuffers {
   __cb__ uint8_t* l0b;
   __cc__ float* l0c;
   uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0, s_ub = 0;
-  __aicore__ inline __cbuf__ fp8_e4m3fn_t* q_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage); }
-  __aicore__ inline __cbuf__ fp8_e4m3fn_t* kv_l1() const { return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A); }
+  __aicore__ inline __cbuf__ fp8_e4m3fn_t* q_l1() const {
+    return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage);
+  }
+  __aicore__ inline __cbuf__ fp8_e4m3fn_t* kv_l1() const {
+    return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A);
+  }
 };
 
 // `rows` rows of E4M3 (kHeadDim each, `ld` bytes apart) into rows [r0, r0 + rows) of an NZ tile of

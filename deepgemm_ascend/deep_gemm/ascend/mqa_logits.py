@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import runtime
 from ._launch import kernel, num_cube_cores
 
 HEAD_DIMS = (32, 64, 128)
@@ -67,5 +68,5 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     tiles = -(-seq_len // tokens_per_tile(heads)) * -(-seq_len_kv // KV_BLOCK)
     kernel("dg_fp8_mqa_logits", "ascend/mqa_logits.asc",
            defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed))(
-        min(tiles, num_cube_cores(logits)), q.data, kv.data, kv.sf.float().contiguous(),
+        min(tiles, runtime.ascend_blocks(num_cube_cores(logits))), q.data, kv.data, kv.sf.float().contiguous(),
         weights.float().contiguous(), ks, ke, logits, seq_len, seq_len_kv, logits.size(1), logits.stride(0))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import runtime
 from ._launch import kernel, num_cube_cores
 from .mqa_logits import HEAD_DIMS, KV_BLOCK, MAX_HEADS, defines, tokens_per_tile
 
@@ -58,5 +59,6 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
     lens = context_lens.contiguous()
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
            {**defines(heads, head_dim, logits, clean=clean_logits), "DG_BLOCK_KV": block_kv})(
-        min(tiles, num_cube_cores(logits)), q.data, cache, weights.float().contiguous(), lens, block_table, logits,
-        batch, next_n, width, logits.stride(0), block_table.stride(0), block_table.size(1), num_pages, cache.stride(0))
+        min(tiles, runtime.ascend_blocks(num_cube_cores(logits))), q.data, cache, weights.float().contiguous(), lens,
+        block_table, logits, batch, next_n, width, logits.stride(0), block_table.stride(0), block_table.size(1),
+        num_pages, cache.stride(0))

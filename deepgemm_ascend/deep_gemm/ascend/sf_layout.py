@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import runtime
 from .._lib import LIB
 from ._launch import kernel, on_twin
 
@@ -44,8 +45,9 @@ def transform_sf(sf: torch.Tensor, mn: int, k_blocks: int, gran_mn: int, groupin
         return out
     status = torch.zeros(1, dtype=torch.int32, device=sf.device)
     groups = ends if ends is not None else status
-    runtime = LIB.ascend_runtime(on_twin(sf))
-    grid = min(-(-total // WORDS_PER_BLOCK), runtime.device.get_num_vec_cores())
+    device = LIB.ascend_runtime(on_twin(sf)).device
+    vec_per_core = device.get_num_vec_cores() // device.get_num_aicore_cores()
+    grid = min(-(-total // WORDS_PER_BLOCK), vec_per_core * runtime.ascend_blocks(device.get_num_aicore_cores()))
     src = sf.view(torch.int32) if is_float else sf
     sb, sr, sc = _strides3(src)
     kernel("dg_sf_transform", "ascend/sf_layout.asc", {"DG_FLOAT_INPUT": int(is_float),

@@ -68,3 +68,13 @@ def test_m_indices_is_the_host_default(monkeypatch):
     with pytest.raises(ValueError, match="grouped_layout"):  # read as m_indices [M]: wrong shape
         deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, ends)
     deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, ends, use_psum_layout=True)  # explicit still works
+
+
+def test_set_num_sms_limits_the_ascend_grid(ascend, monkeypatch):
+    from deepjit.tilelang_route.ascend_check import recorded_launches
+    deep_gemm.set_num_sms(2)
+    sf = torch.exp2(torch.randint(-5, 5, (4096, 8)).float())
+    with recorded_launches() as launches:
+        deep_gemm.transform_sf_into_required_layout(sf, 4096, 256, (1, 32))
+    ((blocks, _),) = launches
+    assert blocks == 2 * 2  # two vector cores per AI core
