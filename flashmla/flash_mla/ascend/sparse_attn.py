@@ -25,6 +25,7 @@ from ..reference.sparse import KVScope
 D = 512
 HEADS_PER_BLOCK = 64
 _FMT_BF16 = 0
+RESCALE_SKIP = 8  # how far (natural log) a step's max may pass the softmax's reference max before it moves
 _EXTRA_FORMATS = (KVCacheFormat.V41_FP8, KVCacheFormat.V41_FP4)
 
 
@@ -50,7 +51,8 @@ def prefill_accepts(q, kv, indices, sm_scale, d_v, attn_sink, topk_length) -> bo
 
 
 def _kernel(heads_per_block: int):
-    return LIB.ascend_kernel("fmla_sparse_mla", "ascend/sparse_mla.asc", {"FMLA_HG": heads_per_block})
+    return LIB.ascend_kernel("fmla_sparse_mla", "ascend/sparse_mla.asc", {"FMLA_HG": heads_per_block,
+                                                                      "FMLA_RESCALE_SKIP": RESCALE_SKIP})
 
 
 def _num_cube_cores(t: torch.Tensor) -> int:

@@ -89,47 +89,57 @@ __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw,
   }
 }
 
+// The reference max of the online softmax moves only when a step's max exceeds it by more than
+// this (natural-log units; FMLA_RESCALE_SKIP, 0 = always move): probabilities stay <= e^8 in FP32 /
+// BF16 (no precision lost, BF16 is relative), and the accumulator's factor is exactly 1 on such steps.
+#ifndef FMLA_RESCALE_SKIP
+#define FMLA_RESCALE_SKIP 8
+#endif
+constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
+
 // One online-softmax step for this core's kRows heads over a tile of kTile logits (s: FP32,
-// row-major, kTile per row). Invalid tokens get probability 0. Updates the running max m and sum l,
-// leaves the rescale factor of the previous accumulator in alpha, and writes the probabilities as
-// BF16 in the NZ order of the cube's A operand for this core's rows: p[(t / 16) * kRows * 16 + r * 16 + t % 16].
+// row-major, kTile per row). Invalid tokens get probability 0. Updates the reference max m, the sum
+// l (relative to m) and the true running max `top`, leaves the factor of the previous accumulator in
+// alpha, and writes the probabilities as BF16 in the NZ order of the cube's A operand for this
+// core's rows: p[(t / 16) * kRows * 16 + r * 16 + t % 16].
 __simt_vf__ __launch_bounds__(kRows) inline void softmax_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
                                                             __ubuf__ bfloat16_t* p, __ubuf__ float* m,
-                                                            __ubuf__ float* l, __ubuf__ float* alpha, float scale) {
+                                                            __ubuf__ float* l, __ubuf__ float* alpha,
+                                                            __ubuf__ float* top, float scale) {
   const uint32_t r = threadIdx.x;
   if (r >= kRows) return;
   const float neg_inf = bits_to_float(0xFF800000u);
   float mx = neg_inf;
   for (uint32_t t = 0; t < kTile; ++t)
     if (valid[t]) mx = max(mx, s[r * kTile + t] * scale);
-  const float m_old = m[r], m_new = max(m_old, mx);
+  top[r] = max(top[r], mx);
+  const float m_old = m[r];
+  const float m_new = m_old != neg_inf && mx <= m_old + kRescaleSkip ? m_old : max(m_old, mx);
   float a = 1.0f, sum = 0.0f;
-  if (m_new != neg_inf) {
-    a = m_old == neg_inf ? 0.0f : expf(m_old - m_new);
-    for (uint32_t t = 0; t < kTile; ++t) {
-      const float e = valid[t] ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
-      sum += e;
-      p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(e);
-    }
-  } else {
-    for (uint32_t t = 0; t < kTile; ++t) p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(0.0f);
+  if (m_new != m_old) a = m_old == neg_inf ? 0.0f : expf(m_old - m_new);
+  for (uint32_t t = 0; t < kTile; ++t) {
+    const float e = valid[t] && m_new != neg_inf ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
+    sum += e;
+    p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(e);
   }
   m[r] = m_new;
   l[r] = l[r] * a + sum;
   alpha[r] = a;
 }
 
-// acc = acc * alpha[row] + o for this core's kRows x kD accumulator (o: the tile's P.V, FP32).
+// acc = acc * alpha[row] + o for this core's kRows x kD accumulator (o: the step's P.V, FP32); a
+// factor of 1 (the reference max did not move) is an add.
 __simt_vf__ __launch_bounds__(1024) inline void rescale_vf(__ubuf__ float* acc, __ubuf__ float* o,
                                                            __ubuf__ float* alpha, uint32_t first) {
   for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
     const float a = alpha[i / kD];
-    acc[i] = first ? o[i] : acc[i] * a + o[i];
+    acc[i] = first ? o[i] : a == 1.0f ? acc[i] + o[i] : acc[i] * a + o[i];
   }
 }
 
 // The outputs of this core's rows: out = acc / l (divided again by 1 + exp(sink - lse) with a sink),
-// lse = m + log(l); a row without a valid token gets out 0, lse +inf (its m stays -inf).
+// lse = m + log(l) (m the reference max l is relative to); a row without a valid token gets out 0,
+// lse +inf (its m stays -inf).
 __simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, __ubuf__ bfloat16_t* out,
                                                           __ubuf__ float* m, __ubuf__ float* l,
                                                           __ubuf__ float* lse, __ubuf__ float* sink,

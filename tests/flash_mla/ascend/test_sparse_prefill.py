@@ -46,6 +46,26 @@ def test_matches_reference(s_q, s_kv, topk, sink, lengths):
         assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all()) and bool((max_logits[0] == -math.inf).all())
 
 
+@pytest.mark.parametrize("rising,shift,skip", [(True, 10.0, 8), (False, 10.0, 8), (True, 2.0, 0), (False, 2.0, 0)])
+def test_running_max_moves_across_steps(monkeypatch, rising, shift, skip):
+    # every head of q shares a direction u; token t carries c * u with c changing per 64-token step so
+    # the logits shift by `shift` per step: past the rescale-skip margin (10 > 8: the reference max moves,
+    # the earlier steps' weight is small), or, with the margin 0, by 2 per step where every rescale of
+    # the accumulator weighs in the result; falling, the first step's max stays. Row 0 reads the steps in
+    # order, row 1 shuffled.
+    monkeypatch.setattr(sparse_attn, "RESCALE_SKIP", skip)
+    g = torch.Generator().manual_seed(3)
+    s_q, s_kv, topk = 2, 256, 256
+    u = torch.full((512,), 512 ** -0.5)
+    q = (torch.randn(s_q, 16, 512, generator=g) / 10 + u).bfloat16()
+    step = torch.arange(s_kv) // 64
+    c = 2 * shift * (step if rising else 3 - step)   # logit shift = c * |u|^2 * sm_scale(0.5)
+    kv = (torch.randn(s_kv, 512, generator=g) / 10 + c.view(-1, 1) * u).bfloat16().view(s_kv, 1, 512)
+    idx = torch.stack([torch.arange(topk), torch.randperm(topk, generator=g)]).view(s_q, 1, topk).to(torch.int32)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
+
+
 def test_served_through_the_table(monkeypatch):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
     q, kv, idx, topk_length = _case(3, 150, 64, 512, 96, seed=5, lengths=True)
