@@ -12,4 +12,10 @@ deepjit's Ascend CPU twin, where the tests run it.
 - ``sparse_attn.py``: ``sparse_decode`` / ``sparse_prefill``, taking the validated arguments the
   backend table passes (as the reference and host functions), and the ``*_accepts`` predicates
   naming the forms the kernel covers (everything else keeps the reference path).
+- ``codegen.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
+  roofline estimate from the twin's counters).
+
+Not done yet (performance, hardware only): keeping O in L0C across the steps whose softmax factor is
+1 (the rescale skip makes most steps such; the cube would need the vector cores' per-step decision),
+and the register-API (rather than one SIMT lane per head) softmax.
 """
