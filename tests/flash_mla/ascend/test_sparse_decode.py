@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deepjit.library import AscendKernelHandle
 from flash_mla import _dispatch, reference
 from flash_mla.ascend import sparse_attn
 from flash_mla.kv_cache import KVCacheFormat
@@ -69,6 +70,22 @@ def test_every_token_invalid():
     scopes[0].indices[1] = -1
     out, lse = _check(q, scopes, _sink(16, 4))
     assert out[1].abs().max() == 0 and bool((lse[1] == math.inf).all())
+
+
+def test_gathers_only_the_records_rows_read(monkeypatch):
+    # the twin's MTE2 byte count: Q once per row, the sink, and one record per valid token -- nothing for
+    # -1 ids or positions past topk_length
+    launches = []
+    launch = AscendKernelHandle.launch
+    monkeypatch.setattr(AscendKernelHandle, "launch", lambda self, *a: launches.append(launch(self, *a)) or launches[-1])
+    q, scopes = _case(*FP8, 3, 1, 16, 100, 8, 40, seed=6, ragged=True, extra=(F.V41_FP4, "interleaved", 64, 8, 12))
+    _check(q, scopes, _sink(16, 6))
+    records = 0
+    for s in scopes:
+        keep = (s.indices >= 0) & (torch.arange(s.indices.shape[-1]) < s.topk_length.view(-1, 1, 1))
+        records += int(keep.sum()) * s.fmt.bytes_per_token
+    rows = q.shape[0] * q.shape[1]
+    assert launches[-1].total_bytes("MTE2") == records + rows * 16 * (512 * 2 + 4)
 
 
 @pytest.mark.parametrize("h_q,extra", [(64, None), (128, (F.V41_FP4, "interleaved", 64, 16, 8))])
