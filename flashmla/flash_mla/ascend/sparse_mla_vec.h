@@ -98,30 +98,60 @@ __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw,
 constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
 
 // One online-softmax step for this core's kRows heads over a tile of kTile logits (s: FP32,
-// row-major, kTile per row). Invalid tokens get probability 0. Updates the reference max m, the sum
-// l (relative to m) and the true running max `top`, leaves the factor of the previous accumulator in
-// alpha, and writes the probabilities as BF16 in the NZ order of the cube's A operand for this
-// core's rows: p[(t / 16) * kRows * 16 + r * 16 + t % 16].
-__simt_vf__ __launch_bounds__(kRows) inline void softmax_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
-                                                            __ubuf__ bfloat16_t* p, __ubuf__ float* m,
-                                                            __ubuf__ float* l, __ubuf__ float* alpha,
-                                                            __ubuf__ float* top, float scale) {
-  const uint32_t r = threadIdx.x;
-  if (r >= kRows) return;
-  const float neg_inf = bits_to_float(0xFF800000u);
-  float mx = neg_inf;
-  for (uint32_t t = 0; t < kTile; ++t)
+// row-major, kTile per row; invalid tokens get probability 0), in three SIMT calls (a call boundary
+// is the lanes' barrier) so kSegs lanes share each row:
+//   softmax_max_vf:  part[r * kSegs + c] = max of segment c (kTile / kSegs tokens) of row r;
+//   softmax_exp_vf:  the step's reference max (ref_max, from m and the row's parts), the BF16
+//                    probabilities in the NZ order of the cube's A operand for this core's rows,
+//                    p[(t / 16) * kRows * 16 + r * 16 + t % 16], and the segment sums psum;
+//   softmax_stat_vf: per row the new reference max m, the sum l (relative to m), the true running
+//                    max `top` and the previous accumulator's factor alpha.
+constexpr uint32_t kSegs = 8, kSegLen = kTile / kSegs;
+
+__aicore__ inline float ref_max(float m_old, __ubuf__ float* part_row) {
+  float mx = part_row[0];
+  for (uint32_t c = 1; c < kSegs; ++c) mx = max(mx, part_row[c]);
+  return m_old != bits_to_float(0xFF800000u) && mx <= m_old + kRescaleSkip ? m_old : max(m_old, mx);
+}
+
+__simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
+                                                                        __ubuf__ float* part, float scale) {
+  const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  float mx = bits_to_float(0xFF800000u);
+  for (uint32_t t = t0; t < t0 + kSegLen; ++t)
     if (valid[t]) mx = max(mx, s[r * kTile + t] * scale);
-  top[r] = max(top[r], mx);
-  const float m_old = m[r];
-  const float m_new = m_old != neg_inf && mx <= m_old + kRescaleSkip ? m_old : max(m_old, mx);
-  float a = 1.0f, sum = 0.0f;
-  if (m_new != m_old) a = m_old == neg_inf ? 0.0f : expf(m_old - m_new);
-  for (uint32_t t = 0; t < kTile; ++t) {
-    const float e = valid[t] && m_new != neg_inf ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
+  part[i] = mx;
+}
+
+__simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
+                                                                        __ubuf__ float* part, __ubuf__ float* m,
+                                                                        __ubuf__ bfloat16_t* p, __ubuf__ float* psum,
+                                                                        float scale) {
+  const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  const float m_new = ref_max(m[r], part + r * kSegs);
+  const bool none = m_new == bits_to_float(0xFF800000u);
+  float sum = 0.0f;
+  for (uint32_t t = t0; t < t0 + kSegLen; ++t) {
+    const float e = valid[t] && !none ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
     sum += e;
     p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(e);
   }
+  psum[i] = sum;
+}
+
+__simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* psum,
+                                                                 __ubuf__ float* m, __ubuf__ float* l,
+                                                                 __ubuf__ float* alpha, __ubuf__ float* top) {
+  const uint32_t r = threadIdx.x;
+  const float m_old = m[r], m_new = ref_max(m_old, part + r * kSegs);
+  float mx = part[r * kSegs], sum = psum[r * kSegs];
+  for (uint32_t c = 1; c < kSegs; ++c) {
+    mx = max(mx, part[r * kSegs + c]);
+    sum += psum[r * kSegs + c];
+  }
+  float a = 1.0f;
+  if (m_new != m_old) a = m_old == bits_to_float(0xFF800000u) ? 0.0f : expf(m_old - m_new);
+  top[r] = max(top[r], mx);
   m[r] = m_new;
   l[r] = l[r] * a + sum;
   alpha[r] = a;
