@@ -17,5 +17,5 @@ deepjit's Ascend CPU twin, where the tests run it.
 
 Not done yet (performance, hardware only): keeping O in L0C across the steps whose softmax factor is
 1 (the rescale skip makes most steps such; the cube would need the vector cores' per-step decision),
-and the register-API (rather than one SIMT lane per head) softmax.
+and a register-API softmax (now SIMT, 8 lanes per head).
 """
