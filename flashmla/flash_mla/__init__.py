@@ -3,7 +3,9 @@
 Drop-in for deepseek-ai/FlashMLA: ``get_mla_metadata``, ``flash_mla_with_kvcache`` (sparse decode
 over the V3.2, MODEL1/V4 and V4.1 FP8/FP4 caches, and dense paged decode), ``flash_mla_sparse_fwd``
 (sparse prefill) and the dense varlen prefill functions. CPU tensors run the host kernels in
-``host/``, other devices the plain-PyTorch ``reference/``. The KV-cache helpers live in ``kv_cache``.
+``host/``; NPU tensors run the Ascend kernel in ``ascend/`` for sparse decode over the V4.1
+token-interleaved caches and sparse prefill at d_qk 512, the plain-PyTorch ``reference/`` for the
+rest. The KV-cache helpers live in ``kv_cache``.
 """
 import deepjit
 

@@ -1,5 +1,8 @@
-"""flash_mla's backend table: each attention kernel's reference, host and Ascend (none yet)
-implementations, all taking the validated arguments ``interface`` passes to ``run``."""
+"""flash_mla's backend table: each attention kernel's reference, host and Ascend implementations, all
+taking the validated arguments ``interface`` passes to ``run``. The Ascend column (``ascend/``) serves
+sparse decode over the V4.1 token-interleaved FP8 main / FP4-or-FP8 extra caches and sparse prefill,
+both at d_qk 512; other cache formats and placements, d_qk 576, and the dense ops keep the reference on
+NPU tensors."""
 from __future__ import annotations
 
 import torch
@@ -7,6 +10,7 @@ import torch
 from deepjit import BackendTable, Impl
 
 from . import LIB, host, reference
+from .ascend import sparse_attn as ascend_sparse
 
 
 def host_shapes_ok(d_qk: int, d_v: int, heads_per_kv: int) -> bool:
@@ -47,6 +51,12 @@ TABLE.register("sparse_prefill", reference=reference.sparse_prefill, host=host.s
 TABLE.register("varlen_attention", reference=_varlen_ref,
                host=Impl(_varlen_host, "BF16 with unit last strides, d_qk even and <= 576, d_v % 32 == 0",
                          _varlen_accepts))
+
+TABLE.add_ascend("sparse_decode", Impl(
+    ascend_sparse.sparse_decode, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64; V4.1 FP8 main cache and "
+    "optional V4.1 FP4/FP8 extra cache, token-interleaved", ascend_sparse.decode_accepts))
+TABLE.add_ascend("sparse_prefill", Impl(
+    ascend_sparse.sparse_prefill, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64", ascend_sparse.prefill_accepts))
 
 
 def run(name: str, device, *args):

@@ -1,6 +1,6 @@
 """The public ops: validate once, then run the implementation ``_dispatch.TABLE`` gives the
-device (host kernels for CPU tensors, the reference elsewhere and wherever a host kernel does not
-cover the case)."""
+device (host kernels for CPU tensors, the Ascend kernels for the sparse ops on NPU tensors where
+they cover the case, the reference elsewhere)."""
 from __future__ import annotations
 
 import torch

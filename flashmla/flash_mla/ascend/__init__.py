@@ -1,0 +1,21 @@
+"""flash_mla's Ascend 950 (dav-3510) kernels: sparse MLA decode and prefill.
+
+Hand-written AscendC against the C API (``c_api/asc_simd.h`` + the SIMT API), not TileLang-Ascend:
+the op is one mixed cube + vector kernel whose vector side gathers tokens record by record through
+``indices`` (data and scales of a token in one burst), dequantises the V4.1 FP8 / FP4 records in
+the Unified Buffer and hands them to the cube's L1 in NZ order, with explicit cross-core flags;
+deep_gemm's hand-written cube kernels (``deep_gemm/ascend/cube_gemm.h``) already give the pattern
+for the cube pipeline and FixPipe, and the same source compiles for the NPU (bisheng) and for
+deepjit's Ascend CPU twin, where the tests run it.
+
+- ``sparse_mla.asc`` (``fmla_sparse_mla``) with ``sparse_mla_vec.h``: the kernel, serving both ops.
+- ``sparse_attn.py``: ``sparse_decode`` / ``sparse_prefill``, taking the validated arguments the
+  backend table passes (as the reference and host functions), and the ``*_accepts`` predicates
+  naming the forms the kernel covers (everything else keeps the reference path).
+- ``codegen.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
+  roofline estimate from the twin's counters).
+
+Not done yet (performance, hardware only): keeping O in L0C across the steps whose softmax factor is
+1 (the rescale skip makes most steps such; the cube would need the vector cores' per-step decision),
+and a register-API softmax (now SIMT, 8 lanes per head).
+"""

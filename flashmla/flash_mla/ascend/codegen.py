@@ -1,0 +1,79 @@
+"""flash_mla's hand-written Ascend kernel for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
+found through the package's ``deepjit.ascend_kernels`` entry point; ``SourceCase`` arrives with the
+hand-written-kernel support of ascend_check): each case runs ``sparse_mla.asc`` on the twin through
+its entry point at a modest shape (64 heads: one full cube block) and compares it with
+``flash_mla.reference`` at upstream's cos-diff and lse tolerances; the roofline comes from the twin's
+counters of the launch.
+
+``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
+from __future__ import annotations
+
+import torch
+
+from .. import reference
+from ..kv_cache import KVCacheFormat, quantize_k_cache
+from ..reference.sparse import KVScope
+
+
+def _cos_diff(name: str, got: torch.Tensor, want: torch.Tensor, limit: float) -> list[str]:
+    a, b = got.double(), want.double()
+    diff = float(1 - 2 * (a * b).sum() / (a * a + b * b).sum().clamp_min(1e-30))
+    return [] if diff <= limit else [f"{name}: cos diff {diff:.3g} > {limit}"]
+
+
+def _stat(name: str, got: torch.Tensor, want: torch.Tensor, rel: float) -> list[str]:
+    finite = torch.isfinite(want)
+    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(got[~finite], want[~finite]):
+        return [f"{name}: infinities differ from the reference"]
+    err = (got[finite] - want[finite]).abs()
+    bad = (err >= 1e-6) & (err >= rel * want[finite].abs())
+    return [f"{name}: {int(bad.sum())} values out of tolerance"] if bad.any() else []
+
+
+def _scope(fmt: KVCacheFormat, b: int, topk: int, blocks: int, page: int = 64) -> KVScope:
+    k = (torch.randn(blocks, page, 1, 512) / 10).bfloat16()
+    idx = torch.randint(0, blocks * page, (b, 1, topk), dtype=torch.int32)
+    idx[torch.rand(idx.shape) < 0.1] = -1
+    return KVScope(quantize_k_cache(k, fmt), fmt, "interleaved", idx, torch.randint(topk // 2, topk + 1, (b,),
+                                                                                     dtype=torch.int32))
+
+
+def _decode() -> list[str]:
+    from .sparse_attn import sparse_decode
+    b, h_q = 4, 64
+    q = torch.randn(b, 1, h_q, 512).clamp(-1, 1).bfloat16()
+    scopes = [_scope(KVCacheFormat.V41_FP8, b, 512, 64), _scope(KVCacheFormat.V41_FP4, b, 128, 16)]
+    sink = torch.randn(h_q) + 4
+    out, lse = sparse_decode(q, scopes, 512 ** -0.5, 512, sink, False)
+    want_out, want_lse = reference.sparse_decode(q, scopes, 512 ** -0.5, 512, sink)
+    return _cos_diff("out", out, want_out, 5e-6) + _stat("lse", lse, want_lse, 8.01 / 65536)
+
+
+def _prefill() -> list[str]:
+    from .sparse_attn import sparse_prefill
+    s_q, s_kv, h_q, topk = 8, 1024, 64, 512
+    q = (torch.randn(s_q, h_q, 512) / 10).bfloat16()
+    kv = (torch.randn(s_kv, 1, 512) / 10).bfloat16()
+    idx = torch.stack([torch.randperm(s_kv)[:topk] for _ in range(s_q)]).view(s_q, 1, topk).int()
+    got = sparse_prefill(q, kv, idx, 512 ** -0.5, 512, None, None)
+    want = reference.sparse_prefill(q, kv, idx, 512 ** -0.5, 512, None, None)
+    return (_cos_diff("out", got[0], want[0], 7e-6) + _stat("max_logits", got[1], want[1], 2.01 / 65536)
+            + _stat("lse", got[2], want[2], 2.01 / 65536))
+
+
+def _seeded(fn):
+    def run() -> list[str]:
+        torch.manual_seed(0)
+        return fn()
+    return run
+
+
+def cases() -> list:
+    from deepjit.tilelang_route.ascend_check import SourceCase
+    runs = [("sparse_mla_decode_b4_h64_topk512+128_fp8+fp4", "mix", _decode),
+            ("sparse_mla_prefill_sq8_h64_topk512", "mix", _prefill)]
+    return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
+
+
+def kernels() -> list:
+    return []

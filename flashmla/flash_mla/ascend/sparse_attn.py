@@ -1,0 +1,114 @@
+"""Launchers of ``sparse_mla.asc`` for the backend table's Ascend column.
+
+``sparse_decode(q, scopes, sm_scale, d_v, attn_sink, enable_batch_invariant)`` and
+``sparse_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)`` take exactly the
+arguments of the reference functions (already validated by ``flash_mla.interface``) and return
+what the CPU path returns: decode ``out`` bf16 ``[b, s_q, h_q, 512]`` and ``lse`` fp32
+``[b, h_q, s_q]`` (a transposed view of ``[b, s_q, h_q]``); prefill ``out`` ``[s_q, h_q, 512]``,
+``max_logits`` and ``lse`` ``[s_q, h_q]``.
+
+What the kernel covers (``decode_accepts`` / ``prefill_accepts``): ``d_qk == d_v == 512``, ``h_q`` a
+multiple of 16 up to 64 or a multiple of 64 (64 heads per cube block); decode over a V4.1 FP8 main
+cache and an optional V4.1 FP4 or FP8 extra cache, both token-interleaved (528 / 288 B records
+side by side in a page block). The block-split V4.1 placement, the V3.2 and MODEL1 formats and
+``d_qk`` 576 keep the reference path. The kernel's per-row summation order does not depend on the
+batch, so ``enable_batch_invariant`` needs nothing more.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import LIB
+from ..kv_cache import KVCacheFormat
+from ..reference.sparse import KVScope
+
+D = 512
+HEADS_PER_BLOCK = 64
+_FMT_BF16 = 0
+RESCALE_SKIP = 8  # how far (natural log) a step's max may pass the softmax's reference max before it moves
+_EXTRA_FORMATS = (KVCacheFormat.V41_FP8, KVCacheFormat.V41_FP4)
+
+
+def _heads_per_block(h_q: int) -> int | None:
+    if h_q % 16 == 0 and h_q <= HEADS_PER_BLOCK:
+        return h_q
+    return HEADS_PER_BLOCK if h_q % HEADS_PER_BLOCK == 0 else None
+
+
+def _interleaved_records(s: KVScope) -> bool:
+    c = s.cache
+    return s.placement == "interleaved" and c.stride(-1) == 1 and (c.shape[1] <= 1 or c.stride(1) == c.shape[-1])
+
+
+def decode_accepts(q, scopes, sm_scale, d_v, attn_sink, enable_batch_invariant) -> bool:
+    return (q.shape[-1] == D and d_v == D and _heads_per_block(q.shape[2]) is not None
+            and scopes[0].fmt is KVCacheFormat.V41_FP8
+            and all(s.fmt in _EXTRA_FORMATS for s in scopes[1:]) and all(map(_interleaved_records, scopes)))
+
+
+def prefill_accepts(q, kv, indices, sm_scale, d_v, attn_sink, topk_length) -> bool:
+    return q.shape[-1] == D and d_v == D and _heads_per_block(q.shape[1]) is not None
+
+
+def _kernel(heads_per_block: int):
+    return LIB.ascend_kernel("fmla_sparse_mla", "ascend/sparse_mla.asc", {"FMLA_HG": heads_per_block,
+                                                                      "FMLA_RESCALE_SKIP": RESCALE_SKIP})
+
+
+def _num_cube_cores(t: torch.Tensor) -> int:
+    return LIB.ascend_runtime(t.device.type != "npu").device.get_num_cube_cores()
+
+
+def _scope_args(cache: torch.Tensor, fmt_code: int, block_stride: int, page: int, ntok: int, idx: torch.Tensor,
+                length: torch.Tensor | None, dummy: torch.Tensor) -> tuple[list, list]:
+    """(tensor arguments, scalar arguments) of one token scope; ``idx`` is ``[rows, topk]``."""
+    if idx.stride(-1) != 1:
+        idx = idx.contiguous()
+    tensors = [cache, idx, dummy if length is None else length]
+    return tensors, [fmt_code, block_stride, page, ntok, idx.stride(0), idx.shape[-1], int(length is not None)]
+
+
+def _cache_scope(s: KVScope, rows: int, dummy: torch.Tensor) -> tuple[list, list]:
+    c = s.cache.view(torch.uint8)
+    return _scope_args(c, s.fmt.spec.code, c.stride(0), c.shape[1], c.shape[0] * c.shape[1],
+                       s.indices.reshape(rows, s.indices.shape[-1]), s.topk_length, dummy)
+
+
+def _launch(q2: torch.Tensor, h_q: int, s_q: int, scope0, scope1, attn_sink, sm_scale: float,
+            with_max: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows = q2.shape[0]
+    hg = _heads_per_block(h_q)
+    out = torch.empty(rows, h_q, D, dtype=torch.bfloat16, device=q2.device)
+    lse = torch.empty(rows, h_q, dtype=torch.float32, device=q2.device)
+    max_logits = torch.empty(rows, h_q, dtype=torch.float32, device=q2.device) if with_max else lse
+    if rows == 0:
+        return out, max_logits, lse
+    if scope1 is None:  # an empty second scope: no steps, pointers never read
+        scope1 = ([q2, q2, q2], [_FMT_BF16, 0, 1, 0, 0, 0, 0])
+    items = rows * (h_q // hg)
+    grid = min(items, _num_cube_cores(q2))
+    sink = q2 if attn_sink is None else attn_sink.float().contiguous()
+    _kernel(hg)(grid, q2, out, lse, max_logits, sink, *scope0[0], *scope1[0], rows, s_q, h_q, q2.stride(0),
+                q2.stride(1), *scope0[1], *scope1[1], int(attn_sink is not None), int(with_max), float(sm_scale))
+    return out, max_logits, lse
+
+
+def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: int, attn_sink: torch.Tensor | None,
+                  enable_batch_invariant: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    b, s_q, h_q, d_qk = q.shape
+    rows = b * s_q
+    q2 = q.reshape(rows, h_q, d_qk)
+    scope1 = _cache_scope(scopes[1], rows, q2) if len(scopes) > 1 else None
+    out, _, lse = _launch(q2, h_q, s_q, _cache_scope(scopes[0], rows, q2), scope1, attn_sink, sm_scale, False)
+    return out.view(b, s_q, h_q, D), lse.view(b, s_q, h_q).transpose(1, 2)
+
+
+def sparse_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int,
+                   attn_sink: torch.Tensor | None,
+                   topk_length: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    s_q, h_q, _ = q.shape
+    kv_bytes = kv.view(torch.uint8)   # [s_kv, 1, 1024]: one BF16 row per token, rows kv.stride(0) apart
+    scope0 = _scope_args(kv_bytes, _FMT_BF16, kv_bytes.stride(0), 1, kv.shape[0], indices.reshape(s_q, -1),
+                         topk_length, q)
+    # topk_length is per query row: one row per "batch" (s_q = 1 in the kernel's row -> batch map)
+    return _launch(q, h_q, 1, scope0, None, attn_sink, sm_scale, True)

@@ -1,0 +1,192 @@
+// flash_mla/ascend/sparse_mla_vec.h — the vector-core (SIMT) pieces of sparse_mla.asc: token
+// dequantisation into BF16 rows, the online-softmax step and the final normalisation, each an
+// asc_vf_call region over Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc
+// owns the UB map).
+//
+// Token formats (kv_cache.py): 0 = BF16 row (prefill's kv, 1024 B), 2 = V4.1 FP8 record (528 B:
+// 512 e4m3, 16 e8m0 scales, one per 32 dims), 3 = V4.1 FP4 record (288 B: 512 e2m1 two per byte,
+// low nibble first, 32 e4m3 scales, one per 16 dims). Quantised values decode exactly to FP32, are
+// multiplied by their scale (exact: powers of two / e4m3 products) and rounded once to BF16, as
+// kv_cache.dequantize_records does; a NaN becomes 0 as in the reference's gather (BF16 rows are
+// taken as they are, as the prefill reference does).
+#pragma once
+
+#include <simt_api/asc_simt.h>
+#include <simt_api/asc_bf16.h>
+
+#ifndef FMLA_HG
+#define FMLA_HG 64
+#endif
+
+namespace fmla_ascend {
+
+constexpr uint32_t kD = 512;                 // d_qk = d_v of the V4.1 formats
+constexpr uint32_t kTile = 64;               // tokens per step (QK tile width, PV depth)
+constexpr uint32_t kTileHalf = kTile / 2;    // tokens each vector core gathers
+constexpr uint32_t kHg = FMLA_HG;            // heads per cube block
+constexpr uint32_t kRows = kHg / 2;          // heads per vector core (FixPipe SPLIT_M)
+constexpr uint32_t kRawSlot = 1024;          // UB bytes per gathered record (the largest: a BF16 row)
+constexpr int32_t kFmtBf16 = 0, kFmtFp8 = 2, kFmtFp4 = 3;
+
+static_assert(kHg % 16 == 0 && kHg <= 64, "heads per block: a multiple of 16, at most 64");
+
+__aicore__ inline uint32_t record_bytes(int32_t fmt) {
+  return fmt == kFmtBf16 ? 1024u : fmt == kFmtFp8 ? 528u : 288u;
+}
+
+__aicore__ inline float bits_to_float(uint32_t b) {
+  union {
+    uint32_t u;
+    float f;
+  } v{b};
+  return v.f;
+}
+
+// E4M3FN (bias 7, no inf, S.1111.111 = NaN) to FP32, exactly.
+__aicore__ inline float e4m3_value(uint32_t b) {
+  const uint32_t s = (b >> 7) & 1u, e = (b >> 3) & 15u, m = b & 7u;
+  float v;
+  if (e == 15u && m == 7u) v = bits_to_float(0x7FC00000u);
+  else if (e == 0u) v = float(m) * (1.0f / 512.0f);
+  else v = bits_to_float(((e + 120u) << 23) | (m << 20));
+  return s ? -v : v;
+}
+
+// E8M0 (2^(b - 127), 0xFF = NaN) to FP32.
+__aicore__ inline float e8m0_value(uint32_t b) {
+  if (b == 255u) return bits_to_float(0x7FC00000u);
+  if (b == 0u) return bits_to_float(0x00400000u);  // 2^-127, a subnormal
+  return bits_to_float(b << 23);
+}
+
+// E2M1 code (bit 3 = sign) to FP32.
+__aicore__ inline float e2m1_value(uint32_t c) {
+  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = mag[c & 7u];
+  return (c & 8u) ? -v : v;
+}
+
+// Dims [0, kD) of `count` gathered records (raw + t * kRawSlot) as BF16 rows of kD (k + t * kD);
+// a token with valid[t] == 0 becomes a zero row (its record was not loaded).
+__simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
+                                                          __ubuf__ int32_t* valid, uint32_t count, int32_t fmt) {
+  for (uint32_t i = threadIdx.x; i < count * kD; i += blockDim.x) {
+    const uint32_t t = i / kD, d = i % kD;
+    const __ubuf__ uint8_t* r = raw + t * kRawSlot;
+    float v = 0.0f;
+    if (valid[t]) {
+      if (fmt == kFmtBf16) {
+        v = bits_to_float((uint32_t(r[2 * d]) | (uint32_t(r[2 * d + 1]) << 8)) << 16);
+      } else if (fmt == kFmtFp8) {
+        v = e4m3_value(r[d]) * e8m0_value(r[512 + d / 32]);
+      } else {
+        const uint32_t byte = r[d / 2];
+        v = e2m1_value((d & 1u) ? byte >> 4 : byte & 15u) * e4m3_value(r[256 + d / 16]);
+      }
+      if (fmt != kFmtBf16 && v != v) v = 0.0f;
+    }
+    k[i] = __float2bfloat16_rn(v);
+  }
+}
+
+// The reference max of the online softmax moves only when a step's max exceeds it by more than
+// this (natural-log units; FMLA_RESCALE_SKIP, 0 = always move): probabilities stay <= e^8 in FP32 /
+// BF16 (no precision lost, BF16 is relative), and the accumulator's factor is exactly 1 on such steps.
+#ifndef FMLA_RESCALE_SKIP
+#define FMLA_RESCALE_SKIP 8
+#endif
+constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
+
+// One online-softmax step for this core's kRows heads over a tile of kTile logits (s: FP32,
+// row-major, kTile per row; invalid tokens get probability 0), in three SIMT calls (a call boundary
+// is the lanes' barrier) so kSegs lanes share each row:
+//   softmax_max_vf:  part[r * kSegs + c] = max of segment c (kTile / kSegs tokens) of row r;
+//   softmax_exp_vf:  the step's reference max (ref_max, from m and the row's parts), the BF16
+//                    probabilities in the NZ order of the cube's A operand for this core's rows,
+//                    p[(t / 16) * kRows * 16 + r * 16 + t % 16], and the segment sums psum;
+//   softmax_stat_vf: per row the new reference max m, the sum l (relative to m), the true running
+//                    max `top` and the previous accumulator's factor alpha.
+constexpr uint32_t kSegs = 8, kSegLen = kTile / kSegs;
+
+__aicore__ inline float ref_max(float m_old, __ubuf__ float* part_row) {
+  float mx = part_row[0];
+  for (uint32_t c = 1; c < kSegs; ++c) mx = max(mx, part_row[c]);
+  return m_old != bits_to_float(0xFF800000u) && mx <= m_old + kRescaleSkip ? m_old : max(m_old, mx);
+}
+
+__simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
+                                                                        __ubuf__ float* part, float scale) {
+  const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  float mx = bits_to_float(0xFF800000u);
+  for (uint32_t t = t0; t < t0 + kSegLen; ++t)
+    if (valid[t]) mx = max(mx, s[r * kTile + t] * scale);
+  part[i] = mx;
+}
+
+__simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
+                                                                        __ubuf__ float* part, __ubuf__ float* m,
+                                                                        __ubuf__ bfloat16_t* p, __ubuf__ float* psum,
+                                                                        float scale) {
+  const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  const float m_new = ref_max(m[r], part + r * kSegs);
+  const bool none = m_new == bits_to_float(0xFF800000u);
+  float sum = 0.0f;
+  for (uint32_t t = t0; t < t0 + kSegLen; ++t) {
+    const float e = valid[t] && !none ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
+    sum += e;
+    p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(e);
+  }
+  psum[i] = sum;
+}
+
+__simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* psum,
+                                                                 __ubuf__ float* m, __ubuf__ float* l,
+                                                                 __ubuf__ float* alpha, __ubuf__ float* top) {
+  const uint32_t r = threadIdx.x;
+  const float m_old = m[r], m_new = ref_max(m_old, part + r * kSegs);
+  float mx = part[r * kSegs], sum = psum[r * kSegs];
+  for (uint32_t c = 1; c < kSegs; ++c) {
+    mx = max(mx, part[r * kSegs + c]);
+    sum += psum[r * kSegs + c];
+  }
+  float a = 1.0f;
+  if (m_new != m_old) a = m_old == bits_to_float(0xFF800000u) ? 0.0f : expf(m_old - m_new);
+  top[r] = max(top[r], mx);
+  m[r] = m_new;
+  l[r] = l[r] * a + sum;
+  alpha[r] = a;
+}
+
+// acc = acc * alpha[row] + o for this core's kRows x kD accumulator (o: the step's P.V, FP32); a
+// factor of 1 (the reference max did not move) is an add.
+__simt_vf__ __launch_bounds__(1024) inline void rescale_vf(__ubuf__ float* acc, __ubuf__ float* o,
+                                                           __ubuf__ float* alpha, uint32_t first) {
+  for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
+    const float a = alpha[i / kD];
+    acc[i] = first ? o[i] : a == 1.0f ? acc[i] + o[i] : acc[i] * a + o[i];
+  }
+}
+
+// The outputs of this core's rows: out = acc / l (divided again by 1 + exp(sink - lse) with a sink),
+// lse = m + log(l) (m the reference max l is relative to); a row without a valid token gets out 0,
+// lse +inf (its m stays -inf).
+__simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, __ubuf__ bfloat16_t* out,
+                                                          __ubuf__ float* m, __ubuf__ float* l,
+                                                          __ubuf__ float* lse, __ubuf__ float* sink,
+                                                          int32_t has_sink) {
+  const float inf = bits_to_float(0x7F800000u);
+  for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
+    const uint32_t r = i / kD;
+    const bool empty = l[r] == 0.0f;
+    const float row_lse = empty ? inf : m[r] + logf(l[r]);
+    float v = 0.0f;
+    if (!empty) {
+      v = acc[i] / l[r];
+      if (has_sink) v = v / (1.0f + expf(sink[r] - row_lse));
+    }
+    out[i] = __float2bfloat16_rn(v);
+    if (i % kD == 0) lse[r] = row_lse;
+  }
+}
+
+}  // namespace fmla_ascend

@@ -1,0 +1,91 @@
+"""flash_mla's Ascend sparse prefill (flash_mla/ascend/sparse_mla.asc over BF16 kv rows) on deepjit's
+Ascend twin against the FP32 reference at upstream's prefill tolerances: topk 64..128, partial last
+steps, strided heads, out-of-range and negative ids, topk_length, rows without a valid token and an
+attention sink with +-inf entries. 16 heads through the entry point; 64 through flash_mla_sparse_fwd
+with FMLA_BACKEND=ascend."""
+import math
+
+import pytest
+import torch
+
+import flash_mla
+from flash_mla import _dispatch, reference
+from flash_mla.ascend import sparse_attn
+
+from ..compare import PREFILL_OUT, PREFILL_STAT, assert_close
+from ..test_sparse_prefill import _case
+
+
+def _sink(h_q: int, seed: int) -> torch.Tensor:
+    sink = torch.randn(h_q, generator=torch.Generator().manual_seed(seed)) + 4.0  # near lse: the sink matters
+    sink[:3] = torch.tensor([float("inf"), float("-inf"), 0.0])
+    return sink
+
+
+def _compare(got, ref):
+    for name, a, r, tol in zip(("out", "max_logits", "lse"), got, ref, (PREFILL_OUT, PREFILL_STAT, PREFILL_STAT),
+                               strict=True):
+        assert a.shape == r.shape and a.is_contiguous(), name
+        assert_close(a, r, tol, name)
+
+
+@pytest.mark.parametrize("s_q,s_kv,topk,sink,lengths", [
+    (1, 64, 64, False, False),
+    (4, 95, 128, True, True),      # topk > s_kv: padded with out-of-range ids
+    (3, 300, 100, True, False),    # a partial last step
+    (5, 200, 70, False, True),
+])
+def test_matches_reference(s_q, s_kv, topk, sink, lengths):
+    q, kv, idx, topk_length = _case(s_q, s_kv, 16, 512, topk, seed=s_q + topk, lengths=lengths,
+                                    empty_rows=s_q > 2)
+    attn_sink = _sink(16, topk) if sink else None
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, topk_length)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, topk_length))
+    out, max_logits, lse = got
+    if s_q > 2:  # row 0 has no valid id
+        assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all()) and bool((max_logits[0] == -math.inf).all())
+
+
+@pytest.mark.parametrize("rising,shift,skip", [(True, 10.0, 8), (False, 10.0, 8), (True, 2.0, 0), (False, 2.0, 0)])
+def test_running_max_moves_across_steps(monkeypatch, rising, shift, skip):
+    # every head of q shares a direction u; token t carries c * u with c changing per 64-token step so
+    # the logits shift by `shift` per step: past the rescale-skip margin (10 > 8: the reference max moves,
+    # the earlier steps' weight is small), or, with the margin 0, by 2 per step where every rescale of
+    # the accumulator weighs in the result; falling, the first step's max stays. Row 0 reads the steps in
+    # order, row 1 shuffled.
+    monkeypatch.setattr(sparse_attn, "RESCALE_SKIP", skip)
+    g = torch.Generator().manual_seed(3)
+    s_q, s_kv, topk = 2, 256, 256
+    u = torch.full((512,), 512 ** -0.5)
+    q = (torch.randn(s_q, 16, 512, generator=g) / 10 + u).bfloat16()
+    step = torch.arange(s_kv) // 64
+    c = 2 * shift * (step if rising else 3 - step)   # logit shift = c * |u|^2 * sm_scale(0.5)
+    kv = (torch.randn(s_kv, 512, generator=g) / 10 + c.view(-1, 1) * u).bfloat16().view(s_kv, 1, 512)
+    idx = torch.stack([torch.arange(topk), torch.randperm(topk, generator=g)]).view(s_q, 1, topk).to(torch.int32)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
+
+
+def test_served_through_the_table(monkeypatch):
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, kv, idx, topk_length = _case(3, 150, 64, 512, 96, seed=5, lengths=True)
+    sink = _sink(64, 5)
+    assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.3, 512, sink, topk_length) == "ascend"
+    got = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.3, 512, sink, topk_length)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.3, 512, sink, topk_length))
+
+
+def test_d_qk_576_keeps_the_reference(monkeypatch):
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, kv, idx, _ = _case(2, 64, 64, 576, 64, seed=1)
+    assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.3, 512, None, None) == "reference"
+
+
+@pytest.mark.npu
+def test_on_the_npu():
+    q, kv, idx, topk_length = _case(4, 300, 64, 512, 128, seed=9, lengths=True)
+    sink = _sink(64, 9)
+    dev = torch.device("npu")
+    got = flash_mla.flash_mla_sparse_fwd(q.to(dev), kv.to(dev), idx.to(dev), 0.3, 512, sink.to(dev),
+                                         topk_length.to(dev))
+    _compare([t.cpu() for t in got], reference.sparse_prefill(q, kv, idx, 0.3, 512, sink, topk_length))
