@@ -45,4 +45,4 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
         grid, at, bt, d, c, k_groups, g, m, n, a.size(0), lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
-        ctypes.c_float(1.0))
+        ctypes.c_float(1.0), d, d, 0, 0)  # no MX scales
