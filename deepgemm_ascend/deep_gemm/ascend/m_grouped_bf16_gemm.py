@@ -15,8 +15,10 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
   end rows (device memory, read by the kernel, never by the host), ``rows.alignment`` the group
   start alignment. ``D[rows of g] = A[rows of g] @ B[g].T`` with FP32 accumulation; zero-sized
   groups are skipped in the kernel.
-- ``zero_padding`` (``ensure_zero_padding``): rows outside every group are zero (D is cleared before
-  the kernel); otherwise they keep what they held.
+- ``zero_padding`` (``ensure_zero_padding``): rows outside every group are written as zero by the kernel
+  itself (``DG_ZERO_PADDING``: zero tiles over each group's padding, so every row of D is written
+  once); otherwise they keep what they held. DeepGEMM-Ascend's kernel writes group rows only and
+  leaves the padding to the caller; the zero rows follow this package's documented semantics.
 - Masked: ``a`` ``[G, M_max, K]``, ``b`` ``[G, N, K]`` K-major, ``d`` ``[G, M_max, N]``;
   ``masked_m`` int32 ``[G]`` is read by the kernel only (clamped to ``[0, M_max]``): rows
   ``< masked_m[g]`` of ``d[g]`` are written, the others keep what they held.
@@ -41,6 +43,11 @@ def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, stri
         s["ld_sfb"], s["sfa_group"], s["sfb_group"])
 
 
+def psum_tile_bound(m: int, n: int, g: int) -> int:
+    """An upper bound on a psum launch's tiles (group rows and padding) that needs no look at the layout."""
+    return (m_blocks(m) + 2 * g) * n_blocks(n)
+
+
 def _b_layout(b: torch.Tensor) -> tuple[bool, int]:
     mn_major = b.stride(-1) != 1
     return mn_major, b.stride(-1) if mn_major else b.stride(-2)
@@ -54,17 +61,13 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     g, n, _ = b.shape
     if m == 0 or n == 0:
         return
-    if zero_padding:
-        d.zero_()
-    if k == 0 or g == 0:
-        if not zero_padding:
-            d.masked_fill_((rows.row_group >= 0)[:, None], 0)
+    if k == 0 or g == 0:  # an empty product: zero rows (the public wrappers never get here)
+        d.masked_fill_(((rows.row_group >= 0) | zero_padding)[:, None], 0)
         return
     b_mn, ldb = _b_layout(b)
     defines = {"DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": int(d.dtype == torch.float32),
-               **shape_defines(compiled_dims, n=n, k=k)}
-    # an upper bound on the tile count that needs no look at the layout's values
-    tiles = (m_blocks(m) + g) * n_blocks(n)
+               "DG_ZERO_PADDING": int(zero_padding), **shape_defines(compiled_dims, n=n, k=k)}
+    tiles = psum_tile_bound(m, n, g)
     ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
     launch(a, b, d, ends, m, n, k, g, rows.alignment,
            {"lda": a.stride(0), "ldb": ldb, "b_group": b.stride(0), "ldd": d.stride(0)}, defines, tiles)

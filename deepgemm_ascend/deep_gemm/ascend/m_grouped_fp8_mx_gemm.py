@@ -22,7 +22,7 @@ import torch
 
 from ._launch import m_blocks, n_blocks, shape_defines
 from .fp8_mx_gemm import ascend_scales, check_mantissa, layout, operands
-from .m_grouped_bf16_gemm import launch
+from .m_grouped_bf16_gemm import launch, psum_tile_bound
 
 
 def _prepare(a, b, a_rows: torch.Tensor | None = None):
@@ -45,14 +45,13 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_paddi
     if m == 0 or n == 0:
         return
     da, db, sfa, sfb, ldb, defines = _prepare(a, b, rows.row_group >= 0)
-    if zero_padding:
-        d.zero_()
-    defines.update({"DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, n=n, k=k)})
+    defines.update({"DG_D_FP32": int(d.dtype == torch.float32), "DG_ZERO_PADDING": int(zero_padding),
+                    **shape_defines(compiled_dims, n=n, k=k)})
     ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
     launch(da, db, d, ends, m, n, k, g, rows.alignment,
            {"lda": da.stride(0), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(0), "ld_sfa": sfa.stride(-1),
             "ld_sfb": sfb.stride(-1), "sfb_group": sfb.stride(0)},
-           defines, (m_blocks(m) + g) * n_blocks(n), sfa, sfb)
+           defines, psum_tile_bound(m, n, g), sfa, sfb)
 
 
 def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tensor, compiled_dims: str = "nk") -> None:

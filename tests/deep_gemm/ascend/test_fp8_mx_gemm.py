@@ -124,3 +124,14 @@ def test_unserved_forms_raise_before_writing(what):
     with pytest.raises(NotImplementedError, match="fp8_fp4_gemm_nt on Ascend"):
         fp8_gemm_nt(a, b, d)
     assert torch.all(d == -7.0)
+
+
+def test_fp4_in_the_ascend_container_and_mn_major_fp4_widened():
+    m, n, k = TAILS
+    a, b = _pair("fp4", m, n, k)
+    a.data = a.data.view(torch.float4_e2m1fn_x2)   # the official Ascend binding's FP4 dtype
+    _check(a, b)
+    # an MN-major FP4 operand (packed along MN) is served widened to E4M3
+    codes = torch.randint(0, 16, (k, n), dtype=torch.uint8)
+    b_mn = QuantOperand(formats.pack_fp4_codes(codes).t(), b.sf, True, False, n, k, None, 1, 32)
+    _check(a, b_mn)

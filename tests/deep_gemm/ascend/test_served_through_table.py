@@ -23,7 +23,8 @@ def test_bf16_gemm_nt_runs_the_ascend_kernel(monkeypatch):
 def test_every_op_with_an_ascend_kernel_is_in_the_table():
     served = {e.name for e in _dispatch.TABLE if e.ascend is not None}
     assert served == {"bf16_gemm_nt", "fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt", "k_grouped_bf16_gemm_tn",
-                      "m_grouped_fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked"}
+                      "m_grouped_fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
+                      "k_grouped_fp8_gemm_tn"}
 
 
 def _ascend_sf(mn: int, k: int) -> torch.Tensor:
