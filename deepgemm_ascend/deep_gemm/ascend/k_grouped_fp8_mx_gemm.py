@@ -16,7 +16,8 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   MN-major; each 32-block takes its group's scale, gaps 2^0), so the kernel addresses the scales of
   K row ``k`` at pair ``k / 64``: every non-empty group must start at a multiple of 64 (true for the
   mk alignments 128 and 256; others are served by the reference).
-- A group with no K rows has no tile: ``d[g]`` keeps ``c[g]`` (copied here when ``c`` is not ``d``).
+- A group with no K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when
+  ``c`` is not ``d``.
 """
 from __future__ import annotations
 
@@ -56,10 +57,7 @@ def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torc
     check_mantissa("a[1]", sfa)
     check_mantissa("b[1]", sfb)
     ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
-    if c.data_ptr() != d.data_ptr():
-        for i in (i for i, k in enumerate(ks) if k == 0):
-            d[i].copy_(c[i])
-    if not any(ks):
+    if not any(ks) and c.data_ptr() == d.data_ptr():
         return
     k_total = a.size(0)
     sfa16 = ascend_scales(_block_scales(sfa, k_total, groups, gran_k), m, k_total)
