@@ -16,15 +16,16 @@ from deep_gemm.testing import calc_diff
 EXACT, TAILS, MANY = (128, 256, 256), (100, 72, 200), (300, 520, 320)
 
 
-def _operand(mn: int, k: int, fp4: bool = False, k_major: bool = True, gran_k: int = 32) -> QuantOperand:
-    sf = torch.exp2(torch.randint(-6, 7, (mn, -(-k // gran_k))).float())
+def _operand(mn: int, k: int, fp4: bool = False, k_major: bool = True, gran_k: int = 32,
+             gran_mn: int = 1) -> QuantOperand:
+    sf = torch.exp2(torch.randint(-6, 7, (-(-mn // gran_mn), -(-k // gran_k))).float())
     if fp4:
         data = formats.pack_fp4_codes(torch.randint(0, 16, (mn, k), dtype=torch.uint8))
-        return QuantOperand(data, sf, True, True, mn, k, None, 1, gran_k)
+        return QuantOperand(data, sf, True, True, mn, k, None, gran_mn, gran_k)
     data = (torch.randn(mn, k) * 8).to(torch.float8_e4m3fn)
     if not k_major:
         data = data.t().contiguous().t()
-    return QuantOperand(data, sf, False, k_major, mn, k, None, 1, gran_k)
+    return QuantOperand(data, sf, False, k_major, mn, k, None, gran_mn, gran_k)
 
 
 def _pair(kind: str, m: int, n: int, k: int, gran_k: int = 32):
@@ -65,8 +66,10 @@ def test_mn_major_fp8(majors):
     _check(_operand(m, k, k_major=majors[0]), _operand(n, k, k_major=majors[1]))
 
 
-def test_gran_k_128():
+def test_gran_k_128_and_block_scales_along_n():
     _check(*_pair("fp8", 70, 90, 330, gran_k=128))
+    # the NVIDIA legacy recipe (1, 128, 128): one B scale per 128 x 128 block
+    _check(_operand(70, 330, gran_k=128), _operand(200, 330, gran_k=128, gran_mn=128))
 
 
 @pytest.mark.parametrize(("kind", "dtype", "with_c", "alpha"), [

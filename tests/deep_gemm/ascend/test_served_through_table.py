@@ -67,3 +67,18 @@ def test_masked_bf16_runs_the_ascend_kernel(monkeypatch):
     reference.m_grouped_bf16_gemm_nt_masked(a, b, want, masked_m)
     assert torch.equal(d[0], want[0]) and calc_diff(d[1, :50], want[1, :50]) < 1e-5
     assert torch.all(d[1, 50:] == -7.0)
+
+
+def test_m_grouped_fp8_psum_runs_the_ascend_kernel(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    m, n, k, alignment = 512, 40, 128, deep_gemm.get_mk_alignment_for_contiguous_layout()
+    ends = [min(m, 60), min(m, -(-60 // alignment) * alignment + 30)]
+    layout = torch.tensor(ends, dtype=torch.int32)
+    a = ((torch.randn(m, k) * 4).to(torch.float8_e4m3fn), torch.ones(m, k // 32))
+    b = ((torch.randn(2, n, k) * 4).to(torch.float8_e4m3fn), torch.full((2, n, k // 32), 0.5))
+    d = torch.full((m, n), -7.0, dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, layout, recipe=(1, 1, 32), use_psum_layout=True)
+    want = torch.zeros(m, n)
+    for g, (s, e) in enumerate(zip([0, -(-ends[0] // alignment) * alignment], ends, strict=True)):
+        want[s:e] = a[0][s:e].float() @ (b[0][g].float() * 0.5).t()
+    assert calc_diff(d, want) < 1e-3 and torch.all(d[ends[1]:] == 0)
