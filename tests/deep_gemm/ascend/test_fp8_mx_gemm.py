@@ -70,6 +70,8 @@ def test_gran_k_128_and_block_scales_along_n():
     _check(*_pair("fp8", 70, 90, 330, gran_k=128))
     # the NVIDIA legacy recipe (1, 128, 128): one B scale per 128 x 128 block
     _check(_operand(70, 330, gran_k=128), _operand(200, 330, gran_k=128, gran_mn=128))
+    # upstream's FP8 x FP4 recipes: recipe_a (1, 128), recipe_b (1, 32)
+    _check(_operand(70, 330, gran_k=128), _operand(90, 330, fp4=True))
 
 
 @pytest.mark.parametrize(("kind", "dtype", "with_c", "alpha"), [
