@@ -19,8 +19,9 @@ Entry points take the canonical, already-validated arguments of the matching
   serves ``k_grouped_bf16_gemm_tn_contiguous`` (``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``).
 
 MX block-scaled FP8/FP4 (``mx_gemm.h``: ``asc_mmad_mx``, UE8M0 scales per 32 K in the Ascend layout,
-int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3 before the
-launch; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on host tensors only):
+int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3 by
+``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on host
+tensors only):
 
 - ``fp8_mx_gemm.fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk")`` serves
   ``fp8_fp4_gemm_{nt,nn,tn,tt}`` (``fp8_mx_gemm.asc``; with ``c`` / ``alpha``
@@ -34,8 +35,8 @@ launch; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on host tens
 
 Served by the reference instead (the table's ``accepts``): the ``m_indices`` contiguous layout,
 FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid.
-The FP8 x FP4 widening runs as a device-side torch conversion, not yet on the vector cores as
-DeepGEMM-Ascend does it.
+The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
+the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
 
 Shared pieces: ``cube_gemm.h`` (the cube pipeline for one output tile and the FixPipe stores),
 ``mx_gemm.h`` (its MX block-scaled form), ``_launch.py`` (kernel handles, grid sizing, compile-time

@@ -9,9 +9,10 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``a``, ``b``: ``QuantOperand`` ``[M, K]`` / ``[N, K]`` with FP32 ``sf``. Pairs served (the Ascend
   rules): FP8 x FP8 (either operand K- or MN-major: ``nn``/``tn``/``tt`` views load DN->NZ), FP4 x FP4
   (both K-major: the E2M1 mmad; otherwise widened as below) and FP8 x FP4. The FP4 operand of a mixed
-  pair (or of an MN-major FP4 pair) is widened to E4M3 on the device before the launch -- exact, every
-  E2M1 value is an E4M3 value and the per-32 UE8M0 scales stay as they are; DeepGEMM-Ascend does this
-  step on the vector cores. FP4 x FP8 is not an Ascend form (the reference serves it).
+  pair (or of an MN-major FP4 pair) is widened to E4M3 by the vector-core kernel ``fp4_to_fp8.asc``
+  before the GEMM launch -- exact, every E2M1 value is an E4M3 value and the per-32 UE8M0 scales stay
+  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form (the
+  reference serves it).
 - Granularity: ``gran_k`` 32, or 128 (each scale repeated over its four 32-blocks); any ``gran_mn``
   (repeated per row). The MX unit holds UE8M0 exponents, so FP32 scales must have a zero mantissa
   (positive powers of two): on the twin (CPU tensors) a non-zero mantissa raises ``ValueError``
@@ -31,8 +32,8 @@ import torch
 
 from .. import _validate as v
 from .. import formats
-from ..reference import decode_values
 from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
+from .fp4_to_fp8 import widen
 
 E8M0_ONE = 127
 MX_GRAN_K = 32
@@ -81,7 +82,7 @@ def operands(a, b):
     (bytes); otherwise FP4 operands are widened to E4M3 (exact)."""
     if a.fp4 and b.fp4 and a.k_major and b.k_major:
         return a.data.view(torch.uint8), b.data.view(torch.uint8), True
-    data = [decode_values(op).to(torch.float8_e4m3fn) if op.fp4 else op.data for op in (a, b)]
+    data = [widen(op.data) if op.fp4 else op.data for op in (a, b)]
     return data[0], data[1], False
 
 
