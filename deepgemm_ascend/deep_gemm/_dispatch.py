@@ -16,7 +16,9 @@ from . import _lib, host, reference
 from .ascend import bf16_gemm as ascend_bf16
 from .ascend import fp8_mx_gemm as ascend_fp8
 from .ascend import k_grouped_bf16_gemm as ascend_k_grouped
+from .ascend import k_grouped_fp8_mx_gemm as ascend_k_grouped_fp8
 from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
+from .ascend import m_grouped_fp8_mx_gemm as ascend_m_grouped_fp8
 from .ascend import mqa_logits as ascend_mqa
 from .ascend import paged_mqa_logits as ascend_paged_mqa
 
@@ -132,15 +134,28 @@ for _name, _adapter, _supports, _accepts in (
 # The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
 _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
-    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "E4M3 K-major with UE8M0 scales per 32 K, no c, no alpha",
-                            lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b, c, alpha) is None),
+    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "FP8xFP8 (any major), FP4xFP4, FP8xFP4; UE8M0 scales per 32 or "
+                            "128 K; optional c and alpha", lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b) is None),
     "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous, "BF16, psum row layout",
                                    lambda a, b, d, rows, zero_padding: rows.use_psum_layout),
+    "m_grouped_fp8_fp4_gemm_nt": Impl(ascend_m_grouped_fp8.m_grouped_fp8_fp4_gemm_nt_contiguous,
+                                      "FP8xFP8, FP4xFP4, FP8xFP4 with UE8M0 scales per 32 or 128 K; psum row layout",
+                                      lambda a, b, d, rows, zero_padding:
+                                      rows.use_psum_layout and ascend_fp8.unsupported(a, b) is None),
+    "m_grouped_bf16_gemm_nt_masked": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_masked,
+                                          "BF16; masked_m read by the kernel"),
+    "m_grouped_fp8_fp4_gemm_nt_masked": Impl(ascend_m_grouped_fp8.m_grouped_fp8_fp4_gemm_nt_masked,
+                                             "FP8xFP8, FP4xFP4, FP8xFP4; masked_m read by the kernel",
+                                             lambda a, b, d, masked_m: ascend_fp8.unsupported(a, b) is None),
     "k_grouped_bf16_gemm_tn": Impl(ascend_k_grouped.k_grouped_bf16_gemm_tn_contiguous, "BF16, in-place FP32 c"),
     "mqa_logits": Impl(ascend_mqa.mqa_logits, "unscaled E4M3 q over a per-token-scaled E4M3 KV, <= 128 heads",
                        lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
     "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
+    "k_grouped_fp8_gemm_tn": Impl(ascend_k_grouped_fp8.k_grouped_fp8_gemm_tn_contiguous,
+                                  "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at multiples "
+                                  "of 64, in-place FP32 c",
+                                  lambda a, sfa, b, sfb, d, c, groups, gran_k: ascend_k_grouped_fp8.accepts(groups)),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

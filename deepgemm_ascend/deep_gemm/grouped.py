@@ -51,6 +51,25 @@ def _psum_row_groups(layout: torch.Tensor, m: int, alignment: int, form: str):
     return row_group, torch.tensor(ends, dtype=torch.int32, device=layout.device)
 
 
+def _psum_row_groups_on_device(layout: torch.Tensor, m: int, alignment: int, form: str):
+    """``_psum_row_groups`` without reading a value on the host (NPU tensors: no sync, graph capture
+    stays possible); the values are not validated (the Ascend kernels read the end rows themselves)."""
+    values = layout.to(torch.int64)
+    if form == "counts":   # end[g] = align(end[g-1]) + count[g]: a scan over the G groups, on the device
+        ends, end = [], torch.zeros((), dtype=torch.int64, device=layout.device)
+        for g in range(values.numel()):
+            end = (0 if g == 0 else (end + alignment - 1) // alignment * alignment) + values[g]
+            ends.append(end)
+        values = torch.stack(ends) if ends else values
+    rows = torch.arange(m, device=layout.device)
+    if values.numel() == 0:
+        return torch.full((m,), -1, dtype=torch.int64, device=layout.device), values.to(torch.int32)
+    starts = torch.cat([values.new_zeros(1), (values[:-1] + alignment - 1) // alignment * alignment])
+    group = torch.searchsorted(values, rows, right=True)   # the first group ending after the row
+    inside = (group < values.numel()) & (rows >= starts[group.clamp(max=values.numel() - 1)])
+    return torch.where(inside, group, -1), values.to(torch.int32)
+
+
 def _indexed_row_groups(layout: torch.Tensor, m: int, num_groups: int, alignment: int,
                         compute_padding: bool) -> torch.Tensor:
     """Row groups of ``m_indices``. As upstream's kernels, a block of ``alignment`` rows (the last one may
@@ -83,7 +102,8 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool |
         v.shape("grouped_layout", grouped_layout, (num_groups,))
         if expected_m_for_psum_layout is not None:
             v.integer("expected_m_for_psum_layout", expected_m_for_psum_layout, 1)
-        row_group, ends = _psum_row_groups(grouped_layout, m, alignment, runtime.get_psum_layout_form())
+        row_groups = _psum_row_groups_on_device if grouped_layout.device.type == "npu" else _psum_row_groups
+        row_group, ends = row_groups(grouped_layout, m, alignment, runtime.get_psum_layout_form())
         return ops.GroupedRows(row_group, ends, True, alignment)
     v.shape("grouped_layout", grouped_layout, (m,))
     if expected_m_for_psum_layout is not None:
@@ -197,7 +217,8 @@ def _check_masked(masked_m, expected_m, num_groups: int, m: int, n: int, k: int,
     v.integer("expected_m", expected_m, 1)
     if min(num_groups, m, n, k) <= 0:
         raise v.fail("a/b shapes", "non-empty G, M, N and K", f"G = {num_groups}, M = {m}, N = {n}, K = {k}")
-    if bool(((masked_m < 0) | (masked_m > m)).any()):
+    # a value check reads the device tensor: NPU tensors skip it (the Ascend kernels clamp to [0, M])
+    if masked_m.device.type != "npu" and bool(((masked_m < 0) | (masked_m > m)).any()):
         raise v.fail("masked_m", f"values in [0, {m}] (M of a)", masked_m.tolist())
     return masked_m
 

@@ -1,8 +1,11 @@
 """M-grouped contiguous GEMMs (m_indices and psum layouts) and masked GEMMs."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import deep_gemm
+from deep_gemm import grouped
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_m_grouped_contiguous, generate_m_grouped_masked, threshold
 
@@ -159,3 +162,19 @@ def test_alignment_settings():
     assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout() == 224
     assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(100) == 128
     assert deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout(1) == 32
+
+
+@settings(max_examples=30, deadline=None)
+@given(counts=st.lists(st.integers(0, 300), min_size=1, max_size=6), alignment=st.sampled_from([32, 128, 256]),
+       spare=st.integers(0, 300), form=st.sampled_from(["counts", "end_rows"]))
+def test_psum_row_groups_without_a_host_read_match(counts, alignment, spare, form):
+    """The NPU path's device-side psum parsing (no host read of the layout) against the host one."""
+    ends, end = [], 0
+    for g, count in enumerate(counts):
+        end = (0 if g == 0 else -(-end // alignment) * alignment) + count
+        ends.append(end)
+    layout = torch.tensor(counts if form == "counts" else ends, dtype=torch.int32)
+    m = end + spare
+    want = grouped._psum_row_groups(layout, m, alignment, form)
+    got = grouped._psum_row_groups_on_device(layout, m, alignment, form)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

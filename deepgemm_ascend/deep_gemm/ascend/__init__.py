@@ -4,21 +4,39 @@ C API (``c_api/asc_simd.h`` and the SIMT API), compiled at run time by deepjit
 tensors) with shape and layout specialisation through defines.
 
 Entry points take the canonical, already-validated arguments of the matching
-``deep_gemm.reference`` function (the public wrappers in ``deep_gemm.gemm`` / ``deep_gemm.grouped``
-do the checks and the nn/tn/tt transposed views):
+``deep_gemm.reference`` function (the public wrappers in ``deep_gemm.gemm`` / ``deep_gemm.grouped`` /
+``deep_gemm.k_grouped`` do the checks and the nn/tn/tt transposed views):
 
 - ``bf16_gemm.bf16_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk")`` serves
   ``bf16_gemm_{nt,nn,tn,tt}``: cube kernel ``bf16_gemm.asc``, or the mixed kernel
   ``bf16_gemm_epilogue.asc`` when ``c`` or ``alpha`` is given.
 - ``m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, zero_padding,
-  compiled_dims="nk")`` serves ``m_grouped_bf16_gemm_{nt,nn}_contiguous`` with the psum layout
-  (``m_grouped_bf16_gemm.asc``); the ``m_indices`` form raises ``NotImplementedError``.
+  compiled_dims="nk")`` serves ``m_grouped_bf16_gemm_{nt,nn}_contiguous`` with the psum layout, and
+  ``m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, compiled_dims="nk")``
+  serves ``m_grouped_bf16_gemm_nt_masked`` (``m_grouped_bf16_gemm.asc``, ``DG_MASKED``; ``masked_m``
+  read in the kernel only).
 - ``k_grouped_bf16_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, c, groups, compiled_dims="mn")``
   serves ``k_grouped_bf16_gemm_tn_contiguous`` (``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``).
 
+MX block-scaled FP8/FP4 (``mx_gemm.h``: ``asc_mmad_mx``, UE8M0 scales per 32 K in the Ascend layout,
+int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3 by
+``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on host
+tensors only):
+
 - ``fp8_mx_gemm.fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk")`` serves
-  ``fp8_fp4_gemm_nt`` for E4M3 x E4M3, K-major, recipe ``(1, 1, 32)`` (``fp8_mx_gemm.asc``,
-  ``asc_mmad_mx``); other forms, ``c`` and ``alpha`` raise ``NotImplementedError`` up front.
+  ``fp8_fp4_gemm_{nt,nn,tn,tt}`` (``fp8_mx_gemm.asc``; with ``c`` / ``alpha``
+  ``bf16_gemm_epilogue.asc`` with ``DG_MX``).
+- ``m_grouped_fp8_mx_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, ...)`` and
+  ``..._nt_masked(a, b, d, masked_m, ...)`` serve ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum)
+  and ``m_grouped_fp8_fp4_gemm_nt_masked`` (``m_grouped_bf16_gemm.asc`` with ``DG_MX``).
+- ``k_grouped_fp8_mx_gemm.k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, c, groups, gran_k, ...)``
+  serves ``k_grouped_fp8_gemm_{tn,nt}_contiguous`` (``bf16_gemm_epilogue.asc``, ``DG_MX`` +
+  ``DG_K_GROUPED``) when every non-empty group starts at a multiple of 64 K rows.
+
+Served by the reference instead (the table's ``accepts``): the ``m_indices`` contiguous layout,
+FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid.
+The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
+the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
 
 - ``mqa_logits.mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits)`` serves
   ``fp8_mqa_logits`` / ``fp8_fp4_mqa_logits`` (unscaled E4M3 q, per-token-scaled KV) and
@@ -31,5 +49,6 @@ do the checks and the nn/tn/tt transposed views):
 - ``codegen.cases()``: every kernel above at one shape, for ``make ascend-check``.
 
 Shared pieces: ``cube_gemm.h`` (the cube pipeline for one output tile and the FixPipe stores),
-``_launch.py`` (kernel handles, grid sizing, compile-time dimensions).
+``mx_gemm.h`` (its MX block-scaled form), ``_launch.py`` (kernel handles, grid sizing, compile-time
+dimensions).
 """

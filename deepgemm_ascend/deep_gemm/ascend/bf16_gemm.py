@@ -56,4 +56,4 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
         return
     c_arg = d if c is None else c  # an unused pointer without c
     kernel(name, path, defines)(grid, a, b, d, c_arg, d, 1, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0), 0, 0,
-                                ctypes.c_float(1.0 if alpha is None else alpha))
+                                ctypes.c_float(1.0 if alpha is None else alpha), d, d, 0, 0)  # no MX scales

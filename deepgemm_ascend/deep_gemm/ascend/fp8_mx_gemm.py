@@ -1,61 +1,125 @@
-"""Ascend MX block-scaled FP8 GEMM: the cube kernel (``fp8_mx_gemm.asc``, ``asc_mmad_mx``) behind
-``fp8_fp4_gemm_nt`` (and the nn/tn/tt views) for FP8 x FP8 with recipe ``(1, 1, 32)``.
+"""Ascend MX block-scaled GEMM: the cube kernel ``fp8_mx_gemm.asc`` (``asc_mmad_mx``) behind
+``fp8_fp4_gemm_{nt,nn,tn,tt}``, and the operand preparation every MX kernel of the package shares.
 
 Entry point (for the dispatch table's Ascend column; the canonical arguments of
 ``deep_gemm.reference.fp8_fp4_gemm_nt``, already validated by ``deep_gemm.gemm``)::
 
     fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk") -> None
 
-- ``a``, ``b``: ``QuantOperand`` with E4M3 ``data`` ``[M, K]`` / ``[N, K]``, K-major, and FP32 ``sf``
-  ``[MN, ceil(K / 32)]`` (``gran_mn == 1``, ``gran_k == 32``) whose values are powers of two (the
-  Ascend contract; validated upstream). ``d`` ``[M, N]`` FP32 or BF16, written in place.
-- The scales are re-packed on the device (no host read) into the Ascend layout the kernel reads:
-  UE8M0 exponents, two per int16 (K elements ``[64p, 64p + 32)`` in the low byte), ``[MN, ceil(K/64)]``.
-- Not served here, raising ``NotImplementedError`` before anything is written: FP4 operands,
-  MN-major operands, other granularities, ``c`` and ``alpha`` (they need the vector epilogue of
-  ``bf16_gemm_epilogue.asc`` in an FP8 form, a later step).
+- ``a``, ``b``: ``QuantOperand`` ``[M, K]`` / ``[N, K]`` with FP32 ``sf``. Pairs served (the Ascend
+  rules): FP8 x FP8 (either operand K- or MN-major: ``nn``/``tn``/``tt`` views load DN->NZ), FP4 x FP4
+  (both K-major: the E2M1 mmad; otherwise widened as below) and FP8 x FP4. The FP4 operand of a mixed
+  pair (or of an MN-major FP4 pair) is widened to E4M3 by the vector-core kernel ``fp4_to_fp8.asc``
+  before the GEMM launch -- exact, every E2M1 value is an E4M3 value and the per-32 UE8M0 scales stay
+  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form (the
+  reference serves it).
+- Granularity: ``gran_k`` 32, or 128 (each scale repeated over its four 32-blocks); any ``gran_mn``
+  (repeated per row). The MX unit holds UE8M0 exponents, so FP32 scales must have a zero mantissa
+  (positive powers of two): on the twin (CPU tensors) a non-zero mantissa raises ``ValueError``
+  naming ``a[1]`` / ``b[1]`` before anything is written; NPU tensors are not read on the host (the
+  exponent byte is what the kernel uses).
+- The scales are re-packed on the device into the Ascend layout the kernels read: int16 UE8M0 pairs
+  (K elements ``[64p, 64p + 32)`` in the low byte), MN-major: ``[.., ceil(K/64), MN]`` in memory.
+- ``d`` ``[M, N]`` FP32 or BF16, written in place; ``c`` (``d``'s dtype, may be ``d``) and ``alpha``
+  run the mixed kernel ``bf16_gemm_epilogue.asc`` with ``DG_MX`` (vector-core epilogue, ``c`` read and
+  ``d`` written by the kernel).
 """
 from __future__ import annotations
 
+import ctypes
+
 import torch
 
-from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from .. import _validate as v
+from .. import formats
+from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
+from .fp4_to_fp8 import widen
 
 E8M0_ONE = 127
+MX_GRAN_K = 32
 
 
-def ascend_scales(sf: torch.Tensor) -> torch.Tensor:
-    """FP32 power-of-two scales ``[MN, S]`` (one per 32 K) -> int16 UE8M0 pairs ``[MN, ceil(S / 2)]``;
-    an odd S is padded with 2^0 so the padding pair half is a finite scale of zero-filled data."""
-    exponents = ((sf.float().contiguous().view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
-    if exponents.size(1) % 2:
-        exponents = torch.cat([exponents, exponents.new_full((exponents.size(0), 1), E8M0_ONE)], dim=1)
-    return exponents.contiguous().view(torch.int16)
+def ascend_scales(sf: torch.Tensor, mn: int, k: int, gran_mn: int = 1, gran_k: int = MX_GRAN_K) -> torch.Tensor:
+    """FP32 scales ``[.., ceil(mn/gran_mn), ceil(k/gran_k)]`` (zero-mantissa values) -> the Ascend layout:
+    int16 UE8M0 pairs ``[.., mn, ceil(k/64)]``, MN-major (``stride(-2) == 1``). An odd count of 32-blocks
+    is padded with 2^0, a finite scale of zero-filled data."""
+    rows = torch.arange(mn, device=sf.device) // gran_mn
+    sf = sf.float().index_select(-2, rows)
+    if gran_k != MX_GRAN_K:
+        sf = sf.repeat_interleave(gran_k // MX_GRAN_K, dim=-1)[..., :-(-k // MX_GRAN_K)]
+    exponents = ((formats.dense(sf).view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+    if exponents.size(-1) % 2:
+        exponents = torch.cat([exponents, exponents.new_full(exponents.shape[:-1] + (1,), E8M0_ONE)], dim=-1)
+    return exponents.contiguous().view(torch.int16).transpose(-1, -2).contiguous().transpose(-1, -2)
 
 
-def unsupported(a, b, c, alpha) -> str | None:
+def check_mantissa(name: str, sf: torch.Tensor, valid_mn: torch.Tensor | None = None, gran_mn: int = 1) -> None:
+    """FP32 scales must be UE8M0-representable; only host-resident (twin) tensors are read.
+    ``valid_mn`` (bool ``[MN]``) limits the check to the scale rows the kernel loads."""
+    if not on_twin(sf) or sf.numel() == 0:
+        return
+    if valid_mn is not None:
+        used = torch.nn.functional.pad(valid_mn, (0, (-valid_mn.numel()) % gran_mn)).view(-1, gran_mn).any(-1)
+        sf = sf[used]
+    good = formats.is_power_of_two(sf)
+    if not bool(good.all()):
+        raise v.fail(f"{name} values", "positive powers of two (a zero mantissa: the Ascend MX scale unit holds "
+                     "UE8M0 exponents)", float(sf[~good].flatten()[0]))
+
+
+def unsupported(a, b) -> str | None:
+    """Why the MX kernels cannot serve this operand pair, or None."""
+    if a.fp4 and not b.fp4:
+        return "FP4 x FP8 is not an Ascend form"
     for name, op in (("a", a), ("b", b)):
-        if op.fp4 or op.data.dtype != torch.float8_e4m3fn:
-            return f"{name}: only E4M3 FP8 operands"
-        if not op.k_major:
-            return f"{name}: only K-major operands"
-        if (op.gran_mn, op.gran_k) != (1, 32):
-            return f"{name}: only the MX recipe (1, 1, 32), got granularity {(op.gran_mn, op.gran_k)}"
-    if c is not None or alpha is not None:
-        return "c / alpha (no FP8 epilogue kernel yet)"
+        if op.gran_k not in (32, 128):
+            return f"{name}: K granularity {op.gran_k} (32 or 128 only)"
     return None
+
+
+def operands(a, b):
+    """(data a, data b, FP4 kernel?) as the MX kernels read them: both FP4 and K-major stay packed
+    (bytes); otherwise FP4 operands are widened to E4M3 (exact)."""
+    if a.fp4 and b.fp4 and a.k_major and b.k_major:
+        return a.data.view(torch.uint8), b.data.view(torch.uint8), True
+    data = [widen(op.data) if op.fp4 else op.data for op in (a, b)]
+    return data[0], data[1], False
+
+
+def layout(x: torch.Tensor) -> tuple[bool, int]:
+    """(MN-major, stride of the non-unit dimension) of an ``[.., MN, K]`` operand."""
+    return (False, x.stride(-2)) if x.stride(-1) == 1 else (True, x.stride(-1))
+
+
+def prepare(a, b):
+    """Checks the scale values, then (data a, data b, sfa, sfb, defines) for any MX kernel."""
+    check_mantissa("a[1]", a.sf)
+    check_mantissa("b[1]", b.sf)
+    da, db, fp4 = operands(a, b)
+    sfa = ascend_scales(a.sf, a.mn, a.k, a.gran_mn, a.gran_k)
+    sfb = ascend_scales(b.sf, b.mn, b.k, b.gran_mn, b.gran_k)
+    defines = {"DG_AB_FP4": int(fp4), "DG_A_MN_MAJOR": int(layout(da)[0]), "DG_B_MN_MAJOR": int(layout(db)[0])}
+    return da, db, sfa, sfb, defines
 
 
 def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: float | None = None,
                 compiled_dims: str = "nk") -> None:
-    reason = unsupported(a, b, c, alpha)
+    reason = unsupported(a, b)
     if reason:
         raise NotImplementedError(f"fp8_fp4_gemm_nt on Ascend: {reason}")
     m, n, k = a.mn, b.mn, a.k
     if m == 0 or n == 0 or k == 0:
         return
-    sfa, sfb = ascend_scales(a.sf), ascend_scales(b.sf)
-    defines = {"DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, m=m, n=n, k=k)}
+    da, db, sfa, sfb, defines = prepare(a, b)
+    defines.update({"DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, m=m, n=n, k=k)})
     grid = min(m_blocks(m) * n_blocks(n), num_cube_cores(d))
-    kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", defines)(
-        grid, a.data, b.data, sfa, sfb, d, m, n, k, a.data.stride(0), b.data.stride(0), sfa.stride(0), d.stride(0))
+    lda, ldb = layout(da)[1], layout(db)[1]
+    if c is None and alpha is None:
+        kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", defines)(
+            grid, da, db, sfa, sfb, d, m, n, k, lda, ldb, sfa.stride(-1), sfb.stride(-1), d.stride(0))
+        return
+    c_arg = d if c is None else c  # an unused pointer without c
+    defines.update({"DG_MX": 1, "DG_HAS_C": int(c is not None)})
+    kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
+        grid, da, db, d, c_arg, d, 1, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0), 0, 0,
+        ctypes.c_float(1.0 if alpha is None else alpha), sfa, sfb, sfa.stride(-1), sfb.stride(-1))

@@ -12,7 +12,7 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   lists ``ks`` and ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
 - One launch of ``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``: tiles over (group, M block,
   N block), each group's K loop over its own rows, ``c`` added on the vector cores. A group with no
-  K rows has no tile: ``d[g]`` keeps ``c[g]`` (copied here when ``c`` is not ``d``).
+  K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when ``c`` is not ``d``.
 - ``compiled_dims`` may bake M and N into the kernel; K differs per group and stays a run-time value.
 """
 from __future__ import annotations
@@ -31,10 +31,7 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     if g == 0 or m == 0 or n == 0:
         return
     ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
-    if c.data_ptr() != d.data_ptr():
-        for i in (i for i, k in enumerate(ks) if k == 0):
-            d[i].copy_(c[i])
-    if not any(ks):
+    if not any(ks) and c.data_ptr() == d.data_ptr():
         return
     at, bt = a.t(), b.t()  # the [M, K] / [N, K] operand views the nt core reads
     a_mn, lda = _operand(at)
@@ -45,4 +42,4 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
         grid, at, bt, d, c, k_groups, g, m, n, a.size(0), lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
-        ctypes.c_float(1.0))
+        ctypes.c_float(1.0), d, d, 0, 0)  # no MX scales

@@ -1,19 +1,27 @@
-"""Ascend M-grouped contiguous BF16 GEMM (psum layout): the cube kernel behind
-``m_grouped_bf16_gemm_{nt,nn}_contiguous``.
+"""Ascend M-grouped BF16 GEMMs: the cube kernel ``m_grouped_bf16_gemm.asc`` behind
+``m_grouped_bf16_gemm_{nt,nn}_contiguous`` (psum layout) and ``m_grouped_bf16_gemm_nt_masked``; the
+MX FP8/FP4 forms of the same kernel are launched from ``m_grouped_fp8_mx_gemm.py`` through ``launch``.
 
-Entry point (for the dispatch table's Ascend column; the canonical arguments of
-``deep_gemm.reference.m_grouped_bf16_gemm_nt``, already validated by ``deep_gemm.grouped``)::
+Entry points (for the dispatch table's Ascend column; the canonical arguments of
+``deep_gemm.reference.m_grouped_bf16_gemm_nt`` / ``..._nt_masked``, already validated by
+``deep_gemm.grouped``)::
 
     m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, zero_padding, compiled_dims="nk") -> None
+    m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, compiled_dims="nk") -> None
 
-- ``a`` ``[M, K]`` BF16 K-major; ``b`` ``[G, N, K]`` BF16, K-major or MN-major (``nn`` passes
-  ``b.transpose(1, 2)``); ``d`` ``[M, N]`` BF16 or FP32, row-major, written in place.
-- ``rows`` a ``GroupedRows`` with ``use_psum_layout=True``: ``rows.layout`` int32 ``[G]`` exclusive
+- Contiguous: ``a`` ``[M, K]`` BF16 K-major; ``b`` ``[G, N, K]`` BF16, K-major or MN-major (``nn``
+  passes ``b.transpose(1, 2)``); ``d`` ``[M, N]`` BF16 or FP32, row-major, written in place.
+  ``rows`` a ``GroupedRows`` with ``use_psum_layout=True``: ``rows.layout`` int32 ``[G]`` exclusive
   end rows (device memory, read by the kernel, never by the host), ``rows.alignment`` the group
   start alignment. ``D[rows of g] = A[rows of g] @ B[g].T`` with FP32 accumulation; zero-sized
   groups are skipped in the kernel.
-- ``zero_padding`` (``ensure_zero_padding``): rows outside every group are zero (D is cleared before
-  the kernel, as DeepGEMM-Ascend does); otherwise they keep what they held.
+- ``zero_padding`` (``ensure_zero_padding``): rows outside every group are written as zero by the kernel
+  itself (``DG_ZERO_PADDING``: zero tiles over each group's padding, so every row of D is written
+  once); otherwise they keep what they held. DeepGEMM-Ascend's kernel writes group rows only and
+  leaves the padding to the caller; the zero rows follow this package's documented semantics.
+- Masked: ``a`` ``[G, M_max, K]``, ``b`` ``[G, N, K]`` K-major, ``d`` ``[G, M_max, N]``;
+  ``masked_m`` int32 ``[G]`` is read by the kernel only (clamped to ``[0, M_max]``): rows
+  ``< masked_m[g]`` of ``d[g]`` are written, the others keep what they held.
 - The ``m_indices`` form (``use_psum_layout=False``) has no Ascend kernel: this raises
   ``NotImplementedError`` before touching anything.
 """
@@ -24,6 +32,27 @@ import torch
 from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 
 
+def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, strides: dict, defines: dict,
+           tiles: int, sfa=None, sfb=None) -> None:
+    """One launch of ``dg_m_grouped_bf16_gemm``. ``strides``: lda, ldb, ldd and the group strides
+    (a, b, d, sfa, sfb; 0 where an operand is shared), ld_sfa / ld_sfb with MX scales."""
+    s = {"a_group": 0, "d_group": 0, "ld_sfa": 0, "ld_sfb": 0, "sfa_group": 0, "sfb_group": 0, **strides}
+    kernel("dg_m_grouped_bf16_gemm", "ascend/m_grouped_bf16_gemm.asc", defines)(
+        min(tiles, num_cube_cores(d)), a, b, d, layout, m, n, k, g, alignment, s["lda"], s["ldb"], s["b_group"],
+        s["ldd"], s["a_group"], s["d_group"], d if sfa is None else sfa, d if sfb is None else sfb, s["ld_sfa"],
+        s["ld_sfb"], s["sfa_group"], s["sfb_group"])
+
+
+def psum_tile_bound(m: int, n: int, g: int) -> int:
+    """An upper bound on a psum launch's tiles (group rows and padding) that needs no look at the layout."""
+    return (m_blocks(m) + 2 * g) * n_blocks(n)
+
+
+def _b_layout(b: torch.Tensor) -> tuple[bool, int]:
+    mn_major = b.stride(-1) != 1
+    return mn_major, b.stride(-1) if mn_major else b.stride(-2)
+
+
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, rows, zero_padding: bool,
                                       compiled_dims: str = "nk") -> None:
     if not rows.use_psum_layout:
@@ -32,19 +61,25 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     g, n, _ = b.shape
     if m == 0 or n == 0:
         return
-    if zero_padding:
-        d.zero_()
-    if k == 0 or g == 0:
-        if not zero_padding:
-            d.masked_fill_((rows.row_group >= 0)[:, None], 0)
+    if k == 0 or g == 0:  # an empty product: zero rows (the public wrappers never get here)
+        d.masked_fill_(((rows.row_group >= 0) | zero_padding)[:, None], 0)
         return
-    b_mn = b.stride(-1) != 1
-    ldb = b.stride(-1) if b_mn else b.stride(-2)
+    b_mn, ldb = _b_layout(b)
     defines = {"DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": int(d.dtype == torch.float32),
-               **shape_defines(compiled_dims, n=n, k=k)}
-    # an upper bound on the tile count that needs no look at the layout's values
-    tiles = (m_blocks(m) + g) * n_blocks(n)
+               "DG_ZERO_PADDING": int(zero_padding), **shape_defines(compiled_dims, n=n, k=k)}
+    tiles = psum_tile_bound(m, n, g)
     ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
-    kernel("dg_m_grouped_bf16_gemm", "ascend/m_grouped_bf16_gemm.asc", defines)(
-        min(tiles, num_cube_cores(d)), a, b, d, ends, m, n, k, g, rows.alignment, a.stride(0), ldb, b.stride(0),
-        d.stride(0))
+    launch(a, b, d, ends, m, n, k, g, rows.alignment,
+           {"lda": a.stride(0), "ldb": ldb, "b_group": b.stride(0), "ldd": d.stride(0)}, defines, tiles)
+
+
+def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
+                                  compiled_dims: str = "nk") -> None:
+    g, m, k = a.shape
+    n = b.shape[1]
+    if min(g, m, n, k) == 0:
+        return
+    defines = {"DG_MASKED": 1, "DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, n=n, k=k)}
+    launch(a, b, d, masked_m, m, n, k, g, 1,
+           {"lda": a.stride(1), "ldb": b.stride(1), "b_group": b.stride(0), "ldd": d.stride(1), "a_group": a.stride(0),
+            "d_group": d.stride(0)}, defines, g * m_blocks(m) * n_blocks(n))

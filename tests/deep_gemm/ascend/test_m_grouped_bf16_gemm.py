@@ -4,7 +4,8 @@ deep_gemm.reference.m_grouped_bf16_gemm_nt at upstream's BF16 tolerance.
 
 Layouts are built as ``deep_gemm.grouped`` validates them (exclusive end rows, groups starting at
 ``align(end[g-1], alignment)``): the NVIDIA alignment 128 with a zero-sized group and ragged
-groups, Ascend's 256 with groups shorter and longer than a tile, and nn (B MN-major)."""
+groups, Ascend's 256 with groups shorter and longer than a tile, and nn (B MN-major); the masked form
+(same kernel, DG_MASKED) with empty, partial and full groups."""
 import pytest
 import torch
 from hypothesis import given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from deep_gemm import reference
 from deep_gemm._operands import GroupedRows
-from deep_gemm.ascend.m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous
+from deep_gemm.ascend.m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous, m_grouped_bf16_gemm_nt_masked
 from deep_gemm.grouped import _psum_row_groups
 from deep_gemm.testing import calc_diff
 
@@ -84,3 +85,20 @@ def test_m_indices_layout_has_no_kernel():
         m_grouped_bf16_gemm_nt_contiguous(torch.zeros(128, 32, dtype=torch.bfloat16),
                                           torch.zeros(1, 16, 32, dtype=torch.bfloat16), d, rows, True)
     assert torch.all(d == SENTINEL)
+
+
+@pytest.mark.parametrize(("masked", "m", "n", "k", "dtype"), [
+    ([0, 37, 200], 200, 72, 200, torch.bfloat16), ([128, 0, 1], 128, 256, 128, torch.float32)])
+def test_masked_groups(masked, m, n, k, dtype):
+    g = len(masked)
+    a, b = torch.randn(g, m, k).bfloat16(), torch.randn(g, n, k).bfloat16()
+    masked_m = torch.tensor(masked, dtype=torch.int32)
+    d = torch.full((g, m, n), SENTINEL, dtype=dtype)
+    ref = d.clone()
+    reference.m_grouped_bf16_gemm_nt_masked(a, b, ref, masked_m)
+    m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, compiled_dims="")
+    for i, rows in enumerate(masked):
+        if rows:
+            assert calc_diff(d[i, :rows], ref[i, :rows]) < 1e-5
+            torch.testing.assert_close(d[i, :rows].float(), ref[i, :rows].float(), rtol=8e-3, atol=1e-2)
+        assert torch.all(d[i, rows:] == SENTINEL)   # rows past masked_m are not written

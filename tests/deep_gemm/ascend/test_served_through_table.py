@@ -1,10 +1,11 @@
 """DG_BACKEND=ascend on CPU tensors: the public ops reach the Ascend kernels through deep_gemm's
 backend table (run on deepjit's Ascend twin) and match the reference; forms without an Ascend
 kernel are served by the reference."""
+import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import _dispatch, reference
+from deep_gemm import _dispatch, formats, reference
 from deep_gemm.testing import calc_diff
 
 
@@ -22,4 +23,63 @@ def test_bf16_gemm_nt_runs_the_ascend_kernel(monkeypatch):
 def test_every_op_with_an_ascend_kernel_is_in_the_table():
     served = {e.name for e in _dispatch.TABLE if e.ascend is not None}
     assert served == {"bf16_gemm_nt", "fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt", "k_grouped_bf16_gemm_tn",
-                      "mqa_logits", "paged_mqa_logits"}
+                      "mqa_logits", "paged_mqa_logits",
+                      "m_grouped_fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
+                      "k_grouped_fp8_gemm_tn"}
+
+
+def _ascend_sf(mn: int, k: int) -> torch.Tensor:
+    """Random UE8M0 scales per 32 K in the Ascend layout: int16 pairs, MN-major."""
+    exponents = torch.randint(120, 134, (-(-k // 64), mn, 2), dtype=torch.uint8)
+    return exponents.view(torch.int16).squeeze(-1).t()
+
+
+def test_fp8_fp4_gemm_nn_with_ascend_int16_scales_runs_the_ascend_kernel(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    m, n, k = 72, 40, 160
+    a = ((torch.randn(m, k) * 4).to(torch.float8_e4m3fn), _ascend_sf(m, k))
+    b_kn = (torch.randn(k, n) * 4).to(torch.float8_e4m3fn)
+    sfb = _ascend_sf(n, k)
+    d = torch.empty(m, n, dtype=torch.bfloat16)
+    deep_gemm.fp8_fp4_gemm_nn(a, (b_kn, sfb.t()), d, recipe=(1, 1, 32))
+    a_deq = a[0].float() * formats.unpack_ue8m0(formats.dense(a[1]))[:, :k // 32].repeat_interleave(32, 1)
+    b_deq = b_kn.t().float() * formats.unpack_ue8m0(formats.dense(sfb))[:, :k // 32].repeat_interleave(32, 1)
+    assert calc_diff(d, a_deq @ b_deq.t()) < 1e-3
+
+
+def test_fp32_scales_with_a_mantissa_are_a_value_error_on_ascend(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    a = ((torch.randn(32, 256) * 4).to(torch.float8_e4m3fn), torch.ones(32, 2))
+    b = ((torch.randn(16, 256) * 4).to(torch.float8_e4m3fn), torch.full((16, 2), 0.75))
+    d = torch.full((32, 16), -7.0)
+    with pytest.raises(ValueError, match=r"b\[1\] values: expected positive powers of two"):
+        deep_gemm.fp8_fp4_gemm_nt(a, b, d, recipe=(1, 1, 128))
+    assert torch.all(d == -7.0)
+
+
+def test_masked_bf16_runs_the_ascend_kernel(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    a, b = torch.randn(2, 64, 96).bfloat16(), torch.randn(2, 48, 96).bfloat16()
+    masked_m = torch.tensor([0, 50], dtype=torch.int32)
+    d = torch.full((2, 64, 48), -7.0, dtype=torch.bfloat16)
+    assert _dispatch.TABLE.serves("m_grouped_bf16_gemm_nt_masked", a.device, a, b, d, masked_m) == "ascend"
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m=32)
+    want = d.clone()
+    reference.m_grouped_bf16_gemm_nt_masked(a, b, want, masked_m)
+    assert torch.equal(d[0], want[0]) and calc_diff(d[1, :50], want[1, :50]) < 1e-5
+    assert torch.all(d[1, 50:] == -7.0)
+
+
+def test_m_grouped_fp8_psum_runs_the_ascend_kernel(monkeypatch):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    m, n, k, alignment = 512, 40, 128, deep_gemm.get_mk_alignment_for_contiguous_layout()
+    ends = [min(m, 60), min(m, -(-60 // alignment) * alignment + 30)]
+    layout = torch.tensor(ends, dtype=torch.int32)
+    a = ((torch.randn(m, k) * 4).to(torch.float8_e4m3fn), torch.ones(m, k // 32))
+    b = ((torch.randn(2, n, k) * 4).to(torch.float8_e4m3fn), torch.full((2, n, k // 32), 0.5))
+    d = torch.full((m, n), -7.0, dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, layout, recipe=(1, 1, 32), use_psum_layout=True)
+    want = torch.zeros(m, n)
+    for g, (s, e) in enumerate(zip([0, -(-ends[0] // alignment) * alignment], ends, strict=True)):
+        want[s:e] = a[0][s:e].float() @ (b[0][g].float() * 0.5).t()
+    assert calc_diff(d, want) < 1e-3 and torch.all(d[ends[1]:] == 0)

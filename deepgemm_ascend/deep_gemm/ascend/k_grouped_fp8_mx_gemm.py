@@ -1,0 +1,74 @@
+"""Ascend K-grouped MX FP8 GEMM (MoE weight gradient): ``bf16_gemm_epilogue.asc`` with ``DG_MX`` and
+``DG_K_GROUPED`` behind ``k_grouped_fp8_gemm_tn_contiguous`` (and the deprecated ``nt`` form, which
+forwards to it).
+
+Entry point (for the dispatch table's Ascend column; the canonical arguments of
+``deep_gemm.reference.k_grouped_fp8_gemm_tn``, already validated by ``deep_gemm.k_grouped``)::
+
+    k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, c, groups, gran_k, compiled_dims="mn") -> None
+
+- ``a`` ``[sum_K, M]`` and ``b`` ``[sum_K, N]`` E4M3 (MN-major, loaded DN->NZ); ``sfa`` / ``sfb`` FP32
+  per-channel scales, ``ceil(k_g / gran_k)`` rows per group from ``groups.sf_starts`` (gran_k 32 or
+  128; zero mantissa required, see ``fp8_mx_gemm.py``); ``d`` and ``c`` ``[G, M, N]`` FP32, ``c`` may
+  be ``d``: ``d[g] = c[g] + deq(a)[s:e].T @ deq(b)[s:e]`` over group g's K rows from ``groups``
+  (host lists ``ks`` / ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
+- The per-group scale rows become one Ascend-layout scale matrix over all of K (int16 UE8M0 pairs,
+  MN-major; each 32-block takes its group's scale, gaps 2^0), so the kernel addresses the scales of
+  K row ``k`` at pair ``k / 64``: every non-empty group must start at a multiple of 64 (true for the
+  mk alignments 128 and 256; others are served by the reference).
+- A group with no K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when
+  ``c`` is not ``d``.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from .fp8_mx_gemm import MX_GRAN_K, ascend_scales, check_mantissa, layout
+
+PAIR_K = 64
+
+
+def accepts(groups) -> bool:
+    return all(s % PAIR_K == 0 for s, k in zip(groups.k_starts, groups.ks, strict=True) if k)
+
+
+def _block_scales(sf: torch.Tensor, k_total: int, groups, gran_k: int) -> torch.Tensor:
+    """Per-group scale rows ``[S, MN]`` -> one FP32 scale per 32 K rows ``[MN, ceil(k_total / 32)]``."""
+    index = [sf.size(0)] * -(-k_total // MX_GRAN_K)
+    for (s, e), base in zip(groups.k_ranges, groups.sf_starts, strict=True):
+        for j in range(s // MX_GRAN_K, -(-e // MX_GRAN_K)):
+            index[j] = base + (j * MX_GRAN_K - s) // gran_k
+    padded = torch.cat([sf.float(), torch.ones((1, sf.size(1)), dtype=torch.float32, device=sf.device)])
+    return padded[torch.tensor(index, dtype=torch.int64, device=sf.device)].t()
+
+
+def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+                                     d: torch.Tensor, c: torch.Tensor, groups, gran_k: int,
+                                     compiled_dims: str = "mn") -> None:
+    g, m, n = d.shape
+    if g == 0 or m == 0 or n == 0:
+        return
+    if not accepts(groups):
+        raise NotImplementedError("k_grouped_fp8_gemm_tn_contiguous on Ascend: a non-empty group starts at a K row "
+                                  f"that is not a multiple of {PAIR_K}")
+    check_mantissa("a[1]", sfa)
+    check_mantissa("b[1]", sfb)
+    ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
+    if not any(ks) and c.data_ptr() == d.data_ptr():
+        return
+    k_total = a.size(0)
+    sfa16 = ascend_scales(_block_scales(sfa, k_total, groups, gran_k), m, k_total)
+    sfb16 = ascend_scales(_block_scales(sfb, k_total, groups, gran_k), n, k_total)
+    at, bt = a.t(), b.t()  # the [M, K] / [N, K] operand views the nt core reads
+    a_mn, lda = layout(at)
+    b_mn, ldb = layout(bt)
+    defines = {"DG_MX": 1, "DG_A_MN_MAJOR": int(a_mn), "DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": 1, "DG_HAS_C": 1,
+               "DG_K_GROUPED": 1, **shape_defines(compiled_dims.replace("k", ""), m=m, n=n)}
+    k_groups = torch.tensor([[s, k] for s, k in zip(k_starts, ks, strict=True)], dtype=torch.int32, device=d.device)
+    grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
+    kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
+        grid, at, bt, d, c, k_groups, g, m, n, k_total, lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
+        ctypes.c_float(1.0), sfa16, sfb16, sfa16.stride(-1), sfb16.stride(-1))

@@ -1,0 +1,68 @@
+"""Ascend M-grouped MX block-scaled GEMMs: ``m_grouped_bf16_gemm.asc`` with ``DG_MX`` (the cube part of
+``mx_gemm.h``) behind ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum layout) and
+``m_grouped_fp8_fp4_gemm_nt_masked``.
+
+Entry points (for the dispatch table's Ascend column; the canonical arguments of
+``deep_gemm.reference.m_grouped_fp8_fp4_gemm_nt`` / ``..._nt_masked``, validated by ``deep_gemm.grouped``)::
+
+    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, compiled_dims="nk") -> None
+    m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, compiled_dims="nk") -> None
+
+- Operand pairs, granularities, the scale layout and the mantissa rule are those of
+  ``fp8_mx_gemm.py`` (FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3; gran_k 32 or
+  128); ``b`` may be MN-major (``nn``) when FP8.
+- Contiguous: ``a`` ``[M, K]`` K-major, ``b`` ``[G, N, K]``, ``d`` ``[M, N]``; ``rows.layout`` psum
+  end rows read by the kernel only; ``zero_padding`` as in ``m_grouped_bf16_gemm.py``. Scale rows of
+  psum gaps are never loaded (they may be uninitialised), so the mantissa check skips them.
+- Masked: ``a`` ``[G, M_max, K]``, ``d`` ``[G, M_max, N]``; ``masked_m`` read by the kernel only.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._launch import m_blocks, n_blocks, shape_defines
+from .fp8_mx_gemm import ascend_scales, check_mantissa, layout, operands
+from .m_grouped_bf16_gemm import launch, psum_tile_bound
+
+
+def _prepare(a, b, a_rows: torch.Tensor | None = None):
+    """(data a, data b, sfa, sfb, defines); ``a_rows`` (bool ``[M]``) limits A's mantissa check."""
+    check_mantissa("a[1]", a.sf, a_rows, a.gran_mn)
+    check_mantissa("b[1]", b.sf)
+    da, db, fp4 = operands(a, b)
+    sfa = ascend_scales(a.sf, a.mn, a.k, a.gran_mn, a.gran_k)
+    sfb = ascend_scales(b.sf, b.mn, b.k, b.gran_mn, b.gran_k)
+    b_mn, ldb = layout(db)
+    defines = {"DG_MX": 1, "DG_AB_FP4": int(fp4), "DG_B_MN_MAJOR": int(b_mn)}
+    return da, db, sfa, sfb, ldb, defines
+
+
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_padding: bool,
+                                         compiled_dims: str = "nk") -> None:
+    if not rows.use_psum_layout:
+        raise NotImplementedError("m_grouped_fp8_fp4_gemm_*_contiguous on Ascend: only the psum layout has a kernel")
+    m, n, k, g = a.mn, b.mn, a.k, b.groups
+    if m == 0 or n == 0:
+        return
+    da, db, sfa, sfb, ldb, defines = _prepare(a, b, rows.row_group >= 0)
+    defines.update({"DG_D_FP32": int(d.dtype == torch.float32), "DG_ZERO_PADDING": int(zero_padding),
+                    **shape_defines(compiled_dims, n=n, k=k)})
+    ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
+    launch(da, db, d, ends, m, n, k, g, rows.alignment,
+           {"lda": da.stride(0), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(0), "ld_sfa": sfa.stride(-1),
+            "ld_sfb": sfb.stride(-1), "sfb_group": sfb.stride(0)},
+           defines, psum_tile_bound(m, n, g), sfa, sfb)
+
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tensor, compiled_dims: str = "nk") -> None:
+    g, m, n, k = a.groups, a.mn, b.mn, a.k
+    if min(g, m, n, k) == 0:
+        return
+    da, db, sfa, sfb, ldb, defines = _prepare(a, b)
+    defines.update({"DG_MASKED": 1, "DG_D_FP32": int(d.dtype == torch.float32),
+                    **shape_defines(compiled_dims, n=n, k=k)})
+    launch(da, db, d, masked_m, m, n, k, g, 1,
+           {"lda": da.stride(1), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(1), "a_group": da.stride(0),
+            "d_group": d.stride(0), "ld_sfa": sfa.stride(-1), "ld_sfb": sfb.stride(-1), "sfa_group": sfa.stride(0),
+            "sfb_group": sfb.stride(0)},
+           defines, g * m_blocks(m) * n_blocks(n), sfa, sfb)
