@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from . import _dispatch, formats, runtime
 from . import _validate as v
-from . import formats, runtime
 from .utils.math import align, ceil_div
 
 
@@ -52,7 +52,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
         return sf
     batch = sf.size(0) if sf.dim() == 3 else None
     out = _mn_major_empty(batch, sf.size(-2), sf.size(-1), torch.float32, sf.device, get_tma_aligned_size(sf.size(-2), 4))
-    out.copy_(sf)
+    _dispatch.run("sf_copy", sf.device, sf, out, 1)
     return out
 
 
@@ -72,14 +72,20 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: 
     a mantissa is dropped, as NVIDIA does). With ``psum_layout`` (M-grouped end rows), rows in the
     gaps between groups are written as 0."""
     v.tensor("sf", sf, (torch.float32,), (2, 3))
-    mn, sk = sf.size(-2), sf.size(-1)
-    packed = formats.pack_ue8m0(sf, torch.int32)
     if psum_layout is not None:
         v.tensor("psum_layout", psum_layout, (torch.int32,), 1)
-        packed = packed * _psum_valid_rows(psum_layout, mn).unsqueeze(-1).to(torch.int32)
+    return _packed(sf, sf.size(-2), 1, torch.int32, psum_layout)
+
+
+def _packed(sf: torch.Tensor, mn: int, gran_mn: int, dtype: torch.dtype, psum_layout=None) -> torch.Tensor:
+    """FP32 ``[B?, ceil(mn/gran_mn), SK]`` -> packed UE8M0 ``[B?, mn, words]`` MN-major: int32 TMA-aligned
+    (NVIDIA) or int16 without padding (Ascend); rows in the gaps of ``psum_layout`` are 0."""
     batch = sf.size(0) if sf.dim() == 3 else None
-    out = _mn_major_empty(batch, mn, ceil_div(sk, 4), torch.int32, sf.device, get_tma_aligned_size(mn, 4))
-    out.copy_(packed)
+    aligned = get_tma_aligned_size(mn, 4) if dtype == torch.int32 else mn
+    out = _mn_major_empty(batch, mn, ceil_div(sf.size(-1), formats.PACKED_SF_DTYPES[dtype]), dtype, sf.device, aligned)
+    _dispatch.run("sf_pack_ue8m0", sf.device, sf, out, gran_mn)
+    if psum_layout is not None:
+        out.masked_fill_(~_psum_valid_rows(psum_layout, mn).unsqueeze(-1), 0)
     return out
 
 
@@ -107,33 +113,23 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
     blocks = [ceil_div(k, gran_k) for k in ks]
     if sum(blocks) != sf.size(0):
         raise v.fail("sf", f"{sum(blocks)} rows (sum of ceil(k_g/{gran_k}))", f"shape {tuple(sf.shape)}")
-    parts, row = [], 0
-    for b in blocks:
-        parts.append(formats.pack_ue8m0(sf[row:row + b].t(), torch.int32).t())
-        row += b
-    packed = torch.cat(parts) if parts else torch.zeros(0, mn, dtype=torch.int32, device=sf.device)
-    rows = packed.size(0) if ks_cpu else (sf.size(0) + 3 * num_groups) // 4
+    words = [ceil_div(b, 4) for b in blocks]
+    rows = sum(words) if ks_cpu else (sf.size(0) + 3 * num_groups) // 4
     out = torch.zeros(rows, mn, dtype=torch.int32, device=sf.device)
-    out[:packed.size(0)] = packed
+    row = word = 0
+    for b, w in zip(blocks, words, strict=True):  # each group packs its own K-blocks, as rows of out
+        if b:
+            _dispatch.run("sf_pack_ue8m0", sf.device, sf[row:row + b].t(), out[word:word + w].t(), 1)
+        row, word = row + b, word + w
     return out
 
 
-def _ascend_int16(sf_fp32: torch.Tensor, mn: int) -> torch.Tensor:
-    """FP32 per-row scales (gran_k 32) ``[B?, MN, SK]`` -> Ascend int16 pairs, MN-major without padding."""
+def _ascend_int16(sf_fp32: torch.Tensor, mn: int, gran_mn: int = 1) -> torch.Tensor:
+    """FP32 scales (gran_k 32) ``[B?, ceil(MN/gran_mn), SK]`` -> Ascend int16 pairs, MN-major without padding."""
     if sf_fp32.numel() and not bool(formats.is_power_of_two(sf_fp32).all()):
         raise v.fail("sf values", "positive powers of two (the Ascend UE8M0 contract)",
                      sf_fp32[~formats.is_power_of_two(sf_fp32)][0].item())
-    packed = formats.pack_ue8m0(sf_fp32, torch.int16)
-    batch = sf_fp32.size(0) if sf_fp32.dim() == 3 else None
-    out = _mn_major_empty(batch, mn, packed.size(-1), torch.int16, sf_fp32.device, mn)
-    out.copy_(packed)
-    return out
-
-
-def _broadcast_rows(sf: torch.Tensor, mn: int, gran_mn: int) -> torch.Tensor:
-    if gran_mn == 1:
-        return sf
-    return sf.index_select(-2, torch.arange(mn, device=sf.device) // gran_mn)
+    return _packed(sf_fp32, mn, gran_mn, torch.int16)
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe, num_groups: int | None = None,
@@ -172,7 +168,7 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe,
             raise v.fail("recipe gran_k", "32 for the Ascend int16 form", gran_k)
         if sf.dtype == torch.float32 and disable_ue8m0_cast:
             raise v.fail("disable_ue8m0_cast", "False with FP32 input (Ascend)", True)
-        return _ascend_int16(_broadcast_rows(values, mn, gran_mn), mn)
+        return _ascend_int16(values, mn, gran_mn)
     if sf.dtype == torch.int32:
         if gran_mn != 1:
             raise v.fail("recipe gran_mn", "1 for int32-packed scale factors", gran_mn)
@@ -183,7 +179,7 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe,
         if sf.dtype == torch.float32 and gran_k == 128 and gran_mn == 128:
             return sf
         raise v.fail("disable_ue8m0_cast", "False unless FP32 scales of recipe (1|128, 128)", True)
-    return get_mn_major_tma_aligned_packed_ue8m0_tensor(_broadcast_rows(values, mn, gran_mn), psum_layout)
+    return _packed(values, mn, gran_mn, torch.int32, psum_layout)
 
 
 def convert_packed_ue8m0(sf: torch.Tensor, k: int, gran_k: int = 32, dtype: torch.dtype = torch.int16) -> torch.Tensor:
@@ -200,7 +196,8 @@ def convert_packed_ue8m0(sf: torch.Tensor, k: int, gran_k: int = 32, dtype: torc
     need = ceil_div(sk, formats.PACKED_SF_DTYPES[sf.dtype])
     if sf.size(-1) != need:
         raise v.fail("sf", f"{need} words in the last dim for K = {k}", f"shape {tuple(sf.shape)}")
-    values = formats.unpack_ue8m0(sf)[..., :sk]
+    values = torch.empty(sf.shape[:-1] + (sk,), dtype=torch.float32, device=sf.device)
+    _dispatch.run("sf_unpack_ue8m0", sf.device, sf, values)
     if dtype == torch.int16:
         return _ascend_int16(values, sf.size(-2))
-    return get_mn_major_tma_aligned_packed_ue8m0_tensor(values)
+    return _packed(values, sf.size(-2), 1, torch.int32)
