@@ -51,7 +51,20 @@ def fused_weight(weight_hidden: torch.Tensor, weight_embed: torch.Tensor) -> tor
     """FP32 ``weight_hidden * weight_embed`` (hc, H)."""
     C.tensor("weight_hidden", weight_hidden, dtypes=(torch.bfloat16, torch.float32), ndim=2)
     C.tensor("weight_embed", weight_embed, dtypes=(torch.bfloat16, torch.float32), shape=tuple(weight_hidden.shape))
-    return weight_hidden.float() * weight_embed.float()
+    C.same_device(weight_hidden=weight_hidden, weight_embed=weight_embed)
+    return TABLE.run("fused_weight", weight_hidden.device, weight_hidden, weight_embed)
+
+
+def _fused_weight_host(weight_hidden, weight_embed):
+    wh, we = weight_hidden.contiguous(), weight_embed.contiguous()
+    out = torch.empty(wh.shape, dtype=torch.float32)
+    if wh.numel():
+        host_kernel("tk_engram_fused_weight", "engram_fused_weight.cpp")(
+            wh, int(wh.dtype == torch.bfloat16), we, int(we.dtype == torch.bfloat16), out, wh.numel(), threads())
+    return out
+
+
+TABLE.register("fused_weight", reference=ref.fused_weight, host=_fused_weight_host)
 
 
 def _check_gate(hidden_states, k, v, weight_fused):
