@@ -136,6 +136,10 @@ for _name, _adapter, _supports in (
 ):
     TABLE.register(_name, reference=getattr(reference, _name), host=_host(_adapter, _supports))
 
+# The paged MQA logits schedule (attention.get_paged_mqa_logits_metadata), from validated int32 inputs.
+TABLE.register("paged_mqa_logits_metadata", reference=reference.paged_mqa_logits_metadata,
+               host=Impl(host.paged_mqa_metadata, "contiguous int32 context_lens (and indices)"))
+
 # The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
 _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
