@@ -140,6 +140,10 @@ for _name, _adapter, _supports in (
 TABLE.register("paged_mqa_logits_metadata", reference=reference.paged_mqa_logits_metadata,
                host=Impl(host.paged_mqa_metadata, "contiguous int32 context_lens (and indices)"))
 
+# Row permutations within groups (Mega MoE's weight transforms), any dtype.
+TABLE.register("permute_rows", reference=lambda t, perm: t.index_select(1, perm.to(t.device)),
+               host=_host(host.permute_rows, "every dtype; rows of [G, N, ...]"))
+
 # The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
 _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
