@@ -78,49 +78,62 @@ def struct_type(source: str, name: str) -> type[ctypes.Structure]:
         else:
             raise DeepJITError(f"struct {name}: field {field!r} has a type deepjit cannot lay out: {kind!r}")
     cls = type(name, (ctypes.Structure,), {"_fields_": ctype_fields, "__module__": __name__})
+    cls._dj_converters = [(f, _converter(name, f, t)) for f, t in ctype_fields]
     _TYPES[key] = cls
     return cls
 
 
-def _value(struct_name: str, field: str, ctype, value):
+def _converter(struct_name: str, field: str, ctype):
+    """The checked conversion of one field's Python value (built once per struct type)."""
     where = f"{struct_name}.{field}"
     if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure):
-        if isinstance(value, ctype):
-            return value
-        if isinstance(value, dict):
-            return pack(ctype, **value)
-        raise TypeError(f"{where}: expected a dict of its fields or a {ctype.__name__}, got {type(value).__name__}")
+        def nested(value):
+            if isinstance(value, ctype):
+                return value
+            if isinstance(value, dict):
+                return pack(ctype, **value)
+            raise TypeError(f"{where}: expected a dict of its fields or a {ctype.__name__}, got {type(value).__name__}")
+        return nested
     if ctype is ctypes.c_void_p:
-        if hasattr(value, "data_ptr") and hasattr(value, "device"):
-            if value.device.type != "cpu":
-                raise TypeError(f"{where}: expected a CPU tensor, got device {value.device}")
-            return value.data_ptr()
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-            return value
-        raise TypeError(f"{where}: expected a tensor, an address or None, got {type(value).__name__}")
+        def pointer(value):
+            if value is None or (type(value) is int and value >= 0):
+                return value
+            if hasattr(value, "data_ptr") and hasattr(value, "device"):
+                if value.device.type != "cpu":
+                    raise TypeError(f"{where}: expected a CPU tensor, got device {value.device}")
+                return value.data_ptr()
+            raise TypeError(f"{where}: expected a tensor, an address or None, got {type(value).__name__}")
+        return pointer
     if ctype in (ctypes.c_float, ctypes.c_double):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{where}: expected a float, got {type(value).__name__}")
-        return float(value)
-    if isinstance(value, bool) and ctype is not ctypes.c_bool:
-        value = int(value)
-    if not isinstance(value, int):
-        raise TypeError(f"{where}: expected an int, got {type(value).__name__}")
-    if ctype(value).value != value:
-        raise ValueError(f"{where}: {value} does not fit the declared {ctype.__name__.removeprefix('c_')}")
-    return value
+        def real(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{where}: expected a float, got {type(value).__name__}")
+            return float(value)
+        return real
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value == -1
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+    def integer(value):
+        if not isinstance(value, int):
+            raise TypeError(f"{where}: expected an int, got {type(value).__name__}")
+        if not lo <= value <= hi:
+            raise ValueError(f"{where}: {value} does not fit the declared {ctype.__name__.removeprefix('c_')}")
+        return int(value)
+    return integer
 
 
 def pack(struct_cls: type[ctypes.Structure], **values) -> ctypes.Structure:
     """An instance of ``struct_cls`` with every field set by name (none missing, none unknown)."""
-    names = [f for f, _ in struct_cls._fields_]
-    unknown = sorted(set(values) - set(names))
-    missing = [n for n in names if n not in values]
-    if unknown or missing:
+    converters = struct_cls._dj_converters
+    if len(values) != len(converters) or not all(f in values for f, _ in converters):
+        names = [f for f, _ in converters]
+        unknown = sorted(set(values) - set(names))
+        missing = [n for n in names if n not in values]
         raise TypeError(f"{struct_cls.__name__}: " + "; ".join(
             part for part in (f"no field {', '.join(unknown)} in the C++ struct" if unknown else "",
                               f"missing {', '.join(missing)}" if missing else "") if part))
-    return struct_cls(**{f: _value(struct_cls.__name__, f, t, values[f]) for f, t in struct_cls._fields_})
+    return struct_cls(*[convert(values[f]) for f, convert in converters])
 
 
 def address(desc: ctypes.Structure) -> int:

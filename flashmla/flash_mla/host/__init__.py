@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import descriptors
+
 from .. import LIB
 from ..reference.sparse import KVScope
 
-
-def _ptr(t: torch.Tensor | None):
-    return None if t is None else t.data_ptr()
+_ARGS = "host/launch_args.hpp"
 
 
-def _scope_args(s: KVScope | None) -> list:
+def _scope(s: KVScope | None) -> dict:
     if s is None:
-        return [None, 0, 1, 0, 0, None, 0, 0, 0, None]
-    return [s.cache.data_ptr(), s.cache.stride(0), s.cache.shape[1], s.fmt.spec.code, int(s.placement == "block_split"),
-            s.indices, s.indices.stride(0), s.indices.stride(1), s.indices.shape[-1], _ptr(s.topk_length)]
+        return {"cache": None, "block_stride": 0, "page_block_size": 1, "format": 0, "block_split": 0,
+                "indices": None, "indices_b": 0, "indices_s": 0, "topk": 0, "topk_length": None}
+    return {"cache": s.cache, "block_stride": s.cache.stride(0), "page_block_size": s.cache.shape[1],
+            "format": s.fmt.spec.code, "block_split": int(s.placement == "block_split"), "indices": s.indices,
+            "indices_b": s.indices.stride(0), "indices_s": s.indices.stride(1), "topk": s.indices.shape[-1],
+            "topk_length": s.topk_length}
 
 
 def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: int,
@@ -24,10 +27,12 @@ def sparse_decode(q: torch.Tensor, scopes: list[KVScope], sm_scale: float, d_v: 
     b, s_q, h_q, d_qk = q.shape
     out = torch.empty(b, s_q, h_q, d_v, dtype=torch.bfloat16)
     lse = torch.empty(b, s_q, h_q, dtype=torch.float32)
+    args = descriptors.pack(descriptors.struct_type(LIB.source(_ARGS), "SparseDecodeArgs"),
+                            out=out, lse=lse, q=q, q_b=q.stride(0), q_s=q.stride(1), q_h=q.stride(2), b=b, s_q=s_q,
+                            h_q=h_q, d_qk=d_qk, d_v=d_v, sm_scale=sm_scale, attn_sink=attn_sink,
+                            scope0=_scope(scopes[0]), scope1=_scope(scopes[1] if len(scopes) > 1 else None))
     kernel = LIB.host_kernel("fmla_sparse_decode", "host/sparse_decode.cpp")
-    kernel(out, lse, q, q.stride(0), q.stride(1), q.stride(2), b, s_q, h_q, d_qk, d_v, sm_scale, attn_sink,
-           *_scope_args(scopes[0]), *_scope_args(scopes[1] if len(scopes) > 1 else None),
-           LIB.num_threads, 1 if batch_invariant else 64)
+    kernel(descriptors.address(args), LIB.num_threads, 1 if batch_invariant else 64)
     return out, lse.transpose(1, 2)
 
 
