@@ -100,8 +100,8 @@ def _engram_gate_fwd_host(hidden_states, k, v, weight_fused, eps, clamp_value, s
     saved = [torch.empty(t, hc) for _ in range(4)] if save_for_backward else [None] * 4
     if out.numel():
         args = _args("EngramGateFwdArgs", out=out, dot=saved[0], gate=saved[1], rstd_x=saved[2], rstd_k=saved[3],
-                     x=hidden_states, k=k, v=v, w=weight_fused.contiguous(), T=t, HC=hc, H=h, **_strides(hidden_states, k, v),
-                     eps=float(eps), clamp=float(clamp_value))
+                     x=hidden_states, k=k, v=v, w=weight_fused.contiguous(), T=t, HC=hc, H=h,
+                     **_strides(hidden_states, k, v), eps=float(eps), clamp=float(clamp_value))
         host_kernel("tk_engram_gate_fwd", "engram_gate_fwd.cpp")(descriptors.address(args), threads())
     return (out, *saved)
 
