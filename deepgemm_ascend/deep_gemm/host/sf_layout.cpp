@@ -9,6 +9,7 @@
 #include <deepjit/host/convert.hpp>
 #include <deepjit/host/kernel.hpp>
 #include <deepjit/host/parallel.hpp>
+#include <deep_gemm/host/sf_layout_args.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -19,7 +20,6 @@
 #endif
 
 namespace {
-enum : int { P_MODE, P_B, P_MN, P_SK, P_WORDS, P_GRAN, P_ISB, P_ISM, P_ISK, P_OSB, P_OSM, P_OSK, P_BYTES };
 enum Mode : int { kCopy = 0, kPack = 1, kUnpack = 2 };
 constexpr int64_t BLOCK = 128;
 
@@ -160,12 +160,12 @@ void scalar_block(const Shape& s, const void* in, void* out, int64_t m0, int64_t
 }  // namespace
 
 DJ_KERNEL(dg_sf_layout, "ptr,ptr,ptr,i64")
-void dg_sf_layout(const int64_t* p, const void* in, void* out, int64_t threads) {
-    const int64_t B = p[P_B], MN = p[P_MN], SK = p[P_SK], words = p[P_WORDS];
-    const int mode = static_cast<int>(p[P_MODE]), per_word = static_cast<int>(p[P_BYTES]);
-    const int64_t out_bytes = B * MN * (mode == kPack ? words * per_word : SK * 4);
-    const Shape s{MN, SK, words, std::max<int64_t>(p[P_GRAN], 1), p[P_ISB], p[P_ISM], p[P_ISK], p[P_OSB], p[P_OSM],
-                  p[P_OSK], per_word, mode, out_bytes > (int64_t(8) << 20)};
+void dg_sf_layout(const dg::SfLayoutArgs* p, const void* in, void* out, int64_t threads) {
+    const int64_t B = p->batch;
+    const int mode = static_cast<int>(p->mode), per_word = static_cast<int>(p->per_word);
+    const int64_t out_bytes = B * p->mn * (mode == kPack ? p->words * per_word : p->sk * 4);
+    const Shape s{p->mn, p->sk, p->words, std::max<int64_t>(p->gran, 1), p->in_b, p->in_mn, p->in_k, p->out_b,
+                  p->out_mn, p->out_k, per_word, mode, out_bytes > (int64_t(8) << 20)};
     const int64_t blocks = (s.MN + BLOCK - 1) / BLOCK;
     const int64_t in_elem = s.mode == kUnpack ? s.per_word : 4, out_elem = s.mode == kPack ? s.per_word : 4;
 #ifdef DJ_HAVE_AVX512
