@@ -2,6 +2,7 @@
 has the compiler's layout, a kernel reads back every field as Python set it, and a name the two
 sides disagree on (unknown, missing, renamed in C++) raises before any kernel runs."""
 import ctypes
+import re
 
 import pytest
 import torch
@@ -99,3 +100,19 @@ def test_values_are_checked_as_the_declared_type():
         D.pack(args_t, **_values(out="x"))
     with pytest.raises(Exception, match="only plain fields"):
         D.struct_type("struct Bad { int64_t dims[4]; };", "Bad")
+
+
+def test_every_library_descriptor_loads():
+    """Each struct the libraries' host kernels take by name lays out (no field deepjit cannot place)."""
+    import deep_ep.jit
+    import deep_gemm
+    import flash_mla
+    import tile_kernels._lib
+    headers = [(flash_mla.LIB, "host/launch_args.hpp"), (tile_kernels._lib.LIB, "host/engram_args.hpp"),
+               (deep_ep.jit.LIB, "host/combine_args.hpp"), (deep_gemm.LIB, "host/sf_layout_args.hpp")]
+    for lib, header in headers:
+        source = lib.source(header)
+        names = re.findall(r"\bstruct\s+(\w+)\s*\{", source)
+        assert names, header
+        for name in names:
+            assert ctypes.sizeof(D.struct_type(source, name)) > 0, (header, name)
