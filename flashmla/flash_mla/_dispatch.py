@@ -6,7 +6,7 @@ import torch
 
 from deepjit import BackendTable, Impl
 
-from . import LIB, host, reference
+from . import LIB, host, kv_cache, reference
 
 
 def host_shapes_ok(d_qk: int, d_v: int, heads_per_kv: int) -> bool:
@@ -48,6 +48,10 @@ TABLE.register("varlen_attention", reference=_varlen_ref,
                host=Impl(_varlen_host, "BF16 with unit last strides, d_qk even and <= 576, d_v % 32 == 0",
                          _varlen_accepts))
 
+
+# KV-cache helpers with tensor work (kv_cache.py)
+TABLE.register("convert_kv_layout", reference=kv_cache.relayout_reference,
+               host=Impl(host.kv_relayout, "V4.1 caches, compact tokens in any block stride"))
 
 def run(name: str, device, *args):
     return TABLE.run(name, device, *args)

@@ -66,7 +66,6 @@ NOT_OPS = {
 }
 # Public ops that do tensor work but have no table entry yet (each must be listed with why).
 PENDING = {
-    "flash_mla": {"convert_kv_layout": "a byte-exact V4.1 re-layout in torch, no host kernel yet"},
     "tile_kernels": {"mhc_post_bwd": "the mHC post backward in torch (modeling/mhc is another change's)"},
     "deep_ep": {"EngramBuffer": "row gathers over the shared window in torch; buffers/ is another change's"},
 }

@@ -7,6 +7,7 @@ import torch
 from deepjit import descriptors
 
 from .. import LIB
+from ..kv_cache import KVCacheFormat
 from ..reference.sparse import KVScope
 
 _ARGS = "host/launch_args.hpp"  # the named launch arguments of every kernel here
@@ -79,3 +80,15 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
                  h_kv=k.shape[1], d_qk=d_qk, d_v=v.shape[-1], softmax_scale=softmax_scale, causal=int(causal))
     LIB.host_kernel("fmla_varlen_attention", "host/varlen_attention.cpp")(descriptors.address(args), LIB.num_threads)
     return out, lse.t()
+
+
+def kv_relayout(quant_k_cache: torch.Tensor, fmt: KVCacheFormat, to: str) -> torch.Tensor:
+    """A V4.1 cache in the other placement (kernel in host/kv_relayout.cpp), compact, same dtype."""
+    nb, p = quant_k_cache.shape[0], quant_k_cache.shape[1]
+    s = fmt.spec
+    out = torch.empty(nb, p, 1, s.bytes_per_token, dtype=torch.uint8)
+    if out.numel():
+        LIB.host_kernel("fmla_kv_relayout", "host/kv_relayout.cpp")(
+            out, quant_k_cache.view(torch.uint8), nb, p, quant_k_cache.stride(0), s.data_bytes, s.scale_bytes,
+            int(to == "block_split"), LIB.num_threads)
+    return out.view(quant_k_cache.dtype)
