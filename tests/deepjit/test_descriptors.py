@@ -109,6 +109,7 @@ def test_every_library_descriptor_loads():
     import flash_mla
     import tile_kernels._lib
     headers = [(flash_mla.LIB, "host/launch_args.hpp"), (tile_kernels._lib.LIB, "host/engram_args.hpp"),
+               (tile_kernels._lib.LIB, "host/swiglu_args.hpp"),
                (deep_ep.jit.LIB, "host/combine_args.hpp"), (deep_gemm.LIB, "host/sf_layout_args.hpp")]
     for lib, header in headers:
         source = lib.source(header)
