@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 import deepjit
+from deepjit import descriptors
 
 from . import __version__
 
@@ -23,6 +24,11 @@ _SOURCES = {
 
 def kernel(name: str):
     return LIB.host_kernel(name, _SOURCES[name])
+
+
+def launch_args(header: str, name: str, **fields):
+    """``struct name`` of ``host/<header>`` filled by name (deepjit.descriptors), for kernels with many arguments."""
+    return descriptors.pack(descriptors.struct_type(LIB.source(f"host/{header}"), name), **fields)
 
 
 def threads_per_rank(num_local_ranks: int) -> int:

@@ -131,6 +131,23 @@ for _name, _adapter, _supports, _accepts in (
     TABLE.register(_name, reference=getattr(reference, _name), host=_host(_adapter, _supports, _accepts))
 
 
+# Scale-factor layout transforms (layout.py): FP32 copies into MN-major storage and UE8M0 (un)packing,
+# each writing the output it is given; the host kernels take any strides (host/sf_layout.cpp).
+for _name, _adapter, _supports in (
+    ("sf_copy", host.transpose_sf, "FP32 scales, any strides, row broadcast by gran_mn"),
+    ("sf_pack_ue8m0", host.pack_sf_ue8m0, "FP32 scales -> int32 (4 per word) or int16 (2 per word), any strides"),
+    ("sf_unpack_ue8m0", host.unpack_sf_ue8m0, "int32 or int16 words -> FP32, any strides"),
+):
+    TABLE.register(_name, reference=getattr(reference, _name), host=_host(_adapter, _supports))
+
+# The paged MQA logits schedule (attention.get_paged_mqa_logits_metadata), from validated int32 inputs.
+TABLE.register("paged_mqa_logits_metadata", reference=reference.paged_mqa_logits_metadata,
+               host=Impl(host.paged_mqa_metadata, "contiguous int32 context_lens (and indices)"))
+
+# Row permutations within groups (Mega MoE's weight transforms), any dtype.
+TABLE.register("permute_rows", reference=lambda t, perm: t.index_select(1, perm.to(t.device)),
+               host=_host(host.permute_rows, "every dtype; rows of [G, N, ...]"))
+
 # The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
 _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),

@@ -193,26 +193,6 @@ class PagedKV:
         return values.view(torch.float8_e4m3fn).float() * scales.view(torch.float32).unsqueeze(-1)
 
 
-def _request_runs(context_lens: torch.Tensor, indices: torch.Tensor | None) -> list[tuple[int, int, int]]:
-    """(first query row, query rows, context length) per request, grouped as upstream's scheduler groups
-    them: ``next_n`` rows per batch entry with the last row's length, or with varlen ``indices`` each
-    maximal run of equal indices with the run's last row's length; 1-D lengths count one row per entry."""
-    lens = [max(0, int(x)) for x in context_lens.flatten().tolist()]
-    if context_lens.dim() == 1:
-        return [(b, 1, n) for b, n in enumerate(lens)]
-    next_n = context_lens.size(1)
-    if indices is None:
-        return [(b * next_n, next_n, lens[b * next_n + next_n - 1]) for b in range(context_lens.size(0))]
-    runs, ids = [], indices.tolist()
-    for t, request in enumerate(ids):
-        if t and ids[t - 1] == request:
-            first = runs.pop()[0]
-            runs.append((first, t - first + 1, lens[t]))
-        else:
-            runs.append((t, 1, lens[t]))
-    return runs
-
-
 def _schedule_on_device(context_lens: torch.Tensor, indices: torch.Tensor | None, num_sms: int) -> torch.Tensor:
     """``get_paged_mqa_logits_metadata``'s schedule with tensor ops only (the Ascend path: no host read;
     negative lengths count as 0). Per flattened query row t: the request it belongs to (``next_n`` rows
@@ -272,23 +252,7 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     lens = context_lens.flatten().tolist()
     if any(x < 0 for x in lens):
         raise v.fail("context_lens", "lengths >= 0", f"{min(lens)} at flat index {lens.index(min(lens))}")
-    runs = _request_runs(context_lens, indices)
-    prefix, total = [], 0
-    for _, rows, length in runs:
-        total += ceil_div(length, SPLIT_KV) * rows
-        prefix.append(total)
-    base, extra = divmod(total, num_sms)
-    starts, request = [], 0
-    for worker in range(num_sms + 1):
-        work = worker * base + min(worker, extra)
-        while request < len(runs) and prefix[request] <= work:
-            request += 1
-        if request < len(runs):
-            first, rows, _ = runs[request]
-            starts.append((first, (work - (prefix[request - 1] if request else 0)) // rows))
-        else:
-            starts.append((context_lens.numel(), 0))
-    return torch.tensor(starts, dtype=torch.int32, device=context_lens.device)
+    return _dispatch.run("paged_mqa_logits_metadata", context_lens.device, context_lens, indices, num_sms)
 
 
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,

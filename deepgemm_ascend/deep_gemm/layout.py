@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _lib, formats, runtime
+from . import _dispatch, _lib, formats, runtime
 from . import _validate as v
 from .utils.math import align, ceil_div
 
@@ -52,7 +52,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
         return sf
     batch = sf.size(0) if sf.dim() == 3 else None
     out = _mn_major_empty(batch, sf.size(-2), sf.size(-1), torch.float32, sf.device, get_tma_aligned_size(sf.size(-2), 4))
-    out.copy_(sf)
+    _dispatch.run("sf_copy", sf.device, sf, out, 1)
     return out
 
 
@@ -72,14 +72,20 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: 
     a mantissa is dropped, as NVIDIA does). With ``psum_layout`` (M-grouped end rows), rows in the
     gaps between groups are written as 0."""
     v.tensor("sf", sf, (torch.float32,), (2, 3))
-    mn, sk = sf.size(-2), sf.size(-1)
-    packed = formats.pack_ue8m0(sf, torch.int32)
     if psum_layout is not None:
         v.tensor("psum_layout", psum_layout, (torch.int32,), 1)
-        packed = packed * _psum_valid_rows(psum_layout, mn).unsqueeze(-1).to(torch.int32)
+    return _packed(sf, sf.size(-2), 1, torch.int32, psum_layout)
+
+
+def _packed(sf: torch.Tensor, mn: int, gran_mn: int, dtype: torch.dtype, psum_layout=None) -> torch.Tensor:
+    """FP32 ``[B?, ceil(mn/gran_mn), SK]`` -> packed UE8M0 ``[B?, mn, words]`` MN-major: int32 TMA-aligned
+    (NVIDIA) or int16 without padding (Ascend); rows in the gaps of ``psum_layout`` are 0."""
     batch = sf.size(0) if sf.dim() == 3 else None
-    out = _mn_major_empty(batch, mn, ceil_div(sk, 4), torch.int32, sf.device, get_tma_aligned_size(mn, 4))
-    out.copy_(packed)
+    aligned = get_tma_aligned_size(mn, 4) if dtype == torch.int32 else mn
+    out = _mn_major_empty(batch, mn, ceil_div(sf.size(-1), formats.PACKED_SF_DTYPES[dtype]), dtype, sf.device, aligned)
+    _dispatch.run("sf_pack_ue8m0", sf.device, sf, out, gran_mn)
+    if psum_layout is not None:
+        out.masked_fill_(~_psum_valid_rows(psum_layout, mn).unsqueeze(-1), 0)
     return out
 
 
@@ -107,14 +113,14 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
     blocks = [ceil_div(k, gran_k) for k in ks]
     if sum(blocks) != sf.size(0):
         raise v.fail("sf", f"{sum(blocks)} rows (sum of ceil(k_g/{gran_k}))", f"shape {tuple(sf.shape)}")
-    parts, row = [], 0
-    for b in blocks:
-        parts.append(formats.pack_ue8m0(sf[row:row + b].t(), torch.int32).t())
-        row += b
-    packed = torch.cat(parts) if parts else torch.zeros(0, mn, dtype=torch.int32, device=sf.device)
-    rows = packed.size(0) if ks_cpu else (sf.size(0) + 3 * num_groups) // 4
+    words = [ceil_div(b, 4) for b in blocks]
+    rows = sum(words) if ks_cpu else (sf.size(0) + 3 * num_groups) // 4
     out = torch.zeros(rows, mn, dtype=torch.int32, device=sf.device)
-    out[:packed.size(0)] = packed
+    row = word = 0
+    for b, w in zip(blocks, words, strict=True):  # each group packs its own K-blocks, as rows of out
+        if b:
+            _dispatch.run("sf_pack_ue8m0", sf.device, sf[row:row + b].t(), out[word:word + w].t(), 1)
+        row, word = row + b, word + w
     return out
 
 
@@ -212,7 +218,7 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe,
         if sf.dtype == torch.float32 and gran_k == 128 and gran_mn == 128:
             return sf
         raise v.fail("disable_ue8m0_cast", "False unless FP32 scales of recipe (1|128, 128)", True)
-    return get_mn_major_tma_aligned_packed_ue8m0_tensor(_broadcast_rows(values, mn, gran_mn), psum_layout)
+    return _packed(values, mn, gran_mn, torch.int32, psum_layout)
 
 
 def _check_ascend_form(sf: torch.Tensor, gran_k: int, disable_ue8m0_cast: bool) -> None:
@@ -282,7 +288,8 @@ def convert_packed_ue8m0(sf: torch.Tensor, k: int, gran_k: int = 32, dtype: torc
     need = ceil_div(sk, formats.PACKED_SF_DTYPES[sf.dtype])
     if sf.size(-1) != need:
         raise v.fail("sf", f"{need} words in the last dim for K = {k}", f"shape {tuple(sf.shape)}")
-    values = formats.unpack_ue8m0(sf)[..., :sk]
+    values = torch.empty(sf.shape[:-1] + (sk,), dtype=torch.float32, device=sf.device)
+    _dispatch.run("sf_unpack_ue8m0", sf.device, sf, values)
     if dtype == torch.int16:
         return _ascend_int16(values, sf.size(-2))
-    return get_mn_major_tma_aligned_packed_ue8m0_tensor(values)
+    return _packed(values, sf.size(-2), 1, torch.int32)

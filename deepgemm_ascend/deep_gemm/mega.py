@@ -23,8 +23,8 @@ import warnings
 
 import torch
 
+from . import _dispatch, formats, runtime
 from . import _validate as v
-from . import formats, runtime
 from .grouped import m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous
 from .utils.math import align, ceil_div
 
@@ -157,24 +157,25 @@ def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_ran
 
 
 # ---- weight transforms ------------------------------------------------------------------------------
+def _interleave_order(n: int, gran: int) -> torch.Tensor:
+    """Source rows of the gate/up interleave: output block j of 2 * gran rows takes gate block j, then up block j."""
+    return torch.arange(n).view(2, n // 2 // gran, gran).transpose(0, 1).reshape(n)
+
+
 def _interleave(t: torch.Tensor, gran: int = 8) -> torch.Tensor:
-    g, n = t.shape[:2]
-    halves = t.reshape(g, 2, n // 2 // gran, gran, *t.shape[2:])
-    return torch.empty_like(t).copy_(halves.transpose(1, 2).reshape(t.shape))
+    return _dispatch.run("permute_rows", t.device, t, _interleave_order(t.shape[1], gran))
 
 
 def _deinterleave(t: torch.Tensor, gran: int = 8) -> torch.Tensor:
-    g, n = t.shape[:2]
-    blocks = t.reshape(g, n // 2 // gran, 2, gran, *t.shape[2:])
-    return torch.empty_like(t).copy_(blocks.transpose(1, 2).reshape(t.shape))
+    return _dispatch.run("permute_rows", t.device, t, torch.argsort(_interleave_order(t.shape[1], gran)))
 
 
 def _utccp(sf: torch.Tensor, inverse: bool = False) -> torch.Tensor:
     g, mn, k = sf.shape
     if mn % 128:
         raise v.fail("weight scale rows", "a multiple of 128 (UTCCP groups)", mn)
-    shape = (g, mn // 128, 32, 4, k) if inverse else (g, mn // 128, 4, 32, k)
-    return torch.empty_like(sf).copy_(sf.reshape(shape).transpose(2, 3).reshape(g, mn, k))
+    order = torch.arange(mn).view(mn // 128, 4, 32).transpose(1, 2).reshape(mn)  # 4 x 32 rows -> 32 x 4
+    return _dispatch.run("permute_rows", sf.device, sf, torch.argsort(order) if inverse else order)
 
 
 def transform_weights_for_mega_moe(l1_weights, l2_weights, activation: str = "swiglu"):

@@ -278,6 +278,19 @@ def convert_kv_layout(quant_k_cache: torch.Tensor, to: str, kv_format=None) -> t
         raise ValueError(f"quant_k_cache: {fmt.name} has a fixed placement; only V4.1 caches can be converted")
     if to not in PLACEMENTS:
         raise ValueError(f"to must be one of {PLACEMENTS}, got {to!r}")
+    _cache_bytes(quant_k_cache)  # the dtype
+    bpt = fmt.bytes_per_token
+    c = quant_k_cache
+    if c.dim() != 4 or c.shape[2] != 1 or c.shape[3] != bpt or c.stride(-1) != 1 or c.stride(1) != bpt \
+            or (c.shape[0] > 1 and c.stride(0) < c.shape[1] * bpt):
+        raise ValueError(f"quant_k_cache: expected [num_blocks, page_block_size, 1, {bpt}] with compact tokens "
+                         f"in non-overlapping blocks, got shape {tuple(c.shape)} strides {c.stride()}")
+    from . import _dispatch
+    return _dispatch.run("convert_kv_layout", quant_k_cache.device, quant_k_cache, fmt, to)
+
+
+def relayout_reference(quant_k_cache: torch.Tensor, fmt: KVCacheFormat, to: str) -> torch.Tensor:
+    """``convert_kv_layout`` on validated arguments, in plain PyTorch (the oracle of the host kernel)."""
     source = "interleaved" if to == "block_split" else "block_split"
     nb, p = quant_k_cache.shape[0], quant_k_cache.shape[1]
     s = fmt.spec

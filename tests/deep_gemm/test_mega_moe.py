@@ -133,7 +133,9 @@ def test_mega_moe_matches_unfused(num_ranks, bf16, masked, clamp):
     assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, timeout=240))
 
 
-def test_weight_transform_round_trip():
+@pytest.mark.parametrize("backend", ["host", "reference"])
+def test_weight_transform_round_trip(monkeypatch, backend):
+    monkeypatch.setenv("DG_BACKEND", backend)
     w = torch.randn(2, 256, 64)
     inter = _interleave(w)
     assert torch.equal(inter[:, 8:16], w[:, 128:136]) and torch.equal(inter[:, 16:24], w[:, 8:16])

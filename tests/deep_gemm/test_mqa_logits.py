@@ -1,6 +1,8 @@
 """MQA logits (lightning indexer): FP8 and FP4, clean/compressed outputs, paged decode cache."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import deep_gemm
 from deep_gemm.testing import assert_bitwise_equal, calc_diff
@@ -151,6 +153,27 @@ def test_paged_metadata_varlen_splits_per_request():
     one_d = deep_gemm.get_paged_mqa_logits_metadata(torch.tensor([1000, 10, 600], dtype=torch.int32), 64, 4)
     assert one_d.tolist() == [[0, 0], [0, 2], [1, 0], [2, 1], [3, 0]]
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(lens=st.lists(st.integers(0, 3000), min_size=0, max_size=24), next_n=st.sampled_from([1, 2, 3]),
+       num_sms=st.integers(1, 40), varlen=st.booleans(), data=st.data())
+def test_paged_metadata_host_matches_the_reference(lens, next_n, num_sms, varlen, data):
+    """The host scheduler against the reference, fixed-length, varlen and 1-D forms."""
+    if varlen:
+        context_lens = torch.tensor(lens, dtype=torch.int32).view(-1, 1)
+        steps = data.draw(st.lists(st.booleans(), min_size=len(lens), max_size=len(lens)))
+        indices = torch.tensor(steps, dtype=torch.int32).cumsum(0).to(torch.int32)
+    else:
+        lens = lens[:len(lens) // next_n * next_n]
+        context_lens = torch.tensor(lens, dtype=torch.int32).view(-1, next_n)
+        if next_n == 1 and data.draw(st.booleans()):
+            context_lens = context_lens.flatten()
+        indices = None
+    entry = deep_gemm._dispatch.TABLE["paged_mqa_logits_metadata"]
+    got = entry.host.fn(context_lens, indices, num_sms)
+    want = entry.reference.fn(context_lens, indices, num_sms)
+    assert got.dtype == torch.int32 and got.tolist() == want.tolist()
 
 def _upstream_paged_inputs(raw_batch, tokens_per_seq, seq_lens, heads, d, block_kv, fp4):
     """Inputs built as upstream's varlen test builds them: per-sequence page tables repeated per query

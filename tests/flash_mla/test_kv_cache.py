@@ -107,16 +107,29 @@ def test_round_trip_error_and_padded_blocks(fmt, placement):
         assert torch.equal(flash_mla.dequantize_k_cache(again, fmt, placement), back.bfloat16())
 
 
+@pytest.mark.parametrize("backend", ["host", "reference"])
+@pytest.mark.parametrize("block_stride", [None, 3 * 600])
 @pytest.mark.parametrize("fmt", [KVCacheFormat.V41_FP8, KVCacheFormat.V41_FP4])
-def test_layout_conversion(fmt):
+def test_layout_conversion(monkeypatch, backend, block_stride, fmt):
+    """Both placements from quantize_k_cache, padded blocks too; the converted cache is compact."""
+    monkeypatch.setenv("FMLA_BACKEND", backend)
     k = (torch.randn(2, 3, 1, 512) / 10).bfloat16()
-    inter = flash_mla.quantize_k_cache(k, fmt, "interleaved")
-    split = flash_mla.quantize_k_cache(k, fmt, "block_split")
+    inter, split = (flash_mla.quantize_k_cache(k, fmt, p) for p in ("interleaved", "block_split"))
+    if block_stride is not None:  # padded input blocks, compact output
+        padded = {p: flash_mla.quantize_k_cache(k, fmt, p, block_stride) for p in ("interleaved", "block_split")}
+        assert torch.equal(flash_mla.convert_kv_layout(padded["interleaved"], "block_split").view(torch.uint8),
+                           split.view(torch.uint8))
+        assert torch.equal(flash_mla.convert_kv_layout(padded["block_split"], "interleaved").view(torch.uint8),
+                           inter.view(torch.uint8))
     assert not torch.equal(inter.view(torch.uint8), split.view(torch.uint8))
     assert torch.equal(flash_mla.convert_kv_layout(inter, "block_split").view(torch.uint8), split.view(torch.uint8))
     assert torch.equal(flash_mla.convert_kv_layout(split, "interleaved").view(torch.uint8), inter.view(torch.uint8))
     with pytest.raises(ValueError, match="fixed placement"):
         flash_mla.convert_kv_layout(flash_mla.quantize_k_cache(k, KVCacheFormat.MODEL1_FP8), "interleaved")
+    with pytest.raises(ValueError, match=r"quant_k_cache: expected \[num_blocks, page_block_size, 1, "):
+        flash_mla.convert_kv_layout(inter[:, ::2], "block_split", fmt)
+    with pytest.raises(TypeError, match="k_cache: dtype must be"):
+        flash_mla.convert_kv_layout(inter.view(torch.uint8).float(), "block_split", fmt)
 
 
 def test_abs_indices_through_block_table():

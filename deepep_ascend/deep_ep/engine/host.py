@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit import descriptors
 from deepjit.host_memory import OutputPool
 
-from ..jit import kernel
+from ..jit import kernel, launch_args
 from ..utils.math import align
 from .checks import CombineArgs, DispatchArgs
 from .layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
@@ -305,10 +306,12 @@ class HostEngine:
         keep_local = self._shm and (not h.do_expand or not multi)
         transport = self._rows_transport(multi)
         base = transport.send_bases(send_rows, row.row_bytes, 0, stride)
-        kernel("ep_combine_send")(
-            c.x, c.x.stride(0), plan.hidden, h.recv_src_metadata, plan.row_start, R, K, M, c.topk_weights,
-            int(h.do_expand), int(multi), by_token, row_first, plan.num_rows, base, row.row_bytes, row.w_off,
-            self.rank if keep_local else -1, self.threads)
+        args = launch_args("combine_args.hpp", "CombineSendArgs", x=c.x, x_stride=c.x.stride(0), H=plan.hidden,
+                           meta=h.recv_src_metadata, row_start=plan.row_start, R=R, K=K, M=M, weights=c.topk_weights,
+                           expand=int(h.do_expand), multi=int(multi), by_token=by_token, row_first=row_first,
+                           N=plan.num_rows, dst_base=base, row_bytes=row.row_bytes, w_off=row.w_off,
+                           skip_source=self.rank if keep_local else -1)
+        kernel("ep_combine_send")(descriptors.address(args), self.threads)
         transport.finish_send(send_rows, recv_rows, row.row_bytes)
         self._combine_state = (multi, by_token, row, recv_rows, stride, keep_local)
 
@@ -322,12 +325,16 @@ class HostEngine:
         out_w = torch.empty(T, K) if c.topk_weights is not None else None
         b0 = c.bias[0] if len(c.bias) > 0 else None
         b1 = c.bias[1] if len(c.bias) > 1 else None
-        kernel("ep_combine_reduce")(
-            out, b0, 0 if b0 is None else b0.stride(0), b1, 0 if b1 is None else b1.stride(0), h._topk_idx, T, K,
-            self.num_ranks, plan.num_local_experts, plan.hidden, int(multi), base, index, by_token, row.row_bytes,
-            out_w, int(sum_weights), slot_weights, c.x if keep_local else None, c.x.stride(0),
-            c.topk_weights if keep_local else None, int(plan.row_start[self.rank]), plan.dst_slot,
-            h.recv_src_metadata, self.rank, self.threads)
+        args = launch_args("combine_args.hpp", "CombineReduceArgs", out=out, bias0=b0,
+                           bias0_stride=0 if b0 is None else b0.stride(0), bias1=b1,
+                           bias1_stride=0 if b1 is None else b1.stride(0), topk_idx=h._topk_idx, T=T, K=K,
+                           R=self.num_ranks, E_local=plan.num_local_experts, H=plan.hidden, multi=int(multi),
+                           block_base=base, index=index, by_token=by_token, row_bytes=row.row_bytes,
+                           out_weights=out_w, sum_weights=int(sum_weights), slot_weights=slot_weights,
+                           local_x=c.x if keep_local else None, local_stride=c.x.stride(0),
+                           local_w=c.topk_weights if keep_local else None, local_row0=int(plan.row_start[self.rank]),
+                           local_slot=plan.dst_slot, local_meta=h.recv_src_metadata, rank=self.rank)
+        kernel("ep_combine_reduce")(descriptors.address(args), self.threads)
         return out, out_w
 
 

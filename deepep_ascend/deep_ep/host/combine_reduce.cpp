@@ -16,17 +16,22 @@
 // i = local_row0 + local_slot[t * R + rank]; with multiple reduction it is local_x row i (weights:
 // local_w row i, K floats), without it slot k's expanded row local_meta[i, 2 + k] (weight:
 // local_w[that row]). A null local_w reads as zero weights.
+#include <deep_ep/host/combine_args.hpp>
 #include <deep_ep/host/common.hpp>
 
-DJ_KERNEL(ep_combine_reduce,
-          "ptr,ptr,i64,ptr,i64,ptr,i64,i64,i64,i64,i64,i64,ptr,ptr,i64,i64,ptr,i64,ptr,ptr,i64,ptr,i64,ptr,ptr,i64,i64")
-void ep_combine_reduce(uint16_t* out, const uint16_t* bias0, int64_t bias0_stride, const uint16_t* bias1,
-                       int64_t bias1_stride, const int64_t* topk_idx, int64_t T, int64_t K, int64_t R,
-                       int64_t E_local, int64_t H, int64_t multi, const int64_t* block_base, const int32_t* index,
-                       int64_t by_token, int64_t row_bytes, float* out_weights, int64_t sum_weights,
-                       const float* slot_weights, const uint16_t* local_x, int64_t local_stride,
-                       const float* local_w, int64_t local_row0, const int32_t* local_slot,
-                       const int32_t* local_meta, int64_t rank, int64_t threads) {
+DJ_KERNEL(ep_combine_reduce, "ptr,i64")
+void ep_combine_reduce(const ep::CombineReduceArgs* a, int64_t threads) {
+    uint16_t* out = a->out;
+    const uint16_t *bias0 = a->bias0, *bias1 = a->bias1, *local_x = a->local_x;
+    const int64_t* topk_idx = a->topk_idx;
+    const int64_t* block_base = a->block_base;
+    const int32_t *index = a->index, *local_slot = a->local_slot, *local_meta = a->local_meta;
+    float* out_weights = a->out_weights;
+    const float *slot_weights = a->slot_weights, *local_w = a->local_w;
+    const int64_t bias0_stride = a->bias0_stride, bias1_stride = a->bias1_stride, T = a->T, K = a->K, R = a->R,
+                  E_local = a->E_local, H = a->H, multi = a->multi, by_token = a->by_token, row_bytes = a->row_bytes,
+                  sum_weights = a->sum_weights, local_stride = a->local_stride, local_row0 = a->local_row0,
+                  rank = a->rank;
     const int64_t w_off = (H * 2 + 63) / 64 * 64;
     // Outputs far larger than the caches bypass them (saves reading every line before writing it).
     const bool stream = T * H * 2 >= (int64_t{8} << 20) && (reinterpret_cast<uintptr_t>(out) & 63) == 0 && H % 32 == 0;

@@ -8,15 +8,20 @@
 //
 // Rows of source skip_source (this rank, over shared memory) are not sent: the reduce reads them
 // straight from x, which saves a write and a read of 1/R of the data.
+#include <deep_ep/host/combine_args.hpp>
 #include <deep_ep/host/common.hpp>
 
 #include <vector>
 
-DJ_KERNEL(ep_combine_send, "ptr,i64,i64,ptr,ptr,i64,i64,i64,ptr,i64,i64,i64,ptr,i64,ptr,i64,i64,i64,i64")
-void ep_combine_send(const uint16_t* x, int64_t x_stride, int64_t H, const int32_t* meta, const int32_t* row_start,
-                     int64_t R, int64_t K, int64_t M, const float* weights, int64_t expand, int64_t multi,
-                     int64_t by_token, const int32_t* row_first, int64_t N, const int64_t* dst_base,
-                     int64_t row_bytes, int64_t w_off, int64_t skip_source, int64_t threads) {
+DJ_KERNEL(ep_combine_send, "ptr,i64")
+void ep_combine_send(const ep::CombineSendArgs* a, int64_t threads) {
+    const uint16_t* x = a->x;
+    const int32_t *meta = a->meta, *row_start = a->row_start, *row_first = a->row_first;
+    const float* weights = a->weights;
+    const int64_t* dst_base = a->dst_base;
+    const int64_t x_stride = a->x_stride, H = a->H, R = a->R, K = a->K, M = a->M, expand = a->expand, multi = a->multi,
+                  by_token = a->by_token, N = a->N, row_bytes = a->row_bytes, w_off = a->w_off,
+                  skip_source = a->skip_source;
     dj::parallel_for(N, threads, [&](int64_t i) {
         int64_t s = 0;
         while (row_start[s + 1] <= i) ++s;

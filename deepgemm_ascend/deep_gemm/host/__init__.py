@@ -23,8 +23,9 @@ from __future__ import annotations
 from .einsum import bf16_einsum, fp8_bmm
 from .gemm import gemm, k_grouped_gemm, m_grouped_gemm_contiguous, m_grouped_gemm_masked
 from .hc_prenorm import hc_prenorm_gemm
-from .mqa_logits import mqa_logits, paged_mqa_logits
+from .mqa_logits import mqa_logits, paged_mqa_logits, paged_mqa_metadata
+from .permute_rows import permute_rows
 from .sf_layout import pack_sf_ue8m0, transpose_sf, unpack_sf_ue8m0
 
 __all__ = ["bf16_einsum", "fp8_bmm", "gemm", "hc_prenorm_gemm", "k_grouped_gemm", "m_grouped_gemm_contiguous", "m_grouped_gemm_masked",
-           "mqa_logits", "paged_mqa_logits", "pack_sf_ue8m0", "transpose_sf", "unpack_sf_ue8m0"]
+           "mqa_logits", "paged_mqa_logits", "paged_mqa_metadata", "pack_sf_ue8m0", "permute_rows", "transpose_sf", "unpack_sf_ue8m0"]

@@ -57,3 +57,13 @@ def paged_mqa_logits(q, q_sf, kv_cache: torch.Tensor, weights, context_lens: tor
     kernel("dg_paged_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 1})(
         p, q, q_sf, kv_cache, weights, context_lens.to(torch.int32).contiguous(), block_table, logits,
         threads(num_threads))
+
+
+def paged_mqa_metadata(context_lens: torch.Tensor, indices: torch.Tensor | None, num_sms: int) -> torch.Tensor:
+    """int32 ``[num_sms + 1, 2]`` worker start points (kernel in host/mqa_metadata.cpp): ``context_lens``
+    contiguous int32 ``[B, next_n]`` or 1-D ``[B]``, ``indices`` contiguous int32 ``[T]`` or None."""
+    out = torch.empty(num_sms + 1, 2, dtype=torch.int32)
+    next_n = context_lens.size(1) if context_lens.dim() == 2 else 1
+    kernel("dg_paged_mqa_metadata", "host/mqa_metadata.cpp")(out, context_lens, context_lens.numel(), next_n, indices,
+                                                               num_sms)
+    return out

@@ -9,6 +9,7 @@
 #include <deepjit/host/convert.hpp>
 #include <deepjit/host/kernel.hpp>
 #include <deepjit/host/parallel.hpp>
+#include <deep_gemm/host/sf_layout_args.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -19,7 +20,6 @@
 #endif
 
 namespace {
-enum : int { P_MODE, P_B, P_MN, P_SK, P_WORDS, P_GRAN, P_ISB, P_ISM, P_ISK, P_OSB, P_OSM, P_OSK, P_BYTES };
 enum Mode : int { kCopy = 0, kPack = 1, kUnpack = 2 };
 constexpr int64_t BLOCK = 128;
 
@@ -128,6 +128,45 @@ void scalar_block(const Shape& s, const void* in, void* out, int64_t m0, int64_t
         float* dst = static_cast<float*>(out);
         for (int64_t k = 0; k < s.SK; ++k)
             for (int64_t m = m0; m < m1; ++m) dst[m * s.osm + k * s.osk] = src[row_off[m - m0] + k * s.isk];
+    } else if (s.mode == kPack && s.isk == 1) {
+        // K-contiguous rows: pack each row's words into a small buffer (in-order reads the compiler
+        // vectorises), then store the buffer transposed, instead of walking the input word by word.
+        const uint32_t* src = static_cast<const uint32_t*>(in);
+        constexpr int64_t kWords = 32;
+        uint32_t buf[BLOCK * kWords];
+        const int64_t full = s.SK / s.per_word;   // words with every byte inside SK
+        for (int64_t w0 = 0; w0 < s.words; w0 += kWords) {
+            const int64_t nw = std::min(kWords, s.words - w0);
+            for (int64_t m = m0; m < m1; ++m) {
+                const uint32_t* row = src + row_off[m - m0] + w0 * s.per_word;
+                uint32_t* b = buf + (m - m0) * kWords;
+                const int64_t nfull = std::max<int64_t>(0, std::min(nw, full - w0));
+                if (s.per_word == 4) {
+                    for (int64_t w = 0; w < nfull; ++w)
+                        b[w] = ((row[4 * w] >> 23) & 0xFFu) | (((row[4 * w + 1] >> 23) & 0xFFu) << 8) |
+                               (((row[4 * w + 2] >> 23) & 0xFFu) << 16) | (((row[4 * w + 3] >> 23) & 0xFFu) << 24);
+                } else {
+                    for (int64_t w = 0; w < nfull; ++w)
+                        b[w] = ((row[2 * w] >> 23) & 0xFFu) | (((row[2 * w + 1] >> 23) & 0xFFu) << 8);
+                }
+                for (int64_t w = nfull; w < nw; ++w) {   // the last word: bytes past SK are 0
+                    uint32_t word = 0;
+                    for (int j = 0; j < s.per_word; ++j)
+                        if ((w0 + w) * s.per_word + j < s.SK) word |= ((row[w * s.per_word + j] >> 23) & 0xFFu) << (8 * j);
+                    b[w] = word;
+                }
+            }
+            for (int64_t w = 0; w < nw; ++w) {
+                const int64_t o = (w0 + w) * s.osk;
+                if (s.per_word == 4) {
+                    uint32_t* dst = static_cast<uint32_t*>(out) + o;
+                    for (int64_t m = m0; m < m1; ++m) dst[m * s.osm] = buf[(m - m0) * kWords + w];
+                } else {
+                    uint16_t* dst = static_cast<uint16_t*>(out) + o;
+                    for (int64_t m = m0; m < m1; ++m) dst[m * s.osm] = static_cast<uint16_t>(buf[(m - m0) * kWords + w]);
+                }
+            }
+        }
     } else if (s.mode == kPack) {
         const uint32_t* src = static_cast<const uint32_t*>(in);
         for (int64_t w = 0; w < s.words; ++w)
@@ -160,12 +199,12 @@ void scalar_block(const Shape& s, const void* in, void* out, int64_t m0, int64_t
 }  // namespace
 
 DJ_KERNEL(dg_sf_layout, "ptr,ptr,ptr,i64")
-void dg_sf_layout(const int64_t* p, const void* in, void* out, int64_t threads) {
-    const int64_t B = p[P_B], MN = p[P_MN], SK = p[P_SK], words = p[P_WORDS];
-    const int mode = static_cast<int>(p[P_MODE]), per_word = static_cast<int>(p[P_BYTES]);
-    const int64_t out_bytes = B * MN * (mode == kPack ? words * per_word : SK * 4);
-    const Shape s{MN, SK, words, std::max<int64_t>(p[P_GRAN], 1), p[P_ISB], p[P_ISM], p[P_ISK], p[P_OSB], p[P_OSM],
-                  p[P_OSK], per_word, mode, out_bytes > (int64_t(8) << 20)};
+void dg_sf_layout(const dg::SfLayoutArgs* p, const void* in, void* out, int64_t threads) {
+    const int64_t B = p->batch;
+    const int mode = static_cast<int>(p->mode), per_word = static_cast<int>(p->per_word);
+    const int64_t out_bytes = B * p->mn * (mode == kPack ? p->words * per_word : p->sk * 4);
+    const Shape s{p->mn, p->sk, p->words, std::max<int64_t>(p->gran, 1), p->in_b, p->in_mn, p->in_k, p->out_b,
+                  p->out_mn, p->out_k, per_word, mode, out_bytes > (int64_t(8) << 20)};
     const int64_t blocks = (s.MN + BLOCK - 1) / BLOCK;
     const int64_t in_elem = s.mode == kUnpack ? s.per_word : 4, out_elem = s.mode == kPack ? s.per_word : 4;
 #ifdef DJ_HAVE_AVX512

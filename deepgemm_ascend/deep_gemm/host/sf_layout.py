@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import torch
 
-from ._lib import kernel, threads
+from deepjit import descriptors
+
+from ._lib import LIB, kernel, threads
 
 
-def _strides3(x: torch.Tensor) -> list[int]:
-    return ([x.stride(0)] if x.dim() == 3 else [0]) + [x.stride(-2), x.stride(-1)]
+def _strides3(prefix: str, x: torch.Tensor) -> dict:
+    return {f"{prefix}_b": x.stride(0) if x.dim() == 3 else 0, f"{prefix}_mn": x.stride(-2), f"{prefix}_k": x.stride(-1)}
 
 
 def _run(mode: int, src: torch.Tensor, out: torch.Tensor, mn: int, sk: int, words: int, gran: int, per_word: int,
@@ -15,9 +17,10 @@ def _run(mode: int, src: torch.Tensor, out: torch.Tensor, mn: int, sk: int, word
     batch = out.size(0) if out.dim() == 3 else 1
     if batch == 0 or mn == 0:
         return
-    params = torch.tensor([mode, batch, mn, sk, words, gran] + _strides3(src) + _strides3(out) + [per_word],
-                          dtype=torch.int64)
-    kernel("dg_sf_layout", "host/sf_layout.cpp")(params, src, out, threads(num_threads))
+    args = descriptors.pack(descriptors.struct_type(LIB.source("host/sf_layout_args.hpp"), "SfLayoutArgs"),
+                            mode=mode, batch=batch, mn=mn, sk=sk, words=words, gran=gran, **_strides3("in", src),
+                            **_strides3("out", out), per_word=per_word)
+    kernel("dg_sf_layout", "host/sf_layout.cpp")(descriptors.address(args), src, out, threads(num_threads))
 
 
 def transpose_sf(sf: torch.Tensor, out: torch.Tensor, gran_mn: int = 1, num_threads: int | None = None) -> None:

@@ -19,9 +19,10 @@ from .gemm import (
                    m_grouped_fp8_fp4_gemm_nt_masked,
                    write_output,
 )
-from .mqa import mqa_logits, paged_mqa_logits
+from .mqa import mqa_logits, paged_mqa_logits, paged_mqa_logits_metadata
+from .sf_layout import sf_copy, sf_pack_ue8m0, sf_unpack_ue8m0
 
-__all__ = ["mqa_logits", "paged_mqa_logits", "bf16_einsum", "bf16_gemm_nt", "fp8_bmm", "hc_prenorm_gemm", "decode_values", "dequantize", "expand_k_grouped_sf", "expand_sf", "fp8_fp4_gemm_nt",
+__all__ = ["mqa_logits", "paged_mqa_logits", "paged_mqa_logits_metadata", "bf16_einsum", "bf16_gemm_nt", "fp8_bmm", "hc_prenorm_gemm", "decode_values", "dequantize", "expand_k_grouped_sf", "expand_sf", "fp8_fp4_gemm_nt",
            "k_grouped_bf16_gemm_tn", "k_grouped_fp8_gemm_tn", "m_grouped_bf16_gemm_nt",
            "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_masked",
-           "write_output"]
+           "sf_copy", "sf_pack_ue8m0", "sf_unpack_ue8m0", "write_output"]

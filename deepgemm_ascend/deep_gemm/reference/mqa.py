@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+SPLIT_KV = 256  # KV tokens per scheduled split
+
 
 def _scores(q: torch.Tensor, kv: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """q ``[S, H, D]``, kv ``[N, D]``, weights ``[S, H]`` -> ``[S, N]``."""
@@ -53,3 +55,46 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
             row[:length] = scores[t, :length].to(logits.dtype)
             if clean_logits:
                 row[length:] = float("-inf")
+
+
+def _request_runs(context_lens: torch.Tensor, indices: torch.Tensor | None) -> list[tuple[int, int, int]]:
+    """(first query row, query rows, context length) per request, grouped as upstream's scheduler groups
+    them: ``next_n`` rows per batch entry with the last row's length, or with varlen ``indices`` each
+    maximal run of equal indices with the run's last row's length; 1-D lengths count one row per entry."""
+    lens = [max(0, int(x)) for x in context_lens.flatten().tolist()]
+    if context_lens.dim() == 1:
+        return [(b, 1, n) for b, n in enumerate(lens)]
+    next_n = context_lens.size(1)
+    if indices is None:
+        return [(b * next_n, next_n, lens[b * next_n + next_n - 1]) for b in range(context_lens.size(0))]
+    runs, ids = [], indices.tolist()
+    for t, request in enumerate(ids):
+        if t and ids[t - 1] == request:
+            first = runs.pop()[0]
+            runs.append((first, t - first + 1, lens[t]))
+        else:
+            runs.append((t, 1, lens[t]))
+    return runs
+
+
+def paged_mqa_logits_metadata(context_lens: torch.Tensor, indices: torch.Tensor | None, num_sms: int) -> torch.Tensor:
+    """int32 ``[num_sms + 1, 2]``: (first query row, 256-token KV split) where each worker starts; a
+    request weighs ``ceil(context_len / 256) * rows``, the total cut evenly (remainder to the first
+    workers); the last entry is the end sentinel ``(rows, 0)``."""
+    runs = _request_runs(context_lens, indices)
+    prefix, total = [], 0
+    for _, rows, length in runs:
+        total += -(-length // SPLIT_KV) * rows
+        prefix.append(total)
+    base, extra = divmod(total, num_sms)
+    starts, request = [], 0
+    for worker in range(num_sms + 1):
+        work = worker * base + min(worker, extra)
+        while request < len(runs) and prefix[request] <= work:
+            request += 1
+        if request < len(runs):
+            first, rows, _ = runs[request]
+            starts.append((first, (work - (prefix[request - 1] if request else 0)) // rows))
+        else:
+            starts.append((context_lens.numel(), 0))
+    return torch.tensor(starts, dtype=torch.int32, device=context_lens.device)

@@ -2,6 +2,7 @@
 // Row = (request, query token, kv head) with the h_q / h_kv query heads of that kv head; it reads
 // positions [0, cache_seqlens[b]) through block_table, causal rows stop at s_k - s_q + s (bottom-right).
 #include <flash_mla/host/attn_engine.hpp>
+#include <flash_mla/host/launch_args.hpp>
 
 namespace {
 
@@ -48,16 +49,13 @@ struct DenseSource {
 
 }  // namespace
 
-DJ_KERNEL(fmla_dense_decode,
-          "ptr,ptr,ptr,i64,i64,i64,i64,i64,i32,i32,i32,i32,f32,ptr,i64,i64,i64,i64,ptr,i64,ptr,i32,i64")
-void fmla_dense_decode(uint16_t* out, float* lse, const uint16_t* q, int64_t q_b, int64_t q_s, int64_t q_h, int64_t b,
-                       int64_t s_q, int32_t h_q, int32_t h_kv, int32_t d_qk, int32_t d_v, float sm_scale,
-                       const uint16_t* kc, int64_t kc_0, int64_t kc_1, int64_t kc_2, int64_t page,
-                       const int32_t* block_table, int64_t bt_b, const int32_t* seqlens, int32_t causal,
-                       int64_t threads) {
-    const int H = h_q / h_kv;
-    const DenseSource src{q, q_b, q_s, q_h, s_q, h_kv, kc, kc_0, kc_1, kc_2, page, block_table, bt_b, seqlens,
-                          causal, out, lse, H, h_q, d_v};
-    const fmla::Shape sh{H, (H + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v, sm_scale * fmla::LOG2E};
-    fmla::run_attention(sh, src, b * s_q * h_kv, nullptr, threads, 64);
+DJ_KERNEL(fmla_dense_decode, "ptr,i64")
+void fmla_dense_decode(const fmla::DenseDecodeArgs* a, int64_t threads) {
+    const int H = a->h_q / a->h_kv;
+    const DenseSource src{a->q, a->q_b, a->q_s, a->q_h, a->s_q, a->h_kv, a->k_cache, a->k_cache_0, a->k_cache_1,
+                          a->k_cache_2, a->page_block_size, a->block_table, a->block_table_b, a->cache_seqlens,
+                          a->causal, a->out, a->lse, H, a->h_q, a->d_v};
+    const fmla::Shape sh{H, (H + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, a->d_qk, a->d_v,
+                         a->sm_scale * fmla::LOG2E};
+    fmla::run_attention(sh, src, a->b * a->s_q * a->h_kv, nullptr, threads, 64);
 }

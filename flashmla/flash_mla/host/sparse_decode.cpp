@@ -4,6 +4,7 @@
 // invalid (skipped). Python has checked every id < num_blocks * page_block_size.
 #include <flash_mla/host/attn_engine.hpp>
 #include <flash_mla/host/kv_dequant.hpp>
+#include <flash_mla/host/launch_args.hpp>
 
 namespace {
 
@@ -69,23 +70,22 @@ struct DecodeSource {
     fmla::OutPtr out(int64_t row, int h) const { return {out_base + (row * H + h) * dv, lse + row * H + h, nullptr}; }
 };
 
+
+// The engine's view of one KV scope.
+Scope make_scope(const fmla::KVScopeArgs& a) {
+    return {fmla::make_cache(a.cache, a.block_stride, a.page_block_size, a.format, a.block_split), a.indices,
+            a.indices_b, a.indices_s, a.topk, a.topk_length};
+}
+
 }  // namespace
 
-DJ_KERNEL(fmla_sparse_decode,
-          "ptr,ptr,ptr,i64,i64,i64,i64,i64,i32,i32,i32,f32,ptr,"
-          "ptr,i64,i64,i32,i32,ptr,i64,i64,i64,ptr,"
-          "ptr,i64,i64,i32,i32,ptr,i64,i64,i64,ptr,i64,i64")
-void fmla_sparse_decode(uint16_t* out, float* lse, const uint16_t* q, int64_t q_b, int64_t q_s, int64_t q_h,
-                        int64_t b, int64_t s_q, int32_t h_q, int32_t d_qk, int32_t d_v, float sm_scale, const float* sink,
-                        const void* k0, int64_t k0_stride, int64_t k0_page, int32_t k0_format, int32_t k0_split,
-                        const int32_t* idx0, int64_t idx0_b, int64_t idx0_s, int64_t topk0, const int32_t* len0,
-                        const void* k1, int64_t k1_stride, int64_t k1_page, int32_t k1_format, int32_t k1_split,
-                        const int32_t* idx1, int64_t idx1_b, int64_t idx1_s, int64_t topk1, const int32_t* len1,
-                        int64_t threads, int64_t max_splits) {
-    DecodeSource src{q, q_b, q_s, q_h, s_q, out, lse, h_q, d_v, {}, k1 ? 2 : 1};
-    src.scope[0] = {fmla::make_cache(k0, k0_stride, k0_page, k0_format, k0_split), idx0, idx0_b, idx0_s, topk0, len0};
-    if (k1) src.scope[1] = {fmla::make_cache(k1, k1_stride, k1_page, k1_format, k1_split), idx1, idx1_b, idx1_s, topk1, len1};
-    const fmla::Shape sh{h_q, (h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v,
-                         sm_scale * fmla::LOG2E};
-    fmla::run_attention(sh, src, b * s_q, sink, threads, max_splits);
+DJ_KERNEL(fmla_sparse_decode, "ptr,i64,i64")
+void fmla_sparse_decode(const fmla::SparseDecodeArgs* a, int64_t threads, int64_t max_splits) {
+    const bool two = a->scope1.cache != nullptr;
+    DecodeSource src{a->q, a->q_b, a->q_s, a->q_h, a->s_q, a->out, a->lse, a->h_q, a->d_v, {}, two ? 2 : 1};
+    src.scope[0] = make_scope(a->scope0);
+    if (two) src.scope[1] = make_scope(a->scope1);
+    const fmla::Shape sh{a->h_q, (a->h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, a->d_qk, a->d_v,
+                         a->sm_scale * fmla::LOG2E};
+    fmla::run_attention(sh, src, a->b * a->s_q, a->attn_sink, threads, max_splits);
 }

@@ -1,6 +1,7 @@
 // Sparse MLA prefill over a bf16 KV ([s_kv, 1, d_qk], rows read in place, no copy of K).
 // Row = query token i; its tokens are indices[i][0][:topk_length[i]], ids outside [0, s_kv) ignored.
 #include <flash_mla/host/attn_engine.hpp>
+#include <flash_mla/host/launch_args.hpp>
 
 namespace {
 
@@ -45,13 +46,11 @@ struct PrefillSource {
 
 }  // namespace
 
-DJ_KERNEL(fmla_sparse_prefill, "ptr,ptr,ptr,ptr,i64,i64,ptr,i64,i64,ptr,i64,i64,ptr,i64,i32,i32,i32,f32,ptr,i64,i64")
-void fmla_sparse_prefill(uint16_t* out, float* max_logits, float* lse, const uint16_t* q, int64_t q_s, int64_t q_h,
-                         const uint16_t* kv, int64_t kv_s, int64_t s_kv, const int32_t* indices, int64_t idx_s,
-                         int64_t topk, const int32_t* topk_length, int64_t s_q, int32_t h_q, int32_t d_qk, int32_t d_v,
-                         float sm_scale, const float* sink, int64_t threads, int64_t max_splits) {
-    const PrefillSource src{q, q_s, q_h, kv, kv_s, s_kv, indices, idx_s, topk, topk_length, out, max_logits, lse, h_q, d_v, d_qk};
-    const fmla::Shape sh{h_q, (h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v,
-                         sm_scale * fmla::LOG2E};
-    fmla::run_attention(sh, src, s_q, sink, threads, max_splits);
+DJ_KERNEL(fmla_sparse_prefill, "ptr,i64,i64")
+void fmla_sparse_prefill(const fmla::SparsePrefillArgs* a, int64_t threads, int64_t max_splits) {
+    const PrefillSource src{a->q, a->q_s, a->q_h, a->kv, a->kv_s, a->s_kv, a->indices, a->indices_s, a->topk,
+                            a->topk_length, a->out, a->max_logits, a->lse, a->h_q, a->d_v, a->d_qk};
+    const fmla::Shape sh{a->h_q, (a->h_q + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, a->d_qk, a->d_v,
+                         a->sm_scale * fmla::LOG2E};
+    fmla::run_attention(sh, src, a->s_q, a->attn_sink, threads, max_splits);
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <flash_mla/host/attn_engine.hpp>
+#include <flash_mla/host/launch_args.hpp>
 
 namespace {
 
@@ -64,22 +65,20 @@ struct VarlenSource {
 
 }  // namespace
 
-DJ_KERNEL(fmla_varlen_attention,
-          "ptr,ptr,ptr,i64,i64,ptr,i64,i64,ptr,i64,i64,ptr,ptr,i64,i64,i32,i32,i32,i32,f32,i32,i64")
-void fmla_varlen_attention(uint16_t* out, float* lse, const uint16_t* q, int64_t q_0, int64_t q_1, const uint16_t* k,
-                           int64_t k_0, int64_t k_1, const uint16_t* v, int64_t v_0, int64_t v_1, const int32_t* cu_q,
-                           const int32_t* cu_k, int64_t batch, int64_t total_q, int32_t h_q, int32_t h_kv,
-                           int32_t d_qk, int32_t d_v, float scale, int32_t causal, int64_t threads) {
-    const int rep = h_q / h_kv;
+DJ_KERNEL(fmla_varlen_attention, "ptr,i64")
+void fmla_varlen_attention(const fmla::VarlenAttentionArgs* a, int64_t threads) {
+    const int rep = a->h_q / a->h_kv;
     const int chunk = std::max(1, fmla::MAX_H / rep);
+    const int32_t* cu_q = a->cu_seqlens_q;
     std::vector<RowDesc> rows;
-    for (int64_t s = 0; s < batch; ++s)
-        for (int64_t g = 0; g < h_kv; ++g)
+    for (int64_t s = 0; s < a->batch; ++s)
+        for (int64_t g = 0; g < a->h_kv; ++g)
             for (int64_t r0 = 0; r0 < cu_q[s + 1] - cu_q[s]; r0 += chunk)
                 rows.push_back({s, g, r0, (int)std::min<int64_t>(chunk, cu_q[s + 1] - cu_q[s] - r0)});
-    const VarlenSource src{q, k, v, q_0, q_1, k_0, k_1, v_0, v_1, cu_q, cu_k, rep, causal, d_v, h_q, out, lse,
-                           total_q, &rows};
+    const VarlenSource src{a->q, a->k, a->v, a->q_0, a->q_1, a->k_0, a->k_1, a->v_0, a->v_1, cu_q, a->cu_seqlens_k,
+                           rep, a->causal, a->d_v, a->h_q, a->out, a->lse, a->total_q, &rows};
     const int H = std::min(fmla::MAX_H, chunk * rep);
-    const fmla::Shape sh{H, (H + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, d_qk, d_v, scale * fmla::LOG2E};
+    const fmla::Shape sh{H, (H + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, a->d_qk, a->d_v,
+                         a->softmax_scale * fmla::LOG2E};
     fmla::run_attention(sh, src, (int64_t)rows.size(), nullptr, threads, 64);
 }

@@ -21,9 +21,19 @@ def _inputs(tokens=64, hc=4, hidden=256):
     return x, k, v, wh, we
 
 
-def test_fused_weight():
-    _, _, _, wh, we = _inputs()
-    assert torch.equal(E.fused_weight(wh, we), wh.float() * we.float())
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, torch.bfloat16), (torch.float32, torch.bfloat16),
+                                    (torch.float32, torch.float32)])
+@pytest.mark.parametrize("hc,hidden", [(4, 256), (3, 37), (0, 16)])
+def test_fused_weight(monkeypatch, dtypes, hc, hidden):
+    """The host kernel (vector body and scalar tail) bit for bit against the reference, non-contiguous input too."""
+    wh = (torch.randn(hidden, hc) + 0.5).to(dtypes[0]).t()
+    we = (torch.randn(hc, hidden) + 0.5).to(dtypes[1])
+    assert tile_kernels._lib.TABLE.serves("fused_weight", "cpu", wh, we) == "host"
+    out = E.fused_weight(wh, we)
+    monkeypatch.setenv("TK_BACKEND", "reference")
+    expected = E.fused_weight(wh, we)
+    assert out.dtype == torch.float32 and torch.equal(out, expected)
+    assert torch.equal(expected, wh.float() * we.float())
 
 
 def test_forward(backend):

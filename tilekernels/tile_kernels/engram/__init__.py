@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import TABLE, empty, host_kernel, threads
+from .._lib import LIB, TABLE, empty, host_kernel, threads
 from ..config import get_num_sms
 from ..reference import engram as ref
 
@@ -51,7 +51,29 @@ def fused_weight(weight_hidden: torch.Tensor, weight_embed: torch.Tensor) -> tor
     """FP32 ``weight_hidden * weight_embed`` (hc, H)."""
     C.tensor("weight_hidden", weight_hidden, dtypes=(torch.bfloat16, torch.float32), ndim=2)
     C.tensor("weight_embed", weight_embed, dtypes=(torch.bfloat16, torch.float32), shape=tuple(weight_hidden.shape))
-    return weight_hidden.float() * weight_embed.float()
+    C.same_device(weight_hidden=weight_hidden, weight_embed=weight_embed)
+    return TABLE.run("fused_weight", weight_hidden.device, weight_hidden, weight_embed)
+
+
+def _fused_weight_host(weight_hidden, weight_embed):
+    wh, we = weight_hidden.contiguous(), weight_embed.contiguous()
+    out = torch.empty(wh.shape, dtype=torch.float32)
+    if wh.numel():
+        host_kernel("tk_engram_fused_weight", "engram_fused_weight.cpp")(
+            wh, int(wh.dtype == torch.bfloat16), we, int(we.dtype == torch.bfloat16), out, wh.numel(), threads())
+    return out
+
+
+TABLE.register("fused_weight", reference=ref.fused_weight, host=_fused_weight_host)
+
+
+def _args(name: str, **fields):
+    """The named launch arguments ``name`` of host/engram_args.hpp."""
+    return descriptors.pack(descriptors.struct_type(LIB.source("host/engram_args.hpp"), name), **fields)
+
+
+def _strides(x, k, v) -> dict:
+    return {"x_t": x.stride(0), "x_h": x.stride(1), "k_t": k.stride(0), "k_h": k.stride(1), "v_t": v.stride(0)}
 
 
 def _check_gate(hidden_states, k, v, weight_fused):
@@ -77,9 +99,10 @@ def _engram_gate_fwd_host(hidden_states, k, v, weight_fused, eps, clamp_value, s
     out = empty(t, hc, h, dtype=torch.bfloat16)
     saved = [torch.empty(t, hc) for _ in range(4)] if save_for_backward else [None] * 4
     if out.numel():
-        host_kernel("tk_engram_gate_fwd", "engram_gate_fwd.cpp")(
-            out, *saved, hidden_states, k, v, weight_fused.contiguous(), t, hc, h, hidden_states.stride(0),
-            hidden_states.stride(1), k.stride(0), k.stride(1), v.stride(0), float(eps), float(clamp_value), threads())
+        args = _args("EngramGateFwdArgs", out=out, dot=saved[0], gate=saved[1], rstd_x=saved[2], rstd_k=saved[3],
+                     x=hidden_states, k=k, v=v, w=weight_fused.contiguous(), T=t, HC=hc, H=h,
+                     **_strides(hidden_states, k, v), eps=float(eps), clamp=float(clamp_value))
+        host_kernel("tk_engram_gate_fwd", "engram_gate_fwd.cpp")(descriptors.address(args), threads())
     return (out, *saved)
 
 
@@ -106,11 +129,12 @@ def _engram_gate_bwd_host(grad_out, hidden_states, k, v, weight_fused, dot, gate
     grad_v = torch.empty(t, h, dtype=torch.bfloat16)
     partial = torch.empty(num_blocks, hc, h)  # the kernel zeroes each block before accumulating
     if grad_x.numel():
-        host_kernel("tk_engram_gate_bwd", "engram_gate_bwd.cpp")(
-            grad_x, grad_k, grad_v, partial, grad_out.contiguous(), hidden_states, k, v, weight_fused.contiguous(),
-            dot.contiguous(), gate_score.contiguous(), rstd_x.contiguous(), rstd_k.contiguous(), t, hc, h,
-            hidden_states.stride(0), hidden_states.stride(1), k.stride(0), k.stride(1), v.stride(0),
-            float(clamp_value), num_blocks, threads())
+        args = _args("EngramGateBwdArgs", grad_x=grad_x, grad_k=grad_k, grad_v=grad_v, partial=partial,
+                     grad_out=grad_out.contiguous(), x=hidden_states, k=k, v=v, w=weight_fused.contiguous(),
+                     dot=dot.contiguous(), gate=gate_score.contiguous(), rstd_x=rstd_x.contiguous(),
+                     rstd_k=rstd_k.contiguous(), T=t, HC=hc, H=h, **_strides(hidden_states, k, v),
+                     clamp=float(clamp_value), num_blocks=num_blocks)
+        host_kernel("tk_engram_gate_bwd", "engram_gate_bwd.cpp")(descriptors.address(args), threads())
     return grad_x, grad_k, grad_v, partial
 
 

@@ -4,6 +4,7 @@
 //   grad_v = sum_heads g gate, and block b of `num_blocks` contiguous token ranges accumulates
 //   grad_w_partial[b] += d_dot x k. One thread per block keeps the partials race-free.
 #include <tile_kernels/host/common.hpp>
+#include <tile_kernels/host/engram_args.hpp>
 
 #ifdef DJ_HAVE_AVX512
 namespace {
@@ -12,12 +13,15 @@ DJ_INLINE void store_bf16(uint16_t* p, __m512 v) { _mm256_storeu_si256(reinterpr
 }  // namespace
 #endif
 
-DJ_KERNEL(tk_engram_gate_bwd, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,i64,f32,i64,i64")
-void tk_engram_gate_bwd(uint16_t* gx, uint16_t* gk, uint16_t* gv, float* partial, const uint16_t* g, const uint16_t* x,
-                        const uint16_t* k, const uint16_t* v, const float* w, const float* dot, const float* gate,
-                        const float* rstd_x, const float* rstd_k, int64_t T, int64_t HC, int64_t H, int64_t sxt,
-                        int64_t sxh, int64_t skt, int64_t skh, int64_t svt, float clamp, int64_t num_blocks,
-                        int64_t threads) {
+DJ_KERNEL(tk_engram_gate_bwd, "ptr,i64")
+void tk_engram_gate_bwd(const tk::EngramGateBwdArgs* a, int64_t threads) {
+    uint16_t *gx = a->grad_x, *gk = a->grad_k, *gv = a->grad_v;
+    float* partial = a->partial;
+    const uint16_t *g = a->grad_out, *x = a->x, *k = a->k, *v = a->v;
+    const float *w = a->w, *dot = a->dot, *gate = a->gate, *rstd_x = a->rstd_x, *rstd_k = a->rstd_k;
+    const int64_t T = a->T, HC = a->HC, H = a->H, sxt = a->x_t, sxh = a->x_h, skt = a->k_t, skh = a->k_h, svt = a->v_t;
+    const float clamp = a->clamp;
+    const int64_t num_blocks = a->num_blocks;
     const float scale = 1.0f / std::sqrt(static_cast<float>(H)), inv_h = 1.0f / static_cast<float>(H);
     dj::parallel_for_dynamic(num_blocks, threads, [&](int64_t b) {
         float* pw = partial + b * HC * H;

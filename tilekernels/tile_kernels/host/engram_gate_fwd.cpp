@@ -1,13 +1,17 @@
 // Engram gate forward per (token, head): rstd_x, rstd_k = rsqrt(mean(.^2) + eps), the raw
 // dot = sum x k w, s = dot rstd_x rstd_k / sqrt(H), gate = sigmoid(sign(s) sqrt(max(|s|, clamp))),
 // out = bf16(x + gate v). FP32 sums in 16 lanes.
+#include <tile_kernels/host/engram_args.hpp>
 #include <tile_kernels/host/quant.hpp>
 
-DJ_KERNEL(tk_engram_gate_fwd, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,i64,f32,f32,i64")
-void tk_engram_gate_fwd(uint16_t* out, float* dot_out, float* gate_out, float* rx_out, float* rk_out,
-                        const uint16_t* x, const uint16_t* k, const uint16_t* v, const float* w, int64_t T, int64_t HC,
-                        int64_t H, int64_t sxt, int64_t sxh, int64_t skt, int64_t skh, int64_t svt, float eps,
-                        float clamp, int64_t threads) {
+DJ_KERNEL(tk_engram_gate_fwd, "ptr,i64")
+void tk_engram_gate_fwd(const tk::EngramGateFwdArgs* a, int64_t threads) {
+    uint16_t* out = a->out;
+    float *dot_out = a->dot, *gate_out = a->gate, *rx_out = a->rstd_x, *rk_out = a->rstd_k;
+    const uint16_t *x = a->x, *k = a->k, *v = a->v;
+    const float* w = a->w;
+    const int64_t T = a->T, HC = a->HC, H = a->H, sxt = a->x_t, sxh = a->x_h, skt = a->k_t, skh = a->k_h, svt = a->v_t;
+    const float eps = a->eps, clamp = a->clamp;
     const float scale = 1.0f / std::sqrt(static_cast<float>(H));
     dj::parallel_for(T * HC, threads, [&](int64_t item) {
         const int64_t t = item / HC, c = item % HC;

@@ -3,11 +3,20 @@
 //   out = silu(a) b w;  da = g w s b fma(a, 1 - s, 1);  db = g w s a  (s = sigmoid(a));
 //   weight_grad[slot(p)] = sum_h g silu(a) b.  Clamped inputs get zero gradient.
 #include <tile_kernels/host/quant.hpp>
+#include <tile_kernels/host/swiglu_args.hpp>
 
-DJ_KERNEL(tk_swiglu_bwd_cast, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,i64,i32,f32,i32,i64")
-void tk_swiglu_bwd_cast(uint16_t* out, uint16_t* xg, uint8_t* xgq, float* xgsf, float* wgrad, const uint8_t* q,
-                        const float* sf, const uint16_t* g, const float* weights, const int32_t* p2tt, int64_t P,
-                        int64_t H, int64_t npc, int32_t has_clamp, float c, int32_t round_sf, int64_t threads) {
+DJ_KERNEL(tk_swiglu_bwd_cast, "ptr,i64")
+void tk_swiglu_bwd_cast(const tk::SwigluBwdCastArgs* a, int64_t threads) {
+    uint16_t *out = a->out, *xg = a->x_grad;
+    uint8_t* xgq = a->x_grad_q;
+    float *xgsf = a->x_grad_sf, *wgrad = a->weight_grad;
+    const uint8_t* q = a->q;
+    const float *sf = a->sf, *weights = a->weights;
+    const uint16_t* g = a->grad_out;
+    const int32_t* p2tt = a->p2tt;
+    const int64_t P = a->P, H = a->H, npc = a->npc;
+    const int32_t has_clamp = a->has_clamp, round_sf = a->round_sf;
+    const float c = a->clamp;
     const int64_t H2 = 2 * H, nblk = H2 / npc;
     dj::parallel_threads(dj::thread_count(threads, P), [&](int64_t t, int64_t nt) {
         std::vector<float> grad(H2);

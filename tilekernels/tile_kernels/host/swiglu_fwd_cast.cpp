@@ -2,14 +2,11 @@
 // x = [a | b], with optional clamping (and counting of clamped values), then one scale per
 // `npc` channels of y. With `y_out` set, y is written as BF16 instead and nothing is cast.
 #include <tile_kernels/host/quant.hpp>
+#include <tile_kernels/host/swiglu_args.hpp>
 
 namespace {
 
-struct Args {
-    uint8_t* q; void* sf; uint16_t* y_out; const void* x; int32_t dt; int64_t P, H, npc;
-    const int32_t* p2tt; const float* weights; const int32_t* p2e; bool has_clamp; float clamp;
-    int64_t* counts; bool round_sf; float clamp_min; bool packed; int64_t sm, sk;
-};
+using Args = tk::SwigluFwdCastArgs;
 
 // y for one row into `y`; returns the clamp counts of the row.
 void swiglu_row(const Args& A, int64_t p, float* y, int64_t cnt[3]) {
@@ -81,13 +78,13 @@ void cast_row(const Args& A, int64_t p, const float* y) {
 
 }  // namespace
 
-DJ_KERNEL(tk_swiglu_fwd_cast, "ptr,ptr,ptr,ptr,i32,i64,i64,i64,ptr,ptr,ptr,i32,f32,ptr,i32,f32,i32,i64,i64,i64")
-void tk_swiglu_fwd_cast(uint8_t* q, void* sf, uint16_t* y_out, const void* x, int32_t dt, int64_t P, int64_t H,
-                        int64_t npc, const int32_t* p2tt, const float* weights, const int32_t* p2e, int32_t has_clamp,
-                        float clamp, int64_t* counts, int32_t round_sf, float clamp_min, int32_t packed, int64_t sm,
-                        int64_t sk, int64_t threads) {
-    const Args A{q, sf, y_out, x, dt, P, H, npc, p2tt, weights, p2e, has_clamp != 0, clamp, counts, round_sf != 0,
-                 clamp_min, packed != 0, sm, sk};
+DJ_KERNEL(tk_swiglu_fwd_cast, "ptr,i64")
+void tk_swiglu_fwd_cast(const tk::SwigluFwdCastArgs* args, int64_t threads) {
+    const Args& A = *args;
+    const int64_t P = A.P, H = A.H;
+    const int32_t* p2e = A.p2e;
+    int64_t* counts = A.counts;
+    uint16_t* y_out = A.y_out;
     std::atomic<int64_t> total[3] = {0, 0, 0};
     dj::parallel_threads(dj::thread_count(threads, P), [&](int64_t t, int64_t nt) {
         std::vector<float> y(H);

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import TABLE, empty, host_kernel, threads
+from .._lib import LIB, TABLE, empty, host_kernel, threads
 from ..reference import cast as ref_cast
 from ..reference import swiglu as ref
 from .cast_ops import _cast
 from .common import alloc_sf, sf_strides
+
+
+def _args(name: str, **fields):
+    """The named launch arguments ``name`` of host/swiglu_args.hpp."""
+    return descriptors.pack(descriptors.struct_type(LIB.source("host/swiglu_args.hpp"), name), **fields)
 
 
 def _check_routing(p2tt, topk_weights, p2e, rows: int, name_w: str = "topk_weights"):
@@ -87,10 +92,11 @@ def _fwd_cast_host(x, num_per_channels, pos_to_token_topk, topk_weights, pos_to_
     sf = alloc_sf(rows, -(-h // num_per_channels), use_tma_aligned_col_major_sf, use_packed_ue8m0, x.device)
     if rows:
         packed, sm, sk = sf_strides(sf)
-        host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
-            q, sf, None, x, int(x.dtype == torch.bfloat16), rows, h, num_per_channels, pos_to_token_topk,
-            topk_weights, pos_to_expert, int(clamp is not None), clamp or 0.0, clamped_count, int(round_sf),
-            1e-4 if clamp_min is None else clamp_min, packed, sm, sk, threads())
+        args = _args("SwigluFwdCastArgs", q=q, sf=sf, y_out=None, x=x, dt=int(x.dtype == torch.bfloat16), P=rows, H=h,
+                     npc=num_per_channels, p2tt=pos_to_token_topk, weights=topk_weights, p2e=pos_to_expert,
+                     has_clamp=clamp is not None, clamp=clamp or 0.0, counts=clamped_count, round_sf=bool(round_sf),
+                     clamp_min=1e-4 if clamp_min is None else clamp_min, packed=bool(packed), sm=sm, sk=sk)
+        host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(descriptors.address(args), threads())
     return q, sf
 
 
@@ -141,9 +147,11 @@ def _bwd_cast_host(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos
     xg_sf = torch.empty((rows, h2 // num_per_channels), dtype=torch.float32, device=q.device)
     weight_grad = torch.zeros_like(weight)
     if rows:
-        host_kernel("tk_swiglu_bwd_cast", "swiglu_bwd_cast.cpp")(
-            out, x_grad, xg_q, xg_sf, weight_grad, q, sf, grad_out, weight, pos_to_token_topk, rows, h,
-            num_per_channels, int(clamp is not None), clamp or 0.0, int(round_sf), threads())
+        args = _args("SwigluBwdCastArgs", out=out, x_grad=x_grad, x_grad_q=xg_q, x_grad_sf=xg_sf,
+                     weight_grad=weight_grad, q=q, sf=sf, grad_out=grad_out, weights=weight, p2tt=pos_to_token_topk,
+                     P=rows, H=h, npc=num_per_channels, has_clamp=int(clamp is not None), clamp=clamp or 0.0,
+                     round_sf=int(round_sf))
+        host_kernel("tk_swiglu_bwd_cast", "swiglu_bwd_cast.cpp")(descriptors.address(args), threads())
     return out, (xg_q, xg_sf), x_grad, weight_grad
 
 
@@ -179,9 +187,10 @@ def _swiglu_host(x, clamp):
     rows, h = x.shape[0], x.shape[1] // 2
     y = empty(rows, h, dtype=torch.bfloat16)
     if rows:
-        host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(
-            None, None, y, x, 1, rows, h, h, None, None, None, int(clamp is not None), clamp or 0.0, None, 0,
-            1e-4, 0, 0, 0, threads())
+        args = _args("SwigluFwdCastArgs", q=None, sf=None, y_out=y, x=x, dt=1, P=rows, H=h, npc=h, p2tt=None,
+                     weights=None, p2e=None, has_clamp=clamp is not None, clamp=clamp or 0.0, counts=None,
+                     round_sf=False, clamp_min=1e-4, packed=False, sm=0, sk=0)
+        host_kernel("tk_swiglu_fwd_cast", "swiglu_fwd_cast.cpp")(descriptors.address(args), threads())
     return y
 
 

@@ -44,6 +44,11 @@ def engram_gate_ref(hidden_states: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     return out
 
 
+def fused_weight(weight_hidden: torch.Tensor, weight_embed: torch.Tensor) -> torch.Tensor:
+    """The two norm weights multiplied in FP32: the ``weight_fused`` (hc, H) the gate kernels take."""
+    return weight_hidden.float() * weight_embed.float()
+
+
 def engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward=True):
     """The kernel form: the two norm weights already multiplied into ``weight_fused`` (hc, H)."""
     hidden = hidden_states.shape[-1]

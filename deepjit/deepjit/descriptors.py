@@ -1,0 +1,141 @@
+"""Named launch arguments for host kernels: the C++ ``struct`` is the one declaration of the fields.
+
+A kernel that takes more than a handful of arguments declares them as a plain struct in a header
+next to it and takes a pointer to it::
+
+    struct SparseDecodeArgs { uint16_t* out; int64_t q_b, q_s; float sm_scale; KVScopeArgs scope0; };
+    DJ_KERNEL(fmla_sparse_decode, "ptr,i64") void fmla_sparse_decode(const SparseDecodeArgs* a, int64_t threads);
+
+Python reads that declaration (types as ``backends.params`` reads a device kernel's parameters) into a
+``ctypes.Structure`` laid out as the compiler lays it out, and fills it BY NAME::
+
+    ARGS = descriptors.struct_type(LIB.source("host/launch_args.hpp"), "SparseDecodeArgs")
+    kernel(descriptors.pack(ARGS, out=out, q_b=q.stride(0), ...), threads)
+
+Every field must be given exactly once: a name the C++ struct lacks, or a field left out, raises
+``TypeError`` naming it, so the two sides cannot drift apart silently. Pointer fields take a CPU tensor,
+an address or None; integer and float fields are range- and type-checked as the declared C++ type.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+from .backends.params import POINTER, SCALARS, _classify
+from .errors import DeepJITError
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _body(text: str, name: str) -> str:
+    match = re.search(rf"\bstruct\s+{re.escape(name)}\s*\{{", text)
+    if match is None:
+        raise DeepJITError(f"no 'struct {name} {{...}}' in the descriptor source")
+    depth, start = 1, match.end()
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i]
+    raise DeepJITError(f"struct {name}: unbalanced braces")
+
+
+def declared_fields(source: str, name: str) -> list[tuple[str, str]]:
+    """``[(field, kind)]`` of ``struct name`` in ``source``: kind is ``"ptr"``, a key of
+    ``params.SCALARS``, or the name of another struct (a nested descriptor)."""
+    fields = []
+    for decl in _body(_COMMENTS.sub(" ", source), name).split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        if "(" in decl or "{" in decl or "[" in decl:
+            raise DeepJITError(f"struct {name}: only plain fields are supported, got {decl!r}")
+        first, *rest = [part.replace("*", " * ").replace("&", " & ").split() for part in decl.split(",")]
+        base = [w for w in first[:-1] if w not in ("*", "&")]           # the type words (C: stars bind to names)
+        for declarator in [first] + rest:
+            field = declarator[-1]
+            pointer = "*" in declarator or "&" in declarator
+            fields.append((field, POINTER if pointer else _classify(" ".join(base + [field]))))
+    return fields
+
+
+_TYPES: dict[tuple[int, str], type[ctypes.Structure]] = {}
+
+
+def struct_type(source: str, name: str) -> type[ctypes.Structure]:
+    """The ``ctypes.Structure`` of ``struct name`` declared in ``source`` (memoised per source and name)."""
+    key = (hash(source), name)
+    cached = _TYPES.get(key)
+    if cached is not None:
+        return cached
+    ctype_fields = []
+    for field, kind in declared_fields(source, name):
+        if kind == POINTER:
+            ctype_fields.append((field, ctypes.c_void_p))
+        elif kind in SCALARS:
+            ctype_fields.append((field, SCALARS[kind]))
+        elif re.search(rf"\bstruct\s+{re.escape(kind)}\s*\{{", source):
+            ctype_fields.append((field, struct_type(source, kind)))
+        else:
+            raise DeepJITError(f"struct {name}: field {field!r} has a type deepjit cannot lay out: {kind!r}")
+    cls = type(name, (ctypes.Structure,), {"_fields_": ctype_fields, "__module__": __name__})
+    cls._dj_converters = [(f, _converter(name, f, t)) for f, t in ctype_fields]
+    _TYPES[key] = cls
+    return cls
+
+
+def _converter(struct_name: str, field: str, ctype):
+    """The checked conversion of one field's Python value (built once per struct type)."""
+    where = f"{struct_name}.{field}"
+    if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure):
+        def nested(value):
+            if isinstance(value, ctype):
+                return value
+            if isinstance(value, dict):
+                return pack(ctype, **value)
+            raise TypeError(f"{where}: expected a dict of its fields or a {ctype.__name__}, got {type(value).__name__}")
+        return nested
+    if ctype is ctypes.c_void_p:
+        def pointer(value):
+            if value is None or (type(value) is int and value >= 0):
+                return value
+            if hasattr(value, "data_ptr") and hasattr(value, "device"):
+                if value.device.type != "cpu":
+                    raise TypeError(f"{where}: expected a CPU tensor, got device {value.device}")
+                return value.data_ptr()
+            raise TypeError(f"{where}: expected a tensor, an address or None, got {type(value).__name__}")
+        return pointer
+    if ctype in (ctypes.c_float, ctypes.c_double):
+        def real(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{where}: expected a float, got {type(value).__name__}")
+            return float(value)
+        return real
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value == -1
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+    def integer(value):
+        if not isinstance(value, int):
+            raise TypeError(f"{where}: expected an int, got {type(value).__name__}")
+        if not lo <= value <= hi:
+            raise ValueError(f"{where}: {value} does not fit the declared {ctype.__name__.removeprefix('c_')}")
+        return int(value)
+    return integer
+
+
+def pack(struct_cls: type[ctypes.Structure], **values) -> ctypes.Structure:
+    """An instance of ``struct_cls`` with every field set by name (none missing, none unknown)."""
+    converters = struct_cls._dj_converters
+    if len(values) != len(converters) or not all(f in values for f, _ in converters):
+        names = [f for f, _ in converters]
+        unknown = sorted(set(values) - set(names))
+        missing = [n for n in names if n not in values]
+        raise TypeError(f"{struct_cls.__name__}: " + "; ".join(
+            part for part in (f"no field {', '.join(unknown)} in the C++ struct" if unknown else "",
+                              f"missing {', '.join(missing)}" if missing else "") if part))
+    return struct_cls(*[convert(values[f]) for f, convert in converters])
+
+
+def address(desc: ctypes.Structure) -> int:
+    """The address to pass for a ``const T*`` descriptor parameter (keep ``desc`` alive for the call)."""
+    return ctypes.addressof(desc)
