@@ -66,13 +66,18 @@ class Bench:
         self.load_warnings: list[str] = []
 
     @staticmethod
-    def time(fn: Callable[[], object], warmup: int = 2, reps: int = 7, min_seconds: float = 0.0) -> float:
-        """Median wall time of ``fn`` in seconds."""
+    def time(fn: Callable[[], object], warmup: int = 2, reps: int = 7, min_seconds: float = 0.0,
+             budget: float | None = None) -> float:
+        """Median wall time of ``fn`` in seconds; repetitions stop early (one at least) once they
+        have taken ``budget`` seconds (CASE_BUDGET_S) and ``min_seconds``."""
+        budget = CASE_BUDGET_S if budget is None else budget
         for _ in range(warmup):
             fn()
         times = []
         start = time.perf_counter()
         while len(times) < reps or time.perf_counter() - start < min_seconds:
+            if times and time.perf_counter() - start >= max(budget, min_seconds):
+                break
             t = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t)

@@ -95,3 +95,14 @@ def test_budgeted_baseline_stops_at_the_size_that_fits():
     assert size == 16 and rate == pytest.approx(1e-3, rel=0.5)
     rate, size = Bench.budgeted_baseline(make, [1, 4], budget=10.0)
     assert size == 4
+
+
+def test_time_holds_slow_calls_to_the_budget():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.03)
+
+    Bench.time(slow, warmup=1, reps=50, budget=0.1)
+    assert 3 <= len(calls) <= 6            # warm-up + about 4 timed calls, not 50
