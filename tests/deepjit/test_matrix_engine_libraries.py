@@ -40,7 +40,7 @@ def _selection() -> str:
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("engine", _params())
+@pytest.mark.parametrize("engine", list(_params()))
 def test_library_subset_on_engine(engine):
     # only DJ_HOST_MATRIX: a library's own <PREFIX>_HOST_MATRIX would take precedence over it
     env = {k: v for k, v in os.environ.items() if not k.endswith("_HOST_MATRIX")}
