@@ -18,7 +18,7 @@ A FLOP record names the matrix engine it ran on (the one the libraries' BF16 ker
 see peaks.bf16_engine; "fma" for FP32 kernels), its share of that engine's peak, and the best
 engine's peak measured here. Slow calls are held to a time budget per case (``CASE_BUDGET_S``:
 fewer repetitions), and a baseline too slow for its full shape is measured at a smaller one
-(``budgeted_baseline``) and labelled so.
+(``paired_scaled``, ``budgeted_baseline``) and labelled so.
 """
 from __future__ import annotations
 
@@ -108,6 +108,32 @@ class Bench:
             baseline()
             best_base = min(best_base, time.perf_counter() - t)
         return best, best_base
+
+    @staticmethod
+    def paired_scaled(fn: Callable[[], object], make_baseline: Callable[[int], tuple[Callable[[], object], float]],
+                      sizes: list[int], reps: int, budget: float | None = None) -> tuple[float, float, int]:
+        """``paired`` against a baseline that may be far slower than ``fn`` on this CPU (torch's BF16
+        matmul without BF16 hardware): ``make_baseline(size)`` gives the call and its FLOPs, ``sizes``
+        run small to full. The baseline runs at the largest size whose call takes at most a quarter
+        of the budget (or as long as ``fn``), its time scaled to the full size's FLOPs.
+        Returns (seconds of fn, baseline seconds at full size, size used)."""
+        budget = CASE_BUDGET_S if budget is None else budget
+        t = time.perf_counter()
+        fn()
+        t_fn = time.perf_counter() - t
+        full_flops = make_baseline(sizes[-1])[1]
+        call, flops = make_baseline(sizes[0])
+        call()
+        t = time.perf_counter()
+        call()
+        rate, size = (time.perf_counter() - t) / flops, sizes[0]
+        for bigger in sizes[1:]:
+            c, f = make_baseline(bigger)
+            if rate * f > max(budget / 4, t_fn):
+                break
+            call, flops, size = c, f, bigger
+        t_op, t_base = Bench.paired(fn, call, reps, budget)
+        return t_op, t_base * full_flops / flops, size
 
     @staticmethod
     def budgeted_baseline(make: Callable[[int], tuple[Callable[[], object], float]], sizes: list[int],

@@ -106,3 +106,18 @@ def test_time_holds_slow_calls_to_the_budget():
 
     Bench.time(slow, warmup=1, reps=50, budget=0.1)
     assert 3 <= len(calls) <= 6            # warm-up + about 4 timed calls, not 50
+
+
+def test_paired_scaled_shrinks_a_slow_baseline_and_scales_its_time():
+    made = []
+
+    def make(size):
+        made.append(size)
+        return (lambda: time.sleep(size * 1e-4)), float(size)
+
+    t_op, t_base, size = Bench.paired_scaled(lambda: time.sleep(0.001), make, [10, 100, 1000, 10000], reps=2,
+                                             budget=0.2)
+    assert size == 100                     # 100 calls take 10 ms <= budget / 4; 1000 take 100 ms
+    assert t_base == pytest.approx(10000 * 1e-4, rel=0.5) and t_op == pytest.approx(0.001, rel=2)
+    _, _, size = Bench.paired_scaled(lambda: None, make, [10, 100], reps=2, budget=10.0)
+    assert size == 100
