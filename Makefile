@@ -28,9 +28,11 @@ test: setup
 	# two workers: the twin and host kernels compile on first use (cached under build/jit-cache).
 	$(PY) -m pytest -m "not bench" -n 2 $(PYTEST_ARGS)
 
+# Each case's repetitions are held to BENCH_CASE_BUDGET_S seconds (default 20; slow baselines then run
+# on fewer rows, labelled so); DJ_HOST_MATRIX=fma|avx512bf16 measures one matrix engine.
 bench: setup
 	@mkdir -p build/bench
-	$(PY) -m pytest -m bench -s -p no:randomly $(PYTEST_ARGS)
+	$(PY) -m pytest -m bench -s -p no:randomly --durations=10 $(PYTEST_ARGS)
 
 ascend-codegen: setup
 	$(PY) -m deepjit.tilelang_route.codegen_all --out build/ascend

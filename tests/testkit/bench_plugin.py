@@ -13,6 +13,12 @@ whose readings differ much is flagged as loaded.
                      baseline="torch bf16 matmul", baseline_seconds=t0)
         # an FP32 kernel: share of the FP32 FMA peak instead of the BF16 one
         bench.record("deep_gemm", "tf32_hc_prenorm_gemm", "...", t, flops=f, peak="fp32")
+
+A FLOP record names the matrix engine it ran on (the one the libraries' BF16 kernels are built on,
+see peaks.bf16_engine; "fma" for FP32 kernels), its share of that engine's peak, and the best
+engine's peak measured here. Slow calls are held to a time budget per case (``CASE_BUDGET_S``:
+fewer repetitions), and a baseline too slow for its full shape is measured at a smaller one
+(``paired_scaled``, ``budgeted_baseline``) and labelled so.
 """
 from __future__ import annotations
 
@@ -24,11 +30,13 @@ from dataclasses import asdict, dataclass
 
 import pytest
 
-from .peaks import Peaks
+from deepjit.backends.host import cpu_identity
+
+from .peaks import Peaks, bf16_engine
 
 RESULTS_PATH = os.path.join("build", "bench", "results.json")
-# record(peak=...) -> (name in the table, Peaks attribute, scale of the attribute to the metric)
-FLOP_PEAKS = {"bf16": ("bf16 instruction peak", "bf16_peak_gflops"), "fp32": ("fp32 fma peak", "fp32_peak_gflops")}
+# Seconds one paired case may spend on its timed repetitions (at least one each is always run).
+CASE_BUDGET_S = float(os.environ.get("BENCH_CASE_BUDGET_S", "20"))
 
 
 @dataclass
@@ -42,8 +50,13 @@ class Record:
     baseline: str | None
     baseline_value: float | None
     ratio: float | None     # value / baseline_value for throughput; baseline time / time for "us"
-    share_of_peak: float | None
+    share_of_peak: float | None       # of the peak below: the engine's for FLOPs, copy bandwidth for bytes
     peak: str | None
+    engine: str | None = None         # matrix engine the op ran on (FLOP records)
+    engine_peak: float | None = None  # its measured peak, TFLOP/s
+    best_engine: str | None = None    # the engine with the highest peak measured on this machine
+    best_engine_peak: float | None = None
+    share_of_best: float | None = None
 
 
 class Bench:
@@ -53,13 +66,18 @@ class Bench:
         self.load_warnings: list[str] = []
 
     @staticmethod
-    def time(fn: Callable[[], object], warmup: int = 2, reps: int = 7, min_seconds: float = 0.0) -> float:
-        """Median wall time of ``fn`` in seconds."""
+    def time(fn: Callable[[], object], warmup: int = 2, reps: int = 7, min_seconds: float = 0.0,
+             budget: float | None = None) -> float:
+        """Median wall time of ``fn`` in seconds; repetitions stop early (one at least) once they
+        have taken ``budget`` seconds (CASE_BUDGET_S) and ``min_seconds``."""
+        budget = CASE_BUDGET_S if budget is None else budget
         for _ in range(warmup):
             fn()
         times = []
         start = time.perf_counter()
         while len(times) < reps or time.perf_counter() - start < min_seconds:
+            if times and time.perf_counter() - start >= max(budget, min_seconds):
+                break
             t = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t)
@@ -67,10 +85,20 @@ class Bench:
         return times[len(times) // 2]
 
     @staticmethod
-    def paired(fn: Callable[[], object], baseline: Callable[[], object], reps: int) -> tuple[float, float]:
+    def paired(fn: Callable[[], object], baseline: Callable[[], object], reps: int,
+               budget: float | None = None) -> tuple[float, float]:
         """Best wall times of ``fn`` and ``baseline`` over ``reps`` alternating runs after one warm-up
-        each: on a shared machine a load spike then slows both or neither side of the ratio."""
-        fn(), baseline()
+        each: on a shared machine a load spike then slows both or neither side of the ratio. Where
+        the warm-ups say ``reps`` pairs would overrun ``budget`` seconds (CASE_BUDGET_S), fewer are
+        run, one at least."""
+        t = time.perf_counter()
+        fn()
+        t_fn = time.perf_counter() - t
+        t = time.perf_counter()
+        baseline()
+        t_pair = t_fn + time.perf_counter() - t
+        budget = CASE_BUDGET_S if budget is None else budget
+        reps = max(1, min(reps, int(budget // max(t_pair, 1e-9))))
         best, best_base = float("inf"), float("inf")
         for _ in range(reps):
             t = time.perf_counter()
@@ -81,15 +109,66 @@ class Bench:
             best_base = min(best_base, time.perf_counter() - t)
         return best, best_base
 
+    @staticmethod
+    def paired_scaled(fn: Callable[[], object], make_baseline: Callable[[int], tuple[Callable[[], object], float]],
+                      sizes: list[int], reps: int, budget: float | None = None) -> tuple[float, float, int]:
+        """``paired`` against a baseline that may be far slower than ``fn`` on this CPU (torch's BF16
+        matmul without BF16 hardware): ``make_baseline(size)`` gives the call and its FLOPs, ``sizes``
+        run small to full. The baseline runs at the largest size whose call takes at most a quarter
+        of the budget (or as long as ``fn``), its time scaled to the full size's FLOPs.
+        Returns (seconds of fn, baseline seconds at full size, size used)."""
+        budget = CASE_BUDGET_S if budget is None else budget
+        t = time.perf_counter()
+        fn()
+        t_fn = time.perf_counter() - t
+        full_flops = make_baseline(sizes[-1])[1]
+        call, flops = make_baseline(sizes[0])
+        call()
+        t = time.perf_counter()
+        call()
+        rate, size = (time.perf_counter() - t) / flops, sizes[0]
+        for bigger in sizes[1:]:
+            c, f = make_baseline(bigger)
+            if rate * f > max(budget / 4, t_fn):
+                break
+            call, flops, size = c, f, bigger
+        t_op, t_base = Bench.paired(fn, call, reps, budget)
+        return t_op, t_base * full_flops / flops, size
+
+    @staticmethod
+    def budgeted_baseline(make: Callable[[int], tuple[Callable[[], object], float]], sizes: list[int],
+                          budget: float | None = None, reps: int = 2) -> tuple[float, int]:
+        """(seconds per FLOP, size measured) for a baseline whose full shape may be far too slow
+        (torch._scaled_mm runs at 0.1 GFLOP/s on some CPUs). ``make(size)`` gives the call and its
+        FLOPs; ``sizes`` run small to full. Each size is timed (one warm-up, best of ``reps``) while
+        the previous one's rate says it fits the budget; the largest size timed gives the rate."""
+        budget = CASE_BUDGET_S if budget is None else budget
+        rate, measured = None, sizes[0]
+        for size in sizes:
+            fn, flops = make(size)
+            if rate is not None and rate * flops * (reps + 1) > budget:
+                break
+            fn()
+            best = float("inf")
+            for _ in range(reps):
+                t = time.perf_counter()
+                fn()
+                best = min(best, time.perf_counter() - t)
+            rate, measured = best / flops, size
+        return rate, measured
+
     def record(self, suite: str, case: str, shape: str, seconds: float, *, flops: float | None = None,
                nbytes: float | None = None, baseline: str | None = None,
                baseline_seconds: float | None = None, peak: str = "bf16") -> Record:
-        """Throughput from ``flops`` (TFLOP/s, share of the ``peak`` instruction peak: "bf16" or
-        "fp32") or ``nbytes`` (GB/s, share of copy bandwidth); otherwise latency in us. The ratio
-        is the speed-up over the baseline measured in the same run."""
+        """Throughput from ``flops`` (TFLOP/s, share of the peak of the engine it ran on: ``peak``
+        "bf16" for the BF16 kernels' engine, "fp32" for FP32 kernels on the FMA engine) or
+        ``nbytes`` (GB/s, share of copy bandwidth); otherwise latency in us. The ratio is the
+        speed-up over the baseline measured in the same run."""
+        engine = None
         if flops is not None:
             metric, value = "TFLOP/s", flops / seconds / 1e12
-            peak_name = FLOP_PEAKS[peak][0]
+            engine = {"bf16": bf16_engine(), "fp32": "fma"}[peak]
+            peak_name = f"{engine} peak"
             base_value = flops / baseline_seconds / 1e12 if baseline_seconds else None
         elif nbytes is not None:
             metric, value = "GB/s", nbytes / seconds / 1e9
@@ -101,37 +180,44 @@ class Bench:
         ratio = None
         if base_value:
             ratio = base_value / value if metric == "us" else value / base_value
-        rec = Record(suite, case, shape, metric, value, seconds, baseline, base_value, ratio, None, peak_name)
-        rec.share_of_peak = self._share(rec)
+        rec = Record(suite, case, shape, metric, value, seconds, baseline, base_value, ratio, None, peak_name, engine)
+        self._share(rec)
         self.records.append(rec)
         return rec
 
-    def _share(self, rec: Record) -> float | None:
-        if rec.peak is None:
-            return None
+    def _share(self, rec: Record) -> None:
+        """Fills the record's ceilings and shares from the current readings."""
         if rec.peak == "copy bandwidth":
-            return rec.value / self.peaks.copy_gbs
-        attr = next(a for name, a in FLOP_PEAKS.values() if name == rec.peak)
-        return rec.value / (getattr(self.peaks, attr) / 1e3)
+            rec.share_of_peak = rec.value / self.peaks.copy_gbs
+        elif rec.engine is not None:
+            rec.engine_peak = self.peaks.engine_peak_gflops(rec.engine) / 1e3
+            rec.best_engine, best = self.peaks.best_engine()
+            rec.best_engine_peak = best / 1e3
+            rec.share_of_peak = rec.value / rec.engine_peak
+            rec.share_of_best = rec.value / rec.best_engine_peak
 
     def finish(self) -> None:
         """Measures the ceilings again (the machine may have been loaded at first use) and takes
         every share of the higher reading."""
         self.load_warnings = self.peaks.remeasure()
         for rec in self.records:
-            rec.share_of_peak = self._share(rec)
+            self._share(rec)
 
     def table(self) -> str:
-        head = f"{'suite':<14}{'case':<34}{'shape':<26}{'time':>11}{'value':>16}{'of peak':>9}{'vs baseline':>13}  baseline"
+        head = (f"{'suite':<14}{'case':<34}{'shape':<26}{'time':>11}{'value':>16}{'engine':>12}{'of peak':>9}"
+                f"{'of best':>9}{'vs baseline':>13}  baseline")
         lines = [head, "-" * len(head)]
         for r in self.records:
             share = f"{r.share_of_peak:.2f}" if r.share_of_peak is not None else "-"
+            best = f"{r.share_of_best:.2f}" if r.share_of_best is not None else "-"
             ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
             lines.append(f"{r.suite:<14}{r.case[:33]:<34}{r.shape[:25]:<26}{r.seconds * 1e3:>9.3f}ms"
-                         f"{r.value:>10.3f} {r.metric:<7}{share:>7}{ratio:>13}  {r.baseline or ''}")
+                         f"{r.value:>10.3f} {r.metric:<7}{r.engine or '-':>10}{share:>9}{best:>9}{ratio:>13}"
+                         f"  {r.baseline or ''}")
         p = self.peaks.as_dict()
         if p:
             lines.append("ceilings: " + ", ".join(f"{k}={v:.1f}" for k, v in p.items()))
+        lines += [f"ceilings: {note}" for note in self.peaks.unmeasured()]
         for w in self.load_warnings:
             lines.append(f"LOADED MACHINE: {w}; shares and ratios of this run are unreliable")
         return "\n".join(lines)
@@ -139,8 +225,9 @@ class Bench:
     def write(self, path: str = RESULTS_PATH) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
-            json.dump({"ceilings": self.peaks.as_dict(), "load_warnings": self.load_warnings,
-                       "records": [asdict(r) for r in self.records]}, f, indent=1)
+            json.dump({"cpu": cpu_identity()[0], "engines_present": self.peaks.present,
+                       "engines_unmeasured": self.peaks.unmeasured(), "ceilings": self.peaks.as_dict(),
+                       "load_warnings": self.load_warnings, "records": [asdict(r) for r in self.records]}, f, indent=1)
 
 
 _BENCH: Bench | None = None

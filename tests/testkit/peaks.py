@@ -1,6 +1,10 @@
-"""This machine's ceilings, measured in the benchmark run: torch BF16 matmul, the BF16
-dot-product and FP32 FMA instruction peaks (register-only kernels via deepjit's host toolchain)
-and copy bandwidth."""
+"""This machine's ceilings, measured in the benchmark run: the peak of every host matrix engine
+present (register-only loops via deepjit's host toolchain), torch BF16 matmul and copy bandwidth.
+
+Engines (deepjit/backends/host/matrix_engine.py): ``avx512bf16`` is a vdpbf16ps loop, ``fma`` an FP32
+FMA loop of the widest vector the CPU has (the fma engine's BF16 products are one FMA per
+multiply-add, and FP32 kernels run on it too). ``amx`` is detected but has no loop: deepjit's AMX
+engine is not built, so its peak is reported as unmeasured."""
 from __future__ import annotations
 
 import os
@@ -8,16 +12,18 @@ import time
 
 import torch
 
-_PEAK_SOURCE = r"""
+from deepjit.backends.host import cpu_identity
+from deepjit.backends.host import matrix_engine as me
+from deepjit.env import Env
+
+_AVX512BF16_LOOP = r"""
 #include <deepjit/host/kernel.hpp>
 #include <deepjit/host/parallel.hpp>
 #include <immintrin.h>
 
-// Register-only loop: 16 independent accumulators so the dot-product unit never waits on a
-// dependency. Returns FLOPs executed per thread through `flops`.
-DJ_KERNEL(bf16_peak, "ptr,i64,i64") void bf16_peak(double* sink, int64_t iters, int64_t threads) {
+// Register-only vdpbf16ps loop: 16 independent accumulators so the unit never waits on a dependency.
+DJ_KERNEL(avx512bf16_peak, "ptr,i64,i64") void avx512bf16_peak(double* sink, int64_t iters, int64_t threads) {
     dj::parallel_threads(threads, [&](int64_t t, int64_t) {
-#if defined(__AVX512BF16__)
         __m512 acc[16];
         for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
         const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3C00);
@@ -28,27 +34,17 @@ DJ_KERNEL(bf16_peak, "ptr,i64,i64") void bf16_peak(double* sink, int64_t iters, 
         __m512 s = acc[0];
         for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
         sink[t] = _mm512_reduce_add_ps(s);
-#else
-        // No BF16 dot product: FP32 FMA peak counted the same way (2 flops per lane per FMA).
-        __m256 acc[12];
-        for (int i = 0; i < 12; ++i) acc[i] = _mm256_setzero_ps();
-        const __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-3f);
-        for (int64_t it = 0; it < iters; ++it)
-            for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-        float out[8]; _mm256_storeu_ps(out, acc[0]); sink[t] = out[0];
-#endif
     });
 }
 """
 
-
-_FP32_PEAK_SOURCE = r"""
+_FMA_LOOP = r"""
 #include <deepjit/host/kernel.hpp>
 #include <deepjit/host/parallel.hpp>
 #include <immintrin.h>
 
-// Register-only FMA loop, 16 independent accumulators of the widest vector the CPU has.
-DJ_KERNEL(fp32_peak, "ptr,i64,i64") void fp32_peak(double* sink, int64_t iters, int64_t threads) {
+// Register-only FMA loop, independent accumulators of the widest vector the CPU has.
+DJ_KERNEL(fma_peak, "ptr,i64,i64") void fma_peak(double* sink, int64_t iters, int64_t threads) {
     dj::parallel_threads(threads, [&](int64_t t, int64_t) {
 #if defined(__AVX512F__)
         __m512 acc[16];
@@ -62,12 +58,19 @@ DJ_KERNEL(fp32_peak, "ptr,i64,i64") void fp32_peak(double* sink, int64_t iters, 
         for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
         sink[t] = _mm512_reduce_add_ps(s);
 #else
-        __m256 acc[16];
-        for (int i = 0; i < 16; ++i) acc[i] = _mm256_setzero_ps();
+        // 12 accumulators: with the two operands they fit AVX2's 16 registers (16 would spill)
+        __m256 acc[12];
+        for (int i = 0; i < 12; ++i) acc[i] = _mm256_setzero_ps();
         const __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-3f);
-        for (int64_t it = 0; it < iters; ++it)
-            for (int i = 0; i < 16; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-        float out[8]; _mm256_storeu_ps(out, acc[0]); sink[t] = out[0];
+        for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+        }
+        // every accumulator feeds the result: reading one alone lets the compiler drop the other
+        // chains, leaving one latency-bound chain counted as many
+        __m256 s = acc[0];
+        for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+        float out[8]; _mm256_storeu_ps(out, s); sink[t] = out[0];
 #endif
     });
 }
@@ -87,6 +90,17 @@ def _best(fn, warmup=2, reps=7) -> float:
     return best
 
 
+def cpu_flags() -> str:
+    return cpu_identity()[1]
+
+
+def bf16_engine() -> str:
+    """The engine the libraries' BF16 kernels are built on in this process (as their runtimes choose
+    it: DJ_HOST_MATRIX, else the best built engine the CPU has)."""
+    env = Env("BENCH")
+    return me.choose(env, cpu_flags(), env.get_str("JIT_HOST_MARCH", "native")).engine
+
+
 def torch_bf16_matmul_gflops(m=4096, n=7168, k=2048) -> float:
     a = torch.randn(m, k).bfloat16()
     b = torch.randn(k, n).bfloat16()
@@ -99,15 +113,13 @@ def copy_bandwidth_gbs(nbytes=512 << 20) -> float:
     return 2 * nbytes / _best(lambda: dst.copy_(src)) / 1e9
 
 
-def _cpu_flags() -> str:
-    return open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-
-
 def _register_loop_gflops(name: str, source: str, flops_per_iter: int) -> float:
     import deepjit
+    from deepjit.backends.host import HostCompilerOptions
     root = os.path.dirname(os.path.abspath(__file__))
     runtime = deepjit.Runtime(deepjit.Config(root, "BENCH"), "host")
-    kernel = runtime.compile(name, source)
+    # the loops name their instructions themselves: built on fma whatever DJ_HOST_MATRIX forces
+    kernel = runtime.compile(name, source, HostCompilerOptions(matrix_engine="fma"))
     threads = os.cpu_count() or 1
     sink = torch.zeros(threads, dtype=torch.float64)
     iters = 2_000_000
@@ -115,21 +127,24 @@ def _register_loop_gflops(name: str, source: str, flops_per_iter: int) -> float:
     return threads * iters * flops_per_iter / seconds / 1e9
 
 
-def bf16_instruction_peak_gflops() -> float:
-    # lanes x (2 products + 2 adds) per dpbf16; without it the FP32 FMA loop of the same source
-    flops_per_iter = 16 * 16 * 2 * 2 if "avx512_bf16" in _cpu_flags() else 12 * 8 * 2
-    return _register_loop_gflops("bf16_peak", _PEAK_SOURCE, flops_per_iter)
+def avx512bf16_peak_gflops() -> float:
+    # 16 accumulators x 16 lanes x (2 products + 2 adds) per vdpbf16ps
+    return _register_loop_gflops("avx512bf16_peak", _AVX512BF16_LOOP, 16 * 16 * 2 * 2)
 
 
-def fp32_fma_peak_gflops() -> float:
-    lanes = 16 if "avx512f" in _cpu_flags() else 8
-    return _register_loop_gflops("fp32_peak", _FP32_PEAK_SOURCE, 16 * lanes * 2)
+def fma_peak_gflops() -> float:
+    # accumulators x lanes x 2 flops per FMA: 16 x 16 on AVX-512, 12 x 8 on AVX2
+    per_iter = 16 * 16 * 2 if "avx512f" in cpu_flags().split() else 12 * 8 * 2
+    return _register_loop_gflops("fma_peak", _FMA_LOOP, per_iter)
 
+
+# engine -> its peak loop; an engine present without a loop (amx: not built) is reported unmeasured
+ENGINE_LOOPS = {"avx512bf16": avx512bf16_peak_gflops, "fma": fma_peak_gflops}
 
 MEASURES = {
     "torch_bf16_gflops": torch_bf16_matmul_gflops,
-    "bf16_peak_gflops": bf16_instruction_peak_gflops,
-    "fp32_peak_gflops": fp32_fma_peak_gflops,
+    "avx512bf16_peak_gflops": avx512bf16_peak_gflops,
+    "fma_peak_gflops": fma_peak_gflops,
     "copy_gbs": copy_bandwidth_gbs,
 }
 
@@ -139,9 +154,10 @@ class Peaks:
     a ceiling is a property of the machine that load can only lower, so the higher of the two
     readings is kept and a large gap is reported as a loaded run."""
 
-    def __init__(self):
+    def __init__(self, flags: str | None = None):
         self._values: dict[str, float] = {}
         self.first: dict[str, float] = {}
+        self.present = me.present_engines(cpu_flags() if flags is None else flags)
 
     def _get(self, name: str) -> float:
         if name not in self._values:
@@ -159,17 +175,33 @@ class Peaks:
             self._values[name] = max(self._values[name], again)
         return warnings
 
+    def engine_peak_gflops(self, engine: str) -> float | None:
+        """The engine's measured peak; None where the CPU lacks it or it has no loop (amx)."""
+        if engine not in self.present or engine not in ENGINE_LOOPS:
+            return None
+        return self._get(f"{engine}_peak_gflops")
+
+    def best_engine(self) -> tuple[str, float]:
+        """The measured engine with the highest peak, and that peak."""
+        peaks = {e: self.engine_peak_gflops(e) for e in self.present}
+        return max(((e, p) for e, p in peaks.items() if p is not None), key=lambda ep: ep[1])
+
+    def unmeasured(self) -> list[str]:
+        return [f"{e}: present, not measured (deepjit's {e} engine is not built)"
+                for e in self.present if e not in ENGINE_LOOPS]
+
     @property
     def torch_bf16_gflops(self) -> float:
         return self._get("torch_bf16_gflops")
 
     @property
     def bf16_peak_gflops(self) -> float:
-        return self._get("bf16_peak_gflops")
+        """The peak of the engine the BF16 kernels run on."""
+        return self.engine_peak_gflops(bf16_engine())
 
     @property
     def fp32_peak_gflops(self) -> float:
-        return self._get("fp32_peak_gflops")
+        return self.engine_peak_gflops("fma")
 
     @property
     def copy_gbs(self) -> float:

@@ -1,35 +1,123 @@
-"""The bench harness itself: shares of the right ceiling, ceilings re-measured at the end."""
+"""The bench harness itself: shares of the peak of the engine each op ran on and of the best engine,
+ceilings re-measured at the end, the time budget of slow cases and slow baselines."""
+import time
+
 import pytest
 
 from . import peaks
 from .bench_plugin import Bench
 
+AVX512_BF16 = "avx2 fma avx512f avx512bw avx512_bf16"
+SAPPHIRE = AVX512_BF16 + " amx_tile amx_bf16"
+ZEN3 = "avx2 fma"
+
 
 @pytest.fixture
 def fake_ceilings(monkeypatch):
-    readings = {"bf16_peak_gflops": [400.0, 500.0], "fp32_peak_gflops": [200.0, 200.0], "copy_gbs": [20.0, 30.0]}
+    readings = {"avx512bf16_peak_gflops": [400.0, 500.0], "fma_peak_gflops": [200.0, 200.0], "copy_gbs": [20.0, 30.0]}
     for name, values in readings.items():
         monkeypatch.setitem(peaks.MEASURES, name, lambda values=values: values.pop(0))
-    return readings
+    for var in ("DJ_HOST_MATRIX", "BENCH_HOST_MATRIX", "BENCH_JIT_HOST_MARCH", "DJ_JIT_HOST_MARCH"):
+        monkeypatch.delenv(var, raising=False)
+    return lambda flags: monkeypatch.setattr(peaks, "cpu_flags", lambda: flags)
 
 
 def test_record_shares_and_ratios(fake_ceilings):
+    fake_ceilings(AVX512_BF16)
     b = Bench()
     gemm = b.record("s", "bf16", "x", 1.0, flops=200e9, baseline="t", baseline_seconds=2.0)
     fp32 = b.record("s", "fp32", "x", 1.0, flops=100e9, peak="fp32")
     copy = b.record("s", "copy", "x", 0.5, nbytes=5e9)
     lat = b.record("s", "lat", "x", 2e-6, baseline="t", baseline_seconds=4e-6)
     assert gemm.value == pytest.approx(0.2) and gemm.share_of_peak == pytest.approx(0.5) and gemm.ratio == 2
-    assert fp32.peak == "fp32 fma peak" and fp32.share_of_peak == pytest.approx(0.5)
-    assert copy.value == pytest.approx(10.0) and copy.share_of_peak == pytest.approx(0.5)
+    assert gemm.engine == "avx512bf16" and gemm.peak == "avx512bf16 peak" and gemm.engine_peak == pytest.approx(0.4)
+    assert gemm.best_engine == "avx512bf16" and gemm.share_of_best == pytest.approx(0.5)
+    assert fp32.engine == "fma" and fp32.share_of_peak == pytest.approx(0.5)
+    assert fp32.best_engine == "avx512bf16" and fp32.share_of_best == pytest.approx(0.25)
+    assert copy.value == pytest.approx(10.0) and copy.share_of_peak == pytest.approx(0.5) and copy.engine is None
     assert lat.metric == "us" and lat.share_of_peak is None and lat.ratio == pytest.approx(2.0)
 
 
+def test_without_the_dot_product_bf16_kernels_run_on_fma(fake_ceilings):
+    fake_ceilings(ZEN3)
+    b = Bench()
+    gemm = b.record("s", "bf16", "x", 1.0, flops=100e9)
+    assert gemm.engine == "fma" and gemm.share_of_peak == pytest.approx(0.5)
+    assert gemm.best_engine == "fma" and b.peaks.present == ["fma"]
+    assert "avx512bf16_peak_gflops" not in b.peaks.as_dict()
+
+
+def test_forced_engine_is_the_one_reported(fake_ceilings, monkeypatch):
+    fake_ceilings(AVX512_BF16)
+    monkeypatch.setenv("DJ_HOST_MATRIX", "fma")
+    gemm = Bench().record("s", "bf16", "x", 1.0, flops=100e9)
+    assert gemm.engine == "fma" and gemm.share_of_peak == pytest.approx(0.5)
+    assert gemm.best_engine == "avx512bf16" and gemm.share_of_best == pytest.approx(0.25)
+
+
+def test_amx_present_is_reported_unmeasured(fake_ceilings):
+    fake_ceilings(SAPPHIRE)
+    b = Bench()
+    gemm = b.record("s", "bf16", "x", 1.0, flops=100e9)
+    assert gemm.engine == "avx512bf16" and gemm.best_engine == "avx512bf16"
+    assert b.peaks.unmeasured() == ["amx: present, not measured (deepjit's amx engine is not built)"]
+    assert "amx: present, not measured" in b.table()
+
+
 def test_finish_keeps_the_higher_reading_and_flags_a_loaded_run(fake_ceilings):
+    fake_ceilings(AVX512_BF16)
     b = Bench()
     gemm = b.record("s", "bf16", "x", 1.0, flops=200e9)
     fp32 = b.record("s", "fp32", "x", 1.0, flops=100e9, peak="fp32")
     b.finish()
     assert gemm.share_of_peak == pytest.approx(0.4) and fp32.share_of_peak == pytest.approx(0.5)
-    assert len(b.load_warnings) == 1 and "bf16_peak_gflops" in b.load_warnings[0]
+    assert fp32.share_of_best == pytest.approx(0.2)
+    assert len(b.load_warnings) == 1 and "avx512bf16_peak_gflops" in b.load_warnings[0]
     assert "LOADED MACHINE" in b.table()
+
+
+def test_paired_holds_slow_cases_to_the_budget():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.03)
+
+    Bench.paired(slow, lambda: None, reps=50, budget=0.1)
+    assert 2 <= len(calls) <= 5            # warm-up + about 3 timed pairs, not 50
+
+
+def test_budgeted_baseline_stops_at_the_size_that_fits():
+    def make(size):
+        return (lambda: time.sleep(size * 1e-3)), float(size)
+
+    rate, size = Bench.budgeted_baseline(make, [1, 4, 16, 64, 256], budget=0.1)
+    assert size == 16 and rate == pytest.approx(1e-3, rel=0.5)
+    rate, size = Bench.budgeted_baseline(make, [1, 4], budget=10.0)
+    assert size == 4
+
+
+def test_time_holds_slow_calls_to_the_budget():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.03)
+
+    Bench.time(slow, warmup=1, reps=50, budget=0.1)
+    assert 3 <= len(calls) <= 6            # warm-up + about 4 timed calls, not 50
+
+
+def test_paired_scaled_shrinks_a_slow_baseline_and_scales_its_time():
+    made = []
+
+    def make(size):
+        made.append(size)
+        return (lambda: time.sleep(size * 1e-4)), float(size)
+
+    t_op, t_base, size = Bench.paired_scaled(lambda: time.sleep(0.001), make, [10, 100, 1000, 10000], reps=2,
+                                             budget=0.2)
+    assert size == 100                     # 100 calls take 10 ms <= budget / 4; 1000 take 100 ms
+    assert t_base == pytest.approx(10000 * 1e-4, rel=0.5) and t_op == pytest.approx(0.001, rel=2)
+    _, _, size = Bench.paired_scaled(lambda: None, make, [10, 100], reps=2, budget=10.0)
+    assert size == 100

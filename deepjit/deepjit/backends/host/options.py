@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from ...errors import DeepJITError
 from ...external import shell_join
 from ...options import Options
+from .matrix_engine import ENGINES, define
 
 DEFAULT_CXX_FLAGS = ("-fPIC", "-shared", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas")
 
@@ -18,6 +19,7 @@ class HostCompilerOptions(Options):
     cpp_standard: str | None = None
     cxx_flags: tuple | None = None
     extra_cxx_flags: tuple | None = None
+    matrix_engine: str | None = None     # see matrix_engine.py; a compiler define, so part of the key
 
     def get_flags(self) -> list[str]:
         if not self.optimize_level:
@@ -28,6 +30,10 @@ class HostCompilerOptions(Options):
         if self.openmp:
             flags.append("-fopenmp")
         flags.append(f"-std=c++{self.cpp_standard or '17'}")
+        if self.matrix_engine:
+            if self.matrix_engine not in ENGINES:
+                raise DeepJITError(f"unknown matrix engine {self.matrix_engine!r}; expected one of {', '.join(ENGINES)}")
+            flags.append(define(self.matrix_engine))
         flags += list(self.cxx_flags or ()) + list(self.extra_cxx_flags or ())
         return flags
 

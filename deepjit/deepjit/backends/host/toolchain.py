@@ -15,6 +15,7 @@ from ...errors import DeepJITError, ToolchainNotFoundError
 from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
 from .. import Backend
+from . import matrix_engine
 from .kernel import HostKernel
 from .options import DEFAULT_CXX_FLAGS, HostCompilerOptions, HostLaunchOptions
 
@@ -73,15 +74,28 @@ class HostBackend(Backend):
         return hash_hex(self.version, self.cpu_model, self.cpu_flags)
 
     def default_compiler_options(self) -> HostCompilerOptions:
+        march = self.env.get_str("JIT_HOST_MARCH", "native")
+        self.matrix = matrix_engine.choose(self.env, cpu_identity()[1], march)
         return HostCompilerOptions(optimize_level=self.env.get_str("JIT_HOST_OPT_LEVEL", "3"),
-                                   march=self.env.get_str("JIT_HOST_MARCH", "native"), openmp=True,
+                                   march=march, openmp=True,
                                    cpp_standard=self.env.get_str("JIT_CPP_STANDARD", "17"),
-                                   cxx_flags=DEFAULT_CXX_FLAGS, extra_cxx_flags=())
+                                   cxx_flags=DEFAULT_CXX_FLAGS, extra_cxx_flags=(),
+                                   matrix_engine=self.matrix.engine)
+
+    def check_matrix_engine(self, engine: str | None) -> None:
+        """DeepJITError when kernels cannot be built on ``engine`` on this CPU (forced or overridden)."""
+        if not engine:
+            return
+        forced = self.matrix.source if engine == self.matrix.engine and self.matrix.source else None
+        error = matrix_engine.unavailable(engine, self.cpu_flags, forced or "HostCompilerOptions.matrix_engine")
+        if error is not None:
+            raise DeepJITError(error)
 
     def default_launch_options(self) -> HostLaunchOptions:
         return HostLaunchOptions()
 
     def compile(self, source: str, build_dir: str, options: HostCompilerOptions) -> str:
+        self.check_matrix_engine(options.matrix_engine)
         src = os.path.join(build_dir, "kernel.cpp")
         out = os.path.join(build_dir, "kernel.so")
         write_file_sync(src, source)

@@ -9,14 +9,7 @@
 #include <cstring>
 
 #include <deepjit/host/kernel.hpp>
-
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#define DJ_HAVE_AVX512 1
-#endif
-#if defined(DJ_HAVE_AVX512) && defined(__AVX512BF16__)
-#define DJ_HAVE_AVX512_BF16 1
-#endif
+#include <deepjit/host/matrix_engine.hpp>   // DJ_HAVE_AVX512, and DJ_HAVE_AVX512_BF16 on that engine
 
 namespace dj {
 

@@ -15,9 +15,10 @@
 // the rows of C first (C = C * sa[i] + A.B), which is how online-softmax attention folds in a
 // block of values. The broadcast operand is either packed/strided words or BF16 row pointers.
 //
-// Without AVX-512 BF16 the same functions run a portable path (FP32 multiply-add on the
-// unpacked BF16 values, which the compiler vectorises for the CPU's own ISA); results agree to
-// FP32 rounding.
+// The instruction is the kernel's matrix engine (deepjit/host/matrix_engine.hpp): vdpbf16ps on
+// the avx512bf16 engine; on the fma engine FP32 multiply-adds on the unpacked BF16 values, with
+// AVX2 intrinsics where the target has them and portable code the compiler vectorises otherwise.
+// Results agree to FP32 rounding.
 #pragma once
 
 #include <algorithm>
@@ -250,6 +251,61 @@ struct PointerRows {
     }
 };
 
+#ifdef DJ_HAVE_AVX2_FMA
+// The fma engine on AVX2: rows [R0, R0 + G) by 16 columns [c0, c0 + 16) of C, G <= 4 so the 2G
+// accumulators, 4 B vectors and the broadcast A word fit the 16 registers. A BF16 value is the
+// high half of its FP32 value: the even-K half of a word is shifted up, the odd-K half masked.
+template <int G, Combine kMode, typename Rows>
+DJ_INLINE void fma_block(int64_t kp, const Rows& a, int R0, const uint32_t* DJ_RESTRICT B, int c0,
+                         float* DJ_RESTRICT C, int64_t ldc, bool accumulate, const float* sa, const float* sb) {
+    const __m256i odd = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    __m256 acc[G][2];
+    for (int i = 0; i < G; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kp; ++p) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + p * NR + c0));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + p * NR + c0 + 8));
+        const __m256 be0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
+        const __m256 bo0 = _mm256_castsi256_ps(_mm256_and_si256(w0, odd));
+        const __m256 be1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+        const __m256 bo1 = _mm256_castsi256_ps(_mm256_and_si256(w1, odd));
+#pragma GCC unroll 4
+        for (int i = 0; i < G; ++i) {
+            const __m256i w = _mm256_set1_epi32(static_cast<int>(a.word(p, R0 + i)));
+            const __m256 ae = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+            const __m256 ao = _mm256_castsi256_ps(_mm256_and_si256(w, odd));
+            acc[i][0] = _mm256_fmadd_ps(ao, bo0, _mm256_fmadd_ps(ae, be0, acc[i][0]));
+            acc[i][1] = _mm256_fmadd_ps(ao, bo1, _mm256_fmadd_ps(ae, be1, acc[i][1]));
+        }
+    }
+    for (int i = 0; i < G; ++i) {
+        float* c = C + (R0 + i) * ldc + c0;
+        for (int h = 0; h < 2; ++h) {
+            __m256 v = acc[i][h];
+            if (kMode == Combine::Promote)
+                v = _mm256_mul_ps(v, _mm256_mul_ps(_mm256_loadu_ps(sb + c0 + 8 * h), _mm256_set1_ps(sa[R0 + i])));
+            if (accumulate) {
+                const __m256 old = _mm256_loadu_ps(c + 8 * h);
+                v = kMode == Combine::Rescale ? _mm256_fmadd_ps(old, _mm256_set1_ps(sa[R0 + i]), v)
+                                              : _mm256_add_ps(old, v);
+            }
+            _mm256_storeu_ps(c + 8 * h, v);
+        }
+    }
+}
+
+// Rows [R0, R) in groups of up to 4, each over both 16-column halves of the panel.
+template <int R, int R0, Combine kMode, typename Rows>
+DJ_INLINE void fma_rows(int64_t kp, const Rows& a, const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C,
+                        int64_t ldc, bool accumulate, const float* sa, const float* sb) {
+    if constexpr (R0 < R) {
+        constexpr int G = R - R0 < 4 ? R - R0 : 4;
+        fma_block<G, kMode>(kp, a, R0, B, 0, C, ldc, accumulate, sa, sb);
+        fma_block<G, kMode>(kp, a, R0, B, 16, C, ldc, accumulate, sa, sb);
+        fma_rows<R, R0 + G, kMode>(kp, a, B, C, ldc, accumulate, sa, sb);
+    }
+}
+#endif
+
 // The one loop body every micro-kernel variant runs; Rows is StridedRows or PointerRows.
 template <int R, Combine kMode, typename Rows>
 DJ_INLINE void micro_kernel_core(int64_t kp, const Rows& a, const uint32_t* DJ_RESTRICT B, float* DJ_RESTRICT C,
@@ -297,6 +353,8 @@ DJ_INLINE void micro_kernel_core(int64_t kp, const Rows& a, const uint32_t* DJ_R
             _mm512_storeu_ps(C + i * ldc + 16, c1);
         }
     }
+#elif defined(DJ_HAVE_AVX2_FMA)
+    fma_rows<R, 0, kMode>(kp, a, B, C, ldc, accumulate, sa, sb);
 #else
     float acc[R][NR];
     for (int i = 0; i < R; ++i)

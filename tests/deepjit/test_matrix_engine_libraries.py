@@ -1,0 +1,53 @@
+"""The libraries' host GEMM-family kernels on each matrix engine this machine has, forced through
+DJ_HOST_MATRIX: a representative subset of their tests (dense, mixed precision, grouped with empty
+groups, k-grouped, MQA logits, einsum, flash_mla's micro-kernel and sparse attention) run in a fresh
+interpreter, since the engine is read when a library's runtime is made. Engines absent are skipped
+with the reason; the full files pass the same way (``DJ_HOST_MATRIX=fma pytest tests/deep_gemm ...``)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from deepjit.backends.host import cpu_identity
+from deepjit.backends.host import matrix_engine as me
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUBSET = [
+    ("tests/deep_gemm/host/test_gemm.py", "bf16_gemm or c_alpha or mixed_precision or m_grouped or k_grouped"),
+    ("tests/deep_gemm/host/test_gemm_small_groups.py", None),
+    ("tests/deep_gemm/host/test_mqa_logits.py", "5-64 or 16-64-1 or 12-16-2"),
+    ("tests/deep_gemm/test_einsum_misc.py", "ragged and not hc_prenorm"),
+    ("tests/flash_mla/test_micro_kernel.py", None),
+    ("tests/flash_mla/test_sparse_decode.py", "host_matches_reference"),
+]
+
+
+def _params():
+    flags = cpu_identity()[1]
+    for engine in me.ENGINES:
+        why = me.unavailable(engine, flags, "DJ_HOST_MATRIX")
+        yield pytest.param(engine, marks=[pytest.mark.skip(reason=why)] if why else [], id=engine)
+
+
+def _selection() -> str:
+    """One -k expression for the whole subset: each file's name ANDed with its selection."""
+    terms = []
+    for path, select in SUBSET:
+        module = os.path.basename(path)
+        terms.append(f"({module} and ({select}))" if select else module)
+    return " or ".join(terms)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("engine", list(_params()))
+def test_library_subset_on_engine(engine):
+    # only DJ_HOST_MATRIX: a library's own <PREFIX>_HOST_MATRIX would take precedence over it
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_HOST_MATRIX")}
+    env["DJ_HOST_MATRIX"] = engine
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-m", "not bench",
+            *[path for path, _ in SUBSET], "-k", _selection()]
+    run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+    assert run.returncode == 0, f"DJ_HOST_MATRIX={engine}: {summary}\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
+    assert " passed" in summary, summary
