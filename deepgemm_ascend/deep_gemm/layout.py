@@ -145,17 +145,14 @@ def _ascend_int16(sf_fp32: torch.Tensor, mn: int, grouping: str = "none", ends: 
     if sf_fp32.numel() and not bool(formats.is_power_of_two(sf_fp32).all()):
         raise v.fail("sf values", "positive powers of two (the Ascend UE8M0 contract)",
                      sf_fp32[~formats.is_power_of_two(sf_fp32)][0].item())
-    packed = formats.pack_ue8m0(sf_fp32, torch.int16)
+    packed = _packed(sf_fp32, mn, 1, torch.int16)
     if grouping == "k":
         gap = _ascend_gaps(ends, alignment, "k", 2 * packed.size(-1)).view(-1, 2)
-        packed = (packed.view(torch.uint8).view(*packed.shape, 2) * ~gap).view(torch.uint8).flatten(-2)
-        packed = packed.view(torch.int16)
+        pairs = packed.contiguous().view(torch.uint8).view(*packed.shape, 2)  # MN-major: bytes need a row-major copy
+        packed.copy_((pairs * ~gap).flatten(-2).view(torch.int16))
     elif grouping == "m":
-        packed = packed * ~_ascend_gaps(ends, alignment, "m", mn).unsqueeze(-1)
-    batch = sf_fp32.size(0) if sf_fp32.dim() == 3 else None
-    out = _mn_major_empty(batch, mn, packed.size(-1), torch.int16, sf_fp32.device, mn)
-    out.copy_(packed)
-    return out
+        packed.masked_fill_(_ascend_gaps(ends, alignment, "m", mn).unsqueeze(-1), 0)
+    return packed
 
 
 def _broadcast_rows(sf: torch.Tensor, mn: int, gran_mn: int) -> torch.Tensor:
