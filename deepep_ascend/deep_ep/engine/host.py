@@ -318,7 +318,7 @@ class HostEngine:
         T, K = h._topk_idx.shape
         base = self._rows_transport(multi).recv_bases(recv_rows, row.row_bytes, 0, stride)
         index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
-        out = self.pool.empty((T, plan.hidden), torch.bfloat16)
+        out = self._combine_output(T, plan.hidden)
         out_w = torch.empty(T, K) if c.topk_weights is not None else None
         b0 = c.bias[0] if len(c.bias) > 0 else None
         b1 = c.bias[1] if len(c.bias) > 1 else None
@@ -329,6 +329,17 @@ class HostEngine:
             c.topk_weights if keep_local else None, int(plan.row_start[self.rank]), plan.dst_slot,
             h.recv_src_metadata, self.rank, self.threads)
         return out, out_w
+
+
+    def _combine_output(self, T: int, H: int) -> torch.Tensor:
+        """Combined rows in the output arena (shared memory faulted in when the buffer was made)
+        when it has room, else from the pool: a fresh multi-megabyte host buffer costs more in page
+        faults than the combine itself, and the pool only reuses buffers the caller has released."""
+        nbytes = T * H * torch.bfloat16.itemsize
+        block = self.transport.arena_alloc(nbytes, from_top=True) if self._shm and self.transport.arena_bytes else None
+        if block is None:
+            return self.pool.empty((T, H), torch.bfloat16)
+        return block[:nbytes].view(torch.bfloat16).view(T, H)
 
 
 def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor:
