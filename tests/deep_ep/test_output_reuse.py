@@ -44,14 +44,21 @@ def _reuse(rank, world):
         storages.add(combined.untyped_storage().data_ptr())
         combine_outside += not arena[0] <= combined.data_ptr() < arena[1]
         alive = [*alive, combined][-ALIVE:]
-    alive = handle = None
+    # An asynchronous combine hands out its output at once: from the arena too, filled by the epilogue.
+    combined, _, event = buf.combine(y, handle, async_with_compute_stream=True)
+    event.current_stream_wait()
+    assert torch.equal(combined, ref)
+    combine_outside += not arena[0] <= combined.data_ptr() < arena[1]
+    kept = combined   # an output the caller still holds when the buffer goes stays readable
+    alive = handle = combined = None
     buf.destroy()
+    assert torch.equal(kept, ref)
     return outside, combine_outside, len(storages)
 
 
 def test_outputs_alive_reuse_memory():
     for outside, combine_outside, num_storages in run_ranks(_reuse, 2):
         assert outside == 0, f"{outside} of {CALLS} dispatches fell back to private outputs"
-        assert combine_outside == 0, f"{combine_outside} of {CALLS} combine outputs are outside the output arena"
+        assert combine_outside == 0, f"{combine_outside} of {CALLS + 1} combine outputs are outside the output arena"
         # ALIVE held + the new one (+ the reference result) at most, never one per call.
         assert num_storages <= ALIVE + 2, f"{num_storages} distinct combine output buffers in {CALLS} calls"

@@ -255,21 +255,21 @@ class EPBuffer(BufferBase):
                 previous_event.current_stream_wait()
             engine.combine_send(c, multi)
 
-        def epilogue():
-            holder["out"] = engine.combine_reduce(c, sum_weights, slot_weights)
+        def epilogue(out=None):
+            holder["out"] = engine.combine_reduce(c, sum_weights, slot_weights, out)
             return holder["out"]
 
         if defer_epilogue:
             return self._issue(send, epilogue, async_mode, True, ())
         if async_mode:
-            # The result tensors are created by the epilogue; hand out placeholders filled at the end.
+            # Hand out the output now (from the engine's arena or pool, like a synchronous one) and let
+            # the epilogue write into it; the weights are small and copied at the end.
             T = handle._topk_idx.shape[0]
-            combined = torch.empty(T, handle._plan.hidden, dtype=torch.bfloat16)
+            combined = engine.combine_output(T, handle._plan.hidden, handle._topk_idx.device)
             weights = torch.empty(T, handle.num_topk) if topk_weights is not None else None
 
             def fill():
-                y, w = epilogue()
-                combined.copy_(y)
+                _, w = epilogue(combined)
                 if weights is not None:
                     weights.copy_(w)
 
