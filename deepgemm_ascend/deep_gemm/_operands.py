@@ -149,9 +149,9 @@ def transpose_tensor(name: str, t, dim0: int, dim1: int, ndim: int):
 
 @dataclass
 class GroupedRows:
-    """An M-grouped contiguous layout, validated: ``row_group[i]`` is row i's group or -1 (padding);
-    ``layout`` is the int32 form the kernels read (``m_indices [M]`` -- with the padding rows to compute
-    labelled by their tile's group --, or psum as exclusive END rows ``[G]`` -- row counts are converted),
+    """An M-grouped contiguous layout, validated: ``row_group[i]`` is the group row i is computed with, or -1
+    (padding); ``layout`` is the int32 form the kernels read (``m_indices [M]`` -- ``row_group``: each row
+    labelled with its tile's group --, or psum as exclusive END rows ``[G]`` -- row counts are converted),
     with groups starting at multiples of ``alignment``."""
     row_group: torch.Tensor
     layout: torch.Tensor

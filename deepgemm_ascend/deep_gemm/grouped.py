@@ -4,7 +4,7 @@ Contiguous: A ``[M, K]`` holds every group's rows back to back, each group padde
 ``get_mk_alignment_for_contiguous_layout()``; B is ``[G, N, K]`` (``nt``) or ``[G, K, N]`` (``nn``).
 The ``grouped_layout`` says which rows belong to which group:
 - ``use_psum_layout=False`` (NVIDIA default): int32 ``[M]``, the group of each row, -1 for padding;
-  each alignment block belongs to one group.
+  as upstream's kernels, each alignment block is computed with the group of its first row.
 - ``use_psum_layout=None`` (default): the path's default, True on the Ascend path (NPU tensors or
   ``DG_BACKEND=ascend``, as DeepGEMM-Ascend defaults to it), False on the host kernels (NVIDIA's).
 - ``use_psum_layout=True`` (DeepGEMM-Ascend's required form): int32 ``[G]``. By default
@@ -72,24 +72,20 @@ def _psum_row_groups_on_device(layout: torch.Tensor, m: int, alignment: int, for
 
 def _indexed_row_groups(layout: torch.Tensor, m: int, num_groups: int, alignment: int,
                         compute_padding: bool) -> torch.Tensor:
-    """Row groups of ``m_indices``. As upstream's kernels, a block of ``alignment`` rows (the last one may
-    be partial: M need not be a multiple) is one tile of the group of its first row; with
-    ``compute_padding`` the -1 rows of such a tile are computed with that group, as upstream computes them
-    (its tests compare all of D), else they are padding."""
+    """Row groups of ``m_indices`` as upstream's kernels see them: a block of ``alignment`` rows (the last
+    one may be partial: M need not be a multiple) is one tile, computed with the group of its first row for
+    every row it holds (a row labelled with another group too), or not at all when that row is -1. With
+    ``compute_padding`` the -1 rows of a computed tile are computed as well (upstream's tests compare all
+    of D), else they are padding."""
     row_group = layout.to(torch.int64)
     if m and (int(row_group.min()) < -1 or int(row_group.max()) >= num_groups):
         raise v.fail("grouped_layout", f"group ids in [-1, {num_groups})",
                      f"values in [{int(row_group.min())}, {int(row_group.max())}]")
     blocks = torch.nn.functional.pad(row_group, (0, (-m) % alignment), value=-1).view(-1, alignment)
-    leader = blocks[:, :1]
-    mixed = ((blocks != leader) & (blocks != -1)) | ((leader == -1) & (blocks != -1))
-    if bool(mixed.any()):
-        block = int(mixed.any(1).nonzero()[0])
-        raise v.fail("grouped_layout", f"each block of {alignment} rows to hold one group (then -1 padding)",
-                     f"block {block} = rows [{block * alignment}, {(block + 1) * alignment}) mixing groups")
-    if compute_padding:
-        row_group = leader.expand_as(blocks).flatten()[:m].contiguous()
-    return row_group
+    tile_group = blocks[:, :1].expand_as(blocks)
+    if not compute_padding:
+        tile_group = torch.where(blocks >= 0, tile_group, -1)
+    return tile_group.flatten()[:m].contiguous()
 
 
 def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool | None,
@@ -109,8 +105,7 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool |
     if expected_m_for_psum_layout is not None:
         raise v.fail("expected_m_for_psum_layout", "None without use_psum_layout", expected_m_for_psum_layout)
     row_group = _indexed_row_groups(grouped_layout, m, num_groups, alignment, not ensure_zero_padding)
-    return ops.GroupedRows(row_group, grouped_layout if ensure_zero_padding else row_group.to(torch.int32), False,
-                           alignment)
+    return ops.GroupedRows(row_group, row_group.to(torch.int32), False, alignment)
 
 
 def _check_grouped_d(d, m: int, n: int, num_groups: int, k: int) -> None:

@@ -97,6 +97,30 @@ def test_m_indices_padding_rows_and_partial_last_block(backend, m):
             assert torch.allclose(d[i].float(), want.float(), rtol=1e-2, atol=1e-2), f"row {i}"
 
 
+@pytest.mark.parametrize("m", [96, 83])
+def test_m_indices_blocks_mixing_groups_are_computed_as_upstream(backend, m):
+    """Upstream accepts any ``m_indices``: each tile of ``alignment`` rows is computed with the group of its
+    first row (``grouped_layout[m_block_idx * BLOCK_M]``, BLOCK_M = the alignment), rows labelled with
+    another group included; a tile whose first row is -1 is not computed, whatever its other rows say."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    a, b = torch.randn(m, 64).bfloat16(), torch.randn(3, 48, 64).bfloat16()
+    m_indices = torch.full((m,), -1, dtype=torch.int32)
+    m_indices[0:20], m_indices[20:28] = 1, 2                 # tile 0 mixes groups 1 and 2
+    m_indices[40:45] = 2                                     # tile 1 starts with -1: not computed
+    m_indices[64:70], m_indices[72:80] = 0, 1                # tile 2 mixes groups 0 and 1
+    groups = _block_groups(m_indices, ALIGNMENT)
+    for zero_padding in (False, True):
+        d = torch.full((m, 48), 5.0).bfloat16()
+        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, ensure_zero_padding=zero_padding)
+        for i in range(m):
+            g = int(groups[i]) if int(m_indices[i]) >= 0 or not zero_padding else -1
+            if g >= 0:
+                want = (a[i].float() @ b[g].float().t()).bfloat16()
+            else:  # padding: zeroed when asked, else what the caller left there
+                want = torch.full((48,), 0.0 if zero_padding else 5.0).bfloat16()
+            assert torch.allclose(d[i].float(), want.float(), rtol=1e-2, atol=1e-2), f"row {i}"
+
+
 def test_psum_counts_form_matches_end_rows(backend, monkeypatch):
     """DeepGEMM-Ascend's documented psum form (per-group row counts), selected explicitly."""
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)

@@ -38,3 +38,34 @@ def test_compiles_fullgraph_and_matches_the_public_functions():
     assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
     want_sparse = flash_mla.flash_mla_sparse_fwd(sq, skv, indices, 0.1, 512)
     assert torch.equal(sparse_out, want_sparse[0]) and torch.equal(sparse_lse, want_sparse[2])
+
+
+class _Decode(torch.nn.Module):
+    def forward(self, q, cache, indices, topk_length, sink, dq, dcache, seqlens, table):
+        out, lse, tile_meta, splits = torch.ops.flash_mla.sparse_decode_fwd(q, cache, indices, topk_length, sink, None,
+                                                                            None, None, None, None, 512, 0.05)
+        dense_tile, dense_splits = torch.ops.flash_mla.get_mla_decoding_metadata(seqlens, dq.shape[1] * dq.shape[2], 1)
+        dout, dlse, _, _ = torch.ops.flash_mla.dense_decode_fwd(dq, dcache, 512, seqlens, table, 0.04, True,
+                                                                dense_tile, dense_splits)
+        return out, lse, tile_meta, splits, dout, dlse, dense_splits
+
+
+def test_decode_ops_compile_fullgraph_and_match_flash_mla_with_kvcache():
+    from .test_dense import _dense_case
+    from .test_sparse_decode import F, _case
+    q, scopes = _case(F.V32_FP8, None, 1, 1, 64, 32, 7, 6, seed=3, ragged=True)
+    sink = torch.randn(64)
+    dq, dcache, table, seqlens = _dense_case(2, 2, 8, 1, 40, 64, torch.bfloat16, seed=5)
+    inputs = (q, scopes[0].cache, scopes[0].indices, scopes[0].topk_length, sink, dq, dcache, seqlens, table)
+    got = torch.compile(_Decode(), fullgraph=True, backend="aot_eager")(*inputs)
+    want = _Decode()(*inputs)
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and torch.equal(a, b)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, scopes[0].cache, None, None, 512, flash_mla.get_mla_metadata()[0],
+                                                softmax_scale=0.05, indices=scopes[0].indices, attn_sink=sink,
+                                                topk_length=scopes[0].topk_length)
+    assert torch.equal(got[0], out) and torch.equal(got[1], lse)
+    assert got[2].shape == (0, 8) and got[3].tolist() == [0, 1] and got[6].tolist() == [0, 1, 2]
+    dout, dlse = flash_mla.flash_mla_with_kvcache(dq, dcache, table, seqlens, 512, flash_mla.get_mla_metadata()[0],
+                                                  softmax_scale=0.04, causal=True, is_fp8_kvcache=False)
+    assert torch.equal(got[4], dout) and torch.equal(got[5], dlse)

@@ -21,7 +21,7 @@ from .base import BufferBase
 _DISPATCH_SIGNATURE = ("operation", "hidden", "x element size", "scale packs", "scale dtype", "num_topk",
                        "num_max_tokens_per_rank", "num_experts", "expert_alignment", "do_expand", "with topk_weights",
                        "cached handle")
-_ARENA_OUTPUTS = 4   # dispatch outputs of a whole EP region each that the output arena holds at once
+_ARENA_OUTPUTS = 4   # dispatch and combine outputs of each kind that the output arena holds at once
 _COMBINE_SIGNATURE = ("operation", "hidden", "num_topk", "num_max_tokens_per_rank", "num_experts", "do_expand",
                       "with topk_weights")
 
@@ -67,13 +67,16 @@ class EPBuffer(BufferBase):
         _check_same_shape_on_every_rank(group, num_max_tokens_per_rank, hidden)
         plan = lb_allocation_plan_or_num_bytes if isinstance(lb_allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_lb_bytes = plan.num_bytes if plan is not None else int(lb_allocation_plan_or_num_bytes)
-        # The output arena lets senders write dispatch outputs directly. It holds a new output while
-        # the caller still keeps up to three earlier ones (micro-batches in flight, layer after layer):
-        # when it is full, dispatch falls back to private outputs copied out of the receive slots,
-        # and a private output that cannot reuse a released one costs a page fault per page (slower
-        # than the dispatch itself). Its pages are only touched as outputs use them.
-        # EP_OUTPUT_ARENA=0 turns it off.
-        arena = _ARENA_OUTPUTS * num_bytes if _output_arena and os.environ.get("EP_OUTPUT_ARENA", "1") != "0" else 0
+        # The output arena lets senders write dispatch outputs directly, and holds combine outputs.
+        # It holds a new output of each kind while the caller still keeps up to three earlier ones
+        # (micro-batches in flight, layer after layer): when it is full, dispatch falls back to
+        # private outputs copied out of the receive slots and combine to pooled host memory, and a
+        # private output that cannot reuse a released one costs a page fault per page (slower than
+        # the operation itself). A dispatch output takes at most the whole region, a combine output
+        # (this rank's tokens only) at most a 1/num_ranks share of it. EP_OUTPUT_ARENA=0 turns it off.
+        arena = 0
+        if _output_arena and os.environ.get("EP_OUTPUT_ARENA", "1") != "0":
+            arena = _ARENA_OUTPUTS * (num_bytes + align(num_bytes // self.num_ranks, 4096))
         self._session = CommSession(group, num_bytes + align(self.num_lb_bytes, 4096), float(num_cpu_timeout_secs),
                                     arena_bytes=arena)
         self.transport = self._session.transport_kind
@@ -252,21 +255,21 @@ class EPBuffer(BufferBase):
                 previous_event.current_stream_wait()
             engine.combine_send(c, multi)
 
-        def epilogue():
-            holder["out"] = engine.combine_reduce(c, sum_weights, slot_weights)
+        def epilogue(out=None):
+            holder["out"] = engine.combine_reduce(c, sum_weights, slot_weights, out)
             return holder["out"]
 
         if defer_epilogue:
             return self._issue(send, epilogue, async_mode, True, ())
         if async_mode:
-            # The result tensors are created by the epilogue; hand out placeholders filled at the end.
+            # Hand out the output now (from the engine's arena or pool, like a synchronous one) and let
+            # the epilogue write into it; the weights are small and copied at the end.
             T = handle._topk_idx.shape[0]
-            combined = torch.empty(T, handle._plan.hidden, dtype=torch.bfloat16)
+            combined = engine.combine_output(T, handle._plan.hidden, handle._topk_idx.device)
             weights = torch.empty(T, handle.num_topk) if topk_weights is not None else None
 
             def fill():
-                y, w = epilogue()
-                combined.copy_(y)
+                _, w = epilogue(combined)
                 if weights is not None:
                     weights.copy_(w)
 

@@ -315,13 +315,15 @@ class HostEngine:
         transport.finish_send(send_rows, recv_rows, row.row_bytes)
         self._combine_state = (multi, by_token, row, recv_rows, stride, keep_local)
 
-    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None):
+    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
+        """``(combined, weights)``; ``out`` (from ``combine_output``) receives the combined rows if given."""
         h, plan = c.handle, c.handle._plan
         multi, by_token, row, recv_rows, stride, keep_local = self._combine_state
         T, K = h._topk_idx.shape
         base = self._rows_transport(multi).recv_bases(recv_rows, row.row_bytes, 0, stride)
         index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
-        out = self.pool.empty((T, plan.hidden), torch.bfloat16)
+        if out is None:
+            out = self.combine_output(T, plan.hidden)
         out_w = torch.empty(T, K) if c.topk_weights is not None else None
         b0 = c.bias[0] if len(c.bias) > 0 else None
         b1 = c.bias[1] if len(c.bias) > 1 else None
@@ -336,6 +338,17 @@ class HostEngine:
                            local_slot=plan.dst_slot, local_meta=h.recv_src_metadata, rank=self.rank)
         kernel("ep_combine_reduce")(descriptors.address(args), self.threads)
         return out, out_w
+
+
+    def combine_output(self, T: int, H: int, device=None) -> torch.Tensor:
+        """(CPU; ``device`` is for engines serving other devices.) Combined rows in the output arena (shared memory faulted in when the buffer was made)
+        when it has room, else from the pool: a fresh multi-megabyte host buffer costs more in page
+        faults than the combine itself, and the pool only reuses buffers the caller has released."""
+        nbytes = T * H * torch.bfloat16.itemsize
+        block = self.transport.arena_alloc(nbytes, from_top=True) if self._shm and self.transport.arena_bytes else None
+        if block is None:
+            return self.pool.empty((T, H), torch.bfloat16)
+        return block[:nbytes].view(torch.bfloat16).view(T, H)
 
 
 def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor:

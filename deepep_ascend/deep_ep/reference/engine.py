@@ -173,7 +173,14 @@ class ReferenceEngine(HostEngine):
         send, recv = send_rows.tolist(), recv_rows.tolist()
         self._back = (_a2a(rows, send, recv, self.group), _a2a(weights, send, recv, self.group), multi)
 
-    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None):
+    def combine_output(self, T: int, H: int, device=None) -> torch.Tensor:
+        return torch.empty(T, H, dtype=torch.bfloat16, device=device)
+
+    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
+        combined, weights = self._reduce(c, sum_weights, slot_weights)
+        return (combined, weights) if out is None else (out.copy_(combined), weights)
+
+    def _reduce(self, c: CombineArgs, sum_weights: bool, slot_weights):
         h, plan = c.handle, c.handle._plan
         rows, weights, multi = self._back
         self._back = None

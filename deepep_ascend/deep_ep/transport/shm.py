@@ -8,8 +8,9 @@ signal round carries both) and then the operation region: for dispatch ``[R coun
 one block per source rank, for combine ``[R blocks of M rows]`` (or ``[M, K]`` rows without
 multiple reduction). After the operation region comes the output arena: dispatch outputs are
 allocated there when it has room, the receiver publishes where they are, and senders write tokens
-straight into them (no receive-side copy); an output block is reused once the caller has dropped
-every view of it. Senders write straight into the destination's memory; signal lanes order it:
+straight into them (no receive-side copy); combine outputs are allocated there too (from the top),
+so results the caller keeps never push an operation onto freshly faulted memory; an output block
+is reused once the caller has dropped every view of it. Senders write straight into the destination's memory; signal lanes order it:
 
     POSTED  (lane base 0)   rank r reached operation seq s and has finished with every earlier
                             operation, so its region may be overwritten for s
@@ -127,26 +128,25 @@ class ShmTransport:
         return self.region(self.rank, torch.int32, self._counts_shape).clone()
 
     # ---- output arena and direct writes --------------------------------------------------------
-    def arena_alloc(self, nbytes: int) -> torch.Tensor | None:
-        """A block of this rank's arena (own storage) no caller view still uses, or None when full."""
+    def arena_alloc(self, nbytes: int, from_top: bool = False) -> torch.Tensor | None:
+        """A block of this rank's arena (own storage) no caller view still uses, or None when full.
+        Dispatch outputs are placed lowest first, combine outputs (``from_top``) highest first, so
+        the two kinds do not split each other's free space."""
         # At least one page: a rank that receives nothing still gets a real block, so its empty
         # outputs have arena addresses the senders can be told.
         nbytes = max(4096, (nbytes + 4095) // 4096 * 4096)
-        live = []
-        for off, block in self._arena:
-            if torch._C._storage_Use_Count(block.untyped_storage()._cdata) > 2:
-                live.append((off, block))
-        live.sort(key=lambda e: e[0])
-        start = 0
-        for off, block in live + [(self.arena_bytes, None)]:
-            if off - start >= nbytes:
-                fresh = self.window.own_tensor(self.arena_offset + start, nbytes)
-                self._arena = live + [(start, fresh)]
-                return fresh
-            if block is not None:
-                start = off + block.numel()
+        live = sorted(((off, block) for off, block in self._arena
+                       if torch._C._storage_Use_Count(block.untyped_storage()._cdata) > 2), key=lambda e: e[0])
+        ends = [0] + [off + block.numel() for off, block in live]
+        gaps = [(start, stop) for start, stop in zip(ends, [off for off, _ in live] + [self.arena_bytes], strict=True)
+                if stop - start >= nbytes]
         self._arena = live
-        return None
+        if not gaps:
+            return None
+        start = gaps[-1][1] - nbytes if from_top else gaps[0][0]
+        fresh = self.window.own_tensor(self.arena_offset + start, nbytes)
+        self._arena.append((start, fresh))
+        return fresh
 
     def arena_address(self, peer: int) -> int:
         return self._region_ptr[peer] - CTRL_BYTES + self.arena_offset

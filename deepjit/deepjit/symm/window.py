@@ -258,7 +258,10 @@ class SymmetricWindow:
         self._check_usable()
         if offset < 0 or num_bytes < 0 or offset + num_bytes > self.num_bytes:
             raise ValueError(f"range [{offset}, {offset + num_bytes}) exceeds the window's {self.num_bytes} data bytes")
-        return torch.frombuffer(self._maps[self.local_rank], dtype=torch.uint8, count=num_bytes,
+        # Through a memoryview, which the tensor's storage keeps alive: the export it holds keeps the
+        # mapping in place after destroy() while a caller still uses the view (frombuffer on the mmap
+        # itself holds no export, so destroy() would unmap memory a caller still reads).
+        return torch.frombuffer(memoryview(self._maps[self.local_rank]), dtype=torch.uint8, count=num_bytes,
                                 offset=self.header_bytes + offset)
 
     def data_ptr(self, peer: int) -> int:

@@ -104,7 +104,9 @@ def test_layer_stack_trains_like_plain_autograd():
     out_b, ge_b, gf_b = run(False)
     torch.testing.assert_close(out_a, out_b, atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(ge_a.float(), ge_b.float(), atol=5e-2, rtol=5e-2)
-    torch.testing.assert_close(gf_a, gf_b, atol=5e-2, rtol=5e-2)
+    # The fused backward's products read TF32 operands, as upstream's MMAs; the plain chain is FP32. The
+    # fn gradient sums many rows, so its TF32 error scales with its largest entries, not each one.
+    torch.testing.assert_close(gf_a, gf_b, atol=1e-3 * float(gf_b.abs().max()), rtol=5e-2)
 
 
 def test_mhc_pre_without_grad_takes_the_fused_path():

@@ -57,3 +57,29 @@ def test_pre_big_fuse_reads_fn_rounded_to_tf32():
     post, _, _ = mhc_pre_big_fuse(residual, fn, scale, base, 1e-6, 1e-6, 1e-6, 2.0, 10)
     _, want, _ = mhc_pre_split_mixes(_norm_with(residual, _tf32_tensor(fn)), scale, base, M, 2.0, 1e-6)
     torch.testing.assert_close(post.view(want.shape), want, atol=1e-6, rtol=1e-5)
+
+
+def test_norm_fn_backward_reads_tf32_operands():
+    """Upstream's backward rounds the projections' gradient to TF32 before its MMAs (with ``fn`` as the
+    forward rounded it); the squared-sum term stays FP32."""
+    residual, fn = _inputs()
+    residual.requires_grad_(True)
+    fn = fn.requires_grad_(True)
+    g = torch.randn(1, 8, M3)
+    mhc_pre_norm_fn(residual, fn, None, 1e-6, fuse_grad_acc=False).backward(g)
+    r, fn_t = residual.detach().flatten(-2).double(), _tf32_tensor(fn.detach()).double()
+    k = M * H
+    sqrsum = r.square().sum(-1, keepdim=True)
+    rs = torch.rsqrt(sqrsum / k + 1e-6)
+    d_sqrsum = (g.double() * (r @ fn_t.T)).sum(-1, keepdim=True) * -0.5 * rs.pow(3) / k
+    d_mul = g.double() * rs
+
+    def grads(d):
+        return ((d @ fn_t + 2 * r * d_sqrsum).view_as(residual).bfloat16().double(),
+                d.reshape(-1, M3).T @ r.reshape(-1, k))
+
+    (x_want, fn_want) = grads(_tf32_tensor(d_mul.float()).double())
+    (_, fn_plain) = grads(d_mul)
+    assert (fn.grad.double() - fn_want).abs().max() < 1e-5 * fn_want.abs().max()
+    assert (fn_plain - fn_want).abs().max() > 1e-4 * fn_want.abs().max()   # the rounding is visible here
+    torch.testing.assert_close(residual.grad.double(), x_want, atol=1e-2, rtol=1e-2)

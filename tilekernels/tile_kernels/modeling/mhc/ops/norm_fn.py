@@ -30,8 +30,9 @@ class _MHCFnNormwMerge(torch.autograd.Function):
 
 
 class MHCPreNormFn(torch.autograd.Function):
-    """``out_j = <r, fn_j> * rsqrt(mean(r^2) + eps)`` for the flattened FP32 residual r. As upstream, the
-    forward reads ``fn`` rounded to TF32 (its kernel runs a TF32 MMA); the backward stays FP32."""
+    """``out_j = <r, fn_j> * rsqrt(mean(r^2) + eps)`` for the flattened FP32 residual r. As upstream, whose
+    kernels run TF32 MMAs, the forward reads ``fn`` rounded to TF32 and the backward's two products read
+    that ``fn`` and the gradient of the projections rounded to TF32 (the norm term stays FP32)."""
 
     @staticmethod
     def forward(ctx, x, fn, norm_eps, fuse_grad_acc):
@@ -48,7 +49,7 @@ class MHCPreNormFn(torch.autograd.Function):
         k = fn.shape[1]
         r = x.flatten(-2).float()
         rs = torch.rsqrt(sqrsum / k + ctx.norm_eps)
-        d_mul = g * rs
+        d_mul = tf32_operand(g * rs)
         d_sqrsum = (g * mul).sum(-1, keepdim=True) * (-0.5) * rs.pow(3) / k
         d_r = d_mul @ fn + 2 * r * d_sqrsum
         d_fn = d_mul.reshape(-1, fn.shape[0]).T @ r.reshape(-1, k)
