@@ -8,7 +8,10 @@ The arithmetic is the reference's (``reference/cast.py``): ``sf = max(amax, clam
 ``sf_inv = fmt_max / amax`` (or, with ``round_sf``, ``sf`` rounded up to a power of two through its bits
 and ``sf_inv = 1 / sf``); E4M3 = RNE cast of ``clamp(x * sf_inv, +-448)``; E2M1 codes by the
 reference's midpoint table (ties to the even code), sign from the sign bit, even column in the low
-nibble.
+nibble. NaN follows torch: a NaN in a block makes its amax and scale NaN (``sf`` rounded through its
+bits becomes 0, so ``sf_inv = 0``) and a NaN element's E4M3 byte is NaN; the kernel therefore reduces
+with a NaN-keeping select and writes E4M3 bytes itself (the device's float max and saturating FP8
+cast drop NaN).
 
 Scale layouts written (``SfLayout``): ``row`` FP32 ``(Mb, Kb)``; ``col`` FP32 storage ``(Kb, ld)`` (the
 TMA-aligned column-major form, ``ld = align(Mb, 4)``); ``ue8m0`` the Ascend packed UE8M0 ABI: int16
@@ -43,6 +46,21 @@ def padded(n: int, elem_bytes: int) -> int:
     return -(-n // per) * per
 
 
+def _nan_max(T, acc, v):
+    """``max`` that keeps a NaN, as torch's amax / clamp: the device's float max (like ``fmaxf``, per the
+    SIMT API docs) returns the other operand of a NaN, so a NaN block would get a finite scale."""
+    return T.if_then_else(T.Or(v > acc, T.isnan(v)), v, acc)
+
+
+def _e4m3_byte(T, v, fmax):
+    """E4M3 byte of ``clamp(v, +-fmax)``; a NaN stays NaN (0x7F | sign, as torch writes it): the device's
+    saturating FP8 cast, the one TileLang emits, turns NaN into +0."""
+    sign = T.Cast("uint8", T.shift_right(T.reinterpret(v, "uint32"), T.uint32(24)))
+    clamped = T.if_then_else(v > fmax, T.float32(fmax), T.if_then_else(v < -fmax, T.float32(-fmax), v))
+    return T.if_then_else(T.isnan(v), T.bitwise_or(T.bitwise_and(sign, T.uint8(0x80)), T.uint8(0x7F)),
+                          T.reinterpret(T.Cast("float8_e4m3fn", clamped), "uint8"))
+
+
 def _e2m1_code(T, v):
     a = T.abs(v)
     code = T.int32(0)
@@ -65,7 +83,6 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
     fmax, cmin = FMT_MAX[fmt], CLAMP_MIN[fmt]
     e2m1 = fmt == "e2m1"
     qk, qbc = (k // 2, bc // 2) if e2m1 else (k, bc)
-    q_dtype = "uint8" if e2m1 else "float8_e4m3fn"
     if layout == "row":
         sf_shape, sf_dtype, sf_tile = (mb_all, kb_all), "float32", (nmb, padded(nkb, 4))
     elif layout == "col":
@@ -75,13 +92,13 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
     threads = min(256, br * nkb)
 
     @T.prim_func
-    def block_cast(X: T.Tensor((m, k), in_dtype), Q: T.Tensor((m, qk), q_dtype), SF: T.Tensor(sf_shape, sf_dtype)):
+    def block_cast(X: T.Tensor((m, k), in_dtype), Q: T.Tensor((m, qk), "uint8"), SF: T.Tensor(sf_shape, sf_dtype)):
         with T.Kernel(T.ceildiv(m, br) * T.ceildiv(k, bc)) as bid:
             x = T.alloc_shared((br, bc), in_dtype)
             part = T.alloc_shared((br, nkb), "float32")
             inv = T.alloc_shared((nmb, nkb), "float32")
             sf = T.alloc_shared(sf_tile, sf_dtype)
-            q = T.alloc_shared((br, qbc), q_dtype)
+            q = T.alloc_shared((br, qbc), "uint8")
             r0 = (bid // T.ceildiv(k, bc)) * br
             c0 = (bid % T.ceildiv(k, bc)) * bc
             rows = T.min(br, m - r0)
@@ -93,7 +110,7 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                     amax = 0.0
                     for j in T.serial(bk):
                         if kk * bk + j < cols:
-                            amax = T.max(amax, T.abs(T.Cast("float32", x[r, kk * bk + j])))
+                            amax = _nan_max(T, amax, T.abs(T.Cast("float32", x[r, kk * bk + j])))
                     part[r, kk] = amax
             with T.SimtVF(threads=min(256, nmb * nkb)):
                 for i, kk in T.Parallel(nmb, nkb):
@@ -101,12 +118,12 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                     amax = cmin
                     for j in T.serial(bm):
                         if i * bm + j < rows:
-                            amax = T.max(amax, part[i * bm + j, kk])
+                            amax = _nan_max(T, amax, part[i * bm + j, kk])
                     s = T.alloc_var("float32")
                     s = amax / fmax
                     if round_sf:
                         s = T.reinterpret(T.bitwise_and(T.reinterpret(s, "int32") + 0x7FFFFF, 0x7F800000), "float32")
-                        inv[i, kk] = 1.0 / s
+                        inv[i, kk] = T.if_then_else(s == 0.0, T.float32(0.0), 1.0 / s)  # a NaN amax rounds to 0
                     else:
                         inv[i, kk] = fmax / amax
                     if layout == "row":
@@ -126,9 +143,10 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                             hi = _e2m1_code(T, T.Cast("float32", x[r, c + 1]) * s_inv)
                             q[r, c // 2] = T.Cast("uint8", lo + hi * 16)
                     else:
+                        v = T.alloc_var("float32")  # a scalar: SIMT has no vector form of the byte select
                         for j in T.serial(bk):
                             v = T.Cast("float32", x[r, kk * bk + j]) * s_inv
-                            q[r, kk * bk + j] = T.Cast(q_dtype, T.min(T.max(v, -fmax), fmax))
+                            q[r, kk * bk + j] = _e4m3_byte(T, v, fmax)
             qc0 = c0 // 2 if e2m1 else c0
             qcols = cols // 2 if e2m1 else cols
             T.copy(q[0:rows, 0:qcols], Q[r0:r0 + rows, qc0:qc0 + qcols])
@@ -168,7 +186,7 @@ def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed:
         layout, ld = "row", 0
     if m and k:
         func = build(m, k, "bfloat16" if x.dtype == torch.bfloat16 else "float32", fmt, bm, bk, bool(round_sf), layout, ld)
-        _launch.launch(func, x, q.view(torch.uint8) if fmt == "e2m1" else q, kernel_sf)
+        _launch.launch(func, x, q.view(torch.uint8), kernel_sf)
     return q, sf
 
 
