@@ -30,4 +30,4 @@ def test_topk_gate_runs_the_ascend_kernel(monkeypatch):
 def test_ops_with_ascend_kernels():
     served = {e.name for e in _lib.TABLE if e.ascend is not None}
     assert served == {"per_token_cast", "per_block_cast", "per_channel_cast", "cast_back", "topk_gate",
-                      "top2_sum_gate", "normalize_weight", "expand_to_fused", "reduce_fused"}
+                      "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused"}

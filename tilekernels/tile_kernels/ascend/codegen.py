@@ -2,7 +2,7 @@
 (``deepjit.tilelang_route.codegen_all``). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
-from . import block_cast, cast_back, expand, reduce, routing
+from . import block_cast, cast_back, expand, fused_mapping, reduce, routing
 
 TOKENS, HIDDEN = 4096, 7168
 
@@ -29,5 +29,6 @@ def kernels() -> list[AscendKernelSpec]:
         ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8)),
         ("reduce_fused_bf16_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "bfloat16", True)),
         ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
+        ("get_fused_mapping_256x8_a128", lambda: fused_mapping.build(TOKENS, 8, 256, TOKENS * 8 + 127 * 256, 128)),
     ]
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]
