@@ -52,7 +52,7 @@ def _nan_max(T, acc, v):
     return T.if_then_else(T.Or(v > acc, T.isnan(v)), v, acc)
 
 
-def _e4m3_byte(T, v, fmax):
+def e4m3_byte(T, v, fmax):
     """E4M3 byte of ``clamp(v, +-fmax)``; a NaN stays NaN (0x7F | sign, as torch writes it): the device's
     saturating FP8 cast, the one TileLang emits, turns NaN into +0."""
     sign = T.Cast("uint8", T.shift_right(T.reinterpret(v, "uint32"), T.uint32(24)))
@@ -146,7 +146,7 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                         v = T.alloc_var("float32")  # a scalar: SIMT has no vector form of the byte select
                         for j in T.serial(bk):
                             v = T.Cast("float32", x[r, kk * bk + j]) * s_inv
-                            q[r, kk * bk + j] = _e4m3_byte(T, v, fmax)
+                            q[r, kk * bk + j] = e4m3_byte(T, v, fmax)
             qc0 = c0 // 2 if e2m1 else c0
             qcols = cols // 2 if e2m1 else cols
             T.copy(q[0:rows, 0:qcols], Q[r0:r0 + rows, qc0:qc0 + qcols])

@@ -30,6 +30,8 @@ def kernels() -> list[AscendKernelSpec]:
             TOKENS, 256, 8, 8, 4, 1, 2.5, "sigmoid", 0, 1, 32, routing.Top2Options(True, True, True, 3, 1))),
         ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8)),
         ("reduce_fused_bf16_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "bfloat16", True)),
+        ("reduce_fused_e4m3_xsf_sf_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "float8_e4m3fn", True,
+                                                             True, True, True)),
         ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
         ("get_fused_mapping_256x8_a128", lambda: fused_mapping.build(TOKENS, 8, 256, TOKENS * 8 + 127 * 256, 128)),
     ]

@@ -295,6 +295,6 @@ def _reduce_fused_host(x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf,
 
 
 TABLE.register("reduce_fused", reference=_reduce_fused_ref, host=_reduce_fused_host,
-               ascend=Impl(lambda x, x_sf, w, pos, fmt, sf, out: ascend_reduce.reduce_fused(x, w, pos),
-                           "plain x, no x_sf / sf / fp8_format / out",
-                           lambda x, x_sf, w, pos, fmt, sf, out: x_sf is None and sf is None and not fmt and out is None))
+               ascend=Impl(lambda x, x_sf, w, pos, fmt, sf, out: ascend_reduce.reduce_fused(x, w, pos, fmt, sf, out,
+                                                                                             x_sf),
+                           "BF16/FP32/E4M3 x, x_sf, sf, fp8_format and out"))
