@@ -1,6 +1,5 @@
 """TK_BACKEND=ascend on CPU tensors: the public ops reach the TileLang Ascend kernels through
-tile_kernels' backend table (run on deepjit's Ascend twin), bit-exact with the reference; a form
-the kernel does not serve (a precomputed scale) is served by the reference."""
+tile_kernels' backend table (run on deepjit's Ascend twin), bit-exact with the reference."""
 import torch
 
 import tile_kernels
@@ -29,5 +28,8 @@ def test_topk_gate_runs_the_ascend_kernel(monkeypatch):
 
 def test_ops_with_ascend_kernels():
     served = {e.name for e in _lib.TABLE if e.ascend is not None}
-    assert served == {"per_token_cast", "per_block_cast", "per_channel_cast", "cast_back", "topk_gate",
-                      "top2_sum_gate", "normalize_weight", "expand_to_fused", "reduce_fused"}
+    assert served == {"per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf",
+                      "per_block_cast", "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf",
+                      "per_channel_cast", "per_channel_cast_and_transpose", "cast_back",
+                      "swiglu_forward_and_per_token_cast", "swiglu_backward_and_per_token_cast", "topk_gate",
+                      "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused"}

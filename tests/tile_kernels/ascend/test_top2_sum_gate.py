@@ -1,6 +1,7 @@
 """tile_kernels.ascend.routing.top2_sum_gate on the Ascend twin against the reference router: indices
 exact, weights allclose (upstream's tolerance: the cores' exp/log differ from torch's by rounding),
-over every scoring function, group limits, shared experts, routed scaling and TP masking."""
+over every scoring function, group limits, shared experts, routed scaling and TP masking, and the
+options: token mask, fixed routing, unmapped ids written back, physical replicas."""
 import pytest
 import torch
 
@@ -25,7 +26,53 @@ def test_matches_reference(scoring, experts, k, groups, shared, scale, ep, tp):
     assert torch.allclose(w, w_ref)
 
 
-def test_masks_are_left_to_other_backends():
-    with pytest.raises(NotImplementedError, match="mask"):
-        routing.top2_sum_gate(torch.randn(4, 64), torch.zeros(64), 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "sigmoid",
-                              mask=torch.ones(4, dtype=torch.bool))
+OPTION_CASES = [  # mask, fix_routing_mask (with unmapped_topk_idx), unmapped_topk_idx, to_physical_map columns
+    (True, False, False, 0),
+    (False, True, True, 0),
+    (True, True, True, 0),
+    (False, False, True, 0),
+    (False, False, False, 3),
+    (True, True, True, 2),
+]
+
+
+@pytest.mark.parametrize("use_mask,use_fix,use_unmapped,map_cols", OPTION_CASES)
+def test_options_match_reference(use_mask, use_fix, use_unmapped, map_cols):
+    g = torch.Generator().manual_seed(map_cols * 8 + use_mask * 4 + use_fix * 2 + use_unmapped)
+    tokens, experts, k, shared = 37, 32, 4, 1
+    logits, bias = torch.randn(tokens, experts, generator=g), torch.randn(experts, generator=g) * 0.1
+    mask = torch.rand(tokens, generator=g) > 0.3 if use_mask else None
+    fix = torch.rand(tokens, generator=g) > 0.5 if use_fix else None
+    unmapped = torch.randint(0, experts, (tokens, k), generator=g) if use_unmapped else None
+    phys = count = None
+    if map_cols:  # expert e's replicas: e itself and map_cols - 1 extra physical ids past the logical ones
+        rows = experts + shared
+        phys = torch.stack([torch.arange(rows)] + [experts + shared + (torch.arange(rows) + c) % (map_cols - 1)
+                                                   for c in range(map_cols - 1)], 1).int()
+        count = torch.randint(1, map_cols + 1, (rows,), generator=g).int()
+    args = (logits, bias, k, 2, 4, True, shared, 1.5, 1, 2, 1, 2, "sigmoid")
+    un_ref = None if unmapped is None else unmapped.clone()
+    idx, w = routing.top2_sum_gate(*args, mask, fix, phys, count, unmapped)
+    idx_ref, w_ref = ref.top2_sum_gate(*args, mask, fix, phys, count, un_ref)
+    assert torch.equal(idx, idx_ref)
+    assert torch.allclose(w, w_ref)
+    if unmapped is not None:
+        assert torch.equal(unmapped, un_ref)
+    if mask is not None:
+        assert bool((idx[~mask] == -1).all()) and bool((w[~mask] == 0).all())
+
+
+def test_public_op_serves_the_options(monkeypatch):
+    import tile_kernels
+    from tile_kernels import _lib
+
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    logits, bias = torch.randn(9, 16), torch.zeros(16)
+    mask, unmapped = torch.arange(9) % 3 != 0, torch.zeros(9, 2, dtype=torch.int64)
+    args = (logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax", mask, None, None, None, unmapped)
+    assert _lib.TABLE.serves("top2_sum_gate", logits.device, *args) == "ascend"
+    un_ref = unmapped.clone()
+    idx, _ = tile_kernels.moe.top2_sum_gate(logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax", mask=mask,
+                                            unmapped_topk_idx=unmapped)
+    assert torch.equal(idx, ref.top2_sum_gate(*args[:13], mask, None, None, None, un_ref)[0])
+    assert torch.equal(unmapped, un_ref)

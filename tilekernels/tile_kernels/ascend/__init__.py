@@ -2,9 +2,11 @@
 through deepjit; on CPU tensors they run on deepjit's Ascend CPU twin. Each entry point takes the public
 op's (already validated) arguments and returns its outputs:
 
-- ``block_cast.per_token_cast`` / ``per_block_cast`` / ``per_channel_cast`` (E4M3, E2M1; packed UE8M0 as int16)
+- ``block_cast.per_token_cast`` / ``per_block_cast`` / ``per_channel_cast`` (E4M3, E2M1; packed UE8M0 as int16;
+  scale-only / precomputed-scale / clamp_min forms) and ``swiglu_forward_and_per_token_cast``
+- ``swiglu_backward.swiglu_backward_and_per_token_cast`` (the element pass, then the cast kernel)
 - ``cast_back.cast_back``
 - ``routing.topk_gate`` / ``top2_sum_gate`` / ``normalize_weight``
-- ``expand.expand_to_fused``, ``reduce.reduce_fused``
+- ``fused_mapping.get_fused_mapping``, ``expand.expand_to_fused``, ``reduce.reduce_fused``
 
 Modules import TileLang lazily, so importing this package costs nothing until a kernel is built."""

@@ -8,7 +8,10 @@ The arithmetic is the reference's (``reference/cast.py``): ``sf = max(amax, clam
 ``sf_inv = fmt_max / amax`` (or, with ``round_sf``, ``sf`` rounded up to a power of two through its bits
 and ``sf_inv = 1 / sf``); E4M3 = RNE cast of ``clamp(x * sf_inv, +-448)``; E2M1 codes by the
 reference's midpoint table (ties to the even code), sign from the sign bit, even column in the low
-nibble.
+nibble. NaN follows torch: a NaN in a block makes its amax and scale NaN (``sf`` rounded through its
+bits becomes 0, so ``sf_inv = 0``) and a NaN element's E4M3 byte is NaN; the kernel therefore reduces
+with a NaN-keeping select and writes E4M3 bytes itself (the device's float max and saturating FP8
+cast drop NaN).
 
 Scale layouts written (``SfLayout``): ``row`` FP32 ``(Mb, Kb)``; ``col`` FP32 storage ``(Kb, ld)`` (the
 TMA-aligned column-major form, ``ld = align(Mb, 4)``); ``ue8m0`` the Ascend packed UE8M0 ABI: int16
@@ -18,7 +21,10 @@ The kernel sees every packed scale as bytes (a ``uint8`` view), so no signed 16-
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
+import dataclasses
 import functools
+
+from ..reference.numerics import EXP_LN2_HI, EXP_LN2_LO, EXP_LOG2E, EXP_MAX, EXP_MIN, EXP_POLY
 
 FMT_MAX = {"e4m3": 448.0, "e2m1": 6.0}
 CLAMP_MIN = {"e4m3": 1e-4, "e2m1": 6.0 * 2.0 ** -126}
@@ -43,6 +49,45 @@ def padded(n: int, elem_bytes: int) -> int:
     return -(-n // per) * per
 
 
+def _nan_max(T, acc, v):
+    """``max`` that keeps a NaN, as torch's amax / clamp: the device's float max (like ``fmaxf``, per the
+    SIMT API docs) returns the other operand of a NaN, so a NaN block would get a finite scale."""
+    return T.if_then_else(T.Or(v > acc, T.isnan(v)), v, acc)
+
+
+def e4m3_byte(T, v, fmax):
+    """E4M3 byte of ``clamp(v, +-fmax)``; a NaN stays NaN (0x7F | sign, as torch writes it): the device's
+    saturating FP8 cast, the one TileLang emits, turns NaN into +0."""
+    sign = T.Cast("uint8", T.shift_right(T.reinterpret(v, "uint32"), T.uint32(24)))
+    clamped = T.if_then_else(v > fmax, T.float32(fmax), T.if_then_else(v < -fmax, T.float32(-fmax), v))
+    return T.if_then_else(T.isnan(v), T.bitwise_or(T.bitwise_and(sign, T.uint8(0x80)), T.uint8(0x7F)),
+                          T.reinterpret(T.Cast("float8_e4m3fn", clamped), "uint8"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Swiglu:
+    """A SwiGLU prologue: ``weighted`` rows take ``topk_weights.flatten()[pos_to_token_topk[row]]`` (0 for
+    -1; ``num_weights`` entries); ``clamp``: a clamped to ``<= clamp``, b to ``[-clamp, clamp]``."""
+    weighted: bool = False
+    clamp: float | None = None
+    num_weights: int = 1
+
+
+def exp_f32(T, x):
+    """``reference/numerics.exp_f32``, operation for operation (FP32 multiplies and adds, no FMA, n rounded
+    half to even); NaN passes through the range clamp."""
+    xc = T.if_then_else(x < EXP_MIN, T.float32(EXP_MIN), T.if_then_else(x > EXP_MAX, T.float32(EXP_MAX), x))
+    n = T.nearbyint(xc * T.float32(EXP_LOG2E))
+    r = xc - n * T.float32(EXP_LN2_HI)
+    r = r - n * T.float32(EXP_LN2_LO)
+    p = T.float32(EXP_POLY[0])
+    for c in EXP_POLY[1:]:
+        p = p * r + T.float32(c)
+    two_n = T.reinterpret(T.shift_left(T.Cast("int32", n) + 127, 23), "float32")
+    y = p * two_n
+    return T.if_then_else(x > EXP_MAX, T.infinity("float32"), T.if_then_else(x < EXP_MIN, T.float32(0.0), y))
+
+
 def _e2m1_code(T, v):
     a = T.abs(v)
     code = T.int32(0)
@@ -53,19 +98,23 @@ def _e2m1_code(T, v):
 
 
 @functools.cache
-def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: bool, layout: str, ld: int):
+def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: bool, layout: str, ld: int,
+          clamp_min: float | None = None, given_sf: bool = False, swiglu: Swiglu | None = None):
     """The PrimFunc for an ``(m, k)`` input of ``in_dtype`` ("bfloat16"/"float32"); ``ld`` is the
-    leading dimension of a column-major scale storage (``Mb`` rows padded)."""
+    leading dimension of a column-major scale storage (``Mb`` rows padded); ``clamp_min`` replaces the
+    format's amax floor; ``given_sf``: SF is an input (row-major FP32) and x is quantised with ``1 / sf``;
+    ``swiglu``: X is ``(m, 2k)`` ``[a | b]`` and the cast is of ``silu(a) * b`` (times the row weight)."""
     import tilelang.ascend.language as T
 
     in_bytes = 2 if in_dtype == "bfloat16" else 4
-    br, bc = tile_shape(m, k, bm, bk, in_bytes, 2 if layout == "ue8m0" else 1)
+    # a SwiGLU tile holds a and b (in_dtype) and y (FP32)
+    tile_bytes = in_bytes if swiglu is None else 2 * in_bytes + 4
+    br, bc = tile_shape(m, k, bm, bk, tile_bytes, 2 if layout == "ue8m0" else 1)
     mb_all, kb_all = -(-m // bm), -(-k // bk)
     nmb, nkb = br // bm, bc // bk
-    fmax, cmin = FMT_MAX[fmt], CLAMP_MIN[fmt]
+    fmax, cmin = FMT_MAX[fmt], CLAMP_MIN[fmt] if clamp_min is None else clamp_min
     e2m1 = fmt == "e2m1"
     qk, qbc = (k // 2, bc // 2) if e2m1 else (k, bc)
-    q_dtype = "uint8" if e2m1 else "float8_e4m3fn"
     if layout == "row":
         sf_shape, sf_dtype, sf_tile = (mb_all, kb_all), "float32", (nmb, padded(nkb, 4))
     elif layout == "col":
@@ -73,49 +122,96 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
     else:
         sf_shape, sf_dtype, sf_tile = (-(-kb_all // 2), mb_all * 2), "uint8", (nkb // 2, padded(nmb * 2, 1))
     threads = min(256, br * nkb)
+    x_dtype = in_dtype if swiglu is None else "float32"
+    x_shape = (m, k) if swiglu is None else (m, 2 * k)
+    weighted = swiglu is not None and swiglu.weighted
+    clamp = None if swiglu is None else swiglu.clamp
+    tw_len = swiglu.num_weights if weighted else 1
 
     @T.prim_func
-    def block_cast(X: T.Tensor((m, k), in_dtype), Q: T.Tensor((m, qk), q_dtype), SF: T.Tensor(sf_shape, sf_dtype)):
+    def block_cast(X: T.Tensor(x_shape, in_dtype), P2TT: T.Tensor((m if weighted else 1,), "int32"),
+                   TW: T.Tensor((tw_len,), "float32"), Q: T.Tensor((m, qk), "uint8"), SF: T.Tensor(sf_shape, sf_dtype)):
         with T.Kernel(T.ceildiv(m, br) * T.ceildiv(k, bc)) as bid:
-            x = T.alloc_shared((br, bc), in_dtype)
+            x = T.alloc_shared((br, bc), x_dtype)
             part = T.alloc_shared((br, nkb), "float32")
             inv = T.alloc_shared((nmb, nkb), "float32")
             sf = T.alloc_shared(sf_tile, sf_dtype)
-            q = T.alloc_shared((br, qbc), q_dtype)
+            q = T.alloc_shared((br, qbc), "uint8")
             r0 = (bid // T.ceildiv(k, bc)) * br
             c0 = (bid % T.ceildiv(k, bc)) * bc
             rows = T.min(br, m - r0)
             cols = T.min(bc, k - c0)
-            T.copy(X[r0:r0 + rows, c0:c0 + cols], x[0:rows, 0:cols])
-            with T.SimtVF(threads=threads):
-                for r, kk in T.Parallel(br, nkb):
-                    amax = T.alloc_var("float32")
-                    amax = 0.0
-                    for j in T.serial(bk):
-                        if kk * bk + j < cols:
-                            amax = T.max(amax, T.abs(T.Cast("float32", x[r, kk * bk + j])))
-                    part[r, kk] = amax
-            with T.SimtVF(threads=min(256, nmb * nkb)):
-                for i, kk in T.Parallel(nmb, nkb):
-                    amax = T.alloc_var("float32")
-                    amax = cmin
-                    for j in T.serial(bm):
-                        if i * bm + j < rows:
-                            amax = T.max(amax, part[i * bm + j, kk])
-                    s = T.alloc_var("float32")
-                    s = amax / fmax
-                    if round_sf:
-                        s = T.reinterpret(T.bitwise_and(T.reinterpret(s, "int32") + 0x7FFFFF, 0x7F800000), "float32")
-                        inv[i, kk] = 1.0 / s
-                    else:
-                        inv[i, kk] = fmax / amax
-                    if layout == "row":
-                        sf[i, kk] = s
-                    elif layout == "col":
-                        sf[kk, i] = s
-                    else:
-                        exp = T.shift_right(T.reinterpret(s, "int32"), 23)
-                        sf[kk // 2, i * 2 + kk % 2] = T.if_then_else(kk * bk < cols, T.Cast("uint8", exp), T.uint8(0))
+            if swiglu is None:
+                T.copy(X[r0:r0 + rows, c0:c0 + cols], x[0:rows, 0:cols])
+            else:
+                xa = T.alloc_shared((br, bc), in_dtype)
+                xb = T.alloc_shared((br, bc), in_dtype)
+                rw = T.alloc_shared((br, 8), "float32")  # a row's weight, at the start of its own 32-byte block
+                p2tt = T.alloc_shared((padded(br, 4),), "int32")
+                T.copy(X[r0:r0 + rows, c0:c0 + cols], xa[0:rows, 0:cols])
+                T.copy(X[r0:r0 + rows, k + c0:k + c0 + cols], xb[0:rows, 0:cols])
+                if weighted:
+                    T.copy(P2TT[r0:r0 + rows], p2tt[0:rows])
+                    for r in T.serial(rows):
+                        if p2tt[r] >= 0:
+                            T.copy(TW[p2tt[r]:p2tt[r] + 1], rw[r, 0:1])
+                with T.SimtVF(threads=threads):
+                    for r, kk in T.Parallel(br, nkb):
+                        wr = T.alloc_var("float32")
+                        wr = 1.0
+                        if weighted:
+                            wr = T.if_then_else(p2tt[r] >= 0, rw[r, 0], T.float32(0.0))
+                        for j in T.serial(bk):
+                            c = kk * bk + j
+                            a = T.alloc_var("float32")
+                            b = T.alloc_var("float32")
+                            a = T.Cast("float32", xa[r, c])
+                            b = T.Cast("float32", xb[r, c])
+                            if clamp is not None:
+                                a = T.if_then_else(a > clamp, T.float32(clamp), a)
+                                b = T.if_then_else(b > clamp, T.float32(clamp),
+                                                   T.if_then_else(b < -clamp, T.float32(-clamp), b))
+                            y = T.alloc_var("float32")
+                            y = a / (1.0 + exp_f32(T, -a)) * b
+                            if weighted:
+                                y = y * wr
+                            x[r, c] = y
+            if given_sf:
+                T.copy(SF[r0 // bm:r0 // bm + T.ceildiv(rows, bm), c0 // bk:c0 // bk + T.ceildiv(cols, bk)],
+                       sf[0:T.ceildiv(rows, bm), 0:T.ceildiv(cols, bk)])
+                with T.SimtVF(threads=min(256, nmb * nkb)):
+                    for i, kk in T.Parallel(nmb, nkb):
+                        inv[i, kk] = 1.0 / sf[i, kk]
+            else:
+                with T.SimtVF(threads=threads):
+                    for r, kk in T.Parallel(br, nkb):
+                        amax = T.alloc_var("float32")
+                        amax = 0.0
+                        for j in T.serial(bk):
+                            if kk * bk + j < cols:
+                                amax = _nan_max(T, amax, T.abs(T.Cast("float32", x[r, kk * bk + j])))
+                        part[r, kk] = amax
+                with T.SimtVF(threads=min(256, nmb * nkb)):
+                    for i, kk in T.Parallel(nmb, nkb):
+                        amax = T.alloc_var("float32")
+                        amax = cmin
+                        for j in T.serial(bm):
+                            if i * bm + j < rows:
+                                amax = _nan_max(T, amax, part[i * bm + j, kk])
+                        s = T.alloc_var("float32")
+                        s = amax / fmax
+                        if round_sf:
+                            s = T.reinterpret(T.bitwise_and(T.reinterpret(s, "int32") + 0x7FFFFF, 0x7F800000), "float32")
+                            inv[i, kk] = T.if_then_else(s == 0.0, T.float32(0.0), 1.0 / s)  # a NaN amax rounds to 0
+                        else:
+                            inv[i, kk] = T.if_then_else(s == 0.0, T.float32(0.0), fmax / amax)  # clamp_min 0
+                        if layout == "row":
+                            sf[i, kk] = s
+                        elif layout == "col":
+                            sf[kk, i] = s
+                        else:
+                            exp = T.shift_right(T.reinterpret(s, "int32"), 23)
+                            sf[kk // 2, i * 2 + kk % 2] = T.if_then_else(kk * bk < cols, T.Cast("uint8", exp), T.uint8(0))
             with T.SimtVF(threads=threads):
                 for r, kk in T.Parallel(br, nkb):
                     s_inv = inv[r // bm, kk]
@@ -126,16 +222,18 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                             hi = _e2m1_code(T, T.Cast("float32", x[r, c + 1]) * s_inv)
                             q[r, c // 2] = T.Cast("uint8", lo + hi * 16)
                     else:
+                        v = T.alloc_var("float32")  # a scalar: SIMT has no vector form of the byte select
                         for j in T.serial(bk):
                             v = T.Cast("float32", x[r, kk * bk + j]) * s_inv
-                            q[r, kk * bk + j] = T.Cast(q_dtype, T.min(T.max(v, -fmax), fmax))
+                            q[r, kk * bk + j] = e4m3_byte(T, v, fmax)
             qc0 = c0 // 2 if e2m1 else c0
             qcols = cols // 2 if e2m1 else cols
             T.copy(q[0:rows, 0:qcols], Q[r0:r0 + rows, qc0:qc0 + qcols])
             mb0, kb0 = r0 // bm, c0 // bk
             nm, nk = T.ceildiv(rows, bm), T.ceildiv(cols, bk)
             if layout == "row":
-                T.copy(sf[0:nm, 0:nk], SF[mb0:mb0 + nm, kb0:kb0 + nk])
+                if not given_sf:
+                    T.copy(sf[0:nm, 0:nk], SF[mb0:mb0 + nm, kb0:kb0 + nk])
             elif layout == "col":
                 T.copy(sf[0:nk, 0:nm], SF[kb0:kb0 + nk, mb0:mb0 + nm])
             else:
@@ -144,19 +242,25 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
     return block_cast
 
 
-def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed: bool):
-    """``(q, sf)`` of a BF16/FP32 ``(M, K)`` tensor in ``block``-shared scales, sf in the requested layout."""
+def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed: bool, sf=None, clamp_min=None,
+         swiglu: Swiglu | None = None, pos_to_token_topk=None, topk_weights=None):
+    """``(q, sf)`` of a BF16/FP32 ``(M, K)`` tensor in ``block``-shared scales, sf in the requested layout;
+    with ``sf`` given (row-major FP32) only ``q``, quantised with ``1 / sf``; with ``swiglu`` x is
+    ``(M, 2K)`` and the cast is of its SwiGLU (weighted by ``topk_weights[pos_to_token_topk]``)."""
     import torch
 
     from . import _launch
 
     x = x.contiguous()
-    m, k = x.shape
+    m, k = x.shape[0], x.shape[1] // (1 if swiglu is None else 2)
     bm, bk = block
     mb, kb = -(-m // bm), -(-k // bk)
     q = torch.empty((m, k // 2) if fmt == "e2m1" else (m, k), dtype=torch.int8 if fmt == "e2m1" else torch.float8_e4m3fn,
                     device=x.device)
-    if packed:
+    given = sf is not None
+    if given:
+        kernel_sf, layout, ld = sf.contiguous(), "row", 0
+    elif packed:
         storage = torch.zeros((-(-kb // 2), mb), dtype=torch.int16, device=x.device)
         sf, kernel_sf, layout, ld = storage.T, storage.view(torch.uint8), "ue8m0", 0
     elif col:
@@ -167,27 +271,45 @@ def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed:
         sf = kernel_sf = torch.empty((mb, kb), dtype=torch.float32, device=x.device)
         layout, ld = "row", 0
     if m and k:
-        func = build(m, k, "bfloat16" if x.dtype == torch.bfloat16 else "float32", fmt, bm, bk, bool(round_sf), layout, ld)
-        _launch.launch(func, x, q.view(torch.uint8) if fmt == "e2m1" else q, kernel_sf)
-    return q, sf
+        func = build(m, k, "bfloat16" if x.dtype == torch.bfloat16 else "float32", fmt, bm, bk, bool(round_sf), layout, ld,
+                     None if clamp_min is None else float(clamp_min), given, swiglu)
+        one = torch.zeros(1, dtype=torch.int32, device=x.device)  # the routing inputs of an unweighted cast
+        weighted = swiglu is not None and swiglu.weighted
+        _launch.launch(func, x, pos_to_token_topk.contiguous() if weighted else one,
+                       topk_weights.float().contiguous().view(-1) if weighted else one.float(), q.view(torch.uint8),
+                       kernel_sf)
+    return q if given else (q, sf)
 
 
 def per_token_cast(x, fmt: str, num_per_channels: int, x_block_size=None, use_tma_aligned_col_major_sf: bool = False,
-                   round_sf: bool = False, use_packed_ue8m0: bool = False):
+                   round_sf: bool = False, use_packed_ue8m0: bool = False, sf=None, clamp_min=None):
     """``tile_kernels.quant.per_token_cast`` for fmt 'e4m3' / 'e2m1'; a ``(data, sf)`` input is dequantised
-    to FP32 by the Ascend cast-back kernel first. Packed UE8M0 scales come in the Ascend int16 form."""
+    to FP32 by the Ascend cast-back kernel first. Packed UE8M0 scales come in the Ascend int16 form. With
+    ``sf`` (precomputed, row-major FP32) only the data is returned."""
     if fmt not in FMT_MAX:
         raise NotImplementedError(f"the Ascend per_token_cast serves fmt 'e4m3' and 'e2m1', not {fmt!r}")
     if isinstance(x, (tuple, list)):
         from .cast_back import cast_back
         x = cast_back(tuple(x), "fp32", x_block_size)
-    return cast(x, fmt, (1, num_per_channels), use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+    return cast(x, fmt, (1, num_per_channels), use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf, clamp_min)
 
 
 def per_block_cast(x, fmt: str, block_size: tuple[int, int], use_tma_aligned_col_major_sf: bool = False,
-                   round_sf: bool = False, use_packed_ue8m0: bool = False):
+                   round_sf: bool = False, use_packed_ue8m0: bool = False, sf=None, clamp_min=None):
     """``tile_kernels.quant.per_block_cast``: one scale per ``block_size = (bm, bk)`` block."""
-    return cast(x, fmt, tuple(block_size), use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+    return cast(x, fmt, tuple(block_size), use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, sf, clamp_min)
+
+
+def swiglu_forward_and_per_token_cast(x, num_per_channels: int, pos_to_token_topk=None, topk_weights=None,
+                                      use_tma_aligned_col_major_sf: bool = False, round_sf: bool = False,
+                                      use_packed_ue8m0: bool = False, swiglu_clamp_value=None, sf_clamp_min=None):
+    """``tile_kernels.quant.swiglu_forward_and_per_token_cast`` (E4M3) without ``clamped_count``: SwiGLU in
+    the cast kernel's first pass (``a / (1 + exp_f32(-a)) * b``, the row weight, the clamp), then the cast."""
+    weighted = pos_to_token_topk is not None
+    swiglu = Swiglu(weighted, None if swiglu_clamp_value is None else float(swiglu_clamp_value),
+                    topk_weights.numel() if weighted else 1)
+    return cast(x, "e4m3", (1, num_per_channels), use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0,
+                clamp_min=sf_clamp_min, swiglu=swiglu, pos_to_token_topk=pos_to_token_topk, topk_weights=topk_weights)
 
 
 def per_channel_cast(x, fmt: str, num_per_tokens: int, round_sf: bool = False):

@@ -2,7 +2,7 @@
 (``deepjit.tilelang_route.codegen_all``). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
-from . import block_cast, cast_back, expand, reduce, routing
+from . import block_cast, cast_back, expand, fused_mapping, reduce, routing, swiglu_backward
 
 TOKENS, HIDDEN = 4096, 7168
 
@@ -15,6 +15,13 @@ def kernels() -> list[AscendKernelSpec]:
                                                                            True, "ue8m0", 0)),
         ("per_token_cast_e2m1_bf16_npc32", lambda: block_cast.build(TOKENS, HIDDEN, "bfloat16", "e2m1", 1, 32,
                                                                      True, "row", 0)),
+        ("swiglu_fwd_per_token_cast_e4m3_bf16_npc128_weighted", lambda: block_cast.build(
+            TOKENS, HIDDEN // 2, "bfloat16", "e4m3", 1, 128, False, "row", 0, None, False,
+            block_cast.Swiglu(True, 10.0, TOKENS * 8))),
+        ("swiglu_bwd_bf16_npc128_clamped", lambda: swiglu_backward.build(TOKENS, HIDDEN // 2, 128, "bfloat16",
+                                                                         TOKENS, 10.0)),
+        ("per_token_cast_e4m3_fp32_precomputed_sf", lambda: block_cast.build(TOKENS, HIDDEN, "float32", "e4m3", 1, 128,
+                                                                            False, "row", 0, None, True)),
         ("per_block_cast_e4m3_fp32_128x128", lambda: block_cast.build(TOKENS, HIDDEN, "float32", "e4m3", 128, 128,
                                                                        False, "col", TOKENS // 128)),
         ("per_channel_cast_e4m3_bf16_128", lambda: block_cast.build(TOKENS, HIDDEN, "bfloat16", "e4m3", 128, 1,
@@ -26,8 +33,13 @@ def kernels() -> list[AscendKernelSpec]:
         ("topk_gate_256x8", lambda: routing.build_topk_gate(TOKENS, 256, 8)),
         ("top2_sum_gate_sigmoid_256x8_g8x4", lambda: routing.build_top2_sum_gate(TOKENS, 256, 8, 8, 4, 0, 2.5, "sigmoid",
                                                                                 0, 1, 256)),
+        ("top2_sum_gate_masked_fixed_mapped", lambda: routing.build_top2_sum_gate(
+            TOKENS, 256, 8, 8, 4, 1, 2.5, "sigmoid", 0, 1, 32, routing.Top2Options(True, True, True, 3, 1))),
         ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8)),
         ("reduce_fused_bf16_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "bfloat16", True)),
+        ("reduce_fused_e4m3_xsf_sf_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "float8_e4m3fn", True,
+                                                             True, True, True)),
         ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
+        ("get_fused_mapping_256x8_a128", lambda: fused_mapping.build(TOKENS, 8, 256, TOKENS * 8 + 127 * 256, 128)),
     ]
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]

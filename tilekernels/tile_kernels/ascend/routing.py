@@ -1,6 +1,6 @@
 """MoE routing on Ascend (TileLang Ascend dialect, vector cores, SIMT): serves
 ``tile_kernels.moe.topk_gate``, ``tile_kernels.moe.normalize_weight`` and ``tile_kernels.moe.top2_sum_gate``
-(without ``mask`` / ``fix_routing_mask`` / ``to_physical_map`` / ``unmapped_topk_idx``).
+(every option; a given ``unmapped_topk_idx`` must be contiguous).
 
 A core owns a tile of whole token rows in UB; one SIMT thread per token.
 - top-k: ``num_topk`` selection passes in the order (score descending, index ascending), the order of
@@ -9,19 +9,38 @@ A core owns a tile of whole token rows in UB; one SIMT thread per token.
 - top2_sum_gate: scores (sigmoid / sqrt(softplus) / softmax), ranking = (logits for softmax, else scores)
   + bias; with group limits the ``num_topk_groups`` groups of best top-2 sum are kept (the same ordered
   passes over group scores) and the others rank as -inf; top-k over the ranking; weights = chosen scores
-  / max(sum, 1e-20) * routed_scaling_factor; shared experts appended with weight 1; experts outside this
-  TP rank -> -1, the rest renumbered locally (``reference/topk.mask_by_ep_tp``). Weights use the cores'
+  / max(sum, 1e-20) * routed_scaling_factor; shared experts appended with weight 1; a
+  ``fix_routing_mask`` token takes its ``unmapped_topk_idx`` experts instead of the top-k, and the
+  selections are written back to ``unmapped_topk_idx``; with ``to_physical_map`` each logical expert
+  becomes its replica ``(ep_rank + token * 23333) % logical_count``; experts outside this TP rank -> -1,
+  the rest renumbered locally (``reference/topk.mask_by_ep_tp``); a ``mask``-ed out token gets -1 / 0
+  (and -1 in ``unmapped_topk_idx``). Weights use the cores'
   exp/log, so they match the reference to rounding (upstream's test is allclose), indices exactly.
 - normalize_weight: the reference's sequential FP32 sum starting at 1e-20, then one division per weight.
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
+import dataclasses
 import functools
 
 from .block_cast import padded
 
 ROW_TILE_BYTES = 64 * 1024  # scores staged in UB per core
+DUPLICATE_HASH = 23333  # reference/topk.DUPLICATE_HASH: spreads tokens over an expert's physical replicas
 # UB tiles pad their rows to whole 32-byte blocks (block_cast.padded) so every DMA burst starts aligned.
+
+
+@dataclasses.dataclass(frozen=True)
+class Top2Options:
+    """The optional inputs of top2_sum_gate a kernel is built for: ``mask`` (inactive tokens get -1 / 0),
+    ``fix`` (fix_routing_mask: those tokens keep unmapped_topk_idx's experts), ``unmapped`` (the selections
+    written to unmapped_topk_idx), ``map_cols`` (to_physical_map's width, 0 = none) and the ``ep_rank`` that
+    picks a replica."""
+    mask: bool = False
+    fix: bool = False
+    unmapped: bool = False
+    map_cols: int = 0
+    ep_rank: int = 0
 
 
 def _rows_per_core(t: int, row_bytes: int) -> int:
@@ -69,7 +88,8 @@ def build_topk_gate(t: int, e: int, k: int):
 
 @functools.cache
 def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups: int, num_shared: int,
-                        scale: float, scoring: str, tp_rank: int, num_tp_ranks: int, experts_per_rank: int):
+                        scale: float, scoring: str, tp_rank: int, num_tp_ranks: int, experts_per_rank: int,
+                        options: Top2Options = Top2Options()):
     import tilelang.ascend.language as T
 
     width = k + num_shared
@@ -78,6 +98,12 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
     ng = max(num_groups, 1)
     per_group = e // ng
     per_dp = experts_per_rank * num_tp_ranks
+    mask_rows, fix_rows = (t if options.mask else 1), (t if options.fix else 1)
+    un_shape = (t, k) if options.unmapped else (1, 1)
+    map_shape = (e + num_shared, options.map_cols) if options.map_cols else (1, 1)
+    map_rows = map_shape[0]
+    has_mask, has_fix, has_un, map_cols, ep_rank = (options.mask, options.fix, options.unmapped, options.map_cols,
+                                                    options.ep_rank)
 
     @T.macro
     def ordered_passes(src, r, base, n, count, dst):
@@ -102,6 +128,9 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
 
     @T.prim_func
     def top2_sum_gate(L: T.Tensor((t, e), "float32"), B: T.Tensor((e,), "float32"),
+                      Mask: T.Tensor((mask_rows,), "uint8"), Fix: T.Tensor((fix_rows,), "uint8"),
+                      Map: T.Tensor(map_shape, "int32"), Count: T.Tensor((map_rows,), "int32"),
+                      Unmapped: T.Tensor(un_shape, "int64"),
                       Idx: T.Tensor((t, width), "int64"), Wt: T.Tensor((t, width), "float32")):
         with T.Kernel(T.ceildiv(t, br)) as bid:
             lg = T.alloc_shared((br, padded(e, 4)), "float32")
@@ -112,10 +141,23 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
             top = T.alloc_shared((br, max(k, ng, 2)), "int32")
             idx = T.alloc_shared((br, padded(width, 8)), "int64")
             wt = T.alloc_shared((br, padded(width, 4)), "float32")
+            act = T.alloc_shared((padded(br, 1),), "uint8")
+            fix = T.alloc_shared((padded(br, 1),), "uint8")
+            phys = T.alloc_shared((map_rows, padded(map_shape[1], 4)), "int32")
+            cnt = T.alloc_shared((padded(map_rows, 4),), "int32")
+            un = T.alloc_shared((br, padded(un_shape[1], 8)), "int64")
             r0 = bid * br
             rows = T.min(br, t - r0)
             T.copy(L[r0:r0 + rows, :], lg[0:rows, 0:e])
             T.copy(B, bias[0:e])
+            if has_mask:
+                T.copy(Mask[r0:r0 + rows], act[0:rows])
+            if has_fix:
+                T.copy(Fix[r0:r0 + rows], fix[0:rows])
+                T.copy(Unmapped[r0:r0 + rows, :], un[0:rows, 0:k])
+            if map_cols:
+                T.copy(Map, phys[0:map_rows, 0:map_shape[1]])
+                T.copy(Count, cnt[0:map_rows])
             with T.SimtVF(threads=br):
                 for r in T.Parallel(br):
                     mx = T.alloc_var("float32")
@@ -153,6 +195,17 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
                                 for j in T.serial(per_group):
                                     rk[r, g * per_group + j] = -T.infinity("float32")
                     ordered_passes(rk, r, 0, e, k, top)
+                    if has_fix:
+                        if fix[r] != 0:
+                            for p in T.serial(k):
+                                top[r, p] = T.Cast("int32", un[r, p])
+                    active = T.alloc_var("int32")
+                    active = 1
+                    if has_mask:
+                        active = T.Cast("int32", act[r])
+                    if has_un:
+                        for p in T.serial(k):
+                            un[r, p] = T.if_then_else(active != 0, T.Cast("int64", top[r, p]), T.int64(-1))
                     tot = 0.0
                     for p in T.serial(k):
                         tot = tot + sc[r, top[r, p]]
@@ -161,17 +214,24 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
                         ex = T.alloc_var("int32")
                         if p < k:
                             ex = top[r, p]
-                            wt[r, p] = sc[r, ex] / tot * scale
+                            wt[r, p] = T.if_then_else(active != 0, sc[r, ex] / tot * scale, T.float32(0.0))
                         else:
                             ex = e + p - k
-                            wt[r, p] = 1.0
+                            wt[r, p] = T.if_then_else(active != 0, T.float32(1.0), T.float32(0.0))
+                        if map_cols:
+                            # the token's replica of its expert: (ep_rank + token * DUPLICATE_HASH) % replicas
+                            rep = T.floormod(T.Cast("int64", r0 + r) * DUPLICATE_HASH + ep_rank,
+                                             T.Cast("int64", cnt[ex]))
+                            ex = phys[ex, T.Cast("int32", rep)]
                         loc = T.alloc_var("int32")
                         loc = ex - tp_rank * experts_per_rank
                         loc = loc - T.floordiv(loc, per_dp) * (per_dp - experts_per_rank)
                         ok = T.And(T.floormod(T.floordiv(ex, experts_per_rank), num_tp_ranks) == tp_rank, loc >= 0)
-                        idx[r, p] = T.Cast("int64", T.if_then_else(ok, loc, -1))
+                        idx[r, p] = T.Cast("int64", T.if_then_else(T.And(ok, active != 0), loc, -1))
             T.copy(idx[0:rows, 0:width], Idx[r0:r0 + rows, :])
             T.copy(wt[0:rows, 0:width], Wt[r0:r0 + rows, :])
+            if has_un:
+                T.copy(un[0:rows, 0:k], Unmapped[r0:r0 + rows, :])
 
     return top2_sum_gate
 
@@ -238,20 +298,34 @@ def top2_sum_gate(logits, bias, num_topk: int, num_topk_groups: int, num_groups:
                   num_shared_experts: int, routed_scaling_factor: float, ep_rank: int, num_ep_ranks: int, tp_rank: int,
                   num_tp_ranks: int, scoring_func: str, mask=None, fix_routing_mask=None, to_physical_map=None,
                   logical_count=None, unmapped_topk_idx=None):
-    """``tile_kernels.moe.top2_sum_gate`` -> ``(topk_idx int64, topk_weights fp32)``, (T, num_topk + S)."""
+    """``tile_kernels.moe.top2_sum_gate`` -> ``(topk_idx int64, topk_weights fp32)``, (T, num_topk + S);
+    ``unmapped_topk_idx`` (contiguous) is written in place."""
     import torch
 
     from . import _launch
 
-    if any(a is not None for a in (mask, fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx)):
-        raise NotImplementedError("the Ascend top2_sum_gate does not serve mask, fix_routing_mask, to_physical_map, "
-                                  "logical_count or unmapped_topk_idx")
+    if unmapped_topk_idx is not None and not unmapped_topk_idx.is_contiguous():
+        raise NotImplementedError("the Ascend top2_sum_gate writes a contiguous unmapped_topk_idx only")
     t, e = logits.shape
+    dev = logits.device
     shared = num_shared_experts if use_shared_as_routed else 0
-    idx = torch.empty((t, num_topk + shared), dtype=torch.int64, device=logits.device)
-    wt = torch.empty((t, num_topk + shared), dtype=torch.float32, device=logits.device)
-    if t:
-        func = build_top2_sum_gate(t, e, num_topk, num_groups, num_topk_groups, shared, float(routed_scaling_factor),
-                                   scoring_func, tp_rank, num_tp_ranks, e // num_ep_ranks)
-        _launch.launch(func, logits.contiguous(), bias.contiguous(), idx, wt)
+    idx = torch.empty((t, num_topk + shared), dtype=torch.int64, device=dev)
+    wt = torch.empty((t, num_topk + shared), dtype=torch.float32, device=dev)
+    if not t:
+        return idx, wt
+    fix = fix_routing_mask is not None and unmapped_topk_idx is not None
+    map_cols = 0 if to_physical_map is None else to_physical_map.shape[1]
+    options = Top2Options(mask is not None, fix, unmapped_topk_idx is not None, map_cols, ep_rank if map_cols else 0)
+    experts_per_rank = (e + max(map_cols - 1, 0)) // num_ep_ranks
+    func = build_top2_sum_gate(t, e, num_topk, num_groups, num_topk_groups, shared, float(routed_scaling_factor),
+                               scoring_func, tp_rank, num_tp_ranks, experts_per_rank, options)
+
+    def given(x, dtype, shape):  # an absent input is a one-element placeholder the kernel never reads
+        return x.contiguous().view(dtype) if x is not None else torch.zeros(shape, dtype=dtype, device=dev)
+
+    _launch.launch(func, logits.contiguous(), bias.contiguous(), given(mask, torch.uint8, (1,)),
+                   given(fix_routing_mask if fix else None, torch.uint8, (1,)),
+                   given(to_physical_map, torch.int32, (1, 1)), given(logical_count, torch.int32, (1,)),
+                   unmapped_topk_idx if unmapped_topk_idx is not None else torch.zeros((1, 1), dtype=torch.int64,
+                                                                                       device=dev), idx, wt)
     return idx, wt

@@ -11,6 +11,7 @@ from deepjit import validation as C
 
 from .._lib import TABLE, empty, host_kernel, threads
 from ..ascend import expand as ascend_expand
+from ..ascend import fused_mapping as ascend_fused_mapping
 from ..ascend import reduce as ascend_reduce
 from ..ascend import routing as ascend_routing
 from ..reference import moe as ref
@@ -154,7 +155,8 @@ def _fused_mapping_host(topk_idx, num_experts, num_expanded_tokens, alignment, f
     return p2e, p2t, p2tt, t2p, start, end, per_expert, counts_list
 
 
-TABLE.register("get_fused_mapping", reference=ref.get_fused_mapping, host=_fused_mapping_host)
+TABLE.register("get_fused_mapping", reference=ref.get_fused_mapping, host=_fused_mapping_host,
+               ascend=ascend_fused_mapping.get_fused_mapping)
 
 
 def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
@@ -293,6 +295,6 @@ def _reduce_fused_host(x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf,
 
 
 TABLE.register("reduce_fused", reference=_reduce_fused_ref, host=_reduce_fused_host,
-               ascend=Impl(lambda x, x_sf, w, pos, fmt, sf, out: ascend_reduce.reduce_fused(x, w, pos),
-                           "plain x, no x_sf / sf / fp8_format / out",
-                           lambda x, x_sf, w, pos, fmt, sf, out: x_sf is None and sf is None and not fmt and out is None))
+               ascend=Impl(lambda x, x_sf, w, pos, fmt, sf, out: ascend_reduce.reduce_fused(x, w, pos, fmt, sf, out,
+                                                                                             x_sf),
+                           "BF16/FP32/E4M3 x, x_sf, sf, fp8_format and out"))

@@ -140,11 +140,7 @@ def _contiguous_unmapped(*args) -> bool:
     return unmapped_topk_idx is None or unmapped_topk_idx.is_contiguous()
 
 
-def _no_mapping_inputs(*args) -> bool:
-    return all(a is None for a in args[-5:])  # mask, fix_routing_mask, to_physical_map, logical_count, unmapped
-
-
 TABLE.register("top2_sum_gate", reference=ref.top2_sum_gate,
                host=Impl(_top2_sum_gate_host, "a contiguous unmapped_topk_idx (or none)", _contiguous_unmapped),
-               ascend=Impl(ascend_routing.top2_sum_gate, "no mask / fix_routing_mask / physical map / unmapped ids",
-                           _no_mapping_inputs))
+               ascend=Impl(ascend_routing.top2_sum_gate, "a contiguous unmapped_topk_idx (or none)",
+                           _contiguous_unmapped))

@@ -54,31 +54,20 @@ def _cast_ref(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only,
     return res[1] if sf_only else res
 
 
-def _ascend_serves(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min) -> bool:
-    # the Ascend kernels compute their own scales, with the default clamp, and return data and scales
-    return sf is None and not sf_only and clamp_min is None
+def _ascend_cast(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min):
+    if kind == "quant":  # re-quantisation: the Ascend cast-back to FP32, then the cast
+        x = ascend_cast_back.cast_back(tuple(x), "fp32", in_block)
+    res = ascend_cast.cast(x, fmt, block, col, round_sf, packed, sf, clamp_min)
+    return res[1] if sf_only else res
 
 
-_ASCEND_CAST = {
-    "per_token_cast": Impl(
-        lambda kind, x, fmt, block, in_block, col, round_sf, packed, *_: ascend_cast.per_token_cast(
-            x, fmt, block[1], in_block, col, round_sf, packed),
-        "E4M3/E2M1; FP32 row/col-major or int16 packed UE8M0 scales; a (data, sf) input", _ascend_serves),
-    "per_block_cast": Impl(
-        lambda kind, x, fmt, block, in_block, col, round_sf, packed, *_: ascend_cast.per_block_cast(
-            x, fmt, block, col, round_sf, packed),
-        "E4M3/E2M1 from BF16/FP32; FP32 row/col-major or int16 packed UE8M0 scales",
-        lambda kind, *args: kind != "quant" and _ascend_serves(kind, *args)),
-    "per_channel_cast": Impl(
-        lambda kind, x, fmt, block, in_block, col, round_sf, *_: ascend_cast.per_channel_cast(x, fmt, block[0],
-                                                                                             round_sf),
-        "E4M3 from BF16/FP32", lambda kind, *args: kind != "quant" and _ascend_serves(kind, *args)),
-}
+_ASCEND_CAST = Impl(_ascend_cast, "E4M3/E2M1 from BF16/FP32 or a (data, sf) input; FP32 row/col-major or int16 "
+                                  "packed UE8M0 scales; scale-only, precomputed-scale and clamp_min forms")
 _CAST = "BF16/FP32 input or a (data, sf) input cast back first; every block shape, format and sf layout"
 for _op in ("per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf", "per_block_cast",
             "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast",
             "per_channel_cast_and_transpose"):
-    TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST), ascend=_ASCEND_CAST.get(_op))
+    TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST), ascend=_ASCEND_CAST)
 
 
 def _check_per_token(x, fmt, num_per_channels, x_block_size):

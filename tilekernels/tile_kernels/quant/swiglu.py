@@ -8,6 +8,8 @@ from deepjit import Impl, descriptors
 from deepjit import validation as C
 
 from .._lib import LIB, TABLE, empty, host_kernel, threads
+from ..ascend import block_cast as ascend_cast
+from ..ascend import swiglu_backward as ascend_swiglu_bwd
 from ..reference import cast as ref_cast
 from ..reference import swiglu as ref
 from .cast_ops import _cast
@@ -100,7 +102,16 @@ def _fwd_cast_host(x, num_per_channels, pos_to_token_topk, topk_weights, pos_to_
     return q, sf
 
 
-TABLE.register("swiglu_forward_and_per_token_cast", reference=_fwd_cast_ref, host=_fwd_cast_host)
+def _fwd_cast_ascend(x, num_per_channels, pos_to_token_topk, topk_weights, pos_to_expert,
+                     use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, clamp, clamped_count, clamp_min):
+    return ascend_cast.swiglu_forward_and_per_token_cast(x, num_per_channels, pos_to_token_topk, topk_weights,
+                                                         use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0,
+                                                         clamp, clamp_min)
+
+
+TABLE.register("swiglu_forward_and_per_token_cast", reference=_fwd_cast_ref, host=_fwd_cast_host,
+               ascend=Impl(_fwd_cast_ascend, "no clamped_count; int16 packed UE8M0 scales (the Ascend form)",
+                           lambda *args: args[9] is None))
 
 
 def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.Tensor,
@@ -156,7 +167,9 @@ def _bwd_cast_host(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos
 
 
 TABLE.register("swiglu_backward_and_per_token_cast", reference=_bwd_cast_ref,
-               host=Impl(_bwd_cast_host, "a BF16 grad_out", lambda q, sf, grad_out, *_: grad_out.dtype == torch.bfloat16))
+               host=Impl(_bwd_cast_host, "a BF16 grad_out", lambda q, sf, grad_out, *_: grad_out.dtype == torch.bfloat16),
+               ascend=Impl(ascend_swiglu_bwd.swiglu_backward_and_per_token_cast,
+                           "the SwiGLU backward kernel, then the E4M3 cast kernel"))
 
 
 def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int,

@@ -1,0 +1,52 @@
+"""swiglu_forward_and_per_token_cast on the Ascend twin (the SwiGLU prologue of the cast kernel), through
+the public op with TK_BACKEND=ascend: q and sf bit-exact against the reference SwiGLU (the library's FP32
+exponential) and cast, at ragged row counts, BF16/FP32 input, routing weights with -1 rows, the clamp,
+whole-row and 128-channel scales, FP32 row/column-major and int16 packed UE8M0 scales."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import _lib
+from tile_kernels.reference import cast as ref_cast
+from tile_kernels.reference import swiglu as ref
+from tile_kernels.testing.numeric import assert_equal
+
+from .conftest import ascend_packed_ue8m0
+
+CASES = [  # dtype, H, npc, weighted, clamp, (col, round_sf, packed), sf_clamp_min
+    (torch.bfloat16, 256, 128, False, None, (False, False, False), None),
+    (torch.float32, 384, 128, True, 0.5, (True, True, True), None),
+    (torch.bfloat16, 256, 256, True, 10.0, (False, True, False), 1e-3),
+    (torch.float32, 128, 128, False, None, (True, False, False), None),
+]
+
+
+@pytest.mark.parametrize("dtype,h,npc,weighted,clamp,layout,clamp_min", CASES)
+def test_matches_reference(monkeypatch, dtype, h, npc, weighted, clamp, layout, clamp_min):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    g = torch.Generator().manual_seed(h + npc)
+    rows, tokens, k = 37, 13, 4
+    x = (torch.randn(rows, 2 * h, generator=g) * 4).to(dtype)
+    x[2, :h] = -100.0  # exp_f32 saturates: silu -> -0
+    p2tt = w = None
+    if weighted:
+        p2tt = torch.randperm(tokens * k, generator=g)[:rows].int()
+        p2tt[[0, 5]] = -1  # padding rows: weight 0
+        w = torch.rand(tokens, k, generator=g)
+    col, round_sf, packed = layout
+    args = (x, "e4m3", npc, p2tt, w, None, col, round_sf, packed, clamp, None, clamp_min)
+    assert _lib.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, npc, p2tt, w, None, col, round_sf,
+                             packed, clamp, None, clamp_min) == "ascend"
+    q, sf = tile_kernels.quant.swiglu_forward_and_per_token_cast(*args)
+    y = ref.swiglu_forward(x, p2tt, w, clamp)
+    q_ref, sf_ref = ref_cast.cast(y, "e4m3", (1, npc), round_sf=round_sf, use_tma_aligned_col_major_sf=col and not packed,
+                                  clamp_min=clamp_min)
+    assert_equal(q, q_ref)
+    assert_equal(sf, ascend_packed_ue8m0(sf_ref) if packed else sf_ref)
+
+
+def test_clamped_count_stays_on_the_reference(monkeypatch):
+    x = torch.randn(4, 256)
+    count = torch.zeros(3, dtype=torch.int64)
+    assert _lib.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, 128, None, None, None, False, False,
+                             False, 1.0, count, None) != "ascend"

@@ -1,0 +1,141 @@
+"""SwiGLU backward on Ascend (TileLang Ascend dialect, vector cores, SIMT): the element pass of
+``tile_kernels.quant.swiglu_backward_and_per_token_cast``; the E4M3 cast of the input gradient is then the
+cast kernel's (``block_cast.cast``), so the op is two kernels.
+
+A core owns ``ROWS`` rows and walks their columns in chunks of ``COLS``. Per element, in FP32 and in the
+reference's operation order (``reference/swiglu.swiglu_backward``): ``a``, ``b`` dequantised (``q * sf``),
+optionally clamped; ``denom = 1 + exp_f32(-a)``, ``sig = 1 / denom``; ``gws = g * w * sig``;
+``da = gws * b * fma(a, 1 - sig, 1)``, ``db = gws * a`` (0 where clamped); ``act = a / denom * b``,
+``out = act * w``. The row's ``sum(g * act)`` is accumulated in column order (the reference's torch sum
+may order it differently: upstream compares weight_grad with a tolerance) and lands at
+``weight_grad[pos_to_token_topk[row]]``.
+
+No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
+"""
+import functools
+
+from .block_cast import exp_f32, padded
+
+ROWS, COLS = 8, 256
+
+
+@functools.cache
+def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: float | None):
+    import tilelang.ascend.language as T
+
+    br = min(rows, ROWS)
+    hc = min(h, COLS)
+    nsf = 2 * h // npc
+
+    @T.prim_func
+    def swiglu_backward(Q: T.Tensor((rows, 2 * h), "float8_e4m3fn"), SF: T.Tensor((rows, nsf), "float32"),
+                        G: T.Tensor((rows, h), g_dtype), W: T.Tensor((num_weights,), "float32"),
+                        P2TT: T.Tensor((rows,), "int32"), Out: T.Tensor((rows, h), g_dtype),
+                        XG: T.Tensor((rows, 2 * h), g_dtype), XG32: T.Tensor((rows, 2 * h), "float32"),
+                        WG: T.Tensor((num_weights,), "float32")):
+        with T.Kernel(T.ceildiv(rows, br)) as bid:
+            qa = T.alloc_shared((br, hc), "float8_e4m3fn")
+            qb = T.alloc_shared((br, hc), "float8_e4m3fn")
+            sf = T.alloc_shared((br, padded(nsf, 4)), "float32")
+            g = T.alloc_shared((br, hc), g_dtype)
+            out = T.alloc_shared((br, hc), g_dtype)
+            xga = T.alloc_shared((br, hc), g_dtype)
+            xgb = T.alloc_shared((br, hc), g_dtype)
+            xa32 = T.alloc_shared((br, hc), "float32")
+            xb32 = T.alloc_shared((br, hc), "float32")
+            ga = T.alloc_shared((br, hc), "float32")  # g * act, summed per row below
+            p2tt = T.alloc_shared((padded(br, 4),), "int32")
+            rw = T.alloc_shared((br, 8), "float32")  # a row's weight / weight_grad, each in its own 32-byte block
+            rs = T.alloc_shared((br, 8), "float32")
+            r0 = bid * br
+            nr = T.min(br, rows - r0)
+            T.copy(SF[r0:r0 + nr, :], sf[0:nr, 0:nsf])
+            T.copy(P2TT[r0:r0 + nr], p2tt[0:nr])
+            for r in T.serial(nr):
+                if p2tt[r] >= 0:
+                    T.copy(W[p2tt[r]:p2tt[r] + 1], rw[r, 0:1])
+            with T.SimtVF(threads=br):
+                for r in T.Parallel(br):
+                    rs[r, 0] = 0.0
+            for chunk in T.serial(T.ceildiv(h, hc)):
+                c0 = chunk * hc
+                nc = T.min(hc, h - c0)
+                T.copy(Q[r0:r0 + nr, c0:c0 + nc], qa[0:nr, 0:nc])
+                T.copy(Q[r0:r0 + nr, h + c0:h + c0 + nc], qb[0:nr, 0:nc])
+                T.copy(G[r0:r0 + nr, c0:c0 + nc], g[0:nr, 0:nc])
+                with T.SimtVF(threads=min(256, br * hc)):
+                    for r, c in T.Parallel(br, hc):
+                        w = T.if_then_else(p2tt[r] >= 0, rw[r, 0], T.float32(0.0))
+                        a = T.alloc_var("float32")
+                        b = T.alloc_var("float32")
+                        a = T.Cast("float32", qa[r, c]) * sf[r, (c0 + c) // npc]
+                        b = T.Cast("float32", qb[r, c]) * sf[r, (h + c0 + c) // npc]
+                        a_cl = T.alloc_var("int32")
+                        b_cl = T.alloc_var("int32")
+                        a_cl = 0
+                        b_cl = 0
+                        if clamp is not None:
+                            a_cl = T.if_then_else(a > clamp, 1, 0)
+                            b_cl = T.if_then_else(T.Or(b > clamp, b < -clamp), 1, 0)
+                            a = T.if_then_else(a > clamp, T.float32(clamp), a)
+                            b = T.if_then_else(b > clamp, T.float32(clamp), T.if_then_else(b < -clamp,
+                                                                                            T.float32(-clamp), b))
+                        denom = T.alloc_var("float32")
+                        denom = 1.0 + exp_f32(T, -a)
+                        sig = T.alloc_var("float32")
+                        sig = 1.0 / denom
+                        gws = T.alloc_var("float32")
+                        gws = T.Cast("float32", g[r, c]) * w * sig
+                        da = gws * b * T.call_extern("float32", "fmaf", a, 1.0 - sig, T.float32(1.0))
+                        db = gws * a
+                        da = T.if_then_else(a_cl != 0, T.float32(0.0), da)
+                        db = T.if_then_else(b_cl != 0, T.float32(0.0), db)
+                        act = T.alloc_var("float32")
+                        act = a / denom * b
+                        out[r, c] = T.Cast(g_dtype, act * w)
+                        ga[r, c] = T.Cast("float32", g[r, c]) * act
+                        xa32[r, c] = da
+                        xb32[r, c] = db
+                        xga[r, c] = T.Cast(g_dtype, da)
+                        xgb[r, c] = T.Cast(g_dtype, db)
+                with T.SimtVF(threads=br):
+                    for r in T.Parallel(br):
+                        for c in T.serial(hc):
+                            if c < nc:
+                                rs[r, 0] = rs[r, 0] + ga[r, c]
+                T.copy(out[0:nr, 0:nc], Out[r0:r0 + nr, c0:c0 + nc])
+                T.copy(xga[0:nr, 0:nc], XG[r0:r0 + nr, c0:c0 + nc])
+                T.copy(xgb[0:nr, 0:nc], XG[r0:r0 + nr, h + c0:h + c0 + nc])
+                T.copy(xa32[0:nr, 0:nc], XG32[r0:r0 + nr, c0:c0 + nc])
+                T.copy(xb32[0:nr, 0:nc], XG32[r0:r0 + nr, h + c0:h + c0 + nc])
+            for r in T.serial(nr):
+                if p2tt[r] >= 0:
+                    T.copy(rs[r, 0:1], WG[p2tt[r]:p2tt[r] + 1])
+
+    return swiglu_backward
+
+
+def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos,
+                                       num_per_channels: int, round_sf: bool = False, clamp=None):
+    """``(out, (x_grad_q, x_grad_sf), x_grad, weight_grad)`` as ``tile_kernels.quant.
+    swiglu_backward_and_per_token_cast``; ``token_topk_to_pos`` is not read (as upstream's kernel)."""
+    import torch
+
+    from . import _launch
+    from .block_cast import cast
+
+    h2 = q.shape[-1]
+    h = h2 // 2
+    rows = q.numel() // h2 if h2 else 0
+    dev = q.device
+    out = torch.empty((rows, h), dtype=grad_out.dtype, device=dev)
+    x_grad = torch.empty((rows, h2), dtype=grad_out.dtype, device=dev)
+    x_grad32 = torch.empty((rows, h2), dtype=torch.float32, device=dev)
+    weight_grad = torch.zeros(weight.shape, dtype=torch.float32, device=dev)
+    if rows and h:
+        g_dtype = "bfloat16" if grad_out.dtype == torch.bfloat16 else "float32"
+        func = build(rows, h, num_per_channels, g_dtype, weight.numel(), None if clamp is None else float(clamp))
+        _launch.launch(func, q.reshape(rows, h2), sf, grad_out.reshape(rows, h), weight.contiguous().view(-1),
+                       pos_to_token_topk, out, x_grad, x_grad32, weight_grad.view(-1))
+    x_grad_q = cast(x_grad32, "e4m3", (1, num_per_channels), False, round_sf, False)
+    return out, x_grad_q, x_grad, weight_grad
