@@ -1,0 +1,18 @@
+"""Launching deep_ep's TileLang Ascend kernels through deepjit: the Ascend toolchain for NPU tensors,
+the Ascend CPU twin for CPU tensors (``EP_BACKEND=ascend``). Each kernel module builds one PrimFunc
+per static shape (``functools.cache``); deepjit caches the compiled kernel."""
+from __future__ import annotations
+
+import torch
+
+
+def launch(prim_func, *tensors: torch.Tensor) -> None:
+    """Runs ``prim_func`` with ``tensors`` (contiguous, in the PrimFunc's parameter order) as global memory."""
+    from ..jit import LIB
+
+    LIB.ascend_kernel(prim_func.attrs["global_symbol"], prim_func).launch(None, *tensors)
+
+
+def row_bytes(t: torch.Tensor) -> int:
+    """Bytes of one row (dimension 0) of ``t``."""
+    return t[0].numel() * t.element_size() if t.shape[0] else (t.numel() // max(1, t.shape[0])) * t.element_size()
