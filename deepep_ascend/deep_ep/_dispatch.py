@@ -27,7 +27,7 @@ def _host_engine(session, rank: int, num_ranks: int, region_bytes: int):
 
 def _ascend_engine(session, rank: int, num_ranks: int, region_bytes: int):
     from .ascend.engine import AscendEngine
-    return AscendEngine(session.group, session.device, rank, num_ranks, region_bytes)
+    return AscendEngine(session.group, session.device, rank, num_ranks, region_bytes, session.timeout_s)
 
 
 def _no_low_latency_engine(session, region_bytes: int):

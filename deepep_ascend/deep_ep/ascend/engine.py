@@ -31,9 +31,9 @@ from .transport import CollectiveExchange
 class AscendEngine(HostEngine):
     """Reuses the host engine's output allocation (sized from the exchanged counts)."""
 
-    def __init__(self, group, device: torch.device, rank: int, num_ranks: int, region_bytes: int):
+    def __init__(self, group, device: torch.device, rank: int, num_ranks: int, region_bytes: int, timeout_s: float):
         super().__init__(None, rank, num_ranks, region_bytes, 1)
-        self.exchange = CollectiveExchange(group, device)
+        self.exchange = CollectiveExchange(group, device, timeout_s)
         self._got: dict | None = None
         self._back = None
 
@@ -235,9 +235,6 @@ class AscendEngine(HostEngine):
             cols = torch.arange(K, device=dev)[None, :].expand(T, K) if multi else torch.zeros_like(at)
             out_w = torch.where(valid, weights[at.clamp(min=0), cols], 0.0)
         return out, out_w
-
-    def destroy(self) -> None:
-        self.exchange.destroy()
 
 
 def _exclusive_cumsum(counts: torch.Tensor) -> torch.Tensor:

@@ -6,16 +6,31 @@ Per dispatch the count rows travel once, in one all-gather of a fixed-size int32
 dispatch, and every rank gets every rank's rows (the V1 facade reports the whole
 ``rank_prefix_matrix``). The payloads then move with ``all_to_all_single`` and exact splits from
 those counts; combine uses the reverse splits. Receive staging buffers persist and only grow.
+
+Every collective is waited on with the buffer's ``num_cpu_timeout_secs``: a peer that stops taking
+part (dead, or late past the timeout) fails the wait on every rank still in it, with
+``CollectiveTimeoutError`` or ``CollectiveError``, and the session is left broken.
 """
 from __future__ import annotations
+
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 
+class CollectiveError(RuntimeError):
+    """A collective of the NPU transport failed (a peer died or left the group)."""
+
+
+class CollectiveTimeoutError(CollectiveError, TimeoutError):
+    """A collective of the NPU transport did not complete within the buffer's timeout."""
+
+
 class CollectiveExchange:
-    def __init__(self, group, device: torch.device):
+    def __init__(self, group, device: torch.device, timeout_s: float):
         self.group = group
+        self.timeout_s = float(timeout_s)
         self.rank = group.rank()
         self.num_ranks = group.size()
         self.device = device
@@ -26,7 +41,7 @@ class CollectiveExchange:
         words = words.to(device=self.device, dtype=torch.int32).contiguous()
         out = torch.empty(self.num_ranks * words.numel(), dtype=torch.int32, device=self.device)
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
-        gather(out, words, group=self.group)
+        self._wait(gather(out, words, group=self.group, async_op=True), "the count exchange")
         return out.cpu().view(self.num_ranks, -1)
 
     def staging(self, name: str, rows: int, row_shape: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -47,8 +62,16 @@ class CollectiveExchange:
         dst, src = out[:n_out].reshape(n_out, -1), inp[:n_in].reshape(n_in, -1)
         if dst.element_size() == 1:
             dst, src = dst.view(torch.uint8), src.view(torch.uint8)
-        dist.all_to_all_single(dst, src.contiguous(), output_split_sizes=recv_rows, input_split_sizes=send_rows,
-                               group=self.group)
+        self._wait(dist.all_to_all_single(dst, src.contiguous(), output_split_sizes=recv_rows,
+                                          input_split_sizes=send_rows, group=self.group, async_op=True),
+                   "an all_to_all_single")
 
-    def destroy(self) -> None:
-        self._staging.clear()
+    def _wait(self, work, what: str) -> None:
+        try:
+            work.wait(timeout=timedelta(seconds=self.timeout_s))
+        except RuntimeError as exc:
+            if "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
+                raise CollectiveTimeoutError(f"deep_ep: {what} of rank {self.rank} timed out after {self.timeout_s:g} s "
+                                             f"(a peer is late or gone): {exc}") from exc
+            raise CollectiveError(f"deep_ep: {what} of rank {self.rank} failed (a peer died or left the group): "
+                                  f"{exc}") from exc
