@@ -39,6 +39,11 @@ def _low_latency_engine(session, region_bytes: int):
     return LowLatencyEngine(session, region_bytes, session.threads)
 
 
+def _ascend_low_latency_engine(session, region_bytes: int):
+    from .ascend.low_latency import AscendLowLatencyEngine
+    return AscendLowLatencyEngine(session)
+
+
 def _cast_ref(x: torch.Tensor, round_scale: bool, threads: int):
     return per_token_cast_to_fp8(x, use_ue8m0=round_scale)
 
@@ -65,8 +70,8 @@ TABLE.register("dispatch_combine", reference=_reference_engine,
 TABLE.register("low_latency", reference=_no_low_latency_engine,
                host=Impl(_low_latency_engine, "ranks of one host over shared memory",
                          lambda session, *_: session.transport_kind == "shm"),
-               # fixed-size low-latency outputs ([E_local, R * M] rows) from the normal Ascend engine
-               ascend=Impl(_no_low_latency_engine, "the normal engine with the packed low-latency layout"))
+               ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers, equal all-to-all splits",
+                           kernels=ascend_kernels.LOW_LATENCY))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
                host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0),
                ascend=Impl(_cast_ascend, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0,

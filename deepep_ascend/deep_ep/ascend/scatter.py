@@ -1,7 +1,8 @@
 """Row scatter on Ascend (TileLang Ascend dialect, vector cores): packing tokens by destination rank
 and unpacking received tokens into the expanded per-expert layout.
 
-``Out[pos[i, j]] = In[i]`` for every ``pos[i, j] >= 0`` (rows travel as bytes, so any element type),
+``Out[pos[i, j]] = In[i]`` for every ``pos[i, j] >= 0`` (rows travel as 32-bit words, or bytes where a
+row is not whole words, so any element type),
 then ``Out[begin:begin + count] = 0`` for each ``(begin, count)`` of ``Zero`` (the ``expert_alignment``
 padding of an expanded receive). Rows no position names are left as they are. A core stages a tile
 of input rows in UB and writes each one to its positions with one GM DMA each; the zero ranges are
@@ -23,40 +24,42 @@ def padded(n: int, elem_bytes: int) -> int:
 @functools.cache
 def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
     """Scatter of ``n`` rows of ``row_bytes`` bytes through ``p`` positions each into ``out_rows`` rows;
-    ``num_zero`` zero ranges (0: none)."""
+    ``num_zero`` zero ranges (0: none; they need rows of whole words)."""
     import tilelang.ascend.language as T
 
-    rb = padded(row_bytes, 1)
-    br = max(1, min(n, 64, ROW_TILE_BYTES // rb))
+    words = row_bytes % 4 == 0
+    if num_zero and not words:
+        raise ValueError(f"zero ranges need rows of whole 32-bit words, got {row_bytes} bytes")
+    dtype, width = ("int32", row_bytes // 4) if words else ("uint8", row_bytes)
+    rb = padded(width, 4 if words else 1)
+    br = max(1, min(n, 64, ROW_TILE_BYTES // (rb * (4 if words else 1))))
     blocks = -(-n // br)
     nz = max(num_zero, 1)
 
     @T.prim_func
-    def scatter_rows(In: T.Tensor((n, row_bytes), "uint8"), Pos: T.Tensor((n, p), "int32"),
-                     Zero: T.Tensor((nz, 2), "int32"), Out: T.Tensor((out_rows, row_bytes), "uint8")):
+    def scatter_rows(In: T.Tensor((n, width), dtype), Pos: T.Tensor((n, p), "int32"),
+                     Zero: T.Tensor((nz, 2), "int32"), Out: T.Tensor((out_rows, width), dtype)):
         with T.Kernel(blocks) as bid:
-            x = T.alloc_shared((br, rb), "uint8")
+            x = T.alloc_shared((br, rb), dtype)
             pos = T.alloc_shared((br, padded(p, 4)), "int32")
             r0 = bid * br
             rows = T.min(br, n - r0)
-            T.copy(In[r0:r0 + rows, :], x[0:rows, 0:row_bytes])
+            T.copy(In[r0:r0 + rows, :], x[0:rows, 0:width])
             T.copy(Pos[r0:r0 + rows, :], pos[0:rows, 0:p])
             for r in T.serial(rows):
                 for j in T.serial(p):
                     dst = pos[r, j]
                     if dst >= 0:
-                        T.copy(x[r, 0:row_bytes], Out[dst, 0:row_bytes])
+                        T.copy(x[r, 0:width], Out[dst, 0:width])
             if num_zero > 0:
-                zero = T.alloc_shared((1, rb), "uint8")
+                zero = T.alloc_shared((1, rb), dtype)
                 ranges = T.alloc_shared((nz, padded(2, 4)), "int32")
-                with T.SimtVF(threads=min(rb, 256)):
-                    for c in T.Parallel(rb):
-                        zero[0, c] = T.uint8(0)
+                T.clear(zero)
                 T.copy(Zero[0:nz, :], ranges[0:nz, 0:2])
                 for z in T.serial(nz):
                     if z % blocks == bid:
                         for i in T.serial(ranges[z, 1]):
-                            T.copy(zero[0, 0:row_bytes], Out[ranges[z, 0] + i, 0:row_bytes])
+                            T.copy(zero[0, 0:width], Out[ranges[z, 0] + i, 0:width])
 
     return scatter_rows
 
@@ -69,6 +72,9 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
     from .launch import launch, row_bytes
 
     n, width = src.shape[0], row_bytes(src)
+    if not out.is_contiguous() or row_bytes(out) != width:
+        raise ValueError(f"out must be contiguous with rows of {width} bytes like src, got {row_bytes(out)} bytes, "
+                         f"contiguous={out.is_contiguous()}")
     num_zero = 0 if zero_ranges is None else zero_ranges.shape[0]
     if width == 0 or out.shape[0] == 0 or (n == 0 and num_zero == 0) or (pos.shape[1] == 0 and num_zero == 0):
         return
@@ -77,11 +83,12 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
         pos = torch.full((1, 1), -1, dtype=torch.int32, device=out.device)
         n = 1
     zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)
-    launch(build(n, width, pos.shape[1], out.shape[0], num_zero), _bytes(src, width), pos.contiguous(),
-           zeros.contiguous(), _bytes(out, width))
+    launch(build(n, width, pos.shape[1], out.shape[0], num_zero), _raw(src, width), pos.contiguous(),
+           zeros.contiguous(), _raw(out, width))
 
 
-def _bytes(t, width: int):
+def _raw(t, width: int):
+    """``t``'s rows as int32 words (or bytes), a view of its storage."""
     import torch
-    return t.view(torch.uint8).reshape(t.shape[0], width) if t.element_size() == 1 else \
-        t.reshape(t.shape[0], -1).view(torch.uint8)
+    raw = t.contiguous().view(torch.uint8).reshape(t.shape[0], width)
+    return raw.view(torch.int32) if width % 4 == 0 else raw
