@@ -55,3 +55,8 @@ ENGINE = (_spec("ep_pack_bf16_r8", _pack_bf16), _spec("ep_unpack_expanded_bf16_k
           _spec("ep_combine_partial_k8", _combine_partial))
 LOW_LATENCY = (_spec("ep_ll_unpack_fp8_k8", _ll_unpack_fp8), _spec("ep_ll_combine_weighted_k8", _ll_combine))
 CAST = (_spec("ep_per_token_cast_fp8_ue8m0", _cast_ue8m0),)
+
+
+def kernels() -> list[AscendKernelSpec]:
+    """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend check them)."""
+    return [*ENGINE, *LOW_LATENCY, *CAST]

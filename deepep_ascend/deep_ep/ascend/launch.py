@@ -3,6 +3,8 @@ the Ascend CPU twin for CPU tensors (``EP_BACKEND=ascend``). Each kernel module 
 per static shape (``functools.cache``); deepjit caches the compiled kernel."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -15,4 +17,4 @@ def launch(prim_func, *tensors: torch.Tensor) -> None:
 
 def row_bytes(t: torch.Tensor) -> int:
     """Bytes of one row (dimension 0) of ``t``."""
-    return t[0].numel() * t.element_size() if t.shape[0] else (t.numel() // max(1, t.shape[0])) * t.element_size()
+    return math.prod(t.shape[1:]) * t.element_size()

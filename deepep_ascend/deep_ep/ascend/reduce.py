@@ -14,15 +14,15 @@ import functools
 
 from .scatter import padded
 
-UB_ROWS_BYTES = 32 * 1024
+UB_TILE_BYTES = 64 * 1024
 
 
 @functools.cache
 def build(num_rows: int, h: int, t: int, p: int, weighted: bool, num_bias: int, from_first: bool):
     import tilelang.ascend.language as T
 
-    hc = min(h, max(16, UB_ROWS_BYTES // (2 * p) // 16 * 16))
-    br = max(1, min(t, 8))
+    br = max(1, min(t, 4))
+    hc = min(h, max(16, UB_TILE_BYTES // (2 * (p + 3 * br)) // 16 * 16))  # p gathered rows, b0, b1, out
     hcp = padded(hc, 2)  # UB rows start 32-byte aligned
     nc = -(-h // hc)
     bias_rows = t if num_bias else 1
