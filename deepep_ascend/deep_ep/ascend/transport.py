@@ -13,6 +13,7 @@ part (dead, or late past the timeout) fails the wait on every rank still in it, 
 """
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 import torch
@@ -59,7 +60,8 @@ class CollectiveExchange:
         """Rows ``inp[:sum(send_rows)]`` go out in per-destination blocks; ``out[:sum(recv_rows)]``
         receives the blocks of every source in rank order. 1-byte types travel as bytes."""
         n_out, n_in = sum(recv_rows), sum(send_rows)
-        dst, src = out[:n_out].reshape(n_out, -1), inp[:n_in].reshape(n_in, -1)
+        width = math.prod(out.shape[1:])
+        dst, src = out[:n_out].reshape(n_out, width), inp[:n_in].reshape(n_in, width)
         if dst.element_size() == 1:
             dst, src = dst.view(torch.uint8), src.view(torch.uint8)
         self._wait(dist.all_to_all_single(dst, src.contiguous(), output_split_sizes=recv_rows,
