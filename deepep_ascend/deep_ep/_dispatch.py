@@ -1,9 +1,9 @@
 """deep_ep's backend table. A buffer picks its engines once, at construction, for its session's
 device: the normal dispatch / combine engine, the low-latency engine, and the FP8 cast the V1
 facade applies before a low-latency dispatch. Each entry names its reference, host and Ascend
-implementation (deep_ep/ascend/: collectives over the HCCL group, TileLang kernels; on CPU tensors
-under ``EP_BACKEND=ascend`` over gloo with the kernels on the Ascend twin); ``EP_BACKEND`` forces one, and forcing one an entry lacks raises
-``deepjit.BackendUnavailableError`` naming it."""
+implementation (deep_ep/ascend/: collectives over the HCCL group and TileLang kernels; on CPU tensors
+under ``EP_BACKEND=ascend``, gloo and the Ascend twin); ``EP_BACKEND`` forces one, and forcing one an
+entry lacks raises ``deepjit.BackendUnavailableError`` naming it."""
 from __future__ import annotations
 
 import torch
