@@ -1,14 +1,16 @@
 """deep_ep's backend table. A buffer picks its engines once, at construction, for its session's
 device: the normal dispatch / combine engine, the low-latency engine, and the FP8 cast the V1
 facade applies before a low-latency dispatch. Each entry names its reference, host and Ascend
-(none yet) implementation; ``EP_BACKEND`` forces one, and forcing one an entry lacks raises
-``deepjit.BackendUnavailableError`` naming it."""
+implementation (deep_ep/ascend/: collectives over the HCCL group and TileLang kernels; on CPU tensors
+under ``EP_BACKEND=ascend``, gloo and the Ascend twin); ``EP_BACKEND`` forces one, and forcing one an
+entry lacks raises ``deepjit.BackendUnavailableError`` naming it."""
 from __future__ import annotations
 
 import torch
 
 from deepjit import BackendTable, Impl
 
+from .ascend import codegen as ascend_kernels
 from .jit import LIB, kernel
 from .utils.math import per_token_cast_to_fp8
 
@@ -23,6 +25,11 @@ def _host_engine(session, rank: int, num_ranks: int, region_bytes: int):
     return HostEngine(session.transport, rank, num_ranks, region_bytes, session.threads)
 
 
+def _ascend_engine(session, rank: int, num_ranks: int, region_bytes: int):
+    from .ascend.engine import AscendEngine
+    return AscendEngine(session.group, session.device, rank, num_ranks, region_bytes, session.timeout_s)
+
+
 def _no_low_latency_engine(session, region_bytes: int):
     return None  # the V1 facade runs its low-latency calls on the normal engine
 
@@ -30,6 +37,11 @@ def _no_low_latency_engine(session, region_bytes: int):
 def _low_latency_engine(session, region_bytes: int):
     from .engine.low_latency import LowLatencyEngine
     return LowLatencyEngine(session, region_bytes, session.threads)
+
+
+def _ascend_low_latency_engine(session, region_bytes: int):
+    from .ascend.low_latency import AscendLowLatencyEngine
+    return AscendLowLatencyEngine(session)
 
 
 def _cast_ref(x: torch.Tensor, round_scale: bool, threads: int):
@@ -45,11 +57,22 @@ def _cast_host(x: torch.Tensor, round_scale: bool, threads: int):
     return out, scales
 
 
+def _cast_ascend(x: torch.Tensor, round_scale: bool, threads: int):
+    from .ascend.fp8_pack import per_token_cast_to_fp8
+    return per_token_cast_to_fp8(x, round_scale)
+
+
 TABLE = BackendTable(LIB)
 TABLE.register("dispatch_combine", reference=_reference_engine,
-               host=Impl(_host_engine, "every transport (shared memory, gloo, hybrid)"))
+               host=Impl(_host_engine, "every transport (shared memory, gloo, hybrid)"),
+               ascend=Impl(_ascend_engine, "collectives over the group (HCCL; gloo on the twin)",
+                           kernels=ascend_kernels.ENGINE))
 TABLE.register("low_latency", reference=_no_low_latency_engine,
                host=Impl(_low_latency_engine, "ranks of one host over shared memory",
-                         lambda session, *_: session.transport_kind == "shm"))
+                         lambda session, *_: session.transport_kind == "shm"),
+               ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers, equal all-to-all splits",
+                           kernels=ascend_kernels.LOW_LATENCY))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
-               host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0))
+               host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0),
+               ascend=Impl(_cast_ascend, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0,
+                           kernels=ascend_kernels.CAST))

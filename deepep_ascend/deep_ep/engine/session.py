@@ -59,6 +59,7 @@ class CommSession:
         if device is None:  # an HCCL group carries NPU tensors; anything else here is CPU
             device = torch.device("npu" if dist.get_backend(group) == "hccl" else "cpu")
         self.device = device
+        self.timeout_s = timeout_s
         self.backend = _dispatch.TABLE.backend("dispatch_combine", device)
         kind = choose_transport(group, device.type, self.backend == "host")
         if kind == "shm":

@@ -1,0 +1,62 @@
+"""deep_ep's TileLang Ascend kernels at representative shapes (EP8, 4096 tokens per rank, hidden 7168,
+top-8 of 256 experts; low-latency steps of 128 tokens), for ``make ascend-codegen`` through the backend table's Ascend column (the
+``deepjit.ascend_kernels`` entry point). Every one is a vector-core (AIV) kernel."""
+from deepjit.tilelang_route import AscendKernelSpec
+
+R, M, H, K, E_LOCAL = 8, 4096, 7168, 8, 32
+
+
+def _spec(name, build):
+    return AscendKernelSpec(name, build, "vector")
+
+
+def _pack_bf16():
+    from . import scatter
+    return scatter.build(M, H * 2, R, M * R, 0)
+
+
+def _unpack_bf16_aligned():
+    from . import scatter
+    return scatter.build(R * M, H * 2, K, R * M * K, E_LOCAL)
+
+
+def _pack_fp8():
+    from . import fp8_pack
+    return fp8_pack.build(M, H, R, M * R, False)
+
+
+def _combine_reduce_bias():
+    from . import reduce
+    return reduce.build(M * R, H, M, K, False, 1, False)
+
+
+def _combine_partial():
+    from . import reduce
+    return reduce.build(R * M * K, H, R * M, K, False, 0, True)
+
+
+def _ll_unpack_fp8():
+    from . import scatter
+    return scatter.build(R * M // 32, H, K, R * M // 32 * E_LOCAL, 0)
+
+
+def _ll_combine():
+    from . import reduce
+    return reduce.build(R * M // 32 * K, H, M // 32, K, True, 0, False)
+
+
+def _cast_ue8m0():
+    from . import fp8_pack
+    return fp8_pack.build(M, H, 1, M, True)
+
+
+ENGINE = (_spec("ep_pack_bf16_r8", _pack_bf16), _spec("ep_unpack_expanded_bf16_k8", _unpack_bf16_aligned),
+          _spec("ep_pack_fp8_r8", _pack_fp8), _spec("ep_combine_reduce_k8_bias", _combine_reduce_bias),
+          _spec("ep_combine_partial_k8", _combine_partial))
+LOW_LATENCY = (_spec("ep_ll_unpack_fp8_k8", _ll_unpack_fp8), _spec("ep_ll_combine_weighted_k8", _ll_combine))
+CAST = (_spec("ep_per_token_cast_fp8_ue8m0", _cast_ue8m0),)
+
+
+def kernels() -> list[AscendKernelSpec]:
+    """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend check them)."""
+    return [*ENGINE, *LOW_LATENCY, *CAST]

@@ -1,0 +1,230 @@
+"""The V1 low-latency kernels for NPU tensors (and CPU tensors under ``EP_BACKEND=ascend``): every
+buffer has a fixed size, ``num_max_dispatch_tokens_per_rank`` (M) rows per rank pair, and every
+all-to-all has equal splits, so a step reads nothing back from the device and can be captured.
+
+Dispatch packs each token once per destination rank into slot ``d * M + (its index among the
+tokens for d)`` (the FP8 cast fused into the pack), with a metadata row per slot (source token, and
+per top-k slot the local expert and the token's index among this rank's tokens for it; -1 in
+unused slots). The receiver counts its rows per (source, local expert) on the device and unpacks
+them into upstream's packed layout ``[E_local, R * M]`` (expert, then source rank, then token).
+Combine sends every expert output row back to slot ``(d * M + i) * K + k`` and the source adds them
+weighted, in top-k order, from 0 in FP32 (the reduce kernel), as upstream.
+
+Expert ids outside ``[-1, num_experts)`` and repeated ones are treated as -1 here (checking them
+would read the device); the normal dispatch reports them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import routing
+from .fp8_pack import pack_fp8
+from .reduce import combine_reduce
+from .scatter import scatter_rows
+from .transport import CollectiveExchange
+
+_DISPATCH_NAMES = ("operation", "hidden", "num_topk", "num_max_dispatch_tokens_per_rank", "num_experts", "FP8 options")
+_COMBINE_NAMES = ("operation", "hidden", "num_topk", "num_max_dispatch_tokens_per_rank", "num_experts")
+
+
+@dataclass
+class AscendLowLatencyState:
+    """What a low-latency dispatch leaves in its handle for the combine."""
+    topk_idx: torch.Tensor     # [T, K] the dispatch's routing (invalid ids as -1)
+    dst_slot: torch.Tensor     # [T, R] index of token t among the tokens sent to rank d, -1 if none
+    target: torch.Tensor       # [R * M, K] packed row of each received (slot, top-k slot), -1 if none
+
+
+class AscendLowLatencyEngine:
+    def __init__(self, session):
+        self.session = session
+        self.rank, self.num_ranks = session.rank, session.num_ranks
+        self.exchange = CollectiveExchange(session.group, session.device, session.timeout_s)
+
+    @property
+    def mask(self):
+        return None
+
+    @mask.setter
+    def mask(self, value):
+        raise ValueError("enable_shrink needs low_latency_mode=True over shared memory (ranks of one host, host "
+                         "kernels); the Ascend engine has no rank masks")
+
+    # ---- dispatch ---------------------------------------------------------------------------------
+    def dispatch(self, x: torch.Tensor, topk_idx, M: int, num_experts: int, stats, use_fp8: bool,
+                 round_scale: bool, use_ue8m0: bool, split: bool):
+        """Returns ``(recv_x, recv_count, src_info, layout_range, state, finish)``: ``finish()`` runs
+        the receive half (already done unless ``split``)."""
+        R, (T, H) = self.num_ranks, x.shape
+
+        def check():
+            _check_dispatch(x, topk_idx, M, num_experts, stats, R)
+            return [1, H, topk_idx.shape[1], M, num_experts, int(use_fp8) | int(round_scale) << 1 | int(use_ue8m0) << 2]
+
+        self.session.start("low_latency_dispatch", _DISPATCH_NAMES, check)
+        K, e_local, dev, ex = topk_idx.shape[1], num_experts // R, x.device, self.exchange
+        plan, _ = routing.plan(topk_idx, H, num_experts, R)
+        idx = torch.where(plan.within >= 0, topk_idx, -1)
+        slots = R * M
+        pos = torch.where(plan.dst_slot >= 0, torch.arange(R, device=dev)[None, :] * M + plan.dst_slot, -1).int()
+        send_x = ex.staging("ll_send_x", slots, (H,), torch.float8_e4m3fn if use_fp8 else torch.bfloat16)
+        send_sf = None
+        if use_fp8:
+            send_sf = ex.staging("ll_send_sf", slots, (H // 128,), torch.float32)
+            pack_fp8(x, pos, send_x, send_sf, round_scale)
+        else:
+            scatter_rows(x.contiguous(), pos, send_x)
+        valid = idx >= 0
+        here = valid[:, None, :] & (torch.where(valid, idx // e_local, R)[:, None, :]
+                                    == torch.arange(R, device=dev)[None, :, None])          # [T, R, K]
+        meta = torch.cat([torch.arange(T, device=dev)[:, None, None].expand(T, R, 1),
+                          torch.where(here, idx[:, None, :] % e_local, -1),
+                          torch.where(here, plan.within[:, None, :].long(), -1)], 2).reshape(T * R, 1 + 2 * K)
+        send_meta = ex.staging("ll_send_meta", slots + 1, (1 + 2 * K,), torch.int64).fill_(-1)
+        send_meta.index_copy_(0, torch.where(pos >= 0, pos, slots).reshape(-1).long(), meta)
+        splits = [M] * R
+        got_x = ex.staging("ll_recv_x", slots, (H,), send_x.dtype)
+        ex.all_to_all(got_x, send_x, splits, splits)
+        got_sf = None
+        if use_fp8:
+            got_sf = ex.staging("ll_recv_sf", slots, (H // 128,), torch.float32)
+            ex.all_to_all(got_sf, send_sf, splits, splits)
+        got_meta = ex.staging("ll_recv_meta", slots, (1 + 2 * K,), torch.int64)
+        ex.all_to_all(got_meta, send_meta, splits, splits)
+
+        recv_x = torch.empty(e_local, slots, H, dtype=send_x.dtype, device=dev)
+        packs = -(-(H // 128) // 4) if use_ue8m0 else H // 128
+        recv_sf = None
+        if use_fp8:  # token dimension contiguous, as upstream's scales (a transposed view)
+            recv_sf = torch.empty(e_local, packs, slots, dtype=torch.int32 if use_ue8m0 else torch.float32,
+                                  device=dev).transpose(1, 2)
+        src_info = torch.empty(e_local, slots, dtype=torch.int32, device=dev)
+        layout_range = torch.empty(e_local, R, dtype=torch.int64, device=dev)
+        recv_count = torch.empty(e_local, dtype=torch.int32, device=dev)
+        state = AscendLowLatencyState(idx, plan.dst_slot, torch.empty(slots, K, dtype=torch.int32, device=dev))
+
+        def finish():
+            self.session.guard(lambda: self._unpack(got_x, got_sf, got_meta, M, e_local, K, use_ue8m0, recv_x, recv_sf,
+                                                    src_info, layout_range, recv_count, stats, state))
+
+        if not split:
+            finish()
+        recv = (recv_x, recv_sf) if use_fp8 else recv_x
+        return recv, recv_count, src_info, layout_range, state, finish
+
+    def _unpack(self, got_x, got_sf, got_meta, M, e_local, K, use_ue8m0, recv_x, recv_sf, src_info, layout_range,
+                recv_count, stats, state):
+        R = self.num_ranks
+        slots, dev = R * M, got_x.device
+        local, within = got_meta[:, 1:1 + K], got_meta[:, 1 + K:]
+        has = local >= 0
+        source = torch.arange(slots, device=dev) // M
+        counts = torch.zeros(R, e_local + 1, dtype=torch.int64, device=dev)
+        counts.index_put_((source[:, None].expand(slots, K), torch.where(has, local, e_local)),
+                          torch.ones(slots, K, dtype=torch.int64, device=dev), accumulate=True)
+        counts = counts[:, :e_local]                                      # [source, local expert]
+        begin = torch.cumsum(counts, 0) - counts
+        target = torch.where(has, local * slots + begin[source[:, None], local.clamp(min=0)] + within, -1)
+        state.target.copy_(target)
+        scatter_rows(got_x, state.target, recv_x.view(e_local * slots, -1))
+        if got_sf is not None:
+            sf = torch.zeros(e_local * slots, got_sf.shape[1], dtype=torch.float32, device=dev)
+            scatter_rows(got_sf, state.target, sf)
+            if use_ue8m0:  # four biased exponents per int32 word, low byte first
+                exps = ((sf.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+                exps = torch.nn.functional.pad(exps, (0, -exps.shape[1] % 4))
+                sf = exps.contiguous().view(torch.int32)
+            recv_sf.copy_(sf.view(e_local, slots, -1))
+        flat = torch.full((e_local * slots + 1,), -1, dtype=torch.int32, device=dev)
+        flat.index_copy_(0, torch.where(has, target, e_local * slots).reshape(-1),
+                         got_meta[:, :1].expand(slots, K).reshape(-1).int())
+        src_info.copy_(flat[:-1].view(e_local, slots))
+        layout_range.copy_(((begin << 32) | counts).t())
+        recv_count.copy_(counts.sum(0))
+        if stats is not None:
+            stats += recv_count
+
+    # ---- combine ----------------------------------------------------------------------------------
+    def combine(self, x, topk_idx, topk_weights, state: AscendLowLatencyState, M: int, H: int, num_experts: int,
+                out: torch.Tensor | None, run=None):
+        """Returns ``(combined, event)``: with ``run`` (async mode) the exchange is handed to ``run``,
+        whose event is returned; otherwise it runs now and the event is None."""
+        R = self.num_ranks
+        e_local = num_experts // R
+
+        def check():
+            _check_combine(x, topk_idx, topk_weights, state, (e_local, R * M, H), out)
+            return [2, H, state.topk_idx.shape[1], M, num_experts]
+
+        self.session.start("low_latency_combine", _COMBINE_NAMES, check)
+        T, K = state.topk_idx.shape
+        out = torch.empty(T, H, dtype=torch.bfloat16, device=x.device) if out is None else out
+
+        def call():
+            self._combine(x.contiguous(), topk_weights.contiguous(), state, M, H, e_local, out)
+            return out
+
+        if run is None:
+            return self.session.guard(call), None
+        return out, run(lambda: self.session.guard(call))
+
+    def _combine(self, x, topk_weights, state, M, H, e_local, out):
+        R, ex = self.num_ranks, self.exchange
+        slots = R * M
+        T, K = state.topk_idx.shape
+        dev = x.device
+        has = state.target >= 0
+        inv = torch.full((e_local * slots + 1,), -1, dtype=torch.int32, device=dev)
+        inv.index_copy_(0, torch.where(has, state.target, e_local * slots).reshape(-1).long(),
+                        torch.arange(slots * K, dtype=torch.int32, device=dev))
+        send = ex.staging("ll_back_send", slots * K, (H,), torch.bfloat16)
+        scatter_rows(x.view(e_local * slots, H), inv[:-1, None], send)
+        back = ex.staging("ll_back_recv", slots * K, (H,), torch.bfloat16)
+        ex.all_to_all(back, send, [M * K] * R, [M * K] * R)
+        valid = state.topk_idx >= 0
+        owner = torch.where(valid, state.topk_idx // e_local, 0)
+        slot = torch.gather(state.dst_slot.long(), 1, owner)
+        pos = torch.where(valid, (owner * M + slot) * K + torch.arange(K, device=dev)[None, :], -1).int()
+        combine_reduce(back, pos, topk_weights, out=out)
+
+
+def _check_dispatch(x, topk_idx, M, num_experts, stats, R):
+    T, H = x.shape
+    if not isinstance(topk_idx, torch.Tensor) or topk_idx.dtype != torch.int64 or topk_idx.dim() != 2 \
+            or topk_idx.shape[0] != T or not 1 <= topk_idx.shape[1] <= 64 or topk_idx.device != x.device:
+        raise ValueError(f"topk_idx must be int64 of shape ({T}, num_topk <= 64) on {x.device}, got "
+                         f"{getattr(topk_idx, 'dtype', type(topk_idx))} {tuple(getattr(topk_idx, 'shape', ()))}")
+    if isinstance(M, bool) or not isinstance(M, int) or M <= 0:
+        raise ValueError(f"num_max_dispatch_tokens_per_rank must be a positive int, got {M!r}")
+    if T > M:
+        raise ValueError(f"num_tokens ({T}) exceeds num_max_dispatch_tokens_per_rank ({M})")
+    if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts <= 0 or num_experts % R:
+        raise ValueError(f"num_experts must be a positive multiple of the number of ranks ({R}), got {num_experts!r}")
+    if H % 128:
+        raise ValueError(f"hidden must be a multiple of 128, got {H}")
+    e_local = num_experts // R
+    if stats is not None and (not isinstance(stats, torch.Tensor) or stats.dtype != torch.int32
+                              or tuple(stats.shape) != (e_local,) or stats.device != x.device):
+        raise ValueError(f"cumulative_local_expert_recv_stats must be an int32 tensor of shape ({e_local},) on "
+                         f"{x.device}, got {getattr(stats, 'dtype', type(stats))} {tuple(getattr(stats, 'shape', ()))}")
+
+
+def _check_combine(x, topk_idx, topk_weights, state, shape, out):
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or tuple(x.shape) != shape:
+        raise ValueError(f"x must be a BF16 tensor of shape {shape}, got {getattr(x, 'dtype', type(x))} "
+                         f"{tuple(getattr(x, 'shape', ()))}")
+    T, K = state.topk_idx.shape
+    if not isinstance(topk_idx, torch.Tensor) or tuple(topk_idx.shape) != (T, K):
+        raise ValueError(f"topk_idx must be the ({T}, {K}) routing given to the low_latency_dispatch that made the "
+                         f"handle, got {tuple(getattr(topk_idx, 'shape', ()))}")
+    if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
+            or tuple(topk_weights.shape) != (T, K):
+        raise ValueError(f"topk_weights must be float32 of shape {(T, K)}, got "
+                         f"{getattr(topk_weights, 'dtype', type(topk_weights))} "
+                         f"{tuple(getattr(topk_weights, 'shape', ()))}")
+    if out is not None and (out.dtype != torch.bfloat16 or tuple(out.shape) != (T, shape[2])
+                            or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous BF16 tensor of shape {(T, shape[2])}, got {out.dtype} "
+                         f"{tuple(out.shape)}")

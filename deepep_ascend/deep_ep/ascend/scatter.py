@@ -1,0 +1,94 @@
+"""Row scatter on Ascend (TileLang Ascend dialect, vector cores): packing tokens by destination rank
+and unpacking received tokens into the expanded per-expert layout.
+
+``Out[pos[i, j]] = In[i]`` for every ``pos[i, j] >= 0`` (rows travel as 32-bit words, or bytes where a
+row is not whole words, so any element type),
+then ``Out[begin:begin + count] = 0`` for each ``(begin, count)`` of ``Zero`` (the ``expert_alignment``
+padding of an expanded receive). Rows no position names are left as they are. A core stages a tile
+of input rows in UB and writes each one to its positions with one GM DMA each; the zero ranges are
+dealt to the cores round robin.
+
+No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
+"""
+import functools
+
+ROW_TILE_BYTES = 64 * 1024
+
+
+def padded(n: int, elem_bytes: int) -> int:
+    """``n`` elements rounded up to whole 32-byte UB blocks (UB DMA bursts start 32-byte aligned)."""
+    per = 32 // elem_bytes
+    return -(-n // per) * per
+
+
+@functools.cache
+def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
+    """Scatter of ``n`` rows of ``row_bytes`` bytes through ``p`` positions each into ``out_rows`` rows;
+    ``num_zero`` zero ranges (0: none; they need rows of whole words)."""
+    import tilelang.ascend.language as T
+
+    words = row_bytes % 4 == 0
+    if num_zero and not words:
+        raise ValueError(f"zero ranges need rows of whole 32-bit words, got {row_bytes} bytes")
+    dtype, width = ("int32", row_bytes // 4) if words else ("uint8", row_bytes)
+    rb = padded(width, 4 if words else 1)
+    br = max(1, min(n, 64, ROW_TILE_BYTES // (rb * (4 if words else 1))))
+    blocks = -(-n // br)
+    nz = max(num_zero, 1)
+
+    @T.prim_func
+    def scatter_rows(In: T.Tensor((n, width), dtype), Pos: T.Tensor((n, p), "int32"),
+                     Zero: T.Tensor((nz, 2), "int32"), Out: T.Tensor((out_rows, width), dtype)):
+        with T.Kernel(blocks) as bid:
+            x = T.alloc_shared((br, rb), dtype)
+            pos = T.alloc_shared((br, padded(p, 4)), "int32")
+            r0 = bid * br
+            rows = T.min(br, n - r0)
+            T.copy(In[r0:r0 + rows, :], x[0:rows, 0:width])
+            T.copy(Pos[r0:r0 + rows, :], pos[0:rows, 0:p])
+            for r in T.serial(rows):
+                for j in T.serial(p):
+                    dst = pos[r, j]
+                    if dst >= 0:
+                        T.copy(x[r, 0:width], Out[dst, 0:width])
+            if num_zero > 0:
+                zero = T.alloc_shared((1, rb), dtype)
+                ranges = T.alloc_shared((nz, padded(2, 4)), "int32")
+                T.clear(zero)
+                T.copy(Zero[0:nz, :], ranges[0:nz, 0:2])
+                for z in T.serial(nz):
+                    if z % blocks == bid:
+                        for i in T.serial(ranges[z, 1]):
+                            T.copy(zero[0, 0:width], Out[ranges[z, 0] + i, 0:width])
+
+    return scatter_rows
+
+
+def scatter_rows(src, pos, out, zero_ranges=None) -> None:
+    """``out[pos[i, j]] = src[i]`` (``pos`` int32 ``[n, p]``, -1 = none), then the ``[z, 2]`` int32
+    ``(begin, count)`` ranges of ``out`` zeroed. ``src`` and ``out`` are contiguous with equal row sizes."""
+    import torch
+
+    from .launch import launch, row_bytes
+
+    n, width = src.shape[0], row_bytes(src)
+    if not out.is_contiguous() or row_bytes(out) != width:
+        raise ValueError(f"out must be contiguous with rows of {width} bytes like src, got {row_bytes(out)} bytes, "
+                         f"contiguous={out.is_contiguous()}")
+    num_zero = 0 if zero_ranges is None else zero_ranges.shape[0]
+    if width == 0 or out.shape[0] == 0 or (n == 0 and num_zero == 0) or (pos.shape[1] == 0 and num_zero == 0):
+        return
+    if n == 0 or pos.shape[1] == 0:  # only zero ranges: a one-row source that goes nowhere
+        src = torch.zeros(1, width, dtype=torch.uint8, device=out.device)
+        pos = torch.full((1, 1), -1, dtype=torch.int32, device=out.device)
+        n = 1
+    zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)
+    launch(build(n, width, pos.shape[1], out.shape[0], num_zero), _raw(src, width), pos.contiguous(),
+           zeros.contiguous(), _raw(out, width))
+
+
+def _raw(t, width: int):
+    """``t``'s rows as int32 words (or bytes), a view of its storage."""
+    import torch
+    raw = t.contiguous().view(torch.uint8).reshape(t.shape[0], width)
+    return raw.view(torch.int32) if width % 4 == 0 else raw
