@@ -200,7 +200,12 @@ class AscendEngine(HostEngine):
             ex.all_to_all(back_w, weights.contiguous(), send, recv)
         self._back = (back, back_w, multi)
 
-    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None):
+    def combine_output(self, T: int, H: int, device=None) -> torch.Tensor:
+        """Combined rows on the tokens' device (the host engine's arena is CPU shared memory)."""
+        return torch.empty(T, H, dtype=torch.bfloat16, device=device)
+
+    def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
+        """``(combined, weights)``; ``out`` (from ``combine_output``) receives the combined rows if given."""
         h, plan = c.handle, c.handle._plan
         rows, weights, multi = self._back
         self._back = None
@@ -219,18 +224,18 @@ class AscendEngine(HostEngine):
             if out_w is not None:
                 for d in range(self.num_ranks):
                     out_w += torch.where((pos[:, d] >= 0)[:, None], weights[pos[:, d].clamp(min=0)], 0.0)
-            return combine_reduce(rows, pos.int(), bias=bias), out_w
+            return combine_reduce(rows, pos.int(), bias=bias, out=out), out_w
         if multi:
             # Each receiving rank's partial is added at the token's last top-k slot on that rank.
             later = torch.ones(K, K, dtype=torch.bool, device=dev).triu(1)
             same_later = (valid[:, None, :] & (owner[:, None, :] == owner[:, :, None]) & later).any(2)
             at = start[owner] + torch.gather(dst_slot, 1, owner)
             pos = torch.where(valid & ~same_later, at, -1)
-            out = combine_reduce(rows, pos.int(), bias=bias)
+            out = combine_reduce(rows, pos.int(), bias=bias, out=out)
         else:
             at = start[owner] + plan.exp_pos.long()
             pos = torch.where(valid, at, -1)
-            out = combine_reduce(rows, pos.int(), slot_weights, bias=bias)
+            out = combine_reduce(rows, pos.int(), slot_weights, bias=bias, out=out)
         if out_w is not None:  # V2: the value held by the rank owning slot k's expert
             cols = torch.arange(K, device=dev)[None, :].expand(T, K) if multi else torch.zeros_like(at)
             out_w = torch.where(valid, weights[at.clamp(min=0), cols], 0.0)
