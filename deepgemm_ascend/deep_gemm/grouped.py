@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _dispatch, runtime
+from . import _dispatch, _lib, runtime
 from . import _operands as ops
 from . import _validate as v
 from .utils.math import align
@@ -98,7 +98,7 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool |
         v.shape("grouped_layout", grouped_layout, (num_groups,))
         if expected_m_for_psum_layout is not None:
             v.integer("expected_m_for_psum_layout", expected_m_for_psum_layout, 1)
-        row_groups = _psum_row_groups_on_device if grouped_layout.device.type == "npu" else _psum_row_groups
+        row_groups = _psum_row_groups_on_device if _lib.on_ascend(grouped_layout.device) else _psum_row_groups
         row_group, ends = row_groups(grouped_layout, m, alignment, runtime.get_psum_layout_form())
         return ops.GroupedRows(row_group, ends, True, alignment)
     v.shape("grouped_layout", grouped_layout, (m,))
@@ -212,8 +212,8 @@ def _check_masked(masked_m, expected_m, num_groups: int, m: int, n: int, k: int,
     v.integer("expected_m", expected_m, 1)
     if min(num_groups, m, n, k) <= 0:
         raise v.fail("a/b shapes", "non-empty G, M, N and K", f"G = {num_groups}, M = {m}, N = {n}, K = {k}")
-    # a value check reads the device tensor: NPU tensors skip it (the Ascend kernels clamp to [0, M])
-    if masked_m.device.type != "npu" and bool(((masked_m < 0) | (masked_m > m)).any()):
+    # a value check reads the device tensor: the Ascend path skips it (the Ascend kernels clamp to [0, M])
+    if not _lib.on_ascend(masked_m.device) and bool(((masked_m < 0) | (masked_m > m)).any()):
         raise v.fail("masked_m", f"values in [0, {m}] (M of a)", masked_m.tolist())
     return masked_m
 

@@ -30,15 +30,15 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     g, m, n = d.shape
     if g == 0 or m == 0 or n == 0:
         return
-    ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
-    if not any(ks) and c.data_ptr() == d.data_ptr():
+    if groups.on_host and not any(groups.ks) and c.data_ptr() == d.data_ptr():
         return
     at, bt = a.t(), b.t()  # the [M, K] / [N, K] operand views the nt core reads
     a_mn, lda = _operand(at)
     b_mn, ldb = _operand(bt)
     defines = {"DG_A_MN_MAJOR": int(a_mn), "DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": 1, "DG_HAS_C": 1,
                "DG_K_GROUPED": 1, **shape_defines(compiled_dims.replace("k", ""), m=m, n=n)}
-    k_groups = torch.tensor([[s, k] for s, k in zip(k_starts, ks, strict=True)], dtype=torch.int32, device=d.device)
+    ks, k_starts, _ = groups.tensors(d.device)
+    k_groups = torch.stack([k_starts, ks], 1).to(torch.int32)  # (start, rows) per group, read by the kernel
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
         grid, at, bt, d, c, k_groups, g, m, n, a.size(0), lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
