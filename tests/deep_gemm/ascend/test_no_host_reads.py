@@ -84,7 +84,18 @@ def _psum_ends(counts):
     return torch.tensor(ends, dtype=torch.int32)
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def _pack_per_group(sf, ks):
+    """Per-group FP32 scale rows -> int32 words of 4 K-blocks of one group (``ceil(blocks / 4)`` rows each)."""
+    rows, out = 0, []
+    for k in ks:
+        blocks = -(-k // 32)
+        part = torch.nn.functional.pad(sf[rows:rows + blocks].t(), (0, (-blocks) % 4), value=1.0)
+        out.append(deep_gemm.pack_ue8m0_to_int(part).t())
+        rows += blocks
+    return torch.cat(out)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8_int32_sf"])
 @pytest.mark.parametrize("ks_given", [False, True])
 def test_k_grouped(monkeypatch, dtype, ks_given):
     m, n, counts = 24, 40, [96, 0, 160]
@@ -103,6 +114,8 @@ def test_k_grouped(monkeypatch, dtype, ks_given):
         sf_rows = sum(-(-k // 32) for k in ks)
         a = (a.to(torch.float8_e4m3fn), torch.exp2(torch.randint(-3, 4, (sf_rows, m)).float()))
         b = (b.to(torch.float8_e4m3fn), torch.exp2(torch.randint(-3, 4, (sf_rows, n)).float()))
+        if dtype == "fp8_int32_sf":
+            a, b = (a[0], _pack_per_group(a[1], ks)), (b[0], _pack_per_group(b[1], ks))
         fn, extra = deep_gemm.k_grouped_fp8_gemm_tn_contiguous, {"recipe": (1, 1, 32)}
 
     def call():
@@ -111,8 +124,24 @@ def test_k_grouped(monkeypatch, dtype, ks_given):
         return d
 
     got, want = _on_both_paths(monkeypatch, call, layout)
-    assert calc_diff(got, want) < (1e-3 if dtype == "fp8" else 1e-5)
+    assert calc_diff(got, want) < (1e-5 if dtype == "bf16" else 1e-3)
     assert torch.equal(got[1], c[1])
+
+
+def test_k_grouped_psum_values_are_checked_only_in_the_debug_mode(monkeypatch):
+    """Without a host read, an end past K is clamped (the kernel stays inside a); DG_ASCEND_CHECKS=1 reads
+    the layout and names the bad group."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    a, b = torch.randn(300, 16).bfloat16(), torch.randn(300, 24).bfloat16()
+    layout, c = torch.tensor([100, 900], dtype=torch.int32), torch.zeros(2, 16, 24)
+    d = torch.empty_like(c)
+    deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, layout, c=c)
+    want = torch.stack([a[:100].float().t() @ b[:100].float(), a[256:].float().t() @ b[256:].float()])
+    assert calc_diff(d, want) < 1e-5
+    monkeypatch.setenv("DG_ASCEND_CHECKS", "1")
+    with pytest.raises(ValueError, match=r"grouped_layout\[1\]: expected an end offset in \[256, 300\]"):
+        deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, layout, c=c)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
