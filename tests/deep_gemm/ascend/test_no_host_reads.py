@@ -9,6 +9,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 import deep_gemm
+from deep_gemm import _lib
 from deep_gemm.testing import calc_diff
 
 from .test_mqa_logits import _inputs as _mqa_inputs
@@ -216,3 +217,33 @@ def test_paged_mqa_logits_and_its_schedule(monkeypatch):
     got, want = _on_both_paths(monkeypatch, call, lens, table)
     _same_logits(got, want)
 
+
+
+
+def test_layout_utilities_with_psum_layouts(monkeypatch):
+    """The NVIDIA-form packers with a psum layout: ``sf_pack_ue8m0`` has no Ascend kernel, so the Ascend
+    path is simulated as NPU tensors see it (``on_ascend`` true, the table serving the host kernel)."""
+    mn, counts = 40, [96, 0, 160]
+    k_ends = _psum_ends(counts)
+    sf = torch.exp2(torch.randint(-4, 5, (sum(-(-k // 32) for k in counts), mn)).float())
+    m_ends = torch.tensor([10, 270], dtype=torch.int32)
+    sf_m = torch.exp2(torch.randint(-4, 5, (300, 8)).float())
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    monkeypatch.setenv("DG_BACKEND", "host")
+
+    def call():
+        return (deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, k_ends, None, 32, ALIGNMENT,
+                                                                                 use_psum_layout=True),
+                deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf_m, m_ends))
+
+    want = call()
+    with monkeypatch.context() as m:
+        m.setattr(_lib, "on_ascend", lambda device: True)
+        _mark(k_ends, m_ends)
+        with DeviceOnly():
+            got = call()
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    # 3, 0 and 5 K-blocks: words 1 + 0 + 2 used of the upper bound (8 + 3 G) // 4, the rest 0
+    assert got[0].shape == ((8 + 3 * 3) // 4, mn) and torch.all(got[0][3:] == 0)
+    assert torch.all(got[1][10:ALIGNMENT] == 0) and torch.all(got[1][270:] == 0)
