@@ -86,7 +86,7 @@ def _granularities(name: str, recipe, length: int) -> tuple[int, ...]:
     return tuple(recipe)
 
 
-def _debug_reads(device) -> bool:
+def may_read_values(device) -> bool:
     """Whether a check may read values derived from a layout on ``device``: always off the Ascend path,
     there only in the debug mode ``DG_ASCEND_CHECKS=1``."""
     return not _lib.on_ascend(device) or bool(_lib.LIB.env.get_int("ASCEND_CHECKS", 0))
@@ -107,7 +107,7 @@ def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_
         v.shape(name, sf, lead + (rows, sf_k))
         if sf.dtype == torch.float8_e8m0fnu:
             return formats.unpack_ue8m0(sf)
-        if require_pow2 and sf.device.type != "npu" and (valid_rows is None or _debug_reads(sf.device)):
+        if require_pow2 and sf.device.type != "npu" and (valid_rows is None or may_read_values(sf.device)):
             checked = sf if valid_rows is None else sf[valid_rows]
             if checked.numel() and not bool(formats.is_power_of_two(checked).all()):
                 bad = checked[~formats.is_power_of_two(checked)].flatten()[0].item()

@@ -11,8 +11,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   (both K-major: the E2M1 mmad; otherwise widened as below) and FP8 x FP4. The FP4 operand of a mixed
   pair (or of an MN-major FP4 pair) is widened to E4M3 by the vector-core kernel ``fp4_to_fp8.asc``
   before the GEMM launch -- exact, every E2M1 value is an E4M3 value and the per-32 UE8M0 scales stay
-  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form (the
-  reference serves it).
+  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form: the
+  table's ``accepts`` (``unsupported``) sends it to the reference; called directly, ``fp8_gemm_nt``
+  raises ``NotImplementedError``.
 - Granularity: ``gran_k`` 32, or 128 (each scale repeated over its four 32-blocks); any ``gran_mn``
   (repeated per row). The MX unit holds UE8M0 exponents, so FP32 scales must have a zero mantissa
   (positive powers of two): on the twin (CPU tensors) a non-zero mantissa raises ``ValueError``

@@ -9,7 +9,8 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``a`` ``[sum_K, M]`` and ``b`` ``[sum_K, N]`` BF16 (MN-major); ``d`` and ``c`` ``[G, M, N]`` FP32,
   ``c`` may be ``d`` (the public wrapper passes ``c = d`` after copying): for each group
   ``d[g] = c[g] + a[s:e].T @ b[s:e]`` over its K rows ``[s, e)`` from ``groups`` (``KGroups``: host
-  lists ``ks`` and ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
+  lists from ``ks_cpu``, or device tensors derived from a psum ``grouped_layout``; the kernel's
+  ``(start, rows)`` table is built with tensor ops, no device value is read on the host).
 - One launch of ``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``: tiles over (group, M block,
   N block), each group's K loop over its own rows, ``c`` added on the vector cores. A group with no
   K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when ``c`` is not ``d``.

@@ -11,11 +11,14 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   per-channel scales, ``ceil(k_g / gran_k)`` rows per group from ``groups.sf_starts`` (gran_k 32 or
   128; zero mantissa required, see ``fp8_mx_gemm.py``); ``d`` and ``c`` ``[G, M, N]`` FP32, ``c`` may
   be ``d``: ``d[g] = c[g] + deq(a)[s:e].T @ deq(b)[s:e]`` over group g's K rows from ``groups``
-  (host lists ``ks`` / ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
+  (host lists from ``ks_cpu``, or with the psum layout and no ``ks_cpu`` device tensors derived from
+  ``grouped_layout``; either way the kernel's ``(start, rows)`` table and the scale index are built
+  with tensor ops, and no device value is read on the host).
 - The per-group scale rows become one Ascend-layout scale matrix over all of K (int16 UE8M0 pairs,
   MN-major; each 32-block takes its group's scale, gaps 2^0), so the kernel addresses the scales of
   K row ``k`` at pair ``k / 64``: every non-empty group must start at a multiple of 64 (true for the
-  mk alignments 128 and 256; others are served by the reference).
+  mk alignments 128 and 256; ``accepts`` sends the others to the reference through the table, and
+  called directly this entry point raises ``NotImplementedError`` for them).
 - A group with no K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when
   ``c`` is not ``d``.
 """
