@@ -247,3 +247,28 @@ def test_layout_utilities_with_psum_layouts(monkeypatch):
     # 3, 0 and 5 K-blocks: words 1 + 0 + 2 used of the upper bound (8 + 3 G) // 4, the rest 0
     assert got[0].shape == ((8 + 3 * 3) // 4, mn) and torch.all(got[0][3:] == 0)
     assert torch.all(got[1][10:ALIGNMENT] == 0) and torch.all(got[1][270:] == 0)
+
+
+def test_m_grouped_values_are_checked_only_in_the_debug_mode(monkeypatch):
+    """An end row past M and a masked count past M_max are clamped on the device (nothing outside d is
+    written); DG_ASCEND_CHECKS=1 reads them and raises."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    m, n, k = ALIGNMENT + 30, 24, 64
+    a, b = torch.randn(m, k).bfloat16(), torch.randn(2, n, k).bfloat16()
+    layout = torch.tensor([40, m + 500], dtype=torch.int32)
+    d = torch.zeros(m, n, dtype=torch.bfloat16)
+    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True)
+    want = torch.zeros(m, n)
+    want[:40], want[ALIGNMENT:] = a[:40].float() @ b[0].float().t(), a[ALIGNMENT:].float() @ b[1].float().t()
+    assert calc_diff(d, want) < 1e-5
+    masked_m = torch.tensor([3, 99], dtype=torch.int32)
+    dm = torch.full((2, 16, n), -7.0, dtype=torch.bfloat16)
+    am = torch.randn(2, 16, k).bfloat16()
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(am, b, dm, masked_m, expected_m=16)
+    assert calc_diff(dm[1], am[1].float() @ b[1].float().t()) < 1e-5 and torch.all(dm[0, 3:] == -7.0)
+    monkeypatch.setenv("DG_ASCEND_CHECKS", "1")
+    with pytest.raises(ValueError, match=r"grouped_layout\[1\]: expected group 1 to end within M"):
+        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, layout, use_psum_layout=True)
+    with pytest.raises(ValueError, match=r"masked_m: expected values in \[0, 16\]"):
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(am, b, dm, masked_m, expected_m=16)
