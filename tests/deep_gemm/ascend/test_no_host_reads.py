@@ -2,7 +2,8 @@
 public op family runs with its layout / mask / range / page-table tensors marked "device only" -- any host
 read of them, or of a tensor computed from them (``.item()``, ``.tolist()``, ``bool()``, ``int()``,
 ``.numpy()``, ``nonzero``, ``unique``, ``torch.equal``, a boolean-mask index), raises -- and still matches
-the reference path. (The scale-factor transforms are checked the same way in test_sf_layout.py.)"""
+the reference path; bad values are clamped on the device and reported only with DG_ASCEND_CHECKS=1. (The
+scale-factor transforms are checked the same way in test_sf_layout.py.)"""
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -75,6 +76,18 @@ def test_the_guard_catches_reads_of_derived_tensors():
                      lambda: torch.ones(2)[ends > 4]):
             with pytest.raises(HostRead):
                 read()
+
+
+def test_dense_bf16_gemm_with_every_tensor_marked(monkeypatch):
+    a, b, c = torch.randn(40, 96).bfloat16(), torch.randn(24, 96).bfloat16(), torch.randn(40, 24)
+
+    def call():
+        d = torch.empty(40, 24)
+        deep_gemm.bf16_gemm_nt(a, b, d, c=c)
+        return d
+
+    got, want = _on_both_paths(monkeypatch, call, a, b, c)
+    assert calc_diff(got, want) < 1e-5
 
 
 def _psum_ends(counts):
