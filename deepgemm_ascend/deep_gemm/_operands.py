@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _lib, formats
 from . import _validate as v
-from . import formats
 from .utils.math import ceil_div
 
 SF_DTYPES = (torch.float32, torch.float8_e8m0fnu, torch.int32, torch.int16)
@@ -86,13 +86,20 @@ def _granularities(name: str, recipe, length: int) -> tuple[int, ...]:
     return tuple(recipe)
 
 
+def may_read_values(device) -> bool:
+    """Whether a check may read values derived from a layout on ``device``: always off the Ascend path,
+    there only in the debug mode ``DG_ASCEND_CHECKS=1``."""
+    return not _lib.on_ascend(device) or bool(_lib.LIB.env.get_int("ASCEND_CHECKS", 0))
+
+
 def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_k: int,
                groups: int | None, require_pow2: bool, valid_rows: torch.Tensor | None = None) -> torch.Tensor:
     """Any accepted SF container to FP32 ``[G?, ceil(mn/gran_mn), ceil(k/gran_k)]`` (any strides in).
 
     ``valid_rows`` (bool over the SF rows, ``[G?, rows]``) limits the power-of-two check to rows
     that are read: grouped layouts may leave the scales of padding rows uninitialised. The check reads
-    values, so NPU tensors skip it (no host sync; the Ascend kernels use the exponent byte)."""
+    values, so NPU tensors skip it (no host sync; the Ascend kernels use the exponent byte), and so does
+    the twin where ``valid_rows`` comes from a device layout, unless ``DG_ASCEND_CHECKS=1``."""
     v.tensor(name, sf, SF_DTYPES, 2 if groups is None else 3)
     rows, sf_k = ceil_div(mn, gran_mn), ceil_div(k, gran_k)
     lead = () if groups is None else (groups,)
@@ -100,7 +107,7 @@ def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_
         v.shape(name, sf, lead + (rows, sf_k))
         if sf.dtype == torch.float8_e8m0fnu:
             return formats.unpack_ue8m0(sf)
-        if require_pow2 and sf.device.type != "npu":
+        if require_pow2 and sf.device.type != "npu" and (valid_rows is None or may_read_values(sf.device)):
             checked = sf if valid_rows is None else sf[valid_rows]
             if checked.numel() and not bool(formats.is_power_of_two(checked).all()):
                 bad = checked[~formats.is_power_of_two(checked)].flatten()[0].item()
@@ -159,14 +166,49 @@ class GroupedRows:
     alignment: int
 
 
-@dataclass
 class KGroups:
     """A K-grouped layout, validated: group g covers K rows ``[k_starts[g], k_starts[g] + ks[g])`` and its
-    scales are the ``ceil(ks[g] / gran_k)`` per-channel rows from ``sf_starts[g]``."""
-    ks: list
-    k_starts: list
-    sf_starts: list
+    scales are the ``ceil(ks[g] / gran_k)`` per-channel rows from ``sf_starts[g]``.
+
+    Each field is a host list (from ``ks_cpu``) or, on the Ascend path with the psum layout and no
+    ``ks_cpu``, an int64 device tensor derived from ``grouped_layout`` without a host read; every
+    start is then a multiple of ``alignment``. Reading a field as a list (``ks``, ``k_starts``,
+    ``sf_starts``, ``k_ranges``) copies device values to the host: only the reference and the host
+    kernels do; the Ascend kernels take ``tensors()``."""
+
+    def __init__(self, ks, k_starts, sf_starts, alignment: int = 1):
+        self._ks, self._k_starts, self._sf_starts, self.alignment = ks, k_starts, sf_starts, alignment
+
+    @staticmethod
+    def _list(x) -> list:
+        return x.tolist() if isinstance(x, torch.Tensor) else list(x)
+
+    @property
+    def on_host(self) -> bool:
+        return not isinstance(self._ks, torch.Tensor)
+
+    @property
+    def ks(self) -> list:
+        return self._list(self._ks)
+
+    @property
+    def k_starts(self) -> list:
+        return self._list(self._k_starts)
+
+    @property
+    def sf_starts(self) -> list:
+        return self._list(self._sf_starts)
+
+    @sf_starts.setter
+    def sf_starts(self, value) -> None:
+        self._sf_starts = value
 
     @property
     def k_ranges(self) -> list:
         return [(s, s + k) for s, k in zip(self.k_starts, self.ks, strict=True)]
+
+    def tensors(self, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(ks, k_starts, sf_starts)`` as int64 tensors on ``device`` (no host read)."""
+        return tuple(x.to(device=device, dtype=torch.int64) if isinstance(x, torch.Tensor)
+                     else torch.tensor(list(x), dtype=torch.int64, device=device)
+                     for x in (self._ks, self._k_starts, self._sf_starts))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _dispatch, runtime
+from . import _dispatch, _lib, runtime
 from . import _operands as ops
 from . import _validate as v
 from .utils.math import align
@@ -52,8 +52,9 @@ def _psum_row_groups(layout: torch.Tensor, m: int, alignment: int, form: str):
 
 
 def _psum_row_groups_on_device(layout: torch.Tensor, m: int, alignment: int, form: str):
-    """``_psum_row_groups`` without reading a value on the host (NPU tensors: no sync, graph capture
-    stays possible); the values are not validated (the Ascend kernels read the end rows themselves)."""
+    """``_psum_row_groups`` without reading a value on the host (the Ascend path: no sync, graph capture
+    stays possible); the values are validated only with ``DG_ASCEND_CHECKS=1`` (the Ascend kernels read
+    the end rows themselves and clamp them to ``[0, M]``)."""
     values = layout.to(torch.int64)
     if form == "counts":   # end[g] = align(end[g-1]) + count[g]: a scan over the G groups, on the device
         ends, end = [], torch.zeros((), dtype=torch.int64, device=layout.device)
@@ -98,8 +99,12 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool |
         v.shape("grouped_layout", grouped_layout, (num_groups,))
         if expected_m_for_psum_layout is not None:
             v.integer("expected_m_for_psum_layout", expected_m_for_psum_layout, 1)
-        row_groups = _psum_row_groups_on_device if grouped_layout.device.type == "npu" else _psum_row_groups
-        row_group, ends = row_groups(grouped_layout, m, alignment, runtime.get_psum_layout_form())
+        form, row_groups = runtime.get_psum_layout_form(), _psum_row_groups
+        if _lib.on_ascend(grouped_layout.device):
+            if ops.may_read_values(grouped_layout.device):  # DG_ASCEND_CHECKS=1: validate (one host read)
+                _psum_row_groups(grouped_layout, m, alignment, form)
+            row_groups = _psum_row_groups_on_device
+        row_group, ends = row_groups(grouped_layout, m, alignment, form)
         return ops.GroupedRows(row_group, ends, True, alignment)
     v.shape("grouped_layout", grouped_layout, (m,))
     if expected_m_for_psum_layout is not None:
@@ -212,8 +217,9 @@ def _check_masked(masked_m, expected_m, num_groups: int, m: int, n: int, k: int,
     v.integer("expected_m", expected_m, 1)
     if min(num_groups, m, n, k) <= 0:
         raise v.fail("a/b shapes", "non-empty G, M, N and K", f"G = {num_groups}, M = {m}, N = {n}, K = {k}")
-    # a value check reads the device tensor: NPU tensors skip it (the Ascend kernels clamp to [0, M])
-    if masked_m.device.type != "npu" and bool(((masked_m < 0) | (masked_m > m)).any()):
+    # a value check reads the device tensor: the Ascend path runs it only with DG_ASCEND_CHECKS=1 (the
+    # Ascend kernels clamp to [0, M])
+    if ops.may_read_values(masked_m.device) and bool(((masked_m < 0) | (masked_m > m)).any()):
         raise v.fail("masked_m", f"values in [0, {m}] (M of a)", masked_m.tolist())
     return masked_m
 

@@ -19,10 +19,33 @@ import warnings
 
 import torch
 
-from . import _dispatch, formats, runtime
+from . import _dispatch, _lib, formats, runtime
 from . import _operands as ops
 from . import _validate as v
 from .utils.math import align, ceil_div
+
+
+def _exclusive_sums(values) -> list[int]:
+    out, acc = [], 0
+    for x in values:
+        out.append(acc)
+        acc += x
+    return out
+
+
+def _psum_groups_on_device(grouped_layout: torch.Tensor, sum_k: int, alignment: int) -> ops.KGroups:
+    """The psum groups as device tensors, without a host read (the Ascend path): ends are clamped into
+    ``[start, sum_K]`` so a kernel never reads past K; the values are checked (one host sync) only with
+    ``DG_ASCEND_CHECKS=1``."""
+    ends = grouped_layout.to(torch.int64)
+    starts = torch.cat([ends.new_zeros(min(1, ends.numel())), (ends[:-1] + alignment - 1) // alignment * alignment])
+    if _lib.LIB.env.get_int("ASCEND_CHECKS", 0):
+        bad = ((ends < starts) | (ends > sum_k)).nonzero()
+        if bad.numel():
+            g = int(bad[0, 0])
+            raise v.fail(f"grouped_layout[{g}]", f"an end offset in [{int(starts[g])}, {sum_k}]", int(ends[g]))
+    starts = starts.clamp(max=sum_k)
+    return ops.KGroups(ends.clamp(max=sum_k).maximum(starts) - starts, starts, starts.new_zeros(0), alignment)
 
 
 def _groups(ks_cpu, grouped_layout, num_groups: int, sum_k: int, use_psum_layout: bool | None) -> ops.KGroups:
@@ -47,15 +70,17 @@ def _groups(ks_cpu, grouped_layout, num_groups: int, sum_k: int, use_psum_layout
             raise v.fail("ks_cpu", f"a sum equal to the K rows of a ({sum_k})", f"sum {sum(ks_cpu)}")
     elif not use_psum_layout:
         raise v.fail("ks_cpu", "the per-group K sizes (only the psum layout may omit them)", ks_cpu)
+    if not use_psum_layout and _lib.on_ascend(grouped_layout.device):
+        if _lib.LIB.env.get_int("ASCEND_CHECKS", 0) and grouped_layout.tolist() != list(ks_cpu):
+            raise v.fail("grouped_layout", f"the values of ks_cpu {list(ks_cpu)}", grouped_layout.tolist())
+        return ops.KGroups(list(ks_cpu), _exclusive_sums(ks_cpu), [])  # grouped_layout equals ks_cpu by contract
+    if use_psum_layout and _lib.on_ascend(grouped_layout.device):
+        return _psum_groups_on_device(grouped_layout, sum_k, alignment)
     values = grouped_layout.tolist()
     if not use_psum_layout:
         if values != list(ks_cpu):
             raise v.fail("grouped_layout", f"the values of ks_cpu {list(ks_cpu)}", values)
-        starts, acc = [], 0
-        for k in ks_cpu:
-            starts.append(acc)
-            acc += k
-        ks = list(ks_cpu)
+        starts, ks = _exclusive_sums(ks_cpu), list(ks_cpu)
     else:
         starts, ks, end = [], [], 0
         for g, e in enumerate(values):
@@ -68,9 +93,11 @@ def _groups(ks_cpu, grouped_layout, num_groups: int, sum_k: int, use_psum_layout
     return ops.KGroups(ks, starts, [])
 
 
-def _sf_rows(name: str, sf, groups: ops.KGroups, mn: int, gran_k: int) -> torch.Tensor:
+def _sf_rows(name: str, sf, groups: ops.KGroups, mn: int, gran_k: int, sum_k: int) -> torch.Tensor:
     """Per-group per-channel scales to FP32 ``[sum_g ceil(k_g/gran_k), mn]``; records ``sf_starts``."""
     v.tensor(name, sf, (torch.float32, torch.float8_e8m0fnu, torch.int32), 2)
+    if not groups.on_host:
+        return _sf_rows_on_device(name, sf, groups, mn, gran_k, sum_k)
     blocks = [ceil_div(k, gran_k) for k in groups.ks]
     if sf.dtype == torch.int32:
         words = [ceil_div(b, 4) for b in blocks]
@@ -93,6 +120,25 @@ def _sf_rows(name: str, sf, groups: ops.KGroups, mn: int, gran_k: int) -> torch.
         acc += b
     groups.sf_starts = starts
     return out
+
+
+def _sf_rows_on_device(name: str, sf, groups: ops.KGroups, mn: int, gran_k: int, sum_k: int) -> torch.Tensor:
+    """``_sf_rows`` for device groups: the row count is checked against its bounds from the shapes (the
+    exact count only with ``DG_ASCEND_CHECKS=1``); int32 words unpack in place, so group g's K-blocks are
+    the FP32 rows from 4 x its first word."""
+    ks, _, _ = groups.tensors(sf.device)
+    blocks = (ks + gran_k - 1) // gran_k
+    per_row = 4 if sf.dtype == torch.int32 else 1
+    rows = (blocks + per_row - 1) // per_row
+    if sf.dim() != 2 or sf.size(1) != mn or sf.size(0) > ceil_div(sum_k, gran_k * per_row) + ks.numel():
+        raise v.fail(name, f"shape [S, {mn}] with S <= ceil(sum_K / {gran_k * per_row}) + G (per-group rows)",
+                     tuple(sf.shape))
+    if _lib.LIB.env.get_int("ASCEND_CHECKS", 0) and int(rows.sum()) != sf.size(0):
+        raise v.fail(name, f"{int(rows.sum())} rows (the groups' scale rows)", f"shape {tuple(sf.shape)}")
+    groups.sf_starts = (torch.cumsum(rows, 0) - rows) * per_row
+    if sf.dtype == torch.int32:
+        return formats.unpack_ue8m0(sf.t()).t()
+    return formats.unpack_ue8m0(sf) if sf.dtype == torch.float8_e8m0fnu else sf.float()
 
 
 def _check_common(a_data, b_data, d, c, num_groups_hint=None):
@@ -141,8 +187,8 @@ def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | 
                             ("b[1]", v.tensor("b[1]", sfb)), ("d", d), ("c", c),
                             ("grouped_layout", v.tensor("grouped_layout", grouped_layout))])
     groups = _groups(ks_cpu, grouped_layout, num_groups, sum_k, use_psum_layout)
-    sfa32 = _sf_rows("a[1]", sfa, groups, m, gran_k)
-    sfb32 = _sf_rows("b[1]", sfb, groups, n, gran_k)
+    sfa32 = _sf_rows("a[1]", sfa, groups, m, gran_k, sum_k)
+    sfb32 = _sf_rows("b[1]", sfb, groups, n, gran_k, sum_k)
     if _early_return(m, n, sum_k, d, c):
         return
     _dispatch.run("k_grouped_fp8_gemm_tn", device, data_a, sfa32, data_b, sfb32, d, d, groups, gran_k)

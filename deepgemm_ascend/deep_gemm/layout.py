@@ -56,15 +56,21 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _aligned_starts(ends: torch.Tensor, alignment: int) -> torch.Tensor:
+    """int64 ``[G]``: group g of a psum layout starts at the aligned end of group g - 1 (group 0 at 0)."""
+    ends = ends.to(torch.int64)
+    return torch.cat([ends.new_zeros(min(1, ends.numel())), (ends[:-1] + alignment - 1) // alignment * alignment])
+
+
+def _in_ranges(starts: torch.Tensor, ends: torch.Tensor, size: int) -> torch.Tensor:
+    """bool ``[size]``: index i lies in some ``[starts[g], ends[g])`` (tensor ops only: no host read)."""
+    i = torch.arange(size, device=starts.device)
+    return ((i >= starts[:, None]) & (i < ends[:, None])).any(0)
+
+
 def _psum_valid_rows(psum_layout: torch.Tensor, mn: int) -> torch.Tensor:
-    alignment = runtime.get_mk_alignment_for_contiguous_layout()
-    valid = torch.zeros(mn, dtype=torch.bool, device=psum_layout.device)
-    end = 0
-    for g, e in enumerate(psum_layout.tolist()):
-        start = 0 if g == 0 else align(end, alignment)
-        valid[start:min(e, mn)] = True
-        end = e
-    return valid
+    starts = _aligned_starts(psum_layout, runtime.get_mk_alignment_for_contiguous_layout())
+    return _in_ranges(starts, psum_layout.to(torch.int64).clamp(max=mn), mn)
 
 
 def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: torch.Tensor | None = None) -> torch.Tensor:
@@ -100,22 +106,16 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
     v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
     v.integer("gran_k", gran_k, 1)
     v.integer("k_alignment", k_alignment, 1)
-    num_groups, mn = grouped_layout.numel(), sf.size(1)
-    if ks_cpu:
-        ks = list(ks_cpu)
-    elif use_psum_layout:
-        ks, end = [], 0
-        for g, e in enumerate(grouped_layout.tolist()):
-            ks.append(e - (0 if g == 0 else align(end, k_alignment)))
-            end = e
-    else:
+    if not ks_cpu and use_psum_layout:
+        return _k_grouped_packed_on_device(sf, grouped_layout, gran_k, k_alignment)
+    if not ks_cpu:
         raise v.fail("ks_cpu", "the per-group K sizes (only the psum layout may omit them)", ks_cpu)
+    ks, mn = list(ks_cpu), sf.size(1)
     blocks = [ceil_div(k, gran_k) for k in ks]
     if sum(blocks) != sf.size(0):
         raise v.fail("sf", f"{sum(blocks)} rows (sum of ceil(k_g/{gran_k}))", f"shape {tuple(sf.shape)}")
     words = [ceil_div(b, 4) for b in blocks]
-    rows = sum(words) if ks_cpu else (sf.size(0) + 3 * num_groups) // 4
-    out = torch.zeros(rows, mn, dtype=torch.int32, device=sf.device)
+    out = torch.zeros(sum(words), mn, dtype=torch.int32, device=sf.device)
     row = word = 0
     for b, w in zip(blocks, words, strict=True):  # each group packs its own K-blocks, as rows of out
         if b:
@@ -124,18 +124,40 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
     return out
 
 
+def _k_grouped_packed_on_device(sf: torch.Tensor, grouped_layout: torch.Tensor, gran_k: int,
+                                k_alignment: int) -> torch.Tensor:
+    """The psum form without ``ks_cpu``, with tensor ops only (no host read of ``grouped_layout``): the
+    upper-bound ``(SK + 3G) // 4`` rows, K-block j of group g in byte ``j % 4`` of row ``word_start[g] + j // 4``.
+    The row count ``sum ceil(k_g / gran_k) == SK`` is checked only with ``DG_ASCEND_CHECKS=1`` on the
+    Ascend path (elsewhere always: a host read is allowed there)."""
+    num_groups, mn = grouped_layout.numel(), sf.size(1)
+    ends = grouped_layout.to(torch.int64)
+    blocks = ((ends - _aligned_starts(ends, k_alignment)).clamp_min(0) + gran_k - 1) // gran_k
+    if not _lib.on_ascend(sf.device) or _lib.LIB.env.get_int("ASCEND_CHECKS", 0):
+        if int(blocks.sum()) != sf.size(0):
+            raise v.fail("sf", f"{int(blocks.sum())} rows (sum of ceil(k_g/{gran_k}))", f"shape {tuple(sf.shape)}")
+    rows = (sf.size(0) + 3 * num_groups) // 4
+    block_ends = blocks.cumsum(0)
+    word_starts = ((blocks + 3) // 4).cumsum(0) - (blocks + 3) // 4
+    r = torch.arange(sf.size(0), device=sf.device)
+    g = torch.searchsorted(block_ends, r, right=True).clamp(max=max(num_groups - 1, 0))
+    j = r - (block_ends - blocks)[g] if num_groups else r
+    slot = (word_starts[g] * 4 + j).clamp(max=rows * 4 - 1) if num_groups else r
+    exponents = torch.zeros(rows * 4, mn, dtype=torch.uint8, device=sf.device)
+    exponents.index_copy_(0, slot, formats.ue8m0_exponent(sf).to(torch.uint8))
+    # [rows, mn] row-major as the ks_cpu form; little-endian: K-block j is byte j % 4 of its word
+    return exponents.view(rows, 4, mn).permute(0, 2, 1).contiguous().view(torch.int32).squeeze(-1)
+
+
 def _ascend_gaps(ends: torch.Tensor, alignment: int, grouping: str, size: int) -> torch.Tensor:
     """bool ``[size]``: the rows (``grouping="m"``) or 32-element K-blocks (``"k"``) lying between the
     groups of a psum layout (from a group's end to the next group's aligned start), zeroed in the
     Ascend form as DeepGEMM-Ascend's transform does."""
-    gap = torch.zeros(size, dtype=torch.bool, device=ends.device)
-    for end in ends.tolist():
-        if grouping == "m":
-            tail, start = end, align(end, alignment)
-        else:
-            tail, start = ceil_div(end, 32), align(end, alignment) // 32
-        gap[max(tail, 0):max(start, 0)] = True
-    return gap
+    ends = ends.to(torch.int64)
+    starts = (ends + alignment - 1) // alignment * alignment
+    if grouping == "k":
+        ends, starts = (ends + 31) // 32, starts // 32
+    return _in_ranges(ends.clamp_min(0), starts.clamp_min(0), size)
 
 
 def _ascend_int16(sf_fp32: torch.Tensor, mn: int, grouping: str = "none", ends: torch.Tensor | None = None,

@@ -20,8 +20,8 @@ Entry points take the canonical, already-validated arguments of the matching
 
 MX block-scaled FP8/FP4 (``mx_gemm.h``: ``asc_mmad_mx``, UE8M0 scales per 32 K in the Ascend layout,
 int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3 by
-``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on host
-tensors only):
+``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on the
+twin's CPU tensors only -- where the rows to check come from a layout, only with ``DG_ASCEND_CHECKS=1``):
 
 - ``fp8_mx_gemm.fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk")`` serves
   ``fp8_fp4_gemm_{nt,nn,tn,tt}`` (``fp8_mx_gemm.asc``; with ``c`` / ``alpha``
@@ -33,8 +33,14 @@ tensors only):
   serves ``k_grouped_fp8_gemm_{tn,nt}_contiguous`` (``bf16_gemm_epilogue.asc``, ``DG_MX`` +
   ``DG_K_GROUPED``) when every non-empty group starts at a multiple of 64 K rows.
 
-Served by the reference instead (the table's ``accepts``): the ``m_indices`` contiguous layout,
-FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid.
+No entry point reads a layout, ``masked_m``, range or page-table value on the host: the K-grouped
+groups come from ``ks_cpu`` or, with the psum layout alone, as device tensors (``KGroups``), and the
+kernels' group tables and scale indices are built with tensor ops.
+
+Served by the reference instead (the table's ``accepts`` sends them there; called directly, the entry
+points above raise ``NotImplementedError`` for them): the ``m_indices`` contiguous layout, FP4 x FP8,
+K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid, and the MQA
+logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
 The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
 the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
 

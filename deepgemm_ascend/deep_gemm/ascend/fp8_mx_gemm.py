@@ -11,8 +11,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   (both K-major: the E2M1 mmad; otherwise widened as below) and FP8 x FP4. The FP4 operand of a mixed
   pair (or of an MN-major FP4 pair) is widened to E4M3 by the vector-core kernel ``fp4_to_fp8.asc``
   before the GEMM launch -- exact, every E2M1 value is an E4M3 value and the per-32 UE8M0 scales stay
-  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form (the
-  reference serves it).
+  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form: the
+  table's ``accepts`` (``unsupported``) sends it to the reference; called directly, ``fp8_gemm_nt``
+  raises ``NotImplementedError``.
 - Granularity: ``gran_k`` 32, or 128 (each scale repeated over its four 32-blocks); any ``gran_mn``
   (repeated per row). The MX unit holds UE8M0 exponents, so FP32 scales must have a zero mantissa
   (positive powers of two): on the twin (CPU tensors) a non-zero mantissa raises ``ValueError``
@@ -32,6 +33,7 @@ import torch
 
 from .. import _validate as v
 from .. import formats
+from .._lib import LIB
 from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
 from .fp4_to_fp8 import widen
 
@@ -55,9 +57,10 @@ def ascend_scales(sf: torch.Tensor, mn: int, k: int, gran_mn: int = 1, gran_k: i
 
 def check_mantissa(name: str, sf: torch.Tensor, valid_mn: torch.Tensor | None = None, gran_mn: int = 1) -> None:
     """FP32 scales must be UE8M0-representable; only host-resident (twin) tensors are read.
-    ``valid_mn`` (bool ``[MN]``) limits the check to the scale rows the kernel loads."""
-    if not on_twin(sf) or sf.numel() == 0:
-        return
+    ``valid_mn`` (bool ``[MN]``, from a device layout) limits the check to the scale rows the kernel
+    loads; with it the check runs only with ``DG_ASCEND_CHECKS=1``."""
+    if not on_twin(sf) or sf.numel() == 0 or (valid_mn is not None and not LIB.env.get_int("ASCEND_CHECKS", 0)):
+        return  # rows chosen by a layout are a read of the layout: only in the debug mode
     if valid_mn is not None:
         used = torch.nn.functional.pad(valid_mn, (0, (-valid_mn.numel()) % gran_mn)).view(-1, gran_mn).any(-1)
         sf = sf[used]

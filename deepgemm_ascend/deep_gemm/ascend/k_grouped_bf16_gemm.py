@@ -9,7 +9,8 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``a`` ``[sum_K, M]`` and ``b`` ``[sum_K, N]`` BF16 (MN-major); ``d`` and ``c`` ``[G, M, N]`` FP32,
   ``c`` may be ``d`` (the public wrapper passes ``c = d`` after copying): for each group
   ``d[g] = c[g] + a[s:e].T @ b[s:e]`` over its K rows ``[s, e)`` from ``groups`` (``KGroups``: host
-  lists ``ks`` and ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
+  lists from ``ks_cpu``, or device tensors derived from a psum ``grouped_layout``; the kernel's
+  ``(start, rows)`` table is built with tensor ops, no device value is read on the host).
 - One launch of ``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``: tiles over (group, M block,
   N block), each group's K loop over its own rows, ``c`` added on the vector cores. A group with no
   K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when ``c`` is not ``d``.
@@ -30,15 +31,15 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     g, m, n = d.shape
     if g == 0 or m == 0 or n == 0:
         return
-    ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
-    if not any(ks) and c.data_ptr() == d.data_ptr():
+    if groups.on_host and not any(groups.ks) and c.data_ptr() == d.data_ptr():
         return
     at, bt = a.t(), b.t()  # the [M, K] / [N, K] operand views the nt core reads
     a_mn, lda = _operand(at)
     b_mn, ldb = _operand(bt)
     defines = {"DG_A_MN_MAJOR": int(a_mn), "DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": 1, "DG_HAS_C": 1,
                "DG_K_GROUPED": 1, **shape_defines(compiled_dims.replace("k", ""), m=m, n=n)}
-    k_groups = torch.tensor([[s, k] for s, k in zip(k_starts, ks, strict=True)], dtype=torch.int32, device=d.device)
+    ks, k_starts, _ = groups.tensors(d.device)
+    k_groups = torch.stack([k_starts, ks], 1).to(torch.int32)  # (start, rows) per group, read by the kernel
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
         grid, at, bt, d, c, k_groups, g, m, n, a.size(0), lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),

@@ -11,11 +11,14 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   per-channel scales, ``ceil(k_g / gran_k)`` rows per group from ``groups.sf_starts`` (gran_k 32 or
   128; zero mantissa required, see ``fp8_mx_gemm.py``); ``d`` and ``c`` ``[G, M, N]`` FP32, ``c`` may
   be ``d``: ``d[g] = c[g] + deq(a)[s:e].T @ deq(b)[s:e]`` over group g's K rows from ``groups``
-  (host lists ``ks`` / ``k_starts``, i.e. ``ks_cpu``; no device value is read on the host).
+  (host lists from ``ks_cpu``, or with the psum layout and no ``ks_cpu`` device tensors derived from
+  ``grouped_layout``; either way the kernel's ``(start, rows)`` table and the scale index are built
+  with tensor ops, and no device value is read on the host).
 - The per-group scale rows become one Ascend-layout scale matrix over all of K (int16 UE8M0 pairs,
   MN-major; each 32-block takes its group's scale, gaps 2^0), so the kernel addresses the scales of
   K row ``k`` at pair ``k / 64``: every non-empty group must start at a multiple of 64 (true for the
-  mk alignments 128 and 256; others are served by the reference).
+  mk alignments 128 and 256; ``accepts`` sends the others to the reference through the table, and
+  called directly this entry point raises ``NotImplementedError`` for them).
 - A group with no K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when
   ``c`` is not ``d``.
 """
@@ -32,17 +35,27 @@ PAIR_K = 64
 
 
 def accepts(groups) -> bool:
+    if not groups.on_host:  # device groups start at multiples of their alignment
+        return groups.alignment % PAIR_K == 0
     return all(s % PAIR_K == 0 for s, k in zip(groups.k_starts, groups.ks, strict=True) if k)
 
 
 def _block_scales(sf: torch.Tensor, k_total: int, groups, gran_k: int) -> torch.Tensor:
-    """Per-group scale rows ``[S, MN]`` -> one FP32 scale per 32 K rows ``[MN, ceil(k_total / 32)]``."""
-    index = [sf.size(0)] * -(-k_total // MX_GRAN_K)
-    for (s, e), base in zip(groups.k_ranges, groups.sf_starts, strict=True):
-        for j in range(s // MX_GRAN_K, -(-e // MX_GRAN_K)):
-            index[j] = base + (j * MX_GRAN_K - s) // gran_k
+    """Per-group scale rows ``[S, MN]`` -> one FP32 scale per 32 K rows ``[MN, ceil(k_total / 32)]``,
+    gathered on the device: block j takes its group's row ``sf_start + (32 j - k_start) / gran_k``,
+    a block outside every group the padding row 2^0."""
+    ks, starts, sf_starts = groups.tensors(sf.device)
+    pos = torch.arange(-(-k_total // MX_GRAN_K), device=sf.device) * MX_GRAN_K
+    ends = starts + ks
+    g = torch.searchsorted(ends, pos, right=True).clamp(max=max(ends.numel() - 1, 0))
+    if ends.numel():
+        inside = (pos >= starts[g]) & (pos < ends[g])
+        # clamped: scale rows short of the groups' (checked only with DG_ASCEND_CHECKS=1) read the padding row
+        index = torch.where(inside, sf_starts[g] + (pos - starts[g]) // gran_k, sf.size(0)).clamp(max=sf.size(0))
+    else:
+        index = torch.full_like(pos, sf.size(0))
     padded = torch.cat([sf.float(), torch.ones((1, sf.size(1)), dtype=torch.float32, device=sf.device)])
-    return padded[torch.tensor(index, dtype=torch.int64, device=sf.device)].t()
+    return padded[index].t()
 
 
 def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
@@ -56,8 +69,7 @@ def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torc
                                   f"that is not a multiple of {PAIR_K}")
     check_mantissa("a[1]", sfa)
     check_mantissa("b[1]", sfb)
-    ks, k_starts = [int(x) for x in groups.ks], [int(x) for x in groups.k_starts]
-    if not any(ks) and c.data_ptr() == d.data_ptr():
+    if groups.on_host and not any(groups.ks) and c.data_ptr() == d.data_ptr():
         return
     k_total = a.size(0)
     sfa16 = ascend_scales(_block_scales(sfa, k_total, groups, gran_k), m, k_total)
@@ -67,7 +79,8 @@ def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torc
     b_mn, ldb = layout(bt)
     defines = {"DG_MX": 1, "DG_A_MN_MAJOR": int(a_mn), "DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": 1, "DG_HAS_C": 1,
                "DG_K_GROUPED": 1, **shape_defines(compiled_dims.replace("k", ""), m=m, n=n)}
-    k_groups = torch.tensor([[s, k] for s, k in zip(k_starts, ks, strict=True)], dtype=torch.int32, device=d.device)
+    ks, k_starts, _ = groups.tensors(d.device)
+    k_groups = torch.stack([k_starts, ks], 1).to(torch.int32)  # (start, rows) per group, read by the kernel
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
         grid, at, bt, d, c, k_groups, g, m, n, k_total, lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),

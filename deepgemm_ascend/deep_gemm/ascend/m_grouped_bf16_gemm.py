@@ -22,8 +22,9 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
 - Masked: ``a`` ``[G, M_max, K]``, ``b`` ``[G, N, K]`` K-major, ``d`` ``[G, M_max, N]``;
   ``masked_m`` int32 ``[G]`` is read by the kernel only (clamped to ``[0, M_max]``): rows
   ``< masked_m[g]`` of ``d[g]`` are written, the others keep what they held.
-- The ``m_indices`` form (``use_psum_layout=False``) has no Ascend kernel: this raises
-  ``NotImplementedError`` before touching anything.
+- The ``m_indices`` form (``use_psum_layout=False``) has no Ascend kernel: the table's ``accepts``
+  sends it to the reference (called directly, this entry point raises ``NotImplementedError`` before
+  touching anything).
 """
 from __future__ import annotations
 

@@ -13,7 +13,10 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
   128); ``b`` may be MN-major (``nn``) when FP8.
 - Contiguous: ``a`` ``[M, K]`` K-major, ``b`` ``[G, N, K]``, ``d`` ``[M, N]``; ``rows.layout`` psum
   end rows read by the kernel only; ``zero_padding`` as in ``m_grouped_bf16_gemm.py``. Scale rows of
-  psum gaps are never loaded (they may be uninitialised), so the mantissa check skips them.
+  psum gaps are never loaded (they may be uninitialised), so the mantissa check skips them; choosing
+  those rows reads the layout, so A's check runs only with ``DG_ASCEND_CHECKS=1`` (B's always, on the twin).
+- Forms outside ``fp8_mx_gemm.unsupported`` and the ``m_indices`` layout go to the reference through
+  the table's ``accepts`` (called directly, these entry points raise ``NotImplementedError``).
 - Masked: ``a`` ``[G, M_max, K]``, ``d`` ``[G, M_max, N]``; ``masked_m`` read by the kernel only.
 """
 from __future__ import annotations

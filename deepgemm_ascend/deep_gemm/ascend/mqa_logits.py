@@ -13,8 +13,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``logits`` ``[S, width]`` FP32 or BF16 (``stride(1) == 1``), written in place inside each row's
   ``[ks, ke)``; with ``clean_logits`` every other column is -inf, without it untouched. Compressed
   rows hold position ``ks[i] + t`` in column ``t``.
-- Other forms (FP4, scaled FP8 queries, MX-scaled KV) are not served here (``unsupported`` names why;
-  the dispatch table sends them to the reference).
+- Other forms (FP4, scaled FP8 queries, MX-scaled KV) are not served here: the dispatch table's
+  ``accepts`` (``unsupported``, which names why) sends them to the reference; called directly,
+  ``mqa_logits`` raises ``NotImplementedError``.
 """
 from __future__ import annotations
 

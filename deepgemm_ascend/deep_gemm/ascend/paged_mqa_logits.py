@@ -17,6 +17,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``logits`` ``[B * next_n, max_context_len]`` FP32 or BF16 (``stride(1) == 1``), written for the
   positions below each row's length; with ``clean_logits`` the rest of the row is -inf, without it
   untouched.
+- Other forms (FP4, scaled FP8 queries, other head shapes; ``unsupported`` names why) go to the
+  reference through the table's ``accepts``; called directly, ``paged_mqa_logits`` raises
+  ``NotImplementedError``.
 """
 from __future__ import annotations
 
