@@ -14,6 +14,8 @@ each kernel compile force-includes.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 
@@ -58,7 +60,21 @@ def tree_digest(root: str) -> str:
 
 
 def tilelang_templates() -> tuple[str, str | None]:
-    """(TileLang's version, its template root) or ("none", None) when TileLang is not installed."""
+    """(TileLang's version, its template root) or ("none", None) when TileLang is not installed.
+
+    An installed wheel is read without importing it (its import takes ~11 s; a process whose lowerings
+    are all cached needs none); a source checkout or a moved template root goes through TileLang."""
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None:
+        return "none", None
+    package = next(iter(spec.submodule_search_locations or ()), None)
+    root = os.path.join(package, "src") if package else None
+    if root and "TL_TEMPLATE_PATH" not in os.environ and os.path.isdir(os.path.join(root, "tl_templates")) \
+            and os.path.isdir(os.path.join(package, "3rdparty")) and not os.path.exists(os.path.join(os.path.dirname(package), "VERSION")):
+        try:
+            return importlib.metadata.version("tilelang"), root
+        except importlib.metadata.PackageNotFoundError:
+            pass
     try:
         import tilelang
         from tilelang.env import TILELANG_TEMPLATE_PATH
