@@ -63,18 +63,20 @@ def tilelang_templates() -> tuple[str, str | None]:
     """(TileLang's version, its template root) or ("none", None) when TileLang is not installed.
 
     An installed wheel is read without importing it (its import takes ~11 s; a process whose lowerings
-    are all cached needs none); a source checkout or a moved template root goes through TileLang."""
+    are all cached needs none): TL_TEMPLATE_PATH, else the wheel's ``src``; a source checkout is imported."""
     spec = importlib.util.find_spec("tilelang")
     if spec is None:
         return "none", None
     package = next(iter(spec.submodule_search_locations or ()), None)
-    root = os.path.join(package, "src") if package else None
-    if root and "TL_TEMPLATE_PATH" not in os.environ and os.path.isdir(os.path.join(root, "tl_templates")) \
-            and os.path.isdir(os.path.join(package, "3rdparty")) and not os.path.exists(os.path.join(os.path.dirname(package), "VERSION")):
-        try:
-            return importlib.metadata.version("tilelang"), root
-        except importlib.metadata.PackageNotFoundError:
-            pass
+    if package and not os.path.exists(os.path.join(os.path.dirname(package), "VERSION")):
+        wheel_root = os.path.join(package, "src")
+        root = os.environ.get("TL_TEMPLATE_PATH") or (
+            wheel_root if os.path.isdir(os.path.join(package, "3rdparty")) and os.path.isdir(wheel_root) else None)
+        if root:
+            try:
+                return importlib.metadata.version("tilelang"), root
+            except importlib.metadata.PackageNotFoundError:
+                pass
     try:
         import tilelang
         from tilelang.env import TILELANG_TEMPLATE_PATH
