@@ -13,6 +13,8 @@
   and NPU tensors the Ascend kernels where the library has them, else the reference;
 - Ascend kernels (``ascend_kernel``): a package ``.asc`` source or a TileLang PrimFunc, compiled by
   the Ascend toolchain for NPU tensors and by the twin for CPU tensors, launched alike;
+  ``tilelang_kernel(builder, *args)`` takes a PrimFunc builder instead and caches its lowering on
+  disk, so a process whose kernels are all cached never imports TileLang;
 - the worker-thread count host kernels use (``set_num_sms`` and friends map onto it).
 """
 from __future__ import annotations
