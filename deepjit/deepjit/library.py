@@ -13,6 +13,8 @@
   and NPU tensors the Ascend kernels where the library has them, else the reference;
 - Ascend kernels (``ascend_kernel``): a package ``.asc`` source or a TileLang PrimFunc, compiled by
   the Ascend toolchain for NPU tensors and by the twin for CPU tensors, launched alike;
+  ``tilelang_kernel(builder, *args)`` takes a PrimFunc builder instead and caches its lowering on
+  disk, so a process whose kernels are all cached never imports TileLang;
 - the worker-thread count host kernels use (``set_num_sms`` and friends map onto it).
 """
 from __future__ import annotations
@@ -143,7 +145,24 @@ class KernelLibrary:
             else:
                 grid = None
                 source = "".join(f"#define {k} {_define_value(v)}\n" for k, v in memo[3]) + self.source(relative_path)
-            handle = AscendKernelHandle(self, name, source, grid, options, relative_path if is_primfunc else None)
+            params = tuple(relative_path.buffer_map[p].name for p in relative_path.params) if is_primfunc else None
+            handle = AscendKernelHandle(self, name, source, grid, options, params)
+            with self._lock:
+                self._kernels[memo] = handle
+        return handle
+
+    def tilelang_kernel(self, builder, *args, options=None) -> AscendKernelHandle:
+        """The TileLang Ascend kernel ``builder(*args)`` returns (a PrimFunc) like ``ascend_kernel``, its
+        lowering taken from deepjit's disk cache when there (no TileLang import, builder not called; see
+        ``tilelang_route.lowering_cache``). ``args`` are hashable and named fully by their ``repr``."""
+        memo = ("tilelang", builder, args, None if options is None else options.memo_token())
+        handle = self._kernels.get(memo)
+        if handle is None:
+            from .disk_cache import DiskCache
+            from .tilelang_route.lowering_cache import cached_lowering
+
+            lowered = cached_lowering(builder, *args, disk_cache=DiskCache.from_env(self.env))
+            handle = AscendKernelHandle(self, lowered.symbol, lowered.source, lowered.grid, options, lowered.params)
             with self._lock:
                 self._kernels[memo] = handle
         return handle
@@ -183,11 +202,12 @@ class AscendKernelHandle:
     """One Ascend kernel of a library; ``launch(options, *args)`` takes ``AscendLaunchOptions`` and
     the kernel's arguments like ``AscendKernel.launch``, and runs on the twin when the tensor
     arguments are CPU tensors, on the NPU when they are NPU tensors. A TileLang kernel takes its
-    tensors in the PrimFunc's parameter order (mapped by name onto the lowered kernel's)."""
+    tensors in the PrimFunc's parameter order (``params``: their names, mapped onto the lowered kernel's)."""
 
-    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | None, options, prim_func=None):
+    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | None, options,
+                 params: tuple[str, ...] | None = None):
         self.library, self.name, self.source, self.grid, self.options = library, name, source, grid, options
-        self.prim_func = prim_func
+        self.params = params
         self._compiled: dict[bool, object] = {}
 
     def kernel(self, twin: bool):
@@ -212,9 +232,9 @@ class AscendKernelHandle:
             if self.grid is None:
                 raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
             options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=self.grid))
-        if self.prim_func is not None:
-            from .tilelang_route.twin import kernel_arguments
-            args = kernel_arguments(self.prim_func, self.source, args)
+        if self.params is not None:
+            from .tilelang_route.twin import arguments_by_name
+            args = arguments_by_name(self.params, self.source, args)
         runtime = self.library.ascend_runtime(twin)
         return runtime.launch(self.kernel(twin), options, *args)
 

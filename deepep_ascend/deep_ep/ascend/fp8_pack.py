@@ -72,7 +72,7 @@ def pack_fp8(x, pos, out, scales, round_scale: bool) -> None:
     t, h = x.shape
     if t == 0 or pos.shape[1] == 0 or out.shape[0] == 0:
         return
-    launch(build(t, h, pos.shape[1], out.shape[0], bool(round_scale)), x.contiguous(), pos.contiguous(), out, scales)
+    launch(build, (t, h, pos.shape[1], out.shape[0], bool(round_scale)), x.contiguous(), pos.contiguous(), out, scales)
 
 
 def per_token_cast_to_fp8(x, round_scale: bool):

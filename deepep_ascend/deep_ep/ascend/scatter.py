@@ -83,7 +83,7 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
         pos = torch.full((1, 1), -1, dtype=torch.int32, device=out.device)
         n = 1
     zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)
-    launch(build(n, width, pos.shape[1], out.shape[0], num_zero), _raw(src, width), pos.contiguous(),
+    launch(build, (n, width, pos.shape[1], out.shape[0], num_zero), _raw(src, width), pos.contiguous(),
            zeros.contiguous(), _raw(out, width))
 
 

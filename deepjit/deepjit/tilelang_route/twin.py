@@ -91,9 +91,14 @@ def _check_tensors(func, tensors) -> None:
 def kernel_arguments(prim_func, source: str, tensors) -> list:
     """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order: TileLang
     may reorder parameters, but keeps their names."""
+    return arguments_by_name([prim_func.buffer_map[p].name for p in prim_func.params], source, tensors)
+
+
+def arguments_by_name(names, source: str, tensors) -> list:
+    """``tensors`` named ``names`` (the PrimFunc's parameter order) in the lowered kernel's parameter order."""
     from ..backends.ascend_twin.source import parse_entry
 
-    by_name = {prim_func.buffer_map[p].name: t for p, t in zip(prim_func.params, tensors, strict=True)}
+    by_name = dict(zip(names, tensors, strict=True))
     out = []
     for param in parse_entry(source).params:
         if param.name not in by_name:

@@ -1,15 +1,17 @@
 """Launching tile_kernels' TileLang Ascend kernels through deepjit.
 
-Each kernel module builds a PrimFunc per static shape (``functools.lru_cache`` keeps it; deepjit's
-cache keeps the compiled kernel). ``KernelLibrary.ascend_kernel`` compiles it with the Ascend toolchain
-for NPU tensors and runs it on deepjit's Ascend CPU twin for CPU tensors."""
+Each kernel module has a builder returning a PrimFunc per static shape (``functools.cache`` keeps it).
+``KernelLibrary.tilelang_kernel`` takes its lowering from deepjit's disk cache when there (no TileLang
+import) and compiles it with the Ascend toolchain for NPU tensors, on deepjit's Ascend CPU twin for CPU
+tensors."""
 from __future__ import annotations
 
 import torch
 
 
-def launch(prim_func, *tensors: torch.Tensor) -> None:
-    """Runs ``prim_func`` with ``tensors`` (contiguous, in the PrimFunc's parameter order) as global memory."""
+def launch(builder, args: tuple, *tensors: torch.Tensor) -> None:
+    """Runs the kernel ``builder(*args)`` builds with ``tensors`` (contiguous, in the PrimFunc's parameter
+    order) as global memory."""
     from .._lib import LIB
 
-    LIB.ascend_kernel(prim_func.attrs["global_symbol"], prim_func).launch(None, *tensors)
+    LIB.tilelang_kernel(builder, *args).launch(None, *tensors)

@@ -271,11 +271,11 @@ def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed:
         sf = kernel_sf = torch.empty((mb, kb), dtype=torch.float32, device=x.device)
         layout, ld = "row", 0
     if m and k:
-        func = build(m, k, "bfloat16" if x.dtype == torch.bfloat16 else "float32", fmt, bm, bk, bool(round_sf), layout, ld,
-                     None if clamp_min is None else float(clamp_min), given, swiglu)
+        args = (m, k, "bfloat16" if x.dtype == torch.bfloat16 else "float32", fmt, bm, bk, bool(round_sf), layout, ld,
+                None if clamp_min is None else float(clamp_min), given, swiglu)
         one = torch.zeros(1, dtype=torch.int32, device=x.device)  # the routing inputs of an unweighted cast
         weighted = swiglu is not None and swiglu.weighted
-        _launch.launch(func, x, pos_to_token_topk.contiguous() if weighted else one,
+        _launch.launch(build, args, x, pos_to_token_topk.contiguous() if weighted else one,
                        topk_weights.float().contiguous().view(-1) if weighted else one.float(), q.view(torch.uint8),
                        kernel_sf)
     return q if given else (q, sf)

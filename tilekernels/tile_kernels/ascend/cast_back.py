@@ -111,6 +111,6 @@ def cast_back(x, fmt: str, x_block_size: tuple[int, int], x_special_fmt=None):
         layout, per_word = "col", 1
     else:
         kernel_sf, layout, per_word = sf.contiguous(), "row", 1
-    func = build(m, k, e2m1, fmt, bm, bk, layout, tuple(kernel_sf.shape), per_word)
-    _launch.launch(func, q.view(torch.uint8) if e2m1 else q, kernel_sf, out)
+    _launch.launch(build, (m, k, e2m1, fmt, bm, bk, layout, tuple(kernel_sf.shape), per_word),
+                   q.view(torch.uint8) if e2m1 else q, kernel_sf, out)
     return out

@@ -51,6 +51,6 @@ def expand_to_fused(x, token_topk_to_pos, pos_to_expert):
     row_bytes = x[0].numel() * x.element_size() if t else 0
     if t and k and num_rows and row_bytes:
         raw = x.contiguous().view(torch.uint8).reshape(t, row_bytes)
-        _launch.launch(build(t, row_bytes, k, num_rows), raw, token_topk_to_pos.contiguous(),
+        _launch.launch(build, (t, row_bytes, k, num_rows), raw, token_topk_to_pos.contiguous(),
                        out.view(torch.uint8).reshape(num_rows, row_bytes))
     return out

@@ -276,7 +276,7 @@ def topk_gate(scores, num_topk: int):
     t, e = scores.shape
     out = torch.empty((t, num_topk), dtype=torch.int64, device=scores.device)
     if t:
-        _launch.launch(build_topk_gate(t, e, num_topk), scores.contiguous(), out)
+        _launch.launch(build_topk_gate, (t, e, num_topk), scores.contiguous(), out)
     return out
 
 
@@ -290,7 +290,7 @@ def normalize_weight(topk_weights):
     den = torch.empty((t,), dtype=torch.float32, device=topk_weights.device)
     out = torch.empty((t, k), dtype=torch.float32, device=topk_weights.device)
     if t:
-        _launch.launch(build_normalize_weight(t, k), topk_weights.contiguous(), den, out)
+        _launch.launch(build_normalize_weight, (t, k), topk_weights.contiguous(), den, out)
     return den, out
 
 
@@ -317,13 +317,13 @@ def top2_sum_gate(logits, bias, num_topk: int, num_topk_groups: int, num_groups:
     map_cols = 0 if to_physical_map is None else to_physical_map.shape[1]
     options = Top2Options(mask is not None, fix, unmapped_topk_idx is not None, map_cols, ep_rank if map_cols else 0)
     experts_per_rank = (e + max(map_cols - 1, 0)) // num_ep_ranks
-    func = build_top2_sum_gate(t, e, num_topk, num_groups, num_topk_groups, shared, float(routed_scaling_factor),
-                               scoring_func, tp_rank, num_tp_ranks, experts_per_rank, options)
+    args = (t, e, num_topk, num_groups, num_topk_groups, shared, float(routed_scaling_factor),
+            scoring_func, tp_rank, num_tp_ranks, experts_per_rank, options)
 
     def given(x, dtype, shape):  # an absent input is a one-element placeholder the kernel never reads
         return x.contiguous().view(dtype) if x is not None else torch.zeros(shape, dtype=dtype, device=dev)
 
-    _launch.launch(func, logits.contiguous(), bias.contiguous(), given(mask, torch.uint8, (1,)),
+    _launch.launch(build_top2_sum_gate, args, logits.contiguous(), bias.contiguous(), given(mask, torch.uint8, (1,)),
                    given(fix_routing_mask if fix else None, torch.uint8, (1,)),
                    given(to_physical_map, torch.int32, (1, 1)), given(logical_count, torch.int32, (1,)),
                    unmapped_topk_idx if unmapped_topk_idx is not None else torch.zeros((1, 1), dtype=torch.int64,

@@ -134,8 +134,8 @@ def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_top
     weight_grad = torch.zeros(weight.shape, dtype=torch.float32, device=dev)
     if rows and h:
         g_dtype = "bfloat16" if grad_out.dtype == torch.bfloat16 else "float32"
-        func = build(rows, h, num_per_channels, g_dtype, weight.numel(), None if clamp is None else float(clamp))
-        _launch.launch(func, q.reshape(rows, h2), sf, grad_out.reshape(rows, h), weight.contiguous().view(-1),
+        args = (rows, h, num_per_channels, g_dtype, weight.numel(), None if clamp is None else float(clamp))
+        _launch.launch(build, args, q.reshape(rows, h2), sf, grad_out.reshape(rows, h), weight.contiguous().view(-1),
                        pos_to_token_topk, out, x_grad, x_grad32, weight_grad.view(-1))
     x_grad_q = cast(x_grad32, "e4m3", (1, num_per_channels), False, round_sf, False)
     return out, x_grad_q, x_grad, weight_grad

@@ -14,6 +14,8 @@ each kernel compile force-includes.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 
@@ -58,7 +60,23 @@ def tree_digest(root: str) -> str:
 
 
 def tilelang_templates() -> tuple[str, str | None]:
-    """(TileLang's version, its template root) or ("none", None) when TileLang is not installed."""
+    """(TileLang's version, its template root) or ("none", None) when TileLang is not installed.
+
+    An installed wheel is read without importing it (its import takes ~11 s; a process whose lowerings
+    are all cached needs none): TL_TEMPLATE_PATH, else the wheel's ``src``; a source checkout is imported."""
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None:
+        return "none", None
+    package = next(iter(spec.submodule_search_locations or ()), None)
+    if package and not os.path.exists(os.path.join(os.path.dirname(package), "VERSION")):
+        wheel_root = os.path.join(package, "src")
+        root = os.environ.get("TL_TEMPLATE_PATH") or (
+            wheel_root if os.path.isdir(os.path.join(package, "3rdparty")) and os.path.isdir(wheel_root) else None)
+        if root:
+            try:
+                return importlib.metadata.version("tilelang"), root
+            except importlib.metadata.PackageNotFoundError:
+                pass
     try:
         import tilelang
         from tilelang.env import TILELANG_TEMPLATE_PATH
