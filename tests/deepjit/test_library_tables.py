@@ -66,7 +66,6 @@ NOT_OPS = {
 }
 # Public ops that do tensor work but have no table entry yet (each must be listed with why).
 PENDING = {
-    "tile_kernels": {"mhc_post_bwd": "the mHC post backward in torch (modeling/mhc is another change's)"},
     "deep_ep": {"EngramBuffer": "row gathers over the shared window in torch; buffers/ is another change's"},
 }
 # tile_kernels' public surface: upstream's kernel modules and packages (not its torch references or tests).
