@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 
-from ...._lib import TABLE, empty, host_kernel, threads
+from ...._lib import LIB, TABLE, empty, host_kernel, threads
 from ....mhc.norm_fn_kernel import tf32_operand
 from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
@@ -164,10 +164,13 @@ def _pre_big_fuse_host(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps
     post, comb = torch.empty(t, m, 1), torch.empty(t, m, m)
     layer_input = empty(t, h, dtype=torch.bfloat16)
     if t:
-        host_kernel("tk_mhc_pre_big_fuse", "mhc_pre_big_fuse.cpp")(
-            post, comb, layer_input, mul.contiguous(), sqrsum.contiguous(), scale.contiguous(), base.contiguous(),
-            x.contiguous(), t, m, h, float(rms_eps), float(pre_eps), float(sinkhorn_eps), float(post_mult), repeat,
-            threads())
+        args = descriptors.pack(
+            descriptors.struct_type(LIB.source("host/mhc_args.hpp"), "MhcPreBigFuseArgs"),
+            post=post, comb=comb, layer_input=layer_input, mul=mul.contiguous(), sqrsum=sqrsum.contiguous(),
+            scale=scale.contiguous(), base=base.contiguous(), residual=x.contiguous(), T=t, m=m, H=h,
+            rms_eps=float(rms_eps), pre_eps=float(pre_eps), sinkhorn_eps=float(sinkhorn_eps),
+            post_mult=float(post_mult), repeat=repeat)
+        host_kernel("tk_mhc_pre_big_fuse", "mhc_pre_big_fuse.cpp")(descriptors.address(args), threads())
     return post, comb, layer_input
 
 
