@@ -66,8 +66,9 @@ def cast_to_e5m6(x, num_per_channels, col, round_sf, packed):
     q = empty(rows, hidden * 3 // 2, dtype=torch.uint8)
     if rows:
         p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(0, q, sf, x.contiguous(), int(x.dtype == torch.bfloat16), rows, hidden, 1,
-                                          hidden, int(round_sf), p, sm, sk, threads())
+        args = _args("E5M6Args", op=0, out=q, sf=sf, x=x.contiguous(), dt=int(x.dtype == torch.bfloat16), T=rows,
+                     H=hidden, BM=1, BK=hidden, round_sf=int(round_sf), packed=p, sm=sm, sk=sk)
+        host_kernel("tk_e5m6", "e5m6.cpp")(descriptors.address(args), threads())
     return q, sf
 
 
@@ -92,8 +93,9 @@ def cast_back_from_e5m6(x, fmt, block):
     out = empty(rows, hidden, dtype=torch.float32 if fmt == "fp32" else torch.bfloat16)
     if rows:
         p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(1, out, sf, data, int(fmt == "bf16"), rows, hidden, block[0], block[1], 0,
-                                          p, sm, sk, threads())
+        args = _args("E5M6Args", op=1, out=out, sf=sf, x=data, dt=int(fmt == "bf16"), T=rows, H=hidden,
+                     BM=block[0], BK=block[1], round_sf=0, packed=p, sm=sm, sk=sk)
+        host_kernel("tk_e5m6", "e5m6.cpp")(descriptors.address(args), threads())
     return out
 
 
