@@ -75,6 +75,7 @@ TABLE.register("low_latency", reference=_no_low_latency_engine,
                host=Impl(_low_latency_engine, "ranks of one host over shared memory",
                          lambda session, *_: session.transport_kind == "shm"))
 TABLE.register("engram_gather", reference=_gather_ref,
-               host=Impl(_gather_host, "contiguous peer tables", lambda peers, *_: all(t.is_contiguous() for t in peers)))
+               host=Impl(_gather_host, "contiguous peer tables",
+                         lambda peers, *_: all(t.is_contiguous() for t in peers)))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
                host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0))

@@ -37,7 +37,8 @@ def mqa_logits(q: torch.Tensor, q_sf: torch.Tensor | None, kv: torch.Tensor, kv_
     d = kv.size(1) * (2 if kv_type == 2 else 1)
     p = _params(s, h, d, kv.size(0), q, kv_type, logits, compressed, clean_logits)
     kernel("dg_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 0})(
-        descriptors.address(p), q, q_sf, kv, kv_sf, weights, ks.to(torch.int32).contiguous(), ke.to(torch.int32).contiguous(), logits,
+        descriptors.address(p), q, q_sf, kv, kv_sf, weights, ks.to(torch.int32).contiguous(),
+        ke.to(torch.int32).contiguous(), logits,
         threads(num_threads))
 
 
@@ -60,7 +61,8 @@ def paged_mqa_logits(q, q_sf, kv_cache: torch.Tensor, weights, context_lens: tor
     p = _params(b * next_n, h, d, 0, q, kv_type, logits, clean=clean_logits, next_n=next_n,
                 block_kv=kv_cache.size(1), page=kv_cache.stride(0), max_blocks=block_table.size(1), batch=b)
     kernel("dg_paged_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 1})(
-        descriptors.address(p), q, q_sf, kv_cache, weights, context_lens.to(torch.int32).contiguous(), block_table, logits,
+        descriptors.address(p), q, q_sf, kv_cache, weights, context_lens.to(torch.int32).contiguous(), block_table,
+        logits,
         threads(num_threads))
 
 

@@ -1,5 +1,6 @@
 // Named launch arguments of the mHC forward kernels (mhc_ops.cpp, mhc_pre_big_fuse.cpp).
-// modeling/mhc/ops/_forward.py reads these declarations (deepjit.descriptors) and fills every field by name, so Python and C++ cannot drift apart.
+// modeling/mhc/ops/_forward.py reads these declarations (deepjit.descriptors) and fills every field
+// by name, so Python and C++ cannot drift apart.
 #pragma once
 
 #include <cstdint>
