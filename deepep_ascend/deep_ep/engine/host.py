@@ -66,8 +66,10 @@ class HostEngine:
         exp_pos = torch.empty(T, K, dtype=torch.int32)
         send_count = torch.empty(R, dtype=torch.int32)
         expert_count = torch.empty(R, e_local, dtype=torch.int32)
-        kernel("ep_dispatch_plan")(a.topk_idx, T, K, R, e_local, dst_slot, send_count, expert_count, within,
-                                   exp_pos, self._err)
+        args = launch_args("dispatch_args.hpp", "DispatchPlanArgs", topk_idx=a.topk_idx, T=T, K=K, R=R, E_local=e_local,
+                           dst_slot=dst_slot, send_count=send_count, expert_count=expert_count, within=within,
+                           exp_pos=exp_pos, err=self._err)
+        kernel("ep_dispatch_plan")(descriptors.address(args))
         code, t, k, value = self._err.tolist()
         if code == 1:
             raise ValueError(f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in "

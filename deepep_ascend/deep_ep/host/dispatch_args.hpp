@@ -7,6 +7,15 @@
 
 namespace ep {
 
+struct DispatchPlanArgs {
+    const int64_t* topk_idx;           // [T, K]
+    int64_t T, K, R, E_local;
+    int32_t* dst_slot;                 // [T, R]
+    int32_t *send_count, *expert_count;  // [R], [R, E_local]
+    int32_t *within, *exp_pos;         // [T, K] each
+    int64_t* err;                      // [4]
+};
+
 struct DispatchSendArgs {
     const uint8_t* x;                  // [T, hidden] rows of x_row_bytes
     int64_t x_row_stride, x_row_bytes;
