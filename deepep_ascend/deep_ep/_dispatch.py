@@ -62,6 +62,29 @@ def _cast_ascend(x: torch.Tensor, round_scale: bool, threads: int):
     return per_token_cast_to_fp8(x, round_scale)
 
 
+def _gather_ref(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
+    """Rows ``ids`` (int32 global ids) of the table split over ``peers`` (``rows_per_peer`` rows each)."""
+    flat = ids.long()
+    out = torch.empty((flat.numel(), *peers[0].shape[1:]), dtype=peers[0].dtype)
+    owner = flat // rows_per_peer
+    for peer, table in enumerate(peers):
+        rows = (owner == peer).nonzero().squeeze(1)
+        if rows.numel():
+            out[rows] = table[flat[rows] - peer * rows_per_peer]
+    return out
+
+
+def _gather_host(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
+    """The reference gather as a host kernel: whole rows copied from each peer's table in place."""
+    ids = ids.contiguous()
+    out = torch.empty((ids.numel(), *peers[0].shape[1:]), dtype=peers[0].dtype)
+    if out.numel():
+        addresses = torch.tensor([t.data_ptr() for t in peers], dtype=torch.int64)
+        kernel("ep_engram_gather")(out, addresses, ids, ids.numel(), rows_per_peer,
+                                   out[0].numel() * out.element_size(), threads)
+    return out
+
+
 TABLE = BackendTable(LIB)
 TABLE.register("dispatch_combine", reference=_reference_engine,
                host=Impl(_host_engine, "every transport (shared memory, gloo, hybrid)"),
@@ -72,6 +95,9 @@ TABLE.register("low_latency", reference=_no_low_latency_engine,
                          lambda session, *_: session.transport_kind == "shm"),
                ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers, equal all-to-all splits",
                            kernels=ascend_kernels.LOW_LATENCY))
+TABLE.register("engram_gather", reference=_gather_ref,
+               host=Impl(_gather_host, "contiguous peer tables",
+                         lambda peers, *_: all(t.is_contiguous() for t in peers)))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
                host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0),
                ascend=Impl(_cast_ascend, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0,

@@ -19,6 +19,7 @@ _SOURCES = {
     "ep_fp8_cast": "host/fp8_cast.cpp",
     "ep_ll_dispatch": "host/ll_dispatch.cpp",
     "ep_ll_combine": "host/ll_combine.cpp",
+    "ep_engram_gather": "host/engram_gather.cpp",
 }
 
 

@@ -108,9 +108,13 @@ def test_every_library_descriptor_loads():
     import deep_gemm
     import flash_mla
     import tile_kernels._lib
-    headers = [(flash_mla.LIB, "host/launch_args.hpp"), (tile_kernels._lib.LIB, "host/engram_args.hpp"),
-               (tile_kernels._lib.LIB, "host/swiglu_args.hpp"),
-               (deep_ep.jit.LIB, "host/combine_args.hpp"), (deep_gemm.LIB, "host/sf_layout_args.hpp")]
+    tk = tile_kernels._lib.LIB
+    headers = [(flash_mla.LIB, "host/launch_args.hpp"), (deep_ep.jit.LIB, "host/combine_args.hpp"),
+               (deep_ep.jit.LIB, "host/dispatch_args.hpp"), (deep_ep.jit.LIB, "host/ll_args.hpp"),
+               (deep_gemm.LIB, "host/sf_layout_args.hpp"), (deep_gemm.LIB, "host/hc_prenorm_args.hpp"),
+               (deep_gemm.LIB, "host/mqa_logits_args.hpp")]
+    headers += [(tk, f"host/{name}_args.hpp") for name in ("engram", "swiglu", "router", "mhc", "mhc_post", "cast",
+                                                               "layout")]
     for lib, header in headers:
         source = lib.source(header)
         names = re.findall(r"\bstruct\s+(\w+)\s*\{", source)

@@ -64,11 +64,8 @@ NOT_OPS = {
         "point-to-point transfers through torch.distributed: communication only, no local kernel": ("PPBuffer",),
     },
 }
-# Public ops that do tensor work but have no table entry yet (each must be listed with why).
-PENDING = {
-    "tile_kernels": {"mhc_post_bwd": "the mHC post backward in torch (modeling/mhc is another change's)"},
-    "deep_ep": {"EngramBuffer": "row gathers over the shared window in torch; buffers/ is another change's"},
-}
+# Public ops that do tensor work but have no table entry yet, each with why (none left).
+PENDING: dict[str, dict[str, str]] = {}
 # tile_kernels' public surface: upstream's kernel modules and packages (not its torch references or tests).
 _TK_PRIVATE = ("torch", "testing", "reference", "host", "ascend", "config", "utils", "torch_ops")
 

@@ -19,8 +19,9 @@ import torch.distributed as dist
 from deepjit.symm import SymmetricWindow
 
 from .. import comm
+from .._dispatch import TABLE
 from ..engine.layout import ALLOCATION_ALIGNMENT
-from ..jit import LIB
+from ..jit import LIB, threads_per_rank
 from ..transport import choose_transport
 from ..utils.math import align
 from .base import BufferBase
@@ -63,6 +64,7 @@ class EngramBuffer(BufferBase):
         self.scaleout_rank_idx = self.rank_idx // self.num_scaleup_ranks
         self.scaleup_rank_idx = self.rank_idx % self.num_scaleup_ranks
         self.num_rdma_ranks, self.num_nvlink_ranks = self.get_physical_domain_size()
+        self._threads = threads_per_rank(self.num_nvlink_ranks)  # the fetch's gather kernel
         dist.barrier(group=group)
 
     def _release(self) -> None:
@@ -181,21 +183,17 @@ class EngramBuffer(BufferBase):
                 raise ValueError(f"indices[{layer}, {where[0]}, {where[1]}] = {int(indices[layer][tuple(where)])} is "
                                  f"out of range [0, {self.num_ranks * n})")
         T = indices.shape[1]
+        cpu = torch.device("cpu")
         results = []
         for layer, n in enumerate(entries):
-            flat = indices[layer].reshape(-1).long()
-            data = torch.empty(T * per_token, hidden, dtype=dtype)
-            if self._window is None:
-                torch.index_select(self._tables[layer], 0, flat, out=data)
-            else:
-                owner = flat // n
-                for peer in range(self.num_ranks):
-                    rows = (owner == peer).nonzero().squeeze(1)
-                    if rows.numel():
-                        data[rows] = self._layer_views(peer)[layer][flat[rows] - peer * n]
-            out = data.view(T, per_token * hidden)
+            ids = indices[layer].reshape(-1)
+            peers = (list(self._tables[layer].split(n)) if self._window is None
+                     else [self._layer_views(peer)[layer] for peer in range(self.num_ranks)])
+            out = TABLE.run("engram_gather", cpu, peers, n, ids, self._threads).view(T, per_token * hidden)
             if packs:
-                sf = self._sfs[layer][flat].view(T, per_token * packs)
+                scales = self._sfs[layer]
+                sf = TABLE.run("engram_gather", cpu, [scales], scales.shape[0], ids, self._threads)
+                sf = sf.view(T, per_token * packs)
                 if use_tma_aligned_col_major_sf:
                     sf = sf.T.contiguous().T
                 out = (out, sf)

@@ -66,8 +66,10 @@ class HostEngine:
         exp_pos = torch.empty(T, K, dtype=torch.int32)
         send_count = torch.empty(R, dtype=torch.int32)
         expert_count = torch.empty(R, e_local, dtype=torch.int32)
-        kernel("ep_dispatch_plan")(a.topk_idx, T, K, R, e_local, dst_slot, send_count, expert_count, within,
-                                   exp_pos, self._err)
+        args = launch_args("dispatch_args.hpp", "DispatchPlanArgs", topk_idx=a.topk_idx, T=T, K=K, R=R, E_local=e_local,
+                           dst_slot=dst_slot, send_count=send_count, expert_count=expert_count, within=within,
+                           exp_pos=exp_pos, err=self._err)
+        kernel("ep_dispatch_plan")(descriptors.address(args))
         code, t, k, value = self._err.tolist()
         if code == 1:
             raise ValueError(f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in "
@@ -229,12 +231,15 @@ class HostEngine:
             direct, row_base, expert_base = self._direct_targets(a, plan)
         base = self.transport.send_bases(plan.send_tokens, slot.slot_bytes, COUNTS_BYTES, M * slot.slot_bytes)
         sf = a.sf
-        kernel("ep_dispatch_send")(
-            a.x, a.x.stride(0) * a.x.element_size(), slot.x_bytes,
-            sf, 0 if sf is None else sf.stride(0) * 4, 0 if sf is None else sf.stride(1) * 4,
-            0 if sf is None else sf.shape[1], a.topk_idx, a.topk_weights, a.num_tokens, K, R,
-            plan.num_local_experts, plan.dst_slot, plan.within, base, slot.slot_bytes, slot.sf_off, slot.meta_off,
-            direct, row_base, expert_base, int(a.do_expand), M, self.rank, self.threads)
+        args = launch_args(
+            "dispatch_args.hpp", "DispatchSendArgs", x=a.x, x_row_stride=a.x.stride(0) * a.x.element_size(),
+            x_row_bytes=slot.x_bytes, sf=sf, sf_row_stride=0 if sf is None else sf.stride(0) * 4,
+            sf_col_stride=0 if sf is None else sf.stride(1) * 4, num_packs=0 if sf is None else sf.shape[1],
+            topk_idx=a.topk_idx, weights=a.topk_weights, T=a.num_tokens, K=K, R=R, E_local=plan.num_local_experts,
+            dst_slot=plan.dst_slot, within=plan.within, dst_base=base, slot_bytes=slot.slot_bytes,
+            sf_off=slot.sf_off, meta_off=slot.meta_off, direct=direct, row_base=row_base, expert_base=expert_base,
+            expand=int(a.do_expand), M=M, rank=self.rank)
+        kernel("ep_dispatch_send")(descriptors.address(args), self.threads)
         self.transport.finish_send(plan.send_tokens, plan.recv_tokens, slot.slot_bytes)
 
     def receive(self, a: DispatchArgs, plan: RoutePlan, out: DispatchOutputs) -> None:
@@ -248,12 +253,16 @@ class HostEngine:
     def _copy_out(self, a: DispatchArgs, plan: RoutePlan, out: DispatchOutputs, base, slot) -> None:
         R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         sf = out.recv_sf
-        kernel("ep_dispatch_recv")(
-            base, plan.row_start, R, K, M, plan.num_local_experts, slot.x_bytes, out.recv_x,
-            out.recv_x.stride(0) * out.recv_x.element_size(), sf, 0 if sf is None else sf.stride(0) * 4,
-            0 if sf is None else sf.stride(1) * 4, 0 if sf is None else sf.shape[1], out.recv_topk_idx,
-            out.recv_topk_weights, out.recv_src_metadata, int(a.do_expand), plan.expert_base, slot.slot_bytes,
-            slot.sf_off, slot.meta_off, self.threads)
+        args = launch_args(
+            "dispatch_args.hpp", "DispatchRecvArgs", src_base=base, row_start=plan.row_start, R=R, K=K, M=M,
+            E_local=plan.num_local_experts, x_row_bytes=slot.x_bytes, out_x=out.recv_x,
+            out_x_stride=out.recv_x.stride(0) * out.recv_x.element_size(), out_sf=sf,
+            out_sf_row_stride=0 if sf is None else sf.stride(0) * 4,
+            out_sf_col_stride=0 if sf is None else sf.stride(1) * 4, num_packs=0 if sf is None else sf.shape[1],
+            out_topk_idx=out.recv_topk_idx, out_weights=out.recv_topk_weights, out_meta=out.recv_src_metadata,
+            expand=int(a.do_expand), expert_base=plan.expert_base, slot_bytes=slot.slot_bytes, sf_off=slot.sf_off,
+            meta_off=slot.meta_off)
+        kernel("ep_dispatch_recv")(descriptors.address(args), self.threads)
 
     def _finish(self, a: DispatchArgs, out: DispatchOutputs) -> None:
         sf = out.recv_sf

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit import descriptors
 from deepjit.host_memory import OutputPool
 
-from ..jit import kernel
+from ..jit import kernel, launch_args
 from ..utils.math import align
 
 SIG_WORDS = 16
@@ -234,11 +235,16 @@ class LowLatencyEngine:
             row_tk, send_row = state.row_tk, state.send_row
             (T, H), x_stride = x.shape, x.stride(0)
         timeout_ns = int(self.window.timeout_s * 1e9)
-        kernel("ep_ll_dispatch")(
-            x, x_stride, T, H, topk_idx, K, R, e_local, M, self.rank, int(fp8), int(round_scale), int(ue8m0),
-            self._areas[seq % 2], area.x_off, area.sf_off, area.route_off, area.route_cap, sig, self._sigs,
-            self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._post[0], self._post[1], timeout_ns, seq, self._status, phase, recv_x, recv_sf, src_info, layout_range, recv_count, stats,
-            row_tk, send_row, self.mask, self.threads)
+        args = launch_args(
+            "ll_args.hpp", "LlDispatchArgs", x=x, x_stride=x_stride, T=T, H=H, topk_idx=topk_idx, K=K, R=R,
+            E_local=e_local, M=M, rank=self.rank, fp8=int(fp8), round_scale=int(round_scale), ue8m0=int(ue8m0),
+            peer_area=self._areas[seq % 2], x_off=area.x_off, sf_off=area.sf_off, route_off=area.route_off,
+            route_cap=area.route_cap, sig=sig, sigs_out=self._sigs, notify_fn=self._notify_fn, wait_fn=self._wait_fn,
+            abort_word=self._abort, pidfds=self._pidfds, post_notify=self._post[0], post_wait=self._post[1],
+            timeout_ns=timeout_ns, seq=seq, status=self._status, phase=phase, recv_x=recv_x, recv_sf=recv_sf,
+            src_info=src_info, layout_range=layout_range, recv_count=recv_count, stats=stats, row_tk=row_tk,
+            send_row=send_row, mask=self.mask)
+        kernel("ep_ll_dispatch")(descriptors.address(args), self.threads)
 
     # ---- combine ----------------------------------------------------------------------------------
     def combine(self, x, topk_idx, topk_weights, state: LowLatencyState, M: int, H: int, num_experts: int,
@@ -260,12 +266,16 @@ class LowLatencyEngine:
             T = 0 if error is not None else topk_idx.shape[0]
             timeout_ns = int(self.window.timeout_s * 1e9)
             # topk_idx: the dispatch's contiguous copy (the caller's equal tensor may be a strided view)
-            kernel("ep_ll_combine")(
-                x if error is None else None, H, state.topk_idx if error is None else None, topk_weights if error is None
-                else None, T, K, R, e_local, M, H, self.rank, state.layout_range, state.row_tk, state.send_row,
-                self._areas[seq % 2], ctrl_bytes(R, e_local), sig,
-                self._sigs, self._notify_fn, self._wait_fn, self._abort, self._pidfds, self._data[0], self._data[1],
-                timeout_ns, seq, self._status, out, self.mask, self.threads)
+            ok = error is None
+            args = launch_args(
+                "ll_args.hpp", "LlCombineArgs", x=x if ok else None, x_row_stride=H,
+                topk_idx=state.topk_idx if ok else None, weights=topk_weights if ok else None, T=T, K=K, R=R,
+                E_local=e_local, M=M, H=H, rank=self.rank, layout_range=state.layout_range, row_tk=state.row_tk,
+                send_row=state.send_row, peer_area=self._areas[seq % 2], rows_off=ctrl_bytes(R, e_local), sig=sig,
+                sigs_out=self._sigs, notify_fn=self._notify_fn, wait_fn=self._wait_fn, abort_word=self._abort,
+                pidfds=self._pidfds, data_notify=self._data[0], data_wait=self._data[1], timeout_ns=timeout_ns,
+                seq=seq, status=self._status, out=out if ok else None, mask=self.mask)
+            kernel("ep_ll_combine")(descriptors.address(args), self.threads)
             self._check_status("low_latency_combine", seq, error)
             return out
 

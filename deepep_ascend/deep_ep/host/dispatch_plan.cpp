@@ -7,11 +7,16 @@
 // exp_pos[t, k]   : index of (t, k) among this rank's (token, slot) pairs bound for the same rank
 // err             : [code, token, slot, value]; code 1 = id out of range, 2 = duplicate id
 #include <deep_ep/host/common.hpp>
+#include <deep_ep/host/dispatch_args.hpp>
 
-DJ_KERNEL(ep_dispatch_plan, "ptr,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr")
-void ep_dispatch_plan(const int64_t* topk_idx, int64_t T, int64_t K, int64_t R, int64_t E_local,
-                      int32_t* dst_slot, int32_t* send_count, int32_t* expert_count, int32_t* within,
-                      int32_t* exp_pos, int64_t* err) {
+DJ_KERNEL(ep_dispatch_plan, "ptr")
+void ep_dispatch_plan(const ep::DispatchPlanArgs* args) {
+    const ep::DispatchPlanArgs a = *args;
+    const int64_t* topk_idx = a.topk_idx;
+    const int64_t T = a.T, K = a.K, R = a.R, E_local = a.E_local;
+    int32_t *dst_slot = a.dst_slot, *send_count = a.send_count, *expert_count = a.expert_count, *within = a.within,
+            *exp_pos = a.exp_pos;
+    int64_t* err = a.err;
     const int64_t E = R * E_local;
     err[0] = 0;
     std::memset(send_count, 0, sizeof(int32_t) * R);

@@ -3,15 +3,21 @@
 // (token, local expert), grouped by expert at expert_base[s, e] + within-expert index).
 // Rows of source s occupy [row_start[s], row_start[s+1]) in source-token order.
 #include <deep_ep/host/common.hpp>
+#include <deep_ep/host/dispatch_args.hpp>
 
-DJ_KERNEL(ep_dispatch_recv,
-          "ptr,ptr,i64,i64,i64,i64,i64,ptr,i64,ptr,i64,i64,i64,ptr,ptr,ptr,i64,ptr,i64,i64,i64,i64")
-void ep_dispatch_recv(const int64_t* src_base, const int32_t* row_start, int64_t R, int64_t K, int64_t M,
-                      int64_t E_local, int64_t x_row_bytes, uint8_t* out_x, int64_t out_x_stride,
-                      uint8_t* out_sf, int64_t out_sf_row_stride, int64_t out_sf_col_stride, int64_t num_packs,
-                      int64_t* out_topk_idx, float* out_weights, int32_t* out_meta, int64_t expand,
-                      const int32_t* expert_base, int64_t slot_bytes, int64_t sf_off, int64_t meta_off,
-                      int64_t threads) {
+DJ_KERNEL(ep_dispatch_recv, "ptr,i64")
+void ep_dispatch_recv(const ep::DispatchRecvArgs* args, int64_t threads) {
+    const ep::DispatchRecvArgs& a = *args;
+    const int64_t R = a.R, K = a.K, M = a.M, E_local = a.E_local, x_row_bytes = a.x_row_bytes,
+                  out_x_stride = a.out_x_stride, out_sf_row_stride = a.out_sf_row_stride,
+                  out_sf_col_stride = a.out_sf_col_stride, num_packs = a.num_packs, expand = a.expand,
+                  slot_bytes = a.slot_bytes, sf_off = a.sf_off, meta_off = a.meta_off;
+    const int64_t* src_base = a.src_base;
+    const int32_t *row_start = a.row_start, *expert_base = a.expert_base;
+    uint8_t *out_x = a.out_x, *out_sf = a.out_sf;
+    int64_t* out_topk_idx = a.out_topk_idx;
+    float* out_weights = a.out_weights;
+    int32_t* out_meta = a.out_meta;
     const int64_t N = row_start[R];
     dj::parallel_for(N, threads, [&](int64_t i) {
         int64_t s = 0;

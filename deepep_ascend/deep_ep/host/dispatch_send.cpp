@@ -7,6 +7,7 @@
 //    expert_base[d][e] + within-expert index for each local expert e (meta row stays row_base + slot).
 // direct[d] = {x, x_row_stride, sf, sf_row_stride, sf_col_stride, topk_idx, weights, meta} (bytes).
 #include <deep_ep/host/common.hpp>
+#include <deep_ep/host/dispatch_args.hpp>
 
 namespace {
 
@@ -23,15 +24,17 @@ DJ_INLINE Direct direct_of(const int64_t* d) {
 
 }  // namespace
 
-DJ_KERNEL(ep_dispatch_send,
-          "ptr,i64,i64,ptr,i64,i64,i64,ptr,ptr,i64,i64,i64,i64,ptr,ptr,ptr,i64,i64,i64,ptr,ptr,ptr,i64,i64,i64,i64")
-void ep_dispatch_send(const uint8_t* x, int64_t x_row_stride, int64_t x_row_bytes,
-                      const uint8_t* sf, int64_t sf_row_stride, int64_t sf_col_stride, int64_t num_packs,
-                      const int64_t* topk_idx, const float* weights, int64_t T, int64_t K, int64_t R, int64_t E_local,
-                      const int32_t* dst_slot, const int32_t* within, const int64_t* dst_base,
-                      int64_t slot_bytes, int64_t sf_off, int64_t meta_off,
-                      const int64_t* direct, const int32_t* row_base, const int32_t* expert_base,
-                      int64_t expand, int64_t M, int64_t rank, int64_t threads) {
+DJ_KERNEL(ep_dispatch_send, "ptr,i64")
+void ep_dispatch_send(const ep::DispatchSendArgs* args, int64_t threads) {
+    const ep::DispatchSendArgs& a = *args;
+    const uint8_t *x = a.x, *sf = a.sf;
+    const int64_t x_row_stride = a.x_row_stride, x_row_bytes = a.x_row_bytes, sf_row_stride = a.sf_row_stride,
+                  sf_col_stride = a.sf_col_stride, num_packs = a.num_packs, T = a.T, K = a.K, R = a.R,
+                  E_local = a.E_local, slot_bytes = a.slot_bytes, sf_off = a.sf_off, meta_off = a.meta_off,
+                  expand = a.expand, M = a.M, rank = a.rank;
+    const int64_t *topk_idx = a.topk_idx, *dst_base = a.dst_base, *direct = a.direct;
+    const float* weights = a.weights;
+    const int32_t *dst_slot = a.dst_slot, *within = a.within, *row_base = a.row_base, *expert_base = a.expert_base;
     dj::parallel_for(T, threads, [&](int64_t t) {
         const int64_t* row = topk_idx + t * K;
         const uint8_t* x_row = x + t * x_row_stride;

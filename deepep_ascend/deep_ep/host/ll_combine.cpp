@@ -8,18 +8,21 @@
 // mask (shrink mode): as in ll_dispatch.cpp; slots whose expert lives on a masked rank add nothing.
 //
 // status: as ll_dispatch.cpp ([3]: 3 wait failed, 2 signatures disagree / a rank reported an error).
+#include <deep_ep/host/ll_args.hpp>
 #include <deep_ep/host/ll_common.hpp>
 
-DJ_KERNEL(ep_ll_combine,
-          "ptr,i64,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,ptr,ptr,ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,ptr,"
-          "ptr,ptr,i64")
-void ep_ll_combine(const uint16_t* x, int64_t x_row_stride, const int64_t* topk_idx, const float* weights, int64_t T,
-                   int64_t K, int64_t R, int64_t E_local, int64_t M, int64_t H, int64_t rank,
-                   const int64_t* layout_range, const int32_t* row_tk, const int32_t* send_row,
-                   const int64_t* peer_area, int64_t rows_off, int64_t* sig, int64_t* sigs_out, const void* notify_fn,
-                   const void* wait_fn, const int64_t* abort_word, const int32_t* pidfds, const int64_t* data_notify,
-                   const int64_t* data_wait, int64_t timeout_ns, int64_t seq, int64_t* status, uint16_t* out,
-                   int32_t* mask, int64_t threads) {
+DJ_KERNEL(ep_ll_combine, "ptr,i64")
+void ep_ll_combine(const ep_ll::LlCombineArgs* args, int64_t threads) {
+    const ep_ll::LlCombineArgs& a = *args;
+    const auto x = a.x; const auto x_row_stride = a.x_row_stride; const auto topk_idx = a.topk_idx;
+    const auto weights = a.weights; const auto T = a.T; const auto K = a.K; const auto R = a.R;
+    const auto E_local = a.E_local; const auto M = a.M; const auto H = a.H; const auto rank = a.rank;
+    const auto layout_range = a.layout_range; const auto row_tk = a.row_tk; const auto send_row = a.send_row;
+    const auto peer_area = a.peer_area; const auto rows_off = a.rows_off; const auto sig = a.sig;
+    const auto sigs_out = a.sigs_out; const auto notify_fn = a.notify_fn; const auto wait_fn = a.wait_fn;
+    const auto abort_word = a.abort_word; const auto pidfds = a.pidfds; const auto data_notify = a.data_notify;
+    const auto data_wait = a.data_wait; const auto timeout_ns = a.timeout_ns; const auto seq = a.seq;
+    const auto status = a.status; const auto out = a.out; const auto mask = a.mask;
     using namespace ep_ll;
     const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
                           reinterpret_cast<WaitFn>(const_cast<void*>(wait_fn)), abort_word, pidfds, R, timeout_ns,

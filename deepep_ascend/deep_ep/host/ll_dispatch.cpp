@@ -24,20 +24,24 @@
 // status: [0..2] the symm wait status, [3] 0 done, 1 handshake wait failed, 2 signatures
 // disagree or a rank reported an error (sigs_out holds every row).
 #include <deep_ep/host/fp8_row.hpp>
+#include <deep_ep/host/ll_args.hpp>
 #include <deep_ep/host/ll_common.hpp>
 
-DJ_KERNEL(ep_ll_dispatch,
-          "ptr,i64,i64,i64,ptr,i64,i64,i64,i64,i64,i64,i64,i64,ptr,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,"
-          "i64,i64,ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
-void ep_ll_dispatch(const uint16_t* x, int64_t x_stride, int64_t T, int64_t H, const int64_t* topk_idx, int64_t K,
-                    int64_t R, int64_t E_local, int64_t M, int64_t rank, int64_t fp8, int64_t round_scale,
-                    int64_t ue8m0, const int64_t* peer_area, int64_t x_off, int64_t sf_off, int64_t route_off,
-                    int64_t route_cap, int64_t* sig, int64_t* sigs_out, const void* notify_fn, const void* wait_fn,
-                    const int64_t* abort_word, const int32_t* pidfds, const int64_t* post_notify,
-                    const int64_t* post_wait, int64_t timeout_ns, int64_t seq, int64_t* status, int64_t phase,
-                    uint8_t* recv_x, uint32_t* recv_sf, int32_t* src_info, int64_t* layout_range,
-                    int32_t* recv_count, int32_t* stats, int32_t* row_tk, int32_t* send_row, int32_t* mask,
-                    int64_t threads) {
+DJ_KERNEL(ep_ll_dispatch, "ptr,i64")
+void ep_ll_dispatch(const ep_ll::LlDispatchArgs* args, int64_t threads) {
+    const ep_ll::LlDispatchArgs& a = *args;
+    const auto x = a.x; const auto x_stride = a.x_stride; const auto T = a.T; const auto H = a.H;
+    const auto topk_idx = a.topk_idx; const auto K = a.K; const auto R = a.R; const auto E_local = a.E_local;
+    const auto M = a.M; const auto rank = a.rank; const auto fp8 = a.fp8; const auto round_scale = a.round_scale;
+    const auto ue8m0 = a.ue8m0; const auto peer_area = a.peer_area; const auto x_off = a.x_off;
+    const auto sf_off = a.sf_off; const auto route_off = a.route_off; const auto route_cap = a.route_cap;
+    const auto sig = a.sig; const auto sigs_out = a.sigs_out; const auto notify_fn = a.notify_fn;
+    const auto wait_fn = a.wait_fn; const auto abort_word = a.abort_word; const auto pidfds = a.pidfds;
+    const auto post_notify = a.post_notify; const auto post_wait = a.post_wait; const auto timeout_ns = a.timeout_ns;
+    const auto seq = a.seq; const auto status = a.status; const auto phase = a.phase; const auto recv_x = a.recv_x;
+    const auto recv_sf = a.recv_sf; const auto src_info = a.src_info; const auto layout_range = a.layout_range;
+    const auto recv_count = a.recv_count; const auto stats = a.stats; const auto row_tk = a.row_tk;
+    const auto send_row = a.send_row; const auto mask = a.mask;
     using namespace ep_ll;
     const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
                           reinterpret_cast<WaitFn>(const_cast<void*>(wait_fn)), abort_word, pidfds, R, timeout_ns,

@@ -17,6 +17,8 @@
 #include <deepjit/host/kernel.hpp>
 #include <deepjit/host/parallel.hpp>
 
+#include <deep_gemm/host/hc_prenorm_args.hpp>
+
 namespace {
 
 constexpr int RM = 3;   // rows of a per tile
@@ -136,9 +138,14 @@ void rows(const Problem& P, int64_t t0, int64_t t1, int64_t k0, int64_t k1, floa
 
 // splits = 0: one output (d [M, N], sqr [M]); otherwise split-K partials d [splits, M, N] and
 // sqr [splits, M], split s covering K [s * chunk, min(K, (s + 1) * chunk)).
-DJ_KERNEL(dg_hc_prenorm, "ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64,i64,i64,i64,i64")
-void dg_hc_prenorm(const uint16_t* a, const float* b, float* d, float* sqr, int64_t m, int64_t n, int64_t k,
-                   int64_t lda, int64_t ldb, int64_t ldd, int64_t d_split, int64_t splits, int64_t threads) {
+DJ_KERNEL(dg_hc_prenorm, "ptr,i64")
+void dg_hc_prenorm(const dg::HcPrenormArgs* args, int64_t threads) {
+    const dg::HcPrenormArgs A = *args;
+    const uint16_t* a = A.a;
+    const float* b = A.b;
+    float *d = A.d, *sqr = A.sqr;
+    const int64_t m = A.m, n = A.n, k = A.k, lda = A.lda, ldb = A.ldb, ldd = A.ldd, d_split = A.d_split,
+                  splits = A.splits;
     const int64_t parts = std::max<int64_t>(splits, 1), chunk = (k + parts - 1) / parts;
     const Problem P{a, b, m, n, k, lda, ldb, ldd};
     const int64_t row_tiles = (m + RM - 1) / RM;

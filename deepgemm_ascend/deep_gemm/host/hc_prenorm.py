@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from ._lib import kernel, threads
+from deepjit import descriptors
+
+from ._lib import LIB, kernel, threads
 
 
 def hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor,
@@ -17,6 +19,7 @@ def hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: 
         return
     n = b.size(0)
     splits = 0 if num_splits is None else int(num_splits)
-    kernel("dg_hc_prenorm", "host/hc_prenorm.cpp")(
-        a, b, d, sqr_sum, m, n, k, a.stride(0), b.stride(0), d.stride(-2), d.stride(0) if d.dim() == 3 else 0,
-        splits, threads(num_threads))
+    args = descriptors.pack(descriptors.struct_type(LIB.source("host/hc_prenorm_args.hpp"), "HcPrenormArgs"),
+                            a=a, b=b, d=d, sqr=sqr_sum, m=m, n=n, k=k, lda=a.stride(0), ldb=b.stride(0),
+                            ldd=d.stride(-2), d_split=d.stride(0) if d.dim() == 3 else 0, splits=splits)
+    kernel("dg_hc_prenorm", "host/hc_prenorm.cpp")(descriptors.address(args), threads(num_threads))

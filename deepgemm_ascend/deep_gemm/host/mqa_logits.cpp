@@ -6,6 +6,8 @@
 #include <deepjit/host/gemm_bf16.hpp>
 #include <deepjit/host/gemm_convert.hpp>
 
+#include <deep_gemm/host/mqa_logits_args.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,9 +16,6 @@
 namespace {
 
 using namespace dj::gemm;
-
-enum : int { P_S, P_H, P_D, P_SKV, P_QTYPE, P_KVTYPE, P_LD, P_LTYPE, P_COMPRESSED, P_CLEAN, P_WIDTH,
-             P_NEXT_N, P_BLOCK_KV, P_PAGE_STRIDE, P_MAX_BLOCKS, P_BATCH, P_COUNT };
 
 // Row `r` (D values) of an FP8 / FP4 tensor as BF16, with per-32 exponents folded for FP4.
 void row_to_bf16(const uint8_t* base, int type, int64_t D, const float* sf32, const uint8_t* ue8m0, uint16_t* out) {
@@ -110,11 +109,12 @@ void pack_kv_panel(int64_t n, int64_t D, RowFn&& row, uint16_t* tmp, uint32_t* o
 // One kernel per shared object: DG_PAGED selects which of the two this build exports.
 #if !DG_PAGED
 DJ_KERNEL(dg_mqa_logits, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
-void dg_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, const uint8_t* kv, const float* kv_sf,
-                   const float* weights, const int32_t* ks, const int32_t* ke, uint8_t* logits, int64_t threads) {
-    const int64_t S = p[P_S], H = p[P_H], D = p[P_D], SKV = p[P_SKV], ld = p[P_LD], W = p[P_WIDTH];
-    const int qt = static_cast<int>(p[P_QTYPE]), kt = static_cast<int>(p[P_KVTYPE]), lt = static_cast<int>(p[P_LTYPE]);
-    const bool compressed = p[P_COMPRESSED] != 0, clean = p[P_CLEAN] != 0;
+void dg_mqa_logits(const dg::MqaLogitsParams* p, const uint8_t* q, const float* q_sf, const uint8_t* kv,
+                   const float* kv_sf, const float* weights, const int32_t* ks, const int32_t* ke, uint8_t* logits,
+                   int64_t threads) {
+    const int64_t S = p->S, H = p->H, D = p->D, SKV = p->SKV, ld = p->ld, W = p->width;
+    const int qt = static_cast<int>(p->q_type), kt = static_cast<int>(p->kv_type), lt = static_cast<int>(p->logits_f32);
+    const bool compressed = p->compressed != 0, clean = p->clean != 0;
     const int64_t kv_row = kt == kE2M1 ? D / 2 : D, q_row = qt == kE2M1 ? D / 2 : D;
     const int64_t kv_nsf = kt == kE2M1 ? D / 32 : 1;
     const int64_t npanels = ceil_div(SKV, NR), hp = ceil_div(H, 32) * 32;
@@ -157,13 +157,13 @@ void dg_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, const 
 
 #else
 DJ_KERNEL(dg_paged_mqa_logits, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64")
-void dg_paged_mqa_logits(const int64_t* p, const uint8_t* q, const float* q_sf, const uint8_t* cache,
+void dg_paged_mqa_logits(const dg::MqaLogitsParams* p, const uint8_t* q, const float* q_sf, const uint8_t* cache,
                          const float* weights, const int32_t* context_lens, const int32_t* block_table,
                          uint8_t* logits, int64_t threads) {
-    const int64_t H = p[P_H], D = p[P_D], ld = p[P_LD], W = p[P_WIDTH], next_n = p[P_NEXT_N];
-    const int64_t block_kv = p[P_BLOCK_KV], page = p[P_PAGE_STRIDE], max_blocks = p[P_MAX_BLOCKS], B = p[P_BATCH];
-    const int qt = static_cast<int>(p[P_QTYPE]), kt = static_cast<int>(p[P_KVTYPE]), lt = static_cast<int>(p[P_LTYPE]);
-    const bool clean = p[P_CLEAN] != 0;
+    const int64_t H = p->H, D = p->D, ld = p->ld, W = p->width, next_n = p->next_n;
+    const int64_t block_kv = p->block_kv, page = p->page_stride, max_blocks = p->max_blocks, B = p->batch;
+    const int qt = static_cast<int>(p->q_type), kt = static_cast<int>(p->kv_type), lt = static_cast<int>(p->logits_f32);
+    const bool clean = p->clean != 0;
     const int64_t kv_row = kt == kE2M1 ? D / 2 : D, q_row = qt == kE2M1 ? D / 2 : D, hp = ceil_div(H, 32) * 32;
     // Work items: (batch, run of up to CHUNKS chunks of 32 positions), so each query is packed
     // once per run rather than once per chunk. A chunk never straddles a page (block_kv % 32 == 0

@@ -3,15 +3,20 @@ from __future__ import annotations
 
 import torch
 
-from ._lib import kernel, threads
+from deepjit import descriptors
+
+from ._lib import LIB, kernel, threads
 from .gemm import _elem_type
 
 
 def _params(s, h, d, s_kv, q, kv_type, logits, compressed=False, clean=False, next_n=1, block_kv=0, page=0,
             max_blocks=0, batch=0):
-    return torch.tensor([s, h, d, s_kv, _elem_type(q), kv_type, logits.stride(0),
-                         1 if logits.dtype == torch.float32 else 0, int(compressed), int(clean), logits.size(1),
-                         next_n, block_kv, page, max_blocks, batch], dtype=torch.int64)
+    """The kernels' named shape parameters (host/mqa_logits_args.hpp); keep it alive for the call."""
+    return descriptors.pack(
+        descriptors.struct_type(LIB.source("host/mqa_logits_args.hpp"), "MqaLogitsParams"), S=s, H=h, D=d,
+        SKV=s_kv, q_type=_elem_type(q), kv_type=kv_type, ld=logits.stride(0),
+        logits_f32=1 if logits.dtype == torch.float32 else 0, compressed=int(compressed), clean=int(clean),
+        width=logits.size(1), next_n=next_n, block_kv=block_kv, page_stride=page, max_blocks=max_blocks, batch=batch)
 
 
 def mqa_logits(q: torch.Tensor, q_sf: torch.Tensor | None, kv: torch.Tensor, kv_sf: torch.Tensor,
@@ -32,7 +37,8 @@ def mqa_logits(q: torch.Tensor, q_sf: torch.Tensor | None, kv: torch.Tensor, kv_
     d = kv.size(1) * (2 if kv_type == 2 else 1)
     p = _params(s, h, d, kv.size(0), q, kv_type, logits, compressed, clean_logits)
     kernel("dg_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 0})(
-        p, q, q_sf, kv, kv_sf, weights, ks.to(torch.int32).contiguous(), ke.to(torch.int32).contiguous(), logits,
+        descriptors.address(p), q, q_sf, kv, kv_sf, weights, ks.to(torch.int32).contiguous(),
+        ke.to(torch.int32).contiguous(), logits,
         threads(num_threads))
 
 
@@ -55,7 +61,8 @@ def paged_mqa_logits(q, q_sf, kv_cache: torch.Tensor, weights, context_lens: tor
     p = _params(b * next_n, h, d, 0, q, kv_type, logits, clean=clean_logits, next_n=next_n,
                 block_kv=kv_cache.size(1), page=kv_cache.stride(0), max_blocks=block_table.size(1), batch=b)
     kernel("dg_paged_mqa_logits", "host/mqa_logits.cpp", {"DG_PAGED": 1})(
-        p, q, q_sf, kv_cache, weights, context_lens.to(torch.int32).contiguous(), block_table, logits,
+        descriptors.address(p), q, q_sf, kv_cache, weights, context_lens.to(torch.int32).contiguous(), block_table,
+        logits,
         threads(num_threads))
 
 

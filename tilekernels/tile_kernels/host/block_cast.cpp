@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <vector>
 
+#include <tile_kernels/host/cast_args.hpp>
 #include <tile_kernels/host/quant.hpp>
 
 namespace {
@@ -299,10 +300,14 @@ void run(void* q, void* sf, const void* x, int64_t M, int64_t K, int64_t ldx, in
 
 }  // namespace
 
-DJ_KERNEL(tk_block_cast, "ptr,ptr,ptr,i32,i64,i64,i64,i32,i64,i64,i32,f32,i32,i64,i64,i32,i64")
-void tk_block_cast(void* q, void* sf, const void* x, int32_t in_dtype, int64_t M, int64_t K, int64_t ldx, int32_t fmt,
-                   int64_t BM, int64_t BK, int32_t round_sf, float clamp_min, int32_t packed, int64_t sm, int64_t sk,
-                   int32_t mode, int64_t threads) {
+DJ_KERNEL(tk_block_cast, "ptr,i64")
+void tk_block_cast(const tk::BlockCastArgs* args, int64_t threads) {
+    const tk::BlockCastArgs a = *args;
+    void *q = a.q, *sf = a.sf;
+    const void* x = a.x;
+    const int64_t M = a.M, K = a.K, ldx = a.ldx, BM = a.BM, BK = a.BK, sm = a.sm, sk = a.sk;
+    const int32_t in_dtype = a.in_dtype, fmt = a.fmt, round_sf = a.round_sf, packed = a.packed, mode = a.mode;
+    const float clamp_min = a.clamp_min;
     const bool rs = round_sf != 0, pk = packed != 0;
     if (in_dtype == tk::kInBF16) {
         if (fmt == tk::kE4M3) run<tk::kInBF16, tk::kE4M3>(q, sf, x, M, K, ldx, BM, BK, rs, clamp_min, pk, sm, sk, mode, threads);

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import torch
 
-from .._lib import empty, host_kernel, threads
+from deepjit import descriptors
+
+from .._lib import LIB, empty, host_kernel, threads
 from ..quant.common import FMT_CODES, alloc_sf, logical_hidden, sf_strides
+
+
+def _args(name: str, **fields):
+    """The named launch arguments ``name`` of host/cast_args.hpp."""
+    return descriptors.pack(descriptors.struct_type(LIB.source("host/cast_args.hpp"), name), **fields)
 
 
 def host_cast(x: torch.Tensor, fmt: str, block: tuple[int, int], round_sf: bool, sf_out: torch.Tensor | None,
@@ -19,10 +26,11 @@ def host_cast(x: torch.Tensor, fmt: str, block: tuple[int, int], round_sf: bool,
         q_out = empty(m, k // 2 if fmt == "e2m1" else k, dtype=torch.int8 if fmt == "e2m1" else torch.float8_e4m3fn)
     if m > 0 and k > 0:
         packed, sm, sk = sf_strides(sf_out)
-        kernel = host_kernel("tk_block_cast", "block_cast.cpp")
-        kernel(q_out, sf_out, x, int(x.dtype == torch.bfloat16), m, k, x.stride(0), FMT_CODES[fmt], block[0], block[1],
-               int(round_sf), FMT_CLAMP_MIN[fmt] if clamp_min is None else float(clamp_min), packed, sm, sk, mode,
-               threads())
+        args = _args("BlockCastArgs", q=q_out, sf=sf_out, x=x, in_dtype=int(x.dtype == torch.bfloat16), M=m, K=k,
+                     ldx=x.stride(0), fmt=FMT_CODES[fmt], BM=block[0], BK=block[1], round_sf=int(round_sf),
+                     clamp_min=FMT_CLAMP_MIN[fmt] if clamp_min is None else float(clamp_min), packed=packed, sm=sm,
+                     sk=sk, mode=mode)
+        host_kernel("tk_block_cast", "block_cast.cpp")(descriptors.address(args), threads())
     return q_out
 
 
@@ -31,9 +39,10 @@ def host_cast_back(q: torch.Tensor, sf: torch.Tensor, block: tuple[int, int], ou
     out = empty(m, k, dtype=out_dtype)
     if m > 0 and k > 0:
         packed, sm, sk = sf_strides(sf)
-        kernel = host_kernel("tk_cast_back", "cast_back.cpp")
-        kernel(out, q, sf, FMT_CODES["e2m1" if q.dtype == torch.int8 else "e4m3"], int(out_dtype == torch.bfloat16),
-               m, k, block[0], block[1], packed, sm, sk, threads())
+        args = _args("CastBackArgs", out=out, q=q, sf=sf, fmt=FMT_CODES["e2m1" if q.dtype == torch.int8 else "e4m3"],
+                     bf16_out=int(out_dtype == torch.bfloat16), M=m, K=k, BM=block[0], BK=block[1], packed=packed,
+                     sm=sm, sk=sk)
+        host_kernel("tk_cast_back", "cast_back.cpp")(descriptors.address(args), threads())
     return out
 
 
@@ -57,8 +66,9 @@ def cast_to_e5m6(x, num_per_channels, col, round_sf, packed):
     q = empty(rows, hidden * 3 // 2, dtype=torch.uint8)
     if rows:
         p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(0, q, sf, x.contiguous(), int(x.dtype == torch.bfloat16), rows, hidden, 1,
-                                          hidden, int(round_sf), p, sm, sk, threads())
+        args = _args("E5M6Args", op=0, out=q, sf=sf, x=x.contiguous(), dt=int(x.dtype == torch.bfloat16), T=rows,
+                     H=hidden, BM=1, BK=hidden, round_sf=int(round_sf), packed=p, sm=sm, sk=sk)
+        host_kernel("tk_e5m6", "e5m6.cpp")(descriptors.address(args), threads())
     return q, sf
 
 
@@ -83,8 +93,9 @@ def cast_back_from_e5m6(x, fmt, block):
     out = empty(rows, hidden, dtype=torch.float32 if fmt == "fp32" else torch.bfloat16)
     if rows:
         p, sm, sk = sf_strides(sf)
-        host_kernel("tk_e5m6", "e5m6.cpp")(1, out, sf, data, int(fmt == "bf16"), rows, hidden, block[0], block[1], 0,
-                                          p, sm, sk, threads())
+        args = _args("E5M6Args", op=1, out=out, sf=sf, x=data, dt=int(fmt == "bf16"), T=rows, H=hidden,
+                     BM=block[0], BK=block[1], round_sf=0, packed=p, sm=sm, sk=sk)
+        host_kernel("tk_e5m6", "e5m6.cpp")(descriptors.address(args), threads())
     return out
 
 

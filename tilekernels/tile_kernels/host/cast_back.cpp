@@ -2,6 +2,7 @@
 // UE8M0) to FP32 or BF16: out = decode(q) * sf(block). Work item = (row, column chunk).
 #include <vector>
 
+#include <tile_kernels/host/cast_args.hpp>
 #include <tile_kernels/host/quant.hpp>
 
 namespace {
@@ -113,9 +114,14 @@ void run(void* out, const uint8_t* q, const void* sf, int64_t M, int64_t K, int6
 
 }  // namespace
 
-DJ_KERNEL(tk_cast_back, "ptr,ptr,ptr,i32,i32,i64,i64,i64,i64,i32,i64,i64,i64")
-void tk_cast_back(void* out, const uint8_t* q, const void* sf, int32_t fmt, int32_t bf16_out, int64_t M, int64_t K,
-                  int64_t BM, int64_t BK, int32_t packed, int64_t sm, int64_t sk, int64_t threads) {
+DJ_KERNEL(tk_cast_back, "ptr,i64")
+void tk_cast_back(const tk::CastBackArgs* args, int64_t threads) {
+    const tk::CastBackArgs a = *args;
+    void* out = a.out;
+    const uint8_t* q = a.q;
+    const void* sf = a.sf;
+    const int64_t M = a.M, K = a.K, BM = a.BM, BK = a.BK, sm = a.sm, sk = a.sk;
+    const int32_t fmt = a.fmt, bf16_out = a.bf16_out, packed = a.packed;
     const bool pk = packed != 0;
     if (fmt == tk::kE4M3) {
         if (bf16_out) run<tk::kE4M3, true>(out, q, sf, M, K, BM, BK, pk, sm, sk, threads);

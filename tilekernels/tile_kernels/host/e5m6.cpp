@@ -5,6 +5,7 @@
 //   op 1, cast back: code << 4 read as a half, times the block scale, to FP32 or BF16.
 #include <cfloat>
 
+#include <tile_kernels/host/cast_args.hpp>
 #include <tile_kernels/host/quant.hpp>
 
 namespace {
@@ -118,9 +119,13 @@ void cast_row(uint8_t* out, void* sf, const void* x, int32_t dt, int64_t t, int6
 
 }  // namespace
 
-DJ_KERNEL(tk_e5m6, "i32,ptr,ptr,ptr,i32,i64,i64,i64,i64,i32,i32,i64,i64,i64")
-void tk_e5m6(int32_t op, void* out, void* sf, const void* x, int32_t dt, int64_t T, int64_t H, int64_t BM, int64_t BK,
-             int32_t round_sf, int32_t packed, int64_t sm, int64_t sk, int64_t threads) {
+DJ_KERNEL(tk_e5m6, "ptr,i64")
+void tk_e5m6(const tk::E5M6Args* args, int64_t threads) {
+    const tk::E5M6Args a = *args;
+    void *out = a.out, *sf = a.sf;
+    const void* x = a.x;
+    const int32_t op = a.op, dt = a.dt, round_sf = a.round_sf, packed = a.packed;
+    const int64_t T = a.T, H = a.H, BM = a.BM, BK = a.BK, sm = a.sm, sk = a.sk;
     dj::parallel_for(T, threads, [&](int64_t t) {
         if (op == 0) {
             cast_row(static_cast<uint8_t*>(out), sf, x, dt, t, H, round_sf != 0, packed != 0, sm, sk);

@@ -1,11 +1,15 @@
 // The expert-major layout of a (T, K) routing: aligned segments per expert, positions handed out
 // in ascending (token, k) order inside each segment; padding positions stay -1.
 #include <tile_kernels/host/common.hpp>
+#include <tile_kernels/host/layout_args.hpp>
 
-DJ_KERNEL(tk_fused_mapping, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64")
-void tk_fused_mapping(int32_t* p2e, int32_t* p2t, int32_t* p2tt, int32_t* t2p, int32_t* start, int32_t* end,
-                      int32_t* per_expert, const int64_t* idx, int64_t T, int64_t K, int64_t E, int64_t P,
-                      int64_t alignment) {
+DJ_KERNEL(tk_fused_mapping, "ptr")
+void tk_fused_mapping(const tk::FusedMappingArgs* args) {
+    const tk::FusedMappingArgs a = *args;
+    int32_t *p2e = a.p2e, *p2t = a.p2t, *p2tt = a.p2tt, *t2p = a.t2p, *start = a.start, *end = a.end,
+            *per_expert = a.per_expert;
+    const int64_t* idx = a.idx;
+    const int64_t T = a.T, K = a.K, E = a.E, P = a.P, alignment = a.alignment;
     std::vector<int64_t> count(E, 0), next(E);
     for (int64_t i = 0; i < T * K; ++i)
         if (idx[i] >= 0) ++count[idx[i]];

@@ -1,6 +1,7 @@
 // per_block_cast_lossless: packed E2M1 data with power-of-two block scales (exponent e_in) to
 // E4M3 with larger blocks (exponent e_out, computed by the caller): out = e4m3(v * 2^(e_in - e_out)),
 // the factor built from its exponent bits exactly as the reference builds it (int32 arithmetic).
+#include <tile_kernels/host/cast_args.hpp>
 #include <tile_kernels/host/quant.hpp>
 
 namespace {
@@ -66,10 +67,16 @@ void convert_row(uint8_t* dst, const uint8_t* src, const void* sf, bool packed, 
 
 // Work item = one output block row: its exponents e_out = max(0, max(e_in over the block) - 6)
 // (written to e_out (Mb, kb_out) for the caller's scales), then its data rows.
-DJ_KERNEL(tk_lossless, "ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64,i64,i32,i64,i64,i64,i64")
-void tk_lossless(uint8_t* out, int32_t* e_out, const uint8_t* q, const void* sf, int64_t M, int64_t K, int64_t IBM,
-                 int64_t IBK, int64_t OBM, int64_t OBK, int32_t packed, int64_t sm, int64_t sk, int64_t kb_out,
-                 int64_t threads) {
+DJ_KERNEL(tk_lossless, "ptr,i64")
+void tk_lossless(const tk::LosslessArgs* args, int64_t threads) {
+    const tk::LosslessArgs a = *args;
+    uint8_t* out = a.out;
+    int32_t* e_out = a.e_out;
+    const uint8_t* q = a.q;
+    const void* sf = a.sf;
+    const int64_t M = a.M, K = a.K, IBM = a.IBM, IBK = a.IBK, OBM = a.OBM, OBK = a.OBK, sm = a.sm, sk = a.sk,
+                  kb_out = a.kb_out;
+    const int32_t packed = a.packed;
     const bool pk = packed != 0;
     const int64_t kb_in = (K + IBK - 1) / IBK, per_out = OBK / IBK;
     dj::parallel_for((M + OBM - 1) / OBM, threads, [&](int64_t rb) {

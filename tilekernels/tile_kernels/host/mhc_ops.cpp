@@ -2,6 +2,7 @@
 // op 0 norm: out = mul * rsqrt(sqrsum / K + eps); op 1 split_mixes; op 2 sinkhorn; op 3 apply_mix;
 // op 4 head_compute_mix (the pre mixes of split_mixes alone).
 #include <tile_kernels/host/mhc.hpp>
+#include <tile_kernels/host/mhc_args.hpp>
 
 namespace {
 
@@ -25,9 +26,15 @@ void head_mix(const float* in, float scale, const float* base, int64_t T, int64_
 
 }  // namespace
 
-DJ_KERNEL(tk_mhc_op, "i32,i64,i64,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,f32,f32,i64")
-void tk_mhc_op(int32_t op, int64_t T, int64_t m, int64_t K, int64_t repeat, const void* a, const void* b,
-               const float* scale, const float* base, void* o1, void* o2, void* o3, float f1, float f2, int64_t threads) {
+DJ_KERNEL(tk_mhc_op, "ptr,i64")
+void tk_mhc_op(const tk::MhcOpArgs* args, int64_t threads) {
+    const tk::MhcOpArgs A = *args;
+    const int32_t op = A.op;
+    const int64_t T = A.T, m = A.m, K = A.K, repeat = A.repeat;
+    const void *a = A.a, *b = A.b;
+    const float *scale = A.scale, *base = A.base;
+    void *o1 = A.o1, *o2 = A.o2, *o3 = A.o3;
+    const float f1 = A.f1, f2 = A.f2;
     const int64_t m3 = m * (m + 2);
     if (op == 4) {  // a = input_mix (T, m) -> o1 (T, m); f1 = pre_eps
         head_mix(static_cast<const float*>(a), scale[0], base, T, m, f1, static_cast<float*>(o1));

@@ -1,12 +1,17 @@
 // mhc_pre_big_fuse after the projection GEMM: per token, norm -> split_mixes -> sinkhorn(comb)
 // -> apply_mix(pre), with the exact per-token code of the standalone steps (mhc.hpp).
 #include <tile_kernels/host/mhc.hpp>
+#include <tile_kernels/host/mhc_args.hpp>
 
-DJ_KERNEL(tk_mhc_pre_big_fuse, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,i64,f32,f32,f32,f32,i64,i64")
-void tk_mhc_pre_big_fuse(float* post, float* comb, uint16_t* layer_input, const float* mul, const float* sqrsum,
-                         const float* scale, const float* base, const uint16_t* residual, int64_t T, int64_t m,
-                         int64_t H, float rms_eps, float pre_eps, float sinkhorn_eps, float post_mult, int64_t repeat,
-                         int64_t threads) {
+DJ_KERNEL(tk_mhc_pre_big_fuse, "ptr,i64")
+void tk_mhc_pre_big_fuse(const tk::MhcPreBigFuseArgs* args, int64_t threads) {
+    const tk::MhcPreBigFuseArgs a = *args;
+    float *post = a.post, *comb = a.comb;
+    uint16_t* layer_input = a.layer_input;
+    const float *mul = a.mul, *sqrsum = a.sqrsum, *scale = a.scale, *base = a.base;
+    const uint16_t* residual = a.residual;
+    const int64_t T = a.T, m = a.m, H = a.H, repeat = a.repeat;
+    const float rms_eps = a.rms_eps, pre_eps = a.pre_eps, sinkhorn_eps = a.sinkhorn_eps, post_mult = a.post_mult;
     const int64_t m3 = m * (m + 2);
     dj::parallel_for((T + 15) / 16, threads, [&](int64_t blk) {
         std::vector<float> mixes(m3), pre(m);

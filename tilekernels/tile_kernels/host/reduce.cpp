@@ -1,5 +1,6 @@
 // tk_reduce: out[t] = cast((sum over k in order of fma(x[pos_k], w[t,k] * x_sf[pos_k], acc)) * sf)
 // back from the expert-major rows to tokens; FP32 accumulation, FP32/BF16/E4M3 in and out.
+#include <tile_kernels/host/layout_args.hpp>
 #include <tile_kernels/host/quant.hpp>
 
 namespace {
@@ -27,9 +28,15 @@ DJ_INLINE void store1(void* p, int32_t dt, int64_t i, float v) {
 
 }  // namespace
 
-DJ_KERNEL(tk_reduce, "ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64,i64,i64")
-void tk_reduce(void* out, const void* x, const float* weights, const float* x_sf, const float* sf, const int32_t* t2p,
-               int32_t in_dt, int32_t out_dt, int64_t T, int64_t K, int64_t H, int64_t threads) {
+DJ_KERNEL(tk_reduce, "ptr,i64")
+void tk_reduce(const tk::ReduceArgs* args, int64_t threads) {
+    const tk::ReduceArgs a = *args;
+    void* out = a.out;
+    const void* x = a.x;
+    const float *weights = a.weights, *x_sf = a.x_sf, *sf = a.sf;
+    const int32_t* t2p = a.t2p;
+    const int32_t in_dt = a.in_dt, out_dt = a.out_dt;
+    const int64_t T = a.T, K = a.K, H = a.H;
     const size_t in_es = in_dt == kF32 ? 4 : (in_dt == kBF16 ? 2 : 1), out_es = out_dt == kF32 ? 4 : (out_dt == kBF16 ? 2 : 1);
     dj::parallel_threads(dj::thread_count(threads, T), [&](int64_t th, int64_t nt) {
         std::vector<float> acc(H);

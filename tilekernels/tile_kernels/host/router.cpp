@@ -3,15 +3,11 @@
 // two best ranking scores), top-k, weight normalisation, shared-expert slots, logical -> physical
 // mapping and EP/TP masking. Ties always go to the lower index; NaN ranks first (torch's order).
 #include <tile_kernels/host/common.hpp>
+#include <tile_kernels/host/router_args.hpp>
 
 namespace {
 
-struct Args {
-    const float* logits; const float* bias; int64_t T, E, K, num_topk_groups, num_groups, S;
-    float scale; int64_t ep_rank, experts_per_rank, tp_rank, num_tp_ranks; int32_t scoring;
-    const bool* mask; const bool* fix; const int32_t* phys_map; int64_t map_width; const int32_t* logical_count;
-    int64_t* unmapped; int64_t* idx_out; float* w_out;
-};
+using Args = tk::Top2SumGateArgs;
 
 inline int64_t mask_ep_tp(const Args& A, int64_t e) {
     if (e < 0 || (e / A.experts_per_rank) % A.num_tp_ranks != A.tp_rank) return -1;
@@ -104,14 +100,10 @@ void route(const Args& A, int64_t t, float* s, float* r, float* gval, int64_t* g
 
 }  // namespace
 
-DJ_KERNEL(tk_top2_sum_gate, "ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i64,i64,i64,i64,i64,i64,f32,i64,i64,i64,i64,i64,i32,i64")
-void tk_top2_sum_gate(int64_t* idx_out, float* w_out, int64_t* unmapped, const float* logits, const float* bias,
-                      const bool* mask, const bool* fix, const int32_t* phys_map, const int32_t* logical_count,
-                      int64_t map_width, int64_t T, int64_t E, int64_t K, int64_t num_topk_groups, int64_t num_groups,
-                      float scale, int64_t S, int64_t ep_rank, int64_t experts_per_rank, int64_t tp_rank,
-                      int64_t num_tp_ranks, int32_t scoring, int64_t threads) {
-    const Args A{logits, bias, T, E, K, num_topk_groups, num_groups, S, scale, ep_rank, experts_per_rank, tp_rank,
-                 num_tp_ranks, scoring, mask, fix, phys_map, map_width, logical_count, unmapped, idx_out, w_out};
+DJ_KERNEL(tk_top2_sum_gate, "ptr,i64")
+void tk_top2_sum_gate(const tk::Top2SumGateArgs* args, int64_t threads) {
+    const Args A = *args;
+    const int64_t T = A.T, E = A.E, K = A.K, num_groups = A.num_groups;
     dj::parallel_threads(dj::thread_count(threads, T), [&](int64_t th, int64_t nt) {
         std::vector<float> s(E), r(E), gval(num_groups + 1), kval(K);
         std::vector<int64_t> gid(num_groups + 1);

@@ -6,15 +6,20 @@ from typing import Union
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import TABLE, empty, host_kernel, threads
+from .._lib import LIB, TABLE, empty, host_kernel, threads
 from ..ascend import expand as ascend_expand
 from ..ascend import fused_mapping as ascend_fused_mapping
 from ..ascend import reduce as ascend_reduce
 from ..ascend import routing as ascend_routing
 from ..reference import moe as ref
+
+
+def _args(name: str, **fields):
+    """The named launch arguments ``name`` of host/layout_args.hpp."""
+    return descriptors.pack(descriptors.struct_type(LIB.source("host/layout_args.hpp"), name), **fields)
 
 
 def _index_range(name: str, t: torch.Tensor, hi: int) -> None:
@@ -145,8 +150,9 @@ def _fused_mapping_host(topk_idx, num_experts, num_expanded_tokens, alignment, f
     p2e, p2t, p2tt = (torch.empty(rows, dtype=torch.int32) for _ in range(3))
     t2p = torch.empty((t, k), dtype=torch.int32)
     start, end, per_expert = (torch.empty(num_experts, dtype=torch.int32) for _ in range(3))
-    host_kernel("tk_fused_mapping", "fused_mapping.cpp")(p2e, p2t, p2tt, t2p, start, end, per_expert, topk_idx, t, k,
-                                                        num_experts, rows, alignment)
+    args = _args("FusedMappingArgs", p2e=p2e, p2t=p2t, p2tt=p2tt, t2p=t2p, start=start, end=end,
+                 per_expert=per_expert, idx=topk_idx, T=t, K=k, E=num_experts, P=rows, alignment=alignment)
+    host_kernel("tk_fused_mapping", "fused_mapping.cpp")(descriptors.address(args))
     counts_list = []
     if sync:
         counts_list = per_expert.tolist()
@@ -288,9 +294,9 @@ def _reduce_fused_host(x, x_sf, topk_weights, token_topk_to_pos, fp8_format, sf,
     if out is None:
         out = empty(num_tokens, hidden, dtype=out_dtype)
     if num_tokens:
-        host_kernel("tk_reduce", "reduce.cpp")(out, x, topk_weights, x_sf, sf, token_topk_to_pos, _DT[x.dtype],
-                                                      _DT[out_dtype], num_tokens, token_topk_to_pos.shape[1], hidden,
-                                                      threads())
+        args = _args("ReduceArgs", out=out, x=x, weights=topk_weights, x_sf=x_sf, sf=sf, t2p=token_topk_to_pos,
+                     in_dt=_DT[x.dtype], out_dt=_DT[out_dtype], T=num_tokens, K=token_topk_to_pos.shape[1], H=hidden)
+        host_kernel("tk_reduce", "reduce.cpp")(descriptors.address(args), threads())
     return out
 
 

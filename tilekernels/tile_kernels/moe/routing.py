@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import TABLE, host_kernel, threads
+from .._lib import LIB, TABLE, host_kernel, threads
 from ..ascend import routing as ascend_routing
 from ..reference import topk as ref
 from .scoring import ScoringFunc
@@ -128,10 +128,14 @@ def _top2_sum_gate_host(logits, bias, num_topk, num_topk_groups, num_groups, use
     idx = torch.empty((t, num_topk + s), dtype=torch.int64)
     w = torch.empty((t, num_topk + s), dtype=torch.float32)
     if t:
-        host_kernel("tk_top2_sum_gate", "router.cpp")(
-            idx, w, unmapped_topk_idx, logits, bias, mask, fix_routing_mask, to_physical_map, logical_count, extra + 1,
-            t, e, num_topk, num_topk_groups, num_groups, float(routed_scaling_factor), s, ep_rank,
-            (e + extra) // num_ep_ranks, tp_rank, num_tp_ranks, int(scoring), threads())
+        args = descriptors.pack(
+            descriptors.struct_type(LIB.source("host/router_args.hpp"), "Top2SumGateArgs"),
+            idx_out=idx, w_out=w, unmapped=unmapped_topk_idx, logits=logits, bias=bias, mask=mask,
+            fix=fix_routing_mask, phys_map=to_physical_map, logical_count=logical_count, map_width=extra + 1,
+            T=t, E=e, K=num_topk, num_topk_groups=num_topk_groups, num_groups=num_groups, S=s,
+            scale=float(routed_scaling_factor), ep_rank=ep_rank, experts_per_rank=(e + extra) // num_ep_ranks,
+            tp_rank=tp_rank, num_tp_ranks=num_tp_ranks, scoring=int(scoring))
+        host_kernel("tk_top2_sum_gate", "router.cpp")(descriptors.address(args), threads())
     return idx, w
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import TABLE, empty, host_kernel, threads
+from .._lib import LIB, TABLE, empty, host_kernel, threads
 from ..reference.cast import _block_view, format_sf, transform_sf
 from ..utils import ceil_div, is_power_of_two
 from .common import check_block, check_sf_for, sf_strides
@@ -57,8 +57,10 @@ def _lossless_host(q, sf, ib, ob, col: bool, packed: bool):
     data = empty(rows, hidden, dtype=torch.float8_e4m3fn)
     e_out = torch.empty(ceil_div(rows, ob[0]), ceil_div(hidden, ob[1]), dtype=torch.int32)
     p, sm, sk = sf_strides(sf)
-    host_kernel("tk_lossless", "lossless.cpp")(data, e_out, q, sf, rows, hidden, ib[0], ib[1], ob[0], ob[1], p, sm, sk,
-                                               e_out.shape[1], threads())
+    args = descriptors.pack(descriptors.struct_type(LIB.source("host/cast_args.hpp"), "LosslessArgs"),
+                            out=data, e_out=e_out, q=q, sf=sf, M=rows, K=hidden, IBM=ib[0], IBK=ib[1], OBM=ob[0],
+                            OBK=ob[1], packed=p, sm=sm, sk=sk, kb_out=e_out.shape[1])
+    host_kernel("tk_lossless", "lossless.cpp")(descriptors.address(args), threads())
     return data, format_sf((e_out << 23).view(torch.float32), col, packed)
 
 

@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import torch
 
-from deepjit import Impl
+from deepjit import Impl, descriptors
 
-from ...._lib import TABLE, empty, host_kernel, threads
+from ...._lib import LIB, TABLE, empty, host_kernel, threads
 from ....mhc.norm_fn_kernel import tf32_operand
 from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
 _NORM, _SPLIT, _SINKHORN, _APPLY, _HEAD_MIX = 0, 1, 2, 3, 4
 
 
-def _op(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, f1=0.0, f2=0.0):
+def _mhc_args(name: str, **fields):
+    """The named launch arguments ``name`` of host/mhc_args.hpp."""
+    return descriptors.pack(descriptors.struct_type(LIB.source("host/mhc_args.hpp"), name), **fields)
+
+
+def _op(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, f1=0.0, f2=0.0, num_threads=None):
     if t:
-        host_kernel("tk_mhc_op", "mhc_ops.cpp")(code, t, m, k, repeat, a, b, scale, base, o1, o2, o3, float(f1),
-                                                float(f2), threads())
+        args = _mhc_args("MhcOpArgs", op=code, T=t, m=m, K=k, repeat=repeat, a=a, b=b, scale=scale, base=base, o1=o1,
+                         o2=o2, o3=o3, f1=float(f1), f2=float(f2))
+        host_kernel("tk_mhc_op", "mhc_ops.cpp")(descriptors.address(args),
+                                                threads() if num_threads is None else num_threads)
 
 
 def projection(x: torch.Tensor, fn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,9 +117,9 @@ def _head_mix_host(input_mix, scale, base, pre_eps):
     m = input_mix.shape[-1]
     out = torch.empty(input_mix.shape)
     t = input_mix.numel() // m if m else 0
-    if t:  # a few values per token: one thread, no parallel region to wait on
-        host_kernel("tk_mhc_op", "mhc_ops.cpp")(_HEAD_MIX, t, m, 0, 0, input_mix.contiguous(), None, scale.contiguous(),
-                                                base.contiguous(), out, None, None, float(pre_eps), 0.0, 1)
+    # a few values per token: one thread, no parallel region to wait on
+    _op(_HEAD_MIX, t, m, 0, 0, input_mix.contiguous(), None, scale.contiguous(), base.contiguous(), out, None, None,
+        pre_eps, num_threads=1)
     return out
 
 
@@ -164,10 +171,12 @@ def _pre_big_fuse_host(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps
     post, comb = torch.empty(t, m, 1), torch.empty(t, m, m)
     layer_input = empty(t, h, dtype=torch.bfloat16)
     if t:
-        host_kernel("tk_mhc_pre_big_fuse", "mhc_pre_big_fuse.cpp")(
-            post, comb, layer_input, mul.contiguous(), sqrsum.contiguous(), scale.contiguous(), base.contiguous(),
-            x.contiguous(), t, m, h, float(rms_eps), float(pre_eps), float(sinkhorn_eps), float(post_mult), repeat,
-            threads())
+        args = _mhc_args(
+            "MhcPreBigFuseArgs", post=post, comb=comb, layer_input=layer_input, mul=mul.contiguous(),
+            sqrsum=sqrsum.contiguous(), scale=scale.contiguous(), base=base.contiguous(), residual=x.contiguous(),
+            T=t, m=m, H=h, rms_eps=float(rms_eps), pre_eps=float(pre_eps), sinkhorn_eps=float(sinkhorn_eps),
+            post_mult=float(post_mult), repeat=repeat)
+        host_kernel("tk_mhc_pre_big_fuse", "mhc_pre_big_fuse.cpp")(descriptors.address(args), threads())
     return post, comb, layer_input
 
 

@@ -1,8 +1,9 @@
 import torch
 
+from deepjit import descriptors
 from deepjit import validation as C
 
-from ...._lib import TABLE, empty, host_kernel, threads
+from ...._lib import LIB, TABLE, empty, host_kernel, threads
 from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
 
@@ -49,14 +50,42 @@ def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: 
     residual gradient is also left on the residual's storage for the mHC pre ops to add into."""
     _check(x, residual, post_layer_mix, comb_res_mix)
     C.tensor("d_o", d_o, dtypes=(torch.bfloat16, torch.float32), shape=tuple(residual.shape))
+    C.same_device(x=x, residual=residual, post_layer_mix=post_layer_mix, comb_res_mix=comb_res_mix, d_o=d_o)
+    d_x, d_residual, d_post, d_comb = TABLE.run("mhc_post_bwd", residual.device, x, residual, post_layer_mix,
+                                                comb_res_mix, d_o)
+    if fuse_grad_acc:
+        setattr(residual.untyped_storage(), GRAD_ATTR, d_residual)
+    return d_x, d_residual, d_post, d_comb
+
+
+def _post_bwd_ref(x, residual, post_layer_mix, comb_res_mix, d_o):
     g = d_o.float()
     d_x = (g * post_layer_mix).sum(-2).to(x.dtype)
     d_post = (g * x.float().unsqueeze(-2)).sum(-1, keepdim=True)
     d_comb = torch.einsum("abnc,abmc->abmn", g, residual.float())
     d_residual = torch.einsum("abmn,abnc->abmc", comb_res_mix, g).to(residual.dtype)
-    if fuse_grad_acc:
-        setattr(residual.untyped_storage(), GRAD_ATTR, d_residual)
     return d_x, d_residual, d_post, d_comb
+
+
+def _post_bwd_host(x, residual, post_layer_mix, comb_res_mix, d_o):
+    s, t, m, h = residual.shape
+    d_x, d_residual = torch.empty(s, t, h, dtype=torch.bfloat16), torch.empty(s, t, m, h, dtype=torch.bfloat16)
+    d_post, d_comb = torch.empty(s, t, m, 1), torch.empty(s, t, m, m)
+    d_o = d_o.contiguous()
+    if residual.numel():
+        args = descriptors.pack(
+            descriptors.struct_type(LIB.source("host/mhc_post_args.hpp"), "MhcPostBwdArgs"),
+            d_x=d_x, d_residual=d_residual, d_post=d_post, d_comb=d_comb, x=x.contiguous(),
+            residual=residual.contiguous(), post=post_layer_mix.contiguous(), comb=comb_res_mix.contiguous(),
+            d_o=d_o, d_o_bf16=int(d_o.dtype == torch.bfloat16), T=s * t, m=m, H=h)
+        host_kernel("tk_mhc_post_bwd", "mhc_post_bwd.cpp")(descriptors.address(args), threads())
+    else:  # no tokens, or zero width: the width sums are empty
+        d_post.zero_()
+        d_comb.zero_()
+    return d_x, d_residual, d_post, d_comb
+
+
+TABLE.register("mhc_post_bwd", reference=_post_bwd_ref, host=_post_bwd_host)
 
 
 class MHCPost(torch.autograd.Function):
