@@ -19,7 +19,8 @@
 //   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
 //     LaunchCounters (backends/ascend_twin/kernel.py): .counters is the dict
 //     {"bytes": {"PIPE_MTE2": n, ...}, "cube_macs": n, "cube_macs_by_input": {"b16": n, ...},
-//     "vector_ops": n, "wait_ns": n}; .cores has the per-core values.
+//     "vector_ops": n, "wait_ns": n, "routes": {"gm_to_ub": n, ...}, "simt_ops": n}; .cores has the
+//     per-core values. Routes (Route below) say where the bytes went: only those with a GM end are HBM traffic.
 //   - simt_api/asc_simt.h has the 1-wide structs (uint1, float1, ...) and the SIMT warp reductions
 //     asc_reduce_add/max/min(float | int32_t | uint32_t) (lanes run as fibers when a kernel names them).
 //   - Hand-written kernels include twin headers with <...> (the include tracker rejects quotes).
