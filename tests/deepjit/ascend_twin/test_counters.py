@@ -38,6 +38,23 @@ extern "C" __global__ __mix__(1, 2) void count_fixpipe(__gm__ float* y) {
 }
 '''
 
+# AIV0 writes 2 bursts of 4 blocks (256 bytes) of its UB into the cube core's L1; the cube core loads 2
+# fractals (1 KiB) of another L1 region into L0A and fills 2 blocks (64 bytes) of L1: no GM byte at all.
+ONCHIP = r'''
+#include <c_api/asc_simd.h>
+extern "C" __global__ __mix__(1, 2) void count_onchip(__gm__ float* y) {
+  __cbuf__ uint8_t *l1 = (__cbuf__ uint8_t *)0;
+  if ASC_IS_AIV {
+    if (asc_get_sub_block_id() == 0) asc_copy_ub2l1(l1, (__ubuf__ uint8_t *)0, 2, 4, 0, 0);
+  }
+  if ASC_IS_AIC {
+    __ca__ bfloat16_t *l0a = (__ca__ bfloat16_t *)0;
+    asc_copy_l12l0a(l0a, (__cbuf__ bfloat16_t *)(l1 + 8192), 0, 0, 1, 2, 1, 1);
+    asc_fill_l1(l1 + 16384, uint32_t(0), asc_fill_value_config{1, 2, 0});
+  }
+}
+'''
+
 # 64 lanes; each loads one float2 with asc_ldcg (8 bytes), adds and multiplies float2s (2 + 2 ops), takes
 # one max (1 op), adds a plain float (not seen: 0 ops), stores 2 floats with asc_stcg (8 bytes) and one
 # float by a plain dereference (not seen: 0 bytes). The max outside asc_vf_call is not SIMT work.
@@ -87,6 +104,18 @@ def test_fixpipe_to_ub_is_on_chip_and_to_gm_is_hbm(twin_runtime):
     assert est["fixpipe"] == pytest.approx(3072 / (128 * 1.65e9))
     # one AIC's share of HBM (1/32 of 1.6 TB/s) is below its FixPipe's 211 GB/s
     assert est["bound"] == "hbm" and "fixpipe 0.015 us" in ascend_check.format_roofline(est)
+
+
+def test_ub_to_l1_and_l1_to_l0_are_on_chip(twin_runtime):
+    result = launch_source(twin_runtime, "count_onchip", ONCHIP, torch.zeros(8))
+    counters = result.counters
+    assert counters["routes"] == {"ub_to_l1": 256, "l1_to_l0": 1024, "fill": 64}
+    assert {c.core: c.routes for c in result.cores}["AIV0"] == {"ub_to_l1": 256}
+    est = ascend_check.roofline(ascend_check._counters(result), "mix", 1, "bf16")
+    assert est["hbm"] == 0
+    assert est["mte1"] == pytest.approx(1024 / (256 * 1.65e9))
+    assert est["ub_to_l1"] == pytest.approx(256 / (128 * 1.65e9 * 2))
+    assert est["bound"] == "mte1"
 
 
 def test_simt_lanes_count_ops_and_helper_gm_bytes(twin_runtime):
