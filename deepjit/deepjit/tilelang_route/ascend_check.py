@@ -12,7 +12,8 @@ not checked. The run fails (exit status 1) when any kernel mismatches or errors,
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
 the SIMT lane ops it can see (simt_api/asc_simt.h); the time each unit would need at its rate (per-core
-share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of latency, overlap or bank conflicts."""
+share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of
+latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte)."""
 from __future__ import annotations
 
 import argparse
