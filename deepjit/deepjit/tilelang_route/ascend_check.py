@@ -9,9 +9,11 @@ through the library's own entry point, which compares with its reference; the tw
 every launch it makes give the roofline); plain ``kernels()`` specs without a reference are listed as
 not checked. The run fails (exit status 1) when any kernel mismatches or errors, after trying them all.
 
-The roofline is an estimate, not a measurement: the twin counts bytes, MACs and vector element-ops;
-the time each unit would need at the published rate (per-core share for the cores the launch uses)
-says which unit bounds the kernel. The twin knows nothing of latency, overlap or bank conflicts."""
+The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
+routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
+the SIMT lane ops it can see (simt_api/asc_simt.h); the time each unit would need at its rate (per-core
+share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of
+latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte)."""
 from __future__ import annotations
 
 import argparse
@@ -32,12 +34,26 @@ from .conformance.samples import CASES as SAMPLE_CASES
 
 @dataclass(frozen=True)
 class Rates:
-    """Ascend 950 (dav-3510) whole-chip rates used by the estimate."""
+    """Ascend 950 (dav-3510) rates used by the estimate: whole-chip for cube, HBM and vector; per core
+    (bytes or ops per cycle at ``clock_hz``) for the on-chip movers and SIMT lanes."""
     aic_cores: int = 32
     aiv_cores: int = 64
     cube_flops: dict = None  # per operand class, dense FLOP/s for the whole chip (1 MAC = 2 FLOP)
     hbm_bytes_per_s: float = 1.6e12  # Ascend 950PR HBM (HiBL 1.0)
     vector_ops_per_s: float = 64 * 1.65e9 * 64  # 64 FP32 lanes/cycle per AIV at an assumed 1.65 GHz, x64 AIV
+    # dav-3510 runs at 1650 MHz in asc-devkit's tests/perf/{fixpipe,mmad}_perf/generate_roofline.py scenarios.
+    clock_hz: float = 1.65e9
+    # FixPipe, per AIC: 32 FP32 elements (128 B) a cycle L0C -> UB single destination, 64 halves (128 B)
+    # L0C -> L1 (asc-devkit tests/perf/fixpipe_perf/generate_roofline.py, dav-3510 scenarios 11-13);
+    # L0C -> GM is not measured there: assumed the same 128 B/cycle (estimate).
+    fixpipe_bytes_per_cycle: int = 128
+    # MTE1 L1 -> L0A/L0B, per AIC: 256 B/cycle (asc-devkit tests/perf/load_data_perf/README.md, dav-3510
+    # scenarios 11-14); L1 -> UB assumed the same (estimate).
+    mte1_bytes_per_cycle: int = 256
+    # UB -> L1 (MTE3, on chip), per AIV: no published figure; 128 B/cycle is an estimate.
+    ub_to_l1_bytes_per_cycle: int = 128
+    # SIMT, per AIV: one 32-lane warp instruction a cycle (estimate: the docs give warp size 32, no issue rate).
+    simt_ops_per_cycle: int = 32
 
     def cube_rate(self, operand: str) -> float:
         table = self.cube_flops or {"bf16": 432e12, "fp8": 865e12, "fp4": 1730e12}
@@ -59,7 +75,14 @@ class SourceCase:
     kind: str
     run: Callable[[], list]
     known_gap: str = ""
-GM_PIPES = ("PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX")  # movers that touch global memory (FIX: L0C->GM and ->UB)
+# The twin's byte counters by route (backends/ascend_twin/kernel.py ROUTES): HBM traffic is only the
+# routes with a GM end; each on-chip route is time on the unit that moves it. ``fill`` (asc_fill_*)
+# writes on-chip memory and reads nothing: not counted against any unit.
+GM_ROUTES = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "simt_gm_load", "simt_gm_store")
+AIC_UNITS = {"fixpipe": (("l0c_to_gm", "l0c_to_ub"), "fixpipe_bytes_per_cycle"),
+             "mte1": (("l1_to_l0", "l1_to_ub"), "mte1_bytes_per_cycle")}
+AIV_UNITS = {"ub_to_l1": (("ub_to_l1",), "ub_to_l1_bytes_per_cycle")}
+UNITS = ("cube", "hbm", "vector", "simt", "fixpipe", "mte1", "ub_to_l1")
 
 
 def cube_operand(source: str) -> str:
@@ -71,19 +94,25 @@ def cube_operand(source: str) -> str:
 
 def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, rates: Rates = RATES) -> dict | None:
     """Seconds each unit needs for the counted work at its per-core share of the chip's rate, and the
-    bounding unit. ``counters``: ``{"bytes": {pipe: n}, "cube_macs": n, "vector_ops": n}`` summed over
-    the launch's cores; None when the twin gave none."""
+    bounding unit. ``counters``: ``{"routes": {route: bytes}, "cube_macs": n, "vector_ops": n,
+    "simt_ops": n}`` summed over the launch's cores; None when the twin gave none."""
     if not counters:
         return None
     aic = num_blocks if kind in ("cube", "mix") else 0
     aiv = num_blocks * (2 if kind == "mix" else 1) if kind in ("vector", "mix") else 0
     used_share = min(1.0, max(aic / rates.aic_cores, aiv / rates.aiv_cores))
-    gm_bytes = sum(counters.get("bytes", {}).get(p, 0) for p in GM_PIPES)
+    routes = counters.get("routes", {})
+    gm_bytes = sum(routes.get(r, 0) for r in GM_ROUTES)
     times = {
         "cube": 2 * counters.get("cube_macs", 0) / (rates.cube_rate(operand) * aic / rates.aic_cores) if aic else 0.0,
         "hbm": gm_bytes / (rates.hbm_bytes_per_s * used_share) if used_share else 0.0,
         "vector": counters.get("vector_ops", 0) / (rates.vector_ops_per_s * aiv / rates.aiv_cores) if aiv else 0.0,
+        "simt": counters.get("simt_ops", 0) / (rates.simt_ops_per_cycle * rates.clock_hz * aiv) if aiv else 0.0,
     }
+    for units, cores in ((AIC_UNITS, aic), (AIV_UNITS, aiv)):
+        for unit, (names, rate) in units.items():
+            moved = sum(routes.get(r, 0) for r in names)
+            times[unit] = moved / (getattr(rates, rate) * rates.clock_hz * cores) if cores else 0.0
     bound = max(times, key=times.get)
     return {**times, "bound": bound if times[bound] > 0 else "none"}
 
@@ -91,7 +120,8 @@ def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, ra
 def format_roofline(estimate: dict | None) -> str:
     if estimate is None:
         return "roofline: n/a (no counters)"
-    parts = ", ".join(f"{u} {estimate[u] * 1e6:.3f} us" for u in ("cube", "hbm", "vector"))
+    shown = [u for u in UNITS if u in ("cube", "hbm", "vector") or estimate.get(u)]
+    parts = ", ".join(f"{u} {estimate[u] * 1e6:.3f} us" for u in shown)
     return f"roofline estimate, not a measurement: {parts} -> {estimate['bound']}-bound"
 
 
@@ -100,8 +130,10 @@ def _counters(result) -> dict | None:
     counters = getattr(result, "counters", result)
     if hasattr(counters, "cores"):
         pipes = sorted({p for core in counters.cores for p in core.bytes})
+        routes = sorted({r for core in counters.cores for r in core.routes})
         return {"bytes": {p: counters.total_bytes(p) for p in pipes}, "cube_macs": counters.cube_macs,
-                "vector_ops": counters.vector_ops}
+                "vector_ops": counters.vector_ops, "simt_ops": counters.simt_ops,
+                "routes": {r: counters.total_route_bytes(r) for r in routes}}
     return counters if isinstance(counters, dict) else None
 
 
@@ -128,14 +160,15 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
     """(counters summed over the launches, the largest block count, the dominant cube operand class)."""
     if not launches:
         return None, 0, "bf16"
-    total: dict = {"bytes": {}, "cube_macs": 0, "vector_ops": 0}
+    total: dict = {"bytes": {}, "routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0}
     by_width: dict = {}
     for _, result in launches:
         counters = _counters(result) or {}
-        for pipe, n in counters.get("bytes", {}).items():
-            total["bytes"][pipe] = total["bytes"].get(pipe, 0) + n
-        total["cube_macs"] += counters.get("cube_macs", 0)
-        total["vector_ops"] += counters.get("vector_ops", 0)
+        for key in ("bytes", "routes"):
+            for name, n in counters.get(key, {}).items():
+                total[key][name] = total[key].get(name, 0) + n
+        for key in ("cube_macs", "vector_ops", "simt_ops"):
+            total[key] += counters.get(key, 0)
         for width, n in (result.cube_macs_by_input() if hasattr(result, "cube_macs_by_input") else {}).items():
             by_width[width] = by_width.get(width, 0) + n
     operand = OPERAND_OF_WIDTH[max(by_width, key=by_width.get)] if by_width else "bf16"

@@ -11,12 +11,12 @@ from deepjit.tilelang_route.conformance import BY_NAME
 
 def test_roofline_picks_the_bounding_unit():
     # 4 cube blocks of 32 AIC: 1/8 of the chip. 2^24 MACs at 432 TFLOP/s / 8 vs 1 MiB at 1.6 TB/s / 8.
-    est = ascend_check.roofline({"bytes": {"PIPE_MTE2": 1 << 20, "PIPE_MTE1": 1 << 30}, "cube_macs": 1 << 24,
+    est = ascend_check.roofline({"routes": {"gm_to_l1": 1 << 20, "l1_to_l0": 1 << 20}, "cube_macs": 1 << 24,
                                  "vector_ops": 0}, "cube", 4, "bf16")
     assert est["cube"] == pytest.approx(2 * (1 << 24) / (432e12 / 8))
     assert est["hbm"] == pytest.approx((1 << 20) / (1.6e12 / 8))  # MTE1 (L1->L0) is on-chip: not HBM
     assert est["vector"] == 0 and est["bound"] == "hbm"
-    fp8 = ascend_check.roofline({"bytes": {}, "cube_macs": 1 << 24}, "cube", 4, "fp8")
+    fp8 = ascend_check.roofline({"routes": {}, "cube_macs": 1 << 24}, "cube", 4, "fp8")
     assert fp8["cube"] == pytest.approx(est["cube"] / 865 * 432) and fp8["bound"] == "cube"
     assert ascend_check.roofline(None, "cube", 1, "bf16") is None
     text = ascend_check.format_roofline(est)

@@ -14,9 +14,12 @@ from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
 
 BINARY = "kernel.so"
-ABI_VERSION = 3
+ABI_VERSION = 4
 # dj_twin/runtime.h pipe_t, in order.
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX", "MTE2_L1A", "MTE2_L1B")
+# dj_twin/runtime.h Route, in order: the source -> destination of each counted byte.
+ROUTES = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l0c_to_ub", "ub_to_l1", "l1_to_l0", "l1_to_ub", "fill",
+          "simt_gm_load", "simt_gm_store")
 WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
 DEFAULT_WAIT_TIMEOUT_SECS = 10.0
 _ERR_LEN = 4096
@@ -35,6 +38,8 @@ class CoreCounters:
     cube_macs_by_input: dict = field(default_factory=dict)  # "fp32" / "b16" / "b8" / "b4" -> MACs
     vector_ops: int = 0
     wait_seconds: float = 0.0
+    routes: dict = field(default_factory=dict)  # route name (ROUTES) -> bytes
+    simt_ops: int = 0
 
 
 @dataclass
@@ -56,6 +61,13 @@ class LaunchCounters:
         return sum(c.vector_ops for c in self.cores)
 
     @property
+    def simt_ops(self) -> int:
+        return sum(c.simt_ops for c in self.cores)
+
+    def total_route_bytes(self, route: str) -> int:
+        return sum(c.routes.get(route, 0) for c in self.cores)
+
+    @property
     def wait_seconds(self) -> float:
         return sum(c.wait_seconds for c in self.cores)
 
@@ -69,10 +81,13 @@ class LaunchCounters:
     @property
     def counters(self) -> dict:
         """Totals over all cores as plain values: bytes per pipe (``PIPE_MTE2``, ...), cube MACs (also
-        by input width), vector element-ops and nanoseconds spent in cross-core waits."""
+        by input width), vector element-ops, bytes per route (``gm_to_ub``, ...: ROUTES), SIMT lane ops and
+        nanoseconds spent in cross-core waits."""
         return {"bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
                 "cube_macs": self.cube_macs, "cube_macs_by_input": self.cube_macs_by_input(),
-                "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9)}
+                "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9),
+                "routes": {r: self.total_route_bytes(r) for r in ROUTES if self.total_route_bytes(r)},
+                "simt_ops": self.simt_ops}
 
 
 def wait_timeout() -> float:
@@ -166,9 +181,11 @@ class TwinKernel:
             w = raw[i * self._words:(i + 1) * self._words]
             name = "AIC" if w[1] == 0 else f"AIV{w[2]}"
             by_input = {k: w[6 + npipes + j] for j, k in enumerate(("fp32", "b16", "b8", "b4")) if w[6 + npipes + j]}
+            routes = {r: w[10 + npipes + j] for j, r in enumerate(ROUTES) if w[10 + npipes + j]}
             out.append(CoreCounters(block=w[0], core=name, bytes={p: w[3 + j] for j, p in enumerate(PIPES) if w[3 + j]},
                                     cube_macs=w[3 + npipes], cube_macs_by_input=by_input, vector_ops=w[4 + npipes],
-                                    wait_seconds=w[5 + npipes] * 1e-9))
+                                    wait_seconds=w[5 + npipes] * 1e-9, routes=routes,
+                                    simt_ops=w[10 + npipes + len(ROUTES)]))
         return LaunchCounters(self.name, num_blocks, out)
 
     def __call__(self, num_blocks: int, *args) -> LaunchCounters:

@@ -11,7 +11,7 @@
 //     dst + (ik * dst_stride + im) * 512, read from src + ((k_start + ik) * src_stride + m_start + im) * 512.
 //   L0C (mmad output, see cube.h): element (m, n) at float index (n / 16) * src_stride * 16 + m * 16 + n % 16,
 //     src_stride in rows (units of 16 elements) as asc_copy_l0c2gm's loop_src_stride.
-// Every byte range is checked (dj_twin::check / check_gm) and counted per pipe.
+// Every byte range is checked (dj_twin::check / check_gm) and counted per pipe and per route.
 #pragma once
 
 #include <cstring>
@@ -75,7 +75,7 @@ inline void asc_copy_gm2ub_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
     std::memcpy(row + left, s + i * src_stride, len_burst);
     if (pad_enable) fill_elems<T>(row + left + len_burst, right_padding_num, core().pad_val);
   }
-  count_bytes(PIPE_MTE2, size_t(n_burst) * len_burst);
+  count_move(Route::GM_TO_UB, size_t(n_burst) * len_burst);
 }
 
 // The C API's plain form (one burst, no padding).
@@ -98,7 +98,7 @@ inline void asc_copy_ub2gm_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
     check_gm(d + i * dst_stride, len_burst, op);
     std::memcpy(d + i * dst_stride, s + i * src_stride, len_burst);
   }
-  count_bytes(PIPE_MTE3, size_t(n_burst) * len_burst);
+  count_move(Route::UB_TO_GM, size_t(n_burst) * len_burst);
 }
 
 template <typename T>
@@ -134,7 +134,7 @@ inline void asc_copy_ub2l1(void* dst, void* src, uint16_t n_burst, uint16_t len_
     if (c.kind == CoreKind::AIC) check(Mem::L1, to, burst, op);
     std::memcpy(to, from, burst);
   }
-  count_bytes(PIPE_MTE3, size_t(n_burst) * burst);
+  count_move(Route::UB_TO_L1, size_t(n_burst) * burst);
 }
 
 // ---- L1 -> UB (the cube core writes a vector core's UB; asc_copy_l12ub.md, PIPE_MTE1) -------------
@@ -157,7 +157,7 @@ inline void asc_copy_l12ub(void* dst, void* src, bool sub_blockid, uint16_t n_bu
                              burst, op);
     std::memcpy(to, from, burst);
   }
-  count_bytes(PIPE_MTE1, size_t(n_burst) * burst);
+  count_move(Route::L1_TO_UB, size_t(n_burst) * burst);
 }
 inline void asc_copy_l12ub_sync(void* dst, void* src, bool sub_blockid, uint16_t n_burst, uint16_t len_burst,
                                 uint16_t src_gap, uint16_t dst_gap) {
@@ -201,7 +201,7 @@ inline void gm2l1_to_nz(T* dst, uint16_t n_value, uint32_t d_value, uint64_t loo
       }
     }
   }
-  count_bytes(PIPE_MTE2, size_t(nd_num) * n_value * d_value * sizeof(T));
+  count_move(Route::GM_TO_L1, size_t(nd_num) * n_value * d_value * sizeof(T));
 }
 
 }  // namespace dj_twin
@@ -247,7 +247,7 @@ inline void l1_to_l0(Mem dst_mem, void* dst, const void* src, uint16_t m_start, 
       std::memcpy(to, from, 512);
     }
   }
-  count_bytes(PIPE_MTE1, size_t(m_step) * k_step * 512);
+  count_move(Route::L1_TO_L0, size_t(m_step) * k_step * 512);
 }
 
 }  // namespace dj_twin
@@ -296,7 +296,7 @@ inline void l1_to_l0_transpose(Mem dst_mem, T* dst, const T* src, uint16_t m_sta
       check(dst_mem, to, sizeof(T), op);
       std::memcpy(to, from, sizeof(T));
     }
-  count_bytes(PIPE_MTE1, size_t(rows) * cols * sizeof(T));
+  count_move(Route::L1_TO_L0, size_t(rows) * cols * sizeof(T));
 }
 
 }  // namespace dj_twin
@@ -342,7 +342,7 @@ inline void l1_to_l0_mx(int which, uint64_t dst, const void* src, uint16_t x_sta
              kMemName[int(mem)], sizeof c.mx_scale[0]);
       std::memcpy(c.mx_scale[which] + to, from, 32);
     }
-  count_bytes(PIPE_MTE1, size_t(x_step) * y_step * 32);
+  count_move(Route::L1_TO_L0, size_t(x_step) * y_step * 32);
 }
 
 }  // namespace dj_twin
@@ -383,7 +383,7 @@ inline void fill(Mem m, T* dst, V value, const asc_fill_value_config& config, co
     check(m, row, config.blk_num * block, op);
     for (size_t i = 0; i < config.blk_num * block; i += sizeof(T)) std::memcpy(row + i, elem, sizeof(T));
   }
-  count_bytes(PIPE_MTE2, config.repeat * config.blk_num * block);
+  count_move(Route::FILL, config.repeat * config.blk_num * block);
 }
 
 }  // namespace dj_twin
@@ -488,7 +488,7 @@ inline void asc_copy_l0c2gm(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
                 check_gm(p, sizeof(D), op);
                 return p;
               });
-  count_bytes(PIPE_FIX, size_t(m_size) * n_size * sizeof(D));
+  count_move(Route::L0C_TO_GM, size_t(m_size) * n_size * sizeof(D));
 }
 
 template <typename D, typename S>
@@ -522,7 +522,7 @@ inline void asc_copy_l0c2ub(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
       break;
     default: fail("%s: dual destination mode %d is not a mode", op, int(dual));
   }
-  count_bytes(PIPE_FIX, size_t(m_size) * n_size * sizeof(D));
+  count_move(Route::L0C_TO_UB, size_t(m_size) * n_size * sizeof(D));
 }
 
 // (nd_num, src_nd_stride, dst_nd_stride) of the next L0C copy; only nd_num = 1 is implemented.

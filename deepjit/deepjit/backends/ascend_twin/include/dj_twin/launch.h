@@ -29,9 +29,9 @@
 namespace dj_twin {
 
 inline constexpr size_t kGuard = 64 * 1024;  // PROT_NONE on each side of every region
-inline constexpr int kAbiVersion = 3;
-// block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4]
-inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4;
+inline constexpr int kAbiVersion = 4;
+// block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4], bytes[routes], simt ops
+inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4 + kNumRoutes + 1;
 
 constexpr uint8_t kSlackByte = 0xA5;  // fills the bytes between a ragged tensor end and the guard
 
@@ -397,6 +397,8 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     out[4 + PIPE_NUM] = c.counters.vector_ops;
     out[5 + PIPE_NUM] = c.counters.wait_ns;
     for (int w = 0; w < 4; ++w) out[6 + PIPE_NUM + w] = c.counters.cube_macs_by_input[w];
+    for (int r = 0; r < kNumRoutes; ++r) out[10 + PIPE_NUM + r] = c.counters.route_bytes[r];
+    out[10 + PIPE_NUM + kNumRoutes] = c.counters.simt_ops;
   }
   if (state->launch.failed.load()) return report(state->launch.message);
   for (GmRegion& r : state->gm)

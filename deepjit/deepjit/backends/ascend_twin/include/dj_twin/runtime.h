@@ -12,12 +12,15 @@
 //   dj_twin::core()                                the current core (block, kind, sub_block, ...)
 //   dj_twin::onchip_offset(Mem, const void*)       byte offset of p in the current core's memory
 //   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
+//   dj_twin::count_move(Route, size_t)             bytes by source -> destination (added; also counts the pipe)
+//   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
 //
 // Notes for the headers built on this one:
 //   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
 //     LaunchCounters (backends/ascend_twin/kernel.py): .counters is the dict
 //     {"bytes": {"PIPE_MTE2": n, ...}, "cube_macs": n, "cube_macs_by_input": {"b16": n, ...},
-//     "vector_ops": n, "wait_ns": n}; .cores has the per-core values.
+//     "vector_ops": n, "wait_ns": n, "routes": {"gm_to_ub": n, ...}, "simt_ops": n}; .cores has the
+//     per-core values. Routes (Route below) say where the bytes went: only those with a GM end are HBM traffic.
 //   - simt_api/asc_simt.h has the 1-wide structs (uint1, float1, ...) and the SIMT warp reductions
 //     asc_reduce_add/max/min(float | int32_t | uint32_t) (lanes run as fibers when a kernel names them).
 //   - Hand-written kernels include twin headers with <...> (the include tracker rejects quotes).
@@ -108,8 +111,30 @@ inline constexpr int kNumMutexes = 32;    // asc_lock ids [0, 31]
 inline constexpr int kNumIntraIds = 32;   // cross-core flag counters per core
 inline constexpr int kIntraMax = 15;      // 4-bit counters
 
+// What a data move reads and writes: the roofline counts GM (HBM) bytes only on routes with a GM end,
+// and each on-chip route on the unit that moves it. Python names: backends/ascend_twin/kernel.py ROUTES.
+enum class Route : uint8_t {
+  GM_TO_UB = 0,   // MTE2
+  GM_TO_L1,       // MTE2 (ND/DN -> NZ)
+  UB_TO_GM,       // MTE3
+  L0C_TO_GM,      // FixPipe
+  L0C_TO_UB,      // FixPipe, on chip
+  UB_TO_L1,       // MTE3, on chip
+  L1_TO_L0,       // MTE1 (L0A / L0B and their MX scales)
+  L1_TO_UB,       // MTE1, on chip
+  FILL,           // asc_fill_l1 / l0a / l0b: writes on-chip memory, reads nothing
+  SIMT_GM_LOAD,   // a SIMT lane's GM load through asc_ldcg / asc_ldca
+  SIMT_GM_STORE,  // a SIMT lane's GM store through asc_stcg / asc_stwt
+  Count
+};
+inline constexpr pipe_t kRoutePipe[] = {PIPE_MTE2, PIPE_MTE2, PIPE_MTE3, PIPE_FIX, PIPE_FIX, PIPE_MTE3,
+                                        PIPE_MTE1, PIPE_MTE1, PIPE_MTE2, PIPE_S,   PIPE_S};
+inline constexpr int kNumRoutes = int(Route::Count);
+
 struct Counters {
   uint64_t bytes[PIPE_NUM];   // bytes moved by each pipe's data mover
+  uint64_t route_bytes[kNumRoutes];  // the same by route (SIMT GM accesses have no pipe: only here)
+  uint64_t simt_ops;          // SIMT lane operations (see simt_api/asc_simt.h for what is counted)
   uint64_t cube_macs;         // multiply-accumulates issued to the cube unit
   uint64_t cube_macs_by_input[4];  // the same by input width: FP32, 16-bit, 8-bit, 4-bit (rates differ)
   uint64_t vector_ops;        // vector element-operations
@@ -234,6 +259,17 @@ inline void count_cube_macs(uint64_t macs, int input_bits) {
   k.cube_macs_by_input[input_bits >= 32 ? 0 : input_bits >= 16 ? 1 : input_bits >= 8 ? 2 : 3] += macs;
 }
 inline void count_vector_ops(uint64_t elements) { core().counters.vector_ops += elements; }
+inline void count_move(Route route, size_t bytes) {
+  Counters& k = core().counters;
+  k.route_bytes[int(route)] += bytes;
+  if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
+}
+// Set while a core runs SIMT lanes (asc_vf_call): max / min / the vector structs used by scalar code
+// outside a SIMT region are not SIMT work.
+inline thread_local bool tls_in_simt = false;
+inline void count_simt_ops(uint64_t ops) {
+  if (tls_in_simt) core().counters.simt_ops += ops;
+}
 
 inline bool is_aic() { return core().kind == CoreKind::AIC; }
 inline bool is_aiv() { return core().kind == CoreKind::AIV; }

@@ -8,6 +8,12 @@
 // ucontext fiber that runs until it reaches a barrier, and a barrier releases when every live lane
 // of the call has reached it. A barrier some lanes never reach (they returned) is a launch error.
 // Warp size 32; a shuffle exchanges values among the 32 lanes of a warp (a barrier for all lanes).
+//
+// Counters (dj_twin::count_simt_ops, Route::SIMT_GM_*): lanes are plain host code, so only the
+// operations the twin itself implements are counted: each element of a vector-struct operator,
+// max/min/rsqrt (simt_api/math.h) and each lane's shuffle or warp reduction (one op each), all only
+// inside asc_vf_call, and the GM bytes of asc_ldcg / asc_ldca / asc_stcg / asc_stwt. Built-in scalar arithmetic (a + b on floats / ints)
+// and plain dereferences of __gm__ pointers are not seen by the twin and count nothing.
 #pragma once
 
 #include <sys/mman.h>
@@ -43,28 +49,28 @@ inline thread_local ::dj_twin::Index3 gridDim;
 // Integer-only element-wise operators (templates, so float structs never instantiate them).
 #define DJ_TWIN_VEC_INT_OP(NAME, OP, ...)                                                            \
   template <typename U = NAME>                                                                      \
-  inline U operator OP(U a, NAME b) { return U{__VA_ARGS__}; }
+  inline U operator OP(U a, NAME b) { ::dj_twin::count_simt_ops(sizeof(NAME) / sizeof(a.x)); return U{__VA_ARGS__}; }
 #define DJ_TWIN_VEC1(NAME, T)                                                                       \
   struct NAME { T x; };                                                                             \
   inline NAME make_##NAME(T x) { return NAME{x}; }                                                   \
-  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x)}; }                               \
-  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x)}; }                               \
-  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x)}; }                               \
-  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x)}; }
+  inline NAME operator+(NAME a, NAME b) { ::dj_twin::count_simt_ops(1); return NAME{T(a.x + b.x)}; }                               \
+  inline NAME operator-(NAME a, NAME b) { ::dj_twin::count_simt_ops(1); return NAME{T(a.x - b.x)}; }                               \
+  inline NAME operator*(NAME a, NAME b) { ::dj_twin::count_simt_ops(1); return NAME{T(a.x * b.x)}; }                               \
+  inline NAME operator/(NAME a, NAME b) { ::dj_twin::count_simt_ops(1); return NAME{T(a.x / b.x)}; }
 #define DJ_TWIN_VEC2(NAME, T)                                                                       \
   struct alignas(2 * sizeof(T)) NAME { T x, y; };                                                                          \
   inline NAME make_##NAME(T x, T y) { return NAME{x, y}; }                                           \
-  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x), T(a.y + b.y)}; }                 \
-  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x), T(a.y - b.y)}; }                 \
-  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x), T(a.y * b.y)}; }                 \
-  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x), T(a.y / b.y)}; }
+  inline NAME operator+(NAME a, NAME b) { ::dj_twin::count_simt_ops(2); return NAME{T(a.x + b.x), T(a.y + b.y)}; }                 \
+  inline NAME operator-(NAME a, NAME b) { ::dj_twin::count_simt_ops(2); return NAME{T(a.x - b.x), T(a.y - b.y)}; }                 \
+  inline NAME operator*(NAME a, NAME b) { ::dj_twin::count_simt_ops(2); return NAME{T(a.x * b.x), T(a.y * b.y)}; }                 \
+  inline NAME operator/(NAME a, NAME b) { ::dj_twin::count_simt_ops(2); return NAME{T(a.x / b.x), T(a.y / b.y)}; }
 #define DJ_TWIN_VEC4(NAME, T)                                                                       \
   struct alignas(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16) NAME { T x, y, z, w; };                                                                    \
   inline NAME make_##NAME(T x, T y, T z, T w) { return NAME{x, y, z, w}; }                           \
-  inline NAME operator+(NAME a, NAME b) { return NAME{T(a.x + b.x), T(a.y + b.y), T(a.z + b.z), T(a.w + b.w)}; } \
-  inline NAME operator-(NAME a, NAME b) { return NAME{T(a.x - b.x), T(a.y - b.y), T(a.z - b.z), T(a.w - b.w)}; } \
-  inline NAME operator*(NAME a, NAME b) { return NAME{T(a.x * b.x), T(a.y * b.y), T(a.z * b.z), T(a.w * b.w)}; } \
-  inline NAME operator/(NAME a, NAME b) { return NAME{T(a.x / b.x), T(a.y / b.y), T(a.z / b.z), T(a.w / b.w)}; }
+  inline NAME operator+(NAME a, NAME b) { ::dj_twin::count_simt_ops(4); return NAME{T(a.x + b.x), T(a.y + b.y), T(a.z + b.z), T(a.w + b.w)}; } \
+  inline NAME operator-(NAME a, NAME b) { ::dj_twin::count_simt_ops(4); return NAME{T(a.x - b.x), T(a.y - b.y), T(a.z - b.z), T(a.w - b.w)}; } \
+  inline NAME operator*(NAME a, NAME b) { ::dj_twin::count_simt_ops(4); return NAME{T(a.x * b.x), T(a.y * b.y), T(a.z * b.z), T(a.w * b.w)}; } \
+  inline NAME operator/(NAME a, NAME b) { ::dj_twin::count_simt_ops(4); return NAME{T(a.x / b.x), T(a.y / b.y), T(a.z / b.z), T(a.w / b.w)}; }
 
 DJ_TWIN_VEC1(char1, int8_t)
 DJ_TWIN_VEC1(uchar1, uint8_t)
@@ -377,6 +383,7 @@ inline void lane_barrier(const char* op) {
 template <typename T>
 inline T shfl(T value, int (*source_of)(int lane, int arg, int width), int arg, int width, const char* op) {
   static_assert(sizeof(T) <= 16, "shuffled values are at most 16 bytes");
+  count_simt_ops(1);
   Lanes& ls = barrier_lanes(op);
   Lane* me = ls.current;
   std::memcpy(me->slot, &value, sizeof(T));
@@ -406,6 +413,7 @@ inline void asc_vf_call(cce::dim3 dims, Args... args) {
   gridDim.x = uint32_t(core().num_blocks);
   const uint64_t lanes = uint64_t(dims.x) * dims.y * dims.z;
   if (lanes == 0 || lanes > 2048) fail("asc_vf_call: %llu lanes (the chip allows 1..2048)", (unsigned long long)lanes);
+  tls_in_simt = true;
 #ifdef DJ_TWIN_SIMT_FIBERS
   struct Call {
     std::tuple<Args...> args;
@@ -422,8 +430,35 @@ inline void asc_vf_call(cce::dim3 dims, Args... args) {
         F(args...);
       }
 #endif
+  tls_in_simt = false;
   threadIdx = {};
 }
+
+// ---- SIMT global-memory access helpers (asc_ldcg.md / asc_ldca.md / asc_stcg.md / asc_stwt.md): the
+// cache policy is a hint with no effect here; each access is range-checked and counted as GM bytes.
+namespace dj_twin {
+template <typename T>
+inline T simt_gm_load(const T* address, const char* op) {
+  check_gm(address, sizeof(T), op);
+  count_move(Route::SIMT_GM_LOAD, sizeof(T));
+  return *address;
+}
+template <typename T>
+inline void simt_gm_store(T* address, T value, const char* op) {
+  check_gm(address, sizeof(T), op);
+  count_move(Route::SIMT_GM_STORE, sizeof(T));
+  *address = value;
+}
+}  // namespace dj_twin
+
+template <typename T>
+inline T asc_ldcg(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldcg"); }
+template <typename T>
+inline T asc_ldca(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldca"); }
+template <typename T>
+inline void asc_stcg(T* address, T value) { ::dj_twin::simt_gm_store(address, value, "asc_stcg"); }
+template <typename T>
+inline void asc_stwt(T* address, T value) { ::dj_twin::simt_gm_store(address, value, "asc_stwt"); }
 
 inline void asc_syncthreads() { ::dj_twin::lane_barrier("asc_syncthreads"); }
 inline void __syncthreads() { ::dj_twin::lane_barrier("__syncthreads"); }
@@ -456,6 +491,7 @@ inline T asc_shfl_up(T value, int delta, int width = 32) {
 namespace dj_twin {
 template <typename T, typename Op>
 inline T warp_reduce(T value, Op op, const char* name) {
+  count_simt_ops(1);
   Lanes& ls = barrier_lanes(name);
   Lane* me = ls.current;
   std::memcpy(me->slot, &value, sizeof(T));
