@@ -19,6 +19,7 @@ an address or None; integer and float fields are range- and type-checked as the 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import re
 
 from .backends.params import POINTER, SCALARS, _classify
@@ -58,12 +59,12 @@ def declared_fields(source: str, name: str) -> list[tuple[str, str]]:
     return fields
 
 
-_TYPES: dict[tuple[int, str], type[ctypes.Structure]] = {}
+_TYPES: dict[tuple[str, str], type[ctypes.Structure]] = {}
 
 
 def struct_type(source: str, name: str) -> type[ctypes.Structure]:
     """The ``ctypes.Structure`` of ``struct name`` declared in ``source`` (memoised per source and name)."""
-    key = (hash(source), name)
+    key = (hashlib.sha256(source.encode()).hexdigest(), name)
     cached = _TYPES.get(key)
     if cached is not None:
         return cached
@@ -133,7 +134,25 @@ def pack(struct_cls: type[ctypes.Structure], **values) -> ctypes.Structure:
         raise TypeError(f"{struct_cls.__name__}: " + "; ".join(
             part for part in (f"no field {', '.join(unknown)} in the C++ struct" if unknown else "",
                               f"missing {', '.join(missing)}" if missing else "") if part))
-    return struct_cls(*[convert(values[f]) for f, convert in converters])
+    desc = struct_cls(*[convert(values[f]) for f, convert in converters])
+    # The struct holds raw addresses: keep the tensors (and nested descriptors) alive with it, so a
+    # temporary such as ``x.contiguous()`` passed as a field is not freed before the kernel runs.
+    desc._dj_keep = _owned(values.values())
+    return desc
+
+
+def _owned(values) -> list:
+    """The tensors among ``values`` and inside nested field dicts / descriptors (copied by value into
+    the parent struct, so their own keep lists would be lost)."""
+    kept = []
+    for value in values:
+        if isinstance(value, dict):
+            kept += _owned(value.values())
+        elif isinstance(value, ctypes.Structure):
+            kept += getattr(value, "_dj_keep", [])
+        elif hasattr(value, "data_ptr"):
+            kept.append(value)
+    return kept
 
 
 def address(desc: ctypes.Structure) -> int:

@@ -121,3 +121,27 @@ def test_every_library_descriptor_loads():
         assert names, header
         for name in names:
             assert ctypes.sizeof(D.struct_type(source, name)) > 0, (header, name)
+
+
+def test_temporaries_passed_as_fields_live_as_long_as_the_descriptor(tmp_path, monkeypatch):
+    """A field filled with a temporary (``x.contiguous()`` of a strided tensor, here also inside a nested
+    field dict) is kept by the descriptor: freed and reused memory would hand the kernel other bytes."""
+    import gc
+    import weakref
+
+    args_t = D.struct_type(HEADER, "Args")
+    kernel = make_runtime(tmp_path, monkeypatch).compile("desc_echo", KERNEL)
+    strided = torch.tensor([[4, 0], [11, 0]], dtype=torch.int32).t()[0]   # [4, 11], stride 2
+    temp = strided.contiguous()
+    probe = weakref.ref(temp)
+    desc = D.pack(args_t, **_values(out=torch.zeros(1), scope1=dict(_values()["scope1"], indices=temp)))
+    del temp
+    gc.collect()
+    assert probe() is not None
+    torch.full((1 << 20,), 0x7F7F7F7F, dtype=torch.int32)   # would reuse the freed block if it were freed
+    report = torch.zeros(18, dtype=torch.int64)
+    kernel(D.address(desc), report)
+    assert report[16:].tolist() == [4, 11]
+    del desc
+    gc.collect()
+    assert probe() is None
