@@ -43,6 +43,7 @@ def _runtime(tmp_path, monkeypatch, forced=None):
     else:
         monkeypatch.setenv("DJ_HOST_MATRIX", forced)
     monkeypatch.delenv("MEAPP_HOST_MATRIX", raising=False)
+    monkeypatch.setenv("MEAPP_JIT_HOST_MARCH", "native")   # the automatic choice reads the CPU's flags only then
     return deepjit.Runtime(deepjit.Config(str(tmp_path), "MEAPP"), "host")
 
 

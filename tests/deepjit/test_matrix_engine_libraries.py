@@ -1,8 +1,8 @@
 """The libraries' host GEMM-family kernels on each matrix engine this machine has, forced through
 DJ_HOST_MATRIX: a representative subset of their tests (dense, mixed precision, grouped with empty
 groups, k-grouped, MQA logits, einsum, flash_mla's micro-kernel and sparse attention) run in a fresh
-interpreter, since the engine is read when a library's runtime is made. Engines absent are skipped
-with the reason; the full files pass the same way (``DJ_HOST_MATRIX=fma pytest tests/deep_gemm ...``)."""
+interpreter, since the engine is read when a library's runtime is made. Engines absent, and the
+automatic one (the rest of the suite runs on it), are skipped with the reason; the full files pass the same way (``DJ_HOST_MATRIX=fma pytest tests/deep_gemm ...``)."""
 import os
 import subprocess
 import sys
@@ -23,10 +23,22 @@ SUBSET = [
 ]
 
 
+def _automatic(flags: str) -> str | None:
+    """The engine the rest of the suite runs on (no variable set, the default -march=native), or None
+    when the environment forces one."""
+    forced = any(k.endswith("_HOST_MATRIX") and v for k, v in os.environ.items())
+    if forced or any(k.endswith("_JIT_HOST_MARCH") and v != "native" for k, v in os.environ.items()):
+        return None
+    return next(e for e in me.ENGINES if e in me.BUILT and not me.missing_flags(e, flags))
+
+
 def _params():
     flags = cpu_identity()[1]
+    automatic = _automatic(flags)
     for engine in me.ENGINES:
         why = me.unavailable(engine, flags, "DJ_HOST_MATRIX")
+        if why is None and engine == automatic:
+            why = f"{engine} is this machine's automatic engine: the whole suite already runs these tests on it"
         yield pytest.param(engine, marks=[pytest.mark.skip(reason=why)] if why else [], id=engine)
 
 

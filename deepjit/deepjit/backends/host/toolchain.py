@@ -63,6 +63,8 @@ class HostBackend(Backend):
         self.cxx = find_cxx(self.env)
         self.version = call_external_command([self.cxx, "--version"])
         self.cpu_model, self.cpu_flags = cpu_identity()
+        # what the defaults chose (and which variable forced it); check_matrix_engine reads it
+        self.matrix = matrix_engine.choose(self.env, self.cpu_flags, self.env.get_str("JIT_HOST_MARCH", "native"))
 
     def effective_config(self, config: Config) -> Config:
         return config.with_include([INCLUDE_DIR], [INCLUDE_PREFIX])
