@@ -10,7 +10,9 @@ from tests.testkit.distributed import run_ranks
 from .matrix import ASCEND_CASES, run_matrix
 
 
-@pytest.mark.parametrize("world, num_experts, topk", [(2, 16, 4), (3, 12, 3)])
-def test_matches_the_oracle(world, num_experts, topk):
-    outs = run_ranks(run_matrix, world, 256, num_experts, 10, topk, timeout=900, env={"EP_BACKEND": "ascend"})
-    assert outs == [list(range(len(ASCEND_CASES)))] * world
+# Every case on 2 ranks; on 3 ranks (uneven splits over three peers) the FP8 expanded case with its
+# cached dispatch and biases, the one that moves every kind of payload (each case costs minutes here).
+@pytest.mark.parametrize("world, num_experts, topk, cases", [(2, 16, 4, None), (3, 12, 3, (1,))])
+def test_matches_the_oracle(world, num_experts, topk, cases):
+    outs = run_ranks(run_matrix, world, 256, num_experts, 10, topk, cases, timeout=900, env={"EP_BACKEND": "ascend"})
+    assert outs == [list(cases or range(len(ASCEND_CASES)))] * world
