@@ -70,7 +70,8 @@ for _layout in ("nt", "nn", "tn", "tt"):
 # ---- M-grouped (contiguous, masked) and K-grouped GEMMs -------------------------------------------
 def _m_grouped_scaled(fn):
     def impl(a, sfa, b, sfb, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
-             disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True, expected_m_for_psum_layout=None):
+             disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
+             expected_m_for_psum_layout=None):
         fn((a, sfa), (b, sfb), d, grouped_layout, _tuple(recipe), _tuple(recipe_a), _tuple(recipe_b),
            compiled_dims=compiled_dims, disable_ue8m0_cast=disable_ue8m0_cast, use_psum_layout=use_psum_layout,
            ensure_zero_padding=ensure_zero_padding, expected_m_for_psum_layout=expected_m_for_psum_layout)
@@ -95,7 +96,7 @@ def _k_grouped_scaled(fn):
 
 def _k_grouped_bf16(a, b, d, ks_cpu, grouped_layout, c=None, compiled_dims="mn", use_psum_layout=False):
     _api.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None if ks_cpu is None else list(ks_cpu), grouped_layout, c,
-                                                compiled_dims=compiled_dims, use_psum_layout=use_psum_layout)
+                                           compiled_dims=compiled_dims, use_psum_layout=use_psum_layout)
 
 
 _CONTIGUOUS_TAIL = ("str compiled_dims=\"nk\", bool use_psum_layout=False, bool ensure_zero_padding=True, "
@@ -117,7 +118,7 @@ for _prefix in ("fp8_fp4", "fp8"):
         f"{_RECIPES}, str compiled_dims=\"nk\", bool disable_ue8m0_cast=False) -> ()",
         _masked_scaled(_late(_name)), _returns_nothing)
 _op("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, "
-    "str compiled_dims=\"nk\") -> ()", _api.m_grouped_bf16_gemm_nt_masked, _returns_nothing)
+    "str compiled_dims=\"nk\") -> ()", _late("m_grouped_bf16_gemm_nt_masked"), _returns_nothing)
 for _layout in ("tn", "nt"):
     _name = f"k_grouped_fp8_gemm_{_layout}_contiguous"
     _op(f"{_name}(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[]? ks_cpu, Tensor grouped_layout, "
@@ -131,7 +132,7 @@ _op("k_grouped_bf16_gemm_tn_contiguous(Tensor a, Tensor b, Tensor(a!) d, int[]? 
 def _mqa_logits(q, q_sf, kv, kv_sf, weights, ks, ke, clean_logits=True, max_seqlen_k=0, logits_dtype=None):
     # an op returns its own storage, not a view of a padded buffer: the rows are copied out
     return _api.fp8_fp4_mqa_logits((q, q_sf), (kv, kv_sf), weights, ks, ke, clean_logits, max_seqlen_k,
-                                        logits_dtype or torch.float32).clone()
+                                   logits_dtype or torch.float32).clone()
 
 
 def _mqa_logits_meta(q, q_sf, kv, kv_sf, weights, ks, ke, clean_logits=True, max_seqlen_k=0, logits_dtype=None):
@@ -142,8 +143,8 @@ def _mqa_logits_meta(q, q_sf, kv, kv_sf, weights, ks, ke, clean_logits=True, max
 def _paged_logits(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                   clean_logits=False, logits_dtype=None, indices=None):
     return _api.fp8_fp4_paged_mqa_logits((q, q_sf), kv_cache, weights, context_lens, block_table,
-                                              schedule_meta, max_context_len, clean_logits,
-                                              logits_dtype or torch.float32, indices).clone()
+                                         schedule_meta, max_context_len, clean_logits,
+                                         logits_dtype or torch.float32, indices).clone()
 
 
 def _paged_logits_meta(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
@@ -162,14 +163,15 @@ _op("fp8_fp4_paged_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor we
     "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
     "ScalarType? logits_dtype=None, Tensor? indices=None) -> Tensor", _paged_logits, _paged_logits_meta)
 _op("get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, Tensor? indices=None) -> Tensor",
-    _api.get_paged_mqa_logits_metadata, _metadata_meta)
+    _late("get_paged_mqa_logits_metadata"), _metadata_meta)
 
 
 # ---- scale-factor layouts ---------------------------------------------------------------------
 def _stand_in(t):
-    """(Static shapes only: a size traced as a symbol has no stand-in.) A CPU tensor of ``t``'s shape whose values every layout function accepts (ones: a power-of-two
+    """A CPU tensor of ``t``'s shape whose values every layout function accepts (ones: a power-of-two
     scale; as UE8M0 / int bytes a valid exponent), so a meta kernel can read the output's shape and
-    strides off a real run. Scale factors are small (one per 128 or 32 elements of a row)."""
+    strides off a real run. Scale factors are small (one per 128 or 32 elements of a row). Static
+    shapes only: a size traced as a symbol has no stand-in."""
     return None if t is None else torch.ones(t.shape, dtype=t.dtype)
 
 
@@ -179,7 +181,7 @@ def _like(out: torch.Tensor) -> torch.Tensor:
 
 def _transform_sf(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False, psum_layout=None):
     out = _api.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast,
-                                                   psum_layout)
+                                                 psum_layout)
     if out.untyped_storage().data_ptr() == sf.untyped_storage().data_ptr():
         # already in the required layout: an op's output may not alias its input, so a copy, strides kept
         out = torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=out.device).copy_(out)

@@ -81,10 +81,13 @@ def _launch(q2: torch.Tensor, h_q: int, s_q: int, scope0, scope1, attn_sink, sm_
     out = torch.empty(rows, h_q, D, dtype=torch.bfloat16, device=q2.device)
     lse = torch.empty(rows, h_q, dtype=torch.float32, device=q2.device)
     max_logits = torch.empty(rows, h_q, dtype=torch.float32, device=q2.device) if with_max else lse
-    if rows == 0:
-        return out, max_logits, lse
     if scope1 is None:  # an empty second scope: no steps, pointers never read
         scope1 = ([q2, q2, q2], [_FMT_BF16, 0, 1, 0, 0, 0, 0])
+    topk = scope0[1][5] + scope1[1][5]  # the scopes' index widths (_scope_args)
+    if topk < 1:  # the kernel's cube core waits for a first K tile unconditionally: no step would deadlock
+        raise ValueError(f"indices: expected topk >= 1 index per query row, got {topk}")
+    if rows == 0:
+        return out, max_logits, lse
     items = rows * (h_q // hg)
     grid = min(items, _num_cube_cores(q2))
     sink = q2 if attn_sink is None else attn_sink.float().contiguous()

@@ -86,6 +86,22 @@ def test_out_of_range_values_stay_inside_the_tensors():
     assert calc_diff(logits[0], want[0]) < 1e-3 and calc_diff(logits[1, :32], want[1, :32]) < 1e-3
 
 
+def test_pages_outside_the_cache_score_exactly_zero():
+    # entry 0 loads a page of E4M3 NaN bytes (0x7F) into L1; entry 1's pages are outside the cache, so
+    # its L1 rows stay stale, and an infinite weight turns any multiplied-in score into NaN: its
+    # positions must still score exactly 0, as the kernel promises
+    q, kv, weights, table = _inputs(2, 1, 4, 32, 32, 64)
+    nan_page = int(table[0, 0])
+    kv.cache.view(kv.cache.size(0), -1)[nan_page, :32 * 32] = 0x7F
+    table[0, 1] = nan_page
+    table[1] = torch.tensor([10_000, -1], dtype=torch.int32)
+    weights[1, 0] = float("inf")
+    lens = torch.tensor([[64], [64]], dtype=torch.int32)
+    logits = torch.full((2, 64), SENTINEL)
+    paged_mqa_logits(q, kv, weights, lens, table, logits, True)
+    assert torch.equal(logits[1], torch.zeros(64))
+
+
 @pytest.mark.parametrize("form", ["2d", "1d", "varlen"])
 def test_public_op_on_ascend_reads_no_device_values(monkeypatch, form):
     monkeypatch.setenv("DG_BACKEND", "ascend")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import _dispatch, formats, reference
+from deep_gemm import _dispatch, reference
 from deep_gemm.testing import calc_diff
 
 
@@ -28,22 +28,25 @@ def test_every_op_with_an_ascend_kernel_is_in_the_table():
                       "k_grouped_fp8_gemm_tn"}
 
 
-def _ascend_sf(mn: int, k: int) -> torch.Tensor:
-    """Random UE8M0 scales per 32 K in the Ascend layout: int16 pairs, MN-major."""
+def _ascend_sf(mn: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random UE8M0 scales per 32 K in the Ascend layout (int16 pairs, MN-major: K-block 2p in the low
+    byte of word p), and the FP32 scales [mn, K-blocks] they stand for, 2^(e - 127) per exponent byte."""
     exponents = torch.randint(120, 134, (-(-k // 64), mn, 2), dtype=torch.uint8)
-    return exponents.view(torch.int16).squeeze(-1).t()
+    scales = torch.pow(2.0, exponents.permute(1, 0, 2).reshape(mn, -1).double() - 127).float()
+    return exponents.view(torch.int16).squeeze(-1).t(), scales
 
 
 def test_fp8_fp4_gemm_nn_with_ascend_int16_scales_runs_the_ascend_kernel(monkeypatch):
     monkeypatch.setenv("DG_BACKEND", "ascend")
     m, n, k = 72, 40, 160
-    a = ((torch.randn(m, k) * 4).to(torch.float8_e4m3fn), _ascend_sf(m, k))
+    sfa, scale_a = _ascend_sf(m, k)
+    a = ((torch.randn(m, k) * 4).to(torch.float8_e4m3fn), sfa)
     b_kn = (torch.randn(k, n) * 4).to(torch.float8_e4m3fn)
-    sfb = _ascend_sf(n, k)
+    sfb, scale_b = _ascend_sf(n, k)
     d = torch.empty(m, n, dtype=torch.bfloat16)
     deep_gemm.fp8_fp4_gemm_nn(a, (b_kn, sfb.t()), d, recipe=(1, 1, 32))
-    a_deq = a[0].float() * formats.unpack_ue8m0(formats.dense(a[1]))[:, :k // 32].repeat_interleave(32, 1)
-    b_deq = b_kn.t().float() * formats.unpack_ue8m0(formats.dense(sfb))[:, :k // 32].repeat_interleave(32, 1)
+    a_deq = a[0].float() * scale_a[:, :k // 32].repeat_interleave(32, 1)
+    b_deq = b_kn.t().float() * scale_b[:, :k // 32].repeat_interleave(32, 1)
     assert calc_diff(d, a_deq @ b_deq.t()) < 1e-3
 
 

@@ -99,8 +99,10 @@ def test_k_grouped_gaps_are_zero(monkeypatch):
     assert torch.all(blocks[:, gap] == 0) and torch.all(blocks[:, ~gap] != 0)
 
 
-def test_non_powers_of_two_reported_in_debug_mode(monkeypatch):
-    sf = torch.full((4, 2), 3.0)
+@pytest.mark.parametrize("bad", [3.0, 0.0, -2.0, float("inf"), float("nan")])
+def test_non_powers_of_two_reported_in_debug_mode(monkeypatch, bad):
+    sf = torch.ones(4, 2)
+    sf[2, 1] = bad
     monkeypatch.setenv("DG_ASCEND_CHECKS", "1")
     monkeypatch.setenv("DG_BACKEND", "ascend")
     with pytest.raises(ValueError, match="powers of two"):

@@ -75,6 +75,13 @@ def test_served_through_the_table(monkeypatch):
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.3, 512, sink, topk_length))
 
 
+def test_no_index_per_row_is_a_value_error_before_launch():
+    # with no step the cube core would wait for a K tile forever
+    q, kv, idx, _ = _case(2, 64, 16, 512, 64, seed=2)
+    with pytest.raises(ValueError, match="topk >= 1"):
+        sparse_attn.sparse_prefill(q, kv, idx[..., :0], 0.5, 512, None, None)
+
+
 def test_d_qk_576_keeps_the_reference(monkeypatch):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
     q, kv, idx, _ = _case(2, 64, 64, 576, 64, seed=1)
