@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deep_ep.engine.checks import check_dispatch
+from deep_ep.engine.checks import check_dispatch, check_low_latency_dispatch
 
 R = 2
 
@@ -86,3 +86,23 @@ def test_plan_kernel_rejects_bad_ids(T, K, ranks, bad_value, data):
         plan = engine.plan(a)
         sent = (idx >= 0).sum()
         assert int(plan.send_counts[:, 1:].sum()) == int(sent)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (dict(x=torch.zeros(2, 32768 + 128, dtype=torch.bfloat16)), "at most 32768"),
+    (dict(x=torch.zeros(2, 192, dtype=torch.bfloat16)), "multiple of 128"),
+    (dict(idx=torch.zeros(2, 65, dtype=torch.int64)), "num_topk <= 64"),
+    (dict(M=1), "exceeds num_max_dispatch_tokens_per_rank"),
+    (dict(E=7), "multiple of the number of ranks"),
+    (dict(stats=torch.zeros(8, dtype=torch.int32)[::2]), "contiguous int32"),
+])
+def test_low_latency_dispatch_checks_shared_by_both_engines(change, fragment):
+    """One check for the host and the Ascend low-latency dispatch (engine/checks.py)."""
+    a = dict(x=torch.zeros(2, 256, dtype=torch.bfloat16), idx=torch.zeros(2, 2, dtype=torch.int64), M=4, E=8,
+             stats=torch.zeros(4, dtype=torch.int32))
+    check_low_latency_dispatch(R, a["x"], a["idx"], a["M"], a["E"], a["stats"])
+    a.update(change)
+    if "x" in change:
+        a["idx"] = torch.zeros(a["x"].shape[0], 2, dtype=torch.int64)
+    with pytest.raises(ValueError, match=fragment):
+        check_low_latency_dispatch(R, a["x"], a["idx"], a["M"], a["E"], a["stats"])

@@ -2,7 +2,8 @@
 vector cores, SIMT): the cast of ``deep_ep.utils.math.per_token_cast_to_fp8`` (128-channel blocks,
 ``scale = max(amax, 1e-4) / 448``, rounded up to a power of two through its bits with ``round_scale``,
 E4M3 = RNE cast of ``x / scale``), each cast row and its FP32 scales written to every position of
-the token (``pos[t, j] >= 0``). With the identity positions it is the plain cast.
+the token (``0 <= pos[t, j] < out_rows``; others skipped). With the identity positions it is the
+plain cast.
 
 A core casts a tile of rows in UB in two SIMT passes (block amax and scale, then the quotients) and
 writes each row out with one DMA per position.
@@ -58,8 +59,9 @@ def build(t: int, h: int, p: int, out_rows: int, round_scale: bool):
                 for j in T.serial(p):
                     dst = pos[r, j]
                     if dst >= 0:
-                        T.copy(q[r, :], Q[dst, :])
-                        T.copy(sf[r, 0:nb], S[dst, :])
+                        if dst < out_rows:  # never write outside Q / S, whatever the positions say
+                            T.copy(q[r, :], Q[dst, :])
+                            T.copy(sf[r, 0:nb], S[dst, :])
 
     return pack_fp8
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..engine.checks import check_low_latency_dispatch
 from . import routing
 from .fp8_pack import pack_fp8
 from .reduce import combine_reduce
@@ -60,7 +61,7 @@ class AscendLowLatencyEngine:
         R, (T, H) = self.num_ranks, x.shape
 
         def check():
-            _check_dispatch(x, topk_idx, M, num_experts, stats, R)
+            check_low_latency_dispatch(R, x, topk_idx, M, num_experts, stats)
             return [1, H, topk_idx.shape[1], M, num_experts, int(use_fp8) | int(round_scale) << 1 | int(use_ue8m0) << 2]
 
         self.session.start("low_latency_dispatch", _DISPATCH_NAMES, check)
@@ -188,27 +189,6 @@ class AscendLowLatencyEngine:
         slot = torch.gather(state.dst_slot.long(), 1, owner)
         pos = torch.where(valid, (owner * M + slot) * K + torch.arange(K, device=dev)[None, :], -1).int()
         combine_reduce(back, pos, topk_weights, out=out)
-
-
-def _check_dispatch(x, topk_idx, M, num_experts, stats, R):
-    T, H = x.shape
-    if not isinstance(topk_idx, torch.Tensor) or topk_idx.dtype != torch.int64 or topk_idx.dim() != 2 \
-            or topk_idx.shape[0] != T or not 1 <= topk_idx.shape[1] <= 64 or topk_idx.device != x.device:
-        raise ValueError(f"topk_idx must be int64 of shape ({T}, num_topk <= 64) on {x.device}, got "
-                         f"{getattr(topk_idx, 'dtype', type(topk_idx))} {tuple(getattr(topk_idx, 'shape', ()))}")
-    if isinstance(M, bool) or not isinstance(M, int) or M <= 0:
-        raise ValueError(f"num_max_dispatch_tokens_per_rank must be a positive int, got {M!r}")
-    if T > M:
-        raise ValueError(f"num_tokens ({T}) exceeds num_max_dispatch_tokens_per_rank ({M})")
-    if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts <= 0 or num_experts % R:
-        raise ValueError(f"num_experts must be a positive multiple of the number of ranks ({R}), got {num_experts!r}")
-    if H % 128:
-        raise ValueError(f"hidden must be a multiple of 128, got {H}")
-    e_local = num_experts // R
-    if stats is not None and (not isinstance(stats, torch.Tensor) or stats.dtype != torch.int32
-                              or tuple(stats.shape) != (e_local,) or stats.device != x.device):
-        raise ValueError(f"cumulative_local_expert_recv_stats must be an int32 tensor of shape ({e_local},) on "
-                         f"{x.device}, got {getattr(stats, 'dtype', type(stats))} {tuple(getattr(stats, 'shape', ()))}")
 
 
 def _check_combine(x, topk_idx, topk_weights, state, shape, out):

@@ -1,6 +1,6 @@
 """The combine reduction on Ascend (TileLang Ascend dialect, vector cores, SIMT): per token, in
 column order of ``pos``, ``acc = acc + w * rows[pos[t, j]]`` in FP32 (``w`` only when weighted;
-``pos < 0`` skipped), then one rounding to BF16.
+``pos`` outside ``[0, num_rows)`` skipped), then one rounding to BF16.
 
 ``acc`` starts from the biases (``b0`` then ``+ b1``, in FP32), from 0, or (``from_first``) from the
 first term itself, as upstream's order needs: the caller lists each receiving rank's partial at the
@@ -53,7 +53,8 @@ def build(num_rows: int, h: int, t: int, p: int, weighted: bool, num_bias: int, 
                 for j in T.serial(p):
                     src = pos[r, j]
                     if src >= 0:
-                        T.copy(X[src, c0:c0 + cols], xs[j, 0:cols])
+                        if src < num_rows:  # positions come from peers' metadata: never read outside X
+                            T.copy(X[src, c0:c0 + cols], xs[j, 0:cols])
                 with T.SimtVF(threads=min(hc, 256)):
                     for c in T.Parallel(hc):
                         acc = T.alloc_var("float32")
@@ -66,15 +67,16 @@ def build(num_rows: int, h: int, t: int, p: int, weighted: bool, num_bias: int, 
                             acc = acc + T.Cast("float32", b1[r, c])
                         for j in T.serial(p):
                             if pos[r, j] >= 0:
-                                term = T.alloc_var("float32")
-                                term = T.Cast("float32", xs[j, c])
-                                if weighted:
-                                    term = w[r, j] * term
-                                if started == 1:
-                                    acc = acc + term
-                                else:
-                                    acc = term
-                                    started = 1
+                                if pos[r, j] < num_rows:
+                                    term = T.alloc_var("float32")
+                                    term = T.Cast("float32", xs[j, c])
+                                    if weighted:
+                                        term = w[r, j] * term
+                                    if started == 1:
+                                        acc = acc + term
+                                    else:
+                                        acc = term
+                                        started = 1
                         out[r, c] = T.Cast("bfloat16", acc)
             T.copy(out[0:rows, 0:cols], Out[r0:r0 + rows, c0:c0 + cols])
 

@@ -4,7 +4,8 @@ and unpacking received tokens into the expanded per-expert layout.
 ``Out[pos[i, j]] = In[i]`` for every ``pos[i, j] >= 0`` (rows travel as 32-bit words, or bytes where a
 row is not whole words, so any element type),
 then ``Out[begin:begin + count] = 0`` for each ``(begin, count)`` of ``Zero`` (the ``expert_alignment``
-padding of an expanded receive). Rows no position names are left as they are. A core stages a tile
+padding of an expanded receive). Rows no position names are left as they are; positions and zeroed
+rows outside ``[0, out_rows)`` are skipped. A core stages a tile
 of input rows in UB and writes each one to its positions with one GM DMA each; the zero ranges are
 dealt to the cores round robin.
 
@@ -50,7 +51,8 @@ def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
                 for j in T.serial(p):
                     dst = pos[r, j]
                     if dst >= 0:
-                        T.copy(x[r, 0:width], Out[dst, 0:width])
+                        if dst < out_rows:  # positions come from peers' metadata: never write outside Out
+                            T.copy(x[r, 0:width], Out[dst, 0:width])
             if num_zero > 0:
                 zero = T.alloc_shared((1, rb), dtype)
                 ranges = T.alloc_shared((nz, padded(2, 4)), "int32")
@@ -59,7 +61,10 @@ def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
                 for z in T.serial(nz):
                     if z % blocks == bid:
                         for i in T.serial(ranges[z, 1]):
-                            T.copy(zero[0, 0:width], Out[ranges[z, 0] + i, 0:width])
+                            row = ranges[z, 0] + i
+                            if row >= 0:
+                                if row < out_rows:
+                                    T.copy(zero[0, 0:width], Out[row, 0:width])
 
     return scatter_rows
 

@@ -172,3 +172,34 @@ def check_combine(x, handle, topk_weights, bias, allow_multiple_reduction: bool)
             raise ValueError(f"bias[{i}] must have shape {(T, hidden)} with contiguous rows, got "
                              f"{tuple(b.shape)} strides {b.stride()}")
     return CombineArgs(x, handle, topk_weights, biases)
+
+
+MAX_LOW_LATENCY_HIDDEN = 32768
+
+
+def check_low_latency_dispatch(num_ranks: int, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
+                               stats) -> None:
+    """The arguments of a V1 low-latency dispatch, the same for the host and the Ascend engine."""
+    T, H = x.shape
+    M = num_max_dispatch_tokens_per_rank
+    if not isinstance(topk_idx, torch.Tensor) or topk_idx.dtype != TOPK_IDX_DTYPE or topk_idx.dim() != 2 \
+            or topk_idx.shape[0] != T or not 1 <= topk_idx.shape[1] <= MAX_TOPK or topk_idx.device != x.device:
+        raise ValueError(f"topk_idx must be int64 of shape ({T}, num_topk <= {MAX_TOPK}) on {x.device}, got "
+                         f"{getattr(topk_idx, 'dtype', type(topk_idx))} {tuple(getattr(topk_idx, 'shape', ()))}")
+    if isinstance(M, bool) or not isinstance(M, int) or M <= 0:
+        raise ValueError(f"num_max_dispatch_tokens_per_rank must be a positive int, got {M!r}")
+    if T > M:
+        raise ValueError(f"num_tokens ({T}) exceeds num_max_dispatch_tokens_per_rank ({M})")
+    if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts <= 0 \
+            or num_experts % num_ranks:
+        raise ValueError(f"num_experts must be a positive multiple of the number of ranks ({num_ranks}), "
+                         f"got {num_experts!r}")
+    if H % 128 or H > MAX_LOW_LATENCY_HIDDEN:
+        raise ValueError(f"hidden must be a multiple of 128 and at most {MAX_LOW_LATENCY_HIDDEN}, got {H}")
+    e_local = num_experts // num_ranks
+    if stats is not None and (not isinstance(stats, torch.Tensor) or stats.dtype != torch.int32
+                              or tuple(stats.shape) != (e_local,) or not stats.is_contiguous()
+                              or stats.device != x.device):
+        raise ValueError(f"cumulative_local_expert_recv_stats must be a contiguous int32 tensor of shape "
+                         f"({e_local},) on {x.device}, got {getattr(stats, 'dtype', type(stats))} "
+                         f"{tuple(getattr(stats, 'shape', ()))}")

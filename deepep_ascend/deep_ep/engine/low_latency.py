@@ -19,6 +19,7 @@ from deepjit.host_memory import OutputPool
 
 from ..jit import kernel, launch_args
 from ..utils.math import align
+from .checks import check_low_latency_dispatch
 
 SIG_WORDS = 16
 SIG_ERR = 8
@@ -186,27 +187,10 @@ class LowLatencyEngine:
     def _dispatch_outputs(self, x, topk_idx, M, num_experts, stats, use_fp8, use_ue8m0):
         R = self.num_ranks
         T, H = x.shape
-        if not isinstance(topk_idx, torch.Tensor) or topk_idx.dtype != torch.int64 or topk_idx.dim() != 2 \
-                or topk_idx.shape[0] != T or not 1 <= topk_idx.shape[1] <= 64:
-            raise ValueError(f"topk_idx must be int64 of shape ({T}, num_topk <= 64), got "
-                             f"{getattr(topk_idx, 'dtype', type(topk_idx))} {tuple(getattr(topk_idx, 'shape', ()))}")
-        if isinstance(M, bool) or not isinstance(M, int) or M <= 0:
-            raise ValueError(f"num_max_dispatch_tokens_per_rank must be a positive int, got {M!r}")
-        if T > M:
-            raise ValueError(f"num_tokens ({T}) exceeds num_max_dispatch_tokens_per_rank ({M})")
-        if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts <= 0 or num_experts % R:
-            raise ValueError(f"num_experts must be a positive multiple of the number of ranks ({R}), "
-                             f"got {num_experts!r}")
-        if H % 128 or H > 32768:
-            raise ValueError(f"hidden must be a multiple of 128 and at most 32768, got {H}")
+        check_low_latency_dispatch(R, x, topk_idx, M, num_experts, stats)
         if x.stride(1) != 1:
             raise ValueError("x must have contiguous rows (stride(1) == 1)")
         e_local, K = num_experts // R, topk_idx.shape[1]
-        if stats is not None and (not isinstance(stats, torch.Tensor) or stats.dtype != torch.int32
-                                  or tuple(stats.shape) != (e_local,) or not stats.is_contiguous()):
-            raise ValueError(f"cumulative_local_expert_recv_stats must be a contiguous int32 tensor of shape "
-                             f"({e_local},), got {getattr(stats, 'dtype', type(stats))} "
-                             f"{tuple(getattr(stats, 'shape', ()))}")
         blocks = H // 128
         packs = -(-blocks // 4) if use_ue8m0 else blocks
         sf_bytes = packs * 4 if use_fp8 else 0

@@ -41,3 +41,16 @@ def test_matches_an_ordered_fp32_sum(weighted, num_bias, from_first):
     bias = tuple(torch.randn(T, H, generator=g).bfloat16() for _ in range(num_bias))
     got = combine_reduce(rows, pos, w, bias, from_first)
     assert torch.equal(got.view(torch.int16), _expected(rows, pos, w, bias, from_first).view(torch.int16))
+
+
+def test_out_of_range_positions_are_skipped():
+    """A position past ``rows`` (peer metadata) is skipped like -1, never read (the twin fails a GM
+    read out of bounds)."""
+    g = torch.Generator().manual_seed(5)
+    rows = torch.randn(ROWS, H, generator=g).bfloat16()
+    pos = torch.randint(0, ROWS, (T, P), generator=g).int()
+    w = torch.rand(T, P, generator=g)
+    valid = pos.clone()
+    pos[0, 1], pos[3, 0] = ROWS, 1 << 20
+    valid[0, 1], valid[3, 0] = -1, -1
+    assert torch.equal(combine_reduce(rows, pos, w), _expected(rows, valid, w, (), False))

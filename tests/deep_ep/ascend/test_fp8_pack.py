@@ -40,3 +40,15 @@ def test_pack_writes_each_row_at_its_positions():
                 written[p] = True
                 assert torch.equal(out[p].view(torch.uint8), want_q[t].view(torch.uint8)) and torch.equal(scales[p], want_s[t])
     assert bool((out[~written].view(torch.uint8) == 0).all()) and bool((scales[~written] == -1).all())
+
+
+def test_out_of_range_positions_write_nothing():
+    """A position past ``out`` (peer metadata) is skipped: the rows after it stay as they were."""
+    x = _x(3)[:2]
+    q_store = torch.zeros(6, 256, dtype=torch.uint8)
+    s_store = torch.full((6, 2), 5.0)
+    pos = torch.tensor([[1, 4], [0, 1 << 20]], dtype=torch.int32)
+    fp8_pack.pack_fp8(x, pos, q_store[:4].view(torch.float8_e4m3fn), s_store[:4], False)
+    want_q, want_s = per_token_cast_to_fp8(x, use_ue8m0=False)
+    assert torch.equal(q_store[[1, 0]], want_q.view(torch.uint8)) and torch.equal(s_store[[1, 0]], want_s)
+    assert not q_store[2:].any() and bool((s_store[2:] == 5.0).all())

@@ -37,3 +37,50 @@ def _fixed_sizes(rank, world):
 
 def test_low_latency_fixed_sizes_and_bit_exact_on_three_ranks():
     assert run_ranks(_fixed_sizes, 3, timeout=900, env={"EP_BACKEND": "ascend"}) == [True] * 3
+
+
+def _two_in_flight(rank, world):
+    """Upstream's overlap pattern: dispatch mb0, dispatch mb1, then hook0, hook1; each micro-batch
+    must unpack its own tokens, though the receive staging is one buffer per name (the next
+    operation's start runs the pending hook first, engine/session.py ``drain``)."""
+    import torch
+
+    from .. import refs
+    from ..test_low_latency import K, _expert_output, _gather
+    E = 4 * world
+    e_local = E // world
+    buf = _buffer(world, E)
+    batches = []
+    for mb in range(2):
+        T = LM - rank - mb
+        idx, w = refs.make_routing(T, K, E, seed=90 + 10 * mb + rank, masked_ratio=0.2)
+        x = refs.make_x(T, LH, seed=90 + 10 * mb + rank)
+        batches.append((x, idx, w, buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False, return_recv_hook=True)))
+    for *_, (_, _, _, _, hook) in batches:
+        hook()
+    for x, idx, w, (recv, count, handle, _, _) in batches:
+        all_x, all_idx = _gather(x), _gather(idx)
+        y = torch.zeros(e_local, world * LM, LH, dtype=torch.bfloat16)
+        for e in range(e_local):
+            expert, begin = rank * e_local + e, 0
+            for src in range(world):
+                tokens = (all_idx[src] == expert).any(1).nonzero().squeeze(1)
+                n = tokens.numel()
+                assert torch.equal(recv[e, begin:begin + n], all_x[src][tokens])
+                assert torch.equal(handle[0][e, begin:begin + n], tokens.int())
+                y[e, begin:begin + n] = _expert_output(all_x[src][tokens], expert)
+                begin += n
+            assert int(count[e]) == begin
+        combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
+        expected = torch.zeros(x.shape[0], LH)
+        for k in range(K):
+            for t in range(x.shape[0]):
+                if idx[t, k] >= 0:
+                    expected[t] = expected[t] + w[t, k] * _expert_output(x[t], int(idx[t, k])).float()
+        assert torch.equal(combined, expected.bfloat16())
+    buf.destroy()
+    return True
+
+
+def test_low_latency_two_dispatches_in_flight_unpack_their_own_tokens():
+    assert run_ranks(_two_in_flight, 2, timeout=600, env={"EP_BACKEND": "ascend"}) == [True] * 2

@@ -43,3 +43,16 @@ def test_only_zero_ranges_without_rows():
     scatter_rows(torch.empty(0, 16, dtype=torch.bfloat16), torch.empty(0, 2, dtype=torch.int32), out,
                  torch.tensor([[1, 2], [5, 1]], dtype=torch.int32))
     assert out[:, 0].tolist() == [1, 0, 0, 1, 1, 0]
+
+
+def test_out_of_range_positions_and_zero_ranges_write_nothing():
+    """Positions come from peers' metadata: ones past ``out`` (and zero ranges reaching past it) are
+    skipped, the rows after ``out`` in its storage untouched (the twin fails a GM write out of bounds)."""
+    x = torch.arange(3 * 16, dtype=torch.float32).view(3, 16).bfloat16()
+    storage = torch.full((8, 16), 7.0, dtype=torch.bfloat16)
+    out = storage[:5]
+    pos = torch.tensor([[4, 5], [0, -1], [1 << 20, 2]], dtype=torch.int32)
+    scatter_rows(x, pos, out, torch.tensor([[3, 4]], dtype=torch.int32))
+    want = torch.full((8, 16), 7.0, dtype=torch.bfloat16)
+    want[0], want[2], want[3:5] = x[1], x[2], 0
+    assert torch.equal(storage, want)
