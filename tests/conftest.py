@@ -24,6 +24,14 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    from tests.testkit import npu
+    if npu.ON_TWIN:  # NPU_TESTS_ON_TWIN=1: the npu tests run on the Ascend twin (see tests/testkit/npu.py)
+        npu.force_ascend()
+        off = pytest.mark.skip(reason="NPU_TESTS_ON_TWIN=1 runs only the npu-marked tests")
+        for item in items:
+            if "npu" not in item.keywords:
+                item.add_marker(off)
+        return
     if _has_npu():
         return
     skip = pytest.mark.skip(reason="needs an Ascend NPU (torch_npu with a visible device); none on this machine")
