@@ -11,21 +11,14 @@ import sys
 
 import torch
 
+from deepjit.torch_library import OpLibrary, returns_nothing
+
 # The package's public functions, looked up at call time: ``deep_gemm/__init__.py`` imports this module
 # before it binds the legacy aliases (``fp8_gemm_nt`` ...).
 _api = sys.modules[__package__]
-LIB = torch.library.Library("deep_gemm", "FRAGMENT")
+LIB = OpLibrary("deep_gemm")
+_op = LIB.op
 
-
-def _op(schema: str, impl, meta) -> None:
-    name = schema.split("(", 1)[0]
-    LIB.define(schema)
-    LIB.impl(name, impl, "CompositeExplicitAutograd")
-    LIB.impl(name, meta, "Meta")
-
-
-def _returns_nothing(*args, **kwargs) -> None:
-    return None
 
 
 def _late(name: str):
@@ -62,9 +55,9 @@ for _layout in ("nt", "nn", "tn", "tt"):
     _dims = "nk" if _layout[0] == "n" else "mn"
     for _prefix in ("fp8_fp4", "fp8"):
         _op(f"{_prefix}_gemm_{_layout}({_SCALED.format(dims=_dims)}) -> ()",
-            _scaled_gemm(_late(f"{_prefix}_gemm_{_layout}")), _returns_nothing)
+            _scaled_gemm(_late(f"{_prefix}_gemm_{_layout}")), returns_nothing)
     _op(f"bf16_gemm_{_layout}(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, str compiled_dims=\"{_dims}\", "
-        "float? alpha=None) -> ()", _bf16_gemm(_late(f"bf16_gemm_{_layout}")), _returns_nothing)
+        "float? alpha=None) -> ()", _bf16_gemm(_late(f"bf16_gemm_{_layout}")), returns_nothing)
 
 
 # ---- M-grouped (contiguous, masked) and K-grouped GEMMs -------------------------------------------
@@ -108,24 +101,24 @@ for _layout in ("nt", "nn"):
         _op(f"{_name}(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, {_RECIPES}, "
             f"str compiled_dims=\"nk\", bool disable_ue8m0_cast=False, bool use_psum_layout=False, "
             f"bool ensure_zero_padding=True, int? expected_m_for_psum_layout=None) -> ()",
-            _m_grouped_scaled(_late(_name)), _returns_nothing)
+            _m_grouped_scaled(_late(_name)), returns_nothing)
     _name = f"m_grouped_bf16_gemm_{_layout}_contiguous"
     _op(f"{_name}(Tensor a, Tensor b, Tensor(a!) d, Tensor grouped_layout, {_CONTIGUOUS_TAIL}) -> ()",
-        _late(_name), _returns_nothing)
+        _late(_name), returns_nothing)
 for _prefix in ("fp8_fp4", "fp8"):
     _name = f"m_grouped_{_prefix}_gemm_nt_masked"
     _op(f"{_name}(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, "
         f"{_RECIPES}, str compiled_dims=\"nk\", bool disable_ue8m0_cast=False) -> ()",
-        _masked_scaled(_late(_name)), _returns_nothing)
+        _masked_scaled(_late(_name)), returns_nothing)
 _op("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, "
-    "str compiled_dims=\"nk\") -> ()", _late("m_grouped_bf16_gemm_nt_masked"), _returns_nothing)
+    "str compiled_dims=\"nk\") -> ()", _late("m_grouped_bf16_gemm_nt_masked"), returns_nothing)
 for _layout in ("tn", "nt"):
     _name = f"k_grouped_fp8_gemm_{_layout}_contiguous"
     _op(f"{_name}(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[]? ks_cpu, Tensor grouped_layout, "
         "Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims=\"mn\", bool use_psum_layout=False) -> ()",
-        _k_grouped_scaled(_late(_name)), _returns_nothing)
+        _k_grouped_scaled(_late(_name)), returns_nothing)
 _op("k_grouped_bf16_gemm_tn_contiguous(Tensor a, Tensor b, Tensor(a!) d, int[]? ks_cpu, Tensor grouped_layout, "
-    "Tensor? c=None, str compiled_dims=\"mn\", bool use_psum_layout=False) -> ()", _k_grouped_bf16, _returns_nothing)
+    "Tensor? c=None, str compiled_dims=\"mn\", bool use_psum_layout=False) -> ()", _k_grouped_bf16, returns_nothing)
 
 
 # ---- MQA logits -------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit.torch_library import OpLibrary, returns_nothing
+
 from .interface import (
     _flash_attn_varlen_backward,
     _flash_attn_varlen_forward,
@@ -18,18 +20,9 @@ from .interface import (
 )
 from .metadata import FlashMLASchedMeta
 
-LIB = torch.library.Library("flash_mla", "FRAGMENT")
+LIB = OpLibrary("flash_mla")
+_op = LIB.op
 
-
-def _op(schema: str, impl, meta) -> None:
-    name = schema.split("(", 1)[0]
-    LIB.define(schema)
-    LIB.impl(name, impl, "CompositeExplicitAutograd")
-    LIB.impl(name, meta, "Meta")
-
-
-def _returns_nothing(*args, **kwargs) -> None:
-    return None
 
 
 def _sparse_prefill_fwd(q, kv, indices, sm_scale, d_v, attn_sink=None, topk_length=None):
@@ -120,8 +113,8 @@ _op("get_mla_decoding_metadata(Tensor seqlens_k, int num_q_tokens_per_head_k, in
     "bool is_fp8_kvcache=False, int? topk=None) -> (Tensor, Tensor)", _decoding_metadata, _decoding_metadata_meta)
 _op("dense_prefill_fwd(Tensor workspace, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_qo, Tensor cu_seqlens_kv, "
     "Tensor(a!) out, Tensor(b!) lse, int mask_mode_code, float softmax_scale, int max_seqlen_qo, int max_seqlen_kv, "
-    "bool is_varlen) -> ()", _dense_prefill_fwd, _returns_nothing)
+    "bool is_varlen) -> ()", _dense_prefill_fwd, returns_nothing)
 _op("dense_prefill_bwd(Tensor workspace, Tensor do, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
     "Tensor cu_seqlens_qo, Tensor cu_seqlens_kv, Tensor(a!) dq, Tensor(b!) dk, Tensor(c!) dv, int mask_mode_code, "
     "float softmax_scale, int max_seqlen_qo, int max_seqlen_kv, bool is_varlen) -> ()",
-    _dense_prefill_bwd, _returns_nothing)
+    _dense_prefill_bwd, returns_nothing)

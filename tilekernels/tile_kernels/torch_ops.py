@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit.torch_library import OpLibrary
+
 from .modeling.mhc.ops import (
     expand_to_mhc,
     mhc_post,
@@ -28,14 +30,8 @@ from .moe import (
 from .quant import per_channel_cast, per_token_cast, per_token_cast_back
 from .transpose import batched_transpose, transpose
 
-LIB = torch.library.Library("tile_kernels", "FRAGMENT")
-
-
-def _op(schema: str, impl, meta) -> None:
-    name = schema.split("(", 1)[0]
-    LIB.define(schema)
-    LIB.impl(name, impl, "CompositeExplicitAutograd")
-    LIB.impl(name, meta, "Meta")
+LIB = OpLibrary("tile_kernels")
+_op = LIB.op
 
 
 def _on_stand_ins(fn, *args):
