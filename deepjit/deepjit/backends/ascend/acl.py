@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import ctypes
-import threading
 
-from ...errors import DeepJITError, ToolchainNotFoundError
+from ...errors import DeepJITError
+from ..shared_library import SharedLibrary
 
 LIBRARY = "libascendcl.so"
 ACL_SUCCESS = 0
@@ -64,28 +64,8 @@ _SIGNATURES = {
     "aclrtGetDeviceInfo": (ctypes.c_int, [ctypes.c_uint32, ctypes.c_int, _p(ctypes.c_int64)]),
     "aclrtSynchronizeDevice": (ctypes.c_int, []),
 }
-_lib = None
-_lock = threading.Lock()
-
-
-def library() -> ctypes.CDLL:
-    global _lib
-    with _lock:
-        if _lib is None:
-            try:
-                _lib = ctypes.CDLL(LIBRARY, mode=ctypes.RTLD_LOCAL)
-            except OSError as exc:
-                raise ToolchainNotFoundError(f"cannot load {LIBRARY} (the ACL runtime of the CANN toolkit; "
-                                             f"searched the dynamic linker path): {exc}") from None
-        return _lib
-
-
-def available() -> bool:
-    try:
-        library()
-        return True
-    except ToolchainNotFoundError:
-        return False
+library = SharedLibrary(LIBRARY, "the ACL runtime of the CANN toolkit; searched the dynamic linker path")
+available = library.available
 
 
 def fn(name: str):

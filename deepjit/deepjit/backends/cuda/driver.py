@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import ctypes
-import threading
 
-from ...errors import DeepJITError, ToolchainNotFoundError
+from ...errors import DeepJITError
+from ..shared_library import SharedLibrary
 
 CUDA_SUCCESS = 0
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -28,29 +28,8 @@ class LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.POINTER(LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
-_lib = None
-_lock = threading.Lock()
-
-
-def library() -> ctypes.CDLL:
-    global _lib
-    with _lock:
-        if _lib is None:
-            try:
-                lib = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_LOCAL)
-            except OSError as exc:
-                raise ToolchainNotFoundError(f"cannot load libcuda.so.1 (the NVIDIA driver): {exc}") from None
-            check(lib.cuInit(0), "cuInit", lib)
-            _lib = lib
-        return _lib
-
-
-def available() -> bool:
-    try:
-        library()
-        return True
-    except (ToolchainNotFoundError, DeepJITError):
-        return False
+library = SharedLibrary("libcuda.so.1", "the NVIDIA driver", init=lambda lib: check(lib.cuInit(0), "cuInit", lib))
+available = library.available
 
 
 def check(code: int, expression: str, lib=None) -> None:
