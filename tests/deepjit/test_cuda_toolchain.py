@@ -99,7 +99,7 @@ def test_spill_check_aborts_publication(tmp_path, monkeypatch, fake_cuda):
 def test_empty_cubin_and_post_hook(tmp_path, monkeypatch, fake_cuda):
     fake_nvcc(tmp_path, "open(out, 'wb').close()")
     rt = make_runtime(tmp_path, monkeypatch, backend="cuda")
-    with pytest.raises(CompileError, match="NVCC did not produce a valid cubin"):
+    with pytest.raises(CompileError, match="the cubin .NVCC. was not produced"):
         rt.compile_without_load("add_one", KERNEL, CudaCompilerOptions(arch="90a"))
     fake_nvcc(tmp_path, "open(out, 'wb').write(b'0123456789abcdef')")
     write_script(tmp_path / "hooks" / "hook.py", "import sys\nf = open(sys.argv[1], 'r+b'); f.write(b'HOOK')")

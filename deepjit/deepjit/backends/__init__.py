@@ -3,11 +3,12 @@ discovery and compiler info, option structs, ``compile`` into a build dir, and `
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 
 from ..config import Config
 from ..env import Env
-from ..errors import DeepJITError
+from ..errors import CompileError, DeepJITError
 from ..external import call_compiler
 
 BACKENDS = ("host", "ascend", "cuda", "ascend_twin")
@@ -61,6 +62,13 @@ class Backend:
         JIT_PRINT_COMPILER_COMMAND (read live)."""
         show = self.env.get_bool("JIT_DEBUG") or self.env.get_bool("JIT_PRINT_COMPILER_COMMAND")
         return call_compiler(argv, cwd=cwd, print_command=show)
+
+
+    @staticmethod
+    def require_output(path: str, what: str) -> None:
+        """A compiler step that exits 0 without writing ``path`` (or writing it empty) is a ``CompileError``."""
+        if not os.path.isfile(path) or os.path.getsize(path) == 0:
+            raise CompileError(f"{what} was not produced: {path}")
 
 
 def get_backend(name: str) -> type:

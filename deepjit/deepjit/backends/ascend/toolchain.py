@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from ...disk_cache import makedirs, write_file_sync
-from ...errors import CompileError, ToolchainNotFoundError
+from ...errors import ToolchainNotFoundError
 from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
 from .. import Backend
@@ -100,8 +100,7 @@ class AscendBackend(Backend):
         self.run(link_argv, cwd=build_dir)
         if os.path.exists(rel):
             os.unlink(rel)
-        if not os.path.isfile(out) or os.path.getsize(out) == 0:
-            raise CompileError(f"Bisheng did not produce a valid Ascend binary: {out}")
+        self.require_output(out, "the Ascend binary (bisheng, ld.lld)")
         if options.dump_asm:
             asm = os.path.join(build_dir, "asm")
             makedirs(asm)

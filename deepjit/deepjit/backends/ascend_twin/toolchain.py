@@ -171,8 +171,7 @@ class AscendTwinBackend(Backend):
                 *[f"-I{d}" for d in self.config.include_dirs], "-include", os.path.join(prelude, PRELUDE),
                 os.path.join(build_dir, LAUNCHER_FILE), "-o", out]
         self.run(argv, cwd=build_dir)
-        if not os.path.isfile(out) or os.path.getsize(out) == 0:
-            raise CompileError(f"host compiler did not produce the twin's shared object: {out}")
+        self.require_output(out, "the twin's shared object (host compiler)")
         return shell_join(argv)
 
     def load(self, path: str) -> TwinKernel:

@@ -122,15 +122,15 @@ class CudaBackend(Backend):
             raise CompileError(f"register spills are not allowed:\n{shell_join(argv)}\n{output}")
         if options.check_no_local_memory and _LOCAL_RE.search(output):
             raise CompileError(f"local memory use is not allowed:\n{shell_join(argv)}\n{output}")
-        self._require(cubin, "cubin")
+        self.require_output(cubin, "the cubin (NVCC)")
         if options.post_hook is not None:
             hook = self.config.get_python_path(options.post_hook)
             self.run([sys.executable, hook, cubin], cwd=build_dir)
-            self._require(cubin, "cubin")
+            self.require_output(cubin, "the cubin (NVCC)")
         if options.dump_ptx:
             ptx = os.path.join(build_dir, "kernel.ptx")
             self.run([self.nvcc, src, "--ptx", "--output-file", ptx, *flags, *includes], cwd=build_dir)
-            self._require(ptx, "PTX")
+            self.require_output(ptx, "the PTX (NVCC)")
         if options.dump_sass:
             if self.cuobjdump is None:
                 raise ToolchainNotFoundError(f"dump_sass needs cuobjdump in {os.path.join(self.home, 'bin')}")
@@ -139,11 +139,6 @@ class CudaBackend(Backend):
                 raise CompileError(f"cuobjdump printed no SASS for {cubin}")
             write_file_sync(os.path.join(build_dir, "kernel.sass"), sass)
         return shell_join(argv)
-
-    @staticmethod
-    def _require(path: str, what: str) -> None:
-        if not os.path.isfile(path) or os.path.getsize(path) == 0:
-            raise CompileError(f"NVCC did not produce a valid {what}: {path}")
 
     def load(self, path: str) -> CudaKernel:
         return CudaKernel(path)

@@ -104,8 +104,7 @@ class HostBackend(Backend):
         argv = [self.cxx, *options.get_flags(), *[f"-I{d}" for d in self.effective_config(self.config).include_dirs],
                 src, "-o", out]
         self.run(argv, cwd=build_dir)
-        if not os.path.isfile(out) or os.path.getsize(out) == 0:
-            raise DeepJITError(f"host compiler did not produce a valid shared object: {out}")
+        self.require_output(out, "the host kernel's shared object")
         return shell_join(argv)
 
     def load(self, path: str) -> HostKernel:
