@@ -14,7 +14,7 @@ The cast of a chunk's FP32 ``[da | db]`` follows in UB, one SIMT thread per ``(r
 block's NaN-keeping amax floored at 1e-4, its scale and multiplier, the E4M3 bytes (``block_cast``'s
 arithmetic, so bit-exact with ``reference/cast.cast``); the row's FP32 scales leave once, at the end. The op
 accepts ``H % npc == 0`` with ``npc`` in (32, 128), so a chunk (``min(H, COLS)`` columns, the last one
-``H % COLS``) always holds whole scale blocks and no launch is needed for the cast.
+possibly fewer, still a multiple of ``npc``) always holds whole scale blocks: no input needs a second launch.
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
