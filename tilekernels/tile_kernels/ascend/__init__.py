@@ -4,7 +4,7 @@ op's (already validated) arguments and returns its outputs:
 
 - ``block_cast.per_token_cast`` / ``per_block_cast`` / ``per_channel_cast`` (E4M3, E2M1; packed UE8M0 as int16;
   scale-only / precomputed-scale / clamp_min forms) and ``swiglu_forward_and_per_token_cast``
-- ``swiglu_backward.swiglu_backward_and_per_token_cast`` (the element pass, then the cast kernel)
+- ``swiglu_backward.swiglu_backward_and_per_token_cast`` (the backward with its E4M3 cast fused)
 - ``cast_back.cast_back``
 - ``routing.topk_gate`` / ``top2_sum_gate`` / ``normalize_weight``
 - ``fused_mapping.get_fused_mapping``, ``expand.expand_to_fused``, ``reduce.reduce_fused``

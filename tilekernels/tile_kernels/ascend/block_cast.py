@@ -49,10 +49,25 @@ def padded(n: int, elem_bytes: int) -> int:
     return -(-n // per) * per
 
 
-def _nan_max(T, acc, v):
+def nan_max(T, acc, v):
     """``max`` that keeps a NaN, as torch's amax / clamp: the device's float max (like ``fmaxf``, per the
     SIMT API docs) returns the other operand of a NaN, so a NaN block would get a finite scale."""
     return T.if_then_else(T.Or(v > acc, T.isnan(v)), v, acc)
+
+
+def scale_of(T, amax, fmax: float, round_sf: bool):
+    """A block's scale from its floored amax: ``amax / fmax``, with ``round_sf`` rounded up to a power of two
+    through its bits (a NaN amax becomes 0)."""
+    s = amax / fmax
+    if round_sf:
+        s = T.reinterpret(T.bitwise_and(T.reinterpret(s, "int32") + 0x7FFFFF, 0x7F800000), "float32")
+    return s
+
+
+def scale_inv(T, s, amax, fmax: float, round_sf: bool):
+    """The multiplier that quantises with scale ``s``: ``1 / s`` for a rounded scale, else ``fmax / amax``;
+    0 for a zero scale (a zero clamp_min, a NaN amax rounded)."""
+    return T.if_then_else(s == 0.0, T.float32(0.0), 1.0 / s if round_sf else fmax / amax)
 
 
 def e4m3_byte(T, v, fmax):
@@ -189,7 +204,7 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                         amax = 0.0
                         for j in T.serial(bk):
                             if kk * bk + j < cols:
-                                amax = _nan_max(T, amax, T.abs(T.Cast("float32", x[r, kk * bk + j])))
+                                amax = nan_max(T, amax, T.abs(T.Cast("float32", x[r, kk * bk + j])))
                         part[r, kk] = amax
                 with T.SimtVF(threads=min(256, nmb * nkb)):
                     for i, kk in T.Parallel(nmb, nkb):
@@ -197,14 +212,10 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                         amax = cmin
                         for j in T.serial(bm):
                             if i * bm + j < rows:
-                                amax = _nan_max(T, amax, part[i * bm + j, kk])
+                                amax = nan_max(T, amax, part[i * bm + j, kk])
                         s = T.alloc_var("float32")
-                        s = amax / fmax
-                        if round_sf:
-                            s = T.reinterpret(T.bitwise_and(T.reinterpret(s, "int32") + 0x7FFFFF, 0x7F800000), "float32")
-                            inv[i, kk] = T.if_then_else(s == 0.0, T.float32(0.0), 1.0 / s)  # a NaN amax rounds to 0
-                        else:
-                            inv[i, kk] = T.if_then_else(s == 0.0, T.float32(0.0), fmax / amax)  # clamp_min 0
+                        s = scale_of(T, amax, fmax, round_sf)
+                        inv[i, kk] = scale_inv(T, s, amax, fmax, round_sf)
                         if layout == "row":
                             sf[i, kk] = s
                         elif layout == "col":

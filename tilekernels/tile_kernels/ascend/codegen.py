@@ -18,8 +18,10 @@ def kernels() -> list[AscendKernelSpec]:
         ("swiglu_fwd_per_token_cast_e4m3_bf16_npc128_weighted", lambda: block_cast.build(
             TOKENS, HIDDEN // 2, "bfloat16", "e4m3", 1, 128, False, "row", 0, None, False,
             block_cast.Swiglu(True, 10.0, TOKENS * 8))),
-        ("swiglu_bwd_bf16_npc128_clamped", lambda: swiglu_backward.build(TOKENS, HIDDEN // 2, 128, "bfloat16",
-                                                                         TOKENS, 10.0)),
+        ("swiglu_bwd_per_token_cast_bf16_npc128_clamped", lambda: swiglu_backward.build(
+            TOKENS, HIDDEN // 2, 128, "bfloat16", TOKENS, 10.0, False)),
+        ("swiglu_bwd_per_token_cast_fp32_npc32_round_sf", lambda: swiglu_backward.build(
+            TOKENS, HIDDEN // 2, 32, "float32", TOKENS, None, True)),
         ("per_token_cast_e4m3_fp32_precomputed_sf", lambda: block_cast.build(TOKENS, HIDDEN, "float32", "e4m3", 1, 128,
                                                                             False, "row", 0, None, True)),
         ("per_block_cast_e4m3_fp32_128x128", lambda: block_cast.build(TOKENS, HIDDEN, "float32", "e4m3", 128, 128,

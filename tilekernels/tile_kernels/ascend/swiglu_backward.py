@@ -1,6 +1,6 @@
-"""SwiGLU backward on Ascend (TileLang Ascend dialect, vector cores, SIMT): the element pass of
-``tile_kernels.quant.swiglu_backward_and_per_token_cast``; the E4M3 cast of the input gradient is then the
-cast kernel's (``block_cast.cast``), so the op is two kernels.
+"""``tile_kernels.quant.swiglu_backward_and_per_token_cast`` on Ascend (TileLang Ascend dialect, vector
+cores, SIMT) as one kernel: the SwiGLU backward and the per-token E4M3 cast of its FP32 input gradient,
+fused as the forward's SwiGLU is into the cast kernel (``block_cast.Swiglu``).
 
 A core owns ``ROWS`` rows and walks their columns in chunks of ``COLS``. Per element, in FP32 and in the
 reference's operation order (``reference/swiglu.swiglu_backward``): ``a``, ``b`` dequantised (``q * sf``),
@@ -10,29 +10,40 @@ optionally clamped; ``denom = 1 + exp_f32(-a)``, ``sig = 1 / denom``; ``gws = g 
 may order it differently: upstream compares weight_grad with a tolerance) and lands at
 ``weight_grad[pos_to_token_topk[row]]``.
 
+The cast of a chunk's FP32 ``[da | db]`` follows in UB, one SIMT thread per ``(row, scale block)``: the
+block's NaN-keeping amax floored at 1e-4, its scale and multiplier, the E4M3 bytes (``block_cast``'s
+arithmetic, so bit-exact with ``reference/cast.cast``); the row's FP32 scales leave once, at the end. The op
+accepts ``H % npc == 0`` with ``npc`` in (32, 128), so a chunk (``min(H, COLS)`` columns, the last one
+possibly fewer, still a multiple of ``npc``) always holds whole scale blocks: no input needs a second launch.
+
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools
 
-from .block_cast import exp_f32, padded
+from .block_cast import CLAMP_MIN, FMT_MAX, e4m3_byte, exp_f32, nan_max, padded, scale_inv, scale_of
 
 ROWS, COLS = 8, 256
 
 
 @functools.cache
-def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: float | None):
+def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: float | None, round_sf: bool):
     import tilelang.ascend.language as T
 
     br = min(rows, ROWS)
     hc = min(h, COLS)
+    if h % npc or hc % npc:
+        raise ValueError(f"a column chunk must hold whole scale blocks: H={h}, chunk {hc}, npc={npc}")
     nsf = 2 * h // npc
+    nb = hc // npc  # scale blocks per half (da or db) of a chunk
+    fmax, cmin = FMT_MAX["e4m3"], CLAMP_MIN["e4m3"]
 
     @T.prim_func
-    def swiglu_backward(Q: T.Tensor((rows, 2 * h), "float8_e4m3fn"), SF: T.Tensor((rows, nsf), "float32"),
-                        G: T.Tensor((rows, h), g_dtype), W: T.Tensor((num_weights,), "float32"),
-                        P2TT: T.Tensor((rows,), "int32"), Out: T.Tensor((rows, h), g_dtype),
-                        XG: T.Tensor((rows, 2 * h), g_dtype), XG32: T.Tensor((rows, 2 * h), "float32"),
-                        WG: T.Tensor((num_weights,), "float32")):
+    def swiglu_backward_per_token_cast(
+            Q: T.Tensor((rows, 2 * h), "float8_e4m3fn"), SF: T.Tensor((rows, nsf), "float32"),
+            G: T.Tensor((rows, h), g_dtype), W: T.Tensor((num_weights,), "float32"), P2TT: T.Tensor((rows,), "int32"),
+            Out: T.Tensor((rows, h), g_dtype), XG: T.Tensor((rows, 2 * h), g_dtype),
+            XQ: T.Tensor((rows, 2 * h), "uint8"), XSF: T.Tensor((rows, nsf), "float32"),
+            WG: T.Tensor((num_weights,), "float32")):
         with T.Kernel(T.ceildiv(rows, br)) as bid:
             qa = T.alloc_shared((br, hc), "float8_e4m3fn")
             qb = T.alloc_shared((br, hc), "float8_e4m3fn")
@@ -41,8 +52,9 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
             out = T.alloc_shared((br, hc), g_dtype)
             xga = T.alloc_shared((br, hc), g_dtype)
             xgb = T.alloc_shared((br, hc), g_dtype)
-            xa32 = T.alloc_shared((br, hc), "float32")
-            xb32 = T.alloc_shared((br, hc), "float32")
+            x32 = T.alloc_shared((br, 2 * hc), "float32")  # [da | db] of the chunk, the cast's input
+            xq = T.alloc_shared((br, 2 * hc), "uint8")
+            xsf = T.alloc_shared((br, padded(nsf, 4)), "float32")
             ga = T.alloc_shared((br, hc), "float32")  # g * act, summed per row below
             p2tt = T.alloc_shared((padded(br, 4),), "int32")
             rw = T.alloc_shared((br, 8), "float32")  # a row's weight / weight_grad, each in its own 32-byte block
@@ -94,8 +106,8 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                         act = a / denom * b
                         out[r, c] = T.Cast(g_dtype, act * w)
                         ga[r, c] = T.Cast("float32", g[r, c]) * act
-                        xa32[r, c] = da
-                        xb32[r, c] = db
+                        x32[r, c] = da
+                        x32[r, hc + c] = db
                         xga[r, c] = T.Cast(g_dtype, da)
                         xgb[r, c] = T.Cast(g_dtype, db)
                 with T.SimtVF(threads=br):
@@ -103,16 +115,33 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                         for c in T.serial(hc):
                             if c < nc:
                                 rs[r, 0] = rs[r, 0] + ga[r, c]
+                with T.SimtVF(threads=min(256, br * 2 * nb)):
+                    for r, kk in T.Parallel(br, 2 * nb):
+                        amax = T.alloc_var("float32")
+                        amax = cmin
+                        for j in T.serial(npc):
+                            amax = nan_max(T, amax, T.abs(x32[r, kk * npc + j]))
+                        s = T.alloc_var("float32")
+                        s = scale_of(T, amax, fmax, round_sf)
+                        inv = T.alloc_var("float32")
+                        inv = scale_inv(T, s, amax, fmax, round_sf)
+                        v = T.alloc_var("float32")  # a scalar: SIMT has no vector form of the byte select
+                        for j in T.serial(npc):
+                            v = x32[r, kk * npc + j] * inv
+                            xq[r, kk * npc + j] = e4m3_byte(T, v, fmax)
+                        if (kk % nb) * npc < nc:  # blocks past a ragged last chunk hold stale columns
+                            xsf[r, T.if_then_else(kk < nb, c0 // npc + kk, (h + c0) // npc + kk - nb)] = s
                 T.copy(out[0:nr, 0:nc], Out[r0:r0 + nr, c0:c0 + nc])
                 T.copy(xga[0:nr, 0:nc], XG[r0:r0 + nr, c0:c0 + nc])
                 T.copy(xgb[0:nr, 0:nc], XG[r0:r0 + nr, h + c0:h + c0 + nc])
-                T.copy(xa32[0:nr, 0:nc], XG32[r0:r0 + nr, c0:c0 + nc])
-                T.copy(xb32[0:nr, 0:nc], XG32[r0:r0 + nr, h + c0:h + c0 + nc])
+                T.copy(xq[0:nr, 0:nc], XQ[r0:r0 + nr, c0:c0 + nc])
+                T.copy(xq[0:nr, hc:hc + nc], XQ[r0:r0 + nr, h + c0:h + c0 + nc])
+            T.copy(xsf[0:nr, 0:nsf], XSF[r0:r0 + nr, :])
             for r in T.serial(nr):
                 if p2tt[r] >= 0:
                     T.copy(rs[r, 0:1], WG[p2tt[r]:p2tt[r] + 1])
 
-    return swiglu_backward
+    return swiglu_backward_per_token_cast
 
 
 def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos,
@@ -122,7 +151,6 @@ def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_top
     import torch
 
     from . import _launch
-    from .block_cast import cast
 
     h2 = q.shape[-1]
     h = h2 // 2
@@ -130,12 +158,13 @@ def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_top
     dev = q.device
     out = torch.empty((rows, h), dtype=grad_out.dtype, device=dev)
     x_grad = torch.empty((rows, h2), dtype=grad_out.dtype, device=dev)
-    x_grad32 = torch.empty((rows, h2), dtype=torch.float32, device=dev)
+    x_grad_q = torch.empty((rows, h2), dtype=torch.float8_e4m3fn, device=dev)
+    x_grad_sf = torch.empty((rows, h2 // num_per_channels), dtype=torch.float32, device=dev)
     weight_grad = torch.zeros(weight.shape, dtype=torch.float32, device=dev)
     if rows and h:
         g_dtype = "bfloat16" if grad_out.dtype == torch.bfloat16 else "float32"
-        args = (rows, h, num_per_channels, g_dtype, weight.numel(), None if clamp is None else float(clamp))
+        args = (rows, h, num_per_channels, g_dtype, weight.numel(), None if clamp is None else float(clamp),
+                bool(round_sf))
         _launch.launch(build, args, q.reshape(rows, h2), sf, grad_out.reshape(rows, h), weight.contiguous().view(-1),
-                       pos_to_token_topk, out, x_grad, x_grad32, weight_grad.view(-1))
-    x_grad_q = cast(x_grad32, "e4m3", (1, num_per_channels), False, round_sf, False)
-    return out, x_grad_q, x_grad, weight_grad
+                       pos_to_token_topk, out, x_grad, x_grad_q.view(torch.uint8), x_grad_sf, weight_grad.view(-1))
+    return out, (x_grad_q, x_grad_sf), x_grad, weight_grad

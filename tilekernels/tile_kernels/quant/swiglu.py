@@ -169,7 +169,7 @@ def _bwd_cast_host(q, sf, grad_out, weight, pos_to_token_topk, token_topk_to_pos
 TABLE.register("swiglu_backward_and_per_token_cast", reference=_bwd_cast_ref,
                host=Impl(_bwd_cast_host, "a BF16 grad_out", lambda q, sf, grad_out, *_: grad_out.dtype == torch.bfloat16),
                ascend=Impl(ascend_swiglu_bwd.swiglu_backward_and_per_token_cast,
-                           "the SwiGLU backward kernel, then the E4M3 cast kernel"))
+                           "one kernel: the SwiGLU backward with the E4M3 cast fused"))
 
 
 def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int,
