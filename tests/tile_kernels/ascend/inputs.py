@@ -2,6 +2,8 @@
 builder returns CPU tensors holding the edge cases its kernel must get right."""
 import torch
 
+from tile_kernels.reference import cast as ref_cast
+
 PER_TOKEN_CASES = [  # dtype, fmt, num_per_channels, col, round_sf, packed
     (torch.float32, "e4m3", 128, False, False, False),
     (torch.float32, "e4m3", 128, True, False, False),
@@ -86,7 +88,6 @@ def swiglu_forward_inputs(dtype, h: int, weighted: bool, seed: int, rows=37, tok
 
 def swiglu_backward_inputs(g_dtype, h: int, npc: int, seed: int, rows=21, tokens=9, k=3):
     """``((q, sf), grad_out, weight, pos_to_token_topk, token_topk_to_pos)``, two rows -1; the maps agree."""
-    from tile_kernels.reference import cast as ref_cast
     g = torch.Generator().manual_seed(seed)
     q, sf = ref_cast.cast(torch.randn(rows, 2 * h, generator=g) * 2, "e4m3", (1, npc))
     grad = torch.randn(rows, h, generator=g).to(g_dtype)
