@@ -41,18 +41,27 @@ def _bytes(t):
     return t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t
 
 
+def on(device, t):
+    """``t`` with its tensors (also inside tuples and lists) on ``device``; anything else as is."""
+    if isinstance(t, (tuple, list)):
+        return tuple(on(device, u) for u in t)
+    return t.to(device) if isinstance(t, torch.Tensor) else t
+
+
 def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int, M: int, topk: int, seed: int,
-               multiple_reduction: bool = True):
+               multiple_reduction: bool = True, device: str = "cpu"):
+    """The buffer's tensors on ``device`` (its group's device); the oracle on CPU copies."""
     T = max(1, M - 3 * rank)  # ragged on purpose
     e_local = num_experts // R
     topk_idx, topk_weights = refs.make_routing(T, topk, num_experts, seed * 100 + rank)
     x = refs.make_x(T, hidden, seed * 100 + rank, case.fp8)
     x_data, sf = x if isinstance(x, tuple) else (x, None)
     w = topk_weights if case.weights else None
-    stats = torch.zeros(e_local, dtype=torch.int32)
+    stats = torch.zeros(e_local, dtype=torch.int32, device=device)
     kwargs = dict(num_experts=num_experts, expert_alignment=case.alignment, do_expand=case.expand,
                   do_zero_padding=case.zero_padding, do_cpu_sync=case.cpu_sync)
-    recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x, topk_idx, w, stats, **kwargs)
+    recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(*on(device, (x, topk_idx, w)), stats, **kwargs)
+    recv_x, recv_idx, recv_w = on("cpu", (recv_x, recv_idx, recv_w))
     ref = refs.dispatch(x_data, sf, topk_idx, w, num_experts, M)
     n = sum(ref["counts"])
     rx, rsf = recv_x if isinstance(recv_x, tuple) else (recv_x, None)
@@ -63,10 +72,10 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
     if case.cpu_sync:
         assert handle.num_recv_tokens_per_expert_list == aligned
         assert handle.num_recv_tokens == n
-    meta = handle.recv_src_metadata[:n]
+    meta = handle.recv_src_metadata[:n].cpu()
     assert torch.equal(meta[:, 0].long(), ref["src"]), "rows must arrive sorted by src_token_global_idx"
     if not case.expand:
-        assert torch.equal(handle.psum_num_recv_tokens_per_expert, torch.cumsum(torch.tensor(aligned), 0).int())
+        assert torch.equal(handle.psum_num_recv_tokens_per_expert.cpu(), torch.cumsum(torch.tensor(aligned), 0).int())
         assert torch.equal(_bytes(rx[:n]), _bytes(ref["x"]))
         assert torch.equal(recv_idx[:n], ref["topk_idx"])
         if sf is not None:
@@ -79,7 +88,7 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
             assert rx.shape[0] == R * M and bool((recv_idx[n:] == -1).all())
     else:
         assert recv_idx is None
-        psum = handle.psum_num_recv_tokens_per_expert.long()
+        psum = handle.psum_num_recv_tokens_per_expert.cpu().long()
         starts = [0] + [_align(int(p), case.alignment) for p in psum[:-1]]
         assert [int(psum[e]) - starts[e] for e in range(e_local)] == true.tolist()
         assert handle.num_unaligned_recv_tokens_per_expert.tolist() == true.tolist()
@@ -100,8 +109,8 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
         assert bool((rows[ref["topk_idx"] < 0] == -1).all())
 
     if case.cached:
-        again = buf.dispatch(x, handle=handle, topk_weights=w, do_expand=case.expand)
-        ax = again[0][0] if isinstance(again[0], tuple) else again[0]
+        again = buf.dispatch(on(device, x), handle=handle, topk_weights=on(device, w), do_expand=case.expand)
+        ax = (again[0][0] if isinstance(again[0], tuple) else again[0]).cpu()
         valid = n if not case.expand else handle.num_expanded_tokens
         assert again[3] is handle
         if case.expand:
@@ -126,7 +135,8 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
     gen = torch.Generator().manual_seed(seed * 7 + rank)
     bias = tuple(torch.randn(T, hidden, generator=gen).bfloat16() for _ in range(case.num_bias))
     cw = recv_w if (w is not None and (not case.expand or multiple_reduction)) else None
-    combined, combined_w, _ = buf.combine(y, handle, cw, bias if len(bias) != 1 else bias[0])
+    combined, combined_w, _ = on("cpu", buf.combine(on(device, y), handle, on(device, cw),
+                                                     on(device, bias if len(bias) != 1 else bias[0])))
     expected = refs.combine(topk_idx, num_experts, R, rank, M, hidden, bias, multiple_reduction or not case.expand)
     assert torch.equal(combined.view(torch.int16), expected.view(torch.int16)), \
         f"combine differs in {(combined != expected).sum()} elements"

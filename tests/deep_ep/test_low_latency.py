@@ -18,10 +18,10 @@ from .faults import expect_error, read_outcome, record_outcome
 LM, LH, K = 12, 256, 4
 
 
-def _buffer(world, num_experts):
+def _buffer(world, num_experts, group=None):
     import deep_ep
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, num_experts)
-    return deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, explicitly_destroy=True)
+    return deep_ep.Buffer(group or dist.group.WORLD, 0, hint, low_latency_mode=True, explicitly_destroy=True)
 
 
 def _expert_output(x_src: torch.Tensor, expert: int) -> torch.Tensor:
@@ -35,21 +35,24 @@ def _gather(t):
     return out
 
 
-def _oracle_exact(rank, world):
+def _oracle_exact(rank, world, group=None, device="cpu"):
+    """``group`` (gloo's WORLD by default) and its ``device``; the oracle on CPU copies."""
     from deep_ep.utils.math import per_token_cast_to_fp8
+
+    from .cases import on
     E = 4 * world
     e_local = E // world
-    buf = _buffer(world, E)
+    buf = _buffer(world, E, group)
     T = LM - rank  # uneven token counts
     idx, w = refs.make_routing(T, K, E, seed=70 + rank, masked_ratio=0.2)
     x = refs.make_x(T, LH, seed=70 + rank)
     all_x, all_idx = _gather(x), _gather(idx)
     for use_fp8, round_scale in ((False, False), (True, False), (True, True)):
-        stats = torch.full((e_local,), 5, dtype=torch.int32)
-        recv, count, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, stats, use_fp8=use_fp8,
+        stats = torch.full((e_local,), 5, dtype=torch.int32, device=device)
+        recv, count, handle, _, _ = buf.low_latency_dispatch(*on(device, (x, idx)), LM, E, stats, use_fp8=use_fp8,
                                                              round_scale=round_scale)
-        src_info, layout_range = handle[0], handle[1]
         assert not use_fp8 or recv[1].stride(1) == 1  # scales token-contiguous, as upstream
+        recv, count, src_info, layout_range = on("cpu", (recv, count, handle[0], handle[1]))
         y = torch.zeros(e_local, world * LM, LH, dtype=torch.bfloat16)
         for e in range(e_local):
             expert = rank * e_local + e
@@ -69,7 +72,8 @@ def _oracle_exact(rank, world):
                 begin += n
             assert int(count[e]) == begin and int(stats[e]) == begin + 5
             assert bool((src_info[e, begin:] == -1).all())
-        combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
+        combined, _, _ = buf.low_latency_combine(*on(device, (y, idx, w)), handle)
+        combined = combined.cpu()
         # FP32 from zero, slot order, weight times the BF16 expert output, one rounding.
         expected = torch.zeros(T, LH)
         for k in range(K):

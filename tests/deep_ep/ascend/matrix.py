@@ -13,12 +13,14 @@ from ..cases import CASES, Case, check_by_hand, check_case
 ASCEND_CASES = (CASES[0], CASES[1], CASES[2])
 
 
-def run_matrix(rank, world, hidden, num_experts, M, topk, cases=None):
+def run_matrix(rank, world, hidden, num_experts, M, topk, cases=None, group=None, device="cpu"):
+    """``group`` (gloo's WORLD by default) and its ``device``: an HCCL group takes NPU tensors."""
     import deep_ep
     from deep_ep.ascend.engine import AscendEngine
-    if world == 2:
+    group = group or dist.group.WORLD
+    if world == 2 and device == "cpu":
         check_by_hand(rank)
-    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
+    buf = deep_ep.EPBuffer(group, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
                            explicitly_destroy=True, num_cpu_timeout_secs=60)
     assert isinstance(buf._engine, AscendEngine) and buf.transport == "dist"
     done = []
@@ -26,16 +28,16 @@ def run_matrix(rank, world, hidden, num_experts, M, topk, cases=None):
         if cases is not None and i not in cases:
             continue
         try:
-            check_case(buf, case, rank, world, hidden, num_experts, M, topk, seed=i + 1)
+            check_case(buf, case, rank, world, hidden, num_experts, M, topk, seed=i + 1, device=device)
         except AssertionError as exc:
             raise AssertionError(f"{case}: {exc}") from exc
         done.append(i)
     buf.destroy()
     if cases is not None:
         return done
-    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
+    buf = deep_ep.EPBuffer(group, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
                            allow_multiple_reduction=False, explicitly_destroy=True, num_cpu_timeout_secs=60)
     check_case(buf, Case(None, False, True, 128, num_bias=2), rank, world, hidden, num_experts, M, topk, seed=99,
-               multiple_reduction=False)
+               multiple_reduction=False, device=device)
     buf.destroy()
     return done

@@ -1,50 +1,63 @@
-"""The Ascend engine on real NPUs over HCCL (``npu``-marked: skipped, with the reason, without 2+ NPUs):
-the dispatch/combine matrix against the all-to-all oracle on NPU tensors. The ranks take one NPU
-each; the oracle runs on CPU copies."""
+"""The Ascend engine on DEVICE (tests/testkit/npu.py): over HCCL with one NPU per rank (skipped, with the
+reason, without 2+ NPUs), or with NPU_TESTS_ON_TWIN=1 over gloo on CPU tensors with EP_BACKEND=ascend (its
+kernels on the Ascend twin). Normal dispatch/combine (the Ascend matrix, tests/deep_ep/ascend/matrix.py) and
+low-latency dispatch/combine (tests/deep_ep/test_low_latency.py) against their oracles, which run on CPU
+copies. The twin runs the twin tests' shapes (their kernels are cached); an NPU runs larger ones."""
 import pytest
 
 from tests.testkit.distributed import run_ranks
+from tests.testkit.npu import ASCEND_ENV, DEVICE, ON_TWIN
+
+from .matrix import ASCEND_CASES, run_matrix
 
 pytestmark = pytest.mark.npu
+WORLD = 2
+# hidden, num_experts, num_max_tokens_per_rank, num_topk
+SHAPE = (256, 16, 10, 4) if ON_TWIN else (2048, 32, 128, 8)
 
 
-def _npu_count() -> int:
+def _need_npus(n: int) -> None:
+    if ON_TWIN:
+        return
     import torch
     import torch_npu  # noqa: F401
-    return torch.npu.device_count()
+    if torch.npu.device_count() < n:
+        pytest.skip(f"needs {n}+ NPUs for HCCL; {torch.npu.device_count()} present")
 
 
-def _on_npu(rank, world):
-    import torch
+def _group(rank):
+    """The group the buffers use: gloo's WORLD on the twin, a new HCCL group on NPU ``rank`` otherwise
+    (WORLD stays gloo for the oracle's CPU collectives)."""
     import torch.distributed as dist
+    if ON_TWIN:
+        return dist.group.WORLD
+    import torch
     import torch_npu  # noqa: F401
-
-    import deep_ep
-    from deep_ep.ascend.engine import AscendEngine
-
-    from .. import refs
     torch.npu.set_device(rank)
-    group = dist.new_group(backend="hccl")
-    E, M, H, K = 8 * world, 64, 512, 4
-    buf = deep_ep.EPBuffer(group, num_max_tokens_per_rank=M, hidden=H, num_topk=K, explicitly_destroy=True)
-    assert isinstance(buf._engine, AscendEngine)
-    idx, w = refs.make_routing(M, K, E, seed=rank)
-    x = refs.make_x(M, H, seed=rank)
-    recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x.npu(), idx.npu(), w.npu(), num_experts=E)
-    ref = refs.dispatch(x, None, idx, w, E, M)
-    n = sum(ref["counts"])
-    assert torch.equal(recv_x[:n].cpu(), ref["x"]) and torch.equal(recv_idx[:n].cpu(), ref["topk_idx"])
-    g = handle.recv_src_metadata[:n, 0].long().cpu()
-    y = torch.stack([refs.ordered_sum(list(refs.expert_output(g[i].repeat(int((ref["topk_idx"][i] >= 0).sum())),
-                                                               (ref["topk_idx"][i] >= 0).nonzero().squeeze(1), H)))
-                     for i in range(n)]) if n else torch.zeros(0, H).bfloat16()
-    combined, _, _ = buf.combine(y.npu(), handle)
-    assert torch.equal(combined.cpu(), refs.combine(idx, E, world, rank, M, H))
+    return dist.new_group(backend="hccl")
+
+
+def _normal(rank, world):
+    return run_matrix(rank, world, *SHAPE, group=_group(rank), device=DEVICE)
+
+
+def _low_latency(rank, world):
+    from deep_ep.ascend.low_latency import AscendLowLatencyEngine
+
+    from ..test_low_latency import _buffer, _oracle_exact
+    group = _group(rank)
+    buf = _buffer(world, 4 * world, group)
+    assert isinstance(buf._ll, AscendLowLatencyEngine)
     buf.destroy()
-    return True
+    return _oracle_exact(rank, world, group=group, device=DEVICE)
 
 
-def test_hccl_dispatch_combine_matches_the_oracle():
-    if _npu_count() < 2:
-        pytest.skip("needs 2+ NPUs for HCCL")
-    assert run_ranks(_on_npu, 2, timeout=600) == [True, True]
+def test_dispatch_combine_matches_the_oracle():
+    _need_npus(WORLD)
+    outs = run_ranks(_normal, WORLD, timeout=600, env=ASCEND_ENV)
+    assert outs == [list(range(len(ASCEND_CASES)))] * WORLD
+
+
+def test_low_latency_dispatch_combine_matches_the_oracle():
+    _need_npus(WORLD)
+    assert run_ranks(_low_latency, WORLD, timeout=600, env=ASCEND_ENV) == [True] * WORLD

@@ -7,13 +7,13 @@ from tile_kernels.ascend import expand
 from tile_kernels.reference import moe as ref
 from tile_kernels.testing.numeric import assert_equal
 
+from .inputs import fused_positions
+
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn])
 def test_matches_reference(dtype):
     tokens, k, hidden, num_rows = 37, 3, 96, 128
-    pos = torch.randperm(num_rows)[:tokens * k].view(tokens, k).int()
-    pos[0, 1] = -1
-    pos[5] = -1
+    pos = fused_positions(tokens, k, num_rows)
     x = torch.randn(tokens, hidden).to(dtype)
     pos_to_expert = torch.zeros(num_rows, dtype=torch.int32)
     got = expand.expand_to_fused(x, pos, pos_to_expert)

@@ -8,6 +8,8 @@ from tile_kernels.ascend import fused_mapping
 from tile_kernels.reference import moe as ref
 from tile_kernels.testing.numeric import assert_equal
 
+from .inputs import routed_idx
+
 
 def _check(got, want):
     for g, w in zip(got[:7], want[:7], strict=True):
@@ -22,10 +24,7 @@ def _check(got, want):
     (130, 5, 9, 16, 0, False),    # 650 slots: two UB chunks
 ])
 def test_matches_reference(tokens, k, experts, alignment, expanded, force):
-    g = torch.Generator().manual_seed(tokens)
-    idx = torch.randint(-1, experts, (tokens, k), generator=g)
-    idx[idx == 3] = 4  # expert 3 idle
-    idx[0] = -1        # a token routed nowhere
+    idx = routed_idx(tokens, k, experts)
     _check(fused_mapping.get_fused_mapping(idx, experts, expanded, alignment, force),
            ref.get_fused_mapping(idx, experts, expanded, alignment, force))
 

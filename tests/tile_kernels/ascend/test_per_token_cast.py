@@ -9,28 +9,12 @@ from tile_kernels.reference import cast as ref
 from tile_kernels.testing.numeric import assert_equal
 
 from .conftest import ascend_packed_ue8m0
-
-CASES = [  # dtype, fmt, num_per_channels, col, round_sf, packed
-    (torch.float32, "e4m3", 128, False, False, False),
-    (torch.float32, "e4m3", 128, True, False, False),
-    (torch.float32, "e4m3", 32, True, True, True),
-    (torch.float32, "e2m1", 32, False, True, False),
-    (torch.float32, "e4m3", 576, False, False, False),
-    (torch.bfloat16, "e4m3", 32, True, True, True),
-    (torch.bfloat16, "e2m1", 16, False, False, False),
-]
+from .inputs import PER_TOKEN_CASES, cast_input
 
 
-def _input(dtype, rows=37, hidden=576):
-    x = torch.randn(rows, hidden) * 3
-    x[0, :6] = torch.tensor([-0.0, 0.0, 1e-30, -7.0, 0.25, 2.5])  # signed zero, tiny, E2M1 ties
-    x[1] = 0.0  # an all-zero row: amax clamps to the format's minimum
-    return x.to(dtype)
-
-
-@pytest.mark.parametrize("dtype,fmt,npc,col,round_sf,packed", CASES)
+@pytest.mark.parametrize("dtype,fmt,npc,col,round_sf,packed", PER_TOKEN_CASES)
 def test_matches_reference(dtype, fmt, npc, col, round_sf, packed):
-    x = _input(dtype)
+    x = cast_input(dtype)
     q, sf = block_cast.per_token_cast(x, fmt, npc, use_tma_aligned_col_major_sf=col, round_sf=round_sf,
                                       use_packed_ue8m0=packed)
     q_ref, sf_ref = ref.cast(x, fmt, (1, npc), round_sf=round_sf, use_tma_aligned_col_major_sf=col and not packed)

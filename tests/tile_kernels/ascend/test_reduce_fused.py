@@ -8,13 +8,13 @@ from tile_kernels.ascend import reduce
 from tile_kernels.reference import moe as ref
 from tile_kernels.testing.numeric import assert_equal
 
+from .inputs import fused_positions, scaled_reduce_inputs
+
 
 @pytest.mark.parametrize("dtype,weighted", [(torch.bfloat16, True), (torch.float32, False)])
 def test_matches_reference(dtype, weighted):
     tokens, k, hidden, num_rows = 37, 3, 96, 128
-    pos = torch.randperm(num_rows)[:tokens * k].view(tokens, k).int()
-    pos[0, 1] = -1
-    pos[5] = -1  # a token with no slot reduces to zero
+    pos = fused_positions(tokens, k, num_rows)
     x = torch.randn(num_rows, hidden).to(dtype)
     w = torch.rand(tokens, k) if weighted else None
     assert_equal(reduce.reduce_fused(x, w, pos), ref.reduce_fused(x, w, pos))
@@ -27,17 +27,7 @@ def test_matches_reference(dtype, weighted):
     (torch.float32, True, True, False, ""),
 ])
 def test_scaled_matches_reference(dtype, weighted, x_scaled, out_scaled, fmt):
-    g = torch.Generator().manual_seed(7)
-    tokens, k, hidden, num_rows = 21, 4, 256, 96
-    pos = torch.randperm(num_rows, generator=g)[:tokens * k].view(tokens, k).int()
-    pos[3, 0] = -1
-    x = (torch.randn(num_rows, hidden, generator=g) * 40).to(dtype)
-    w = torch.rand(tokens, k, generator=g) if weighted else None
-    x_sf = torch.rand(num_rows, generator=g) * 4 if x_scaled else None
-    sf = torch.tensor([0.37]) if out_scaled else None
-    if fmt:
-        x[pos[1, 1]] = float("nan")  # a NaN row: token 1 stays NaN (torch's E4M3 cast keeps NaN)
-        x[pos[2, 0], :8] = 1e4 if dtype != torch.float8_e4m3fn else 448.0  # saturates at +-448
+    x, x_sf, w, pos, sf = scaled_reduce_inputs(dtype, weighted, x_scaled, out_scaled, fmt)
     got = reduce.reduce_fused(x, w, pos, fmt, sf, x_sf=x_sf)
     want = ref.reduce_fused((x, x_sf) if x_scaled else x, w, pos, fmt, sf)
     assert_equal(got.view(torch.uint8) if fmt else got, want.view(torch.uint8) if fmt else want, check_dtype=False)

@@ -16,6 +16,8 @@ from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import swiglu as ref
 from tile_kernels.testing.numeric import assert_equal
 
+from .inputs import swiglu_backward_inputs
+
 PARAMS = "g_dtype,h,npc,round_sf,clamp,three_d,nan"
 CASES = [
     (torch.bfloat16, 256, 128, True, None, False, False),
@@ -29,17 +31,9 @@ def _check(monkeypatch, device, g_dtype, h, npc, round_sf, clamp, three_d, nan):
     launched = []
     launch = _launch.launch
     monkeypatch.setattr(_launch, "launch", lambda builder, args, *t: (launched.append(builder), launch(builder, args, *t)))
-    g = torch.Generator().manual_seed(h + npc)
-    rows, tokens, k = 21, 9, 3
-    q, sf = ref_cast.cast(torch.randn(rows, 2 * h, generator=g) * 2, "e4m3", (1, npc))
-    grad = torch.randn(rows, h, generator=g).to(g_dtype)
+    (q, sf), grad, w, p2tt, t2p = swiglu_backward_inputs(g_dtype, h, npc, seed=h + npc)
     if nan:
         grad[5, 300] = float("nan")  # NaN in da and db of row 5, both in the second chunk
-    w = torch.rand(tokens, k, generator=g)
-    p2tt = torch.randperm(tokens * k, generator=g)[:rows].int()
-    p2tt[[3, 4]] = -1
-    t2p = torch.full((tokens, k), -1, dtype=torch.int32)
-    t2p.view(-1)[p2tt[p2tt >= 0].long()] = (p2tt >= 0).nonzero().flatten().int()
     qx, gx = (q.view(3, 7, 2 * h), grad.view(3, 7, h)) if three_d else (q, grad)
     args = [t.to(device) for t in (qx, sf, gx, w, p2tt, t2p)]
     assert _lib.TABLE.serves("swiglu_backward_and_per_token_cast", args[0].device, *args, npc, round_sf,

@@ -12,6 +12,7 @@ from tile_kernels.reference import swiglu as ref
 from tile_kernels.testing.numeric import assert_equal
 
 from .conftest import ascend_packed_ue8m0
+from .inputs import swiglu_forward_inputs
 
 CASES = [  # dtype, H, npc, weighted, clamp, (col, round_sf, packed), sf_clamp_min
     (torch.bfloat16, 256, 128, False, None, (False, False, False), None),
@@ -24,15 +25,7 @@ CASES = [  # dtype, H, npc, weighted, clamp, (col, round_sf, packed), sf_clamp_m
 @pytest.mark.parametrize("dtype,h,npc,weighted,clamp,layout,clamp_min", CASES)
 def test_matches_reference(monkeypatch, dtype, h, npc, weighted, clamp, layout, clamp_min):
     monkeypatch.setenv("TK_BACKEND", "ascend")
-    g = torch.Generator().manual_seed(h + npc)
-    rows, tokens, k = 37, 13, 4
-    x = (torch.randn(rows, 2 * h, generator=g) * 4).to(dtype)
-    x[2, :h] = -100.0  # exp_f32 saturates: silu -> -0
-    p2tt = w = None
-    if weighted:
-        p2tt = torch.randperm(tokens * k, generator=g)[:rows].int()
-        p2tt[[0, 5]] = -1  # padding rows: weight 0
-        w = torch.rand(tokens, k, generator=g)
+    x, p2tt, w = swiglu_forward_inputs(dtype, h, weighted, seed=h + npc)
     col, round_sf, packed = layout
     args = (x, "e4m3", npc, p2tt, w, None, col, round_sf, packed, clamp, None, clamp_min)
     assert _lib.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, npc, p2tt, w, None, col, round_sf,

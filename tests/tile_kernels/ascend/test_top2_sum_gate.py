@@ -8,6 +8,8 @@ import torch
 from tile_kernels.ascend import routing
 from tile_kernels.reference import topk as ref
 
+from .inputs import router_options
+
 CASES = [  # scoring, experts, k, (num_groups, num_topk_groups), shared, scale, (ep_rank, ep), (tp_rank, tp)
     ("sigmoid", 64, 6, (8, 2), 1, 2.5, (0, 1), (0, 1)),
     ("softmax", 64, 4, (0, 0), 0, 1.0, (1, 2), (1, 2)),
@@ -38,19 +40,8 @@ OPTION_CASES = [  # mask, fix_routing_mask (with unmapped_topk_idx), unmapped_to
 
 @pytest.mark.parametrize("use_mask,use_fix,use_unmapped,map_cols", OPTION_CASES)
 def test_options_match_reference(use_mask, use_fix, use_unmapped, map_cols):
-    g = torch.Generator().manual_seed(map_cols * 8 + use_mask * 4 + use_fix * 2 + use_unmapped)
-    tokens, experts, k, shared = 37, 32, 4, 1
-    logits, bias = torch.randn(tokens, experts, generator=g), torch.randn(experts, generator=g) * 0.1
-    mask = torch.rand(tokens, generator=g) > 0.3 if use_mask else None
-    fix = torch.rand(tokens, generator=g) > 0.5 if use_fix else None
-    unmapped = torch.randint(0, experts, (tokens, k), generator=g) if use_unmapped else None
-    phys = count = None
-    if map_cols:  # expert e's replicas: e itself and map_cols - 1 extra physical ids past the logical ones
-        rows = experts + shared
-        phys = torch.stack([torch.arange(rows)] + [experts + shared + (torch.arange(rows) + c) % (map_cols - 1)
-                                                   for c in range(map_cols - 1)], 1).int()
-        count = torch.randint(1, map_cols + 1, (rows,), generator=g).int()
-    args = (logits, bias, k, 2, 4, True, shared, 1.5, 1, 2, 1, 2, "sigmoid")
+    logits, bias, mask, fix, phys, count, unmapped = router_options(use_mask, use_fix, use_unmapped, map_cols)
+    args = (logits, bias, 4, 2, 4, True, 1, 1.5, 1, 2, 1, 2, "sigmoid")
     un_ref = None if unmapped is None else unmapped.clone()
     idx, w = routing.top2_sum_gate(*args, mask, fix, phys, count, unmapped)
     idx_ref, w_ref = ref.top2_sum_gate(*args, mask, fix, phys, count, un_ref)

@@ -6,15 +6,12 @@ import torch
 from tile_kernels.ascend import routing
 from tile_kernels.reference import topk as ref
 
+from .inputs import tied_scores
+
 
 @pytest.mark.parametrize("tokens,experts,k", [(37, 72, 6), (70, 256, 8)])
 def test_matches_stable_topk(tokens, experts, k):
-    s = torch.randn(tokens, experts)
-    s[0, :10] = 1.0  # ties: the smaller index first
-    s[1] = 0.0
-    s[2, ::2] = -float("inf")
-    s[3, 5] = -0.0  # -0.0 ties with 0.0
-    s[3, 7] = 0.0
+    s = tied_scores(tokens, experts)
     assert torch.equal(routing.topk_gate(s, k), ref.stable_topk(s, k))
 
 

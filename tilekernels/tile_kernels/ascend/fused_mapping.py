@@ -46,54 +46,49 @@ def build(t: int, k: int, e: int, rows: int, alignment: int):
                 for _i in T.Parallel(1):
                     for j in T.serial(e):
                         count[j] = 0
-            for step in T.serial(steps):
-                s0 = step * ch
-                cnt = T.min(ch, n - s0)
-                T.copy(Idx[s0:s0 + cnt], idx[0:cnt])
-                with T.SimtVF(threads=1):
-                    for _i in T.Parallel(1):
-                        for j in T.serial(ch):
-                            if j < cnt:
-                                ex = T.Cast("int32", idx[j])
-                                if ex >= 0:
-                                    count[ex] = count[ex] + 1
-            with T.SimtVF(threads=1):
-                for _i in T.Parallel(1):
-                    acc = T.alloc_var("int32")
-                    acc = 0
-                    for j in T.serial(e):
-                        start[j] = acc
-                        nxt[j] = acc
-                        acc = acc + T.floordiv(count[j] + (alignment - 1), alignment) * alignment
-                        end[j] = acc
-                        count[j] = acc - start[j]
-            T.copy(start[0:e], Start[0:e])
-            T.copy(end[0:e], End[0:e])
-            T.copy(count[0:e], PerExpert[0:e])
-            for step in T.serial(steps):
-                s0 = step * ch
-                cnt = T.min(ch, n - s0)
-                T.copy(Idx[s0:s0 + cnt], idx[0:cnt])
-                with T.SimtVF(threads=1):
-                    for _i in T.Parallel(1):
-                        for j in T.serial(ch):
-                            if j < cnt:
-                                ex = T.Cast("int32", idx[j])
-                                if ex >= 0:
-                                    pos[j] = nxt[ex]
-                                    nxt[ex] = nxt[ex] + 1
-                                    vals[j, 0, 0] = ex
-                                    vals[j, 1, 0] = T.floordiv(s0 + j, k)
-                                    vals[j, 2, 0] = s0 + j
-                                else:
-                                    pos[j] = -1
-                T.copy(pos[0:cnt], T2P[s0:s0 + cnt])
-                for j in T.serial(cnt):
-                    p = pos[j]
-                    if p >= 0:
-                        T.copy(vals[j, 0, 0:1], P2E[p:p + 1])
-                        T.copy(vals[j, 1, 0:1], P2T[p:p + 1])
-                        T.copy(vals[j, 2, 0:1], P2TT[p:p + 1])
+            for placing in (False, True):  # unrolled here: pass 1 counts each expert's slots, pass 2 places them
+                if placing:  # the segments, between the passes
+                    with T.SimtVF(threads=1):
+                        for _i in T.Parallel(1):
+                            acc = T.alloc_var("int32")
+                            acc = 0
+                            for j in T.serial(e):
+                                start[j] = acc
+                                nxt[j] = acc
+                                acc = acc + T.floordiv(count[j] + (alignment - 1), alignment) * alignment
+                                end[j] = acc
+                                count[j] = acc - start[j]
+                    T.copy(start[0:e], Start[0:e])
+                    T.copy(end[0:e], End[0:e])
+                    T.copy(count[0:e], PerExpert[0:e])
+                for step in T.serial(steps):
+                    s0 = step * ch
+                    cnt = T.min(ch, n - s0)
+                    T.copy(Idx[s0:s0 + cnt], idx[0:cnt])
+                    with T.SimtVF(threads=1):
+                        for _i in T.Parallel(1):
+                            for j in T.serial(ch):
+                                if j < cnt:
+                                    ex = T.Cast("int32", idx[j])
+                                    if not placing:
+                                        if ex >= 0:
+                                            count[ex] = count[ex] + 1
+                                    elif ex >= 0:
+                                        pos[j] = nxt[ex]
+                                        nxt[ex] = nxt[ex] + 1
+                                        vals[j, 0, 0] = ex
+                                        vals[j, 1, 0] = T.floordiv(s0 + j, k)
+                                        vals[j, 2, 0] = s0 + j
+                                    else:
+                                        pos[j] = -1
+                    if placing:
+                        T.copy(pos[0:cnt], T2P[s0:s0 + cnt])
+                        for j in T.serial(cnt):
+                            p = pos[j]
+                            if p >= 0:
+                                T.copy(vals[j, 0, 0:1], P2E[p:p + 1])
+                                T.copy(vals[j, 1, 0:1], P2T[p:p + 1])
+                                T.copy(vals[j, 2, 0:1], P2TT[p:p + 1])
 
     return get_fused_mapping
 

@@ -47,11 +47,39 @@ def _rows_per_core(t: int, row_bytes: int) -> int:
     return max(1, min(t, 64, ROW_TILE_BYTES // row_bytes))
 
 
+def _ordered_passes(T):
+    """The macro ``ordered_passes(src, r, base, n, count, dst)``: ``dst[r, p]`` = the index (from ``base``) of the
+    p-th of ``src[r, base:base + n]`` in the order (value descending, index ascending), for p < count."""
+
+    @T.macro
+    def ordered_passes(src, r, base, n, count, dst):
+        prev_v = T.alloc_var("float32")
+        prev_i = T.alloc_var("int32")
+        best_v = T.alloc_var("float32")
+        best_i = T.alloc_var("int32")
+        prev_v = T.infinity("float32")
+        prev_i = -1
+        for p in T.serial(count):
+            best_i = -1
+            best_v = -T.infinity("float32")
+            for j in T.serial(n):
+                v = src[r, base + j]
+                if T.And(T.Or(v < prev_v, T.And(v == prev_v, j > prev_i)), T.Or(best_i < 0, v > best_v)):
+                    best_v = v
+                    best_i = j
+            dst[r, p] = T.Cast(dst.dtype, best_i)
+            prev_v = best_v
+            prev_i = best_i
+
+    return ordered_passes
+
+
 @functools.cache
 def build_topk_gate(t: int, e: int, k: int):
     import tilelang.ascend.language as T
 
     br = _rows_per_core(t, e * 4)
+    ordered_passes = _ordered_passes(T)
 
     @T.prim_func
     def topk_gate(S: T.Tensor((t, e), "float32"), Idx: T.Tensor((t, k), "int64")):
@@ -63,24 +91,7 @@ def build_topk_gate(t: int, e: int, k: int):
             T.copy(S[r0:r0 + rows, :], s[0:rows, 0:e])
             with T.SimtVF(threads=br):
                 for r in T.Parallel(br):
-                    prev_v = T.alloc_var("float32")
-                    prev_i = T.alloc_var("int32")
-                    best_v = T.alloc_var("float32")
-                    best_i = T.alloc_var("int32")
-                    prev_v = T.infinity("float32")
-                    prev_i = -1
-                    for p in T.serial(k):
-                        best_i = -1
-                        best_v = -T.infinity("float32")
-                        for j in T.serial(e):
-                            v = s[r, j]
-                            after_prev = T.Or(v < prev_v, T.And(v == prev_v, j > prev_i))
-                            if T.And(after_prev, T.Or(best_i < 0, v > best_v)):
-                                best_v = v
-                                best_i = j
-                        idx[r, p] = T.Cast("int64", best_i)
-                        prev_v = best_v
-                        prev_i = best_i
+                    ordered_passes(s, r, 0, e, k, idx)
             T.copy(idx[0:rows, 0:k], Idx[r0:r0 + rows, :])
 
     return topk_gate
@@ -104,27 +115,7 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
     map_rows = map_shape[0]
     has_mask, has_fix, has_un, map_cols, ep_rank = (options.mask, options.fix, options.unmapped, options.map_cols,
                                                     options.ep_rank)
-
-    @T.macro
-    def ordered_passes(src, r, base, n, count, dst):
-        # dst[r, p] = index (from base) of the p-th best src[r, base + j], (value desc, index asc)
-        prev_v = T.alloc_var("float32")
-        prev_i = T.alloc_var("int32")
-        best_v = T.alloc_var("float32")
-        best_i = T.alloc_var("int32")
-        prev_v = T.infinity("float32")
-        prev_i = -1
-        for p in T.serial(count):
-            best_i = -1
-            best_v = -T.infinity("float32")
-            for j in T.serial(n):
-                v = src[r, base + j]
-                if T.And(T.Or(v < prev_v, T.And(v == prev_v, j > prev_i)), T.Or(best_i < 0, v > best_v)):
-                    best_v = v
-                    best_i = j
-            dst[r, p] = best_i
-            prev_v = best_v
-            prev_i = best_i
+    ordered_passes = _ordered_passes(T)
 
     @T.prim_func
     def top2_sum_gate(L: T.Tensor((t, e), "float32"), B: T.Tensor((e,), "float32"),
