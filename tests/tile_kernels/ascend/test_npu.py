@@ -9,7 +9,6 @@ import torch
 import tile_kernels
 from tests.testkit.npu import DEVICE, ON_TWIN
 from tile_kernels import _lib
-from tile_kernels.ascend import cast_back as ascend_cast_back
 from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import moe as ref_moe
 from tile_kernels.reference import swiglu as ref_swiglu
@@ -79,11 +78,9 @@ def test_per_token_cast_and_cast_back(rows, dtype, fmt, npc, col, round_sf, pack
     assert_equal(q.cpu(), q_ref)
     assert_equal(sf.cpu(), _sf_expect(sf_ref, packed))
     out = "bf16" if dtype == torch.bfloat16 else "fp32"
-    if packed:  # the public cast_back takes FP32 or int32 scales only: the kernel itself for the int16 form
-        back, sf_back = ascend_cast_back.cast_back((q, sf), out, (1, npc)), unpack_ascend_ue8m0(sf.cpu())
-    else:
-        back, sf_back = Q.per_token_cast_back((q, sf), out, npc), sf_ref
-    assert_equal(back.cpu(), ref_cast.cast_back((q_ref, sf_back), out, (1, npc)))
+    back = Q.per_token_cast_back((q, sf), out, npc)  # int16 packed scales too (the Ascend form)
+    assert_equal(back.cpu(), ref_cast.cast_back((q_ref, unpack_ascend_ue8m0(sf.cpu()) if packed else sf_ref), out,
+                                                (1, npc)))
 
 
 def test_requantise_a_quant_tensor():

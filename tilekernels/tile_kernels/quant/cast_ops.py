@@ -242,7 +242,8 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
         if sf.shape[0] != blocks[0] or sf.shape[1] < (blocks[1] if sf.dtype == torch.float32 else -(-blocks[1] // 4)):
             raise ValueError(f"x[1] must cover {blocks} scale blocks, got shape {tuple(sf.shape)}")
         return TABLE.run("cast_back_from_e5m6", data.device, tuple(x), fmt, block)
-    kind, data, sf, _ = check_quant_input("x", tuple(x), block)
+    # int16 packed scales too: what the casts produce on Ascend
+    kind, data, sf, _ = check_quant_input("x", tuple(x), block, packed=(torch.int32, torch.int16))
     if logical_hidden(data) % 64:
         raise ValueError(f"x's hidden size must be a multiple of 64, got {logical_hidden(data)}")
     return TABLE.run("cast_back", data.device, (data, sf), fmt, block)
@@ -250,7 +251,8 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
 
 TABLE.register("cast_back_from_e5m6", reference=ref_e5m6.cast_back_from_e5m6,
                host=Impl(host.cast_back_from_e5m6, "hidden % 8 == 0", lambda x, *_: x[0].shape[1] * 2 // 3 % 8 == 0))
-TABLE.register("cast_back", reference=ref.cast_back, host=host.cast_back,
+TABLE.register("cast_back", reference=ref.cast_back,
+               host=Impl(host.cast_back, "FP32 or int32 packed scales", lambda x, *_: x[1].dtype != torch.int16),
                ascend=Impl(ascend_cast_back.cast_back, "E4M3/E2M1; FP32 row/col-major, int16 or int32 packed scales"))
 
 

@@ -31,19 +31,23 @@ def check_block(name: str, block) -> tuple[int, int]:
     return C.integer(f"{name}[0]", block[0], 1), C.integer(f"{name}[1]", block[1], 1)
 
 
-def check_sf_for(name: str, sf, rows: int, hidden: int, block: tuple[int, int]) -> torch.Tensor:
-    """A scale tensor covering a (rows, hidden) tensor in blocks: FP32 (any strides) or packed UE8M0 int32."""
-    C.tensor(name, sf, dtypes=(torch.float32, torch.int32), ndim=2)
+def check_sf_for(name: str, sf, rows: int, hidden: int, block: tuple[int, int],
+                 packed: tuple[torch.dtype, ...] = (torch.int32,)) -> torch.Tensor:
+    """A scale tensor covering a (rows, hidden) tensor in blocks: FP32 (any strides) or packed UE8M0 words
+    of a ``packed`` dtype (int32 quads; int16 pairs, the Ascend form, where the consumer reads them)."""
+    C.tensor(name, sf, dtypes=(torch.float32, *packed), ndim=2)
     mb, kb = ceil_div(rows, block[0]), ceil_div(hidden, block[1])
-    want = (mb, kb) if sf.dtype == torch.float32 else (mb, ceil_div(kb, 4))
+    want = (mb, kb) if sf.dtype == torch.float32 else (mb, ceil_div(kb, sf.element_size()))
     if tuple(sf.shape) != want:
         raise C.fail(name, f"shape {want} for data of shape ({rows}, {hidden}) and block {block} ({sf.dtype})",
                      tuple(sf.shape))
     return sf
 
 
-def check_quant_input(name: str, x, x_block_size, allow_fp4: bool = True) -> tuple:
-    """``x`` is a BF16/FP32 tensor (x_block_size None) or a QuantTensor ``(data, sf)``."""
+def check_quant_input(name: str, x, x_block_size, allow_fp4: bool = True,
+                      packed: tuple[torch.dtype, ...] = (torch.int32,)) -> tuple:
+    """``x`` is a BF16/FP32 tensor (x_block_size None) or a QuantTensor ``(data, sf)``; ``packed``: the
+    packed-UE8M0 scale dtypes accepted."""
     if isinstance(x, (tuple, list)):
         if len(x) != 2:
             raise TypeError(f"{name} must be a tensor or a (data, sf) pair, got a sequence of {len(x)}")
@@ -52,7 +56,7 @@ def check_quant_input(name: str, x, x_block_size, allow_fp4: bool = True) -> tup
         if x_block_size is None:
             raise ValueError(f"x_block_size is required when {name} is a (data, sf) pair")
         block = check_block("x_block_size", x_block_size)
-        check_sf_for(f"{name}[1]", sf, q.shape[0], logical_hidden(q), block)
+        check_sf_for(f"{name}[1]", sf, q.shape[0], logical_hidden(q), block, packed)
         C.same_device(data=q, sf=sf)
         return "quant", q, sf, block
     C.tensor(name, x, dtypes=(torch.bfloat16, torch.float32), ndim=2, last_stride_one=True)

@@ -21,16 +21,17 @@ FMT_CLAMP_MIN = {"e4m3": 1e-4, "e2m1": 6.0 * 2.0 ** -126}
 
 
 def transform_sf(sf: torch.Tensor) -> torch.Tensor:
-    """Any sf layout -> FP32 values with the logical block shape; packed UE8M0 words are unpacked
-    into one scale per byte (so the column count grows fourfold, extra columns being padding)."""
+    """Any sf layout -> FP32 values with the logical block shape; packed UE8M0 words (int32 quads, the
+    CUDA form, or int16 pairs, the Ascend form) are unpacked into one scale per byte (so the column
+    count grows by the bytes per word, extra columns being padding)."""
     if sf.dtype == torch.float32:
         return sf
-    if sf.dtype != torch.int32:
-        raise TypeError(f"sf must be float32 or int32 (packed UE8M0), got {sf.dtype}")
+    if sf.dtype not in (torch.int32, torch.int16):
+        raise TypeError(f"sf must be float32, int32 or int16 (packed UE8M0), got {sf.dtype}")
     rows, words = sf.shape
-    # Each int32 holds 4 consecutive UE8M0 bytes (low byte first) for one row.
+    # Each word holds consecutive UE8M0 bytes (low byte first) for one row.
     # contiguous() keeps odd strides on size-1 dims; as_strided pins the row-major layout.
-    b = sf.contiguous().as_strided((rows, words), (words, 1)).view(torch.uint8).view(rows, words * 4)
+    b = sf.contiguous().as_strided((rows, words), (words, 1)).view(torch.uint8).view(rows, words * sf.element_size())
     return (b.to(torch.int32) << 23).view(torch.float32)
 
 
