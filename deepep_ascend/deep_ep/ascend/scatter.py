@@ -9,6 +9,9 @@ rows outside ``[0, out_rows)`` are skipped. A core stages a tile
 of input rows in UB and writes each one to its positions with one GM DMA each; the zero ranges are
 dealt to the cores round robin.
 
+The row counts (``n``, ``out_rows``) are symbolic (``T.dynamic``): one kernel per row size, position
+count and zero-range count serves every batch, its grid sized at launch (deepjit.tilelang_route.dims).
+
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools
@@ -23,9 +26,9 @@ def padded(n: int, elem_bytes: int) -> int:
 
 
 @functools.cache
-def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
-    """Scatter of ``n`` rows of ``row_bytes`` bytes through ``p`` positions each into ``out_rows`` rows;
-    ``num_zero`` zero ranges (0: none; they need rows of whole words)."""
+def build(row_bytes: int, p: int, num_zero: int):
+    """Scatter of ``n`` rows of ``row_bytes`` bytes through ``p`` positions each into ``out_rows`` rows
+    (both symbolic); ``num_zero`` zero ranges (0: none; they need rows of whole words)."""
     import tilelang.ascend.language as T
 
     words = row_bytes % 4 == 0
@@ -33,8 +36,9 @@ def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
         raise ValueError(f"zero ranges need rows of whole 32-bit words, got {row_bytes} bytes")
     dtype, width = ("int32", row_bytes // 4) if words else ("uint8", row_bytes)
     rb = padded(width, 4 if words else 1)
-    br = max(1, min(n, 64, ROW_TILE_BYTES // (rb * (4 if words else 1))))
-    blocks = -(-n // br)
+    br = max(1, min(64, ROW_TILE_BYTES // (rb * (4 if words else 1))))
+    n, out_rows = T.dynamic("n"), T.dynamic("out_rows")
+    blocks = T.ceildiv(n, br)
     nz = max(num_zero, 1)
 
     @T.prim_func
@@ -88,8 +92,8 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
         pos = torch.full((1, 1), -1, dtype=torch.int32, device=out.device)
         n = 1
     zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)
-    launch(build, (n, width, pos.shape[1], out.shape[0], num_zero), _raw(src, width), pos.contiguous(),
-           zeros.contiguous(), _raw(out, width))
+    launch(build, (width, pos.shape[1], num_zero), _raw(src, width), pos.contiguous(), zeros.contiguous(),
+           _raw(out, width))
 
 
 def _raw(t, width: int):
