@@ -3,7 +3,7 @@ token and row counts are symbolic), for ``make ascend-codegen`` through the back
 (the ``deepjit.ascend_kernels`` entry point). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
-R, H, K, E_LOCAL = 8, 7168, 8, 32
+R, H, K = 8, 7168, 8
 
 
 def _spec(name, build):
@@ -12,12 +12,12 @@ def _spec(name, build):
 
 def _pack_bf16():
     from . import scatter
-    return scatter.build(H * 2, R, 0)
+    return scatter.build(H * 2, R)
 
 
 def _unpack_bf16_aligned():
     from . import scatter
-    return scatter.build(H * 2, K, E_LOCAL)
+    return scatter.build(H * 2, K)
 
 
 def _pack_fp8():
@@ -37,7 +37,7 @@ def _combine_partial():
 
 def _ll_unpack_fp8():
     from . import scatter
-    return scatter.build(H, K, 0)
+    return scatter.build(H, K)
 
 
 def _ll_combine():
