@@ -2,7 +2,8 @@
 
 ``cached_lowering(builder, *args)`` answers what lowering ``builder(*args)`` (a function returning a
 PrimFunc, usually ``functools.cache``d per static shape) gives: the AscendC source, the global symbol,
-the block count and the tensor parameter names. Importing TileLang and TVM takes ~11 s and a lowering
+the block count (or its formula in the symbolic dimensions), the tensor parameter names and where the
+symbolic dimensions sit among them (``dims``). Importing TileLang and TVM takes ~11 s and a lowering
 ~3 s, paid by every process (every spawned rank) even when the compiled kernel is in deepjit's cache.
 
 The key hashes the builder's module and qualified name, ``repr(args)``, the text of every ``.py`` file
