@@ -235,8 +235,9 @@ class AscendKernelHandle:
         if self.params is not None:
             from .tilelang_route import dims
             from .tilelang_route.twin import arguments_by_name
-            grid = None if grid is None else dims.num_blocks(grid, dims.bind(self.dims, args))
-            args = arguments_by_name(self.params, self.source, args, self.dims)
+            values = dims.bind(self.dims, args)
+            grid = None if grid is None else dims.num_blocks(grid, values)
+            args = arguments_by_name(self.params, self.source, args, values)
         if options is None or options.num_blocks is None:
             if grid is None:
                 raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")

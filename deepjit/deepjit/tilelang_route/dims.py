@@ -41,15 +41,10 @@ def shape_vars(prim_func) -> ShapeVars:
 
 def grid_formula(extents, places: ShapeVars) -> int | str:
     """The block count: an int, or a formula in the symbolic dimensions ``places`` names (checked here)."""
-    parts = []
-    for extent in extents:
-        if hasattr(extent, "value"):
-            parts.append(str(int(extent.value)))
-        else:
-            parts.append(f"({extent})")
-    if all(p.isdigit() for p in parts):
-        return math.prod(int(p) for p in parts)
-    formula = " * ".join(parts)
+    static = [int(e.value) for e in extents if hasattr(e, "value")]
+    if len(static) == len(extents):
+        return math.prod(static)
+    formula = " * ".join(f"({e})" for e in extents)
     _evaluate(formula, {name: 1 for name, _ in places})  # refuses what ``num_blocks`` could not evaluate
     return formula
 

@@ -86,20 +86,19 @@ def _check_tensors(func, tensors) -> None:
             raise ValueError(f"tensor {buf.name}: must be contiguous")
 
 
-def kernel_arguments(prim_func, source: str, tensors) -> list:
+def kernel_arguments(prim_func, source: str, tensors, values: dict[str, int]) -> list:
     """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order: TileLang
     may reorder parameters, but keeps their names."""
-    return arguments_by_name([prim_func.buffer_map[p].name for p in prim_func.params], source, tensors,
-                             dims.shape_vars(prim_func))
+    return arguments_by_name([prim_func.buffer_map[p].name for p in prim_func.params], source, tensors, values)
 
 
-def arguments_by_name(names, source: str, tensors, places: dims.ShapeVars = ()) -> list:
+def arguments_by_name(names, source: str, tensors, values: dict[str, int] | None = None) -> list:
     """``tensors`` named ``names`` (the PrimFunc's parameter order) in the lowered kernel's parameter order,
-    with the value of each symbolic dimension ``places`` locates where the kernel takes it."""
+    with the symbolic dimensions' ``values`` (``dims.bind``) where the kernel takes them."""
     from ..backends.ascend_twin.source import parse_entry
 
     by_name = dict(zip(names, tensors, strict=True))
-    values = dims.bind(places, tensors)
+    values = values or {}
     out = []
     for param in parse_entry(source).params:
         if param.name in by_name:
@@ -131,7 +130,8 @@ def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
 
     _check_tensors(prim_func, tensors)
     lowered, grid = lowered_with_grid(prim_func)
+    values = dims.bind(dims.shape_vars(prim_func), tensors)
     runtime = runtime or twin_runtime()
     kernel = runtime.compile(lowered.entry, lowered.source)
-    options = AscendLaunchOptions(num_blocks=dims.num_blocks(grid, dims.bind(dims.shape_vars(prim_func), tensors)))
-    return runtime.launch(kernel, options, *kernel_arguments(prim_func, lowered.source, tensors))
+    options = AscendLaunchOptions(num_blocks=dims.num_blocks(grid, values))
+    return runtime.launch(kernel, options, *kernel_arguments(prim_func, lowered.source, tensors, values))
