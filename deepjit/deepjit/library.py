@@ -162,7 +162,8 @@ class KernelLibrary:
             from .tilelang_route.lowering_cache import cached_lowering
 
             lowered = cached_lowering(builder, *args, disk_cache=DiskCache.from_env(self.env))
-            handle = AscendKernelHandle(self, lowered.symbol, lowered.source, lowered.grid, options, lowered.params)
+            handle = AscendKernelHandle(self, lowered.symbol, lowered.source, lowered.grid, options, lowered.params,
+                                        lowered.dims)
             with self._lock:
                 self._kernels[memo] = handle
         return handle
@@ -202,12 +203,14 @@ class AscendKernelHandle:
     """One Ascend kernel of a library; ``launch(options, *args)`` takes ``AscendLaunchOptions`` and
     the kernel's arguments like ``AscendKernel.launch``, and runs on the twin when the tensor
     arguments are CPU tensors, on the NPU when they are NPU tensors. A TileLang kernel takes its
-    tensors in the PrimFunc's parameter order (``params``: their names, mapped onto the lowered kernel's)."""
+    tensors in the PrimFunc's parameter order (``params``: their names, mapped onto the lowered kernel's);
+    its symbolic dimensions (``dims``, see ``tilelang_route.dims``) are read off their shapes, and a ``grid``
+    formula in them gives the default block count."""
 
-    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | None, options,
-                 params: tuple[str, ...] | None = None):
+    def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | str | None, options,
+                 params: tuple[str, ...] | None = None, dims=()):
         self.library, self.name, self.source, self.grid, self.options = library, name, source, grid, options
-        self.params = params
+        self.params, self.dims = params, dims
         self._compiled: dict[bool, object] = {}
 
     def kernel(self, twin: bool):
@@ -228,13 +231,17 @@ class AscendKernelHandle:
                              f"got {sorted(devices)}")
         from .backends.ascend.options import AscendLaunchOptions
 
-        if options is None or options.num_blocks is None:
-            if self.grid is None:
-                raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
-            options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=self.grid))
+        grid = self.grid
         if self.params is not None:
+            from .tilelang_route import dims
             from .tilelang_route.twin import arguments_by_name
-            args = arguments_by_name(self.params, self.source, args)
+            values = dims.bind(self.dims, args)
+            grid = None if grid is None else dims.num_blocks(grid, values)
+            args = arguments_by_name(self.params, self.source, args, values)
+        if options is None or options.num_blocks is None:
+            if grid is None:
+                raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
+            options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=grid))
         runtime = self.library.ascend_runtime(twin)
         return runtime.launch(self.kernel(twin), options, *args)
 

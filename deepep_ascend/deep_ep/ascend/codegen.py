@@ -1,9 +1,9 @@
-"""deep_ep's TileLang Ascend kernels at representative shapes (EP8, 4096 tokens per rank, hidden 7168,
-top-8 of 256 experts; low-latency steps of 128 tokens), for ``make ascend-codegen`` through the backend table's Ascend column (the
-``deepjit.ascend_kernels`` entry point). Every one is a vector-core (AIV) kernel."""
+"""deep_ep's TileLang Ascend kernels at representative shapes (EP8, hidden 7168, top-8 of 256 experts; the
+token and row counts are symbolic), for ``make ascend-codegen`` through the backend table's Ascend column
+(the ``deepjit.ascend_kernels`` entry point). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
-R, M, H, K, E_LOCAL = 8, 4096, 7168, 8, 32
+R, H, K = 8, 7168, 8
 
 
 def _spec(name, build):
@@ -12,42 +12,42 @@ def _spec(name, build):
 
 def _pack_bf16():
     from . import scatter
-    return scatter.build(M, H * 2, R, M * R, 0)
+    return scatter.build(H * 2, R)
 
 
 def _unpack_bf16_aligned():
     from . import scatter
-    return scatter.build(R * M, H * 2, K, R * M * K, E_LOCAL)
+    return scatter.build(H * 2, K)
 
 
 def _pack_fp8():
     from . import fp8_pack
-    return fp8_pack.build(M, H, R, M * R, False)
+    return fp8_pack.build(H, R, False)
 
 
 def _combine_reduce_bias():
     from . import reduce
-    return reduce.build(M * R, H, M, K, False, 1, False)
+    return reduce.build(H, K, False, 1, False)
 
 
 def _combine_partial():
     from . import reduce
-    return reduce.build(R * M * K, H, R * M, K, False, 0, True)
+    return reduce.build(H, K, False, 0, True)
 
 
 def _ll_unpack_fp8():
     from . import scatter
-    return scatter.build(R * M // 32, H, K, R * M // 32 * E_LOCAL, 0)
+    return scatter.build(H, K)
 
 
 def _ll_combine():
     from . import reduce
-    return reduce.build(R * M // 32 * K, H, M // 32, K, True, 0, False)
+    return reduce.build(H, K, True, 0, False)
 
 
 def _cast_ue8m0():
     from . import fp8_pack
-    return fp8_pack.build(M, H, 1, M, True)
+    return fp8_pack.build(H, 1, True)
 
 
 ENGINE = (_spec("ep_pack_bf16_r8", _pack_bf16), _spec("ep_unpack_expanded_bf16_k8", _unpack_bf16_aligned),

@@ -6,7 +6,8 @@ the token (``0 <= pos[t, j] < out_rows``; others skipped). With the identity pos
 plain cast.
 
 A core casts a tile of rows in UB in two SIMT passes (block amax and scale, then the quotients) and
-writes each row out with one DMA per position.
+writes each row out with one DMA per position. The row counts (``t``, ``out_rows``) are symbolic
+(``T.dynamic``): one kernel per hidden size, position count and scale rounding serves every batch.
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
@@ -21,11 +22,12 @@ UB_TILE_BYTES = 48 * 1024
 
 
 @functools.cache
-def build(t: int, h: int, p: int, out_rows: int, round_scale: bool):
+def build(h: int, p: int, round_scale: bool):
     import tilelang.ascend.language as T
 
     nb = h // BLOCK
-    br = max(1, min(t, 16, UB_TILE_BYTES // (h * 3)))
+    br = max(1, min(16, UB_TILE_BYTES // (h * 3)))
+    t, out_rows = T.dynamic("t"), T.dynamic("out_rows")
 
     @T.prim_func
     def pack_fp8(X: T.Tensor((t, h), "bfloat16"), Pos: T.Tensor((t, p), "int32"),
@@ -74,7 +76,7 @@ def pack_fp8(x, pos, out, scales, round_scale: bool) -> None:
     t, h = x.shape
     if t == 0 or pos.shape[1] == 0 or out.shape[0] == 0:
         return
-    launch(build, (t, h, pos.shape[1], out.shape[0], bool(round_scale)), x.contiguous(), pos.contiguous(), out, scales)
+    launch(build, (h, pos.shape[1], bool(round_scale)), x.contiguous(), pos.contiguous(), out, scales)
 
 
 def per_token_cast_to_fp8(x, round_scale: bool):

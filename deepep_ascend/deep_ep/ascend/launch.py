@@ -1,7 +1,8 @@
 """Launching deep_ep's TileLang Ascend kernels through deepjit: the Ascend toolchain for NPU tensors,
 the Ascend CPU twin for CPU tensors (``EP_BACKEND=ascend``). Each kernel module builds one PrimFunc
-per static shape (``functools.cache``); deepjit caches its lowering (a warm process never imports TileLang)
-and the compiled kernel."""
+per row size, position count and flags (``functools.cache``; the row counts are symbolic, read off the
+tensors at launch); deepjit caches its lowering (a warm process never imports TileLang) and the compiled
+kernel."""
 from __future__ import annotations
 
 import math

@@ -6,7 +6,8 @@ column order of ``pos``, ``acc = acc + w * rows[pos[t, j]]`` in FP32 (``w`` only
 first term itself, as upstream's order needs: the caller lists each receiving rank's partial at the
 token's last top-k slot (deep_ep/utils/refs.py), and a rank's partial of its local slots starts from
 its first slot's row. A core owns a token tile and a column tile; each token's rows are gathered
-into UB by DMA, then one SIMT pass accumulates them.
+into UB by DMA, then one SIMT pass accumulates them. The row counts (``num_rows``, ``t``) are symbolic
+(``T.dynamic``): one kernel per hidden size, position count and flags serves every batch.
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
@@ -18,19 +19,20 @@ UB_TILE_BYTES = 64 * 1024
 
 
 @functools.cache
-def build(num_rows: int, h: int, t: int, p: int, weighted: bool, num_bias: int, from_first: bool):
+def build(h: int, p: int, weighted: bool, num_bias: int, from_first: bool):
     import tilelang.ascend.language as T
 
-    br = max(1, min(t, 4))
+    br = 4
     hc = min(h, max(16, UB_TILE_BYTES // (2 * (p + 3 * br)) // 16 * 16))  # p gathered rows, b0, b1, out
     hcp = padded(hc, 2)  # UB rows start 32-byte aligned
     nc = -(-h // hc)
-    bias_rows = t if num_bias else 1
+    num_rows, t = T.dynamic("num_rows"), T.dynamic("t")
+    b0_rows, b1_rows = (t if num_bias >= 1 else 1), (t if num_bias >= 2 else 1)  # an absent bias is one dummy row
 
     @T.prim_func
     def combine_reduce(X: T.Tensor((num_rows, h), "bfloat16"), Pos: T.Tensor((t, p), "int32"),
-                       W: T.Tensor((t, p), "float32"), B0: T.Tensor((bias_rows, h), "bfloat16"),
-                       B1: T.Tensor((bias_rows, h), "bfloat16"), Out: T.Tensor((t, h), "bfloat16")):
+                       W: T.Tensor((t, p), "float32"), B0: T.Tensor((b0_rows, h), "bfloat16"),
+                       B1: T.Tensor((b1_rows, h), "bfloat16"), Out: T.Tensor((t, h), "bfloat16")):
         with T.Kernel(T.ceildiv(t, br) * nc) as bid:
             xs = T.alloc_shared((p, hcp), "bfloat16")
             pos = T.alloc_shared((br, padded(p, 4)), "int32")
@@ -103,6 +105,6 @@ def combine_reduce(rows, pos, weights=None, bias=(), from_first: bool = False, o
     b0 = bias[0].contiguous() if len(bias) > 0 else dummy
     b1 = bias[1].contiguous() if len(bias) > 1 else dummy
     w = weights.float().contiguous() if weights is not None else torch.zeros(t, p, device=rows.device)
-    launch(build, (rows.shape[0], h, t, p, weights is not None, len(bias), bool(from_first)), rows.contiguous(),
-           pos.contiguous(), w, b0, b1, out)
+    launch(build, (h, p, weights is not None, len(bias), bool(from_first)), rows.contiguous(), pos.contiguous(), w,
+           b0, b1, out)
     return out

@@ -9,6 +9,9 @@ rows outside ``[0, out_rows)`` are skipped. A core stages a tile
 of input rows in UB and writes each one to its positions with one GM DMA each; the zero ranges are
 dealt to the cores round robin.
 
+The row counts (``n``, ``out_rows``) and the zero-range count are symbolic (``T.dynamic``): one kernel
+per row size and position count serves every batch, its grid sized at launch (deepjit.tilelang_route.dims).
+
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools
@@ -23,19 +26,17 @@ def padded(n: int, elem_bytes: int) -> int:
 
 
 @functools.cache
-def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
-    """Scatter of ``n`` rows of ``row_bytes`` bytes through ``p`` positions each into ``out_rows`` rows;
-    ``num_zero`` zero ranges (0: none; they need rows of whole words)."""
+def build(row_bytes: int, p: int):
+    """Scatter of ``n`` rows of ``row_bytes`` bytes through ``p`` positions each into ``out_rows`` rows,
+    then the ``num_zero`` zero ranges (all three symbolic; only rows of whole words have them)."""
     import tilelang.ascend.language as T
 
     words = row_bytes % 4 == 0
-    if num_zero and not words:
-        raise ValueError(f"zero ranges need rows of whole 32-bit words, got {row_bytes} bytes")
     dtype, width = ("int32", row_bytes // 4) if words else ("uint8", row_bytes)
     rb = padded(width, 4 if words else 1)
-    br = max(1, min(n, 64, ROW_TILE_BYTES // (rb * (4 if words else 1))))
-    blocks = -(-n // br)
-    nz = max(num_zero, 1)
+    br = max(1, min(64, ROW_TILE_BYTES // (rb * (4 if words else 1))))
+    n, out_rows, nz = T.dynamic("n"), T.dynamic("out_rows"), T.dynamic("num_zero")
+    blocks = T.ceildiv(n, br)
 
     @T.prim_func
     def scatter_rows(In: T.Tensor((n, width), dtype), Pos: T.Tensor((n, p), "int32"),
@@ -53,18 +54,17 @@ def build(n: int, row_bytes: int, p: int, out_rows: int, num_zero: int):
                     if dst >= 0:
                         if dst < out_rows:  # positions come from peers' metadata: never write outside Out
                             T.copy(x[r, 0:width], Out[dst, 0:width])
-            if num_zero > 0:
+            if words:
                 zero = T.alloc_shared((1, rb), dtype)
-                ranges = T.alloc_shared((nz, padded(2, 4)), "int32")
+                span = T.alloc_shared((1, padded(2, 4)), "int32")
                 T.clear(zero)
-                T.copy(Zero[0:nz, :], ranges[0:nz, 0:2])
-                for z in T.serial(nz):
-                    if z % blocks == bid:
-                        for i in T.serial(ranges[z, 1]):
-                            row = ranges[z, 0] + i
-                            if row >= 0:
-                                if row < out_rows:
-                                    T.copy(zero[0, 0:width], Out[row, 0:width])
+                for k in T.serial(T.ceildiv(nz - bid, blocks)):  # ranges bid, bid + blocks, ...
+                    T.copy(Zero[bid + k * blocks, :], span[0, 0:2])
+                    for i in T.serial(span[0, 1]):
+                        row = span[0, 0] + i
+                        if row >= 0:
+                            if row < out_rows:
+                                T.copy(zero[0, 0:width], Out[row, 0:width])
 
     return scatter_rows
 
@@ -81,15 +81,16 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
         raise ValueError(f"out must be contiguous with rows of {width} bytes like src, got {row_bytes(out)} bytes, "
                          f"contiguous={out.is_contiguous()}")
     num_zero = 0 if zero_ranges is None else zero_ranges.shape[0]
+    if num_zero and width % 4:
+        raise ValueError(f"zero ranges need rows of whole 32-bit words, got {width} bytes")
     if width == 0 or out.shape[0] == 0 or (n == 0 and num_zero == 0) or (pos.shape[1] == 0 and num_zero == 0):
         return
     if n == 0 or pos.shape[1] == 0:  # only zero ranges: a one-row source that goes nowhere
         src = torch.zeros(1, width, dtype=torch.uint8, device=out.device)
         pos = torch.full((1, 1), -1, dtype=torch.int32, device=out.device)
         n = 1
-    zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)
-    launch(build, (n, width, pos.shape[1], out.shape[0], num_zero), _raw(src, width), pos.contiguous(),
-           zeros.contiguous(), _raw(out, width))
+    zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)  # one empty range
+    launch(build, (width, pos.shape[1]), _raw(src, width), pos.contiguous(), zeros.contiguous(), _raw(out, width))
 
 
 def _raw(t, width: int):

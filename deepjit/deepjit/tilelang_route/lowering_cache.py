@@ -2,7 +2,8 @@
 
 ``cached_lowering(builder, *args)`` answers what lowering ``builder(*args)`` (a function returning a
 PrimFunc, usually ``functools.cache``d per static shape) gives: the AscendC source, the global symbol,
-the block count and the tensor parameter names. Importing TileLang and TVM takes ~11 s and a lowering
+the block count (or its formula in the symbolic dimensions), the tensor parameter names and where the
+symbolic dimensions sit among them (``dims``). Importing TileLang and TVM takes ~11 s and a lowering
 ~3 s, paid by every process (every spawned rank) even when the compiled kernel is in deepjit's cache.
 
 The key hashes the builder's module and qualified name, ``repr(args)``, the text of every ``.py`` file
@@ -24,18 +25,20 @@ from dataclasses import dataclass
 from ..disk_cache import DIGESTS_KEY, DiskCache, artifact_digests, verify, write_file_sync
 from ..env import Env
 from ..errors import DeepJITError
+from . import dims
 
 TAG = "tilelang_lowering"
 _SOURCE, _RECORD = "kernel.cpp", "lowering.json"
-_OWN_CODE = ("lowering_cache.py", "lowering.py", "twin.py")  # what decides the stored lowering, besides TileLang
+_OWN_CODE = ("lowering_cache.py", "lowering.py", "twin.py", "dims.py")  # what decides the stored lowering, besides TileLang
 
 
 @dataclass(frozen=True)
 class CachedLowering:
     symbol: str  # the PrimFunc's global_symbol, the kernel's name
     source: str  # AscendC
-    grid: int  # block count of the launch
+    grid: int | str  # block count of the launch, or its formula in the symbolic dimensions (dims.num_blocks)
     params: tuple[str, ...]  # the PrimFunc's tensor names in parameter order
+    dims: dims.ShapeVars = ()  # where each symbolic dimension sits among those tensors
 
 
 def _tilelang_version() -> str:
@@ -91,7 +94,7 @@ def _lower(prim_func) -> CachedLowering:
         raise DeepJITError(f"cached_lowering: scalar kernel parameters ({', '.join(missing)}) are not supported")
     lowered, grid = lower_with_grid(prim_func)
     return CachedLowering(str(prim_func.attrs["global_symbol"]), lowered.source, grid,
-                          tuple(prim_func.buffer_map[p].name for p in prim_func.params))
+                          tuple(prim_func.buffer_map[p].name for p in prim_func.params), dims.shape_vars(prim_func))
 
 
 def _read(path: str) -> CachedLowering:
@@ -99,7 +102,10 @@ def _read(path: str) -> CachedLowering:
         record = json.load(f)
     with open(os.path.join(path, _SOURCE)) as f:
         source = f.read()
-    return CachedLowering(record["symbol"], source, int(record["grid"]), tuple(record["params"]))
+    grid = record["grid"]
+    places = tuple((name, tuple((int(i), int(d)) for i, d in where)) for name, where in record.get("dims", ()))
+    return CachedLowering(record["symbol"], source, grid if isinstance(grid, str) else int(grid),
+                          tuple(record["params"]), places)
 
 
 def cached_lowering(builder, *args, disk_cache: DiskCache | None = None) -> CachedLowering:
@@ -128,7 +134,8 @@ def cached_lowering(builder, *args, disk_cache: DiskCache | None = None) -> Cach
         lowered = _lower(builder(*args))
         write_file_sync(os.path.join(entry.tmp_path, _SOURCE), lowered.source)
         write_file_sync(os.path.join(entry.tmp_path, _RECORD), json.dumps(
-            {"symbol": lowered.symbol, "grid": lowered.grid, "params": list(lowered.params)}))
+            {"symbol": lowered.symbol, "grid": lowered.grid, "params": list(lowered.params),
+             "dims": [[name, [list(p) for p in where]] for name, where in lowered.dims]}))
         meta = {"builder": f"{builder.__module__}:{builder.__qualname__}", "args": repr(tuple(args)),
                 "tilelang": _tilelang_version(), DIGESTS_KEY: artifact_digests(entry.tmp_path)}
         write_file_sync(os.path.join(entry.tmp_path, "meta.json"), json.dumps(meta, separators=(",", ":")))

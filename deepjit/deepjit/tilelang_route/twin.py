@@ -11,6 +11,7 @@ import threading
 
 from ..errors import DeepJITError
 from ..runtime import Runtime
+from . import dims
 from .hook import route_config
 from .lowering import LoweredKernel, entry_point, kernel_kind
 
@@ -28,24 +29,19 @@ def twin_runtime() -> Runtime:
         return _runtime
 
 
-def _block_count(artifact, entry: str) -> int:
+def _block_count(artifact, entry: str, places: dims.ShapeVars) -> int | str:
+    """The launch's block count: an int, or a formula in the symbolic dimensions (``dims.grid_formula``)."""
     for gv, fn in artifact.device_mod.functions.items():
         if gv.name_hint != entry:
             continue
         extent = (fn.attrs or {}).get("thread_extent", {})
-        count = 1
-        for axis in ("blockIdx.x", "blockIdx.y", "blockIdx.z"):
-            if axis in extent:
-                value = extent[axis]
-                if not hasattr(value, "value"):
-                    raise DeepJITError(f"kernel {entry}: dynamic block count {value} is not supported on the twin")
-                count *= int(value.value) if hasattr(value, "value") else int(value)
-        return count
+        return dims.grid_formula([extent[a] for a in ("blockIdx.x", "blockIdx.y", "blockIdx.z") if a in extent], places)
     raise DeepJITError(f"TileLang's device module has no function {entry}")
 
 
-def lower_with_grid(func) -> tuple[LoweredKernel, int]:
-    """TileLang's Ascend lowering plus the launch's block count."""
+def lower_with_grid(func) -> tuple[LoweredKernel, int | str]:
+    """TileLang's Ascend lowering plus the launch's block count (an int, or a formula in the symbolic
+    dimensions: ``dims.num_blocks``)."""
     import tilelang
     from tvm.target import Target
 
@@ -55,7 +51,8 @@ def lower_with_grid(func) -> tuple[LoweredKernel, int]:
     if not source:
         raise DeepJITError("TileLang produced no AscendC source")
     entry = entry_point(source)
-    return LoweredKernel(source=source, entry=entry, kind=kernel_kind(source)), _block_count(artifact, entry)
+    grid = _block_count(artifact, entry, dims.shape_vars(func))
+    return LoweredKernel(source=source, entry=entry, kind=kernel_kind(source)), grid
 
 
 # TileLang FP4 buffer dtype -> the torch dtype holding it.
@@ -75,11 +72,12 @@ def _check_tensors(func, tensors) -> None:
             raise TypeError(f"tensor {buf.name}: expected a torch.Tensor, got {type(t).__name__}")
         if t.device.type != "cpu":
             raise ValueError(f"tensor {buf.name}: the twin runs on CPU tensors, got device {t.device}")
-        shape = tuple(int(s) for s in buf.shape)
+        # a symbolic dimension (its name here) takes any size; dims.bind checks tensors sharing one agree
+        shape = tuple(int(s.value) if hasattr(s, "value") else str(s) for s in buf.shape)
         want = str(buf.dtype)
-        if want in PACKED_FP4:  # two elements per byte in GM: torch's x2 dtype, last dimension halved
+        if want in PACKED_FP4 and isinstance(shape[-1], int):  # two elements per byte: torch's x2 dtype
             want, shape = PACKED_FP4[want], (*shape[:-1], shape[-1] // 2)
-        if tuple(t.shape) != shape:
+        if len(t.shape) != len(shape) or any(isinstance(s, int) and s != g for s, g in zip(shape, t.shape, strict=False)):
             raise ValueError(f"tensor {buf.name}: expected shape {shape}, got {tuple(t.shape)}")
         got = str(t.dtype).removeprefix("torch.")
         if want != got:
@@ -88,27 +86,33 @@ def _check_tensors(func, tensors) -> None:
             raise ValueError(f"tensor {buf.name}: must be contiguous")
 
 
-def kernel_arguments(prim_func, source: str, tensors) -> list:
+def kernel_arguments(prim_func, source: str, tensors, values: dict[str, int]) -> list:
     """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order: TileLang
     may reorder parameters, but keeps their names."""
-    return arguments_by_name([prim_func.buffer_map[p].name for p in prim_func.params], source, tensors)
+    return arguments_by_name([prim_func.buffer_map[p].name for p in prim_func.params], source, tensors, values)
 
 
-def arguments_by_name(names, source: str, tensors) -> list:
-    """``tensors`` named ``names`` (the PrimFunc's parameter order) in the lowered kernel's parameter order."""
+def arguments_by_name(names, source: str, tensors, values: dict[str, int] | None = None) -> list:
+    """``tensors`` named ``names`` (the PrimFunc's parameter order) in the lowered kernel's parameter order,
+    with the symbolic dimensions' ``values`` (``dims.bind``) where the kernel takes them."""
     from ..backends.ascend_twin.source import parse_entry
 
     by_name = dict(zip(names, tensors, strict=True))
+    values = values or {}
     out = []
     for param in parse_entry(source).params:
-        if param.name not in by_name:
-            raise DeepJITError(f"kernel parameter {param.name} ({param.type}) is not a tensor of the PrimFunc "
-                               f"({', '.join(by_name)}); scalar kernel parameters are not supported by run_on_twin")
-        out.append(by_name[param.name])
+        if param.name in by_name:
+            out.append(by_name[param.name])
+        elif param.name in values:
+            out.append(values[param.name])
+        else:
+            raise DeepJITError(f"kernel parameter {param.name} ({param.type}) is neither a tensor of the PrimFunc "
+                               f"({', '.join(by_name)}) nor a symbolic dimension of one; other scalar kernel "
+                               f"parameters are not supported")
     return out
 
 
-def lowered_with_grid(prim_func) -> tuple[LoweredKernel, int]:
+def lowered_with_grid(prim_func) -> tuple[LoweredKernel, int | str]:
     """``lower_with_grid`` memoised per process by the PrimFunc's structure (lowering takes seconds)."""
     import tvm
 
@@ -125,8 +129,9 @@ def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
     from ..backends.ascend_twin import AscendLaunchOptions
 
     _check_tensors(prim_func, tensors)
-    lowered, num_blocks = lowered_with_grid(prim_func)
+    lowered, grid = lowered_with_grid(prim_func)
+    values = dims.bind(dims.shape_vars(prim_func), tensors)
     runtime = runtime or twin_runtime()
     kernel = runtime.compile(lowered.entry, lowered.source)
-    options = AscendLaunchOptions(num_blocks=num_blocks)
-    return runtime.launch(kernel, options, *kernel_arguments(prim_func, lowered.source, tensors))
+    options = AscendLaunchOptions(num_blocks=dims.num_blocks(grid, values))
+    return runtime.launch(kernel, options, *kernel_arguments(prim_func, lowered.source, tensors, values))

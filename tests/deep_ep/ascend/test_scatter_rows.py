@@ -56,3 +56,26 @@ def test_out_of_range_positions_and_zero_ranges_write_nothing():
     want = torch.full((8, 16), 7.0, dtype=torch.bfloat16)
     want[0], want[2], want[3:5] = x[1], x[2], 0
     assert torch.equal(storage, want)
+
+
+def test_one_kernel_serves_every_row_count():
+    """The row and zero-range counts are symbolic: one lowering per row size and position count, its grid
+    (64-row tiles here) following the rows of each launch, zero ranges dealt past the first block. (Cores
+    zero their ranges without waiting for the others' rows: the ranges are padding no position names.)"""
+    from deep_ep.ascend import scatter
+    from deep_ep.jit import LIB
+    from deepjit.tilelang_route.ascend_check import recorded_launches
+
+    g = torch.Generator().manual_seed(5)
+    with recorded_launches() as launches:
+        for n, out_rows, num_zero in ((1, 8, 1), (70, 150, 0), (150, 320, 5)):
+            x = torch.randn(n, 32, generator=g).bfloat16()
+            out = torch.randn(out_rows, 32, generator=g).bfloat16()
+            pos = torch.randperm(out_rows - 4 * num_zero, generator=g)[:n * 2].view(n, 2).int()
+            begin = out_rows - 4 * torch.arange(1, num_zero + 1)
+            zero = torch.stack([begin, torch.randint(0, 4, (num_zero,), generator=g)], 1).int()
+            want = _expected(x, pos, out, zero)
+            scatter_rows(x, pos, out, zero if num_zero else None)
+            assert torch.equal(out.view(torch.uint8), want.view(torch.uint8)), n
+    assert [blocks for blocks, _ in launches] == [1, 2, 3]
+    assert [k[2] for k in LIB._kernels if k[:2] == ("tilelang", scatter.build) and k[2][0] == 64] == [(64, 2)]
