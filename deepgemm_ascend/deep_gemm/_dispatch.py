@@ -153,12 +153,12 @@ _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
     "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "FP8xFP8 (any major), FP4xFP4, FP8xFP4; UE8M0 scales per 32 or "
                             "128 K; optional c and alpha", lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b) is None),
-    "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous, "BF16, psum row layout",
-                                   lambda a, b, d, rows, zero_padding: rows.use_psum_layout),
+    "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous,
+                                   "BF16, psum or m_indices row layout"),
     "m_grouped_fp8_fp4_gemm_nt": Impl(ascend_m_grouped_fp8.m_grouped_fp8_fp4_gemm_nt_contiguous,
-                                      "FP8xFP8, FP4xFP4, FP8xFP4 with UE8M0 scales per 32 or 128 K; psum row layout",
-                                      lambda a, b, d, rows, zero_padding:
-                                      rows.use_psum_layout and ascend_fp8.unsupported(a, b) is None),
+                                      "FP8xFP8, FP4xFP4, FP8xFP4 with UE8M0 scales per 32 or 128 K; psum or m_indices "
+                                      "row layout",
+                                      lambda a, b, d, rows, zero_padding: ascend_fp8.unsupported(a, b) is None),
     "m_grouped_bf16_gemm_nt_masked": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_masked,
                                           "BF16; masked_m read by the kernel"),
     "m_grouped_fp8_fp4_gemm_nt_masked": Impl(ascend_m_grouped_fp8.m_grouped_fp8_fp4_gemm_nt_masked,

@@ -11,7 +11,9 @@ Entry points take the canonical, already-validated arguments of the matching
   ``bf16_gemm_{nt,nn,tn,tt}``: cube kernel ``bf16_gemm.asc``, or the mixed kernel
   ``bf16_gemm_epilogue.asc`` when ``c`` or ``alpha`` is given.
 - ``m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, zero_padding,
-  compiled_dims="nk")`` serves ``m_grouped_bf16_gemm_{nt,nn}_contiguous`` with the psum layout, and
+  compiled_dims="nk")`` serves ``m_grouped_bf16_gemm_{nt,nn}_contiguous`` with the psum and the
+  ``m_indices`` layouts (``DG_INDEXED``: an M tile lies in one block of ``alignment`` rows and is
+  computed with the group the kernel reads for its block's first row, skipped where that is -1), and
   ``m_grouped_bf16_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, compiled_dims="nk")``
   serves ``m_grouped_bf16_gemm_nt_masked`` (``m_grouped_bf16_gemm.asc``, ``DG_MASKED``; ``masked_m``
   read in the kernel only).
@@ -27,19 +29,19 @@ twin's CPU tensors only -- where the rows to check come from a layout, only with
   ``fp8_fp4_gemm_{nt,nn,tn,tt}`` (``fp8_mx_gemm.asc``; with ``c`` / ``alpha``
   ``bf16_gemm_epilogue.asc`` with ``DG_MX``).
 - ``m_grouped_fp8_mx_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, ...)`` and
-  ``..._nt_masked(a, b, d, masked_m, ...)`` serve ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum)
-  and ``m_grouped_fp8_fp4_gemm_nt_masked`` (``m_grouped_bf16_gemm.asc`` with ``DG_MX``).
+  ``..._nt_masked(a, b, d, masked_m, ...)`` serve ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum
+  and ``m_indices``) and ``m_grouped_fp8_fp4_gemm_nt_masked`` (``m_grouped_bf16_gemm.asc`` with
+  ``DG_MX``).
 - ``k_grouped_fp8_mx_gemm.k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, c, groups, gran_k, ...)``
   serves ``k_grouped_fp8_gemm_{tn,nt}_contiguous`` (``bf16_gemm_epilogue.asc``, ``DG_MX`` +
   ``DG_K_GROUPED``) when every non-empty group starts at a multiple of 64 K rows.
 
-No entry point reads a layout, ``masked_m``, range or page-table value on the host: the K-grouped
-groups come from ``ks_cpu`` or, with the psum layout alone, as device tensors (``KGroups``), and the
+No entry point reads a layout (psum or ``m_indices``), ``masked_m``, range or page-table value on the
+host: the K-grouped groups come from ``ks_cpu`` or, with the psum layout alone, as device tensors (``KGroups``), and the
 kernels' group tables and scale indices are built with tensor ops.
 
 Served by the reference instead (the table's ``accepts`` sends them there; called directly, the entry
-points above raise ``NotImplementedError`` for them): the ``m_indices`` contiguous layout, FP4 x FP8,
-K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid, and the MQA
+points above raise ``NotImplementedError`` for them): FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid, and the MQA
 logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
 The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
 the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.

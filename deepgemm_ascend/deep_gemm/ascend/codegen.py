@@ -58,6 +58,20 @@ def _m_grouped_bf16() -> list[str]:
     return _close("d", d, want, 1e-5)
 
 
+def _m_grouped_bf16_m_indices() -> list[str]:
+    from ..grouped import _indexed_row_groups
+    from .m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous
+    a, b = torch.randn(768, 256).bfloat16(), torch.randn(3, 256, 256).bfloat16()
+    m_indices = torch.full((768,), -1, dtype=torch.int32)
+    m_indices[:200], m_indices[256:512], m_indices[512:700] = 0, 1, 2
+    row_group = _indexed_row_groups(m_indices, 768, 3, 256, False)
+    rows = GroupedRows(row_group, row_group.to(torch.int32), False, 256)
+    d, want = torch.zeros(768, 256, dtype=torch.bfloat16), torch.zeros(768, 256, dtype=torch.bfloat16)
+    m_grouped_bf16_gemm_nt_contiguous(a, b, d, rows, True)
+    reference.m_grouped_bf16_gemm_nt(a, b, want, rows, True)
+    return _close("d", d, want, 1e-5)
+
+
 def _k_grouped_bf16() -> list[str]:
     from .k_grouped_bf16_gemm import k_grouped_bf16_gemm_tn_contiguous
     a, b = torch.randn(512, 256).bfloat16(), torch.randn(512, 256).bfloat16()
@@ -120,6 +134,7 @@ def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
     runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm),
             ("m_grouped_bf16_gemm_psum_3x768x256x256", "cube", _m_grouped_bf16),
+            ("m_grouped_bf16_gemm_m_indices_3x768x256x256", "cube", _m_grouped_bf16_m_indices),
             ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
             ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits),
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),

@@ -1,5 +1,5 @@
 """Ascend M-grouped BF16 GEMMs: the cube kernel ``m_grouped_bf16_gemm.asc`` behind
-``m_grouped_bf16_gemm_{nt,nn}_contiguous`` (psum layout) and ``m_grouped_bf16_gemm_nt_masked``; the
+``m_grouped_bf16_gemm_{nt,nn}_contiguous`` (psum and ``m_indices`` layouts) and ``m_grouped_bf16_gemm_nt_masked``; the
 MX FP8/FP4 forms of the same kernel are launched from ``m_grouped_fp8_mx_gemm.py`` through ``launch``.
 
 Entry points (for the dispatch table's Ascend column; the canonical arguments of
@@ -11,7 +11,7 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
 
 - Contiguous: ``a`` ``[M, K]`` BF16 K-major; ``b`` ``[G, N, K]`` BF16, K-major or MN-major (``nn``
   passes ``b.transpose(1, 2)``); ``d`` ``[M, N]`` BF16 or FP32, row-major, written in place.
-  ``rows`` a ``GroupedRows`` with ``use_psum_layout=True``: ``rows.layout`` int32 ``[G]`` exclusive
+  ``rows`` a ``GroupedRows``; psum (``use_psum_layout=True``): ``rows.layout`` int32 ``[G]`` exclusive
   end rows (device memory, read by the kernel, never by the host), ``rows.alignment`` the group
   start alignment. ``D[rows of g] = A[rows of g] @ B[g].T`` with FP32 accumulation; zero-sized
   groups are skipped in the kernel.
@@ -22,9 +22,12 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
 - Masked: ``a`` ``[G, M_max, K]``, ``b`` ``[G, N, K]`` K-major, ``d`` ``[G, M_max, N]``;
   ``masked_m`` int32 ``[G]`` is read by the kernel only (clamped to ``[0, M_max]``): rows
   ``< masked_m[g]`` of ``d[g]`` are written, the others keep what they held.
-- The ``m_indices`` form (``use_psum_layout=False``) has no Ascend kernel: the table's ``accepts``
-  sends it to the reference (called directly, this entry point raises ``NotImplementedError`` before
-  touching anything).
+- ``m_indices`` (``use_psum_layout=False``, ``DG_INDEXED``): ``rows.layout`` int32 ``[M]``, each row
+  labelled with its block's group as ``deep_gemm.grouped`` labels them (a block is ``rows.alignment``
+  rows, computed with its first row's group; -1 where not computed), read by the kernel only. An M
+  tile lies in one block; a block whose first row is -1 (or, without the debug checks, a group id
+  outside ``[0, G)``) is skipped, written as zero with ``zero_padding``, which also zeroes the -1 rows
+  of computed blocks.
 """
 from __future__ import annotations
 
@@ -44,9 +47,19 @@ def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, stri
         s["ld_sfb"], s["sfa_group"], s["sfb_group"])
 
 
-def psum_tile_bound(m: int, n: int, g: int) -> int:
-    """An upper bound on a psum launch's tiles (group rows and padding) that needs no look at the layout."""
-    return (m_blocks(m) + 2 * g) * n_blocks(n)
+def contiguous_layout(rows, m: int, device) -> tuple[torch.Tensor, dict, int]:
+    """(the int32 layout the kernel reads, its defines, a bound on the launch's M tiles that needs no look
+    at the layout: psum tiles of group rows and padding, or ``m_indices`` blocks' tiles) for ``rows``,
+    checked against M before a launch."""
+    if not isinstance(rows.alignment, int) or rows.alignment < 1:
+        raise ValueError(f"alignment: expected a positive int, got {rows.alignment!r}")
+    want = rows.layout.numel() if rows.use_psum_layout else m
+    if rows.layout.dim() != 1 or rows.layout.numel() != want or rows.layout.dtype != torch.int32:
+        raise ValueError(f"grouped_layout: expected int32 [{want}], got {rows.layout.dtype} {tuple(rows.layout.shape)}")
+    layout = rows.layout.to(device=device).contiguous()
+    if rows.use_psum_layout:
+        return layout, {}, m_blocks(m) + 2 * layout.numel()
+    return layout, {"DG_INDEXED": 1}, -(-m // rows.alignment) * m_blocks(rows.alignment)
 
 
 def _b_layout(b: torch.Tensor) -> tuple[bool, int]:
@@ -56,8 +69,6 @@ def _b_layout(b: torch.Tensor) -> tuple[bool, int]:
 
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, rows, zero_padding: bool,
                                       compiled_dims: str = "nk") -> None:
-    if not rows.use_psum_layout:
-        raise NotImplementedError("m_grouped_bf16_gemm_*_contiguous on Ascend: only the psum layout has a kernel")
     m, k = a.shape
     g, n, _ = b.shape
     if m == 0 or n == 0:
@@ -65,13 +76,12 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     if k == 0 or g == 0:  # an empty product: zero rows (the public wrappers never get here)
         d.masked_fill_(((rows.row_group >= 0) | zero_padding)[:, None], 0)
         return
+    layout, layout_defines, m_tiles = contiguous_layout(rows, m, d.device)
     b_mn, ldb = _b_layout(b)
     defines = {"DG_B_MN_MAJOR": int(b_mn), "DG_D_FP32": int(d.dtype == torch.float32),
-               "DG_ZERO_PADDING": int(zero_padding), **shape_defines(compiled_dims, n=n, k=k)}
-    tiles = psum_tile_bound(m, n, g)
-    ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
-    launch(a, b, d, ends, m, n, k, g, rows.alignment,
-           {"lda": a.stride(0), "ldb": ldb, "b_group": b.stride(0), "ldd": d.stride(0)}, defines, tiles)
+               "DG_ZERO_PADDING": int(zero_padding), **layout_defines, **shape_defines(compiled_dims, n=n, k=k)}
+    launch(a, b, d, layout, m, n, k, g, rows.alignment,
+           {"lda": a.stride(0), "ldb": ldb, "b_group": b.stride(0), "ldd": d.stride(0)}, defines, m_tiles * n_blocks(n))
 
 
 def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,

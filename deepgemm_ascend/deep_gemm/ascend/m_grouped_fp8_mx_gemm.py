@@ -1,5 +1,5 @@
 """Ascend M-grouped MX block-scaled GEMMs: ``m_grouped_bf16_gemm.asc`` with ``DG_MX`` (the cube part of
-``mx_gemm.h``) behind ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum layout) and
+``mx_gemm.h``) behind ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum and ``m_indices`` layouts) and
 ``m_grouped_fp8_fp4_gemm_nt_masked``.
 
 Entry points (for the dispatch table's Ascend column; the canonical arguments of
@@ -15,8 +15,9 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
   end rows read by the kernel only; ``zero_padding`` as in ``m_grouped_bf16_gemm.py``. Scale rows of
   psum gaps are never loaded (they may be uninitialised), so the mantissa check skips them; choosing
   those rows reads the layout, so A's check runs only with ``DG_ASCEND_CHECKS=1`` (B's always, on the twin).
-- Forms outside ``fp8_mx_gemm.unsupported`` and the ``m_indices`` layout go to the reference through
-  the table's ``accepts`` (called directly, these entry points raise ``NotImplementedError``).
+- ``m_indices`` (``use_psum_layout=False``): as in ``m_grouped_bf16_gemm.py``. The padding rows of a
+  computed block are loaded (A data and scales) and only then zeroed or kept as computed rows.
+- Forms outside ``fp8_mx_gemm.unsupported`` go to the reference through the table's ``accepts``.
 - Masked: ``a`` ``[G, M_max, K]``, ``d`` ``[G, M_max, N]``; ``masked_m`` read by the kernel only.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from ._launch import m_blocks, n_blocks, shape_defines
 from .fp8_mx_gemm import ascend_scales, check_mantissa, layout, operands
-from .m_grouped_bf16_gemm import launch, psum_tile_bound
+from .m_grouped_bf16_gemm import contiguous_layout, launch
 
 
 def _prepare(a, b, a_rows: torch.Tensor | None = None):
@@ -42,19 +43,17 @@ def _prepare(a, b, a_rows: torch.Tensor | None = None):
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_padding: bool,
                                          compiled_dims: str = "nk") -> None:
-    if not rows.use_psum_layout:
-        raise NotImplementedError("m_grouped_fp8_fp4_gemm_*_contiguous on Ascend: only the psum layout has a kernel")
     m, n, k, g = a.mn, b.mn, a.k, b.groups
     if m == 0 or n == 0:
         return
+    layout, layout_defines, m_tiles = contiguous_layout(rows, m, d.device)
     da, db, sfa, sfb, ldb, defines = _prepare(a, b, rows.row_group >= 0)
     defines.update({"DG_D_FP32": int(d.dtype == torch.float32), "DG_ZERO_PADDING": int(zero_padding),
-                    **shape_defines(compiled_dims, n=n, k=k)})
-    ends = rows.layout.to(device=d.device, dtype=torch.int32).contiguous()
-    launch(da, db, d, ends, m, n, k, g, rows.alignment,
+                    **layout_defines, **shape_defines(compiled_dims, n=n, k=k)})
+    launch(da, db, d, layout, m, n, k, g, rows.alignment,
            {"lda": da.stride(0), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(0), "ld_sfa": sfa.stride(-1),
             "ld_sfb": sfb.stride(-1), "sfb_group": sfb.stride(0)},
-           defines, psum_tile_bound(m, n, g), sfa, sfb)
+           defines, m_tiles * n_blocks(n), sfa, sfb)
 
 
 def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tensor, compiled_dims: str = "nk") -> None:

@@ -78,15 +78,6 @@ def test_all_groups_empty_writes_only_padding():
     _run([0, 0], 256, 256, 40, 48, zero_padding=False)
 
 
-def test_m_indices_layout_has_no_kernel():
-    rows = GroupedRows(torch.zeros(128, dtype=torch.int64), torch.zeros(128, dtype=torch.int32), False, 128)
-    d = torch.full((128, 16), SENTINEL)
-    with pytest.raises(NotImplementedError, match="psum"):
-        m_grouped_bf16_gemm_nt_contiguous(torch.zeros(128, 32, dtype=torch.bfloat16),
-                                          torch.zeros(1, 16, 32, dtype=torch.bfloat16), d, rows, True)
-    assert torch.all(d == SENTINEL)
-
-
 @pytest.mark.parametrize(("masked", "m", "n", "k", "dtype"), [
     ([0, 37, 200], 200, 72, 200, torch.bfloat16), ([128, 0, 1], 128, 256, 128, torch.float32)])
 def test_masked_groups(masked, m, n, k, dtype):

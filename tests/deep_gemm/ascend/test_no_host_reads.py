@@ -181,6 +181,31 @@ def test_m_grouped_psum(monkeypatch, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+@pytest.mark.parametrize("zero_padding", [True, False])
+def test_m_grouped_m_indices(monkeypatch, dtype, zero_padding):
+    n, k, m = 40, 128, 3 * ALIGNMENT
+    layout = torch.full((m,), -1, dtype=torch.int32)
+    layout[:60], layout[ALIGNMENT:ALIGNMENT + 30] = 1, 0  # the third block is padding
+    a, b = torch.randn(m, k), torch.randn(2, n, k)
+    if dtype == "bf16":
+        a, b = a.bfloat16(), b.bfloat16()
+        fn, extra = deep_gemm.m_grouped_bf16_gemm_nt_contiguous, {}
+    else:
+        a = (a.to(torch.float8_e4m3fn), torch.ones(m, k // 32))
+        b = (b.to(torch.float8_e4m3fn), torch.full((2, n, k // 32), 0.5))
+        fn, extra = deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous, {"recipe": (1, 1, 32)}
+
+    def call():
+        d = torch.full((m, n), -7.0, dtype=torch.bfloat16)
+        fn(a, b, d, layout, use_psum_layout=False, ensure_zero_padding=zero_padding, **extra)
+        return d
+
+    got, want = _on_both_paths(monkeypatch, call, layout)
+    assert torch.equal(got[2 * ALIGNMENT:], want[2 * ALIGNMENT:])
+    assert calc_diff(got[:2 * ALIGNMENT], want[:2 * ALIGNMENT]) < (1e-3 if dtype == "fp8" else 1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_masked(monkeypatch, dtype):
     g, m, n, k = 2, 64, 48, 96
     masked_m = torch.tensor([0, 50], dtype=torch.int32)
