@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..engine.checks import CombineArgs, DispatchArgs
-from ..engine.host import HostEngine, expert_starts
+from ..engine.host import HostEngine, ReturnedRows, expert_starts
 from ..engine.plan import RoutePlan
 from . import routing
 from .reduce import combine_reduce
@@ -206,15 +206,12 @@ class AscendEngine(HostEngine):
 
     def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
         """``(combined, weights)``; ``out`` (from ``combine_output``) receives the combined rows if given."""
-        h, plan = c.handle, c.handle._plan
-        rows, weights, multi = self._back
-        self._back = None
-        idx = h._topk_idx
-        T, K = idx.shape
-        valid = idx >= 0
-        dev = idx.device
-        owner = torch.where(valid, idx // plan.num_local_experts, 0)
-        start = _exclusive_cumsum(plan.send_pairs if not multi else plan.send_tokens).to(dev)
+        plan = c.handle._plan
+        back, self._back = ReturnedRows.of(self._back, c), None
+        rows, weights, multi, valid, owner, start = (back.rows, back.weights, back.multi, back.valid, back.owner,
+                                                     back.start)
+        T, K = valid.shape
+        dev = valid.device
         dst_slot = plan.dst_slot.long()
         out_w = torch.zeros(T, K, device=dev) if c.topk_weights is not None else None
         bias = tuple(c.bias)

@@ -36,6 +36,28 @@ class DispatchOutputs:
     pad_rows: torch.Tensor | None
 
 
+@dataclass
+class ReturnedRows:
+    """What a collective engine's combine_send brought back, with the routing its reduction needs: ``rows``
+    (and ``weights``) from every rank back to back in rank order, ``start[r]`` the first row from rank
+    ``r``; ``multi``: one row per (token, receiving rank) rather than per (token, top-k slot)."""
+    rows: torch.Tensor
+    weights: torch.Tensor
+    multi: bool
+    valid: torch.Tensor  # [T, K] slots routed somewhere
+    owner: torch.Tensor  # [T, K] the rank holding each slot's expert (0 where not valid)
+    start: torch.Tensor  # [R] int64
+
+    @classmethod
+    def of(cls, back: tuple, c: CombineArgs) -> ReturnedRows:
+        rows, weights, multi = back
+        plan, idx = c.handle._plan, c.handle._topk_idx
+        valid = idx >= 0
+        owner = torch.where(valid, idx // plan.num_local_experts, 0)
+        sent = (plan.send_tokens if multi else plan.send_pairs).long().to(idx.device)
+        return cls(rows, weights, multi, valid, owner, torch.cumsum(sent, 0) - sent)
+
+
 class HostEngine:
     def __init__(self, transport, rank: int, num_ranks: int, region_bytes: int, threads: int):
         self.transport = transport

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ..engine.checks import CombineArgs, DispatchArgs
-from ..engine.host import HostEngine
+from ..engine.host import HostEngine, ReturnedRows
 from ..engine.plan import RoutePlan
 
 
@@ -181,16 +181,12 @@ class ReferenceEngine(HostEngine):
         return (combined, weights) if out is None else (out.copy_(combined), weights)
 
     def _reduce(self, c: CombineArgs, sum_weights: bool, slot_weights):
-        h, plan = c.handle, c.handle._plan
-        rows, weights, multi = self._back
-        self._back = None
-        idx = h._topk_idx
-        T, K = idx.shape
-        valid = idx >= 0
-        dev = idx.device
-        owner = torch.where(valid, idx // plan.num_local_experts, 0)
-        sent = (plan.send_pairs if not multi else plan.send_tokens).long().to(dev)
-        start = torch.cumsum(sent, 0) - sent
+        plan = c.handle._plan
+        back, self._back = ReturnedRows.of(self._back, c), None
+        rows, weights, multi, valid, owner, start = (back.rows, back.weights, back.multi, back.valid, back.owner,
+                                                     back.start)
+        T, K = valid.shape
+        dev = valid.device
         acc = torch.zeros(T, plan.hidden, device=dev)
         if c.bias:
             acc = c.bias[0].float() + (c.bias[1].float() if len(c.bias) > 1 else 0)
