@@ -12,10 +12,16 @@ must not be world-writable without the sticky bit (anyone could swap the root fo
 ``meta.json`` records the SHA-256 of every artifact (``artifact_sha256``); the runtime checks them
 before loading a hit and rebuilds an entry that fails (``verify`` / ``set_aside``). Build dirs of
 dead processes and set-aside entries older than ``STALE_SECONDS`` are removed on the first miss.
+
+A miss takes an advisory lock, ``<roots[0]>/locks/<tag>.<digest>``, for the build, so processes (the
+ranks of one job, test workers) missing on the same entry build it once: the others wait, then find
+the published entry. The lock only saves work: it dies with its holder, a waiter gives up after
+``BUILD_WAIT_SECONDS`` and builds too (the atomic publication keeps either result correct).
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -33,6 +39,7 @@ COMMITTED = ".committed"
 META = "meta.json"
 DIGESTS_KEY = "artifact_sha256"
 STALE_SECONDS = 60
+BUILD_WAIT_SECONDS = 300
 _TAG_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 _DIR_MODE, _FILE_MODE = 0o755, 0o644
 _rng = threading.local()
@@ -199,14 +206,52 @@ def _is_stale(path: str, name: str, now: float) -> bool:
     return False
 
 
+class BuildLock:
+    """An exclusive ``flock`` on ``path``, waited for at most ``wait_s``; ``held`` is False when it could
+    not be taken (no lock file, or the wait ran out): the caller then builds without it."""
+
+    def __init__(self, path: str, wait_s: float | None = None):
+        wait_s = BUILD_WAIT_SECONDS if wait_s is None else wait_s
+        self.fd = None
+        try:
+            makedirs(os.path.dirname(path))
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+        except OSError:
+            return
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.fd = fd
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return
+                time.sleep(0.05)
+            except OSError:
+                os.close(fd)
+                return
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+
 class CacheEntry:
     """A hit (``path`` is the published dir) or a build (fill ``tmp_path``, then ``commit``)."""
 
-    def __init__(self, root: str, final_path: str, tmp_path: str | None):
+    def __init__(self, root: str, final_path: str, tmp_path: str | None, lock: BuildLock | None = None):
         self.root = root
         self.final_path = final_path
         self.tmp_path = tmp_path
         self.committed = tmp_path is None
+        self.lock = lock  # released once the build is published or abandoned
 
     @property
     def is_hit(self) -> bool:
@@ -254,12 +299,19 @@ class CacheEntry:
                                f"committed entry")
         self.tmp_path = None
         self.committed = True
+        self._unlock()
         return self.final_path
 
     def abandon(self) -> None:
         if not self.committed and self.tmp_path is not None:
             safe_remove_all(self.tmp_path)
             self.tmp_path = None
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def __del__(self):
         try:
@@ -348,8 +400,23 @@ class DiskCache:
         root = self.roots[0]
         if hit is not None:
             return CacheEntry(root, hit, None)
+        lock = None
         if rebuild:
             self.check_tag(tag)
+        else:
+            lock = BuildLock(os.path.join(root, "locks", f"{tag}.{digest}"))
+            hit = self.lookup(tag, digest)  # published while this process waited for the lock
+            if hit is not None:
+                lock.release()
+                return CacheEntry(root, hit, None)
+        try:
+            return self._build_entry(root, tag, digest, lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    def _build_entry(self, root: str, tag: str, digest: str, lock: BuildLock | None) -> CacheEntry:
         self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache")])
         tmp = os.path.join(root, "tmp", make_uuid())
         try:
@@ -366,7 +433,7 @@ class DiskCache:
         if not self._reaped:
             self._reaped = True
             self.reap_stale(root)
-        return CacheEntry(root, os.path.join(root, "cache", f"{tag}.{digest}"), tmp)
+        return CacheEntry(root, os.path.join(root, "cache", f"{tag}.{digest}"), tmp, lock)
 
     @staticmethod
     def reap_stale(root: str) -> list[str]:

@@ -4,10 +4,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
-from deepjit import DiskCache
+from deepjit import DiskCache, disk_cache
 from deepjit.disk_cache import COMMITTED
 from deepjit.errors import CompileError, DeepJITError
 
@@ -49,7 +51,9 @@ def test_abandoned_entry_removes_its_build_dir(tmp_path):
     assert list_tmp(tmp_path) == [] and list_entries(tmp_path) == []
 
 
-def test_losing_writer_adopts_the_winner(tmp_path):
+def test_losing_writer_adopts_the_winner(tmp_path, monkeypatch):
+    # two builds of one entry at once: what happens when a waiter gave up on the build lock
+    monkeypatch.setattr(disk_cache, "BUILD_WAIT_SECONDS", 0)
     cache = DiskCache([str(tmp_path)])
     a = build(cache, {"owner_a": "a", "owner_b": "a"})
     b = build(cache, {"owner_a": "b", "owner_b": "b"})
@@ -147,3 +151,35 @@ def test_hit_in_a_new_process_does_not_run_the_compiler(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [path, "42"]
     assert not marker.exists()
+
+
+def test_a_second_miss_waits_for_the_build_and_hits(tmp_path):
+    cache = DiskCache([str(tmp_path)])
+    first = build(cache, {"payload": "x"})
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(DiskCache([str(tmp_path)]).entry("kern", DIGEST)))
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive()  # held at the build lock, not building a second copy
+    published = first.commit()
+    waiter.join(10)
+    assert got and got[0].is_hit and got[0].final_path == published
+    assert list_tmp(tmp_path) == []
+
+
+def test_a_waiter_gives_up_after_the_wait_and_builds(tmp_path, monkeypatch):
+    monkeypatch.setattr(disk_cache, "BUILD_WAIT_SECONDS", 0.2)
+    cache = DiskCache([str(tmp_path)])
+    first = build(cache, {"payload": "x"})
+    start = time.monotonic()
+    second = build(cache, {"payload": "y"})  # the first never finishes in time
+    assert time.monotonic() - start >= 0.2 and second.tmp_path != first.tmp_path
+    assert second.commit() == first.commit()
+
+
+def test_an_abandoned_build_releases_its_lock(tmp_path):
+    cache = DiskCache([str(tmp_path)])
+    build(cache, {"payload": "x"}).abandon()
+    start = time.monotonic()
+    build(cache, {"payload": "y"}).commit()
+    assert time.monotonic() - start < 5

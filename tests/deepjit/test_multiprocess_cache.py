@@ -1,4 +1,4 @@
-"""Publication across processes: one entry from concurrent writers, nothing from killed ones."""
+"""Publication across processes: one build and one entry from concurrent writers, nothing from killed ones."""
 import os
 import signal
 import subprocess
@@ -22,9 +22,9 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def spawn(tmp_path, cxx, source=ADD_SOURCE):
+def spawn(tmp_path, cxx, source=ADD_SOURCE, child=CHILD):
     env = dict(os.environ, TST_JIT_CACHE_DIR=str(tmp_path / "cache"), TST_JIT_CXX=cxx)
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), source], env=env,
+    return subprocess.Popen([sys.executable, "-c", child, str(tmp_path), source], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -32,7 +32,29 @@ def test_concurrent_processes_publish_one_entry(tmp_path):
     n = 4
     starts = tmp_path / "starts"
     starts.mkdir()
-    # Every compiler waits until all n are running, so the n builds truly overlap.
+    # Each compiler run records itself and takes a while, so the n processes miss together.
+    cxx = wrap_cxx(tmp_path / "cxx", f"""
+        open(os.path.join({str(starts)!r}, str(os.getpid())), "w").close()
+        time.sleep(1.0)
+    """)
+    procs = [spawn(tmp_path, cxx) for _ in range(n)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    results = {tuple(out.split()) for out, _ in outputs}
+    assert len(os.listdir(starts)) == 1  # the build lock: one compile, the others waited and hit
+    assert len(results) == 1 and next(iter(results))[1] == "42"
+    path = next(iter(results))[0]
+    assert list_entries(tmp_path / "cache") == [os.path.basename(path)]
+    assert sorted(os.listdir(path)) == [".committed", "kernel.cpp", "kernel.so", "meta.json"]
+    assert list_tmp(tmp_path / "cache") == []
+
+
+def test_concurrent_processes_without_the_lock_still_publish_one_entry(tmp_path):
+    """Builds that overlap (a waiter gave up on the lock): every compiler runs, one entry is published."""
+    n = 3
+    starts = tmp_path / "starts"
+    starts.mkdir()
     cxx = wrap_cxx(tmp_path / "cxx", f"""
         open(os.path.join({str(starts)!r}, str(os.getpid())), "w").close()
         deadline = time.time() + 60
@@ -41,16 +63,15 @@ def test_concurrent_processes_publish_one_entry(tmp_path):
                 sys.exit("barrier timeout")
             time.sleep(0.01)
     """)
-    procs = [spawn(tmp_path, cxx) for _ in range(n)]
+    no_wait = CHILD.replace("import ctypes, sys, deepjit", "import ctypes, sys, deepjit, deepjit.disk_cache as dc; "
+                            "dc.BUILD_WAIT_SECONDS = 0")
+    procs = [spawn(tmp_path, cxx, child=no_wait) for _ in range(n)]
     outputs = [p.communicate(timeout=120) for p in procs]
     for p, (_, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
-    results = {tuple(out.split()) for out, _ in outputs}
     assert len(os.listdir(starts)) == n
-    assert len(results) == 1 and next(iter(results))[1] == "42"
-    path = next(iter(results))[0]
-    assert list_entries(tmp_path / "cache") == [os.path.basename(path)]
-    assert sorted(os.listdir(path)) == [".committed", "kernel.cpp", "kernel.so", "meta.json"]
+    results = {tuple(out.split()) for out, _ in outputs}
+    assert len(results) == 1 and list_entries(tmp_path / "cache") == [os.path.basename(next(iter(results))[0])]
     assert list_tmp(tmp_path / "cache") == []
 
 
