@@ -403,7 +403,8 @@ class DiskCache:
         lock = None
         if rebuild:
             self.check_tag(tag)
-        else:
+        self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache")])  # before writing there
+        if not rebuild:
             lock = BuildLock(os.path.join(root, "locks", f"{tag}.{digest}"))
             hit = self.lookup(tag, digest)  # published while this process waited for the lock
             if hit is not None:
@@ -417,7 +418,6 @@ class DiskCache:
             raise
 
     def _build_entry(self, root: str, tag: str, digest: str, lock: BuildLock | None) -> CacheEntry:
-        self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache")])
         tmp = os.path.join(root, "tmp", make_uuid())
         try:
             makedirs(os.path.dirname(tmp))
