@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from . import peaks
-from .bench_plugin import Bench
+from . import bench_plugin, peaks
+from .bench_plugin import Bench, Schedule
 
 AVX512_BF16 = "avx2 fma avx512f avx512bw avx512_bf16"
 SAPPHIRE = AVX512_BF16 + " amx_tile amx_bf16"
@@ -121,3 +121,54 @@ def test_paired_scaled_shrinks_a_slow_baseline_and_scales_its_time():
     assert t_base == pytest.approx(10000 * 1e-4, rel=0.5) and t_op == pytest.approx(0.001, rel=2)
     _, _, size = Bench.paired_scaled(lambda: None, make, [10, 100], reps=2, budget=10.0)
     assert size == 100
+
+
+def test_time_holds_slow_warm_ups_to_the_budget():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.05)
+
+    Bench.time(slow, warmup=2, reps=7, budget=0.01)
+    assert len(calls) == 2                 # a call over the budget: one warm-up, one timed call
+
+
+def test_paired_scaled_holds_the_baseline_to_half_the_budget_beside_a_slow_op():
+    def make(size):
+        return (lambda: time.sleep(size * 1e-4)), float(size)
+
+    # the op takes 30 ms, more than the whole budget: the baseline may not take as long
+    _, _, size = Bench.paired_scaled(lambda: time.sleep(0.03), make, [10, 100, 1000], reps=2, budget=0.02)
+    assert size == 10                      # 100 calls would take 10 ms > budget / 2
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_schedule_shares_the_session_by_cases_and_carries_unused_time():
+    clock = _Clock()
+    s = Schedule(["a.py"] * 2 + ["b.py"] * 6, total=80.0, clock=clock)
+    assert s.start("a.py::t1") is None and s.share == pytest.approx(20.0)   # 2 of 8 cases
+    assert s.budget == pytest.approx(min(bench_plugin.CASE_BUDGET_S, 20.0 / 2 / bench_plugin.TIMERS_PER_CASE))
+    clock.now = 5.0
+    assert s.start("a.py::t2") is None
+    clock.now = 10.0                       # a.py used 10 of its 20 s: b.py gets all 70 s left
+    assert s.start("b.py::t1") is None and s.share == pytest.approx(70.0)
+
+
+def test_schedule_shrinks_budgets_behind_time_and_skips_after_the_share_saying_so():
+    clock = _Clock()
+    s = Schedule(["a.py"] * 4, total=30.0, clock=clock)
+    s.start("a.py::t1")
+    clock.now = 27.0                       # 3 s left for 3 cases
+    assert s.start("a.py::t2") is None and s.budget == pytest.approx(bench_plugin.MIN_CASE_BUDGET_S)
+    clock.now = 31.0
+    reason = s.start("a.py::t3")
+    assert reason.startswith("skipped for time: a.py has spent its 30 s share")
+    assert s.skipped == [("a.py::t3", reason)]
