@@ -21,8 +21,9 @@ fewer repetitions, a call over the budget timed once after its warm-up), and a b
 its full shape is measured at a smaller one (``paired_scaled``, ``budgeted_baseline``) and labelled so.
 
 The whole session is held to ``SESSION_BUDGET_S``: each bench file gets a share of what is left when
-it starts, in proportion to its cases; a file running behind its share gets smaller case budgets,
-and a case starting after its file's share is spent is skipped, saying so (pytest's skip reason and
+it starts, in proportion to its cases; a file running behind its share gets smaller case budgets (the
+least past it: a file of few costly cases, deep_ep's process launches, still reports them all), and
+a case starting after the session's budget is spent is skipped, saying so (pytest's skip reason and
 the table's "skipped for time" lines).
 """
 from __future__ import annotations
@@ -56,7 +57,8 @@ MIN_CASE_BUDGET_S = 1.0
 class Schedule:
     """Shares the session budget among the bench files, in the order pytest runs them: a file starting
     gets the time left in the session in proportion to its share of the cases left (time a fast file
-    leaves unused goes to the later ones). ``start`` is called before every bench case."""
+    leaves unused goes to the later ones, time a slow one overruns is taken from them). Only once the
+    session's time is spent are cases skipped. ``start`` is called before every bench case."""
 
     def __init__(self, files: list[str], total: float = SESSION_BUDGET_S, clock: Callable[[], float] = time.monotonic):
         self.cases = Counter(files)            # cases left per file
@@ -79,9 +81,9 @@ class Schedule:
         left = self.share - (now - self.file_start)
         cases_left = max(1, self.cases[path])
         self.cases[path] -= 1
-        if left <= 0:
-            reason = (f"skipped for time: {path} has spent its {self.share:.0f} s share of the "
-                      f"{self.total:.0f} s bench session (BENCH_SESSION_BUDGET_S)")
+        if now >= self.end:
+            reason = (f"skipped for time: the {self.total:.0f} s bench session (BENCH_SESSION_BUDGET_S) "
+                      f"is spent ({path} had a {self.share:.0f} s share)")
             self.skipped.append((nodeid, reason))
             return reason
         self.budget = min(CASE_BUDGET_S, max(MIN_CASE_BUDGET_S, left / cases_left / TIMERS_PER_CASE))

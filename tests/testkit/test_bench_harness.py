@@ -162,13 +162,17 @@ def test_schedule_shares_the_session_by_cases_and_carries_unused_time():
     assert s.start("b.py::t1") is None and s.share == pytest.approx(70.0)
 
 
-def test_schedule_shrinks_budgets_behind_time_and_skips_after_the_share_saying_so():
+def test_schedule_runs_a_file_past_its_share_at_the_least_budget_and_skips_once_the_session_is_spent():
     clock = _Clock()
-    s = Schedule(["a.py"] * 4, total=30.0, clock=clock)
-    s.start("a.py::t1")
-    clock.now = 27.0                       # 3 s left for 3 cases
+    s = Schedule(["a.py"] * 3 + ["b.py"] * 2, total=50.0, clock=clock)
+    s.start("a.py::t1")                    # a.py's share: 30 s
+    clock.now = 27.0                       # 3 s left for 2 cases
     assert s.start("a.py::t2") is None and s.budget == pytest.approx(bench_plugin.MIN_CASE_BUDGET_S)
-    clock.now = 31.0
-    reason = s.start("a.py::t3")
-    assert reason.startswith("skipped for time: a.py has spent its 30 s share")
-    assert s.skipped == [("a.py::t3", reason)]
+    clock.now = 35.0                       # past a.py's share, the session has 15 s left: still run
+    assert s.start("a.py::t3") is None and s.budget == pytest.approx(bench_plugin.MIN_CASE_BUDGET_S)
+    clock.now = 40.0
+    assert s.start("b.py::t1") is None and s.share == pytest.approx(10.0)
+    clock.now = 51.0
+    reason = s.start("b.py::t2")
+    assert reason.startswith("skipped for time: the 50 s bench session (BENCH_SESSION_BUDGET_S) is spent")
+    assert s.skipped == [("b.py::t2", reason)]
