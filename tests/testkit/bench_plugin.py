@@ -16,15 +16,22 @@ whose readings differ much is flagged as loaded.
 
 A FLOP record names the matrix engine it ran on (the one the libraries' BF16 kernels are built on,
 see peaks.bf16_engine; "fma" for FP32 kernels), its share of that engine's peak, and the best
-engine's peak measured here. Slow calls are held to a time budget per case (``CASE_BUDGET_S``:
-fewer repetitions), and a baseline too slow for its full shape is measured at a smaller one
-(``paired_scaled``, ``budgeted_baseline``) and labelled so.
+engine's peak measured here. Slow calls are held to a time budget per case (``case_budget()``:
+fewer repetitions, a call over the budget timed once after its warm-up), and a baseline too slow for
+its full shape is measured at a smaller one (``paired_scaled``, ``budgeted_baseline``) and labelled so.
+
+The whole session is held to ``SESSION_BUDGET_S``: each bench file gets a share of what is left when
+it starts, in proportion to its cases; a file running behind its share gets smaller case budgets (the
+least past it: a file of few costly cases, deep_ep's process launches, still reports them all), and
+a case starting after the session's budget is spent is skipped, saying so (pytest's skip reason and
+the table's "skipped for time" lines).
 """
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -35,8 +42,60 @@ from deepjit.backends.host import cpu_identity
 from .peaks import Peaks, bf16_engine
 
 RESULTS_PATH = os.path.join("build", "bench", "results.json")
-# Seconds one paired case may spend on its timed repetitions (at least one each is always run).
+# Seconds one case may spend on the timed repetitions of one timer (at least one each is always run).
 CASE_BUDGET_S = float(os.environ.get("BENCH_CASE_BUDGET_S", "20"))
+# Seconds the whole bench session may take, shared among the files (see Schedule).
+SESSION_BUDGET_S = float(os.environ.get("BENCH_SESSION_BUDGET_S", "690"))
+
+
+# A case runs about this many budgeted timers (warm-ups, the op, its baseline): a file's share left,
+# over its cases left and this, is the most one timer's budget may be.
+TIMERS_PER_CASE = 3
+MIN_CASE_BUDGET_S = 1.0
+
+
+class Schedule:
+    """Shares the session budget among the bench files, in the order pytest runs them: a file starting
+    gets the time left in the session in proportion to its share of the cases left (time a fast file
+    leaves unused goes to the later ones, time a slow one overruns is taken from them). Only once the
+    session's time is spent are cases skipped. ``start`` is called before every bench case."""
+
+    def __init__(self, files: list[str], total: float = SESSION_BUDGET_S, clock: Callable[[], float] = time.monotonic):
+        self.cases = Counter(files)            # cases left per file
+        self.total, self.clock = total, clock
+        self.end = clock() + total
+        self.file: str | None = None
+        self.share = self.file_start = 0.0
+        self.budget = CASE_BUDGET_S
+        self.skipped: list[tuple[str, str]] = []   # (case, reason)
+
+    def start(self, nodeid: str) -> str | None:
+        """Sets ``budget`` for the case; returns why it is skipped for time, or None to run it."""
+        path, now = nodeid.split("::")[0], self.clock()
+        if path != self.file:
+            if self.file is not None:
+                self.cases[self.file] = 0
+            left_cases = sum(self.cases.values())
+            self.share = max(0.0, self.end - now) * self.cases[path] / max(1, left_cases)
+            self.file, self.file_start = path, now
+        left = self.share - (now - self.file_start)
+        cases_left = max(1, self.cases[path])
+        self.cases[path] -= 1
+        if now >= self.end:
+            reason = (f"skipped for time: the {self.total:.0f} s bench session (BENCH_SESSION_BUDGET_S) "
+                      f"is spent ({path} had a {self.share:.0f} s share)")
+            self.skipped.append((nodeid, reason))
+            return reason
+        self.budget = min(CASE_BUDGET_S, max(MIN_CASE_BUDGET_S, left / cases_left / TIMERS_PER_CASE))
+        return None
+
+
+_SCHEDULE: Schedule | None = None
+
+
+def case_budget() -> float:
+    """The running case's budget: CASE_BUDGET_S, less where its file runs behind its share."""
+    return _SCHEDULE.budget if _SCHEDULE is not None else CASE_BUDGET_S
 
 
 @dataclass
@@ -68,11 +127,14 @@ class Bench:
     @staticmethod
     def time(fn: Callable[[], object], warmup: int = 2, reps: int = 7, min_seconds: float = 0.0,
              budget: float | None = None) -> float:
-        """Median wall time of ``fn`` in seconds; repetitions stop early (one at least) once they
-        have taken ``budget`` seconds (CASE_BUDGET_S) and ``min_seconds``."""
-        budget = CASE_BUDGET_S if budget is None else budget
+        """Median wall time of ``fn`` in seconds; warm-ups and repetitions stop early (one of each at
+        least) once they have taken ``budget`` seconds (case_budget()) and ``min_seconds``."""
+        budget = case_budget() if budget is None else budget
+        start = time.perf_counter()
         for _ in range(warmup):
             fn()
+            if time.perf_counter() - start >= budget:   # one warm-up is enough for a call this slow
+                break
         times = []
         start = time.perf_counter()
         while len(times) < reps or time.perf_counter() - start < min_seconds:
@@ -86,18 +148,20 @@ class Bench:
 
     @staticmethod
     def paired(fn: Callable[[], object], baseline: Callable[[], object], reps: int,
-               budget: float | None = None) -> tuple[float, float]:
+               budget: float | None = None, fn_seconds: float | None = None) -> tuple[float, float]:
         """Best wall times of ``fn`` and ``baseline`` over ``reps`` alternating runs after one warm-up
         each: on a shared machine a load spike then slows both or neither side of the ratio. Where
         the warm-ups say ``reps`` pairs would overrun ``budget`` seconds (CASE_BUDGET_S), fewer are
-        run, one at least."""
-        t = time.perf_counter()
-        fn()
-        t_fn = time.perf_counter() - t
+        run, one at least. ``fn_seconds``: ``fn`` has just been called (warm) and took that long."""
+        t_fn = fn_seconds
+        if t_fn is None:
+            t = time.perf_counter()
+            fn()
+            t_fn = time.perf_counter() - t
         t = time.perf_counter()
         baseline()
         t_pair = t_fn + time.perf_counter() - t
-        budget = CASE_BUDGET_S if budget is None else budget
+        budget = case_budget() if budget is None else budget
         reps = max(1, min(reps, int(budget // max(t_pair, 1e-9))))
         best, best_base = float("inf"), float("inf")
         for _ in range(reps):
@@ -115,9 +179,9 @@ class Bench:
         """``paired`` against a baseline that may be far slower than ``fn`` on this CPU (torch's BF16
         matmul without BF16 hardware): ``make_baseline(size)`` gives the call and its FLOPs, ``sizes``
         run small to full. The baseline runs at the largest size whose call takes at most a quarter
-        of the budget (or as long as ``fn``), its time scaled to the full size's FLOPs.
-        Returns (seconds of fn, baseline seconds at full size, size used)."""
-        budget = CASE_BUDGET_S if budget is None else budget
+        of the budget (or as long as ``fn``, up to half the budget), its time scaled to the full
+        size's FLOPs. Returns (seconds of fn, baseline seconds at full size, size used)."""
+        budget = case_budget() if budget is None else budget
         t = time.perf_counter()
         fn()
         t_fn = time.perf_counter() - t
@@ -129,10 +193,10 @@ class Bench:
         rate, size = (time.perf_counter() - t) / flops, sizes[0]
         for bigger in sizes[1:]:
             c, f = make_baseline(bigger)
-            if rate * f > max(budget / 4, t_fn):
+            if rate * f > min(max(budget / 4, t_fn), budget / 2):
                 break
             call, flops, size = c, f, bigger
-        t_op, t_base = Bench.paired(fn, call, reps, budget)
+        t_op, t_base = Bench.paired(fn, call, reps, budget, fn_seconds=t_fn)
         return t_op, t_base * full_flops / flops, size
 
     @staticmethod
@@ -142,7 +206,7 @@ class Bench:
         (torch._scaled_mm runs at 0.1 GFLOP/s on some CPUs). ``make(size)`` gives the call and its
         FLOPs; ``sizes`` run small to full. Each size is timed (one warm-up, best of ``reps``) while
         the previous one's rate says it fits the budget; the largest size timed gives the rate."""
-        budget = CASE_BUDGET_S if budget is None else budget
+        budget = case_budget() if budget is None else budget
         rate, measured = None, sizes[0]
         for size in sizes:
             fn, flops = make(size)
@@ -218,6 +282,7 @@ class Bench:
         if p:
             lines.append("ceilings: " + ", ".join(f"{k}={v:.1f}" for k, v in p.items()))
         lines += [f"ceilings: {note}" for note in self.peaks.unmeasured()]
+        lines += [f"{case}: {reason}" for case, reason in _skipped()]
         for w in self.load_warnings:
             lines.append(f"LOADED MACHINE: {w}; shares and ratios of this run are unreliable")
         return "\n".join(lines)
@@ -227,7 +292,8 @@ class Bench:
         with open(path, "w") as f:
             json.dump({"cpu": cpu_identity()[0], "engines_present": self.peaks.present,
                        "engines_unmeasured": self.peaks.unmeasured(), "ceilings": self.peaks.as_dict(),
-                       "load_warnings": self.load_warnings, "records": [asdict(r) for r in self.records]}, f, indent=1)
+                       "load_warnings": self.load_warnings,
+                       "skipped_for_time": [{"case": c, "reason": r} for c, r in _skipped()], "records": [asdict(r) for r in self.records]}, f, indent=1)
 
 
 _BENCH: Bench | None = None
@@ -239,6 +305,24 @@ def bench() -> Bench:
     if _BENCH is None:
         _BENCH = Bench()
     return _BENCH
+
+
+def _skipped() -> list[tuple[str, str]]:
+    return _SCHEDULE.skipped if _SCHEDULE is not None else []
+
+
+def pytest_runtest_setup(item):
+    """Bench cases only (marker-skipped ones never get here): the session schedule starts at the
+    first one, over the bench cases pytest will run."""
+    global _SCHEDULE
+    if "bench" not in item.keywords:
+        return
+    if _SCHEDULE is None:
+        _SCHEDULE = Schedule([i.nodeid.split("::")[0] for i in item.session.items
+                              if "bench" in i.keywords and i.get_closest_marker("skip") is None])
+    reason = _SCHEDULE.start(item.nodeid)
+    if reason:
+        pytest.skip(reason)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from . import peaks
-from .bench_plugin import Bench
+from . import bench_plugin, peaks
+from .bench_plugin import Bench, Schedule
 
 AVX512_BF16 = "avx2 fma avx512f avx512bw avx512_bf16"
 SAPPHIRE = AVX512_BF16 + " amx_tile amx_bf16"
@@ -121,3 +121,58 @@ def test_paired_scaled_shrinks_a_slow_baseline_and_scales_its_time():
     assert t_base == pytest.approx(10000 * 1e-4, rel=0.5) and t_op == pytest.approx(0.001, rel=2)
     _, _, size = Bench.paired_scaled(lambda: None, make, [10, 100], reps=2, budget=10.0)
     assert size == 100
+
+
+def test_time_holds_slow_warm_ups_to_the_budget():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.05)
+
+    Bench.time(slow, warmup=2, reps=7, budget=0.01)
+    assert len(calls) == 2                 # a call over the budget: one warm-up, one timed call
+
+
+def test_paired_scaled_holds_the_baseline_to_half_the_budget_beside_a_slow_op():
+    def make(size):
+        return (lambda: time.sleep(size * 1e-4)), float(size)
+
+    # the op takes 30 ms, more than the whole budget: the baseline may not take as long
+    _, _, size = Bench.paired_scaled(lambda: time.sleep(0.03), make, [10, 100, 1000], reps=2, budget=0.02)
+    assert size == 10                      # 100 calls would take 10 ms > budget / 2
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_schedule_shares_the_session_by_cases_and_carries_unused_time():
+    clock = _Clock()
+    s = Schedule(["a.py"] * 2 + ["b.py"] * 6, total=80.0, clock=clock)
+    assert s.start("a.py::t1") is None and s.share == pytest.approx(20.0)   # 2 of 8 cases
+    assert s.budget == pytest.approx(min(bench_plugin.CASE_BUDGET_S, 20.0 / 2 / bench_plugin.TIMERS_PER_CASE))
+    clock.now = 5.0
+    assert s.start("a.py::t2") is None
+    clock.now = 10.0                       # a.py used 10 of its 20 s: b.py gets all 70 s left
+    assert s.start("b.py::t1") is None and s.share == pytest.approx(70.0)
+
+
+def test_schedule_runs_a_file_past_its_share_at_the_least_budget_and_skips_once_the_session_is_spent():
+    clock = _Clock()
+    s = Schedule(["a.py"] * 3 + ["b.py"] * 2, total=50.0, clock=clock)
+    s.start("a.py::t1")                    # a.py's share: 30 s
+    clock.now = 27.0                       # 3 s left for 2 cases
+    assert s.start("a.py::t2") is None and s.budget == pytest.approx(bench_plugin.MIN_CASE_BUDGET_S)
+    clock.now = 35.0                       # past a.py's share, the session has 15 s left: still run
+    assert s.start("a.py::t3") is None and s.budget == pytest.approx(bench_plugin.MIN_CASE_BUDGET_S)
+    clock.now = 40.0
+    assert s.start("b.py::t1") is None and s.share == pytest.approx(10.0)
+    clock.now = 51.0
+    reason = s.start("b.py::t2")
+    assert reason.startswith("skipped for time: the 50 s bench session (BENCH_SESSION_BUDGET_S) is spent")
+    assert s.skipped == [("b.py::t2", reason)]
