@@ -287,4 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the package module, not as ``__main__``: the libraries' cases are instances of the package
+    # module's classes (``SourceCase``), which a ``__main__`` copy of this file would not recognise.
+    from deepjit.tilelang_route.ascend_check import main as package_main
+
+    sys.exit(package_main())

@@ -34,3 +34,14 @@ def test_mismatches_and_missing_launches_fail(capsys):
     assert exc.value.code == 1
     out = capsys.readouterr().out
     assert "FAIL fake_lib.wrong" in out and "calc_diff 1" in out and "no Ascend kernel was launched" in out
+
+
+def test_make_ascend_check_command_runs_the_hand_written_cases():
+    """The Makefile's ``python -m`` entry point (a ``__main__`` copy of the module must still recognise the
+    libraries' SourceCase objects)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "deepjit.tilelang_route.ascend_check", "--only",
+                           "deep_gemm.sf_transform"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "PASS deep_gemm.sf_transform" in proc.stdout and "1 of 1 Ascend kernel(s) match" in proc.stdout
