@@ -254,7 +254,7 @@ def test_argument_packing():
 
 
 # ---- on an NPU ----------------------------------------------------------------------------------
-@pytest.mark.npu
+@pytest.mark.npu(hardware="the ACL runtime's device properties and a bisheng-built kernel")
 def test_device_properties_and_scalar_increment(tmp_path, monkeypatch):
     monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
     rt = make_runtime(tmp_path, monkeypatch, backend="ascend")

@@ -16,6 +16,7 @@ from flash_mla import _dispatch, reference
 from flash_mla.ascend import sparse_attn
 from flash_mla.kv_cache import KVCacheFormat
 from flash_mla.reference.sparse import KVScope
+from tests.testkit.npu import DEVICE
 
 from ..compare import DECODE_LSE, DECODE_OUT, assert_close
 from ..test_sparse_decode import _case, _run
@@ -120,7 +121,7 @@ def test_other_formats_keep_the_reference(monkeypatch, fmt, placement, extra):
 @pytest.mark.npu
 def test_on_the_npu():
     q, scopes = _case(*FP8, 2, 1, 64, 128, 16, 20, seed=7, ragged=True, extra=(F.V41_FP4, "interleaved", 64, 16, 8))
-    dev = torch.device("npu")
+    dev = torch.device(DEVICE)
     nq = q.to(dev)
     nscopes = [KVScope(s.cache.to(dev), s.fmt, s.placement, s.indices.to(dev),
                        None if s.topk_length is None else s.topk_length.to(dev)) for s in scopes]

@@ -11,6 +11,7 @@ import torch
 import flash_mla
 from flash_mla import _dispatch, reference
 from flash_mla.ascend import sparse_attn
+from tests.testkit.npu import DEVICE
 
 from ..compare import PREFILL_OUT, PREFILL_STAT, assert_close
 from ..test_sparse_prefill import _case
@@ -92,7 +93,7 @@ def test_d_qk_576_keeps_the_reference(monkeypatch):
 def test_on_the_npu():
     q, kv, idx, topk_length = _case(4, 300, 64, 512, 128, seed=9, lengths=True)
     sink = _sink(64, 9)
-    dev = torch.device("npu")
+    dev = torch.device(DEVICE)
     got = flash_mla.flash_mla_sparse_fwd(q.to(dev), kv.to(dev), idx.to(dev), 0.3, 512, sink.to(dev),
                                          topk_length.to(dev))
     _compare([t.cpu() for t in got], reference.sparse_prefill(q, kv, idx, 0.3, 512, sink, topk_length))
