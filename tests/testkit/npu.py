@@ -14,3 +14,21 @@ ASCEND_ENV = {p + "_BACKEND": "ascend" for p in ("DG", "TK", "EP", "FMLA")} if O
 def force_ascend() -> None:
     """Apply ASCEND_ENV to this process (and the ranks it spawns, which inherit the environment)."""
     os.environ.update(ASCEND_ENV)
+
+
+def npu_seconds(fn, warmup: int = 3, reps: int = 20) -> float:
+    """Median device time of ``fn`` in seconds, between NPU events on the current stream (after warm-up)."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.npu.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    return times[len(times) // 2]

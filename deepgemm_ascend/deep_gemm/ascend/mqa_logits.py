@@ -33,19 +33,25 @@ def tokens_per_tile(heads: int) -> int:
     return max(1, Q_ROWS // heads)
 
 
-def unsupported(q, kv, weights, logits) -> str | None:
-    if q.fp4 or kv.fp4 or q.data.dtype != torch.float8_e4m3fn:
+def unsupported_query(q, kv_fp4: bool, logits: torch.Tensor) -> str | None:
+    """What both MQA logits kernels refuse (q ``[..., heads, head_dim]``), or None."""
+    if q.fp4 or kv_fp4 or q.data.dtype != torch.float8_e4m3fn:
         return "only E4M3 FP8 queries and KV"
     if q.sf is not None:
         return "only unscaled FP8 queries"
-    if not kv.per_token_sf:
-        return "only per-token FP32 KV scales"
-    heads, head_dim = q.data.shape[1:]
+    heads, head_dim = q.data.shape[-2:]
     if head_dim not in HEAD_DIMS or heads > MAX_HEADS:
         return f"head dim in {HEAD_DIMS} and at most {MAX_HEADS} heads, got {heads} x {head_dim}"
     if logits.numel() and logits.stride(1) != 1:
         return "row-major logits"
     return None
+
+
+def unsupported(q, kv, weights, logits) -> str | None:
+    reason = unsupported_query(q, kv.fp4, logits)
+    if reason is None and not kv.per_token_sf:
+        return "only per-token FP32 KV scales"
+    return reason
 
 
 def defines(heads: int, head_dim: int, logits: torch.Tensor, **flags: bool) -> dict[str, int]:

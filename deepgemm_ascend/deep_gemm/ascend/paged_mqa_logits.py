@@ -27,20 +27,11 @@ import torch
 
 from .. import runtime
 from ._launch import kernel, num_cube_cores
-from .mqa_logits import HEAD_DIMS, KV_BLOCK, MAX_HEADS, defines, tokens_per_tile
+from .mqa_logits import KV_BLOCK, defines, tokens_per_tile, unsupported_query
 
 
 def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:
-    if q.fp4 or kv_cache.fp4 or q.data.dtype != torch.float8_e4m3fn:
-        return "only E4M3 FP8 queries and KV"
-    if q.sf is not None:
-        return "only unscaled FP8 queries"
-    heads, head_dim = q.data.shape[2:]
-    if head_dim not in HEAD_DIMS or heads > MAX_HEADS:
-        return f"head dim in {HEAD_DIMS} and at most {MAX_HEADS} heads, got {heads} x {head_dim}"
-    if logits.numel() and logits.stride(1) != 1:
-        return "row-major logits"
-    return None
+    return unsupported_query(q, kv_cache.fp4, logits)
 
 
 def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor,

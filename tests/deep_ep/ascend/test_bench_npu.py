@@ -6,7 +6,7 @@ received tokens x (BF16 row + weights). Each rank times with NPU events; the slo
 import pytest
 
 from tests.testkit.distributed import run_ranks
-from tests.testkit.npu import ON_TWIN
+from tests.testkit.npu import ON_TWIN, npu_seconds
 
 pytestmark = [pytest.mark.bench, pytest.mark.npu]
 H, K, EXPERTS_PER_RANK, M = 7168, 8, 32, 4096
@@ -17,23 +17,6 @@ def _npu_count() -> int:
     import torch
     import torch_npu  # noqa: F401
     return torch.npu.device_count()
-
-
-def _timed(fn, reps: int = 10) -> float:
-    import torch
-    for _ in range(2):
-        fn()
-    torch.npu.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def _on_npu(rank, world):
@@ -56,8 +39,8 @@ def _on_npu(rank, world):
     recv_x, _, _, handle, _ = buf.dispatch(x, idx, w, num_experts=E)
     n = recv_x[0].shape[0]
     y = torch.randn(n, H).bfloat16().npu()
-    t_dispatch = _timed(lambda: buf.dispatch(x, idx, w, num_experts=E))
-    t_combine = _timed(lambda: buf.combine(y, handle))
+    t_dispatch = npu_seconds(lambda: buf.dispatch(x, idx, w, num_experts=E), warmup=2, reps=10)
+    t_combine = npu_seconds(lambda: buf.combine(y, handle), warmup=2, reps=10)
     out = dict(t_dispatch=t_dispatch, t_combine=t_combine, dispatch_bytes=n * (H + recv_x[1].shape[1] * 4 + K * 12),
                combine_bytes=n * (H * 2 + K * 4))
     buf.destroy()

@@ -14,26 +14,15 @@ from hypothesis import strategies as st
 from deep_gemm import reference
 from deep_gemm._operands import GroupedRows
 from deep_gemm.ascend.m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous, m_grouped_bf16_gemm_nt_masked
-from deep_gemm.grouped import _psum_row_groups
 from deep_gemm.testing import calc_diff
+from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
-SENTINEL = -7.0
 # (rows per group, alignment, M, N, K)
 CASES = [([100, 0, 72, 130], 128, 640, 72, 200), ([300, 40], 256, 768, 256, 128), ([17], 256, 256, 40, 48)]
 
 
-def _rows(counts, alignment: int, m: int) -> GroupedRows:
-    ends, end = [], 0
-    for g, count in enumerate(counts):
-        start = 0 if g == 0 else -(-end // alignment) * alignment
-        end = start + count
-        ends.append(end)
-    row_group, layout = _psum_row_groups(torch.tensor(ends, dtype=torch.int32), m, alignment, "end_rows")
-    return GroupedRows(row_group, layout, True, alignment)
-
-
 def _run(counts, alignment, m, n, k, zero_padding=True, b_mn_major=False, dtype=torch.bfloat16):
-    rows = _rows(counts, alignment, m)
+    rows = psum_rows(counts, alignment, m)
     a = torch.randn(m, k).bfloat16()
     g = len(counts)
     b = torch.randn(g, k, n).bfloat16().transpose(1, 2) if b_mn_major else torch.randn(g, n, k).bfloat16()

@@ -6,15 +6,14 @@ import pytest
 import torch
 
 from deep_gemm import formats, reference
-from deep_gemm._operands import GroupedRows, QuantOperand
+from deep_gemm._operands import QuantOperand
 from deep_gemm.ascend.m_grouped_fp8_mx_gemm import (
     m_grouped_fp8_fp4_gemm_nt_contiguous,
     m_grouped_fp8_fp4_gemm_nt_masked,
 )
-from deep_gemm.grouped import _psum_row_groups
 from deep_gemm.testing import calc_diff
+from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
-SENTINEL = -7.0
 KINDS = {"fp8": (False, False), "fp4": (True, True), "fp8xfp4": (False, True)}
 
 
@@ -30,16 +29,6 @@ def _operand(lead: tuple, mn: int, k: int, fp4: bool, gran_k: int = 32, k_major:
     return QuantOperand(data, sf, False, k_major, mn, k, groups, 1, gran_k)
 
 
-def _rows(counts, alignment: int, m: int) -> GroupedRows:
-    ends, end = [], 0
-    for g, count in enumerate(counts):
-        start = 0 if g == 0 else -(-end // alignment) * alignment
-        end = start + count
-        ends.append(end)
-    row_group, layout = _psum_row_groups(torch.tensor(ends, dtype=torch.int32), m, alignment, "end_rows")
-    return GroupedRows(row_group, layout, True, alignment)
-
-
 @pytest.mark.parametrize(("kind", "counts", "alignment", "m", "n", "k", "gran_k", "b_k_major"), [
     ("fp8", [100, 0, 72, 130], 128, 640, 72, 200, 32, True),
     ("fp4", [300, 40], 256, 768, 256, 128, 32, True),
@@ -48,7 +37,7 @@ def _rows(counts, alignment: int, m: int) -> GroupedRows:
 ])
 def test_psum_groups(kind, counts, alignment, m, n, k, gran_k, b_k_major):
     a_fp4, b_fp4 = KINDS[kind]
-    rows = _rows(counts, alignment, m)
+    rows = psum_rows(counts, alignment, m)
     a = _operand((), m, k, a_fp4, gran_k)
     a.sf[rows.row_group < 0] = 3.0   # gap rows' scales are never read (not UE8M0 on purpose)
     b = _operand((len(counts),), n, k, b_fp4, gran_k, b_k_major)
@@ -62,7 +51,7 @@ def test_psum_groups(kind, counts, alignment, m, n, k, gran_k, b_k_major):
 
 
 def test_psum_gap_rows_kept_without_zero_padding():
-    rows = _rows([100, 0, 72], 128, 512)
+    rows = psum_rows([100, 0, 72], 128, 512)
     a, b = _operand((), 512, 64, False), _operand((3,), 48, 64, False)
     d = torch.full((512, 48), SENTINEL, dtype=torch.bfloat16)
     ref = d.clone()
