@@ -34,6 +34,9 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(off)
             elif marker.kwargs.get("hardware"):  # @pytest.mark.npu(hardware="why the twin cannot stand in")
                 item.add_marker(pytest.mark.skip(reason=f"needs the NPU itself: {marker.kwargs['hardware']}"))
+            elif "bench" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason="an NPU benchmark times the NPU: nothing to time on the twin "
+                                                        "(the npu tests run these kernels)"))
         return
     if _has_npu():
         return

@@ -6,7 +6,7 @@ received tokens x (BF16 row + weights). Each rank times with NPU events; the slo
 import pytest
 
 from tests.testkit.distributed import run_ranks
-from tests.testkit.npu import ON_TWIN, npu_seconds
+from tests.testkit.npu import npu_seconds
 
 pytestmark = [pytest.mark.bench, pytest.mark.npu]
 H, K, EXPERTS_PER_RANK, M = 7168, 8, 32, 4096
@@ -49,8 +49,6 @@ def _on_npu(rank, world):
 
 @pytest.mark.parametrize("world", [2, 8])
 def test_bench_hccl_dispatch_combine(bench, world):
-    if ON_TWIN:
-        pytest.skip("times HCCL on NPUs: nothing to time on the twin (tests/deep_ep/ascend/test_npu.py runs the path)")
     if _npu_count() < world:
         pytest.skip(f"needs {world} NPUs for HCCL EP{world}; {_npu_count()} present")
     outs = run_ranks(_on_npu, world, timeout=900)
