@@ -191,10 +191,12 @@ def test_m_grouped_mx_psum(monkeypatch, kind, layout, counts, m, n, k):
     assert calc_diff(got, want) < 1e-3
 
 
-def test_m_grouped_fp4_masked(monkeypatch):
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_m_grouped_mx_masked(monkeypatch, kind):
     masked, m, n, k = [0, 50, 64], 64, 48, 128
     g = len(masked)
-    a, b = _grouped_quant(_fp4, g, m, k), _grouped_quant(_fp4, g, n, k)
+    make_a, make_b = KINDS[kind]
+    a, b = _grouped_quant(make_a, g, m, k), _grouped_quant(make_b, g, n, k)
     d = torch.full((g, m, n), SENTINEL, dtype=torch.bfloat16)
     got, want = _npu_and_reference(monkeypatch, deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked,
                                    (a, b, d, torch.tensor(masked, dtype=torch.int32), m), dict(recipe=(1, 1, 32)),
