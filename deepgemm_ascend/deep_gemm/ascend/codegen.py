@@ -208,26 +208,19 @@ def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
 
     from ._launch import BLOCK_N
+    from .mqa_logits import tokens_per_tile
     gemm = f"{GEMM}x{GEMM}x{GEMM}"
     wave = _gemm_tiles(WAVE_M, WAVE_N)
-    grouped_total = GROUPS * _gemm_tiles(GROUP_M, GROUPED_N)
-    grouped_run = GROUPS * _gemm_tiles(GROUP_M, BLOCK_N)
-    shapes = [(f"bf16_gemm_nt_{gemm}", _bf16_slice, wave, _gemm_tiles(GEMM, GEMM)),
-              (f"fp8_mx_gemm_nt_{gemm}", _mx_slice(False), wave, _gemm_tiles(GEMM, GEMM)),
-              (f"fp4_mx_gemm_nt_{gemm}", _mx_slice(True), wave, _gemm_tiles(GEMM, GEMM)),
-              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", _m_grouped_slice,
-               grouped_run, grouped_total)]
+    whole = _gemm_tiles(GEMM, GEMM)
+    shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_slice, wave, whole),
+              (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_slice(False), wave, whole),
+              (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_slice(True), wave, whole),
+              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_slice,
+               GROUPS * _gemm_tiles(GROUP_M, BLOCK_N), GROUPS * _gemm_tiles(GROUP_M, GROUPED_N))]
     for phase, s in (("prefill", 4096), ("decode", 256)):
-        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", _mqa_slice,
-                       _mqa_tiles(_mqa_slice_tokens()), _mqa_tiles(s)))
-    kinds = {"fp8_mqa": "mix"}
-    return [PublishedShape(name, next((k for p, k in kinds.items() if name.startswith(p)), "cube"), _seeded(fn),
-                           run, total) for name, fn, run, total in shapes]
-
-
-def _mqa_slice_tokens() -> int:
-    from .mqa_logits import tokens_per_tile
-    return tokens_per_tile(MQA_HEADS)
+        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_slice,
+                       _mqa_tiles(tokens_per_tile(MQA_HEADS)), _mqa_tiles(s)))
+    return [PublishedShape(name, kind, _seeded(fn), run, total) for name, kind, fn, run, total in shapes]
 
 
 def _seeded(fn):
