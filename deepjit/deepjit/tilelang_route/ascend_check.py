@@ -139,6 +139,8 @@ def format_roofline(estimate: dict | None) -> str:
         return "roofline: n/a (no counters)"
     shown = [u for u in UNITS if u in ("cube", "hbm", "vector") or estimate.get(u)]
     parts = ", ".join(f"{u} {estimate[u] * 1e6:.3f} us" for u in shown)
+    if estimate["bound"] == "none":  # launched, yet nothing the twin counts (e.g. plain __gm__ loads in lanes)
+        return f"roofline: no work counted ({parts}): the twin sees no GM bytes, MACs or vector/SIMT ops"
     return f"roofline estimate, not a measurement: {parts} -> {estimate['bound']}-bound"
 
 

@@ -58,3 +58,13 @@ def test_published_shapes_count_the_full_shapes_tiles():
     assert shapes["fp8_mqa_logits_decode_256q_8192kv_32x128"].tiles_total == (256 // 4) * (8192 // 256)
     assert shapes["fp8_mqa_logits_decode_256q_8192kv_32x128"].kind == "mix"
     assert {s.tiles_run for s in shapes.values()} == {32}
+
+
+def test_sf_transform_reports_its_gm_bytes():
+    """Its lanes load and store GM through asc_ldcg / asc_stcg, which the twin counts: 4096 x 64 FP32 scales
+    read once, 4096 x 32 int16 pairs written once."""
+    with ascend_check.recorded_launches() as launches:
+        assert _case("sf_transform").run() == []
+    counters, _, _ = ascend_check._summed_counters(launches)
+    assert counters["routes"] == {"simt_gm_load": 4096 * 64 * 4, "simt_gm_store": 4096 * 32 * 2}
+    assert ascend_check.roofline(counters, "vector", launches[0][0], "bf16")["bound"] == "hbm"

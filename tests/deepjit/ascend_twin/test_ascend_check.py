@@ -108,3 +108,10 @@ def test_published_shapes_are_labelled_and_errors_fail(capsys):
     out = capsys.readouterr().out
     assert "published shapes" in out and "FAIL fake_lib.gemm_4096 [cube] error: slice too big" in out
     assert ascend_check.run_published_shapes([("fake_lib", shape)], only="nothing") == []
+
+
+def test_a_launch_with_nothing_counted_says_so():
+    # a SIMT kernel whose lanes dereference __gm__ pointers directly moves bytes the twin cannot see
+    est = ascend_check.roofline({"routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0}, "vector", 4, "bf16")
+    assert est["bound"] == "none"
+    assert "no work counted" in ascend_check.format_roofline(est)
