@@ -2,7 +2,9 @@
 found through the package's ``deepjit.ascend_kernels`` entry point): each case runs one kernel on the
 twin through its entry point at a modest shape, compares it with ``deep_gemm.reference`` at upstream's
 tolerance and leaves the roofline to the twin's counters of the launch. The shapes are small enough for
-the twin on a few CPU cores; the counters (and so the estimate) scale with the work, not the shape class.
+the twin on a few CPU cores, so their rooflines say little about the kernels at the sizes that matter:
+``published_shapes()`` gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, MQA
+logits prefill / decode at 8192 KV), each extrapolated from a one-wave slice at the full per-tile work.
 
 ``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
 from __future__ import annotations

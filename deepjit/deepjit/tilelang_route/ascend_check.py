@@ -8,12 +8,16 @@ build + inputs + reference) and ``SourceCase`` objects (a hand-written package `
 through the library's own entry point, which compares with its reference; the twin's counters of
 every launch it makes give the roofline); plain ``kernels()`` specs without a reference are listed as
 not checked. The run fails (exit status 1) when any kernel mismatches or errors, after trying them all.
+A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
+shapes, each extrapolated from the counters of a one-wave slice run on the twin (``--no-published`` skips it).
 
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
 the SIMT lane ops it can see (simt_api/asc_simt.h); the time each unit would need at its rate (per-core
 share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of
-latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte)."""
+latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte), nor of plain ``__gm__``
+dereferences or built-in scalar arithmetic inside SIMT lanes (only asc_ldcg / asc_stcg and the vector
+structs' operators are counted)."""
 from __future__ import annotations
 
 import argparse
