@@ -2,7 +2,9 @@
 found through the package's ``deepjit.ascend_kernels`` entry point): each case runs one kernel on the
 twin through its entry point at a modest shape, compares it with ``deep_gemm.reference`` at upstream's
 tolerance and leaves the roofline to the twin's counters of the launch. The shapes are small enough for
-the twin on a few CPU cores; the counters (and so the estimate) scale with the work, not the shape class.
+the twin on a few CPU cores, so their rooflines say little about the kernels at the sizes that matter:
+``published_shapes()`` gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, MQA
+logits prefill / decode at 8192 KV), each extrapolated from a one-wave slice at the full per-tile work.
 
 ``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
 from __future__ import annotations
@@ -30,15 +32,19 @@ def _bf16_gemm() -> list[str]:
     return _close("d", d, want, 1e-5)
 
 
+def _mx_operand(mn: int, k: int, fp4: bool = False) -> QuantOperand:
+    """A K-major MX operand with per-32 power-of-two scales: E4M3, or packed E2M1 pairs (int8)."""
+    if fp4:
+        data = torch.randint(-128, 128, (mn, k // 2), dtype=torch.int8)
+    else:
+        data = (torch.randn(mn, k) * 8).to(torch.float8_e4m3fn)
+    sf = torch.exp2(torch.randint(-6, 7, (mn, k // 32)).float())
+    return QuantOperand(data, sf, fp4, True, mn, k, None, 1, 32)
+
+
 def _fp8_gemm() -> list[str]:
     from .fp8_mx_gemm import fp8_gemm_nt
-
-    def operand(mn, k):
-        data = (torch.randn(mn, k) * 8).to(torch.float8_e4m3fn)
-        sf = torch.exp2(torch.randint(-6, 7, (mn, k // 32)).float())
-        return QuantOperand(data, sf, False, True, mn, k, None, 1, 32)
-
-    a, b = operand(512, 512), operand(512, 512)
+    a, b = _mx_operand(512, 512), _mx_operand(512, 512)
     d, want = torch.empty(512, 512), torch.empty(512, 512)
     fp8_gemm_nt(a, b, d)
     reference.fp8_fp4_gemm_nt(a, b, want)
@@ -83,12 +89,16 @@ def _k_grouped_bf16() -> list[str]:
     return _close("d", d, want, 1e-5)
 
 
+def _mqa_inputs(s: int, s_kv: int, heads: int, head_dim: int):
+    q = Quantised(torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn), None, False, False)
+    kv = Quantised(*per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False), False, True)
+    return q, kv, torch.randn(s, heads)
+
+
 def _mqa_logits() -> list[str]:
     from .mqa_logits import mqa_logits
     s, s_kv, heads, head_dim = 64, 2048, 32, 128
-    q = Quantised(torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn), None, False, False)
-    kv = Quantised(*per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False), False, True)
-    weights = torch.randn(s, heads)
+    q, kv, weights = _mqa_inputs(s, s_kv, heads, head_dim)
     ke = torch.arange(s, dtype=torch.int32) + (s_kv - s) + 1   # causal prefill of the last s tokens
     ks = torch.zeros(s, dtype=torch.int32)
     got, want = torch.empty(s, s_kv), torch.empty(s, s_kv)
@@ -140,6 +150,79 @@ def cases() -> list:
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
             ("sf_transform_4096x2048", "vector", _sf_transform)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
+
+
+# ---- published shapes: rooflines only (ascend_check.PublishedShape), each from a one-wave slice --------
+# (32 output tiles: one per cube core of the twin's device, the full shape's grid) with the full shape's
+# per-tile work, scaled by the full shape's tile count. GEMM tiles are 128 x 256 (_launch.BLOCK_M/N).
+GEMM = 4096                       # M = N = K of the published dense GEMM shapes
+GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
+MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
+WAVE_M, WAVE_N = 1024, 1024       # 8 x 4 GEMM tiles
+
+
+def _gemm_tiles(m: int, n: int) -> int:
+    from ._launch import m_blocks, n_blocks
+    return m_blocks(m) * n_blocks(n)
+
+
+def _bf16_slice() -> None:
+    from .bf16_gemm import bf16_gemm_nt
+    bf16_gemm_nt(torch.randn(WAVE_M, GEMM).bfloat16(), torch.randn(WAVE_N, GEMM).bfloat16(),
+                 torch.empty(WAVE_M, WAVE_N))
+
+
+def _mx_slice(fp4: bool):
+    def run() -> None:
+        from .fp8_mx_gemm import fp8_gemm_nt
+        fp8_gemm_nt(_mx_operand(WAVE_M, GEMM, fp4), _mx_operand(WAVE_N, GEMM, fp4), torch.empty(WAVE_M, WAVE_N))
+    return run
+
+
+def _m_grouped_slice() -> None:
+    """All 8 groups of 512 rows (psum layout), one 256-column N block of the 4096."""
+    from ._launch import BLOCK_N
+    from .m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous
+    m = GROUPS * GROUP_M
+    row_group = torch.arange(m) // GROUP_M
+    ends = torch.arange(1, GROUPS + 1, dtype=torch.int32) * GROUP_M
+    a, b = torch.randn(m, GROUPED_K).bfloat16(), torch.randn(GROUPS, BLOCK_N, GROUPED_K).bfloat16()
+    m_grouped_bf16_gemm_nt_contiguous(a, b, torch.empty(m, BLOCK_N, dtype=torch.bfloat16),
+                                      GroupedRows(row_group, ends, True, GROUP_M), True)
+
+
+def _mqa_tiles(s: int) -> int:
+    from .mqa_logits import KV_BLOCK, tokens_per_tile
+    return -(-s // tokens_per_tile(MQA_HEADS)) * -(-MQA_KV // KV_BLOCK)
+
+
+def _mqa_slice() -> None:
+    """One tile's queries (128 (token, head) rows) against the whole KV: every query sees all of it
+    (ks = 0, ke = s_kv), so no tile is skipped at either size."""
+    from .mqa_logits import mqa_logits, tokens_per_tile
+    s = tokens_per_tile(MQA_HEADS)
+    q, kv, weights = _mqa_inputs(s, MQA_KV, MQA_HEADS, MQA_DIM)
+    mqa_logits(q, kv, weights, torch.zeros(s, dtype=torch.int32), torch.full((s,), MQA_KV, dtype=torch.int32),
+               torch.empty(s, MQA_KV), False, True)
+
+
+def published_shapes() -> list:
+    from deepjit.tilelang_route.ascend_check import PublishedShape
+
+    from ._launch import BLOCK_N
+    from .mqa_logits import tokens_per_tile
+    gemm = f"{GEMM}x{GEMM}x{GEMM}"
+    wave = _gemm_tiles(WAVE_M, WAVE_N)
+    whole = _gemm_tiles(GEMM, GEMM)
+    shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_slice, wave, whole),
+              (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_slice(False), wave, whole),
+              (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_slice(True), wave, whole),
+              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_slice,
+               GROUPS * _gemm_tiles(GROUP_M, BLOCK_N), GROUPS * _gemm_tiles(GROUP_M, GROUPED_N))]
+    for phase, s in (("prefill", 4096), ("decode", 256)):
+        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_slice,
+                       _mqa_tiles(tokens_per_tile(MQA_HEADS)), _mqa_tiles(s)))
+    return [PublishedShape(name, kind, _seeded(fn), run, total) for name, kind, fn, run, total in shapes]
 
 
 def _seeded(fn):

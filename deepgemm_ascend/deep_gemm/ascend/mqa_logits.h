@@ -133,9 +133,12 @@ __aicore__ inline void logits_begin() {
 
 // The SIMT helpers below are __simt_callee__ functions (what a SIMT VF may call), so they take
 // built-in types and pointers only.
+// Through asc_stcg (written once, never re-read: L2 only), which the twin counts as GM bytes.
 __simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
-  if constexpr (DG_LOGITS_FP32) *p = v;
-  else *p = __float2bfloat16_rn(v);
+  LogitT w;
+  if constexpr (DG_LOGITS_FP32) w = v;
+  else w = __float2bfloat16_rn(v);
+  asc_stcg(p, w);
 }
 
 // sum_h weights[h] * relu(scores[(t, h), j]) for token t of the tile (rows kHalfCols floats apart).

@@ -8,12 +8,16 @@ build + inputs + reference) and ``SourceCase`` objects (a hand-written package `
 through the library's own entry point, which compares with its reference; the twin's counters of
 every launch it makes give the roofline); plain ``kernels()`` specs without a reference are listed as
 not checked. The run fails (exit status 1) when any kernel mismatches or errors, after trying them all.
+A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
+shapes, each extrapolated from the counters of a one-wave slice run on the twin (``--no-published`` skips it).
 
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
 the SIMT lane ops it can see (simt_api/asc_simt.h); the time each unit would need at its rate (per-core
 share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of
-latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte)."""
+latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte), nor of plain ``__gm__``
+dereferences or built-in scalar arithmetic inside SIMT lanes (only asc_ldcg / asc_stcg and the vector
+structs' operators are counted)."""
 from __future__ import annotations
 
 import argparse
@@ -75,6 +79,23 @@ class SourceCase:
     kind: str
     run: Callable[[], list]
     known_gap: str = ""
+
+
+@dataclass(frozen=True)
+class PublishedShape:
+    """A library kernel's roofline at a published (benchmark) shape, from the twin's counters of a run at
+    a slice of it: ``run()`` launches the kernel on ``tiles_run`` of the shape's ``tiles_total`` output
+    tiles, each with the full shape's per-tile work (the real K / KV length / head count), at least one
+    full wave so its grid is the full shape's. The kernels are persistent (blocks walk output tiles), so
+    the full shape's counters are the slice's times ``tiles_total / tiles_run``: an extrapolation, not a
+    run of every tile. ``tiles_run == tiles_total`` is a run of the whole shape."""
+    name: str
+    kind: str
+    run: Callable[[], object]
+    tiles_run: int
+    tiles_total: int
+
+
 # The twin's byte counters by route (backends/ascend_twin/kernel.py ROUTES): HBM traffic is only the
 # routes with a GM end; each on-chip route is time on the unit that moves it. ``fill`` (asc_fill_*)
 # writes on-chip memory and reads nothing: not counted against any unit.
@@ -122,6 +143,8 @@ def format_roofline(estimate: dict | None) -> str:
         return "roofline: n/a (no counters)"
     shown = [u for u in UNITS if u in ("cube", "hbm", "vector") or estimate.get(u)]
     parts = ", ".join(f"{u} {estimate[u] * 1e6:.3f} us" for u in shown)
+    if estimate["bound"] == "none":  # launched, yet nothing the twin counts (e.g. plain __gm__ loads in lanes)
+        return f"roofline: no work counted ({parts}): the twin sees no GM bytes, MACs or vector/SIMT ops"
     return f"roofline estimate, not a measurement: {parts} -> {estimate['bound']}-bound"
 
 
@@ -177,6 +200,33 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
     return total, max(n for n, _ in launches), operand
 
 
+def scaled_counters(counters: dict, tiles_run: int, tiles_total: int) -> dict:
+    """Every count of ``counters`` (the dict ``roofline`` takes) times ``tiles_total / tiles_run``."""
+    def scale(n):
+        return n * tiles_total // tiles_run if (n * tiles_total) % tiles_run == 0 else n * tiles_total / tiles_run
+    return {key: {name: scale(n) for name, n in value.items()} if isinstance(value, dict) else scale(value)
+            for key, value in counters.items()}
+
+
+def run_published(case: PublishedShape) -> dict:
+    """The extrapolated roofline of one published shape: ``{"seconds", "roofline"}``."""
+    with recorded_launches() as launches:
+        start = time.perf_counter()
+        case.run()
+        seconds = time.perf_counter() - start
+    if not launches:
+        raise RuntimeError("no Ascend kernel was launched")
+    counters, num_blocks, operand = _summed_counters(launches)
+    counters = scaled_counters(counters, case.tiles_run, case.tiles_total)
+    return {"seconds": seconds, "roofline": roofline(counters, case.kind, num_blocks, operand)}
+
+
+def published_label(case: PublishedShape) -> str:
+    if case.tiles_run == case.tiles_total:
+        return f"full shape, {case.tiles_total} tiles"
+    return f"extrapolated from {case.tiles_run} of {case.tiles_total} tiles"
+
+
 def run_source_case(case: SourceCase) -> dict:
     with recorded_launches() as launches:
         start = time.perf_counter()
@@ -209,12 +259,11 @@ def run_case(case: Case, seed: int = 0) -> dict:
     return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
 
 
-def library_cases(module_names: Sequence[str] | None = None, log=print) -> list[tuple[str, Case]]:
-    """``(library, case)`` for every library that registers ``cases()`` in ``<import name>.ascend.codegen``
-    (default: each library with a ``deepjit.ascend_kernels`` entry point); the others are noted."""
+def _library_modules(module_names: Sequence[str] | None, log):
+    """``(library, module)`` for each ``<import name>.ascend.codegen`` (default: each library with a
+    ``deepjit.ascend_kernels`` entry point) that imports; the missing ones are noted."""
     if module_names is None:
         module_names = [f"{ep.name}.ascend.codegen" for ep in registered()]
-    found = []
     for name in module_names:
         try:
             module = importlib.import_module(name)
@@ -223,7 +272,20 @@ def library_cases(module_names: Sequence[str] | None = None, log=print) -> list[
                 log(f"note: {name} not found; skipped")
                 continue
             raise
-        library = name.split(".")[0]
+        yield name.split(".")[0], module
+
+
+def library_published(module_names: Sequence[str] | None = None, log=print) -> list[tuple[str, PublishedShape]]:
+    """``(library, shape)`` for every library whose codegen module registers ``published_shapes()``."""
+    return [(library, shape) for library, module in _library_modules(module_names, log)
+            if hasattr(module, "published_shapes") for shape in module.published_shapes()]
+
+
+def library_cases(module_names: Sequence[str] | None = None, log=print) -> list[tuple[str, Case]]:
+    """``(library, case)`` for every library that registers ``cases()`` in ``<import name>.ascend.codegen``
+    (default: each library with a ``deepjit.ascend_kernels`` entry point); the others are noted."""
+    found = []
+    for library, module in _library_modules(module_names, log):
         if hasattr(module, "cases"):
             found += [(library, c) for c in module.cases()]
         elif hasattr(module, "kernels"):
@@ -278,12 +340,42 @@ def run(cases: Sequence[tuple[str, Case]], only: str | None = None, log=print) -
     return results
 
 
+def run_published_shapes(shapes: Sequence[tuple[str, PublishedShape]], only: str | None = None,
+                         log=print) -> list[str]:
+    """Prints each published shape's roofline line; returns the labels of those that raised."""
+    selected = _selected(shapes, only)
+    if selected:
+        log("published shapes (rooflines only: correctness is checked at the small shapes above)")
+    failed = []
+    for library, case in selected:
+        label = f"{library}.{case.name}"
+        try:
+            outcome = run_published(case)
+        except Exception as exc:  # noqa: BLE001 - report it, keep going
+            failed.append(label)
+            log(f"FAIL {label} [{case.kind}] error: {exc}")
+            continue
+        log(f"EST  {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms, {published_label(case)} | "
+            f"{format_roofline(outcome['roofline'])}")
+    return failed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="only kernels whose '<library>.<name>' contains this text")
+    parser.add_argument("--no-published", action="store_true", help="skip the published-shape rooflines")
     args = parser.parse_args(argv)
-    run(all_cases(), only=args.only)
-    return 0
+    try:
+        run(all_cases(), only=args.only)
+        status = 0
+    except SystemExit as exc:
+        status = exc.code
+    if not args.no_published:
+        failed = run_published_shapes(library_published(log=lambda _: None), only=args.only)
+        if failed:
+            print("failed published shapes: " + ", ".join(failed))
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

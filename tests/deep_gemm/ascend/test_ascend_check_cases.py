@@ -45,3 +45,26 @@ def test_make_ascend_check_command_runs_the_hand_written_cases():
                            "deep_gemm.sf_transform"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PASS deep_gemm.sf_transform" in proc.stdout and "1 of 1 Ascend kernel(s) match" in proc.stdout
+
+
+def test_published_shapes_count_the_full_shapes_tiles():
+    """Tile counts of the published shapes (128 x 256 GEMM tiles; MQA tiles of 4 tokens x 32 heads by 256 KV),
+    each slice one wave of the twin's 32 cube cores."""
+    shapes = {s.name: s for s in codegen.published_shapes()}
+    assert shapes["bf16_gemm_nt_4096x4096x4096"].tiles_total == (4096 // 128) * (4096 // 256)
+    assert shapes["fp4_mx_gemm_nt_4096x4096x4096"].kind == "cube"
+    assert shapes["m_grouped_bf16_gemm_psum_8x512x4096x7168"].tiles_total == 8 * (512 // 128) * (4096 // 256)
+    assert shapes["fp8_mqa_logits_prefill_4096q_8192kv_32x128"].tiles_total == (4096 // 4) * (8192 // 256)
+    assert shapes["fp8_mqa_logits_decode_256q_8192kv_32x128"].tiles_total == (256 // 4) * (8192 // 256)
+    assert shapes["fp8_mqa_logits_decode_256q_8192kv_32x128"].kind == "mix"
+    assert {s.tiles_run for s in shapes.values()} == {32}
+
+
+def test_sf_transform_reports_its_gm_bytes():
+    """Its lanes load and store GM through asc_ldcg / asc_stcg, which the twin counts: 4096 x 64 FP32 scales
+    read once, 4096 x 32 int16 pairs written once."""
+    with ascend_check.recorded_launches() as launches:
+        assert _case("sf_transform").run() == []
+    counters, _, _ = ascend_check._summed_counters(launches)
+    assert counters["routes"] == {"simt_gm_load": 4096 * 64 * 4, "simt_gm_store": 4096 * 32 * 2}
+    assert ascend_check.roofline(counters, "vector", launches[0][0], "bf16")["bound"] == "hbm"
