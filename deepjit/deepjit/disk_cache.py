@@ -215,23 +215,26 @@ class BuildLock:
         self.fd = None
         try:
             makedirs(os.path.dirname(path))
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+            # read-only is enough for flock (and works on another user's lock file in a shared cache)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, _FILE_MODE)
         except OSError:
             return
         deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.fd = fd
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self.fd, fd = fd, None
                     return
-                time.sleep(0.05)
-            except OSError:
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.05)
+                except OSError:
+                    return
+        finally:
+            if fd is not None:  # not taken (or interrupted while waiting)
                 os.close(fd)
-                return
 
     @property
     def held(self) -> bool:
@@ -239,8 +242,16 @@ class BuildLock:
 
     def release(self) -> None:
         if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor drops the flock
+            # unlock first: a child forked during the build shares the open file description (and its lock)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
             self.fd = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
 
 
 class CacheEntry:
@@ -403,14 +414,15 @@ class DiskCache:
         lock = None
         if rebuild:
             self.check_tag(tag)
-        self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache")])  # before writing there
-        if not rebuild:
-            lock = BuildLock(os.path.join(root, "locks", f"{tag}.{digest}"))
-            hit = self.lookup(tag, digest)  # published while this process waited for the lock
-            if hit is not None:
-                lock.release()
-                return CacheEntry(root, hit, None)
+        self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache"),
+                            os.path.join(root, "locks")])  # before writing there
         try:
+            if not rebuild:  # a rebuild (after set_aside) takes no lock: the entry it replaces was published
+                lock = BuildLock(os.path.join(root, "locks", f"{tag}.{digest}"))
+                hit = self.lookup(tag, digest)  # published while this process waited for the lock
+                if hit is not None:
+                    lock.release()
+                    return CacheEntry(root, hit, None)
             return self._build_entry(root, tag, digest, lock)
         except BaseException:
             if lock is not None:

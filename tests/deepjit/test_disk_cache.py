@@ -183,3 +183,42 @@ def test_an_abandoned_build_releases_its_lock(tmp_path):
     start = time.monotonic()
     build(cache, {"payload": "y"}).commit()
     assert time.monotonic() - start < 5
+
+
+def test_a_failing_lookup_after_the_lock_releases_it(tmp_path, monkeypatch):
+    cache = DiskCache([str(tmp_path)])
+    calls = []
+    lookup = cache.lookup
+
+    def failing(tag, digest):
+        calls.append(tag)
+        if len(calls) == 2:  # the re-lookup under the lock
+            raise OSError("disk trouble")
+        return lookup(tag, digest)
+
+    monkeypatch.setattr(cache, "lookup", failing)
+    with pytest.raises(OSError, match="disk trouble"):
+        cache.entry("kern", DIGEST)
+    monkeypatch.setattr(disk_cache, "BUILD_WAIT_SECONDS", 30)
+    start = time.monotonic()
+    build(cache, {"payload": "x"}).commit()
+    assert time.monotonic() - start < 5  # the lock was not left held
+
+
+def test_a_forked_child_does_not_keep_the_lock(tmp_path):
+    import os
+    cache = DiskCache([str(tmp_path)])
+    entry = build(cache, {"payload": "x"})
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child holds the inherited descriptor until the parent is done
+        os.read(r, 1)
+        os._exit(0)
+    try:
+        entry.abandon()
+        start = time.monotonic()
+        build(cache, {"payload": "y"}).commit()
+        assert time.monotonic() - start < 5
+    finally:
+        os.write(w, b"x")
+        os.waitpid(pid, 0)

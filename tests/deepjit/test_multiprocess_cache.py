@@ -30,19 +30,35 @@ def spawn(tmp_path, cxx, source=ADD_SOURCE, child=CHILD):
 
 def test_concurrent_processes_publish_one_entry(tmp_path):
     n = 4
-    starts = tmp_path / "starts"
+    starts, ready, go = tmp_path / "starts", tmp_path / "ready", tmp_path / "go"
     starts.mkdir()
-    # Each compiler run records itself and takes a while, so the n processes miss together.
+    ready.mkdir()
+    # The compiler records itself, then holds its build until the test says go.
     cxx = wrap_cxx(tmp_path / "cxx", f"""
         open(os.path.join({str(starts)!r}, str(os.getpid())), "w").close()
-        time.sleep(1.0)
+        deadline = time.time() + 60
+        while not os.path.exists({str(go)!r}):
+            if time.time() > deadline:
+                sys.exit("go timeout")
+            time.sleep(0.01)
     """)
-    procs = [spawn(tmp_path, cxx) for _ in range(n)]
+    # each child says when it is about to compile
+    child = CHILD.replace('kernel = rt.compile(', f'import os; open(os.path.join({str(ready)!r}, str(os.getpid())), "w")'
+                                                   '.close()\nkernel = rt.compile(')
+    assert child != CHILD
+    procs = [spawn(tmp_path, cxx, child=child) for _ in range(n)]
+    deadline = time.time() + 60
+    while len(os.listdir(ready)) < n or not os.listdir(starts):
+        assert time.time() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.02)
+    time.sleep(0.5)  # the others have missed by now: without the lock each would be compiling too
+    assert len(os.listdir(starts)) == 1 and all(p.poll() is None for p in procs)  # they wait at the build lock
+    go.touch()
     outputs = [p.communicate(timeout=120) for p in procs]
     for p, (_, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
     results = {tuple(out.split()) for out, _ in outputs}
-    assert len(os.listdir(starts)) == 1  # the build lock: one compile, the others waited and hit
+    assert len(os.listdir(starts)) == 1  # one compile; the waiters hit the published entry
     assert len(results) == 1 and next(iter(results))[1] == "42"
     path = next(iter(results))[0]
     assert list_entries(tmp_path / "cache") == [os.path.basename(path)]
@@ -65,6 +81,7 @@ def test_concurrent_processes_without_the_lock_still_publish_one_entry(tmp_path)
     """)
     no_wait = CHILD.replace("import ctypes, sys, deepjit", "import ctypes, sys, deepjit, deepjit.disk_cache as dc; "
                             "dc.BUILD_WAIT_SECONDS = 0")
+    assert no_wait != CHILD
     procs = [spawn(tmp_path, cxx, child=no_wait) for _ in range(n)]
     outputs = [p.communicate(timeout=120) for p in procs]
     for p, (_, err) in zip(procs, outputs, strict=True):

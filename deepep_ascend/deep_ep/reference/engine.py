@@ -182,7 +182,8 @@ class ReferenceEngine(HostEngine):
 
     def _reduce(self, c: CombineArgs, sum_weights: bool, slot_weights):
         plan = c.handle._plan
-        back, self._back = ReturnedRows.of(self._back, c), None
+        returned, self._back = self._back, None  # cleared first: a failed reduction leaves nothing behind
+        back = ReturnedRows.of(returned, c)
         rows, weights, multi, valid, owner, start = (back.rows, back.weights, back.multi, back.valid, back.owner,
                                                      back.start)
         T, K = valid.shape

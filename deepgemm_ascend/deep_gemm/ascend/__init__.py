@@ -37,12 +37,12 @@ twin's CPU tensors only -- where the rows to check come from a layout, only with
   ``DG_K_GROUPED``) when every non-empty group starts at a multiple of 64 K rows.
 
 No entry point reads a layout (psum or ``m_indices``), ``masked_m``, range or page-table value on the
-host: the K-grouped groups come from ``ks_cpu`` or, with the psum layout alone, as device tensors (``KGroups``), and the
-kernels' group tables and scale indices are built with tensor ops.
+host: the K-grouped groups come from ``ks_cpu`` or, with the psum layout alone, as device tensors
+(``KGroups``), and the kernels' group tables and scale indices are built with tensor ops.
 
-Served by the reference instead (the table's ``accepts`` sends them there; called directly, the entry
-points above raise ``NotImplementedError`` for them): FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row pair grid, and the MQA
-logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
+Served by the reference instead (the table's ``accepts`` sends them there before any entry point above
+is called): FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row
+pair grid, and the MQA logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
 The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
 the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
 

@@ -53,8 +53,11 @@ def contiguous_layout(rows, m: int, device) -> tuple[torch.Tensor, dict, int]:
     checked against M before a launch."""
     if not isinstance(rows.alignment, int) or rows.alignment < 1:
         raise ValueError(f"alignment: expected a positive int, got {rows.alignment!r}")
-    want = rows.layout.numel() if rows.use_psum_layout else m
-    if rows.layout.dim() != 1 or rows.layout.numel() != want or rows.layout.dtype != torch.int32:
+    # psum: one end per group (its count is checked against B's groups where the layout is parsed); m_indices: one
+    # group id per row of A
+    wrong_length = not rows.use_psum_layout and rows.layout.numel() != m
+    if rows.layout.dim() != 1 or wrong_length or rows.layout.dtype != torch.int32:
+        want = "G" if rows.use_psum_layout else m
         raise ValueError(f"grouped_layout: expected int32 [{want}], got {rows.layout.dtype} {tuple(rows.layout.shape)}")
     layout = rows.layout.to(device=device).contiguous()
     if rows.use_psum_layout:

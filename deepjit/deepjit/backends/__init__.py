@@ -63,7 +63,6 @@ class Backend:
         show = self.env.get_bool("JIT_DEBUG") or self.env.get_bool("JIT_PRINT_COMPILER_COMMAND")
         return call_compiler(argv, cwd=cwd, print_command=show)
 
-
     @staticmethod
     def require_output(path: str, what: str) -> None:
         """A compiler step that exits 0 without writing ``path`` (or writing it empty) is a ``CompileError``."""

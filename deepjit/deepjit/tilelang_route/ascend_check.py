@@ -170,7 +170,8 @@ def recorded_launches():
     def launch(self, options=None, *args):
         result = original(self, options, *args)
         # the twin's counters know the block count even where a symbolic grid chose it
-        launches.append((getattr(result, "num_blocks", None) or (options.num_blocks if options else self.grid),
+        static_grid = self.grid if isinstance(self.grid, int) else None  # not a symbolic grid's formula
+        launches.append((getattr(result, "num_blocks", None) or (options.num_blocks if options else static_grid),
                          result))
         return result
 
@@ -197,7 +198,7 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
         for width, n in (result.cube_macs_by_input() if hasattr(result, "cube_macs_by_input") else {}).items():
             by_width[width] = by_width.get(width, 0) + n
     operand = OPERAND_OF_WIDTH[max(by_width, key=by_width.get)] if by_width else "bf16"
-    return total, max(n for n, _ in launches), operand
+    return total, max((n for n, _ in launches if n), default=None), operand
 
 
 def scaled_counters(counters: dict, tiles_run: int, tiles_total: int) -> dict:

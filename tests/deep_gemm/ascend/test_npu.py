@@ -2,7 +2,7 @@
 the public ops on NPU tensors against the same ops served by the reference on CPU copies of the inputs
 (DG_BACKEND=reference), at the twin tests' tolerances (calc_diff < 1e-5 BF16, < 1e-3 FP8/FP4), the
 layouts, families and shape classes the twin tests cover (every family of deep_gemm/ascend: dense, psum M-grouped, masked,
-K-grouped, MQA and paged MQA logits, sf transforms), plus larger shapes on a real NPU. The Ascend
+m_indices, K-grouped, MQA and paged MQA logits, sf transforms), plus larger shapes on a real NPU. The Ascend
 contract is made explicit so both sides see it: mk alignment 256, int16 scales, use_psum_layout, the
 scheduler's num_sms. NPU_TESTS_ON_TWIN=1 runs this file on the twin (tests/testkit/npu.py), with the
 small shapes only."""
@@ -10,12 +10,16 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm import formats, runtime
+from deep_gemm import _dispatch, formats, runtime
 from deep_gemm.testing import calc_diff
+from deep_gemm.testing.generators import threshold
 from tests.deep_gemm.ascend._grouped import SENTINEL, psum_ends
 from tests.deep_gemm.ascend.test_bf16_gemm import SHAPES, VARIANTS
 from tests.deep_gemm.ascend.test_bf16_gemm import _operand as _bf16_operand
 from tests.deep_gemm.ascend.test_fp8_mx_gemm import EXACT, MANY, TAILS
+from tests.deep_gemm.ascend.test_m_grouped_m_indices import _m_indices
+from tests.deep_gemm.ascend.test_m_grouped_m_indices import _op as _m_indices_op
+from tests.deep_gemm.ascend.test_m_grouped_m_indices import _operands as _m_indices_operands
 from tests.deep_gemm.ascend.test_mqa_logits import _ranges
 from tests.deep_gemm.ascend.test_paged_mqa_logits import _inputs as _paged_inputs
 from tests.deep_gemm.ascend.test_paged_mqa_logits import _lengths as _paged_lengths
@@ -48,7 +52,18 @@ def _npu_and_reference(monkeypatch, op, args: tuple, kwargs: dict | None = None,
     DG_BACKEND=``backend``; the result is the return value, or the in-place ``args[out]``."""
     kwargs = kwargs or {}
     npu_args = _to(args, NPU)
-    got = op(*npu_args, **kwargs)
+    served, select = [], _dispatch.TABLE.select
+
+    def record(name, device, *a, **k):
+        backend, fn = select(name, device, *a, **k)
+        served.append((name, backend))
+        return backend, fn
+
+    with monkeypatch.context() as m:
+        m.setattr(_dispatch.TABLE, "select", record)
+        got = op(*npu_args, **kwargs)
+    # every table call of the NPU side picks the Ascend kernel (no silent reference on the device)
+    assert all(b == "ascend" for _, b in served), served
     got = (npu_args[out] if out is not None else got).cpu()
     cpu_args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
     with monkeypatch.context() as m:   # restores the twin mode's DG_BACKEND=ascend after
@@ -174,13 +189,11 @@ def _grouped_quant(make, g, mn, k):
     return torch.stack([p[0] for p in parts]), torch.stack([p[1].t() for p in parts]).transpose(1, 2)
 
 
-@pytest.mark.parametrize("kind", ["fp8", "fp4"])
-@pytest.mark.parametrize("layout", ["nt", "nn"])
+# nn takes B MN-major: FP8 only (FP4 is packed along K)
+@pytest.mark.parametrize(("kind", "layout"), [("fp8", "nt"), ("fp4", "nt"), ("fp8", "nn")])
 @pytest.mark.parametrize(("counts", "m", "n", "k"), PSUM)
 def test_m_grouped_mx_psum(monkeypatch, kind, layout, counts, m, n, k):
     make, _ = KINDS[kind]
-    if layout == "nn" and kind == "fp4":
-        pytest.skip("nn takes B MN-major: FP8 only (FP4 is packed along K)")   # covered by the fp8 case
     b = _grouped_quant(make, len(counts), n, k)
     op = deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous
     if layout == "nn":
@@ -189,6 +202,23 @@ def test_m_grouped_mx_psum(monkeypatch, kind, layout, counts, m, n, k):
     got, want = _npu_and_reference(monkeypatch, op, args, dict(recipe=(1, 1, 32), use_psum_layout=True), out=2)
     assert torch.equal(got == SENTINEL, want == SENTINEL)
     assert calc_diff(got, want) < 1e-3
+
+
+# (kind, layout, ensure_zero_padding): the zero padding is a second store after the tile's (ordered on the twin;
+# this checks the order on an NPU)
+@pytest.mark.parametrize(("kind", "layout", "zero_padding"),
+                         [("bf16", "nt", True), ("bf16", "nn", False), ("fp8_mx", "nt", True), ("fp4", "nt", False)])
+def test_m_grouped_m_indices(monkeypatch, kind, layout, zero_padding):
+    counts, m, n, k = [200, 0, 300], 1024, 72, 200
+    a, b, extra = _m_indices_operands(kind, layout, m, n, k, len(counts))
+    m_indices = _m_indices(counts, ALIGN, m)
+    d = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
+    got, want = _npu_and_reference(monkeypatch, _m_indices_op(kind, layout), (a, b, d, m_indices),
+                                   dict(use_psum_layout=False, ensure_zero_padding=zero_padding, **extra), out=2)
+    block_first = m_indices[torch.arange(m) // ALIGN * ALIGN]
+    computed = (m_indices >= 0) if zero_padding else (block_first >= 0)
+    assert torch.all(got[~computed] == (0.0 if zero_padding else SENTINEL))
+    assert calc_diff(got[computed], want[computed]) < threshold(kind)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
