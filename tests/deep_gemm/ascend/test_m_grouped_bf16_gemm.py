@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deep_gemm import reference
-from deep_gemm._operands import GroupedRows
 from deep_gemm.ascend.m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous, m_grouped_bf16_gemm_nt_masked
 from deep_gemm.testing import calc_diff
 from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
