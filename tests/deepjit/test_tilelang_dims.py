@@ -21,9 +21,11 @@ def test_grid_formulas_are_integer_arithmetic_only():
     assert dims.num_blocks(6, {}) == 6
     assert dims.num_blocks("((n + 15) // 16) * (T.min(m, 4) % 3 - 1)", {"n": 33, "m": 9}) == 0
     assert dims.num_blocks("(n + 63) // 64 * 2", {"n": 65}) == 4
-    for bad in ("__import__('os')", "n ** 2", "n.real", "k + 1", "n +"):
+    for bad in ("__import__('os')", "n ** 2", "n.real", "k + 1", "n +", "os.min(n, 2)"):
         with pytest.raises(DeepJITError, match="unsupported block count formula"):
             dims.num_blocks(bad, {"n": 1})
+    with pytest.raises(DeepJITError, match="divides by zero"):
+        dims.num_blocks("n // (n - 1)", {"n": 1})
 
 
 def test_one_lowering_runs_every_size_on_the_twin():

@@ -81,7 +81,7 @@ def _evaluate(formula: str, values: dict[str, int]) -> int:
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](ev(node.left), ev(node.right))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CALLS
-                and not node.keywords):
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "T" and not node.keywords):
             return _CALLS[node.func.attr](*(ev(a) for a in node.args))
         raise DeepJITError(f"unsupported block count formula {formula!r} (at {ast.dump(node)[:60]})")
 
@@ -89,3 +89,5 @@ def _evaluate(formula: str, values: dict[str, int]) -> int:
         return ev(ast.parse(formula, mode="eval"))
     except SyntaxError as exc:
         raise DeepJITError(f"unsupported block count formula {formula!r}: {exc}") from None
+    except ZeroDivisionError:
+        raise DeepJITError(f"block count formula {formula!r} divides by zero at {values}") from None
