@@ -163,7 +163,7 @@ class KernelLibrary:
 
             lowered = cached_lowering(builder, *args, disk_cache=DiskCache.from_env(self.env))
             handle = AscendKernelHandle(self, lowered.symbol, lowered.source, lowered.grid, options, lowered.params,
-                                        lowered.dims)
+                                        lowered.dims, lowered.specs)
             with self._lock:
                 self._kernels[memo] = handle
         return handle
@@ -205,12 +205,13 @@ class AscendKernelHandle:
     arguments are CPU tensors, on the NPU when they are NPU tensors. A TileLang kernel takes its
     tensors in the PrimFunc's parameter order (``params``: their names, mapped onto the lowered kernel's);
     its symbolic dimensions (``dims``, see ``tilelang_route.dims``) are read off their shapes, and a ``grid``
-    formula in them gives the default block count."""
+    formula in them gives the default block count; every launch checks the tensors against ``specs``
+    (``tilelang_route.twin.tensor_specs``: rank, static extents, dtype, contiguity)."""
 
     def __init__(self, library: KernelLibrary, name: str, source: str, grid: int | str | None, options,
-                 params: tuple[str, ...] | None = None, dims=()):
+                 params: tuple[str, ...] | None = None, dims=(), specs=()):
         self.library, self.name, self.source, self.grid, self.options = library, name, source, grid, options
-        self.params, self.dims = params, dims
+        self.params, self.dims, self.specs = params, dims, specs
         self._compiled: dict[bool, object] = {}
 
     def kernel(self, twin: bool):
@@ -234,7 +235,9 @@ class AscendKernelHandle:
         grid = self.grid
         if self.params is not None:
             from .tilelang_route import dims
-            from .tilelang_route.twin import arguments_by_name
+            from .tilelang_route.twin import arguments_by_name, check_tensors
+            if self.specs:  # shapes and dtypes before any launch: the kernel addresses the tensors from them
+                check_tensors(self.specs, args, f"{self.library.name}.{self.name}")
             values = dims.bind(self.dims, args)
             grid = None if grid is None else dims.num_blocks(grid, values)
             args = arguments_by_name(self.params, self.source, args, values)

@@ -39,6 +39,7 @@ class CachedLowering:
     grid: int | str  # block count of the launch, or its formula in the symbolic dimensions (dims.num_blocks)
     params: tuple[str, ...]  # the PrimFunc's tensor names in parameter order
     dims: dims.ShapeVars = ()  # where each symbolic dimension sits among those tensors
+    specs: tuple = ()  # each tensor's shape and dtype (twin.tensor_specs), checked at every launch
 
 
 def _tilelang_version() -> str:
@@ -87,14 +88,15 @@ def lowering_key(builder, args: tuple) -> str:
 
 def _lower(prim_func) -> CachedLowering:
     """TileLang's lowering of ``prim_func`` (imports TileLang)."""
-    from .twin import lower_with_grid
+    from .twin import lower_with_grid, tensor_specs
 
     missing = [str(p) for p in prim_func.params if p not in prim_func.buffer_map]
     if missing:
         raise DeepJITError(f"cached_lowering: scalar kernel parameters ({', '.join(missing)}) are not supported")
     lowered, grid = lower_with_grid(prim_func)
     return CachedLowering(str(prim_func.attrs["global_symbol"]), lowered.source, grid,
-                          tuple(prim_func.buffer_map[p].name for p in prim_func.params), dims.shape_vars(prim_func))
+                          tuple(prim_func.buffer_map[p].name for p in prim_func.params), dims.shape_vars(prim_func),
+                          tensor_specs(prim_func))
 
 
 def _read(path: str) -> CachedLowering:
@@ -104,8 +106,9 @@ def _read(path: str) -> CachedLowering:
         source = f.read()
     grid = record["grid"]
     places = tuple((name, tuple((int(i), int(d)) for i, d in where)) for name, where in record.get("dims", ()))
+    specs = tuple((name, tuple(shape), dtype) for name, shape, dtype in record["specs"])
     return CachedLowering(record["symbol"], source, grid if isinstance(grid, str) else int(grid),
-                          tuple(record["params"]), places)
+                          tuple(record["params"]), places, specs)
 
 
 def cached_lowering(builder, *args, disk_cache: DiskCache | None = None) -> CachedLowering:
@@ -135,7 +138,8 @@ def cached_lowering(builder, *args, disk_cache: DiskCache | None = None) -> Cach
         write_file_sync(os.path.join(entry.tmp_path, _SOURCE), lowered.source)
         write_file_sync(os.path.join(entry.tmp_path, _RECORD), json.dumps(
             {"symbol": lowered.symbol, "grid": lowered.grid, "params": list(lowered.params),
-             "dims": [[name, [list(p) for p in where]] for name, where in lowered.dims]}))
+             "dims": [[name, [list(p) for p in where]] for name, where in lowered.dims],
+             "specs": [[name, list(shape), dtype] for name, shape, dtype in lowered.specs]}))
         meta = {"builder": f"{builder.__module__}:{builder.__qualname__}", "args": repr(tuple(args)),
                 "tilelang": _tilelang_version(), DIGESTS_KEY: artifact_digests(entry.tmp_path)}
         write_file_sync(os.path.join(entry.tmp_path, "meta.json"), json.dumps(meta, separators=(",", ":")))

@@ -59,31 +59,53 @@ def lower_with_grid(func) -> tuple[LoweredKernel, int | str]:
 PACKED_FP4 = {"float4_e2m1fn": "float4_e2m1fn_x2"}
 
 
-def _check_tensors(func, tensors) -> None:
+# (name, shape: an int per static extent, the name of a symbolic one, dtype as torch names it) per tensor
+TensorSpecs = tuple[tuple[str, tuple, str], ...]
+
+
+def tensor_specs(func) -> TensorSpecs:
+    """What each tensor parameter of the PrimFunc must be, in parameter order (packed FP4 as torch holds it:
+    half the last extent, the x2 dtype)."""
+    specs = []
+    for p in func.params:
+        buf = func.buffer_map[p]
+        shape = tuple(int(s.value) if hasattr(s, "value") else str(s) for s in buf.shape)
+        dtype = str(buf.dtype)
+        if dtype in PACKED_FP4 and isinstance(shape[-1], int):  # two elements per byte: torch's x2 dtype
+            dtype, shape = PACKED_FP4[dtype], (*shape[:-1], shape[-1] // 2)
+        specs.append((buf.name, shape, dtype))
+    return tuple(specs)
+
+
+def check_tensors(specs: TensorSpecs, tensors, kernel: str) -> None:
+    """``tensors`` match ``specs``: count, rank, every static extent, dtype, contiguity (the kernel addresses
+    them from these; a smaller tensor would be read or written out of bounds). A symbolic extent takes any
+    size (``dims.bind`` checks that the tensors sharing it agree)."""
     import torch
 
-    params = [p for p in func.params if p in func.buffer_map]
-    if len(tensors) != len(params) or len(params) != len(func.params):
-        raise TypeError(f"{func.attrs['global_symbol'] if func.attrs else 'kernel'} takes {len(params)} tensors "
-                        f"({', '.join(func.buffer_map[p].name for p in params)}), got {len(tensors)} arguments")
-    for p, t in zip(params, tensors, strict=True):
-        buf = func.buffer_map[p]
+    if len(tensors) != len(specs):
+        raise TypeError(f"{kernel} takes {len(specs)} tensors ({', '.join(n for n, _, _ in specs)}), "
+                        f"got {len(tensors)} arguments")
+    for (name, shape, dtype), t in zip(specs, tensors, strict=True):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"tensor {buf.name}: expected a torch.Tensor, got {type(t).__name__}")
-        if t.device.type != "cpu":
-            raise ValueError(f"tensor {buf.name}: the twin runs on CPU tensors, got device {t.device}")
-        # a symbolic dimension (its name here) takes any size; dims.bind checks tensors sharing one agree
-        shape = tuple(int(s.value) if hasattr(s, "value") else str(s) for s in buf.shape)
-        want = str(buf.dtype)
-        if want in PACKED_FP4 and isinstance(shape[-1], int):  # two elements per byte: torch's x2 dtype
-            want, shape = PACKED_FP4[want], (*shape[:-1], shape[-1] // 2)
+            raise TypeError(f"{kernel}: tensor {name}: expected a torch.Tensor, got {type(t).__name__}")
         if len(t.shape) != len(shape) or any(isinstance(s, int) and s != g for s, g in zip(shape, t.shape, strict=False)):
-            raise ValueError(f"tensor {buf.name}: expected shape {shape}, got {tuple(t.shape)}")
+            raise ValueError(f"{kernel}: tensor {name}: expected shape {shape}, got {tuple(t.shape)}")
         got = str(t.dtype).removeprefix("torch.")
-        if want != got:
-            raise ValueError(f"tensor {buf.name}: expected dtype {want}, got {got}")
+        if dtype != got:
+            raise ValueError(f"{kernel}: tensor {name}: expected dtype {dtype}, got {got}")
         if not t.is_contiguous():
-            raise ValueError(f"tensor {buf.name}: must be contiguous")
+            raise ValueError(f"{kernel}: tensor {name}: must be contiguous")
+
+
+def _check_tensors(func, tensors) -> None:
+    kernel = str(func.attrs["global_symbol"]) if func.attrs else "kernel"
+    if len(func.params) != len([p for p in func.params if p in func.buffer_map]):
+        raise TypeError(f"{kernel}: scalar kernel parameters are not supported")
+    check_tensors(tensor_specs(func), tensors, kernel)
+    for (name, _, _), t in zip(tensor_specs(func), tensors, strict=True):
+        if t.device.type != "cpu":
+            raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
 
 
 def kernel_arguments(prim_func, source: str, tensors, values: dict[str, int]) -> list:

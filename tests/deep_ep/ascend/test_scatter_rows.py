@@ -1,6 +1,7 @@
 """deep_ep.ascend.scatter (pack by destination rank, unpack into the expanded layout with zero ranges)
 on the Ascend twin, bit-exact against a row-by-row scatter: BF16 and E4M3 rows, -1 positions, rows
 no position names left as they were, zero ranges (empty ones included) applied after the rows."""
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,3 +80,20 @@ def test_one_kernel_serves_every_row_count():
             assert torch.equal(out.view(torch.uint8), want.view(torch.uint8)), n
     assert [blocks for blocks, _ in launches] == [1, 2, 3]
     assert [k[2] for k in LIB._kernels if k[:2] == ("tilelang", scatter.build) and k[2][0] == 64] == [(64, 2)]
+
+
+def test_the_launch_checks_each_tensor_against_the_kernel():
+    """deepjit checks rank, static extents, dtype and contiguity at every library launch (a smaller tensor would
+    be an out-of-bounds access on an NPU), before the kernel runs; nothing is written."""
+    from deep_ep.ascend import scatter
+    from deep_ep.ascend.launch import launch
+
+    src, pos = torch.arange(6 * 8, dtype=torch.int32).view(6, 8), torch.zeros(6, 2, dtype=torch.int32)
+    zeros, out = torch.zeros(0, 2, dtype=torch.int32), torch.full((6, 8), 7, dtype=torch.int32)
+    for bad, match in [((src[:, :4].contiguous(), pos, zeros, out), r"tensor In: expected shape \('n', 8\)"),
+                       ((src, pos.long(), zeros, out), "tensor Pos: expected dtype int32, got int64"),
+                       ((src, pos, zeros, out.t().contiguous().t()), "tensor Out: must be contiguous"),
+                       ((src, pos, zeros), "takes 4 tensors")]:
+        with pytest.raises((ValueError, TypeError), match=match):
+            launch(scatter.build, (32, 2), *bad)
+    assert torch.all(out == 7)
