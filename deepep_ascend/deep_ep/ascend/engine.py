@@ -207,10 +207,7 @@ class AscendEngine(HostEngine):
     def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
         """``(combined, weights)``; ``out`` (from ``combine_output``) receives the combined rows if given."""
         plan = c.handle._plan
-        returned, self._back = self._back, None  # cleared first: a failed reduction leaves nothing behind
-        back = ReturnedRows.of(returned, c)
-        rows, weights, multi, valid, owner, start = (back.rows, back.weights, back.multi, back.valid, back.owner,
-                                                     back.start)
+        rows, weights, multi, valid, owner, start = ReturnedRows.take(self, c)
         T, K = valid.shape
         dev = valid.device
         dst_slot = plan.dst_slot.long()

@@ -7,6 +7,7 @@ combine ``combine_send`` -> ``combine_reduce``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -36,8 +37,7 @@ class DispatchOutputs:
     pad_rows: torch.Tensor | None
 
 
-@dataclass
-class ReturnedRows:
+class ReturnedRows(NamedTuple):
     """What a collective engine's combine_send brought back, with the routing its reduction needs: ``rows``
     (and ``weights``) from every rank back to back in rank order, ``start[r]`` the first row from rank
     ``r``; ``multi``: one row per (token, receiving rank) rather than per (token, top-k slot)."""
@@ -49,8 +49,10 @@ class ReturnedRows:
     start: torch.Tensor  # [R] int64
 
     @classmethod
-    def of(cls, back: tuple, c: CombineArgs) -> ReturnedRows:
-        rows, weights, multi = back
+    def take(cls, engine, c: CombineArgs) -> ReturnedRows:
+        """``engine._back`` (what its combine_send stored), cleared first so a failed reduction leaves
+        nothing behind, with the routing of ``c``."""
+        (rows, weights, multi), engine._back = engine._back, None
         plan, idx = c.handle._plan, c.handle._topk_idx
         valid = idx >= 0
         owner = torch.where(valid, idx // plan.num_local_experts, 0)

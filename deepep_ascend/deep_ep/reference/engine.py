@@ -182,10 +182,7 @@ class ReferenceEngine(HostEngine):
 
     def _reduce(self, c: CombineArgs, sum_weights: bool, slot_weights):
         plan = c.handle._plan
-        returned, self._back = self._back, None  # cleared first: a failed reduction leaves nothing behind
-        back = ReturnedRows.of(returned, c)
-        rows, weights, multi, valid, owner, start = (back.rows, back.weights, back.multi, back.valid, back.owner,
-                                                     back.start)
+        rows, weights, multi, valid, owner, start = ReturnedRows.take(self, c)
         T, K = valid.shape
         dev = valid.device
         acc = torch.zeros(T, plan.hidden, device=dev)

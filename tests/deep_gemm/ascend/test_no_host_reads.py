@@ -158,18 +158,21 @@ def test_k_grouped_psum_values_are_checked_only_in_the_debug_mode(monkeypatch):
         deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None, layout, c=c)
 
 
+def _m_grouped_operands(dtype: str, m: int, n: int, k: int):
+    """``(a, b, op, extra kwargs)`` of a two-group M-grouped contiguous nt GEMM: BF16, or FP8 with scales."""
+    a, b = torch.randn(m, k), torch.randn(2, n, k)
+    if dtype == "bf16":
+        return a.bfloat16(), b.bfloat16(), deep_gemm.m_grouped_bf16_gemm_nt_contiguous, {}
+    a = (a.to(torch.float8_e4m3fn), torch.ones(m, k // 32))
+    b = (b.to(torch.float8_e4m3fn), torch.full((2, n, k // 32), 0.5))
+    return a, b, deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous, {"recipe": (1, 1, 32)}
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_m_grouped_psum(monkeypatch, dtype):
     n, k, layout = 40, 128, _psum_ends([60, 30])
     m = ALIGNMENT + 30
-    a, b = torch.randn(m, k), torch.randn(2, n, k)
-    if dtype == "bf16":
-        a, b = a.bfloat16(), b.bfloat16()
-        fn, extra = deep_gemm.m_grouped_bf16_gemm_nt_contiguous, {}
-    else:
-        a = (a.to(torch.float8_e4m3fn), torch.ones(m, k // 32))
-        b = (b.to(torch.float8_e4m3fn), torch.full((2, n, k // 32), 0.5))
-        fn, extra = deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous, {"recipe": (1, 1, 32)}
+    a, b, fn, extra = _m_grouped_operands(dtype, m, n, k)
 
     def call():
         d = torch.zeros(m, n, dtype=torch.bfloat16)
@@ -186,14 +189,7 @@ def test_m_grouped_m_indices(monkeypatch, dtype, zero_padding):
     n, k, m = 40, 128, 3 * ALIGNMENT
     layout = torch.full((m,), -1, dtype=torch.int32)
     layout[:60], layout[ALIGNMENT:ALIGNMENT + 30] = 1, 0  # the third block is padding
-    a, b = torch.randn(m, k), torch.randn(2, n, k)
-    if dtype == "bf16":
-        a, b = a.bfloat16(), b.bfloat16()
-        fn, extra = deep_gemm.m_grouped_bf16_gemm_nt_contiguous, {}
-    else:
-        a = (a.to(torch.float8_e4m3fn), torch.ones(m, k // 32))
-        b = (b.to(torch.float8_e4m3fn), torch.full((2, n, k // 32), 0.5))
-        fn, extra = deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous, {"recipe": (1, 1, 32)}
+    a, b, fn, extra = _m_grouped_operands(dtype, m, n, k)
 
     def call():
         d = torch.full((m, n), -7.0, dtype=torch.bfloat16)
