@@ -102,8 +102,9 @@ def _check_tensors(func, tensors) -> None:
     kernel = str(func.attrs["global_symbol"]) if func.attrs else "kernel"
     if len(func.params) != len([p for p in func.params if p in func.buffer_map]):
         raise TypeError(f"{kernel}: scalar kernel parameters are not supported")
-    check_tensors(tensor_specs(func), tensors, kernel)
-    for (name, _, _), t in zip(tensor_specs(func), tensors, strict=True):
+    specs = tensor_specs(func)
+    check_tensors(specs, tensors, kernel)
+    for (name, _, _), t in zip(specs, tensors, strict=True):
         if t.device.type != "cpu":
             raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
 
