@@ -11,6 +11,10 @@ from .._lib import LIB
 
 # Output tile of cube_gemm.h (DG_BLOCK_M x DG_BLOCK_N defaults): sizes the persistent grids.
 BLOCK_M, BLOCK_N = 128, 256
+# The cube-only dense kernels' wide tile (256 x 256): half the GM (L2) bytes per FLOP of 128 x 256.
+WIDE_BLOCK_M = 256
+# cube_gemm.h's DG_SWIZZLE_M: M blocks per panel of the tile walk (tile_at).
+SWIZZLE_M = 8
 
 
 def kernel(name: str, relative_path: str, defines: Mapping[str, object]):
@@ -31,8 +35,15 @@ def n_blocks(n: int) -> int:
     return -(-n // BLOCK_N)
 
 
-def m_blocks(m: int) -> int:
-    return -(-m // BLOCK_M)
+def m_blocks(m: int, block_m: int = BLOCK_M) -> int:
+    return -(-m // block_m)
+
+
+def dense_block_m(m: int, n: int, cores: int) -> int:
+    """BLOCK_M of the cube-only dense GEMMs (bf16_gemm.asc, fp8_mx_gemm.asc): the wide tile where it
+    still gives every cube core a tile, else 128. The wide FP32 tile fills L0C, so its FixPipe no
+    longer overlaps the next tile's K loop (a few % of the tile's cube time at K = 4096)."""
+    return WIDE_BLOCK_M if m_blocks(m, WIDE_BLOCK_M) * n_blocks(n) >= cores else BLOCK_M
 
 
 def shape_defines(compiled_dims: str, **dims: int) -> dict[str, int]:

@@ -3,7 +3,8 @@
 //
 // One output tile D[m0:m0+BLOCK_M, n0:n0+BLOCK_N] accumulates in FP32 in L0C:
 //   GM --MTE2 (nd2nz / dn2nz)--> L1 (2 stages of BLOCK_K) --MTE1--> L0A/L0B (2 stages of MAD_K)
-//   --M (asc_mmad)--> L0C (2 tile stages, so FixPipe of one tile overlaps the next tile's K loop).
+//   --M (asc_mmad)--> L0C (2 tile stages where two fit, so FixPipe of one tile overlaps the next tile's
+//   K loop; a 256 x 256 FP32 tile fills L0C alone, and its FixPipe then waits for the next tile's start).
 // Every buffer hand-off is a pipe flag (asc_sync_notify / asc_sync_wait):
 //   (MTE1 -> MTE2, s) L1 stage s free      (MTE2 -> MTE1, s) L1 stage s loaded
 //   (M -> MTE1, p)    L0 stage p free      (MTE1 -> M, p)    L0 stage p loaded
@@ -14,6 +15,9 @@
 // Tails: the last M / N / K block loads only the rows and columns that exist; nd2nz zero-fills K up
 // to the 16-element C0 boundary and the mmad runs K rounded up to 16, so padded K contributes 0.
 // Rows past M (columns past N) of a tile are computed from stale L1 but never stored.
+//
+// Tile order (tile_at): panels of kSwizzleM M blocks, each walked N block by N block, M fastest, so
+// the tiles that run at once (a wave of the persistent grid) share a few A rows and B columns in L2.
 //
 // Operand majors (defines): DG_A_MN_MAJOR = 0: A is [M, K] with stride(-1) == 1 (rows lda apart);
 // 1: stride(-2) == 1 (K-columns lda apart), loaded with dn2nz. Likewise DG_B_MN_MAJOR for B [N, K].
@@ -32,6 +36,9 @@
 #endif
 #ifndef DG_MAD_K
 #define DG_MAD_K 64
+#endif
+#ifndef DG_SWIZZLE_M
+#define DG_SWIZZLE_M 8
 #endif
 #ifndef DG_A_MN_MAJOR
 #define DG_A_MN_MAJOR 0
@@ -57,12 +64,14 @@ constexpr uint32_t kC0 = 16;       // BF16 elements per 32-byte fractal row
 constexpr uint32_t kFrac = 512;    // bytes per 16 x C0 fractal
 constexpr uint32_t kL1A = kBlockM * kBlockK * 2, kL1B = kBlockN * kBlockK * 2, kL1Stage = kL1A + kL1B;
 constexpr uint32_t kL0A = kBlockM * kMadK * 2, kL0B = kBlockN * kMadK * 2, kL0C = kBlockM * kBlockN * 4;
+constexpr uint32_t kL0CStages = 2 * kL0C <= 256 * 1024 ? 2 : 1, kSwizzleM = DG_SWIZZLE_M;
 
 static_assert(kBlockM % 16 == 0 && kBlockN % 16 == 0, "tile M and N are multiples of 16");
 static_assert(kBlockK % kMadK == 0 && kMadK % kC0 == 0, "BLOCK_K is a multiple of MAD_K, MAD_K of C0");
 static_assert(2 * kL1Stage <= 512 * 1024, "two L1 stages exceed L1 (512 KiB)");
 static_assert(2 * kL0A <= 64 * 1024 && 2 * kL0B <= 64 * 1024, "two L0A / L0B stages exceed 64 KiB");
-static_assert(2 * kL0C <= 256 * 1024, "two L0C tiles exceed L0C (256 KiB)");
+static_assert(kL0C <= 256 * 1024, "an L0C tile exceeds L0C (256 KiB)");
+static_assert(kSwizzleM >= 1, "a tile panel has at least one M block");
 
 __aicore__ inline uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 __aicore__ inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
@@ -74,6 +83,16 @@ struct Problem {
   int64_t lda, ldb;
   uint32_t num_m_blocks, num_n_blocks;
 };
+
+// Output tile t of the persistent walk: (M block, N block), panel by panel (see the header).
+struct TileAt {
+  uint32_t m_blk, n_blk;
+};
+__aicore__ inline TileAt tile_at(uint32_t t, uint32_t num_m_blocks, uint32_t num_n_blocks) {
+  const uint32_t panel_tiles = kSwizzleM * num_n_blocks, first_m = t / panel_tiles * kSwizzleM;
+  const uint32_t height = min_u32(kSwizzleM, num_m_blocks - first_m), in_panel = t % panel_tiles;
+  return {first_m + in_panel % height, in_panel / height};
+}
 
 __aicore__ inline Problem make_problem(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb) {
   Problem p{DG_SHAPE_M ? DG_SHAPE_M : uint32_t(m), DG_SHAPE_N ? DG_SHAPE_N : uint32_t(n),
@@ -104,8 +123,7 @@ __aicore__ inline void gemm_flags_init() {
   asc_sync_notify(PIPE_MTE1, PIPE_MTE2, 1);
   asc_sync_notify(PIPE_M, PIPE_MTE1, 0);
   asc_sync_notify(PIPE_M, PIPE_MTE1, 1);
-  asc_sync_notify(PIPE_FIX, PIPE_M, 0);
-  asc_sync_notify(PIPE_FIX, PIPE_M, 1);
+  for (uint32_t c = 0; c < kL0CStages; ++c) asc_sync_notify(PIPE_FIX, PIPE_M, c);
 }
 
 __aicore__ inline void gemm_flags_drain() {
@@ -113,8 +131,7 @@ __aicore__ inline void gemm_flags_drain() {
   asc_sync_wait(PIPE_MTE1, PIPE_MTE2, 1);
   asc_sync_wait(PIPE_M, PIPE_MTE1, 0);
   asc_sync_wait(PIPE_M, PIPE_MTE1, 1);
-  asc_sync_wait(PIPE_FIX, PIPE_M, 0);
-  asc_sync_wait(PIPE_FIX, PIPE_M, 1);
+  for (uint32_t c = 0; c < kL0CStages; ++c) asc_sync_wait(PIPE_FIX, PIPE_M, c);
 }
 
 // Pipeline state carried from tile to tile (stage indices keep alternating across tiles) and the
@@ -198,7 +215,7 @@ __aicore__ inline void store_tile_ub_split_m(__ubuf__ float* dst, __cc__ float* 
 // After FixPipe has read the tile: the L0C stage is free again.
 __aicore__ inline void tile_release(Stages& st) {
   asc_sync_notify(PIPE_FIX, PIPE_M, st.s_l0c);
-  st.s_l0c ^= 1;
+  st.s_l0c = (st.s_l0c + 1) % kL0CStages;
 }
 
 }  // namespace dg_ascend

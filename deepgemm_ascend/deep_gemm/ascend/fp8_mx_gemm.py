@@ -34,7 +34,7 @@ import torch
 from .. import _validate as v
 from .. import formats
 from .._lib import LIB
-from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
+from ._launch import dense_block_m, kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
 from .fp4_to_fp8 import widen
 
 E8M0_ONE = 127
@@ -115,12 +115,15 @@ def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: flo
         return
     da, db, sfa, sfb, defines = prepare(a, b)
     defines.update({"DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, m=m, n=n, k=k)})
-    grid = min(m_blocks(m) * n_blocks(n), num_cube_cores(d))
+    cores = num_cube_cores(d)
     lda, ldb = layout(da)[1], layout(db)[1]
     if c is None and alpha is None:
-        kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", defines)(
-            grid, da, db, sfa, sfb, d, m, n, k, lda, ldb, sfa.stride(-1), sfb.stride(-1), d.stride(0))
+        block_m = dense_block_m(m, n, cores)
+        kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", {**defines, "DG_BLOCK_M": block_m})(
+            min(m_blocks(m, block_m) * n_blocks(n), cores), da, db, sfa, sfb, d, m, n, k, lda, ldb, sfa.stride(-1),
+            sfb.stride(-1), d.stride(0))
         return
+    grid = min(m_blocks(m) * n_blocks(n), cores)
     c_arg = d if c is None else c  # an unused pointer without c
     defines.update({"DG_MX": 1, "DG_HAS_C": int(c is not None)})
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(

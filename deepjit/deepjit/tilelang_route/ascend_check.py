@@ -15,13 +15,19 @@ The roofline is an estimate, not a measurement: the twin counts bytes by route (
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
 the SIMT lane ops it can see (simt_api/asc_simt.h); the time each unit would need at its rate (per-core
 share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of
-latency, overlap, bank conflicts or L2 hits (every GM byte is an HBM byte), nor of plain ``__gm__``
-dereferences or built-in scalar arithmetic inside SIMT lanes (only asc_ldcg / asc_stcg and the vector
-structs' operators are counted)."""
+latency, overlap or bank conflicts, nor of plain ``__gm__`` dereferences or built-in scalar arithmetic
+inside SIMT lanes (only asc_ldcg / asc_stcg and the vector structs' operators are counted).
+
+HBM and L2: every byte a data mover or SIMT lane moves to or from GM goes through the chip's L2 (the
+``l2`` unit, at its bandwidth); the HBM bytes are what the twin's L2 model (dj_twin/l2_model.h: an LRU
+of dav-3510's 112 MiB, the cores' accesses replayed round-robin) says misses and write-backs cost.
+The checks here run with the model on (``DJ_TWIN_L2=1``); counters from a launch without it count
+every GM byte as an HBM byte."""
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +50,9 @@ class Rates:
     aiv_cores: int = 64
     cube_flops: dict = None  # per operand class, dense FLOP/s for the whole chip (1 MAC = 2 FLOP)
     hbm_bytes_per_s: float = 1.6e12  # Ascend 950PR HBM (HiBL 1.0)
+    # L2, per AI core: 100 B/cycle (CANN platform_config Ascend950PR_957bx.ini [AICoreMemoryRates]
+    # l2_rate=100; ddr_rate=27 there, i.e. 1.4 TB/s over 32 cores, near the published HBM figure).
+    l2_bytes_per_cycle: int = 100
     vector_ops_per_s: float = 64 * 1.65e9 * 64  # 64 FP32 lanes/cycle per AIV at an assumed 1.65 GHz, x64 AIV
     # dav-3510 runs at 1650 MHz in asc-devkit's tests/perf/{fixpipe,mmad}_perf/generate_roofline.py scenarios.
     clock_hz: float = 1.65e9
@@ -103,7 +112,7 @@ GM_ROUTES = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "simt_gm_load", "s
 AIC_UNITS = {"fixpipe": (("l0c_to_gm", "l0c_to_ub"), "fixpipe_bytes_per_cycle"),
              "mte1": (("l1_to_l0", "l1_to_ub"), "mte1_bytes_per_cycle")}
 AIV_UNITS = {"ub_to_l1": (("ub_to_l1",), "ub_to_l1_bytes_per_cycle")}
-UNITS = ("cube", "hbm", "vector", "simt", "fixpipe", "mte1", "ub_to_l1")
+UNITS = ("cube", "hbm", "l2", "vector", "simt", "fixpipe", "mte1", "ub_to_l1")
 
 
 def cube_operand(source: str) -> str:
@@ -116,7 +125,8 @@ def cube_operand(source: str) -> str:
 def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, rates: Rates = RATES) -> dict | None:
     """Seconds each unit needs for the counted work at its per-core share of the chip's rate, and the
     bounding unit. ``counters``: ``{"routes": {route: bytes}, "cube_macs": n, "vector_ops": n,
-    "simt_ops": n}`` summed over the launch's cores; None when the twin gave none."""
+    "simt_ops": n}`` summed over the launch's cores, and ``"hbm_bytes"`` where the L2 model ran (without
+    it every GM byte is an HBM byte and there is no ``l2`` unit); None when the twin gave none."""
     if not counters:
         return None
     aic = num_blocks if kind in ("cube", "mix") else 0
@@ -124,12 +134,16 @@ def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, ra
     used_share = min(1.0, max(aic / rates.aic_cores, aiv / rates.aiv_cores))
     routes = counters.get("routes", {})
     gm_bytes = sum(routes.get(r, 0) for r in GM_ROUTES)
+    hbm_bytes = counters.get("hbm_bytes", gm_bytes)
+    l2_rate = rates.l2_bytes_per_cycle * rates.clock_hz * rates.aic_cores
     times = {
         "cube": 2 * counters.get("cube_macs", 0) / (rates.cube_rate(operand) * aic / rates.aic_cores) if aic else 0.0,
-        "hbm": gm_bytes / (rates.hbm_bytes_per_s * used_share) if used_share else 0.0,
+        "hbm": hbm_bytes / (rates.hbm_bytes_per_s * used_share) if used_share else 0.0,
         "vector": counters.get("vector_ops", 0) / (rates.vector_ops_per_s * aiv / rates.aiv_cores) if aiv else 0.0,
         "simt": counters.get("simt_ops", 0) / (rates.simt_ops_per_cycle * rates.clock_hz * aiv) if aiv else 0.0,
     }
+    if "hbm_bytes" in counters:
+        times["l2"] = gm_bytes / (l2_rate * used_share) if used_share else 0.0
     for units, cores in ((AIC_UNITS, aic), (AIV_UNITS, aiv)):
         for unit, (names, rate) in units.items():
             moved = sum(routes.get(r, 0) for r in names)
@@ -154,10 +168,27 @@ def _counters(result) -> dict | None:
     if hasattr(counters, "cores"):
         pipes = sorted({p for core in counters.cores for p in core.bytes})
         routes = sorted({r for core in counters.cores for r in core.routes})
+        modelled = {} if counters.hbm_bytes is None else {"hbm_bytes": counters.hbm_bytes}
         return {"bytes": {p: counters.total_bytes(p) for p in pipes}, "cube_macs": counters.cube_macs,
                 "vector_ops": counters.vector_ops, "simt_ops": counters.simt_ops,
-                "routes": {r: counters.total_route_bytes(r) for r in routes}}
+                "routes": {r: counters.total_route_bytes(r) for r in routes}, **modelled}
     return counters if isinstance(counters, dict) else None
+
+
+@contextmanager
+def l2_modelled():
+    """Twin launches inside the block run the L2 model (their counters carry ``hbm_bytes``)."""
+    from ..backends.ascend_twin.kernel import L2_MODEL_ENV
+
+    before = os.environ.get(L2_MODEL_ENV)
+    os.environ[L2_MODEL_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(L2_MODEL_ENV, None)
+        else:
+            os.environ[L2_MODEL_ENV] = before
 
 
 @contextmanager
@@ -188,6 +219,9 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
         return None, 0, "bf16"
     total: dict = {"bytes": {}, "routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0}
     by_width: dict = {}
+    modelled = [(_counters(result) or {}).get("hbm_bytes") for _, result in launches]
+    if all(n is not None for n in modelled):
+        total["hbm_bytes"] = sum(modelled)
     for _, result in launches:
         counters = _counters(result) or {}
         for key in ("bytes", "routes"):
@@ -211,7 +245,7 @@ def scaled_counters(counters: dict, tiles_run: int, tiles_total: int) -> dict:
 
 def run_published(case: PublishedShape) -> dict:
     """The extrapolated roofline of one published shape: ``{"seconds", "roofline"}``."""
-    with recorded_launches() as launches:
+    with l2_modelled(), recorded_launches() as launches:
         start = time.perf_counter()
         case.run()
         seconds = time.perf_counter() - start
@@ -229,7 +263,7 @@ def published_label(case: PublishedShape) -> str:
 
 
 def run_source_case(case: SourceCase) -> dict:
-    with recorded_launches() as launches:
+    with l2_modelled(), recorded_launches() as launches:
         start = time.perf_counter()
         failures = list(case.run())
         seconds = time.perf_counter() - start
@@ -253,7 +287,8 @@ def run_case(case: Case, seed: int = 0) -> dict:
     args = [t.clone() for t in case.inputs(torch.Generator().manual_seed(seed))]
     expected = case.reference(*[t.clone() for t in args])
     start = time.perf_counter()
-    result = run_on_twin(func, *args)
+    with l2_modelled():
+        result = run_on_twin(func, *args)
     seconds = time.perf_counter() - start
     failures = check_outputs(case, args, expected)
     estimate = roofline(_counters(result), case.kind, grid, cube_operand(source))

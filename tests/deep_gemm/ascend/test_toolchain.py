@@ -55,7 +55,7 @@ def _args(layout="nt", out=torch.float32, c=False, alpha=None):
 
 @pytest.mark.parametrize(("layout", "out", "c", "alpha", "entry", "defines"), [
     ("nt", torch.float32, False, None, "dg_bf16_gemm",
-     "DG_A_MN_MAJOR 0|DG_B_MN_MAJOR 0|DG_D_FP32 1|DG_SHAPE_K 96|DG_SHAPE_M 0|DG_SHAPE_N 80"),
+     "DG_A_MN_MAJOR 0|DG_BLOCK_M 128|DG_B_MN_MAJOR 0|DG_D_FP32 1|DG_SHAPE_K 96|DG_SHAPE_M 0|DG_SHAPE_N 80"),
     ("tn", torch.bfloat16, True, 0.5, "dg_bf16_gemm_epilogue",
      "DG_A_MN_MAJOR 1|DG_B_MN_MAJOR 1|DG_D_FP32 0|DG_HAS_C 1|DG_SHAPE_K 96|DG_SHAPE_M 0|DG_SHAPE_N 80"),
 ])
@@ -129,7 +129,8 @@ def _sf_call():
 @pytest.mark.parametrize(("module", "call", "entry", "defines"), [
     (m_grouped_bf16_gemm, _grouped_call, "dg_m_grouped_bf16_gemm",
      ("DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96", "DG_ZERO_PADDING 1")),
-    (fp8_mx_gemm, _fp8_call, "dg_fp8_mx_gemm", ("DG_AB_FP4 0", "DG_A_MN_MAJOR 0", "DG_B_MN_MAJOR 0", "DG_D_FP32 0",
+    (fp8_mx_gemm, _fp8_call, "dg_fp8_mx_gemm", ("DG_AB_FP4 0", "DG_A_MN_MAJOR 0", "DG_BLOCK_M 128", "DG_B_MN_MAJOR 0",
+                                                "DG_D_FP32 0",
                                                 "DG_SHAPE_K 64", "DG_SHAPE_M 0", "DG_SHAPE_N 96")),
     (mqa_logits, _mqa_call, "dg_fp8_mqa_logits",
      ("DG_CLEAN 1", "DG_COMPRESSED 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_LOGITS_FP32 1")),

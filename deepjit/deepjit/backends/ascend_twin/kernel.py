@@ -14,13 +14,15 @@ from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
 
 BINARY = "kernel.so"
-ABI_VERSION = 4
+ABI_VERSION = 5
 # dj_twin/runtime.h pipe_t, in order.
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX", "MTE2_L1A", "MTE2_L1B")
 # dj_twin/runtime.h Route, in order: the source -> destination of each counted byte.
 ROUTES = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l0c_to_ub", "ub_to_l1", "l1_to_l0", "l1_to_ub", "fill",
           "simt_gm_load", "simt_gm_store")
 WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
+L2_MODEL_ENV = "DJ_TWIN_L2"          # "1": replay each launch's GM lines through the L2 model
+L2_BYTES_ENV = "DJ_TWIN_L2_BYTES"    # the model's L2 size (default dav-3510's 112 MiB)
 DEFAULT_WAIT_TIMEOUT_SECS = 10.0
 _ERR_LEN = 4096
 
@@ -40,6 +42,10 @@ class CoreCounters:
     wait_seconds: float = 0.0
     routes: dict = field(default_factory=dict)  # route name (ROUTES) -> bytes
     simt_ops: int = 0
+    # the L2 model's HBM bytes (DJ_TWIN_L2=1, dj_twin/l2_model.h): misses this core caused, lines it wrote back
+    hbm_read: int = 0
+    hbm_write: int = 0
+    l2_modelled: bool = False
 
 
 @dataclass
@@ -71,6 +77,13 @@ class LaunchCounters:
     def wait_seconds(self) -> float:
         return sum(c.wait_seconds for c in self.cores)
 
+    @property
+    def hbm_bytes(self) -> int | None:
+        """HBM bytes the L2 model counted (reads that missed + write-backs); None when it was off."""
+        if not self.cores or not all(c.l2_modelled for c in self.cores):
+            return None
+        return sum(c.hbm_read + c.hbm_write for c in self.cores)
+
     def cube_macs_by_input(self) -> dict:
         out: dict = {}
         for c in self.cores:
@@ -82,8 +95,9 @@ class LaunchCounters:
     def counters(self) -> dict:
         """Totals over all cores as plain values: bytes per pipe (``PIPE_MTE2``, ...), cube MACs (also
         by input width), vector element-ops, bytes per route (``gm_to_ub``, ...: ROUTES), SIMT lane ops and
-        nanoseconds spent in cross-core waits."""
-        return {"bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
+        nanoseconds spent in cross-core waits; with the L2 model on (``DJ_TWIN_L2=1``) also ``hbm_bytes``."""
+        modelled = {} if self.hbm_bytes is None else {"hbm_bytes": self.hbm_bytes}
+        return {**modelled, "bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
                 "cube_macs": self.cube_macs, "cube_macs_by_input": self.cube_macs_by_input(),
                 "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9),
                 "routes": {r: self.total_route_bytes(r) for r in ROUTES if self.total_route_bytes(r)},
@@ -185,7 +199,9 @@ class TwinKernel:
             out.append(CoreCounters(block=w[0], core=name, bytes={p: w[3 + j] for j, p in enumerate(PIPES) if w[3 + j]},
                                     cube_macs=w[3 + npipes], cube_macs_by_input=by_input, vector_ops=w[4 + npipes],
                                     wait_seconds=w[5 + npipes] * 1e-9, routes=routes,
-                                    simt_ops=w[10 + npipes + len(ROUTES)]))
+                                    simt_ops=w[10 + npipes + len(ROUTES)],
+                                    l2_modelled=bool(w[11 + npipes + len(ROUTES)]),
+                                    hbm_read=w[12 + npipes + len(ROUTES)], hbm_write=w[13 + npipes + len(ROUTES)]))
         return LaunchCounters(self.name, num_blocks, out)
 
     def __call__(self, num_blocks: int, *args) -> LaunchCounters:

@@ -71,6 +71,7 @@ inline void asc_copy_gm2ub_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
     uint8_t* row = d + i * dst_stride;
     check(Mem::UB, row, left + len_burst + right, op);
     check_gm(s + i * src_stride, len_burst, op);
+    touch_gm(s + i * src_stride, len_burst, false);
     if (pad_enable) fill_elems<T>(row, left_padding_num, core().pad_val);
     std::memcpy(row + left, s + i * src_stride, len_burst);
     if (pad_enable) fill_elems<T>(row + left + len_burst, right_padding_num, core().pad_val);
@@ -96,6 +97,7 @@ inline void asc_copy_ub2gm_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
   for (uint32_t i = 0; i < n_burst; ++i) {
     check(Mem::UB, s + i * src_stride, len_burst, op);
     check_gm(d + i * dst_stride, len_burst, op);
+    touch_gm(d + i * dst_stride, len_burst, true);
     std::memcpy(d + i * dst_stride, s + i * src_stride, len_burst);
   }
   count_move(Route::UB_TO_GM, size_t(n_burst) * len_burst);
@@ -193,6 +195,7 @@ inline void gm2l1_to_nz(T* dst, uint16_t n_value, uint32_t d_value, uint64_t loo
           if (col < d_value) {
             const uint8_t* from = src_of(j * loop4_src_stride, r, col);
             check_gm(from, sizeof(T), op);
+            touch_gm(from, sizeof(T), false);
             std::memcpy(row + e * sizeof(T), from, sizeof(T));
           } else {
             std::memset(row + e * sizeof(T), 0, sizeof(T));
@@ -486,6 +489,7 @@ inline void asc_copy_l0c2gm(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
               clip_relu_pre, op, [&](uint32_t m, uint32_t n) {
                 uint8_t* p = d + fix_dst_index<D>(m, n, loop_dst_stride, nz2nd_en, nz2dn_en) * sizeof(D);
                 check_gm(p, sizeof(D), op);
+                touch_gm(p, sizeof(D), true);
                 return p;
               });
   count_move(Route::L0C_TO_GM, size_t(m_size) * n_size * sizeof(D));

@@ -24,14 +24,16 @@
 #include <vector>
 
 #include "c_api/sync.h"
+#include "dj_twin/l2_model.h"
 #include "dj_twin/runtime.h"
 
 namespace dj_twin {
 
 inline constexpr size_t kGuard = 64 * 1024;  // PROT_NONE on each side of every region
-inline constexpr int kAbiVersion = 4;
-// block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4], bytes[routes], simt ops
-inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4 + kNumRoutes + 1;
+inline constexpr int kAbiVersion = 5;
+// block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4], bytes[routes], simt ops,
+// L2 model: modelled (0/1), HBM read bytes, HBM write bytes
+inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4 + kNumRoutes + 1 + 3;
 
 constexpr uint8_t kSlackByte = 0xA5;  // fills the bytes between a ragged tensor end and the guard
 
@@ -268,6 +270,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   state->launch.kind = kind;
   state->launch.num_blocks = int(num_blocks);
   state->launch.wait_timeout_s = timeout_s;
+  state->launch.l2_model = l2_model_from_env();
   // Tensors: each in its own guarded region, the data's 64-byte-aligned end at the upper guard; the
   // up to 63 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.
@@ -335,6 +338,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   const int per_block = kind == KernelKind::Mix ? 3 : 1;
   const uint32_t wave = kind == KernelKind::Vector ? kNumAiv : kNumAic;
   std::vector<std::unique_ptr<Core>> all_cores;
+  std::vector<std::pair<size_t, size_t>> waves;  // [first, last) of all_cores, for the L2 model
   for (uint32_t first = 0; first < num_blocks && !state->launch.failed.load(); first += wave) {
     uint32_t last = first + wave < num_blocks ? first + wave : num_blocks;
     std::vector<std::unique_ptr<Block>> blocks;
@@ -373,6 +377,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     threads.reserve(cores.size());
     for (Core* c : cores) threads.emplace_back(run_core, c, &body);
     for (std::thread& t : threads) t.join();
+    waves.emplace_back(all_cores.size() - cores.size(), all_cores.size());
     // Once every core of the wave has ended, a cross-core
     // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
     for (Core* c : cores)
@@ -386,6 +391,12 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
         }
   }
   g_state = nullptr;
+  std::vector<uint64_t> hbm_read(all_cores.size(), 0), hbm_write(all_cores.size(), 0);
+  if (state->launch.l2_model && !state->launch.failed.load()) {
+    std::vector<Core*> ordered;
+    for (auto& c : all_cores) ordered.push_back(c.get());
+    replay_l2(ordered, waves, l2_bytes_from_env(), hbm_read, hbm_write);
+  }
   for (size_t i = 0; i < all_cores.size() && counters; ++i) {
     const Core& c = *all_cores[i];
     uint64_t* out = counters + i * kCounterWords;
@@ -399,6 +410,9 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     for (int w = 0; w < 4; ++w) out[6 + PIPE_NUM + w] = c.counters.cube_macs_by_input[w];
     for (int r = 0; r < kNumRoutes; ++r) out[10 + PIPE_NUM + r] = c.counters.route_bytes[r];
     out[10 + PIPE_NUM + kNumRoutes] = c.counters.simt_ops;
+    out[11 + PIPE_NUM + kNumRoutes] = state->launch.l2_model ? 1 : 0;
+    out[12 + PIPE_NUM + kNumRoutes] = hbm_read[i];
+    out[13 + PIPE_NUM + kNumRoutes] = hbm_write[i];
   }
   if (state->launch.failed.load()) return report(state->launch.message);
   for (GmRegion& r : state->gm)

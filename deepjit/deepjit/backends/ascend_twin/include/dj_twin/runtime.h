@@ -14,6 +14,7 @@
 //   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
 //   dj_twin::count_move(Route, size_t)             bytes by source -> destination (added; also counts the pipe)
 //   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
+//   dj_twin::touch_gm(const void* p, size_t bytes, bool write)  GM lines for the L2 model (added; next to check_gm)
 //
 // Notes for the headers built on this one:
 //   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
@@ -50,6 +51,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "dj_twin/types.h"
 
@@ -141,6 +143,14 @@ struct Counters {
   uint64_t wait_ns;           // time blocked in cross-core waits
 };
 
+// A run of consecutive GM lines one core read or wrote (the L2 model's trace: l2_model.h).
+inline constexpr uint64_t kL2LineBytes = 128;
+struct GmRun {
+  uint64_t first_line;
+  uint32_t lines;
+  bool write;
+};
+
 struct Block;
 struct Launch;
 
@@ -166,6 +176,8 @@ struct Core {
   // MX scales of L0A / L0B (E8M0 bytes): a data tile at L0x offset o has its scales at o / 16.
   uint8_t mx_scale[2][64 * 1024 / 16] = {};
   sigjmp_buf exit_jmp;                   // fail() and the fault handler jump here
+  std::vector<GmRun> gm_trace;           // GM lines touched, in program order (when the L2 model is on)
+  uint64_t recent_lines[64] = {};        // line + 1 (0: empty) of recent touches, by line % 64: repeats skipped
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
 };
@@ -183,6 +195,7 @@ struct Launch {
   KernelKind kind = KernelKind::Vector;
   int num_blocks = 0;
   double wait_timeout_s = 10.0;
+  bool l2_model = false;                 // cores record their GM lines (touch_gm) for the L2 model
   std::atomic<bool> failed{false};
   std::mutex mu;
   char message[2048] = {};
@@ -264,6 +277,31 @@ inline void count_move(Route route, size_t bytes) {
   k.route_bytes[int(route)] += bytes;
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
 }
+// Records the GM bytes [p, p + bytes) a core accesses, for the L2 model (l2_model.h); call it next
+// to check_gm. A line touched again soon after (same direction) is not recorded twice, and a run
+// that continues the previous one extends it, so element-wise movers keep the trace short.
+inline void touch_gm(const void* p, size_t bytes, bool write) {
+  Core& c = core();
+  if (!c.launch->l2_model || bytes == 0) return;
+  const uint64_t addr = reinterpret_cast<uintptr_t>(p);
+  const uint64_t first = addr / kL2LineBytes, last = (addr + bytes - 1) / kL2LineBytes;
+  const uint64_t tag = (first + 1) << 1 | uint64_t(write);
+  if (first == last) {
+    uint64_t& slot = c.recent_lines[first % 64];
+    if (slot == tag) return;
+    slot = tag;
+  }
+  if (!c.gm_trace.empty()) {
+    GmRun& prev = c.gm_trace.back();
+    const uint64_t end = prev.first_line + prev.lines;
+    if (prev.write == write && first >= prev.first_line && first <= end && last + 1 - prev.first_line < (1u << 31)) {
+      if (last + 1 > end) prev.lines = uint32_t(last + 1 - prev.first_line);
+      return;
+    }
+  }
+  c.gm_trace.push_back({first, uint32_t(last - first + 1), write});
+}
+
 // Set while a core runs SIMT lanes (asc_vf_call): max / min / the vector structs used by scalar code
 // outside a SIMT region are not SIMT work.
 inline thread_local bool tls_in_simt = false;

@@ -440,12 +440,14 @@ namespace dj_twin {
 template <typename T>
 inline T simt_gm_load(const T* address, const char* op) {
   check_gm(address, sizeof(T), op);
+  touch_gm(address, sizeof(T), false);
   count_move(Route::SIMT_GM_LOAD, sizeof(T));
   return *address;
 }
 template <typename T>
 inline void simt_gm_store(T* address, T value, const char* op) {
   check_gm(address, sizeof(T), op);
+  touch_gm(address, sizeof(T), true);
   count_move(Route::SIMT_GM_STORE, sizeof(T));
   *address = value;
 }
