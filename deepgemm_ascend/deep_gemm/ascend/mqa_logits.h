@@ -142,11 +142,12 @@ __simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
 }
 
 // sum_h weights[h] * relu(scores[(t, h), j]) for token t of the tile (rows kHalfCols floats apart).
+// Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data cache), counted as GM bytes.
 __simt_callee__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
   float sum = 0.0f;
   for (uint32_t h = 0; h < kHeads; ++h) {
     const float s = scores[(t * kHeads + h) * kHalfCols + j];
-    sum += weights[h] * (s > 0.0f ? s : 0.0f);
+    sum += asc_ldca(weights + h) * (s > 0.0f ? s : 0.0f);
   }
   return sum;
 }

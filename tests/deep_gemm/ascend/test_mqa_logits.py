@@ -96,3 +96,25 @@ def test_unserved_forms_raise_before_writing():
     with pytest.raises(NotImplementedError, match="fp8_mqa_logits on Ascend"):
         mqa_logits(scaled, kv, weights, ks, ke, logits, False, True)
     assert torch.all(logits == SENTINEL)
+
+
+def test_lanes_read_gm_only_through_counted_loads():
+    """The SIMT lanes' GM reads (scales, weights, ranges) are asc_ldcg / asc_ldca, which the twin counts, so a
+    plain __gm__ dereference would lower this count. 32 heads: tiles of 4 tokens; tokens 0..3 attend to all
+    300 positions, 4..5 to none (their tile has no cube work, its lanes only read the ranges and write -inf).
+    Per position (one lane each): its scale once per tile with work; per token ks and ke; per token of a tile
+    with work its 32 weights. Every logit is stored once (clean)."""
+    from deepjit.tilelang_route import ascend_check
+    s, s_kv, heads = 6, 300, 32
+    q, kv, weights = _inputs(s, s_kv, heads, 32)
+    ks = torch.zeros(s, dtype=torch.int32)
+    ke = torch.tensor([s_kv] * 4 + [0] * 2, dtype=torch.int32)
+    logits = torch.empty(s, s_kv)
+    with ascend_check.recorded_launches() as launches:
+        mqa_logits(q, kv, weights, ks, ke, logits, False, True)
+    routes = ascend_check._summed_counters(launches)[0]["routes"]
+    working = s_kv * 4 + 4 * s_kv * (2 * 4 + heads * 4)
+    idle = 2 * s_kv * 2 * 4
+    assert routes["simt_gm_load"] == working + idle
+    assert routes["simt_gm_store"] == s * s_kv * 4
+    assert torch.all(torch.isinf(logits[4:]))
