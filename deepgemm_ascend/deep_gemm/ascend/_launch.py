@@ -11,7 +11,7 @@ from .._lib import LIB
 
 # Output tile of cube_gemm.h (DG_BLOCK_M x DG_BLOCK_N defaults): sizes the persistent grids.
 BLOCK_M, BLOCK_N = 128, 256
-# The cube-only dense kernels' wide tile (256 x 256): half the GM (L2) bytes per FLOP of 128 x 256.
+# The cube-only kernels' wide tile (256 x 256): half the GM (L2) bytes per FLOP of 128 x 256.
 WIDE_BLOCK_M = 256
 # cube_gemm.h's DG_SWIZZLE_M: M blocks per panel of the tile walk (tile_at).
 SWIZZLE_M = 8
@@ -39,10 +39,11 @@ def m_blocks(m: int, block_m: int = BLOCK_M) -> int:
     return -(-m // block_m)
 
 
-def dense_block_m(m: int, n: int, cores: int) -> int:
-    """BLOCK_M of the cube-only dense GEMMs (bf16_gemm.asc, fp8_mx_gemm.asc): the wide tile where it
-    still gives every cube core a tile, else 128. The wide FP32 tile fills L0C, so its FixPipe no
-    longer overlaps the next tile's K loop (a few % of the tile's cube time at K = 4096)."""
+def cube_block_m(m: int, n: int, cores: int) -> int:
+    """BLOCK_M of the cube-only GEMMs (bf16_gemm.asc, fp8_mx_gemm.asc, m_grouped_bf16_gemm.asc; ``m``: all
+    rows, a bound where groups decide): the wide tile where it still gives every cube core a tile, else
+    128. The wide FP32 tile fills L0C, so its FixPipe no longer overlaps the next tile's K loop (a few %
+    of the tile's cube time at K = 4096). The mixed kernels keep 128: their UB holds two 128 x 256 tiles."""
     return WIDE_BLOCK_M if m_blocks(m, WIDE_BLOCK_M) * n_blocks(n) >= cores else BLOCK_M
 
 

@@ -11,7 +11,7 @@ Entry point (for the dispatch table's Ascend column; arguments already validated
 - ``d`` ``[M, N]`` BF16 or FP32, row-major, written in place: ``d = alpha * a @ b.T (+ c)`` with FP32
   accumulation, rounded once to ``d.dtype``.
 - Without ``c`` and ``alpha`` the cube kernel (``bf16_gemm.asc``, 256 x 256 tiles where they fill the
-  chip: ``_launch.dense_block_m``) stores through FixPipe; with either, the mixed kernel
+  chip: ``_launch.cube_block_m``) stores through FixPipe; with either, the mixed kernel
   (``bf16_gemm_epilogue.asc``, 128 x 256 tiles) hands each tile to the vector cores.
 - ``compiled_dims`` names the dimensions baked into the kernel as defines (the rest are run-time).
 CPU tensors run on deepjit's Ascend twin, NPU tensors on the NPU.
@@ -22,7 +22,7 @@ import ctypes
 
 import torch
 
-from ._launch import BLOCK_M, dense_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from ._launch import BLOCK_M, cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 
 
 def _operand(x: torch.Tensor) -> tuple[bool, int]:
@@ -39,7 +39,7 @@ def kernel_spec(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tens
     defines = {"DG_A_MN_MAJOR": int(_operand(a)[0]), "DG_B_MN_MAJOR": int(_operand(b)[0]),
                "DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, m=m, n=b.shape[0], k=k)}
     if c is None and alpha is None:
-        block_m = dense_block_m(m, b.shape[0], num_cube_cores(d))
+        block_m = cube_block_m(m, b.shape[0], num_cube_cores(d))
         return "dg_bf16_gemm", "ascend/bf16_gemm.asc", {**defines, "DG_BLOCK_M": block_m}
     return "dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", {**defines, "DG_HAS_C": int(c is not None)}
 

@@ -4,7 +4,7 @@ twin through its entry point at a modest shape, compares it with ``deep_gemm.ref
 tolerance and leaves the roofline to the twin's counters of the launch. The shapes are small enough for
 the twin on a few CPU cores, so their rooflines say little about the kernels at the sizes that matter:
 ``published_shapes()`` gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, MQA
-logits prefill / decode at 8192 KV), each extrapolated from a one-wave slice at the full per-tile work.
+logits prefill / decode at 8192 KV), each a run of the whole shape.
 
 ``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
 from __future__ import annotations
@@ -152,43 +152,43 @@ def cases() -> list:
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 
-# ---- published shapes: rooflines only (ascend_check.PublishedShape), each from a one-wave slice --------
-# (32 output tiles: one per cube core of the twin's device, the full shape's grid) with the full shape's
-# per-tile work, scaled by the full shape's tile count. GEMM tiles are 128 x 256 (_launch.BLOCK_M/N).
+# ---- published shapes: rooflines only (ascend_check.PublishedShape), each a run of the whole shape ---------
+# (a few seconds to a minute each on the twin), so the L2 model sees every wave, including what later
+# waves find in L2 from earlier ones.
 GEMM = 4096                       # M = N = K of the published dense GEMM shapes
 GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
 MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
-WAVE_M, WAVE_N = 1024, 1024       # 8 x 4 GEMM tiles
+TWIN_CUBE_CORES = 32              # the twin's device: the grid the kernels pick there
 
 
-def _gemm_tiles(m: int, n: int) -> int:
-    from ._launch import m_blocks, n_blocks
-    return m_blocks(m) * n_blocks(n)
+def _gemm_tiles(m: int, n: int, all_rows: int | None = None) -> int:
+    """Output tiles of an M x N GEMM (a group of ``all_rows``: the tile height follows all of them)."""
+    from ._launch import cube_block_m, m_blocks, n_blocks
+    return m_blocks(m, cube_block_m(all_rows or m, n, TWIN_CUBE_CORES)) * n_blocks(n)
 
 
-def _bf16_slice() -> None:
+def _bf16_gemm_full() -> None:
     from .bf16_gemm import bf16_gemm_nt
-    bf16_gemm_nt(torch.randn(WAVE_M, GEMM).bfloat16(), torch.randn(WAVE_N, GEMM).bfloat16(),
-                 torch.empty(WAVE_M, WAVE_N))
+    bf16_gemm_nt(torch.randn(GEMM, GEMM).bfloat16(), torch.randn(GEMM, GEMM).bfloat16(),
+                 torch.empty(GEMM, GEMM, dtype=torch.bfloat16))
 
 
-def _mx_slice(fp4: bool):
+def _mx_gemm_full(fp4: bool):
     def run() -> None:
         from .fp8_mx_gemm import fp8_gemm_nt
-        fp8_gemm_nt(_mx_operand(WAVE_M, GEMM, fp4), _mx_operand(WAVE_N, GEMM, fp4), torch.empty(WAVE_M, WAVE_N))
+        fp8_gemm_nt(_mx_operand(GEMM, GEMM, fp4), _mx_operand(GEMM, GEMM, fp4),
+                    torch.empty(GEMM, GEMM, dtype=torch.bfloat16))
     return run
 
 
-def _m_grouped_slice() -> None:
-    """All 8 groups of 512 rows (psum layout), one 256-column N block of the 4096."""
-    from ._launch import BLOCK_N
+def _m_grouped_full() -> None:
+    """8 groups of 512 rows in the psum layout, each against its own 4096 x 7168 B."""
     from .m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguous
     m = GROUPS * GROUP_M
-    row_group = torch.arange(m) // GROUP_M
-    ends = torch.arange(1, GROUPS + 1, dtype=torch.int32) * GROUP_M
-    a, b = torch.randn(m, GROUPED_K).bfloat16(), torch.randn(GROUPS, BLOCK_N, GROUPED_K).bfloat16()
-    m_grouped_bf16_gemm_nt_contiguous(a, b, torch.empty(m, BLOCK_N, dtype=torch.bfloat16),
-                                      GroupedRows(row_group, ends, True, GROUP_M), True)
+    rows = GroupedRows(torch.arange(m) // GROUP_M, torch.arange(1, GROUPS + 1, dtype=torch.int32) * GROUP_M, True,
+                       GROUP_M)
+    a, b = torch.randn(m, GROUPED_K).bfloat16(), torch.randn(GROUPS, GROUPED_N, GROUPED_K).bfloat16()
+    m_grouped_bf16_gemm_nt_contiguous(a, b, torch.empty(m, GROUPED_N, dtype=torch.bfloat16), rows, True)
 
 
 def _mqa_tiles(s: int) -> int:
@@ -196,33 +196,30 @@ def _mqa_tiles(s: int) -> int:
     return -(-s // tokens_per_tile(MQA_HEADS)) * -(-MQA_KV // KV_BLOCK)
 
 
-def _mqa_slice() -> None:
-    """One tile's queries (128 (token, head) rows) against the whole KV: every query sees all of it
-    (ks = 0, ke = s_kv), so no tile is skipped at either size."""
-    from .mqa_logits import mqa_logits, tokens_per_tile
-    s = tokens_per_tile(MQA_HEADS)
-    q, kv, weights = _mqa_inputs(s, MQA_KV, MQA_HEADS, MQA_DIM)
-    mqa_logits(q, kv, weights, torch.zeros(s, dtype=torch.int32), torch.full((s,), MQA_KV, dtype=torch.int32),
-               torch.empty(s, MQA_KV), False, True)
+def _mqa_full(s: int):
+    """s queries against the whole KV: every query sees all of it (ks = 0, ke = s_kv), so no tile is skipped."""
+    def run() -> None:
+        from .mqa_logits import mqa_logits
+        q, kv, weights = _mqa_inputs(s, MQA_KV, MQA_HEADS, MQA_DIM)
+        mqa_logits(q, kv, weights, torch.zeros(s, dtype=torch.int32), torch.full((s,), MQA_KV, dtype=torch.int32),
+                   torch.empty(s, MQA_KV), False, True)
+    return run
 
 
 def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
 
-    from ._launch import BLOCK_N
-    from .mqa_logits import tokens_per_tile
     gemm = f"{GEMM}x{GEMM}x{GEMM}"
-    wave = _gemm_tiles(WAVE_M, WAVE_N)
-    whole = _gemm_tiles(GEMM, GEMM)
-    shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_slice, wave, whole),
-              (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_slice(False), wave, whole),
-              (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_slice(True), wave, whole),
-              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_slice,
-               GROUPS * _gemm_tiles(GROUP_M, BLOCK_N), GROUPS * _gemm_tiles(GROUP_M, GROUPED_N))]
+    dense = _gemm_tiles(GEMM, GEMM)
+    shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_gemm_full, dense),
+              (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(False), dense),
+              (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(True), dense),
+              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full,
+               GROUPS * _gemm_tiles(GROUP_M, GROUPED_N, GROUPS * GROUP_M))]
     for phase, s in (("prefill", 4096), ("decode", 256)):
-        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_slice,
-                       _mqa_tiles(tokens_per_tile(MQA_HEADS)), _mqa_tiles(s)))
-    return [PublishedShape(name, kind, _seeded(fn), run, total) for name, kind, fn, run, total in shapes]
+        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s),
+                       _mqa_tiles(s)))
+    return [PublishedShape(name, kind, _seeded(fn), tiles, tiles) for name, kind, fn, tiles in shapes]
 
 
 def _seeded(fn):

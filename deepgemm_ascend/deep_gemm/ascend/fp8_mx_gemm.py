@@ -34,7 +34,7 @@ import torch
 from .. import _validate as v
 from .. import formats
 from .._lib import LIB
-from ._launch import dense_block_m, kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
+from ._launch import cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
 from .fp4_to_fp8 import widen
 
 E8M0_ONE = 127
@@ -118,7 +118,7 @@ def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: flo
     cores = num_cube_cores(d)
     lda, ldb = layout(da)[1], layout(db)[1]
     if c is None and alpha is None:
-        block_m = dense_block_m(m, n, cores)
+        block_m = cube_block_m(m, n, cores)
         kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", {**defines, "DG_BLOCK_M": block_m})(
             min(m_blocks(m, block_m) * n_blocks(n), cores), da, db, sfa, sfb, d, m, n, k, lda, ldb, sfa.stride(-1),
             sfb.stride(-1), d.stride(0))

@@ -18,9 +18,10 @@ share for the cores the launch uses) says which unit bounds the kernel. The twin
 latency, overlap or bank conflicts, nor of plain ``__gm__`` dereferences or built-in scalar arithmetic
 inside SIMT lanes (only asc_ldcg / asc_stcg and the vector structs' operators are counted).
 
-HBM and L2: every byte a data mover or SIMT lane moves to or from GM goes through the chip's L2 (the
-``l2`` unit, at its bandwidth); the HBM bytes are what the twin's L2 model (dj_twin/l2_model.h: an LRU
-of dav-3510's 112 MiB, the cores' accesses replayed round-robin) says misses and write-backs cost.
+HBM and L2: what a data mover or SIMT lane moves to or from GM goes through the chip's L2 (the ``l2``
+unit, at its bandwidth: the 128-byte lines each core requests, a SIMT data-cache hit or a line of the
+same burst not again); the HBM bytes are what the twin's L2 model (dj_twin/l2_model.h: an LRU of
+dav-3510's 112 MiB, the cores' accesses replayed round-robin) says misses and write-backs cost.
 The checks here run with the model on (``DJ_TWIN_L2=1``); counters from a launch without it count
 every GM byte as an HBM byte."""
 from __future__ import annotations
@@ -125,8 +126,8 @@ def cube_operand(source: str) -> str:
 def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, rates: Rates = RATES) -> dict | None:
     """Seconds each unit needs for the counted work at its per-core share of the chip's rate, and the
     bounding unit. ``counters``: ``{"routes": {route: bytes}, "cube_macs": n, "vector_ops": n,
-    "simt_ops": n}`` summed over the launch's cores, and ``"hbm_bytes"`` where the L2 model ran (without
-    it every GM byte is an HBM byte and there is no ``l2`` unit); None when the twin gave none."""
+    "simt_ops": n}`` summed over the launch's cores, and ``"hbm_bytes"`` / ``"l2_bytes"`` where the L2 model
+    ran (without it every GM byte is an HBM byte and there is no ``l2`` unit); None when the twin gave none."""
     if not counters:
         return None
     aic = num_blocks if kind in ("cube", "mix") else 0
@@ -143,7 +144,7 @@ def roofline(counters: dict | None, kind: str, num_blocks: int, operand: str, ra
         "simt": counters.get("simt_ops", 0) / (rates.simt_ops_per_cycle * rates.clock_hz * aiv) if aiv else 0.0,
     }
     if "hbm_bytes" in counters:
-        times["l2"] = gm_bytes / (l2_rate * used_share) if used_share else 0.0
+        times["l2"] = counters["l2_bytes"] / (l2_rate * used_share) if used_share else 0.0
     for units, cores in ((AIC_UNITS, aic), (AIV_UNITS, aiv)):
         for unit, (names, rate) in units.items():
             moved = sum(routes.get(r, 0) for r in names)
@@ -168,7 +169,8 @@ def _counters(result) -> dict | None:
     if hasattr(counters, "cores"):
         pipes = sorted({p for core in counters.cores for p in core.bytes})
         routes = sorted({r for core in counters.cores for r in core.routes})
-        modelled = {} if counters.hbm_bytes is None else {"hbm_bytes": counters.hbm_bytes}
+        modelled = {} if counters.hbm_bytes is None else {"hbm_bytes": counters.hbm_bytes,
+                                                          "l2_bytes": counters.l2_bytes}
         return {"bytes": {p: counters.total_bytes(p) for p in pipes}, "cube_macs": counters.cube_macs,
                 "vector_ops": counters.vector_ops, "simt_ops": counters.simt_ops,
                 "routes": {r: counters.total_route_bytes(r) for r in routes}, **modelled}
@@ -219,9 +221,10 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
         return None, 0, "bf16"
     total: dict = {"bytes": {}, "routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0}
     by_width: dict = {}
-    modelled = [(_counters(result) or {}).get("hbm_bytes") for _, result in launches]
-    if all(n is not None for n in modelled):
-        total["hbm_bytes"] = sum(modelled)
+    for key in ("hbm_bytes", "l2_bytes"):
+        modelled = [(_counters(result) or {}).get(key) for _, result in launches]
+        if all(n is not None for n in modelled):
+            total[key] = sum(modelled)
     for _, result in launches:
         counters = _counters(result) or {}
         for key in ("bytes", "routes"):

@@ -104,3 +104,24 @@ def test_empty_problem_writes_nothing():
     buf, d = _padded_out(4, 8, torch.float32)
     bf16_gemm_nt(torch.empty(4, 0, dtype=torch.bfloat16), torch.empty(8, 0, dtype=torch.bfloat16), d)
     assert torch.all(buf == SENTINEL)
+
+
+def test_wide_tile_choice():
+    """256 x 256 tiles where they still give each cube core one, 128 x 256 otherwise."""
+    from deep_gemm.ascend._launch import cube_block_m
+    assert cube_block_m(4096, 4096, 32) == 256
+    assert cube_block_m(2048, 1024, 32) == 256       # 8 x 4 wide tiles: exactly one each
+    assert cube_block_m(256, 4096, 32) == 128        # 16 wide tiles would leave half the cores idle
+    assert cube_block_m(4096, 4096, 1024) == 128
+
+
+@pytest.mark.parametrize(("layout", "dtype"), [("nt", torch.float32), ("nn", torch.bfloat16), ("tt", torch.float32)])
+def test_wide_tiles(monkeypatch, layout, dtype):
+    """The 256 x 256 kernel (one L0C stage) on tails in M, N and K and several tiles per block."""
+    from deep_gemm.ascend import bf16_gemm as glue
+    from tests.deep_gemm.ascend._wide import force_wide_tiles
+    seen = force_wide_tiles(monkeypatch, glue)
+    a_mn, b_mn = layout[0] == "t", layout[1] == "n"
+    for m, n, k in [(300, 520, 200), (100, 72, 200), (1100, 600, 48)]:
+        _check(_operand(m, k, a_mn), _operand(n, k, b_mn), dtype)
+    assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)

@@ -140,3 +140,14 @@ def test_fp4_in_the_ascend_container_and_mn_major_fp4_widened():
     codes = torch.randint(0, 16, (k, n), dtype=torch.uint8)
     b_mn = QuantOperand(formats.pack_fp4_codes(codes).t(), b.sf, True, False, n, k, None, 1, 32)
     _check(a, b_mn)
+
+
+@pytest.mark.parametrize(("kind", "dtype"), [("fp8", torch.float32), ("fp4", torch.bfloat16)])
+def test_wide_tiles(monkeypatch, kind, dtype):
+    """The 256 x 256 MX kernel (one L0C stage) on tails and several tiles per block."""
+    from deep_gemm.ascend import fp8_mx_gemm as glue
+    from tests.deep_gemm.ascend._wide import force_wide_tiles
+    seen = force_wide_tiles(monkeypatch, glue)
+    for m, n, k in (TAILS, MANY):
+        _check(*_pair(kind, m, n, k), dtype)
+    assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)

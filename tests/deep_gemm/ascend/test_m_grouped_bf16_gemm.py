@@ -81,3 +81,14 @@ def test_masked_groups(masked, m, n, k, dtype):
             assert calc_diff(d[i, :rows], ref[i, :rows]) < 1e-5
             torch.testing.assert_close(d[i, :rows].float(), ref[i, :rows].float(), rtol=8e-3, atol=1e-2)
         assert torch.all(d[i, rows:] == SENTINEL)   # rows past masked_m are not written
+
+
+def test_wide_tiles(monkeypatch):
+    """The 256-row tile kernel on psum groups (tails, an empty group, padding rows) and masked groups."""
+    from deep_gemm.ascend import m_grouped_bf16_gemm as glue
+    from tests.deep_gemm.ascend._wide import force_wide_tiles
+    seen = force_wide_tiles(monkeypatch, glue)
+    for case in CASES[:2]:
+        _run(*case)
+    test_masked_groups([0, 37, 200], 200, 72, 200, torch.bfloat16)
+    assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)

@@ -128,7 +128,7 @@ def _sf_call():
 
 @pytest.mark.parametrize(("module", "call", "entry", "defines"), [
     (m_grouped_bf16_gemm, _grouped_call, "dg_m_grouped_bf16_gemm",
-     ("DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96", "DG_ZERO_PADDING 1")),
+     ("DG_BLOCK_M 128", "DG_B_MN_MAJOR 0", "DG_D_FP32 0", "DG_SHAPE_K 64", "DG_SHAPE_N 96", "DG_ZERO_PADDING 1")),
     (fp8_mx_gemm, _fp8_call, "dg_fp8_mx_gemm", ("DG_AB_FP4 0", "DG_A_MN_MAJOR 0", "DG_BLOCK_M 128", "DG_B_MN_MAJOR 0",
                                                 "DG_D_FP32 0",
                                                 "DG_SHAPE_K 64", "DG_SHAPE_M 0", "DG_SHAPE_N 96")),

@@ -45,6 +45,7 @@ class CoreCounters:
     # the L2 model's HBM bytes (DJ_TWIN_L2=1, dj_twin/l2_model.h): misses this core caused, lines it wrote back
     hbm_read: int = 0
     hbm_write: int = 0
+    l2_bytes: int = 0  # the lines it moved to or from L2
     l2_modelled: bool = False
 
 
@@ -84,6 +85,11 @@ class LaunchCounters:
             return None
         return sum(c.hbm_read + c.hbm_write for c in self.cores)
 
+    @property
+    def l2_bytes(self) -> int | None:
+        """Bytes the cores moved to or from L2, whole 128-byte lines (L2 model); None when it was off."""
+        return None if self.hbm_bytes is None else sum(c.l2_bytes for c in self.cores)
+
     def cube_macs_by_input(self) -> dict:
         out: dict = {}
         for c in self.cores:
@@ -95,8 +101,9 @@ class LaunchCounters:
     def counters(self) -> dict:
         """Totals over all cores as plain values: bytes per pipe (``PIPE_MTE2``, ...), cube MACs (also
         by input width), vector element-ops, bytes per route (``gm_to_ub``, ...: ROUTES), SIMT lane ops and
-        nanoseconds spent in cross-core waits; with the L2 model on (``DJ_TWIN_L2=1``) also ``hbm_bytes``."""
-        modelled = {} if self.hbm_bytes is None else {"hbm_bytes": self.hbm_bytes}
+        nanoseconds spent in cross-core waits; with the L2 model on (``DJ_TWIN_L2=1``) also ``hbm_bytes`` and
+        ``l2_bytes``."""
+        modelled = {} if self.hbm_bytes is None else {"hbm_bytes": self.hbm_bytes, "l2_bytes": self.l2_bytes}
         return {**modelled, "bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
                 "cube_macs": self.cube_macs, "cube_macs_by_input": self.cube_macs_by_input(),
                 "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9),
@@ -201,7 +208,8 @@ class TwinKernel:
                                     wait_seconds=w[5 + npipes] * 1e-9, routes=routes,
                                     simt_ops=w[10 + npipes + len(ROUTES)],
                                     l2_modelled=bool(w[11 + npipes + len(ROUTES)]),
-                                    hbm_read=w[12 + npipes + len(ROUTES)], hbm_write=w[13 + npipes + len(ROUTES)]))
+                                    hbm_read=w[12 + npipes + len(ROUTES)], hbm_write=w[13 + npipes + len(ROUTES)],
+                                    l2_bytes=w[14 + npipes + len(ROUTES)]))
         return LaunchCounters(self.name, num_blocks, out)
 
     def __call__(self, num_blocks: int, *args) -> LaunchCounters:

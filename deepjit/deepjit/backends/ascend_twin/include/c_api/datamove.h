@@ -63,6 +63,7 @@ inline void asc_copy_gm2ub_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
                                  uint64_t src_stride, uint64_t dst_stride) {
   using namespace dj_twin;
   const char* op = "asc_copy_gm2ub_align";
+  begin_gm_move();
   check_align(dst, 32, Mem::UB, op);
   auto* d = reinterpret_cast<uint8_t*>(dst);
   auto* s = reinterpret_cast<const uint8_t*>(src);
@@ -91,6 +92,7 @@ inline void asc_copy_ub2gm_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
                                  uint64_t dst_stride, uint64_t src_stride) {
   using namespace dj_twin;
   const char* op = "asc_copy_ub2gm_align";
+  begin_gm_move();
   check_align(src, 32, Mem::UB, op);
   auto* d = reinterpret_cast<uint8_t*>(dst);
   auto* s = reinterpret_cast<const uint8_t*>(src);
@@ -185,6 +187,7 @@ inline void gm2l1_to_nz(T* dst, uint16_t n_value, uint32_t d_value, uint64_t loo
   const uint32_t col_blocks = (d_value + C0 - 1) / C0;
   auto* d = reinterpret_cast<uint8_t*>(dst);
   check_align(dst, 32, Mem::L1, op);
+  begin_gm_move();
   for (uint32_t j = 0; j < nd_num; ++j) {
     for (uint32_t r = 0; r < n_value; ++r) {
       for (uint32_t b = 0; b < col_blocks; ++b) {
@@ -484,6 +487,7 @@ inline void asc_copy_l0c2gm(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
                             uint8_t clip_relu_pre) {
   using namespace dj_twin;
   const char* op = "asc_copy_l0c2gm";
+  begin_gm_move();
   auto* d = reinterpret_cast<uint8_t*>(dst);
   fix_copy<D>(src, 0, m_size, 0, n_size, loop_src_stride, int(quant), int(relu), split_en, nz2nd_en, nz2dn_en,
               clip_relu_pre, op, [&](uint32_t m, uint32_t n) {

@@ -7,7 +7,9 @@
 // the same rate for the uniform tiles of a persistent kernel), waves one after another. A read
 // that misses is an HBM read of its line; a written line is dirty and is an HBM write when it is
 // evicted or at the end of the launch (write-allocate without a fill). Bytes are attributed to the
-// core whose access missed (reads) or last wrote the line (writes).
+// core whose access missed (reads) or last wrote the line (writes). The L2 bytes each core moved are
+// counted as it runs (touch_gm: a data mover's lines once per instruction, streaming SIMT bytes as
+// they are, cached SIMT loads that miss the core's data cache as lines).
 //
 // Sizes: dav-3510's L2 is 112 MiB (CANN platform_config Ascend950PR_957bx.ini: l2_size=117440512);
 // DJ_TWIN_L2_BYTES overrides it (tests). The 128-byte line is an assumption (no published figure

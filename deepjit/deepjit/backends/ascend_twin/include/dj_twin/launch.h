@@ -32,8 +32,8 @@ namespace dj_twin {
 inline constexpr size_t kGuard = 64 * 1024;  // PROT_NONE on each side of every region
 inline constexpr int kAbiVersion = 5;
 // block, kind, sub, bytes[pipes], macs, vops, wait_ns, macs by input width[4], bytes[routes], simt ops,
-// L2 model: modelled (0/1), HBM read bytes, HBM write bytes
-inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4 + kNumRoutes + 1 + 3;
+// L2 model: modelled (0/1), HBM read bytes, HBM write bytes, L2 bytes
+inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4 + kNumRoutes + 1 + 4;
 
 constexpr uint8_t kSlackByte = 0xA5;  // fills the bytes between a ragged tensor end and the guard
 
@@ -413,6 +413,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     out[11 + PIPE_NUM + kNumRoutes] = state->launch.l2_model ? 1 : 0;
     out[12 + PIPE_NUM + kNumRoutes] = hbm_read[i];
     out[13 + PIPE_NUM + kNumRoutes] = hbm_write[i];
+    out[14 + PIPE_NUM + kNumRoutes] = c.l2_bytes;
   }
   if (state->launch.failed.load()) return report(state->launch.message);
   for (GmRegion& r : state->gm)

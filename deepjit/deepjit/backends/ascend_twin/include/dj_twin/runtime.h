@@ -14,7 +14,8 @@
 //   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
 //   dj_twin::count_move(Route, size_t)             bytes by source -> destination (added; also counts the pipe)
 //   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
-//   dj_twin::touch_gm(const void* p, size_t bytes, bool write)  GM lines for the L2 model (added; next to check_gm)
+//   dj_twin::touch_gm(p, bytes, write, GmAccess)   GM lines for the L2 model (added; next to check_gm)
+//   dj_twin::begin_gm_move()                       a data mover's instruction starts (added; L2 model)
 //
 // Notes for the headers built on this one:
 //   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a
@@ -176,8 +177,19 @@ struct Core {
   // MX scales of L0A / L0B (E8M0 bytes): a data tile at L0x offset o has its scales at o / 16.
   uint8_t mx_scale[2][64 * 1024 / 16] = {};
   sigjmp_buf exit_jmp;                   // fail() and the fault handler jump here
-  std::vector<GmRun> gm_trace;           // GM lines touched, in program order (when the L2 model is on)
-  uint64_t recent_lines[64] = {};        // line + 1 (0: empty) of recent touches, by line % 64: repeats skipped
+  // The L2 model (touch_gm): the GM lines this core touched in program order, the bytes it moved to or
+  // from L2, and the filters that decide which touches reach L2: the current data-mover instruction's
+  // lines and, for SIMT accesses, recently touched lines (tags: (line + 1) << 1 | write, 0 = empty).
+  std::vector<GmRun> gm_trace;
+  uint64_t l2_bytes = 0;
+  static constexpr size_t kMoveLines = 4096;
+  struct MoveLine {
+    uint64_t tag;
+    uint32_t move;
+  };
+  std::vector<MoveLine> move_lines;      // kMoveLines entries once the model is on
+  uint32_t move_id = 0;
+  uint64_t recent_lines[64][4] = {};     // sets of 4 tags, most recent first
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
 };
@@ -277,29 +289,55 @@ inline void count_move(Route route, size_t bytes) {
   k.route_bytes[int(route)] += bytes;
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
 }
-// Records the GM bytes [p, p + bytes) a core accesses, for the L2 model (l2_model.h); call it next
-// to check_gm. A line touched again soon after (same direction) is not recorded twice, and a run
-// that continues the previous one extends it, so element-wise movers keep the trace short.
-inline void touch_gm(const void* p, size_t bytes, bool write) {
+// How a GM access reaches L2 (the L2 model's L2 bytes, l2_model.h): a data mover fetches each line of
+// one instruction once; a streaming SIMT access (asc_ldcg / asc_stcg / asc_stwt) moves its bytes (the
+// lanes of a warp coalesce into whole lines; the twin runs lanes one after another, so lines are not
+// seen together); a cached SIMT load (asc_ldca) is served by the core's data cache when it hit the
+// line shortly before (a 256-line, 4-way filter stands for that cache).
+enum class GmAccess : uint8_t { Mover, SimtStream, SimtCached };
+
+// A data mover calls this once before its accesses: its lines count once per instruction.
+inline void begin_gm_move() { ++core().move_id; }
+
+// Appends a line to the core's trace, extending the last run where it continues it (a repeat is a new
+// access: the filters in touch_gm already dropped the repeats that never reach L2).
+inline void trace_line(Core& c, uint64_t line, bool write) {
+  if (!c.gm_trace.empty()) {
+    GmRun& prev = c.gm_trace.back();
+    if (prev.write == write && line == prev.first_line + prev.lines && prev.lines < (1u << 31)) {
+      ++prev.lines;
+      return;
+    }
+  }
+  c.gm_trace.push_back({line, 1, write});
+}
+
+// Records the GM bytes [p, p + bytes) a core accesses for the L2 model; call it next to check_gm.
+inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmAccess::Mover) {
   Core& c = core();
   if (!c.launch->l2_model || bytes == 0) return;
   const uint64_t addr = reinterpret_cast<uintptr_t>(p);
   const uint64_t first = addr / kL2LineBytes, last = (addr + bytes - 1) / kL2LineBytes;
-  const uint64_t tag = (first + 1) << 1 | uint64_t(write);
-  if (first == last) {
-    uint64_t& slot = c.recent_lines[first % 64];
-    if (slot == tag) return;
-    slot = tag;
-  }
-  if (!c.gm_trace.empty()) {
-    GmRun& prev = c.gm_trace.back();
-    const uint64_t end = prev.first_line + prev.lines;
-    if (prev.write == write && first >= prev.first_line && first <= end && last + 1 - prev.first_line < (1u << 31)) {
-      if (last + 1 > end) prev.lines = uint32_t(last + 1 - prev.first_line);
-      return;
+  if (how == GmAccess::SimtStream) c.l2_bytes += bytes;
+  for (uint64_t line = first; line <= last; ++line) {
+    const uint64_t tag = (line + 1) << 1 | uint64_t(write);
+    if (how == GmAccess::Mover) {
+      if (c.move_lines.empty()) c.move_lines.assign(Core::kMoveLines, Core::MoveLine{0, 0});
+      Core::MoveLine& seen = c.move_lines[line % Core::kMoveLines];
+      if (seen.tag == tag && seen.move == c.move_id) continue;
+      seen = {tag, c.move_id};
+      c.l2_bytes += kL2LineBytes;
+    } else {
+      uint64_t* set = c.recent_lines[(line * 0x9E3779B97F4A7C15ull) >> 58];  // a hashed set: tensors' ends align
+      int way = 0;
+      while (way < 4 && set[way] != tag) ++way;
+      for (int w = way < 4 ? way : 3; w > 0; --w) set[w] = set[w - 1];  // move to front (LRU within the set)
+      set[0] = tag;
+      if (way < 4) continue;
+      if (how == GmAccess::SimtCached) c.l2_bytes += kL2LineBytes;
     }
+    trace_line(c, line, write);
   }
-  c.gm_trace.push_back({first, uint32_t(last - first + 1), write});
 }
 
 // Set while a core runs SIMT lanes (asc_vf_call): max / min / the vector structs used by scalar code

@@ -438,25 +438,25 @@ inline void asc_vf_call(cce::dim3 dims, Args... args) {
 // cache policy is a hint with no effect here; each access is range-checked and counted as GM bytes.
 namespace dj_twin {
 template <typename T>
-inline T simt_gm_load(const T* address, const char* op) {
+inline T simt_gm_load(const T* address, const char* op, GmAccess how) {
   check_gm(address, sizeof(T), op);
-  touch_gm(address, sizeof(T), false);
+  touch_gm(address, sizeof(T), false, how);
   count_move(Route::SIMT_GM_LOAD, sizeof(T));
   return *address;
 }
 template <typename T>
 inline void simt_gm_store(T* address, T value, const char* op) {
   check_gm(address, sizeof(T), op);
-  touch_gm(address, sizeof(T), true);
+  touch_gm(address, sizeof(T), true, GmAccess::SimtStream);
   count_move(Route::SIMT_GM_STORE, sizeof(T));
   *address = value;
 }
 }  // namespace dj_twin
 
 template <typename T>
-inline T asc_ldcg(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldcg"); }
+inline T asc_ldcg(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldcg", ::dj_twin::GmAccess::SimtStream); }
 template <typename T>
-inline T asc_ldca(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldca"); }
+inline T asc_ldca(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldca", ::dj_twin::GmAccess::SimtCached); }
 template <typename T>
 inline void asc_stcg(T* address, T value) { ::dj_twin::simt_gm_store(address, value, "asc_stcg"); }
 template <typename T>
