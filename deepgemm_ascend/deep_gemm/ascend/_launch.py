@@ -13,8 +13,6 @@ from .._lib import LIB
 BLOCK_M, BLOCK_N = 128, 256
 # The cube-only kernels' wide tile (256 x 256): half the GM (L2) bytes per FLOP of 128 x 256.
 WIDE_BLOCK_M = 256
-# cube_gemm.h's DG_SWIZZLE_M: M blocks per panel of the tile walk (tile_at).
-SWIZZLE_M = 8
 
 
 def kernel(name: str, relative_path: str, defines: Mapping[str, object]):

@@ -158,13 +158,6 @@ def cases() -> list:
 GEMM = 4096                       # M = N = K of the published dense GEMM shapes
 GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
 MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
-TWIN_CUBE_CORES = 32              # the twin's device: the grid the kernels pick there
-
-
-def _gemm_tiles(m: int, n: int, all_rows: int | None = None) -> int:
-    """Output tiles of an M x N GEMM (a group of ``all_rows``: the tile height follows all of them)."""
-    from ._launch import cube_block_m, m_blocks, n_blocks
-    return m_blocks(m, cube_block_m(all_rows or m, n, TWIN_CUBE_CORES)) * n_blocks(n)
 
 
 def _bf16_gemm_full() -> None:
@@ -191,11 +184,6 @@ def _m_grouped_full() -> None:
     m_grouped_bf16_gemm_nt_contiguous(a, b, torch.empty(m, GROUPED_N, dtype=torch.bfloat16), rows, True)
 
 
-def _mqa_tiles(s: int) -> int:
-    from .mqa_logits import KV_BLOCK, tokens_per_tile
-    return -(-s // tokens_per_tile(MQA_HEADS)) * -(-MQA_KV // KV_BLOCK)
-
-
 def _mqa_full(s: int):
     """s queries against the whole KV: every query sees all of it (ks = 0, ke = s_kv), so no tile is skipped."""
     def run() -> None:
@@ -210,16 +198,13 @@ def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
 
     gemm = f"{GEMM}x{GEMM}x{GEMM}"
-    dense = _gemm_tiles(GEMM, GEMM)
-    shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_gemm_full, dense),
-              (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(False), dense),
-              (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(True), dense),
-              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full,
-               GROUPS * _gemm_tiles(GROUP_M, GROUPED_N, GROUPS * GROUP_M))]
+    shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_gemm_full),
+              (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(False)),
+              (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(True)),
+              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full)]
     for phase, s in (("prefill", 4096), ("decode", 256)):
-        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s),
-                       _mqa_tiles(s)))
-    return [PublishedShape(name, kind, _seeded(fn), tiles, tiles) for name, kind, fn, tiles in shapes]
+        shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s)))
+    return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes]
 
 
 def _seeded(fn):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from ._launch import BLOCK_M, WIDE_BLOCK_M, cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 
 
 def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, strides: dict, defines: dict,
@@ -43,9 +43,10 @@ def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, stri
     on the output tiles at 128 rows (the grid: at most one block per tile, per cube core)."""
     s = {"a_group": 0, "d_group": 0, "ld_sfa": 0, "ld_sfb": 0, "sfa_group": 0, "sfb_group": 0, **strides}
     cores = num_cube_cores(d)
-    rows = m * (g if defines.get("DG_MASKED") else 1)
-    kernel("dg_m_grouped_bf16_gemm", "ascend/m_grouped_bf16_gemm.asc",
-           {**defines, "DG_BLOCK_M": cube_block_m(rows, n, cores)})(
+    block_m = cube_block_m(m * (g if defines.get("DG_MASKED") else 1), n, cores)
+    if defines.get("DG_INDEXED") and alignment % WIDE_BLOCK_M:
+        block_m = BLOCK_M  # an m_indices tile ends at its block: a wide one would compute a 128-row block at most
+    kernel("dg_m_grouped_bf16_gemm", "ascend/m_grouped_bf16_gemm.asc", {**defines, "DG_BLOCK_M": block_m})(
         min(tiles, cores), a, b, d, layout, m, n, k, g, alignment, s["lda"], s["ldb"], s["b_group"],
         s["ldd"], s["a_group"], s["d_group"], d if sfa is None else sfa, d if sfb is None else sfb, s["ld_sfa"],
         s["ld_sfb"], s["sfa_group"], s["sfb_group"])

@@ -50,6 +50,9 @@ static_assert(kHeadDim % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 
 static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
 static_assert(2 * kQRows * kHeadDim <= 64 * 1024 && 2 * kKvBlock * kHeadDim <= 64 * 1024, "stages exceed L0A / L0B");
 static_assert(2 * kScoreStage <= 248 * 1024, "score stages exceed UB");
+static_assert(2 * kQkL0C * 4 <= 256 * 1024, "two score tiles exceed L0C");
+// the flag helpers of cube_gemm.h set up kL0CStages L0C stages; this header alternates two
+static_assert(kL0CStages == 2, "cube_gemm.h's defaults (two L0C stages) with the MQA kernels");
 
 // The cube core's memories for one tile, from the null-based bases the kernel source passes.
 struct QkBuffers {

@@ -9,14 +9,15 @@ through the library's own entry point, which compares with its reference; the tw
 every launch it makes give the roofline); plain ``kernels()`` specs without a reference are listed as
 not checked. The run fails (exit status 1) when any kernel mismatches or errors, after trying them all.
 A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
-shapes, each extrapolated from the counters of a one-wave slice run on the twin (``--no-published`` skips it).
+shapes, each run whole on the twin (``--no-published`` skips it).
 
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
 the SIMT lane ops it can see (simt_api/asc_simt.h); the time each unit would need at its rate (per-core
 share for the cores the launch uses) says which unit bounds the kernel. The twin knows nothing of
 latency, overlap or bank conflicts, nor of plain ``__gm__`` dereferences or built-in scalar arithmetic
-inside SIMT lanes (only asc_ldcg / asc_stcg and the vector structs' operators are counted).
+inside SIMT lanes (only asc_ldcg / asc_ldca / asc_stcg / asc_stwt and the vector structs' operators are
+counted).
 
 HBM and L2: what a data mover or SIMT lane moves to or from GM goes through the chip's L2 (the ``l2``
 unit, at its bandwidth: the 128-byte lines each core requests, a SIMT data-cache hit or a line of the
@@ -93,17 +94,12 @@ class SourceCase:
 
 @dataclass(frozen=True)
 class PublishedShape:
-    """A library kernel's roofline at a published (benchmark) shape, from the twin's counters of a run at
-    a slice of it: ``run()`` launches the kernel on ``tiles_run`` of the shape's ``tiles_total`` output
-    tiles, each with the full shape's per-tile work (the real K / KV length / head count), at least one
-    full wave so its grid is the full shape's. The kernels are persistent (blocks walk output tiles), so
-    the full shape's counters are the slice's times ``tiles_total / tiles_run``: an extrapolation, not a
-    run of every tile. ``tiles_run == tiles_total`` is a run of the whole shape."""
+    """A library kernel's roofline at a published (benchmark) shape: ``run()`` launches the kernel on the
+    whole shape on the twin (no correctness check; the L2 model sees every wave, including what later
+    waves find in L2 from earlier ones)."""
     name: str
     kind: str
     run: Callable[[], object]
-    tiles_run: int
-    tiles_total: int
 
 
 # The twin's byte counters by route (backends/ascend_twin/kernel.py ROUTES): HBM traffic is only the
@@ -238,16 +234,8 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
     return total, max((n for n, _ in launches if n), default=None), operand
 
 
-def scaled_counters(counters: dict, tiles_run: int, tiles_total: int) -> dict:
-    """Every count of ``counters`` (the dict ``roofline`` takes) times ``tiles_total / tiles_run``."""
-    def scale(n):
-        return n * tiles_total // tiles_run if (n * tiles_total) % tiles_run == 0 else n * tiles_total / tiles_run
-    return {key: {name: scale(n) for name, n in value.items()} if isinstance(value, dict) else scale(value)
-            for key, value in counters.items()}
-
-
 def run_published(case: PublishedShape) -> dict:
-    """The extrapolated roofline of one published shape: ``{"seconds", "roofline"}``."""
+    """The roofline of one published shape: ``{"seconds", "roofline"}``."""
     with l2_modelled(), recorded_launches() as launches:
         start = time.perf_counter()
         case.run()
@@ -255,14 +243,7 @@ def run_published(case: PublishedShape) -> dict:
     if not launches:
         raise RuntimeError("no Ascend kernel was launched")
     counters, num_blocks, operand = _summed_counters(launches)
-    counters = scaled_counters(counters, case.tiles_run, case.tiles_total)
     return {"seconds": seconds, "roofline": roofline(counters, case.kind, num_blocks, operand)}
-
-
-def published_label(case: PublishedShape) -> str:
-    if case.tiles_run == case.tiles_total:
-        return f"full shape, {case.tiles_total} tiles"
-    return f"extrapolated from {case.tiles_run} of {case.tiles_total} tiles"
 
 
 def run_source_case(case: SourceCase) -> dict:
@@ -394,7 +375,7 @@ def run_published_shapes(shapes: Sequence[tuple[str, PublishedShape]], only: str
             failed.append(label)
             log(f"FAIL {label} [{case.kind}] error: {exc}")
             continue
-        log(f"EST  {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms, {published_label(case)} | "
+        log(f"EST  {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms, whole shape | "
             f"{format_roofline(outcome['roofline'])}")
     return failed
 

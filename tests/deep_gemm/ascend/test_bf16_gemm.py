@@ -122,6 +122,13 @@ def test_wide_tiles(monkeypatch, layout, dtype):
     from tests.deep_gemm.ascend._wide import force_wide_tiles
     seen = force_wide_tiles(monkeypatch, glue)
     a_mn, b_mn = layout[0] == "t", layout[1] == "n"
-    for m, n, k in [(300, 520, 200), (100, 72, 200), (1100, 600, 48)]:
+    # 2404 rows: 10 wide M blocks, a panel of 8 then a partial one of 2
+    for m, n, k in [(300, 520, 200), (100, 72, 200), (2404, 600, 48)]:
         _check(_operand(m, k, a_mn), _operand(n, k, b_mn), dtype)
     assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)
+
+
+def test_tile_walk_crosses_panels():
+    """1200 rows: 10 M blocks of 128, a full panel of 8 (cube_gemm.h tile_at) then a partial one of 2;
+    5 N blocks, so panels hold 40 and 10 tiles and blocks of the 32-core grid straddle them."""
+    _check(_operand(1200, 48, False), _operand(1100, 48, False), torch.float32)

@@ -16,8 +16,9 @@ from deep_gemm.ascend.m_grouped_bf16_gemm import m_grouped_bf16_gemm_nt_contiguo
 from deep_gemm.testing import calc_diff
 from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
-# (rows per group, alignment, M, N, K)
-CASES = [([100, 0, 72, 130], 128, 640, 72, 200), ([300, 40], 256, 768, 256, 128), ([17], 256, 256, 40, 48)]
+# (rows per group, alignment, M, N, K); 1100 rows: 9 M blocks of 128, across a panel of 8 (tile_at)
+CASES = [([100, 0, 72, 130], 128, 640, 72, 200), ([300, 40], 256, 768, 256, 128), ([17], 256, 256, 40, 48),
+         ([1100, 30], 256, 1536, 300, 32)]
 
 
 def _run(counts, alignment, m, n, k, zero_padding=True, b_mn_major=False, dtype=torch.bfloat16):

@@ -45,7 +45,7 @@ class CoreCounters:
     # the L2 model's HBM bytes (DJ_TWIN_L2=1, dj_twin/l2_model.h): misses this core caused, lines it wrote back
     hbm_read: int = 0
     hbm_write: int = 0
-    l2_bytes: int = 0  # the lines it moved to or from L2
+    l2_bytes: int = 0  # what it moved to or from L2 (dj_twin/runtime.h touch_gm: lines, streaming SIMT bytes)
     l2_modelled: bool = False
 
 
@@ -87,7 +87,9 @@ class LaunchCounters:
 
     @property
     def l2_bytes(self) -> int | None:
-        """Bytes the cores moved to or from L2, whole 128-byte lines (L2 model); None when it was off."""
+        """Bytes the cores moved to or from L2 (L2 model: a data mover's 128-byte lines once per instruction,
+        streaming SIMT accesses by their bytes, cached SIMT loads that missed the data cache as lines); None
+        when it was off."""
         return None if self.hbm_bytes is None else sum(c.l2_bytes for c in self.cores)
 
     def cube_macs_by_input(self) -> dict:

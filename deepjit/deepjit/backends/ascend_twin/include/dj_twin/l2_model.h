@@ -2,9 +2,10 @@
 //
 // On (DJ_TWIN_L2=1), each core records the GM lines it touches, in its own program order, as runs of
 // consecutive 128-byte lines (touch_gm, called by every data mover and SIMT GM access next to its
-// check_gm). After the launch the runs are replayed through one LRU cache of the chip's L2 size:
-// the cores of a wave round-robin, one run each in turn (they run concurrently on the chip, at about
-// the same rate for the uniform tiles of a persistent kernel), waves one after another. A read
+// check_gm). After each wave of the launch its cores' runs are replayed through one LRU cache of the
+// chip's L2 size (kept across the launch's waves): round-robin, a few lines of each core in turn
+// (they run concurrently on the chip, at about the same rate for the uniform tiles of a persistent
+// kernel). A read
 // that misses is an HBM read of its line; a written line is dirty and is an HBM write when it is
 // evicted or at the end of the launch (write-allocate without a fill). Bytes are attributed to the
 // core whose access missed (reads) or last wrote the line (writes). The L2 bytes each core moved are
@@ -17,6 +18,7 @@
 // The model is fully associative and knows nothing of timing, prefetch or the cache-mode hints.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <unordered_map>
@@ -44,7 +46,9 @@ inline bool l2_model_from_env() {
 // Fully associative LRU over line numbers; slots in a doubly linked list, most recent at head.
 class L2Cache {
  public:
-  explicit L2Cache(uint64_t bytes) : capacity_(bytes / kL2LineBytes ? bytes / kL2LineBytes : 1) {
+  // at least one line, below the slot indices' kNone
+  explicit L2Cache(uint64_t bytes)
+      : capacity_(std::min<uint64_t>(std::max<uint64_t>(bytes / kL2LineBytes, 1), kNone - 1)) {
     index_.reserve(size_t(capacity_ < (1u << 22) ? capacity_ : (1u << 22)));
   }
 
@@ -110,28 +114,36 @@ class L2Cache {
   uint32_t head_ = kNone, tail_ = kNone;
 };
 
-// Replays the cores' traces: `waves` are [first, last) ranges of `cores` that ran together.
-inline void replay_l2(const std::vector<Core*>& cores, const std::vector<std::pair<size_t, size_t>>& waves,
-                      uint64_t l2_bytes, std::vector<uint64_t>& hbm_read, std::vector<uint64_t>& hbm_write) {
-  hbm_read.assign(cores.size(), 0);
-  hbm_write.assign(cores.size(), 0);
-  L2Cache cache(l2_bytes);
-  for (const auto& [first, last] : waves) {
-    std::vector<size_t> cursor(last - first, 0);
-    for (bool any = true; any;) {
-      any = false;
-      for (size_t i = first; i < last; ++i) {
-        const std::vector<GmRun>& trace = cores[i]->gm_trace;
-        size_t& at = cursor[i - first];
-        if (at == trace.size()) continue;
-        any = true;
-        const GmRun& run = trace[at++];
-        for (uint64_t line = run.first_line; line < run.first_line + run.lines; ++line)
-          cache.access(line, run.write, uint32_t(i), hbm_read, hbm_write);
+// Lines each core replays per turn of the round-robin: a core's long contiguous runs and another's
+// single lines then advance at the same rate.
+inline constexpr uint32_t kReplayLinesPerTurn = 16;
+
+// Replays the traces of one wave's cores (which ran together) into `cache`, round-robin, and empties
+// them; `first` is the index of cores[0] in the launch's per-core counters.
+inline void replay_wave(L2Cache& cache, const std::vector<Core*>& cores, size_t first, std::vector<uint64_t>& hbm_read,
+                        std::vector<uint64_t>& hbm_write) {
+  struct Cursor {
+    size_t run = 0;
+    uint32_t line = 0;  // offset inside the run
+  };
+  std::vector<Cursor> at(cores.size());
+  for (bool any = true; any;) {
+    any = false;
+    for (size_t i = 0; i < cores.size(); ++i) {
+      const std::vector<GmRun>& trace = cores[i]->gm_trace;
+      Cursor& cur = at[i];
+      for (uint32_t n = 0; n < kReplayLinesPerTurn && cur.run < trace.size(); ++n) {
+        const GmRun& run = trace[cur.run];
+        cache.access(run.first_line + cur.line, run.write, uint32_t(first + i), hbm_read, hbm_write);
+        if (++cur.line == run.lines) {
+          ++cur.run;
+          cur.line = 0;
+        }
       }
+      any = any || cur.run < trace.size();
     }
   }
-  cache.flush(hbm_write);
+  for (Core* c : cores) std::vector<GmRun>().swap(c->gm_trace);
 }
 
 }  // namespace dj_twin

@@ -36,11 +36,15 @@ inline constexpr int kAbiVersion = 5;
 inline constexpr int kCounterWords = 3 + PIPE_NUM + 3 + 4 + kNumRoutes + 1 + 4;
 
 constexpr uint8_t kSlackByte = 0xA5;  // fills the bytes between a ragged tensor end and the guard
+// A tensor's start is aligned to the L2 model's line, so its lines are counted as a device allocation's
+// (whose alignment is coarser) would be.
+inline constexpr size_t kGmAlign = kL2LineBytes;
+inline size_t gm_round(size_t bytes) { return (bytes + kGmAlign - 1) / kGmAlign * kGmAlign; }
 
 struct GmRegion {
   uint8_t* map = nullptr;   // whole mapping, guards included
   size_t map_len = 0;
-  uint8_t* data = nullptr;  // the tensor's bytes (end placed against the upper guard, 64-byte aligned)
+  uint8_t* data = nullptr;  // the tensor's bytes (end placed against the upper guard, kGmAlign-aligned)
   size_t bytes = 0;
   uint64_t host = 0;        // the caller's address
   char name[64] = {};
@@ -271,8 +275,8 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   state->launch.num_blocks = int(num_blocks);
   state->launch.wait_timeout_s = timeout_s;
   state->launch.l2_model = l2_model_from_env();
-  // Tensors: each in its own guarded region, the data's 64-byte-aligned end at the upper guard; the
-  // up to 63 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
+  // Tensors: each in its own guarded region, the data's kGmAlign-aligned end at the upper guard; the
+  // up to kGmAlign - 1 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.
   state->gm.resize(size_t(n_tensors));
   struct Unmap {
@@ -286,16 +290,16 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     GmRegion& r = state->gm[size_t(i)];
     r.bytes = size_t(tensor_bytes[i]);
     r.host = tensor_addr[i];
-    size_t body = page_round((r.bytes + 63) / 64 * 64 + 64);
+    size_t body = page_round(gm_round(r.bytes) + kGmAlign);
     r.map_len = body + 2 * kGuard;
     void* map = mmap(nullptr, r.map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (map == MAP_FAILED) return report("cannot map global memory for a tensor argument");
     r.map = static_cast<uint8_t*>(map);
     if (mprotect(r.map + kGuard, body, PROT_READ | PROT_WRITE) != 0)
       return report("cannot make global memory of a tensor argument writable");
-    r.data = r.map + kGuard + body - (r.bytes + 63) / 64 * 64;
+    r.data = r.map + kGuard + body - gm_round(r.bytes);
     std::memcpy(r.data, reinterpret_cast<const void*>(r.host), r.bytes);
-    std::memset(r.data + r.bytes, kSlackByte, (r.bytes + 63) / 64 * 64 - r.bytes);
+    std::memset(r.data + r.bytes, kSlackByte, gm_round(r.bytes) - r.bytes);
   }
   ArgReader reader{args, args_len, 0, &state->gm, {}};
   std::function<void()> body = make_body(reader);
@@ -338,7 +342,11 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   const int per_block = kind == KernelKind::Mix ? 3 : 1;
   const uint32_t wave = kind == KernelKind::Vector ? kNumAiv : kNumAic;
   std::vector<std::unique_ptr<Core>> all_cores;
-  std::vector<std::pair<size_t, size_t>> waves;  // [first, last) of all_cores, for the L2 model
+  // The L2 model: one cache for the launch, each wave's traces replayed into it once the wave ends;
+  // HBM bytes by core (all_cores' order).
+  std::unique_ptr<L2Cache> l2;
+  if (state->launch.l2_model) l2 = std::make_unique<L2Cache>(l2_bytes_from_env());
+  std::vector<uint64_t> hbm_read, hbm_write;
   for (uint32_t first = 0; first < num_blocks && !state->launch.failed.load(); first += wave) {
     uint32_t last = first + wave < num_blocks ? first + wave : num_blocks;
     std::vector<std::unique_ptr<Block>> blocks;
@@ -377,7 +385,11 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     threads.reserve(cores.size());
     for (Core* c : cores) threads.emplace_back(run_core, c, &body);
     for (std::thread& t : threads) t.join();
-    waves.emplace_back(all_cores.size() - cores.size(), all_cores.size());
+    if (l2 && !state->launch.failed.load()) {
+      hbm_read.resize(all_cores.size(), 0);
+      hbm_write.resize(all_cores.size(), 0);
+      replay_wave(*l2, cores, all_cores.size() - cores.size(), hbm_read, hbm_write);
+    }
     // Once every core of the wave has ended, a cross-core
     // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
     for (Core* c : cores)
@@ -391,12 +403,9 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
         }
   }
   g_state = nullptr;
-  std::vector<uint64_t> hbm_read(all_cores.size(), 0), hbm_write(all_cores.size(), 0);
-  if (state->launch.l2_model && !state->launch.failed.load()) {
-    std::vector<Core*> ordered;
-    for (auto& c : all_cores) ordered.push_back(c.get());
-    replay_l2(ordered, waves, l2_bytes_from_env(), hbm_read, hbm_write);
-  }
+  hbm_read.resize(all_cores.size(), 0);
+  hbm_write.resize(all_cores.size(), 0);
+  if (l2) l2->flush(hbm_write);
   for (size_t i = 0; i < all_cores.size() && counters; ++i) {
     const Core& c = *all_cores[i];
     uint64_t* out = counters + i * kCounterWords;
@@ -417,7 +426,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   }
   if (state->launch.failed.load()) return report(state->launch.message);
   for (GmRegion& r : state->gm)
-    for (size_t b = r.bytes; b < (r.bytes + 63) / 64 * 64; ++b)
+    for (size_t b = r.bytes; b < gm_round(r.bytes); ++b)
       if (r.data[b] != kSlackByte) {
         char text[256];
         std::snprintf(text, sizeof text, "%s: a store wrote past global tensor %s: byte %zu of a %zu-byte tensor",

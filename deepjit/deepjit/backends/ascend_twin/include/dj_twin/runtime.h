@@ -182,13 +182,13 @@ struct Core {
   // lines and, for SIMT accesses, recently touched lines (tags: (line + 1) << 1 | write, 0 = empty).
   std::vector<GmRun> gm_trace;
   uint64_t l2_bytes = 0;
-  static constexpr size_t kMoveLines = 4096;
+  static constexpr size_t kMoveLines = 16384;  // open addressing: exact for an instruction's <= 8192 lines
   struct MoveLine {
     uint64_t tag;
-    uint32_t move;
+    uint32_t move;                       // the instruction (move_id) the entry belongs to; older ones are free
   };
   std::vector<MoveLine> move_lines;      // kMoveLines entries once the model is on
-  uint32_t move_id = 0;
+  uint32_t move_id = 1;
   uint64_t recent_lines[64][4] = {};     // sets of 4 tags, most recent first
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
@@ -297,7 +297,13 @@ inline void count_move(Route route, size_t bytes) {
 enum class GmAccess : uint8_t { Mover, SimtStream, SimtCached };
 
 // A data mover calls this once before its accesses: its lines count once per instruction.
-inline void begin_gm_move() { ++core().move_id; }
+inline void begin_gm_move() {
+  Core& c = core();
+  if (++c.move_id == 0) {  // wrapped: entries stamped with the new id would look current
+    c.move_lines.assign(c.move_lines.size(), Core::MoveLine{0, 0});
+    c.move_id = 1;
+  }
+}
 
 // Appends a line to the core's trace, extending the last run where it continues it (a repeat is a new
 // access: the filters in touch_gm already dropped the repeats that never reach L2).
@@ -312,6 +318,22 @@ inline void trace_line(Core& c, uint64_t line, bool write) {
   c.gm_trace.push_back({line, 1, write});
 }
 
+// Whether the current data-mover instruction touches this line (tag) for the first time: a hash set of
+// its lines, emptied by the next instruction (entries of older instructions count as free).
+inline bool first_touch_in_move(Core& c, uint64_t tag) {
+  if (c.move_lines.empty()) c.move_lines.assign(Core::kMoveLines, Core::MoveLine{0, 0});
+  size_t at = size_t((tag * 0x9E3779B97F4A7C15ull) >> 50);  // 14 bits: kMoveLines slots
+  for (size_t probe = 0; probe < Core::kMoveLines; ++probe, at = (at + 1) % Core::kMoveLines) {
+    Core::MoveLine& e = c.move_lines[at];
+    if (e.move != c.move_id) {
+      e = {tag, c.move_id};
+      return true;
+    }
+    if (e.tag == tag) return false;
+  }
+  return true;  // more lines than slots in one instruction: counted again (not reached by the kernels here)
+}
+
 // Records the GM bytes [p, p + bytes) a core accesses for the L2 model; call it next to check_gm.
 inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmAccess::Mover) {
   Core& c = core();
@@ -322,10 +344,7 @@ inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmA
   for (uint64_t line = first; line <= last; ++line) {
     const uint64_t tag = (line + 1) << 1 | uint64_t(write);
     if (how == GmAccess::Mover) {
-      if (c.move_lines.empty()) c.move_lines.assign(Core::kMoveLines, Core::MoveLine{0, 0});
-      Core::MoveLine& seen = c.move_lines[line % Core::kMoveLines];
-      if (seen.tag == tag && seen.move == c.move_id) continue;
-      seen = {tag, c.move_id};
+      if (!first_touch_in_move(c, tag)) continue;
       c.l2_bytes += kL2LineBytes;
     } else {
       uint64_t* set = c.recent_lines[(line * 0x9E3779B97F4A7C15ull) >> 58];  // a hashed set: tensors' ends align

@@ -434,8 +434,9 @@ inline void asc_vf_call(cce::dim3 dims, Args... args) {
   threadIdx = {};
 }
 
-// ---- SIMT global-memory access helpers (asc_ldcg.md / asc_ldca.md / asc_stcg.md / asc_stwt.md): the
-// cache policy is a hint with no effect here; each access is range-checked and counted as GM bytes.
+// ---- SIMT global-memory access helpers (asc_ldcg.md / asc_ldca.md / asc_stcg.md / asc_stwt.md): each
+// access is range-checked and counted as GM bytes; the cache policy matters only to the L2 model
+// (asc_ldca through the core's data cache, the others streamed: dj_twin/runtime.h touch_gm).
 namespace dj_twin {
 template <typename T>
 inline T simt_gm_load(const T* address, const char* op, GmAccess how) {
