@@ -165,11 +165,9 @@ def _counters(result) -> dict | None:
     if hasattr(counters, "cores"):
         pipes = sorted({p for core in counters.cores for p in core.bytes})
         routes = sorted({r for core in counters.cores for r in core.routes})
-        modelled = {} if counters.hbm_bytes is None else {"hbm_bytes": counters.hbm_bytes,
-                                                          "l2_bytes": counters.l2_bytes}
         return {"bytes": {p: counters.total_bytes(p) for p in pipes}, "cube_macs": counters.cube_macs,
                 "vector_ops": counters.vector_ops, "simt_ops": counters.simt_ops,
-                "routes": {r: counters.total_route_bytes(r) for r in routes}, **modelled}
+                "routes": {r: counters.total_route_bytes(r) for r in routes}, **counters.l2_counts()}
     return counters if isinstance(counters, dict) else None
 
 
@@ -215,14 +213,15 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
     """(counters summed over the launches, the largest block count, the dominant cube operand class)."""
     if not launches:
         return None, 0, "bf16"
-    total: dict = {"bytes": {}, "routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0}
+    total: dict = {"bytes": {}, "routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0, "hbm_bytes": 0,
+                   "l2_bytes": 0}
     by_width: dict = {}
-    for key in ("hbm_bytes", "l2_bytes"):
-        modelled = [(_counters(result) or {}).get(key) for _, result in launches]
-        if all(n is not None for n in modelled):
-            total[key] = sum(modelled)
+    all_modelled = True
     for _, result in launches:
         counters = _counters(result) or {}
+        all_modelled = all_modelled and "hbm_bytes" in counters
+        for key in ("hbm_bytes", "l2_bytes"):
+            total[key] += counters.get(key, 0)
         for key in ("bytes", "routes"):
             for name, n in counters.get(key, {}).items():
                 total[key][name] = total[key].get(name, 0) + n
@@ -230,6 +229,8 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
             total[key] += counters.get(key, 0)
         for width, n in (result.cube_macs_by_input() if hasattr(result, "cube_macs_by_input") else {}).items():
             by_width[width] = by_width.get(width, 0) + n
+    if not all_modelled:  # HBM bytes only where every launch ran the L2 model
+        del total["hbm_bytes"], total["l2_bytes"]
     operand = OPERAND_OF_WIDTH[max(by_width, key=by_width.get)] if by_width else "bf16"
     return total, max((n for n, _ in launches if n), default=None), operand
 

@@ -79,18 +79,24 @@ class LaunchCounters:
         return sum(c.wait_seconds for c in self.cores)
 
     @property
+    def l2_modelled(self) -> bool:
+        return bool(self.cores) and all(c.l2_modelled for c in self.cores)
+
+    @property
     def hbm_bytes(self) -> int | None:
         """HBM bytes the L2 model counted (reads that missed + write-backs); None when it was off."""
-        if not self.cores or not all(c.l2_modelled for c in self.cores):
-            return None
-        return sum(c.hbm_read + c.hbm_write for c in self.cores)
+        return sum(c.hbm_read + c.hbm_write for c in self.cores) if self.l2_modelled else None
 
     @property
     def l2_bytes(self) -> int | None:
         """Bytes the cores moved to or from L2 (L2 model: a data mover's 128-byte lines once per instruction,
         streaming SIMT accesses by their bytes, cached SIMT loads that missed the data cache as lines); None
         when it was off."""
-        return None if self.hbm_bytes is None else sum(c.l2_bytes for c in self.cores)
+        return sum(c.l2_bytes for c in self.cores) if self.l2_modelled else None
+
+    def l2_counts(self) -> dict:
+        """``{"hbm_bytes", "l2_bytes"}`` where the L2 model ran, else empty."""
+        return {"hbm_bytes": self.hbm_bytes, "l2_bytes": self.l2_bytes} if self.l2_modelled else {}
 
     def cube_macs_by_input(self) -> dict:
         out: dict = {}
@@ -105,8 +111,7 @@ class LaunchCounters:
         by input width), vector element-ops, bytes per route (``gm_to_ub``, ...: ROUTES), SIMT lane ops and
         nanoseconds spent in cross-core waits; with the L2 model on (``DJ_TWIN_L2=1``) also ``hbm_bytes`` and
         ``l2_bytes``."""
-        modelled = {} if self.hbm_bytes is None else {"hbm_bytes": self.hbm_bytes, "l2_bytes": self.l2_bytes}
-        return {**modelled, "bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
+        return {**self.l2_counts(), "bytes": {f"PIPE_{p}": self.total_bytes(p) for p in PIPES if self.total_bytes(p)},
                 "cube_macs": self.cube_macs, "cube_macs_by_input": self.cube_macs_by_input(),
                 "vector_ops": self.vector_ops, "wait_ns": int(self.wait_seconds * 1e9),
                 "routes": {r: self.total_route_bytes(r) for r in ROUTES if self.total_route_bytes(r)},

@@ -5,16 +5,15 @@
 // check_gm). After each wave of the launch its cores' runs are replayed through one LRU cache of the
 // chip's L2 size (kept across the launch's waves): round-robin, a few lines of each core in turn
 // (they run concurrently on the chip, at about the same rate for the uniform tiles of a persistent
-// kernel). A read
-// that misses is an HBM read of its line; a written line is dirty and is an HBM write when it is
-// evicted or at the end of the launch (write-allocate without a fill). Bytes are attributed to the
+// kernel). A read that misses is an HBM read of its line; a written line is dirty and is an HBM
+// write when it is evicted or at the end of the launch (write-allocate without a fill). Bytes are attributed to the
 // core whose access missed (reads) or last wrote the line (writes). The L2 bytes each core moved are
 // counted as it runs (touch_gm: a data mover's lines once per instruction, streaming SIMT bytes as
 // they are, cached SIMT loads that miss the core's data cache as lines).
 //
 // Sizes: dav-3510's L2 is 112 MiB (CANN platform_config Ascend950PR_957bx.ini: l2_size=117440512);
 // DJ_TWIN_L2_BYTES overrides it (tests). The 128-byte line is an assumption (no published figure
-// for dav-3510); row segments of 128 bytes and more are counted exactly whatever the line size.
+// for dav-3510); tensors start on a line (launch.h kGmAlign).
 // The model is fully associative and knows nothing of timing, prefetch or the cache-mode hints.
 #pragma once
 
@@ -38,11 +37,6 @@ inline uint64_t l2_bytes_from_env() {
   return (end && *end == 0 && v >= kL2LineBytes) ? uint64_t(v) : kL2DefaultBytes;
 }
 
-inline bool l2_model_from_env() {
-  const char* raw = std::getenv("DJ_TWIN_L2");
-  return raw && *raw && std::strcmp(raw, "0") != 0;
-}
-
 // Fully associative LRU over line numbers; slots in a doubly linked list, most recent at head.
 class L2Cache {
  public:
@@ -52,8 +46,8 @@ class L2Cache {
     index_.reserve(size_t(capacity_ < (1u << 22) ? capacity_ : (1u << 22)));
   }
 
-  // One access of `line` by core `who`; returns the HBM bytes the access itself caused (a read miss),
-  // adding write-backs of evicted lines to hbm_write[owner].
+  // One access of `line` by core `who`: a read miss adds the line to hbm_read[who], the write-back of
+  // an evicted dirty line to hbm_write[its owner].
   void access(uint64_t line, bool write, uint32_t who, std::vector<uint64_t>& hbm_read,
               std::vector<uint64_t>& hbm_write) {
     auto it = index_.find(line);
@@ -119,9 +113,11 @@ class L2Cache {
 inline constexpr uint32_t kReplayLinesPerTurn = 16;
 
 // Replays the traces of one wave's cores (which ran together) into `cache`, round-robin, and empties
-// them; `first` is the index of cores[0] in the launch's per-core counters.
+// them; `first` is the index of cores[0] in the launch's per-core counters (grown to hold them).
 inline void replay_wave(L2Cache& cache, const std::vector<Core*>& cores, size_t first, std::vector<uint64_t>& hbm_read,
                         std::vector<uint64_t>& hbm_write) {
+  hbm_read.resize(first + cores.size(), 0);
+  hbm_write.resize(first + cores.size(), 0);
   struct Cursor {
     size_t run = 0;
     uint32_t line = 0;  // offset inside the run

@@ -171,8 +171,7 @@ struct CoreMemory {
 // DJ_TWIN_POISON=1 fills the memories with 0xFF bytes (NaN in every float type) instead of zeros, so
 // a kernel that reads on-chip memory it never wrote shows it.
 inline bool map_core_memory(Core& c, CoreMemory& cm) {
-  const char* poison_env = std::getenv("DJ_TWIN_POISON");
-  const bool poison = poison_env && *poison_env && std::strcmp(poison_env, "0") != 0;
+  const bool poison = env_flag("DJ_TWIN_POISON");
   size_t len = kGuard;
   for (size_t s : kMemSize) len += s + kGuard;
   void* map = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -274,7 +273,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   state->launch.kind = kind;
   state->launch.num_blocks = int(num_blocks);
   state->launch.wait_timeout_s = timeout_s;
-  state->launch.l2_model = l2_model_from_env();
+  state->launch.l2_model = env_flag("DJ_TWIN_L2");
   // Tensors: each in its own guarded region, the data's kGmAlign-aligned end at the upper guard; the
   // up to kGmAlign - 1 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.
@@ -385,11 +384,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     threads.reserve(cores.size());
     for (Core* c : cores) threads.emplace_back(run_core, c, &body);
     for (std::thread& t : threads) t.join();
-    if (l2 && !state->launch.failed.load()) {
-      hbm_read.resize(all_cores.size(), 0);
-      hbm_write.resize(all_cores.size(), 0);
-      replay_wave(*l2, cores, all_cores.size() - cores.size(), hbm_read, hbm_write);
-    }
+    if (l2 && !state->launch.failed.load()) replay_wave(*l2, cores, all_cores.size() - cores.size(), hbm_read, hbm_write);
     // Once every core of the wave has ended, a cross-core
     // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
     for (Core* c : cores)

@@ -50,6 +50,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -364,6 +365,12 @@ inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmA
 inline thread_local bool tls_in_simt = false;
 inline void count_simt_ops(uint64_t ops) {
   if (tls_in_simt) core().counters.simt_ops += ops;
+}
+
+// An on/off environment switch: set, non-empty and not "0".
+inline bool env_flag(const char* name) {
+  const char* raw = std::getenv(name);
+  return raw && *raw && std::strcmp(raw, "0") != 0;
 }
 
 inline bool is_aic() { return core().kind == CoreKind::AIC; }
