@@ -7,7 +7,12 @@
 #include "c_api/utils_enum.h"
 #include "c_api/sys_var.h"
 #include "c_api/sync.h"
+#include "c_api/atomic.h"
 #include "c_api/datamove.h"
 #include "c_api/cube.h"
 #include "c_api/reg.h"
 #include "c_api/unimplemented.h"
+
+// AscendC's C++ namespace: TileLang's tl_templates/ascend/nd2nz_copy.h says `using namespace AscendC;`
+// (and uses nothing from it); the twin models the C API only, so the namespace is empty.
+namespace AscendC {}

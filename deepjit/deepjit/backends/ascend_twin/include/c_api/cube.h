@@ -55,6 +55,24 @@ struct L0Operand {
   }
 };
 
+// HF32 (CTRL bit 46, asc_enable_hf32 / asc_disable_hf32; bit 47 the round mode): FP32 operands are rounded
+// to HF32 before the multiply, which on Ascend 950 keeps 10 mantissa bits (asc-devkit docs/zh/api/SIMD-API/
+// 基础API/矩阵计算（ISASI）/Mmad计算/关键特性说明/HF32.md, figure mmad_hf32_950), ties to even (bit 47
+// clear, the default) or away from zero (bit 47 set: asc_hf32_round_mode::NEAREST_AWAY, asc-devkit
+// asc_set_hf32_round_mode.md, whose own example rounds 1 + 2^-11 to 1 + 2^-10 away and to 1 even).
+// Products and sums stay FP32. Inf / NaN pass unchanged.
+inline constexpr int kCtrlHf32Bit = 46, kCtrlHf32AwayBit = 47;
+inline float round_hf32(float x, bool ties_away) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7F800000u) == 0x7F800000u) return x;
+  constexpr uint32_t kDropped = 13;  // 23 - 10 mantissa bits
+  const uint32_t half = 1u << (kDropped - 1);
+  u += ties_away ? half : half - 1 + ((u >> kDropped) & 1);
+  u &= ~((1u << kDropped) - 1);
+  return bits_float(u);
+}
+
 // C (+)= A x B with optional MX scales: scale(i, kk) of A at byte ((i / 16) * ceil(k / 64) + kk / 64) * 32 +
 // (i % 16) * 2 + (kk / 32) % 2 of its scale buffer (likewise for B with j), as asc_copy_l12l0a_mx lays them out.
 template <typename C, typename T>
@@ -80,14 +98,18 @@ inline void mmad(C* c, const T* a, const T* b, uint16_t m, uint16_t k, uint16_t 
     return decode_e8m0(s[(size_t(row / 16) * pairs + kk / 64) * 32 + (row % 16) * 2 + (kk / 32) % 2]);
   };
   using Acc = std::conditional_t<std::is_same_v<C, float>, float, int32_t>;
+  const uint64_t ctrl = core().ctrl;
+  const bool hf32 = std::is_same_v<T, float> && ((ctrl >> kCtrlHf32Bit) & 1);
+  const bool hf32_away = (ctrl >> kCtrlHf32AwayBit) & 1;
+  auto operand = [&](float v) { return hf32 ? round_hf32(v, hf32_away) : v; };
   // Gather A row-major and B column-major once (scales applied), then one dot product per element.
   std::vector<Acc> av(size_t(m) * k), bv(size_t(n) * k);
   for (uint32_t i = 0; i < m; ++i)
     for (uint32_t kk = 0; kk < k; ++kk)
-      av[size_t(i) * k + kk] = scale_a ? Acc(A.value(i, kk) * scale(scale_a, i, kk)) : Acc(A.value(i, kk));
+      av[size_t(i) * k + kk] = scale_a ? Acc(A.value(i, kk) * scale(scale_a, i, kk)) : Acc(operand(A.value(i, kk)));
   for (uint32_t j = 0; j < n; ++j)
     for (uint32_t kk = 0; kk < k; ++kk)
-      bv[size_t(j) * k + kk] = scale_b ? Acc(B.value(j, kk) * scale(scale_b, j, kk)) : Acc(B.value(j, kk));
+      bv[size_t(j) * k + kk] = scale_b ? Acc(B.value(j, kk) * scale(scale_b, j, kk)) : Acc(operand(B.value(j, kk)));
   for (uint32_t i = 0; i < m; ++i) {
     const Acc* ar = av.data() + size_t(i) * k;
     for (uint32_t j = 0; j < n; ++j) {
@@ -135,3 +157,27 @@ inline void asc_mmad_mx(C* c_matrix, T* a_matrix, T* b_matrix, uint16_t left_hei
   mmad(c_matrix, a_matrix, b_matrix, left_height, n_dim, right_width, c_matrix_source, c_matrix_init_val,
        c.mx_scale[0] + off_a / 16, c.mx_scale[1] + off_b / 16, "asc_mmad_mx");
 }
+
+// ---- cube modes (CTRL bits; asc-devkit impl/c_api/instr_impl/npu_arch_3510/cube_compute_impl.h) ----------
+enum class asc_hf32_round_mode : uint8_t {
+  NEAREST_AWAY = 0,
+  NEAREST_EVEN = 1,
+  NEAREST_ZERO = NEAREST_AWAY  // asc-devkit's old name for the same mode
+};
+namespace dj_twin {
+inline void set_ctrl_bit(int bit, bool on) {
+  poll();
+  uint64_t& ctrl = core().ctrl;
+  ctrl = on ? (ctrl | (uint64_t(1) << bit)) : (ctrl & ~(uint64_t(1) << bit));
+}
+}  // namespace dj_twin
+inline void asc_enable_hf32() { ::dj_twin::set_ctrl_bit(::dj_twin::kCtrlHf32Bit, true); }
+inline void asc_disable_hf32() { ::dj_twin::set_ctrl_bit(::dj_twin::kCtrlHf32Bit, false); }
+inline void asc_set_fp32_mode() { ::dj_twin::set_ctrl_bit(::dj_twin::kCtrlHf32Bit, false); }
+inline void asc_set_hf32_round_mode(asc_hf32_round_mode mode) {
+  ::dj_twin::set_ctrl_bit(::dj_twin::kCtrlHf32AwayBit, mode == asc_hf32_round_mode::NEAREST_AWAY);
+}
+inline void asc_enable_hf32_trans(uint32_t mode) { ::dj_twin::set_ctrl_bit(::dj_twin::kCtrlHf32AwayBit, mode != 0); }
+// Which of M / N the cube walks first (CTRL bit 51) changes only the order of independent outputs.
+inline void asc_set_mmad_direction_m() { ::dj_twin::set_ctrl_bit(51, false); }
+inline void asc_set_mmad_direction_n() { ::dj_twin::set_ctrl_bit(51, true); }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "c_api/atomic.h"
 #include "c_api/utils_enum.h"
 #include "dj_twin/runtime.h"
 
@@ -100,7 +101,7 @@ inline void asc_copy_ub2gm_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
     check(Mem::UB, s + i * src_stride, len_burst, op);
     check_gm(d + i * dst_stride, len_burst, op);
     touch_gm(d + i * dst_stride, len_burst, true);
-    std::memcpy(d + i * dst_stride, s + i * src_stride, len_burst);
+    gm_store(d + i * dst_stride, s + i * src_stride, len_burst, op);
   }
   count_move(Route::UB_TO_GM, size_t(n_burst) * len_burst);
 }
@@ -446,11 +447,12 @@ inline void fix_store(uint8_t* to, S v, int quant, const char* op) {
 
 // Rows [m0, m1) x columns [n0, n1) of the NZ L0C tile at `src` (column blocks src_stride rows apart)
 // to `to(m - m0, n - n0)`; nz2nd: row-major with dst_stride elements per row; nz2dn: column-major;
-// neither: NZ with dst_stride elements between column blocks.
-template <typename D, typename S, typename To>
+// neither: NZ with dst_stride elements between column blocks. `to` says where an element is written,
+// `commit` is called once it is there.
+template <typename D, typename S, typename To, typename Commit>
 inline void fix_copy(const S* src, uint32_t m0, uint32_t m1, uint32_t n0, uint32_t n1, uint16_t src_stride, int quant,
                      int relu, bool split_en, bool nz2nd_en, bool nz2dn_en, uint8_t clip_relu_pre, const char* op,
-                     To to) {
+                     To to, Commit commit) {
   if (split_en) fail("%s: split_en (channel split) is not implemented on the twin", op);
   if (clip_relu_pre) fail("%s: clip_relu_pre is not implemented on the twin", op);
   if (relu != int(asc_relu_pre_mode::NoRelu) && relu != int(asc_relu_pre_mode::NormalRelu))
@@ -467,6 +469,7 @@ inline void fix_copy(const S* src, uint32_t m0, uint32_t m1, uint32_t n0, uint32
       if (relu == int(asc_relu_pre_mode::NormalRelu) && v < S(0)) v = S(0);
       uint8_t* dst = to(m - m0, n - n0);
       fix_store<D>(dst, v, quant, op);
+      commit(dst);
     }
   }
 }
@@ -489,13 +492,16 @@ inline void asc_copy_l0c2gm(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
   const char* op = "asc_copy_l0c2gm";
   begin_gm_move();
   auto* d = reinterpret_cast<uint8_t*>(dst);
+  // Each element is converted into `staged`, then stored to GM (an atomic combine under a store-mode atomic).
+  alignas(8) uint8_t staged[sizeof(D)];
+  uint8_t* target = nullptr;
   fix_copy<D>(src, 0, m_size, 0, n_size, loop_src_stride, int(quant), int(relu), split_en, nz2nd_en, nz2dn_en,
               clip_relu_pre, op, [&](uint32_t m, uint32_t n) {
-                uint8_t* p = d + fix_dst_index<D>(m, n, loop_dst_stride, nz2nd_en, nz2dn_en) * sizeof(D);
-                check_gm(p, sizeof(D), op);
-                touch_gm(p, sizeof(D), true);
-                return p;
-              });
+                target = d + fix_dst_index<D>(m, n, loop_dst_stride, nz2nd_en, nz2dn_en) * sizeof(D);
+                check_gm(target, sizeof(D), op);
+                touch_gm(target, sizeof(D), true);
+                return staged;
+              }, [&](uint8_t*) { gm_store(target, staged, sizeof(D), op); });
   count_move(Route::L0C_TO_GM, size_t(m_size) * n_size * sizeof(D));
 }
 
@@ -514,7 +520,7 @@ inline void asc_copy_l0c2ub(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
                 clip_relu_pre, op, [&](uint32_t m, uint32_t n) {
                   D* p = dst + fix_dst_index<D>(m, n, loop_dst_stride, nz2nd_en, nz2dn_en);
                   return peer_range(target, Mem::UB, p, sizeof(D), op);
-                });
+                }, [](uint8_t*) {});
   };
   switch (dual) {
     case asc_dual_dst_mode::DISABLE: one(sub_blockid & 1, 0, m_size, 0, n_size); break;

@@ -225,4 +225,9 @@ DJ_TWIN_K(ST_ST, MEMBAR, 15)
 DJ_TWIN_K(DIST_DINTLV_B8, DIST, 1)
 DJ_TWIN_K(DIST_DINTLV_B16, DIST, 2)
 DJ_TWIN_K(DIST_DINTLV_B32, DIST, 4)
+// The same distributions under the bare names of the CCE compiler's builtin dist enum, which TileLang
+// 0.1.15's codegen prints for S.vld2(addr, "DINTLV_B32") (codegen_ascend.cc, tl::simd_vld2).
+DJ_TWIN_K(DINTLV_B8, DIST, 1)
+DJ_TWIN_K(DINTLV_B16, DIST, 2)
+DJ_TWIN_K(DINTLV_B32, DIST, 4)
 #undef DJ_TWIN_K

@@ -164,8 +164,151 @@ inline void asc_sync_vec() { ::dj_twin::poll(); }
 inline void asc_sync_mte2(int) { ::dj_twin::poll(); }
 inline void asc_sync_mte3(int) { ::dj_twin::poll(); }
 
-// Cross-block flags: the docs do not pin down which cores a group's arrive reaches, so they are not
-// modelled; a kernel that uses one fails to compile, naming it.
+// ---- cross-block (all-core) flags ----------------------------------------------------------------------
+// asc_sync_inter_arrive(pipe, flag) / asc_sync_inter_wait(pipe, flag) are CrossCoreSetFlag / WaitFlag of
+// mode 0 (TileLang 0.1.15 tilelang/ascend/language/sync.py: "CrossCoreSetFlag<0, pipe>"), whose meaning
+// asc-devkit docs/zh/api/SIMD-API/基础API/同步控制/核间同步/关键特性说明.md gives: once every core of one
+// kind (all AIC, or all AIV) of the launch has arrived on a flag, each of those cores' counter of that flag
+// goes up by one; a wait blocks until its own counter is positive and takes one off. Flag ids 0..15, counters
+// 0..15 (asc_sync_inter_wait.md). So round r of a flag completes when every core of the kind has arrived r
+// times: a core's counter is min(arrives) - its waits. Every block must run at once for a round to
+// complete: a launch with more blocks than the chip's cores of that kind never completes one (on the chip
+// as well), and is reported at the first arrive. A wait whose round can no longer complete (a core of the
+// kind returned without arriving) fails at once, naming the blocks; otherwise after DJ_TWIN_WAIT_TIMEOUT.
+namespace dj_twin {
+
+inline int inter_kind(const Core& c) { return c.kind == CoreKind::AIC ? 0 : 1; }
+inline size_t inter_participants(const Launch& l, int kind) {
+  if (l.kind == KernelKind::Mix) return size_t(l.num_blocks) * (kind == 0 ? 1 : 2);
+  const bool present = (l.kind == KernelKind::Cube) == (kind == 0);
+  return present ? size_t(l.num_blocks) : 0;
+}
+inline size_t inter_index(const Core& c) {
+  return c.kind == CoreKind::AIV && c.launch->kind == KernelKind::Mix ? size_t(c.block_idx) * 2 + size_t(c.sub_block)
+                                                                      : size_t(c.block_idx);
+}
+inline void inter_size(Launch& l) {  // under l.inter.mu
+  if (l.inter.sized) return;
+  for (int k = 0; k < 2; ++k) {
+    const size_t n = inter_participants(l, k);
+    for (int f = 0; f < 16; ++f) {
+      l.inter.arrives[k][f].assign(n, 0);
+      l.inter.waits[k][f].assign(n, 0);
+    }
+    l.inter.exited[k].assign(n, 0);
+  }
+  l.inter.sized = true;
+}
+inline uint32_t inter_completed(const std::vector<uint16_t>& arrives) {
+  uint32_t least = UINT32_MAX;
+  for (uint16_t a : arrives) least = a < least ? a : least;
+  return least == UINT32_MAX ? 0 : least;
+}
+// "block 3 AIV1, block 7 AIV0, ..." for the cores of a kind that arrived fewer than `rounds` times.
+inline void inter_missing(const Launch& l, int kind, const std::vector<uint16_t>& arrives, uint32_t rounds,
+                          bool exited_only, char* out, size_t n) {
+  size_t used = 0, listed = 0, total = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < arrives.size(); ++i) {
+    if (arrives[i] >= rounds || (exited_only && !l.inter.exited[kind][i])) continue;
+    ++total;
+    if (listed == 12 || used + 32 > n) continue;
+    const bool mix_aiv = kind == 1 && l.kind == KernelKind::Mix;
+    used += size_t(std::snprintf(out + used, n - used, "%sblock %zu %s", listed ? ", " : "", mix_aiv ? i / 2 : i,
+                                 kind == 0 ? "AIC" : mix_aiv ? (i % 2 ? "AIV1" : "AIV0") : "AIV"));
+    ++listed;
+  }
+  if (total > listed && used + 24 < n) std::snprintf(out + used, n - used, " and %zu more", total - listed);
+}
+
+inline void inter_arrive(int pipe, int64_t flag) {
+  poll();
+  check_pipe(pipe, "asc_sync_inter_arrive");
+  Core& c = core();
+  Launch& l = *c.launch;
+  if (flag < 0 || flag > 15) fail("asc_sync_inter_arrive(%s, %lld): flag id outside [0, 15]", pipe_name(pipe),
+                                  (long long)flag);
+  const int kind = inter_kind(c);
+  const int cores = kind == 0 ? kNumAic : kNumAiv;
+  if (inter_participants(l, kind) > size_t(cores))
+    fail("asc_sync_inter_arrive(%s, %lld): an all-core sync needs all %zu %s cores of the launch running at once, "
+         "and the chip has %d: its rounds never complete", pipe_name(pipe), (long long)flag,
+         inter_participants(l, kind), kind == 0 ? "AIC" : "AIV", cores);
+  std::unique_lock<std::mutex> guard(l.inter.mu);
+  inter_size(l);
+  auto& arrives = l.inter.arrives[kind][flag];
+  const size_t me = inter_index(c);
+  arrives[me] += 1;
+  const uint32_t done = inter_completed(arrives);
+  for (size_t i = 0; i < arrives.size(); ++i)
+    if (done > uint32_t(l.inter.waits[kind][flag][i]) + uint32_t(kIntraMax)) {
+      guard.unlock();
+      fail("asc_sync_inter_arrive(%s, %lld): the flag's counter of %s core %zu would exceed %d (more arrives than "
+           "waits)", pipe_name(pipe), (long long)flag, kind == 0 ? "AIC" : "AIV", i, kIntraMax);
+    }
+  guard.unlock();
+  l.inter.cv.notify_all();
+}
+
+inline void inter_wait(int pipe, int64_t flag) {
+  poll();
+  check_pipe(pipe, "asc_sync_inter_wait");
+  Core& c = core();
+  Launch& l = *c.launch;
+  if (flag < 0 || flag > 15) fail("asc_sync_inter_wait(%s, %lld): flag id outside [0, 15]", pipe_name(pipe),
+                                  (long long)flag);
+  const int kind = inter_kind(c);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(l.wait_timeout_s);
+  std::unique_lock<std::mutex> guard(l.inter.mu);
+  inter_size(l);
+  const size_t me = inter_index(c);
+  auto& arrives = l.inter.arrives[kind][flag];
+  uint16_t& waited = l.inter.waits[kind][flag][me];
+  const uint32_t round = uint32_t(waited) + 1;
+  char missing[512];
+  while (inter_completed(arrives) < round) {
+    if (l.failed.load()) {
+      guard.unlock();
+      poll();
+    }
+    inter_missing(l, kind, arrives, round, true, missing, sizeof missing);
+    if (missing[0]) {
+      guard.unlock();
+      fail("asc_sync_inter_wait(%s, %lld): round %u of this all-core flag can never complete: %s returned without "
+           "arriving on it", pipe_name(pipe), (long long)flag, round, missing);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      inter_missing(l, kind, arrives, round, false, missing, sizeof missing);
+      guard.unlock();
+      fail("asc_sync_inter_wait(%s, %lld): round %u did not complete within %.1f s (DJ_TWIN_WAIT_TIMEOUT); not yet "
+           "arrived: %s", pipe_name(pipe), (long long)flag, round, l.wait_timeout_s, missing);
+    }
+    l.inter.cv.wait_for(guard, std::chrono::milliseconds(20));
+  }
+  waited += 1;
+  guard.unlock();
+  c.counters.wait_ns += uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
+// A core's kernel returned (or stopped): waits for its arrives can no longer be satisfied.
+inline void inter_exit(Core& c) {
+  Launch& l = *c.launch;
+  {
+    std::lock_guard<std::mutex> guard(l.inter.mu);
+    inter_size(l);
+    l.inter.exited[inter_kind(c)][inter_index(c)] = 1;
+  }
+  l.inter.cv.notify_all();
+}
+
+}  // namespace dj_twin
+
+inline void asc_sync_inter_arrive(int pipe, int64_t flag_id) { ::dj_twin::inter_arrive(pipe, flag_id); }
+inline void asc_sync_inter_wait(int pipe, int64_t flag_id) { ::dj_twin::inter_wait(pipe, flag_id); }
+
+// Block-group and sub-block flags: not modelled; a kernel that uses one fails to compile, naming it.
 namespace dj_twin {
 template <class T> inline constexpr bool sync_unimplemented = false;
 }  // namespace dj_twin
@@ -177,8 +320,6 @@ template <class T> inline constexpr bool sync_unimplemented = false;
   }
 DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_block_arrive)
 DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_block_wait)
-DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_inter_arrive)
-DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_inter_wait)
 DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_subblock_arrive)
 DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_subblock_wait)
 DJ_TWIN_SYNC_UNIMPLEMENTED(asc_sync_data_barrier)

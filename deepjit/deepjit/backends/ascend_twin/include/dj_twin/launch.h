@@ -252,6 +252,7 @@ inline void run_core(Core* c, const std::function<void()>* body) {
     (*body)();
     check_sync_at_exit();
   }
+  inter_exit(*c);
   ss.ss_flags = SS_DISABLE;
   sigaltstack(&ss, nullptr);
   tls_core = nullptr;

@@ -175,6 +175,8 @@ struct Core {
   uint16_t l0c_nd_num = 1, l0c_src_nd_stride = 0, l0c_dst_nd_stride = 0;  // asc_set_l0c_copy_nz_para
   uint32_t pad_val = 0;                  // asc_set_copy_pad_val
   uint64_t l0c_quant_pre = 0;            // asc_set_l0c_copy_prequant (scalar quant scale)
+  // Store-mode atomic of MTE3 / FixPipe stores to GM (asc_set_atomic_*, c_api/atomic.h).
+  uint8_t store_atomic_op = 0, store_atomic_type = 0;
   // MX scales of L0A / L0B (E8M0 bytes): a data tile at L0x offset o has its scales at o / 16.
   uint8_t mx_scale[2][64 * 1024 / 16] = {};
   sigjmp_buf exit_jmp;                   // fail() and the fault handler jump here
@@ -203,6 +205,16 @@ struct Block {
   Core* aiv[2] = {nullptr, nullptr};
 };
 
+// Cross-block (all-core, asc_sync_inter_*) flag state: per core kind (AIC / AIV) and flag id, how often
+// each core of that kind arrived and waited (c_api/sync.h), and which cores' kernels returned.
+struct InterSync {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool sized = false;
+  std::vector<uint16_t> arrives[2][16], waits[2][16];
+  std::vector<uint8_t> exited[2];
+};
+
 struct Launch {
   const char* kernel = "";
   KernelKind kind = KernelKind::Vector;
@@ -210,6 +222,7 @@ struct Launch {
   double wait_timeout_s = 10.0;
   bool l2_model = false;                 // cores record their GM lines (touch_gm) for the L2 model
   std::atomic<bool> failed{false};
+  InterSync inter;
   std::mutex mu;
   char message[2048] = {};
 };

@@ -4,10 +4,13 @@
 // asc_syncthreads and warp shuffles.
 //
 // Lanes run as a plain loop (lane 0, 1, ... in order) unless the toolchain defines
-// DJ_TWIN_SIMT_FIBERS (it does when the source names a barrier or shuffle): then each lane is a
-// ucontext fiber that runs until it reaches a barrier, and a barrier releases when every live lane
-// of the call has reached it. A barrier some lanes never reach (they returned) is a launch error.
-// Warp size 32; a shuffle exchanges values among the 32 lanes of a warp (a barrier for all lanes).
+// DJ_TWIN_SIMT_FIBERS (it does when the source names a barrier, shuffle or warp reduce): then each lane
+// is a ucontext fiber that runs until it reaches a barrier or a warp collective. A block barrier
+// (asc_syncthreads) releases when every live lane of the call has reached it; one some lanes never reach
+// (they returned) is a launch error. A warp collective (asc_shfl*, asc_reduce_*) involves only the
+// active lanes of its own 32-lane warp (those waiting at it once no lane of the warp can run on), so
+// `if (tx < 32) { asc_reduce_add(...) }` between two asc_syncthreads works as on the chip.
+// GM / UB atomics (asc_atomic_*) are real atomic read-modify-writes: cores run as concurrent threads.
 //
 // Counters (dj_twin::count_simt_ops, Route::SIMT_GM_*): lanes are plain host code, so only the
 // operations the twin itself implements are counted: each element of a vector-struct operator,
@@ -282,16 +285,30 @@ namespace dj_twin {
 inline constexpr uint32_t kWarpSize = 32;
 inline constexpr size_t kLaneStack = 128 * 1024;
 
+// Where a fiber lane stands: running, at a block barrier (asc_syncthreads) or at a warp collective
+// (shuffle / warp reduce), which involves only the active lanes of its own 32-lane warp.
+enum class LaneWait : uint8_t { None, Block, Warp };
+
 struct Lane {
   ucontext_t ctx;
   uint8_t* stack = nullptr;
-  bool done = false, at_barrier = false;
+  bool done = false;
+  LaneWait wait = LaneWait::None;
+  const char* op = nullptr;      // the collective or barrier the lane waits at
   uint32_t x, y, z;
-  alignas(16) uint8_t slot[16];  // a shuffle's deposited value
+  alignas(16) uint8_t slot[16];  // the value a lane brings to a warp collective
+};
+
+// A warp collective's published values: the lanes that took part (the active lanes) and their values,
+// stable until every one of them has read it (the warp's next collective cannot release before).
+struct WarpExchange {
+  uint32_t active = 0;
+  alignas(16) uint8_t slots[32][16];
 };
 
 struct Lanes {
   std::vector<Lane> lanes;
+  std::vector<WarpExchange> warps;
   ucontext_t scheduler;
   Lane* current = nullptr;
   void (*body)(void*) = nullptr;
@@ -317,12 +334,35 @@ inline void set_lane_index(const Lane& l) {
   threadIdx.z = l.z;
 }
 
-// Runs body(arg) for every lane of dims as fibers, switching at barriers.
+// Releases one warp collective of warp w if some of its lanes wait at one: the lanes waiting at the
+// same collective as the warp's lowest waiting lane are its active lanes (lanes of the warp that
+// finished, wait at a block barrier or at another collective are inactive for it, as a divergent
+// branch leaves them on the chip: asc_reduce_add.md "Warp内所有活跃线程"). Returns whether one released.
+inline bool release_warp_collective(Lanes& ls, size_t w, size_t n) {
+  const char* op = nullptr;
+  uint32_t active = 0;
+  WarpExchange& ex = ls.warps[w];
+  for (size_t lane = 0; lane < kWarpSize && w * kWarpSize + lane < n; ++lane) {
+    Lane& l = ls.lanes[w * kWarpSize + lane];
+    if (l.done || l.wait != LaneWait::Warp) continue;
+    if (!op) op = l.op;
+    if (std::strcmp(op, l.op) != 0) continue;  // another collective: released in a later round
+    active |= 1u << lane;
+    std::memcpy(ex.slots[lane], l.slot, sizeof l.slot);
+    l.wait = LaneWait::None;
+  }
+  ex.active = active;
+  return active != 0;
+}
+
+// Runs body(arg) for every lane of dims as fibers, switching at barriers and warp collectives.
 inline void run_lanes_as_fibers(const cce::dim3& dims, void (*body)(void*), void* arg) {
   static thread_local Lanes pool;
   Lanes& ls = pool;
   size_t n = size_t(dims.x) * dims.y * dims.z;
   if (ls.lanes.size() < n) ls.lanes.resize(n);
+  const size_t num_warps = (n + kWarpSize - 1) / kWarpSize;
+  if (ls.warps.size() < num_warps) ls.warps.resize(num_warps);
   ls.body = body;
   ls.arg = arg;
   tls_lanes = &ls;
@@ -334,7 +374,8 @@ inline void run_lanes_as_fibers(const cce::dim3& dims, void (*body)(void*), void
       mprotect(mem, 4096, PROT_NONE);  // overflow guard
       l.stack = static_cast<uint8_t*>(mem) + 4096;
     }
-    l.done = l.at_barrier = false;
+    l.done = false;
+    l.wait = LaneWait::None;
     l.x = uint32_t(i % dims.x);
     l.y = uint32_t(i / dims.x % dims.y);
     l.z = uint32_t(i / (size_t(dims.x) * dims.y));
@@ -345,22 +386,29 @@ inline void run_lanes_as_fibers(const cce::dim3& dims, void (*body)(void*), void
     makecontext(&l.ctx, lane_entry, 0);
   }
   for (;;) {
-    size_t finished = 0, waiting = 0;
+    // Every runnable lane runs until it finishes or waits.
     for (size_t i = 0; i < n; ++i) {
       Lane& l = ls.lanes[i];
-      if (!l.done && !l.at_barrier) {
+      if (!l.done && l.wait == LaneWait::None) {
         ls.current = &l;
         set_lane_index(l);
         swapcontext(&ls.scheduler, &l.ctx);
       }
-      finished += l.done;
-      waiting += l.at_barrier;
+    }
+    // Warp collectives first: they never wait for lanes outside their warp.
+    bool released = false;
+    for (size_t w = 0; w < num_warps; ++w) released |= release_warp_collective(ls, w, n);
+    if (released) continue;
+    size_t finished = 0, waiting = 0;
+    for (size_t i = 0; i < n; ++i) {
+      finished += ls.lanes[i].done;
+      waiting += !ls.lanes[i].done && ls.lanes[i].wait == LaneWait::Block;
     }
     if (finished == n) break;
     if (finished)
-      fail("asc_vf_call: %zu of %zu SIMT lanes wait at a barrier (asc_syncthreads / shuffle) that %zu finished "
-           "lanes never reach", waiting, n, finished);
-    for (size_t i = 0; i < n; ++i) ls.lanes[i].at_barrier = false;
+      fail("asc_vf_call: %zu of %zu SIMT lanes wait at a block barrier (asc_syncthreads) that %zu finished lanes "
+           "never reach", waiting, n, finished);
+    for (size_t i = 0; i < n; ++i) ls.lanes[i].wait = LaneWait::None;
   }
   tls_lanes = nullptr;
 }
@@ -368,35 +416,49 @@ inline void run_lanes_as_fibers(const cce::dim3& dims, void (*body)(void*), void
 inline Lanes& barrier_lanes(const char* op) {
   if (!tls_lanes)
     fail("%s: SIMT lanes run as a loop here; the twin toolchain runs them as fibers when the kernel source names "
-         "asc_syncthreads / __syncthreads / asc_shfl*", op);
+         "asc_syncthreads / __syncthreads / asc_shfl* / asc_reduce_*", op);
   return *tls_lanes;
 }
 
-inline void lane_barrier(const char* op) {
+inline void lane_wait(LaneWait kind, const char* op) {
   Lanes& ls = barrier_lanes(op);
   Lane* me = ls.current;
-  me->at_barrier = true;
+  me->wait = kind;
+  me->op = op;
   swapcontext(&me->ctx, &ls.scheduler);
   set_lane_index(*me);
 }
 
+inline void lane_barrier(const char* op) { lane_wait(LaneWait::Block, op); }
+
+// Brings `value` to a warp collective; returns the warp's published values and sets *lane to the
+// caller's lane within its warp.
 template <typename T>
-inline T shfl(T value, int (*source_of)(int lane, int arg, int width), int arg, int width, const char* op) {
-  static_assert(sizeof(T) <= 16, "shuffled values are at most 16 bytes");
-  count_simt_ops(1);
+inline const WarpExchange& warp_exchange(const T& value, const char* op, int* lane) {
+  static_assert(sizeof(T) <= 16, "warp collectives exchange values of at most 16 bytes");
   Lanes& ls = barrier_lanes(op);
   Lane* me = ls.current;
-  std::memcpy(me->slot, &value, sizeof(T));
-  lane_barrier(op);
   size_t index = size_t(me - ls.lanes.data());
-  int lane = int(index % kWarpSize);
+  std::memcpy(me->slot, &value, sizeof(T));
+  lane_wait(LaneWait::Warp, op);
+  *lane = int(index % kWarpSize);
+  return ls.warps[index / kWarpSize];
+}
+
+// A shuffle reads the value of source lane source_of(lane) of the caller's warp; an inactive source
+// gives "the uninitialised register value" (asc_shfl.md 约束说明): the twin returns all-ones bytes (NaN
+// for floats), so a kernel that relies on one shows it.
+template <typename T>
+inline T shfl(T value, int (*source_of)(int lane, int arg, int width), int arg, int width, const char* op) {
+  count_simt_ops(1);
   if (width <= 0 || width > int(kWarpSize) || (width & (width - 1))) fail("%s: width %d is not a power of two <= 32",
                                                                           op, width);
+  int lane = 0;
+  const WarpExchange& ex = warp_exchange(value, op, &lane);
   int src = source_of(lane, arg, width);
-  size_t src_index = index - size_t(lane) + size_t(src);
-  T out = value;
-  if (src >= 0 && src < int(kWarpSize) && src_index < ls.lanes.size()) std::memcpy(&out, ls.lanes[src_index].slot, sizeof(T));
-  lane_barrier(op);
+  T out;
+  if (src >= 0 && src < int(kWarpSize) && (ex.active >> src) & 1) std::memcpy(&out, ex.slots[src], sizeof(T));
+  else std::memset(static_cast<void*>(&out), 0xFF, sizeof(T));
   return out;
 }
 
@@ -454,6 +516,76 @@ inline void simt_gm_store(T* address, T value, const char* op) {
 }
 }  // namespace dj_twin
 
+// ---- SIMT atomics (asc-devkit docs/zh/api/SIMT-API/原子操作/asc_atomic_*.md): one read-modify-write of
+// a UB or GM element, atomic across every lane and core; each returns the element's value before it.
+// Types: int32 / uint32 / float / half / bfloat16_t / half2 / bfloat16x2_t (UB or GM), int64 / uint64 (GM
+// only). Narrow floats combine in float, rounded once to the element type (nearest-even). ----------------
+namespace dj_twin {
+template <typename T>
+inline void check_simt_atomic(T* address, const char* op) {
+  Core& c = core();
+  if (c.has_mem[int(Mem::UB)] && onchip_offset(Mem::UB, address) >= 0 &&
+      uint64_t(onchip_offset(Mem::UB, address)) < kMemSize[int(Mem::UB)]) {
+    if constexpr (sizeof(T) == 8) fail("%s: 64-bit atomics act on global memory only", op);
+    check(Mem::UB, address, sizeof(T), op);
+    return;
+  }
+  check_gm(address, sizeof(T), op);
+  touch_gm(address, sizeof(T), true, GmAccess::SimtStream);
+  count_move(Route::SIMT_GM_STORE, sizeof(T));
+}
+template <typename T, typename F>
+inline T simt_atomic(T* address, T value, F combine, const char* op) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "SIMT atomics act on 2-, 4- or 8-byte elements");
+  count_simt_ops(1);
+  check_simt_atomic(address, op);
+  using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  auto* word = reinterpret_cast<Bits*>(address);
+  Bits expected = __atomic_load_n(word, __ATOMIC_RELAXED);
+  for (;;) {
+    T old_value;
+    std::memcpy(&old_value, &expected, sizeof(T));
+    T next = combine(old_value, value);
+    Bits desired;
+    std::memcpy(&desired, &next, sizeof(T));
+    if (__atomic_compare_exchange_n(word, &expected, desired, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      return old_value;
+  }
+}
+// Element-wise on the pair types (half2, bfloat16x2_t: members x, y), else on the value.
+template <typename T, typename F>
+inline T simt_combine(T a, T b, F f) {
+  if constexpr (std::is_arithmetic_v<T>) return f(a, b);
+  else if constexpr (sizeof(T) == 2) return T(f(float(a), float(b)));
+  else return T{decltype(a.x)(f(float(a.x), float(b.x))), decltype(a.y)(f(float(a.y), float(b.y)))};
+}
+}  // namespace dj_twin
+
+template <typename T>
+inline T asc_atomic_add(T* address, T value) {
+  return ::dj_twin::simt_atomic(address, value, [](T a, T b) {
+    return ::dj_twin::simt_combine(a, b, [](auto x, auto y) { return x + y; }); }, "asc_atomic_add");
+}
+template <typename T>
+inline T asc_atomic_sub(T* address, T value) {
+  return ::dj_twin::simt_atomic(address, value, [](T a, T b) {
+    return ::dj_twin::simt_combine(a, b, [](auto x, auto y) { return x - y; }); }, "asc_atomic_sub");
+}
+template <typename T>
+inline T asc_atomic_max(T* address, T value) {
+  return ::dj_twin::simt_atomic(address, value, [](T a, T b) {
+    return ::dj_twin::simt_combine(a, b, [](auto x, auto y) { return x < y ? y : x; }); }, "asc_atomic_max");
+}
+template <typename T>
+inline T asc_atomic_min(T* address, T value) {
+  return ::dj_twin::simt_atomic(address, value, [](T a, T b) {
+    return ::dj_twin::simt_combine(a, b, [](auto x, auto y) { return y < x ? y : x; }); }, "asc_atomic_min");
+}
+template <typename T>
+inline T asc_atomic_exch(T* address, T value) {
+  return ::dj_twin::simt_atomic(address, value, [](T, T b) { return b; }, "asc_atomic_exch");
+}
+
 template <typename T>
 inline T asc_ldcg(T* address) { return ::dj_twin::simt_gm_load(address, "asc_ldcg", ::dj_twin::GmAccess::SimtStream); }
 template <typename T>
@@ -490,26 +622,27 @@ inline T asc_shfl_up(T value, int delta, int width = 32) {
 
 #include "simt_api/math.h"
 
-// ---- warp reductions (every lane of a warp gets the reduction of the warp's values) ---------------
+// ---- warp reductions: every active lane of a warp gets the reduction of the active lanes' values, combined
+// pairwise (asc_reduce_add.md: "对Warp内所有活跃线程输入的val求和", "底层实现使用二分算法": lane i with
+// lane i + 16, then + 8, ... + 1; an inactive partner leaves the value as it is). ----------------------
 namespace dj_twin {
 template <typename T, typename Op>
 inline T warp_reduce(T value, Op op, const char* name) {
   count_simt_ops(1);
-  Lanes& ls = barrier_lanes(name);
-  Lane* me = ls.current;
-  std::memcpy(me->slot, &value, sizeof(T));
-  lane_barrier(name);
-  size_t index = size_t(me - ls.lanes.data()), first = index - index % kWarpSize;
-  size_t last = first + kWarpSize < ls.lanes.size() ? first + kWarpSize : ls.lanes.size();
-  T acc;
-  std::memcpy(&acc, ls.lanes[first].slot, sizeof(T));
-  for (size_t i = first + 1; i < last; ++i) {
-    T v;
-    std::memcpy(&v, ls.lanes[i].slot, sizeof(T));
-    acc = op(acc, v);
-  }
-  lane_barrier(name);
-  return acc;
+  int lane = 0;
+  const WarpExchange& ex = warp_exchange(value, name, &lane);
+  T v[kWarpSize];
+  uint32_t active = ex.active;
+  for (uint32_t i = 0; i < kWarpSize; ++i)
+    if ((active >> i) & 1) std::memcpy(&v[i], ex.slots[i], sizeof(T));
+  for (uint32_t half = kWarpSize / 2; half; half /= 2)
+    for (uint32_t i = 0; i < half; ++i) {
+      const bool a = (active >> i) & 1, b = (active >> (i + half)) & 1;
+      if (a && b) v[i] = op(v[i], v[i + half]);
+      else if (b) v[i] = v[i + half];
+      if (b) active |= 1u << i;
+    }
+  return v[0];
 }
 }  // namespace dj_twin
 
