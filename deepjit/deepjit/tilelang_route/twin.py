@@ -59,16 +59,20 @@ def lower_with_grid(func) -> tuple[LoweredKernel, int | str]:
 PACKED_FP4 = {"float4_e2m1fn": "float4_e2m1fn_x2"}
 
 
-# (name, shape: an int per static extent, the name of a symbolic one, dtype as torch names it) per tensor
-TensorSpecs = tuple[tuple[str, tuple, str], ...]
+# (name, shape: an int per static extent, the name of a symbolic one, dtype as torch names it) per tensor;
+# a scalar parameter (``eps: T.float32``) has shape None and its TIR dtype.
+TensorSpecs = tuple[tuple[str, tuple | None, str], ...]
 
 
 def tensor_specs(func) -> TensorSpecs:
-    """What each tensor parameter of the PrimFunc must be, in parameter order (packed FP4 as torch holds it:
-    half the last extent, the x2 dtype)."""
+    """What each parameter of the PrimFunc must be, in parameter order (packed FP4 as torch holds it:
+    half the last extent, the x2 dtype; scalars with shape None)."""
     specs = []
     for p in func.params:
-        buf = func.buffer_map[p]
+        buf = func.buffer_map.get(p)
+        if buf is None:
+            specs.append((p.name, None, str(p.dtype)))
+            continue
         shape = tuple(int(s.value) if hasattr(s, "value") else str(s) for s in buf.shape)
         dtype = str(buf.dtype)
         if dtype in PACKED_FP4 and isinstance(shape[-1], int):  # two elements per byte: torch's x2 dtype
@@ -77,16 +81,28 @@ def tensor_specs(func) -> TensorSpecs:
     return tuple(specs)
 
 
+def _check_scalar(name: str, dtype: str, value, kernel: str) -> None:
+    """A scalar parameter takes a plain Python number of its kind (an int for an integer dtype)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{kernel}: scalar {name}: expected a Python number ({dtype}), got {type(value).__name__}")
+    if dtype.startswith(("int", "uint")) and not isinstance(value, int):
+        raise TypeError(f"{kernel}: scalar {name}: expected an int ({dtype}), got {value!r}")
+
+
 def check_tensors(specs: TensorSpecs, tensors, kernel: str) -> None:
     """``tensors`` match ``specs``: count, rank, every static extent, dtype, contiguity (the kernel addresses
     them from these; a smaller tensor would be read or written out of bounds). A symbolic extent takes any
-    size (``dims.bind`` checks that the tensors sharing it agree)."""
+    size (``dims.bind`` checks that the tensors sharing it agree); a scalar parameter takes a number."""
     import torch
 
     if len(tensors) != len(specs):
-        raise TypeError(f"{kernel} takes {len(specs)} tensors ({', '.join(n for n, _, _ in specs)}), "
+        what = "tensors" if all(shape is not None for _, shape, _ in specs) else "arguments"
+        raise TypeError(f"{kernel} takes {len(specs)} {what} ({', '.join(n for n, _, _ in specs)}), "
                         f"got {len(tensors)} arguments")
     for (name, shape, dtype), t in zip(specs, tensors, strict=True):
+        if shape is None:
+            _check_scalar(name, dtype, t, kernel)
+            continue
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{kernel}: tensor {name}: expected a torch.Tensor, got {type(t).__name__}")
         if len(t.shape) != len(shape) or any(isinstance(s, int) and s != g for s, g in zip(shape, t.shape, strict=False)):
@@ -100,38 +116,46 @@ def check_tensors(specs: TensorSpecs, tensors, kernel: str) -> None:
 
 def _check_tensors(func, tensors) -> None:
     kernel = str(func.attrs["global_symbol"]) if func.attrs else "kernel"
-    if len(func.params) != len([p for p in func.params if p in func.buffer_map]):
-        raise TypeError(f"{kernel}: scalar kernel parameters are not supported")
     specs = tensor_specs(func)
     check_tensors(specs, tensors, kernel)
-    for (name, _, _), t in zip(specs, tensors, strict=True):
-        if t.device.type != "cpu":
+    for (name, shape, _), t in zip(specs, tensors, strict=True):
+        if shape is not None and t.device.type != "cpu":
             raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
 
 
 def kernel_arguments(prim_func, source: str, tensors, values: dict[str, int]) -> list:
-    """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order: TileLang
-    may reorder parameters, but keeps their names."""
-    return arguments_by_name([prim_func.buffer_map[p].name for p in prim_func.params], source, tensors, values)
+    """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order."""
+    return arguments_by_name([name for name, _, _ in tensor_specs(prim_func)], source, tensors, values)
 
 
 def arguments_by_name(names, source: str, tensors, values: dict[str, int] | None = None) -> list:
     """``tensors`` named ``names`` (the PrimFunc's parameter order) in the lowered kernel's parameter order,
-    with the symbolic dimensions' ``values`` (``dims.bind``) where the kernel takes them."""
+    with the symbolic dimensions' ``values`` (``dims.bind``) where the kernel takes them.
+
+    A kernel parameter binds to the PrimFunc parameter of its name; the ones left over bind by position
+    to the PrimFunc parameters left over: TileLang names a parameter after the ``T.view`` of it that the
+    kernel uses (``X`` viewed as ``Xf`` becomes ``Xf``), and keeps the parameters' order."""
     from ..backends.ascend_twin.source import parse_entry
 
     by_name = dict(zip(names, tensors, strict=True))
     values = values or {}
+    params = parse_entry(source).params
+    named = {p.name for p in params}
+    unclaimed = [n for n in names if n not in named]
     out = []
-    for param in parse_entry(source).params:
+    for param in params:
         if param.name in by_name:
             out.append(by_name[param.name])
         elif param.name in values:
             out.append(values[param.name])
+        elif unclaimed:
+            out.append(by_name[unclaimed.pop(0)])
         else:
-            raise DeepJITError(f"kernel parameter {param.name} ({param.type}) is neither a tensor of the PrimFunc "
-                               f"({', '.join(by_name)}) nor a symbolic dimension of one; other scalar kernel "
-                               f"parameters are not supported")
+            raise DeepJITError(f"kernel parameter {param.name} ({param.type}) is neither a parameter of the PrimFunc "
+                               f"({', '.join(by_name)}) nor a symbolic dimension of one")
+    if unclaimed:
+        raise DeepJITError(f"PrimFunc parameters {', '.join(unclaimed)} have no kernel parameter "
+                           f"({', '.join(p.name for p in params)})")
     return out
 
 
@@ -147,8 +171,9 @@ def lowered_with_grid(prim_func) -> tuple[LoweredKernel, int | str]:
 
 
 def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
-    """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU, in the PrimFunc's parameter
-    order) as global memory and returns the launch's ``LaunchCounters``."""
+    """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU tensors as global memory, plain
+    numbers for scalar parameters, in the PrimFunc's parameter order) and returns the launch's
+    ``LaunchCounters``."""
     from ..backends.ascend_twin import AscendLaunchOptions
 
     _check_tensors(prim_func, tensors)
