@@ -646,6 +646,27 @@ inline T warp_reduce(T value, Op op, const char* name) {
 }
 }  // namespace dj_twin
 
+// ---- warp votes (asc-devkit docs/zh/api/SIMT-API/Warp函数/Warp-Vote类函数/asc_ballot.md,
+// asc_activemask.md): bit i of the result is lane i of the caller's warp; every active lane gets the same
+// value. Active lanes are those taking part in the collective (see release_warp_collective).
+inline uint32_t asc_ballot(int32_t predicate) {
+  ::dj_twin::count_simt_ops(1);
+  int lane = 0;
+  const ::dj_twin::WarpExchange& ex = ::dj_twin::warp_exchange(predicate, "asc_ballot", &lane);
+  uint32_t bits = 0;
+  for (uint32_t i = 0; i < ::dj_twin::kWarpSize; ++i) {
+    int32_t p;
+    std::memcpy(&p, ex.slots[i], sizeof p);
+    if ((ex.active >> i) & 1 && p != 0) bits |= 1u << i;
+  }
+  return bits;
+}
+inline uint32_t asc_activemask() {
+  ::dj_twin::count_simt_ops(1);
+  int lane = 0;
+  return ::dj_twin::warp_exchange(int32_t(0), "asc_activemask", &lane).active;
+}
+
 #define DJ_TWIN_WARP_REDUCE(T)                                                                               \
   inline T asc_reduce_add(T v) { return ::dj_twin::warp_reduce(v, [](T a, T b) { return T(a + b); }, "asc_reduce_add"); } \
   inline T asc_reduce_max(T v) { return ::dj_twin::warp_reduce(v, [](T a, T b) { return a < b ? b : a; }, "asc_reduce_max"); } \
