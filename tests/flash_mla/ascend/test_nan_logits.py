@@ -1,7 +1,6 @@
 """A NaN logit on flash_mla's Ascend sparse kernels (twin) gives what the reference gives: NaN out, lse and
 max_logits for its row, not an empty row (out 0, lse +inf). The kernels' maxima select NaN explicitly (a
 plain float max drops it); other rows are untouched."""
-import torch
 
 from flash_mla import reference
 from flash_mla.ascend import sparse_attn
