@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from deepjit import validation as _shared
-from deepjit.validation import boolean, contiguous, fail, integer, output, overlaps, shape, tensor
+from deepjit.validation import allocation, boolean, contiguous, fail, integer, output, overlaps, shape, tensor
 
-__all__ = ["ab_major", "accumulator", "boolean", "compiled_dims", "contiguous", "fail", "integer", "k_major",
+__all__ = ["ab_major", "accumulator", "allocation", "boolean", "compiled_dims", "contiguous", "fail", "integer", "k_major",
            "optional_tensor", "output", "output_dtype", "pair", "row_major_out", "same_device", "same_storage",
            "shape", "tensor"]
 

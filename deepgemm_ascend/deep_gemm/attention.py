@@ -154,6 +154,8 @@ def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legac
     rows = align(seq_len, max(1, BLOCK_QH // heads))
     width = max_seqlen_k if compressed else seq_len_kv
     stride = align(align(max_seqlen_k, BLOCK_KV) if compressed else seq_len_kv + BLOCK_KV, 1024 // elem)
+    v.allocation("max_seqlen_k" if compressed else "kv[0]", rows * stride * elem, device,
+                 f"logits [{rows}, {stride}] {logits_dtype}")
     logits = torch.empty(rows, stride, dtype=logits_dtype, device=device)[:seq_len, :width]
     _dispatch.run("mqa_logits", device, query, key, weights, ks, ke, logits, compressed, clean_logits)
     return logits
@@ -240,7 +242,9 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     v.integer("block_kv", block_kv, 1)
     if block_kv not in (32, 64):
         raise v.fail("block_kv", "32 or 64", block_kv)
-    v.integer("num_sms", num_sms, 1)
+    v.integer("num_sms", num_sms, 1, INT32_MAX - 1)  # the schedule's rows are int32-indexed
+    # a dozen int64 words per worker while scheduling (both paths), before any is allocated
+    v.allocation("num_sms", (num_sms + 1) * 96, context_lens.device, "schedule of num_sms + 1 workers")
     if indices is not None:
         v.tensor("indices", indices, (torch.int32,), 1)
         v.contiguous("indices", indices)
@@ -290,7 +294,7 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     v.tensor("schedule_meta", schedule_meta, (torch.int32,), 2)
     v.contiguous("schedule_meta", schedule_meta)
     v.shape("schedule_meta", schedule_meta, (num_sms + 1, 2))
-    v.integer("max_context_len", max_context_len, 0)
+    v.integer("max_context_len", max_context_len, 0, INT32_MAX)  # a column index of the logits is an int32
     v.boolean("clean_logits", clean_logits)
     device = v.same_device([("q", query.data), ("kv_cache", kv_cache), ("weights", weights),
                             ("context_lens", context_lens), ("block_table", block_table),
@@ -319,6 +323,8 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
         context_lens = context_lens.to(torch.int32)
     elem = logits_dtype.itemsize
     stride = align(align(max_context_len, SPLIT_KV), 1024 // elem)
+    v.allocation("max_context_len", batch * next_n * stride * elem, device,
+                 f"logits [{batch * next_n}, {stride}] {logits_dtype}")
     logits = torch.empty(batch * next_n, stride, dtype=logits_dtype, device=device)[:, :max_context_len]
     _dispatch.run("paged_mqa_logits", device, query, PagedKV(kv_cache, query.fp4, head_dim), weights, context_lens,
                   block_table, logits, clean_logits)

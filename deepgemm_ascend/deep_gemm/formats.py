@@ -72,8 +72,11 @@ def ue8m0_exponent(x: torch.Tensor) -> torch.Tensor:
 
 
 def exponent_to_float(e: torch.Tensor) -> torch.Tensor:
-    """Biased exponents 0..255 to FP32 ``2^(e-127)`` (the UE8M0 meaning)."""
-    return (e.to(torch.int32) << 23).view(torch.float32)
+    """Biased exponents 0..255 to FP32 as UE8M0 (OCP MX, torch's float8_e8m0fnu) means them: ``2^(e-127)``,
+    0 the subnormal 2^-127 (not 0) and 255 NaN (not +inf)."""
+    e = e.to(torch.int32)
+    bits = torch.where(e == 0, 0x00400000, torch.where(e == 255, 0x7FC00000, e << 23))
+    return bits.to(torch.int32).view(torch.float32)
 
 
 def is_power_of_two(x: torch.Tensor) -> torch.Tensor:

@@ -34,9 +34,10 @@ def _exclusive_sums(values) -> list[int]:
 
 
 def _psum_groups_on_device(grouped_layout: torch.Tensor, sum_k: int, alignment: int) -> ops.KGroups:
-    """The psum groups as device tensors, without a host read (the Ascend path): ends are clamped into
-    ``[start, sum_K]`` so a kernel never reads past K; the values are checked (one host sync) only with
-    ``DG_ASCEND_CHECKS=1``."""
+    """The psum groups as device tensors, without a host read (the Ascend path): starts are clamped into
+    ``[0, sum_K]`` (a negative end would start the next group before row 0) and ends into ``[start, sum_K]``,
+    as the kernel clamps its table, so no group reaches outside K; the values are checked (one host sync)
+    only with ``DG_ASCEND_CHECKS=1``."""
     ends = grouped_layout.to(torch.int64)
     starts = torch.cat([ends.new_zeros(min(1, ends.numel())), (ends[:-1] + alignment - 1) // alignment * alignment])
     if _lib.LIB.env.get_int("ASCEND_CHECKS", 0):
@@ -44,7 +45,7 @@ def _psum_groups_on_device(grouped_layout: torch.Tensor, sum_k: int, alignment: 
         if bad.numel():
             g = int(bad[0, 0])
             raise v.fail(f"grouped_layout[{g}]", f"an end offset in [{int(starts[g])}, {sum_k}]", int(ends[g]))
-    starts = starts.clamp(max=sum_k)
+    starts = starts.clamp(min=0, max=sum_k)
     return ops.KGroups(ends.clamp(max=sum_k).maximum(starts) - starts, starts, starts.new_zeros(0), alignment)
 
 

@@ -8,6 +8,7 @@ written.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -90,6 +91,39 @@ def integer(name: str, value, lo: int | None = None, hi: int | None = None) -> i
             want = f"a value in [{lo}, {hi}]"
         raise fail(name, want, value)
     return value
+
+
+def _free_bytes(device) -> int | None:
+    """Bytes an allocation on ``device`` can take now: the host's available memory (MemAvailable) for
+    CPU tensors, the accelerator's free memory otherwise; None where it cannot be known."""
+    kind = getattr(device, "type", device) or "cpu"
+    if kind == "cpu":
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (OSError, ValueError):
+            return None
+    backend = getattr(torch, kind, None)
+    try:
+        return int(backend.mem_get_info(device)[0])
+    except Exception:  # noqa: BLE001 - a backend without memory queries: nothing to check against
+        return None
+
+
+def allocation(name: str, nbytes: int, device, what: str) -> None:
+    """An allocation of ``nbytes`` (``what``: the tensor it sizes) from the caller's integer ``name``
+    fits the memory ``device`` has free now: an impossible size is a ValueError naming the argument,
+    before anything is allocated (not an OOM kill half-way through)."""
+    free = _free_bytes(device)
+    if free is not None and nbytes > free:
+        raise fail(name, f"a size whose {what} fits the {free / 2**30:.1f} GiB free on {device}",
+                   f"{nbytes / 2**30:.1f} GiB")
 
 
 def number(name: str, value, finite: bool = False) -> float:

@@ -76,3 +76,10 @@ def test_self_overlap_matches_a_brute_force_count(dims):
         assert distinct  # never lets an output with two elements at one address through
     if any(st == 0 and sz > 1 for sz, st in dims) or not distinct:
         assert V.self_overlapping(t)
+
+
+def test_allocation_refuses_more_than_the_free_memory_naming_the_argument():
+    V.allocation("n", 1 << 20, torch.device("cpu"), "a 1 MiB table")  # fits
+    with pytest.raises(ValueError, match=r"n: expected a size whose a 1 PiB table fits the .* GiB free on cpu, "
+                                         r"got 1048576\.0 GiB"):
+        V.allocation("n", 1 << 50, torch.device("cpu"), "a 1 PiB table")

@@ -22,8 +22,13 @@ void row_to_bf16(const uint8_t* base, int type, int64_t D, const float* sf32, co
     to_bf16(base, type, 0, D, out);
     if (type == kE2M1)
         for (int64_t b = 0; b * 32 < D; ++b) {
+            const int64_t n = std::min<int64_t>(32, D - b * 32);
+            if (sf32 == nullptr && ue8m0[b] == 0xFF) {  // the UE8M0 NaN scale: every value of its block NaN
+                std::fill_n(out + b * 32, n, uint16_t(0x7FC0));
+                continue;
+            }
             const int e = sf32 != nullptr ? scale_exponent(sf32[b]) : static_cast<int>(ue8m0[b]) - 127;
-            add_exponent(out + b * 32, std::min<int64_t>(32, D - b * 32), e);
+            add_exponent(out + b * 32, n, e);
         }
 }
 

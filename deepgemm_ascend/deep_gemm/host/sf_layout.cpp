@@ -190,7 +190,7 @@ void scalar_block(const Shape& s, const void* in, void* out, int64_t m0, int64_t
             for (int64_t m = m0; m < m1; ++m) {
                 const int64_t i = m * s.ism + w * s.isk;
                 const uint32_t word = s.per_word == 4 ? static_cast<const uint32_t*>(in)[i] : static_cast<const uint16_t*>(in)[i];
-                dst[m * s.osm + k * s.osk] = dj::bits_f32(((word >> (8 * byte)) & 0xFFu) << 23);
+                dst[m * s.osm + k * s.osk] = dj::ue8m0_to_f32(static_cast<uint8_t>(word >> (8 * byte)));
             }
         }
     }

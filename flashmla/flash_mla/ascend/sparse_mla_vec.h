@@ -108,10 +108,14 @@ constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
 //                    max `top` and the previous accumulator's factor alpha.
 constexpr uint32_t kSegs = 8, kSegLen = kTile / kSegs;
 
+// max that keeps NaN, as the reference's torch max does (the device's float max returns the other
+// operand): a NaN logit then makes its row's m, l, lse and out NaN instead of an empty row.
+__aicore__ inline float nan_max(float a, float b) { return a != a ? a : b != b ? b : max(a, b); }
+
 __aicore__ inline float ref_max(float m_old, __ubuf__ float* part_row) {
   float mx = part_row[0];
-  for (uint32_t c = 1; c < kSegs; ++c) mx = max(mx, part_row[c]);
-  return m_old != bits_to_float(0xFF800000u) && mx <= m_old + kRescaleSkip ? m_old : max(m_old, mx);
+  for (uint32_t c = 1; c < kSegs; ++c) mx = nan_max(mx, part_row[c]);
+  return m_old != bits_to_float(0xFF800000u) && mx <= m_old + kRescaleSkip ? m_old : nan_max(m_old, mx);
 }
 
 __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
@@ -119,7 +123,7 @@ __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__
   const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
   float mx = bits_to_float(0xFF800000u);
   for (uint32_t t = t0; t < t0 + kSegLen; ++t)
-    if (valid[t]) mx = max(mx, s[r * kTile + t] * scale);
+    if (valid[t]) mx = nan_max(mx, s[r * kTile + t] * scale);
   part[i] = mx;
 }
 
@@ -146,12 +150,12 @@ __simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float*
   const float m_old = m[r], m_new = ref_max(m_old, part + r * kSegs);
   float mx = part[r * kSegs], sum = psum[r * kSegs];
   for (uint32_t c = 1; c < kSegs; ++c) {
-    mx = max(mx, part[r * kSegs + c]);
+    mx = nan_max(mx, part[r * kSegs + c]);
     sum += psum[r * kSegs + c];
   }
   float a = 1.0f;
   if (m_new != m_old) a = m_old == bits_to_float(0xFF800000u) ? 0.0f : expf(m_old - m_new);
-  top[r] = max(top[r], mx);
+  top[r] = nan_max(top[r], mx);
   m[r] = m_new;
   l[r] = l[r] * a + sum;
   alpha[r] = a;

@@ -6,7 +6,7 @@ A core owns a ``(br, bc)`` tile of whole scale blocks, loads the tile's scales i
 and decodes with one SIMT thread per (row, K-block). Scales are read in any layout the quant ops
 produce: FP32 row-major, FP32 column-major (any leading dimension), and packed UE8M0 in words of
 ``per_word`` bytes (int16 Ascend pairs or int32 NVIDIA quads), column-major; packed scales are read as
-bytes, ``float = byte << 23``. E2M1 codes decode as ``e == 0 ? m / 2 : (1 + m / 2) * 2^(e - 1)``, exact.
+bytes, ``float = byte << 23`` (0xFF NaN, 0x00 2^-127). E2M1 codes decode as ``e == 0 ? m / 2 : (1 + m / 2) * 2^(e - 1)``, exact.
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
@@ -72,7 +72,9 @@ def build(m: int, k: int, e2m1: bool, fmt: str, bm: int, bk: int, layout: str, s
                         s = sf[kk, r // bm]
                     else:
                         byte = sf[kk // per_word, (r // bm) * per_word + kk % per_word]
-                        s = T.reinterpret(T.shift_left(T.Cast("int32", byte), 23), "float32")
+                        b = T.Cast("int32", byte)  # UE8M0: 0xFF is NaN, 0x00 the subnormal 2^-127
+                        s = T.reinterpret(T.if_then_else(b == 255, 0x7FC00000, T.if_then_else(
+                            b == 0, 0x00400000, T.shift_left(b, 23))), "float32")
                     for j in T.serial(bk):
                         c = kk * bk + j
                         if e2m1:
@@ -102,6 +104,8 @@ def cast_back(x, fmt: str, x_block_size: tuple[int, int], x_special_fmt=None):
     if not (m and k):
         return out
     if sf.dtype in (torch.int16, torch.int32):  # packed UE8M0, column-major: storage (words, ld)
+        if sf.shape[0] > 1 and sf.stride(0) != 1:  # row-major words (the NVIDIA form): to column-major first
+            sf = sf.t().contiguous().t()
         per_word = sf.element_size()
         ld = sf.stride(1) if sf.shape[1] > 1 else sf.shape[0]
         storage = torch.as_strided(sf, (sf.shape[1], ld), (ld, 1))

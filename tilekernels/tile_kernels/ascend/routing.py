@@ -49,7 +49,15 @@ def _rows_per_core(t: int, row_bytes: int) -> int:
 
 def _ordered_passes(T):
     """The macro ``ordered_passes(src, r, base, n, count, dst)``: ``dst[r, p]`` = the index (from ``base``) of the
-    p-th of ``src[r, base:base + n]`` in the order (value descending, index ascending), for p < count."""
+    p-th of ``src[r, base:base + n]`` in the order (value descending, index ascending), for p < count. NaN
+    ranks above every number (torch's descending sort), NaNs among themselves by index: the comparisons
+    test NaN explicitly (an ordered compare with NaN is false)."""
+
+    def above(a, b):  # a ranks before b by value alone
+        return T.Or(T.And(T.isnan(a), T.Not(T.isnan(b))), a > b)
+
+    def tied(a, b):
+        return T.Or(a == b, T.And(T.isnan(a), T.isnan(b)))
 
     @T.macro
     def ordered_passes(src, r, base, n, count, dst):
@@ -57,14 +65,15 @@ def _ordered_passes(T):
         prev_i = T.alloc_var("int32")
         best_v = T.alloc_var("float32")
         best_i = T.alloc_var("int32")
-        prev_v = T.infinity("float32")
+        prev_v = 0.0
         prev_i = -1
         for p in T.serial(count):
             best_i = -1
             best_v = -T.infinity("float32")
             for j in T.serial(n):
                 v = src[r, base + j]
-                if T.And(T.Or(v < prev_v, T.And(v == prev_v, j > prev_i)), T.Or(best_i < 0, v > best_v)):
+                after_prev = T.Or(prev_i < 0, T.Or(above(prev_v, v), T.And(tied(v, prev_v), j > prev_i)))
+                if T.And(after_prev, T.Or(best_i < 0, above(v, best_v))):
                     best_v = v
                     best_i = j
             dst[r, p] = T.Cast(dst.dtype, best_i)
@@ -200,7 +209,7 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
                     tot = 0.0
                     for p in T.serial(k):
                         tot = tot + sc[r, top[r, p]]
-                    tot = T.max(tot, 1e-20)
+                    tot = T.if_then_else(T.isnan(tot), tot, T.max(tot, 1e-20))  # NaN kept, as torch's clamp
                     for p in T.serial(width):
                         ex = T.alloc_var("int32")
                         if p < k:

@@ -55,7 +55,7 @@ DJ_INLINE void store_sf(void* sf, bool packed, int64_t sm, int64_t sk, int64_t m
 
 DJ_INLINE float load_sf(const void* sf, bool packed, int64_t sm, int64_t sk, int64_t m, int64_t k) {
     if (packed)
-        return dj::bits_f32(static_cast<uint32_t>(static_cast<const uint8_t*>(sf)[4 * (m * sm + (k / 4) * sk) + (k % 4)]) << 23);
+        return dj::ue8m0_to_f32(static_cast<const uint8_t*>(sf)[4 * (m * sm + (k / 4) * sk) + (k % 4)]);
     return static_cast<const float*>(sf)[m * sm + k * sk];
 }
 

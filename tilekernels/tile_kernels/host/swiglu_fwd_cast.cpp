@@ -60,9 +60,15 @@ void cast_row(const Args& A, int64_t p, const float* y) {
         float amax = 0.0f;
         int64_t jj = j;
 #ifdef DJ_HAVE_AVX512
+        // the lanes' max drops NaN: it is tracked apart, so a NaN in the block makes amax NaN (torch's amax)
         __m512 m = _mm512_setzero_ps();
-        for (; jj + 16 <= je; jj += 16) m = _mm512_max_ps(m, tk::abs16(_mm512_loadu_ps(y + jj)));
-        amax = _mm512_reduce_max_ps(m);
+        __mmask16 nan = 0;
+        for (; jj + 16 <= je; jj += 16) {
+            const __m512 v = tk::abs16(_mm512_loadu_ps(y + jj));
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            m = _mm512_max_ps(m, v);
+        }
+        amax = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
 #endif
         for (; jj < je; ++jj) amax = tk::amax_step(amax, std::fabs(y[jj]));
         const tk::Scale s = tk::block_scale(amax, A.clamp_min, fmax, A.round_sf);

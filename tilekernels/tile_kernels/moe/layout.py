@@ -16,6 +16,8 @@ from ..ascend import reduce as ascend_reduce
 from ..ascend import routing as ascend_routing
 from ..reference import moe as ref
 
+INT32_MAX = (1 << 31) - 1
+
 
 def _args(name: str, **fields):
     """The named launch arguments ``name`` of host/layout_args.hpp."""
@@ -41,7 +43,8 @@ def _index_op(op: int, out, idx: torch.Tensor, groups: int, a: int = 0, b: int =
 def group_count(group_idx: torch.Tensor, num_groups: int) -> torch.Tensor:
     """int32 (num_groups,) histogram of a 2-D int64 index tensor, -1 ignored."""
     C.tensor("group_idx", group_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
-    C.integer("num_groups", num_groups, 1)
+    C.integer("num_groups", num_groups, 1, INT32_MAX)
+    C.allocation("num_groups", num_groups * 8, group_idx.device, f"histogram of {num_groups} groups")
     _index_range("group_idx", group_idx, num_groups)
     return TABLE.run("group_count", group_idx.device, group_idx, num_groups)
 
@@ -55,7 +58,8 @@ TABLE.register("group_count", reference=ref.group_count, host=_group_count_host)
 
 def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch.Tensor:
     C.tensor("topk_idx", topk_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
-    C.integer("num_experts", num_experts, 1)
+    C.integer("num_experts", num_experts, 1, INT32_MAX)
+    C.allocation("num_experts", num_experts * 8, topk_idx.device, f"frequencies of {num_experts} experts")
     C.integer("num_aux_topk", num_aux_topk, 1)
     _index_range("topk_idx", topk_idx, num_experts)
     return TABLE.run("aux_fi", topk_idx.device, topk_idx, num_experts, num_aux_topk)
@@ -129,9 +133,18 @@ def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tok
     """Returns ``(pos_to_expert, pos_to_token, pos_to_token_topk, token_topk_to_pos, expert_start,
     expert_end, num_tokens_per_expert, num_tokens_per_expert_list)``; see the spec (section 3.5)."""
     C.tensor("topk_idx", topk_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
-    C.integer("num_experts", num_experts, 1)
-    C.integer("num_expanded_tokens", num_expanded_tokens, 0)
-    C.integer("alignment", alignment, 1)
+    C.integer("num_experts", num_experts, 1, INT32_MAX)  # expert ids are int32 in pos_to_expert
+    C.allocation("num_experts", num_experts * 32, topk_idx.device, f"per-expert counts of {num_experts} experts")
+    # positions are int32 (pos_to_* rows, token_topk_to_pos values): the expanded rows must index as one
+    C.integer("num_expanded_tokens", num_expanded_tokens, 0, INT32_MAX)
+    C.integer("alignment", alignment, 1, INT32_MAX)
+    t, k = topk_idx.shape
+    rows = num_expanded_tokens or (t * k + (alignment - 1) * num_experts) // alignment * alignment
+    if rows > INT32_MAX:
+        raise C.fail("alignment", f"an alignment whose padded positions (T * K + (alignment - 1) * E) fit int32 "
+                     f"({INT32_MAX})", f"{alignment}, giving {rows} positions")
+    C.allocation("num_expanded_tokens" if num_expanded_tokens else "alignment", rows * 12 + t * k * 4,
+                 topk_idx.device, f"{rows} expanded positions")
     _index_range("topk_idx", topk_idx, num_experts)
     if num_expanded_tokens:
         counts = torch.bincount(topk_idx[topk_idx >= 0], minlength=num_experts)

@@ -32,7 +32,7 @@ def transform_sf(sf: torch.Tensor) -> torch.Tensor:
     # Each word holds consecutive UE8M0 bytes (low byte first) for one row.
     # contiguous() keeps odd strides on size-1 dims; as_strided pins the row-major layout.
     b = sf.contiguous().as_strided((rows, words), (words, 1)).view(torch.uint8).view(rows, words * sf.element_size())
-    return (b.to(torch.int32) << 23).view(torch.float32)
+    return b.view(torch.float8_e8m0fnu).float()  # UE8M0: 0xFF is NaN, 0x00 is 2^-127
 
 
 def dequantize(q: torch.Tensor, sf: torch.Tensor, block_size: tuple[int, int]) -> torch.Tensor:

@@ -9,18 +9,21 @@ version and template digest, so a change to any of them compiles afresh.
 The headers every kernel includes (the twin's C API, and for TileLang sources the rewritten copies of
 ``tl_templates/ascend``) are parsed once into a precompiled header: a "prelude" cache entry of its
 own (tag ``ascend_twin_prelude``), keyed by the compiler hash, the flags and the prelude's kind, that
-each kernel compile force-includes.
+each kernel compile force-includes. Its ``meta.json`` records the artifacts' digests and a hit is
+verified like a kernel's entry: a damaged ``.gch`` is set aside and rebuilt.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
+import warnings
 
 from ...config import Config
-from ...disk_cache import DiskCache, makedirs, write_file_sync
+from ...disk_cache import DIGESTS_KEY, META, DiskCache, artifact_digests, makedirs, verify, write_file_sync
 from ...errors import CompileError
 from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
@@ -129,9 +132,17 @@ class AscendTwinBackend(Backend):
         """The published prelude entry of ``kind`` for these flags: ``include/`` (rewritten TileLang
         templates) and ``prelude.h`` with its precompiled ``prelude.h.gch``."""
         digest = hash_hex(self.compiler_hash(), kind, *flags)
-        entry = DiskCache.from_env(self.env).entry(PRELUDE_TAG, digest)
-        if entry.is_hit:
-            return entry.final_path
+        cache = DiskCache.from_env(self.env)
+        entry = cache.entry(PRELUDE_TAG, digest)
+        if entry.is_hit:  # verified like a kernel's entry: a damaged header or .gch is rebuilt, not kept
+            problem = verify(entry.final_path)
+            if problem is None:
+                return entry.final_path
+            aside = cache.set_aside(entry.final_path)
+            warnings.warn(f"deepjit: cached twin prelude {entry.final_path} {problem}; "
+                          f"{'moved it to ' + aside if aside else 'it stays (read-only root)'} and rebuilding it",
+                          RuntimeWarning, stacklevel=3)
+            entry = cache.entry(PRELUDE_TAG, digest, rebuild=True)
         try:
             include_root = os.path.join(entry.tmp_path, "include")
             headers = _PRELUDE_HEADERS["c_api"]
@@ -151,6 +162,9 @@ class AscendTwinBackend(Backend):
                     "-x", "c++-header", os.path.join(entry.tmp_path, PRELUDE), "-o",
                     os.path.join(entry.tmp_path, PRELUDE + ".gch")]
             self.run(argv, cwd=entry.tmp_path)
+            meta = {"kind": kind, "command": shell_join(argv), "compiler_info": self.compiler_info(),
+                    DIGESTS_KEY: artifact_digests(entry.tmp_path)}
+            write_file_sync(os.path.join(entry.tmp_path, META), json.dumps(meta, separators=(",", ":")))
             return entry.commit()
         finally:
             entry.abandon()
