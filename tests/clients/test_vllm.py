@@ -3,7 +3,6 @@ linear layer's 2-D ``wo_a`` weight straight to ``deep_gemm.fp8_einsum``) and the
 ``TileKernelsRouter`` (``tile_kernels.moe.moe_topk_gate_forward`` with vLLM's keywords)."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
