@@ -4,6 +4,7 @@ version naming the upstream release it mirrors, and the wheels install into a fr
 packages import from the installed files and run an op."""
 import importlib.util
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -30,9 +31,11 @@ def _run(*cmd, **kw):
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheels")
+    out, src = tmp_path_factory.mktemp("wheels"), tmp_path_factory.mktemp("src")
+    for d in DISTS:   # built from copies: setuptools writes build/ and *.egg-info next to the sources
+        shutil.copytree(ROOT / d, src / d, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-index", "--no-deps", "--no-build-isolation",
-         "-w", str(out), *(str(ROOT / d) for d in DISTS))
+         "-w", str(out), *(str(src / d) for d in DISTS))
     found = sorted(out.glob("*.whl"))
     assert len(found) == len(DISTS), [w.name for w in found]
     return found
