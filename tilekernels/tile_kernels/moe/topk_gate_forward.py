@@ -1,27 +1,17 @@
 """``moe_topk_gate_forward``: TileKernels 2.x's DeepSeek-V4.1 router (sqrt-softplus scores, bias or image
 bias, optional fixed / random / masked tokens, shared-expert slots, logical -> physical replicas). The
-semantics are in ``tile_kernels.reference.moe_topk_gate``; every backend runs that reference for now."""
+semantics are in ``tile_kernels.reference.moe_topk_gate``. Every device runs that reference for now (no host
+or Ascend kernel yet), so the op is not in the backend table, whose entries each have a host kernel."""
 from __future__ import annotations
 
 import torch
 
+from deepjit import guard
 from deepjit import validation as C
 
-from .._lib import TABLE
 from ..reference import moe_topk_gate as ref
 
 WARP = 32   # upstream routes a token per warp: at most 32 physical slots
-
-
-def _run_reference(logits, num_topk, num_shared, scale, ep_rank, mask, bias, image_bias, image_token_mask,
-                   fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx, force_random, topk_idx,
-                   topk_weights, scores):
-    ref.moe_topk_gate_forward(logits, num_topk, num_shared, scale, ep_rank, mask, bias, image_bias, image_token_mask,
-                              fix_routing_mask, to_physical_map, logical_count, unmapped_topk_idx, force_random,
-                              topk_idx, topk_weights, scores)
-
-
-TABLE.register("moe_topk_gate_forward", reference=_run_reference)
 
 
 def moe_topk_gate_forward(logits: torch.Tensor, num_topk: int, use_shared_as_routed: bool, num_shared_experts: int,
@@ -84,9 +74,9 @@ def moe_topk_gate_forward(logits: torch.Tensor, num_topk: int, use_shared_as_rou
         return topk_idx, topk_weights
     _check_values(logits, mask, force_random, fix_routing_mask, unmapped_topk_idx, logical_count, to_physical_map,
                   e, num_topk + s)
-    TABLE.run("moe_topk_gate_forward", logits.device, logits, num_topk, s, float(routed_scaling_factor), ep_rank,
-              mask, bias, image_bias, image_token_mask, fix_routing_mask, to_physical_map, logical_count,
-              unmapped_topk_idx, force_random, topk_idx, topk_weights, scores)
+    guard.warn_if_cuda("tile_kernels", logits.device)
+    ref.moe_topk_gate_forward(logits, num_topk, s, float(routed_scaling_factor), ep_rank, mask, bias, image_bias, image_token_mask, fix_routing_mask, to_physical_map, logical_count,
+                              unmapped_topk_idx, force_random, topk_idx, topk_weights, scores)
     return topk_idx, topk_weights
 
 
