@@ -5,7 +5,11 @@ validates its arguments once, then runs the host (C++) kernels for CPU tensors, 
 reference otherwise (``DG_BACKEND=reference|host|ascend`` forces a path).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0+deepgemm.2.6.1"  # the suite's 0.1.0, mirroring upstream DeepGEMM 2.6.1 (commit 54e2261)
+
+from deepjit.guard import warn_if_upstream_installed  # noqa: E402
+
+warn_if_upstream_installed("deep_gemm", "deep-gemm-ascend", ("deep_gemm",))
 
 try:  # build-time settings (upstream's ``deep_gemm/envs.py``) apply unless the environment overrides them
     import os as _os

@@ -5,7 +5,8 @@ BF16 ``einsum`` expressions: ``bmk,bnk->mn`` (FP32 ``d`` accumulates in place wh
 ``fp8_einsum`` runs the three ``h``-batched expressions as a batched block-scaled FP8 GEMM; each
 operand's scales follow its own dims with the K dim in blocks of ``gran_k`` and the M/N dim in
 blocks of the recipe's granularity:
-- ``bhr,hdr->bhd``: SFA ``[ceil(B/gm), H, ceil(R/gk)]``, SFB ``[H, ceil(D/gn), ceil(R/gk)]``;
+- ``bhr,hdr->bhd``: SFA ``[ceil(B/gm), H, ceil(R/gk)]``, SFB ``[H, ceil(D/gn), ceil(R/gk)]``; B may also be a
+  linear layer's 2-D ``[H*D, R]`` weight with SFB ``[H*ceil(D/gn), ceil(R/gk)]`` (vLLM's DeepSeek-V4 ``wo_a``);
 - ``bhd,hdr->bhr``: SFA ``[ceil(B/gm), H, ceil(D/gk)]``, SFB ``[H, ceil(D/gk), ceil(R/gn)]``;
 - ``bhd,bhr->hdr``: SFA ``[ceil(B/gk), H, ceil(D/gm)]``, SFB ``[ceil(B/gk), H, ceil(R/gn)]``, ``c`` is ``d``.
 """
@@ -65,12 +66,29 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torc
     _dispatch.run("bf16_einsum", device, expr, a, b, d, c)
 
 
+def _grouped_weight(data_b: torch.Tensor, sfb: torch.Tensor, heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A linear layer's 2-D weight ``[H*D, R]`` with scales ``[H*ceil(D/gn), ceil(R/gk)]`` (vLLM's DeepSeek-V4
+    ``wo_a``) as the ``[H, D, R]`` / ``[H, ceil(D/gn), ceil(R/gk)]`` operand of ``bhr,hdr->bhd``: views, H taken
+    from ``a``'s ``h`` dim."""
+    if not isinstance(data_b, torch.Tensor) or data_b.dim() != 2:
+        return data_b, sfb
+    v.tensor("b[0]", data_b, (formats.FP8_DTYPE,))
+    v.tensor("b[1]", sfb, ndim=2)
+    for name, t in (("b[0]", data_b), ("b[1]", sfb)):
+        if heads == 0 or t.shape[0] % heads:
+            raise v.fail(name, f"a first dim divisible by the {heads} heads of a (a 2-D [H*D, R] weight)",
+                         f"shape {tuple(t.shape)}")
+    return data_b.unflatten(0, (heads, -1)), sfb.unflatten(0, (heads, -1))
+
+
 def fp8_einsum(expr: str, a, b, d: torch.Tensor, c: torch.Tensor | None = None, recipe=(1, 128, 128)) -> None:
     if expr not in FP8_EXPRS:
         raise v.fail("expr", f"one of {FP8_EXPRS}", repr(expr))
     data_a, sfa = v.pair("a", a)
     data_b, sfb = v.pair("b", b)
     v.tensor("a[0]", data_a, (formats.FP8_DTYPE,), 3)
+    if expr == "bhr,hdr->bhd":
+        data_b, sfb = _grouped_weight(data_b, sfb, data_a.shape[1])
     v.tensor("b[0]", data_b, (formats.FP8_DTYPE,), 3)
     v.tensor("a[1]", sfa, ndim=3)
     v.tensor("b[1]", sfb, ndim=3)

@@ -90,6 +90,18 @@ def _indexed_row_groups(layout: torch.Tensor, m: int, num_groups: int, alignment
     return tile_group.flatten()[:m].contiguous()
 
 
+def _layout_or_m_indices(grouped_layout, m_indices):
+    """``m_indices``: older DeepGEMM's name for the ``grouped_layout`` of the contiguous forms (SGLang's
+    warm-up still passes it by keyword)."""
+    if m_indices is None:
+        if grouped_layout is None:
+            raise TypeError("grouped_layout: expected a tensor (or the older keyword m_indices), got None")
+        return grouped_layout
+    if grouped_layout is not None:
+        raise TypeError("grouped_layout and m_indices name the same argument; pass one")
+    return m_indices
+
+
 def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool | None,
                 expected_m_for_psum_layout, ensure_zero_padding: bool) -> ops.GroupedRows:
     v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
@@ -107,6 +119,11 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool |
             row_groups = _psum_row_groups_on_device
         row_group, ends = row_groups(grouped_layout, m, alignment, form)
         return ops.GroupedRows(row_group, ends, True, alignment)
+    if grouped_layout.shape[0] != m and grouped_layout.shape[0] == num_groups:
+        # Per-group end rows without use_psum_layout (LMDeploy's DeepSeek-V4 MoE): upstream asserts the layout
+        # has M entries in this mode; say which flag reads a [G] layout instead of guessing the caller's intent.
+        raise v.fail("grouped_layout", f"shape ({m},) (a group id per row; a [G] layout of end rows needs "
+                     "use_psum_layout=True)", tuple(grouped_layout.shape))
     v.shape("grouped_layout", grouped_layout, (m,))
     if expected_m_for_psum_layout is not None:
         raise v.fail("expected_m_for_psum_layout", "None without use_psum_layout", expected_m_for_psum_layout)
@@ -151,22 +168,26 @@ def _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, comp
     _dispatch.run("m_grouped_fp8_fp4_gemm_nt", device, op_a, op_b, d, rows, ensure_zero_padding)
 
 
-def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, grouped_layout: torch.Tensor, recipe=None,
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, grouped_layout: torch.Tensor | None = None, recipe=None,
                                          recipe_a=None, recipe_b=None, compiled_dims: str = "nk",
                                          disable_ue8m0_cast: bool = False, use_psum_layout: bool | None = None,
                                          ensure_zero_padding: bool = True,
-                                         expected_m_for_psum_layout: int | None = None, epilogue=None) -> None:
+                                         expected_m_for_psum_layout: int | None = None, epilogue=None, *,
+                                         m_indices: torch.Tensor | None = None) -> None:
     """``d[rows of g] = a[rows of g] @ b[g].T`` with B ``[G, N, K]`` (see the module docstring)."""
+    grouped_layout = _layout_or_m_indices(grouped_layout, m_indices)
     _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast,
                        use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout, epilogue)
 
 
-def m_grouped_fp8_fp4_gemm_nn_contiguous(a, b, d: torch.Tensor, grouped_layout: torch.Tensor, recipe=None,
+def m_grouped_fp8_fp4_gemm_nn_contiguous(a, b, d: torch.Tensor, grouped_layout: torch.Tensor | None = None, recipe=None,
                                          recipe_a=None, recipe_b=None, compiled_dims: str = "nk",
                                          disable_ue8m0_cast: bool = False, use_psum_layout: bool | None = None,
                                          ensure_zero_padding: bool = True,
-                                         expected_m_for_psum_layout: int | None = None, epilogue=None) -> None:
+                                         expected_m_for_psum_layout: int | None = None, epilogue=None, *,
+                                         m_indices: torch.Tensor | None = None) -> None:
     """As the ``nt`` form with B ``[G, K, N]``."""
+    grouped_layout = _layout_or_m_indices(grouped_layout, m_indices)
     _m_grouped_fp8_fp4(a, ops.transpose_pair("b", b, 1, 2, 3), d, grouped_layout, recipe, recipe_a, recipe_b,
                        compiled_dims, disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
                        expected_m_for_psum_layout, epilogue)
@@ -192,18 +213,22 @@ def _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ens
     _dispatch.run("m_grouped_bf16_gemm_nt", device, a, b, d, rows, ensure_zero_padding)
 
 
-def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
-                                      compiled_dims: str = "nk", use_psum_layout: bool | None = None,
-                                      ensure_zero_padding: bool = True,
-                                      expected_m_for_psum_layout: int | None = None) -> None:
+def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+                                      grouped_layout: torch.Tensor | None = None, compiled_dims: str = "nk",
+                                      use_psum_layout: bool | None = None, ensure_zero_padding: bool = True,
+                                      expected_m_for_psum_layout: int | None = None, *,
+                                      m_indices: torch.Tensor | None = None) -> None:
+    grouped_layout = _layout_or_m_indices(grouped_layout, m_indices)
     _m_grouped_bf16(a, b, d, grouped_layout, compiled_dims, use_psum_layout, ensure_zero_padding,
                     expected_m_for_psum_layout)
 
 
-def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: torch.Tensor,
-                                      compiled_dims: str = "nk", use_psum_layout: bool | None = None,
-                                      ensure_zero_padding: bool = True,
-                                      expected_m_for_psum_layout: int | None = None) -> None:
+def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+                                      grouped_layout: torch.Tensor | None = None, compiled_dims: str = "nk",
+                                      use_psum_layout: bool | None = None, ensure_zero_padding: bool = True,
+                                      expected_m_for_psum_layout: int | None = None, *,
+                                      m_indices: torch.Tensor | None = None) -> None:
+    grouped_layout = _layout_or_m_indices(grouped_layout, m_indices)
     _m_grouped_bf16(a, ops.transpose_tensor("b", b, 1, 2, 3), d, grouped_layout, compiled_dims, use_psum_layout,
                     ensure_zero_padding, expected_m_for_psum_layout)
 

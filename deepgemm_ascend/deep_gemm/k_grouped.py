@@ -15,8 +15,6 @@ Default recipe: ``(1, 1, 128)`` (NVIDIA); DeepGEMM-Ascend's default ``(1, 1, 32)
 """
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from . import _dispatch, _lib, formats, runtime
@@ -198,13 +196,11 @@ def k_grouped_fp8_gemm_tn_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | 
 def k_grouped_fp8_gemm_nt_contiguous(a, b, d: torch.Tensor, ks_cpu: list[int] | None, grouped_layout: torch.Tensor,
                                      c: torch.Tensor | None = None, recipe=(1, 1, 128), compiled_dims: str = "mn",
                                      use_psum_layout: bool | None = None) -> None:
-    """Deprecated (SM90 form): warns, re-lays the operands out and forwards to the ``tn`` form.
+    """The SM90 form (upstream keeps it without a warning): re-lays the operands out and forwards to the ``tn`` form.
 
     Accepts NVIDIA's layout -- A/B flattened with each group's block K-major (``[M, k_g]`` row-major,
     ``numel == sum_K * M``) and scale factors passed transposed (``sf.T``, ``[M, sum_sf_k]``) -- or
     DeepGEMM-Ascend's 2-D ``[M, sum_K]`` operands, transposed as a whole."""
-    warnings.warn("k_grouped_fp8_gemm_nt_contiguous is deprecated; use k_grouped_fp8_gemm_tn_contiguous",
-                  DeprecationWarning, stacklevel=2)
     data_a, sfa = v.pair("a", a)
     data_b, sfb = v.pair("b", b)
     v.tensor("d", d, (torch.float32,), 3)

@@ -101,13 +101,24 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, gro
     """Per-group FP32 scales ``[sum_g ceil(k_g/gran_k), MN]`` -> int32 ``[P, MN]``; each group packs its own
     K-blocks 4 per word (``ceil(k_g/(4*gran_k))`` rows), never mixing groups. Without ``ks_cpu`` (psum
     only) the group sizes come from ``grouped_layout`` and the output has the upper-bound row count
-    ``(SK + 3G) // 4`` (trailing rows 0)."""
+    ``(SK + 3G) // 4`` (trailing rows 0). In the psum layout ``grouped_layout`` places the groups and
+    ``ks_cpu``, exact or aligned (upper-bound) sizes, only sets the row count ``sum ceil(k_g/(4*gran_k))``."""
     v.tensor("sf", sf, (torch.float32,), 2)
     v.tensor("grouped_layout", grouped_layout, (torch.int32,), 1)
     v.integer("gran_k", gran_k, 1)
     v.integer("k_alignment", k_alignment, 1)
-    if not ks_cpu and use_psum_layout:
-        return _k_grouped_packed_on_device(sf, grouped_layout, gran_k, k_alignment)
+    if use_psum_layout:
+        # The psum layout places every group; ks_cpu (real or aligned upper-bound sizes) only sizes the output.
+        packed = _k_grouped_packed_on_device(sf, grouped_layout, gran_k, k_alignment)
+        if not ks_cpu:
+            return packed
+        if len(ks_cpu) != grouped_layout.numel():
+            raise v.fail("ks_cpu", f"{grouped_layout.numel()} sizes (one per group of grouped_layout)", len(ks_cpu))
+        rows = sum(ceil_div(v.integer(f"ks_cpu[{g}]", k, 0), 4 * gran_k) for g, k in enumerate(ks_cpu))
+        out = packed.new_zeros(rows, packed.size(1))
+        kept = min(rows, packed.size(0))
+        out[:kept] = packed[:kept]
+        return out
     if not ks_cpu:
         raise v.fail("ks_cpu", "the per-group K sizes (only the psum layout may omit them)", ks_cpu)
     ks, mn = list(ks_cpu), sf.size(1)

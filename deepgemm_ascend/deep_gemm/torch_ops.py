@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from deepjit.torch_library import OpLibrary, returns_nothing
+from deepjit.torch_library import OpLibrary, returns_nothing, traced_as
 
 # The package's public functions, looked up at call time: ``deep_gemm/__init__.py`` imports this module
 # before it binds the legacy aliases (``fp8_gemm_nt`` ...).
@@ -63,7 +63,7 @@ for _layout in ("nt", "nn", "tn", "tt"):
 # ---- M-grouped (contiguous, masked) and K-grouped GEMMs -------------------------------------------
 def _m_grouped_scaled(fn):
     def impl(a, sfa, b, sfb, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
-             disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
+             disable_ue8m0_cast=False, use_psum_layout=None, ensure_zero_padding=True,
              expected_m_for_psum_layout=None):
         fn((a, sfa), (b, sfb), d, grouped_layout, _tuple(recipe), _tuple(recipe_a), _tuple(recipe_b),
            compiled_dims=compiled_dims, disable_ue8m0_cast=disable_ue8m0_cast, use_psum_layout=use_psum_layout,
@@ -81,25 +81,25 @@ def _masked_scaled(fn):
 
 def _k_grouped_scaled(fn):
     def impl(a, sfa, b, sfb, d, ks_cpu, grouped_layout, c=None, recipe=(1, 1, 128), compiled_dims="mn",
-             use_psum_layout=False):
+             use_psum_layout=None):
         fn((a, sfa), (b, sfb), d, None if ks_cpu is None else list(ks_cpu), grouped_layout, c, _tuple(recipe),
            compiled_dims=compiled_dims, use_psum_layout=use_psum_layout)
     return impl
 
 
-def _k_grouped_bf16(a, b, d, ks_cpu, grouped_layout, c=None, compiled_dims="mn", use_psum_layout=False):
+def _k_grouped_bf16(a, b, d, ks_cpu, grouped_layout, c=None, compiled_dims="mn", use_psum_layout=None):
     _api.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None if ks_cpu is None else list(ks_cpu), grouped_layout, c,
                                            compiled_dims=compiled_dims, use_psum_layout=use_psum_layout)
 
 
-_CONTIGUOUS_TAIL = ("str compiled_dims=\"nk\", bool use_psum_layout=False, bool ensure_zero_padding=True, "
+_CONTIGUOUS_TAIL = ("str compiled_dims=\"nk\", bool? use_psum_layout=None, bool ensure_zero_padding=True, "
                     "int? expected_m_for_psum_layout=None")
 _RECIPES = "int[]? recipe=None, int[]? recipe_a=None, int[]? recipe_b=None"
 for _layout in ("nt", "nn"):
     for _prefix in ("fp8_fp4", "fp8"):
         _name = f"m_grouped_{_prefix}_gemm_{_layout}_contiguous"
         _op(f"{_name}(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, {_RECIPES}, "
-            f"str compiled_dims=\"nk\", bool disable_ue8m0_cast=False, bool use_psum_layout=False, "
+            f"str compiled_dims=\"nk\", bool disable_ue8m0_cast=False, bool? use_psum_layout=None, "
             f"bool ensure_zero_padding=True, int? expected_m_for_psum_layout=None) -> ()",
             _m_grouped_scaled(_late(_name)), returns_nothing)
     _name = f"m_grouped_bf16_gemm_{_layout}_contiguous"
@@ -115,10 +115,10 @@ _op("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor mask
 for _layout in ("tn", "nt"):
     _name = f"k_grouped_fp8_gemm_{_layout}_contiguous"
     _op(f"{_name}(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[]? ks_cpu, Tensor grouped_layout, "
-        "Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims=\"mn\", bool use_psum_layout=False) -> ()",
+        "Tensor? c=None, int[] recipe=[1, 1, 128], str compiled_dims=\"mn\", bool? use_psum_layout=None) -> ()",
         _k_grouped_scaled(_late(_name)), returns_nothing)
 _op("k_grouped_bf16_gemm_tn_contiguous(Tensor a, Tensor b, Tensor(a!) d, int[]? ks_cpu, Tensor grouped_layout, "
-    "Tensor? c=None, str compiled_dims=\"mn\", bool use_psum_layout=False) -> ()", _k_grouped_bf16, returns_nothing)
+    "Tensor? c=None, str compiled_dims=\"mn\", bool? use_psum_layout=None) -> ()", _k_grouped_bf16, returns_nothing)
 
 
 # ---- MQA logits -------------------------------------------------------------------------------
@@ -199,3 +199,90 @@ def _transform_sf_meta(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_
 _op("transform_sf_into_required_layout(Tensor sf, int mn, int k, int[] recipe, int? num_groups=None, "
     "bool? is_sfa=None, bool disable_ue8m0_cast=False, Tensor? psum_layout=None) -> Tensor",
     _transform_sf, _transform_sf_meta)
+
+
+# ---- the public functions under torch.compile -------------------------------------------------------
+# While Dynamo traces, each public GEMM calls its torch.ops form (deepjit.torch_library.traced_as): the checks
+# (data pointers for aliasing, layout values) then run inside the op's eager kernel, not in the trace.
+def _list(recipe):
+    return None if recipe is None else list(recipe)
+
+
+def _no_epilogue(epilogue) -> None:
+    if epilogue is not None:
+        raise ValueError("epilogue: expected None (fused epilogues are not available on this backend), got "
+                         f"{type(epilogue).__name__}")
+
+
+def _compiled_scaled_gemm(op):
+    def call(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims=None,
+             disable_ue8m0_cast=False, alpha=None, epilogue=None):
+        _no_epilogue(epilogue)
+        extra = {} if compiled_dims is None else {"compiled_dims": compiled_dims}
+        op(a[0], a[1], b[0], b[1], d, c, _list(recipe), _list(recipe_a), _list(recipe_b),
+           disable_ue8m0_cast=disable_ue8m0_cast, alpha=alpha, **extra)
+    return call
+
+
+def _compiled_bf16_gemm(op):
+    def call(a, b, d, c=None, compiled_dims=None, alpha=None, epilogue=None):
+        _no_epilogue(epilogue)
+        op(a, b, d, c, alpha=alpha, **({} if compiled_dims is None else {"compiled_dims": compiled_dims}))
+    return call
+
+
+def _compiled_m_grouped_scaled(op):
+    def call(a, b, d, grouped_layout=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
+             disable_ue8m0_cast=False, use_psum_layout=None, ensure_zero_padding=True,
+             expected_m_for_psum_layout=None, epilogue=None, *, m_indices=None):
+        _no_epilogue(epilogue)
+        op(a[0], a[1], b[0], b[1], d, m_indices if grouped_layout is None else grouped_layout, _list(recipe),
+           _list(recipe_a), _list(recipe_b), compiled_dims, disable_ue8m0_cast, use_psum_layout,
+           ensure_zero_padding, expected_m_for_psum_layout)
+    return call
+
+
+def _compiled_m_grouped_bf16(op):
+    def call(a, b, d, grouped_layout=None, compiled_dims="nk", use_psum_layout=None, ensure_zero_padding=True,
+             expected_m_for_psum_layout=None, *, m_indices=None):
+        op(a, b, d, m_indices if grouped_layout is None else grouped_layout, compiled_dims, use_psum_layout,
+           ensure_zero_padding, expected_m_for_psum_layout)
+    return call
+
+
+def _compiled_masked_scaled(op):
+    def call(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
+             disable_ue8m0_cast=False):
+        op(a[0], a[1], b[0], b[1], d, masked_m, expected_m, _list(recipe), _list(recipe_a), _list(recipe_b),
+           compiled_dims, disable_ue8m0_cast)
+    return call
+
+
+def _compiled_k_grouped_scaled(op):
+    def call(a, b, d, ks_cpu, grouped_layout, c=None, recipe=(1, 1, 128), compiled_dims="mn", use_psum_layout=None):
+        op(a[0], a[1], b[0], b[1], d, _list(ks_cpu), grouped_layout, c, list(recipe), compiled_dims, use_psum_layout)
+    return call
+
+
+def _route_compiled() -> None:
+    ops = torch.ops.deep_gemm
+    routes = {}
+    for layout in ("nt", "nn", "tn", "tt"):
+        routes[f"fp8_fp4_gemm_{layout}"] = _compiled_scaled_gemm(getattr(ops, f"fp8_fp4_gemm_{layout}"))
+        routes[f"bf16_gemm_{layout}"] = _compiled_bf16_gemm(getattr(ops, f"bf16_gemm_{layout}"))
+    for layout in ("nt", "nn"):
+        name = f"m_grouped_fp8_fp4_gemm_{layout}_contiguous"
+        routes[name] = _compiled_m_grouped_scaled(getattr(ops, name))
+        name = f"m_grouped_bf16_gemm_{layout}_contiguous"
+        routes[name] = _compiled_m_grouped_bf16(getattr(ops, name))
+    routes["m_grouped_fp8_fp4_gemm_nt_masked"] = _compiled_masked_scaled(ops.m_grouped_fp8_fp4_gemm_nt_masked)
+    routes["m_grouped_bf16_gemm_nt_masked"] = ops.m_grouped_bf16_gemm_nt_masked
+    for layout in ("tn", "nt"):
+        name = f"k_grouped_fp8_gemm_{layout}_contiguous"
+        routes[name] = _compiled_k_grouped_scaled(getattr(ops, name))
+    routes["k_grouped_bf16_gemm_tn_contiguous"] = ops.k_grouped_bf16_gemm_tn_contiguous
+    for name, call_op in routes.items():
+        setattr(_api, name, traced_as(getattr(_api, name), call_op))
+
+
+_route_compiled()

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from . import guard
 from .errors import DeepJITError
 
 BACKENDS = ("reference", "host", "ascend")
@@ -114,6 +115,7 @@ class BackendTable:
     def select(self, name: str, device, *args, **kwargs) -> tuple[str, Callable]:
         """(backend, implementation) for these arguments: ``accepts`` applied."""
         entry = self[name]
+        guard.warn_if_cuda(self.library.name, device)
         backend = self.backend(name, device)
         impl = entry.impl(backend)
         if impl.accepts is not None and not impl.accepts(*args, **kwargs):

@@ -3,6 +3,8 @@ traces models calling them. Explicit schemas with a Meta kernel each: a few mill
 import, where ``register_fake`` would cost a quarter second."""
 from __future__ import annotations
 
+import functools
+
 import torch
 
 
@@ -23,3 +25,18 @@ class OpLibrary:
 def returns_nothing(*args, **kwargs) -> None:
     """The Meta kernel of an op that only writes its ``Tensor(a!)`` arguments."""
     return None
+
+
+def traced_as(fn, call_op):
+    """``fn`` as a public function that ``torch.compile(fullgraph=True)`` traces: eager calls run ``fn``;
+    while Dynamo traces, ``call_op`` (same arguments) calls the ``torch.ops`` form instead, so the graph
+    holds one opaque op whose eager kernel runs ``fn`` -- every argument check included, on real values --
+    and whose Meta kernel gives the shapes. Argument checks that read data pointers or values need no
+    tracing this way."""
+    @functools.wraps(fn)
+    def public(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return call_op(*args, **kwargs)
+        return fn(*args, **kwargs)
+    public.eager = fn
+    return public

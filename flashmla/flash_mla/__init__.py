@@ -9,7 +9,11 @@ rest. The KV-cache helpers live in ``kv_cache``.
 """
 import deepjit
 
-__version__ = "0.1.0"
+__version__ = "0.1.0+flashmla.2e5429fc"  # the suite's 0.1.0, mirroring upstream FlashMLA's Ascend release (commit 2e5429fc)
+
+from deepjit.guard import warn_if_upstream_installed  # noqa: E402
+
+warn_if_upstream_installed("flash_mla", "flash-mla-ascend", ("flash_mla",))
 
 LIB = deepjit.KernelLibrary("flash_mla", "FMLA", __file__, __version__)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit.torch_library import traced_as
+
 from . import _dispatch, reference
 from . import validation as check
 from .kv_cache import KVCacheFormat
@@ -285,3 +287,32 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_qo, cu_seqlens_kv, max_seq
     return flash_attn_varlen_func(q, kv[:, :, :head_dim_qk], kv[:, :, head_dim_qk:], cu_seqlens_qo, cu_seqlens_kv,
                                   max_seqlen_qo, max_seqlen_kv, dropout_p, softmax_scale, causal, deterministic,
                                   is_varlen)
+
+
+# ---- the public functions under torch.compile -------------------------------------------------------
+# While Dynamo traces, the two attention entry points call their torch.ops forms (deepjit.torch_library.traced_as):
+# the checks run inside the op at run time. The schedule object is not consulted there (it holds no data the
+# kernels read on these backends).
+def _compiled_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, num_splits=None,
+                           softmax_scale=None, causal=False, is_fp8_kvcache=True, indices=None, attn_sink=None,
+                           extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None, extra_topk_length=None,
+                           enable_batch_invariant=False, *, kv_layout=None):
+    sm_scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    if indices is None:
+        out, lse, _, _ = torch.ops.flash_mla.dense_decode_fwd(q, k_cache, head_dim_v, cache_seqlens, block_table,
+                                                              sm_scale, causal)
+        return out, lse
+    if kv_layout not in (None, "interleaved"):
+        raise ValueError(f"kv_layout: expected None or 'interleaved' under torch.compile, got {kv_layout!r}")
+    out, lse, _, _ = torch.ops.flash_mla.sparse_decode_fwd(q, k_cache, indices, topk_length, attn_sink, None, None,
+                                                           extra_k_cache, extra_indices_in_kvcache, extra_topk_length,
+                                                           head_dim_v, sm_scale)
+    return out, lse
+
+
+def _compiled_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None):
+    return torch.ops.flash_mla.sparse_prefill_fwd(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
+
+
+flash_mla_with_kvcache = traced_as(flash_mla_with_kvcache, _compiled_with_kvcache)
+flash_mla_sparse_fwd = traced_as(flash_mla_sparse_fwd, _compiled_sparse_fwd)

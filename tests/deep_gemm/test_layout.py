@@ -112,6 +112,14 @@ def test_k_grouped_packing_never_mixes_groups():
     psum = deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
         sf, torch.tensor([96, 96, 256], dtype=torch.int32), None, gran_k, 32, use_psum_layout=True)
     assert psum.shape == ((8 + 9) // 4, mn) and torch.equal(psum[:3], out)
+    # psum layout with ks: the layout places the groups, ks (exact or aligned upper bounds, as upstream's
+    # GEMM path passes them) only size the output
+    exact = deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
+        sf, torch.tensor([96, 96, 256], dtype=torch.int32), ks, gran_k, 32, use_psum_layout=True)
+    assert torch.equal(exact, out)
+    aligned = deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
+        sf, torch.tensor([96, 96, 256], dtype=torch.int32), [256, 0, 256], gran_k, 32, use_psum_layout=True)
+    assert aligned.shape == (2 + 0 + 2, mn) and torch.equal(aligned[:3], out) and bool((aligned[3] == 0).all())
 
 
 def test_gemm_accepts_transformed_scales(backend):
