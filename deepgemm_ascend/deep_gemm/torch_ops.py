@@ -21,9 +21,15 @@ _op = LIB.op
 
 
 
+def _eager(name: str):
+    """The public function ``name`` itself, never its route to the op (the op's kernels call this)."""
+    fn = getattr(_api, name)
+    return getattr(fn, "eager", fn)
+
+
 def _late(name: str):
     def call(*args, **kwargs):
-        return getattr(_api, name)(*args, **kwargs)
+        return _eager(name)(*args, **kwargs)
     return call
 
 
@@ -88,7 +94,7 @@ def _k_grouped_scaled(fn):
 
 
 def _k_grouped_bf16(a, b, d, ks_cpu, grouped_layout, c=None, compiled_dims="mn", use_psum_layout=None):
-    _api.k_grouped_bf16_gemm_tn_contiguous(a, b, d, None if ks_cpu is None else list(ks_cpu), grouped_layout, c,
+    _eager("k_grouped_bf16_gemm_tn_contiguous")(a, b, d, None if ks_cpu is None else list(ks_cpu), grouped_layout, c,
                                            compiled_dims=compiled_dims, use_psum_layout=use_psum_layout)
 
 
@@ -124,7 +130,7 @@ _op("k_grouped_bf16_gemm_tn_contiguous(Tensor a, Tensor b, Tensor(a!) d, int[]? 
 # ---- MQA logits -------------------------------------------------------------------------------
 def _mqa_logits(q, q_sf, kv, kv_sf, weights, ks, ke, clean_logits=True, max_seqlen_k=0, logits_dtype=None):
     # an op returns its own storage, not a view of a padded buffer: the rows are copied out
-    return _api.fp8_fp4_mqa_logits((q, q_sf), (kv, kv_sf), weights, ks, ke, clean_logits, max_seqlen_k,
+    return _eager("fp8_fp4_mqa_logits")((q, q_sf), (kv, kv_sf), weights, ks, ke, clean_logits, max_seqlen_k,
                                    logits_dtype or torch.float32).clone()
 
 
@@ -135,7 +141,7 @@ def _mqa_logits_meta(q, q_sf, kv, kv_sf, weights, ks, ke, clean_logits=True, max
 
 def _paged_logits(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                   clean_logits=False, logits_dtype=None, indices=None):
-    return _api.fp8_fp4_paged_mqa_logits((q, q_sf), kv_cache, weights, context_lens, block_table,
+    return _eager("fp8_fp4_paged_mqa_logits")((q, q_sf), kv_cache, weights, context_lens, block_table,
                                          schedule_meta, max_context_len, clean_logits,
                                          logits_dtype or torch.float32, indices).clone()
 
@@ -173,7 +179,7 @@ def _like(out: torch.Tensor) -> torch.Tensor:
 
 
 def _transform_sf(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False, psum_layout=None):
-    out = _api.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast,
+    out = _eager("transform_sf_into_required_layout")(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast,
                                                  psum_layout)
     if out.untyped_storage().data_ptr() == sf.untyped_storage().data_ptr():
         # already in the required layout: an op's output may not alias its input, so a copy, strides kept
@@ -199,6 +205,98 @@ def _transform_sf_meta(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_
 _op("transform_sf_into_required_layout(Tensor sf, int mn, int k, int[] recipe, int? num_groups=None, "
     "bool? is_sfa=None, bool disable_ue8m0_cast=False, Tensor? psum_layout=None) -> Tensor",
     _transform_sf, _transform_sf_meta)
+
+
+# ---- einsum forms, HC pre-norm GEMM, head-splitting GEMM ------------------------------------------------
+# ``c_is_d``: the in-place accumulation ``c=d`` as a flag. A functionalised graph hands a mutated argument over
+# as a copy, so ``c`` and ``d`` would no longer be one tensor inside the op.
+def _einsum(expr, a, b, d, c=None, use_cublaslt=False, c_is_d=False):
+    _eager("einsum")(expr, a, b, d, d if c_is_d else c, use_cublaslt)
+
+
+def _fp8_einsum(expr, a, sfa, b, sfb, d, c=None, recipe=(1, 128, 128), c_is_d=False):
+    _eager("fp8_einsum")(expr, (a, sfa), (b, sfb), d, d if c_is_d else c, tuple(recipe))
+
+
+def _skip_head_mid(a, sfa, b, sfb, d, head_splits, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False):
+    _eager("fp8_gemm_nt_skip_head_mid")((a, sfa), (b, sfb), d, tuple(head_splits), _tuple(recipe), compiled_dims,
+                                         disable_ue8m0_cast)
+
+
+_op("einsum(str expr, Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, bool use_cublaslt=False, "
+    "bool c_is_d=False) -> ()", _einsum, returns_nothing)
+_op("fp8_einsum(str expr, Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, "
+    "int[] recipe=[1, 128, 128], bool c_is_d=False) -> ()", _fp8_einsum, returns_nothing)
+_op("tf32_hc_prenorm_gemm(Tensor a, Tensor b, Tensor(a!) d, Tensor(b!) sqr_sum, int? num_splits=None) -> ()",
+    lambda a, b, d, sqr_sum, num_splits=None: _eager("tf32_hc_prenorm_gemm")(a, b, d, sqr_sum, num_splits),
+    returns_nothing)
+_op("fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] head_splits, "
+    "int[]? recipe=None, str compiled_dims=\"nk\", bool disable_ue8m0_cast=False) -> ()", _skip_head_mid,
+    returns_nothing)
+
+
+# ---- scale-factor layout helpers ------------------------------------------------------------------
+def _own(out: torch.Tensor, *inputs) -> torch.Tensor:
+    """An op's output may not alias an input: a copy (strides kept) where a helper returned its input."""
+    if any(t is not None and out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in inputs):
+        out = torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=out.device).copy_(out)
+    return out
+
+
+def _stand_in_meta(fn):
+    """A Meta kernel reading the output's shape and strides off ``fn`` run on stand-ins (``_stand_in``)."""
+    def meta(*args):
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        meta_tls = torch._C._meta_in_tls_dispatch_include()
+        with unset_fake_temporarily():
+            torch._C._set_meta_in_tls_dispatch_include(False)
+            try:
+                out = fn(*(_stand_in(a) if isinstance(a, torch.Tensor) else a for a in args))
+            finally:
+                torch._C._set_meta_in_tls_dispatch_include(meta_tls)
+        return _like(out)
+    return meta
+
+
+def _mn_major(sf):
+    return _own(_eager("get_mn_major_tma_aligned_tensor")(sf), sf)
+
+
+def _mn_major_packed(sf, psum_layout=None):
+    return _eager("get_mn_major_tma_aligned_packed_ue8m0_tensor")(sf, psum_layout)
+
+
+def _k_grouped_packed(sf, grouped_layout, ks_cpu, gran_k, k_alignment, use_psum_layout=False):
+    return _eager("get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor")(
+        sf, grouped_layout, None if ks_cpu is None else list(ks_cpu), gran_k, k_alignment, use_psum_layout)
+
+
+def _k_grouped_packed_meta(sf, grouped_layout, ks_cpu, gran_k, k_alignment, use_psum_layout=False):
+    # the row count comes from ks_cpu (a host list: static) or, psum without it, from the shapes alone
+    if ks_cpu:
+        from .utils.math import ceil_div
+        rows = sum(ceil_div(k, 4 * gran_k) if use_psum_layout else ceil_div(ceil_div(k, gran_k), 4) for k in ks_cpu)
+    else:
+        rows = (sf.shape[0] + 3 * grouped_layout.numel()) // 4
+    return sf.new_empty((rows, sf.shape[1]), dtype=torch.int32)
+
+
+def _k_grouped_transform(sf, mn, k, recipe, is_sfa, psum_layout):
+    return _eager("transform_k_grouped_sf_into_required_layout")(sf, mn, k, tuple(recipe), is_sfa, psum_layout)
+
+
+def _k_grouped_transform_meta(sf, mn, k, recipe, is_sfa, psum_layout):
+    words = -(-k // 64)          # int16 [mn, ceil(k/64)] MN-major, no padding
+    return torch.empty_strided((mn, words), (1, mn), dtype=torch.int16, device="meta")
+
+
+_op("get_mn_major_tma_aligned_tensor(Tensor sf) -> Tensor", _mn_major, _stand_in_meta(_mn_major))
+_op("get_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor? psum_layout=None) -> Tensor", _mn_major_packed,
+    _stand_in_meta(lambda sf, psum_layout=None: _mn_major_packed(sf)))
+_op("get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor grouped_layout, int[]? ks_cpu, "
+    "int gran_k, int k_alignment, bool use_psum_layout=False) -> Tensor", _k_grouped_packed, _k_grouped_packed_meta)
+_op("transform_k_grouped_sf_into_required_layout(Tensor sf, int mn, int k, int[] recipe, bool? is_sfa, "
+    "Tensor psum_layout) -> Tensor", _k_grouped_transform, _k_grouped_transform_meta)
 
 
 # ---- the public functions under torch.compile -------------------------------------------------------
@@ -264,6 +362,58 @@ def _compiled_k_grouped_scaled(op):
     return call
 
 
+def _compiled_others(ops) -> dict:
+    """Routes of the einsum forms, MQA logits, the paged schedule and the layout helpers."""
+    def einsum(expr, a, b, d, c=None, use_cublaslt=False):
+        ops.einsum(expr, a, b, d, None if c is d else c, use_cublaslt, c is d)
+
+    def fp8_einsum(expr, a, b, d, c=None, recipe=(1, 128, 128)):
+        ops.fp8_einsum(expr, a[0], a[1], b[0], b[1], d, None if c is d else c, list(recipe), c is d)
+
+    def skip_head_mid(a, b, d, head_splits, recipe=None, compiled_dims="nk", disable_ue8m0_cast=False):
+        ops.fp8_gemm_nt_skip_head_mid(a[0], a[1], b[0], b[1], d, list(head_splits), _list(recipe), compiled_dims,
+                                      disable_ue8m0_cast)
+
+    def mqa_logits(q, kv, weights, ks, ke, clean_logits=True, max_seqlen_k=0, logits_dtype=torch.float32):
+        return ops.fp8_fp4_mqa_logits(q[0], q[1], kv[0], kv[1], weights, ks, ke, clean_logits, max_seqlen_k,
+                                      logits_dtype)
+
+    def legacy_mqa_logits(q, kv, weights, ks, ke, clean_logits=True, max_seqlen_k=0):
+        return ops.fp8_fp4_mqa_logits(q, None, kv[0], kv[1], weights, ks, ke, clean_logits, max_seqlen_k)
+
+    def paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                     clean_logits=False, logits_dtype=torch.float32, indices=None):
+        return ops.fp8_fp4_paged_mqa_logits(q[0], q[1], kv_cache, weights, context_lens, block_table, schedule_meta,
+                                            max_context_len, clean_logits, logits_dtype, indices)
+
+    def legacy_paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                            clean_logits=False, indices=None):
+        return ops.fp8_fp4_paged_mqa_logits(q, None, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                            max_context_len, clean_logits, None, indices)
+
+    def transform_sf(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False, psum_layout=None):
+        return ops.transform_sf_into_required_layout(sf, mn, k, list(recipe), num_groups, is_sfa, disable_ue8m0_cast,
+                                                     psum_layout)
+
+    def k_grouped_packed(sf, grouped_layout, ks_cpu, gran_k, k_alignment, use_psum_layout=False):
+        return ops.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, _list(ks_cpu), gran_k,
+                                                                         k_alignment, use_psum_layout)
+
+    def k_grouped_transform(sf, mn, k, recipe, is_sfa, psum_layout):
+        return ops.transform_k_grouped_sf_into_required_layout(sf, mn, k, list(recipe), is_sfa, psum_layout)
+
+    return {"einsum": einsum, "fp8_einsum": fp8_einsum, "tf32_hc_prenorm_gemm": ops.tf32_hc_prenorm_gemm,
+            "fp8_gemm_nt_skip_head_mid": skip_head_mid, "fp8_fp4_mqa_logits": mqa_logits,
+            "fp8_mqa_logits": legacy_mqa_logits, "fp8_fp4_paged_mqa_logits": paged_logits,
+            "fp8_paged_mqa_logits": legacy_paged_logits,
+            "get_paged_mqa_logits_metadata": ops.get_paged_mqa_logits_metadata,
+            "transform_sf_into_required_layout": transform_sf,
+            "transform_k_grouped_sf_into_required_layout": k_grouped_transform,
+            "get_mn_major_tma_aligned_tensor": ops.get_mn_major_tma_aligned_tensor,
+            "get_mn_major_tma_aligned_packed_ue8m0_tensor": ops.get_mn_major_tma_aligned_packed_ue8m0_tensor,
+            "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": k_grouped_packed}
+
+
 def _route_compiled() -> None:
     ops = torch.ops.deep_gemm
     routes = {}
@@ -281,8 +431,12 @@ def _route_compiled() -> None:
         name = f"k_grouped_fp8_gemm_{layout}_contiguous"
         routes[name] = _compiled_k_grouped_scaled(getattr(ops, name))
     routes["k_grouped_bf16_gemm_tn_contiguous"] = ops.k_grouped_bf16_gemm_tn_contiguous
+    routes.update(_compiled_others(ops))
     for name, call_op in routes.items():
-        setattr(_api, name, traced_as(getattr(_api, name), call_op))
+        public = traced_as(getattr(_api, name), call_op)
+        for module in (_api, _api.utils, _api.utils.layout):   # the layout helpers are also utils' names
+            if hasattr(module, name):
+                setattr(module, name, public)
 
 
 _route_compiled()

@@ -40,3 +40,18 @@ def traced_as(fn, call_op):
         return fn(*args, **kwargs)
     public.eager = fn
     return public
+
+
+def route_everywhere(package: str, fn, call_op, keep: str):
+    """``traced_as(fn, call_op)`` bound in place of ``fn`` under every name a loaded module of ``package``
+    gives it (the defining module and each re-export), so every public spelling traces; the module ``keep``
+    (the one registering the ops, whose kernels call ``fn`` itself) keeps ``fn``."""
+    import sys
+    public = traced_as(fn, call_op)
+    for name, module in list(sys.modules.items()):
+        if module is None or name == keep or not (name == package or name.startswith(package + ".")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if value is fn:
+                setattr(module, attr, public)
+    return public

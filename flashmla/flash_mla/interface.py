@@ -314,5 +314,24 @@ def _compiled_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk
     return torch.ops.flash_mla.sparse_prefill_fwd(q, kv, indices, sm_scale, d_v, attn_sink, topk_length)
 
 
+def _compiled_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, dropout_p=0.0,
+                     softmax_scale=None, causal=False, deterministic=False, is_varlen=True):
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        # the op form is forward-only (an op writing out/lse has no autograd formula): training takes the
+        # autograd function, with a graph break
+        return _varlen_eager(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, dropout_p,
+                             softmax_scale, causal, deterministic, is_varlen)
+    if dropout_p != 0.0 or deterministic:
+        raise ValueError(f"dropout_p / deterministic: expected 0.0 / False, got {dropout_p!r} / {deterministic!r}")
+    out = q.new_empty(q.shape[0], q.shape[1], v.shape[-1])
+    lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device).t()   # head-major, as upstream
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    torch.ops.flash_mla.dense_prefill_fwd(q.new_empty(0), q, k, v, cu_seqlens_qo, cu_seqlens_kv, out, lse,
+                                          1 if causal else 0, scale, max_seqlen_qo, max_seqlen_kv, is_varlen)
+    return out, lse
+
+
+_varlen_eager = flash_attn_varlen_func
+flash_attn_varlen_func = traced_as(flash_attn_varlen_func, _compiled_varlen)
 flash_mla_with_kvcache = traced_as(flash_mla_with_kvcache, _compiled_with_kvcache)
 flash_mla_sparse_fwd = traced_as(flash_mla_sparse_fwd, _compiled_sparse_fwd)

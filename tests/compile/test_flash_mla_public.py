@@ -31,3 +31,25 @@ def test_with_kvcache_sparse_and_dense_and_sparse_prefill():
     want = f(*inputs)
     for x, y in zip(got, want, strict=True):
         assert x.shape == y.shape and torch.equal(x, y)
+
+
+def test_varlen_prefill_forms_and_kv_cache_helpers():
+    """The dense varlen prefill functions (forward: the op form has no autograd formula, so a call needing
+    gradients takes the autograd function) and the KV-cache helpers (plain tensor code)."""
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(10, 4, 64, generator=g).bfloat16() for _ in range(3))
+    cu = torch.tensor([0, 3, 10], dtype=torch.int32)
+    bf16_cache = torch.randn(2, 64, 1, 576, generator=g).bfloat16()
+
+    def f(q, k, v, cu, cache):
+        out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu, cu, 7, 7, causal=True)
+        packed = flash_mla.flash_attn_varlen_qkvpacked_func(torch.cat([q, k, v], -1), cu, 7, 64)
+        kv_packed = flash_mla.flash_attn_varlen_kvpacked_func(q, torch.cat([k, v], -1), cu, cu, 7, 7, 64)
+        quant = flash_mla.quantize_k_cache(cache, flash_mla.KVCacheFormat.V32_FP8)
+        return out, lse, *packed, *kv_packed, quant.view(torch.uint8), flash_mla.dequantize_k_cache(quant)
+
+    torch._dynamo.reset()
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, cu, bf16_cache)
+    want = f(q, k, v, cu, bf16_cache)
+    for x, y in zip(got, want, strict=True):
+        assert x.shape == y.shape and x.stride() == y.stride() and torch.equal(x, y)

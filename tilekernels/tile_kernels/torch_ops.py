@@ -130,3 +130,79 @@ _op("sinkhorn_normalize(Tensor x, int repeat=10, float eps=1e-06) -> Tensor", si
 _op("mhc_pre_split_mixes(Tensor input_mixes, Tensor mhc_scale, Tensor mhc_base, int mhc_mult, "
     "float mhc_post_mult_value, float mhc_pre_eps) -> (Tensor, Tensor, Tensor)",
     lambda *args: tuple(mhc_pre_split_mixes(*args)), _split_mixes_meta)
+
+
+# ---- the public functions under torch.compile -------------------------------------------------------
+# While Dynamo traces, each public function below calls its op (deepjit.torch_library.traced_as): the checks,
+# which read values (index ranges, routing counts), run inside the op at run time. A call form the op does not
+# cover (an ``out=`` buffer, a (data, scales) input to a cast, a mapping sized by a host read, an mHC call that
+# needs gradients) takes the function itself: eager, or a graph break under torch.compile.
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _route_compiled() -> None:
+    from deepjit.torch_library import route_everywhere
+    ops = torch.ops.tile_kernels
+
+    def fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync=False):
+        if num_expanded_tokens == 0:    # the maps are cut to the routed count, read back from the device
+            return get_fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync)
+        return (*ops.get_fused_mapping(topk_idx, num_experts, num_expanded_tokens, alignment), [])
+
+    def reduce(x, topk_weights, token_topk_to_pos, fp8_format="", sf=None, out=None):
+        if not isinstance(x, torch.Tensor) or fp8_format or sf is not None or out is not None:
+            return reduce_fused(x, topk_weights, token_topk_to_pos, fp8_format, sf, out)
+        return ops.reduce_fused(x, topk_weights, token_topk_to_pos)
+
+    def token_cast(x, fmt, num_per_channels, x_block_size=None, use_tma_aligned_col_major_sf=False, round_sf=False,
+                   use_packed_ue8m0=False):
+        if not isinstance(x, torch.Tensor):
+            return per_token_cast(x, fmt, num_per_channels, x_block_size, use_tma_aligned_col_major_sf, round_sf,
+                                  use_packed_ue8m0)
+        return ops.per_token_cast(x, fmt, num_per_channels, None if x_block_size is None else list(x_block_size),
+                                  use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
+
+    def token_cast_back(x, fmt, num_per_channels, x_special_fmt=None):
+        return ops.per_token_cast_back(x[0], x[1], fmt, num_per_channels, x_special_fmt)
+
+    def to_mhc(hidden, mhc_mult, out=None):
+        if out is not None or _needs_grad(hidden):
+            return expand_to_mhc(hidden, mhc_mult, out)
+        return ops.expand_to_mhc(hidden, mhc_mult)
+
+    def apply_mix(x, mix, out=None):
+        if out is not None or _needs_grad(x, mix):
+            return mhc_pre_apply_mix(x, mix, out)
+        return ops.mhc_pre_apply_mix(x, mix)
+
+    def post(x, residual, post_layer_mix, comb_res_mix):
+        if _needs_grad(x, residual, post_layer_mix, comb_res_mix):
+            return mhc_post(x, residual, post_layer_mix, comb_res_mix)
+        return ops.mhc_post(x, residual, post_layer_mix, comb_res_mix)
+
+    def sinkhorn(x, repeat=10, eps=1e-6):
+        return sinkhorn_normalize(x, repeat, eps) if _needs_grad(x) else ops.sinkhorn_normalize(x, repeat, eps)
+
+    def split_mixes(input_mixes, mhc_scale, mhc_base, mhc_mult, mhc_post_mult_value, mhc_pre_eps):
+        if _needs_grad(input_mixes, mhc_scale, mhc_base):
+            return mhc_pre_split_mixes(input_mixes, mhc_scale, mhc_base, mhc_mult, mhc_post_mult_value, mhc_pre_eps)
+        return ops.mhc_pre_split_mixes(input_mixes, mhc_scale, mhc_base, mhc_mult, mhc_post_mult_value, mhc_pre_eps)
+
+    def big_fuse(residual, fn, mhc_scale, mhc_base, rms_eps, mhc_pre_eps, mhc_sinkhorn_eps, mhc_post_mult_value,
+                 sinkhorn_repeat, n_splits=16):
+        args = (residual, fn, mhc_scale, mhc_base, rms_eps, mhc_pre_eps, mhc_sinkhorn_eps, mhc_post_mult_value,
+                sinkhorn_repeat, n_splits)
+        return mhc_pre_big_fuse(*args) if _needs_grad(residual, fn, mhc_scale, mhc_base) else ops.mhc_pre_big_fuse(*args)
+
+    routes = {transpose: ops.transpose, batched_transpose: ops.batched_transpose, normalize_weight: ops.normalize_weight,
+              inplace_unique_group_indices: ops.inplace_unique_group_indices, topk_gate: ops.topk_gate,
+              expand_to_fused: ops.expand_to_fused, per_channel_cast: ops.per_channel_cast,
+              get_fused_mapping: fused_mapping, reduce_fused: reduce, per_token_cast: token_cast,
+              per_token_cast_back: token_cast_back, expand_to_mhc: to_mhc, mhc_pre_apply_mix: apply_mix,
+              mhc_post: post, sinkhorn_normalize: sinkhorn, mhc_pre_split_mixes: split_mixes, mhc_pre_big_fuse: big_fuse}
+    for fn, call_op in routes.items():
+        route_everywhere("tile_kernels", fn, call_op, keep=__name__)
+
+
+_route_compiled()
