@@ -13,7 +13,7 @@ from ..errors import DeepJITError
 from ..runtime import Runtime
 from . import dims
 from .hook import route_config
-from .lowering import LoweredKernel, entry_point, kernel_kind
+from .lowering import LoweredKernel, bracket_api_includes, entry_point, kernel_kind
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
@@ -47,9 +47,9 @@ def lower_with_grid(func) -> tuple[LoweredKernel, int | str]:
 
     with Target("ascend"):
         artifact = tilelang.lower(func, target="ascend")
-    source = artifact.kernel_source
-    if not source:
+    if not artifact.kernel_source:
         raise DeepJITError("TileLang produced no AscendC source")
+    source = bracket_api_includes(artifact.kernel_source)
     entry = entry_point(source)
     grid = _block_count(artifact, entry, dims.shape_vars(func))
     return LoweredKernel(source=source, entry=entry, kind=kernel_kind(source)), grid
