@@ -139,13 +139,13 @@ class KernelLibrary:
         handle = self._kernels.get(memo)
         if handle is None:
             if is_primfunc:
-                from .tilelang_route.twin import lower_with_grid
+                from .tilelang_route.twin import kernel_param_names, lower_with_grid
                 lowered, grid = lower_with_grid(relative_path)
                 source = lowered.source
             else:
                 grid = None
                 source = "".join(f"#define {k} {_define_value(v)}\n" for k, v in memo[3]) + self.source(relative_path)
-            params = tuple(relative_path.buffer_map[p].name for p in relative_path.params) if is_primfunc else None
+            params = kernel_param_names(relative_path) if is_primfunc else None
             handle = AscendKernelHandle(self, name, source, grid, options, params)
             with self._lock:
                 self._kernels[memo] = handle

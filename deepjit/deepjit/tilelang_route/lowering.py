@@ -40,6 +40,19 @@ def _entries(source: str) -> list[tuple[str, str]]:
     return [(m.group(2), m.group(1)) for m in _ENTRY_RE.finditer(source)]
 
 
+# Quoted includes of the Ascend C API headers, as T.import_source code writes them (``#include
+# "c_api/asc_simd.h"``, ``"kernel_operator.h"``). deepjit's include tracking accepts only <...> names
+# (a quoted name could resolve beside the including file and escape the cache key); a kernel source
+# has no directory, so both forms find these headers on the include path alike.
+_QUOTED_API_INCLUDE_RE = re.compile(r'^(\s*#\s*include\s*)"((?:c_api|simt_api|tl_templates)/[\w./]+|kernel_operator\.h)"',
+                                    re.M)
+
+
+def bracket_api_includes(source: str) -> str:
+    """``source`` with quoted includes of the Ascend C API headers written as ``<...>`` includes."""
+    return _QUOTED_API_INCLUDE_RE.sub(r"\1<\2>", source)
+
+
 def entry_point(source: str) -> str:
     entries = _entries(source)
     if len(entries) != 1:

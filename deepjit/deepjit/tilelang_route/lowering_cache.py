@@ -88,14 +88,14 @@ def lowering_key(builder, args: tuple) -> str:
 
 def _lower(prim_func) -> CachedLowering:
     """TileLang's lowering of ``prim_func`` (imports TileLang)."""
-    from .twin import lower_with_grid, tensor_specs
+    from .twin import kernel_param_names, lower_with_grid, tensor_specs
 
     missing = [str(p) for p in prim_func.params if p not in prim_func.buffer_map]
     if missing:
         raise DeepJITError(f"cached_lowering: scalar kernel parameters ({', '.join(missing)}) are not supported")
     lowered, grid = lower_with_grid(prim_func)
     return CachedLowering(str(prim_func.attrs["global_symbol"]), lowered.source, grid,
-                          tuple(prim_func.buffer_map[p].name for p in prim_func.params), dims.shape_vars(prim_func),
+                          kernel_param_names(prim_func), dims.shape_vars(prim_func),
                           tensor_specs(prim_func))
 
 

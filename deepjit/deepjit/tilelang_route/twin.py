@@ -13,7 +13,7 @@ from ..errors import DeepJITError
 from ..runtime import Runtime
 from . import dims
 from .hook import route_config
-from .lowering import LoweredKernel, entry_point, kernel_kind
+from .lowering import LoweredKernel, bracket_api_includes, entry_point, kernel_kind
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
@@ -47,9 +47,9 @@ def lower_with_grid(func) -> tuple[LoweredKernel, int | str]:
 
     with Target("ascend"):
         artifact = tilelang.lower(func, target="ascend")
-    source = artifact.kernel_source
-    if not source:
+    if not artifact.kernel_source:
         raise DeepJITError("TileLang produced no AscendC source")
+    source = bracket_api_includes(artifact.kernel_source)
     entry = entry_point(source)
     grid = _block_count(artifact, entry, dims.shape_vars(func))
     return LoweredKernel(source=source, entry=entry, kind=kernel_kind(source)), grid
@@ -123,36 +123,39 @@ def _check_tensors(func, tensors) -> None:
             raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
 
 
+def kernel_param_names(prim_func) -> tuple[str, ...]:
+    """The name each PrimFunc parameter carries in the lowered kernel, in the PrimFunc's order: a tensor's
+    data variable (``T.view(X, ...)`` bound to ``x_gm`` renames X's data to ``x_gm``, and TileLang names the
+    kernel parameter after it), a scalar's own name."""
+    return tuple(prim_func.buffer_map[p].data.name if p in prim_func.buffer_map else p.name
+                 for p in prim_func.params)
+
+
 def kernel_arguments(prim_func, source: str, tensors, values: dict[str, int]) -> list:
     """``tensors`` (in the PrimFunc's parameter order) in the lowered kernel's parameter order."""
-    return arguments_by_name([name for name, _, _ in tensor_specs(prim_func)], source, tensors, values)
+    return arguments_by_name(kernel_param_names(prim_func), source, tensors, values)
 
 
 def arguments_by_name(names, source: str, tensors, values: dict[str, int] | None = None) -> list:
-    """``tensors`` named ``names`` (the PrimFunc's parameter order) in the lowered kernel's parameter order,
-    with the symbolic dimensions' ``values`` (``dims.bind``) where the kernel takes them.
-
-    A kernel parameter binds to the PrimFunc parameter of its name; the ones left over bind by position
-    to the PrimFunc parameters left over: TileLang names a parameter after the ``T.view`` of it that the
-    kernel uses (``X`` viewed as ``Xf`` becomes ``Xf``), and keeps the parameters' order."""
+    """``tensors`` named ``names`` (the PrimFunc's parameter order, as ``kernel_param_names`` names them) in
+    the lowered kernel's parameter order, with the symbolic dimensions' ``values`` (``dims.bind``) where the
+    kernel takes them. Binding is by name only: TileLang orders the kernel's parameters its own way
+    (a view-renamed X and W came out as ``..., w_gm, x_gm``), so position says nothing."""
     from ..backends.ascend_twin.source import parse_entry
 
     by_name = dict(zip(names, tensors, strict=True))
     values = values or {}
     params = parse_entry(source).params
-    named = {p.name for p in params}
-    unclaimed = [n for n in names if n not in named]
     out = []
     for param in params:
         if param.name in by_name:
             out.append(by_name[param.name])
         elif param.name in values:
             out.append(values[param.name])
-        elif unclaimed:
-            out.append(by_name[unclaimed.pop(0)])
         else:
             raise DeepJITError(f"kernel parameter {param.name} ({param.type}) is neither a parameter of the PrimFunc "
                                f"({', '.join(by_name)}) nor a symbolic dimension of one")
+    unclaimed = [n for n in names if n not in {p.name for p in params}]
     if unclaimed:
         raise DeepJITError(f"PrimFunc parameters {', '.join(unclaimed)} have no kernel parameter "
                            f"({', '.join(p.name for p in params)})")

@@ -6,6 +6,7 @@ The expected bytes are computed here from the ND tensor and the documented NZ fo
 one row per 32-byte block, 16 x C0 fractals, columns past D zero-filled up to C0; MTE2_NZ_PARA gives
 the 32-byte strides between N rows, C0 columns and matrices, asc_set_gm2l1_nz_para.md). Every element
 has a distinct bit pattern, so any swap of rows, columns or blocks changes the result."""
+import pytest
 import torch
 
 from .conftest import launch_source
@@ -24,8 +25,7 @@ extern "C" __global__ __mix__(1, 2) void nd2nz_readback(__gm__ bfloat16_t* a, __
   __ubuf__ uint8_t *ub = (__ubuf__ uint8_t *)0;
   if ASC_IS_AIC {
     asc_set_gm2l1_nz_para(1, 1, ROWS_PAD, 0);  // nd_num 1, N stride 1 block, C0-column stride ROWS_PAD blocks
-    asc_copy_gm2l1_nd2nz((__cbuf__ bfloat16_t *)(l1 + L1_OFFSET), a, COLS * 2, static_cast<asc_load_l2_cache_mode>(0),
-                         ROWS, COLS, 0, false);
+    asc_copy_gm2l1_nd2nz((__cbuf__ bfloat16_t *)(l1 + L1_OFFSET), a, COLS * 2, CACHE_CTL, ROWS, COLS, 0, false);
     asc_sync_notify(PIPE_MTE2, PIPE_MTE1, static_cast<event_t>(0));
     asc_sync_wait(PIPE_MTE2, PIPE_MTE1, static_cast<event_t>(0));
     asc_copy_l12ub(ub, l1 + L1_OFFSET, false, 1, NZ_BYTES / 32, 0, 0);  // raw bytes to AIV0's UB
@@ -41,8 +41,14 @@ extern "C" __global__ __mix__(1, 2) void nd2nz_readback(__gm__ bfloat16_t* a, __
 '''
 
 
-def _source():
-    defines = dict(ROWS=ROWS, COLS=COLS, ROWS_PAD=ROWS_PAD, L1_OFFSET=L1_OFFSET, NZ_BYTES=NZ_BYTES)
+# TileLang's call passes the L2 cache mode as the enum; asc-devkit's dav-3510 prototype takes a uint8_t
+# l2_cache_ctl (npu_arch_3510/cube_datamove_impl.h), as hand-written and T.import_source kernels pass it.
+CACHE_CTL_FORMS = {"enum": "static_cast<asc_load_l2_cache_mode>(0)", "uint8": "0u"}
+
+
+def _source(cache_ctl="enum"):
+    defines = dict(ROWS=ROWS, COLS=COLS, ROWS_PAD=ROWS_PAD, L1_OFFSET=L1_OFFSET, NZ_BYTES=NZ_BYTES,
+                   CACHE_CTL=CACHE_CTL_FORMS[cache_ctl])
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + ND2NZ_READBACK
 
 
@@ -58,11 +64,12 @@ def nz_bytes_of(nd: torch.Tensor) -> torch.Tensor:
     return nz
 
 
-def test_nd2nz_layout_read_back_raw(twin_runtime):
+@pytest.mark.parametrize("cache_ctl", sorted(CACHE_CTL_FORMS))
+def test_nd2nz_layout_read_back_raw(twin_runtime, cache_ctl):
     bits = torch.arange(ROWS * COLS, dtype=torch.int32).add(0x3F80).to(torch.int16)  # distinct, finite BF16
     a = bits.view(torch.bfloat16).reshape(ROWS, COLS)
     out = torch.full((NZ_BYTES,), 0xA5, dtype=torch.uint8)
-    launch_source(twin_runtime, "nd2nz_readback", _source(), a, out)
+    launch_source(twin_runtime, "nd2nz_readback", _source(cache_ctl), a, out)
     got = out.view(torch.int16).reshape(BLOCKS, ROWS_PAD, C0)
     want = nz_bytes_of(a)
     assert torch.equal(got[:, :ROWS], want[:, :ROWS]), (got[:, :ROWS] != want[:, :ROWS]).nonzero()[:5]

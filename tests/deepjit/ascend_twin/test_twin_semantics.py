@@ -1,7 +1,7 @@
 """Twin semantics that TileLang kernels rely on, checked with small hand-written AscendC kernels:
 store-mode atomics on MTE3 stores (contended by every block at once, reset by asc_set_atomic_none),
 warp collectives that involve only the active lanes of their warp, all-core sync deadlocks named by
-block, and run_on_twin's positional / scalar parameters."""
+block, and run_on_twin's view-named / scalar parameters."""
 import pytest
 import torch
 
@@ -108,23 +108,29 @@ def test_inter_block_sync_completes_and_names_the_blocks_that_never_arrive(twin_
         launch_source(twin_runtime, "inter_sync", INTER_SYNC, torch.zeros(80), -1, num_blocks=80)
 
 
-def test_run_on_twin_binds_views_by_position_and_takes_scalars(run_on_twin):
+def test_run_on_twin_binds_views_by_their_data_name_and_takes_scalars(run_on_twin):
     import tilelang.ascend.language as T
 
+    # Two views: TileLang names the kernel parameters after them and orders them its own way
+    # (by name: ``Y, w_view, x_view``), so binding by position would swap A and B.
     @T.prim_func
-    def shifted_view(X: T.Tensor((8, 64), "uint8"), Y: T.Tensor((8, 16), "float32"), eps: T.float32):
+    def two_views(A: T.Tensor((8, 64), "uint8"), B: T.Tensor((8, 64), "uint8"), Y: T.Tensor((8, 16), "float32"),
+                  eps: T.float32):
+        x_view = T.view(A, (8, 16), "float32")
+        w_view = T.view(B, (8, 16), "float32")
         with T.Kernel(1):
-            xf = T.view(X, (8, 16), "float32")
             u = T.alloc_shared((8, 16), "float32")
-            T.copy(xf, u)
+            v = T.alloc_shared((8, 16), "float32")
+            T.copy(x_view, u)
+            T.copy(w_view, v)
             with T.SimtVF(threads=128):
                 for i, j in T.Parallel(8, 16):
-                    u[i, j] = u[i, j] + eps
+                    u[i, j] = u[i, j] * 2.0 - v[i, j] + eps
             T.copy(u, Y)
 
-    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
+    a, b = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(0))
     y = torch.zeros(8, 16)
-    run_on_twin(shifted_view, x.view(torch.uint8), y, 0.25)
-    assert torch.equal(y, x + 0.25)
+    run_on_twin(two_views, a.view(torch.uint8), b.view(torch.uint8), y, 0.25)
+    assert torch.equal(y, a * 2.0 - b + 0.25)
     with pytest.raises(TypeError, match="scalar eps: expected a Python number"):
-        run_on_twin(shifted_view, x.view(torch.uint8), y, torch.tensor(0.25))
+        run_on_twin(two_views, a.view(torch.uint8), b.view(torch.uint8), y, torch.tensor(0.25))

@@ -546,3 +546,71 @@ inline void asc_set_l0c_copy_nz_para(uint16_t nd_num, uint16_t src_nd_stride, ui
   c.l0c_src_nd_stride = src_nd_stride;
   c.l0c_dst_nd_stride = dst_nd_stride;
 }
+
+// --- asc-devkit's own argument forms (npu_arch_3510 cube_datamove_impl.h), as hand-written kernels and
+// TileLang's T.import_source intrinsics call them -------------------------------------------------------
+
+// asc_copy_gm2l1_nd2nz with the L2 cache control as a plain uint8_t (`l2_cache_ctl`): a cache hint only.
+template <typename T>
+inline void asc_copy_gm2l1_nd2nz(T* dst, T* src, uint64_t loop1_src_stride, uint8_t l2_cache_ctl, uint16_t n_value,
+                                 uint32_t d_value, uint64_t loop4_src_stride, bool smallc0_en) {
+  asc_copy_gm2l1_nd2nz(dst, src, loop1_src_stride, static_cast<asc_load_l2_cache_mode>(l2_cache_ctl), n_value,
+                       d_value, loop4_src_stride, smallc0_en);
+}
+
+// The 22-argument asc_copy_l0c2ub (docs: C-API/cube_datamove/asc_copy_l0c2ub.md): dual_dst_ctl before
+// sub_blockid, clip_relu_pre before unit_flag_ctl, then the post-processing stage (quant_post, relu_post,
+// clip_relu_post, eltwise_op, eltwise_antq_en), c0_pad_en, broadcast_en. The twin runs the pre-processing
+// stage only; any post-processing, element-wise, C0 padding or broadcast setting fails naming itself.
+template <typename D, typename S>
+inline void asc_copy_l0c2ub(D* dst, S* src, uint16_t n_size, uint16_t m_size, uint32_t loop_dst_stride,
+                            uint16_t loop_src_stride, uint8_t dual_dst_ctl, bool sub_blockid, uint8_t clip_relu_pre,
+                            uint8_t unit_flag_ctl, uint64_t quant_pre, uint8_t relu_pre, bool split_en, bool nz2nd_en,
+                            uint64_t quant_post, uint8_t relu_post, bool clip_relu_post, uint8_t eltwise_op,
+                            bool eltwise_antq_en, bool c0_pad_en, bool broadcast_en, bool nz2dn_en) {
+  const char* op = "asc_copy_l0c2ub";
+  if (quant_post) ::dj_twin::fail("%s: quant_post %llu is not implemented on the twin", op, (unsigned long long)quant_post);
+  if (relu_post || clip_relu_post) ::dj_twin::fail("%s: relu_post / clip_relu_post are not implemented on the twin", op);
+  if (eltwise_op || eltwise_antq_en) ::dj_twin::fail("%s: eltwise_op / eltwise_antq_en are not implemented on the twin", op);
+  if (c0_pad_en) ::dj_twin::fail("%s: c0_pad_en is not implemented on the twin", op);
+  if (broadcast_en) ::dj_twin::fail("%s: broadcast_en is not implemented on the twin", op);
+  if (quant_pre > 0xFF) ::dj_twin::fail("%s: quant_pre %llu is not a mode", op, (unsigned long long)quant_pre);
+  asc_copy_l0c2ub(dst, src, n_size, m_size, loop_dst_stride, loop_src_stride, uint8_t(sub_blockid),
+                  static_cast<asc_dual_dst_mode>(dual_dst_ctl), static_cast<asc_unit_flag_mode>(unit_flag_ctl),
+                  static_cast<asc_quant_mode>(quant_pre), static_cast<asc_relu_pre_mode>(relu_pre), split_en,
+                  nz2nd_en, nz2dn_en, clip_relu_pre);
+}
+
+// asc_set_l0c2gm_nz2nd (docs: C-API/cube_compute/asc_set_l0c2gm_nz2nd.md): the ND matrix count and strides
+// of NZ2ND FixPipe copies, the register asc_set_l0c_copy_nz_para also sets (nd_num 1 is implemented).
+inline void asc_set_l0c2gm_nz2nd(uint64_t nd_num, uint64_t src_nd_stride, uint64_t dst_nd_stride) {
+  if (nd_num > 0xFFFF || src_nd_stride > 0xFFFF || dst_nd_stride > 0xFFFFFFFFull)
+    ::dj_twin::fail("asc_set_l0c2gm_nz2nd: (%llu, %llu, %llu) out of range", (unsigned long long)nd_num,
+                    (unsigned long long)src_nd_stride, (unsigned long long)dst_nd_stride);
+  asc_set_l0c_copy_nz_para(uint16_t(nd_num), uint16_t(src_nd_stride), uint16_t(dst_nd_stride));
+}
+
+// asc_set_gm2ub_loop_size / asc_set_ub2gm_loop_size (docs: C-API/vector_datamove/*.md): the inner and
+// outer loop counts of the MTE2 / MTE3 GM<->UB moves. The twin's moves run one iteration of each loop
+// (the reset state), so only (1, 1) is accepted; other counts fail rather than being ignored.
+inline void dj_twin_check_loop_size(const char* op, uint64_t loop1_size, uint64_t loop2_size) {
+  if (loop1_size != 1 || loop2_size != 1)
+    ::dj_twin::fail("%s(%llu, %llu): loop counts other than (1, 1) are not implemented on the twin", op,
+                    (unsigned long long)loop1_size, (unsigned long long)loop2_size);
+}
+inline void asc_set_gm2ub_loop_size(uint64_t loop1_size, uint64_t loop2_size) {
+  dj_twin_check_loop_size("asc_set_gm2ub_loop_size", loop1_size, loop2_size);
+}
+inline void asc_set_ub2gm_loop_size(uint32_t loop1_size, uint32_t loop2_size) {
+  dj_twin_check_loop_size("asc_set_ub2gm_loop_size", loop1_size, loop2_size);
+}
+
+// asc_set_l3d_rpt_b (docs: C-API/sys_var/asc_set_l3d_rpt_b.md): repeat control of asc_copy_l12l0a/b's 2D
+// moves: [15:0] repeat stride, [23:16] repeat count (reset 1), [24] repeat along K, [47:32] output K
+// stride, [63:48] output M start. The twin's L1->L0 moves take every parameter from their arguments, i.e.
+// one repeat; only that configuration (count 1, every other field 0) is accepted.
+inline void asc_set_l3d_rpt_b(uint64_t config) {
+  if (config != (uint64_t(1) << 16))
+    ::dj_twin::fail("asc_set_l3d_rpt_b(0x%llx): only one repeat (0x10000) is implemented on the twin",
+                    (unsigned long long)config);
+}

@@ -61,6 +61,7 @@
 #define __gm__
 #define __ubuf__
 #define __cbuf__
+#define __ssbuf__
 #define __ca__
 #define __cb__
 #define __cc__
@@ -203,6 +204,11 @@ struct Block {
   std::condition_variable cv;
   Core* aic = nullptr;
   Core* aiv[2] = {nullptr, nullptr};
+  // SSBuffer (AscendC::GetSsbufBaseAddr): 3 KB the block's AIC and AIVs share in MIX mode (1 KB a core
+  // otherwise: a block of a single-kind launch has one core). It holds stale data at start (the docs
+  // promise no zeros), so the twin fills it with 0xA5 bytes.
+  alignas(64) uint8_t ssbuf[3 * 1024];
+  Block() { std::memset(ssbuf, 0xA5, sizeof ssbuf); }
 };
 
 // Cross-block (all-core, asc_sync_inter_*) flag state: per core kind (AIC / AIV) and flag id, how often
