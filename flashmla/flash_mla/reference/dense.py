@@ -43,7 +43,7 @@ def dense_decode(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tens
         s_k = int(cache_seqlens[i])
         n_blocks = (s_k + p - 1) // p
         k = k_cache[block_table[i, :n_blocks].long()].reshape(n_blocks * p, h_kv, d)[:s_k].float()
-        k = torch.nan_to_num(k, nan=0.0).transpose(0, 1).repeat_interleave(h_q // h_kv, dim=0)  # [h_q, s_k, d]
+        k = k.masked_fill(k.isnan(), 0.0).transpose(0, 1).repeat_interleave(h_q // h_kv, dim=0)  # [h_q, s_k, d]
         o, l_ = _softmax_attend(q[i].float().transpose(0, 1), k, k[..., :d_v], sm_scale,
                                 _causal_keep(s_q, s_k, causal, q.device))
         out[i] = o.transpose(0, 1).to(q.dtype)

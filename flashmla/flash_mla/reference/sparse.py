@@ -30,7 +30,7 @@ def _gather_scope(scope: KVScope) -> tuple[torch.Tensor, torch.Tensor]:
         valid &= torch.arange(topk, device=idx.device).view(1, 1, topk) < scope.topk_length.view(b, 1, 1).long()
     ids = torch.where(valid, idx, torch.zeros_like(idx))
     k = dequantize_records(gather_records(scope.cache, scope.fmt, scope.placement, ids), scope.fmt).float()
-    k = torch.nan_to_num(k, nan=0.0).view(b, s_q, topk, -1)
+    k = k.masked_fill(k.isnan(), 0.0).view(b, s_q, topk, -1)
     return k, valid
 
 
