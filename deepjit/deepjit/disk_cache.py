@@ -16,7 +16,9 @@ dead processes and set-aside entries older than ``STALE_SECONDS`` are removed on
 A miss takes an advisory lock, ``<roots[0]>/locks/<tag>.<digest>``, for the build, so processes (the
 ranks of one job, test workers) missing on the same entry build it once: the others wait, then find
 the published entry. The lock only saves work: it dies with its holder, a waiter gives up after
-``BUILD_WAIT_SECONDS`` and builds too (the atomic publication keeps either result correct).
+``BUILD_WAIT_SECONDS`` and builds too (the atomic publication keeps either result correct). The holder
+records its pid in the lock file, so a waiter also gives up as soon as the holder is seen stopped
+(SIGSTOP, a debugger) or gone for ``HOLDER_GRACE_SECONDS``.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import json
 import os
 import random
 import re
+import socket
 import stat
 import threading
 import time
@@ -40,6 +43,7 @@ META = "meta.json"
 DIGESTS_KEY = "artifact_sha256"
 STALE_SECONDS = 60
 BUILD_WAIT_SECONDS = 300
+HOLDER_GRACE_SECONDS = 1.0
 _TAG_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 _DIR_MODE, _FILE_MODE = 0o755, 0o644
 _rng = threading.local()
@@ -206,28 +210,83 @@ def _is_stale(path: str, name: str, now: float) -> bool:
     return False
 
 
+def _host_id() -> str:
+    """This host and pid namespace: a recorded pid means something only to a process sharing both."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = "-"
+    return f"{socket.gethostname()}/{ns}".replace(" ", "_")
+
+
+def _process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of ``pid`` (``R``, ``S``, ``T``...), None when no such process, ``?``
+    when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError):
+        pass
+    try:  # no procfs: liveness only
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass
+    return "?"
+
+
+def _holder_stuck(record: bytes) -> bool:
+    """Whether the lock holder named by ``record`` (``"<pid> <host id>"``) cannot finish its build soon:
+    no such process, a zombie, or stopped. A record from another host or pid namespace, or none, says
+    nothing: the waiter keeps waiting."""
+    parts = record.decode("ascii", "replace").split()
+    if len(parts) != 2 or not parts[0].isdigit() or parts[1] != _host_id():
+        return False
+    state = _process_state(int(parts[0]))
+    return state is None or state in "TtZX"
+
+
 class BuildLock:
     """An exclusive ``flock`` on ``path``, waited for at most ``wait_s``; ``held`` is False when it could
-    not be taken (no lock file, or the wait ran out): the caller then builds without it."""
+    not be taken (no lock file, the wait ran out, or the holder stopped or died): the caller then builds
+    without it. The holder writes its pid into the file (where it may write) for waiters to check."""
 
     def __init__(self, path: str, wait_s: float | None = None):
         wait_s = BUILD_WAIT_SECONDS if wait_s is None else wait_s
         self.fd = None
+        self.writable = True
         try:
             makedirs(os.path.dirname(path))
-            # read-only is enough for flock (and works on another user's lock file in a shared cache)
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, _FILE_MODE)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, _FILE_MODE)
+            except PermissionError:
+                # read-only is enough for flock (another user's lock file in a shared cache), not to record a pid
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                self.writable = False
         except OSError:
             return
         deadline = time.monotonic() + wait_s
+        stuck_since = None
         try:
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     self.fd, fd = fd, None
+                    self._record(f"{os.getpid()} {_host_id()}\n".encode())
                     return
                 except BlockingIOError:
-                    if time.monotonic() >= deadline:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        return
+                    # one stuck reading could be a new holder that has not yet replaced a dead one's record
+                    if not _holder_stuck(os.pread(fd, 256, 0)):
+                        stuck_since = None
+                    elif stuck_since is None:
+                        stuck_since = now
+                    elif now - stuck_since >= HOLDER_GRACE_SECONDS:
                         return
                     time.sleep(0.05)
                 except OSError:
@@ -236,12 +295,23 @@ class BuildLock:
             if fd is not None:  # not taken (or interrupted while waiting)
                 os.close(fd)
 
+    def _record(self, data: bytes) -> None:
+        if not self.writable:
+            return
+        try:
+            os.ftruncate(self.fd, 0)
+            if data:
+                os.pwrite(self.fd, data, 0)
+        except OSError:
+            pass  # the record only speeds up waiters
+
     @property
     def held(self) -> bool:
         return self.fd is not None
 
     def release(self) -> None:
         if self.fd is not None:
+            self._record(b"")
             # unlock first: a child forked during the build shares the open file description (and its lock)
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
@@ -390,6 +460,17 @@ class DiskCache:
                     and not os.path.islink(path):
                 todo.extend(os.path.join(path, n) for n in os.listdir(path))
 
+    def check_root_is_a_dir(self, root: str) -> None:
+        """``root`` and its nearest existing ancestor are directories (a file there would surface as a raw
+        NotADirectoryError from deep inside a build)."""
+        path = root
+        while not os.path.lexists(path) and os.path.dirname(path) != path:
+            path = os.path.dirname(path)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            what = "is a file" if path == root else f"lies under {path}, which is a file"
+            raise DeepJITError(f"JIT cache root {root} {what}, not a directory: set {self.dir_hint} to a directory "
+                               f"(or a path where one can be made)")
+
     def lookup(self, tag: str, digest: str) -> str | None:
         """The first root's committed ``<tag>.<digest>`` entry (marker mtime bumped), or None."""
         self.check_tag(tag)
@@ -414,6 +495,7 @@ class DiskCache:
         lock = None
         if rebuild:
             self.check_tag(tag)
+        self.check_root_is_a_dir(root)
         self.check_trusted([root, os.path.join(root, "tmp"), os.path.join(root, "cache"),
                             os.path.join(root, "locks")])  # before writing there
         try:

@@ -29,6 +29,8 @@ def tensor(name: str, t, dtypes: Iterable[torch.dtype] | None = None, ndim: int 
     (``like`` names the argument whose device that is)."""
     if not isinstance(t, torch.Tensor):
         raise fail(name, "a torch.Tensor", type(t).__name__, TypeError)
+    if t.device.type == "meta":  # no data to compute on (tracing goes through the torch.ops Meta kernels)
+        raise fail(name, "a tensor with data", "a meta tensor", TypeError)
     if dtypes is not None:
         dtypes = tuple(dtypes)
         if t.dtype not in dtypes:

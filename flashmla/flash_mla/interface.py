@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import validation as V
 from deepjit.torch_library import traced_as
 
 from . import _dispatch, reference
@@ -213,6 +214,11 @@ def _flash_attn_varlen_forward(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen
         _out_buffer(out, "out", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
     if lse is not None:
         _out_buffer(lse, "lse", (q.shape[0], q.shape[1]), torch.float32, q.device)
+    inputs = (("q", q), ("k", k), ("v", v), ("cu_seqlens_qo", cu_seqlens_qo), ("cu_seqlens_kv", cu_seqlens_kv))
+    if out is not None:
+        V.output("out", out, *inputs, ("lse", lse))
+    if lse is not None:
+        V.output("lse", lse, *inputs)
     o, l_ = _dispatch.run("varlen_attention", q.device, q, k, v, cu_seqlens_qo, cu_seqlens_kv, scale, causal)
     if out is not None:
         o = out.copy_(o)
@@ -230,9 +236,13 @@ def _flash_attn_varlen_backward(do, q, k, v, out, lse, cu_seqlens_qo, cu_seqlens
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"flash_attn_varlen backward: needs h_q == h_kv as upstream, got {q.shape[1]} and {k.shape[1]}")
     _out_buffer(do, "do", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
-    for name, buf, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+    buffers = (("dq", dq, q), ("dk", dk, k), ("dv", dv, v))
+    inputs = (("do", do), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse), ("cu_seqlens_qo", cu_seqlens_qo),
+              ("cu_seqlens_kv", cu_seqlens_kv))
+    for i, (name, buf, like) in enumerate(buffers):
         if buf is not None:
             _out_buffer(buf, name, tuple(like.shape), like.dtype, like.device)
+            V.output(name, buf, *inputs, *((n, b) for n, b, _ in buffers[i + 1:]))
     with torch.enable_grad():
         qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
         o, _ = reference.varlen_attention(qq, kk, vv, cu_seqlens_qo, cu_seqlens_kv, scale, causal)

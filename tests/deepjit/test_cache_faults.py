@@ -116,3 +116,16 @@ def test_unwritable_root_error_without_a_mount(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "mkdir", refuse)
     with pytest.raises(DeepJITError, match=f"JIT cache root {tmp_path / 'cache'} is not writable .*TST_JIT_CACHE_DIR"):
         rt.compile_without_load("add_i64", ADD_SOURCE)
+
+
+@pytest.mark.parametrize("where", ["root", "ancestor"])
+def test_a_root_that_is_a_file_names_the_variable(tmp_path, monkeypatch, where):
+    a_file = tmp_path / "not_a_dir"
+    a_file.write_text("x")
+    root = a_file if where == "root" else a_file / "cache"
+    runtime = make_runtime(tmp_path, monkeypatch, cache=root)
+    with pytest.raises(DeepJITError, match=r"JIT cache root .*not_a_dir.* file.*TST_JIT_CACHE_DIR"):
+        runtime.compile("add_i64", ADD_SOURCE)
+    # a read-only second root that is a file: lookups skip it, builds go to the first
+    ok = make_runtime(tmp_path, monkeypatch, cache=f"{tmp_path / 'rw'}:{a_file}")
+    assert ok.compile("add_i64", ADD_SOURCE).path.startswith(str(tmp_path / "rw"))

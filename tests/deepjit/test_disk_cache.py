@@ -222,3 +222,44 @@ def test_a_forked_child_does_not_keep_the_lock(tmp_path):
     finally:
         os.write(w, b"x")
         os.waitpid(pid, 0)
+
+
+@pytest.mark.parametrize("fate", ["stopped", "record of a dead pid"])
+def test_a_waiter_takes_over_from_a_stuck_holder_promptly(tmp_path, monkeypatch, fate):
+    import signal
+    monkeypatch.setattr(disk_cache, "BUILD_WAIT_SECONDS", 20)
+    holder_code = textwrap.dedent(f"""
+        import sys, time
+        from deepjit import DiskCache
+        entry = DiskCache([{str(tmp_path)!r}]).entry("kern", {DIGEST!r})
+        print("holding", flush=True)
+        time.sleep(60)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", holder_code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        lock_file = tmp_path / "locks" / f"kern.{DIGEST}"
+        assert lock_file.read_text().split()[0] == str(holder.pid)
+        if fate == "stopped":
+            os.kill(holder.pid, signal.SIGSTOP)
+        else:  # the lock still held (as by a child that inherited it) but the recorded holder gone
+            dead = subprocess.Popen([sys.executable, "-c", "pass"])
+            dead.wait()
+            lock_file.write_text(f"{dead.pid} {lock_file.read_text().split()[1]}\n")
+        start = time.monotonic()
+        entry = build(DiskCache([str(tmp_path)]), {"payload": "y"})
+        assert time.monotonic() - start < 10  # not the 20 s wait
+        assert entry.commit().endswith(f"kern.{DIGEST}")
+    finally:
+        holder.kill()  # SIGKILL ends a stopped process too
+        holder.wait()
+
+
+def test_a_waiter_keeps_waiting_for_a_running_holder(tmp_path, monkeypatch):
+    monkeypatch.setattr(disk_cache, "BUILD_WAIT_SECONDS", 2.5)
+    first = build(DiskCache([str(tmp_path)]), {"payload": "x"})  # held by this (running) process
+    start = time.monotonic()
+    second = build(DiskCache([str(tmp_path)]), {"payload": "y"})
+    assert time.monotonic() - start >= 2.5
+    first.abandon()
+    second.abandon()

@@ -83,3 +83,9 @@ def test_allocation_refuses_more_than_the_free_memory_naming_the_argument():
     with pytest.raises(ValueError, match=r"n: expected a size whose a 1 PiB table fits the .* GiB free on cpu, "
                                          r"got 1048576\.0 GiB"):
         V.allocation("n", 1 << 50, torch.device("cpu"), "a 1 PiB table")
+
+
+def test_a_meta_tensor_is_refused_naming_the_argument():
+    with pytest.raises(TypeError, match=r"^kv: expected a tensor with data, got a meta tensor$"):
+        V.tensor("kv", torch.empty(2, 3, device="meta"))
+    assert V.tensor("kv", torch.empty(2, 3)) is not None

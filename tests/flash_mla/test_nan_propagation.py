@@ -60,3 +60,59 @@ def test_sparse_decode_specials_in_q(positions, data):
     ref_out, ref_lse = reference.sparse_decode(q, scopes, scale, 512, None)
     assert_close(out, ref_out, DECODE_OUT, "out")
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
+
+
+def _upstream_dense_decode(q, k_cache, table, lens, d_v, scale):
+    """Upstream's dense reference (tests/test_flash_mla_dense_decoding.py), restated: NaN in the gathered cache
+    becomes 0, +-inf stays; softmax; a row with nothing to attend gives out 0, lse +inf."""
+    b, s_q, h_q, d = q.shape
+    out, lse = torch.zeros(b, s_q, h_q, d_v), torch.zeros(b, h_q, s_q)
+    for i in range(b):
+        n = int(lens[i])
+        kv = k_cache[table[i].long()].reshape(-1, d)[:n].float()
+        kv[kv != kv] = 0.0
+        w = (q[i].float().transpose(0, 1) @ kv.T) * scale          # [h_q, s_q, n]
+        lse[i] = w.logsumexp(-1)
+        out[i] = (torch.softmax(w, -1) @ kv[:, :d_v]).transpose(0, 1)
+    return out, lse
+
+
+@settings(max_examples=12, deadline=None)
+@given(positions=st.lists(st.integers(0, 2 ** 31), min_size=1, max_size=3), data=st.data())
+def test_dense_decode_specials_in_the_cache(positions, data):
+    """NaN in a read cache element counts as 0 (upstream's reference), +-inf reaches the logits and values."""
+    values = data.draw(st.lists(SPECIALS, min_size=len(positions), max_size=len(positions)))
+    g = torch.Generator().manual_seed(len(positions))
+    q = torch.randn(2, 1, 16, 576, generator=g).clamp(-1, 1).bfloat16()
+    q[:, :, :4, :8] = 0.0                             # 0 * inf: NaN logits on some heads
+    k_cache = _plant((torch.randn(4, 16, 1, 576, generator=g) / 10).bfloat16(), positions, values)
+    table = torch.tensor([[2, 0], [1, 3]], dtype=torch.int32)
+    lens = torch.tensor([32, 21], dtype=torch.int32)
+    meta, _ = flash_mla.get_mla_metadata()
+    out, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, table, lens, 512, meta, is_fp8_kvcache=False)
+    ref_out, ref_lse = reference.dense_decode(q, k_cache, table, lens, 512, 576 ** -0.5, False)
+    up_out, up_lse = _upstream_dense_decode(q, k_cache, table, lens, 512, 576 ** -0.5)
+    assert_close(ref_out, up_out.bfloat16(), DECODE_OUT, "reference out")
+    assert_close(ref_lse, up_lse, DECODE_LSE, "reference lse")
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")
+
+
+def test_sparse_decode_reads_a_nan_cache_element_as_zero():
+    """Upstream's decode reference zeroes NaN in the gathered tokens (its prefill one does not): a NaN FP8 code
+    in a read token gives what a 0 code gives, on the host as in the reference."""
+    from flash_mla.kv_cache import _flat_bytes
+    fmt = KVCacheFormat.V41_FP8
+    q, scopes = decode_case(fmt, "interleaved", 2, 1, 64, 16, 16, 4, seed=4, ragged=False)
+    scale = fmt.d_qk ** -0.5
+    cache = scopes[0].cache
+    slot = int(scopes[0].indices[0, 0, 0])
+    byte = (slot // cache.shape[1]) * cache.stride(0) + (slot % cache.shape[1]) * fmt.bytes_per_token + 5
+    _flat_bytes(cache)[byte] = 0x00
+    zero_out, zero_lse = reference.sparse_decode(q, scopes, scale, 512, None)
+    _flat_bytes(cache)[byte] = 0x7F                   # E4M3 NaN
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, scale, 512, None)
+    assert torch.equal(ref_out, zero_out) and torch.equal(ref_lse, zero_lse)
+    out, lse = decode_run(q, scopes, None, scale)
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")

@@ -156,3 +156,37 @@ def test_dense_decode_bad_block_table():
     with pytest.raises(ValueError, match="dropout_p"):
         flash_mla.flash_attn_varlen_func(q[0], q[0], q[0], torch.tensor([0, 1], dtype=torch.int32),
                                          torch.tensor([0, 1], dtype=torch.int32), 1, 1, dropout_p=0.1)
+
+
+def _varlen_inputs(total=14, h=4, d=64):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(total, h, d, generator=g).bfloat16() for _ in range(3))
+    return q, k, v, torch.tensor([0, 5, total], dtype=torch.int32)
+
+
+def test_varlen_forward_refuses_out_and_lse_sharing_memory():
+    from flash_mla.flash_mla_interface import _flash_attn_varlen_forward
+    q, k, v, cu = _varlen_inputs()
+    out = torch.empty_like(q)
+    lse_in_out = out.view(-1).view(torch.float32)[:q.shape[0] * q.shape[1]].view(q.shape[0], q.shape[1])
+    with pytest.raises(ValueError, match="out: expected memory disjoint from lse"):
+        _flash_attn_varlen_forward(q, k, v, cu, cu, 9, 9, out=out, lse=lse_in_out)
+    with pytest.raises(ValueError, match="out: expected memory disjoint from q"):
+        _flash_attn_varlen_forward(q, k, v, cu, cu, 9, 9, out=q)
+    with pytest.raises(ValueError, match="lse: expected memory disjoint from k"):
+        _flash_attn_varlen_forward(q, k, v, cu, cu, 9, 9, lse=k.view(-1).view(torch.float32)[:56].view(14, 4))
+    # disjoint buffers are written and returned
+    lse = torch.empty(q.shape[1], q.shape[0]).t()
+    got_out, got_lse = _flash_attn_varlen_forward(q, k, v, cu, cu, 9, 9, out=out, lse=lse)
+    assert got_out is out and got_lse is lse and torch.isfinite(lse).all()
+
+
+def test_varlen_backward_refuses_gradient_buffers_sharing_memory():
+    from flash_mla.flash_mla_interface import _flash_attn_varlen_backward
+    q, k, v, cu = _varlen_inputs()
+    do = torch.ones_like(q)
+    dq = torch.empty_like(q)
+    with pytest.raises(ValueError, match="dq: expected memory disjoint from dk"):
+        _flash_attn_varlen_backward(do, q, k, v, None, None, cu, cu, 9, 9, dq=dq, dk=dq)
+    with pytest.raises(ValueError, match="dv: expected memory disjoint from do"):
+        _flash_attn_varlen_backward(do, q, k, v, None, None, cu, cu, 9, 9, dv=do)

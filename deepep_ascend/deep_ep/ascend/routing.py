@@ -1,7 +1,8 @@
 """The routing plan of a dispatch computed on the device, without reading it back: where each token
 goes (``RoutePlan``), the count rows to exchange and the four error words of the ``topk_idx``
 checks, which travel with the counts so that every rank raises the same error after that one
-exchange (``ERR_RANGE`` / ``ERR_DUPLICATE``, then the token, the slot and the value)."""
+exchange (``ERR_RANGE`` / ``ERR_DUPLICATE``, then the token, the slot and the value as two int32 words,
+low and high, so that an int64 expert id far out of range is reported as given)."""
 from __future__ import annotations
 
 import torch
@@ -9,11 +10,11 @@ import torch
 from ..engine.plan import RoutePlan
 
 ERR_RANGE, ERR_DUPLICATE = 1, 2
-ERR_WORDS = 4
+ERR_WORDS = 5
 
 
 def plan(idx: torch.Tensor, hidden: int, num_experts: int, num_ranks: int) -> tuple[RoutePlan, torch.Tensor]:
-    """``(plan with device tensors, error words [4] int32)``. Invalid ids are clamped so the plan
+    """``(plan with device tensors, error words [ERR_WORDS] int64 holding int32 values)``. Invalid ids are clamped so the plan
     stays well formed; the error words say what was wrong."""
     T, K = idx.shape
     R, dev = num_ranks, idx.device
@@ -50,12 +51,15 @@ def _first_error(mask: torch.Tensor, idx: torch.Tensor, code: int) -> torch.Tens
     flat = torch.where(mask.reshape(-1), torch.arange(T * K, device=idx.device), T * K).min()
     hit = flat < T * K
     at = flat.clamp(max=T * K - 1)
-    words = torch.stack([torch.full_like(at, code), at // K, at % K, idx.reshape(-1)[at]])
+    value = idx.reshape(-1)[at].long()
+    low = (value + 2 ** 31) % 2 ** 32 - 2 ** 31       # signed low half: both halves fit the int32 exchange
+    words = torch.stack([torch.full_like(at, code), at // K, at % K, low, (value - low) // 2 ** 32])
     return torch.where(hit, words, 0)
 
 
 def error_message(words: list[int], num_experts: int) -> str | None:
-    code, t, k, value = words
+    code, t, k, low, high = words
+    value = high * 2 ** 32 + low
     if code == ERR_RANGE:
         return f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in [-1, {num_experts})"
     if code == ERR_DUPLICATE:

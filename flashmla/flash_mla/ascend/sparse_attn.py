@@ -111,7 +111,7 @@ def sparse_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_
                    topk_length: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     s_q, h_q, _ = q.shape
     kv_bytes = kv.view(torch.uint8)   # [s_kv, 1, 1024]: one BF16 row per token, rows kv.stride(0) apart
-    scope0 = _scope_args(kv_bytes, _FMT_BF16, kv_bytes.stride(0), 1, kv.shape[0], indices.reshape(s_q, -1),
-                         topk_length, q)
+    scope0 = _scope_args(kv_bytes, _FMT_BF16, kv_bytes.stride(0), 1, kv.shape[0],
+                         indices.reshape(s_q, indices.shape[-1]), topk_length, q)  # s_q may be 0: no -1 there
     # topk_length is per query row: one row per "batch" (s_q = 1 in the kernel's row -> batch map)
     return _launch(q, h_q, 1, scope0, None, attn_sink, sm_scale, True)

@@ -17,7 +17,7 @@ struct DenseSource {
     int causal;
     uint16_t* out_base;
     float* lse;     // [b, s_q, h_q]
-    int H, h_q, dv;
+    int H, h_q, dv, dqk;
 
     int q(int64_t row, const uint16_t** qv) const {
         const int64_t g = row % h_kv, bs = row / h_kv;
@@ -31,14 +31,24 @@ struct DenseSource {
         return causal ? std::max<int64_t>(0, std::min<int64_t>(s_k, s_k - s_q + bs % s_q + 1)) : s_k;
     }
     void fill(int64_t row, int64_t t0, int n, const uint16_t** krow, const uint16_t** vrow, uint8_t* valid,
-              uint16_t*) const {
+              uint16_t* kb) const {
         const int64_t g = row % h_kv, bi = row / h_kv / s_q;
         for (int i = 0; i < n; ++i) {
             const int64_t t = t0 + i;
             const int64_t blk = block_table[bi * bt_b + t / page];
-            krow[i] = vrow[i] = kc + blk * kc_0 + (t % page) * kc_1 + g * kc_2;
+            krow[i] = vrow[i] = nan_as_zero(kc + blk * kc_0 + (t % page) * kc_1 + g * kc_2,
+                                            kb + (int64_t)i * fmla::MAX_DQK);
             valid[i] = 1;
         }
+    }
+    // The reference (as upstream's) reads a NaN cache element as 0 (a +-inf stays): a token holding a NaN
+    // is read from a sanitised copy in ``copy``, every other one in place.
+    const uint16_t* nan_as_zero(const uint16_t* k, uint16_t* copy) const {
+        bool nan = false;
+        for (int j = 0; j < dqk; ++j) nan |= (k[j] & 0x7FFFu) > 0x7F80u;
+        if (!nan) return k;
+        for (int j = 0; j < dqk; ++j) copy[j] = (k[j] & 0x7FFFu) > 0x7F80u ? 0 : k[j];
+        return copy;
     }
     void prefetch(int64_t, int64_t, int) const {}  // pages are read in order: the hardware prefetches
     fmla::OutPtr out(int64_t row, int h) const {
@@ -54,7 +64,7 @@ void fmla_dense_decode(const fmla::DenseDecodeArgs* a, int64_t threads) {
     const int H = a->h_q / a->h_kv;
     const DenseSource src{a->q, a->q_b, a->q_s, a->q_h, a->s_q, a->h_kv, a->k_cache, a->k_cache_0, a->k_cache_1,
                           a->k_cache_2, a->page_block_size, a->block_table, a->block_table_b, a->cache_seqlens,
-                          a->causal, a->out, a->lse, H, a->h_q, a->d_v};
+                          a->causal, a->out, a->lse, H, a->h_q, a->d_v, a->d_qk};
     const fmla::Shape sh{H, (H + fmla::TILE_H - 1) / fmla::TILE_H * fmla::TILE_H, a->d_qk, a->d_v,
                          a->sm_scale * fmla::LOG2E};
     fmla::run_attention(sh, src, a->b * a->s_q * a->h_kv, nullptr, threads, 64);

@@ -13,10 +13,16 @@ def _softmax_attend(q, k, v, scale: float, keep):
     logits = (q @ k.transpose(-1, -2)) * scale
     logits = logits.masked_fill(~keep, -INF)
     lse = torch.logsumexp(logits, dim=-1)
-    empty = lse == -INF
-    probs = torch.exp(logits - torch.where(empty, torch.zeros_like(lse), lse).unsqueeze(-1))
-    out = probs @ v
-    return out, lse.masked_fill(empty, INF)
+    empty = (lse == -INF).unsqueeze(-1)
+    out = normalized_weights(logits, empty) @ v
+    return out, lse.masked_fill(empty.squeeze(-1), INF)
+
+
+def normalized_weights(logits: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim, divided by the weights' own sum as upstream's dense references
+    (``torch.softmax``) and every kernel do: ``exp(logits - lse)`` would not sum to 1 once logits pass
+    2^24, where FP32 lse rounds log(#tied maxima) away. ``empty`` rows (all -inf) get 0."""
+    return torch.softmax(logits.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
 
 
 def _causal_keep(s_q: int, s_k: int, causal: bool, device) -> torch.Tensor:
@@ -37,7 +43,7 @@ def dense_decode(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tens
         s_k = int(cache_seqlens[i])
         n_blocks = (s_k + p - 1) // p
         k = k_cache[block_table[i, :n_blocks].long()].reshape(n_blocks * p, h_kv, d)[:s_k].float()
-        k = torch.nan_to_num(k, nan=0.0).transpose(0, 1).repeat_interleave(h_q // h_kv, dim=0)  # [h_q, s_k, d]
+        k = k.masked_fill(k.isnan(), 0.0).transpose(0, 1).repeat_interleave(h_q // h_kv, dim=0)  # [h_q, s_k, d]
         o, l_ = _softmax_attend(q[i].float().transpose(0, 1), k, k[..., :d_v], sm_scale,
                                 _causal_keep(s_q, s_k, causal, q.device))
         out[i] = o.transpose(0, 1).to(q.dtype)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from ..kv_cache import KVCacheFormat, dequantize_records, gather_records
+from .dense import normalized_weights
 
 INF = float("inf")
 
@@ -29,7 +30,7 @@ def _gather_scope(scope: KVScope) -> tuple[torch.Tensor, torch.Tensor]:
         valid &= torch.arange(topk, device=idx.device).view(1, 1, topk) < scope.topk_length.view(b, 1, 1).long()
     ids = torch.where(valid, idx, torch.zeros_like(idx))
     k = dequantize_records(gather_records(scope.cache, scope.fmt, scope.placement, ids), scope.fmt).float()
-    k = torch.nan_to_num(k, nan=0.0).view(b, s_q, topk, -1)
+    k = k.masked_fill(k.isnan(), 0.0).view(b, s_q, topk, -1)
     return k, valid
 
 
@@ -42,8 +43,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, sm_scale: flo
     lse = torch.logsumexp(logits, dim=-1)
     max_logits = logits.amax(dim=-1) if logits.shape[-1] > 0 else torch.full_like(lse, -INF)
     empty = lse == -INF
-    safe_lse = torch.where(empty, torch.zeros_like(lse), lse)
-    out = torch.exp(logits - safe_lse.unsqueeze(-1)) @ k[..., :d_v]
+    out = normalized_weights(logits, empty.unsqueeze(-1)) @ k[..., :d_v]
     if attn_sink is not None:
         out = out / (1.0 + torch.exp(attn_sink.float() - lse)).unsqueeze(-1)
     out = out.masked_fill(empty.unsqueeze(-1), 0.0)

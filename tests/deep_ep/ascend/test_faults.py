@@ -39,6 +39,11 @@ def _bad_ids(rank, world):
         expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "topk_idx[2] selects expert 5 twice")
     else:
         expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "rank 1 rejected", "twice")
+    for culprit, value in ((0, 2 ** 62), (1, -2 ** 62 - 5)):  # int64 ids past int32 are reported as given
+        bad = idx.clone()
+        bad[4, 1] = value if rank == culprit else bad[4, 1]
+        expect_error(lambda bad=bad: buf.dispatch(x, bad, num_experts=E), ValueError,
+                     f"topk_idx[4, 1] = {value} is out of range", *([] if rank == culprit else ["rejected"]))
     check_case(buf, Case(None, True, False, num_bias=1), rank, world, H, E, M, K, seed=3)
     buf.destroy()
     return True

@@ -34,3 +34,17 @@ def test_decode_nan_logit_gives_a_nan_row():
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
     assert bool(out[1, 0, 3].isnan().all()) and lse[1, 3, 0].isnan()
     assert not out[0].isnan().any()
+
+
+def test_decode_reads_a_nan_cache_element_as_zero():
+    """As upstream's decode reference: a NaN FP8 code in a read token counts as 0 (prefill propagates NaN)."""
+    from flash_mla.kv_cache import _flat_bytes
+    q, scopes = decode_case(*FP8, 2, 1, 16, 16, 16, 4, seed=4, ragged=False)
+    cache, bpt = scopes[0].cache, FP8[0].bytes_per_token
+    slot = int(scopes[0].indices[0, 0, 0])
+    _flat_bytes(cache)[(slot // cache.shape[1]) * cache.stride(0) + (slot % cache.shape[1]) * bpt + 5] = 0x7F
+    out, lse = sparse_attn.sparse_decode(q, scopes, 512 ** -0.5, 512, None, False)
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, 512 ** -0.5, 512, None)
+    assert not ref_out.isnan().any()
+    assert_close(out, ref_out, DECODE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")

@@ -83,6 +83,17 @@ def test_no_index_per_row_is_a_value_error_before_launch():
         sparse_attn.sparse_prefill(q, kv, idx[..., :0], 0.5, 512, None, None)
 
 
+def test_no_query_row_gives_empty_outputs_as_the_reference(monkeypatch):
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, kv, idx, _ = _case(2, 64, 64, 512, 32, seed=2)
+    q, idx = q[:0], idx[:0]
+    assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.5, 512, None, None) == "ascend"
+    got = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.5)
+    ref = reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    for a, r in zip(got, ref, strict=True):
+        assert a.shape == r.shape and a.dtype == r.dtype and a.numel() == 0
+
+
 def test_d_qk_576_keeps_the_reference(monkeypatch):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
     q, kv, idx, _ = _case(2, 64, 64, 576, 64, seed=1)
