@@ -92,3 +92,27 @@ def test_scale_factor_layout_helpers():
 
     got = _same_as_eager(f, pow2(30, 6), pow2(64, 2), pow2(3, 16), pow2(16, 12))
     assert got[0].stride() == deep_gemm.get_mn_major_tma_aligned_tensor(pow2(30, 6)).stride()
+
+
+def test_k_grouped_accumulating_into_d():
+    """``c=d`` (accumulate into d) traces: the compiled graph hands the op a functional copy of ``d`` and
+    ``c`` as a separate tensor of the same values, and writes the result back into the caller's ``d``."""
+    from deep_gemm.testing.generators import generate_k_grouped_contiguous
+    previous = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    for kind, gran_k in (("fp8", 128), ("bf16", None)):
+        case = generate_k_grouped_contiguous(3, 64, 96, [70, 0, 33], kind, gran_k, False)
+
+        def f(a, b, d, layout, kind=kind, case=case, gran_k=gran_k):
+            if kind == "bf16":
+                deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, case.ks_cpu, layout, c=d)
+            else:
+                deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, case.ks_cpu, layout, c=d, recipe=(1, 1, gran_k))
+            return (d * 1,)
+        torch._dynamo.reset()
+        d_compiled, d_eager = case.c.clone(), case.c.clone()
+        got = torch.compile(f, fullgraph=True, backend="aot_eager")(case.a, case.b, d_compiled, case.grouped_layout)
+        f(case.a, case.b, d_eager, case.grouped_layout)
+        assert torch.equal(d_compiled, d_eager) and torch.equal(got[0], d_eager)
+        assert not torch.equal(d_eager, case.c)      # the call did accumulate
+    deep_gemm.set_mk_alignment_for_contiguous_layout(previous)

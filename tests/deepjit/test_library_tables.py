@@ -65,13 +65,7 @@ NOT_OPS = {
     },
 }
 # Public ops that do tensor work but have no table entry yet, each with why (none left).
-PENDING: dict[str, dict[str, str]] = {
-    "tile_kernels": {
-        "moe_topk_gate_forward": "the V4.1 router runs tile_kernels.reference.moe_topk_gate on every device; "
-                                 "its host kernel is still to write",
-        "moe_topk_gate": "the older name of moe_topk_gate_forward (same pending host kernel)",
-    },
-}
+PENDING: dict[str, dict[str, str]] = {}
 # tile_kernels' public surface: upstream's kernel modules and packages (not its torch references or tests).
 _TK_PRIVATE = ("torch", "testing", "reference", "host", "ascend", "config", "utils", "torch_ops")
 

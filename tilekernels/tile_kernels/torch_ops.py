@@ -206,3 +206,4 @@ def _route_compiled() -> None:
 
 
 _route_compiled()
+from . import _torch_ops_more  # noqa: E402,F401  (the remaining public functions' op forms)

@@ -1,14 +1,15 @@
 """``moe_topk_gate_forward``: TileKernels 2.x's DeepSeek-V4.1 router (sqrt-softplus scores, bias or image
 bias, optional fixed / random / masked tokens, shared-expert slots, logical -> physical replicas). The
-semantics are in ``tile_kernels.reference.moe_topk_gate``. Every device runs that reference for now (no host
-or Ascend kernel yet), so the op is not in the backend table, whose entries each have a host kernel."""
+semantics are in ``tile_kernels.reference.moe_topk_gate``; CPU tensors run the host kernel
+(``host/moe_topk_gate.cpp``), others the reference (no Ascend kernel yet)."""
 from __future__ import annotations
 
 import torch
 
-from deepjit import guard
+from deepjit import descriptors, guard
 from deepjit import validation as C
 
+from .._lib import LIB, TABLE, host_kernel, threads
 from ..reference import moe_topk_gate as ref
 
 WARP = 32   # upstream routes a token per warp: at most 32 physical slots
@@ -75,9 +76,36 @@ def moe_topk_gate_forward(logits: torch.Tensor, num_topk: int, use_shared_as_rou
     _check_values(logits, mask, force_random, fix_routing_mask, unmapped_topk_idx, logical_count, to_physical_map,
                   e, num_topk + s)
     guard.warn_if_cuda("tile_kernels", logits.device)
-    ref.moe_topk_gate_forward(logits, num_topk, s, float(routed_scaling_factor), ep_rank, mask, bias, image_bias, image_token_mask, fix_routing_mask, to_physical_map, logical_count,
-                              unmapped_topk_idx, force_random, topk_idx, topk_weights, scores)
+    TABLE.run("moe_topk_gate_forward", logits.device, logits, num_topk, s, float(routed_scaling_factor), ep_rank,
+              mask, bias, image_bias, image_token_mask, fix_routing_mask, to_physical_map, logical_count,
+              unmapped_topk_idx, force_random, topk_idx, topk_weights, scores)
     return topk_idx, topk_weights
+
+
+def _host(logits, num_topk, num_shared, scale, ep_rank, mask, bias, image_bias, image_token_mask, fix_routing_mask,
+          to_physical_map, logical_count, unmapped_topk_idx, force_random, topk_idx, topk_weights, scores) -> None:
+    t, e = logits.shape
+    # The kernel writes dense rows: a strided out= tensor is filled through a dense copy.
+    idx = topk_idx if topk_idx.is_contiguous() else torch.empty(topk_idx.shape, dtype=torch.int64)
+    weights = topk_weights if topk_weights.is_contiguous() else torch.empty(topk_weights.shape, dtype=torch.float32)
+    num_physical = e + num_shared if logical_count is None else int(logical_count.sum())
+    dense_mask = None if mask is None else mask.contiguous()   # held until the launch returns
+    args = descriptors.pack(
+        descriptors.struct_type(LIB.source("host/moe_topk_gate_args.hpp"), "MoeTopkGateArgs"),
+        idx_out=idx, w_out=weights, unmapped=unmapped_topk_idx, scores=scores, logits=logits, bias=bias,
+        image_bias=image_bias, mask=dense_mask, image_mask=image_token_mask,
+        fix=fix_routing_mask, force=force_random, phys_map=to_physical_map, logical_count=logical_count,
+        map_width=0 if to_physical_map is None else to_physical_map.shape[1],
+        unmapped_stride=0 if unmapped_topk_idx is None else unmapped_topk_idx.stride(0),
+        T=t, E=e, K=num_topk, S=num_shared, num_physical=num_physical, scale=scale, ep_rank=ep_rank)
+    host_kernel("tk_moe_topk_gate", "moe_topk_gate.cpp")(descriptors.address(args), threads())
+    if idx is not topk_idx:
+        topk_idx.copy_(idx)
+    if weights is not topk_weights:
+        topk_weights.copy_(weights)
+
+
+TABLE.register("moe_topk_gate_forward", reference=ref.moe_topk_gate_forward, host=_host)
 
 
 def _check_values(logits, mask, force_random, fix_routing_mask, unmapped_topk_idx, logical_count, to_physical_map,

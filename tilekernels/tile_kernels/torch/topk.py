@@ -1,9 +1,10 @@
 import torch
 
 from ..reference import moe_topk_gate as _gate
+from ..reference.moe_topk_gate import sqrt_softplus as sqrt_softplus_ref
 from ..reference.topk import stable_topk, top2_sum_gate, topk_sum_and_topk_group_idx
 
-__all__ = ["stable_topk", "topk_sum_and_topk_group_idx", "top2_sum_gate", "moe_topk_gate_forward"]
+__all__ = ["sqrt_softplus_ref", "stable_topk", "topk_sum_and_topk_group_idx", "top2_sum_gate", "moe_topk_gate_forward"]
 
 
 def moe_topk_gate_forward(logits, num_topk, use_shared_as_routed, num_shared_experts, routed_scaling_factor, ep_rank,
