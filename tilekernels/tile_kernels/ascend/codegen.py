@@ -1,10 +1,16 @@
 """tile_kernels' TileLang Ascend kernels at representative shapes, for ``make ascend-codegen``
-(``deepjit.tilelang_route.codegen_all``). Every one is a vector-core (AIV) kernel."""
+(``deepjit.tilelang_route.codegen_all``), and their ``make ascend-check`` cases (``cases()``, in
+check_cases.py: each kernel on the twin against the reference). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
 from . import block_cast, cast_back, channel_cast, expand, fused_mapping, reduce, routing, swiglu_backward, transpose
 
 TOKENS, HIDDEN = 4096, 7168
+
+
+def cases() -> list:
+    from .check_cases import cases as all_cases
+    return all_cases()
 
 
 def kernels() -> list[AscendKernelSpec]:
