@@ -235,7 +235,8 @@ def cases() -> list:
     for label, shapes in (("37x576", (37, 576)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
                           (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _casts(shapes)]
-    for label, (t, h) in (("256x192", (256, 192)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN))):
+    for label, (t, h) in (("256x192", (256, 192)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
+                          (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _transposes(t, h)]
     for label, (rows, h) in (("37x2x256", (37, 256)), (f"prefill_{TOKENS}x2x{INTER}", (TOKENS, INTER)),
                              (f"decode_{DECODE * TOPK}x2x{INTER}", (DECODE * TOPK, INTER))):
