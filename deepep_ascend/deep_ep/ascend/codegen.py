@@ -57,6 +57,12 @@ LOW_LATENCY = (_spec("ep_ll_unpack_fp8_k8", _ll_unpack_fp8), _spec("ep_ll_combin
 CAST = (_spec("ep_per_token_cast_fp8_ue8m0", _cast_ue8m0),)
 
 
+def cases() -> list:
+    """``make ascend-check``: every kernel above on the twin against its reference (check_cases.py)."""
+    from .check_cases import cases as all_cases
+    return all_cases()
+
+
 def kernels() -> list[AscendKernelSpec]:
     """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend check them)."""
     return [*ENGINE, *LOW_LATENCY, *CAST]

@@ -62,9 +62,9 @@ def test_clamp_min(clamp_min):
 
 
 def test_per_channel_cast_and_transpose_casts_on_ascend():
-    # the cast is the Ascend kernel's; the transpose after it has no Ascend kernel (so no forced run here)
+    # one kernel (ascend/channel_cast.py) casts and writes the data transposed; test_transpose.py covers the forms
     x = _x(256, 128).bfloat16()
-    assert _lib.TABLE.serves("per_channel_cast_and_transpose", x.device, "plain", x, "e4m3", (32, 1), None, False,
+    assert _lib.TABLE.serves("per_channel_cast_and_transpose", x.device, "float", x, "e4m3", (32, 1), None, False,
                              False, False, None, False, None) == "ascend"
     q, sf = block_cast.cast(x, "e4m3", (32, 1), False, False, False)
     q_ref, sf_ref = ref.cast(x, "e4m3", (32, 1))

@@ -32,4 +32,5 @@ def test_ops_with_ascend_kernels():
                       "per_block_cast", "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf",
                       "per_channel_cast", "per_channel_cast_and_transpose", "cast_back",
                       "swiglu_forward_and_per_token_cast", "swiglu_backward_and_per_token_cast", "topk_gate",
-                      "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused"}
+                      "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused",
+                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose"}

@@ -1,10 +1,16 @@
 """tile_kernels' TileLang Ascend kernels at representative shapes, for ``make ascend-codegen``
-(``deepjit.tilelang_route.codegen_all``). Every one is a vector-core (AIV) kernel."""
+(``deepjit.tilelang_route.codegen_all``), and their ``make ascend-check`` cases (``cases()``, in
+check_cases.py: each kernel on the twin against the reference). Every one is a vector-core (AIV) kernel."""
 from deepjit.tilelang_route import AscendKernelSpec
 
-from . import block_cast, cast_back, expand, fused_mapping, reduce, routing, swiglu_backward
+from . import block_cast, cast_back, channel_cast, expand, fused_mapping, reduce, routing, swiglu_backward, transpose
 
 TOKENS, HIDDEN = 4096, 7168
+
+
+def cases() -> list:
+    from .check_cases import cases as all_cases
+    return all_cases()
 
 
 def kernels() -> list[AscendKernelSpec]:
@@ -43,5 +49,13 @@ def kernels() -> list[AscendKernelSpec]:
                                                              True, True, True)),
         ("normalize_weight_8", lambda: routing.build_normalize_weight(TOKENS, 8)),
         ("get_fused_mapping_256x8_a128", lambda: fused_mapping.build(TOKENS, 8, 256, TOKENS * 8 + 127 * 256, 128)),
+        # symbolic shapes: one lowering each serves every size
+        ("batched_transpose_b8", lambda: transpose.build(1)),
+        ("batched_transpose_b16", lambda: transpose.build(2)),
+        ("batched_transpose_b32", lambda: transpose.build(4)),
+        ("per_channel_cast_and_transpose_npt128", lambda: channel_cast.build(128, False, True)),
+        ("per_channel_cast_and_transpose_npt32_round_sf", lambda: channel_cast.build(32, True, True)),
+        ("swiglu_fwd_per_channel_cast_and_transpose_npt128", lambda: channel_cast.build(128, False, True, True)),
+        ("swiglu_fwd_per_channel_cast_npt32_clamped", lambda: channel_cast.build(32, False, False, True, 10.0)),
     ]
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]

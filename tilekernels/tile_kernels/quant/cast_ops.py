@@ -12,9 +12,12 @@ from deepjit import validation as C
 from .._lib import TABLE
 from ..ascend import block_cast as ascend_cast
 from ..ascend import cast_back as ascend_cast_back
+from ..ascend import channel_cast as ascend_channel_cast
 from ..host import cast as host
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6
+from ..reference.transpose import transpose as transpose_ref
+from ..transpose import transpose_host
 from .common import (
     check_block,
     check_fmt,
@@ -65,9 +68,29 @@ _ASCEND_CAST = Impl(_ascend_cast, "E4M3/E2M1 from BF16/FP32 or a (data, sf) inpu
                                   "packed UE8M0 scales; scale-only, precomputed-scale and clamp_min forms")
 _CAST = "BF16/FP32 input or a (data, sf) input cast back first; every block shape, format and sf layout"
 for _op in ("per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf", "per_block_cast",
-            "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast",
-            "per_channel_cast_and_transpose"):
+            "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast"):
     TABLE.register(_op, reference=_cast_ref, host=Impl(host.cast, _CAST), ascend=_ASCEND_CAST)
+
+
+# per_channel_cast_and_transpose: the same canonical arguments, the data returned transposed (H, T)
+def _cast_transposed_ref(*args):
+    q, sf = _cast_ref(*args)
+    return transpose_ref(q), sf
+
+
+def _cast_transposed_host(*args):
+    q, sf = host.cast(*args)
+    return transpose_host(q), sf
+
+
+def _cast_transposed_ascend(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_only, clamp_min):
+    return ascend_channel_cast.cast(x, block[0], round_sf, transposed=True)
+
+
+TABLE.register("per_channel_cast_and_transpose", reference=_cast_transposed_ref,
+               host=Impl(_cast_transposed_host, "the host per-channel cast, then the host transpose"),
+               ascend=Impl(_cast_transposed_ascend, "one kernel: the per-channel E4M3 cast writing its data "
+                                                    "transposed (BF16 x, every num_per_tokens the op takes)"))
 
 
 def _check_per_token(x, fmt, num_per_channels, x_block_size):
@@ -178,9 +201,7 @@ def per_channel_cast(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: b
 def per_channel_cast_and_transpose(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: bool = False) -> QuantTensor:
     """Per-channel cast with the data returned transposed, (H, T); sf stays (T/npt, H)."""
     _check_per_channel(x, fmt, num_per_tokens, (32, 128), dtypes=(torch.bfloat16,))
-    q, sf = _cast("per_channel_cast_and_transpose", x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
-    from ..transpose import transpose
-    return transpose(q), sf
+    return _cast("per_channel_cast_and_transpose", x, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
 
 
 def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_per_tokens: int, round_sf: bool = False,

@@ -9,10 +9,13 @@ from deepjit import validation as C
 
 from .._lib import LIB, TABLE, empty, host_kernel, threads
 from ..ascend import block_cast as ascend_cast
+from ..ascend import channel_cast as ascend_channel_cast
 from ..ascend import swiglu_backward as ascend_swiglu_bwd
+from ..host import cast as host_cast
 from ..reference import cast as ref_cast
 from ..reference import swiglu as ref
-from .cast_ops import _cast
+from ..reference.transpose import transpose as transpose_ref
+from ..transpose import transpose_host
 from .common import alloc_sf, sf_strides
 
 
@@ -184,12 +187,8 @@ def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str,
     if rows % 128 or h2 % 128:
         raise ValueError(f"x must have T % 128 == 0 and 2H % 128 == 0, got shape {tuple(x.shape)}")
     clamp = _clamp_arg(swiglu_clamp_value)
-    y = TABLE.run("swiglu_forward", x.device, x, clamp)
-    q, sf = _cast("per_channel_cast", y, "e4m3", (num_per_tokens, 1), None, False, round_sf, False)
-    if without_transpose:
-        return q, sf
-    from ..transpose import transpose
-    return transpose(q), sf
+    return TABLE.run("swiglu_forward_and_per_channel_cast_and_transpose", x.device, x, num_per_tokens, round_sf,
+                     without_transpose, clamp)
 
 
 def _swiglu_ref(x, clamp):
@@ -207,4 +206,22 @@ def _swiglu_host(x, clamp):
     return y
 
 
-TABLE.register("swiglu_forward", reference=_swiglu_ref, host=_swiglu_host)
+def _fwd_channel_cast_ref(x, num_per_tokens, round_sf, without_transpose, clamp):
+    q, sf = ref_cast.cast(_swiglu_ref(x, clamp), "e4m3", (num_per_tokens, 1), round_sf=round_sf)
+    return (q, sf) if without_transpose else (transpose_ref(q), sf)
+
+
+def _fwd_channel_cast_host(x, num_per_tokens, round_sf, without_transpose, clamp):
+    q, sf = host_cast.cast("float", _swiglu_host(x, clamp), "e4m3", (num_per_tokens, 1), None, False, round_sf,
+                           False, None, False, None)
+    return (q, sf) if without_transpose else (transpose_host(q), sf)
+
+
+def _fwd_channel_cast_ascend(x, num_per_tokens, round_sf, without_transpose, clamp):
+    return ascend_channel_cast.cast(x, num_per_tokens, round_sf, not without_transpose, swiglu=True, clamp=clamp)
+
+
+TABLE.register("swiglu_forward_and_per_channel_cast_and_transpose", reference=_fwd_channel_cast_ref,
+               host=Impl(_fwd_channel_cast_host, "the host SwiGLU, per-channel cast and transpose in turn"),
+               ascend=Impl(_fwd_channel_cast_ascend, "one kernel: SwiGLU (rounded to BF16), the per-channel E4M3 "
+                                                     "cast and the transpose (or none with without_transpose)"))

@@ -1,11 +1,14 @@
-"""Transposes of the last two dimensions for any element type (tiled host kernel on CPU)."""
+"""Transposes of the last two dimensions for any element type (tiled host kernel on CPU; a TileLang
+kernel on Ascend for 1-, 2- and 4-byte elements)."""
 from __future__ import annotations
 
 import torch
 
+from deepjit import Impl
 from deepjit import validation as C
 
 from .._lib import TABLE, empty, host_kernel, threads
+from ..ascend import transpose as ascend
 from ..reference import transpose as ref
 
 
@@ -26,7 +29,15 @@ def _batched_transpose_host(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-TABLE.register("batched_transpose", reference=ref.batched_transpose, host=_batched_transpose_host)
+def transpose_host(x: torch.Tensor) -> torch.Tensor:
+    """The host kernel's ``x.T.contiguous()`` of a 2-D ``x`` (for the ops that transpose their output)."""
+    return _batched_transpose_host(x.unsqueeze(0)).squeeze(0)
+
+
+TABLE.register("batched_transpose", reference=ref.batched_transpose, host=_batched_transpose_host,
+               ascend=Impl(ascend.batched_transpose, "1-, 2- and 4-byte elements (FP8, BF16, FP32, ...); a strided x "
+                                                     "is made contiguous first; 8-byte elements take the reference",
+                           ascend.accepts))
 
 
 def transpose(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,119 @@
+"""deep_ep's Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``, through
+``codegen.cases()``): each runs one kernel's entry point on CPU tensors (so on the twin) and compares it,
+bit for bit, with a plain-torch statement of what it does (row scatters in list order, the reference FP8
+cast of deep_ep/utils/math.py, the combine sum in FP32 in list order).
+
+Each kernel runs at a test shape and at the DeepSeek-V3/V4 EP8 shapes of codegen.py (hidden 7168, top-8
+of 256 experts over 8 ranks): 4096 tokens prefill and 128 decode per rank.
+"""
+from __future__ import annotations
+
+import torch
+
+RANKS, HIDDEN, TOPK, TOKENS, DECODE = 8, 7168, 8, 4096, 128
+
+
+def _same(name: str, got: torch.Tensor, want: torch.Tensor) -> list[str]:
+    g, w = got.contiguous().view(torch.uint8), want.contiguous().view(torch.uint8)
+    if got.shape == want.shape and got.dtype == want.dtype and torch.equal(g, w):
+        return []
+    return [f"{name}: differs bitwise from the reference ({got.dtype}{tuple(got.shape)} vs "
+            f"{want.dtype}{tuple(want.shape)})"]
+
+
+def _scatter_expected(src, pos, out, zero):
+    want = out.clone()
+    valid = pos >= 0
+    rows = torch.arange(pos.shape[0]).unsqueeze(1).expand_as(pos)[valid]
+    want[pos[valid].long()] = src[rows]  # distinct positions: the order does not matter
+    for begin, count in zero.tolist():
+        want[begin:begin + count] = 0
+    return want
+
+
+def _scatter(n, p, out_rows, h, dtype, zero_ranges):
+    def run() -> list[str]:
+        from .scatter import scatter_rows
+        torch.manual_seed(0)
+        src = torch.randn(n, h).to(dtype)
+        out = torch.randn(out_rows, h).to(dtype)
+        pos = torch.randperm(out_rows)[:n * p].view(n, p).int()
+        pos[0, -1] = -1
+        zero = (torch.tensor([[1, 3], [out_rows - 2, 2]], dtype=torch.int32) if zero_ranges
+                else torch.zeros(0, 2, dtype=torch.int32))
+        want = _scatter_expected(src, pos, out, zero)
+        scatter_rows(src, pos, out, zero if zero_ranges else None)
+        return _same("out", out, want)
+    return run
+
+
+def _fp8_pack(t, p, h, round_scale):
+    def run() -> list[str]:
+        from ..utils.math import per_token_cast_to_fp8
+        from .fp8_pack import pack_fp8
+        torch.manual_seed(0)
+        x = torch.randn(t, h).bfloat16()
+        x[0] = 0  # the 1e-4 amax floor
+        rows = t * p
+        pos = torch.randperm(rows)[:t * p].view(t, p).int()
+        out = torch.zeros(rows, h, dtype=torch.float8_e4m3fn)
+        scales = torch.zeros(rows, h // 128)
+        pack_fp8(x, pos, out, scales, round_scale)
+        q, s = per_token_cast_to_fp8(x, use_ue8m0=round_scale)
+        order = pos.view(-1).long()
+        want_q, want_s = torch.empty_like(out), torch.empty_like(scales)
+        want_q[order] = q.repeat_interleave(p, 0)
+        want_s[order] = s.repeat_interleave(p, 0)
+        return _same("out", out, want_q) + _same("scales", scales, want_s)
+    return run
+
+
+def _combine(t, p, num_rows, h, weighted, num_bias, from_first):
+    def run() -> list[str]:
+        from .reduce import combine_reduce
+        torch.manual_seed(0)
+        rows = torch.randn(num_rows, h).bfloat16()
+        pos = torch.randint(0, num_rows, (t, p)).int()
+        pos[0, 1:] = -1
+        pos[1] = -1
+        w = torch.rand(t, p) if weighted else None
+        bias = tuple(torch.randn(t, h).bfloat16() for _ in range(num_bias))
+        got = combine_reduce(rows, pos, w, bias, from_first)
+        acc = torch.zeros(t, h) if bias == () else bias[0].float()
+        if num_bias > 1:
+            acc = acc + bias[1].float()
+        started = torch.full((t, 1), not (from_first and num_bias == 0))
+        for j in range(p):
+            valid = (pos[:, j] >= 0).unsqueeze(1)
+            term = rows[pos[:, j].clamp(min=0).long()].float()
+            if weighted:
+                term = w[:, j:j + 1] * term
+            acc = torch.where(valid, torch.where(started, acc + term, term), acc)
+            started = started | valid
+        return _same("out", got, acc.bfloat16())
+    return run
+
+
+def cases() -> list:
+    from deepjit.tilelang_route.ascend_check import SourceCase
+
+    runs = [("ep_pack_bf16_9x3_h48", _scatter(9, 3, 32, 48, torch.bfloat16, False)),
+            ("ep_unpack_fp8_zero_ranges_9x3_h128", _scatter(9, 3, 32, 128, torch.float8_e4m3fn, True)),
+            ("ep_pack_fp8_6x2_h256", _fp8_pack(6, 2, 256, False)),
+            ("ep_per_token_cast_fp8_ue8m0_6_h256", _fp8_pack(6, 1, 256, True)),
+            ("ep_combine_reduce_bias2_5x3_h40", _combine(5, 3, 12, 40, False, 2, False)),
+            ("ep_combine_partial_5x3_h40", _combine(5, 3, 12, 40, False, 0, True)),
+            ("ep_ll_combine_weighted_5x3_h40", _combine(5, 3, 12, 40, True, 0, False))]
+    for phase, t in (("prefill", TOKENS), ("decode", DECODE)):
+        rows = t * TOPK
+        runs += [(f"ep_pack_bf16_r{RANKS}_{phase}_{t}t_h{HIDDEN}", _scatter(t, RANKS, rows, HIDDEN, torch.bfloat16, False)),
+                 (f"ep_unpack_expanded_fp8_k{TOPK}_{phase}_{t}t_h{HIDDEN}",
+                  _scatter(t, TOPK, rows, HIDDEN, torch.float8_e4m3fn, True)),
+                 (f"ep_pack_fp8_r{RANKS}_{phase}_{t}t_h{HIDDEN}", _fp8_pack(t, RANKS, HIDDEN, False)),
+                 (f"ep_per_token_cast_fp8_ue8m0_{phase}_{t}t_h{HIDDEN}", _fp8_pack(t, 1, HIDDEN, True)),
+                 (f"ep_combine_reduce_k{TOPK}_bias_{phase}_{t}t_h{HIDDEN}",
+                  _combine(t, TOPK, rows, HIDDEN, False, 1, False)),
+                 (f"ep_combine_partial_k{TOPK}_{phase}_{t}t_h{HIDDEN}", _combine(t, TOPK, rows, HIDDEN, False, 0, True)),
+                 (f"ep_ll_combine_weighted_k{TOPK}_{phase}_{t}t_h{HIDDEN}",
+                  _combine(t, TOPK, rows, HIDDEN, True, 0, False))]
+    return [SourceCase(name, "vector", fn) for name, fn in runs]

@@ -1,0 +1,59 @@
+"""``make ascend-check`` runs tile_kernels' and deep_ep's Ascend kernels (their ``codegen.cases()``, found
+through each package's ``deepjit.ascend_kernels`` entry point) on the twin against the reference, at test
+shapes and at DeepSeek-V3/V4 shapes (hidden 7168, 256 experts top-8, 4096 tokens prefill, 128 decode)."""
+import torch
+
+from deepjit.tilelang_route import ascend_check
+from tile_kernels.ascend import check_cases
+
+FAMILIES = {  # every Ascend kernel module of each library: a case prefix that exercises it
+    "tile_kernels": ("per_token_cast_e4m3", "per_token_cast_e2m1", "per_token_cast_e4m3_precomputed_sf",
+                     "per_block_cast", "per_channel_cast_e4m3", "cast_back_e4m3", "cast_back_e2m1",
+                     "batched_transpose_fp8", "batched_transpose_fp32", "per_channel_cast_and_transpose",
+                     "swiglu_fwd_per_channel_cast_and_transpose", "swiglu_fwd_per_token_cast", "swiglu_bwd_per_token_cast",
+                     "topk_gate", "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused",
+                     "reduce_fused"),
+    "deep_ep": ("ep_pack_bf16", "ep_unpack", "ep_pack_fp8", "ep_per_token_cast_fp8_ue8m0", "ep_combine_reduce",
+                "ep_combine_partial", "ep_ll_combine"),
+}
+
+
+def _listed():
+    notes = []
+    found = ascend_check.library_cases(["tile_kernels.ascend.codegen", "deep_ep.ascend.codegen"], log=notes.append)
+    return found, notes
+
+
+def test_ascend_check_lists_every_kernel_at_test_and_deepseek_shapes():
+    found, notes = _listed()
+    assert not any("has no reference registered" in n for n in notes), notes
+    for library, prefixes in FAMILIES.items():
+        names = [c.name for lib, c in found if lib == library]
+        assert len(set(names)) == len(names)
+        for prefix in prefixes:
+            at = [n for n in names if n.startswith(prefix)]
+            assert any("prefill_" in n for n in at) and any("decode_" in n for n in at), (library, prefix)
+            assert any("prefill" not in n and "decode" not in n for n in at), (library, prefix)  # a test shape
+    assert any("7168" in c.name for _, c in found)
+
+
+def test_small_cases_pass_on_the_twin(capsys):
+    found, _ = _listed()
+    chosen = [(lib, c) for lib, c in found
+              if c.name in ("batched_transpose_fp8_256x192", "ep_pack_bf16_9x3_h48")]
+    results = ascend_check.run(chosen)
+    assert [r["ok"] for r in results] == [True, True]
+    out = capsys.readouterr().out
+    assert "PASS tile_kernels.batched_transpose_fp8_256x192" in out and "PASS deep_ep.ep_pack_bf16_9x3_h48" in out
+
+
+def test_a_case_reports_a_difference():
+    want = torch.arange(12, dtype=torch.float32).view(3, 4).to(torch.float8_e4m3fn)
+    wrong = want.clone()
+    wrong.view(torch.uint8)[1, 2] ^= 1
+    assert check_cases.differences("q", want.clone(), want) == []
+    assert check_cases.differences("q", wrong, want) == ["q: 1 of 12 elements differ from the reference"]
+    nan = torch.tensor([float("nan"), 1.0])
+    assert check_cases.differences("sf", torch.tensor([-float("nan"), 1.0]), nan) == []  # a NaN's sign: no contract
+    assert check_cases.differences("w", nan + 1e-6, nan, atol=1e-4) == []
+    assert check_cases.differences("pair", (want, 3), (want, 4)) == ["pair[1]: 3 != 4"]

@@ -1,0 +1,138 @@
+"""The transposes on the Ascend twin (TK_BACKEND=ascend, CPU tensors): ``batched_transpose`` / ``transpose``
+(ascend/transpose.py) and the two ``*_and_transpose`` casts, whose one kernel (ascend/channel_cast.py) writes
+the E4M3 data transposed. Every result is bit-exact against the reference (NaN payloads included for the
+transpose, which moves bits); tails in both tile dimensions, empty inputs, NaN and +-Inf; each call's
+backend is recorded from the table and asserted."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import _lib
+from tile_kernels.ascend import channel_cast
+from tile_kernels.reference import cast as ref_cast
+from tile_kernels.reference import swiglu as ref_swiglu
+from tile_kernels.testing.numeric import assert_equal
+
+from .test_cast_nan import assert_same
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """TK_BACKEND=ascend; the ``(op, backend)`` of every table call the test makes."""
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    calls, select = [], _lib.TABLE.select
+
+    def recording(name, device, *args, **kwargs):
+        backend, fn = select(name, device, *args, **kwargs)
+        calls.append((name, backend))
+        return backend, fn
+
+    monkeypatch.setattr(_lib.TABLE, "select", recording)
+    return calls
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _special(shape, dtype) -> torch.Tensor:
+    """Random values with NaN (two payloads), +-Inf and -0.0 at fixed places."""
+    x = torch.randn(shape) * 4
+    flat = x.view(-1)
+    flat[:4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
+    x = x.to(dtype)
+    if dtype == torch.float32:
+        x.view(-1).view(torch.int32)[-1] = 0x7FA00001  # a signalling-NaN payload must survive as bits
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(3, 37, 45), (2, 130, 260)])  # within one tile; several tiles with tails
+def test_batched_transpose_bit_exact(served, dtype, shape):
+    x = _special(shape, dtype)
+    out = tile_kernels.transpose.batched_transpose(x)
+    assert out.shape == (shape[0], shape[2], shape[1]) and out.is_contiguous() and out.dtype == dtype
+    assert torch.equal(_bits(out), _bits(x.transpose(1, 2).contiguous()))
+    assert served == [("batched_transpose", "ascend")]
+
+
+def test_transpose_2d_and_strided_rows(served):
+    wide = _special((67, 2 * 96), torch.bfloat16)
+    x = wide[:, :96]  # row stride 2N
+    assert torch.equal(_bits(tile_kernels.transpose.transpose(x)), _bits(x.T.contiguous()))
+    ints = torch.randint(-2**31, 2**31 - 1, (5, 129, 3), dtype=torch.int32)  # any 4-byte type
+    assert torch.equal(tile_kernels.transpose.batched_transpose(ints), ints.transpose(1, 2).contiguous())
+    assert served == [("batched_transpose", "ascend")] * 2
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 7), (2, 0, 7), (2, 5, 0)])
+def test_empty(served, shape):
+    x = torch.zeros(shape, dtype=torch.bfloat16)
+    out = tile_kernels.transpose.batched_transpose(x)
+    assert out.shape == (shape[0], shape[2], shape[1])
+    assert served == [("batched_transpose", "ascend")]
+
+
+def test_eight_byte_elements_take_the_reference(served):
+    """The kernel moves 1-, 2- and 4-byte elements (its ``supports`` says so); FP64 is served by the reference."""
+    x = torch.randn(2, 9, 11, dtype=torch.float64)
+    assert_equal(tile_kernels.transpose.batched_transpose(x), x.transpose(1, 2).contiguous())
+    assert served == [("batched_transpose", "reference")]
+    assert "8-byte elements take the reference" in _lib.TABLE["batched_transpose"].ascend.supports
+
+
+def _cast_input(rows, hidden, special=True):
+    x = torch.randn(rows, hidden) * 3
+    x[5] = 0.0  # an all-zero column block takes the amax floor
+    if special:
+        x[1, 5] = float("nan")   # first scale block of channel 5
+        x[rows - 1, 7] = float("nan")  # the last scale block of channel 7
+        x[40, 9] = float("inf")
+        x[3, 11] = -float("inf")
+    return x.bfloat16()
+
+
+@pytest.mark.parametrize("rows,hidden,npt,round_sf", [(128, 64, 32, False), (384, 320, 128, False),
+                                                      (256, 192, 32, True)])
+def test_per_channel_cast_and_transpose(served, rows, hidden, npt, round_sf):
+    x = _cast_input(rows, hidden)
+    q, sf = tile_kernels.quant.per_channel_cast_and_transpose(x, "e4m3", npt, round_sf)
+    q_ref, sf_ref = ref_cast.cast(x, "e4m3", (npt, 1), round_sf=round_sf)
+    assert q.shape == (hidden, rows) and sf.shape == (rows // npt, hidden)
+    assert_same(q, q_ref.T.contiguous())
+    assert_same(sf, sf_ref)
+    assert served == [("per_channel_cast_and_transpose", "ascend")]
+
+
+@pytest.mark.parametrize("h,npt,round_sf,without_transpose,clamp", [
+    (64, 32, False, False, None), (192, 128, False, True, 5.0), (128, 32, True, False, 5.0)])
+def test_swiglu_forward_and_per_channel_cast_and_transpose(served, h, npt, round_sf, without_transpose, clamp):
+    x = _cast_input(256, 2 * h)
+    q, sf = tile_kernels.quant.swiglu_forward_and_per_channel_cast_and_transpose(
+        x, "e4m3", npt, round_sf, without_transpose, clamp)
+    y = ref_swiglu.swiglu_forward(x, swiglu_clamp_value=clamp).bfloat16()
+    q_ref, sf_ref = ref_cast.cast(y, "e4m3", (npt, 1), round_sf=round_sf)
+    assert_same(q, q_ref if without_transpose else q_ref.T.contiguous())
+    assert_same(sf, sf_ref)
+    assert served == [("swiglu_forward_and_per_channel_cast_and_transpose", "ascend")]
+
+
+def test_empty_casts(served):
+    x = torch.zeros(0, 128, dtype=torch.bfloat16)
+    q, sf = tile_kernels.quant.per_channel_cast_and_transpose(x, "e4m3", 32)
+    assert q.shape == (128, 0) and sf.shape == (0, 128)
+    q, sf = tile_kernels.quant.swiglu_forward_and_per_channel_cast_and_transpose(x, "e4m3", 128)
+    assert q.shape == (64, 0) and sf.shape == (0, 64)
+    assert [b for _, b in served] == ["ascend", "ascend"]
+
+
+@pytest.mark.parametrize("swiglu", [False, True])
+def test_kernel_tails_past_the_public_shapes(swiglu):
+    """Token and channel counts that are not multiples of the tile (160 = 128 + 32 rows, 100 = 64 + 36
+    channels): shapes the public ops refuse, so the kernel is called directly."""
+    x = _cast_input(160, 200 if swiglu else 100)
+    q, sf = channel_cast.cast(x, 32, False, True, swiglu=swiglu)
+    y = ref_swiglu.swiglu_forward(x).bfloat16() if swiglu else x
+    q_ref, sf_ref = ref_cast.cast(y, "e4m3", (32, 1))
+    assert_same(q, q_ref.T.contiguous())
+    assert_same(sf, sf_ref)

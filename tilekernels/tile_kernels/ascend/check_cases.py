@@ -1,0 +1,248 @@
+"""tile_kernels' Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``, through
+``codegen.cases()``): each runs one kernel's entry point on CPU tensors (so on the twin), runs the reference
+on the same inputs and returns the differences. Bit-exact (every NaN one pattern, as the twin tests compare)
+except where upstream's tests use a tolerance (the routers' weights, the weight gradient).
+
+Each kernel runs at a test shape (tails in rows and columns) and at DeepSeek-V3/V4 shapes: hidden 7168,
+256 experts top-8 (8 groups, top-4), 4096 tokens prefill and 128 decode; the MoE expert side at 4096
+positions of 2 x 2048 (the expert intermediate size). expand/reduce at prefill move 32768 expanded rows.
+"""
+from __future__ import annotations
+
+import torch
+
+TOKENS, DECODE, HIDDEN, EXPERTS, TOPK, GROUPS, TOPK_GROUPS, INTER = 4096, 128, 7168, 256, 8, 8, 4, 2048
+
+
+def _canonical(t: torch.Tensor) -> torch.Tensor:
+    """Bits to compare: every NaN one pattern (a NaN's sign and payload are no part of the contract)."""
+    if t.dtype == torch.float8_e4m3fn:
+        b = t.view(torch.uint8)
+        return torch.where((b & 0x7F) == 0x7F, torch.full_like(b, 0x7F), b)
+    if t.is_floating_point():
+        return torch.where(torch.isnan(t), torch.full_like(t, float("nan")), t).float().nan_to_num(nan=7.5e37)
+    return t
+
+
+def differences(name: str, got, want, atol: float | None = None) -> list[str]:
+    """Where ``got`` differs from ``want`` (tensors, tuples of them, plain values)."""
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return [f"{name}: {type(got).__name__} of {len(got) if hasattr(got, '__len__') else '?'} items, "
+                    f"expected {len(want)}"]
+        return [d for i, (g, w) in enumerate(zip(got, want, strict=True)) for d in differences(f"{name}[{i}]", g, w, atol)]
+    if not torch.is_tensor(want):
+        return [] if got == want else [f"{name}: {got!r} != {want!r}"]
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return [f"{name}: {got.dtype}{tuple(got.shape)} vs reference {want.dtype}{tuple(want.shape)}"]
+    g, w = _canonical(got.contiguous()), _canonical(want.contiguous())
+    if atol is not None and got.is_floating_point():
+        ok = torch.allclose(g, w, atol=atol, rtol=atol)
+    else:
+        ok = torch.equal(g.view(torch.uint8) if g.dtype == torch.float8_e4m3fn else g, w)
+    if ok:
+        return []
+    bad = int((g != w).sum())
+    return [f"{name}: {bad} of {want.numel()} elements differ from the reference"
+            + ("" if atol is None else f" (atol = rtol = {atol})")]
+
+
+def _compare(ascend, reference, inputs, atol=None, pick=None):
+    """A case body: ``ascend(*inputs)`` against ``reference(*inputs)`` (``pick`` selects outputs to compare)."""
+    def run() -> list[str]:
+        torch.manual_seed(0)
+        args = inputs()
+        got = ascend(*[a.clone() if torch.is_tensor(a) else a for a in args])
+        want = reference(*args)
+        if pick is not None:
+            got, want = pick(got), pick(want)
+        return differences("out", got, want, atol)
+    return run
+
+
+# ---- inputs -------------------------------------------------------------------------------------------
+
+def _x(rows, hidden, dtype=torch.bfloat16, special=True):
+    x = torch.randn(rows, hidden) * 3
+    x[1 % rows] = 0.0
+    if special and rows > 4:
+        x[2, 5], x[3, -1], x[4, 7] = float("nan"), float("inf"), -float("inf")
+    return x.to(dtype)
+
+
+def _routed_idx(tokens, k, experts):
+    return torch.stack([torch.randperm(experts)[:k] for _ in range(tokens)]).to(torch.int64)
+
+
+def _positions(tokens, k, num_rows):
+    pos = torch.randperm(num_rows)[:tokens * k].view(tokens, k).int()
+    pos[0, 1 % k] = -1
+    return pos
+
+
+def _swiglu_bwd_inputs(rows, h, npc, g_dtype=torch.bfloat16, k=TOPK):
+    from ..reference import cast as ref_cast
+    tokens = -(-rows // k) + 1
+    q, sf = ref_cast.cast(torch.randn(rows, 2 * h) * 2, "e4m3", (1, npc))
+    grad = torch.randn(rows, h).to(g_dtype)
+    w = torch.rand(tokens, k)
+    p2tt = torch.randperm(tokens * k)[:rows].int()
+    p2tt[0] = -1
+    t2p = torch.full((tokens, k), -1, dtype=torch.int32)
+    t2p.view(-1)[p2tt[p2tt >= 0].long()] = (p2tt >= 0).nonzero().flatten().int()
+    return q, sf, grad, w, p2tt, t2p, npc, True, None
+
+
+# ---- the cases ------------------------------------------------------------------------------------------
+
+def _casts(shapes):
+    from ..reference import cast as ref
+    from . import block_cast, cast_back
+
+    def per_token(fmt, npc, dtype=torch.bfloat16, col=False, round_sf=False):
+        return _compare(lambda x: block_cast.per_token_cast(x, fmt, npc, use_tma_aligned_col_major_sf=col,
+                                                            round_sf=round_sf),
+                        lambda x: ref.cast(x, fmt, (1, npc), round_sf=round_sf, use_tma_aligned_col_major_sf=col),
+                        lambda: (_x(*shapes, dtype),))
+
+    def back(fmt, npc, out):
+        def inputs():
+            q, sf = ref.cast(_x(*shapes, torch.float32, special=False), fmt, (1, npc))
+            return ((q, sf),)
+        return _compare(lambda x: cast_back.cast_back(x, out, (1, npc)), lambda x: ref.cast_back(x, out, (1, npc)),
+                        inputs)
+
+    precomputed = _compare(
+        lambda x, sf: block_cast.per_token_cast(x, "e4m3", 128, sf=sf),
+        lambda x, sf: ref.cast(x, "e4m3", (1, 128), sf=sf),
+        lambda: (_x(*shapes, torch.float32), torch.rand(shapes[0], -(-shapes[1] // 128)) + 0.01))
+    return [
+        ("per_token_cast_e4m3_bf16_npc128", per_token("e4m3", 128)),
+        ("per_token_cast_e4m3_fp32_npc32_col_round_sf", per_token("e4m3", 32, torch.float32, True, True)),
+        ("per_token_cast_e2m1_bf16_npc32", per_token("e2m1", 32)),
+        ("per_token_cast_e4m3_precomputed_sf", precomputed),
+        ("per_block_cast_e4m3_fp32_128x128", _compare(lambda x: block_cast.per_block_cast(x, "e4m3", (128, 128)),
+                                                      lambda x: ref.cast(x, "e4m3", (128, 128)),
+                                                      lambda: (_x(*shapes, torch.float32),))),
+        ("per_channel_cast_e4m3_bf16_128", _compare(lambda x: block_cast.per_channel_cast(x, "e4m3", 128),
+                                                    lambda x: ref.cast(x, "e4m3", (128, 1)),
+                                                    lambda: (_x(-(-shapes[0] // 128) * 128, shapes[1]),))),
+        ("cast_back_e4m3_npc128_bf16", back("e4m3", 128, "bf16")),
+        ("cast_back_e2m1_npc32_fp32", back("e2m1", 32, "fp32")),
+    ]
+
+
+def _transposes(tokens, hidden):
+    from ..quant import swiglu as sw
+    from ..reference import cast as ref
+    from ..reference import swiglu as ref_swiglu
+    from . import channel_cast, transpose
+
+    def cast_t(x):
+        q, sf = ref.cast(x, "e4m3", (32, 1))
+        return q.T.contiguous(), sf
+
+    def swiglu_t(x):
+        q, sf = ref.cast(ref_swiglu.swiglu_forward(x).bfloat16(), "e4m3", (128, 1))
+        return q.T.contiguous(), sf
+
+    return [
+        ("batched_transpose_fp8", _compare(transpose.batched_transpose, lambda x: x.transpose(1, 2).contiguous(),
+                                           lambda: (_x(tokens, hidden).to(torch.float8_e4m3fn).unsqueeze(0),))),
+        ("batched_transpose_fp32_b2", _compare(transpose.batched_transpose, lambda x: x.transpose(1, 2).contiguous(),
+                                               lambda: (_x(tokens, hidden // 2, torch.float32).view(2, -1, hidden // 2),))),
+        ("per_channel_cast_and_transpose_npt32", _compare(lambda x: channel_cast.cast(x, 32, False, True), cast_t,
+                                                          lambda: (_x(tokens, hidden),))),
+        ("swiglu_fwd_per_channel_cast_and_transpose_npt128",
+         _compare(lambda x: sw._fwd_channel_cast_ascend(x, 128, False, False, None), swiglu_t,
+                  lambda: (_x(tokens, 2 * hidden),))),
+    ]
+
+
+def _swiglu(rows, h):
+    from ..quant import swiglu as sw
+    from . import block_cast, swiglu_backward
+
+    def fwd_inputs():
+        x = _x(rows, 2 * h)
+        tokens = -(-rows // TOPK) + 1
+        p2tt = torch.randperm(tokens * TOPK)[:rows].int()
+        p2tt[0] = -1
+        return x, p2tt, torch.rand(tokens, TOPK)
+
+    def fwd_ref(x, p2tt, w):
+        return sw._fwd_cast_ref(x, 128, p2tt, w, None, False, False, False, 10.0, None, None)
+
+    def bwd_ref(*args):
+        return sw._bwd_cast_ref(*args)
+
+    return [
+        ("swiglu_fwd_per_token_cast_npc128_weighted_clamped",
+         _compare(lambda x, p2tt, w: block_cast.swiglu_forward_and_per_token_cast(x, 128, p2tt, w,
+                                                                                  swiglu_clamp_value=10.0),
+                  fwd_ref, fwd_inputs)),
+        ("swiglu_bwd_per_token_cast_npc128",
+         _compare(swiglu_backward.swiglu_backward_and_per_token_cast, bwd_ref,
+                  lambda: _swiglu_bwd_inputs(rows, h, 128), pick=lambda r: (r[0], r[1], r[2]))),
+        ("swiglu_bwd_weight_grad_npc128",
+         _compare(swiglu_backward.swiglu_backward_and_per_token_cast, bwd_ref,
+                  lambda: _swiglu_bwd_inputs(rows, h, 128), atol=1e-4, pick=lambda r: r[3])),
+    ]
+
+
+def _routing(tokens, experts, k, hidden, groups=GROUPS, topk_groups=TOPK_GROUPS):
+    from ..reference import moe as ref_moe
+    from ..reference import topk as ref_topk
+    from . import expand, fused_mapping, reduce, routing
+
+    rows = tokens * k + 64  # expanded rows: every slot plus unused padding rows
+
+    def gate_inputs():
+        logits = torch.randn(tokens, experts)
+        logits[0, :8] = 0.5  # ties
+        return logits, torch.randn(experts) * 0.1, k, topk_groups, groups, False, 0, 2.5, 0, 1, 0, 1, "sigmoid"
+
+    def weights():
+        w = torch.rand(tokens, k)
+        w[0] = 0.0
+        return (w,)
+
+    return [
+        ("topk_gate", _compare(routing.topk_gate, lambda s, n: torch.topk(s, n, sorted=True).indices,
+                               lambda: (torch.randn(tokens, experts), k))),
+        ("top2_sum_gate_sigmoid_indices", _compare(routing.top2_sum_gate, ref_topk.top2_sum_gate, gate_inputs,
+                                                   pick=lambda r: r[0])),
+        ("top2_sum_gate_sigmoid_weights", _compare(routing.top2_sum_gate, ref_topk.top2_sum_gate, gate_inputs,
+                                                   atol=1e-5, pick=lambda r: r[1])),
+        ("normalize_weight", _compare(routing.normalize_weight, ref_moe.normalize_weight, weights)),
+        ("get_fused_mapping_a128", _compare(fused_mapping.get_fused_mapping, ref_moe.get_fused_mapping,
+                                            lambda: (_routed_idx(tokens, k, experts), experts, 0, 128, False))),
+        ("expand_to_fused_bf16", _compare(expand.expand_to_fused,
+                                          lambda x, pos, p2e: ref_moe.expand_to_fused(x.view(torch.int16), pos,
+                                                                                      p2e).view(torch.bfloat16),
+                                          lambda: (_x(tokens, hidden, special=False), _positions(tokens, k, rows),
+                                                   torch.zeros(rows, dtype=torch.int32)))),
+        ("reduce_fused_bf16_weighted", _compare(reduce.reduce_fused, ref_moe.reduce_fused,
+                                                lambda: (_x(rows, hidden, special=False), torch.rand(tokens, k),
+                                                         _positions(tokens, k, rows)))),
+    ]
+
+
+def cases() -> list:
+    from deepjit.tilelang_route.ascend_check import SourceCase
+
+    runs = []
+    for label, shapes in (("37x576", (37, 576)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
+                          (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
+        runs += [(f"{name}_{label}", fn) for name, fn in _casts(shapes)]
+    for label, (t, h) in (("256x192", (256, 192)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
+                          (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
+        runs += [(f"{name}_{label}", fn) for name, fn in _transposes(t, h)]
+    for label, (rows, h) in (("37x2x256", (37, 256)), (f"prefill_{TOKENS}x2x{INTER}", (TOKENS, INTER)),
+                             (f"decode_{DECODE * TOPK}x2x{INTER}", (DECODE * TOPK, INTER))):
+        runs += [(f"{name}_{label}", fn) for name, fn in _swiglu(rows, h)]
+    for label, args in (("37t_64e_top6_h96", (37, 64, 6, 96, 8, 2)),
+                        (f"prefill_{TOKENS}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (TOKENS, EXPERTS, TOPK, HIDDEN)),
+                        (f"decode_{DECODE}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (DECODE, EXPERTS, TOPK, HIDDEN))):
+        runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
+    return [SourceCase(name, "vector", fn) for name, fn in runs]
