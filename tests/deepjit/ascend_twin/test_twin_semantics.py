@@ -134,3 +134,25 @@ def test_run_on_twin_binds_views_by_their_data_name_and_takes_scalars(run_on_twi
     assert torch.equal(y, a * 2.0 - b + 0.25)
     with pytest.raises(TypeError, match="scalar eps: expected a Python number"):
         run_on_twin(two_views, a.view(torch.uint8), b.view(torch.uint8), y, torch.tensor(0.25))
+
+
+def test_run_on_twin_passes_over_a_parameter_the_kernel_never_uses(run_on_twin):
+    import tilelang.ascend.language as T
+
+    # TileLang drops an unused parameter from the lowered entry (the libraries' kernels have such
+    # parameters where a variant does not read an operand); the others still bind by name.
+    @T.prim_func
+    def unused_middle(X: T.Tensor((8, 16), "float32"), Unused: T.Tensor((4,), "float32"),
+                      Y: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1):
+            u = T.alloc_shared((8, 16), "float32")
+            T.copy(X, u)
+            with T.SimtVF(threads=128):
+                for i, j in T.Parallel(8, 16):
+                    u[i, j] = u[i, j] + 1.0
+            T.copy(u, Y)
+
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+    y = torch.zeros(8, 16)
+    run_on_twin(unused_middle, x, torch.zeros(4), y)
+    assert torch.equal(y, x + 1.0)
