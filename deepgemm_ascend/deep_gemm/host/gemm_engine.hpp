@@ -19,6 +19,12 @@
 // (rows_task). Any other count (an MoE decode expert holds ~1-30 rows): A stays plain BF16 rows and
 // each B panel meets tiles of exactly the job's height (panel_task + rows_micro), so no lanes are
 // spent on padding rows; this path is bound by converting B (FP8 through byte tables).
+//
+// On the brgemm matrix engine (DJ_HAVE_BRGEMM, deepjit/host/brgemm.hpp) every job whose A is K-major
+// keeps A as plain BF16 rows and runs oneDNN's micro-kernel (AMX tiles where the CPU has them) on
+// one 32-wide B panel and all the tile's rows per call: tile_task for many rows, panel_task for few.
+// Promoted scales: each K block's product lands in an FP32 scratch tile, then C += P * sa[i] * sb[j]
+// with the same FMA as the vdpbf16ps micro-kernel.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +34,9 @@
 
 #include <deepjit/host/gemm_bf16.hpp>
 #include <deepjit/host/gemm_convert.hpp>
+#ifdef DJ_HAVE_BRGEMM
+#include <deepjit/host/brgemm.hpp>
+#endif
 
 namespace dg {
 
@@ -385,6 +394,31 @@ DJ_INLINE void run_micro(int64_t kp, const uint32_t* A, const uint32_t* B, float
     micro_kernel<MR, kPromote>(kp, A, B, C, ldc, acc, sa, sb);
 }
 
+#ifdef DJ_HAVE_BRGEMM
+// C[rows x 32] (row stride ldc) over plain BF16 A rows (lda) and one K-pair panel of width 32 on
+// brgemm. Not promoted: C = (acc ? C : 0) + A.B. Promoted: P = A.B into tmp (rows x 32), then
+// C = (acc ? C : 0) + P * (sb[j] * sa[i]). False after an error was reported.
+inline bool brgemm_panel(int64_t rows, int64_t kcp, const uint16_t* A, int64_t lda, const uint32_t* B, float* C,
+                         int64_t ldc, bool acc, bool promote, const float* sa, const float* sb, float* tmp) {
+    if (!promote) return dj::brgemm::gemm(rows, NR, kcp, A, lda, B, NR, C, ldc, acc);
+    if (!dj::brgemm::gemm(rows, NR, kcp, A, lda, B, NR, tmp, NR, false)) return false;
+    for (int64_t i = 0; i < rows; ++i) {
+        float* c = C + i * ldc;
+        const float* t = tmp + i * NR;
+#ifdef DJ_HAVE_AVX512
+        const __m512 si = _mm512_set1_ps(sa[i]);
+        for (int h = 0; h < NR; h += 16) {
+            const __m512 base = acc ? _mm512_loadu_ps(c + h) : _mm512_setzero_ps();
+            _mm512_storeu_ps(c + h, _mm512_fmadd_ps(_mm512_loadu_ps(t + h), _mm512_mul_ps(_mm512_loadu_ps(sb + h), si), base));
+        }
+#else
+        for (int j = 0; j < NR; ++j) c[j] = (acc ? c[j] : 0.0f) + t[j] * (sb[j] * sa[i]);
+#endif
+    }
+    return true;
+}
+#endif
+
 class Engine {
 public:
     Engine(const Operand& a, const Operand& b, const Output& o, int64_t n, int64_t threads)
@@ -397,6 +431,9 @@ public:
                 if (op->promoted()) kc_ = kc_ == 0 ? op->gk : std::min(kc_, op->gk);
         }
         npad_ = ceil_div(n, 32) * 32;
+#ifdef DJ_HAVE_BRGEMM
+        brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
+#endif
     }
 
     void run(const std::vector<Job>& jobs) {
@@ -411,7 +448,7 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            p.plain = p.small && job.m % 32 != 0 && a_.k_major();   // rows_to_bf16 gathers other majors
+            p.plain = (brgemm_ || (p.small && job.m % 32 != 0)) && a_.k_major();   // rows_to_bf16 gathers other majors
             p.rows = p.small && !p.plain && b_.k_major();
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
@@ -472,7 +509,7 @@ private:
     struct Prepared {
         bool small = false;   // few rows: B is converted on the fly, not packed up front
         bool rows = false;    // small with K-major B: B's rows are the broadcast side (rows_task)
-        bool plain = false;   // small and ragged: A kept as BF16 rows, exact-height tiles (panel_task)
+        bool plain = false;   // small and ragged, or brgemm: A kept as BF16 rows, exact-height tiles
         int64_t mpad = 0, nkb = 0, lda = 0;
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
@@ -485,13 +522,14 @@ private:
         Buffer<uint16_t> tmp;
         Buffer<int16_t> exps;
         Buffer<uint32_t> panel;
-        Buffer<float> acc, sb;
+        Buffer<float> acc, sb, ctmp;   // ctmp: a brgemm block product before promotion
         Scratch(int64_t kc, int64_t npad_small)
             : tmp(alloc<uint16_t>(std::max<int64_t>(MC, 64) * (kc + 40) + kc * (std::max<int64_t>(MC, 64) + 40))),
               exps(alloc<int16_t>(std::max<int64_t>(MC, 64))),
               panel(alloc<uint32_t>(NR * std::max<int64_t>(kc, kPanelK) / 2)),
               acc(alloc<float>(std::max<int64_t>(MC * NC, npad_small * NR))),
-              sb(alloc<float>(NR)) {}
+              sb(alloc<float>(NR)),
+              ctmp(alloc<float>(std::max<int64_t>(MC, npad_small) * NR)) {}
     };
 
     template <typename F>
@@ -505,10 +543,14 @@ private:
 #endif
         {
             Scratch s(kc_, small_rows);
+#ifdef DJ_HAVE_BRGEMM
+            dj::brgemm::Scope brgemm_scope;   // the thread's AMX tile state is released on leaving
+#endif
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-            for (int64_t i = 0; i < n; ++i) fn(items[i], s);
+            for (int64_t i = 0; i < n; ++i)
+                if (!dj::failed()) fn(items[i], s);   // after a reported error the launch raises
         }
     }
 
@@ -546,6 +588,21 @@ private:
         const int64_t rows = std::min(MC, job.m - r0), cols = std::min(NC, n_ - c0);
         const int64_t ipanels = ceil_div(rows, MR), jpanels = ceil_div(cols, NR);
         float* acc = s.acc.get();
+#ifdef DJ_HAVE_BRGEMM
+        if (p.plain) {   // brgemm: all rows against one 32-wide panel per call
+            for (int64_t kb = 0; kb < p.nkb; ++kb) {
+                const int64_t kcp = kcp_of(job, kb);
+                const uint16_t* A = reinterpret_cast<const uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+                const uint32_t* bblk = b_block(job, p, kb, c0);
+                for (int64_t jp = 0; jp < jpanels; ++jp)
+                    if (!brgemm_panel(rows, kcp, A, p.lda, bblk + jp * NR * kcp / 2, acc + jp * NR, NC, kb > 0, promote_,
+                                      p.sa + kb * p.mpad + r0, p.sb + kb * npad_ + c0 + jp * NR, s.ctmp.get()))
+                        return;
+            }
+            if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
+            return;
+        }
+#endif
         for (int64_t kb = 0; kb < p.nkb; ++kb) {
             const int64_t kcp = kcp_of(job, kb);
             const uint32_t* ablk = a_block(job, p, kb, r0);
@@ -721,6 +778,14 @@ private:
                     if (promote_)
                         block_scales(b_, job.b_g, c, nv, NR, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1),
                                      s.sb.get());
+#ifdef DJ_HAVE_BRGEMM
+                    if (p.plain) {   // brgemm: all the job's rows in one call
+                        if (!brgemm_panel(job.m, kcpb, reinterpret_cast<const uint16_t*>(p.a) + kb * kc_, p.lda, panel,
+                                          acc, NR, kb > 0, promote_, sa, s.sb.get(), s.ctmp.get()))
+                            return;
+                        continue;
+                    }
+#endif
                     if (p.plain) {
                         // Rows in near-equal chunks of at most kMaxRows, each one exact-height tile.
                         const int64_t chunks = ceil_div(job.m, kMaxRows);
@@ -752,6 +817,7 @@ private:
     Output o_;
     int64_t n_, threads_, kc_ = KC_FOLDED, npad_ = 0;
     bool promote_ = false;
+    bool brgemm_ = false;   // the brgemm engine runs this problem (A plain rows)
 };
 
 }  // namespace dg
