@@ -46,8 +46,10 @@ constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-f
 constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
 constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
+constexpr int64_t KC_BRGEMM = 512;  // the same on brgemm: longer calls, A and B blocks still in L2
 constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
+constexpr int64_t kBrgemmPanel = 64;      // B columns per brgemm call in the packed-up-front schedule
 
 struct Operand {
     const uint8_t* ptr = nullptr;
@@ -395,24 +397,24 @@ DJ_INLINE void run_micro(int64_t kp, const uint32_t* A, const uint32_t* B, float
 }
 
 #ifdef DJ_HAVE_BRGEMM
-// C[rows x 32] (row stride ldc) over plain BF16 A rows (lda) and one K-pair panel of width 32 on
-// brgemm. Not promoted: C = (acc ? C : 0) + A.B. Promoted: P = A.B into tmp (rows x 32), then
-// C = (acc ? C : 0) + P * (sb[j] * sa[i]). False after an error was reported.
-inline bool brgemm_panel(int64_t rows, int64_t kcp, const uint16_t* A, int64_t lda, const uint32_t* B, float* C,
-                         int64_t ldc, bool acc, bool promote, const float* sa, const float* sb, float* tmp) {
-    if (!promote) return dj::brgemm::gemm(rows, NR, kcp, A, lda, B, NR, C, ldc, acc);
-    if (!dj::brgemm::gemm(rows, NR, kcp, A, lda, B, NR, tmp, NR, false)) return false;
+// C[rows x w] (row stride ldc) over plain BF16 A rows (lda) and one K-pair panel of width w (a
+// multiple of 16) on brgemm. Not promoted: C = (acc ? C : 0) + A.B. Promoted: P = A.B into tmp
+// (rows x w), then C = (acc ? C : 0) + P * (sb[j] * sa[i]). False after an error was reported.
+inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A, int64_t lda, const uint32_t* B,
+                         float* C, int64_t ldc, bool acc, bool promote, const float* sa, const float* sb, float* tmp) {
+    if (!promote) return dj::brgemm::gemm(rows, w, kcp, A, lda, B, w, C, ldc, acc);
+    if (!dj::brgemm::gemm(rows, w, kcp, A, lda, B, w, tmp, w, false)) return false;
     for (int64_t i = 0; i < rows; ++i) {
         float* c = C + i * ldc;
-        const float* t = tmp + i * NR;
+        const float* t = tmp + i * w;
 #ifdef DJ_HAVE_AVX512
         const __m512 si = _mm512_set1_ps(sa[i]);
-        for (int h = 0; h < NR; h += 16) {
+        for (int64_t h = 0; h < w; h += 16) {
             const __m512 base = acc ? _mm512_loadu_ps(c + h) : _mm512_setzero_ps();
             _mm512_storeu_ps(c + h, _mm512_fmadd_ps(_mm512_loadu_ps(t + h), _mm512_mul_ps(_mm512_loadu_ps(sb + h), si), base));
         }
 #else
-        for (int j = 0; j < NR; ++j) c[j] = (acc ? c[j] : 0.0f) + t[j] * (sb[j] * sa[i]);
+        for (int64_t j = 0; j < w; ++j) c[j] = (acc ? c[j] : 0.0f) + t[j] * (sb[j] * sa[i]);
 #endif
     }
     return true;
@@ -433,6 +435,7 @@ public:
         npad_ = ceil_div(n, 32) * 32;
 #ifdef DJ_HAVE_BRGEMM
         brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
+        if (brgemm_ && !promote_) kc_ = KC_BRGEMM;
 #endif
     }
 
@@ -529,7 +532,7 @@ private:
               panel(alloc<uint32_t>(NR * std::max<int64_t>(kc, kPanelK) / 2)),
               acc(alloc<float>(std::max<int64_t>(MC * NC, npad_small * NR))),
               sb(alloc<float>(NR)),
-              ctmp(alloc<float>(std::max<int64_t>(MC, npad_small) * NR)) {}
+              ctmp(alloc<float>(std::max<int64_t>(MC, npad_small) * kBrgemmPanel)) {}
     };
 
     template <typename F>
@@ -578,7 +581,9 @@ private:
         } else {
             const int64_t c0 = it.y, cols = std::min<int64_t>(64, npad_ - c0), nv = std::clamp<int64_t>(n_ - c0, 0, cols);
             uint32_t* out = p.b + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
-            pack_block(b_, job.b_g, c0, nv, cols, NR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
+            // brgemm reads 64-wide panels (fewer, longer calls); the layout by column is the same
+            pack_block(b_, job.b_g, c0, nv, cols, brgemm_ ? cols : NR, k0, kv, kcp, job.k0, job.kb0,
+                       s.tmp.get(), s.exps.get(), out);
             block_scales(b_, job.b_g, c0, nv, cols, kbs_b, p.sb + kb * npad_ + c0);
         }
     }
@@ -589,15 +594,17 @@ private:
         const int64_t ipanels = ceil_div(rows, MR), jpanels = ceil_div(cols, NR);
         float* acc = s.acc.get();
 #ifdef DJ_HAVE_BRGEMM
-        if (p.plain) {   // brgemm: all rows against one 32-wide panel per call
+        if (p.plain) {   // brgemm: all rows against one 64-wide panel (prepack's width) per call
             for (int64_t kb = 0; kb < p.nkb; ++kb) {
                 const int64_t kcp = kcp_of(job, kb);
                 const uint16_t* A = reinterpret_cast<const uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
                 const uint32_t* bblk = b_block(job, p, kb, c0);
-                for (int64_t jp = 0; jp < jpanels; ++jp)
-                    if (!brgemm_panel(rows, kcp, A, p.lda, bblk + jp * NR * kcp / 2, acc + jp * NR, NC, kb > 0, promote_,
-                                      p.sa + kb * p.mpad + r0, p.sb + kb * npad_ + c0 + jp * NR, s.ctmp.get()))
+                for (int64_t j = 0; j < cols; j += kBrgemmPanel) {
+                    const int64_t w = std::min<int64_t>(kBrgemmPanel, npad_ - (c0 + j));
+                    if (!brgemm_panel(rows, w, kcp, A, p.lda, bblk + j * kcp / 2, acc + j, NC, kb > 0, promote_,
+                                      p.sa + kb * p.mpad + r0, p.sb + kb * npad_ + c0 + j, s.ctmp.get()))
                         return;
+                }
             }
             if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
             return;
@@ -780,7 +787,7 @@ private:
                                      s.sb.get());
 #ifdef DJ_HAVE_BRGEMM
                     if (p.plain) {   // brgemm: all the job's rows in one call
-                        if (!brgemm_panel(job.m, kcpb, reinterpret_cast<const uint16_t*>(p.a) + kb * kc_, p.lda, panel,
+                        if (!brgemm_panel(job.m, NR, kcpb, reinterpret_cast<const uint16_t*>(p.a) + kb * kc_, p.lda, panel,
                                           acc, NR, kb > 0, promote_, sa, s.sb.get(), s.ctmp.get()))
                             return;
                         continue;

@@ -85,20 +85,28 @@ inline bool guarded(const char* what, F&& fn) noexcept {
 
 inline bool gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
                  float* C, int64_t ldc, bool accumulate) noexcept {
+    // oneDNN's generated code does not check leading dimensions (ldb < N runs into an illegal
+    // instruction): sizes are checked here. Messages are only formatted on failure.
     char what[160];
+    const auto describe = [&](const char* who) {
+        std::snprintf(what, sizeof(what), "%s(M=%lld, N=%lld, K=%lld, lda=%lld, ldb=%lld, ldc=%lld)", who, (long long)M,
+                      (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
+        return what;
+    };
     if (M <= 0 || N <= 0 || K <= 0 || K % 2 != 0 || lda < K || ldb < N || ldc < N) {
-        std::snprintf(what, sizeof(what), "dj::brgemm::gemm(M=%lld, N=%lld, K=%lld, lda=%lld, ldb=%lld, ldc=%lld)",
-                      (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
-        report(what, "positive sizes, even K and leading dimensions at least K, N, N expected");
+        report(describe("dj::brgemm::gemm"), "positive sizes, even K and leading dimensions at least K, N, N expected");
         return false;
     }
-    // (oneDNN's generated code does not check leading dimensions: ldb < N runs into an illegal
-    // instruction, hence the checks above)
-    std::snprintf(what, sizeof(what), "oneDNN brgemm (M=%lld, N=%lld, K=%lld)", (long long)M, (long long)N, (long long)K);
-    return guarded(what, [&] {
+    try {
         at::native::cpublas::brgemm(M, N, K, lda, ldb, ldc, accumulate, reinterpret_cast<const c10::BFloat16*>(A),
                                     reinterpret_cast<const c10::BFloat16*>(B), C, true);
-    });
+        return true;
+    } catch (const std::exception& e) {
+        report(describe("oneDNN brgemm"), e.what());
+    } catch (...) {
+        report(describe("oneDNN brgemm"), "unknown exception");
+    }
+    return false;
 }
 
 inline void release() noexcept {
