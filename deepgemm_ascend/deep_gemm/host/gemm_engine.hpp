@@ -46,7 +46,7 @@ constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-f
 constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
 constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
-constexpr int64_t KC_BRGEMM = 512;  // the same on brgemm: longer calls, A and B blocks still in L2
+constexpr int64_t KC_BRGEMM = 2048; // the same on brgemm: one call per 64 columns for K up to 2048 (fewer C reloads)
 constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
 constexpr int64_t kBrgemmPanel = 64;      // B columns per brgemm call in the packed-up-front schedule
@@ -453,6 +453,8 @@ public:
             p.small = job.m <= SMALL_M;
             p.plain = (brgemm_ || (p.small && job.m % 32 != 0)) && a_.k_major();   // rows_to_bf16 gathers other majors
             p.rows = p.small && !p.plain && b_.k_major();
+            // brgemm reads plain BF16 A where it lies (K even: calls then cover K exactly)
+            p.a_direct = brgemm_ && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0;
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
             p.lda = p.nkb * kc_ + 32;
@@ -513,6 +515,7 @@ private:
         bool small = false;   // few rows: B is converted on the fly, not packed up front
         bool rows = false;    // small with K-major B: B's rows are the broadcast side (rows_task)
         bool plain = false;   // small and ragged, or brgemm: A kept as BF16 rows, exact-height tiles
+        bool a_direct = false;   // brgemm on A's own BF16 rows: nothing packed
         int64_t mpad = 0, nkb = 0, lda = 0;
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
@@ -569,7 +572,9 @@ private:
         const int64_t kbs_b = job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1);
         if (it.kind == 0) {
             const int64_t r0 = it.y, rows = std::min(MC, p.mpad - r0), mv = std::clamp<int64_t>(job.m - r0, 0, rows);
-            if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
+            if (p.a_direct) {
+                // read in place by a_rows()
+            } else if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
                 uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
                 rows_to_bf16(a_, job.a_g, job.a_m0 + r0, mv, mv, k0, kv, kcp, job.k0, job.kb0, out, p.lda);
             } else {
@@ -597,11 +602,12 @@ private:
         if (p.plain) {   // brgemm: all rows against one 64-wide panel (prepack's width) per call
             for (int64_t kb = 0; kb < p.nkb; ++kb) {
                 const int64_t kcp = kcp_of(job, kb);
-                const uint16_t* A = reinterpret_cast<const uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+                int64_t lda, kk;
+                const uint16_t* A = a_rows(job, p, kb, r0, lda, kk);
                 const uint32_t* bblk = b_block(job, p, kb, c0);
                 for (int64_t j = 0; j < cols; j += kBrgemmPanel) {
                     const int64_t w = std::min<int64_t>(kBrgemmPanel, npad_ - (c0 + j));
-                    if (!brgemm_panel(rows, w, kcp, A, p.lda, bblk + j * kcp / 2, acc + j, NC, kb > 0, promote_,
+                    if (!brgemm_panel(rows, w, kk, A, lda, bblk + j * kcp / 2, acc + j, NC, kb > 0, promote_,
                                       p.sa + kb * p.mpad + r0, p.sb + kb * npad_ + c0 + j, s.ctmp.get()))
                         return;
                 }
@@ -643,6 +649,21 @@ private:
         }
         if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
     }
+
+#ifdef DJ_HAVE_BRGEMM
+    // Row r0 of the job's A at K block kb for brgemm, its row stride and the K the call covers:
+    // A's own rows (a_direct, exactly the block's K) or the plain rows prepack wrote (K zero-padded).
+    const uint16_t* a_rows(const Job& job, const Prepared& p, int64_t kb, int64_t r0, int64_t& lda, int64_t& k) const {
+        if (p.a_direct) {
+            lda = a_.smn;
+            k = std::min(kc_, job.klen - kb * kc_);
+            return reinterpret_cast<const uint16_t*>(a_.row_base(job.a_g, job.a_m0 + r0)) + job.k0 + kb * kc_;
+        }
+        lda = p.lda;
+        k = kcp_of(job, kb);
+        return reinterpret_cast<const uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+    }
+#endif
 
     // K [k0, k0 + kv) of rows [mn0, mn0 + rows) of a K-major operand, into L1.
     template <int kLocality = 3>
@@ -787,8 +808,10 @@ private:
                                      s.sb.get());
 #ifdef DJ_HAVE_BRGEMM
                     if (p.plain) {   // brgemm: all the job's rows in one call
-                        if (!brgemm_panel(job.m, NR, kcpb, reinterpret_cast<const uint16_t*>(p.a) + kb * kc_, p.lda, panel,
-                                          acc, NR, kb > 0, promote_, sa, s.sb.get(), s.ctmp.get()))
+                        int64_t lda, kk;
+                        const uint16_t* A = a_rows(job, p, kb, 0, lda, kk);
+                        if (!brgemm_panel(job.m, NR, kk, A, lda, panel, acc, NR, kb > 0, promote_, sa, s.sb.get(),
+                                          s.ctmp.get()))
                             return;
                         continue;
                     }
