@@ -29,7 +29,7 @@ test: setup
 	$(PY) -m pytest -m "not bench" -n 2 $(PYTEST_ARGS)
 
 # Each case's repetitions are held to BENCH_CASE_BUDGET_S seconds (default 20; slow baselines then run
-# on fewer rows, labelled so); DJ_HOST_MATRIX=fma|avx512bf16 measures one matrix engine.
+# on fewer rows, labelled so); DJ_HOST_MATRIX=brgemm|avx512bf16|fma measures one matrix engine.
 bench: setup
 	@mkdir -p build/bench
 	$(PY) -m pytest -m bench -s -p no:randomly --durations=10 $(PYTEST_ARGS)

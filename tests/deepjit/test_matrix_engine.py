@@ -34,7 +34,7 @@ ENGINE_SOURCE = r"""
 #include <deepjit/host/gemm_bf16.hpp>
 DJ_KERNEL(engine_id, "ptr") void engine_id(int64_t* out) { out[0] = DJ_HOST_MATRIX_ENGINE; }
 """
-ENGINE_IDS = {"fma": 1, "avx512bf16": 2, "amx": 3}
+ENGINE_IDS = {"fma": 1, "avx512bf16": 2, "brgemm": 3}
 
 
 def _runtime(tmp_path, monkeypatch, forced=None):
@@ -51,7 +51,7 @@ def _runtime(tmp_path, monkeypatch, forced=None):
 @pytest.mark.parametrize("flags,march,expected", [
     (ZEN3, "native", "fma"),
     (AVX512_BF16, "native", "avx512bf16"),
-    (SAPPHIRE, "native", "avx512bf16"),      # amx is present but not built: passed over
+    (SAPPHIRE, "native", "brgemm" if me.brgemm_missing() is None else "avx512bf16"),   # AMX: oneDNN's tiles
     (AVX512_BF16, "x86-64-v3", "fma"),       # the CPU's flags say nothing of another target
 ])
 def test_automatic_choice(monkeypatch, flags, march, expected):
@@ -62,8 +62,9 @@ def test_automatic_choice(monkeypatch, flags, march, expected):
 
 
 def test_present_engines():
-    assert me.present_engines(SAPPHIRE) == ["amx", "avx512bf16", "fma"]
-    assert me.present_engines(ZEN3) == ["fma"]
+    brgemm = ["brgemm"] if me.brgemm_missing() is None else []
+    assert me.present_engines(SAPPHIRE) == brgemm + ["avx512bf16", "fma"]
+    assert me.present_engines(ZEN3) == brgemm + ["fma"]
 
 
 def test_forced_by_the_prefixed_variable_first(monkeypatch):
@@ -75,16 +76,33 @@ def test_forced_by_the_prefixed_variable_first(monkeypatch):
 def test_invalid_name_raises_naming_the_variable(monkeypatch):
     monkeypatch.delenv("MEAPP_HOST_MATRIX", raising=False)
     monkeypatch.setenv("DJ_HOST_MATRIX", "tensorcore")
-    with pytest.raises(deepjit.DeepJITError, match=r"DJ_HOST_MATRIX: 'tensorcore'.*amx, avx512bf16, fma"):
+    with pytest.raises(deepjit.DeepJITError, match=r"DJ_HOST_MATRIX: 'tensorcore'.*brgemm, avx512bf16, fma$"):
         me.choose(Env("MEAPP"), ZEN3, "native")
+
+
+def test_amx_points_to_brgemm(monkeypatch):
+    """There is no hand-written AMX engine: the name is refused with the way to AMX tiles."""
+    monkeypatch.delenv("MEAPP_HOST_MATRIX", raising=False)
+    monkeypatch.setenv("DJ_HOST_MATRIX", "AMX")
+    with pytest.raises(deepjit.DeepJITError, match=r"'AMX'.*DJ_HOST_MATRIX=brgemm runs on AMX tiles"):
+        me.choose(Env("MEAPP"), SAPPHIRE, "native")
+
+
+def test_brgemm_without_torch_library(monkeypatch):
+    monkeypatch.setattr(me, "brgemm_missing", lambda: "no installed torch with lib/libtorch_cpu.so was found")
+    assert me.automatic(SAPPHIRE) == "avx512bf16"
+    assert me.present_engines(SAPPHIRE) == ["avx512bf16", "fma"]
+    assert me.link_flags("brgemm") == []
+    why = me.unavailable("brgemm", SAPPHIRE, "DJ_HOST_MATRIX")
+    assert why.startswith("DJ_HOST_MATRIX=brgemm: no installed torch") and "engines present: avx512bf16, fma" in why
 
 
 def test_unavailable_messages():
     lacking = me.unavailable("avx512bf16", ZEN3, "DJ_HOST_MATRIX")
     assert lacking.startswith("DJ_HOST_MATRIX=avx512bf16:")
-    assert "lacks avx512f avx512bw avx512_bf16" in lacking and "engines present: fma" in lacking
-    assert "lacks amx_tile amx_bf16" in me.unavailable("amx", AVX512_BF16, "DJ_HOST_MATRIX")
-    assert "not built" in me.unavailable("amx", SAPPHIRE, "DJ_HOST_MATRIX")
+    assert "lacks avx512f avx512bw avx512_bf16" in lacking and "engines present: " in lacking
+    assert lacking.endswith(("engines present: brgemm, fma)", "engines present: fma)"))
+    assert "unknown matrix engine" in me.unavailable("amx", SAPPHIRE, "DJ_HOST_MATRIX")
     assert me.unavailable("avx512bf16", SAPPHIRE, "DJ_HOST_MATRIX") is None
     assert me.unavailable("fma", ZEN3, "DJ_HOST_MATRIX") is None
 
@@ -125,8 +143,7 @@ def test_automatic_engine_is_what_runs(tmp_path, monkeypatch):
     runtime = _runtime(tmp_path, monkeypatch)
     out = torch.zeros(1, dtype=torch.int64)
     runtime.launch(runtime.compile("engine_id", ENGINE_SOURCE), None, out)
-    best = next(e for e in me.ENGINES if me.unavailable(e, CPU_FLAGS, "x") is None)
-    assert out.item() == ENGINE_IDS[best]
+    assert out.item() == ENGINE_IDS[me.automatic(CPU_FLAGS)]
 
 
 MICRO_SOURCE = r"""

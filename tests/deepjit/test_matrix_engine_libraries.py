@@ -29,7 +29,7 @@ def _automatic(flags: str) -> str | None:
     forced = any(k.endswith("_HOST_MATRIX") and v for k, v in os.environ.items())
     if forced or any(k.endswith("_JIT_HOST_MARCH") and v != "native" for k, v in os.environ.items()):
         return None
-    return next(e for e in me.ENGINES if e in me.BUILT and not me.missing_flags(e, flags))
+    return me.automatic(flags)
 
 
 def _params():

@@ -14,9 +14,12 @@ ZEN3 = "avx2 fma"
 
 @pytest.fixture
 def fake_ceilings(monkeypatch):
-    readings = {"avx512bf16_peak_gflops": [400.0, 500.0], "fma_peak_gflops": [200.0, 200.0], "copy_gbs": [20.0, 30.0]}
+    readings = {"avx512bf16_peak_gflops": [400.0, 500.0], "fma_peak_gflops": [200.0, 200.0], "copy_gbs": [20.0, 30.0],
+                "brgemm_peak_gflops": [2000.0, 2000.0]}
     for name, values in readings.items():
         monkeypatch.setitem(peaks.MEASURES, name, lambda values=values: values.pop(0))
+    # brgemm is present wherever torch exports it; these cases model CPUs without it unless they say so
+    monkeypatch.setattr(peaks.me, "brgemm_missing", lambda: "not in these cases")
     for var in ("DJ_HOST_MATRIX", "BENCH_HOST_MATRIX", "BENCH_JIT_HOST_MARCH", "DJ_JIT_HOST_MARCH"):
         monkeypatch.delenv(var, raising=False)
     return lambda flags: monkeypatch.setattr(peaks, "cpu_flags", lambda: flags)
@@ -55,13 +58,13 @@ def test_forced_engine_is_the_one_reported(fake_ceilings, monkeypatch):
     assert gemm.best_engine == "avx512bf16" and gemm.share_of_best == pytest.approx(0.25)
 
 
-def test_amx_present_is_reported_unmeasured(fake_ceilings):
+def test_amx_runs_bf16_kernels_on_brgemm(fake_ceilings, monkeypatch):
+    monkeypatch.setattr(peaks.me, "brgemm_missing", lambda: None)
     fake_ceilings(SAPPHIRE)
     b = Bench()
-    gemm = b.record("s", "bf16", "x", 1.0, flops=100e9)
-    assert gemm.engine == "avx512bf16" and gemm.best_engine == "avx512bf16"
-    assert b.peaks.unmeasured() == ["amx: present, not measured (deepjit's amx engine is not built)"]
-    assert "amx: present, not measured" in b.table()
+    gemm = b.record("s", "bf16", "x", 1.0, flops=1000e9)
+    assert gemm.engine == "brgemm" and gemm.share_of_peak == pytest.approx(0.5)
+    assert gemm.best_engine == "brgemm" and b.peaks.unmeasured() == []
 
 
 def test_finish_keeps_the_higher_reading_and_flags_a_loaded_run(fake_ceilings):

@@ -19,6 +19,12 @@
 // (rows_task). Any other count (an MoE decode expert holds ~1-30 rows): A stays plain BF16 rows and
 // each B panel meets tiles of exactly the job's height (panel_task + rows_micro), so no lanes are
 // spent on padding rows; this path is bound by converting B (FP8 through byte tables).
+//
+// On the brgemm matrix engine (DJ_HAVE_BRGEMM, deepjit/host/brgemm.hpp) every job whose A is K-major
+// keeps A as plain BF16 rows and runs oneDNN's micro-kernel (AMX tiles where the CPU has them) on
+// one 32-wide B panel and all the tile's rows per call: tile_task for many rows, panel_task for few.
+// Promoted scales: each K block's product lands in an FP32 scratch tile, then C += P * sa[i] * sb[j]
+// with the same FMA as the vdpbf16ps micro-kernel.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +34,9 @@
 
 #include <deepjit/host/gemm_bf16.hpp>
 #include <deepjit/host/gemm_convert.hpp>
+#ifdef DJ_HAVE_BRGEMM
+#include <deepjit/host/brgemm.hpp>
+#endif
 
 namespace dg {
 
@@ -37,8 +46,10 @@ constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-f
 constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
 constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
+constexpr int64_t KC_BRGEMM = 2048; // the same on brgemm: one call per 64 columns for K up to 2048 (fewer C reloads)
 constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
+constexpr int64_t kBrgemmPanel = 64;      // B columns per brgemm call in the packed-up-front schedule
 
 struct Operand {
     const uint8_t* ptr = nullptr;
@@ -385,6 +396,31 @@ DJ_INLINE void run_micro(int64_t kp, const uint32_t* A, const uint32_t* B, float
     micro_kernel<MR, kPromote>(kp, A, B, C, ldc, acc, sa, sb);
 }
 
+#ifdef DJ_HAVE_BRGEMM
+// C[rows x w] (row stride ldc) over plain BF16 A rows (lda) and one K-pair panel of width w (a
+// multiple of 16) on brgemm. Not promoted: C = (acc ? C : 0) + A.B. Promoted: P = A.B into tmp
+// (rows x w), then C = (acc ? C : 0) + P * (sb[j] * sa[i]). False after an error was reported.
+inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A, int64_t lda, const uint32_t* B,
+                         float* C, int64_t ldc, bool acc, bool promote, const float* sa, const float* sb, float* tmp) {
+    if (!promote) return dj::brgemm::gemm(rows, w, kcp, A, lda, B, w, C, ldc, acc);
+    if (!dj::brgemm::gemm(rows, w, kcp, A, lda, B, w, tmp, w, false)) return false;
+    for (int64_t i = 0; i < rows; ++i) {
+        float* c = C + i * ldc;
+        const float* t = tmp + i * w;
+#ifdef DJ_HAVE_AVX512
+        const __m512 si = _mm512_set1_ps(sa[i]);
+        for (int64_t h = 0; h < w; h += 16) {
+            const __m512 base = acc ? _mm512_loadu_ps(c + h) : _mm512_setzero_ps();
+            _mm512_storeu_ps(c + h, _mm512_fmadd_ps(_mm512_loadu_ps(t + h), _mm512_mul_ps(_mm512_loadu_ps(sb + h), si), base));
+        }
+#else
+        for (int64_t j = 0; j < w; ++j) c[j] = (acc ? c[j] : 0.0f) + t[j] * (sb[j] * sa[i]);
+#endif
+    }
+    return true;
+}
+#endif
+
 class Engine {
 public:
     Engine(const Operand& a, const Operand& b, const Output& o, int64_t n, int64_t threads)
@@ -397,6 +433,10 @@ public:
                 if (op->promoted()) kc_ = kc_ == 0 ? op->gk : std::min(kc_, op->gk);
         }
         npad_ = ceil_div(n, 32) * 32;
+#ifdef DJ_HAVE_BRGEMM
+        brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
+        if (brgemm_ && !promote_) kc_ = KC_BRGEMM;
+#endif
     }
 
     void run(const std::vector<Job>& jobs) {
@@ -411,8 +451,10 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            p.plain = p.small && job.m % 32 != 0 && a_.k_major();   // rows_to_bf16 gathers other majors
+            p.plain = (brgemm_ || (p.small && job.m % 32 != 0)) && a_.k_major();   // rows_to_bf16 gathers other majors
             p.rows = p.small && !p.plain && b_.k_major();
+            // brgemm reads plain BF16 A where it lies (K even: calls then cover K exactly)
+            p.a_direct = brgemm_ && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0;
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
             p.lda = p.nkb * kc_ + 32;
@@ -472,7 +514,8 @@ private:
     struct Prepared {
         bool small = false;   // few rows: B is converted on the fly, not packed up front
         bool rows = false;    // small with K-major B: B's rows are the broadcast side (rows_task)
-        bool plain = false;   // small and ragged: A kept as BF16 rows, exact-height tiles (panel_task)
+        bool plain = false;   // small and ragged, or brgemm: A kept as BF16 rows, exact-height tiles
+        bool a_direct = false;   // brgemm on A's own BF16 rows: nothing packed
         int64_t mpad = 0, nkb = 0, lda = 0;
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
@@ -485,13 +528,14 @@ private:
         Buffer<uint16_t> tmp;
         Buffer<int16_t> exps;
         Buffer<uint32_t> panel;
-        Buffer<float> acc, sb;
+        Buffer<float> acc, sb, ctmp;   // ctmp: a brgemm block product before promotion
         Scratch(int64_t kc, int64_t npad_small)
             : tmp(alloc<uint16_t>(std::max<int64_t>(MC, 64) * (kc + 40) + kc * (std::max<int64_t>(MC, 64) + 40))),
               exps(alloc<int16_t>(std::max<int64_t>(MC, 64))),
               panel(alloc<uint32_t>(NR * std::max<int64_t>(kc, kPanelK) / 2)),
               acc(alloc<float>(std::max<int64_t>(MC * NC, npad_small * NR))),
-              sb(alloc<float>(NR)) {}
+              sb(alloc<float>(NR)),
+              ctmp(alloc<float>(std::max<int64_t>(MC, npad_small) * kBrgemmPanel)) {}
     };
 
     template <typename F>
@@ -505,10 +549,14 @@ private:
 #endif
         {
             Scratch s(kc_, small_rows);
+#ifdef DJ_HAVE_BRGEMM
+            dj::brgemm::Scope brgemm_scope;   // the thread's AMX tile state is released on leaving
+#endif
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-            for (int64_t i = 0; i < n; ++i) fn(items[i], s);
+            for (int64_t i = 0; i < n; ++i)
+                if (!dj::failed()) fn(items[i], s);   // after a reported error the launch raises
         }
     }
 
@@ -524,7 +572,9 @@ private:
         const int64_t kbs_b = job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1);
         if (it.kind == 0) {
             const int64_t r0 = it.y, rows = std::min(MC, p.mpad - r0), mv = std::clamp<int64_t>(job.m - r0, 0, rows);
-            if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
+            if (p.a_direct) {
+                // read in place by a_rows()
+            } else if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
                 uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
                 rows_to_bf16(a_, job.a_g, job.a_m0 + r0, mv, mv, k0, kv, kcp, job.k0, job.kb0, out, p.lda);
             } else {
@@ -536,7 +586,9 @@ private:
         } else {
             const int64_t c0 = it.y, cols = std::min<int64_t>(64, npad_ - c0), nv = std::clamp<int64_t>(n_ - c0, 0, cols);
             uint32_t* out = p.b + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
-            pack_block(b_, job.b_g, c0, nv, cols, NR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
+            // brgemm reads 64-wide panels (fewer, longer calls); the layout by column is the same
+            pack_block(b_, job.b_g, c0, nv, cols, brgemm_ ? cols : NR, k0, kv, kcp, job.k0, job.kb0,
+                       s.tmp.get(), s.exps.get(), out);
             block_scales(b_, job.b_g, c0, nv, cols, kbs_b, p.sb + kb * npad_ + c0);
         }
     }
@@ -546,6 +598,24 @@ private:
         const int64_t rows = std::min(MC, job.m - r0), cols = std::min(NC, n_ - c0);
         const int64_t ipanels = ceil_div(rows, MR), jpanels = ceil_div(cols, NR);
         float* acc = s.acc.get();
+#ifdef DJ_HAVE_BRGEMM
+        if (p.plain) {   // brgemm: all rows against one 64-wide panel (prepack's width) per call
+            for (int64_t kb = 0; kb < p.nkb; ++kb) {
+                const int64_t kcp = kcp_of(job, kb);
+                int64_t lda, kk;
+                const uint16_t* A = a_rows(job, p, kb, r0, lda, kk);
+                const uint32_t* bblk = b_block(job, p, kb, c0);
+                for (int64_t j = 0; j < cols; j += kBrgemmPanel) {
+                    const int64_t w = std::min<int64_t>(kBrgemmPanel, npad_ - (c0 + j));
+                    if (!brgemm_panel(rows, w, kk, A, lda, bblk + j * kcp / 2, acc + j, NC, kb > 0, promote_,
+                                      p.sa + kb * p.mpad + r0, p.sb + kb * npad_ + c0 + j, s.ctmp.get()))
+                        return;
+                }
+            }
+            if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
+            return;
+        }
+#endif
         for (int64_t kb = 0; kb < p.nkb; ++kb) {
             const int64_t kcp = kcp_of(job, kb);
             const uint32_t* ablk = a_block(job, p, kb, r0);
@@ -579,6 +649,21 @@ private:
         }
         if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
     }
+
+#ifdef DJ_HAVE_BRGEMM
+    // Row r0 of the job's A at K block kb for brgemm, its row stride and the K the call covers:
+    // A's own rows (a_direct, exactly the block's K) or the plain rows prepack wrote (K zero-padded).
+    const uint16_t* a_rows(const Job& job, const Prepared& p, int64_t kb, int64_t r0, int64_t& lda, int64_t& k) const {
+        if (p.a_direct) {
+            lda = a_.smn;
+            k = std::min(kc_, job.klen - kb * kc_);
+            return reinterpret_cast<const uint16_t*>(a_.row_base(job.a_g, job.a_m0 + r0)) + job.k0 + kb * kc_;
+        }
+        lda = p.lda;
+        k = kcp_of(job, kb);
+        return reinterpret_cast<const uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+    }
+#endif
 
     // K [k0, k0 + kv) of rows [mn0, mn0 + rows) of a K-major operand, into L1.
     template <int kLocality = 3>
@@ -721,6 +806,16 @@ private:
                     if (promote_)
                         block_scales(b_, job.b_g, c, nv, NR, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1),
                                      s.sb.get());
+#ifdef DJ_HAVE_BRGEMM
+                    if (p.plain) {   // brgemm: all the job's rows in one call
+                        int64_t lda, kk;
+                        const uint16_t* A = a_rows(job, p, kb, 0, lda, kk);
+                        if (!brgemm_panel(job.m, NR, kk, A, lda, panel, acc, NR, kb > 0, promote_, sa, s.sb.get(),
+                                          s.ctmp.get()))
+                            return;
+                        continue;
+                    }
+#endif
                     if (p.plain) {
                         // Rows in near-equal chunks of at most kMaxRows, each one exact-height tile.
                         const int64_t chunks = ceil_div(job.m, kMaxRows);
@@ -752,6 +847,7 @@ private:
     Output o_;
     int64_t n_, threads_, kc_ = KC_FOLDED, npad_ = 0;
     bool promote_ = false;
+    bool brgemm_ = false;   // the brgemm engine runs this problem (A plain rows)
 };
 
 }  // namespace dg

@@ -46,7 +46,7 @@ def layout(q, kind, mn_major):
     return q.T.contiguous().T
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 33, 128), (77, 100, 300), (130, 257, 384), (96, 64, 4096)])
+@pytest.mark.parametrize("m,n,k", [(1, 33, 128), (77, 100, 300), (130, 257, 384), (96, 64, 4096), (100, 96, 2210), (130, 40, 333)])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_bf16_gemm(m, n, k, out_dtype):
     a, _, ar = operand("bf16", m, k, (1, 1), False)

@@ -8,6 +8,7 @@ from ...elf import STT_FUNC, expect_one_kernel, exported_symbols
 from ...errors import DeepJITError
 
 SIGNATURE_SUFFIX = "__dj_signature"
+ERROR_SYMBOL = "dj_kernel_error"     # deepjit/host/kernel.hpp: the message of a failed launch
 _CTYPES = {
     "ptr": ctypes.c_void_p,
     "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32, "i64": ctypes.c_int64,
@@ -46,6 +47,10 @@ class HostKernel:
         self._fn = getattr(self._lib, self.name)
         self._fn.argtypes = [_CTYPES[t] for t in self.arg_types]
         self._fn.restype = None
+        try:   # libraries built without deepjit/host/kernel.hpp's error buffer report nothing
+            self._error = (ctypes.c_char * 1024).in_dll(self._lib, ERROR_SYMBOL)
+        except ValueError:
+            self._error = None
 
     def _convert(self, i: int, kind: str, value):
         if kind == "ptr":
@@ -75,6 +80,10 @@ class HostKernel:
             raise TypeError(f"kernel {self.name} takes {len(self.arg_types)} arguments "
                             f"({', '.join(self.arg_types)}), got {len(args)}")
         self._fn(*[self._convert(i, k, a) for i, (k, a) in enumerate(zip(self.arg_types, args, strict=True))])
+        if self._error is not None and self._error[0] != b"\0":
+            message = self._error.value.decode(errors="replace")
+            self._error[0] = b"\0"
+            raise DeepJITError(f"kernel {self.name} failed: {message}")
 
     def __call__(self, *args):
         self.launch(None, *args)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ...errors import DeepJITError
 from ...external import shell_join
 from ...options import Options
-from .matrix_engine import ENGINES, define
+from .matrix_engine import ENGINES, define, link_flags
 
 DEFAULT_CXX_FLAGS = ("-fPIC", "-shared", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas")
 
@@ -37,8 +37,13 @@ class HostCompilerOptions(Options):
         flags += list(self.cxx_flags or ()) + list(self.extra_cxx_flags or ())
         return flags
 
+    def get_link_flags(self) -> list[str]:
+        """Libraries the kernel links (after its source: the linker drops a library named before
+        anything needs it)."""
+        return link_flags(self.matrix_engine) if self.matrix_engine else []
+
     def hash_components(self) -> list[str]:
-        return [shell_join(self.get_flags())]
+        return [shell_join(self.get_flags() + self.get_link_flags())]
 
 
 @dataclass

@@ -102,7 +102,7 @@ class HostBackend(Backend):
         out = os.path.join(build_dir, "kernel.so")
         write_file_sync(src, source)
         argv = [self.cxx, *options.get_flags(), *[f"-I{d}" for d in self.effective_config(self.config).include_dirs],
-                src, "-o", out]
+                src, *options.get_link_flags(), "-o", out]
         self.run(argv, cwd=build_dir)
         self.require_output(out, "the host kernel's shared object")
         return shell_join(argv)

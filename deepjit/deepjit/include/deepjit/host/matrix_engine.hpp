@@ -6,9 +6,12 @@
 //   DJ_MATRIX_ENGINE_FMA         FP32 multiply-add on the unpacked BF16 values (AVX2 + FMA
 //                                intrinsics where the target has them, portable code otherwise)
 //   DJ_MATRIX_ENGINE_AVX512BF16  the BF16 dot-product instruction (vdpbf16ps)
-//   DJ_MATRIX_ENGINE_AMX         AMX BF16 tiles: a known name, not built yet (error below)
-// Kernels test DJ_HAVE_AVX512_BF16 for their own vdpbf16ps loops; it is defined only on the
-// avx512bf16 engine, so forcing fma on a CPU that has the dot product runs the FMA path everywhere.
+//   DJ_MATRIX_ENGINE_BRGEMM      oneDNN's brgemm micro-kernel from torch's CPU library
+//                                (deepjit/host/brgemm.hpp; AMX tiles where the CPU has them). Kernels
+//                                test DJ_HAVE_BRGEMM for their brgemm paths; their other loops run on
+//                                vdpbf16ps where the target has it, FMA otherwise.
+// Kernels test DJ_HAVE_AVX512_BF16 for their own vdpbf16ps loops; it is not defined on the fma
+// engine, so forcing fma on a CPU that has the dot product runs the FMA path everywhere.
 // Compiled outside deepjit (no define), the best engine the compiler's target has is used.
 #pragma once
 
@@ -19,7 +22,7 @@
 
 #define DJ_MATRIX_ENGINE_FMA 1
 #define DJ_MATRIX_ENGINE_AVX512BF16 2
-#define DJ_MATRIX_ENGINE_AMX 3
+#define DJ_MATRIX_ENGINE_BRGEMM 3
 
 #ifndef DJ_HOST_MATRIX_ENGINE
 #if defined(DJ_HAVE_AVX512) && defined(__AVX512BF16__)
@@ -29,8 +32,15 @@
 #endif
 #endif
 
-#if DJ_HOST_MATRIX_ENGINE == DJ_MATRIX_ENGINE_AMX
-#error "matrix engine amx (DJ_HOST_MATRIX=amx): the AMX tile engine is not built in this deepjit; use avx512bf16 or fma"
+#if DJ_HOST_MATRIX_ENGINE == DJ_MATRIX_ENGINE_BRGEMM
+#define DJ_HAVE_BRGEMM 1
+#if defined(DJ_HAVE_AVX512) && defined(__AVX512BF16__)
+#define DJ_HAVE_AVX512_BF16 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define DJ_HAVE_AVX2_FMA 1
+#endif
+#define DJ_MATRIX_ENGINE_NAME "brgemm"
 #elif DJ_HOST_MATRIX_ENGINE == DJ_MATRIX_ENGINE_AVX512BF16
 #if !(defined(DJ_HAVE_AVX512) && defined(__AVX512BF16__))
 #error "matrix engine avx512bf16: the compiler target lacks AVX-512 F/BW/BF16 (check DJ_JIT_HOST_MARCH)"
@@ -44,5 +54,5 @@
 #endif
 #define DJ_MATRIX_ENGINE_NAME "fma"
 #else
-#error "DJ_HOST_MATRIX_ENGINE must be DJ_MATRIX_ENGINE_FMA, DJ_MATRIX_ENGINE_AVX512BF16 or DJ_MATRIX_ENGINE_AMX"
+#error "DJ_HOST_MATRIX_ENGINE must be DJ_MATRIX_ENGINE_FMA, DJ_MATRIX_ENGINE_AVX512BF16 or DJ_MATRIX_ENGINE_BRGEMM"
 #endif
