@@ -443,6 +443,86 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 }
 #endif
 
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+// Decode (1-8 rows of A): B's rows are read where they lie, once, converted in registers (E4M3
+// through E4M3Tables) and dotted with every A row by vdpbf16ps, so B streams at close to copy
+// bandwidth: no panel is packed, nothing is written (measured 1.5-2x the packed paths at M = 4).
+// A is prepacked unscaled as BF16 rows of K padded to 64 with zeros, each 64-value chunk in the
+// order the conversion leaves B's values in (stream_order). Scales, folded or promoted, are
+// applied per scale block of gb values in FP32: tot += acc * (sa * sb).
+// A rows up to which the stream path runs. Its vdpbf16ps work grows with the rows while brgemm's
+// AMX tiles cost the same for 1-16 rows: on brgemm the packed path wins from about 5 rows of FP8.
+#ifdef DJ_HAVE_BRGEMM
+constexpr int64_t kStreamRows = 4;
+#else
+constexpr int64_t kStreamRows = 8;
+#endif
+constexpr int64_t kStreamCols = 128;   // B rows per task
+
+// Position within a 64-value chunk of A that element e takes: E4M3Tables::convert leaves values
+// {0-7, 16-23, 32-39, 48-55} in its first register and the others in the second (BF16 B: as is).
+DJ_INLINE int64_t stream_order(int64_t e, bool fp8) {
+    return fp8 ? (e % 8) + ((e / 16) % 4) * 8 + ((e / 8) % 2) * 32 : e;
+}
+
+// out[m * ldo + r] = sum over K of A[m] . B[r] (scaled per block) for RB B rows and M A rows.
+// scales[blk][m][r] for each block of gb values (kScaled).
+// bnext: the next call's B rows, requested chunk by chunk a whole call ahead (the hardware
+// prefetchers follow a few rows of 2-4 KiB too late: the loads stalled on memory without it).
+template <int M, int RB, bool kScaled, bool kFp8>
+void stream_rows(const uint8_t* const* brow, const uint8_t* const* bnext, const uint16_t* A, int64_t lda, int64_t klen, int64_t gb,
+                 const float* scales, const E4M3Tables& tb, float* out, int64_t ldo) {
+    __m512 acc[M][RB], tot[M][RB];
+    for (int m = 0; m < M; ++m)
+        for (int r = 0; r < RB; ++r) acc[m][r] = tot[m][r] = _mm512_setzero_ps();
+    const int64_t chunks = ceil_div(klen, 64), per_block = kScaled ? gb / 64 : chunks;
+    for (int64_t c = 0, next = per_block; c < chunks; ++c) {
+        const int64_t left = klen - c * 64;
+        for (int r = 0; r < RB; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(bnext[r]) + c * (kFp8 ? 64 : 128), _MM_HINT_T0);
+            if (!kFp8) _mm_prefetch(reinterpret_cast<const char*>(bnext[r]) + c * 128 + 64, _MM_HINT_T0);
+        }
+        __m512i w0[RB], w1[RB];
+        for (int r = 0; r < RB; ++r) {
+            if (kFp8) {
+                const __mmask64 mk = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+                tb.convert(_mm512_maskz_loadu_epi8(mk, brow[r] + c * 64), w0[r], w1[r]);
+            } else {
+                const uint16_t* b = reinterpret_cast<const uint16_t*>(brow[r]) + c * 64;
+                const __mmask32 m0 = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+                const __mmask32 m1 = left >= 64 ? ~__mmask32(0) : left <= 32 ? 0 : (__mmask32(1) << (left - 32)) - 1;
+                w0[r] = _mm512_maskz_loadu_epi16(m0, b);
+                w1[r] = _mm512_maskz_loadu_epi16(m1, b + 32);
+            }
+        }
+        for (int m = 0; m < M; ++m) {
+            const __m512bh a0 = (__m512bh)_mm512_loadu_si512(A + m * lda + c * 64);
+            const __m512bh a1 = (__m512bh)_mm512_loadu_si512(A + m * lda + c * 64 + 32);
+            for (int r = 0; r < RB; ++r) {
+                acc[m][r] = _mm512_dpbf16_ps(acc[m][r], a0, (__m512bh)w0[r]);
+                acc[m][r] = _mm512_dpbf16_ps(acc[m][r], a1, (__m512bh)w1[r]);
+            }
+        }
+        if (kScaled && (c + 1 == next || c + 1 == chunks)) {
+            for (int m = 0; m < M; ++m)
+                for (int r = 0; r < RB; ++r) {
+                    tot[m][r] = _mm512_fmadd_ps(acc[m][r], _mm512_set1_ps(scales[m * RB + r]), tot[m][r]);
+                    acc[m][r] = _mm512_setzero_ps();
+                }
+            scales += M * RB;
+            next += per_block;
+        }
+    }
+    for (int m = 0; m < M; ++m)
+        for (int r = 0; r < RB; ++r) out[m * ldo + r] = _mm512_reduce_add_ps(kScaled ? tot[m][r] : acc[m][r]);
+}
+
+// B rows at a time: the accumulators (and the scaled totals) of M x RB dot products in registers.
+constexpr int stream_rb(int m, bool scaled) {
+    return scaled ? (m <= 2 ? 4 : m <= 4 ? 2 : 1) : (m <= 2 ? 8 : m <= 4 ? 4 : 2);
+}
+#endif
+
 class Engine {
 public:
     Engine(const Operand& a, const Operand& b, const Output& o, int64_t n, int64_t threads)
@@ -455,6 +535,12 @@ public:
                 if (op->promoted()) kc_ = kc_ == 0 ? op->gk : std::min(kc_, op->gk);
         }
         npad_ = ceil_div(n, 32) * 32;
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+        stream_gb_ = a.sf && b.sf ? std::min(a.gk, b.gk) : a.sf ? a.gk : b.sf ? b.gk : 0;
+        stream_ok_ = a.k_major() && b.k_major() && (b.type == kBF16 || b.type == kE4M3) &&
+                     (!a.sf || a.gk % 64 == 0) && (!b.sf || b.gk % 64 == 0) &&
+                     (!a.sf || !b.sf || a.gk % b.gk == 0 || b.gk % a.gk == 0);
+#endif
 #ifdef DJ_HAVE_BRGEMM
         brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
         if (brgemm_ && !promote_) kc_ = KC_BRGEMM;
@@ -473,6 +559,16 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
+            if (stream_ok_ && job.m <= kStreamRows) {   // A prepacked for stream_rows, B read in place
+                p.stream = true;
+                p.mpad = 32;
+                p.lda = ceil_div(job.klen, 64) * 64;
+                p.a_off = words;
+                words += round64(job.m * p.lda / 2);
+                packs.push_back({static_cast<int64_t>(j), 0, 0, 0});
+                for (int64_t c0 = 0; c0 < n_; c0 += kStreamCols) tasks.push_back({static_cast<int64_t>(j), 4, 0, c0});
+                continue;
+            }
             p.plain = (brgemm_ || (p.small && job.m % 32 != 0)) && a_.k_major();   // rows_to_bf16 gathers other majors
             p.rows = p.small && !p.plain && b_.k_major();
             // brgemm reads plain BF16 A where it lies (K even: calls then cover K exactly), unless its
@@ -533,6 +629,10 @@ public:
                 tile_task(jobs[it.job], prep[it.job], it.x, it.y, s);
             else if (it.kind == 1)
                 panel_task(jobs[it.job], prep[it.job], it.y, s);
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+            else if (it.kind == 4)
+                stream_task(jobs[it.job], prep[it.job], it.y);
+#endif
 #ifdef DJ_HAVE_BRGEMM
             else if (it.kind == 3)
                 group_task(jobs[it.job], prep[it.job], it.x, it.y, s);
@@ -557,6 +657,7 @@ private:
         bool plain = false;   // small and ragged, or brgemm: A kept as BF16 rows, exact-height tiles
         bool a_direct = false;   // brgemm on A's own BF16 rows: nothing packed
         bool group = false;      // brgemm with many rows: group_task packs B itself
+        bool stream = false;     // decode rows: stream_task reads B in place
         int64_t mpad = 0, nkb = 0, lda = 0, range = 0;
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
@@ -616,6 +717,17 @@ private:
     }
 
     void prepack(const Job& job, Prepared& p, const Item& it, Scratch& s) {
+        if (p.stream) {   // A's rows unscaled, each 64-value chunk in stream_order, zero past K
+            uint16_t* row = s.tmp.get();
+            for (int64_t r = 0; r < job.m; ++r) {
+                to_bf16(a_.row_base(job.a_g, job.a_m0 + r), a_.type, job.k0, job.klen, row);
+                std::memset(row + job.klen, 0, (p.lda - job.klen) * 2);
+                uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r * p.lda;
+                for (int64_t c = 0; c < p.lda; c += 64)
+                    for (int64_t e = 0; e < 64; ++e) out[c + stream_order(e, b_.type == kE4M3)] = row[c + e];
+            }
+            return;
+        }
         const int64_t kb = it.x, kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
         const int64_t k0 = job.k0 + kb * kc_;
         const int64_t kbs_a = job.kb0 + (kb * kc_) / std::max<int64_t>(a_.gk, 1);
@@ -727,6 +839,79 @@ private:
 #endif
     }
 
+#endif
+
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+    // B's rows [c0, c0 + kStreamCols) against the job's (few) A rows, RB rows at a time.
+    void stream_task(const Job& job, const Prepared& p, int64_t c0) {
+        const bool scaled = stream_gb_ > 0, fp8 = b_.type == kE4M3;
+        const int64_t cols = std::min(kStreamCols, n_ - c0), m = job.m;
+        const int rb = stream_rb(static_cast<int>(m), scaled);
+        const int64_t blocks = scaled ? ceil_div(job.klen, stream_gb_) : 0;
+        E4M3Tables tb;
+        if (fp8) tb.build(tables(), 0);
+        // Per block: each A row's scale (sa), and the offset of B's scale along K (sb_k).
+        std::vector<float> scales(blocks * m * rb), sa(blocks * m, 1.0f);
+        std::vector<int64_t> sb_k(blocks);
+        for (int64_t bi = 0; bi < blocks; ++bi) {
+            const int64_t koff = bi * stream_gb_;
+            if (b_.sf) sb_k[bi] = (job.kb0 + koff / b_.gk) * b_.sfk;
+            if (a_.sf)
+                for (int64_t i = 0; i < m; ++i) sa[bi * m + i] = a_.scale(job.a_g, job.a_m0 + i, job.kb0 + koff / a_.gk);
+        }
+        float out[kStreamRows * kStreamCols];
+        const uint16_t* A = reinterpret_cast<const uint16_t*>(p.a);
+        // B rows prefetched about 16 KiB ahead (whole groups of rb rows)
+        const int64_t row_bytes = std::max<int64_t>(1, job.klen * (fp8 ? 1 : 2));
+        const int64_t ahead = rb * std::max<int64_t>(1, ceil_div(16384, rb * row_bytes));
+        for (int64_t r0 = 0; r0 < cols; r0 += rb) {
+            const uint8_t *brow[8], *bnext[8];
+            const float* sb_row[8];
+            for (int r = 0; r < rb; ++r) {   // rows past the end repeat the last one (results dropped)
+                const int64_t n = c0 + std::min<int64_t>(r0 + r, cols - 1);
+                brow[r] = b_.row_base(job.b_g, n) + (fp8 ? 1 : 2) * job.k0;
+                bnext[r] = b_.row_base(job.b_g, std::min(n_ - 1, c0 + r0 + ahead + r)) + (fp8 ? 1 : 2) * job.k0;
+                sb_row[r] = b_.sf ? b_.sf + job.b_g * b_.sfg + (n / b_.gmn) * b_.sfmn : nullptr;
+            }
+            for (int64_t bi = 0; bi < blocks; ++bi)
+                for (int64_t i = 0; i < m; ++i)
+                    for (int r = 0; r < rb; ++r)
+                        scales[(bi * m + i) * rb + r] = sa[bi * m + i] * (sb_row[r] ? sb_row[r][sb_k[bi]] : 1.0f);
+            float part[kStreamRows * 8];
+            stream_dispatch(static_cast<int>(m), scaled, fp8, brow, bnext, A, p.lda, job.klen, scales.data(), tb, part, rb);
+            for (int64_t i = 0; i < m; ++i)
+                for (int r = 0; r < rb && r0 + r < cols; ++r) out[i * kStreamCols + r0 + r] = part[i * rb + r];
+        }
+        epilogue(o_, job.d_g, job.d_m0, c0, m, cols, out, kStreamCols);
+    }
+
+    template <int M>
+    void stream_m(bool scaled, bool fp8, const uint8_t* const* brow, const uint8_t* const* bnext, const uint16_t* A, int64_t lda, int64_t klen,
+                  const float* sc, const E4M3Tables& tb, float* out, int64_t ldo) const {
+        if (scaled) {
+            if (fp8) stream_rows<M, stream_rb(M, true), true, true>(brow, bnext, A, lda, klen, stream_gb_, sc, tb, out, ldo);
+            else stream_rows<M, stream_rb(M, true), true, false>(brow, bnext, A, lda, klen, stream_gb_, sc, tb, out, ldo);
+        } else {
+            if (fp8) stream_rows<M, stream_rb(M, false), false, true>(brow, bnext, A, lda, klen, 0, sc, tb, out, ldo);
+            else stream_rows<M, stream_rb(M, false), false, false>(brow, bnext, A, lda, klen, 0, sc, tb, out, ldo);
+        }
+    }
+    void stream_dispatch(int m, bool scaled, bool fp8, const uint8_t* const* brow, const uint8_t* const* bnext, const uint16_t* A, int64_t lda,
+                         int64_t klen, const float* sc, const E4M3Tables& tb, float* out, int64_t ldo) const {
+        switch (m) {
+        case 1: return stream_m<1>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 2: return stream_m<2>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 3: return stream_m<3>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 4: return stream_m<4>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 5: return stream_m<5>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 6: return stream_m<6>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 7: return stream_m<7>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        default: return stream_m<8>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        }
+    }
+#endif
+
+#ifdef DJ_HAVE_BRGEMM
     // Row r0 of the job's A at K block kb for brgemm, its row stride and the K the call covers:
     // A's own rows (a_direct, exactly the block's K) or the plain rows prepack wrote (K zero-padded).
     const uint16_t* a_rows(const Job& job, const Prepared& p, int64_t kb, int64_t r0, int64_t& lda, int64_t& k) const {
@@ -925,6 +1110,8 @@ private:
     bool promote_ = false;
     bool brgemm_ = false;   // the brgemm engine runs this problem (A plain rows)
     int64_t group_acc_ = 0;   // FP32 accumulators a group_task needs (0: no group tasks)
+    bool stream_ok_ = false;  // operands stream_task takes (decode jobs go there)
+    int64_t stream_gb_ = 0;   // its scale block (0: no scales)
 };
 
 }  // namespace dg
