@@ -21,8 +21,10 @@
 // spent on padding rows; this path is bound by converting B (FP8 through byte tables).
 //
 // On the brgemm matrix engine (DJ_HAVE_BRGEMM, deepjit/host/brgemm.hpp) every job whose A is K-major
-// keeps A as plain BF16 rows and runs oneDNN's micro-kernel (AMX tiles where the CPU has them) on
-// one 32-wide B panel and all the tile's rows per call: tile_task for many rows, panel_task for few.
+// keeps A as plain BF16 rows and runs oneDNN's micro-kernel (AMX tiles where the CPU has them).
+// Many rows (group_task): each task packs 256 columns of B into its own L2-resident scratch and runs
+// all rows of its range against them, 32 rows x 512 K per call (A's chunk in L1, B from L2, the
+// packed B never goes to memory). Few rows (panel_task): one 32-wide B panel and all rows per call.
 // Promoted scales: each K block's product lands in an FP32 scratch tile, then C += P * sa[i] * sb[j]
 // with the same FMA as the vdpbf16ps micro-kernel.
 #pragma once
@@ -46,10 +48,18 @@ constexpr int64_t MC = 128;         // rows of an output tile in the packed-up-f
 constexpr int64_t NC = 256;         // columns of an output tile (8 panels)
 constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on the fly
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
-constexpr int64_t KC_BRGEMM = 2048; // the same on brgemm: one call per 64 columns for K up to 2048 (fewer C reloads)
+constexpr int64_t KC_BRGEMM = 2048; // the same on brgemm (a task packs 256 columns x 2048 K = 1 MiB at a time)
 constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
-constexpr int64_t kBrgemmPanel = 64;      // B columns per brgemm call in the packed-up-front schedule
+// brgemm schedule for many rows (group_task): a task packs kGroupCols columns of B into its own
+// scratch, at most kGroupBytes of them at a time (half of a 2 MiB L2), and runs every A row of its
+// range against them in calls of kGroupRows rows x kGroupK of K, so that the call's A chunk (32 KiB)
+// stays in L1 across the 256 columns while B streams from L2.
+constexpr int64_t kGroupCols = 256;
+constexpr int64_t kGroupBytes = int64_t(1) << 20;
+constexpr int64_t kGroupRows = 32;
+constexpr int64_t kGroupK = 512;
+constexpr int64_t kGroupMaxRows = 8192;   // rows of a task's range: its FP32 accumulators when K spans several packings
 
 struct Operand {
     const uint8_t* ptr = nullptr;
@@ -351,9 +361,12 @@ inline void block_scales(const Operand& op, int64_t g, int64_t mn0, int64_t mv, 
     for (; r < n; ++r) out[r] = 1.0f;
 }
 
-// d[row, col] = alpha * acc + c for a tile of rows x cols, acc with row stride ldc.
+// d[row, col] = alpha * acc + c for a tile of rows x cols, acc with row stride ldc. stream: BF16
+// rows of whole aligned lines (no c) go out with non-temporal stores: a large output is not read
+// back into the cache first (measured: the epilogue of a prefill GEMM ~35% quicker).
+// The caller fences (_mm_sfence) before its results are read by another thread.
 inline void epilogue(const Output& o, int64_t g, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
-                     const float* acc, int64_t ldc) {
+                     const float* acc, int64_t ldc, bool stream = false) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* a = acc + r * ldc;
         const int64_t drow = g * o.dsg + (row0 + r) * o.dsm + col0;
@@ -361,6 +374,15 @@ inline void epilogue(const Output& o, int64_t g, int64_t row0, int64_t col0, int
         int64_t j = 0;
 #ifdef DJ_HAVE_AVX512
         const __m512 alpha = _mm512_set1_ps(o.alpha);
+        uint16_t* dbf = reinterpret_cast<uint16_t*>(o.d) + drow;
+        if (stream && o.d_type == 0 && o.c == nullptr && cols % 32 == 0 && reinterpret_cast<uintptr_t>(dbf) % 64 == 0) {
+            for (; j < cols; j += 32) {
+                const __m256i lo = dj::f32x16_to_bf16(_mm512_mul_ps(_mm512_loadu_ps(a + j), alpha));
+                const __m256i hi = dj::f32x16_to_bf16(_mm512_mul_ps(_mm512_loadu_ps(a + j + 16), alpha));
+                _mm512_stream_si512(reinterpret_cast<__m512i*>(dbf + j), _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+            }
+            continue;
+        }
         for (; j < cols; j += 16) {
             const __mmask16 m = cols - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (cols - j)) - 1);
             __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + j), alpha);
@@ -421,6 +443,86 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 }
 #endif
 
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+// Decode (1-8 rows of A): B's rows are read where they lie, once, converted in registers (E4M3
+// through E4M3Tables) and dotted with every A row by vdpbf16ps, so B streams at close to copy
+// bandwidth: no panel is packed, nothing is written (measured 1.5-2x the packed paths at M = 4).
+// A is prepacked unscaled as BF16 rows of K padded to 64 with zeros, each 64-value chunk in the
+// order the conversion leaves B's values in (stream_order). Scales, folded or promoted, are
+// applied per scale block of gb values in FP32: tot += acc * (sa * sb).
+// A rows up to which the stream path runs. Its vdpbf16ps work grows with the rows while brgemm's
+// AMX tiles cost the same for 1-16 rows: on brgemm the packed path wins from about 5 rows of FP8.
+#ifdef DJ_HAVE_BRGEMM
+constexpr int64_t kStreamRows = 4;
+#else
+constexpr int64_t kStreamRows = 8;
+#endif
+constexpr int64_t kStreamCols = 128;   // B rows per task
+
+// Position within a 64-value chunk of A that element e takes: E4M3Tables::convert leaves values
+// {0-7, 16-23, 32-39, 48-55} in its first register and the others in the second (BF16 B: as is).
+DJ_INLINE int64_t stream_order(int64_t e, bool fp8) {
+    return fp8 ? (e % 8) + ((e / 16) % 4) * 8 + ((e / 8) % 2) * 32 : e;
+}
+
+// out[m * ldo + r] = sum over K of A[m] . B[r] (scaled per block) for RB B rows and M A rows.
+// scales[blk][m][r] for each block of gb values (kScaled).
+// bnext: the next call's B rows, requested chunk by chunk a whole call ahead (the hardware
+// prefetchers follow a few rows of 2-4 KiB too late: the loads stalled on memory without it).
+template <int M, int RB, bool kScaled, bool kFp8>
+void stream_rows(const uint8_t* const* brow, const uint8_t* const* bnext, const uint16_t* A, int64_t lda, int64_t klen, int64_t gb,
+                 const float* scales, const E4M3Tables& tb, float* out, int64_t ldo) {
+    __m512 acc[M][RB], tot[M][RB];
+    for (int m = 0; m < M; ++m)
+        for (int r = 0; r < RB; ++r) acc[m][r] = tot[m][r] = _mm512_setzero_ps();
+    const int64_t chunks = ceil_div(klen, 64), per_block = kScaled ? gb / 64 : chunks;
+    for (int64_t c = 0, next = per_block; c < chunks; ++c) {
+        const int64_t left = klen - c * 64;
+        for (int r = 0; r < RB; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(bnext[r]) + c * (kFp8 ? 64 : 128), _MM_HINT_T0);
+            if (!kFp8) _mm_prefetch(reinterpret_cast<const char*>(bnext[r]) + c * 128 + 64, _MM_HINT_T0);
+        }
+        __m512i w0[RB], w1[RB];
+        for (int r = 0; r < RB; ++r) {
+            if (kFp8) {
+                const __mmask64 mk = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+                tb.convert(_mm512_maskz_loadu_epi8(mk, brow[r] + c * 64), w0[r], w1[r]);
+            } else {
+                const uint16_t* b = reinterpret_cast<const uint16_t*>(brow[r]) + c * 64;
+                const __mmask32 m0 = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+                const __mmask32 m1 = left >= 64 ? ~__mmask32(0) : left <= 32 ? 0 : (__mmask32(1) << (left - 32)) - 1;
+                w0[r] = _mm512_maskz_loadu_epi16(m0, b);
+                w1[r] = _mm512_maskz_loadu_epi16(m1, b + 32);
+            }
+        }
+        for (int m = 0; m < M; ++m) {
+            const __m512bh a0 = (__m512bh)_mm512_loadu_si512(A + m * lda + c * 64);
+            const __m512bh a1 = (__m512bh)_mm512_loadu_si512(A + m * lda + c * 64 + 32);
+            for (int r = 0; r < RB; ++r) {
+                acc[m][r] = _mm512_dpbf16_ps(acc[m][r], a0, (__m512bh)w0[r]);
+                acc[m][r] = _mm512_dpbf16_ps(acc[m][r], a1, (__m512bh)w1[r]);
+            }
+        }
+        if (kScaled && (c + 1 == next || c + 1 == chunks)) {
+            for (int m = 0; m < M; ++m)
+                for (int r = 0; r < RB; ++r) {
+                    tot[m][r] = _mm512_fmadd_ps(acc[m][r], _mm512_set1_ps(scales[m * RB + r]), tot[m][r]);
+                    acc[m][r] = _mm512_setzero_ps();
+                }
+            scales += M * RB;
+            next += per_block;
+        }
+    }
+    for (int m = 0; m < M; ++m)
+        for (int r = 0; r < RB; ++r) out[m * ldo + r] = _mm512_reduce_add_ps(kScaled ? tot[m][r] : acc[m][r]);
+}
+
+// B rows at a time: the accumulators (and the scaled totals) of M x RB dot products in registers.
+constexpr int stream_rb(int m, bool scaled) {
+    return scaled ? (m <= 2 ? 4 : m <= 4 ? 2 : 1) : (m <= 2 ? 8 : m <= 4 ? 4 : 2);
+}
+#endif
+
 class Engine {
 public:
     Engine(const Operand& a, const Operand& b, const Output& o, int64_t n, int64_t threads)
@@ -433,6 +535,12 @@ public:
                 if (op->promoted()) kc_ = kc_ == 0 ? op->gk : std::min(kc_, op->gk);
         }
         npad_ = ceil_div(n, 32) * 32;
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+        stream_gb_ = a.sf && b.sf ? std::min(a.gk, b.gk) : a.sf ? a.gk : b.sf ? b.gk : 0;
+        stream_ok_ = a.k_major() && b.k_major() && (b.type == kBF16 || b.type == kE4M3) &&
+                     (!a.sf || a.gk % 64 == 0) && (!b.sf || b.gk % 64 == 0) &&
+                     (!a.sf || !b.sf || a.gk % b.gk == 0 || b.gk % a.gk == 0);
+#endif
 #ifdef DJ_HAVE_BRGEMM
         brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
         if (brgemm_ && !promote_) kc_ = KC_BRGEMM;
@@ -451,10 +559,24 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
+            if (stream_ok_ && job.m <= kStreamRows) {   // A prepacked for stream_rows, B read in place
+                p.stream = true;
+                p.mpad = 32;
+                p.lda = ceil_div(job.klen, 64) * 64;
+                p.a_off = words;
+                words += round64(job.m * p.lda / 2);
+                packs.push_back({static_cast<int64_t>(j), 0, 0, 0});
+                for (int64_t c0 = 0; c0 < n_; c0 += kStreamCols) tasks.push_back({static_cast<int64_t>(j), 4, 0, c0});
+                continue;
+            }
             p.plain = (brgemm_ || (p.small && job.m % 32 != 0)) && a_.k_major();   // rows_to_bf16 gathers other majors
             p.rows = p.small && !p.plain && b_.k_major();
-            // brgemm reads plain BF16 A where it lies (K even: calls then cover K exactly)
-            p.a_direct = brgemm_ && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0;
+            // brgemm reads plain BF16 A where it lies (K even: calls then cover K exactly), unless its
+            // rows lie an even number of cache lines apart (K = 2048: 4 KiB): the 32 rows of a call
+            // would then share a few L1 sets and evict each other; the copy's rows are 1 line longer.
+            const bool spread = (a_.smn * 2) % 64 != 0 || (a_.smn * 2 / 64) % 2 == 1;
+            p.a_direct = brgemm_ && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0 && (spread || p.small);
+            p.group = brgemm_ && !p.small && p.plain;
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
             p.lda = p.nkb * kc_ + 32;
@@ -464,7 +586,17 @@ public:
             words += round64(p.nkb * p.mpad);
             for (int64_t kb = 0; kb < p.nkb; ++kb)
                 for (int64_t r0 = 0; r0 < p.mpad; r0 += MC) packs.push_back({static_cast<int64_t>(j), 0, kb, r0});
-            if (!p.small) {
+            if (p.group) {
+                // Tasks: 256-column groups of B, each over a range of rows (ranges split only to
+                // give every thread several tasks, or to bound the accumulators).
+                const int64_t groups = ceil_div(n_, kGroupCols);
+                const int64_t split = std::max(ceil_div(2 * threads_, groups), ceil_div(job.m, kGroupMaxRows));
+                p.range = ceil_div(ceil_div(job.m, split), kGroupRows) * kGroupRows;
+                for (int64_t r0 = 0; r0 < job.m; r0 += p.range)
+                    for (int64_t c0 = 0; c0 < n_; c0 += kGroupCols) tasks.push_back({static_cast<int64_t>(j), 3, r0, c0});
+                const bool whole = p.nkb <= group_blocks();
+                group_acc_ = std::max(group_acc_, (whole ? kGroupRows : p.range) * kGroupCols);
+            } else if (!p.small) {
                 p.b_off = words;
                 words += round64(p.nkb * npad_ * kc_ / 2);
                 p.sb_off = words;
@@ -497,6 +629,14 @@ public:
                 tile_task(jobs[it.job], prep[it.job], it.x, it.y, s);
             else if (it.kind == 1)
                 panel_task(jobs[it.job], prep[it.job], it.y, s);
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+            else if (it.kind == 4)
+                stream_task(jobs[it.job], prep[it.job], it.y);
+#endif
+#ifdef DJ_HAVE_BRGEMM
+            else if (it.kind == 3)
+                group_task(jobs[it.job], prep[it.job], it.x, it.y, s);
+#endif
             else
                 rows_task(jobs[it.job], prep[it.job], it.y, s);
         });
@@ -516,7 +656,9 @@ private:
         bool rows = false;    // small with K-major B: B's rows are the broadcast side (rows_task)
         bool plain = false;   // small and ragged, or brgemm: A kept as BF16 rows, exact-height tiles
         bool a_direct = false;   // brgemm on A's own BF16 rows: nothing packed
-        int64_t mpad = 0, nkb = 0, lda = 0;
+        bool group = false;      // brgemm with many rows: group_task packs B itself
+        bool stream = false;     // decode rows: stream_task reads B in place
+        int64_t mpad = 0, nkb = 0, lda = 0, range = 0;
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
         float *sa = nullptr, *sb = nullptr;
@@ -529,13 +671,18 @@ private:
         Buffer<int16_t> exps;
         Buffer<uint32_t> panel;
         Buffer<float> acc, sb, ctmp;   // ctmp: a brgemm block product before promotion
-        Scratch(int64_t kc, int64_t npad_small)
+        Buffer<uint32_t> group;        // group_task's packed B columns
+        Buffer<float> group_acc, group_sb;   // group_task's accumulators and promoted B scales
+        Scratch(int64_t kc, int64_t npad_small, int64_t group_words, int64_t group_acc_floats, int64_t group_sb_floats)
             : tmp(alloc<uint16_t>(std::max<int64_t>(MC, 64) * (kc + 40) + kc * (std::max<int64_t>(MC, 64) + 40))),
-              exps(alloc<int16_t>(std::max<int64_t>(MC, 64))),
+              exps(alloc<int16_t>(std::max<int64_t>(MC, kGroupCols))),
               panel(alloc<uint32_t>(NR * std::max<int64_t>(kc, kPanelK) / 2)),
               acc(alloc<float>(std::max<int64_t>(MC * NC, npad_small * NR))),
               sb(alloc<float>(NR)),
-              ctmp(alloc<float>(std::max<int64_t>(MC, npad_small) * kBrgemmPanel)) {}
+              ctmp(alloc<float>(std::max<int64_t>(npad_small * NR, kGroupRows * kGroupCols))),
+              group(alloc<uint32_t>(group_words)),
+              group_acc(alloc<float>(group_acc_floats)),
+              group_sb(alloc<float>(group_sb_floats)) {}
     };
 
     template <typename F>
@@ -548,7 +695,8 @@ private:
 #pragma omp parallel num_threads(t) if (t > 1)
 #endif
         {
-            Scratch s(kc_, small_rows);
+            Scratch s(kc_, small_rows, group_acc_ > 0 ? group_blocks() * kGroupCols * kc_ / 2 : 0, group_acc_,
+                      group_acc_ > 0 ? group_blocks() * kGroupCols : 0);
 #ifdef DJ_HAVE_BRGEMM
             dj::brgemm::Scope brgemm_scope;   // the thread's AMX tile state is released on leaving
 #endif
@@ -560,12 +708,26 @@ private:
         }
     }
 
+    // K blocks of kc_ a group_task packs at a time.
+    int64_t group_blocks() const { return std::max<int64_t>(1, kGroupBytes / (kGroupCols * 2) / kc_); }
+
     int64_t kcp_of(const Job& job, int64_t kb) const {
         const int64_t kv = std::min(kc_, job.klen - kb * kc_);
         return ceil_div(kv, 32) * 32;
     }
 
     void prepack(const Job& job, Prepared& p, const Item& it, Scratch& s) {
+        if (p.stream) {   // A's rows unscaled, each 64-value chunk in stream_order, zero past K
+            uint16_t* row = s.tmp.get();
+            for (int64_t r = 0; r < job.m; ++r) {
+                to_bf16(a_.row_base(job.a_g, job.a_m0 + r), a_.type, job.k0, job.klen, row);
+                std::memset(row + job.klen, 0, (p.lda - job.klen) * 2);
+                uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r * p.lda;
+                for (int64_t c = 0; c < p.lda; c += 64)
+                    for (int64_t e = 0; e < 64; ++e) out[c + stream_order(e, b_.type == kE4M3)] = row[c + e];
+            }
+            return;
+        }
         const int64_t kb = it.x, kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
         const int64_t k0 = job.k0 + kb * kc_;
         const int64_t kbs_a = job.kb0 + (kb * kc_) / std::max<int64_t>(a_.gk, 1);
@@ -587,8 +749,7 @@ private:
             const int64_t c0 = it.y, cols = std::min<int64_t>(64, npad_ - c0), nv = std::clamp<int64_t>(n_ - c0, 0, cols);
             uint32_t* out = p.b + kb * npad_ * kc_ / 2 + c0 * kcp / 2;
             // brgemm reads 64-wide panels (fewer, longer calls); the layout by column is the same
-            pack_block(b_, job.b_g, c0, nv, cols, brgemm_ ? cols : NR, k0, kv, kcp, job.k0, job.kb0,
-                       s.tmp.get(), s.exps.get(), out);
+            pack_block(b_, job.b_g, c0, nv, cols, NR, k0, kv, kcp, job.k0, job.kb0, s.tmp.get(), s.exps.get(), out);
             block_scales(b_, job.b_g, c0, nv, cols, kbs_b, p.sb + kb * npad_ + c0);
         }
     }
@@ -598,24 +759,6 @@ private:
         const int64_t rows = std::min(MC, job.m - r0), cols = std::min(NC, n_ - c0);
         const int64_t ipanels = ceil_div(rows, MR), jpanels = ceil_div(cols, NR);
         float* acc = s.acc.get();
-#ifdef DJ_HAVE_BRGEMM
-        if (p.plain) {   // brgemm: all rows against one 64-wide panel (prepack's width) per call
-            for (int64_t kb = 0; kb < p.nkb; ++kb) {
-                const int64_t kcp = kcp_of(job, kb);
-                int64_t lda, kk;
-                const uint16_t* A = a_rows(job, p, kb, r0, lda, kk);
-                const uint32_t* bblk = b_block(job, p, kb, c0);
-                for (int64_t j = 0; j < cols; j += kBrgemmPanel) {
-                    const int64_t w = std::min<int64_t>(kBrgemmPanel, npad_ - (c0 + j));
-                    if (!brgemm_panel(rows, w, kk, A, lda, bblk + j * kcp / 2, acc + j, NC, kb > 0, promote_,
-                                      p.sa + kb * p.mpad + r0, p.sb + kb * npad_ + c0 + j, s.ctmp.get()))
-                        return;
-                }
-            }
-            if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
-            return;
-        }
-#endif
         for (int64_t kb = 0; kb < p.nkb; ++kb) {
             const int64_t kcp = kcp_of(job, kb);
             const uint32_t* ablk = a_block(job, p, kb, r0);
@@ -649,6 +792,124 @@ private:
         }
         if (p.nkb > 0) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, acc, NC);
     }
+
+#ifdef DJ_HAVE_BRGEMM
+    // Rows [r_begin, r_begin + range) of a many-row job against B's columns [c0, c0 + 256) on
+    // brgemm. B is packed here, group_blocks() K blocks at a time, into the thread's scratch (it
+    // stays in L2 for every row of the range); A is read as plain rows in 32 x 512 chunks (L1).
+    void group_task(const Job& job, const Prepared& p, int64_t r_begin, int64_t c0, Scratch& s) {
+        const int64_t r_end = std::min(job.m, r_begin + p.range);
+        const int64_t cols = std::min(kGroupCols, n_ - c0), colsp = ceil_div(cols, 32) * 32;
+        const int64_t per_pack = group_blocks();
+        const bool whole = p.nkb <= per_pack;   // all of K packed at once: a row block finishes in one pass
+        uint32_t* bg = s.group.get();
+        for (int64_t kb0 = 0; kb0 < p.nkb; kb0 += per_pack) {
+            const int64_t kb1 = std::min(p.nkb, kb0 + per_pack);
+            for (int64_t kb = kb0; kb < kb1; ++kb) {
+                const int64_t kv = std::min(kc_, job.klen - kb * kc_), kcp = kcp_of(job, kb);
+                pack_block(b_, job.b_g, c0, cols, colsp, colsp, job.k0 + kb * kc_, kv, kcp, job.k0, job.kb0,
+                           s.tmp.get(), s.exps.get(), bg + (kb - kb0) * colsp * kc_ / 2);
+                if (promote_)
+                    block_scales(b_, job.b_g, c0, cols, colsp, job.kb0 + (kb * kc_) / std::max<int64_t>(b_.gk, 1),
+                                 s.group_sb.get() + (kb - kb0) * colsp);
+            }
+            for (int64_t r0 = r_begin; r0 < r_end; r0 += kGroupRows) {
+                const int64_t rows = std::min(kGroupRows, r_end - r0);
+                float* c = s.group_acc.get() + (whole ? 0 : (r0 - r_begin) * colsp);
+                for (int64_t kb = kb0; kb < kb1; ++kb) {
+                    int64_t lda, kk;
+                    const uint16_t* A = a_rows(job, p, kb, r0, lda, kk);
+                    const uint32_t* B = bg + (kb - kb0) * colsp * kc_ / 2;
+                    if (promote_) {   // one scale block per call (kc_ is the scale granularity)
+                        if (!brgemm_panel(rows, colsp, kk, A, lda, B, c, colsp, kb > 0, true, p.sa + kb * p.mpad + r0,
+                                          s.group_sb.get() + (kb - kb0) * colsp, s.ctmp.get()))
+                            return;
+                        continue;
+                    }
+                    for (int64_t k = 0; k < kk; k += kGroupK)
+                        if (!dj::brgemm::gemm(rows, colsp, std::min(kGroupK, kk - k), A + k, lda, B + k / 2 * colsp,
+                                              colsp, c, colsp, kb > 0 || k > 0))
+                            return;
+                }
+                if (kb1 == p.nkb) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, c, colsp, true);
+            }
+        }
+#ifdef DJ_HAVE_AVX512
+        _mm_sfence();
+#endif
+    }
+
+#endif
+
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+    // B's rows [c0, c0 + kStreamCols) against the job's (few) A rows, RB rows at a time.
+    void stream_task(const Job& job, const Prepared& p, int64_t c0) {
+        const bool scaled = stream_gb_ > 0, fp8 = b_.type == kE4M3;
+        const int64_t cols = std::min(kStreamCols, n_ - c0), m = job.m;
+        const int rb = stream_rb(static_cast<int>(m), scaled);
+        const int64_t blocks = scaled ? ceil_div(job.klen, stream_gb_) : 0;
+        E4M3Tables tb;
+        if (fp8) tb.build(tables(), 0);
+        // Per block: each A row's scale (sa), and the offset of B's scale along K (sb_k).
+        std::vector<float> scales(blocks * m * rb), sa(blocks * m, 1.0f);
+        std::vector<int64_t> sb_k(blocks);
+        for (int64_t bi = 0; bi < blocks; ++bi) {
+            const int64_t koff = bi * stream_gb_;
+            if (b_.sf) sb_k[bi] = (job.kb0 + koff / b_.gk) * b_.sfk;
+            if (a_.sf)
+                for (int64_t i = 0; i < m; ++i) sa[bi * m + i] = a_.scale(job.a_g, job.a_m0 + i, job.kb0 + koff / a_.gk);
+        }
+        float out[kStreamRows * kStreamCols];
+        const uint16_t* A = reinterpret_cast<const uint16_t*>(p.a);
+        // B rows prefetched about 16 KiB ahead (whole groups of rb rows)
+        const int64_t row_bytes = std::max<int64_t>(1, job.klen * (fp8 ? 1 : 2));
+        const int64_t ahead = rb * std::max<int64_t>(1, ceil_div(16384, rb * row_bytes));
+        for (int64_t r0 = 0; r0 < cols; r0 += rb) {
+            const uint8_t *brow[8], *bnext[8];
+            const float* sb_row[8];
+            for (int r = 0; r < rb; ++r) {   // rows past the end repeat the last one (results dropped)
+                const int64_t n = c0 + std::min<int64_t>(r0 + r, cols - 1);
+                brow[r] = b_.row_base(job.b_g, n) + (fp8 ? 1 : 2) * job.k0;
+                bnext[r] = b_.row_base(job.b_g, std::min(n_ - 1, c0 + r0 + ahead + r)) + (fp8 ? 1 : 2) * job.k0;
+                sb_row[r] = b_.sf ? b_.sf + job.b_g * b_.sfg + (n / b_.gmn) * b_.sfmn : nullptr;
+            }
+            for (int64_t bi = 0; bi < blocks; ++bi)
+                for (int64_t i = 0; i < m; ++i)
+                    for (int r = 0; r < rb; ++r)
+                        scales[(bi * m + i) * rb + r] = sa[bi * m + i] * (sb_row[r] ? sb_row[r][sb_k[bi]] : 1.0f);
+            float part[kStreamRows * 8];
+            stream_dispatch(static_cast<int>(m), scaled, fp8, brow, bnext, A, p.lda, job.klen, scales.data(), tb, part, rb);
+            for (int64_t i = 0; i < m; ++i)
+                for (int r = 0; r < rb && r0 + r < cols; ++r) out[i * kStreamCols + r0 + r] = part[i * rb + r];
+        }
+        epilogue(o_, job.d_g, job.d_m0, c0, m, cols, out, kStreamCols);
+    }
+
+    template <int M>
+    void stream_m(bool scaled, bool fp8, const uint8_t* const* brow, const uint8_t* const* bnext, const uint16_t* A, int64_t lda, int64_t klen,
+                  const float* sc, const E4M3Tables& tb, float* out, int64_t ldo) const {
+        if (scaled) {
+            if (fp8) stream_rows<M, stream_rb(M, true), true, true>(brow, bnext, A, lda, klen, stream_gb_, sc, tb, out, ldo);
+            else stream_rows<M, stream_rb(M, true), true, false>(brow, bnext, A, lda, klen, stream_gb_, sc, tb, out, ldo);
+        } else {
+            if (fp8) stream_rows<M, stream_rb(M, false), false, true>(brow, bnext, A, lda, klen, 0, sc, tb, out, ldo);
+            else stream_rows<M, stream_rb(M, false), false, false>(brow, bnext, A, lda, klen, 0, sc, tb, out, ldo);
+        }
+    }
+    void stream_dispatch(int m, bool scaled, bool fp8, const uint8_t* const* brow, const uint8_t* const* bnext, const uint16_t* A, int64_t lda,
+                         int64_t klen, const float* sc, const E4M3Tables& tb, float* out, int64_t ldo) const {
+        switch (m) {
+        case 1: return stream_m<1>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 2: return stream_m<2>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 3: return stream_m<3>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 4: return stream_m<4>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 5: return stream_m<5>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 6: return stream_m<6>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        case 7: return stream_m<7>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        default: return stream_m<8>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
+        }
+    }
+#endif
 
 #ifdef DJ_HAVE_BRGEMM
     // Row r0 of the job's A at K block kb for brgemm, its row stride and the K the call covers:
@@ -848,6 +1109,9 @@ private:
     int64_t n_, threads_, kc_ = KC_FOLDED, npad_ = 0;
     bool promote_ = false;
     bool brgemm_ = false;   // the brgemm engine runs this problem (A plain rows)
+    int64_t group_acc_ = 0;   // FP32 accumulators a group_task needs (0: no group tasks)
+    bool stream_ok_ = false;  // operands stream_task takes (decode jobs go there)
+    int64_t stream_gb_ = 0;   // its scale block (0: no scales)
 };
 
 }  // namespace dg

@@ -67,6 +67,20 @@ def test_fp8_gemm_layouts(a_mn, b_mn, pow2, m, n, k):
     check(d, ref_gemm(ar, br), 1e-6)
 
 
+@pytest.mark.parametrize("kind,pow2", [("bf16", False), ("fp8", True), ("fp8", False)])
+@pytest.mark.parametrize("m", [1, 3, 4, 7])
+def test_decode_rows(kind, pow2, m):
+    """Decode row counts (B streamed row by row where the CPU has the BF16 dot product): K and N
+    tails (K not a multiple of the 64-value chunk, N not of the rows taken at a time), c and alpha."""
+    n, k = 203, 456
+    a, sfa, ar = operand(kind, m, k, (1, 128), pow2)
+    b, sfb, br = operand(kind, n, k, (128, 128), pow2)
+    c = torch.randn(m, n)
+    d = torch.empty(m, n, dtype=torch.float32)
+    H.gemm(a, sfa, b, sfb, d, c=c, alpha=0.5)
+    check(d, ref_gemm(ar, br, c, 0.5), 1e-6)
+
+
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_fp8_gemm_c_alpha(out_dtype):
     m, n, k = 70, 90, 256
