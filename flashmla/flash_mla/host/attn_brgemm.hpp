@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include <deepjit/host/brgemm.hpp>
+#include <deepjit/host/gemm_bf16.hpp>
 
 namespace fmla {
 namespace brg {
@@ -100,29 +101,10 @@ inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv) {
 #ifdef DJ_HAVE_AVX512
 // 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
 DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-    __m512i r[16], t[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * lds);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    // u[4g + k], 128-bit lane L: element 4L + k of rows 4g .. 4g + 3
-    for (int g = 0; g < 16; g += 4) {
-        r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-    for (int k = 0; k < 4; ++k) {
-        const __m512i v0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88);       // lanes 0, 2 of groups 0, 1
-        const __m512i w0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xDD);       // lanes 1, 3
-        const __m512i v1 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88);  // groups 2, 3
-        const __m512i w1 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xDD);
-        _mm512_storeu_si512(dst + (int64_t)k * ldd, _mm512_shuffle_i32x4(v0, v1, 0x88));
-        _mm512_storeu_si512(dst + (int64_t)(8 + k) * ldd, _mm512_shuffle_i32x4(v0, v1, 0xDD));
-        _mm512_storeu_si512(dst + (int64_t)(4 + k) * ldd, _mm512_shuffle_i32x4(w0, w1, 0x88));
-        _mm512_storeu_si512(dst + (int64_t)(12 + k) * ldd, _mm512_shuffle_i32x4(w0, w1, 0xDD));
-    }
+    __m512i v[16], t[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
+    dj::gemm::transpose16_words(v, t);
+    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
 }
 #endif
 
