@@ -15,7 +15,7 @@ from deepjit.backends.host import HostCompilerOptions, cpu_identity
 from deepjit.backends.host import matrix_engine as me
 from flash_mla import host as fmla_host
 from flash_mla import reference
-from flash_mla.kv_cache import KVCacheFormat
+from flash_mla.kv_cache import KVCacheFormat, _flat_bytes
 from flash_mla.reference.sparse import KVScope
 
 from .compare import DECODE_LSE, DECODE_OUT, DENSE_OUT, PREFILL_OUT, PREFILL_STAT, assert_close, make_cache
@@ -120,3 +120,36 @@ def test_sparse_decode_tails(engine, fmt, h_q, topk):
     assert_close(out, ref_out, DECODE_OUT, f"out ({engine})")
     assert_close(lse, ref_lse, DECODE_LSE, f"lse ({engine})")
     assert not math.isnan(float(out.float().sum()))
+
+
+# UE8M0 scale bytes spanning the BF16-exact fast path (10 ..= 246) and the FP32 path either side;
+# 246 keeps the largest code (448) finite.
+SCALE_BYTES = [0, 1, 5, 9, 10, 11, 30, 60, 100, 127, 150, 200, 230, 240, 245, 246]
+
+
+@pytest.mark.parametrize("placement", ["interleaved", "block_split"])
+def test_fp8_dequantisation_every_code_and_scale(engine, placement):
+    # 16 tokens of V4.1 FP8 (32 codes per scale byte): every code meets every scale byte once; a zero
+    # query makes each row's one valid token weigh 1, so out is its dequantised V exactly
+    fmt = KVCacheFormat.V41_FP8
+    cache = make_cache(fmt, 2, 8, placement, seed=3)
+    flat, p = _flat_bytes(cache), cache.shape[1]
+    codes = torch.arange(256, dtype=torch.uint8).repeat(2)
+    for t in range(16):
+        base, slot = (t // p) * cache.stride(0), t % p
+        data = base + slot * (528 if placement == "interleaved" else 512)
+        scales = data + 512 if placement == "interleaved" else base + p * 512 + slot * 16
+        flat[data:data + 512] = codes
+        flat[scales:scales + 16] = torch.tensor(SCALE_BYTES, dtype=torch.uint8).roll(t)
+    idx = torch.arange(16, dtype=torch.int32).view(16, 1, 1)
+    q = torch.zeros(16, 1, 64, 512, dtype=torch.bfloat16)
+    meta, _ = flash_mla.get_mla_metadata()
+    out, _ = flash_mla.flash_mla_with_kvcache(q, cache, None, None, 512, meta, None, None, False, True, idx,
+                                              kv_layout=placement)
+    v = flash_mla.dequantize_k_cache(cache, fmt, placement).view(-1, 512)[:16].nan_to_num(nan=0.0)
+    # BF16 subnormal values are left out: the matrix engines flush them in the attention products
+    # (AMX and vdpbf16ps treat BF16 denormals as zero); the sums also give +0 for -0
+    kept = (v.abs() >= 2.0 ** -126) | (v == 0)
+    assert kept.float().mean() > 0.8
+    got = out[:, 0]
+    assert all(torch.equal(got[:, h][kept], v[kept]) for h in (0, 63))
