@@ -92,6 +92,33 @@ def test_vectorised_cast_is_bit_exact(runtime):
     assert torch.equal(out.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
 
 
+E4M3_SOURCE = r"""
+#include <deepjit/host/kernel.hpp>
+#include <deepjit/host/convert.hpp>
+// E4M3 bytes -> FP32, 16 at a time where AVX-512 is available (n a multiple of 16).
+DJ_KERNEL(e4m3_f32, "ptr,ptr,i64") void e4m3_f32(float* out, const uint8_t* in, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+#ifdef DJ_HAVE_AVX512
+        _mm512_storeu_ps(out + i, dj::e4m3x16_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+#else
+        for (int j = 0; j < 16; ++j) out[i + j] = dj::e4m3_to_f32(in[i + j]);
+#endif
+    }
+}
+"""
+
+
+def test_vectorised_e4m3_is_exact_on_every_code(runtime):
+    # every code, subnormals (exponent field 0) included, alone and mixed with normal codes in a vector
+    codes = torch.cat([torch.arange(256), torch.arange(256).flip(0)]).to(torch.uint8)
+    out = torch.empty(codes.numel())
+    runtime.compile("e4m3_f32", E4M3_SOURCE)(out, codes, codes.numel())
+    want = codes.view(torch.float8_e4m3fn).float()
+    nan = want.isnan()
+    assert torch.equal(out.isnan(), nan)
+    assert torch.equal(out[~nan].view(torch.int32), want[~nan].view(torch.int32))   # -0.0 kept
+
+
 def test_launch_releases_the_gil(runtime):
     import threading
     import time

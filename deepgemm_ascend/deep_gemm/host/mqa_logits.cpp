@@ -3,8 +3,13 @@
 // Heads are the rows of the left-hand panels, KV tokens the 32 columns of a right-hand panel;
 // each 8 x 32 score tile is reduced over heads (ReLU, weight) right after the dot products.
 // FP4 operands carry per-32 power-of-two scales, folded exactly into their BF16 conversion.
+// On the brgemm matrix engine (DJ_HAVE_BRGEMM) each panel's H x 32 scores are one oneDNN call
+// (AMX tiles where the CPU has them) over the query's heads as plain BF16 rows, then reduced.
 #include <deepjit/host/gemm_bf16.hpp>
 #include <deepjit/host/gemm_convert.hpp>
+#ifdef DJ_HAVE_BRGEMM
+#include <deepjit/host/brgemm.hpp>
+#endif
 
 #include <deep_gemm/host/mqa_logits_args.hpp>
 
@@ -32,22 +37,61 @@ void row_to_bf16(const uint8_t* base, int type, int64_t D, const float* sf32, co
         }
 }
 
-// Pack the heads of one query (H rows of D) into H/8 panels.
-void pack_query(const uint8_t* q, int type, int64_t H, int64_t D, const float* q_sf, uint16_t* tmp, uint32_t* out) {
+// The heads of one query as BF16 rows (hp rows of D, D + 2 apart; zero past H).
+void query_rows(const uint8_t* q, int type, int64_t H, int64_t D, const float* q_sf, uint16_t* rows) {
     const int64_t row_bytes = type == kE2M1 ? D / 2 : D, hp = ceil_div(H, 32) * 32, ld = D + 2;
     for (int64_t h = 0; h < hp; ++h) {
         if (h < H)
-            row_to_bf16(q + h * row_bytes, type, D, q_sf ? q_sf + h * (D / 32) : nullptr, nullptr, tmp + h * ld);
+            row_to_bf16(q + h * row_bytes, type, D, q_sf ? q_sf + h * (D / 32) : nullptr, nullptr, rows + h * ld);
         else
-            std::memset(tmp + h * ld, 0, D * 2);
+            std::memset(rows + h * ld, 0, D * 2);
     }
-    pack_kmajor(tmp, ld, hp, MR, D, out);
 }
 
+#ifdef DJ_HAVE_BRGEMM
+// The query's rows are all brgemm needs (no panels).
+void pack_query(const uint8_t* q, int type, int64_t H, int64_t D, const float* q_sf, uint16_t* rows, uint32_t*) {
+    query_rows(q, type, H, D, q_sf, rows);
+}
+
+// 32 scores for tokens of one packed KV panel (its K-pair words are brgemm's VNNI layout of width
+// 32): tile[h][j] = q_h . kv_j in one call, then sum_h w[h] * relu(scale[j] * tile[h][j]).
+// tile: H x 32 floats.
+void panel_scores(const uint16_t* qrows, const uint32_t*, int64_t H, int64_t D, const uint32_t* kvpanel,
+                  const float* kv_scale, const float* w, float* tile, float* out) {
+    for (int j = 0; j < NR; ++j) out[j] = 0.0f;
+    if (!dj::brgemm::gemm(H, NR, D, qrows, D + 2, kvpanel, NR, tile, NR, false)) return;
+    for (int64_t h = 0; h < H; ++h) {
+        const float wh = w[h];
+        const float* t = tile + h * NR;
+#ifdef DJ_HAVE_AVX512
+        // relu as max(0, x): max_ps returns its second operand when one is NaN (torch's relu keeps NaN)
+        const __m512 zero = _mm512_setzero_ps(), wv = _mm512_set1_ps(wh);
+        for (int j = 0; j < NR; j += 16)
+            _mm512_storeu_ps(out + j, _mm512_fmadd_ps(wv, _mm512_max_ps(zero, _mm512_mul_ps(_mm512_loadu_ps(t + j),
+                                                                                        _mm512_loadu_ps(kv_scale + j))),
+                                                      _mm512_loadu_ps(out + j)));
+#else
+        for (int j = 0; j < NR; ++j) out[j] += wh * std::max(t[j] * kv_scale[j], 0.0f);
+#endif
+    }
+}
+
+using EngineScope = dj::brgemm::Scope;   // each thread's AMX tile state released after its item
+#else
+struct EngineScope {};
+// Pack the heads of one query (H rows of D) into H/8 panels.
+void pack_query(const uint8_t* q, int type, int64_t H, int64_t D, const float* q_sf, uint16_t* tmp, uint32_t* out) {
+    query_rows(q, type, H, D, q_sf, tmp);
+    pack_kmajor(tmp, D + 2, ceil_div(H, 32) * 32, MR, D, out);
+}
+#endif
+
+#ifndef DJ_HAVE_BRGEMM
 // 32 scores for tokens of one packed KV panel: sum_h w[h] * relu(scale[j] * q_h . kv_j).
 // w holds H weights padded with zeros to a multiple of MR (padded heads have zero queries).
-void panel_scores(const uint32_t* qpanels, int64_t H, int64_t D, const uint32_t* kvpanel, const float* kv_scale,
-                  const float* w, float* tile, float* out) {
+void panel_scores(const uint16_t*, const uint32_t* qpanels, int64_t H, int64_t D, const uint32_t* kvpanel,
+                  const float* kv_scale, const float* w, float* tile, float* out) {
 #ifdef DJ_HAVE_AVX512_BF16
     // Each 8-head block is reduced straight from the accumulator registers.
     (void)tile;
@@ -88,6 +132,7 @@ void panel_scores(const uint32_t* qpanels, int64_t H, int64_t D, const uint32_t*
     }
 #endif
 }
+#endif
 
 void store(uint8_t* logits, int ltype, int64_t idx, float v) {
     if (ltype == 1)
@@ -137,16 +182,19 @@ void dg_mqa_logits(const dg::MqaLogitsParams* p, const uint8_t* q, const float* 
     });
 
     dj::parallel_for_dynamic(S, threads, [&](int64_t i) {
+        EngineScope engine_scope;
         std::vector<uint16_t> tmp(hp * (D + 2));
         auto qp = alloc<uint32_t>(hp * D / 2);
-        alignas(64) float tile[MR * NR], sc[NR];
+        std::vector<float> tile(hp * NR);
+        alignas(64) float sc[NR];
         pack_query(q + i * H * q_row, qt, H, D, q_sf ? q_sf + i * H * (D / 32) : nullptr, tmp.data(), qp.get());
         std::vector<float> w(hp, 0.0f);   // zero weights for the padded heads
         std::copy(weights + i * H, weights + (i + 1) * H, w.begin());
         const int64_t lo = std::clamp<int64_t>(ks[i], 0, SKV), hi = std::clamp<int64_t>(ke[i], lo, SKV);
         const int64_t row = i * ld;
         for (int64_t pi = lo / NR; pi * NR < hi; ++pi) {
-            panel_scores(qp.get(), H, D, kvp.get() + pi * NR * D / 2, kscale.get() + pi * NR, w.data(), tile, sc);
+            panel_scores(tmp.data(), qp.get(), H, D, kvp.get() + pi * NR * D / 2, kscale.get() + pi * NR, w.data(),
+                         tile.data(), sc);
             for (int64_t j = std::max(lo, pi * NR); j < std::min(hi, (pi + 1) * NR); ++j) {
                 const int64_t col = compressed ? j - lo : j;
                 if (col < W) store(logits, lt, row + col, sc[j - pi * NR]);
@@ -183,10 +231,12 @@ void dg_paged_mqa_logits(const dg::MqaLogitsParams* p, const uint8_t* q, const f
     }
     dj::parallel_for_dynamic(static_cast<int64_t>(items.size()), threads, [&](int64_t it) {
         const int64_t b = items[it] >> 32, first = items[it] & 0xFFFFFFFF;
-        std::vector<uint16_t> tmp(std::max<int64_t>(hp, NR) * (D + 2));
+        EngineScope engine_scope;
+        std::vector<uint16_t> tmp(NR * (D + 2)), qrows(next_n * hp * (D + 2));
         auto qp = alloc<uint32_t>(next_n * hp * D / 2);
         auto kvp = alloc<uint32_t>(NR * D / 2);
-        alignas(64) float tile[MR * NR], sc[NR], kscale[NR];
+        std::vector<float> tile(hp * NR);
+        alignas(64) float sc[NR], kscale[NR];
         int64_t ctx_max = 0;
         for (int64_t t = 0; t < next_n; ++t) ctx_max = std::max<int64_t>(ctx_max, context_lens[b * next_n + t]);
         ctx_max = std::min(ctx_max, max_blocks * block_kv);
@@ -194,8 +244,8 @@ void dg_paged_mqa_logits(const dg::MqaLogitsParams* p, const uint8_t* q, const f
         for (int64_t t = 0; t < next_n; ++t) {
             const int64_t r = b * next_n + t;
             std::copy(weights + r * H, weights + (r + 1) * H, w.begin() + t * hp);
-            pack_query(q + r * H * q_row, qt, H, D, q_sf ? q_sf + r * H * (D / 32) : nullptr, tmp.data(),
-                       qp.get() + t * hp * D / 2);
+            pack_query(q + r * H * q_row, qt, H, D, q_sf ? q_sf + r * H * (D / 32) : nullptr,
+                       qrows.data() + t * hp * (D + 2), qp.get() + t * hp * D / 2);
         }
         for (int64_t c0 = first * NR; c0 < std::min(ctx_max, (first + CHUNKS) * NR); c0 += NR) {
             const int64_t n = std::min<int64_t>(NR, ctx_max - c0);
@@ -215,7 +265,8 @@ void dg_paged_mqa_logits(const dg::MqaLogitsParams* p, const uint8_t* q, const f
             for (int64_t t = n; t < NR; ++t) kscale[t] = 1.0f;
             for (int64_t t = 0; t < next_n; ++t) {
                 const int64_t r = b * next_n + t, ctx = context_lens[r];
-                panel_scores(qp.get() + t * hp * D / 2, H, D, kvp.get(), kscale, w.data() + t * hp, tile, sc);
+                panel_scores(qrows.data() + t * hp * (D + 2), qp.get() + t * hp * D / 2, H, D, kvp.get(), kscale,
+                             w.data() + t * hp, tile.data(), sc);
                 for (int64_t j = 0; j < NR && c0 + j < W; ++j) {
                     const bool valid = c0 + j < ctx && j < n;
                     if (valid)

@@ -11,6 +11,8 @@
 //   3. online softmax in FP32 and base 2, vectorised across heads;
 //   4. O[h][:] = O[h][:] * rescale[h] + P[h][t] V[t][:]  on the same micro-kernel in its rescale mode:
 //      P is broadcast as token pairs, V is packed into K-pair panels of 32 dims (8 heads x 32 dims).
+// On the brgemm matrix engine (DJ_HAVE_BRGEMM) steps 2 and 4 run on oneDNN's micro-kernel instead,
+// one call per product of the block (attn_brgemm.hpp); the softmax and the rest are the same code.
 // Threads take (row, KV split) items; when there are fewer rows than threads a row's blocks are split
 // and the partial results merged by log-sum-exp.
 #pragma once
@@ -61,13 +63,19 @@ struct Buffer {
 };
 
 struct Scratch {
-    Buffer qp, s, pp, vp, kb, o, m, l, rescale, limit;
+    Buffer qp, s, pp, pw, vp, kb, o, m, l, rescale, limit;
 };
 
 inline Scratch& thread_scratch() {
     static thread_local Scratch s;
     return s;
 }
+
+}  // namespace fmla
+#ifdef DJ_HAVE_BRGEMM
+#include <flash_mla/host/attn_brgemm.hpp>   // needs the constants above
+#endif
+namespace fmla {
 
 // Asks for the cache lines of [p, p + bytes) ahead of use.
 DJ_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
@@ -273,15 +281,20 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
     const int64_t ntok = src.num_tokens(row);
     float* s = sc.s.get<float>((size_t)BT * sh.Hp);
     uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);
-    uint32_t* vp = sc.vp.get<uint32_t>((size_t)(sh.dv / TILE_H) * V_PANEL);
+    uint32_t* vp = sc.vp.get<uint32_t>((size_t)(sh.dv / TILE_H) * V_PANEL);   // = BT / 2 x dv words
+#ifdef DJ_HAVE_BRGEMM
+    uint32_t* pw = sc.pw.get<uint32_t>((size_t)sh.H * (BT / 2));
+#endif
     uint16_t* kb = sc.kb.get<uint16_t>((size_t)BT * MAX_DQK);  // decode dequantises at MAX_DQK row stride
     float* rescale = sc.rescale.get<float>(sh.Hp);
     const uint16_t* krow[BT];
     const uint16_t* vrow[BT];
     uint8_t valid[BT];
+#ifndef DJ_HAVE_BRGEMM
     const int np = sh.dqk / 2;
     float scale[TILE_T];  // per-token promote scale of the S tile: the softmax scale (base 2)
     std::fill(scale, scale + TILE_T, sh.scale_log2);
+#endif
     for (int64_t blk = blk_begin; blk < blk_end; ++blk) {
         const int64_t t0 = blk * BT;
         const int n = (int)std::min<int64_t>(BT, ntok - t0);
@@ -297,6 +310,20 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         bool any = false;
         for (int t = 0; t < n; ++t) any |= valid[t] != 0;
         if (!any) continue;
+#ifdef DJ_HAVE_BRGEMM
+        // one call per product: the next block's tokens are asked for in thirds between the steps
+        const auto prefetch_third = [&](int k) {
+            const int a = next_n * k / 3, b = next_n * (k + 1) / 3;
+            if (b > a) src.prefetch(row, t0 + BT + a, b - a);
+        };
+        prefetch_third(0);
+        if (!brg::qk_block(krow, nt, sh.dqk, sh.Hp, qp, kb, sh.scale_log2, s)) return;
+        prefetch_third(1);
+        if (limit) mask_block(s, nt, sh.Hp, t0, limit);
+        softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
+        prefetch_third(2);
+        if (!brg::pv_block(pp, vrow, nt, sh.H, sh.Hp, sh.dv, rescale, pw, vp, o)) return;
+#else
         for (int t0l = 0; t0l < nt; t0l += TILE_T) {
             if (t0l < next_n) src.prefetch(row, t0 + BT + t0l, std::min(TILE_T, next_n - t0l));
             for (int h = 0; h < sh.Hp; h += TILE_H)
@@ -311,6 +338,7 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
                 dj::gemm::micro_kernel_core<TILE_T, dj::gemm::Combine::Rescale>(
                     nt / 2, dj::gemm::StridedRows{pp + h, sh.Hp, 1}, vp + (d / TILE_H) * V_PANEL,
                     o + (int64_t)h * sh.dv + d, sh.dv, true, rescale + h, nullptr);
+#endif
     }
 }
 
@@ -347,7 +375,13 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
         const uint16_t* qv[MAX_H];
         const int nvec = src.q(row, qv);
         uint32_t* qp = sc.qp.get<uint32_t>((size_t)(sh.dqk / 2) * sh.Hp);
+#ifdef DJ_HAVE_BRGEMM
+        dj::brgemm::Scope brgemm_scope;   // releases the thread's AMX tile state after the item
+        if (dj::failed()) return;         // an error was reported: the launch raises
+        brg::pack_q(qp, qv, nvec, sh.Hp, sh.dqk);
+#else
         pack_q(qp, qv, nvec, sh.Hp, sh.dqk);
+#endif
         int32_t* limit = sc.limit.get<int32_t>(sh.Hp);
         if (src.limits(row, limit))
             std::fill(limit + nvec, limit + sh.Hp, std::numeric_limits<int32_t>::max());

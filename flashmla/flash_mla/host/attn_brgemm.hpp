@@ -1,0 +1,147 @@
+// The attention engine's two products on the brgemm matrix engine (deepjit/host/brgemm.hpp: oneDNN's
+// micro-kernel, AMX tiles where the CPU has them). Included by attn_engine.hpp under DJ_HAVE_BRGEMM.
+//   QK: S^T[t][h] = K[t] . Q[h]   A = the block's K rows (BF16, K contiguous), B = Q in VNNI words
+//       of the full head width (word [p][h] = (q[h][2p], q[h][2p+1])), C = S^T [nt][Hp].
+//       brgemm wants A rows equally spaced: runs of equally spaced rows (a page of a dense cache, a
+//       varlen sequence, the decode's dequantised rows) are read in place, any other row is copied
+//       into its slot of the kb scratch (gathered prefill tokens, the zero rows of invalid tokens).
+//   PV: O[h][:] = O[h][:] * rescale[h] + P[h][:] . V   A = P as BF16 rows [h][t] (the softmax's
+//       token-pair words transposed), B = V in VNNI words of the full d_v width, C = O (accumulated
+//       after the rescale).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <deepjit/host/brgemm.hpp>
+#include <deepjit/host/gemm_bf16.hpp>
+
+namespace fmla {
+namespace brg {
+
+constexpr int kMinRun = 16;   // equally spaced rows read in place from this many on (fewer: copied)
+
+// Q of one row as VNNI words [dqk / 2][Hp]; zero for heads past H.
+inline void pack_q(uint32_t* qw, const uint16_t* const* qv, int H, int Hp, int dqk) {
+    for (int p = 0; p < dqk / 2; ++p) {
+        uint32_t* dst = qw + (int64_t)p * Hp;
+        for (int h = 0; h < H; ++h) std::memcpy(dst + h, qv[h] + 2 * p, 4);
+        for (int h = H; h < Hp; ++h) dst[h] = 0;
+    }
+}
+
+// The end of the run of equally spaced rows starting at `i` (< n), and its spacing in elements
+// (0 for a lone row).
+inline int run_end(const uint16_t* const* rows, int i, int n, int64_t* stride) {
+    *stride = 0;
+    if (i + 1 >= n) return i + 1;
+    *stride = rows[i + 1] - rows[i];
+    int j = i + 2;
+    while (j < n && rows[j] - rows[j - 1] == *stride) ++j;
+    return j;
+}
+
+// S^T[t][h] (scaled by scale_log2) for the block's nt rows krow[0..nt); kb: BT slots of MAX_DQK.
+// False after an error was reported.
+inline bool qk_block(const uint16_t* const* krow, int nt, int dqk, int Hp, const uint32_t* qw, uint16_t* kb,
+                     float scale_log2, float* s) {
+    const auto slot = [&](int t) { return kb + (int64_t)t * MAX_DQK; };
+    const auto product = [&](int i, int j, const uint16_t* a, int64_t lda) {
+        return dj::brgemm::gemm(j - i, Hp, dqk, a, lda, qw, Hp, s + (int64_t)i * Hp, Hp, false);
+    };
+    // Long runs of equally spaced rows are read in place; every other row goes to its slot, where
+    // the decode's dequantised rows already are, and each stretch of slot rows is one call.
+    int stretch = -1;   // first row of the current stretch of slot rows
+    for (int i = 0; i < nt;) {
+        int64_t stride;
+        const int j = run_end(krow, i, nt, &stride);
+        const bool at_slots = krow[i] == slot(i) && stride == MAX_DQK;
+        if (stride >= dqk && j - i >= kMinRun && !at_slots) {
+            if (stretch >= 0 && !product(stretch, i, slot(stretch), MAX_DQK)) return false;
+            stretch = -1;
+            if (!product(i, j, krow[i], stride)) return false;
+            i = j;
+            continue;
+        }
+        const int end = at_slots ? j : i + 1;   // a short run: its next row may start a long one
+        for (int t = i; t < end; ++t)
+            if (krow[t] != slot(t)) std::memcpy(slot(t), krow[t], sizeof(uint16_t) * dqk);
+        if (stretch < 0) stretch = i;
+        i = end;
+    }
+    if (stretch >= 0 && !product(stretch, nt, slot(stretch), MAX_DQK)) return false;
+    const int64_t count = (int64_t)nt * Hp;
+    int64_t e = 0;
+#ifdef DJ_HAVE_AVX512
+    const __m512 sc = _mm512_set1_ps(scale_log2);
+    for (; e + 16 <= count; e += 16) _mm512_storeu_ps(s + e, _mm512_mul_ps(_mm512_loadu_ps(s + e), sc));
+#endif
+    for (; e < count; ++e) s[e] *= scale_log2;
+    return true;
+}
+
+// V of the block as VNNI words [nt / 2][dv]: word [j][d] = (V[2j][d], V[2j+1][d]).
+inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv) {
+    for (int j = 0; j < nt / 2; ++j) {
+        const uint16_t* a = vrow[2 * j];
+        const uint16_t* b = vrow[2 * j + 1];
+        uint32_t* dst = vw + (int64_t)j * dv;
+        int d = 0;
+#ifdef DJ_HAVE_AVX512
+        for (; d + 16 <= dv; d += 16) {
+            const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(a + d)));
+            const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(b + d)));
+            _mm512_storeu_si512(dst + d, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+#endif
+        for (; d < dv; ++d) dst[d] = (uint32_t)a[d] | ((uint32_t)b[d] << 16);
+    }
+}
+
+#ifdef DJ_HAVE_AVX512
+// 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
+DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
+    __m512i v[16], t[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
+    dj::gemm::transpose16_words(v, t);
+    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
+}
+#endif
+
+// P rows for brgemm: pw[h][j] (rows of BT / 2 words = BT bf16) = pp[j][h] (the softmax's token-pair
+// words [nt / 2][Hp]), h < H.
+inline void transpose_p(const uint32_t* pp, int nt, int Hp, int H, uint32_t* pw) {
+    const int np = nt / 2;
+    int h0 = 0;
+#ifdef DJ_HAVE_AVX512
+    for (; h0 + 16 <= H; h0 += 16) {
+        int j0 = 0;
+        for (; j0 + 16 <= np; j0 += 16) transpose16(pp + (int64_t)j0 * Hp + h0, Hp, pw + (int64_t)h0 * (BT / 2) + j0, BT / 2);
+        for (int h = h0; h < h0 + 16; ++h)
+            for (int j = j0; j < np; ++j) pw[(int64_t)h * (BT / 2) + j] = pp[(int64_t)j * Hp + h];
+    }
+#endif
+    for (int h = h0; h < H; ++h)
+        for (int j = 0; j < np; ++j) pw[(int64_t)h * (BT / 2) + j] = pp[(int64_t)j * Hp + h];
+}
+
+// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H. False after an error was reported.
+inline bool pv_block(const uint32_t* pp, const uint16_t* const* vrow, int nt, int H, int Hp, int dv,
+                     const float* rescale, uint32_t* pw, uint32_t* vw, float* o) {
+    transpose_p(pp, nt, Hp, H, pw);
+    pack_v(vw, vrow, nt, dv);
+    for (int h = 0; h < H; ++h) {
+        const float r = rescale[h];
+        if (r == 1.0f) continue;   // the running max did not move
+        float* row = o + (int64_t)h * dv;
+        int d = 0;
+#ifdef DJ_HAVE_AVX512
+        for (; d + 16 <= dv; d += 16) _mm512_storeu_ps(row + d, _mm512_mul_ps(_mm512_loadu_ps(row + d), _mm512_set1_ps(r)));
+#endif
+        for (; d < dv; ++d) row[d] *= r;
+    }
+    return dj::brgemm::gemm(H, dv, nt, reinterpret_cast<const uint16_t*>(pw), BT, vw, dv, o, dv, true);
+}
+
+}  // namespace brg
+}  // namespace fmla
