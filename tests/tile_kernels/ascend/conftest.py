@@ -15,6 +15,6 @@ def ascend_packed_ue8m0(sf_fp32: torch.Tensor) -> torch.Tensor:
 
 
 def unpack_ascend_ue8m0(sf: torch.Tensor) -> torch.Tensor:
-    """Ascend int16 packed scales -> FP32 ``(Mb, 2 * words)`` (for the reference cast-back)."""
-    b = sf.contiguous().view(torch.uint8).to(torch.int32)
-    return (b << 23).view(torch.float32)
+    """Ascend int16 packed scales -> FP32 ``(Mb, 2 * words)`` (for the reference cast-back), decoded as
+    torch's ``float8_e8m0fnu`` (0xFF NaN, 0x00 2^-127: the suite's UE8M0 policy)."""
+    return sf.contiguous().view(torch.uint8).view(torch.float8_e8m0fnu).float()
