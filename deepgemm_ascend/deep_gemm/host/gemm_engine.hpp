@@ -718,13 +718,16 @@ private:
 
     void prepack(const Job& job, Prepared& p, const Item& it, Scratch& s) {
         if (p.stream) {   // A's rows unscaled, each 64-value chunk in stream_order, zero past K
-            uint16_t* row = s.tmp.get();
+            // Converted a chunk at a time: a whole row (any K) would not fit the scratch, sized by kc_.
+            uint16_t chunk[64];
             for (int64_t r = 0; r < job.m; ++r) {
-                to_bf16(a_.row_base(job.a_g, job.a_m0 + r), a_.type, job.k0, job.klen, row);
-                std::memset(row + job.klen, 0, (p.lda - job.klen) * 2);
                 uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r * p.lda;
-                for (int64_t c = 0; c < p.lda; c += 64)
-                    for (int64_t e = 0; e < 64; ++e) out[c + stream_order(e, b_.type == kE4M3)] = row[c + e];
+                for (int64_t c = 0; c < p.lda; c += 64) {
+                    const int64_t n = std::clamp<int64_t>(job.klen - c, 0, 64);
+                    to_bf16(a_.row_base(job.a_g, job.a_m0 + r), a_.type, job.k0 + c, n, chunk);
+                    std::fill(chunk + n, chunk + 64, uint16_t(0));
+                    for (int64_t e = 0; e < 64; ++e) out[c + stream_order(e, b_.type == kE4M3)] = chunk[e];
+                }
             }
             return;
         }

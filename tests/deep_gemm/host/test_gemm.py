@@ -81,6 +81,18 @@ def test_decode_rows(kind, pow2, m):
     check(d, ref_gemm(ar, br, c, 0.5), 1e-6)
 
 
+@pytest.mark.parametrize("kind,pow2", [("bf16", False), ("fp8", False)])
+def test_decode_row_with_a_long_k(kind, pow2):
+    """A decode row far longer than the K block the per-thread scratch is sized for (was a heap overflow:
+    the row was converted whole into that scratch)."""
+    m, n, k = 1, 16, 65536 + 64 + 8
+    a, sfa, ar = operand(kind, m, k, (1, 128), pow2)
+    b, sfb, br = operand(kind, n, k, (128, 128), pow2)
+    d = torch.empty(m, n, dtype=torch.float32)
+    H.gemm(a, sfa, b, sfb, d)
+    check(d, ref_gemm(ar, br), 1e-6)
+
+
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_fp8_gemm_c_alpha(out_dtype):
     m, n, k = 70, 90, 256
