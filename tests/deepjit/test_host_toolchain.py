@@ -193,3 +193,49 @@ def test_launch_argument_types(runtime):
         kernel(x, x, 1.0, 2**63, 1)
     with pytest.raises(DeepJITError, match="kernel must not be null"):
         runtime.launch(None, None, x)
+
+
+def test_concurrent_launches_of_one_kernel_keep_their_own_errors(runtime):
+    """The error buffer is one per loaded kernel: a failing launch must not fail (or cut short) a good
+    launch of the same kernel from another thread."""
+    import threading
+    fill = runtime.compile("fill_or_fail", r"""
+#include <deepjit/host/kernel.hpp>
+#include <chrono>
+DJ_KERNEL(fill_or_fail, "ptr,i64,i64") void fill_or_fail(float* y, int64_t n, int64_t fail) {
+    if (fail) { dj::report_error("asked to fail"); }
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    for (int64_t i = 0; i < n; ++i) {
+        if (!fail && dj::failed()) return;   // workers stop on a reported error
+        y[i] = 1.0f;
+    }
+    while (std::chrono::steady_clock::now() < end) {}
+}
+""")
+    errors = {"good": 0, "bad": 0}
+    short = []
+
+    def good():
+        for _ in range(20):
+            y = torch.zeros(1000)
+            try:
+                fill(y, y.numel(), 0)
+            except DeepJITError:
+                errors["good"] += 1
+            if not bool((y == 1).all()):
+                short.append(1)
+
+    def bad():
+        for _ in range(20):
+            y = torch.zeros(1000)
+            try:
+                fill(y, y.numel(), 1)
+            except DeepJITError:
+                errors["bad"] += 1
+
+    threads = [threading.Thread(target=good), threading.Thread(target=bad)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == {"good": 0, "bad": 20} and not short

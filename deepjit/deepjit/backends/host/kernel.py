@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 from ...elf import STT_FUNC, expect_one_kernel, exported_symbols
 from ...errors import DeepJITError
@@ -51,6 +52,9 @@ class HostKernel:
             self._error = (ctypes.c_char * 1024).in_dll(self._lib, ERROR_SYMBOL)
         except ValueError:
             self._error = None
+        # The error buffer is one per loaded kernel: two threads launching it at once would see each
+        # other's error (and a worker stops on any), so launches of one kernel are serialised.
+        self._launch_lock = threading.Lock() if self._error is not None else None
 
     def _convert(self, i: int, kind: str, value):
         if kind == "ptr":
@@ -79,11 +83,17 @@ class HostKernel:
         if len(args) != len(self.arg_types):
             raise TypeError(f"kernel {self.name} takes {len(self.arg_types)} arguments "
                             f"({', '.join(self.arg_types)}), got {len(args)}")
-        self._fn(*[self._convert(i, k, a) for i, (k, a) in enumerate(zip(self.arg_types, args, strict=True))])
-        if self._error is not None and self._error[0] != b"\0":
+        converted = [self._convert(i, k, a) for i, (k, a) in enumerate(zip(self.arg_types, args, strict=True))]
+        if self._launch_lock is None:
+            self._fn(*converted)
+            return
+        with self._launch_lock:
+            self._fn(*converted)
+            if self._error[0] == b"\0":
+                return
             message = self._error.value.decode(errors="replace")
             self._error[0] = b"\0"
-            raise DeepJITError(f"kernel {self.name} failed: {message}")
+        raise DeepJITError(f"kernel {self.name} failed: {message}")
 
     def __call__(self, *args):
         self.launch(None, *args)

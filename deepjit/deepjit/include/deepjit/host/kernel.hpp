@@ -7,7 +7,8 @@
 //
 // A kernel fails without throwing (an exception leaving a kernel, or an OpenMP region, aborts the
 // process): it calls dj::report_error(message) and returns; the launcher raises DeepJITError with
-// the first message reported during the launch (dj_kernel_error, one buffer per kernel library).
+// the first message reported during the launch (dj_kernel_error, one buffer per loaded kernel;
+// deepjit serialises launches of one kernel so concurrent launches cannot see each other's error).
 #pragma once
 
 #include <cstddef>
