@@ -73,6 +73,70 @@ def _prefault(mapping: mmap.mmap, start: int, length: int) -> None:
             pass
 
 
+_SEGMENT_NAME = re.compile(r"(?P<window>dj-symm-\w{0,32}-(?P<ns>\d+)-(?P<pid>\d+)-[0-9a-f]+-\d+)-\d+")
+
+
+def _pid_namespace() -> int:
+    """This process's pid namespace (its inode): pids in a segment name mean something only there."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _creator_pid(path: str) -> int | None:
+    """The pid in a segment's header (written once its creator has mapped it), if there is one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    if len(head) < 16 or int.from_bytes(head[:8], "little") != MAGIC:
+        return None
+    return int.from_bytes(head[8:16], "little")
+
+
+def reap_orphaned_segments(shm_dir: str = SHM_DIR) -> list[str]:
+    """Unlinks the ``/dev/shm`` names of windows whose creators have all exited: the names live
+    only while a window is being built, so they are left only when every rank building it was
+    killed (SIGKILL, or a signal with no handler). A window is kept while any of its creators (the
+    leader in its name, each segment's owner in its header) is alive, or when its names come from
+    another pid namespace (whose pids this process cannot judge). Returns the names removed."""
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return []
+    here = str(_pid_namespace())
+    windows: dict[str, list[str]] = {}
+    for name in names:
+        m = _SEGMENT_NAME.fullmatch(name)
+        if m is not None and m["ns"] == here:
+            windows.setdefault(m["window"], []).append(name)
+    removed = []
+    for members in windows.values():
+        pids = {int(_SEGMENT_NAME.fullmatch(members[0])["pid"])}
+        pids.update(p for p in (_creator_pid(os.path.join(shm_dir, n)) for n in members) if p is not None)
+        if any(_alive(p) for p in pids):
+            continue
+        for name in members:
+            try:
+                os.unlink(os.path.join(shm_dir, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
 def _open_pidfd(pid: int) -> int:
     try:
         return os.pidfd_open(pid)
@@ -127,7 +191,8 @@ class SymmetricWindow:
                                  f"rank {r} has {infos[r][3:5]}")
         leader = infos[local_ranks[0]]
         hint = re.sub(r"[^A-Za-z0-9_]", "_", name_hint)[:32]
-        token = f"dj-symm-{hint}-{leader[1]}-{leader[2]}-{leader[5]}"
+        token = f"dj-symm-{hint}-{_pid_namespace()}-{leader[1]}-{leader[2]}-{leader[5]}"
+        reap_orphaned_segments()
         self = object.__new__(cls)
         self._init(group, rank, local_ranks, [infos[r][1] for r in local_ranks], token, num_bytes, num_signals,
                    timeout_s, min(reserve_bytes, num_bytes), bool(prefault))
