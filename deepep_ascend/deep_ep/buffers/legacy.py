@@ -510,6 +510,7 @@ class Buffer:
         e_local = num_experts // R
         out = self._ep._dispatch(payload, topk_idx, None, cumulative_local_expert_recv_stats, num_experts, M, 1,
                                  async_mode=async_finish or deferred, do_cpu_sync=False, do_expand=True,
+                                 col_major_sf=use_fp8,  # scales token-contiguous, as upstream packs them
                                  defer_epilogue=deferred, copy_topk_idx=True, packed_stride=R * M)
         src_info = torch.full((e_local, R * M), -1, dtype=torch.int32)
         layout_range = torch.zeros(e_local, R, dtype=torch.int64)
