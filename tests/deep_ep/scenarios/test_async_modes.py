@@ -88,3 +88,10 @@ def _inference(rank, world):
 
 def test_inference_mode_with_async_cached_zero_padded_dispatch():
     assert run_ranks(_inference, 2, timeout=120) == [True, True]
+
+
+def test_low_latency_over_collectives_keeps_fp8_scales_token_contiguous():
+    """The V1 low-latency calls over collectives (the path between hosts): the packed FP8 scales
+    are token-contiguous as upstream's, and every row bit-exact."""
+    from ..test_low_latency import _oracle_exact
+    assert run_ranks(_oracle_exact, 2, timeout=120, env={"EP_TRANSPORT": "dist"}) == [True, True]
