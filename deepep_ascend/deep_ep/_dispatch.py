@@ -52,7 +52,7 @@ def _cast_host(x: torch.Tensor, round_scale: bool, threads: int):
     """The reference cast (utils/math.py) as a host kernel, bit for bit."""
     x = x.contiguous()
     out = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
-    scales = torch.empty(x.shape[0], x.shape[1] // 128)
+    scales = torch.empty(x.shape[0], x.shape[1] // 128, dtype=torch.float32)
     kernel("ep_fp8_cast")(x, out, scales, x.shape[0], x.shape[1], int(round_scale), threads)
     return out, scales
 

@@ -133,7 +133,7 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
             outs = refs.expert_output(g[i].repeat(len(slots)), slots, hidden)
             y[i] = refs.ordered_sum(list(outs))
     gen = torch.Generator().manual_seed(seed * 7 + rank)
-    bias = tuple(torch.randn(T, hidden, generator=gen).bfloat16() for _ in range(case.num_bias))
+    bias = tuple(torch.randn(T, hidden, generator=gen, dtype=torch.float32).bfloat16() for _ in range(case.num_bias))
     cw = recv_w if (w is not None and (not case.expand or multiple_reduction)) else None
     combined, combined_w, _ = on("cpu", buf.combine(on(device, y), handle, on(device, cw),
                                                      on(device, bias if len(bias) != 1 else bias[0])))
@@ -152,14 +152,14 @@ def check_by_hand(rank):
     routing = {0: [[0, 3], [2, -1]], 1: [[1, 2], [3, 0]]}
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=2, hidden=16, num_topk=2, explicitly_destroy=True)
     idx = torch.tensor(routing[rank], dtype=torch.int64)
-    x = torch.tensor([[10.0 * rank + 1], [10.0 * rank + 2]]).expand(2, 16).bfloat16()
+    x = torch.tensor([[10.0 * rank + 1], [10.0 * rank + 2]], dtype=torch.float32).expand(2, 16).bfloat16()
     recv_x, recv_idx, _, handle, _ = buf.dispatch(x, idx, num_experts=4)
     expect_x = {0: [1, 11, 12], 1: [1, 2, 11, 12]}[rank]
     expect_idx = {0: [[0, -1], [1, -1], [-1, 0]], 1: [[-1, 1], [0, -1], [-1, 0], [1, -1]]}[rank]
     assert recv_x[:, 0].float().tolist() == expect_x and recv_idx.tolist() == expect_idx
     assert handle.num_recv_tokens_per_expert_list == {0: [2, 1], 1: [2, 2]}[rank]
     assert handle.recv_src_metadata[:, 0].tolist() == {0: [0, 2, 3], 1: [0, 1, 2, 3]}[rank]
-    combined, _, _ = buf.combine(recv_x, handle, bias=torch.ones(2, 16).bfloat16())
+    combined, _, _ = buf.combine(recv_x, handle, bias=torch.ones(2, 16, dtype=torch.float32).bfloat16())
     assert combined[:, 0].float().tolist() == {0: [3, 3], 1: [23, 25]}[rank]
     ex, _, _, ehandle, _ = buf.dispatch(x, idx, num_experts=4, do_expand=True)
     assert ex[:, 0].float().tolist() == {0: [1, 12, 11], 1: [2, 11, 1, 12]}[rank]

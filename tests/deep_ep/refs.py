@@ -13,9 +13,9 @@ import torch.distributed as dist
 def make_routing(num_tokens: int, num_topk: int, num_experts: int, seed: int, masked_ratio: float = 0.1):
     """Distinct experts per token from random scores, some slots masked with -1."""
     g = torch.Generator().manual_seed(seed)
-    scores = torch.rand(num_tokens, num_experts, generator=g)
+    scores = torch.rand(num_tokens, num_experts, generator=g, dtype=torch.float32)
     topk_weights, topk_idx = torch.topk(scores, num_topk, dim=1)
-    masked = torch.rand(num_tokens, num_topk, generator=g) < masked_ratio
+    masked = torch.rand(num_tokens, num_topk, generator=g, dtype=torch.float32) < masked_ratio
     topk_idx = topk_idx.masked_fill(masked, -1).to(torch.int64)
     topk_weights = topk_weights.masked_fill(masked, 0.0).float()
     return topk_idx, topk_weights
@@ -23,13 +23,13 @@ def make_routing(num_tokens: int, num_topk: int, num_experts: int, seed: int, ma
 
 def make_x(num_tokens: int, hidden: int, seed: int, fp8: str | None = None):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_tokens, hidden, generator=g).bfloat16()
+    x = torch.randn(num_tokens, hidden, generator=g, dtype=torch.float32).bfloat16()
     if fp8 is None:
         return x
-    x_fp8 = (torch.randn(num_tokens, hidden, generator=g) * 100).to(torch.float8_e4m3fn)
+    x_fp8 = (torch.randn(num_tokens, hidden, generator=g, dtype=torch.float32) * 100).to(torch.float8_e4m3fn)
     packs = hidden // 128
     if fp8 == "float":
-        sf = torch.rand(num_tokens, packs, generator=g) + 0.5
+        sf = torch.rand(num_tokens, packs, generator=g, dtype=torch.float32) + 0.5
         return x_fp8, sf.T.contiguous().T  # column-major scales, as upstream tests pass them
     sf = torch.randint(0, 1 << 30, (num_tokens, (packs + 3) // 4), generator=g, dtype=torch.int32)
     return x_fp8, sf
@@ -86,7 +86,7 @@ def combine(topk_idx, num_experts: int, num_ranks: int, rank: int, num_max_token
     T, K = topk_idx.shape
     e_local = num_experts // num_ranks
     g = rank * num_max_tokens_per_rank + torch.arange(T)
-    acc = torch.zeros(T, hidden)
+    acc = torch.zeros(T, hidden, dtype=torch.float32)
     if len(bias) == 1:
         acc = bias[0].float()
     elif len(bias) == 2:
@@ -102,7 +102,7 @@ def combine(topk_idx, num_experts: int, num_ranks: int, rank: int, num_max_token
         for q in range(k + 1, K):
             last &= owner[:, q] != owner[:, k]
         # The partial of the rank owning slot k: its local slots summed in slot order, rounded once.
-        partial = torch.zeros(T, hidden)
+        partial = torch.zeros(T, hidden, dtype=torch.float32)
         started = torch.zeros(T, dtype=torch.bool)
         for q in range(K):
             mine = (owner[:, q] == owner[:, k]) & valid

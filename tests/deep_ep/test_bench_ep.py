@@ -180,3 +180,26 @@ def test_bench_low_latency(bench, world):
     for op in ("dispatch", "combine"):
         bench.record("deep_ep", f"low-latency {op} ({'fp8' if op == 'dispatch' else 'bf16'})",
                      f"EP{world} 128x7168 top8/256", statistics.median(o[f"t_{op}"] for o in outs))
+
+
+def _build(rank, world, nbytes):
+    import os
+
+    import deep_ep
+    dist.barrier()
+    start = time.perf_counter()
+    buf = deep_ep.Buffer(dist.group.WORLD, nbytes, explicitly_destroy=True)
+    seconds = time.perf_counter() - start
+    committed = os.fstat(buf._ep._session.transport.window._own_fd).st_blocks * 512
+    buf.destroy()
+    return seconds, committed
+
+
+@pytest.mark.bench
+def test_bench_build_1gib_buffer(bench):
+    """A V1 ``Buffer`` with vLLM's default 1 GiB ``num_nvl_bytes`` on 2 local ranks: construction
+    time per rank (the slowest rank) and the shared memory it commits (the README's budget)."""
+    outs = run_ranks(_build, 2, 1 << 30, timeout=600)
+    committed = max(c for _, c in outs)
+    bench.record("deep_ep", f"V1 Buffer construction, 1 GiB (commits {committed / (1 << 30):.2f} GiB per rank)",
+                 "EP2 num_nvl_bytes=2^30", max(s for s, _ in outs))

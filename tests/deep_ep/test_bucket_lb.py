@@ -28,7 +28,7 @@ def _bucket(rank, world, transport):
     out = buf.all_gather(gathered[rank * 64:(rank + 1) * 64]).wait()
     assert out.data_ptr() == gathered.data_ptr()
     assert torch.equal(out, torch.cat([_values(r, 64, 1) for r in range(world)]))
-    dst = torch.empty(world, 64)
+    dst = torch.empty(world, 64, dtype=torch.float32)
     shard.copy_(_values(rank, 64, 1))
     (got,) = buf.all_gather([shard], dsts=[dst]).wait()
     assert torch.equal(dst.view(-1), out) and torch.equal(got, out)
@@ -64,20 +64,20 @@ def _lb(rank, world, transport):
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=8, hidden=128, num_topk=2,
                            lb_allocation_plan_or_num_bytes=plan, explicitly_destroy=True)
     num_local = 2
-    weights = torch.stack([(rank * num_local + e) * 10 + torch.arange(8.0) for e in range(num_local)])
+    weights = torch.stack([(rank * num_local + e) * 10 + torch.arange(8.0, dtype=torch.float32) for e in range(num_local)])
     # Rank r hosts both experts of rank r + 1 in its two redundant slots.
     mapping = torch.tensor([[((r + 1) % world) * 2, ((r + 1) % world) * 2 + 1] for r in range(world)],
                            dtype=torch.int32)
     buf.lb_prefetch_weights(red_w, weights, mapping).wait()
     for c in range(2):
         e = int(mapping[rank, c])
-        assert torch.equal(red_w[c], e * 10 + torch.arange(8.0))
-    red_g.copy_(torch.stack([torch.full((8,), rank + c + 1.0) for c in range(2)]))
-    grads = torch.ones(num_local, 8)
+        assert torch.equal(red_w[c], e * 10 + torch.arange(8.0, dtype=torch.float32))
+    red_g.copy_(torch.stack([torch.full((8,), rank + c + 1.0, dtype=torch.float32) for c in range(2)]))
+    grads = torch.ones(num_local, 8, dtype=torch.float32)
     buf.lb_reduce_grads(red_g, grads, mapping).wait()
     for local in range(num_local):
         contrib = sum(r + c + 1.0 for r in range(world) for c in range(2) if int(mapping[r, c]) == rank * 2 + local)
-        assert torch.equal(grads[local], torch.full((8,), 1.0 + contrib))
+        assert torch.equal(grads[local], torch.full((8,), 1.0 + contrib, dtype=torch.float32))
     with pytest.raises(ValueError, match="must not host its own experts"):
         buf.lb_prefetch_weights(red_w, weights, torch.arange(world * 2, dtype=torch.int32).view(world, 2))
     buf.destroy()
@@ -85,15 +85,15 @@ def _lb(rank, world, transport):
     # PPBuffer: two tensors around the ring, matched in order.
     pp = deep_ep.PPBuffer(dist.group.WORLD, 1024, 4, explicitly_destroy=True)
     nxt, prv = (rank + 1) % world, (rank - 1) % world
-    sent = [pp.send(torch.full((16,), 100.0 * rank + i), nxt) for i in range(2)]
-    got = [torch.empty(16) for _ in range(2)]
+    sent = [pp.send(torch.full((16,), 100.0 * rank + i, dtype=torch.float32), nxt) for i in range(2)]
+    got = [torch.empty(16, dtype=torch.float32) for _ in range(2)]
     for i in range(2):
         pp.recv(got[i], prv).wait()
     for e in sent:
         e.wait()
     assert [g[0].item() for g in got] == [100.0 * prv, 100.0 * prv + 1]
     with pytest.raises(ValueError, match="more than num_max_tensor_bytes"):
-        pp.send(torch.empty(1000), nxt)
+        pp.send(torch.empty(1000, dtype=torch.float32), nxt)
     pp.destroy()
     return True
 

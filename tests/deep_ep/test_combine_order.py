@@ -49,7 +49,7 @@ def _orders(rank, world):
     legacy = deep_ep.Buffer(dist.group.WORLD, deep_ep.Config().get_nvl_buffer_size_hint(H * 2, world),
                             explicitly_destroy=True)
     per_rank, _, per_expert, in_rank, _ = legacy.get_dispatch_layout(idx, E)
-    recv_x, _, _, _, handle, _ = legacy.dispatch(x, None, per_rank, None, in_rank, per_expert, idx, torch.ones(T, K))
+    recv_x, _, _, _, handle, _ = legacy.dispatch(x, None, per_rank, None, in_rank, per_expert, idx, torch.ones(T, K, dtype=torch.float32))
     out["v1"], _, _ = legacy.combine(torch.full_like(recv_x, value), handle, bias=bias)
     legacy.destroy()
     return {k: v.float().tolist() for k, v in out.items()}

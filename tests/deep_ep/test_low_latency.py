@@ -75,7 +75,7 @@ def _oracle_exact(rank, world, group=None, device="cpu"):
         combined, _, _ = buf.low_latency_combine(*on(device, (y, idx, w)), handle)
         combined = combined.cpu()
         # FP32 from zero, slot order, weight times the BF16 expert output, one rounding.
-        expected = torch.zeros(T, LH)
+        expected = torch.zeros(T, LH, dtype=torch.float32)
         for k in range(K):
             for t in range(T):
                 if idx[t, k] >= 0:
@@ -195,7 +195,7 @@ def _shrink(rank, world):
         return True
     buf._ep._session.transport.window.timeout_s = 1.0  # V1 Buffer has no timeout argument
     mask = torch.empty(world, dtype=torch.int32)
-    expect_error(lambda: buf.low_latency_query_mask_buffer(torch.empty(world)), ValueError, "mask_status")
+    expect_error(lambda: buf.low_latency_query_mask_buffer(torch.empty(world, dtype=torch.float32)), ValueError, "mask_status")
     expect_error(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError, "cannot mask itself")
     expect_error(lambda: buf.low_latency_update_mask_buffer(world, True), ValueError, "rank must be in")
     for manual in (False, True):
@@ -220,7 +220,7 @@ def _shrink(rank, world):
                 begin += n
             assert int(count[e]) == begin and int(handle[1][e, dead]) & 0xFFFFFFFF == 0
         combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
-        expected = torch.zeros(LM, LH)
+        expected = torch.zeros(LM, LH, dtype=torch.float32)
         for k in range(K):
             for t in range(LM):
                 e = int(idx[t, k])
@@ -270,7 +270,7 @@ def _fuzz_ids(rank, world):
                                (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E), "hidden")):
         expect_error(bad_call, ValueError, fragment)
     # combine with an equal but strided topk_idx (a transposed copy) gives the same result
-    w = torch.rand(4, K)
+    w = torch.rand(4, K, dtype=torch.float32)
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
     good, _, _ = buf.low_latency_combine(recv, idx, w, handle)
     strided = idx.T.contiguous().T

@@ -25,9 +25,9 @@ def _ranks(rank, world):
     buf.barrier(True, False, True)
     T = M - 3 * rank
     topk_idx = torch.stack([torch.randperm(E)[:K] for _ in range(T)])
-    topk_idx[torch.rand(T, K) < 0.2] = -1
-    topk_weights = torch.rand(T, K)
-    x = torch.randn(T, H).bfloat16()
+    topk_idx[torch.rand(T, K, dtype=torch.float32) < 0.2] = -1
+    topk_weights = torch.rand(T, K, dtype=torch.float32)
+    x = torch.randn(T, H, dtype=torch.float32).bfloat16()
 
     # refs.dispatch: rows sorted by src_token_global_idx, local expert ids, the whole weight rows.
     recv_x, recv_idx, recv_w, src, per_rank = refs.dispatch(x, topk_idx, topk_weights, M, E)
@@ -37,7 +37,7 @@ def _ranks(rank, world):
     assert torch.equal(handle.recv_src_metadata[:, 0], src) and int(per_rank.sum()) == got_x.shape[0]
 
     # refs.combine of upstream's synthetic expert outputs vs the buffer's expanded combine.
-    bias = torch.randn(T, H).bfloat16()
+    bias = torch.randn(T, H, dtype=torch.float32).bfloat16()
     mine = refs.generate_pre_combine_data(rank * M + torch.arange(T), M, K, H)      # [T, K, H]
     mine = torch.where((topk_idx >= 0)[:, :, None], mine, 0)                            # unused slots add nothing
     expect = refs.combine(mine, topk_idx, 1, world, E, bias, True, False)
@@ -70,10 +70,10 @@ def test_refs_combine_reduces_groups_at_their_last_slot():
     # slot 2, so the order is bias, rank 1 (slot 1), rank 0 (slot 2).
     tiny = 2.0 ** -24
     y = torch.tensor([[tiny, -1.0, 0.0]]).bfloat16()[:, :, None].expand(1, 3, 4).contiguous()
-    bias = torch.ones(1, 4).bfloat16()
+    bias = torch.ones(1, 4, dtype=torch.float32).bfloat16()
     out = refs.combine(y, torch.tensor([[0, 2, 1]]), 1, 2, 4, bias, True, False)
     assert torch.equal(out, torch.full((1, 4), tiny).bfloat16())
-    assert torch.equal(refs.ordered_accumulate(y, bias.float()), torch.zeros(1, 4).bfloat16())
+    assert torch.equal(refs.ordered_accumulate(y, bias.float()), torch.zeros(1, 4, dtype=torch.float32).bfloat16())
 
 
 def test_gate_routes_ratio_times_more_tokens_to_rank_0():
@@ -93,7 +93,7 @@ def test_gate_routes_ratio_times_more_tokens_to_rank_0():
 
 def test_testing_bench_and_silencer(capfd):
     from deep_ep.utils import testing
-    avg, low, high = testing.bench(lambda: torch.ones(64).sum(), num_warmups=2, num_tests=5, flush_l2=False)
+    avg, low, high = testing.bench(lambda: torch.ones(64, dtype=torch.float32).sum(), num_warmups=2, num_tests=5, flush_l2=False)
     assert 0 < low <= avg <= high
     with testing.suppress_stdout_stderr():
         print("hidden")

@@ -157,7 +157,7 @@ def _async(rank, world):
     # Outputs the caller keeps pin their shared-memory block; once the arena is full, dispatch falls
     # back to a receive-side copy into private memory. Both give the same bytes.
     arena = buf._session.transport
-    kept, inside, fell_back = [], [], torch.zeros(1)
+    kept, inside, fell_back = [], [], torch.zeros(1, dtype=torch.float32)
     while len(kept) < 200 and not bool(fell_back):  # until some rank's output no longer fits (bounded)
         kept.append(buf.dispatch(x, idx, w, **kw))
         inside.append(arena.arena_address(rank) <= kept[-1][0].data_ptr()

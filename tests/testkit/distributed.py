@@ -30,6 +30,8 @@ def _worker(fn, rank, world_size, port, results, env, args):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
+    if os.environ.get("DJ_TEST_DEFAULT_DTYPE"):  # e.g. bfloat16, as upstream DeepEP's init_dist sets it
+        torch.set_default_dtype(getattr(torch, os.environ["DJ_TEST_DEFAULT_DTYPE"]))
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
         value = fn(rank, world_size, *args)

@@ -211,7 +211,7 @@ class AscendEngine(HostEngine):
         T, K = valid.shape
         dev = valid.device
         dst_slot = plan.dst_slot.long()
-        out_w = torch.zeros(T, K, device=dev) if c.topk_weights is not None else None
+        out_w = torch.zeros(T, K, dtype=torch.float32, device=dev) if c.topk_weights is not None else None
         bias = tuple(c.bias)
         if multi and sum_weights:
             # V1: one row per receiving rank, rows and weights summed in ascending rank order.

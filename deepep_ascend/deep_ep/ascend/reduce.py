@@ -104,7 +104,7 @@ def combine_reduce(rows, pos, weights=None, bias=(), from_first: bool = False, o
     dummy = torch.zeros(1, h, dtype=torch.bfloat16, device=rows.device)
     b0 = bias[0].contiguous() if len(bias) > 0 else dummy
     b1 = bias[1].contiguous() if len(bias) > 1 else dummy
-    w = weights.float().contiguous() if weights is not None else torch.zeros(t, p, device=rows.device)
+    w = weights.float().contiguous() if weights is not None else torch.zeros(t, p, dtype=torch.float32, device=rows.device)
     launch(build, (h, p, weights is not None, len(bias), bool(from_first)), rows.contiguous(), pos.contiguous(), w,
            b0, b1, out)
     return out

@@ -1,9 +1,14 @@
 """``BufferBase``: the explicit-destroy lifecycle shared by every buffer."""
 from __future__ import annotations
 
+from deepjit.symm import reap_orphaned_segments
+
 
 class BufferBase:
     def __init__(self, explicitly_destroy: bool = False):
+        # Shared memory left by buffers whose every rank was killed while building them goes now,
+        # whichever transport this buffer uses (the shared-memory windows reap at creation too).
+        reap_orphaned_segments()
         self.explicitly_destroy = bool(explicitly_destroy)
         self.main_context = None
         self._destroyed = False

@@ -159,7 +159,7 @@ class BucketBuffer(BufferBase):
                 where = (where * 1000003 + common) % (1 << 61)
             state["placed"] = placed
             total = sum(s.numel() * s.element_size() for s in srcs)
-            return [_OPS[op], len(srcs), total, int(torch.tensor(scale).float().view(torch.int32)),
+            return [_OPS[op], len(srcs), total, int(torch.tensor(scale, dtype=torch.float32).view(torch.int32)),
                     int(precision == "bf16"), where]
 
         ctx.start(op, _SIGNATURE, check)
@@ -213,13 +213,13 @@ class BucketBuffer(BufferBase):
             else:
                 src = s.reshape(-1).contiguous()
                 if op == "reduce_scatter":
-                    parts_t = torch.empty(R, shard)
+                    parts_t = torch.empty(R, shard, dtype=torch.float32)
                     dist.all_to_all_single(parts_t, src.view(R, shard), group=ctx.group)
                 else:
-                    parts_t = torch.empty(R, n)
+                    parts_t = torch.empty(R, n, dtype=torch.float32)
                     dist.all_gather(list(parts_t), src, group=ctx.group)
                 parts = list(parts_t)
-            acc = torch.zeros(shard)
+            acc = torch.zeros(shard, dtype=torch.float32)
             for part in parts:
                 acc += part.bfloat16().float() if precision == "bf16" else part
             acc *= scale

@@ -266,7 +266,7 @@ class EPBuffer(BufferBase):
             # the epilogue write into it; the weights are small and copied at the end.
             T = handle._topk_idx.shape[0]
             combined = engine.combine_output(T, handle._plan.hidden, handle._topk_idx.device)
-            weights = torch.empty(T, handle.num_topk) if topk_weights is not None else None
+            weights = torch.empty(T, handle.num_topk, dtype=torch.float32) if topk_weights is not None else None
 
             def fill():
                 _, w = epilogue(combined)

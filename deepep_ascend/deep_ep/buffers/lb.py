@@ -135,7 +135,7 @@ def lb_reduce_grads(buf, redundant_expert_grads: torch.Tensor, expert_grads: tor
                         view = session.transport.region(r, torch.float32, (width,), state["offset"] + c * width * 4)
                         incoming.append((e % num_local, view))
                 elif e // num_local == me:
-                    t = torch.empty(width)
+                    t = torch.empty(width, dtype=torch.float32)
                     ops.append(dist.P2POp(dist.irecv, t, r, buf.group))
                     incoming.append((e % num_local, t))
                 else:  # r == me: send my slot c to its owner

@@ -210,7 +210,9 @@ class Buffer:
 
     @staticmethod
     def is_sm90_compiled() -> bool:
-        return False
+        """Upstream: whether the build has its SM90 features, which its tests read as "FP8 dispatch
+        is available". Every backend here dispatches FP8 (E4M3 rows with FP32 or UE8M0 scales)."""
+        return True
 
     @staticmethod
     def capture() -> EventOverlap:
@@ -296,7 +298,8 @@ class Buffer:
                 raise TypeError(f"handle must be the handle a non-cached dispatch returned, got {type(handle).__name__}")
             recv_x, _, _, event = self._dispatch_parts(x, None, None, None, handle.cap, None, expert_alignment,
                                                        prev, async_finish, handle.parts, handle)
-            return _first_rows([recv_x], handle.num_rows)[0], None, None, None, None, event
+            (recv_x,), event = _first_rows([recv_x], handle.num_rows, event, self._ep._session)
+            return recv_x, None, None, None, None, event
         if is_token_in_rank is None or num_tokens_per_expert is None:
             raise ValueError("is_token_in_rank and num_tokens_per_expert (from get_dispatch_layout) are required "
                              "without a cached handle")
@@ -344,7 +347,7 @@ class Buffer:
             al = expert_alignment
             counts = ((per_expert + al - 1) // al * al).tolist()
         handle.num_rows = rows
-        recv_x, recv_idx, recv_w = _first_rows((recv_x, recv_idx, recv_w), rows)
+        (recv_x, recv_idx, recv_w), event = _first_rows((recv_x, recv_idx, recv_w), rows, event, self._ep._session)
         if topk_idx is None:
             recv_idx = recv_w = None
         return recv_x, recv_idx, recv_w, counts, handle, event
@@ -507,6 +510,7 @@ class Buffer:
         e_local = num_experts // R
         out = self._ep._dispatch(payload, topk_idx, None, cumulative_local_expert_recv_stats, num_experts, M, 1,
                                  async_mode=async_finish or deferred, do_cpu_sync=False, do_expand=True,
+                                 col_major_sf=use_fp8,  # scales token-contiguous, as upstream packs them
                                  defer_epilogue=deferred, copy_topk_idx=True, packed_stride=R * M)
         src_info = torch.full((e_local, R * M), -1, dtype=torch.int32)
         layout_range = torch.zeros(e_local, R, dtype=torch.int64)
@@ -606,23 +610,36 @@ class Buffer:
         return combined, event, (lambda: None) if return_recv_hook else None
 
 
-def _first_rows(tensors, n):
-    out = []
-    for t in tensors:
-        if isinstance(t, tuple):
-            out.append(tuple(_pad_rows(u, n) for u in t))
-        else:
-            out.append(None if t is None else _pad_rows(t, n))
-    return out
+def _first_rows(tensors, n, event=None, session=None):
+    """Each tensor cut or padded to ``n`` rows (padding: -1 for int64 indices, zeros otherwise).
+    When ``event`` is an asynchronous operation still filling ``tensors``, the padded copies are
+    filled on the comm worker after it (the worker runs in order) and the returned event covers
+    that copy too; returns ``(tensors, event)``."""
+    copies = []
 
+    def pad(t):
+        if t is None or t.shape[0] >= n:
+            return None if t is None else t[:n]
+        out = torch.empty((n, *t.shape[1:]), dtype=t.dtype, device=t.device)
+        tail = out[t.shape[0]:].view(torch.uint8) if t.element_size() == 1 else out[t.shape[0]:]
+        tail.fill_(-1 if t.dtype == torch.int64 else 0)
+        copies.append((out[:t.shape[0]], t))
+        return out
 
-def _pad_rows(t: torch.Tensor, n: int) -> torch.Tensor:
-    if t.shape[0] >= n:
-        return t[:n]
-    fill = -1 if t.dtype == torch.int64 else 0
-    extra = torch.full((n - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype) if t.element_size() != 1 else \
-        torch.zeros(n - t.shape[0], *t.shape[1:], dtype=torch.uint8).view(t.dtype)
-    return torch.cat([t, extra])
+    out = [tuple(pad(u) for u in t) if isinstance(t, tuple) else pad(t) for t in tensors]
+
+    def copy(filling=event):
+        if filling is not None:
+            filling.current_stream_wait()
+        for dst, src in copies:
+            dst.copy_(src)
+
+    pending = event is not None and event.event is not None and not event.event.query()
+    if copies and pending:
+        event = EventOverlap(EventHandle(future=session.submit(copy)))
+    elif copies:
+        copy()
+    return out, event
 
 
 def _flat_bytes(t: torch.Tensor) -> torch.Tensor:

@@ -357,7 +357,7 @@ class HostEngine:
         index = plan.dst_slot if multi else (None if by_token else plan.exp_pos)
         if out is None:
             out = self.combine_output(T, plan.hidden)
-        out_w = torch.empty(T, K) if c.topk_weights is not None else None
+        out_w = torch.empty(T, K, dtype=torch.float32) if c.topk_weights is not None else None
         b0 = c.bias[0] if len(c.bias) > 0 else None
         b1 = c.bias[1] if len(c.bias) > 1 else None
         args = launch_args("combine_args.hpp", "CombineReduceArgs", out=out, bias0=b0,

@@ -154,12 +154,13 @@ class CommSession:
     def submit(self, fn: Callable) -> Future:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deep_ep-comm")
-        future = self._worker.submit(self.guard, fn)
+        future = self._worker.submit(self.guard, _in_callers_modes(fn))
         self._pending.append(future)
         return future
 
     def defer(self, fn: Callable) -> Deferred:
-        d = Deferred(lambda: self.guard(fn))
+        run = _in_callers_modes(fn)
+        d = Deferred(lambda: self.guard(run))
         self._deferred.append(d)
         return d
 
@@ -172,3 +173,15 @@ class CommSession:
             self._worker.shutdown(wait=True)
             self._worker = None
         self.transport.destroy()
+
+
+def _in_callers_modes(fn: Callable) -> Callable:
+    """``fn`` run under the grad and inference modes of the thread that issued it: they are
+    thread-local, and an epilogue that writes into the caller's (inference) tensors on the worker
+    thread, or later, must see the caller's modes."""
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    def run():
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return fn()
+    return run

@@ -146,14 +146,14 @@ class ReferenceEngine(HostEngine):
         dev = c.x.device
         multi = not h.do_expand or multiple_reduction
         if not h.do_expand:
-            rows, weights = c.x[:n], (c.topk_weights[:n] if c.topk_weights is not None else torch.zeros(n, K, device=dev))
+            rows, weights = c.x[:n], (c.topk_weights[:n] if c.topk_weights is not None else torch.zeros(n, K, dtype=torch.float32, device=dev))
             send_rows, recv_rows = plan.recv_tokens, plan.send_tokens
         elif multi:
             # One partial per received token: its local expanded rows summed in slot order, rounded once.
             slots = meta[:, 2:].long()
-            acc = torch.zeros(n, plan.hidden, device=dev)
+            acc = torch.zeros(n, plan.hidden, dtype=torch.float32, device=dev)
             started = torch.zeros(n, dtype=torch.bool, device=dev)
-            weights = torch.zeros(n, K, device=dev)
+            weights = torch.zeros(n, K, dtype=torch.float32, device=dev)
             for k in range(K):
                 has = slots[:, k] >= 0
                 row = c.x[slots[:, k].clamp(min=0)].float()
@@ -168,7 +168,7 @@ class ReferenceEngine(HostEngine):
             slots = meta[:, 2:].long()
             has = slots >= 0
             rows = c.x[slots[has]]
-            weights = torch.zeros(rows.shape[0], K, device=dev)
+            weights = torch.zeros(rows.shape[0], K, dtype=torch.float32, device=dev)
             send_rows, recv_rows = plan.recv_pairs, plan.send_pairs
         send, recv = send_rows.tolist(), recv_rows.tolist()
         self._back = (_a2a(rows, send, recv, self.group), _a2a(weights, send, recv, self.group), multi)
@@ -185,10 +185,10 @@ class ReferenceEngine(HostEngine):
         rows, weights, multi, valid, owner, start = ReturnedRows.take(self, c)
         T, K = valid.shape
         dev = valid.device
-        acc = torch.zeros(T, plan.hidden, device=dev)
+        acc = torch.zeros(T, plan.hidden, dtype=torch.float32, device=dev)
         if c.bias:
             acc = c.bias[0].float() + (c.bias[1].float() if len(c.bias) > 1 else 0)
-        out_w = torch.zeros(T, K, device=acc.device) if c.topk_weights is not None else None
+        out_w = torch.zeros(T, K, dtype=torch.float32, device=acc.device) if c.topk_weights is not None else None
         if multi and sum_weights:
             # V1: one row per receiving rank, rows and weights summed in ascending rank order.
             for d in range(self.num_ranks):

@@ -21,7 +21,7 @@ class HybridTransport(DistTransport):
 
     def __init__(self, group, num_bytes: int, timeout_s: float):
         super().__init__(group, torch.device("cpu"))
-        self.window = SymmetricWindow.create(group, CTRL_BYTES + num_bytes, name_hint="deep_ep",
+        self.window = SymmetricWindow.create(group, CTRL_BYTES + num_bytes, name_hint="deep_ep", prefault=False,
                                              num_signals=group.size(), timeout_s=timeout_s)
         self.local = {g: i for i, g in enumerate(self.window.local_ranks)}
         self.is_local = torch.tensor([r in self.local for r in range(self.num_ranks)])

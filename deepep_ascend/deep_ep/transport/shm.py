@@ -40,8 +40,15 @@ class ShmTransport:
         self.group = group
         self.rank = group.rank()
         self.num_ranks = group.size()
+        # Memory now for the operation region and one region's worth of arena (what one call's
+        # outputs need at most): about 2 x num_bytes. Arena blocks beyond that, used only while the
+        # caller keeps earlier results, get memory when first handed out. Pages are faulted in on
+        # first use, not here: only the pages operations touch cost their first-touch fault (a
+        # prefaulted 1 GiB buffer took ~20 s to build on a 2-core VM).
         self.window = SymmetricWindow.create(group, CTRL_BYTES + num_bytes + arena_bytes, name_hint="deep_ep",
-                                             num_signals=4 * self.num_ranks, timeout_s=timeout_s)
+                                             num_signals=4 * self.num_ranks, timeout_s=timeout_s,
+                                             reserve_bytes=CTRL_BYTES + num_bytes + min(arena_bytes, num_bytes),
+                                             prefault=False)
         if self.window.num_local_ranks != self.num_ranks:
             raise RuntimeError("shared-memory transport needs every rank of the group on this host")
         self.region_bytes = num_bytes
@@ -144,6 +151,8 @@ class ShmTransport:
         if not gaps:
             return None
         start = gaps[-1][1] - nbytes if from_top else gaps[0][0]
+        if not self.window.commit(self.arena_offset + start, nbytes):
+            return None  # no room left on the mount: the caller falls back to private memory
         fresh = self.window.own_tensor(self.arena_offset + start, nbytes)
         self._arena.append((start, fresh))
         return fresh

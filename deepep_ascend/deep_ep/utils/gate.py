@@ -18,7 +18,7 @@ def generate_topk_idx(rank_count: torch.Tensor, num_tokens: int, num_experts: in
     per_rank = num_experts // num_ranks
     dev = rank_count.device
     experts = torch.arange(num_experts, device=dev).view(1, num_ranks, per_rank).expand(num_tokens, -1, -1)
-    shuffled = torch.gather(experts, 2, torch.argsort(torch.rand(num_tokens, num_ranks, per_rank, device=dev), -1))
+    shuffled = torch.gather(experts, 2, torch.argsort(torch.rand(num_tokens, num_ranks, per_rank, dtype=torch.float32, device=dev), -1))
     keep = torch.arange(per_rank, device=dev).view(1, 1, -1) < rank_count.unsqueeze(2)
     return shuffled[keep].view(num_tokens, num_topk)
 
@@ -27,34 +27,45 @@ def generate_rank_count(num_tokens: int, num_experts: int, num_ranks: int, num_t
                         device=None) -> torch.Tensor:
     """``[num_tokens, num_ranks]`` int32: how many of each token's top-k experts live on each rank.
     Each token touches as many ranks as a random top-k would (capped so the ratio is reachable);
-    rank 0 is among them for ``ratio / (num_ranks - 1 + ratio)`` of all (token, rank) pairs."""
+    rank 0 (the special rank) is among them for about ``ratio`` times as many tokens as each other
+    rank, and the other ranks are touched equally often, to within one token."""
     if ratio < 1.0:
         raise ValueError(f"ratio must be >= 1, got {ratio}")
-    per_rank = num_experts // num_ranks
-    scores = torch.rand(num_tokens, num_experts, device=device)
+    per_rank, normal_ranks = num_experts // num_ranks, num_ranks - 1
+    scores = torch.rand(num_tokens, num_experts, dtype=torch.float32, device=device)
     ranks = torch.topk(scores, num_topk, dim=1).indices // per_rank
     touched = torch.zeros(num_tokens, num_ranks, dtype=torch.bool, device=device).scatter_(1, ranks, True).sum(1)
-    touched = touched.clamp(max=int((num_ranks - 1) / ratio) + 1)
-    special = int(round(int(touched.sum()) * ratio / (num_ranks - 1 + ratio)))
+    touched = touched.clamp(max=int(normal_ranks / ratio) + 1)
+    # How many tokens touch the special rank: each normal rank's share times the ratio, at least
+    # the tokens that touch every rank.
+    total = int(touched.sum())
+    normal_share = int(total / (normal_ranks + ratio))
+    special = min(total - normal_share * normal_ranks, int(normal_share * ratio) + 1)
     must = touched == num_ranks
+    special = max(special, int(must.sum()))
     optional = (~must).nonzero().squeeze(1)
-    optional = optional[torch.randperm(optional.numel(), device=device)][:max(0, special - int(must.sum()))]
+    optional = optional[torch.randperm(optional.numel(), device=device)][:special - int(must.sum())]
     has_special = must.clone()
     has_special[optional] = True
-    # The other ranks: a random choice of ranks 1.. per token.
-    others = torch.argsort(torch.rand(num_tokens, num_ranks - 1, device=device), 1) + 1
-    n_others = touched - has_special.int()
-    chosen = torch.zeros(num_tokens, num_ranks, dtype=torch.bool, device=device)
-    chosen[:, 0] = has_special
-    pick = torch.arange(num_ranks - 1, device=device)[None, :] < n_others[:, None]
-    chosen.scatter_(1, others, pick)
-    # Top-k slots dealt round-robin over the chosen ranks (each at most per_rank).
-    slot_rank = torch.cumsum(chosen.int(), 1) - 1
-    n = chosen.sum(1, keepdim=True).clamp(min=1)
-    count = torch.where(chosen, num_topk // n + (slot_rank < num_topk % n).int(), 0)
+    # The normal ranks are dealt from one cycle over a random order of ranks 1..R-1 that runs on
+    # from token to token: every normal rank is dealt within one token of the others, and a token's
+    # normal ranks (at most R-1 consecutive entries of the cycle) are distinct.
+    n_normal = touched - has_special.long()
+    first = torch.cumsum(n_normal, 0) - n_normal
+    cycle = torch.randperm(normal_ranks, device=device) + 1 if normal_ranks else torch.zeros(1, dtype=torch.long)
+    step = torch.arange(max(normal_ranks, 1), device=device)
+    dealt = cycle[(first[:, None] + step[None, :]) % max(normal_ranks, 1)]        # [T, R-1]
+    # Top-k slots dealt round-robin over the token's ranks in dealing order (special rank first).
+    order = step[None, :] + has_special.long()[:, None]                          # position of each dealt rank
+    n = touched[:, None]
+    share = torch.where(step[None, :] < n_normal[:, None], num_topk // n + (order < num_topk % n).long(), 0)
+    count = torch.zeros(num_tokens, num_ranks, dtype=torch.long, device=device)
+    if normal_ranks:
+        count.scatter_add_(1, dealt, share)
+    count[:, 0] = torch.where(has_special, num_topk // touched + (num_topk % touched > 0).long(), 0)
     if bool((count > per_rank).any()):
         raise ValueError(f"num_topk={num_topk} does not fit the {per_rank} experts per rank at ratio {ratio}")
-    return count.int()
+    return count[torch.randperm(num_tokens, device=device)].int()
 
 
 def get_precise_unbalanced_scores(num_tokens: int, num_experts: int, num_ranks: int, num_topk: int, ratio: float,
@@ -62,9 +73,9 @@ def get_precise_unbalanced_scores(num_tokens: int, num_experts: int, num_ranks: 
     """Scores whose top-k follows ``generate_rank_count`` exactly (a synthetic, not a real, load)."""
     rank_count = generate_rank_count(num_tokens, num_experts, num_ranks, num_topk, ratio, device)
     threshold = 0.9
-    scores = torch.rand(num_tokens, num_experts, device=device) * threshold
+    scores = torch.rand(num_tokens, num_experts, dtype=torch.float32, device=device) * threshold
     topk_idx = generate_topk_idx(rank_count, num_tokens, num_experts, num_ranks, num_topk)
-    high = threshold + 1e-6 + torch.rand(num_tokens, num_topk, device=device) * (1 - threshold - 1e-6)
+    high = threshold + 1e-6 + torch.rand(num_tokens, num_topk, dtype=torch.float32, device=device) * (1 - threshold - 1e-6)
     scores.scatter_(1, topk_idx, high)
     return scores
 
@@ -72,7 +83,7 @@ def get_precise_unbalanced_scores(num_tokens: int, num_experts: int, num_ranks: 
 def get_scores_by_factor(num_tokens: int, num_experts: int, num_ranks: int, factor: float,
                          device=None) -> torch.Tensor:
     """Uniform scores, those of rank 0's experts scaled up to ``[0, factor)``."""
-    scores = torch.rand(num_tokens, num_experts, device=device)
+    scores = torch.rand(num_tokens, num_experts, dtype=torch.float32, device=device)
     scores[:, : num_experts // num_ranks] *= factor
     return scores
 

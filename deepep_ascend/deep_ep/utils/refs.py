@@ -68,7 +68,7 @@ def generate_pre_combine_data(src_token_global_idx: torch.Tensor, num_max_tokens
 
 def ordered_accumulate(data: torch.Tensor, initial_value: torch.Tensor | None = None) -> torch.Tensor:
     """``data [T, K, H]`` summed over K in order, in FP32 from ``initial_value`` (or zero)."""
-    acc = torch.zeros(data.shape[0], data.shape[2], device=data.device) if initial_value is None \
+    acc = torch.zeros(data.shape[0], data.shape[2], dtype=torch.float32, device=data.device) if initial_value is None \
         else initial_value.float().clone()
     for k in range(data.shape[1]):
         acc += data[:, k].float()
@@ -83,7 +83,7 @@ def _grouped_reduce(data: torch.Tensor, group_id: torch.Tensor) -> torch.Tensor:
         later = torch.zeros_like(group_id[:, k], dtype=torch.bool)
         for q in range(k + 1, K):
             later |= group_id[:, q] == group_id[:, k]
-        partial = torch.zeros(data.shape[0], data.shape[2], device=data.device)
+        partial = torch.zeros(data.shape[0], data.shape[2], dtype=torch.float32, device=data.device)
         for q in range(k + 1):
             same = (group_id[:, q] == group_id[:, k])[:, None]
             partial = torch.where(same, partial + data[:, q].float(), partial)

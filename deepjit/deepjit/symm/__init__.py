@@ -14,11 +14,13 @@ traffic. deep_ep's intra-host transport and deep_gemm's Mega MoE buffer are both
     win.barrier(); win.destroy()
 
 Failures raise ``PeerTimeoutError``, ``PeerDiedError`` or ``PeerAbortedError`` (``win.abort()``
-makes every peer's waits fail at once). The ``/dev/shm`` names exist only during creation.
+makes every peer's waits fail at once). The ``/dev/shm`` names exist only during creation; names
+left by windows whose every creator was killed mid-build are reaped by the next creation
+(``reap_orphaned_segments``).
 ``DJ_SYMM_TIMEOUT_S`` sets the default wait timeout; ``DJ_SYMM_HOST_ID`` overrides host identity.
 """
 from .errors import PeerAbortedError, PeerDiedError, PeerTimeoutError, SymmetricWindowError
-from .window import SymmetricWindow, host_identity
+from .window import SymmetricWindow, host_identity, reap_orphaned_segments
 
 __all__ = ["PeerAbortedError", "PeerDiedError", "PeerTimeoutError", "SymmetricWindow", "SymmetricWindowError",
-           "host_identity"]
+           "host_identity", "reap_orphaned_segments"]

@@ -62,6 +62,81 @@ def _round_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+; older kernels fault the pages in on first touch instead
+
+
+def _prefault(mapping: mmap.mmap, start: int, length: int) -> None:
+    if length > 0:
+        try:
+            mapping.madvise(_MADV_POPULATE_WRITE, start, length)
+        except OSError:
+            pass
+
+
+_SEGMENT_NAME = re.compile(r"(?P<window>dj-symm-\w{0,32}-(?P<ns>\d+)-(?P<pid>\d+)-[0-9a-f]+-\d+)-\d+")
+
+
+def _pid_namespace() -> int:
+    """This process's pid namespace (its inode): pids in a segment name mean something only there."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _creator_pid(path: str) -> int | None:
+    """The pid in a segment's header (written once its creator has mapped it), if there is one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    if len(head) < 16 or int.from_bytes(head[:8], "little") != MAGIC:
+        return None
+    return int.from_bytes(head[8:16], "little")
+
+
+def reap_orphaned_segments(shm_dir: str = SHM_DIR) -> list[str]:
+    """Unlinks the ``/dev/shm`` names of windows whose creators have all exited: the names live
+    only while a window is being built, so they are left only when every rank building it was
+    killed (SIGKILL, or a signal with no handler). A window is kept while any of its creators (the
+    leader in its name, each segment's owner in its header) is alive, or when its names come from
+    another pid namespace (whose pids this process cannot judge). Returns the names removed."""
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return []
+    here = str(_pid_namespace())
+    windows: dict[str, list[str]] = {}
+    for name in names:
+        m = _SEGMENT_NAME.fullmatch(name)
+        if m is not None and m["ns"] == here:
+            windows.setdefault(m["window"], []).append(name)
+    removed = []
+    for members in windows.values():
+        pids = {int(_SEGMENT_NAME.fullmatch(members[0])["pid"])}
+        pids.update(p for p in (_creator_pid(os.path.join(shm_dir, n)) for n in members) if p is not None)
+        if any(_alive(p) for p in pids):
+            continue
+        for name in members:
+            try:
+                os.unlink(os.path.join(shm_dir, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
 def _open_pidfd(pid: int) -> int:
     try:
         return os.pidfd_open(pid)
@@ -83,13 +158,21 @@ class SymmetricWindow:
     # ---- creation -----------------------------------------------------------------------------
     @classmethod
     def create(cls, group=None, num_bytes: int = 0, name_hint: str = "symm", num_signals: int = 256,
-               timeout_s: float | None = None) -> SymmetricWindow:
+               timeout_s: float | None = None, reserve_bytes: int | None = None,
+               prefault: bool = True) -> SymmetricWindow:
+        """``reserve_bytes``: how many data bytes (from the start) are given memory now (default:
+        all); the rest is address space until ``commit`` gives it memory. ``prefault``: map the
+        memory in now (a first touch costs a page fault; on a virtual machine the first touch of a
+        page can cost far more than its copy) or on first use (a fast construction)."""
         import torch.distributed as dist
 
         if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0:
             raise ValueError(f"num_bytes must be a non-negative int, got {num_bytes!r}")
         if isinstance(num_signals, bool) or not isinstance(num_signals, int) or num_signals < 0:
             raise ValueError(f"num_signals must be a non-negative int, got {num_signals!r}")
+        reserve_bytes = num_bytes if reserve_bytes is None else reserve_bytes
+        if isinstance(reserve_bytes, bool) or not isinstance(reserve_bytes, int) or not 0 <= reserve_bytes:
+            raise ValueError(f"reserve_bytes must be a non-negative int, got {reserve_bytes!r}")
         if not dist.is_initialized():
             raise RuntimeError("SymmetricWindow.create needs an initialised torch.distributed process group")
         group = group if group is not None else dist.group.WORLD
@@ -108,13 +191,15 @@ class SymmetricWindow:
                                  f"rank {r} has {infos[r][3:5]}")
         leader = infos[local_ranks[0]]
         hint = re.sub(r"[^A-Za-z0-9_]", "_", name_hint)[:32]
-        token = f"dj-symm-{hint}-{leader[1]}-{leader[2]}-{leader[5]}"
+        token = f"dj-symm-{hint}-{_pid_namespace()}-{leader[1]}-{leader[2]}-{leader[5]}"
+        reap_orphaned_segments()
         self = object.__new__(cls)
         self._init(group, rank, local_ranks, [infos[r][1] for r in local_ranks], token, num_bytes, num_signals,
-                   timeout_s)
+                   timeout_s, min(reserve_bytes, num_bytes), bool(prefault))
         return self
 
-    def _init(self, group, rank, local_ranks, pids, token, num_bytes, num_signals, timeout_s):
+    def _init(self, group, rank, local_ranks, pids, token, num_bytes, num_signals, timeout_s, reserve_bytes,
+              prefault):
         self.group = group
         self.rank = rank
         self.local_ranks = list(local_ranks)
@@ -126,6 +211,10 @@ class SymmetricWindow:
         self.pids = list(pids)
         self.header_bytes = _round_up((_FIRST_SIGNAL_LINE + self.num_local_ranks + num_signals) * LINE, PAGE)
         self.segment_bytes = self.header_bytes + _round_up(max(num_bytes, 1), PAGE)
+        self.committed_bytes = min(self.segment_bytes, self.header_bytes + _round_up(reserve_bytes, PAGE))
+        self.prefault = prefault
+        self._own_fd = -1   # kept open while the rest of the segment may still be committed
+        self._committed_extra: list[tuple[int, int]] = []   # segment ranges committed since
         self._paths = [os.path.join(SHM_DIR, f"{token}-{i}") for i in range(self.num_local_ranks)]
         self._maps: list[mmap.mmap | None] = [None] * self.num_local_ranks
         self._bases: list[torch.Tensor | None] = [None] * self.num_local_ranks
@@ -153,17 +242,25 @@ class SymmetricWindow:
         try:
             self._reserve(fd)
             self._attach(self.local_rank, fd)
-        finally:
+        except BaseException:
+            os.close(fd)
+            raise
+        if self.committed_bytes < self.segment_bytes:
+            self._own_fd = fd
+        else:
             os.close(fd)
         header = self._bases[self.local_rank][:16].view(torch.int64)
         header[1] = os.getpid()
         header[0] = MAGIC
 
     def _reserve(self, fd: int):
-        """Allocates every page of the segment now (which also gives it its size): a size set by
-        ftruncate alone is a promise tmpfs breaks with SIGBUS at the first touch beyond its room."""
+        """Allocates every page of the committed part now, then gives the segment its full size
+        (peers wait for that size): a size set by ftruncate alone is a promise tmpfs breaks with
+        SIGBUS at the first touch beyond its room, so the rest is touched only after ``commit``."""
         try:
-            os.posix_fallocate(fd, 0, self.segment_bytes)
+            os.posix_fallocate(fd, 0, self.committed_bytes)
+            if self.committed_bytes < self.segment_bytes:
+                os.ftruncate(fd, self.segment_bytes)
         except OSError as exc:
             try:
                 st = os.statvfs(os.path.dirname(self._paths[self.local_rank]))
@@ -202,9 +299,38 @@ class SymmetricWindow:
             time.sleep(0.001)
 
     def _attach(self, i: int, fd: int):
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        whole = self.committed_bytes == self.segment_bytes
+        # Prefaulting a range with no memory behind it yet would allocate it: only the committed part.
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if whole and self.prefault else 0)
         self._maps[i] = mmap.mmap(fd, self.segment_bytes, flags=flags)
         self._bases[i] = torch.frombuffer(self._maps[i], dtype=torch.uint8)
+        if not whole and self.prefault:
+            _prefault(self._maps[i], 0, self.committed_bytes)
+
+    def commit(self, offset: int, num_bytes: int) -> bool:
+        """Gives this rank's data bytes ``[offset, offset + num_bytes)`` memory (a no-op for what
+        already has it); False, with nothing changed, when the shared-memory mount has no room for
+        them. Peers fault the new pages in on their first touch."""
+        self._check_usable()
+        start = self.header_bytes + offset // PAGE * PAGE
+        end = min(self.segment_bytes, self.header_bytes + _round_up(offset + num_bytes, PAGE))
+        if end <= self.committed_bytes or any(a <= start and end <= b for a, b in self._committed_extra):
+            return True
+        start = max(start, self.committed_bytes)
+        try:
+            os.posix_fallocate(self._own_fd, start, end - start)
+        except OSError:
+            return False
+        if self.prefault:
+            _prefault(self._maps[self.local_rank], start, end - start)
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted([*self._committed_extra, (start, end)]):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+            else:
+                merged.append((a, b))
+        self._committed_extra = merged   # at most one entry per uncommitted gap: bounded
+        return True
 
     def _check_peers_alive(self, peers: Iterable[int]):
         for i in peers:
@@ -415,6 +541,9 @@ class SymmetricWindow:
             if fd >= 0:
                 os.close(fd)
         self._pidfds.fill_(-1)
+        if self._own_fd >= 0:
+            os.close(self._own_fd)
+            self._own_fd = -1
 
     def __del__(self):
         try:

@@ -23,7 +23,7 @@ def _fixed_sizes(rank, world):
     for tokens in (LM, 1):  # a full and an almost empty step have the same output shapes
         idx = torch.full((tokens, 2), -1, dtype=torch.int64)
         idx[:, 0] = torch.arange(tokens) % E
-        recv, count, handle, _, _ = buf.low_latency_dispatch(torch.ones(tokens, LH).bfloat16(), idx, LM, E,
+        recv, count, handle, _, _ = buf.low_latency_dispatch(torch.ones(tokens, LH, dtype=torch.float32).bfloat16(), idx, LM, E,
                                                              use_fp8=False)
         shapes.append((tuple(recv.shape), tuple(handle[0].shape)))
     buf.destroy()
@@ -72,7 +72,7 @@ def _two_in_flight(rank, world):
                 begin += n
             assert int(count[e]) == begin
         combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
-        expected = torch.zeros(x.shape[0], LH)
+        expected = torch.zeros(x.shape[0], LH, dtype=torch.float32)
         for k in range(K):
             for t in range(x.shape[0]):
                 if idx[t, k] >= 0:

@@ -97,7 +97,7 @@ def engram_gate_fwd(hidden_states: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 def _engram_gate_fwd_host(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward):
     t, hc, h = hidden_states.shape
     out = empty(t, hc, h, dtype=torch.bfloat16)
-    saved = [torch.empty(t, hc) for _ in range(4)] if save_for_backward else [None] * 4
+    saved = [torch.empty(t, hc, dtype=torch.float32) for _ in range(4)] if save_for_backward else [None] * 4
     if out.numel():
         args = _args("EngramGateFwdArgs", out=out, dot=saved[0], gate=saved[1], rstd_x=saved[2], rstd_k=saved[3],
                      x=hidden_states, k=k, v=v, w=weight_fused.contiguous(), T=t, HC=hc, H=h,
@@ -127,7 +127,7 @@ def _engram_gate_bwd_host(grad_out, hidden_states, k, v, weight_fused, dot, gate
     t, hc, h = hidden_states.shape
     grad_x, grad_k = empty(t, hc, h, dtype=torch.bfloat16), empty(t, hc, h, dtype=torch.bfloat16)
     grad_v = torch.empty(t, h, dtype=torch.bfloat16)
-    partial = torch.empty(num_blocks, hc, h)  # the kernel zeroes each block before accumulating
+    partial = torch.empty(num_blocks, hc, h, dtype=torch.float32)  # the kernel zeroes each block before accumulating
     if grad_x.numel():
         args = _args("EngramGateBwdArgs", grad_x=grad_x, grad_k=grad_k, grad_v=grad_v, partial=partial,
                      grad_out=grad_out.contiguous(), x=hidden_states, k=k, v=v, w=weight_fused.contiguous(),

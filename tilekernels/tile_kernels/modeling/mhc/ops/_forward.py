@@ -42,7 +42,7 @@ def _projection_host(x, fn):
     m3, k = fn.shape
     outer = x.shape[:-2]
     t = x.numel() // k if k else 0
-    mul, sqrsum = torch.empty(*outer, m3), torch.empty(*outer, 1)
+    mul, sqrsum = torch.empty(*outer, m3, dtype=torch.float32), torch.empty(*outer, 1, dtype=torch.float32)
     if t:
         host_kernel("tk_mhc_projection", "mhc_projection.cpp")(mul, sqrsum, x.contiguous(), fn.contiguous(), t, k, m3,
                                                               threads())
@@ -85,7 +85,9 @@ def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
 def _split_mixes_host(mixes, scale, base, m, post_mult, pre_eps):
     n0, n1 = mixes.shape[:2]
     t = n0 * n1
-    pre, post, comb = torch.empty(n0, n1, m, 1), torch.empty(n0, n1, m, 1), torch.empty(n0, n1, m, m)
+    f32 = torch.float32
+    pre, post, comb = (torch.empty(n0, n1, m, 1, dtype=f32), torch.empty(n0, n1, m, 1, dtype=f32),
+                       torch.empty(n0, n1, m, m, dtype=f32))
     _op(_SPLIT, t, m, 0, 0, mixes.contiguous(), None, scale.contiguous(), base.contiguous(), pre, post, comb,
         post_mult, pre_eps)
     return pre, post, comb
@@ -115,7 +117,7 @@ def head_mix(input_mix: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, p
 
 def _head_mix_host(input_mix, scale, base, pre_eps):
     m = input_mix.shape[-1]
-    out = torch.empty(input_mix.shape)
+    out = torch.empty(input_mix.shape, dtype=torch.float32)
     t = input_mix.numel() // m if m else 0
     # a few values per token: one thread, no parallel region to wait on
     _op(_HEAD_MIX, t, m, 0, 0, input_mix.contiguous(), None, scale.contiguous(), base.contiguous(), out, None, None,
