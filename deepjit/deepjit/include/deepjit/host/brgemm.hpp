@@ -22,7 +22,6 @@
 //   dj::brgemm::Scope    held by each thread that calls gemm (e.g. inside an OpenMP region): its
 //                        destructor releases the thread's AMX tile state.
 //   dj::brgemm::vnni_packing()    whether oneDNN wants B packed (could_pack(BF16)).
-//   dj::brgemm::fp8_available()   whether the FP8 (E4M3) brgemm runs on this CPU (probed once).
 #pragma once
 
 #include <cstdint>
@@ -39,15 +38,12 @@
 
 namespace c10 {
 struct BFloat16;
-struct Float8_e4m3fn;
 enum class ScalarType : int8_t;
 }  // namespace c10
 
 namespace at::native::cpublas {
 void brgemm(int64_t M, int64_t N, int64_t K, int64_t ld_a, int64_t ld_b, int64_t ld_c, bool add_C,
             const c10::BFloat16* A, const c10::BFloat16* B, float* C, bool is_vnni);
-void brgemm(int64_t M, int64_t N, int64_t K, int64_t ld_a, int64_t ld_b, int64_t ld_c, bool add_C,
-            const c10::Float8_e4m3fn* A, const c10::Float8_e4m3fn* B, float* C, bool is_vnni);
 void brgemm_release(bool is_vnni);
 void pack(int64_t K, int64_t N, int64_t ld_in, int64_t ld_out, c10::ScalarType dt_in, c10::ScalarType dt_out,
           const void* in, void* out);
@@ -129,22 +125,6 @@ inline bool vnni_packing() noexcept {
     } catch (...) {
         return false;
     }
-}
-
-inline bool fp8_available() noexcept {
-    static const bool ok = [] {
-        alignas(64) uint8_t a[16 * 64] = {}, b[64 * 16] = {};
-        alignas(64) float c[16 * 16];
-        try {
-            at::native::cpublas::brgemm(16, 16, 64, 64, 16, 16, false, reinterpret_cast<const c10::Float8_e4m3fn*>(a),
-                                        reinterpret_cast<const c10::Float8_e4m3fn*>(b), c, true);
-            at::native::cpublas::brgemm_release(true);
-            return true;
-        } catch (...) {
-            return false;
-        }
-    }();
-    return ok;
 }
 
 }  // namespace brgemm
