@@ -45,7 +45,8 @@ def traced_as(fn, call_op):
 def route_everywhere(package: str, fn, call_op, keep: str):
     """``traced_as(fn, call_op)`` bound in place of ``fn`` under every name a loaded module of ``package``
     gives it (the defining module and each re-export), so every public spelling traces; the module ``keep``
-    (the one registering the ops, whose kernels call ``fn`` itself) keeps ``fn``."""
+    (the one registering the ops, whose kernels call ``fn`` itself) keeps ``fn``. Only modules loaded by
+    then are rebound: call it once the package has imported every module that re-exports ``fn``."""
     import sys
     public = traced_as(fn, call_op)
     for name, module in list(sys.modules.items()):

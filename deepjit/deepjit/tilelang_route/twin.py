@@ -143,6 +143,8 @@ def arguments_by_name(names, source: str, tensors, values: dict[str, int] | None
     (a view-renamed X and W came out as ``..., w_gm, x_gm``), so position says nothing."""
     from ..backends.ascend_twin.source import parse_entry
 
+    if len(set(names)) != len(names):
+        raise DeepJITError(f"PrimFunc parameters share a kernel name ({', '.join(names)}): cannot bind by name")
     by_name = dict(zip(names, tensors, strict=True))
     values = values or {}
     params = parse_entry(source).params

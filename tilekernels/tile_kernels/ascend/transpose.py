@@ -13,7 +13,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 import functools
 
 INT_OF_WIDTH = {1: "uint8", 2: "int16", 4: "int32"}
-TILE = {1: 128, 2: 128, 4: 64}  # at most 16 KiB a tile in UB, whole 32-byte rows for every width
+TILE = {1: 128, 2: 128, 4: 64}  # at most 32 KiB a tile (two in UB), whole 32-byte rows for every width
 
 
 @functools.cache
