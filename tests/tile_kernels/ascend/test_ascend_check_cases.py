@@ -56,4 +56,7 @@ def test_a_case_reports_a_difference():
     nan = torch.tensor([float("nan"), 1.0])
     assert check_cases.differences("sf", torch.tensor([-float("nan"), 1.0]), nan) == []  # a NaN's sign: no contract
     assert check_cases.differences("w", nan + 1e-6, nan, atol=1e-4) == []
+    ones = torch.ones(3)
+    assert check_cases.differences("w", ones + torch.tensor([0.0, 1e-6, 1e-2]), ones, atol=1e-4) == [
+        "w: 1 of 3 elements outside atol = rtol = 0.0001 of the reference"]  # the unequal one within it not counted
     assert check_cases.differences("pair", (want, 3), (want, 4)) == ["pair[1]: 3 != 4"]

@@ -6,9 +6,11 @@ A core owns ``ROWS`` rows and walks their columns in chunks of ``COLS``. Per ele
 reference's operation order (``reference/swiglu.swiglu_backward``): ``a``, ``b`` dequantised (``q * sf``),
 optionally clamped; ``denom = 1 + exp_f32(-a)``, ``sig = 1 / denom``; ``gws = g * w * sig``;
 ``da = gws * b * fma(a, 1 - sig, 1)``, ``db = gws * a`` (0 where clamped); ``act = a / denom * b``,
-``out = act * w``. The row's ``sum(g * act)`` is accumulated in column order (the reference's torch sum
-may order it differently: upstream compares weight_grad with a tolerance) and lands at
-``weight_grad[pos_to_token_topk[row]]``.
+``out = act * w``. The row's ``sum(g * act)`` lands at ``weight_grad[pos_to_token_topk[row]]``; as in
+upstream's kernel (a per-thread partial over 64 threads, then a tree), ``LANES`` partial sums per row each
+take every ``LANES``-th column and a pairwise tree joins them. One serial FP32 sum over H columns is not
+enough: its rounding error grows with the partial sums' size, and a row whose sum cancels (H = 2048, terms
+of size ~5, sum ~0.03) misses upstream's atol = rtol = 1e-4, which the reference's torch sum meets.
 
 The cast of a chunk's FP32 ``[da | db]`` follows in UB, one SIMT thread per ``(row, scale block)``: the
 block's NaN-keeping amax floored at 1e-4, its scale and multiplier, the E4M3 bytes (``block_cast``'s
@@ -23,6 +25,7 @@ import functools
 from .block_cast import CLAMP_MIN, FMT_MAX, e4m3_byte, exp_f32, nan_max, padded, scale_inv, scale_of
 
 ROWS, COLS = 8, 256
+LANES = 64  # weight_grad partial sums per row
 
 
 @functools.cache
@@ -36,6 +39,7 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
     nsf = 2 * h // npc
     nb = hc // npc  # scale blocks per half (da or db) of a chunk
     fmax, cmin = FMT_MAX["e4m3"], CLAMP_MIN["e4m3"]
+    tree_steps = tuple(LANES >> k for k in range(1, LANES.bit_length()))  # 32, 16, ..., 1
 
     @T.prim_func
     def swiglu_backward_per_token_cast(
@@ -58,7 +62,7 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
             ga = T.alloc_shared((br, hc), "float32")  # g * act, summed per row below
             p2tt = T.alloc_shared((padded(br, 4),), "int32")
             rw = T.alloc_shared((br, 8), "float32")  # a row's weight / weight_grad, each in its own 32-byte block
-            rs = T.alloc_shared((br, 8), "float32")
+            rs = T.alloc_shared((br, LANES), "float32")  # a row's weight_grad partial sums
             r0 = bid * br
             nr = T.min(br, rows - r0)
             T.copy(SF[r0:r0 + nr, :], sf[0:nr, 0:nsf])
@@ -66,9 +70,9 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
             for r in T.serial(nr):
                 if p2tt[r] >= 0:
                     T.copy(W[p2tt[r]:p2tt[r] + 1], rw[r, 0:1])
-            with T.SimtVF(threads=br):
-                for r in T.Parallel(br):
-                    rs[r, 0] = 0.0
+            with T.SimtVF(threads=min(256, br * LANES)):
+                for r, lane in T.Parallel(br, LANES):
+                    rs[r, lane] = 0.0
             for chunk in T.serial(T.ceildiv(h, hc)):
                 c0 = chunk * hc
                 nc = T.min(hc, h - c0)
@@ -110,11 +114,11 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                         x32[r, hc + c] = db
                         xga[r, c] = T.Cast(g_dtype, da)
                         xgb[r, c] = T.Cast(g_dtype, db)
-                with T.SimtVF(threads=br):
-                    for r in T.Parallel(br):
-                        for c in T.serial(hc):
-                            if c < nc:
-                                rs[r, 0] = rs[r, 0] + ga[r, c]
+                with T.SimtVF(threads=min(256, br * LANES)):
+                    for r, lane in T.Parallel(br, LANES):
+                        for j in T.serial(T.ceildiv(hc, LANES)):
+                            if j * LANES + lane < nc:
+                                rs[r, lane] = rs[r, lane] + ga[r, j * LANES + lane]
                 with T.SimtVF(threads=min(256, br * 2 * nb)):
                     for r, kk in T.Parallel(br, 2 * nb):
                         amax = T.alloc_var("float32")
@@ -137,6 +141,10 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                 T.copy(xq[0:nr, 0:nc], XQ[r0:r0 + nr, c0:c0 + nc])
                 T.copy(xq[0:nr, hc:hc + nc], XQ[r0:r0 + nr, h + c0:h + c0 + nc])
             T.copy(xsf[0:nr, 0:nsf], XSF[r0:r0 + nr, :])
+            for step in tree_steps:  # the partials' pairwise tree, one level per SIMT section (unrolled)
+                with T.SimtVF(threads=min(256, br * step)):
+                    for r, lane in T.Parallel(br, step):
+                        rs[r, lane] = rs[r, lane] + rs[r, lane + step]
             for r in T.serial(nr):
                 if p2tt[r] >= 0:
                     T.copy(rs[r, 0:1], WG[p2tt[r]:p2tt[r] + 1])
