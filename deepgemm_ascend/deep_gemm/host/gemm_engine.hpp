@@ -443,7 +443,6 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 }
 #endif
 
-#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
 // Decode (1-8 rows of A): B's rows are read where they lie, once, converted in registers (E4M3
 // through E4M3Tables) and dotted with every A row by vdpbf16ps, so B streams at close to copy
 // bandwidth: no panel is packed, nothing is written (measured 1.5-2x the packed paths at M = 4).
@@ -465,6 +464,7 @@ DJ_INLINE int64_t stream_order(int64_t e, bool fp8) {
     return fp8 ? (e % 8) + ((e / 16) % 4) * 8 + ((e / 8) % 2) * 32 : e;
 }
 
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
 // out[m * ldo + r] = sum over K of A[m] . B[r] (scaled per block) for RB B rows and M A rows.
 // scales[blk][m][r] for each block of gb values (kScaled).
 // bnext: the next call's B rows, requested chunk by chunk a whole call ahead (the hardware
