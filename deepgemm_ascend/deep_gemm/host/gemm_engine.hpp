@@ -25,8 +25,11 @@
 // Many rows (group_task): each task packs 256 columns of B into its own L2-resident scratch and runs
 // all rows of its range against them, 32 rows x 512 K per call (A's chunk in L1, B from L2, the
 // packed B never goes to memory). Few rows (panel_task): one 32-wide B panel and all rows per call.
+// Few rows (up to 32) of E4M3 B (tr_task): the transposed product D^T = B . A^T, B's rows converted
+// to plain BF16 rows in L1 (no transpose into panels) as brgemm's A, A^T prepacked once as its B.
 // Promoted scales: each K block's product lands in an FP32 scratch tile, then C += P * sa[i] * sb[j]
-// with the same FMA as the vdpbf16ps micro-kernel.
+// with the same FMA as the vdpbf16ps micro-kernel (group_task: 128 columns per call, all K blocks,
+// then the next 128, so the product and its accumulators stay in L1).
 #pragma once
 
 #include <algorithm>
@@ -50,6 +53,9 @@ constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on th
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
 constexpr int64_t KC_BRGEMM = 2048; // the same on brgemm (a task packs 256 columns x 2048 K = 1 MiB at a time)
 constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
+constexpr int64_t kTrRows = 32;   // B rows per brgemm call in tr_task
+constexpr int64_t kTrK = 512;     // K per call there when no scale is promoted
+constexpr int64_t kTrMaxRows = 32; // rows up to which tr_task runs (measured: 64 rows no quicker than panel_task)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
 // brgemm schedule for many rows (group_task): a task packs kGroupCols columns of B into its own
 // scratch, at most kGroupBytes of them at a time (half of a 2 MiB L2), and runs every A row of its
@@ -59,6 +65,7 @@ constexpr int64_t kGroupCols = 256;
 constexpr int64_t kGroupBytes = int64_t(1) << 20;
 constexpr int64_t kGroupRows = 32;
 constexpr int64_t kGroupK = 512;
+constexpr int64_t kPromoteCols = 128;   // columns per call when scales are promoted (measured 1.13-1.15x over 256)
 constexpr int64_t kGroupMaxRows = 8192;   // rows of a task's range: its FP32 accumulators when K spans several packings
 
 struct Operand {
@@ -423,9 +430,11 @@ DJ_INLINE void run_micro(int64_t kp, const uint32_t* A, const uint32_t* B, float
 // multiple of 16) on brgemm. Not promoted: C = (acc ? C : 0) + A.B. Promoted: P = A.B into tmp
 // (rows x w), then C = (acc ? C : 0) + P * (sb[j] * sa[i]). False after an error was reported.
 inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A, int64_t lda, const uint32_t* B,
-                         float* C, int64_t ldc, bool acc, bool promote, const float* sa, const float* sb, float* tmp) {
-    if (!promote) return dj::brgemm::gemm(rows, w, kcp, A, lda, B, w, C, ldc, acc);
-    if (!dj::brgemm::gemm(rows, w, kcp, A, lda, B, w, tmp, w, false)) return false;
+                         float* C, int64_t ldc, bool acc, bool promote, const float* sa, const float* sb, float* tmp,
+                         int64_t ldb = 0) {
+    if (ldb == 0) ldb = w;
+    if (!promote) return dj::brgemm::gemm(rows, w, kcp, A, lda, B, ldb, C, ldc, acc);
+    if (!dj::brgemm::gemm(rows, w, kcp, A, lda, B, ldb, tmp, w, false)) return false;
     for (int64_t i = 0; i < rows; ++i) {
         float* c = C + i * ldc;
         const float* t = tmp + i * w;
@@ -544,6 +553,12 @@ public:
 #ifdef DJ_HAVE_BRGEMM
         brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
         if (brgemm_ && !promote_) kc_ = KC_BRGEMM;
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+        // E4M3 B converted as plain rows through E4M3Tables (tr_task): a folded scale must be one
+        // exponent per 64-row task and 64-value chunk.
+        tr_ok_ = brgemm_ && kc_ % 64 == 0 && b.type == kE4M3 && b.k_major() &&
+                 (!b.fold || (b.gk % 64 == 0 && b.gmn % 64 == 0));
+#endif
 #endif
     }
 
@@ -577,11 +592,14 @@ public:
             const bool spread = (a_.smn * 2) % 64 != 0 || (a_.smn * 2 / 64) % 2 == 1;
             p.a_direct = brgemm_ && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0 && (spread || p.small);
             p.group = brgemm_ && !p.small && p.plain;
+            p.tr = tr_ok_ && p.small && p.plain && job.m <= kTrMaxRows;
+            if (p.tr) p.a_direct = false;
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
             p.lda = p.nkb * kc_ + 32;
             p.a_off = words;
-            words += round64(p.plain ? p.mpad * p.lda / 2 : p.nkb * p.mpad * kc_ / 2);
+            p.nw = ceil_div(job.m, 16) * 16;
+            words += round64(p.tr ? p.nkb * kc_ / 2 * p.nw : p.plain ? p.mpad * p.lda / 2 : p.nkb * p.mpad * kc_ / 2);
             p.sa_off = words;
             words += round64(p.nkb * p.mpad);
             for (int64_t kb = 0; kb < p.nkb; ++kb)
@@ -607,7 +625,8 @@ public:
                     for (int64_t c0 = 0; c0 < n_; c0 += NC) tasks.push_back({static_cast<int64_t>(j), 0, r0, c0});
             } else {
                 // 64 columns per task keeps both threads busy even for a single decode job.
-                for (int64_t c0 = 0; c0 < n_; c0 += 64) tasks.push_back({static_cast<int64_t>(j), p.rows ? 2 : 1, 0, c0});
+                for (int64_t c0 = 0; c0 < n_; c0 += 64)
+                    tasks.push_back({static_cast<int64_t>(j), p.tr ? 5 : p.rows ? 2 : 1, 0, c0});
             }
         }
 
@@ -636,6 +655,10 @@ public:
 #ifdef DJ_HAVE_BRGEMM
             else if (it.kind == 3)
                 group_task(jobs[it.job], prep[it.job], it.x, it.y, s);
+#if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+            else if (it.kind == 5)
+                tr_task(jobs[it.job], prep[it.job], it.y, s);
+#endif
 #endif
             else
                 rows_task(jobs[it.job], prep[it.job], it.y, s);
@@ -658,7 +681,9 @@ private:
         bool a_direct = false;   // brgemm on A's own BF16 rows: nothing packed
         bool group = false;      // brgemm with many rows: group_task packs B itself
         bool stream = false;     // decode rows: stream_task reads B in place
+        bool tr = false;         // few rows, E4M3 B on brgemm: tr_task (the transposed product)
         int64_t mpad = 0, nkb = 0, lda = 0, range = 0;
+        int64_t nw = 0;          // tr: A^T's width (rows rounded up to 16)
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
         float *sa = nullptr, *sb = nullptr;
@@ -739,6 +764,10 @@ private:
             const int64_t r0 = it.y, rows = std::min(MC, p.mpad - r0), mv = std::clamp<int64_t>(job.m - r0, 0, rows);
             if (p.a_direct) {
                 // read in place by a_rows()
+#if defined(DJ_HAVE_BRGEMM) && defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+            } else if (p.tr) {
+                pack_a_transposed(job, p, kb, k0, kv, s.tmp.get());
+#endif
             } else if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
                 uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
                 rows_to_bf16(a_, job.a_g, job.a_m0 + r0, mv, mv, k0, kv, kcp, job.k0, job.kb0, out, p.lda);
@@ -819,16 +848,27 @@ private:
             for (int64_t r0 = r_begin; r0 < r_end; r0 += kGroupRows) {
                 const int64_t rows = std::min(kGroupRows, r_end - r0);
                 float* c = s.group_acc.get() + (whole ? 0 : (r0 - r_begin) * colsp);
+                if (promote_) {
+                    // One scale block per call (kc_ is the scale granularity), kPromoteCols columns at
+                    // a time over the packed K: the call's product and accumulators (16 KiB each) and
+                    // A's chunk stay in L1 for the promotion pass.
+                    for (int64_t h = 0; h < colsp; h += kPromoteCols)
+                        for (int64_t kb = kb0; kb < kb1; ++kb) {
+                            int64_t lda, kk;
+                            const uint16_t* A = a_rows(job, p, kb, r0, lda, kk);
+                            const uint32_t* B = bg + (kb - kb0) * colsp * kc_ / 2 + h;
+                            if (!brgemm_panel(rows, std::min(kPromoteCols, colsp - h), kk, A, lda, B, c + h, colsp,
+                                              kb > 0, true, p.sa + kb * p.mpad + r0,
+                                              s.group_sb.get() + (kb - kb0) * colsp + h, s.ctmp.get(), colsp))
+                                return;
+                        }
+                    if (kb1 == p.nkb) epilogue(o_, job.d_g, job.d_m0 + r0, c0, rows, cols, c, colsp, true);
+                    continue;
+                }
                 for (int64_t kb = kb0; kb < kb1; ++kb) {
                     int64_t lda, kk;
                     const uint16_t* A = a_rows(job, p, kb, r0, lda, kk);
                     const uint32_t* B = bg + (kb - kb0) * colsp * kc_ / 2;
-                    if (promote_) {   // one scale block per call (kc_ is the scale granularity)
-                        if (!brgemm_panel(rows, colsp, kk, A, lda, B, c, colsp, kb > 0, true, p.sa + kb * p.mpad + r0,
-                                          s.group_sb.get() + (kb - kb0) * colsp, s.ctmp.get()))
-                            return;
-                        continue;
-                    }
                     for (int64_t k = 0; k < kk; k += kGroupK)
                         if (!dj::brgemm::gemm(rows, colsp, std::min(kGroupK, kk - k), A + k, lda, B + k / 2 * colsp,
                                               colsp, c, colsp, kb > 0 || k > 0))
@@ -911,6 +951,104 @@ private:
         case 7: return stream_m<7>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
         default: return stream_m<8>(scaled, fp8, brow, bnext, A, lda, klen, sc, tb, out, ldo);
         }
+    }
+#endif
+
+#if defined(DJ_HAVE_BRGEMM) && defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
+    // tr: A's K block kb as brgemm's B operand, A^T in K-pair (VNNI) layout p.nw wide: word
+    // [q * nw + i] holds positions 2q, 2q + 1 of row i, each 64-value chunk of K in stream_order (the
+    // order E4M3Tables::convert leaves B's values in), zero past K and past the job's rows.
+    void pack_a_transposed(const Job& job, const Prepared& p, int64_t kb, int64_t k0, int64_t kv, uint16_t* tmp) const {
+        const int64_t kcp = ceil_div(kv, 64) * 64, ld = kcp + 2, nw = p.nw;
+        rows_to_bf16(a_, job.a_g, job.a_m0, job.m, job.m, k0, kv, kcp, job.k0, job.kb0, tmp, ld);
+        uint16_t* at = reinterpret_cast<uint16_t*>(p.a + kb * kc_ / 2 * nw);
+        std::memset(at, 0, kc_ * nw * 2);
+        // Position q of a chunk takes element order[q]; each row's chunk, so permuted, is 32 words
+        // that go down A^T's column i (nw words apart).
+        alignas(64) uint16_t order[64];
+        for (int e = 0; e < 64; ++e) order[stream_order(e, true)] = static_cast<uint16_t>(e);
+        const __m512i perm0 = _mm512_load_si512(order), perm1 = _mm512_load_si512(order + 32);
+        const __m512i down = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                _mm512_set1_epi32(static_cast<int>(nw)));
+        uint32_t* atw = p.a + kb * kc_ / 2 * nw;
+        for (int64_t c = 0; c < kcp; c += 64)
+            for (int64_t i = 0; i < job.m; ++i) {
+                const __m512i lo = _mm512_loadu_si512(tmp + i * ld + c), hi = _mm512_loadu_si512(tmp + i * ld + c + 32);
+                uint32_t* col = atw + (c / 2) * nw + i;
+                _mm512_i32scatter_epi32(col, down, _mm512_permutex2var_epi16(lo, perm0, hi), 4);
+                _mm512_i32scatter_epi32(col + 16 * nw, down, _mm512_permutex2var_epi16(lo, perm1, hi), 4);
+            }
+    }
+
+    // Few rows, E4M3 B, on brgemm: the transposed product D^T[64 columns, rows] = B . A^T. B's rows
+    // are converted through E4M3Tables into plain BF16 rows (L1 scratch, no transpose into panels:
+    // that was most of the conversion's cost) and are brgemm's A operand; A^T (pack_a_transposed)
+    // is its B. B is read once, converted once, never written to memory.
+    void tr_task(const Job& job, const Prepared& p, int64_t c0, Scratch& s) {
+        const int64_t end = std::min(n_, c0 + 64), nv = end - c0, nw = p.nw;
+        if (job.klen <= 0) return;   // run() writes d = c
+        const int64_t step = promote_ ? kc_ : kTrK, ld = step + 32;   // ld: rows 1 line off L1-set aliasing
+        uint16_t* brows = s.tmp.get();
+        float* acc = s.acc.get();                // [nv][nw]
+        float* out = acc + 64 * nw;              // [m][64] for the epilogue
+        float* prod = s.ctmp.get();              // promoted: one block's product
+        alignas(64) float sb[kTrRows];
+        const uint8_t* row[64];
+        for (int64_t r = 0; r < nv; ++r) row[r] = b_.row_base(job.b_g, c0 + r) + job.k0;
+        const ConvertTables& t = tables();
+        E4M3Tables tb;
+        // 32 B rows over all of K, then the next 32 (the order of the packed path: few enough
+        // concurrent row streams for the hardware prefetchers). Each call's BF16 rows (18 KiB) and
+        // A^T's block stay in L1.
+        const int64_t steps = ceil_div(job.klen, step), ahead = std::max<int64_t>(1, 512 / step);
+        for (int64_t t0 = 0; t0 < std::min(ahead, steps); ++t0)
+            prefetch_rows<2>(b_, job.b_g, c0, std::min(kTrRows, nv), job.k0 + t0 * step, std::min(step, job.klen - t0 * step));
+        for (int64_t h = 0; h < nv; h += kTrRows) {
+            const int64_t hv = std::min(kTrRows, nv - h);
+            float* ch = acc + h * nw;
+            for (int64_t st = 0; st < steps; ++st) {
+                const int64_t k = st * step, kv = std::min(step, job.klen - k), kcp = ceil_div(kv, 64) * 64;
+                // The span `ahead` steps on (in these rows or the next 32) is requested into L2 one
+                // line per converted line: a burst of a whole span's requests stalls on the fill buffers.
+                const int64_t ti = (h / kTrRows) * steps + st + ahead, ph = (ti / steps) * kTrRows, pk = (ti % steps) * step;
+                const int64_t prow = ph < nv ? std::min(kTrRows, nv - ph) : 0, plen = std::min(step, job.klen - pk);
+                for (int64_t c = 0; c < kcp; c += 64) {
+                    const int64_t n = std::min<int64_t>(64, kv - c);
+                    const __mmask64 m = n >= 64 ? ~__mmask64(0) : ((__mmask64(1) << n) - 1);
+                    const int e = b_.fold ? scale_exponent(b_.scale(job.b_g, c0, job.kb0 + (k + c) / b_.gk)) : 0;
+                    if (e != tb.e) tb.build(t, e);
+                    for (int64_t r = 0; r < hv; ++r) {
+                        if (r < prow && c < plen) _mm_prefetch(reinterpret_cast<const char*>(row[ph + r]) + pk + c, _MM_HINT_T1);
+                        __m512i w0, w1;
+                        tb.convert(_mm512_maskz_loadu_epi8(m, row[h + r] + k + c), w0, w1);
+                        _mm512_storeu_si512(brows + r * ld + c, w0);
+                        _mm512_storeu_si512(brows + r * ld + c + 32, w1);
+                    }
+                }
+                const uint32_t* at = p.a + (k / 2) * nw;
+                if (!promote_) {
+                    if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, ch, nw, k > 0)) return;
+                    continue;
+                }
+                // Promoted: kc_ is the scale block, one per step.
+                if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, prod, nw, false)) return;
+                block_scales(b_, job.b_g, c0 + h, hv, hv, job.kb0 + k / std::max<int64_t>(b_.gk, 1), sb);
+                const float* sa = p.sa + st * p.mpad;   // 1 past the job's rows up to mpad >= nw
+                for (int64_t r = 0; r < hv; ++r) {
+                    const __m512 sr = _mm512_set1_ps(sb[r]);
+                    float* cr = ch + r * nw;
+                    const float* pr = prod + r * nw;
+                    for (int64_t i = 0; i < nw; i += 16) {
+                        const __m512 base = k > 0 ? _mm512_loadu_ps(cr + i) : _mm512_setzero_ps();
+                        _mm512_storeu_ps(cr + i, _mm512_fmadd_ps(_mm512_loadu_ps(pr + i),
+                                                                 _mm512_mul_ps(_mm512_loadu_ps(sa + i), sr), base));
+                    }
+                }
+            }
+        }
+        for (int64_t i = 0; i < job.m; ++i)
+            for (int64_t r = 0; r < nv; ++r) out[i * 64 + r] = acc[r * nw + i];
+        epilogue(o_, job.d_g, job.d_m0, c0, job.m, nv, out, 64);
     }
 #endif
 
@@ -1114,6 +1252,7 @@ private:
     bool brgemm_ = false;   // the brgemm engine runs this problem (A plain rows)
     int64_t group_acc_ = 0;   // FP32 accumulators a group_task needs (0: no group tasks)
     bool stream_ok_ = false;  // operands stream_task takes (decode jobs go there)
+    bool tr_ok_ = false;      // operands tr_task takes (few-row jobs on brgemm go there)
     int64_t stream_gb_ = 0;   // its scale block (0: no scales)
 };
 
