@@ -29,8 +29,6 @@ def tensor(name: str, t, dtypes: Iterable[torch.dtype] | None = None, ndim: int 
     (``like`` names the argument whose device that is)."""
     if not isinstance(t, torch.Tensor):
         raise fail(name, "a torch.Tensor", type(t).__name__, TypeError)
-    if t.device.type == "meta":  # no data to compute on (tracing goes through the torch.ops Meta kernels)
-        raise fail(name, "a tensor with data", "a meta tensor", TypeError)
     if dtypes is not None:
         dtypes = tuple(dtypes)
         if t.dtype not in dtypes:
@@ -49,6 +47,10 @@ def tensor(name: str, t, dtypes: Iterable[torch.dtype] | None = None, ndim: int 
         _last_stride_one(name, t)
     if device is not None and t.device != device:
         raise fail(name, f"device {device}" + (f" (the device of {like})" if like else ""), t.device)
+    # A plain meta tensor has no data to compute on (tracing goes through the torch.ops Meta kernels); a
+    # tensor subclass reporting meta carries its own data (an emulated device), so it passes.
+    if t.device.type == "meta" and type(t) is torch.Tensor:
+        raise fail(name, "a tensor with data", "a meta tensor", TypeError)
     return t
 
 

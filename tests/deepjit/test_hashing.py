@@ -65,7 +65,7 @@ def test_lanes_and_bits_look_independent():
 def test_key_components_in_order(tmp_path, monkeypatch):
     rt = make_runtime(tmp_path, monkeypatch, extra_signature="sig-1")
     options = rt.default_compiler_options
-    flags = " ".join(options.get_flags())
+    flags = " ".join(options.get_flags() + options.get_link_flags())
     parser_hash = rt.parser.parse_into_hash(ADD_SOURCE)
     expected = hash_hex("sig-1", rt.backend.compiler_hash(), flags, "", parser_hash)
     assert rt.cache_key(ADD_SOURCE) == expected
