@@ -44,3 +44,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "npu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _deep_gemm_alignment_restored():
+    """deep_gemm's contiguous-layout alignment is process state that tests set; each test leaves it as it
+    found it, so a later test sees the path's default (256 on Ascend, 128 on the host)."""
+    import sys
+    runtime = sys.modules.get("deep_gemm.runtime")
+    saved = None if runtime is None else runtime._state.mk_alignment
+    yield
+    runtime = sys.modules.get("deep_gemm.runtime")
+    if runtime is not None:
+        runtime._state.mk_alignment = saved
