@@ -78,3 +78,31 @@ def test_router_argument_errors():
         M.top2_sum_gate(logits, bias, **base, mask=torch.ones(5, dtype=torch.bool))
     with pytest.raises(ValueError, match="num_topk"):
         M.topk_gate(logits, 0)
+
+
+_ROUTER_ARGS = {   # (argument, a wrong value for T = 5 tokens, E = 16 experts, top-4)
+    "logits": torch.zeros(5, 16, dtype=torch.bfloat16),
+    "bias": torch.zeros(15),
+    "mask": torch.ones(5, dtype=torch.int32),
+    "force_random": torch.zeros(4, dtype=torch.bool),
+    "unmapped_topk_idx": torch.zeros(5, 3, dtype=torch.int64),
+    "scores": torch.zeros(5, 16, dtype=torch.float64),
+    "num_topk": 33,
+    "scoring_func": "softmax",
+}
+
+
+@settings(max_examples=24, deadline=None)
+@given(name=st.sampled_from(sorted(_ROUTER_ARGS)), out=st.booleans())
+def test_moe_topk_gate_forward_refuses_each_bad_argument_by_name(name, out):
+    """Each bad argument is refused naming it, before anything is written into a caller's ``out``."""
+    kw = {"logits": torch.randn(5, 16), "num_topk": 4, "use_shared_as_routed": False, "num_shared_experts": 0,
+          "routed_scaling_factor": 1.0, "ep_rank": 0}
+    kw[name] = _ROUTER_ARGS[name]
+    if name == "unmapped_topk_idx":
+        kw["fix_routing_mask"] = torch.zeros(5, dtype=torch.bool)
+    outs = (torch.full((5, 4), -7, dtype=torch.int64), torch.full((5, 4), -7.0)) if out else None
+    with pytest.raises((TypeError, ValueError), match=name):
+        M.moe_topk_gate_forward(**kw, out=outs)
+    if out:
+        assert bool((outs[0] == -7).all()) and bool((outs[1] == -7.0).all())
