@@ -221,13 +221,17 @@ inline void inter_missing(const Launch& l, int kind, const std::vector<uint16_t>
   if (total > listed && used + 24 < n) std::snprintf(out + used, n - used, " and %zu more", total - listed);
 }
 
-inline void inter_arrive(int pipe, int64_t flag) {
+// What asc_sync_inter_arrive and _wait check first: a pipe that may sync and a flag id in [0, 15].
+inline void inter_check(const char* api, int pipe, int64_t flag) {
   poll();
-  check_pipe(pipe, "asc_sync_inter_arrive");
+  check_pipe(pipe, api);
+  if (flag < 0 || flag > 15) fail("%s(%s, %lld): flag id outside [0, 15]", api, pipe_name(pipe), (long long)flag);
+}
+
+inline void inter_arrive(int pipe, int64_t flag) {
+  inter_check("asc_sync_inter_arrive", pipe, flag);
   Core& c = core();
   Launch& l = *c.launch;
-  if (flag < 0 || flag > 15) fail("asc_sync_inter_arrive(%s, %lld): flag id outside [0, 15]", pipe_name(pipe),
-                                  (long long)flag);
   const int kind = inter_kind(c);
   const int cores = kind == 0 ? kNumAic : kNumAiv;
   if (inter_participants(l, kind) > size_t(cores))
@@ -251,12 +255,9 @@ inline void inter_arrive(int pipe, int64_t flag) {
 }
 
 inline void inter_wait(int pipe, int64_t flag) {
-  poll();
-  check_pipe(pipe, "asc_sync_inter_wait");
+  inter_check("asc_sync_inter_wait", pipe, flag);
   Core& c = core();
   Launch& l = *c.launch;
-  if (flag < 0 || flag > 15) fail("asc_sync_inter_wait(%s, %lld): flag id outside [0, 15]", pipe_name(pipe),
-                                  (long long)flag);
   const int kind = inter_kind(c);
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(l.wait_timeout_s);
