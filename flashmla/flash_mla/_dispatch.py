@@ -9,7 +9,8 @@ import torch
 
 from deepjit import BackendTable, Impl
 
-from . import LIB, host, kv_cache, reference
+from . import host, reference
+from ._lib import LIB
 from .ascend import sparse_attn as ascend_sparse
 
 
@@ -59,8 +60,8 @@ TABLE.add_ascend("sparse_prefill", Impl(
     ascend_sparse.sparse_prefill, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64", ascend_sparse.prefill_accepts))
 
 
-# KV-cache helpers with tensor work (kv_cache.py)
-TABLE.register("convert_kv_layout", reference=kv_cache.relayout_reference,
+# KV-cache helpers with tensor work (kv_cache.convert_kv_layout)
+TABLE.register("convert_kv_layout", reference=reference.relayout_reference,
                host=Impl(host.kv_relayout, "V4.1 caches, compact tokens in any block stride"))
 
 def run(name: str, device, *args):

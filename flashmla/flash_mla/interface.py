@@ -10,9 +10,8 @@ from deepjit.torch_library import traced_as
 
 from . import _dispatch, reference
 from . import validation as check
-from .kv_cache import KVCacheFormat
+from ._operands import KVCacheFormat, KVScope
 from .metadata import FlashMLASchedMeta, record_or_check
-from .reference.sparse import KVScope
 
 SPARSE_ONLY = ("attn_sink", "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length")
 

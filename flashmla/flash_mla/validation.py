@@ -10,7 +10,7 @@ import torch
 from deepjit import validation as V
 from deepjit.validation import contiguous, last_stride_one, shape
 
-from .kv_cache import KVCacheFormat
+from ._operands import KVCacheFormat
 
 CACHE_DTYPES = (torch.float8_e4m3fn, torch.int8, torch.uint8)
 SUPPORTED_H_Q = (64, 128)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from flash_mla.kv_cache import KVCacheFormat, _flat_bytes, quantize_k_cache
+from flash_mla._operands import KVCacheFormat, _flat_bytes
+from flash_mla.kv_cache import quantize_k_cache
 
 # (abs, rel, cos-diff) per output, as upstream's tests use them.
 DECODE_OUT = (1e-3, 2.01 / 128, 5e-6)

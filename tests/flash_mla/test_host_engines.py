@@ -15,7 +15,7 @@ from deepjit.backends.host import HostCompilerOptions, cpu_identity
 from deepjit.backends.host import matrix_engine as me
 from flash_mla import host as fmla_host
 from flash_mla import reference
-from flash_mla.kv_cache import KVCacheFormat, _flat_bytes
+from flash_mla._operands import KVCacheFormat, _flat_bytes
 from flash_mla.reference.sparse import KVScope
 
 from .compare import DECODE_LSE, DECODE_OUT, DENSE_OUT, PREFILL_OUT, PREFILL_STAT, assert_close, make_cache

@@ -101,7 +101,7 @@ def test_dense_decode_specials_in_the_cache(positions, data):
 def test_sparse_decode_reads_a_nan_cache_element_as_zero():
     """Upstream's decode reference zeroes NaN in the gathered tokens (its prefill one does not): a NaN FP8 code
     in a read token gives what a 0 code gives, on the host as in the reference."""
-    from flash_mla.kv_cache import _flat_bytes
+    from flash_mla._operands import _flat_bytes
     fmt = KVCacheFormat.V41_FP8
     q, scopes = decode_case(fmt, "interleaved", 2, 1, 64, 16, 16, 4, seed=4, ragged=False)
     scale = fmt.d_qk ** -0.5

@@ -6,7 +6,7 @@ import torch
 
 import flash_mla
 from flash_mla import reference
-from flash_mla.kv_cache import KVCacheFormat, _flat_bytes
+from flash_mla._operands import KVCacheFormat, _flat_bytes
 from flash_mla.reference.sparse import KVScope
 
 from .compare import DECODE_LSE, DECODE_OUT, assert_close, make_cache, poison_slots

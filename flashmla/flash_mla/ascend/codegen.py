@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from .. import reference
-from ..kv_cache import KVCacheFormat, quantize_k_cache
-from ..reference.sparse import KVScope
+from .._operands import KVCacheFormat, KVScope
+from ..kv_cache import quantize_k_cache
 
 
 def _cos_diff(name: str, got: torch.Tensor, want: torch.Tensor, limit: float) -> list[str]:

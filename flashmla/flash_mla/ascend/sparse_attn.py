@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import LIB
-from ..kv_cache import KVCacheFormat
-from ..reference.sparse import KVScope
+from .._lib import LIB
+from .._operands import KVCacheFormat, KVScope
 
 D = 512
 HEADS_PER_BLOCK = 64

@@ -6,9 +6,8 @@ import torch
 
 from deepjit import descriptors
 
-from .. import LIB
-from ..kv_cache import KVCacheFormat
-from ..reference.sparse import KVScope
+from .._lib import LIB
+from .._operands import KVCacheFormat, KVScope
 
 _ARGS = "host/launch_args.hpp"  # the named launch arguments of every kernel here
 

@@ -1,24 +1,12 @@
 """Sparse MLA attention in FP32 over gathered tokens (decode over quantised caches, prefill over bf16 KV)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ..kv_cache import KVCacheFormat, dequantize_records, gather_records
+from .._operands import KVScope, dequantize_records, gather_records
 from .dense import normalized_weights
 
 INF = float("inf")
-
-
-@dataclass
-class KVScope:
-    """One quantised cache and the tokens a decode step reads from it."""
-    cache: torch.Tensor             # [num_blocks, page_block_size, 1, bytes_per_token]
-    fmt: KVCacheFormat
-    placement: str
-    indices: torch.Tensor           # [b, s_q, topk] physical slot ids, negative = invalid
-    topk_length: torch.Tensor | None = None   # [b]
 
 
 def _gather_scope(scope: KVScope) -> tuple[torch.Tensor, torch.Tensor]:

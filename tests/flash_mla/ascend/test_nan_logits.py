@@ -38,7 +38,7 @@ def test_decode_nan_logit_gives_a_nan_row():
 
 def test_decode_reads_a_nan_cache_element_as_zero():
     """As upstream's decode reference: a NaN FP8 code in a read token counts as 0 (prefill propagates NaN)."""
-    from flash_mla.kv_cache import _flat_bytes
+    from flash_mla._operands import _flat_bytes
     q, scopes = decode_case(*FP8, 2, 1, 16, 16, 16, 4, seed=4, ragged=False)
     cache, bpt = scopes[0].cache, FP8[0].bytes_per_token
     slot = int(scopes[0].indices[0, 0, 0])
