@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from deepjit.torch_library import OpLibrary, returns_nothing, traced_as
+from deepjit.torch_library import OpLibrary, meta_from_stand_ins, returns_nothing, traced_as
 
 # The package's public functions, looked up at call time: ``deep_gemm/__init__.py`` imports this module
 # before it binds the legacy aliases (``fp8_gemm_nt`` ...).
@@ -166,18 +166,6 @@ _op("get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sm
 
 
 # ---- scale-factor layouts ---------------------------------------------------------------------
-def _stand_in(t):
-    """A CPU tensor of ``t``'s shape whose values every layout function accepts (ones: a power-of-two
-    scale; as UE8M0 / int bytes a valid exponent), so a meta kernel can read the output's shape and
-    strides off a real run. Scale factors are small (one per 128 or 32 elements of a row). Static
-    shapes only: a size traced as a symbol has no stand-in."""
-    return None if t is None else torch.ones(t.shape, dtype=t.dtype)
-
-
-def _like(out: torch.Tensor) -> torch.Tensor:
-    return torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device="meta")
-
-
 def _transform_sf(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False, psum_layout=None):
     out = _eager("transform_sf_into_required_layout")(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast,
                                                  psum_layout)
@@ -188,18 +176,8 @@ def _transform_sf(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0
 
 
 def _transform_sf_meta(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False, psum_layout=None):
-    # psum_layout only zeroes the gap rows: the output's shape does not depend on it. The stand-in run
-    # is real CPU work: outside the fake-tensor mode tracing this call, and outside its redirection of
-    # every op to the Meta kernels.
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    meta_tls = torch._C._meta_in_tls_dispatch_include()
-    with unset_fake_temporarily():
-        torch._C._set_meta_in_tls_dispatch_include(False)
-        try:
-            out = _transform_sf(_stand_in(sf), mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast)
-        finally:
-            torch._C._set_meta_in_tls_dispatch_include(meta_tls)
-    return _like(out)
+    # psum_layout only zeroes the gap rows: the output's shape does not depend on it.
+    return meta_from_stand_ins(_transform_sf, sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast)
 
 
 _op("transform_sf_into_required_layout(Tensor sf, int mn, int k, int[] recipe, int? num_groups=None, "
@@ -244,18 +222,8 @@ def _own(out: torch.Tensor, *inputs) -> torch.Tensor:
 
 
 def _stand_in_meta(fn):
-    """A Meta kernel reading the output's shape and strides off ``fn`` run on stand-ins (``_stand_in``)."""
-    def meta(*args):
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-        meta_tls = torch._C._meta_in_tls_dispatch_include()
-        with unset_fake_temporarily():
-            torch._C._set_meta_in_tls_dispatch_include(False)
-            try:
-                out = fn(*(_stand_in(a) if isinstance(a, torch.Tensor) else a for a in args))
-            finally:
-                torch._C._set_meta_in_tls_dispatch_include(meta_tls)
-        return _like(out)
-    return meta
+    """A Meta kernel reading the output's shape and strides off ``fn`` run on stand-ins."""
+    return lambda *args: meta_from_stand_ins(fn, *args)
 
 
 def _mn_major(sf):

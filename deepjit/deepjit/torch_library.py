@@ -3,6 +3,7 @@ traces models calling them. Explicit schemas with a Meta kernel each: a few mill
 import, where ``register_fake`` would cost a quarter second."""
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -56,3 +57,30 @@ def route_everywhere(package: str, fn, call_op, keep: str):
             if value is fn:
                 setattr(module, attr, public)
     return public
+
+
+@contextlib.contextmanager
+def outside_fake_mode():
+    """Real CPU work inside a Meta kernel: outside the fake-tensor mode tracing the call, and outside its
+    redirection of every op to the Meta kernels."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    meta_tls = torch._C._meta_in_tls_dispatch_include()
+    with unset_fake_temporarily():
+        torch._C._set_meta_in_tls_dispatch_include(False)
+        try:
+            yield
+        finally:
+            torch._C._set_meta_in_tls_dispatch_include(meta_tls)
+
+
+def meta_from_stand_ins(fn, *args):
+    """Meta outputs shaped and strided as ``fn``'s outputs when run on stand-ins: ones-valued CPU tensors of
+    the inputs' shapes and dtypes (ones are values every layout and cast accepts: a power-of-two scale, a
+    valid UE8M0 exponent, an in-range index). For ops whose output layout depends on flags. Static shapes
+    only: a size traced as a symbol has no stand-in."""
+    with outside_fake_mode():
+        outs = fn(*(torch.ones(a.shape, dtype=a.dtype) if isinstance(a, torch.Tensor) else a for a in args))
+    single = isinstance(outs, torch.Tensor)
+    metas = tuple(torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device="meta")
+                  for o in ((outs,) if single else outs))
+    return metas[0] if single else metas

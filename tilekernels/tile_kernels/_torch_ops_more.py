@@ -5,13 +5,13 @@ Schemas take a ``(data, sf)`` input as two tensors and return flat tensors (the 
 rebuilt around the op; an output that may be None comes back as an empty tensor and is mapped back). Tensors the
 functions write (``unmapped_topk_idx``, ``scores``, ``clamped_count``, the Engram gradients) are ``Tensor(a!)``.
 The routing ops have shape-only Meta kernels; the casts and Engram read shapes off a run on ones-valued CPU
-stand-ins (``torch_ops._on_stand_ins``: static shapes). A call form an op does not cover (``out=`` buffers) runs
+stand-ins (``deepjit.torch_library.meta_from_stand_ins``: static shapes). A call form an op does not cover (``out=`` buffers) runs
 the function itself: eager, or a graph break under torch.compile."""
 from __future__ import annotations
 
 import torch
 
-from deepjit.torch_library import OpLibrary, route_everywhere
+from deepjit.torch_library import OpLibrary, meta_from_stand_ins, route_everywhere
 
 from .engram import engram_gate_bwd, engram_gate_fwd, engram_hash, fused_weight, grad_w_reduce
 from .moe import (
@@ -37,14 +37,13 @@ from .quant import (
     swiglu_forward_and_per_channel_cast_and_transpose,
     swiglu_forward_and_per_token_cast,
 )
-from .torch_ops import _on_stand_ins
 
 LIB = OpLibrary("tile_kernels")
 
 
 def _op(schema: str, impl, meta=None) -> None:
     """Defines an op; without ``meta`` its Meta kernel runs ``impl`` on stand-ins."""
-    LIB.op(schema, impl, meta if meta is not None else (lambda *args: _on_stand_ins(impl, *args)))
+    LIB.op(schema, impl, meta if meta is not None else (lambda *args: meta_from_stand_ins(impl, *args)))
 
 
 def _pair(x, sf):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from deepjit.torch_library import OpLibrary
+from deepjit.torch_library import OpLibrary, meta_from_stand_ins
 
 from .modeling.mhc.ops import (
     expand_to_mhc,
@@ -32,23 +32,6 @@ from .transpose import batched_transpose, transpose
 
 LIB = OpLibrary("tile_kernels")
 _op = LIB.op
-
-
-def _on_stand_ins(fn, *args):
-    """Meta outputs shaped as ``fn``'s outputs for ones-valued CPU tensors of the inputs' shapes and dtypes:
-    real work, outside the fake-tensor mode tracing the call and its redirection of ops to Meta kernels."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    meta_tls = torch._C._meta_in_tls_dispatch_include()
-    with unset_fake_temporarily():
-        torch._C._set_meta_in_tls_dispatch_include(False)
-        try:
-            outs = fn(*(torch.ones(a.shape, dtype=a.dtype) if isinstance(a, torch.Tensor) else a for a in args))
-        finally:
-            torch._C._set_meta_in_tls_dispatch_include(meta_tls)
-    single = isinstance(outs, torch.Tensor)
-    metas = tuple(torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device="meta")
-                  for o in ((outs,) if single else outs))
-    return metas[0] if single else metas
 
 
 def _per_token_cast(x, fmt, num_per_channels, x_block_size=None, use_tma_aligned_col_major_sf=False, round_sf=False,
@@ -104,11 +87,11 @@ _op("mhc_pre_big_fuse(Tensor residual, Tensor fn, Tensor mhc_scale, Tensor mhc_b
 
 _op("per_token_cast(Tensor x, str fmt, int num_per_channels, int[]? x_block_size=None, "
     "bool use_tma_aligned_col_major_sf=False, bool round_sf=False, bool use_packed_ue8m0=False) -> (Tensor, Tensor)",
-    _per_token_cast, lambda *args: _on_stand_ins(_per_token_cast, *args))
+    _per_token_cast, lambda *args: meta_from_stand_ins(_per_token_cast, *args))
 _op("per_channel_cast(Tensor x, str fmt, int num_per_tokens, bool round_sf=False) -> (Tensor, Tensor)",
-    _per_channel_cast, lambda *args: _on_stand_ins(_per_channel_cast, *args))
+    _per_channel_cast, lambda *args: meta_from_stand_ins(_per_channel_cast, *args))
 _op("per_token_cast_back(Tensor x, Tensor sf, str fmt, int num_per_channels, str? x_special_fmt=None) -> Tensor",
-    _per_token_cast_back, lambda *args: _on_stand_ins(_per_token_cast_back, *args))
+    _per_token_cast_back, lambda *args: meta_from_stand_ins(_per_token_cast_back, *args))
 _op("topk_gate(Tensor scores, int num_topk) -> Tensor", topk_gate,
     lambda scores, num_topk: scores.new_empty((scores.shape[0], num_topk), dtype=torch.int64))
 _op("get_fused_mapping(Tensor topk_idx, int num_experts, int num_expanded_tokens, int alignment) "

@@ -13,7 +13,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .scatter import padded
+from deepjit.tilelang_route.ub import padded
 
 BLOCK = 128
 FP8_MAX = 448.0

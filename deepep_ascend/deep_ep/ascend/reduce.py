@@ -13,7 +13,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .scatter import padded
+from deepjit.tilelang_route.ub import padded
 
 UB_TILE_BYTES = 64 * 1024
 

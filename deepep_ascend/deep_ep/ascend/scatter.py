@@ -16,13 +16,9 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from deepjit.tilelang_route.ub import padded
+
 ROW_TILE_BYTES = 64 * 1024
-
-
-def padded(n: int, elem_bytes: int) -> int:
-    """``n`` elements rounded up to whole 32-byte UB blocks (UB DMA bursts start 32-byte aligned)."""
-    per = 32 // elem_bytes
-    return -(-n // per) * per
 
 
 @functools.cache

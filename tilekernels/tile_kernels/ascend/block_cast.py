@@ -24,29 +24,16 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 import dataclasses
 import functools
 
+from deepjit.tilelang_route.ub import padded
+
 from ..reference.numerics import EXP_LN2_HI, EXP_LN2_LO, EXP_LOG2E, EXP_MAX, EXP_MIN, EXP_POLY
+from ._tiles import tile_shape
 
 FMT_MAX = {"e4m3": 448.0, "e2m1": 6.0}
 CLAMP_MIN = {"e4m3": 1e-4, "e2m1": 6.0 * 2.0 ** -126}
 SF_LAYOUTS = ("row", "col", "ue8m0")
 # E2M1 code boundaries on |v| and whether a value on the boundary rounds up (the even code wins ties).
 E2M1_BOUNDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
-UB_TILE_BYTES = 48 * 1024  # input tile budget: x, partials, q and the scales stay well inside dav-3510's UB
-
-
-def tile_shape(m: int, k: int, bm: int, bk: int, in_bytes: int, per_word: int = 1) -> tuple[int, int]:
-    """``(br, bc)``: whole scale blocks (whole words of ``per_word`` packed K-blocks), at most UB_TILE_BYTES of x."""
-    kunit = bk * per_word
-    kunit = kunit * max(1, -(-64 // kunit))  # at least 64 columns so E2M1 bytes and DMA bursts stay whole
-    bc = min(-(-k // kunit) * kunit, max(kunit, (UB_TILE_BYTES // (bm * in_bytes)) // kunit * kunit))
-    br = bm * max(1, min(-(-m // bm), UB_TILE_BYTES // (bm * bc * in_bytes)))
-    return br, bc
-
-
-def padded(n: int, elem_bytes: int) -> int:
-    """``n`` elements rounded up to whole 32-byte UB blocks (DMA bursts start 32-byte aligned in UB)."""
-    per = 32 // elem_bytes
-    return -(-n // per) * per
 
 
 def nan_max(T, acc, v):

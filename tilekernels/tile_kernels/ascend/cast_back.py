@@ -12,7 +12,9 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import padded, tile_shape
+from deepjit.tilelang_route.ub import padded
+
+from ._tiles import tile_shape
 
 OUT_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 

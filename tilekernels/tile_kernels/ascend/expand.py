@@ -9,7 +9,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import padded
+from deepjit.tilelang_route.ub import padded
 
 ROW_TILE_BYTES = 64 * 1024
 

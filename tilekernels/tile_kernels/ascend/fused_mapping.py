@@ -13,7 +13,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import padded
+from deepjit.tilelang_route.ub import padded
 
 CHUNK = 512  # slots staged per step: topk_idx (int64), their positions and the three map values
 # a map value is DMAed to its position alone, from the start of its own 32-byte UB block (DMA alignment)

@@ -12,7 +12,9 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import e4m3_byte, padded
+from deepjit.tilelang_route.ub import padded
+
+from .block_cast import e4m3_byte
 
 COL_TILE = 1024
 

@@ -23,7 +23,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 import dataclasses
 import functools
 
-from .block_cast import padded
+from deepjit.tilelang_route.ub import padded
 
 ROW_TILE_BYTES = 64 * 1024  # scores staged in UB per core
 DUPLICATE_HASH = 23333  # reference/topk.DUPLICATE_HASH: spreads tokens over an expert's physical replicas

@@ -22,7 +22,9 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import CLAMP_MIN, FMT_MAX, e4m3_byte, exp_f32, nan_max, padded, scale_inv, scale_of
+from deepjit.tilelang_route.ub import padded
+
+from .block_cast import CLAMP_MIN, FMT_MAX, e4m3_byte, exp_f32, nan_max, scale_inv, scale_of
 
 ROWS, COLS = 8, 256
 LANES = 64  # weight_grad partial sums per row
