@@ -16,8 +16,8 @@ from deepjit.torch_library import OpLibrary, meta_from_stand_ins, returns_nothin
 # The package's public functions, looked up at call time: ``deep_gemm/__init__.py`` imports this module
 # before it binds the legacy aliases (``fp8_gemm_nt`` ...).
 _api = sys.modules[__package__]
-LIB = OpLibrary("deep_gemm")
-_op = LIB.op
+OPS = OpLibrary("deep_gemm")
+_op = OPS.op
 
 
 

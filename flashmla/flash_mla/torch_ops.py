@@ -20,8 +20,8 @@ from .interface import (
 )
 from .metadata import FlashMLASchedMeta
 
-LIB = OpLibrary("flash_mla")
-_op = LIB.op
+OPS = OpLibrary("flash_mla")
+_op = OPS.op
 
 
 

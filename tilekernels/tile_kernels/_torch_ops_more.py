@@ -38,12 +38,12 @@ from .quant import (
     swiglu_forward_and_per_token_cast,
 )
 
-LIB = OpLibrary("tile_kernels")
+OPS = OpLibrary("tile_kernels")
 
 
 def _op(schema: str, impl, meta=None) -> None:
     """Defines an op; without ``meta`` its Meta kernel runs ``impl`` on stand-ins."""
-    LIB.op(schema, impl, meta if meta is not None else (lambda *args: meta_from_stand_ins(impl, *args)))
+    OPS.op(schema, impl, meta if meta is not None else (lambda *args: meta_from_stand_ins(impl, *args)))
 
 
 def _pair(x, sf):

@@ -30,8 +30,8 @@ from .moe import (
 from .quant import per_channel_cast, per_token_cast, per_token_cast_back
 from .transpose import batched_transpose, transpose
 
-LIB = OpLibrary("tile_kernels")
-_op = LIB.op
+OPS = OpLibrary("tile_kernels")
+_op = OPS.op
 
 
 def _per_token_cast(x, fmt, num_per_channels, x_block_size=None, use_tma_aligned_col_major_sf=False, round_sf=False,
