@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit import validation as V
+
 PLACEMENTS = ("interleaved", "block_split")
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
@@ -75,8 +77,8 @@ class KVCacheFormat(enum.Enum):
         for f in cls:
             if f.bytes_per_token == bpt:
                 return f
-        raise ValueError(f"{name}: bytes_per_token (last dim) must be one of "
-                         f"{', '.join(str(f.bytes_per_token) for f in cls)} (V3.2, MODEL1, V4.1 FP8, V4.1 FP4), got {bpt}")
+        raise V.fail(name, "bytes_per_token (last dim) one of " + ", ".join(str(f.bytes_per_token) for f in cls)
+                     + " (V3.2, MODEL1, V4.1 FP8, V4.1 FP4)", bpt)
 
     def placement(self, requested: str | None = None) -> str:
         """The placement of this format; V4.1 defaults to the Ascend token-interleaved one."""
@@ -84,7 +86,7 @@ class KVCacheFormat(enum.Enum):
         if requested is None:
             return fixed or "interleaved"
         if requested not in PLACEMENTS:
-            raise ValueError(f"kv_layout must be one of {PLACEMENTS}, got {requested!r}")
+            raise V.fail("kv_layout", f"one of {PLACEMENTS}", repr(requested))
         if fixed is not None and requested != fixed:
             raise ValueError(f"kv_layout: the {self.name} format is always {fixed!r}, got {requested!r}")
         return requested
@@ -98,7 +100,7 @@ def _as_format(fmt) -> KVCacheFormat:
             return KVCacheFormat[fmt]
         except KeyError:
             pass
-    raise ValueError(f"kv format must be a KVCacheFormat or one of {[f.name for f in KVCacheFormat]}, got {fmt!r}")
+    raise V.fail("kv_format", f"a KVCacheFormat or one of {[f.name for f in KVCacheFormat]}", repr(fmt))
 
 
 # ---- scale rules ------------------------------------------------------------------------------
@@ -201,7 +203,7 @@ def dequantize_records(rec: torch.Tensor, fmt: KVCacheFormat) -> torch.Tensor:
 
 def _cache_bytes(cache: torch.Tensor) -> torch.Tensor:
     if cache.dtype not in (torch.uint8, torch.int8, torch.float8_e4m3fn):
-        raise TypeError(f"k_cache: dtype must be float8_e4m3fn, int8 or uint8, got {cache.dtype}")
+        raise V.fail("k_cache", "dtype torch.float8_e4m3fn, torch.int8 or torch.uint8", cache.dtype, TypeError)
     return cache.view(torch.uint8)
 
 

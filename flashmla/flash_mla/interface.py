@@ -45,7 +45,7 @@ def flash_mla_with_kvcache(
         raise TypeError(f"tile_scheduler_metadata: expected the FlashMLASchedMeta from get_mla_metadata(), "
                         f"got {type(tile_scheduler_metadata).__name__}")
     if num_splits is not None and not isinstance(num_splits, torch.Tensor):
-        raise TypeError(f"num_splits: must be None (or an old-API tensor, ignored), got {type(num_splits).__name__}")
+        raise V.fail("num_splits", "None (or an old-API tensor, ignored)", type(num_splits).__name__, TypeError)
     check.tensor("q", q, (torch.bfloat16, torch.float16), 4)
     check.last_stride_one("q", q)
     causal = check.flag("causal", causal)
@@ -64,11 +64,11 @@ def flash_mla_with_kvcache(
 
     # ---- sparse ----
     if causal:
-        raise ValueError("causal: must be False in sparse mode (indices given), got True")
+        raise V.fail("causal", "False in sparse mode (indices given)", True)
     if not is_fp8_kvcache:
-        raise ValueError("is_fp8_kvcache: must be True in sparse mode (indices given), got False")
+        raise V.fail("is_fp8_kvcache", "True in sparse mode (indices given)", False)
     if q.dtype != torch.bfloat16:
-        raise TypeError(f"q: dtype must be torch.bfloat16 in sparse mode, got {q.dtype}")
+        raise V.fail("q", "dtype torch.bfloat16 in sparse mode", q.dtype, TypeError)
     check.one_of("q.shape[2] (h_q)", h_q, check.SUPPORTED_H_Q)
     check.one_of("q.shape[3] (d_qk)", d_qk, check.SUPPORTED_D_QK)
     fmt = check.quantized_cache("k_cache", k_cache, d_qk, q.device)
@@ -116,7 +116,7 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
     if d != d_qk:
         raise ValueError(f"k_cache: head dim must equal q's ({d_qk}), got {d}")
     if head_dim_v > d_qk:
-        raise ValueError(f"head_dim_v: must be <= d_qk ({d_qk}), got {head_dim_v}")
+        raise V.fail("head_dim_v", f"a value <= d_qk ({d_qk})", head_dim_v)
     if h_kv < 1 or h_q % h_kv:
         raise ValueError(f"k_cache: num_heads_k ({h_kv}) must divide num_heads_q ({h_q})")
     check.tensor("block_table", block_table, (torch.int32,), 2, q.device)
@@ -174,9 +174,9 @@ def flash_mla_sparse_fwd(
 
 def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministic, softmax_scale):
     if dropout_p != 0.0:
-        raise ValueError(f"dropout_p: must be 0.0, got {dropout_p!r}")
+        raise V.fail("dropout_p", "0.0", repr(dropout_p))
     if deterministic:
-        raise ValueError("deterministic: must be False, got True")
+        raise V.fail("deterministic", "False", True)
     check.tensor("q", q, (torch.bfloat16, torch.float16, torch.float32), 3)
     check.tensor("k", k, (q.dtype,), 3, q.device)
     check.tensor("v", v, (q.dtype,), 3, q.device)
@@ -189,7 +189,7 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
     for name, cu, total in (("cu_seqlens_qo", cu_seqlens_qo, q.shape[0]), ("cu_seqlens_kv", cu_seqlens_kv, k.shape[0])):
         check.tensor(name, cu, (torch.int32,), 1, q.device)
         if cu.numel() < 1 or int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu[1:] < cu[:-1]).any()):
-            raise ValueError(f"{name}: must be non-decreasing prefix sums from 0 to {total}, got {cu.tolist()}")
+            raise V.fail(name, f"non-decreasing prefix sums from 0 to {total}", cu.tolist())
     if cu_seqlens_qo.numel() != cu_seqlens_kv.numel():
         raise ValueError(f"cu_seqlens_kv: expected {cu_seqlens_qo.numel()} entries like cu_seqlens_qo, "
                          f"got {cu_seqlens_kv.numel()}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import validation as V
+
 from . import _dispatch
 from ._operands import (  # noqa: F401  (re-exported: the formats' public home is flash_mla.kv_cache)
     PLACEMENTS,
@@ -44,7 +46,7 @@ def quantize_k_cache(k_cache: torch.Tensor, kv_format, placement: str | None = N
     rec = quantize_records(k.reshape(nb * p, fmt.d_qk), fmt).reshape(nb, p, s.bytes_per_token)
     stride = block_stride if block_stride is not None else p * s.bytes_per_token
     if stride < p * s.bytes_per_token:
-        raise ValueError(f"block_stride must be >= {p * s.bytes_per_token}, got {stride}")
+        raise V.fail("block_stride", f"a value >= {p * s.bytes_per_token}", stride)
     buf = torch.zeros(nb, stride, dtype=torch.uint8, device=k.device)
     if placement == "interleaved":
         buf[:, :p * s.bytes_per_token] = rec.reshape(nb, -1)
@@ -72,7 +74,7 @@ def convert_kv_layout(quant_k_cache: torch.Tensor, to: str, kv_format=None) -> t
     if fmt.spec.fixed_placement is not None:
         raise ValueError(f"quant_k_cache: {fmt.name} has a fixed placement; only V4.1 caches can be converted")
     if to not in PLACEMENTS:
-        raise ValueError(f"to must be one of {PLACEMENTS}, got {to!r}")
+        raise V.fail("to", f"one of {PLACEMENTS}", repr(to))
     _cache_bytes(quant_k_cache)  # the dtype
     bpt = fmt.bytes_per_token
     c = quant_k_cache

@@ -63,17 +63,16 @@ def quantized_cache(name: str, t: torch.Tensor, d_qk: int, device) -> KVCacheFor
     fmt = KVCacheFormat.from_bytes_per_token(t.shape[-1], name)
     nb, p, h_k, bpt = t.shape
     if h_k != 1:
-        raise ValueError(f"{name}: num_heads_k (dim 2) must be 1 (MQA), got {h_k}")
+        raise V.fail(name, "num_heads_k (dim 2) 1 (MQA)", h_k)
     if p < 1:
-        raise ValueError(f"{name}: page_block_size must be >= 1, got {p}")
+        raise V.fail(name, "page_block_size (dim 1) >= 1", p)
     if fmt.d_qk != d_qk:
         raise ValueError(f"{name}: a {fmt.name} cache ({bpt} B/token) holds d_qk {fmt.d_qk}, but q has d_qk {d_qk}")
     if t.stride(-1) != 1 or (p > 1 and t.stride(1) != bpt):
         raise ValueError(f"{name}: expected stride(-1) == 1 and stride(1) == bytes_per_token ({bpt}), "
                          f"got strides {t.stride()}")
     if nb > 1 and t.stride(0) < p * bpt:
-        raise ValueError(f"{name}: stride(0) must be >= page_block_size * bytes_per_token ({p * bpt}), "
-                         f"got {t.stride(0)}")
+        raise V.fail(name, f"stride(0) >= page_block_size * bytes_per_token ({p * bpt})", t.stride(0))
     return fmt
 
 
@@ -84,5 +83,4 @@ def slot_indices(name: str, t: torch.Tensor, b: int, s_q: int, capacity: int, de
         raise ValueError(f"{name}: expected shape [{b}, {s_q}, topk >= 1], got {tuple(t.shape)}")
     last_stride_one(name, t)
     if t.numel() and int(t.max()) >= capacity:
-        raise ValueError(f"{name}: slot ids must be < num_blocks * page_block_size = {capacity} "
-                         f"(negative = invalid), got {int(t.max())}")
+        raise V.fail(name, f"slot ids < num_blocks * page_block_size = {capacity} (negative = invalid)", int(t.max()))

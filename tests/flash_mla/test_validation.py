@@ -36,7 +36,7 @@ def test_valid_baseline_runs():
 @FUZZ
 @given(st.integers(1, 1024).filter(lambda n: n not in (656, 584, 528, 288)))
 def test_bad_bytes_per_token(bpt):
-    _raises(ValueError, f"k_cache: bytes_per_token .* got {bpt}", k_cache=torch.zeros(2, 4, 1, bpt, dtype=torch.uint8))
+    _raises(ValueError, f"k_cache: expected bytes_per_token .* got {bpt}", k_cache=torch.zeros(2, 4, 1, bpt, dtype=torch.uint8))
 
 
 @FUZZ
@@ -52,7 +52,7 @@ def test_fp4_main_cache_and_bad_strides():
     padded = torch.zeros(2, 4, 1, 600, dtype=torch.uint8)[..., :528]
     _raises(ValueError, "stride\\(1\\) == bytes_per_token", k_cache=padded)
     overlapping = torch.zeros(8 * 528, dtype=torch.uint8).as_strided((2, 4, 1, 528), (100, 528, 528, 1))
-    _raises(ValueError, "stride\\(0\\) must be >= ", k_cache=overlapping)
+    _raises(ValueError, "expected stride\\(0\\) >= ", k_cache=overlapping)
     _raises(ValueError, "q: expected unit stride in the last dim",
             q=torch.zeros(B, S_Q, H_Q, 1024, dtype=torch.bfloat16)[..., ::2])
 
@@ -85,7 +85,7 @@ def test_indices_rank(rank):
 def test_indices_dtype_shape_range():
     _raises(TypeError, "indices: expected dtype torch.int32", indices=torch.zeros(B, S_Q, TOPK, dtype=torch.int64))
     _raises(ValueError, "indices: expected shape", indices=torch.zeros(B + 1, S_Q, TOPK, dtype=torch.int32))
-    _raises(ValueError, "slot ids must be < num_blocks \\* page_block_size = 64",
+    _raises(ValueError, "expected slot ids < num_blocks \\* page_block_size = 64",
             indices=torch.full((B, S_Q, TOPK), 64, dtype=torch.int32))
 
 
@@ -97,8 +97,8 @@ def test_topk_length_out_of_range(bad):
 
 
 def test_mode_flags_and_sparse_only_arguments():
-    _raises(ValueError, "causal: must be False in sparse mode", causal=True)
-    _raises(ValueError, "is_fp8_kvcache: must be True", is_fp8_kvcache=False)
+    _raises(ValueError, "causal: expected False in sparse mode", causal=True)
+    _raises(ValueError, "is_fp8_kvcache: expected True", is_fp8_kvcache=False)
     _raises(TypeError, "tile_scheduler_metadata", tile_scheduler_metadata=torch.zeros(4, 8, dtype=torch.int32))
     _raises(ValueError, "give both or neither", extra_k_cache=CACHE)
     _raises(ValueError, "extra_topk_length: only valid with extra_k_cache",
