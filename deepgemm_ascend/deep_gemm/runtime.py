@@ -17,6 +17,8 @@ from typing import Union
 
 import torch
 
+from deepjit import validation as V
+
 from . import _lib
 
 _LEGACY_MK_ALIGNMENT = 128
@@ -38,21 +40,6 @@ class _State:
 
 
 _state = _State()
-
-
-def _check_int(name: str, value, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be in {bound}, got {value}")
-    return value
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
 
 
 def _max_workers() -> int:
@@ -85,10 +72,10 @@ def set_num_sms(new_num_sms: int) -> None:
     """Host kernels: their worker threads (at most the CPU count). Ascend path: the AI cores the
     kernels may use (at most the device's). 0 restores the default (every core, or DG_NUM_THREADS)."""
     if ascend_defaults():
-        n = _check_int("new_num_sms", new_num_sms, 0, _num_ai_cores())
+        n = V.integer("new_num_sms", new_num_sms, lo=0, hi=_num_ai_cores())
         _state.num_sms = n or None
         return
-    n = _check_int("new_num_sms", new_num_sms, 0, _max_workers())
+    n = V.integer("new_num_sms", new_num_sms, lo=0, hi=_max_workers())
     _lib.LIB.set_num_threads(n if n > 0 else _lib.DEFAULT_NUM_THREADS)
 
 
@@ -108,7 +95,7 @@ def ascend_blocks(cores: int) -> int:
 
 # ---- heuristics-only knobs --------------------------------------------------------------------
 def set_tc_util(new_tc_util: int) -> None:
-    _state.tc_util = _check_int("new_tc_util", new_tc_util, 0, 100)
+    _state.tc_util = V.integer("new_tc_util", new_tc_util, lo=0, hi=100)
 
 
 def get_tc_util() -> int:
@@ -116,7 +103,7 @@ def get_tc_util() -> int:
 
 
 def set_pdl(new_enable_pdl: bool) -> None:
-    _state.pdl = _check_bool("new_enable_pdl", new_enable_pdl)
+    _state.pdl = V.boolean("new_enable_pdl", new_enable_pdl)
 
 
 def get_pdl() -> bool:
@@ -124,7 +111,7 @@ def get_pdl() -> bool:
 
 
 def set_ignore_compile_dims(new_value: bool) -> None:
-    _state.ignore_compile_dims = _check_bool("new_value", new_value)
+    _state.ignore_compile_dims = V.boolean("new_value", new_value)
 
 
 def get_ignore_compile_dims() -> bool:
@@ -135,12 +122,12 @@ def set_block_size_multiple_of(new_value: Union[int, tuple[int, int]]) -> None:
     """Force BLOCK_M / BLOCK_N to multiples of ``x`` (both) or ``(bm, bn)``."""
     if isinstance(new_value, (tuple, list)):
         if len(new_value) != 2:
-            raise ValueError(f"new_value must be an int or a (block_m, block_n) pair, got {new_value!r}")
+            raise V.fail("new_value", "an int or a (block_m, block_n) pair", repr(new_value))
         bm, bn = new_value
     else:
         bm = bn = new_value
-    _state.block_m_multiple_of = _check_int("block_m_multiple_of", bm, 1)
-    _state.block_n_multiple_of = _check_int("block_n_multiple_of", bn, 1)
+    _state.block_m_multiple_of = V.integer("block_m_multiple_of", bm, lo=1)
+    _state.block_n_multiple_of = V.integer("block_n_multiple_of", bn, lo=1)
 
 
 def get_block_size_multiple_of() -> tuple[int, int]:
@@ -150,7 +137,7 @@ def get_block_size_multiple_of() -> tuple[int, int]:
 # ---- Ascend additions ---------------------------------------------------------------------------
 def use_deterministic_algorithms(enabled: bool) -> None:
     """Ascend's library-level determinism switch; CPU results are deterministic either way."""
-    _state.deterministic = _check_bool("enabled", enabled)
+    _state.deterministic = V.boolean("enabled", enabled)
 
 
 def get_deterministic_algorithms() -> bool:
@@ -159,7 +146,7 @@ def get_deterministic_algorithms() -> bool:
 
 def set_npu_arch(arch: int) -> None:
     """0 means auto-detect; kept for Ascend parity, no effect on CPU."""
-    _state.npu_arch = _check_int("arch", arch, 0)
+    _state.npu_arch = V.integer("arch", arch, lo=0)
 
 
 def get_npu_arch() -> int:
@@ -168,7 +155,7 @@ def get_npu_arch() -> int:
 
 # ---- grouped layouts ----------------------------------------------------------------------------
 def set_mk_alignment_for_contiguous_layout(new_value: int) -> None:
-    _state.mk_alignment = _check_int("new_value", new_value, 1)
+    _state.mk_alignment = V.integer("new_value", new_value, lo=1)
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
@@ -187,7 +174,7 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
     DeepGEMM-Ascend's fixed 256 on the Ascend path."""
     block_m, step = 224, 32
     if expected_m is not None:
-        _check_int("expected_m", expected_m, 0)
+        V.integer("expected_m", expected_m, lo=0)
     if ascend_defaults():
         return ASCEND_MK_ALIGNMENT
     if expected_m is not None:
@@ -209,7 +196,7 @@ def set_psum_layout_form(form: str) -> None:
     row count, with the same aligned placement. The two cannot be told apart from the values, so
     the form is chosen here (or with ``DG_PSUM_LAYOUT_FORM``), never guessed."""
     if form not in _PSUM_FORMS:
-        raise ValueError(f"form must be one of {_PSUM_FORMS}, got {form!r}")
+        raise V.fail("form", f"one of {_PSUM_FORMS}", repr(form))
     _state.psum_layout_form = form
 
 
@@ -218,7 +205,7 @@ def get_psum_layout_form() -> str:
         return _state.psum_layout_form
     form = os.environ.get("DG_PSUM_LAYOUT_FORM", "end_rows")
     if form not in _PSUM_FORMS:
-        raise ValueError(f"DG_PSUM_LAYOUT_FORM must be one of {_PSUM_FORMS}, got {form!r}")
+        raise V.fail("DG_PSUM_LAYOUT_FORM", f"one of {_PSUM_FORMS}", repr(form))
     return form
 
 
@@ -227,4 +214,4 @@ def resolve_use_psum_layout(use_psum_layout, device) -> bool:
     layout DeepGEMM-Ascend requires and defaults to), False (``m_indices`` / ``ks_cpu``) otherwise."""
     if use_psum_layout is None:
         return ascend_defaults(device)
-    return _check_bool("use_psum_layout", use_psum_layout)
+    return V.boolean("use_psum_layout", use_psum_layout)

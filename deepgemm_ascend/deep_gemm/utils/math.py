@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
+from deepjit import validation as V
+
 from .. import formats
 
 FP8_MAX = 448.0
@@ -32,11 +34,10 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     """FP32 powers of two ``[..., 4s]`` to int32 ``[..., s]`` (4 exponent bytes per word, little-endian)."""
     if x.dtype != torch.float32 or x.size(-1) % 4 != 0:
-        raise ValueError(f"pack_ue8m0_to_int: x must be float32 with a last dim divisible by 4, "
-                         f"got {x.dtype} {tuple(x.shape)}")
+        raise V.fail("x", "float32 with a last dim divisible by 4", f"{x.dtype} {tuple(x.shape)}")
     bits = formats.dense(x).view(torch.int32)
     if not bool(((bits >= 0) & ((bits & 0x7FFFFF) == 0)).all()):
-        raise ValueError("pack_ue8m0_to_int: x must hold non-negative powers of two (zero mantissa)")
+        raise V.fail("x", "non-negative powers of two (zero mantissa)", "other values")
     return formats.pack_ue8m0(x, torch.int32)
 
 
@@ -48,9 +49,9 @@ def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
 def pack_ue8m0_to_short(x: torch.Tensor) -> torch.Tensor:
     """FP32 powers of two ``[..., 2s]`` to the Ascend int16 form ``[..., s]`` (2 exponents per word)."""
     if x.dtype != torch.float32 or x.size(-1) % 2 != 0:
-        raise ValueError(f"pack_ue8m0_to_short: x must be float32 with an even last dim, got {x.dtype} {tuple(x.shape)}")
+        raise V.fail("x", "float32 with an even last dim", f"{x.dtype} {tuple(x.shape)}")
     if not bool(formats.is_power_of_two(x).all()):
-        raise ValueError("pack_ue8m0_to_short: x must hold positive powers of two (zero mantissa)")
+        raise V.fail("x", "positive powers of two (zero mantissa)", "other values")
     return formats.pack_ue8m0(x, torch.int16)
 
 
