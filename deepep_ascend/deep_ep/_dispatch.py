@@ -21,7 +21,7 @@ def _reference_engine(session, rank: int, num_ranks: int, region_bytes: int):
 
 
 def _host_engine(session, rank: int, num_ranks: int, region_bytes: int):
-    from .engine.host import HostEngine
+    from .host.engine import HostEngine
     return HostEngine(session.transport, rank, num_ranks, region_bytes, session.threads)
 
 

@@ -65,7 +65,7 @@ def test_fuzzed_bad_arguments_raise_named_errors(names):
 @given(st.integers(1, 40), st.integers(1, 8), st.sampled_from([2, 4]), st.integers(-5, 40), st.data())
 def test_plan_kernel_rejects_bad_ids(T, K, ranks, bad_value, data):
     from deep_ep.engine.checks import DispatchArgs
-    from deep_ep.engine.host import HostEngine
+    from deep_ep.host.engine import HostEngine
     E = 4 * ranks
     g = torch.Generator().manual_seed(T * 100 + K)
     idx = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(T)])  # K <= 8 <= E: distinct ids

@@ -1,5 +1,5 @@
 """The dispatch / combine engine for NPU tensors (and CPU tensors under ``EP_BACKEND=ascend``, its
-kernels then on the Ascend twin): the host engine's steps and outputs, with the data moved by the
+kernels then on the Ascend twin): the steps of ``engine.base.Engine``, with the data moved by the
 collective transport and the row work done by the TileLang kernels.
 
 - ``plan`` computes the routing on the device (ascend/routing.py); ``exchange_counts`` is the one
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from ..engine.base import Engine, ReturnedRows, expert_starts
 from ..engine.checks import CombineArgs, DispatchArgs
-from ..engine.host import HostEngine, ReturnedRows, expert_starts
 from ..engine.plan import RoutePlan
 from . import routing
 from .reduce import combine_reduce
@@ -28,20 +28,14 @@ from .scatter import scatter_rows
 from .transport import CollectiveExchange
 
 
-class AscendEngine(HostEngine):
-    """Reuses the host engine's output allocation (sized from the exchanged counts)."""
+class AscendEngine(Engine):
+    """The steps on the device; staging buffers are sized per call (nothing lives in a fixed region)."""
 
     def __init__(self, group, device: torch.device, rank: int, num_ranks: int, region_bytes: int, timeout_s: float):
-        super().__init__(None, rank, num_ranks, region_bytes, 1)
+        super().__init__(rank, num_ranks, region_bytes)
         self.exchange = CollectiveExchange(group, device, timeout_s)
         self._got: dict | None = None
         self._back = None
-
-    def check_capacity(self, a: DispatchArgs) -> None:
-        pass  # staging buffers are sized per call; nothing lives in a fixed region
-
-    def check_combine_capacity(self, handle, multiple_reduction: bool) -> None:
-        pass
 
     # ---- dispatch ----------------------------------------------------------------------------
     def plan(self, a: DispatchArgs) -> RoutePlan:
@@ -199,10 +193,6 @@ class AscendEngine(HostEngine):
             back_w = ex.staging("combine_w", cap, (K,), torch.float32)
             ex.all_to_all(back_w, weights.contiguous(), send, recv)
         self._back = (back, back_w, multi)
-
-    def combine_output(self, T: int, H: int, device=None) -> torch.Tensor:
-        """Combined rows on the tokens' device (the host engine's arena is CPU shared memory)."""
-        return torch.empty(T, H, dtype=torch.bfloat16, device=device)
 
     def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
         """``(combined, weights)``; ``out`` (from ``combine_output``) receives the combined rows if given."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.checks import check_low_latency_dispatch
+from ..engine.checks import check_low_latency_combine, check_low_latency_dispatch
 from . import routing
 from .fp8_pack import pack_fp8
 from .reduce import combine_reduce
@@ -156,7 +156,7 @@ class AscendLowLatencyEngine:
         e_local = num_experts // R
 
         def check():
-            _check_combine(x, topk_idx, topk_weights, state, (e_local, R * M, H), out)
+            check_low_latency_combine(x, topk_idx, topk_weights, state.topk_idx, (e_local, R * M, H), out)
             return [2, H, state.topk_idx.shape[1], M, num_experts]
 
         self.session.start("low_latency_combine", _COMBINE_NAMES, check)
@@ -189,22 +189,3 @@ class AscendLowLatencyEngine:
         slot = torch.gather(state.dst_slot.long(), 1, owner)
         pos = torch.where(valid, (owner * M + slot) * K + torch.arange(K, device=dev)[None, :], -1).int()
         combine_reduce(back, pos, topk_weights, out=out)
-
-
-def _check_combine(x, topk_idx, topk_weights, state, shape, out):
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or tuple(x.shape) != shape:
-        raise ValueError(f"x must be a BF16 tensor of shape {shape}, got {getattr(x, 'dtype', type(x))} "
-                         f"{tuple(getattr(x, 'shape', ()))}")
-    T, K = state.topk_idx.shape
-    if not isinstance(topk_idx, torch.Tensor) or tuple(topk_idx.shape) != (T, K):
-        raise ValueError(f"topk_idx must be the ({T}, {K}) routing given to the low_latency_dispatch that made the "
-                         f"handle, got {tuple(getattr(topk_idx, 'shape', ()))}")
-    if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
-            or tuple(topk_weights.shape) != (T, K):
-        raise ValueError(f"topk_weights must be float32 of shape {(T, K)}, got "
-                         f"{getattr(topk_weights, 'dtype', type(topk_weights))} "
-                         f"{tuple(getattr(topk_weights, 'shape', ()))}")
-    if out is not None and (out.dtype != torch.bfloat16 or tuple(out.shape) != (T, shape[2])
-                            or not out.is_contiguous()):
-        raise ValueError(f"out must be a contiguous BF16 tensor of shape {(T, shape[2])}, got {out.dtype} "
-                         f"{tuple(out.shape)}")

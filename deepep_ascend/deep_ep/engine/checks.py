@@ -203,3 +203,27 @@ def check_low_latency_dispatch(num_ranks: int, x, topk_idx, num_max_dispatch_tok
         raise ValueError(f"cumulative_local_expert_recv_stats must be a contiguous int32 tensor of shape "
                          f"({e_local},) on {x.device}, got {getattr(stats, 'dtype', type(stats))} "
                          f"{tuple(getattr(stats, 'shape', ()))}")
+
+
+def check_low_latency_combine(x, topk_idx, topk_weights, dispatched_topk_idx: torch.Tensor,
+                              shape: tuple[int, int, int], out) -> None:
+    """The arguments of a V1 low-latency combine, the same for the host and the Ascend engine: ``x`` the
+    ``[E_local, R*M, hidden]`` expert outputs, ``topk_idx`` the routing the dispatch got (its values are
+    compared on CPU only: no device read), float32 weights of its shape, an optional contiguous BF16 out."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or tuple(x.shape) != shape:
+        raise ValueError(f"x must be a BF16 tensor of shape {shape}, got {getattr(x, 'dtype', type(x))} "
+                         f"{tuple(getattr(x, 'shape', ()))}")
+    T, K = dispatched_topk_idx.shape
+    if not isinstance(topk_idx, torch.Tensor) or tuple(topk_idx.shape) != (T, K) or (
+            topk_idx.device.type == "cpu" and not torch.equal(topk_idx, dispatched_topk_idx)):
+        raise ValueError(f"topk_idx must be the one given to the low_latency_dispatch that made the handle "
+                         f"(shape ({T}, {K})), got {tuple(getattr(topk_idx, 'shape', ()))}")
+    if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
+            or tuple(topk_weights.shape) != (T, K):
+        raise ValueError(f"topk_weights must be float32 of shape {(T, K)}, got "
+                         f"{getattr(topk_weights, 'dtype', type(topk_weights))} "
+                         f"{tuple(getattr(topk_weights, 'shape', ()))}")
+    if out is not None and (out.dtype != torch.bfloat16 or tuple(out.shape) != (T, shape[2])
+                            or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous BF16 tensor of shape {(T, shape[2])}, got {out.dtype} "
+                         f"{tuple(out.shape)}")

@@ -19,7 +19,7 @@ from deepjit.host_memory import OutputPool
 
 from ..jit import kernel, launch_args
 from ..utils.math import align
-from .checks import check_low_latency_dispatch
+from .checks import check_low_latency_combine, check_low_latency_dispatch
 
 SIG_WORDS = 16
 SIG_ERR = 8
@@ -270,23 +270,10 @@ class LowLatencyEngine:
     def _combine_args(self, x, topk_idx, topk_weights, state, M, H, num_experts, out):
         R = self.num_ranks
         e_local = num_experts // R
-        shape = (e_local, R * M, H)
-        if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or tuple(x.shape) != shape:
-            raise ValueError(f"x must be a BF16 tensor of shape {shape}, got {getattr(x, 'dtype', type(x))} "
-                             f"{tuple(getattr(x, 'shape', ()))}")
+        check_low_latency_combine(x, topk_idx, topk_weights, state.topk_idx, (e_local, R * M, H), out)
         x = x.contiguous()
-        if not isinstance(topk_idx, torch.Tensor) or not torch.equal(topk_idx, state.topk_idx):
-            raise ValueError("topk_idx must be the one given to the low_latency_dispatch that made the handle")
         T, K = topk_idx.shape
-        if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
-                or tuple(topk_weights.shape) != (T, K):
-            raise ValueError(f"topk_weights must be float32 of shape {(T, K)}, got "
-                             f"{getattr(topk_weights, 'dtype', type(topk_weights))} "
-                             f"{tuple(getattr(topk_weights, 'shape', ()))}")
         if out is None:
             out = torch.empty(T, H, dtype=torch.bfloat16)
-        elif out.dtype != torch.bfloat16 or tuple(out.shape) != (T, H) or not out.is_contiguous():
-            raise ValueError(f"out must be a contiguous BF16 tensor of shape {(T, H)}, got {out.dtype} "
-                             f"{tuple(out.shape)}")
         self._fits(combine_area_end(R, M, H, e_local, K), "low-latency combine")
         return x, topk_weights.contiguous(), out

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ..engine.base import Engine, ReturnedRows
 from ..engine.checks import CombineArgs, DispatchArgs
-from ..engine.host import HostEngine, ReturnedRows
 from ..engine.plan import RoutePlan
 
 
@@ -24,18 +24,12 @@ def _a2a(t: torch.Tensor, send: list[int], recv: list[int], group) -> torch.Tens
     return out.view(t.dtype).view(sum(recv), *t.shape[1:])
 
 
-class ReferenceEngine(HostEngine):
-    """Reuses the host engine's output allocation (plain torch); everything else is re-done here."""
+class ReferenceEngine(Engine):
+    """The steps in plain PyTorch; the outputs' sizes and contents are ``Engine.allocate``'s."""
 
     def __init__(self, group, rank: int, num_ranks: int, region_bytes: int):
-        super().__init__(None, rank, num_ranks, region_bytes, 1)
+        super().__init__(rank, num_ranks, region_bytes)
         self.group = group
-
-    def check_capacity(self, a: DispatchArgs) -> None:
-        pass  # nothing is staged in a fixed-size region
-
-    def check_combine_capacity(self, handle, multiple_reduction: bool) -> None:
-        pass
 
     # ---- dispatch ----------------------------------------------------------------------------
     def plan(self, a: DispatchArgs) -> RoutePlan:
@@ -172,9 +166,6 @@ class ReferenceEngine(HostEngine):
             send_rows, recv_rows = plan.recv_pairs, plan.send_pairs
         send, recv = send_rows.tolist(), recv_rows.tolist()
         self._back = (_a2a(rows, send, recv, self.group), _a2a(weights, send, recv, self.group), multi)
-
-    def combine_output(self, T: int, H: int, device=None) -> torch.Tensor:
-        return torch.empty(T, H, dtype=torch.bfloat16, device=device)
 
     def combine_reduce(self, c: CombineArgs, sum_weights: bool = False, slot_weights=None, out=None):
         combined, weights = self._reduce(c, sum_weights, slot_weights)

@@ -1,71 +1,29 @@
-"""Dispatch and combine data movement on CPU tensors: host kernels over either transport.
-
-The buffer drives the steps in order: ``plan`` (local, validates index values) -> handshake ->
-``exchange_counts`` -> ``allocate`` -> ``send`` -> ``receive`` (the copy epilogue), and for
-combine ``combine_send`` -> ``combine_reduce``.
-"""
+"""Dispatch and combine data movement on CPU tensors: host kernels over either transport (the steps
+of ``engine.base.Engine``; ``receive`` is the copy epilogue)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
+import math
 
 import torch
 
 from deepjit import descriptors
 from deepjit.host_memory import OutputPool
 
+from ..engine.base import DispatchOutputs, Engine, expert_starts
+from ..engine.checks import CombineArgs, DispatchArgs
+from ..engine.layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
+from ..engine.plan import RoutePlan
 from ..jit import kernel, launch_args
 from ..utils.math import align
-from .checks import CombineArgs, DispatchArgs
-from .layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
-from .plan import RoutePlan
 
 
-@dataclass
-class DispatchOutputs:
-    recv_x: torch.Tensor
-    recv_sf: torch.Tensor | None
-    recv_topk_idx: torch.Tensor | None
-    recv_topk_weights: torch.Tensor | None
-    recv_src_metadata: torch.Tensor
-    psum_per_rank: torch.Tensor
-    psum_per_expert: torch.Tensor
-    true_per_expert: torch.Tensor
-    aligned_list: list
-    num_recv_tokens: int
-    num_expanded_tokens: int
-    pad_rows: torch.Tensor | None
+class HostEngine(Engine):
+    """Host kernels over the session's transport: byte slots in shared memory (receivers may publish
+    their outputs in the arena for the senders to write directly) or the collectives."""
 
-
-class ReturnedRows(NamedTuple):
-    """What a collective engine's combine_send brought back, with the routing its reduction needs: ``rows``
-    (and ``weights``) from every rank back to back in rank order, ``start[r]`` the first row from rank
-    ``r``; ``multi``: one row per (token, receiving rank) rather than per (token, top-k slot)."""
-    rows: torch.Tensor
-    weights: torch.Tensor
-    multi: bool
-    valid: torch.Tensor  # [T, K] slots routed somewhere
-    owner: torch.Tensor  # [T, K] the rank holding each slot's expert (0 where not valid)
-    start: torch.Tensor  # [R] int64
-
-    @classmethod
-    def take(cls, engine, c: CombineArgs) -> ReturnedRows:
-        """``engine._back`` (what its combine_send stored), cleared first so a failed reduction leaves
-        nothing behind, with the routing of ``c``."""
-        (rows, weights, multi), engine._back = engine._back, None
-        plan, idx = c.handle._plan, c.handle._topk_idx
-        valid = idx >= 0
-        owner = torch.where(valid, idx // plan.num_local_experts, 0)
-        sent = (plan.send_tokens if multi else plan.send_pairs).long().to(idx.device)
-        return cls(rows, weights, multi, valid, owner, torch.cumsum(sent, 0) - sent)
-
-
-class HostEngine:
     def __init__(self, transport, rank: int, num_ranks: int, region_bytes: int, threads: int):
+        super().__init__(rank, num_ranks, region_bytes)
         self.transport = transport
-        self.rank = rank
-        self.num_ranks = num_ranks
-        self.region_bytes = region_bytes
         self.threads = threads
         self._err = torch.zeros(4, dtype=torch.int64)
         self.pool = OutputPool()
@@ -117,74 +75,21 @@ class HostEngine:
         plan.num_rows = int(plan.row_start[-1])
 
     def allocate(self, a: DispatchArgs, plan: RoutePlan) -> DispatchOutputs:
-        R, K, M, H = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank, a.hidden
-        e_local, al = plan.num_local_experts, a.expert_alignment
-        per_expert = plan.recv_counts[:, 1:].long()             # [R, E_local]
-        true = per_expert.sum(0)
-        aligned = (true + al - 1) // al * al
-        psum_rank = torch.cumsum(plan.recv_counts[:, 0].long(), 0).int()
-        pad_rows = None
-        if a.do_expand:
-            starts = expert_starts(aligned, a.packed_stride)
-            psum_expert = (starts + true).int()
-            plan.expert_base = (starts[None, :] + torch.cumsum(per_expert, 0) - per_expert).int().contiguous()
-            plan.num_expanded = e_local * a.packed_stride if a.packed_stride else int(aligned.sum())
-            if a.do_zero_padding:
-                gaps = aligned - true
-                first = torch.repeat_interleave(starts + true, gaps)
-                offset = torch.arange(int(gaps.sum())) - torch.repeat_interleave(torch.cumsum(gaps, 0) - gaps, gaps)
-                pad_rows = first + offset
-        else:
-            psum_expert = torch.cumsum(aligned, 0).int()
-        if a.handle is not None:
-            rows, exp_rows = a.handle.num_recv_tokens, a.handle.num_expanded_tokens
-        elif a.do_cpu_sync:
-            rows, exp_rows = plan.num_rows, plan.num_expanded
-        else:
-            rows = R * M
-            exp_rows = align(R * M * min(K, e_local) + (al - 1) * e_local, al)
-        if a.packed_stride:
-            exp_rows = e_local * a.packed_stride
-        data_rows = exp_rows if a.do_expand else rows
-        packs = 0 if a.sf is None else a.sf.shape[1]
-        sf_rows = align(data_rows, 4) if a.col_major_sf else data_rows
-        # (name, shape, dtype) of every output; in the shared arena the senders write them directly.
-        parts = [("x", (data_rows, H), a.x.dtype)]
-        if a.sf is not None:
-            parts.append(("sf", (packs, sf_rows) if a.col_major_sf else (sf_rows, packs), a.sf.dtype))
-        if not a.do_expand:
-            parts.append(("idx", (rows, K), torch.int64))
-        if a.topk_weights is not None:
-            parts.append(("w", (exp_rows,) if a.do_expand else (rows, K), torch.float32))
-        parts.append(("meta", (rows, K + 2), torch.int32))
+        out = super().allocate(a, plan)
+        if plan.layout_round:
+            self._publish(out)
+        return out
+
+    def _output_tensors(self, parts, a: DispatchArgs, plan: RoutePlan) -> tuple[dict, bool]:
         # Without CPU sync every rank's outputs have the same worst-case size; when that exceeds the
         # arena (e.g. the packed low-latency layout), every rank knows that no one writes directly
         # and the layout round is skipped.
         plan.layout_round = self._shm and not (a.handle is None and not a.do_cpu_sync
                                                and _block_bytes(parts) > self.transport.arena_bytes)
         t = self._direct_outputs(parts) if plan.layout_round else None
-        direct = t is not None
-        if t is None:
-            t = self._private_outputs(parts, a.x.device)
-        n = plan.num_rows
-        recv_sf = t.get("sf")
-        if recv_sf is not None and a.col_major_sf:
-            recv_sf = recv_sf.T[:data_rows]
-        # Rows the senders write directly need no initialisation; the rest reads as "no token".
-        first_unwritten = n if direct else 0
-        if "idx" in t:
-            t["idx"][first_unwritten:].fill_(-1)
-        if "w" in t:
-            t["w"].zero_()
-        t["meta"][first_unwritten:].fill_(-1)
-        dev = a.x.device  # the handle's count tensors live with the outputs (a no-op on CPU)
-        out = DispatchOutputs(t["x"], recv_sf, t.get("idx"), t.get("w"), t["meta"], psum_rank.to(dev),
-                              psum_expert.to(dev), true.int().to(dev), aligned.tolist() if a.do_cpu_sync else [],
-                              rows, exp_rows, pad_rows)
-        out.direct = direct
-        if plan.layout_round:
-            self._publish(out)
-        return out
+        if t is not None:
+            return t, True
+        return self._private_outputs(parts, a.x.device), False
 
     def _private_outputs(self, parts, device) -> dict:
         out = {}
@@ -196,13 +101,13 @@ class HostEngine:
         return out
 
     def _direct_outputs(self, parts) -> dict | None:
-        sizes = [align(_numel(shape) * dtype.itemsize, 64) for _, shape, dtype in parts]
+        sizes = [align(math.prod(shape) * dtype.itemsize, 64) for _, shape, dtype in parts]
         block = self.transport.arena_alloc(sum(sizes))
         if block is None:
             return None
         out, off = {}, 0
         for (name, shape, dtype), size in zip(parts, sizes, strict=True):
-            nbytes = _numel(shape) * dtype.itemsize
+            nbytes = math.prod(shape) * dtype.itemsize
             out[name] = block[off:off + nbytes].view(dtype).view(shape)
             off += size
         return out
@@ -384,26 +289,12 @@ class HostEngine:
         return block[:nbytes].view(torch.bfloat16).view(T, H)
 
 
-def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor:
-    """First expanded row of each local expert: aligned counts back to back, or a fixed stride."""
-    if packed_stride:
-        return torch.arange(aligned.shape[0]) * packed_stride
-    return torch.cumsum(aligned, 0) - aligned
-
-
 def _block_bytes(parts) -> int:
-    return sum(align(_numel(shape) * dtype.itemsize, 64) for _, shape, dtype in parts)
+    return sum(align(math.prod(shape) * dtype.itemsize, 64) for _, shape, dtype in parts)
 
 
 def _address(base: int, offset: int) -> int:
     return 0 if offset < 0 else base + offset
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
