@@ -94,12 +94,16 @@ class Ledger:
             i = int(t // self.bin)
             span = (i + 1) * self.bin - t
             take = min(left, own_rate * span)
+            # what others already took of this bin is spread over it: the rate left to this transfer
+            rate = own_rate
             for name, share in links:
-                take = min(take, max(self.rates[name] * self.bin - self.used[name][i], 0.0) / share)
+                used = self.used[name][i]
+                take = min(take, max(self.rates[name] * self.bin - used, 0.0) / share)
+                rate = min(rate, max(self.rates[name] - used / self.bin, 0.0) / share)
             for name, share in links:
                 self.used[name][i] += take * share
-            if take >= left - 1e-9:  # done in this bin, at its own rate (the bin's capacity allowed it)
-                return t + left / own_rate
+            if take >= left - 1e-9 and rate > 0 and t + left / rate <= (i + 1) * self.bin + 1e-9:
+                return t + left / rate
             left -= take
             t = (i + 1) * self.bin
         return t
