@@ -36,6 +36,8 @@ REPORT_PIPES = ("scalar", "mte2", "mte1", "cube", "fixpipe", "vector", "simt", "
 GM_READS = ("gm_to_ub", "gm_to_l1")
 GM_WRITES = ("ub_to_gm", "l0c_to_gm")
 EVENT_BYTES = 24
+# Below this busy share of its busiest unit a kernel is reported latency-bound.
+LATENCY_BOUND_BELOW = 0.5
 
 
 @dataclass
@@ -140,6 +142,7 @@ class Estimate:
     hbm_bytes: float
     flops: float
     segments: dict = field(default_factory=dict)  # core label -> [(pipe, start_cycle, end_cycle)] (block 0)
+    busiest: str = "none"  # the busiest unit (the bound, unless the kernel is latency-bound)
 
     @property
     def microseconds(self) -> float:
@@ -358,12 +361,14 @@ def _estimate(kernel: str, states: list, cycles: float, costs: CostTable, gm: in
     shared = {"hbm": hbm / (costs.hbm_bytes_per_cycle * cycles) if cycles else 0.0,
               "l2": gm / (costs.l2_bytes_per_cycle * cycles) if cycles else 0.0}
     candidates = {**{p: v for p, v in busy.items() if p != "scalar"}, **shared}
-    bound = max(candidates, key=candidates.get) if candidates and max(candidates.values()) > 0 else "none"
+    busiest = max(candidates, key=candidates.get) if candidates and max(candidates.values()) > 0 else "none"
+    # no unit even half busy: the kernel waits on latencies (flags, mover start-up), not on a unit's rate
+    bound = busiest if busiest == "none" or candidates[busiest] >= LATENCY_BOUND_BELOW else "latency"
     segments = {f"block {s.trace.block} {s.trace.kind}{'' if s.trace.kind == 'AIC' else max(s.trace.slot - 1, 0)}":
                 s.segments for s in states if s.segments}
     return Estimate(kernel=kernel, cycles=cycles, seconds=cycles / costs.clock_hz, cores=len(states), busy=busy,
                     waiting=waiting, bound=bound, gm_bytes=gm, hbm_bytes=hbm, flops=flops,
-                    segments=segments)
+                    segments=segments, busiest=busiest)
 
 
 def _pipe_cores(pipe: str, kind: str, costs: CostTable) -> int:
