@@ -11,7 +11,7 @@ import torch
 
 from deepjit.backends.ascend_twin import timeline
 from deepjit.backends.ascend_twin.costs import COSTS_950, CostTable, Mover
-from deepjit.backends.ascend_twin.timeline import PIPE_M, PIPE_MTE2, PIPE_S, PIPE_V, CoreTrace, Event
+from deepjit.backends.ascend_twin.timeline import PIPE_M, PIPE_MTE2, PIPE_S, PIPE_V, CoreTrace, Event, vector_event
 
 from .conftest import launch_source
 
@@ -20,7 +20,8 @@ from .conftest import launch_source
 # paths wide enough not to matter (unless a test narrows them); one-cycle ledger bins (exact sharing).
 COSTS = replace(COSTS_950, movers={**COSTS_950.movers, "gm_to_ub": Mover(100, 90), "ub_to_gm": Mover(50, 200)},
                 cube_flops_per_cycle={"fp32": 8192, "b16": 8192, "b8": 16384, "b4": 32768}, cube_latency=8,
-                vector_cycles={"simple": 2.0, "divide": 8.0, "special": 8.0}, scalar_issue=1.0,
+                vector_cycles={"simple": 2.0, "divide": 8.0, "special": 8.0, "load": 1.0, "store": 1.0},
+                scalar_issue=1.0,
                 l2_bytes_per_cycle_per_core=1e6, hbm_bytes_per_s=1e6 * COSTS_950.clock_hz, bin_cycles=1,
                 cross_core_flag_latency=0.0)
 
@@ -95,7 +96,7 @@ def _pingpong(rounds: int, double_buffer: bool):
         ev += [Event("move", PIPE_MTE2, a=0, n=1000),
                Event("set", PIPE_MTE2, a=PIPE_MTE2, b=PIPE_V, id=0),
                Event("wait", PIPE_V, a=PIPE_MTE2, b=PIPE_V, id=0),
-               Event("vector", PIPE_V, a=0, n=50, m=50 * 64),
+               vector_event(simple=50),
                Event("set", PIPE_V, a=PIPE_V, b=PIPE_MTE2, id=i % 2 if double_buffer else 0)]
     for i in range(max(rounds - (2 if double_buffer else 1), 0), rounds):  # drain the flags still set
         ev.append(Event("wait", PIPE_MTE2, a=PIPE_V, b=PIPE_MTE2, id=i % 2 if double_buffer else 0))
@@ -125,7 +126,7 @@ def test_cross_core_handoff_waits_for_the_arrive():
     # vector pipe, then runs 10 instructions (20 cycles). The arrive fires when the mmad is complete
     # (1024 + 8, one issue cycle before it: the mmad started at 0).
     aic = _trace([Event("cube", PIPE_M, a=1, n=128 * 128 * 256), Event("intra_arrive", PIPE_M, a=1, id=3)], slot=0)
-    aiv = _trace([Event("intra_wait", PIPE_V, id=3), Event("vector", PIPE_V, n=10, m=640)], kind="AIV", slot=1)
+    aiv = _trace([Event("intra_wait", PIPE_V, id=3), vector_event(simple=10)], kind="AIV", slot=1)
     est = timeline.schedule([aic, aiv], "mix", COSTS)
     assert est.cycles == pytest.approx(1024 + 8 + 20)
     assert est.waiting["vector"] * est.cycles == pytest.approx(1032)  # one AIV, stalled until the arrive
@@ -134,8 +135,8 @@ def test_cross_core_handoff_waits_for_the_arrive():
 def test_scalar_wait_stalls_issue():
     # a vector result read by the scalar unit (flag V -> S) holds every later issue: the second vector run
     # cannot start before the first one ended (100 cycles) plus one issue cycle.
-    ev = [Event("vector", PIPE_V, n=50, m=3200), Event("set", PIPE_V, a=PIPE_V, b=PIPE_S, id=0),
-          Event("wait", PIPE_S, a=PIPE_V, b=PIPE_S, id=0), Event("vector", PIPE_V, n=50, m=3200)]
+    ev = [vector_event(simple=50), Event("set", PIPE_V, a=PIPE_V, b=PIPE_S, id=0),
+          Event("wait", PIPE_S, a=PIPE_V, b=PIPE_S, id=0), vector_event(simple=50)]
     est = timeline.schedule([_trace(ev, kind="AIV")], "vector", COSTS)
     assert est.cycles == pytest.approx(100 + 100)
 
@@ -174,3 +175,14 @@ def test_report_record_and_chart(tmp_path):
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     both = timeline_report.combine([est, est])
     assert both.cycles == pytest.approx(2 * est.cycles) and both.flops == 2 * est.flops
+
+
+def test_vector_loads_stores_and_alu_overlap():
+    # 64 loads, 40 ALU ops (2 cycles each here: 80), 10 divides (8 each: 80 more) and 30 stores: the ALU's
+    # 160 cycles bound the run; with 200 loads the load path (1 a cycle) does.
+    one = timeline.schedule([_trace([vector_event(simple=40, divide=10, load=64, store=30)], kind="AIV")],
+                            "vector", COSTS)
+    assert one.cycles == pytest.approx(40 * 2 + 10 * 8)
+    two = timeline.schedule([_trace([vector_event(simple=40, divide=10, load=200, store=30)], kind="AIV")],
+                            "vector", COSTS)
+    assert two.cycles == pytest.approx(200)

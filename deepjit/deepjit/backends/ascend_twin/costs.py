@@ -12,6 +12,9 @@ Sources:
   [DEVKIT] asc-devkit tests/perf/{fixpipe,mmad}_perf/generate_roofline.py: dav-3510 at 1650 MHz.
   [DS]  DeepSeek's published 950 peaks (BF16 432, FP8 865, FP4 1730 TFLOP/s; issue 26).
   [950PR] Ascend 950PR HBM (HiBL 1.0) 1.6 TB/s, as ascend_check.Rates.hbm_bytes_per_s.
+  [TLFA] tile-ai/tilelang examples/ascend/flash_attention/core.py (commit 0e4ad53c): the measured per-VF
+        cycle counts its authors annotate (``T.SimdVF(latency=...)``) for the MHA kernel whose 950 time
+        (26.8 us) its README publishes.
 """
 from __future__ import annotations
 
@@ -66,11 +69,18 @@ class CostTable:
     cube_flops_per_cycle: dict = field(default_factory=lambda: {"fp32": 8192, "b16": 8192, "b8": 16384,
                                                                 "b4": 32768})
     cube_latency: float = 8          # [TL cube_base_latency]
-    # Vector register instructions (one 256-byte register each): fp32 add/mul/max sustain 51 lane-ops a cycle
-    # on a 64-lane instruction [TL add_throughput...]: 64/51 cycles an instruction; divide 13 [TL
-    # div_throughput], exp/ln/sqrt 8 [TL special_func_throughput]. A 16-bit (128-lane) instruction is
-    # charged as one instruction too: no source gives its rate; the register is the same 256 bytes (estimate).
-    vector_cycles: dict = field(default_factory=lambda: {"simple": 64 / 51, "divide": 64 / 13, "special": 64 / 8})
+    # Vector register instructions (one 256-byte register each), cycles an instruction. A run of them (a
+    # vector function) takes max(ALU cycles, loads, stores): the register file's UB loads and stores move
+    # 256 B a cycle [TL valu_bandwidth] on their own path beside the ALU. The ALU rates are fitted to the
+    # per-VF cycle counts TileLang's authors annotate on the 950 in examples/ascend/flash_attention/core.py
+    # [TLFA]: softmax ``SimdVF(latency=735)`` runs ~708 ALU instructions (128 of them exp) beside ~324
+    # register loads and stores -> 1 cycle an ALU instruction, exp included; accumulate_output
+    # (latency=318) is 320 loads beside 256 ALU ops and 128 stores -> the paths overlap; finalize
+    # (latency=1780) is 128 vdiv -> 13.9 cycles a divide. (TileLang's estimator's own constants, 51 fp32
+    # lane-ops a cycle [TL add_throughput], would give ~2.6x the annotated softmax time: not used.)
+    # A 16-bit (128-lane) instruction costs the same as a 32-bit one (same register; estimate).
+    vector_cycles: dict = field(default_factory=lambda: {"simple": 1.0, "special": 1.0, "divide": 1780 / 128,
+                                                         "load": 1.0, "store": 1.0})
     # One recorded instruction costs the scalar unit one issue cycle [TL "Scalar -> one cycle per atomic task"].
     scalar_issue: float = 1.0
     # SIMT: one 32-lane warp instruction a cycle per AIV (no published issue rate; ascend_check.Rates's

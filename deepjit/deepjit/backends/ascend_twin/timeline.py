@@ -25,7 +25,6 @@ from .costs import COSTS_950, CostTable
 # dj_twin/timeline.h Ev, in order.
 EVENT_TYPES = ("move", "cube", "vector", "simt", "set", "wait", "barrier", "intra_arrive", "intra_wait",
                "inter_arrive", "inter_wait")
-VECTOR_CLASSES = ("simple", "divide", "special")
 WIDTH_CLASSES = ("fp32", "b16", "b8", "b4")
 # dj_twin/runtime.h pipe_t values
 PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX = 0, 1, 2, 3, 4, 5, 6, 10
@@ -49,6 +48,23 @@ class Event:
     id: int = 0
     n: int = 0
     m: int = 0
+
+
+def vector_instructions(e: Event) -> dict:
+    """A merged vector event's instructions by class (dj_twin/timeline.h Ev::Vector's packing)."""
+    low = (1 << 32) - 1
+    return {"simple": e.n & low, "special": e.n >> 32, "load": e.m & low, "store": e.m >> 32, "divide": e.id}
+
+
+def vector_event(simple: int = 0, special: int = 0, divide: int = 0, load: int = 0, store: int = 0) -> Event:
+    return Event("vector", PIPE_V, n=simple | special << 32, m=load | store << 32, id=divide)
+
+
+def vector_cycles(e: Event, costs: CostTable) -> float:
+    """A run of vector instructions: the ALU and the register loads and stores overlap (costs.py)."""
+    k, c = vector_instructions(e), costs.vector_cycles
+    alu = k["simple"] * c["simple"] + k["special"] * c["special"] + k["divide"] * c["divide"]
+    return max(alu, k["load"] * c["load"], k["store"] * c["store"])
 
 
 def parse_events(raw: bytes) -> list[Event]:
@@ -263,7 +279,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             s.done[PIPE_M] = max(s.done[PIPE_M], end + costs.cube_latency)
         elif t == "vector":
             start = pipe_start(s, PIPE_V)
-            end = start + e.n * costs.vector_cycles[VECTOR_CLASSES[e.a]]
+            end = start + vector_cycles(e, costs)
             occupy(s, PIPE_V, "vector", start, end)
             s.free[PIPE_V] = s.done[PIPE_V] = end
         elif t == "simt":

@@ -5,8 +5,8 @@
 // On only when a launch asks for it (dj_twin_timeline_enable(1) before dj_twin_launch, or
 // DJ_TWIN_TIMELINE=1): each core then appends, in program order, one event per data-mover instruction,
 // cube mmad, flag set/wait, barrier and cross-core arrive/wait; consecutive vector register instructions
-// of one class (and consecutive SIMT work) merge into one event, so a long vector loop costs one entry
-// per run between two other events. Off, every hook is one predictable branch on a null pointer.
+// (and consecutive SIMT work) merge into one event counting them by class, so a vector function costs
+// one entry per run between two other events. Off, every hook is one predictable branch on a null pointer.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,8 @@ namespace dj_twin {
 enum class Ev : uint8_t {
   Move = 0,        // pipe = the route's pipe, a = Route, n = bytes
   Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), n = MACs
-  Vector,          // pipe = PIPE_V, a = VecClass, n = instructions, m = lanes
+  Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
+                   // id = divide
   Simt,            // pipe = PIPE_V, n = lane ops, m = GM bytes the lanes moved
   Set,             // a = src pipe, b = dst pipe, id = event id (asc_sync_notify)
   Wait,            // a = src pipe, b = dst pipe, id = event id (asc_sync_wait)
@@ -29,8 +30,9 @@ enum class Ev : uint8_t {
   InterWait,       // pipe, a = core kind, id = flag
 };
 
-// How a vector register instruction is costed (timeline.py VECTOR_CLASSES).
-enum class VecClass : uint8_t { Simple = 0, Divide, Special, Count };
+// How a vector register instruction is costed (timeline.py): ALU (simple), divide, transcendental, and
+// the register loads / stores between UB and the register file.
+enum class VecClass : uint8_t { Simple = 0, Divide, Special, Load, Store, Count };
 
 struct TimelineEvent {
   uint8_t type;
@@ -51,13 +53,17 @@ inline void timeline_push(Timeline& t, Ev type, int pipe, int a = 0, int b = 0, 
 }
 
 // Vector and SIMT work merges into the previous event when it is the same kind of work.
-inline void timeline_vector(Timeline& t, VecClass cls, uint64_t lanes) {
-  if (!t.empty() && t.back().type == uint8_t(Ev::Vector) && t.back().a == uint8_t(cls)) {
-    t.back().n += 1;
-    t.back().m += lanes;
-    return;
+inline void timeline_vector(Timeline& t, VecClass cls) {
+  if (t.empty() || t.back().type != uint8_t(Ev::Vector))
+    t.push_back({uint8_t(Ev::Vector), 1 /* PIPE_V */, 0, 0, 0, 0, 0});
+  TimelineEvent& e = t.back();
+  switch (cls) {
+    case VecClass::Simple: e.n += 1; break;
+    case VecClass::Special: e.n += uint64_t(1) << 32; break;
+    case VecClass::Load: e.m += 1; break;
+    case VecClass::Store: e.m += uint64_t(1) << 32; break;
+    default: e.id += 1; break;
   }
-  t.push_back({uint8_t(Ev::Vector), 1 /* PIPE_V */, uint8_t(cls), 0, 0, 1, lanes});
 }
 
 inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes) {
