@@ -186,3 +186,16 @@ def test_vector_loads_stores_and_alu_overlap():
     two = timeline.schedule([_trace([vector_event(simple=40, divide=10, load=200, store=30)], kind="AIV")],
                             "vector", COSTS)
     assert two.cycles == pytest.approx(200)
+
+
+def test_run_on_twin_exposes_the_estimate(run_on_twin):
+    from deepjit.tilelang_route import last_estimate, timeline_recording
+    from deepjit.tilelang_route.conformance import BY_NAME
+
+    case = BY_NAME["copy_strided_2d"]
+    args = [t.clone() for t in case.inputs(torch.Generator().manual_seed(0))]
+    with timeline_recording():
+        result = run_on_twin(case.build(), *args)
+    est = last_estimate()
+    assert est is not None and est.cycles == pytest.approx(result.estimate().cycles) and est.cycles > 0
+    assert {e.type for tr in result.traces for e in tr.events} >= {"move"}
