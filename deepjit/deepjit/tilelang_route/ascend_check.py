@@ -24,7 +24,14 @@ unit, at its bandwidth: the 128-byte lines each core requests, a SIMT data-cache
 same burst not again); the HBM bytes are what the twin's L2 model (dj_twin/l2_model.h: an LRU of
 dav-3510's 112 MiB, the cores' accesses replayed round-robin) says misses and write-backs cost.
 The checks here run with the model on (``DJ_TWIN_L2=1``); counters from a launch without it count
-every GM byte as an HBM byte."""
+every GM byte as an HBM byte.
+
+Timeline: every launch here also records the twin's per-pipe event stream and schedules it on the
+dav-3510 cost table (backends/ascend_twin/timeline.py, costs.py): each line then gives the estimated time,
+the achieved TFLOP/s and GB/s, the share of the bound unit's peak, the bound pipe and each pipe's busy (and
+flag-waiting) share, with the roofline beside it as the lower bound. The same records go to
+``build/ascend-check/results.json`` and a pipe chart of each kernel's first block to
+``build/ascend-check/<library>.<kernel>.png``. Estimates, never measurements."""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..backends.ascend_twin import timeline, timeline_report
 from .codegen_all import registered
 from .conformance import CASES as CONFORMANCE_CASES
 from .conformance import Case, check_outputs
@@ -237,18 +245,24 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
 
 def run_published(case: PublishedShape) -> dict:
     """The roofline of one published shape: ``{"seconds", "roofline"}``."""
-    with l2_modelled(), recorded_launches() as launches:
+    with l2_modelled(), timeline.recording(), recorded_launches() as launches:
         start = time.perf_counter()
         case.run()
         seconds = time.perf_counter() - start
     if not launches:
         raise RuntimeError("no Ascend kernel was launched")
     counters, num_blocks, operand = _summed_counters(launches)
-    return {"seconds": seconds, "roofline": roofline(counters, case.kind, num_blocks, operand)}
+    return {"seconds": seconds, "roofline": roofline(counters, case.kind, num_blocks, operand),
+            "estimate": _launch_estimate(launches), "operand": operand}
+
+
+def _launch_estimate(launches):
+    """The timeline estimate of the launches (one after another), or None where none recorded one."""
+    return timeline_report.combine([r.estimate() for _, r in launches if hasattr(r, "estimate")])
 
 
 def run_source_case(case: SourceCase) -> dict:
-    with l2_modelled(), recorded_launches() as launches:
+    with l2_modelled(), timeline.recording(), recorded_launches() as launches:
         start = time.perf_counter()
         failures = list(case.run())
         seconds = time.perf_counter() - start
@@ -256,7 +270,8 @@ def run_source_case(case: SourceCase) -> dict:
     if not launches:
         failures.append("no Ascend kernel was launched")
     estimate = roofline(counters, case.kind, num_blocks, operand)
-    return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
+    return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate,
+            "estimate": _launch_estimate(launches), "operand": operand}
 
 
 def run_case(case: Case, seed: int = 0) -> dict:
@@ -272,12 +287,14 @@ def run_case(case: Case, seed: int = 0) -> dict:
     args = [t.clone() for t in case.inputs(torch.Generator().manual_seed(seed))]
     expected = case.reference(*[t.clone() for t in args])
     start = time.perf_counter()
-    with l2_modelled():
+    with l2_modelled(), timeline.recording():
         result = run_on_twin(func, *args)
     seconds = time.perf_counter() - start
     failures = check_outputs(case, args, expected)
-    estimate = roofline(_counters(result), case.kind, grid, cube_operand(source))
-    return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate}
+    operand = cube_operand(source)
+    estimate = roofline(_counters(result), case.kind, grid, operand)
+    return {"ok": not failures, "failures": failures, "seconds": seconds, "roofline": estimate,
+            "estimate": result.estimate() if hasattr(result, "estimate") else None, "operand": operand}
 
 
 def _library_modules(module_names: Sequence[str] | None, log):
@@ -336,12 +353,15 @@ def run(cases: Sequence[tuple[str, Case]], only: str | None = None, log=print) -
         except Exception as exc:  # noqa: BLE001 - an error is a failure of this kernel; keep going
             outcome = {"ok": False, "failures": [f"error: {exc}"], "seconds": 0.0, "roofline": None}
         outcome["name"], outcome["known_gap"] = label, bool(case.known_gap)
+        outcome["library"], outcome["kernel"], outcome["shape"] = library, case.name, "test"
         results.append(outcome)
         if case.known_gap:
             status = "XPASS" if outcome["ok"] else "XFAIL"
         else:
             status = "PASS" if outcome["ok"] else "FAIL"
         log(f"{status} {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms | {format_roofline(outcome['roofline'])}")
+        if outcome.get("estimate") is not None:
+            log(f"     {timeline_report.format_estimate(outcome['estimate'], outcome.get('operand', 'bf16'))}")
         if status == "XFAIL":
             log(f"     known twin gap: {case.known_gap}")
         elif status == "XPASS":
@@ -357,13 +377,16 @@ def run(cases: Sequence[tuple[str, Case]], only: str | None = None, log=print) -
         f"gap(s) (rooflines are estimates at dav-3510 published rates, not measurements)")
     if failed:
         log("failed: " + ", ".join(failed))
-        raise SystemExit(1)
+        stop = SystemExit(1)
+        stop.results = results  # main() still writes their records
+        raise stop
     return results
 
 
 def run_published_shapes(shapes: Sequence[tuple[str, PublishedShape]], only: str | None = None,
-                         log=print) -> list[str]:
-    """Prints each published shape's roofline line; returns the labels of those that raised."""
+                         log=print, results: list | None = None) -> list[str]:
+    """Prints each published shape's roofline and timeline lines (appending their outcomes to ``results``);
+    returns the labels of those that raised."""
     selected = _selected(shapes, only)
     if selected:
         log("published shapes (rooflines only: correctness is checked at the small shapes above)")
@@ -378,24 +401,57 @@ def run_published_shapes(shapes: Sequence[tuple[str, PublishedShape]], only: str
             continue
         log(f"EST  {label} [{case.kind}] {outcome['seconds'] * 1e3:.0f} ms, whole shape | "
             f"{format_roofline(outcome['roofline'])}")
+        if outcome.get("estimate") is not None:
+            log(f"     {timeline_report.format_estimate(outcome['estimate'], outcome['operand'])}")
+        if results is not None:
+            results.append({**outcome, "name": label, "library": library, "kernel": case.name, "shape": "published"})
     return failed
+
+
+def write_results(results: list, out_dir: str, log=print) -> str:
+    """``results.json`` (one record per kernel and shape: timeline_report.record) and a pipe chart per
+    kernel with a timeline estimate under ``out_dir``; returns the JSON's path."""
+    import json
+
+    os.makedirs(out_dir, exist_ok=True)
+    records = []
+    for r in results:
+        est = r.get("estimate")
+        records.append(timeline_report.record(r.get("library", ""), r.get("kernel", r.get("name", "")),
+                                              r.get("shape", ""), est, r.get("roofline"), r.get("operand", "bf16")))
+        if est is not None and est.segments:
+            name = r.get("name", r.get("kernel", "kernel")).replace("/", "_")
+            suffix = "" if r.get("shape") == "test" else f".{r.get('shape')}"
+            timeline_report.write_chart(est, os.path.join(out_dir, f"{name}{suffix}.png"),
+                                        title=f"{name} ({r.get('shape')} shape): timeline estimate")
+    path = os.path.join(out_dir, "results.json")
+    with open(path, "w") as f:
+        json.dump(records, f, indent=1)
+    log(f"wrote {path} and {sum(1 for r in results if r.get('estimate') is not None)} pipe chart(s) "
+        f"(estimates, not measurements)")
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="only kernels whose '<library>.<name>' contains this text")
     parser.add_argument("--no-published", action="store_true", help="skip the published-shape rooflines")
+    parser.add_argument("--out", default=os.path.join("build", "ascend-check"),
+                        help="where results.json and the pipe charts go (default build/ascend-check)")
     args = parser.parse_args(argv)
+    results: list = []
     try:
-        run(all_cases(), only=args.only)
+        results += run(all_cases(), only=args.only)
         status = 0
     except SystemExit as exc:
         status = exc.code
+        results += getattr(exc, "results", [])
     if not args.no_published:
-        failed = run_published_shapes(library_published(log=lambda _: None), only=args.only)
+        failed = run_published_shapes(library_published(log=lambda _: None), only=args.only, results=results)
         if failed:
             print("failed published shapes: " + ", ".join(failed))
             status = 1
+    write_results(results, args.out)
     return status
 
 

@@ -176,7 +176,8 @@ def lowered_with_grid(prim_func) -> tuple[LoweredKernel, int | str]:
 def run_on_twin(prim_func, *tensors, runtime: Runtime | None = None):
     """Lowers ``prim_func``, runs it on the twin with ``tensors`` (CPU tensors as global memory, plain
     numbers for scalar parameters, in the PrimFunc's parameter order) and returns the launch's
-    ``LaunchCounters``."""
+    ``LaunchCounters``; inside ``timeline.recording()`` (or with ``DJ_TWIN_TIMELINE=1``) its ``estimate()``
+    and ``last_estimate()`` give the per-pipe timeline estimate."""
     from ..backends.ascend_twin import AscendLaunchOptions
 
     _check_tensors(prim_func, tensors)

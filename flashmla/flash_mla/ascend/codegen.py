@@ -75,5 +75,28 @@ def cases() -> list:
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 
+# ---- published shape: a timeline / roofline estimate only (ascend_check.PublishedShape), the whole shape ----
+# FlashMLA's sparse prefill as measured on the 950 (tile-ai/tilelang examples/ascend/flashmla/RESULTS.md:
+# nq 4096, 64 heads, d 512, top-k 640, KV 8192: 853.78 us for the reference kernel); ours runs it without
+# attention sinks. Several minutes on the twin.
+PUBLISHED_PREFILL = {"s_q": 4096, "s_kv": 8192, "h_q": 64, "topk": 640}
+
+
+def _prefill_published() -> None:
+    from .sparse_attn import sparse_prefill
+    s_q, s_kv, h_q, topk = (PUBLISHED_PREFILL[k] for k in ("s_q", "s_kv", "h_q", "topk"))
+    q = (torch.randn(s_q, h_q, 512) / 10).bfloat16()
+    kv = (torch.randn(s_kv, 1, 512) / 10).bfloat16()
+    idx = torch.stack([torch.randperm(s_kv)[:topk] for _ in range(s_q)]).view(s_q, 1, topk).int()
+    sparse_prefill(q, kv, idx, 512 ** -0.5, 512, None, None)
+
+
+def published_shapes() -> list:
+    from deepjit.tilelang_route.ascend_check import PublishedShape
+    p = PUBLISHED_PREFILL
+    return [PublishedShape(f"sparse_mla_prefill_sq{p['s_q']}_kv{p['s_kv']}_h{p['h_q']}_topk{p['topk']}", "mix",
+                           _seeded(_prefill_published))]
+
+
 def kernels() -> list:
     return []

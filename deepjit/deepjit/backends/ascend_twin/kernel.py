@@ -51,10 +51,26 @@ class CoreCounters:
 
 @dataclass
 class LaunchCounters:
-    """What one launch did, per core and in total (for roofline estimates, never timings)."""
+    """What one launch did, per core and in total (for roofline estimates, never timings). ``traces``:
+    each core's recorded events when the launch recorded a timeline (``timeline.recording()`` or
+    ``DJ_TWIN_TIMELINE=1``), else None; ``estimate()`` schedules them (``timeline.schedule``)."""
     kernel: str
     num_blocks: int
     cores: list
+    kind: str = "vector"
+    traces: list | None = None
+    _estimate: object = field(default=None, repr=False)
+
+    def estimate(self, costs=None):
+        """The timeline estimate of this launch (``timeline.Estimate``), or None without a recording."""
+        if self.traces is None:
+            return None
+        from .timeline import schedule
+        if costs is not None:
+            return schedule(self.traces, self.kind, costs, kernel=self.kernel)
+        if self._estimate is None:
+            self._estimate = schedule(self.traces, self.kind, kernel=self.kernel)
+        return self._estimate
 
     def total_bytes(self, pipe: str) -> int:
         return sum(c.bytes.get(pipe, 0) for c in self.cores)
@@ -175,6 +191,13 @@ class TwinKernel:
         self._fn.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
                              ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t, u64p]
         self._fn.restype = ctypes.c_int
+        self._timeline = hasattr(self._lib, "dj_twin_timeline_copy")
+        if self._timeline:
+            self._lib.dj_twin_timeline_enable.argtypes = [ctypes.c_int]
+            self._lib.dj_twin_timeline_size.argtypes = [ctypes.c_uint64]
+            self._lib.dj_twin_timeline_size.restype = ctypes.c_uint64
+            self._lib.dj_twin_timeline_copy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64]
+            self._lib.dj_twin_timeline_copy.restype = ctypes.c_uint64
 
     @property
     def cores_per_block(self) -> int:
@@ -195,12 +218,38 @@ class TwinKernel:
         cores = options.num_blocks * self.cores_per_block
         counters = (ctypes.c_uint64 * (cores * self._words))()
         err = ctypes.create_string_buffer(_ERR_LEN)
+        from . import timeline
+        record = self._timeline and timeline.recording_on()
+        if self._timeline:
+            self._lib.dj_twin_timeline_enable(1 if record else 0)
         rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(),
                       float(options.num_launch_timeout_secs), err, _ERR_LEN, counters)
         if rc != 0:
             raise TwinLaunchError(f"Ascend twin launch of {self.name} ({options.num_blocks} blocks) failed: "
                                   f"{err.value.decode(errors='replace')}")
-        return self._counters(options.num_blocks, counters)
+        result = self._counters(options.num_blocks, counters)
+        if record:
+            result.traces = self._traces(result)
+            timeline.note_launch(result)
+        return result
+
+    def _traces(self, result: LaunchCounters) -> list:
+        """Each core's recorded events, with the share of its GM bytes the L2 model says reach HBM."""
+        from .timeline import EVENT_BYTES, CoreTrace, parse_events
+
+        traces = []
+        for i, core in enumerate(result.cores):
+            n = self._lib.dj_twin_timeline_size(i)
+            buf = ctypes.create_string_buffer(int(n) * EVENT_BYTES)
+            got = self._lib.dj_twin_timeline_copy(i, buf, n)
+            reads = sum(core.routes.get(r, 0) for r in ("gm_to_ub", "gm_to_l1", "simt_gm_load"))
+            writes = sum(core.routes.get(r, 0) for r in ("ub_to_gm", "l0c_to_gm", "simt_gm_store"))
+            slot = 0 if self.kind != "mix" or core.core == "AIC" else 1 + int(core.core[-1])
+            traces.append(CoreTrace(block=core.block, kind=core.core[:3], slot=slot,
+                                    events=parse_events(buf.raw[:int(got) * EVENT_BYTES]),
+                                    hbm_read_share=min(1.0, core.hbm_read / reads) if reads else 0.0,
+                                    hbm_write_share=min(1.0, core.hbm_write / writes) if writes else 0.0))
+        return traces
 
     def _counters(self, num_blocks: int, raw) -> LaunchCounters:
         out = []
@@ -217,7 +266,7 @@ class TwinKernel:
                                     l2_modelled=bool(w[11 + npipes + len(ROUTES)]),
                                     hbm_read=w[12 + npipes + len(ROUTES)], hbm_write=w[13 + npipes + len(ROUTES)],
                                     l2_bytes=w[14 + npipes + len(ROUTES)]))
-        return LaunchCounters(self.name, num_blocks, out)
+        return LaunchCounters(self.name, num_blocks, out, kind=self.kind)
 
     def __call__(self, num_blocks: int, *args) -> LaunchCounters:
         return self.launch(AscendLaunchOptions(num_blocks=num_blocks, num_ubuf_bytes=0, num_launch_timeout_secs=0),

@@ -86,7 +86,7 @@ namespace djv = dj_twin::vreg;
 DJ_TWIN_TMPL inline void asc_add(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::add(x, y); }); }
 DJ_TWIN_TMPL inline void asc_sub(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::sub(x, y); }); }
 DJ_TWIN_TMPL inline void asc_mul(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::mul(x, y); }); }
-DJ_TWIN_TMPL inline void asc_div(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::div(x, y); }); }
+DJ_TWIN_TMPL inline void asc_div(V& d, V a, V b, vector_bool m) { dj_twin::VecClassScope cls(dj_twin::VecClass::Divide); djv::binary(d, a, b, m, [](auto x, auto y) { return djv::div(x, y); }); }
 DJ_TWIN_TMPL inline void asc_max(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::vmax(x, y); }); }
 DJ_TWIN_TMPL inline void asc_min(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::vmin(x, y); }); }
 DJ_TWIN_TMPL inline void asc_abs_sub(V& d, V a, V b, vector_bool m) {
@@ -102,6 +102,7 @@ DJ_TWIN_TMPL inline void asc_prelu(V& d, V a, V b, vector_bool m) {
 }
 // exp(src0 - src1) (the deprecated asc_exp_sub; TileLang's vexpdif).
 DJ_TWIN_TMPL inline void asc_exp_sub(V& d, V a, V b, vector_bool m) {
+  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
   djv::binary(d, a, b, m, [](float x, float y) { return djv::ftz(std::exp(x - y)); });
 }
 
@@ -152,12 +153,15 @@ DJ_TWIN_TMPL inline void asc_relu(V& d, V a, vector_bool m) {
   djv::unary(d, a, m, [](auto x) { return x >= 0 ? x : decltype(x)(0); });
 }
 DJ_TWIN_TMPL inline void asc_exp(V& d, V a, vector_bool m) {
+  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
   djv::unary(d, a, m, [](float x) { return djv::ftz(std::exp(djv::ftz(x))); });
 }
 DJ_TWIN_TMPL inline void asc_ln(V& d, V a, vector_bool m) {
+  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
   djv::unary(d, a, m, [](float x) { return djv::ftz(std::log(djv::ftz(x))); });
 }
 DJ_TWIN_TMPL inline void asc_sqrt(V& d, V a, vector_bool m) {
+  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
   djv::unary(d, a, m, [](float x) { return std::sqrt(djv::ftz(x)); });
 }
 

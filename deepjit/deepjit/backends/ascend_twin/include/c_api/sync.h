@@ -33,6 +33,7 @@ inline void sync_notify(int src, int dst, int id) {
   if (id < 0 || id >= kNumEvents) fail("asc_sync_notify(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
                                        pipe_name(dst), id, kNumEvents);
   core().flags[src][dst][id] += 1;
+  if (Timeline* t = core().timeline) timeline_push(*t, Ev::Set, src, src, dst, uint32_t(id));
 }
 
 inline void sync_wait(int src, int dst, int id) {
@@ -46,6 +47,7 @@ inline void sync_wait(int src, int dst, int id) {
     fail("asc_sync_wait(%s, %s, event %d): no asc_sync_notify of this flag precedes it on this core, so the "
          "wait can never be satisfied", pipe_name(src), pipe_name(dst), id);
   pending -= 1;
+  if (Timeline* t = core().timeline) timeline_push(*t, Ev::Wait, dst, src, dst, uint32_t(id));
 }
 
 inline void lock(int pipe, int id, int mode) {
@@ -104,6 +106,9 @@ inline void intra_arrive(int pipe, int id) {
   *counter += 1;
   guard.unlock();
   c.block->cv.notify_all();
+  if (c.timeline)
+    timeline_push(*c.timeline, Ev::IntraArrive, pipe, target->kind == CoreKind::AIC ? 0 : 1 + target->sub_block, 0,
+                  uint32_t(counter - target->intra));
 }
 
 inline void intra_wait(int pipe, int id) {
@@ -130,6 +135,7 @@ inline void intra_wait(int pipe, int id) {
   }
   c.intra[id] -= 1;
   guard.unlock();
+  if (c.timeline) timeline_push(*c.timeline, Ev::IntraWait, pipe, 0, 0, uint32_t(id));
   c.counters.wait_ns += uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
@@ -157,12 +163,18 @@ inline void asc_unlock(int pipe, int mutex_id, int mode = ASC_LOCK_BLOCK) { ::dj
 inline void asc_sync_intra_arrive(int pipe, uint64_t sync_id) { ::dj_twin::intra_arrive(pipe, int(sync_id)); }
 inline void asc_sync_intra_wait(int pipe, uint64_t sync_id) { ::dj_twin::intra_wait(pipe, int(sync_id)); }
 
-// Ordering within one pipe / all pipes: already given by program order.
-inline void asc_sync_pipe(pipe_t) { ::dj_twin::poll(); }
-inline void asc_sync() { ::dj_twin::poll(); }
-inline void asc_sync_vec() { ::dj_twin::poll(); }
-inline void asc_sync_mte2(int) { ::dj_twin::poll(); }
-inline void asc_sync_mte3(int) { ::dj_twin::poll(); }
+// Ordering within one pipe / all pipes: already given by program order (the timeline records them).
+namespace dj_twin {
+inline void barrier(int pipe) {
+  poll();
+  if (Timeline* t = core().timeline) timeline_push(*t, Ev::Barrier, pipe);
+}
+}  // namespace dj_twin
+inline void asc_sync_pipe(pipe_t pipe) { ::dj_twin::barrier(pipe); }
+inline void asc_sync() { ::dj_twin::barrier(PIPE_ALL); }
+inline void asc_sync_vec() { ::dj_twin::barrier(PIPE_V); }
+inline void asc_sync_mte2(int) { ::dj_twin::barrier(PIPE_MTE2); }
+inline void asc_sync_mte3(int) { ::dj_twin::barrier(PIPE_MTE3); }
 
 // ---- cross-block (all-core) flags ----------------------------------------------------------------------
 // asc_sync_inter_arrive(pipe, flag) / asc_sync_inter_wait(pipe, flag) are CrossCoreSetFlag / WaitFlag of
@@ -252,6 +264,7 @@ inline void inter_arrive(int pipe, int64_t flag) {
     }
   guard.unlock();
   l.inter.cv.notify_all();
+  if (c.timeline) timeline_push(*c.timeline, Ev::InterArrive, pipe, kind, 0, uint32_t(flag));
 }
 
 inline void inter_wait(int pipe, int64_t flag) {
@@ -289,6 +302,7 @@ inline void inter_wait(int pipe, int64_t flag) {
   }
   waited += 1;
   guard.unlock();
+  if (c.timeline) timeline_push(*c.timeline, Ev::InterWait, pipe, kind, 0, uint32_t(flag));
   c.counters.wait_ns += uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }

@@ -57,6 +57,10 @@ struct LaunchState {
 
 inline LaunchState* g_state = nullptr;  // the launch in progress (launches are serialised)
 inline std::mutex g_launch_mu;
+// The timeline (dj_twin/timeline.h): whether the next launches record one, and the last launch's
+// events by core (all_cores' order), read back through dj_twin_timeline_* below.
+inline bool g_timeline_on = false;
+inline std::vector<Timeline> g_timelines;
 
 inline size_t page_round(size_t n) {
   size_t page = size_t(sysconf(_SC_PAGESIZE));
@@ -274,7 +278,9 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   state->launch.kind = kind;
   state->launch.num_blocks = int(num_blocks);
   state->launch.wait_timeout_s = timeout_s;
-  state->launch.l2_model = env_flag("DJ_TWIN_L2");
+  // The timeline needs the L2 model's hit / miss split of each core's GM bytes.
+  const bool timeline = g_timeline_on || env_flag("DJ_TWIN_TIMELINE");
+  state->launch.l2_model = env_flag("DJ_TWIN_L2") || timeline;
   // Tensors: each in its own guarded region, the data's kGmAlign-aligned end at the upper guard; the
   // up to kGmAlign - 1 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.
@@ -347,6 +353,8 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   std::unique_ptr<L2Cache> l2;
   if (state->launch.l2_model) l2 = std::make_unique<L2Cache>(l2_bytes_from_env());
   std::vector<uint64_t> hbm_read, hbm_write;
+  g_timelines.clear();
+  if (timeline) g_timelines.resize(size_t(num_blocks) * size_t(per_block));
   for (uint32_t first = 0; first < num_blocks && !state->launch.failed.load(); first += wave) {
     uint32_t last = first + wave < num_blocks ? first + wave : num_blocks;
     std::vector<std::unique_ptr<Block>> blocks;
@@ -377,6 +385,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
           g_state = nullptr;
           return report("cannot map the on-chip memories of a core");
         }
+        if (timeline) c->timeline = &g_timelines[all_cores.size()];
         cores.push_back(c.get());
         all_cores.push_back(std::move(c));
       }
@@ -434,3 +443,17 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
 }
 
 }  // namespace dj_twin
+
+// The timeline's C entry points (launch.h is included once per kernel library): switch recording on or
+// off for the next launches; the number of events of a core of the last launch; copy them out.
+extern "C" void dj_twin_timeline_enable(int on) { ::dj_twin::g_timeline_on = on != 0; }
+extern "C" uint64_t dj_twin_timeline_size(uint64_t core) {
+  return core < ::dj_twin::g_timelines.size() ? ::dj_twin::g_timelines[core].size() : 0;
+}
+extern "C" uint64_t dj_twin_timeline_copy(uint64_t core, void* out, uint64_t max_events) {
+  if (core >= ::dj_twin::g_timelines.size()) return 0;
+  const auto& t = ::dj_twin::g_timelines[core];
+  const uint64_t n = t.size() < max_events ? t.size() : max_events;
+  if (n) std::memcpy(out, t.data(), n * sizeof(::dj_twin::TimelineEvent));
+  return n;
+}

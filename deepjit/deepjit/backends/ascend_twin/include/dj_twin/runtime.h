@@ -55,6 +55,7 @@
 #include <mutex>
 #include <vector>
 
+#include "dj_twin/timeline.h"
 #include "dj_twin/types.h"
 
 // The address-space and kernel qualifiers of the AscendC dialect mean nothing on the host.
@@ -194,6 +195,7 @@ struct Core {
   std::vector<MoveLine> move_lines;      // kMoveLines entries once the model is on
   uint32_t move_id = 1;
   uint64_t recent_lines[64][4] = {};     // sets of 4 tags, most recent first
+  Timeline* timeline = nullptr;          // the event stream when the launch records one (dj_twin/timeline.h)
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
 };
@@ -296,17 +298,35 @@ inline void check(Mem m, const void* p, size_t bytes, const char* op) {
 void check_gm(const void* p, size_t bytes, const char* op);
 
 inline void count_bytes(pipe_t pipe, size_t bytes) { core().counters.bytes[int(pipe)] += bytes; }
-inline void count_cube_macs(uint64_t macs) { core().counters.cube_macs += macs; }
+inline void count_cube_macs(uint64_t macs) {
+  Core& c = core();
+  c.counters.cube_macs += macs;
+  if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, 1, 0, 0, macs);
+}
 // input_bits: 32, 16, 8 or 4 (the operands' element width).
 inline void count_cube_macs(uint64_t macs, int input_bits) {
-  Counters& k = core().counters;
+  Core& c = core();
+  Counters& k = c.counters;
+  const int width = input_bits >= 32 ? 0 : input_bits >= 16 ? 1 : input_bits >= 8 ? 2 : 3;
   k.cube_macs += macs;
-  k.cube_macs_by_input[input_bits >= 32 ? 0 : input_bits >= 16 ? 1 : input_bits >= 8 ? 2 : 3] += macs;
+  k.cube_macs_by_input[width] += macs;
+  if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, width, 0, 0, macs);
 }
-inline void count_vector_ops(uint64_t elements) { core().counters.vector_ops += elements; }
+// cls: for the timeline (a register load / store says so; ALU ops take the VecClassScope's class).
+inline void count_vector_ops(uint64_t elements, VecClass cls) {
+  Core& c = core();
+  c.counters.vector_ops += elements;
+  if (c.timeline) timeline_vector(*c.timeline, cls);
+}
+inline void count_vector_ops(uint64_t elements) { count_vector_ops(elements, tls_vec_class); }
 inline void count_move(Route route, size_t bytes) {
-  Counters& k = core().counters;
+  Core& c = core();
+  Counters& k = c.counters;
   k.route_bytes[int(route)] += bytes;
+  if (c.timeline) {
+    if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE) timeline_simt(*c.timeline, 0, bytes);
+    else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), 0, 0, bytes);
+  }
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
 }
 // How a GM access reaches L2 (the L2 model's L2 bytes, l2_model.h): a data mover fetches each line of
@@ -383,7 +403,10 @@ inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmA
 // outside a SIMT region are not SIMT work.
 inline thread_local bool tls_in_simt = false;
 inline void count_simt_ops(uint64_t ops) {
-  if (tls_in_simt) core().counters.simt_ops += ops;
+  if (!tls_in_simt) return;
+  Core& c = core();
+  c.counters.simt_ops += ops;
+  if (c.timeline) timeline_simt(*c.timeline, ops, 0);
 }
 
 // An on/off environment switch: set, non-empty and not "0".

@@ -1,0 +1,115 @@
+"""The Ascend 950 (dav-3510) cost table the timeline estimate (``timeline.py``) charges each recorded
+instruction from. Every number carries its source; where no public source gives one, the comment says so
+and how it was chosen. All figures are per core and in cycles at ``clock_hz`` unless named otherwise.
+
+Sources:
+  [TL]  TileLang's own A5 latency parameters: tile-ai/tilelang src/ascend/transform/estimate_latency.h
+        (``AscendLatencyParams``, commit 0e4ad53c6fa1d122cbbb7054592a8a7e9c3d5d0c), fitted by its authors
+        on Ascend950DT SYS_CNT sweeps and cannsim; AIV MTE bandwidths there are the aggregate of the two
+        AIVs of one AI core (so one AIV streaming alone is modelled at the same port rate, shared).
+  [CANN] CANN platform_config Ascend950PR_957bx.ini [AICoreMemoryRates] (l2_rate=100 B/cycle per AI core,
+        l2_size=117440512), as ascend_check.Rates cites it.
+  [DEVKIT] asc-devkit tests/perf/{fixpipe,mmad}_perf/generate_roofline.py: dav-3510 at 1650 MHz.
+  [DS]  DeepSeek's published 950 peaks (BF16 432, FP8 865, FP4 1730 TFLOP/s; issue 26).
+  [950PR] Ascend 950PR HBM (HiBL 1.0) 1.6 TB/s, as ascend_check.Rates.hbm_bytes_per_s.
+  [TLFA] tile-ai/tilelang examples/ascend/flash_attention/core.py (commit 0e4ad53c): the measured per-VF
+        cycle counts its authors annotate (``T.SimdVF(latency=...)``) for the MHA kernel whose 950 time
+        (26.8 us) its README publishes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A data path: ``bytes_per_cycle`` while streaming (the pipe is busy ``bytes / rate`` cycles, at
+    least ``min_ii``), and ``latency`` cycles more until its data is usable (a flag set after it fires then)."""
+    bytes_per_cycle: float
+    latency: float
+    min_ii: float = 0.0
+
+
+def _movers() -> dict:
+    return {
+        # AIV MTE2 GM -> UB: 100 B/cycle, base 90 [TL mte2_gm_to_ub_bandwidth / _base_latency].
+        "gm_to_ub": Mover(100, 90),
+        # AIC MTE2 GM -> L1 (ND -> NZ included): 100 B/cycle, base 190, II floor 64 per descriptor
+        # [TL aic_mte2_to_l1_bandwidth, mte2_gm_to_l1_base_latency, mte2_gm_to_l1_min_ii].
+        "gm_to_l1": Mover(100, 190, 64),
+        # AIV MTE3 UB -> GM: 115 B/cycle, base 180 [TL mte3_ub_to_gm_bandwidth / _base_latency].
+        "ub_to_gm": Mover(115, 180),
+        # FixPipe L0C -> GM: 128 B/cycle single destination, base 200 [TL fixpipe_bandwidth,
+        # fixpipe_l0c_to_gm_base_latency].
+        "l0c_to_gm": Mover(128, 200),
+        # FixPipe L0C -> UB: 128 B/cycle, base 58 [TL fixpipe_bandwidth, fixpipe_base_latency].
+        "l0c_to_ub": Mover(128, 58),
+        # MTE3 UB -> L1: 256 B/cycle, base 43 [TL mte3_ub_to_l1_bandwidth / _base_latency].
+        "ub_to_l1": Mover(256, 43),
+        # MTE1 L1 -> L0A / L0B: 256 B/cycle, base 5 [TL l1_to_l0a_bandwidth, mte1_base_latency].
+        "l1_to_l0": Mover(256, 5),
+        # MTE1 L1 -> UB: no published figure; taken as the L1 -> L0 path (estimate).
+        "l1_to_ub": Mover(256, 5),
+        # asc_fill_*: no published figure; one 256-byte write a cycle, as MTE1 (estimate).
+        "fill": Mover(256, 5),
+    }
+
+
+@dataclass(frozen=True)
+class CostTable:
+    # dav-3510 runs at 1650 MHz [DEVKIT]; 8192 BF16 FLOP/cycle x 32 AIC x 1.65 GHz = 432.5 TFLOP/s [DS].
+    clock_hz: float = 1.65e9
+    aic_cores: int = 32   # dj_twin/runtime.h kNumAic (asc-devkit examples, ARCH_3510)
+    aiv_cores: int = 64
+    movers: dict = field(default_factory=_movers)
+    # Cube FLOP (2 x MAC) per cycle by operand width class (the twin's cube_macs_by_input):
+    # 16-bit 8192 = 16x16x16x2 [TL cube_throughput_fp16/bf16]; 8-bit 16384 [TL cube_throughput_fp8];
+    # 4-bit 32768: no TileLang figure, twice FP8 as DeepSeek's FP4 peak is twice FP8's [DS];
+    # FP32 operands: A5 has no native FP32 MMAD, TileLang charges its 8192 fallback [TL cube_fallback_throughput].
+    cube_flops_per_cycle: dict = field(default_factory=lambda: {"fp32": 8192, "b16": 8192, "b8": 16384,
+                                                                "b4": 32768})
+    cube_latency: float = 8          # [TL cube_base_latency]
+    # Vector register instructions (one 256-byte register each), cycles an instruction. A run of them (a
+    # vector function) takes max(ALU cycles, loads, stores): the register file's UB loads and stores move
+    # 256 B a cycle [TL valu_bandwidth] on their own path beside the ALU. The ALU rates are fitted to the
+    # per-VF cycle counts TileLang's authors annotate on the 950 in examples/ascend/flash_attention/core.py
+    # [TLFA]: softmax ``SimdVF(latency=735)`` runs ~708 ALU instructions (128 of them exp) beside ~324
+    # register loads and stores -> 1 cycle an ALU instruction, exp included; accumulate_output
+    # (latency=318) is 320 loads beside 256 ALU ops and 128 stores -> the paths overlap; finalize
+    # (latency=1780) is 128 vdiv -> 13.9 cycles a divide. (TileLang's estimator's own constants, 51 fp32
+    # lane-ops a cycle [TL add_throughput], would give ~2.6x the annotated softmax time: not used.)
+    # A 16-bit (128-lane) instruction costs the same as a 32-bit one (same register; estimate).
+    vector_cycles: dict = field(default_factory=lambda: {"simple": 1.0, "special": 1.0, "divide": 1780 / 128,
+                                                         "load": 1.0, "store": 1.0})
+    # One recorded instruction costs the scalar unit one issue cycle [TL "Scalar -> one cycle per atomic task"].
+    scalar_issue: float = 1.0
+    # SIMT: one 32-lane warp instruction a cycle per AIV (no published issue rate; ascend_check.Rates's
+    # estimate); its GM bytes at 128 B/cycle (no source: the 128-byte line a cycle, estimate).
+    simt_lane_ops_per_cycle: float = 32
+    simt_gm_bytes_per_cycle: float = 128
+    # Shared paths: L2 100 B/cycle per AI core [CANN l2_rate] (x 32 for the chip); HBM 1.6e12 B/s [950PR].
+    # One AI core's port to L2 is shared by its two AIVs [TL: "aggregate payload across the two normally
+    # active AIVs"] and, as an estimate, by its AIC.
+    l2_bytes_per_cycle_per_core: float = 100
+    hbm_bytes_per_s: float = 1.6e12
+    # A cross-core flag (asc_sync_intra/inter_*) travels this long: no published figure (estimate: 0,
+    # i.e. the set's pipe completion is the wait's earliest start).
+    cross_core_flag_latency: float = 0.0
+    # The bandwidth ledger's time bins (model resolution, not a hardware figure).
+    bin_cycles: int = 256
+
+    @property
+    def hbm_bytes_per_cycle(self) -> float:
+        return self.hbm_bytes_per_s / self.clock_hz
+
+    @property
+    def l2_bytes_per_cycle(self) -> float:
+        return self.l2_bytes_per_cycle_per_core * self.aic_cores
+
+    def with_mover(self, route: str, **changes) -> CostTable:
+        movers = dict(self.movers)
+        movers[route] = replace(movers[route], **changes)
+        return replace(self, movers=movers)
+
+
+COSTS_950 = CostTable()

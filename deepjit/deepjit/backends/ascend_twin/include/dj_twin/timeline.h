@@ -1,0 +1,87 @@
+// dj_twin/timeline.h — the event stream the timeline estimate is computed from (deepjit's
+// backends/ascend_twin/timeline.py schedules it; the cost table lives there, in Python, so it can be
+// tested and tuned without recompiling kernels).
+//
+// On only when a launch asks for it (dj_twin_timeline_enable(1) before dj_twin_launch, or
+// DJ_TWIN_TIMELINE=1): each core then appends, in program order, one event per data-mover instruction,
+// cube mmad, flag set/wait, barrier and cross-core arrive/wait; consecutive vector register instructions
+// (and consecutive SIMT work) merge into one event counting them by class, so a vector function costs
+// one entry per run between two other events. Off, every hook is one predictable branch on a null pointer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dj_twin {
+
+// Python: backends/ascend_twin/timeline.py EVENT_TYPES (same order).
+enum class Ev : uint8_t {
+  Move = 0,        // pipe = the route's pipe, a = Route, n = bytes
+  Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), n = MACs
+  Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
+                   // id = divide
+  Simt,            // pipe = PIPE_V, n = lane ops, m = GM bytes the lanes moved
+  Set,             // a = src pipe, b = dst pipe, id = event id (asc_sync_notify)
+  Wait,            // a = src pipe, b = dst pipe, id = event id (asc_sync_wait)
+  Barrier,         // pipe = the barrier's pipe (PIPE_ALL: every pipe and the scalar unit)
+  IntraArrive,     // pipe, a = target core of the block (0 AIC, 1 AIV0, 2 AIV1), id = its counter
+  IntraWait,       // pipe, id = this core's counter
+  InterArrive,     // pipe, a = core kind (0 AIC, 1 AIV), id = flag
+  InterWait,       // pipe, a = core kind, id = flag
+};
+
+// How a vector register instruction is costed (timeline.py): ALU (simple), divide, transcendental, and
+// the register loads / stores between UB and the register file.
+enum class VecClass : uint8_t { Simple = 0, Divide, Special, Load, Store, Count };
+
+struct TimelineEvent {
+  uint8_t type;
+  uint8_t pipe;
+  uint8_t a, b;
+  uint32_t id;
+  uint64_t n;
+  uint64_t m;
+};
+static_assert(sizeof(TimelineEvent) == 24, "timeline.py reads 24-byte events");
+
+using Timeline = std::vector<TimelineEvent>;
+
+// Appends an event to the core's timeline (t: the core's Core::timeline, never null here).
+inline void timeline_push(Timeline& t, Ev type, int pipe, int a = 0, int b = 0, uint32_t id = 0, uint64_t n = 0,
+                          uint64_t m = 0) {
+  t.push_back({uint8_t(type), uint8_t(pipe), uint8_t(a), uint8_t(b), id, n, m});
+}
+
+// Vector and SIMT work merges into the previous event when it is the same kind of work.
+inline void timeline_vector(Timeline& t, VecClass cls) {
+  if (t.empty() || t.back().type != uint8_t(Ev::Vector))
+    t.push_back({uint8_t(Ev::Vector), 1 /* PIPE_V */, 0, 0, 0, 0, 0});
+  TimelineEvent& e = t.back();
+  switch (cls) {
+    case VecClass::Simple: e.n += 1; break;
+    case VecClass::Special: e.n += uint64_t(1) << 32; break;
+    case VecClass::Load: e.m += 1; break;
+    case VecClass::Store: e.m += uint64_t(1) << 32; break;
+    default: e.id += 1; break;
+  }
+}
+
+inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes) {
+  if (!t.empty() && t.back().type == uint8_t(Ev::Simt)) {
+    t.back().n += ops;
+    t.back().m += gm_bytes;
+    return;
+  }
+  t.push_back({uint8_t(Ev::Simt), 1 /* PIPE_V */, 0, 0, 0, ops, gm_bytes});
+}
+
+// The class the current vector instruction is costed at (set around a divide / transcendental by
+// VecClassScope; one thread is one core).
+inline thread_local VecClass tls_vec_class = VecClass::Simple;
+struct VecClassScope {
+  VecClass saved;
+  explicit VecClassScope(VecClass c) : saved(tls_vec_class) { tls_vec_class = c; }
+  ~VecClassScope() { tls_vec_class = saved; }
+};
+
+}  // namespace dj_twin

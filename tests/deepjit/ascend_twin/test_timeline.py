@@ -1,0 +1,201 @@
+"""The per-pipe timeline estimate (backends/ascend_twin/timeline.py) on hand-timed cases: a pure copy, a pure
+cube loop, a flag ping-pong between two pipes, two cores contending for HBM and a cross-core hand-off. Each
+expected time is worked out here by hand from the test's own cost table (round numbers, so the arithmetic
+is checkable), never read from the model."""
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from deepjit.backends.ascend_twin import timeline
+from deepjit.backends.ascend_twin.costs import COSTS_950, CostTable, Mover
+from deepjit.backends.ascend_twin.timeline import PIPE_M, PIPE_MTE2, PIPE_S, PIPE_V, CoreTrace, Event, vector_event
+
+from .conftest import launch_source
+
+# The test's cost table: GM -> UB 100 B/cycle + 90 cycles, UB -> GM 50 B/cycle + 200 cycles, BF16 cube
+# 8192 FLOP/cycle + 8 cycles, a vector instruction 2 cycles, one issue cycle an instruction, and shared
+# paths wide enough not to matter (unless a test narrows them); one-cycle ledger bins (exact sharing).
+COSTS = replace(COSTS_950, movers={**COSTS_950.movers, "gm_to_ub": Mover(100, 90), "ub_to_gm": Mover(50, 200)},
+                cube_flops_per_cycle={"fp32": 8192, "b16": 8192, "b8": 16384, "b4": 32768}, cube_latency=8,
+                vector_cycles={"simple": 2.0, "divide": 8.0, "special": 8.0, "load": 1.0, "store": 1.0},
+                scalar_issue=1.0,
+                l2_bytes_per_cycle_per_core=1e6, hbm_bytes_per_s=1e6 * COSTS_950.clock_hz, bin_cycles=1,
+                cross_core_flag_latency=0.0)
+
+COPY = re.search(r"COPY = r'''(.*?)'''", (Path(__file__).parent / "test_counters.py").read_text(), re.S).group(1)
+
+
+def _copy(twin_runtime, blocks: int):
+    x = torch.arange(128 * blocks, dtype=torch.float32)
+    y = torch.zeros(128 * blocks)
+    with timeline.recording():
+        result = launch_source(twin_runtime, "count_copy", COPY, x, y, num_blocks=blocks)
+    assert torch.equal(y, x)
+    return result
+
+
+def test_pure_copy_is_load_then_flag_then_store(twin_runtime):
+    result = _copy(twin_runtime, 1)
+    assert [e.type for e in result.traces[0].events] == ["move", "set", "wait", "move"]
+    est = result.estimate(COSTS)
+    # MTE2 streams 512 B (5.12 cycles), its data lands 90 cycles later; the flag releases MTE3 then, which
+    # streams 512 B at 50 B/cycle (10.24) and completes 200 cycles later.
+    assert est.cycles == pytest.approx(512 / 100 + 90 + 512 / 50 + 200)
+    assert est.seconds == pytest.approx(est.cycles / COSTS.clock_hz)
+    assert timeline.last_estimate(COSTS).cycles == pytest.approx(est.cycles)
+
+
+def test_recording_is_off_unless_asked(twin_runtime, monkeypatch):
+    monkeypatch.delenv(timeline.TIMELINE_ENV, raising=False)
+    x, y = torch.arange(128, dtype=torch.float32), torch.zeros(128)
+    result = launch_source(twin_runtime, "count_copy", COPY, x, y, num_blocks=1)
+    assert result.traces is None and result.estimate() is None
+
+
+def test_two_cores_contend_for_hbm(twin_runtime):
+    result = _copy(twin_runtime, 2)
+    # HBM 50 B/cycle for the chip: alone, each core's load would take 512 / 50 = 10.24 cycles; together the
+    # second gets HBM once the first is done (20.48). Its store starts 90 cycles after its load ended and the
+    # first core's store (100.24 .. 110.48) is over by then: 512 / 50 + 200 more.
+    narrow = replace(COSTS, hbm_bytes_per_s=50 * COSTS.clock_hz)
+    assert result.traces[0].hbm_read_share == 1.0 and result.traces[0].hbm_write_share == 1.0
+    est = result.estimate(narrow)
+    assert est.cycles == pytest.approx(2 * 512 / 50 + 90 + 512 / 50 + 200)
+    # with HBM wide enough the two cores overlap completely: one core's time
+    assert result.estimate(COSTS).cycles == pytest.approx(512 / 100 + 90 + 512 / 50 + 200)
+    assert est.bound == "latency" and est.busiest == "hbm"  # 2 cores cannot keep even a 50 B/cycle HBM half busy
+
+
+def _trace(events, kind="AIC", block=0, slot=0):
+    return CoreTrace(block=block, kind=kind, slot=slot, events=events)
+
+
+def test_pure_cube_loop_is_back_to_back():
+    # 6 mmads of 128 x 128 x 256 BF16: 2 * 128 * 128 * 256 / 8192 = 1024 cycles each, issued one a cycle,
+    # the cube runs them back to back; the last result is ready 8 cycles after it ends.
+    macs = 128 * 128 * 256
+    est = timeline.schedule([_trace([Event("cube", PIPE_M, a=1, n=macs) for _ in range(6)])], "cube", COSTS)
+    assert est.cycles == pytest.approx(6 * 1024 + 8)
+    assert est.bound == "cube" and est.flops == 6 * 2 * macs
+    # FP8 operands run at twice the rate
+    est8 = timeline.schedule([_trace([Event("cube", PIPE_M, a=2, n=macs) for _ in range(6)])], "cube", COSTS)
+    assert est8.cycles == pytest.approx(6 * 512 + 8)
+
+
+def _pingpong(rounds: int, double_buffer: bool):
+    """MTE2 loads 1000 B, flags the vector pipe, which runs 50 instructions and flags MTE2 back (the next
+    load may only then overwrite the buffer) -- or, double-buffered, the load of round i + 1 only waits for
+    the vector pass of round i - 1."""
+    ev = []
+    for i in range(rounds):
+        if i >= (2 if double_buffer else 1):
+            ev.append(Event("wait", PIPE_MTE2, a=PIPE_V, b=PIPE_MTE2, id=i % 2 if double_buffer else 0))
+        ev += [Event("move", PIPE_MTE2, a=0, n=1000),
+               Event("set", PIPE_MTE2, a=PIPE_MTE2, b=PIPE_V, id=0),
+               Event("wait", PIPE_V, a=PIPE_MTE2, b=PIPE_V, id=0),
+               vector_event(simple=50),
+               Event("set", PIPE_V, a=PIPE_V, b=PIPE_MTE2, id=i % 2 if double_buffer else 0)]
+    for i in range(max(rounds - (2 if double_buffer else 1), 0), rounds):  # drain the flags still set
+        ev.append(Event("wait", PIPE_MTE2, a=PIPE_V, b=PIPE_MTE2, id=i % 2 if double_buffer else 0))
+    return _trace(ev, kind="AIV")
+
+
+def test_flag_ping_pong_serialises_two_pipes():
+    # one round: load 10 cycles + 90 latency, then 50 vector instructions x 2 cycles = 100; the next load
+    # starts when the vector pass ends: 4 rounds of 200 cycles.
+    est = timeline.schedule([_pingpong(4, False)], "vector", COSTS)
+    assert est.cycles == pytest.approx(4 * (10 + 90 + 100))
+    assert est.waiting["vector"] > 0 and est.waiting["mte2"] > 0
+
+
+def test_double_buffered_ping_pong_overlaps():
+    # with two buffers the load of round i + 1 streams while the vector pipe works on round i: the vector
+    # pass of round i starts at max(its data: 100 * (i + 1) - issue skew, the previous pass's end). Loads
+    # start at 10 * i (MTE2 streams back to back until a buffer is still in use: round 2 waits for pass 0).
+    # Pass 0: 100..200, pass 1: 200..300 (its data was there at 110), load 2 starts at 200 (pass 0 end),
+    # data at 300, pass 2: 300..400; load 3 starts at 300 (pass 1 end), data 400, pass 3: 400..500.
+    est = timeline.schedule([_pingpong(4, True)], "vector", COSTS)
+    assert est.cycles == pytest.approx(500)
+
+
+def test_cross_core_handoff_waits_for_the_arrive():
+    # The AIC runs a 1024-cycle mmad and arrives on AIV0's counter 3 from the cube pipe; AIV0 waits on its
+    # vector pipe, then runs 10 instructions (20 cycles). The arrive fires when the mmad is complete
+    # (1024 + 8, one issue cycle before it: the mmad started at 0).
+    aic = _trace([Event("cube", PIPE_M, a=1, n=128 * 128 * 256), Event("intra_arrive", PIPE_M, a=1, id=3)], slot=0)
+    aiv = _trace([Event("intra_wait", PIPE_V, id=3), vector_event(simple=10)], kind="AIV", slot=1)
+    est = timeline.schedule([aic, aiv], "mix", COSTS)
+    assert est.cycles == pytest.approx(1024 + 8 + 20)
+    assert est.waiting["vector"] * est.cycles == pytest.approx(1032)  # one AIV, stalled until the arrive
+
+
+def test_scalar_wait_stalls_issue():
+    # a vector result read by the scalar unit (flag V -> S) holds every later issue: the second vector run
+    # cannot start before the first one ended (100 cycles) plus one issue cycle.
+    ev = [vector_event(simple=50), Event("set", PIPE_V, a=PIPE_V, b=PIPE_S, id=0),
+          Event("wait", PIPE_S, a=PIPE_V, b=PIPE_S, id=0), vector_event(simple=50)]
+    est = timeline.schedule([_trace(ev, kind="AIV")], "vector", COSTS)
+    assert est.cycles == pytest.approx(100 + 100)
+
+
+def test_blocks_beyond_the_chip_run_in_a_second_wave():
+    # 33 cube blocks of one 1024-cycle mmad on 32 AIC: the 33rd starts when a core frees (1032).
+    traces = [_trace([Event("cube", PIPE_M, a=1, n=128 * 128 * 256)], block=b) for b in range(33)]
+    est = timeline.schedule(traces, "cube", COSTS)
+    assert est.cycles == pytest.approx(2 * 1032)
+
+
+def test_table_cites_a_source_for_every_rate():
+    text = Path(timeline.__file__).with_name("costs.py").read_text()
+    body = text[text.index("def _movers"):]
+    for line in body.splitlines():
+        if re.search(r"Mover\(|: (float|int|dict) = ", line) and "bin_cycles" not in line:
+            # the comment above the field (or on it) names a source tag or says it is an estimate
+            context = body[max(0, body.index(line) - 400):body.index(line) + len(line)]
+            assert re.search(r"\[(TL|CANN|DEVKIT|DS|950PR)\b|estimate", context), line
+    assert isinstance(COSTS_950, CostTable)
+
+
+def test_report_record_and_chart(tmp_path):
+    from deepjit.backends.ascend_twin import timeline_report
+
+    macs = 128 * 128 * 256
+    est = timeline.schedule([_trace([Event("cube", PIPE_M, a=1, n=macs) for _ in range(6)])], "cube", COSTS)
+    rec = timeline_report.record("lib", "k", "test", est, {"cube": 1e-6, "hbm": 2e-6, "bound": "hbm"})
+    assert rec["estimated_us"] == pytest.approx((6 * 1024 + 8) / COSTS.clock_hz * 1e6)
+    assert rec["roofline_us"] == pytest.approx(2.0) and rec["bound"] == "cube"
+    # one AIC of 32 busy 6144 of 6152 cycles: its FLOP/s over the chip's BF16 peak
+    assert rec["peak_share"] == pytest.approx(6 * 2 * macs / est.seconds / (8192 * 32 * COSTS_950.clock_hz))
+    assert "not a measurement" in rec["label"]
+    assert "cube-bound" in timeline_report.format_estimate(est)
+    path = timeline_report.write_chart(est, str(tmp_path / "k.png"))
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    both = timeline_report.combine([est, est])
+    assert both.cycles == pytest.approx(2 * est.cycles) and both.flops == 2 * est.flops
+
+
+def test_vector_loads_stores_and_alu_overlap():
+    # 64 loads, 40 ALU ops (2 cycles each here: 80), 10 divides (8 each: 80 more) and 30 stores: the ALU's
+    # 160 cycles bound the run; with 200 loads the load path (1 a cycle) does.
+    one = timeline.schedule([_trace([vector_event(simple=40, divide=10, load=64, store=30)], kind="AIV")],
+                            "vector", COSTS)
+    assert one.cycles == pytest.approx(40 * 2 + 10 * 8)
+    two = timeline.schedule([_trace([vector_event(simple=40, divide=10, load=200, store=30)], kind="AIV")],
+                            "vector", COSTS)
+    assert two.cycles == pytest.approx(200)
+
+
+def test_run_on_twin_exposes_the_estimate(run_on_twin):
+    from deepjit.tilelang_route import last_estimate, timeline_recording
+    from deepjit.tilelang_route.conformance import BY_NAME
+
+    case = BY_NAME["copy_strided_2d"]
+    args = [t.clone() for t in case.inputs(torch.Generator().manual_seed(0))]
+    with timeline_recording():
+        result = run_on_twin(case.build(), *args)
+    est = last_estimate()
+    assert est is not None and est.cycles == pytest.approx(result.estimate().cycles) and est.cycles > 0
+    assert {e.type for tr in result.traces for e in tr.events} >= {"move"}
