@@ -230,6 +230,64 @@ def _routing(tokens, experts, k, hidden, groups=GROUPS, topk_groups=TOPK_GROUPS)
     ]
 
 
+def _routing_helpers(tokens, experts, k, groups=GROUPS, topk_groups=TOPK_GROUPS):
+    """The routing helpers and the V4.1 router (routing_helpers.py, moe_topk_gate.py)."""
+    from ..reference import moe as ref_moe
+    from ..reference import moe_topk_gate as ref_gate
+    from ..reference import topk as ref_topk
+    from . import moe_topk_gate, routing_helpers
+
+    def routed():
+        idx = _routed_idx(tokens, k, experts)
+        idx[0, 1 % k] = -1  # an unrouted slot
+        return idx
+
+    def group_ids():  # the group of each chosen expert: repeats to drop
+        idx = routed()
+        return torch.where(idx >= 0, idx // (experts // groups), idx), groups
+
+    def unique(fn):
+        def run(group_idx, num_groups):
+            fn(group_idx, num_groups)
+            return group_idx
+        return run
+
+    def group_scores():
+        s = torch.randn(tokens, groups, experts // groups)
+        s[0] = 1.0  # every group tied
+        s[1 % tokens, 0, 0] = float("nan")
+        return s, 2, topk_groups
+
+    def gate(fn):
+        def run(logits, bias):
+            t = logits.shape[0]
+            idx, w = torch.empty(t, k, dtype=torch.int64), torch.empty(t, k)
+            fn(logits, k, 0, 2.5, 0, None, bias, None, None, None, None, None, None, None, idx, w, None)
+            return idx, w
+        return run
+
+    def gate_inputs():
+        return torch.randn(tokens, experts) * 3, torch.randn(experts) * 0.1
+
+    return [
+        ("group_count", _compare(routing_helpers.group_count, ref_moe.group_count, lambda: (routed(), experts))),
+        ("aux_fi", _compare(routing_helpers.aux_fi, ref_moe.aux_fi, lambda: (routed(), experts, k))),
+        ("mask_indices_by_tp_ep8_tp2", _compare(routing_helpers.mask_indices_by_tp, ref_moe.mask_indices_by_tp,
+                                                lambda: (routed(), experts, 8, 1, 2))),
+        ("inplace_unique_group_indices", _compare(unique(routing_helpers.inplace_unique_group_indices),
+                                                  unique(ref_moe.inplace_unique_group_indices), group_ids)),
+        ("topk_sum_and_topk_group_idx", _compare(routing_helpers.topk_sum_and_topk_group_idx,
+                                                 ref_topk.topk_sum_and_topk_group_idx, group_scores)),
+        # FP32 scores against the reference's FP64-rounded ones: weights within upstream's tolerance
+        ("moe_topk_gate_forward_indices", _compare(gate(moe_topk_gate.moe_topk_gate_forward),
+                                                   gate(ref_gate.moe_topk_gate_forward), gate_inputs,
+                                                   pick=lambda r: r[0])),
+        ("moe_topk_gate_forward_weights", _compare(gate(moe_topk_gate.moe_topk_gate_forward),
+                                                   gate(ref_gate.moe_topk_gate_forward), gate_inputs, atol=1e-5,
+                                                   pick=lambda r: r[1])),
+    ]
+
+
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
 
@@ -247,4 +305,5 @@ def cases() -> list:
                         (f"prefill_{TOKENS}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (TOKENS, EXPERTS, TOPK, HIDDEN)),
                         (f"decode_{DECODE}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (DECODE, EXPERTS, TOPK, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
+        runs += [(f"{name}_{label}", fn) for name, fn in _routing_helpers(*args[:3], *args[4:])]
     return [SourceCase(name, "vector", fn) for name, fn in runs]
