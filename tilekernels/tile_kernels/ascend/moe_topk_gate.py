@@ -22,6 +22,7 @@ import dataclasses
 import functools
 
 from .routing import DUPLICATE_HASH, _ordered_passes
+from .routing_helpers import _constants
 
 ROW_TILE_BYTES = 32 * 1024  # per UB buffer of token rows (two: scores and ranking)
 MAX_EXPERTS = 4096          # a row of both buffers within 32 KiB
@@ -248,8 +249,8 @@ def moe_topk_gate_forward(logits, num_topk, num_shared, scale, ep_rank, mask, bi
         return torch.zeros(shape, dtype=dtype, device=dev) if x is None else x
 
     idx, wt, un, sc = dense(topk_idx), dense(topk_weights), dense(unmapped_topk_idx), dense(scores)
-    fpar = torch.tensor([scale, 0, 0, 0, 0, 0, 0, 0], dtype=torch.float32).to(dev)
-    ipar = torch.tensor([ep_rank, 0, 0, 0], dtype=torch.int64).to(dev)
+    fpar = _constants(str(dev), "float32", (float(scale),))
+    ipar = _constants(str(dev), "int64", (ep_rank,))
     _launch.launch(build, (e, num_topk, num_shared, options), logits, placeholder(bias, torch.float32, (1,)),
                    placeholder(image_bias, torch.float32, (1,)), flag(image_token_mask), flag(mask),
                    flag(fix_routing_mask), flag(force_random), placeholder(to_physical_map, torch.int32, (1, 1)),

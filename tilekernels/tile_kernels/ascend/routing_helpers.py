@@ -27,12 +27,19 @@ ELEMS = 2048          # indices a core owns in mask_indices_by_tp
 NUM_PARAMS = 8        # the Params tensor: one 32-byte block of int32
 
 
-def _params(device, *values):
+@functools.lru_cache(maxsize=256)
+def _constants(device: str, dtype: str, values: tuple):
+    """A read-only device tensor of the settings ``values`` (padded to one 32-byte block): copied once per
+    device and values, so calls after the first (a graph capture after warm-up) copy nothing to the device."""
     import torch
 
-    p = torch.zeros(NUM_PARAMS, dtype=torch.int32)
-    p[:len(values)] = torch.tensor(values, dtype=torch.int32)
-    return p.to(device)
+    t = torch.zeros(32 // getattr(torch, dtype).itemsize, dtype=getattr(torch, dtype))
+    t[:len(values)] = torch.tensor(values, dtype=t.dtype)
+    return t.to(device)
+
+
+def _params(device, *values):
+    return _constants(str(device), "int32", tuple(values))
 
 
 @functools.cache
@@ -197,12 +204,10 @@ def _histogram(idx, bins: int, scale: tuple[float, float]):
     dev = idx.device
     count = torch.empty(bins, dtype=torch.int32, device=dev)
     freq = torch.empty(bins, dtype=torch.float32, device=dev)
-    sc = torch.zeros(8, dtype=torch.float32)
-    sc[0], sc[1] = scale
     flat = idx.contiguous().view(-1)
     if not flat.numel():  # the kernel still writes the zero counts (an empty Idx is never read)
         flat = torch.full((1,), -1, dtype=torch.int64, device=dev)
-    _launch.launch(build_count, (), flat, _params(dev, bins), sc.to(dev), count, freq)
+    _launch.launch(build_count, (), flat, _params(dev, bins), _constants(str(dev), "float32", scale), count, freq)
     return count, freq
 
 
