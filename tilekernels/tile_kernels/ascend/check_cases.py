@@ -230,6 +230,53 @@ def _routing(tokens, experts, k, hidden, groups=GROUPS, topk_groups=TOPK_GROUPS)
     ]
 
 
+def _variants(tokens, experts, k, hidden, groups=GROUPS, topk_groups=TOPK_GROUPS):
+    """The other forms codegen.py lowers: the router with every option, the BF16 transpose, the scaled FP8
+    reduce and the FP32-gradient backward with rounded scales."""
+    from ..quant import swiglu as sw
+    from ..reference import moe as ref_moe
+    from ..reference import topk as ref_topk
+    from . import reduce, routing, swiglu_backward, transpose
+
+    rows = tokens * k + 64
+
+    def options():  # every token masked in or out, a third fixed to given experts, 2 replicas an expert
+        logits = torch.randn(tokens, experts)
+        mask = torch.arange(tokens) % 5 != 1
+        fix = torch.arange(tokens) % 3 == 0
+        unmapped = torch.stack([torch.randperm(experts)[:k] for _ in range(tokens)])
+        phys = torch.randperm((experts + 1) * 3).int().view(experts + 1, 3)
+        count = torch.randint(1, 4, (experts + 1,), dtype=torch.int32)
+        return (logits, torch.randn(experts) * 0.1, k, topk_groups, groups, True, 1, 2.5, 1, 4, 1, 2, "sigmoid", mask,
+                fix, phys, count, unmapped)
+
+    def gate(fn):
+        def run(*args):
+            idx, w = fn(*args)
+            return idx, w, args[-1]  # unmapped_topk_idx, written in place
+        return run
+
+    def scaled():
+        x = (torch.randn(rows, hidden) * 40).to(torch.float8_e4m3fn)
+        return x, torch.rand(tokens, k), _positions(tokens, k, rows), torch.rand(rows) * 4, torch.tensor([0.37])
+
+    return [
+        ("top2_sum_gate_masked_fixed_mapped_indices",
+         _compare(gate(routing.top2_sum_gate), gate(ref_topk.top2_sum_gate), options, pick=lambda r: (r[0], r[2]))),
+        ("top2_sum_gate_masked_fixed_mapped_weights",
+         _compare(gate(routing.top2_sum_gate), gate(ref_topk.top2_sum_gate), options, atol=1e-5, pick=lambda r: r[1])),
+        ("batched_transpose_bf16", _compare(transpose.batched_transpose, lambda x: x.transpose(1, 2).contiguous(),
+                                            lambda: (_x(tokens, hidden).unsqueeze(0),))),
+        ("reduce_fused_e4m3_x_sf_sf", _compare(
+            lambda x, w, pos, x_sf, sf: reduce.reduce_fused(x, w, pos, "e4m3", sf, None, x_sf),
+            lambda x, w, pos, x_sf, sf: ref_moe.reduce_fused((x, x_sf), w, pos, "e4m3", sf), scaled)),
+        ("swiglu_bwd_per_token_cast_fp32_npc32_round_sf",
+         _compare(swiglu_backward.swiglu_backward_and_per_token_cast, sw._bwd_cast_ref,
+                  lambda: _swiglu_bwd_inputs(tokens, -(-hidden // 64) * 32, 32, torch.float32)[:7] + (True, None),
+                  pick=lambda r: (r[0], r[1], r[2]))),
+    ]
+
+
 def _routing_helpers(tokens, experts, k, groups=GROUPS, topk_groups=TOPK_GROUPS):
     """The routing helpers and the V4.1 router (routing_helpers.py, moe_topk_gate.py)."""
     from ..reference import moe as ref_moe
@@ -306,4 +353,5 @@ def cases() -> list:
                         (f"decode_{DECODE}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (DECODE, EXPERTS, TOPK, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
         runs += [(f"{name}_{label}", fn) for name, fn in _routing_helpers(*args[:3], *args[4:])]
+        runs += [(f"{name}_{label}", fn) for name, fn in _variants(*args)]
     return [SourceCase(name, "vector", fn) for name, fn in runs]
