@@ -146,3 +146,18 @@ def test_forms_left_to_the_reference(monkeypatch):
 
     assert served(gate.MAX_EXPERTS, None) == "ascend" and served(gate.MAX_EXPERTS + 1, None) == "reference"
     assert served(256, 32) == "ascend" and served(256, 33) == "reference"
+
+
+def test_out_of_range_values_are_clamped_in_the_kernel():
+    """The public op checks fixed ids and replica counts on CPU tensors only (no host read of device tensors);
+    the kernel clamps them (ids into [0, E), counts into [1, map columns]), so it never reads past a tile:
+    the result is the reference's on the clamped values."""
+    experts, k, shared = ALL_OPTIONS
+    logits, kw = _inputs(37, experts, k, shared, 5)
+    kw["fix_routing_mask"][:] = True
+    kw["unmapped_topk_idx"][0, 0], kw["unmapped_topk_idx"][1, 1] = 1 << 40, -5
+    kw["logical_count"][0], kw["logical_count"][3] = 0, 99
+    clamped = dict(kw, unmapped_topk_idx=kw["unmapped_topk_idx"].clamp(0, experts - 1),
+                   logical_count=kw["logical_count"].clamp(1, kw["to_physical_map"].shape[1]))
+    _check(_run(gate.moe_topk_gate_forward, logits, k, shared, 1.0, 0, kw),
+           _run(ref.moe_topk_gate_forward, logits, k, shared, 1.0, 0, clamped))

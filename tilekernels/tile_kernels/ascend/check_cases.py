@@ -134,6 +134,37 @@ def _casts(shapes):
     ]
 
 
+def _ascend_ue8m0(sf: torch.Tensor) -> torch.Tensor:
+    """Reference FP32 power-of-two scales ``(Mb, Kb)`` in the Ascend int16 packed form: byte j of word i the
+    biased exponent of block 2i + j (a missing last block 0), words stored column-major."""
+    exps = ((sf.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+    exps = torch.nn.functional.pad(exps, (0, exps.shape[1] % 2)).contiguous()
+    return exps.view(torch.int16).T.contiguous().T
+
+
+def _packed_casts(shapes):
+    """The packed-UE8M0 forms: the per-token cast writing them and the cast back reading them."""
+    from ..reference import cast as ref
+    from . import block_cast, cast_back
+
+    def cast_ref(x):
+        q, sf = ref.cast(x, "e4m3", (1, 32), round_sf=True)
+        return q, _ascend_ue8m0(sf)
+
+    def back_inputs():
+        q, sf = ref.cast(_x(*shapes, torch.float32, special=False), "e4m3", (1, 32), round_sf=True)
+        return q, sf
+
+    return [
+        ("per_token_cast_e4m3_bf16_npc32_ue8m0", _compare(
+            lambda x: block_cast.per_token_cast(x, "e4m3", 32, use_tma_aligned_col_major_sf=True, round_sf=True,
+                                                use_packed_ue8m0=True), cast_ref, lambda: (_x(*shapes),))),
+        ("cast_back_e4m3_ue8m0_npc32_bf16", _compare(
+            lambda q, sf: cast_back.cast_back((q, _ascend_ue8m0(sf)), "bf16", (1, 32)),
+            lambda q, sf: ref.cast_back((q, sf), "bf16", (1, 32)), back_inputs)),
+    ]
+
+
 def _transposes(tokens, hidden):
     from ..quant import swiglu as sw
     from ..reference import cast as ref
@@ -342,6 +373,7 @@ def cases() -> list:
     for label, shapes in (("37x576", (37, 576)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
                           (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _casts(shapes)]
+        runs += [(f"{name}_{label}", fn) for name, fn in _packed_casts(shapes)]
     for label, (t, h) in (("256x192", (256, 192)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
                           (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _transposes(t, h)]

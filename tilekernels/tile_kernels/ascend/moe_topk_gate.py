@@ -13,7 +13,9 @@ A core owns a tile of whole token rows in UB, one SIMT thread per token:
 - a ``force_random`` token draws distinct physical ids and weights in (0, 1] from the reference's counter
   hash (``random_words``/``random_rows``: 32-bit xor-shift-multiply, bit-exact), over ``logical_count``'s
   sum, summed in the kernel (no host read);
-- unrouted tokens (``mask`` False): ids -1, weights 0, ``unmapped_topk_idx`` -1, ``scores`` 0.
+- unrouted tokens (``mask`` False): ids -1, weights 0, ``unmapped_topk_idx`` -1, ``scores`` 0;
+- values the public op checks on CPU tensors only (no host read of device tensors) are clamped: a fixed
+  expert id into ``[0, E)``, a ``logical_count`` into ``[1, map columns]``, so no read leaves its UB tile.
 The token count is symbolic; ``ep_rank`` and the scale travel in parameter tensors (no lowering per value).
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
@@ -144,7 +146,8 @@ def build(e: int, k: int, s: int, options: Options):
                     if o.fix:
                         if flags[2, r] != 0:
                             for p in T.serial(k):
-                                top[r, p] = T.Cast("int32", un[r, p])
+                                # clamped into [0, e): the public op checks them on CPU tensors only
+                                top[r, p] = T.Cast("int32", T.max(T.min(un[r, p], T.int64(e - 1)), T.int64(0)))
                     if routed == 0:
                         for p in T.serial(k):
                             top[r, p] = 0  # the reference's never-indexing id of an unrouted row
@@ -163,7 +166,7 @@ def build(e: int, k: int, s: int, options: Options):
                             wt[r, p] = T.if_then_else(routed != 0, T.float32(1.0), T.float32(0.0))
                         if mc:
                             rep = T.floormod(T.Cast("int64", token) * DUPLICATE_HASH + ipar[0],
-                                             T.Cast("int64", cnt[ex]))
+                                             T.Cast("int64", T.max(T.min(cnt[ex], mc), 1)))  # a count within the map
                             ex = phys[ex, T.Cast("int32", rep)]
                         idx[r, p] = T.if_then_else(routed != 0, T.Cast("int64", ex), T.int64(-1))
                     if o.unmapped:
@@ -181,7 +184,7 @@ def build(e: int, k: int, s: int, options: Options):
                         if mc:
                             physical = T.uint32(0)
                             for q in T.serial(nl):
-                                physical = physical + T.Cast("uint32", cnt[q])
+                                physical = physical + T.Cast("uint32", T.max(T.min(cnt[q], mc), 1))
                         ep_word = T.Cast("uint32", T.bitwise_and(ipar[0], T.int64(0xFFFFFFFF)))
                         tok_word = T.Cast("uint32", token)
                         for p in T.serial(width):

@@ -46,7 +46,8 @@ def group_count(group_idx: torch.Tensor, num_groups: int) -> torch.Tensor:
     C.tensor("group_idx", group_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1, INT32_MAX)
     C.allocation("num_groups", num_groups * 8, group_idx.device, f"histogram of {num_groups} groups")
-    _index_range("group_idx", group_idx, num_groups)
+    if group_idx.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel skips bad ids
+        _index_range("group_idx", group_idx, num_groups)
     return TABLE.run("group_count", group_idx.device, group_idx, num_groups)
 
 
@@ -64,7 +65,8 @@ def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch
     C.integer("num_experts", num_experts, 1, INT32_MAX)
     C.allocation("num_experts", num_experts * 8, topk_idx.device, f"frequencies of {num_experts} experts")
     C.integer("num_aux_topk", num_aux_topk, 1)
-    _index_range("topk_idx", topk_idx, num_experts)
+    if topk_idx.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel skips bad ids
+        _index_range("topk_idx", topk_idx, num_experts)
     return TABLE.run("aux_fi", topk_idx.device, topk_idx, num_experts, num_aux_topk)
 
 
@@ -122,7 +124,8 @@ TABLE.add_ascend("mask_indices_by_tp", Impl(ascend_helpers.mask_indices_by_tp, "
 def inplace_unique_group_indices(group_indices: torch.Tensor, num_groups: int) -> None:
     C.tensor("group_indices", group_indices, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1, 128)
-    _index_range("group_indices", group_indices, num_groups)
+    if group_indices.device.type == "cpu":  # no host read of a device tensor: the kernel indexes nothing by them
+        _index_range("group_indices", group_indices, num_groups)
     TABLE.run("inplace_unique_group_indices", group_indices.device, group_indices, num_groups)
 
 
