@@ -192,6 +192,18 @@ def _transposes(tokens, hidden):
     ]
 
 
+def _channel_variants(tokens, hidden):
+    """The per-channel forms left: SwiGLU with a clamp, cast per 32 tokens without the transpose."""
+    from ..quant import swiglu as sw
+    from . import channel_cast
+
+    return [
+        ("swiglu_fwd_per_channel_cast_npt32_clamped",
+         _compare(lambda x: channel_cast.cast(x, 32, False, False, swiglu=True, clamp=10.0),
+                  lambda x: sw._fwd_channel_cast_ref(x, 32, False, True, 10.0), lambda: (_x(tokens, 2 * hidden),))),
+    ]
+
+
 def _swiglu(rows, h):
     from ..quant import swiglu as sw
     from . import block_cast, swiglu_backward
@@ -377,6 +389,7 @@ def cases() -> list:
     for label, (t, h) in (("256x192", (256, 192)), (f"prefill_{TOKENS}x{HIDDEN}", (TOKENS, HIDDEN)),
                           (f"decode_{DECODE}x{HIDDEN}", (DECODE, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _transposes(t, h)]
+        runs += [(f"{name}_{label}", fn) for name, fn in _channel_variants(t, h)]
     for label, (rows, h) in (("37x2x256", (37, 256)), (f"prefill_{TOKENS}x2x{INTER}", (TOKENS, INTER)),
                              (f"decode_{DECODE * TOPK}x2x{INTER}", (DECODE * TOPK, INTER))):
         runs += [(f"{name}_{label}", fn) for name, fn in _swiglu(rows, h)]
