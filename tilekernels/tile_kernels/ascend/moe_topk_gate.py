@@ -221,7 +221,8 @@ def accepts(logits, num_topk, num_shared, scale, ep_rank, mask, bias, image_bias
             topk_weights, scores) -> bool:
     """At most MAX_EXPERTS experts (a row in UB), a to_physical_map within MAX_MAP_BYTES, ep_rank < 2**62."""
     e = logits.shape[1]
-    map_bytes = 0 if to_physical_map is None else to_physical_map.numel() * 4
+    # the map's UB tile: rows of whole 32-byte blocks
+    map_bytes = 0 if to_physical_map is None else to_physical_map.shape[0] * -(-to_physical_map.shape[1] // 8) * 32
     return e <= MAX_EXPERTS and map_bytes <= MAX_MAP_BYTES and ep_rank < 2 ** 62
 
 
