@@ -4,8 +4,8 @@
 
 Shapes are symbolic (``T.dynamic``) and the integer settings travel in a small ``Params`` tensor read into
 UB, so one lowering per kernel (and index dtype) serves every shape and setting:
-- group_count / aux_fi: one core counts the indices staged in UB in chunks (one SIMT thread, as
-  fused_mapping's counting pass); an index outside ``[0, bins)`` (-1 included) is not counted, so no
+- group_count / aux_fi: one core counts the indices staged in UB in chunks (64 threads, a private row
+  of counters each, summed per bin at the end); an index outside ``[0, bins)`` (-1 included) is not counted, so no
   index reaches past the histogram whatever the caller passed. aux_fi then scales each count as the
   reference does in FP32: ``count * num_experts / (num_tokens * num_aux_topk)``, two rounded steps.
 - mask_indices_by_tp: elementwise ``reference/topk.mask_by_ep_tp`` in the indices' own integer type
@@ -22,6 +22,7 @@ import functools
 from .routing import ROW_TILE_BYTES, _ordered_passes
 
 CHUNK = 2048          # indices staged in UB per step of the counting kernel (16 KiB of int64)
+LANES, WINDOW = 64, 256  # the counting kernel's threads, each with WINDOW counters (64 KiB of int32 in all)
 ROWS = 64             # token rows a core owns in the row kernels (one SIMT thread each)
 ELEMS = 2048          # indices a core owns in mask_indices_by_tp
 NUM_PARAMS = 8        # the Params tensor: one 32-byte block of int32
@@ -45,7 +46,13 @@ def _params(device, *values):
 @functools.cache
 def build_count():
     """Histogram of ``Idx (n,)`` into ``Count (bins,)`` (int32) and ``Freq (bins,)`` = the aux_fi scaling
-    (FP32 ``count * Scale[0] / Scale[1]``); ``Params[0]`` = bins."""
+    (FP32 ``count * Scale[0] / Scale[1]``); ``Params[0]`` = bins.
+
+    One core; ``LANES`` SIMT threads each count every LANES-th staged index into a private row of counters
+    (no two threads add to one counter), then a thread per bin sums the rows. Bins go in windows of
+    ``WINDOW`` (each window re-reads the indices: one window at DeepSeek's 256 experts). Every thread runs
+    the same steps (an index outside the window adds 0 to counter 0): TileLang syncs the threads inside
+    these loops, so no branch may skip them."""
     import tilelang.ascend.language as T
 
     n, bins = T.dynamic("n"), T.dynamic("bins")
@@ -58,34 +65,38 @@ def build_count():
             idx = T.alloc_shared((CHUNK,), "int64")
             par = T.alloc_shared((NUM_PARAMS,), "int32")
             sc = T.alloc_shared((8,), "float32")
-            cnt = T.alloc_shared((CHUNK,), "int32")
-            frq = T.alloc_shared((CHUNK,), "float32")
+            hist = T.alloc_shared((LANES, WINDOW), "int32")
+            cnt = T.alloc_shared((WINDOW,), "int32")
+            frq = T.alloc_shared((WINDOW,), "float32")
             T.copy(Params, par)
             T.copy(Scale, sc)
-            # bins in windows of CHUNK counters: each window re-reads the indices (one window at
-            # DeepSeek's 256 experts)
-            for w in T.serial(T.ceildiv(bins, CHUNK)):
-                b0 = w * CHUNK
-                nb = T.min(CHUNK, bins - b0)
-                with T.SimtVF(threads=1):
-                    for _i in T.Parallel(1):
-                        for j in T.serial(CHUNK):
-                            cnt[j] = 0
+            for w in T.serial(T.ceildiv(bins, WINDOW)):
+                b0 = w * WINDOW
+                nb = T.min(WINDOW, bins - b0)
+                with T.SimtVF(threads=LANES):
+                    for lane in T.Parallel(LANES):
+                        for j in T.serial(WINDOW):
+                            hist[lane, j] = 0
                 for step in T.serial(T.ceildiv(n, CHUNK)):
                     s0 = step * CHUNK
                     m = T.min(CHUNK, n - s0)
                     T.copy(Idx[s0:s0 + m], idx[0:m])
-                    with T.SimtVF(threads=1):
-                        for _i in T.Parallel(1):
-                            for j in T.serial(CHUNK):
-                                if j < m:
-                                    v = idx[j] - T.Cast("int64", b0)
-                                    if T.And(v >= 0, v < T.Cast("int64", nb)):
-                                        cnt[T.Cast("int32", v)] = cnt[T.Cast("int32", v)] + 1
-                with T.SimtVF(threads=1):
-                    for _i in T.Parallel(1):
-                        for j in T.serial(nb):  # a dynamic extent: kept scalar (no int -> float vector cast)
-                            frq[j] = T.Cast("float32", cnt[j]) * sc[0] / sc[1]
+                    with T.SimtVF(threads=LANES):
+                        for lane in T.Parallel(LANES):
+                            for j in T.serial(CHUNK // LANES):
+                                i = j * LANES + lane
+                                v = idx[i] - T.Cast("int64", b0)
+                                ok = T.And(i < m, T.And(v >= 0, v < T.Cast("int64", nb)))
+                                slot = T.Cast("int32", T.if_then_else(ok, v, T.int64(0)))
+                                hist[lane, slot] = hist[lane, slot] + T.if_then_else(ok, 1, 0)
+                with T.SimtVF(threads=WINDOW):
+                    for b in T.Parallel(WINDOW):
+                        total = T.alloc_var("int32")
+                        total = 0
+                        for lane in T.serial(LANES):
+                            total = total + hist[lane, b]
+                        cnt[b] = total
+                        frq[b] = T.Cast("float32", total) * sc[0] / sc[1]
                 T.copy(cnt[0:nb], Count[b0:b0 + nb])
                 T.copy(frq[0:nb], Freq[b0:b0 + nb])
 
