@@ -12,7 +12,11 @@ FAMILIES = {  # every Ascend kernel module of each library: a case prefix that e
                      "batched_transpose_fp8", "batched_transpose_fp32", "per_channel_cast_and_transpose",
                      "swiglu_fwd_per_channel_cast_and_transpose", "swiglu_fwd_per_token_cast", "swiglu_bwd_per_token_cast",
                      "topk_gate", "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused",
-                     "reduce_fused"),
+                     "reduce_fused", "group_count", "aux_fi", "mask_indices_by_tp", "inplace_unique_group_indices",
+                     "topk_sum_and_topk_group_idx", "moe_topk_gate_forward", "top2_sum_gate_masked_fixed_mapped",
+                     "batched_transpose_bf16", "reduce_fused_e4m3_x_sf_sf", "swiglu_bwd_per_token_cast_fp32_npc32_round_sf",
+                     "per_token_cast_e4m3_bf16_npc32_ue8m0", "cast_back_e4m3_ue8m0_npc32_bf16",
+                     "swiglu_fwd_per_channel_cast_npt32_clamped"),
     "deep_ep": ("ep_pack_bf16", "ep_unpack", "ep_pack_fp8", "ep_per_token_cast_fp8_ue8m0", "ep_combine_reduce",
                 "ep_combine_partial", "ep_ll_combine"),
 }

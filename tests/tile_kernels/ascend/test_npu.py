@@ -212,3 +212,45 @@ def test_reduce_fused_scaled_to_e4m3():
     x, x_sf, w, pos, sf = scaled_reduce_inputs(torch.float8_e4m3fn, True, True, True, "e4m3")
     got = MOE.reduce_fused(dev(x, x_sf), *dev(w, pos), "e4m3", *dev(sf)).cpu()
     assert_equal(got.view(torch.uint8), ref_moe.reduce_fused((x, x_sf), w, pos, "e4m3", sf).view(torch.uint8))
+
+
+@pytest.mark.parametrize("tokens,k,bins", _sizes([(41, 6, 37)], (4096, 8, 256)))
+def test_routing_helpers(tokens, k, bins):
+    from tile_kernels.reference import moe as ref
+
+    idx = torch.randint(-1, bins, (tokens, k))
+    assert torch.equal(MOE.group_count(*dev(idx), bins).cpu(), ref.group_count(idx, bins))
+    assert_equal(MOE.aux_fi(*dev(idx), bins, k).cpu(), ref.aux_fi(idx, bins, k))
+    for dtype in (torch.int64, torch.int32):
+        x = idx.to(dtype)
+        assert torch.equal(MOE.mask_indices_by_tp(*dev(x), bins, 4, 1, 2).cpu(), ref.mask_indices_by_tp(x, bins, 4, 1, 2))
+    groups = torch.where(idx >= 0, idx % 8, idx)
+    want = groups.clone()
+    ref.inplace_unique_group_indices(want, 8)
+    on_dev = groups.to(DEVICE)
+    MOE.inplace_unique_group_indices(on_dev, 8)
+    assert torch.equal(on_dev.cpu(), want)
+    scores = torch.randn(tokens, 8, 5)
+    scores[0] = 1.0
+    scores[1, 2, 0] = float("nan")
+    assert torch.equal(MOE.topk_sum_and_topk_group_idx(*dev(scores), 2, 3).cpu(),
+                       ref_topk.topk_sum_and_topk_group_idx(scores, 2, 3))
+
+
+@pytest.mark.parametrize("tokens", _sizes([37], 4099))
+def test_moe_topk_gate_forward(tokens):
+    from tile_kernels.reference import moe_topk_gate as ref
+
+    from .test_moe_topk_gate import ALL_OPTIONS, ARGS, _inputs
+
+    experts, k, shared = ALL_OPTIONS
+    logits, kw = _inputs(tokens, experts, k, shared, 11)
+    kw_dev = {n: v.clone().to(DEVICE) for n, v in kw.items()}
+    scores = torch.empty(tokens, experts, device=DEVICE)
+    ids, w = host(MOE.moe_topk_gate_forward(logits.to(DEVICE), k, True, shared, 0.5, 2, scores=scores, **kw_dev))
+    idx_r, w_r, sc_r = torch.empty(tokens, k + shared, dtype=torch.int64), torch.empty(tokens, k + shared), \
+        torch.empty(tokens, experts)
+    ref.moe_topk_gate_forward(logits, k, shared, 0.5, 2, *[kw.get(n) for n in ARGS[:7]], kw["unmapped_topk_idx"],
+                              kw["force_random"], idx_r, w_r, sc_r)
+    assert torch.equal(ids, idx_r) and torch.equal(kw_dev["unmapped_topk_idx"].cpu(), kw["unmapped_topk_idx"])
+    assert torch.allclose(w, w_r) and torch.allclose(scores.cpu(), sc_r)  # FP32 scores vs FP64-rounded ones

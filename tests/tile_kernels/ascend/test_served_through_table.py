@@ -33,4 +33,6 @@ def test_ops_with_ascend_kernels():
                       "per_channel_cast", "per_channel_cast_and_transpose", "cast_back",
                       "swiglu_forward_and_per_token_cast", "swiglu_backward_and_per_token_cast", "topk_gate",
                       "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused",
-                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose"}
+                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose",
+                      "group_count", "aux_fi", "mask_indices_by_tp", "inplace_unique_group_indices",
+                      "topk_sum_and_topk_group_idx", "moe_topk_gate_forward"}

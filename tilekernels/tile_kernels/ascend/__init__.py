@@ -8,6 +8,8 @@ op's (already validated) arguments and returns its outputs:
 - ``cast_back.cast_back``
 - ``routing.topk_gate`` / ``top2_sum_gate`` / ``normalize_weight``
 - ``fused_mapping.get_fused_mapping``, ``expand.expand_to_fused``, ``reduce.reduce_fused``
+- ``routing_helpers.group_count`` / ``aux_fi`` / ``mask_indices_by_tp`` / ``inplace_unique_group_indices`` /
+  ``topk_sum_and_topk_group_idx``; ``moe_topk_gate.moe_topk_gate_forward`` (the V4.1 router)
 - ``transpose.batched_transpose`` (1-, 2- and 4-byte elements)
 - ``channel_cast.cast``: ``per_channel_cast_and_transpose`` and ``swiglu_forward_and_per_channel_cast_and_transpose``
   (the per-channel E4M3 cast writing its data transposed, with an optional SwiGLU prologue)

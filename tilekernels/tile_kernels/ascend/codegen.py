@@ -4,6 +4,8 @@ check_cases.py: each kernel on the twin against the reference). Every one is a v
 from deepjit.tilelang_route import AscendKernelSpec
 
 from . import block_cast, cast_back, channel_cast, expand, fused_mapping, reduce, routing, swiglu_backward, transpose
+from . import moe_topk_gate as gate_kernels
+from . import routing_helpers as helper_kernels
 
 TOKENS, HIDDEN = 4096, 7168
 
@@ -57,5 +59,13 @@ def kernels() -> list[AscendKernelSpec]:
         ("per_channel_cast_and_transpose_npt32_round_sf", lambda: channel_cast.build(32, True, True)),
         ("swiglu_fwd_per_channel_cast_and_transpose_npt128", lambda: channel_cast.build(128, False, True, True)),
         ("swiglu_fwd_per_channel_cast_npt32_clamped", lambda: channel_cast.build(32, False, False, True, 10.0)),
+    ]
+    specs += [  # the routing helpers (symbolic token counts; settings in a parameter tensor)
+        ("moe_group_count_aux_fi", helper_kernels.build_count),
+        ("mask_indices_by_tp_int64", lambda: helper_kernels.build_mask_tp("int64")),
+        ("mask_indices_by_tp_int32", lambda: helper_kernels.build_mask_tp("int32")),
+        ("inplace_unique_group_indices_k8", lambda: helper_kernels.build_unique(8)),
+        ("topk_sum_and_topk_group_idx_g8x32_top2_4", lambda: helper_kernels.build_topk_group(8, 32, 2, 4)),
+        ("moe_topk_gate_forward_256x8_bias", lambda: gate_kernels.build(256, 8, 0, gate_kernels.Options(bias=True))),
     ]
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]

@@ -1,6 +1,6 @@
 """MoE routing on Ascend (TileLang Ascend dialect, vector cores, SIMT): serves
 ``tile_kernels.moe.topk_gate``, ``tile_kernels.moe.normalize_weight`` and ``tile_kernels.moe.top2_sum_gate``
-(every option; a given ``unmapped_topk_idx`` must be contiguous).
+(every option; a row-strided ``unmapped_topk_idx`` goes through a dense copy).
 
 A core owns a tile of whole token rows in UB; one SIMT thread per token.
 - top-k: ``num_topk`` selection passes in the order (score descending, index ascending), the order of
@@ -299,13 +299,11 @@ def top2_sum_gate(logits, bias, num_topk: int, num_topk_groups: int, num_groups:
                   num_tp_ranks: int, scoring_func: str, mask=None, fix_routing_mask=None, to_physical_map=None,
                   logical_count=None, unmapped_topk_idx=None):
     """``tile_kernels.moe.top2_sum_gate`` -> ``(topk_idx int64, topk_weights fp32)``, (T, num_topk + S);
-    ``unmapped_topk_idx`` (contiguous) is written in place."""
+    ``unmapped_topk_idx`` (rows of any stride) is written in place."""
     import torch
 
     from . import _launch
 
-    if unmapped_topk_idx is not None and not unmapped_topk_idx.is_contiguous():
-        raise NotImplementedError("the Ascend top2_sum_gate writes a contiguous unmapped_topk_idx only")
     t, e = logits.shape
     dev = logits.device
     shared = num_shared_experts if use_shared_as_routed else 0
@@ -323,9 +321,12 @@ def top2_sum_gate(logits, bias, num_topk: int, num_topk_groups: int, num_groups:
     def given(x, dtype, shape):  # an absent input is a one-element placeholder the kernel never reads
         return x.contiguous().view(dtype) if x is not None else torch.zeros(shape, dtype=dtype, device=dev)
 
+    strided = unmapped_topk_idx is not None and not unmapped_topk_idx.is_contiguous()
+    unmapped = unmapped_topk_idx.contiguous() if strided else unmapped_topk_idx  # a strided one through a dense copy
     _launch.launch(build_top2_sum_gate, args, logits.contiguous(), bias.contiguous(), given(mask, torch.uint8, (1,)),
                    given(fix_routing_mask if fix else None, torch.uint8, (1,)),
                    given(to_physical_map, torch.int32, (1, 1)), given(logical_count, torch.int32, (1,)),
-                   unmapped_topk_idx if unmapped_topk_idx is not None else torch.zeros((1, 1), dtype=torch.int64,
-                                                                                       device=dev), idx, wt)
+                   unmapped if unmapped is not None else torch.zeros((1, 1), dtype=torch.int64, device=dev), idx, wt)
+    if strided:
+        unmapped_topk_idx.copy_(unmapped)
     return idx, wt

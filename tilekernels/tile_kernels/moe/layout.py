@@ -14,6 +14,7 @@ from ..ascend import expand as ascend_expand
 from ..ascend import fused_mapping as ascend_fused_mapping
 from ..ascend import reduce as ascend_reduce
 from ..ascend import routing as ascend_routing
+from ..ascend import routing_helpers as ascend_helpers
 from ..reference import moe as ref
 
 INT32_MAX = (1 << 31) - 1
@@ -45,7 +46,8 @@ def group_count(group_idx: torch.Tensor, num_groups: int) -> torch.Tensor:
     C.tensor("group_idx", group_idx, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1, INT32_MAX)
     C.allocation("num_groups", num_groups * 8, group_idx.device, f"histogram of {num_groups} groups")
-    _index_range("group_idx", group_idx, num_groups)
+    if group_idx.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel skips bad ids
+        _index_range("group_idx", group_idx, num_groups)
     return TABLE.run("group_count", group_idx.device, group_idx, num_groups)
 
 
@@ -54,6 +56,8 @@ def _group_count_host(group_idx, num_groups):
 
 
 TABLE.register("group_count", reference=ref.group_count, host=_group_count_host)
+TABLE.add_ascend("group_count", Impl(ascend_helpers.group_count, "every input (an id outside [0, num_groups) is "
+                                     "not counted)"))
 
 
 def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch.Tensor:
@@ -61,7 +65,8 @@ def aux_fi(topk_idx: torch.Tensor, num_experts: int, num_aux_topk: int) -> torch
     C.integer("num_experts", num_experts, 1, INT32_MAX)
     C.allocation("num_experts", num_experts * 8, topk_idx.device, f"frequencies of {num_experts} experts")
     C.integer("num_aux_topk", num_aux_topk, 1)
-    _index_range("topk_idx", topk_idx, num_experts)
+    if topk_idx.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel skips bad ids
+        _index_range("topk_idx", topk_idx, num_experts)
     return TABLE.run("aux_fi", topk_idx.device, topk_idx, num_experts, num_aux_topk)
 
 
@@ -71,6 +76,7 @@ def _aux_fi_host(topk_idx, num_experts, num_aux_topk):
 
 TABLE.register("aux_fi", reference=ref.aux_fi,
                host=Impl(_aux_fi_host, "at least one token", lambda topk_idx, *_: topk_idx.shape[0] > 0))
+TABLE.add_ascend("aux_fi", Impl(ascend_helpers.aux_fi, "every input (no tokens: zeros, launching nothing)"))
 
 
 def normalize_weight(topk_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,12 +116,16 @@ def _mask_indices_by_tp_host(indices, n, num_ep_ranks, tp_rank, num_tp_ranks):
 TABLE.register("mask_indices_by_tp", reference=ref.mask_indices_by_tp,
                host=Impl(_mask_indices_by_tp_host, "int64 indices of at least one dimension",
                          lambda indices, *_: indices.dtype == torch.int64 and indices.dim() > 0))
+TABLE.add_ascend("mask_indices_by_tp", Impl(ascend_helpers.mask_indices_by_tp, "int32 or int64 indices of any shape "
+                                            "and strides, with n // num_ep_ranks * num_tp_ranks < 2**31",
+                                            ascend_helpers.mask_accepts))
 
 
 def inplace_unique_group_indices(group_indices: torch.Tensor, num_groups: int) -> None:
     C.tensor("group_indices", group_indices, dtypes=(torch.int64,), ndim=2, contiguous=True)
     C.integer("num_groups", num_groups, 1, 128)
-    _index_range("group_indices", group_indices, num_groups)
+    if group_indices.device.type == "cpu":  # no host read of a device tensor: the kernel indexes nothing by them
+        _index_range("group_indices", group_indices, num_groups)
     TABLE.run("inplace_unique_group_indices", group_indices.device, group_indices, num_groups)
 
 
@@ -126,6 +136,7 @@ def _unique_group_indices_host(group_indices, num_groups):
 
 TABLE.register("inplace_unique_group_indices", reference=ref.inplace_unique_group_indices,
                host=_unique_group_indices_host)
+TABLE.add_ascend("inplace_unique_group_indices", ascend_helpers.inplace_unique_group_indices)
 
 
 def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tokens: int, alignment: int,

@@ -8,6 +8,7 @@ from deepjit import validation as C
 
 from .._lib import LIB, TABLE, host_kernel, threads
 from ..ascend import routing as ascend_routing
+from ..ascend import routing_helpers as ascend_helpers
 from ..reference import topk as ref
 from .scoring import ScoringFunc
 
@@ -49,6 +50,10 @@ def _topk_group_host(scores, num_topk_sum, num_topk_groups):
 
 
 TABLE.register("topk_sum_and_topk_group_idx", reference=ref.topk_sum_and_topk_group_idx, host=_topk_group_host)
+TABLE.add_ascend("topk_sum_and_topk_group_idx",
+                 Impl(ascend_helpers.topk_sum_and_topk_group_idx, "a token's num_groups * experts_per_group scores "
+                      "within 16384 (one core's UB tile); longer rows take the reference",
+                      ascend_helpers.topk_group_accepts))
 
 
 def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_topk_groups: int, num_groups: int,
@@ -146,5 +151,5 @@ def _contiguous_unmapped(*args) -> bool:
 
 TABLE.register("top2_sum_gate", reference=ref.top2_sum_gate,
                host=Impl(_top2_sum_gate_host, "a contiguous unmapped_topk_idx (or none)", _contiguous_unmapped),
-               ascend=Impl(ascend_routing.top2_sum_gate, "a contiguous unmapped_topk_idx (or none)",
-                           _contiguous_unmapped))
+               ascend=Impl(ascend_routing.top2_sum_gate, "every input (a row-strided unmapped_topk_idx through a "
+                           "dense copy, written back)"))

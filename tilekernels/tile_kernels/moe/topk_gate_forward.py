@@ -1,15 +1,16 @@
 """``moe_topk_gate_forward``: TileKernels 2.x's DeepSeek-V4.1 router (sqrt-softplus scores, bias or image
 bias, optional fixed / random / masked tokens, shared-expert slots, logical -> physical replicas). The
 semantics are in ``tile_kernels.reference.moe_topk_gate``; CPU tensors run the host kernel
-(``host/moe_topk_gate.cpp``), others the reference (no Ascend kernel yet)."""
+(``host/moe_topk_gate.cpp``), NPU tensors the Ascend kernel (``ascend/moe_topk_gate.py``)."""
 from __future__ import annotations
 
 import torch
 
-from deepjit import descriptors, guard
+from deepjit import Impl, descriptors, guard
 from deepjit import validation as C
 
 from .._lib import LIB, TABLE, host_kernel, threads
+from ..ascend import moe_topk_gate as ascend_gate
 from ..reference import moe_topk_gate as ref
 
 WARP = 32   # upstream routes a token per warp: at most 32 physical slots
@@ -73,8 +74,9 @@ def moe_topk_gate_forward(logits: torch.Tensor, num_topk: int, use_shared_as_rou
                   out_1=topk_weights, scores=scores)
     if t == 0:
         return topk_idx, topk_weights
-    _check_values(logits, mask, force_random, fix_routing_mask, unmapped_topk_idx, logical_count, to_physical_map,
-                  e, num_topk + s)
+    if logits.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel clamps ids and counts
+        _check_values(logits, mask, force_random, fix_routing_mask, unmapped_topk_idx, logical_count, to_physical_map,
+                      e, num_topk + s)
     guard.warn_if_cuda("tile_kernels", logits.device)
     TABLE.run("moe_topk_gate_forward", logits.device, logits, num_topk, s, float(routed_scaling_factor), ep_rank,
               mask, bias, image_bias, image_token_mask, fix_routing_mask, to_physical_map, logical_count,
@@ -106,6 +108,11 @@ def _host(logits, num_topk, num_shared, scale, ep_rank, mask, bias, image_bias, 
 
 
 TABLE.register("moe_topk_gate_forward", reference=ref.moe_topk_gate_forward, host=_host)
+TABLE.add_ascend("moe_topk_gate_forward",
+                 Impl(ascend_gate.moe_topk_gate_forward, "every option (strided outputs through dense copies) "
+                      "with at most 4096 experts, a to_physical_map of at most 32 KiB and ep_rank < 2**62; FP32 "
+                      "scores (the reference rounds FP64 ones: indices agree but for near-ties within a few ulps, "
+                      "as upstream's test allows)", ascend_gate.accepts))
 
 
 def _check_values(logits, mask, force_random, fix_routing_mask, unmapped_topk_idx, logical_count, to_physical_map,
