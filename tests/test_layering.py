@@ -86,13 +86,10 @@ def test_packages_import_only_what_their_layer_may(pkg):
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan), each sorted.
-
-    A package's ``__init__`` importing its own submodules is how Python packages are built, not a
-    circle, so edges into a package from inside it are left out."""
-    def inside(a: str, b: str) -> bool:
-        return a.startswith(b + ".")
-    edges = {m: {d for d in ds if d in graph and d != m and not inside(m, d)} for m, ds in graph.items()}
+    """Strongly connected components with more than one module (Tarjan), each sorted. A submodule
+    importing a name its package's ``__init__`` defines (``from . import __version__``) closes a circle
+    with the ``__init__`` importing that submodule, and counts."""
+    edges = {m: {d for d in ds if d in graph and d != m} for m, ds in graph.items()}
     index, low, stack, on, out = {}, {}, [], set(), []
 
     def visit(v):

@@ -5,8 +5,6 @@ validates its arguments once, then runs the host (C++) kernels for CPU tensors, 
 reference otherwise (``DG_BACKEND=reference|host|ascend`` forces a path).
 """
 
-__version__ = "0.1.0+deepgemm.2.6.1"  # the suite's 0.1.0, mirroring upstream DeepGEMM 2.6.1 (commit 54e2261)
-
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402
 
 warn_if_upstream_installed("deep_gemm", "deep-gemm-ascend", ("deep_gemm",))
@@ -21,7 +19,7 @@ except ImportError:
     pass
 
 # isort: off
-from ._lib import LIB  # noqa: E402  (needs __version__)
+from ._lib import LIB, __version__  # noqa: E402,F401  (after the build-time settings: LIB reads them)
 from . import testing, utils  # noqa: E402
 from .attention import (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, fp8_mqa_logits,  # noqa: E402
                         fp8_paged_mqa_logits, get_paged_mqa_logits_metadata)

@@ -1,7 +1,7 @@
 """The library's handle on deepjit: host kernels, backend choice, worker threads."""
 import deepjit
 
-from . import __version__
+__version__ = "0.1.0+deepgemm.2.6.1"  # the suite's 0.1.0, mirroring upstream DeepGEMM 2.6.1 (commit 54e2261)
 
 LIB = deepjit.KernelLibrary("deep_gemm", "DG", __file__, __version__)
 DEFAULT_NUM_THREADS = LIB.num_threads

@@ -7,14 +7,12 @@ over the V3.2, MODEL1/V4 and V4.1 FP8/FP4 caches, and dense paged decode), ``fla
 token-interleaved caches and sparse prefill at d_qk 512, the plain-PyTorch ``reference/`` for the
 rest. The KV-cache helpers live in ``kv_cache``.
 """
-__version__ = "0.1.0+flashmla.2e5429fc"  # the suite's 0.1.0, mirroring upstream FlashMLA's Ascend release (commit 2e5429fc)
-
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402
 
 warn_if_upstream_installed("flash_mla", "flash-mla-ascend", ("flash_mla",))
 
 from . import flash_mla_interface, torch_ops  # noqa: E402,F401  (torch_ops registers torch.ops.flash_mla.*)
-from ._lib import LIB  # noqa: E402,F401  (flash_mla.LIB: the handle tests and tools use)
+from ._lib import LIB, __version__  # noqa: E402,F401  (flash_mla.LIB: the handle tests and tools use)
 from .interface import (  # noqa: E402
     flash_attn_varlen_func,
     flash_attn_varlen_kvpacked_func,

@@ -4,9 +4,9 @@ A drop-in for ``import tile_kernels``: every op validates its arguments once, th
 kernel for CPU tensors (where one exists) or the PyTorch reference in ``tile_kernels.torch``.
 """
 
-__version__ = "0.1.0+tilekernels.2.0.0"  # the suite's 0.1.0, mirroring upstream TileKernels 2.0.0 (moe_topk_gate_forward; commit 36d9e45 for the rest)
-
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402
+
+from ._lib import __version__  # noqa: F401  (beside LIB: the version keys the kernel cache)
 
 warn_if_upstream_installed("tile_kernels", "tile-kernels-ascend", ("tile_kernels",))
 

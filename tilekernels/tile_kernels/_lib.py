@@ -5,7 +5,7 @@ import torch
 import deepjit
 from deepjit.host_memory import OutputPool
 
-from . import __version__
+__version__ = "0.1.0+tilekernels.2.0.0"  # the suite's 0.1.0, mirroring upstream TileKernels 2.0.0 (moe_topk_gate_forward; commit 36d9e45 for the rest)
 
 LIB = deepjit.KernelLibrary("tile_kernels", "TK", __file__, __version__)
 
