@@ -88,7 +88,7 @@ class KVCacheFormat(enum.Enum):
         if requested not in PLACEMENTS:
             raise V.fail("kv_layout", f"one of {PLACEMENTS}", repr(requested))
         if fixed is not None and requested != fixed:
-            raise ValueError(f"kv_layout: the {self.name} format is always {fixed!r}, got {requested!r}")
+            raise V.fail("kv_layout", f"{fixed!r} (the {self.name} format has one placement)", repr(requested))
         return requested
 
 

@@ -142,7 +142,7 @@ def test_abs_indices_through_block_table():
 def test_format_errors():
     with pytest.raises(ValueError, match="bytes_per_token .* got 600"):
         flash_mla.dequantize_k_cache(torch.zeros(1, 2, 1, 600, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="always 'block_split'"):
+    with pytest.raises(ValueError, match="kv_layout: expected 'block_split'"):
         flash_mla.quantize_k_cache(torch.zeros(1, 2, 1, 512).bfloat16(), KVCacheFormat.MODEL1_FP8, "interleaved")
     with pytest.raises(ValueError, match="expected \\[num_blocks"):
         flash_mla.quantize_k_cache(torch.zeros(1, 2, 1, 576).bfloat16(), KVCacheFormat.V41_FP8)

@@ -34,10 +34,11 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
 def pack_ue8m0_to_int(x: torch.Tensor) -> torch.Tensor:
     """FP32 powers of two ``[..., 4s]`` to int32 ``[..., s]`` (4 exponent bytes per word, little-endian)."""
     if x.dtype != torch.float32 or x.size(-1) % 4 != 0:
-        raise V.fail("x", "float32 with a last dim divisible by 4", f"{x.dtype} {tuple(x.shape)}")
+        raise V.fail("x (pack_ue8m0_to_int)", "float32 with a last dim divisible by 4", f"{x.dtype} {tuple(x.shape)}")
     bits = formats.dense(x).view(torch.int32)
-    if not bool(((bits >= 0) & ((bits & 0x7FFFFF) == 0)).all()):
-        raise V.fail("x", "non-negative powers of two (zero mantissa)", "other values")
+    ok = (bits >= 0) & ((bits & 0x7FFFFF) == 0)
+    if not bool(ok.all()):
+        raise V.fail("x (pack_ue8m0_to_int)", "non-negative powers of two (zero mantissa)", _first_bad(x, ok))
     return formats.pack_ue8m0(x, torch.int32)
 
 
@@ -49,9 +50,10 @@ def unpack_ue8m0_from_int(packed_sf: torch.Tensor) -> torch.Tensor:
 def pack_ue8m0_to_short(x: torch.Tensor) -> torch.Tensor:
     """FP32 powers of two ``[..., 2s]`` to the Ascend int16 form ``[..., s]`` (2 exponents per word)."""
     if x.dtype != torch.float32 or x.size(-1) % 2 != 0:
-        raise V.fail("x", "float32 with an even last dim", f"{x.dtype} {tuple(x.shape)}")
-    if not bool(formats.is_power_of_two(x).all()):
-        raise V.fail("x", "positive powers of two (zero mantissa)", "other values")
+        raise V.fail("x (pack_ue8m0_to_short)", "float32 with an even last dim", f"{x.dtype} {tuple(x.shape)}")
+    ok = formats.is_power_of_two(x)
+    if not bool(ok.all()):
+        raise V.fail("x (pack_ue8m0_to_short)", "positive powers of two (zero mantissa)", _first_bad(x, ok))
     return formats.pack_ue8m0(x, torch.int16)
 
 
@@ -148,3 +150,8 @@ def cast_back_from_fp4(packed: torch.Tensor, sf: torch.Tensor, gran_k: int = 128
     values = formats.unpack_fp4(packed)
     n = values.size(-1)
     return values * sf.float()[:, torch.arange(n, device=packed.device) // gran_k]
+
+
+def _first_bad(x: torch.Tensor, ok: torch.Tensor) -> str:
+    at = tuple(int(i) for i in (~ok).nonzero()[0])
+    return f"x[{', '.join(map(str, at))}] = {float(x[at])!r}"

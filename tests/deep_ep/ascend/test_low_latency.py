@@ -26,6 +26,14 @@ def _fixed_sizes(rank, world):
         recv, count, handle, _, _ = buf.low_latency_dispatch(torch.ones(tokens, LH, dtype=torch.float32).bfloat16(), idx, LM, E,
                                                              use_fp8=False)
         shapes.append((tuple(recv.shape), tuple(handle[0].shape)))
+    # One combine check for both engines (engine/checks.py): a routing other than the dispatch's is
+    # refused on the rank that passed it, and the others learn which rank refused.
+    other = idx.clone()
+    if rank == 1:
+        other[0, 0] = (other[0, 0] + 1) % E
+    weights = torch.ones(idx.shape, dtype=torch.float32)
+    expect_error(lambda: buf.low_latency_combine(recv, other, weights, handle), ValueError,
+                 "must be the one given" if rank == 1 else "rank 1 rejected")
     buf.destroy()
     assert shapes[0] == shapes[1] == ((E // world, world * LM, LH), (E // world, world * LM)), shapes
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, E)
