@@ -200,8 +200,52 @@ def simd_vector_add_pipelined(n=4096, tile=256, blocks=2):
     return simd_vector_add_pipelined
 
 
+def simd_merging(n=256):
+    """MODE_MERGING register ops under a data-dependent mask (B > 0), which TileLang emits as the CCE
+    builtins ``::vmax(dst, a, b, mask, MODE_MERGING)``, ``::vadds``, ``::vabs`` and ``::vdup``: the lanes the
+    mask leaves out keep the destination's old value (a zeroing op would leave 0 there)."""
+    import tilelang.ascend.language as T
+
+    @T.prim_func
+    def simd_merging(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), Out: T.Tensor((4, n), "float32")):
+        with T.Kernel(1):
+            a = T.alloc_shared((n,), "float32")
+            b = T.alloc_shared((n,), "float32")
+            o = T.alloc_shared((4, n), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            with T.SimdVF():
+                for i in T.serial(n // VL32):
+                    x = T.simd.vld(a[i * VL32])
+                    y = T.simd.vld(b[i * VL32])
+                    positive = T.simd.vcmps(y, 0.0, op="gt")
+                    r = T.alloc_var("float32x64")
+                    r = T.simd.vdup(-1.0, "float32")
+                    r = T.simd.vmax(r, x, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[0, i * VL32], r)
+                    r = x
+                    r = T.simd.vadds(x, 10.0, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[1, i * VL32], r)
+                    r = y
+                    r = T.simd.vabs(x, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[2, i * VL32], r)
+                    r = x
+                    r = T.simd.vdup(7.0, "float32", positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[3, i * VL32], r)
+            T.copy(o, Out)
+
+    return simd_merging
+
+
 def _rows8(per_row):
     return per_row[:, None].expand(-1, 8).contiguous()
+
+
+def _merged(a, b):
+    """The four simd_merging rows: each op's result where b > 0, the destination's old value elsewhere."""
+    selected = b > 0
+    return torch.stack([torch.where(selected, torch.clamp(a, min=-1.0), -1.0), torch.where(selected, a + 10.0, a),
+                        torch.where(selected, a.abs(), b), torch.where(selected, 7.0, a)])
 
 
 def _sum_tol():
@@ -237,4 +281,8 @@ CASES = [
     Case("simd_vector_add_pipelined", "vector", simd_vector_add_pipelined,
          lambda g: [randn(g, (4096,)), randn(g, (4096,)), sentinel((4096,), torch.float32)],
          lambda a, b, c: {2: a + b}, "T.Pipelined UB double buffering with flags, SIMD vadd"),
+    Case("simd_merging", "vector", simd_merging,
+         lambda g: [randn(g, (256,)), randn(g, (256,)), sentinel((4, 256), torch.float32)],
+         lambda a, b, o: {2: _merged(a, b)},
+         "MODE_MERGING vmax / vadds / vabs / vdup (CCE ::op(dst, ..., MODE_MERGING)): unselected lanes keep dst"),
 ]
