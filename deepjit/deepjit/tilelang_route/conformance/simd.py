@@ -202,16 +202,17 @@ def simd_vector_add_pipelined(n=4096, tile=256, blocks=2):
 
 def simd_merging(n=256):
     """MODE_MERGING register ops under a data-dependent mask (B > 0), which TileLang emits as the CCE
-    builtins ``::vmax(dst, a, b, mask, MODE_MERGING)``, ``::vadds``, ``::vabs`` and ``::vdup``: the lanes the
-    mask leaves out keep the destination's old value (a zeroing op would leave 0 there)."""
+    builtins ``::vmax(dst, a, b, mask, MODE_MERGING)``, ``::vadds``, ``::vabs``, ``::vdup`` (of a scalar and of
+    lane 0) and ``::vaxpy``: the lanes the mask leaves out keep the destination's old value (a zeroing op
+    would leave 0 there)."""
     import tilelang.ascend.language as T
 
     @T.prim_func
-    def simd_merging(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), Out: T.Tensor((4, n), "float32")):
+    def simd_merging(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), Out: T.Tensor((6, n), "float32")):
         with T.Kernel(1):
             a = T.alloc_shared((n,), "float32")
             b = T.alloc_shared((n,), "float32")
-            o = T.alloc_shared((4, n), "float32")
+            o = T.alloc_shared((6, n), "float32")
             T.copy(A, a)
             T.copy(B, b)
             with T.SimdVF():
@@ -232,6 +233,13 @@ def simd_merging(n=256):
                     r = x
                     r = T.simd.vdup(7.0, "float32", positive, mode="MODE_MERGING")
                     T.simd.vsts(o[3, i * VL32], r)
+                    r = x
+                    r = T.simd.vdupv(y, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[4, i * VL32], r)
+                    acc = T.simd.alloc_local((1,), "float32")
+                    acc[0] = y
+                    T.simd.vaxpy(acc[0], x, 2.0, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[5, i * VL32], acc[0])
             T.copy(o, Out)
 
     return simd_merging
@@ -242,10 +250,13 @@ def _rows8(per_row):
 
 
 def _merged(a, b):
-    """The four simd_merging rows: each op's result where b > 0, the destination's old value elsewhere."""
+    """The six simd_merging rows: each op's result where b > 0, the destination's old value elsewhere (vdupv
+    broadcasts lane 0 of each 64-lane register)."""
     selected = b > 0
+    lane0 = b.view(-1, 64)[:, :1].expand(-1, 64).reshape(-1)
     return torch.stack([torch.where(selected, torch.clamp(a, min=-1.0), -1.0), torch.where(selected, a + 10.0, a),
-                        torch.where(selected, a.abs(), b), torch.where(selected, 7.0, a)])
+                        torch.where(selected, a.abs(), b), torch.where(selected, 7.0, a),
+                        torch.where(selected, lane0, a), torch.where(selected, torch.addcmul(b, a, torch.tensor(2.0)), b)])
 
 
 def _sum_tol():
@@ -282,7 +293,8 @@ CASES = [
          lambda g: [randn(g, (4096,)), randn(g, (4096,)), sentinel((4096,), torch.float32)],
          lambda a, b, c: {2: a + b}, "T.Pipelined UB double buffering with flags, SIMD vadd"),
     Case("simd_merging", "vector", simd_merging,
-         lambda g: [randn(g, (256,)), randn(g, (256,)), sentinel((4, 256), torch.float32)],
+         lambda g: [randn(g, (256,)), randn(g, (256,)), sentinel((6, 256), torch.float32)],
          lambda a, b, o: {2: _merged(a, b)},
-         "MODE_MERGING vmax / vadds / vabs / vdup (CCE ::op(dst, ..., MODE_MERGING)): unselected lanes keep dst"),
+         "MODE_MERGING vmax / vadds / vabs / vdup / vdupv / vaxpy (CCE ::op(dst, ..., MODE_MERGING)): unselected lanes "
+         "keep dst"),
 ]
