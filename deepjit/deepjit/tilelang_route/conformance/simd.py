@@ -245,6 +245,28 @@ def simd_merging(n=256):
     return simd_merging
 
 
+def simd_cast_e2m1_to_bf16(nbytes=128):
+    """vld UNPK4_B8 spreads 64 bytes of e2m1 pairs one per 32-bit lane; vcvt e2m1x2 -> bf16 PART_P0 turns
+    byte 4k's low and high nibble into bf16 lanes 2k and 2k + 1 (RegLayout positions count bytes)."""
+    import tilelang.ascend.language as T
+
+    @T.prim_func
+    def simd_cast_e2m1_to_bf16(A: T.Tensor((nbytes,), "uint8"), B: T.Tensor((2 * nbytes,), "bfloat16")):
+        with T.Kernel(1):
+            a = T.alloc_shared((nbytes,), "uint8")
+            b = T.alloc_shared((2 * nbytes,), "bfloat16")
+            T.copy(A, a)
+            with T.SimdVF():
+                lanes16 = T.simd.pset(16)
+                for i in T.serial(nbytes // 64):
+                    bits = T.simd.vld(a[i * 64], "UNPK4_B8")
+                    pairs = T.reinterpret(bits, "float4_e2m1fnx512")
+                    T.simd.vsts(b[i * 128], T.simd.vcvt(pairs, "bfloat16", lanes16, part=0), lanes16)
+            T.copy(b, B)
+
+    return simd_cast_e2m1_to_bf16
+
+
 def _rows8(per_row):
     return per_row[:, None].expand(-1, 8).contiguous()
 
@@ -257,6 +279,14 @@ def _merged(a, b):
     return torch.stack([torch.where(selected, torch.clamp(a, min=-1.0), -1.0), torch.where(selected, a + 10.0, a),
                         torch.where(selected, a.abs(), b), torch.where(selected, 7.0, a),
                         torch.where(selected, lane0, a), torch.where(selected, torch.addcmul(b, a, torch.tensor(2.0)), b)])
+
+
+def _e2m1_pairs(a):
+    """Each byte's low then high E2M1 nibble as bf16 values."""
+    magnitude = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    nibbles = torch.stack([a & 0xF, a >> 4], dim=-1).reshape(-1).long()
+    values = magnitude[nibbles & 7] * torch.where(nibbles >= 8, -1.0, 1.0)
+    return values.to(torch.bfloat16)
 
 
 def _sum_tol():
@@ -297,4 +327,10 @@ CASES = [
          lambda a, b, o: {2: _merged(a, b)},
          "MODE_MERGING vmax / vadds / vabs / vdup / vdupv / vaxpy (CCE ::op(dst, ..., MODE_MERGING)): unselected lanes "
          "keep dst"),
+    Case("simd_cast_e2m1_to_bf16", "vector", simd_cast_e2m1_to_bf16,
+         lambda g: [torch.cat([torch.arange(0, 256, 17), torch.arange(16) * 16 + torch.arange(15, -1, -1),
+                               randint(g, (96,), 0, 256, torch.int64)]).to(torch.uint8),
+                    sentinel((256,), torch.bfloat16)],
+         lambda a, b: {1: _e2m1_pairs(a)},
+         "vld UNPK4_B8, vcvt e2m1x2 -> bf16 PART_P0: both nibbles of every fourth byte, low nibble first"),
 ]
