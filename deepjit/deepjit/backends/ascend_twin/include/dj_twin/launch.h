@@ -281,6 +281,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   // The timeline needs the L2 model's hit / miss split of each core's GM bytes.
   const bool timeline = g_timeline_on || env_flag("DJ_TWIN_TIMELINE");
   state->launch.l2_model = env_flag("DJ_TWIN_L2") || timeline;
+  state->launch.allow_unpaired_flags = env_flag("DJ_TWIN_ALLOW_UNPAIRED_FLAGS");
   // Tensors: each in its own guarded region, the data's kGmAlign-aligned end at the upper guard; the
   // up to kGmAlign - 1 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.
@@ -398,7 +399,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     // Once every core of the wave has ended, a cross-core
     // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
     for (Core* c : cores)
-      for (int id = 0; id < kNumIntraIds && !state->launch.failed.load(); ++id)
+      for (int id = 0; id < kNumIntraIds && !state->launch.failed.load() && !state->launch.allow_unpaired_flags; ++id)
         if (c->intra[id]) {
           char text[512];
           std::snprintf(text, sizeof text, "kernel %s, block %d, core %s: kernel end: cross-core flag %d "
