@@ -23,7 +23,7 @@ not change its arguments (the same holds for any tiling buffer).
 
 On the twin the tensors behind pointer fields are guarded like tensor arguments (out-of-bounds accesses
 through them fail naming ``args.<field>``), and the struct's layout as the compiler lays it out is
-compared with ``ctypes``' on first launch (``check_layout``), so a header the parser misreads fails
+compared with ``ctypes``' on first launch (``descriptors.check_layout``), so a header the parser misreads fails
 naming the field.
 """
 from __future__ import annotations
@@ -33,7 +33,6 @@ import ctypes
 import torch
 
 from . import descriptors
-from .errors import DeepJITError
 
 
 class KernelArgs:
@@ -81,37 +80,3 @@ def pack(struct_cls: type[ctypes.Structure], **values) -> KernelArgs:
     host = torch.frombuffer(bytearray(bytes(struct)), dtype=torch.uint8)
     tensor = host if device.type == "cpu" else host.pin_memory().to(device, non_blocking=True)
     return KernelArgs(struct, tensor, referenced)
-
-
-def layout(struct_cls: type[ctypes.Structure], prefix: str = "", base: int = 0) -> list[tuple[str, int, bool]]:
-    """``[(dotted field, offset, is_pointer)]`` of every leaf field as ctypes lays the struct out."""
-    out = []
-    for name, ctype in struct_cls._fields_:
-        offset = base + getattr(struct_cls, name).offset
-        if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure):
-            out += layout(ctype, f"{prefix}{name}.", offset)
-        else:
-            out.append((prefix + name, offset, ctype is ctypes.c_void_p))
-    return out
-
-
-def check_layout(kernel: str, struct_cls: type[ctypes.Structure], compiled: tuple[str, int, list]) -> None:
-    """Raises naming the first field where ``struct_cls`` (ctypes) and the compiled kernel's struct
-    (``(name, sizeof, [(field, offset)])``) disagree."""
-    name, size, fields = compiled
-    if struct_cls.__name__ != name.rsplit("::", 1)[-1]:
-        raise TypeError(f"kernel {kernel} takes struct {name}, got a {struct_cls.__name__}")
-    ours = {f: off for f, off, _ in layout(struct_cls)}
-    theirs = dict(fields)
-    for field in dict.fromkeys([*ours, *theirs]):
-        if field not in theirs or field not in ours:
-            side = "the compiled kernel's" if field not in theirs else "the Python (ctypes)"
-            raise DeepJITError(f"kernel {kernel}: {name}.{field} is missing from {side} struct: header and "
-                               f"Python disagree")
-        if ours[field] != theirs[field]:
-            raise DeepJITError(f"kernel {kernel}: {name}.{field} is at byte {theirs[field]} as compiled but at "
-                               f"{ours[field]} in the Python (ctypes) layout (a packing or alignment the "
-                               f"descriptor parser does not see)")
-    if ctypes.sizeof(struct_cls) != size:
-        raise DeepJITError(f"kernel {kernel}: sizeof({name}) is {size} as compiled but {ctypes.sizeof(struct_cls)} "
-                           f"in the Python (ctypes) layout")

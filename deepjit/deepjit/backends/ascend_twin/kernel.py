@@ -8,8 +8,9 @@ import ctypes
 import os
 from dataclasses import dataclass, field
 
+from ...descriptors import check_layout
 from ...errors import DeepJITError
-from ...kernel_args import KernelArgs, check_layout
+from ...kernel_args import KernelArgs
 from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
@@ -199,7 +200,7 @@ class TwinKernel:
                             f"got {len(args)} arguments")
         struct_cls = type(packed[0].struct)
         if struct_cls not in self._checked_structs:
-            check_layout(self.name, struct_cls, self.args_struct)
+            check_layout(f"kernel {self.name}", struct_cls, self.args_struct)
             self._checked_structs.add(struct_cls)
         referenced = [(f"{self.args_struct[0]}.{f}", t) for f, t in packed[0].referenced.items()]
         return (packed[0].tensor.clone(),), referenced

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from ... import descriptors
 from ...errors import DeepJITError
 from ...include_parser import scan_include
-from ...kernel_args import layout
 
 # (QUAL T *)0 -> (QUAL T *)::dj_twin::onchip_base(::dj_twin::Mem::X): generated code and TileLang's
 # headers place on-chip buffers at absolute offsets from 0.
@@ -129,7 +128,7 @@ def args_struct(entry: Entry, source: str, include_dirs) -> ArgsStruct | None:
     if not re.search(rf"\bstruct\s+{re.escape(name)}\s*\{{", text):
         return None                      # a pointer to a scalar or to a type declared elsewhere
     cls = descriptors.struct_type(text, name)
-    return ArgsStruct(cpp_type, tuple((f, ptr) for f, _, ptr in layout(cls)))
+    return ArgsStruct(cpp_type, tuple((f, ptr) for f, _, ptr in descriptors.layout(cls)))
 
 
 def _args_code(entry: Entry, args: ArgsStruct | None) -> tuple[str, str]:
