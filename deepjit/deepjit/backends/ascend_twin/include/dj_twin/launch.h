@@ -238,6 +238,32 @@ struct ArgReader {
       return value;
     }
   }
+
+  // A pointer field of the argument struct (deepjit.kernel_args): the caller's address in the struct's
+  // guarded copy becomes the same byte of its tensor's guarded copy, so accesses through it are checked
+  // like a tensor argument's (null stays null). Runs once per launch, before any core.
+  void relocate(const volatile void* args_struct, size_t offset, const char* name) {
+    if (!error.empty()) return;
+    if (args_struct == nullptr) {
+      error = std::string("argument ") + name + ": the argument struct pointer is null";
+      return;
+    }
+    auto* field = const_cast<uint8_t*>(reinterpret_cast<const volatile uint8_t*>(args_struct)) + offset;
+    uint64_t host;
+    std::memcpy(&host, field, 8);
+    if (host == 0) return;
+    for (GmRegion& r : *gm)
+      if (host >= r.host && host < r.host + r.bytes + (r.bytes == 0)) {
+        if (!r.name[0]) std::snprintf(r.name, sizeof r.name, "%s", name);
+        uint64_t mapped = reinterpret_cast<uint64_t>(r.data + (host - r.host));
+        std::memcpy(field, &mapped, 8);
+        return;
+      }
+    char text[256];
+    std::snprintf(text, sizeof text, "argument %s: address 0x%llx is not inside any tensor of the launch", name,
+                  (unsigned long long)host);
+    error = text;
+  }
 };
 
 // ---- the launch ------------------------------------------------------------------------------------------
