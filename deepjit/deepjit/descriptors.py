@@ -15,6 +15,11 @@ Python reads that declaration (types as ``backends.params`` reads a device kerne
 Every field must be given exactly once: a name the C++ struct lacks, or a field left out, raises
 ``TypeError`` naming it, so the two sides cannot drift apart silently. Pointer fields take a CPU tensor,
 an address or None; integer and float fields are range- and type-checked as the declared C++ type.
+
+The parser sees plain fields, not what the compiler does with them (a ``#pragma pack``, an attribute
+hidden in a macro): ``check_host_layout`` compiles ``offsetof`` of every field and compares it with
+ctypes', failing on the first field that differs (the Ascend twin does the same at a kernel's first
+launch, ``deepjit.kernel_args``).
 """
 from __future__ import annotations
 
@@ -158,3 +163,55 @@ def _owned(values) -> list:
 def address(desc: ctypes.Structure) -> int:
     """The address to pass for a ``const T*`` descriptor parameter (keep ``desc`` alive for the call)."""
     return ctypes.addressof(desc)
+
+
+def layout(struct_cls: type[ctypes.Structure], prefix: str = "", base: int = 0) -> list[tuple[str, int, bool]]:
+    """``[(dotted field, offset, is_pointer)]`` of every leaf field as ctypes lays the struct out."""
+    out = []
+    for name, ctype in struct_cls._fields_:
+        offset = base + getattr(struct_cls, name).offset
+        if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure):
+            out += layout(ctype, f"{prefix}{name}.", offset)
+        else:
+            out.append((prefix + name, offset, ctype is ctypes.c_void_p))
+    return out
+
+
+def check_layout(where: str, struct_cls: type[ctypes.Structure], compiled: tuple[str, int, list]) -> None:
+    """Raises naming the first field where ``struct_cls`` (ctypes) and the compiler's struct
+    (``(C++ name, sizeof, [(dotted field, offset)])``) disagree; ``where`` names the kernel or probe."""
+    name, size, fields = compiled
+    if struct_cls.__name__ != name.rsplit("::", 1)[-1]:
+        raise TypeError(f"{where} takes struct {name}, got a {struct_cls.__name__}")
+    ours = {f: off for f, off, _ in layout(struct_cls)}
+    theirs = dict(fields)
+    for field in dict.fromkeys([*ours, *theirs]):
+        if field not in theirs or field not in ours:
+            side = "the compiled" if field not in theirs else "the Python (ctypes)"
+            raise DeepJITError(f"{where}: {name}.{field} is missing from {side} struct: header and Python disagree")
+        if ours[field] != theirs[field]:
+            raise DeepJITError(f"{where}: {name}.{field} is at byte {theirs[field]} as compiled but at {ours[field]} "
+                               f"in the Python (ctypes) layout (a packing or alignment the descriptor parser does "
+                               f"not see)")
+    if ctypes.sizeof(struct_cls) != size:
+        raise DeepJITError(f"{where}: sizeof({name}) is {size} as compiled but {ctypes.sizeof(struct_cls)} in the "
+                           f"Python (ctypes) layout")
+
+
+def check_host_layout(library, relative_header: str, cpp_type: str) -> type[ctypes.Structure]:
+    """``struct_type`` of ``cpp_type`` (``ns::Name``) from the package header ``relative_header``, after
+    checking it against the host compiler's layout (a probe of ``sizeof`` and every ``offsetof``)."""
+    name = cpp_type.rsplit("::", 1)[-1]
+    struct_cls = struct_type(library.source(relative_header), name)
+    fields = [f for f, _, _ in layout(struct_cls)]
+    package = library.package_dir.rstrip("/").rsplit("/", 1)[-1]
+    stores = "".join(f"  out[{i + 1}] = offsetof({cpp_type}, {f});\n" for i, f in enumerate(fields))
+    probe = (f"#include <cstddef>\n#include <cstdint>\n#include <deepjit/host/kernel.hpp>\n"
+             f"#include <{package}/{relative_header}>\n"
+             f'DJ_KERNEL(dj_layout_probe, "ptr") void dj_layout_probe(uint64_t* out) {{\n'
+             f"  out[0] = sizeof({cpp_type});\n{stores}}}\n")
+    out = (ctypes.c_uint64 * (len(fields) + 1))()
+    library.host_runtime.compile("dj_layout_probe", probe)(ctypes.addressof(out))
+    compiled = (cpp_type, out[0], list(zip(fields, out[1:], strict=True)))
+    check_layout(f"layout probe of {relative_header}", struct_cls, compiled)
+    return struct_cls

@@ -223,7 +223,10 @@ class AscendKernelHandle:
         return kernel
 
     def launch(self, options=None, *args):
-        devices = {a.device.type for a in args if hasattr(a, "data_ptr") and hasattr(a, "device")}
+        from .kernel_args import KernelArgs
+
+        devices = {a.device.type for a in args if isinstance(a, KernelArgs) or (hasattr(a, "data_ptr")
+                                                                                 and hasattr(a, "device"))}
         if len(devices) > 1:
             raise ValueError(f"{self.library.name}.{self.name}: tensor arguments on several devices {sorted(devices)}")
         twin = devices != {"npu"}
@@ -245,6 +248,8 @@ class AscendKernelHandle:
             if grid is None:
                 raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
             options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=grid))
+        if not twin:  # the NPU kernel reads the struct's bytes; the twin also guards the tensors it names
+            args = tuple(a.tensor if isinstance(a, KernelArgs) else a for a in args)
         runtime = self.library.ascend_runtime(twin)
         return runtime.launch(self.kernel(twin), options, *args)
 

@@ -145,3 +145,19 @@ def test_temporaries_passed_as_fields_live_as_long_as_the_descriptor(tmp_path, m
     del desc
     gc.collect()
     assert probe() is None
+
+
+def test_check_host_layout_compares_every_field_with_the_compiler(tmp_path):
+    import deepjit
+    pkg = tmp_path / "probe_pkg"
+    (pkg / "host").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    # #pragma pack is invisible to the declaration parser: ctypes puts `cache` at 8, the compiler at 4
+    (pkg / "host" / "args.hpp").write_text("#pragma once\n#include <cstdint>\nnamespace ns {\n" + HEADER + "\n"
+                                           "#pragma pack(push, 1)\nstruct Packed { int32_t n; const void* cache; };\n"
+                                           "#pragma pack(pop)\n}\n")
+    lib = deepjit.KernelLibrary("probe_pkg", "PROBEPKG", str(pkg / "__init__.py"), "0.1")
+    checked = D.check_host_layout(lib, "host/args.hpp", "ns::Args")
+    assert checked is D.struct_type(lib.source("host/args.hpp"), "Args")
+    with pytest.raises(D.DeepJITError, match=r"ns::Packed\.cache is at byte 4 as compiled but at 8"):
+        D.check_host_layout(lib, "host/args.hpp", "ns::Packed")

@@ -1,11 +1,14 @@
-"""What every Ascend kernel family shares: the handle on deepjit (``LIB.ascend_kernel``), whether
-the tensors run on the twin (CPU) or the NPU, the cube-core count that sizes persistent grids, and
-the compile-time dimensions ``compiled_dims`` asks for."""
+"""What every Ascend kernel family shares: the handle on deepjit (``LIB.ascend_kernel``), the kernels'
+argument structs (``args``: ``ascend/kernel_args.h`` filled by name), whether the tensors run on the
+twin (CPU) or the NPU, the cube-core count that sizes persistent grids, and the compile-time
+dimensions ``compiled_dims`` asks for."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 import torch
+
+from deepjit import descriptors, kernel_args
 
 from .._lib import LIB
 
@@ -19,6 +22,12 @@ def kernel(name: str, relative_path: str, defines: Mapping[str, object]):
     """The package's Ascend kernel ``name`` from ``deep_gemm/<relative_path>`` with ``defines``
     (memoised by deepjit; compiled by the twin for CPU tensors, by bisheng for NPU tensors)."""
     return LIB.ascend_kernel(name, relative_path, defines)
+
+
+def args(struct: str, **fields) -> kernel_args.KernelArgs:
+    """The one launch argument of a kernel taking ``__gm__ const <struct>*``: every field of
+    ``ascend/kernel_args.h``'s ``struct`` set by name (tensors for pointer fields)."""
+    return kernel_args.pack(descriptors.struct_type(LIB.source("ascend/kernel_args.h"), struct), **fields)
 
 
 def on_twin(t: torch.Tensor) -> bool:

@@ -18,11 +18,9 @@ CPU tensors run on deepjit's Ascend twin, NPU tensors on the NPU.
 """
 from __future__ import annotations
 
-import ctypes
-
 import torch
 
-from ._launch import BLOCK_M, cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from ._launch import BLOCK_M, args, cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 
 
 def _operand(x: torch.Tensor) -> tuple[bool, int]:
@@ -54,8 +52,11 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
     name, path, defines = kernel_spec(a, b, d, c, alpha, compiled_dims)
     grid = min(m_blocks(m, defines.get("DG_BLOCK_M", BLOCK_M)) * n_blocks(n), num_cube_cores(d))
     if c is None and alpha is None:
-        kernel(name, path, defines)(grid, a, b, d, m, n, k, lda, ldb, d.stride(0))
+        kernel(name, path, defines)(grid, args("DgBf16GemmArgs", a=a, b=b, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
+                                                  ldd=d.stride(0)))
         return
     c_arg = d if c is None else c  # an unused pointer without c
-    kernel(name, path, defines)(grid, a, b, d, c_arg, d, 1, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0), 0, 0,
-                                ctypes.c_float(1.0 if alpha is None else alpha), d, d, 0, 0)  # no MX scales
+    kernel(name, path, defines)(grid, args(
+        "DgBf16GemmEpilogueArgs", a=a, b=b, d=d, c=c_arg, k_groups=d, num_groups=1, m=m, n=n, k=k, lda=lda, ldb=ldb,
+        ldd=d.stride(0), ldc=c_arg.stride(0), d_group_stride=0, c_group_stride=0,
+        alpha=1.0 if alpha is None else float(alpha), sfa=d, sfb=d, ld_sfa=0, ld_sfb=0))  # no K groups, no MX scales

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import kernel, num_cube_cores
+from ._launch import args, kernel, num_cube_cores
 
 ROWS, CHUNK = 8, 4096   # the kernel's tile: rows x input bytes
 
@@ -27,7 +27,8 @@ def widen(data: torch.Tensor) -> torch.Tensor:
     if out.numel():
         tiles = -(-flat.size(0) // ROWS) * -(-flat.size(1) // CHUNK)
         kernel("dg_fp4_to_fp8", "ascend/fp4_to_fp8.asc", {})(
-            min(tiles, 2 * num_cube_cores(data)), flat.view(torch.uint8), out.view(torch.uint8), flat.size(0),
-            flat.size(1), flat.stride(0), out.stride(0))
+            min(tiles, 2 * num_cube_cores(data)),
+            args("DgFp4ToFp8Args", src=flat.view(torch.uint8), dst=out.view(torch.uint8), rows=flat.size(0),
+                 cols=flat.size(1), ld_src=flat.stride(0), ld_dst=out.stride(0)))
     out = out.view(*lead, out.size(-1))
     return out.transpose(-1, -2) if mn_major else out

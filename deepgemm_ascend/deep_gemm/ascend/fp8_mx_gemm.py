@@ -27,14 +27,12 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 """
 from __future__ import annotations
 
-import ctypes
-
 import torch
 
 from .. import _validate as v
 from .. import formats
 from .._lib import LIB
-from ._launch import cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
+from ._launch import args, cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, on_twin, shape_defines
 from .fp4_to_fp8 import widen
 
 E8M0_ONE = 127
@@ -120,12 +118,15 @@ def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: flo
     if c is None and alpha is None:
         block_m = cube_block_m(m, n, cores)
         kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", {**defines, "DG_BLOCK_M": block_m})(
-            min(m_blocks(m, block_m) * n_blocks(n), cores), da, db, sfa, sfb, d, m, n, k, lda, ldb, sfa.stride(-1),
-            sfb.stride(-1), d.stride(0))
+            min(m_blocks(m, block_m) * n_blocks(n), cores),
+            args("DgFp8MxGemmArgs", a=da, b=db, sfa=sfa, sfb=sfb, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
+                 ld_sfa=sfa.stride(-1), ld_sfb=sfb.stride(-1), ldd=d.stride(0)))
         return
     grid = min(m_blocks(m) * n_blocks(n), cores)
     c_arg = d if c is None else c  # an unused pointer without c
     defines.update({"DG_MX": 1, "DG_HAS_C": int(c is not None)})
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
-        grid, da, db, d, c_arg, d, 1, m, n, k, lda, ldb, d.stride(0), c_arg.stride(0), 0, 0,
-        ctypes.c_float(1.0 if alpha is None else alpha), sfa, sfb, sfa.stride(-1), sfb.stride(-1))
+        grid, args("DgBf16GemmEpilogueArgs", a=da, b=db, d=d, c=c_arg, k_groups=d, num_groups=1, m=m, n=n, k=k,
+                   lda=lda, ldb=ldb, ldd=d.stride(0), ldc=c_arg.stride(0), d_group_stride=0, c_group_stride=0,
+                   alpha=1.0 if alpha is None else float(alpha), sfa=sfa, sfb=sfb, ld_sfa=sfa.stride(-1),
+                   ld_sfb=sfb.stride(-1)))  # no K groups

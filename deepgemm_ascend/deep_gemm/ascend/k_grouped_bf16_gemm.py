@@ -18,11 +18,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 """
 from __future__ import annotations
 
-import ctypes
-
 import torch
 
-from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from ._launch import args, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 from .bf16_gemm import _operand
 
 
@@ -42,5 +40,6 @@ def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     k_groups = torch.stack([k_starts, ks], 1).to(torch.int32)  # (start, rows) per group, read by the kernel
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
-        grid, at, bt, d, c, k_groups, g, m, n, a.size(0), lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
-        ctypes.c_float(1.0), d, d, 0, 0)  # no MX scales
+        grid, args("DgBf16GemmEpilogueArgs", a=at, b=bt, d=d, c=c, k_groups=k_groups, num_groups=g, m=m, n=n,
+                   k=a.size(0), lda=lda, ldb=ldb, ldd=d.stride(1), ldc=c.stride(1), d_group_stride=d.stride(0),
+                   c_group_stride=c.stride(0), alpha=1.0, sfa=d, sfb=d, ld_sfa=0, ld_sfb=0))  # no MX scales

@@ -24,11 +24,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 """
 from __future__ import annotations
 
-import ctypes
-
 import torch
 
-from ._launch import kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from ._launch import args, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
 from .fp8_mx_gemm import MX_GRAN_K, ascend_scales, check_mantissa, layout
 
 PAIR_K = 64
@@ -83,5 +81,7 @@ def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torc
     k_groups = torch.stack([k_starts, ks], 1).to(torch.int32)  # (start, rows) per group, read by the kernel
     grid = min(g * m_blocks(m) * n_blocks(n), num_cube_cores(d))
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
-        grid, at, bt, d, c, k_groups, g, m, n, k_total, lda, ldb, d.stride(1), c.stride(1), d.stride(0), c.stride(0),
-        ctypes.c_float(1.0), sfa16, sfb16, sfa16.stride(-1), sfb16.stride(-1))
+        grid, args("DgBf16GemmEpilogueArgs", a=at, b=bt, d=d, c=c, k_groups=k_groups, num_groups=g, m=m, n=n,
+                   k=k_total, lda=lda, ldb=ldb, ldd=d.stride(1), ldc=c.stride(1), d_group_stride=d.stride(0),
+                   c_group_stride=c.stride(0), alpha=1.0, sfa=sfa16, sfb=sfb16, ld_sfa=sfa16.stride(-1),
+                   ld_sfb=sfb16.stride(-1)))

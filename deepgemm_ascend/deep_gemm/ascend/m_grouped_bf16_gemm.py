@@ -33,7 +33,17 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import BLOCK_M, WIDE_BLOCK_M, cube_block_m, kernel, m_blocks, n_blocks, num_cube_cores, shape_defines
+from ._launch import (
+    BLOCK_M,
+    WIDE_BLOCK_M,
+    args,
+    cube_block_m,
+    kernel,
+    m_blocks,
+    n_blocks,
+    num_cube_cores,
+    shape_defines,
+)
 
 
 def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, strides: dict, defines: dict,
@@ -47,9 +57,11 @@ def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, stri
     if defines.get("DG_INDEXED") and alignment % WIDE_BLOCK_M:
         block_m = BLOCK_M  # an m_indices tile ends at its block: a wide one would compute a 128-row block at most
     kernel("dg_m_grouped_bf16_gemm", "ascend/m_grouped_bf16_gemm.asc", {**defines, "DG_BLOCK_M": block_m})(
-        min(tiles, cores), a, b, d, layout, m, n, k, g, alignment, s["lda"], s["ldb"], s["b_group"],
-        s["ldd"], s["a_group"], s["d_group"], d if sfa is None else sfa, d if sfb is None else sfb, s["ld_sfa"],
-        s["ld_sfb"], s["sfa_group"], s["sfb_group"])
+        min(tiles, cores),
+        args("DgMGroupedGemmArgs", a=a, b=b, d=d, layout=layout, m=m, n=n, k=k, num_groups=g, alignment=alignment,
+             lda=s["lda"], ldb=s["ldb"], b_group_stride=s["b_group"], ldd=s["ldd"], a_group_stride=s["a_group"],
+             d_group_stride=s["d_group"], sfa=d if sfa is None else sfa, sfb=d if sfb is None else sfb,
+             ld_sfa=s["ld_sfa"], ld_sfb=s["ld_sfb"], sfa_group_stride=s["sfa_group"], sfb_group_stride=s["sfb_group"]))
 
 
 def contiguous_layout(rows, m: int, device) -> tuple[torch.Tensor, dict, int]:

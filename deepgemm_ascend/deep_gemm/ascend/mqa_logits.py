@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from .. import runtime
-from ._launch import kernel, num_cube_cores
+from ._launch import args, kernel, num_cube_cores
 
 HEAD_DIMS = (32, 64, 128)
 MAX_HEADS = 128
@@ -75,5 +75,7 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     tiles = -(-seq_len // tokens_per_tile(heads)) * -(-seq_len_kv // KV_BLOCK)
     kernel("dg_fp8_mqa_logits", "ascend/mqa_logits.asc",
            defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed))(
-        min(tiles, runtime.ascend_blocks(num_cube_cores(logits))), q.data, kv.data, kv.sf.float().contiguous(),
-        weights.float().contiguous(), ks, ke, logits, seq_len, seq_len_kv, logits.size(1), logits.stride(0))
+        min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
+        args("DgMqaLogitsArgs", q=q.data, kv=kv.data, kv_sf=kv.sf.float().contiguous(), weights=weights.float().contiguous(),
+             ks=ks, ke=ke, logits=logits, seq_len=seq_len, seq_len_kv=seq_len_kv, width=logits.size(1),
+             ld_logits=logits.stride(0)))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from .. import runtime
-from ._launch import kernel, num_cube_cores
+from ._launch import args, kernel, num_cube_cores
 from .mqa_logits import KV_BLOCK, defines, tokens_per_tile, unsupported_query
 
 
@@ -53,6 +53,8 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
     lens = context_lens.contiguous()
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
            {**defines(heads, head_dim, logits, clean=clean_logits), "DG_BLOCK_KV": block_kv})(
-        min(tiles, runtime.ascend_blocks(num_cube_cores(logits))), q.data, cache, weights.float().contiguous(), lens,
-        block_table, logits, batch, next_n, width, logits.stride(0), block_table.stride(0), block_table.size(1),
-        num_pages, cache.stride(0))
+        min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
+        args("DgPagedMqaLogitsArgs", q=q.data, cache=cache, weights=weights.float().contiguous(), context_lens=lens,
+             block_table=block_table, logits=logits, batch=batch, next_n=next_n, width=width,
+             ld_logits=logits.stride(0), bt_ld=block_table.stride(0), bt_cols=block_table.size(1),
+             num_pages=num_pages, page_stride=cache.stride(0)))

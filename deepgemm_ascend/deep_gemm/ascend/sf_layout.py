@@ -23,7 +23,7 @@ import torch
 
 from .. import runtime
 from .._lib import LIB
-from ._launch import kernel, on_twin
+from ._launch import args, kernel, on_twin
 
 GROUPINGS = {"none": 0, "m": 1, "k": 2}
 WORDS_PER_BLOCK = 4096  # output words one vector core takes before the grid grows
@@ -52,8 +52,9 @@ def transform_sf(sf: torch.Tensor, mn: int, k_blocks: int, gran_mn: int, groupin
     sb, sr, sc = _strides3(src)
     kernel("dg_sf_transform", "ascend/sf_layout.asc", {"DG_FLOAT_INPUT": int(is_float),
                                                        "DG_GROUPING": GROUPINGS[grouping]})(
-        grid, src, out, groups, status, batch, mn, words, k_blocks, gran_mn, sb, sr, sc,
-        0 if ends is None else ends.numel(), alignment)
+        grid, args("DgSfTransformArgs", src=src, out=out, ends=groups, status=status, batch=batch, mn=mn, words=words,
+                   k_blocks=k_blocks, gran_mn=gran_mn, sb=sb, sr=sr, sc=sc,
+                   num_groups=0 if ends is None else ends.numel(), alignment=alignment))
     if is_float and LIB.env.get_int("ASCEND_CHECKS", 0) and int(status[0]):
         raise ValueError("sf values: expected positive powers of two (the Ascend UE8M0 contract), got a scale with "
                          "its sign or mantissa bits set")

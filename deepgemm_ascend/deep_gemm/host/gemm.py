@@ -4,13 +4,17 @@ All of them launch the single kernel ``dg_gemm`` (host/gemm.cpp); they differ on
 layout handed to it. Tensors arrive validated by the public API (see the package docstring)."""
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Sequence
 
 import torch
 
+from deepjit import descriptors
+
+from .._lib import LIB
 from ._lib import kernel, threads
-from .gemm_desc import GemmDesc, OperandDesc, OutputDesc
+
+# dg_gemm's named argument block, read from its one declaration (host/gemm_desc.hpp) and filled by name.
+GEMM_DESC = descriptors.struct_type(LIB.source("host/gemm_desc.hpp"), "GemmDesc")
 
 _FP4_DTYPES = (torch.uint8, torch.int8) + ((torch.float4_e2m1fn_x2,) if hasattr(torch, "float4_e2m1fn_x2") else ())
 _MODES = {"dense": 0, "m_indices": 1, "psum": 2, "masked": 3, "k_grouped": 4}
@@ -26,34 +30,36 @@ def _elem_type(x: torch.Tensor) -> int:
     raise TypeError(f"host GEMM operand must be bf16, float8_e4m3fn or packed FP4, got {x.dtype}")
 
 
-def _operand(x: torch.Tensor, sf: torch.Tensor | None, mn: int, gran: Sequence[int]) -> tuple[OperandDesc, int]:
-    """The descriptor of ``x`` ([G?, MN, K] view) and its logical K. Whether power-of-two scales fold
-    into the conversion is decided in the kernel."""
+def _operand(x: torch.Tensor, sf: torch.Tensor | None, mn: int, gran: Sequence[int]) -> tuple[dict, int]:
+    """The ``OperandDesc`` fields of ``x`` ([G?, MN, K] view) and its logical K. Whether power-of-two
+    scales fold into the conversion is decided in the kernel."""
     t = _elem_type(x)
     packed_mn = t == 2 and x.size(-2) != mn
     k = x.size(-1) * (2 if t == 2 and not packed_mn else 1)
-    desc = OperandDesc(type=t, group_stride=x.stride(0) if x.dim() == 3 else 0, mn_stride=x.stride(-2),
-                       k_stride=x.stride(-1), packed_mn=int(packed_mn), gran_mn=1, gran_k=1)
+    desc = dict(type=t, group_stride=x.stride(0) if x.dim() == 3 else 0, mn_stride=x.stride(-2), k_stride=x.stride(-1),
+                packed_mn=int(packed_mn), sf_group_stride=0, sf_mn_stride=0, sf_k_stride=0, gran_mn=1, gran_k=1,
+                has_sf=0, sf_groups=0, sf_rows=0, sf_cols=0)
     if sf is not None:
         three = sf.dim() == 3
-        desc.sf_group_stride, desc.sf_mn_stride, desc.sf_k_stride = sf.stride(0) if three else 0, sf.stride(-2), sf.stride(-1)
-        desc.gran_mn, desc.gran_k, desc.has_sf = int(gran[0]), int(gran[1]), 1
-        desc.sf_groups, desc.sf_rows, desc.sf_cols = sf.size(0) if three else 1, sf.size(-2), sf.size(-1)
+        desc.update(sf_group_stride=sf.stride(0) if three else 0, sf_mn_stride=sf.stride(-2), sf_k_stride=sf.stride(-1),
+                    gran_mn=int(gran[0]), gran_k=int(gran[1]), has_sf=1, sf_groups=sf.size(0) if three else 1,
+                    sf_rows=sf.size(-2), sf_cols=sf.size(-1))
     return desc, k
 
 
-def _output(x: torch.Tensor | None) -> OutputDesc:
+def _output(x: torch.Tensor | None) -> dict:
+    """The ``OutputDesc`` fields of ``x`` (type -1: no tensor)."""
     if x is None:
-        return OutputDesc(type=-1)
-    return OutputDesc(type=1 if x.dtype == torch.float32 else 0, group_stride=x.stride(0) if x.dim() == 3 else 0,
-                      row_stride=x.stride(-2))
+        return dict(type=-1, group_stride=0, row_stride=0)
+    return dict(type=1 if x.dtype == torch.float32 else 0, group_stride=x.stride(0) if x.dim() == 3 else 0,
+                row_stride=x.stride(-2))
 
 
 def _launch(mode: str, m: int, n: int, k: int, g: int, a_desc, b_desc, a, sfa, b, sfb, d, c, layout, alpha,
             num_threads, alignment: int = 1, zero_padding: bool = False) -> None:
-    desc = GemmDesc(m=m, n=n, k=k, groups=g, mode=_MODES[mode], alignment=alignment, zero_padding=int(zero_padding),
-                    a=a_desc, b=b_desc, d=_output(d), c=_output(c))
-    kernel("dg_gemm", "host/gemm.cpp")(ctypes.addressof(desc), a, sfa, b, sfb, d, c, layout, float(alpha),
+    desc = descriptors.pack(GEMM_DESC, m=m, n=n, k=k, groups=g, mode=_MODES[mode], alignment=alignment,
+                            zero_padding=int(zero_padding), a=a_desc, b=b_desc, d=_output(d), c=_output(c))
+    kernel("dg_gemm", "host/gemm.cpp")(descriptors.address(desc), a, sfa, b, sfb, d, c, layout, float(alpha),
                                       threads(num_threads))
 
 

@@ -1,7 +1,7 @@
-// The named argument block of dg_gemm (host/gemm.cpp). Python fills the same layout through the
-// ctypes structures in host/gemm_desc.py; tests/deep_gemm/host/test_gemm_desc.py compares the two
-// field by field against dg_gemm_desc_layout, so they cannot drift apart. Every field is int64:
-// no padding, and one element type on both sides.
+// The named argument block of dg_gemm (host/gemm.cpp), declared once: host/gemm.py reads this
+// declaration into ctypes and fills it by name (deepjit.descriptors); tests/deep_gemm/host/test_gemm_desc.py
+// compares that layout with the compiler's, field by field (descriptors.check_host_layout). Every field
+// is int64: no padding, and one element type on both sides.
 #pragma once
 #include <cstdint>
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import descriptors, kernel_args
+
 from .._lib import LIB
 from .._operands import KVCacheFormat, KVScope
 
@@ -58,16 +60,21 @@ def _num_cube_cores(t: torch.Tensor) -> int:
     return LIB.ascend_runtime(t.device.type != "npu").device.get_num_cube_cores()
 
 
+def _args(**fields) -> kernel_args.KernelArgs:
+    """The kernel's one argument, ``FmlaSparseMlaArgs`` of ``ascend/kernel_args.h`` filled by name."""
+    return kernel_args.pack(descriptors.struct_type(LIB.source("ascend/kernel_args.h"), "FmlaSparseMlaArgs"), **fields)
+
+
 def _scope_args(cache: torch.Tensor, fmt_code: int, block_stride: int, page: int, ntok: int, idx: torch.Tensor,
-                length: torch.Tensor | None, dummy: torch.Tensor) -> tuple[list, list]:
-    """(tensor arguments, scalar arguments) of one token scope; ``idx`` is ``[rows, topk]``."""
+                length: torch.Tensor | None, dummy: torch.Tensor) -> dict:
+    """The ``FmlaScopeArgs`` fields of one token scope; ``idx`` is ``[rows, topk]``."""
     if idx.stride(-1) != 1:
         idx = idx.contiguous()
-    tensors = [cache, idx, dummy if length is None else length]
-    return tensors, [fmt_code, block_stride, page, ntok, idx.stride(0), idx.shape[-1], int(length is not None)]
+    return dict(cache=cache, idx=idx, len=dummy if length is None else length, fmt=fmt_code, block_stride=block_stride,
+                page=page, ntok=ntok, idx_stride=idx.stride(0), topk=idx.shape[-1], has_len=int(length is not None))
 
 
-def _cache_scope(s: KVScope, rows: int, dummy: torch.Tensor) -> tuple[list, list]:
+def _cache_scope(s: KVScope, rows: int, dummy: torch.Tensor) -> dict:
     c = s.cache.view(torch.uint8)
     return _scope_args(c, s.fmt.spec.code, c.stride(0), c.shape[1], c.shape[0] * c.shape[1],
                        s.indices.reshape(rows, s.indices.shape[-1]), s.topk_length, dummy)
@@ -81,8 +88,9 @@ def _launch(q2: torch.Tensor, h_q: int, s_q: int, scope0, scope1, attn_sink, sm_
     lse = torch.empty(rows, h_q, dtype=torch.float32, device=q2.device)
     max_logits = torch.empty(rows, h_q, dtype=torch.float32, device=q2.device) if with_max else lse
     if scope1 is None:  # an empty second scope: no steps, pointers never read
-        scope1 = ([q2, q2, q2], [_FMT_BF16, 0, 1, 0, 0, 0, 0])
-    topk = scope0[1][5] + scope1[1][5]  # the scopes' index widths (_scope_args)
+        scope1 = dict(cache=q2, idx=q2, len=q2, fmt=_FMT_BF16, block_stride=0, page=1, ntok=0, idx_stride=0, topk=0,
+                      has_len=0)
+    topk = scope0["topk"] + scope1["topk"]
     if topk < 1:  # the kernel's cube core waits for a first K tile unconditionally: no step would deadlock
         raise ValueError(f"indices: expected topk >= 1 index per query row, got {topk}")
     if rows == 0:
@@ -90,8 +98,9 @@ def _launch(q2: torch.Tensor, h_q: int, s_q: int, scope0, scope1, attn_sink, sm_
     items = rows * (h_q // hg)
     grid = min(items, _num_cube_cores(q2))
     sink = q2 if attn_sink is None else attn_sink.float().contiguous()
-    _kernel(hg)(grid, q2, out, lse, max_logits, sink, *scope0[0], *scope1[0], rows, s_q, h_q, q2.stride(0),
-                q2.stride(1), *scope0[1], *scope1[1], int(attn_sink is not None), int(with_max), float(sm_scale))
+    _kernel(hg)(grid, _args(q=q2, out=out, lse=lse, max_logits=max_logits, sink=sink, scope0=scope0, scope1=scope1,
+                            rows=rows, s_q=s_q, h_q=h_q, q_row_stride=q2.stride(0), q_head_stride=q2.stride(1),
+                            has_sink=int(attn_sink is not None), has_max=int(with_max), sm_scale=float(sm_scale)))
     return out, max_logits, lse
 
 

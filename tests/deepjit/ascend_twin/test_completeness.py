@@ -89,3 +89,29 @@ def test_unimplemented_names_fail_naming_themselves(twin_runtime):
     errors = _compile_errors(twin_runtime, "tl_names_unimplemented", body)
     silent = [n for n in names if f"{n} is not implemented on the Ascend twin" not in errors]
     assert silent == [], silent
+
+
+def tilelang_cce_names() -> list[str]:
+    """The CCE register builtins TileLang 0.1.15 calls in their destination-first form for
+    ``mode="MODE_MERGING"`` (codegen_ascend.cc EmitSimdMergingCall: ``::<op>(dst, ..., MODE_MERGING)``):
+    every ``tl.simd`` op of ascend/language/simd.py that takes a mode, vdupv emitted as vdup."""
+    _, root = tilelang_templates()
+    if root is None:
+        pytest.skip("tilelang is not installed")
+    with open(os.path.join(os.path.dirname(root), "ascend", "language", "simd.py")) as f:
+        ops = set(re.findall(r'^def (\w+)\([^)]*mode="MODE_ZEROING"', f.read(), re.M))
+    with open(os.path.join(root, "ascend", "codegen", "codegen_ascend.cc")) as f:
+        assert "EmitSimdMergingCall" in f.read(), "TileLang's codegen no longer has the merging path this reads"
+    return sorted({"vdup" if op == "vdupv" else op for op in ops})
+
+
+def test_every_tilelang_merging_builtin_is_declared_on_the_twin(twin_runtime):
+    names = tilelang_cce_names()
+    assert {"vmax", "vadds", "vdup", "vcadd"} <= set(names)
+    errors = _compile_errors(twin_runtime, "tl_cce_declared", "".join(f"  using ::{n};\n" for n in names))
+    assert "error" not in errors, errors[-3000:]
+    listed = [n for n in names if n in listed_unimplemented()]
+    assert listed, "no merging builtin is listed as unimplemented: the second check would be empty"
+    body = "  struct DjProbe {} probe;\n" + "".join(f"  ::{n}(probe);\n" for n in listed)
+    errors = _compile_errors(twin_runtime, "tl_cce_unimplemented", body)
+    assert [n for n in listed if f"{n} is not implemented on the Ascend twin" not in errors] == []

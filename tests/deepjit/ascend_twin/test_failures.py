@@ -187,3 +187,15 @@ def test_cross_core_arrive_without_a_wait_is_reported_at_kernel_end(twin_runtime
     message = _error(twin_runtime, "arrive_without_wait", ARRIVE_WITHOUT_WAIT, torch.ones(8))
     for part in ("arrive_without_wait", "block 0", "kernel end", "3"):
         assert part in message, (part, message)
+
+
+def test_unpaired_flags_at_kernel_end_pass_when_allowed(twin_runtime, monkeypatch):
+    """DJ_TWIN_ALLOW_UNPAIRED_FLAGS=1 lets a kernel end with flags still set (a pre-armed ping-pong flag,
+    as TileLang's FlashMLA port leaves them) and runs it to completion; a held lock is still an error."""
+    monkeypatch.setenv("DJ_TWIN_ALLOW_UNPAIRED_FLAGS", "1")
+    x, y = torch.arange(64, dtype=torch.float32), torch.full((64,), 3.0)
+    launch_source(twin_runtime, "notify_without_wait", NOTIFY_WITHOUT_WAIT, x, y)
+    assert torch.equal(y, x)
+    launch_source(twin_runtime, "arrive_without_wait", ARRIVE_WITHOUT_WAIT, torch.ones(8))
+    message = _error(twin_runtime, "lock_without_unlock", LOCK_WITHOUT_UNLOCK, torch.ones(8))
+    assert "kernel end" in message and "PIPE_MTE1" in message, message

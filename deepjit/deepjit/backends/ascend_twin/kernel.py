@@ -8,7 +8,9 @@ import ctypes
 import os
 from dataclasses import dataclass, field
 
+from ...descriptors import check_layout
 from ...errors import DeepJITError
+from ...kernel_args import KernelArgs
 from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
@@ -147,7 +149,7 @@ def wait_timeout() -> float:
     return value
 
 
-def _tensor_span(index: int, t) -> tuple[int, int]:
+def _tensor_span(index: int | str, t) -> tuple[int, int]:
     """(address, bytes) of the memory a tensor argument's elements occupy."""
     if t.device.type != "cpu":
         raise TypeError(f"argument {index}: the Ascend twin runs on CPU tensors, got device {t.device}")
@@ -186,6 +188,12 @@ class TwinKernel:
         self._words = ctypes.c_int.in_dll(self._lib, "dj_twin_counter_words").value
         # the entry's declared parameter kinds, as the NPU path packs them (a float is not a double)
         self.param_types = read_declared_types(os.path.join(path, "kernel.asc"), self.name)
+        # the argument struct the entry reads (deepjit.kernel_args), as the compiler laid it out
+        struct = self._string("dj_twin_args_struct")
+        fields = [f for f in self._string("dj_twin_args_fields").split(";") if f]
+        offsets = (ctypes.c_uint64 * (len(fields) + 1)).in_dll(self._lib, "dj_twin_args_layout")
+        self.args_struct = (struct, offsets[0], list(zip(fields, offsets[1:], strict=True))) if struct else None
+        self._checked_structs: set = set()
         self._fn = self._lib.dj_twin_launch
         u64p = ctypes.POINTER(ctypes.c_uint64)
         self._fn.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, u64p, u64p, ctypes.c_int,
@@ -199,6 +207,27 @@ class TwinKernel:
             self._lib.dj_twin_timeline_copy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64]
             self._lib.dj_twin_timeline_copy.restype = ctypes.c_uint64
 
+    def _string(self, symbol: str) -> str:
+        return ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, symbol))).value.decode()
+
+    def _struct_arg(self, args: tuple) -> tuple[tuple, list]:
+        """``args`` with a ``KernelArgs`` replaced by a fresh copy of its bytes (the launch rewrites its
+        pointer fields in place) and the tensors its pointer fields name, which the launch guards too."""
+        packed = [a for a in args if isinstance(a, KernelArgs)]
+        if self.args_struct is None:
+            if packed:
+                raise TypeError(f"kernel {self.name} takes no argument struct, got {packed[0]!r}")
+            return args, []
+        if len(args) != 1 or not packed:
+            raise TypeError(f"kernel {self.name} takes one {self.args_struct[0]} (deepjit.kernel_args.pack), "
+                            f"got {len(args)} arguments")
+        struct_cls = type(packed[0].struct)
+        if struct_cls not in self._checked_structs:
+            check_layout(f"kernel {self.name}", struct_cls, self.args_struct)
+            self._checked_structs.add(struct_cls)
+        referenced = [(f"{self.args_struct[0]}.{f}", t) for f, t in packed[0].referenced.items()]
+        return (packed[0].tensor.clone(),), referenced
+
     @property
     def cores_per_block(self) -> int:
         return 3 if self.kind == "mix" else 1
@@ -209,9 +238,11 @@ class TwinKernel:
         if not isinstance(options, AscendLaunchOptions):
             raise TypeError(f"options must be AscendLaunchOptions, got {type(options).__name__}")
         options.validate(False)
+        args, referenced = self._struct_arg(args)
         payload = pack_ascend_args(args, self.param_types)
         spans = _merge([_tensor_span(i, a) for i, a in enumerate(args)
-                        if hasattr(a, "data_ptr") and hasattr(a, "device")])
+                        if hasattr(a, "data_ptr") and hasattr(a, "device")]
+                       + [_tensor_span(field, t) for field, t in referenced])
         n = len(spans)
         addrs = (ctypes.c_uint64 * max(n, 1))(*[a for a, _ in spans])
         sizes = (ctypes.c_uint64 * max(n, 1))(*[s for _, s in spans])

@@ -32,10 +32,10 @@ from ..host.toolchain import find_cxx
 from .device import TwinDevice
 from .kernel import TwinKernel
 from .options import DEFAULT_CXX_FLAGS, AscendLaunchOptions, TwinCompilerOptions
-from .source import launcher, parse_entry, rewrite_onchip_nulls, uses_lane_sync
+from .source import args_struct, launcher, parse_entry, rewrite_onchip_nulls, uses_lane_sync
 
 NAME = "ascend-twin"
-VERSION = "2"
+VERSION = "3"
 INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 DEFAULT_LAUNCH_TIMEOUT_SECS = 300
 KERNEL_FILE, LAUNCHER_FILE, BINARY = "kernel.cpp", "kernel.twin.cpp", "kernel.so"
@@ -179,7 +179,8 @@ class AscendTwinBackend(Backend):
         prelude = self._prelude(kind, flags)
         write_file_sync(os.path.join(build_dir, "kernel.asc"), source)
         write_file_sync(os.path.join(build_dir, KERNEL_FILE), rewrite_onchip_nulls(source))
-        write_file_sync(os.path.join(build_dir, LAUNCHER_FILE), launcher(entry, KERNEL_FILE))
+        args = args_struct(entry, source, self.config.include_dirs)
+        write_file_sync(os.path.join(build_dir, LAUNCHER_FILE), launcher(entry, KERNEL_FILE, args))
         out = os.path.join(build_dir, BINARY)
         argv = [self.cxx, *flags, "-Winvalid-pch", f"-I{INCLUDE_DIR}", f"-I{os.path.join(prelude, 'include')}",
                 *[f"-I{d}" for d in self.config.include_dirs], "-include", os.path.join(prelude, PRELUDE),

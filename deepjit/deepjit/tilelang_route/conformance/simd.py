@@ -200,8 +200,93 @@ def simd_vector_add_pipelined(n=4096, tile=256, blocks=2):
     return simd_vector_add_pipelined
 
 
+def simd_merging(n=256):
+    """MODE_MERGING register ops under a data-dependent mask (B > 0), which TileLang emits as the CCE
+    builtins ``::vmax(dst, a, b, mask, MODE_MERGING)``, ``::vadds``, ``::vabs``, ``::vdup`` (of a scalar and of
+    lane 0) and ``::vaxpy``: the lanes the mask leaves out keep the destination's old value (a zeroing op
+    would leave 0 there)."""
+    import tilelang.ascend.language as T
+
+    @T.prim_func
+    def simd_merging(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), Out: T.Tensor((6, n), "float32")):
+        with T.Kernel(1):
+            a = T.alloc_shared((n,), "float32")
+            b = T.alloc_shared((n,), "float32")
+            o = T.alloc_shared((6, n), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            with T.SimdVF():
+                for i in T.serial(n // VL32):
+                    x = T.simd.vld(a[i * VL32])
+                    y = T.simd.vld(b[i * VL32])
+                    positive = T.simd.vcmps(y, 0.0, op="gt")
+                    r = T.alloc_var("float32x64")
+                    r = T.simd.vdup(-1.0, "float32")
+                    r = T.simd.vmax(r, x, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[0, i * VL32], r)
+                    r = x
+                    r = T.simd.vadds(x, 10.0, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[1, i * VL32], r)
+                    r = y
+                    r = T.simd.vabs(x, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[2, i * VL32], r)
+                    r = x
+                    r = T.simd.vdup(7.0, "float32", positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[3, i * VL32], r)
+                    r = x
+                    r = T.simd.vdupv(y, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[4, i * VL32], r)
+                    acc = T.simd.alloc_local((1,), "float32")
+                    acc[0] = y
+                    T.simd.vaxpy(acc[0], x, 2.0, positive, mode="MODE_MERGING")
+                    T.simd.vsts(o[5, i * VL32], acc[0])
+            T.copy(o, Out)
+
+    return simd_merging
+
+
+def simd_cast_e2m1_to_bf16(nbytes=128):
+    """vld UNPK4_B8 spreads 64 bytes of e2m1 pairs one per 32-bit lane; vcvt e2m1x2 -> bf16 PART_P0 turns
+    byte 4k's low and high nibble into bf16 lanes 2k and 2k + 1 (RegLayout positions count bytes)."""
+    import tilelang.ascend.language as T
+
+    @T.prim_func
+    def simd_cast_e2m1_to_bf16(A: T.Tensor((nbytes,), "uint8"), B: T.Tensor((2 * nbytes,), "bfloat16")):
+        with T.Kernel(1):
+            a = T.alloc_shared((nbytes,), "uint8")
+            b = T.alloc_shared((2 * nbytes,), "bfloat16")
+            T.copy(A, a)
+            with T.SimdVF():
+                lanes16 = T.simd.pset(16)
+                for i in T.serial(nbytes // 64):
+                    bits = T.simd.vld(a[i * 64], "UNPK4_B8")
+                    pairs = T.reinterpret(bits, "float4_e2m1fnx512")
+                    T.simd.vsts(b[i * 128], T.simd.vcvt(pairs, "bfloat16", lanes16, part=0), lanes16)
+            T.copy(b, B)
+
+    return simd_cast_e2m1_to_bf16
+
+
 def _rows8(per_row):
     return per_row[:, None].expand(-1, 8).contiguous()
+
+
+def _merged(a, b):
+    """The six simd_merging rows: each op's result where b > 0, the destination's old value elsewhere (vdupv
+    broadcasts lane 0 of each 64-lane register)."""
+    selected = b > 0
+    lane0 = b.view(-1, 64)[:, :1].expand(-1, 64).reshape(-1)
+    return torch.stack([torch.where(selected, torch.clamp(a, min=-1.0), -1.0), torch.where(selected, a + 10.0, a),
+                        torch.where(selected, a.abs(), b), torch.where(selected, 7.0, a),
+                        torch.where(selected, lane0, a), torch.where(selected, torch.addcmul(b, a, torch.tensor(2.0)), b)])
+
+
+def _e2m1_pairs(a):
+    """Each byte's low then high E2M1 nibble as bf16 values."""
+    magnitude = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    nibbles = torch.stack([a & 0xF, a >> 4], dim=-1).reshape(-1).long()
+    values = magnitude[nibbles & 7] * torch.where(nibbles >= 8, -1.0, 1.0)
+    return values.to(torch.bfloat16)
 
 
 def _sum_tol():
@@ -237,4 +322,15 @@ CASES = [
     Case("simd_vector_add_pipelined", "vector", simd_vector_add_pipelined,
          lambda g: [randn(g, (4096,)), randn(g, (4096,)), sentinel((4096,), torch.float32)],
          lambda a, b, c: {2: a + b}, "T.Pipelined UB double buffering with flags, SIMD vadd"),
+    Case("simd_merging", "vector", simd_merging,
+         lambda g: [randn(g, (256,)), randn(g, (256,)), sentinel((6, 256), torch.float32)],
+         lambda a, b, o: {2: _merged(a, b)},
+         "MODE_MERGING vmax / vadds / vabs / vdup / vdupv / vaxpy (CCE ::op(dst, ..., MODE_MERGING)): unselected lanes "
+         "keep dst"),
+    Case("simd_cast_e2m1_to_bf16", "vector", simd_cast_e2m1_to_bf16,
+         lambda g: [torch.cat([torch.arange(0, 256, 17), torch.arange(16) * 16 + torch.arange(15, -1, -1),
+                               randint(g, (96,), 0, 256, torch.int64)]).to(torch.uint8),
+                    sentinel((256,), torch.bfloat16)],
+         lambda a, b: {1: _e2m1_pairs(a)},
+         "vld UNPK4_B8, vcvt e2m1x2 -> bf16 PART_P0: both nibbles of every fourth byte, low nibble first"),
 ]

@@ -11,3 +11,4 @@
 #include "c_api/reg_shuffle.h"
 #include "c_api/reg_mem.h"
 #include "c_api/reg_cvt.h"
+#include "c_api/reg_cce.h"

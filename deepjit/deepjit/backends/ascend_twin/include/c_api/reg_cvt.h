@@ -5,9 +5,11 @@
 //    ROUND_C (ceil) / ROUND_Z (trunc) / ROUND_O (round to odd); RS_ENABLE / RS_DISABLE (saturation);
 //    PART_EVEN/ODD (2:1 width ratio) or PART_P0..P3 (4:1); MODE_ZEROING / MODE_MERGING.
 //  - narrowing by r: source element i goes to destination element r*i + part, every other destination
-//    element is 0; widening by r: destination element i comes from source element r*i + part. fp4 pairs
-//    count as two elements per byte, element 2k in the low nibble. The mask selects lanes of the wider
-//    operand; masked-off results are 0 (MODE_MERGING keeps the old destination instead).
+//    element is 0; widening by r: destination element i comes from source element r*i + part. 4-bit pairs
+//    (e2m1x2, e1m2x2, s4x2): RegLayout's positions count *bytes* ("对于每一字节，其索引为下标i%4"), so wide
+//    elements 2k and 2k+1 pair with the low and high nibble of narrow byte (w/4)*k + part (w: the wide
+//    element's bits), and every other narrow byte is 0. The mask selects lanes of the wider operand;
+//    masked-off results are 0 (MODE_MERGING keeps the old destination instead).
 //  - float -> float: non-saturating overflow -> +-inf (E4M3: NaN), NaN -> NaN; saturating overflow and
 //    +-inf -> +-max finite, NaN -> 0. E2M1/E1M2 have no inf/NaN and always saturate.
 //  - float -> int: NaN -> 0, +-inf -> the type's max/min; out of range: saturating clamps,
@@ -168,17 +170,22 @@ inline void vcvt(D& dst, S src, vector_bool m, C... controls) {
   constexpr int ns = v::VL * 8 / sb, nd = v::VL * 8 / db;
   const D old = dst;
   D out;
+  // The narrow operand's element paired with wide element i.
+  auto narrow_index = [part](int i, int r, int wide_bits) {
+    if (wide_bits > 4 && (sb == 4 || db == 4)) return 2 * ((wide_bits / 4) * (i / 2) + part) + (i & 1);
+    return r * i + part;
+  };
   if constexpr (sb >= db) {  // narrowing (or same width): source element i -> r*i + part
     constexpr int r = sb / db;
     for (int i = 0; i < ns; ++i) {
-      const int j = r * i + part;
+      const int j = narrow_index(i, r, sb);
       if (m.bit(i * sb / 8)) v::elem_set(out, j, v::convert_elem<D>(src, i, mode, sat));
       else if (merging) v::elem_set(out, j, v::elem_get(old, j));
     }
   } else {  // widening: destination element i <- source element r*i + part
     constexpr int r = db / sb;
     for (int i = 0; i < nd; ++i) {
-      if (m.bit(i * db / 8)) v::elem_set(out, i, v::convert_elem<D>(src, r * i + part, mode, sat));
+      if (m.bit(i * db / 8)) v::elem_set(out, i, v::convert_elem<D>(src, narrow_index(i, r, db), mode, sat));
       else if (merging) v::elem_set(out, i, v::elem_get(old, i));
     }
   }

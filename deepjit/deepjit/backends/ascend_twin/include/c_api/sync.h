@@ -140,10 +140,11 @@ inline void intra_wait(int pipe, int id) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
-// Called when a core's kernel function returns: pending flags and held locks are errors.
+// Called when a core's kernel function returns: pending flags (unless DJ_TWIN_ALLOW_UNPAIRED_FLAGS) and held
+// locks are errors.
 inline void check_sync_at_exit() {
   Core& c = core();
-  for (int s = 0; s < kNumPipes; ++s)
+  for (int s = 0; s < kNumPipes && !c.launch->allow_unpaired_flags; ++s)
     for (int d = 0; d < kNumPipes; ++d)
       for (int e = 0; e < kNumEvents; ++e)
         if (c.flags[s][d][e])

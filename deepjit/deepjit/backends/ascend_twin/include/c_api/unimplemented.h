@@ -532,4 +532,14 @@ DJ_TWIN_UNIMPLEMENTED(asc_update_addr_reg_b16)
 DJ_TWIN_UNIMPLEMENTED(asc_update_addr_reg_b32)
 DJ_TWIN_UNIMPLEMENTED(asc_update_addr_reg_b8)
 
+// The CCE reductions in their destination-first form (`::vcadd(dst, src, mask, MODE_MERGING)`, which TileLang
+// emits for a MODE_MERGING reduction): which result lanes the mask selects is undocumented (c_api/reg_cce.h).
+DJ_TWIN_UNIMPLEMENTED(vcadd)
+DJ_TWIN_UNIMPLEMENTED(vcmax)
+DJ_TWIN_UNIMPLEMENTED(vcmin)
+DJ_TWIN_UNIMPLEMENTED(vcgadd)
+DJ_TWIN_UNIMPLEMENTED(vcgmax)
+DJ_TWIN_UNIMPLEMENTED(vcgmin)
+DJ_TWIN_UNIMPLEMENTED(vcpadd)
+
 #undef DJ_TWIN_UNIMPLEMENTED

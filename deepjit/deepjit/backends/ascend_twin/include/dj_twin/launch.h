@@ -238,6 +238,32 @@ struct ArgReader {
       return value;
     }
   }
+
+  // A pointer field of the argument struct (deepjit.kernel_args): the caller's address in the struct's
+  // guarded copy becomes the same byte of its tensor's guarded copy, so accesses through it are checked
+  // like a tensor argument's (null stays null). Runs once per launch, before any core.
+  void relocate(const volatile void* args_struct, size_t offset, const char* name) {
+    if (!error.empty()) return;
+    if (args_struct == nullptr) {
+      error = std::string("argument ") + name + ": the argument struct pointer is null";
+      return;
+    }
+    auto* field = const_cast<uint8_t*>(reinterpret_cast<const volatile uint8_t*>(args_struct)) + offset;
+    uint64_t host;
+    std::memcpy(&host, field, 8);
+    if (host == 0) return;
+    for (GmRegion& r : *gm)
+      if (host >= r.host && host < r.host + r.bytes + (r.bytes == 0)) {
+        if (!r.name[0]) std::snprintf(r.name, sizeof r.name, "%s", name);
+        uint64_t mapped = reinterpret_cast<uint64_t>(r.data + (host - r.host));
+        std::memcpy(field, &mapped, 8);
+        return;
+      }
+    char text[256];
+    std::snprintf(text, sizeof text, "argument %s: address 0x%llx is not inside any tensor of the launch", name,
+                  (unsigned long long)host);
+    error = text;
+  }
 };
 
 // ---- the launch ------------------------------------------------------------------------------------------
@@ -281,6 +307,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   // The timeline needs the L2 model's hit / miss split of each core's GM bytes.
   const bool timeline = g_timeline_on || env_flag("DJ_TWIN_TIMELINE");
   state->launch.l2_model = env_flag("DJ_TWIN_L2") || timeline;
+  state->launch.allow_unpaired_flags = env_flag("DJ_TWIN_ALLOW_UNPAIRED_FLAGS");
   // Tensors: each in its own guarded region, the data's kGmAlign-aligned end at the upper guard; the
   // up to kGmAlign - 1 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.
@@ -398,7 +425,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
     // Once every core of the wave has ended, a cross-core
     // flag counter still set was arrived on but never waited for (issue 11: reported at kernel end).
     for (Core* c : cores)
-      for (int id = 0; id < kNumIntraIds && !state->launch.failed.load(); ++id)
+      for (int id = 0; id < kNumIntraIds && !state->launch.failed.load() && !state->launch.allow_unpaired_flags; ++id)
         if (c->intra[id]) {
           char text[512];
           std::snprintf(text, sizeof text, "kernel %s, block %d, core %s: kernel end: cross-core flag %d "

@@ -229,6 +229,9 @@ struct Launch {
   int num_blocks = 0;
   double wait_timeout_s = 10.0;
   bool l2_model = false;                 // cores record their GM lines (touch_gm) for the L2 model
+  // DJ_TWIN_ALLOW_UNPAIRED_FLAGS=1: a flag still set at kernel end (a pre-armed ping-pong flag never drained)
+  // is let pass instead of failing the launch (AscendC: "SetFlag/WaitFlag必须成对出现").
+  bool allow_unpaired_flags = false;
   std::atomic<bool> failed{false};
   InterSync inter;
   std::mutex mu;

@@ -1,0 +1,96 @@
+// deep_gemm/ascend/kernel_args.h — the one argument struct of each hand-written Ascend kernel.
+//
+// Each kernel takes `__gm__ const <Struct>* args` and copies the struct out of global memory once at its
+// start (the tiling-data pattern); Python fills it BY NAME from this declaration (deepjit.kernel_args:
+// descriptors.struct_type(LIB.source("ascend/kernel_args.h"), "<Struct>")), so a field renamed, added
+// or removed here fails the Python call that does not name it, and the twin compares this layout with
+// ctypes' at first launch. Plain fields only (no arrays, no bit-fields, no packing pragmas). A pointer
+// whose element type a kernel picks by define (DType, ABType, ...) is `__gm__ void*` here and cast there.
+#pragma once
+
+#include <stdint.h>
+
+// dg_bf16_gemm (bf16_gemm.asc): D [m, n] = A [m, k] . B [n, k]^T; d is DType (DG_D_FP32).
+struct DgBf16GemmArgs {
+  __gm__ bfloat16_t* a;
+  __gm__ bfloat16_t* b;
+  __gm__ void* d;
+  int64_t m, n, k, lda, ldb, ldd;
+};
+
+// dg_bf16_gemm_epilogue (bf16_gemm_epilogue.asc): D[g] = alpha * A . B^T (+ C[g]); d, c are DType, a, b ABType.
+struct DgBf16GemmEpilogueArgs {
+  __gm__ void* a;
+  __gm__ void* b;
+  __gm__ void* d;
+  __gm__ void* c;
+  __gm__ int32_t* k_groups;
+  int64_t num_groups, m, n, k, lda, ldb, ldd, ldc, d_group_stride, c_group_stride;
+  float alpha;
+  __gm__ uint16_t* sfa;
+  __gm__ uint16_t* sfb;
+  int64_t ld_sfa, ld_sfb;
+};
+
+// dg_fp4_to_fp8 (fp4_to_fp8.asc): packed FP4 rows of src widened to FP8 rows of dst.
+struct DgFp4ToFp8Args {
+  __gm__ uint8_t* src;
+  __gm__ uint8_t* dst;
+  int64_t rows, cols, ld_src, ld_dst;
+};
+
+// dg_fp8_mx_gemm (fp8_mx_gemm.asc): MX block-scaled D = A . B^T; a, b are MxLoad, d DType.
+struct DgFp8MxGemmArgs {
+  __gm__ void* a;
+  __gm__ void* b;
+  __gm__ uint16_t* sfa;
+  __gm__ uint16_t* sfb;
+  __gm__ void* d;
+  int64_t m, n, k, lda, ldb, ld_sfa, ld_sfb, ldd;
+};
+
+// dg_m_grouped_bf16_gemm (m_grouped_bf16_gemm.asc): M-grouped GEMM over layout's groups; a, b are ABType, d DType.
+struct DgMGroupedGemmArgs {
+  __gm__ void* a;
+  __gm__ void* b;
+  __gm__ void* d;
+  __gm__ int32_t* layout;
+  int64_t m, n, k, num_groups, alignment, lda, ldb, b_group_stride, ldd, a_group_stride;
+  int64_t d_group_stride;
+  __gm__ uint16_t* sfa;
+  __gm__ uint16_t* sfb;
+  int64_t ld_sfa, ld_sfb, sfa_group_stride, sfb_group_stride;
+};
+
+// dg_fp8_mqa_logits (mqa_logits.asc): logits (LogitT) of q against kv rows [ks, ke).
+struct DgMqaLogitsArgs {
+  __gm__ fp8_e4m3fn_t* q;
+  __gm__ fp8_e4m3fn_t* kv;
+  __gm__ float* kv_sf;
+  __gm__ float* weights;
+  __gm__ int32_t* ks;
+  __gm__ int32_t* ke;
+  __gm__ void* logits;
+  int64_t seq_len, seq_len_kv, width, ld_logits;
+};
+
+// dg_fp8_paged_mqa_logits (paged_mqa_logits.asc): logits (LogitT) of q against paged cache through block_table.
+struct DgPagedMqaLogitsArgs {
+  __gm__ fp8_e4m3fn_t* q;
+  __gm__ uint8_t* cache;
+  __gm__ float* weights;
+  __gm__ int32_t* context_lens;
+  __gm__ int32_t* block_table;
+  __gm__ void* logits;
+  int64_t batch, next_n, width, ld_logits, bt_ld, bt_cols, num_pages, page_stride;
+};
+
+// dg_sf_transform (sf_layout.asc): scale factors of src (SrcT) to the packed UE8M0 layout in out.
+struct DgSfTransformArgs {
+  __gm__ void* src;
+  __gm__ uint16_t* out;
+  __gm__ int32_t* ends;
+  __gm__ int32_t* status;
+  int64_t batch, mn, words, k_blocks, gran_mn, sb, sr, sc, num_groups, alignment;
+};
+
