@@ -1,8 +1,9 @@
 """DeepGEMM and DeepGEMM-Ascend on CPU and Ascend: FP8/FP4/BF16 GEMMs, grouped GEMMs, MQA logits, Mega MoE
 
 ``import deep_gemm`` mirrors upstream DeepGEMM 2.6.1 plus the DeepGEMM-Ascend additions. Every op
-validates its arguments once, then runs the host (C++) kernels for CPU tensors, the plain-PyTorch
-reference otherwise (``DG_BACKEND=reference|host|ascend`` forces a path).
+validates its arguments once, then runs the host (C++) kernels for CPU tensors, the AscendC kernels
+for the forms their table entries serve on NPU tensors, the plain-PyTorch reference otherwise
+(``DG_BACKEND=reference|host|ascend`` forces a path).
 """
 
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402

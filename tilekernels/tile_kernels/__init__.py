@@ -1,7 +1,8 @@
 """TileKernels on CPU (C++ host kernels) and Ascend: MoE routing, quantisation casts, mHC, Engram, transpose.
 
 A drop-in for ``import tile_kernels``: every op validates its arguments once, then runs a host
-kernel for CPU tensors (where one exists) or the PyTorch reference in ``tile_kernels.torch``.
+kernel for CPU tensors, a TileLang-Ascend kernel for the forms its table entry serves on NPU tensors,
+or the PyTorch reference (``tile_kernels.reference``) for the rest.
 """
 
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402
