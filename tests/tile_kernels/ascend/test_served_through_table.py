@@ -33,4 +33,7 @@ def test_ops_with_ascend_kernels():
                       "per_channel_cast", "per_channel_cast_and_transpose", "cast_back",
                       "swiglu_forward_and_per_token_cast", "swiglu_backward_and_per_token_cast", "topk_gate",
                       "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused",
-                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose"}
+                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose",
+                      # mHC
+                      "expand_to_mhc", "mhc_norm", "mhc_pre_split_mixes", "sinkhorn_normalize",
+                      "mhc_head_compute_mix", "mhc_pre_apply_mix", "mhc_post"}

@@ -9,6 +9,9 @@ import torch
 from deepjit import Impl, descriptors
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ....ascend import mhc_mix as ascend_mix
+from ....ascend import mhc_sinkhorn as ascend_sinkhorn
+from ....ascend import mhc_streams as ascend_streams
 from ....mhc.norm_fn_kernel import tf32_operand
 from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
@@ -183,3 +186,11 @@ def _pre_big_fuse_host(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps
 
 
 TABLE.register("mhc_pre_big_fuse", reference=_pre_big_fuse_ref, host=_pre_big_fuse_host)
+
+
+# Ascend columns (TileLang kernels; CPU tensors run them on the twin under TK_BACKEND=ascend)
+TABLE.add_ascend("mhc_norm", ascend_mix.norm)
+TABLE.add_ascend("mhc_pre_split_mixes", ascend_mix.split_mixes)
+TABLE.add_ascend("sinkhorn_normalize", ascend_sinkhorn.sinkhorn)
+TABLE.add_ascend("mhc_head_compute_mix", ascend_mix.head_mix)
+TABLE.add_ascend("mhc_pre_apply_mix", ascend_streams.apply_mix)

@@ -4,6 +4,7 @@ from deepjit import descriptors
 from deepjit import validation as C
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ....ascend import mhc_streams as ascend_streams
 from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
 
@@ -43,6 +44,7 @@ def _post_host(x, residual, post_layer_mix, comb_res_mix, out):
 
 
 TABLE.register("mhc_post", reference=_post_ref, host=_post_host)
+TABLE.add_ascend("mhc_post", ascend_streams.post)
 
 
 def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: bool = True):
