@@ -36,4 +36,5 @@ def test_ops_with_ascend_kernels():
                       "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose",
                       # mHC
                       "expand_to_mhc", "mhc_norm", "mhc_pre_split_mixes", "sinkhorn_normalize",
-                      "mhc_head_compute_mix", "mhc_pre_apply_mix", "mhc_post"}
+                      "mhc_head_compute_mix", "mhc_pre_apply_mix", "mhc_post", "mhc_post_bwd", "mhc_projection",
+                      "mhc_pre_big_fuse"}

@@ -10,6 +10,7 @@ from deepjit import Impl, descriptors
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
 from ....ascend import mhc_mix as ascend_mix
+from ....ascend import mhc_projection as ascend_projection
 from ....ascend import mhc_sinkhorn as ascend_sinkhorn
 from ....ascend import mhc_streams as ascend_streams
 from ....mhc.norm_fn_kernel import tf32_operand
@@ -162,7 +163,7 @@ def _pre_big_fuse_ref(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps,
     x = residual.reshape(-1, m, h)
     t = x.shape[0]
     mul, sqrsum = projection(x, tf32_operand(fn))
-    mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, -1)
+    mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, mul.shape[-1])
     pre, post, comb = split_mixes(mixes, scale, base, m, post_mult, pre_eps)
     comb = sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
     return post.reshape(t, m, 1), comb, apply_mix(x, pre.reshape(t, m, 1))
@@ -194,3 +195,20 @@ TABLE.add_ascend("mhc_pre_split_mixes", ascend_mix.split_mixes)
 TABLE.add_ascend("sinkhorn_normalize", ascend_sinkhorn.sinkhorn)
 TABLE.add_ascend("mhc_head_compute_mix", ascend_mix.head_mix)
 TABLE.add_ascend("mhc_pre_apply_mix", ascend_streams.apply_mix)
+TABLE.add_ascend("mhc_projection", Impl(ascend_projection.projection, "fn with at least one row",
+                                        ascend_projection.accepts))
+
+
+def _pre_big_fuse_ascend(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
+    """The steps' Ascend kernels in turn (no fused kernel yet): projection, norm, split, Sinkhorn, apply."""
+    m, h = residual.shape[-2:]
+    x = residual.reshape(-1, m, h)
+    t = x.shape[0]
+    mul, sqrsum = ascend_projection.projection(x, tf32_operand(fn))
+    mixes = ascend_mix.norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, mul.shape[-1])
+    pre, post, comb = ascend_mix.split_mixes(mixes, scale, base, m, post_mult, pre_eps)
+    comb = ascend_sinkhorn.sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
+    return post.reshape(t, m, 1), comb, ascend_streams.apply_mix(x, pre.reshape(t, m, 1))
+
+
+TABLE.add_ascend("mhc_pre_big_fuse", Impl(_pre_big_fuse_ascend, "every input, as the step kernels in turn"))

@@ -4,6 +4,7 @@ from deepjit import descriptors
 from deepjit import validation as C
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ....ascend import mhc_post_bwd as ascend_post_bwd
 from ....ascend import mhc_streams as ascend_streams
 from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
@@ -87,7 +88,7 @@ def _post_bwd_host(x, residual, post_layer_mix, comb_res_mix, d_o):
     return d_x, d_residual, d_post, d_comb
 
 
-TABLE.register("mhc_post_bwd", reference=_post_bwd_ref, host=_post_bwd_host)
+TABLE.register("mhc_post_bwd", reference=_post_bwd_ref, host=_post_bwd_host, ascend=ascend_post_bwd.post_bwd)
 
 
 class MHCPost(torch.autograd.Function):
