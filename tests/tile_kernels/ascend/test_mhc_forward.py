@@ -124,3 +124,22 @@ def test_public_ops_run_the_ascend_kernels(ascend):
         o = mhc.mhc_post(empty[:, :, 0], empty, torch.empty(*empty.shape[:2], M, 1),
                          torch.empty(*empty.shape[:2], M, M))
         assert o.shape == empty.shape
+
+
+def test_wider_than_the_kernels_goes_to_the_reference(ascend):
+    """More than 8 streams (the kernels' UB tiles are sized for up to 8): the table sends each op to the
+    reference, as its ``supports`` says, and the public op still answers."""
+    m = 9
+    x = torch.randn(1, 3, m, 64).bfloat16()
+    dev = x.device
+    wide = {"mhc_pre_apply_mix": (x, torch.rand(1, 3, m, 1)), "sinkhorn_normalize": (torch.rand(3, m, m), 10, 1e-6),
+            "mhc_head_compute_mix": (torch.rand(1, 3, m), None, None, 0.0),
+            "mhc_pre_split_mixes": (torch.rand(1, 3, m * (m + 2)), None, None, m, 1.0, 0.0),
+            "mhc_post": (x[:, :, 0], x, None, None, None), "mhc_post_bwd": (x[:, :, 0], x, None, None, x),
+            "mhc_projection": (x, torch.rand(m * (m + 2), m * 64)), "mhc_pre_big_fuse": (x, *[None] * 8)}
+    for op, args in wide.items():
+        assert _lib.TABLE.serves(op, dev, *args) == "reference", op
+        assert "1 to 8" in _lib.TABLE[op].ascend.supports
+    assert _lib.TABLE.serves("mhc_norm", dev, torch.rand(3, 2049), None, 1, 0.0) == "reference"
+    comb = torch.randn(3, m, m)
+    _close(tile_kernels.modeling.mhc.ops.sinkhorn_normalize(comb), ref.sinkhorn_normalize_ref(comb))

@@ -19,6 +19,14 @@ import functools
 
 TILE = 2048  # FP32 elements a core stages per tile (rows of the mix, whole rows only)
 THREADS = 256
+# The mHC kernels serve up to 8 residual streams (DeepSeek uses 4): their UB tiles are sized for that;
+# wider mixes go to the reference (each op's ``supports`` says so).
+MAX_STREAMS = 8
+STREAMS = f"1 to {MAX_STREAMS} residual streams"
+
+
+def serves_streams(m: int) -> bool:
+    return 1 <= m <= MAX_STREAMS
 
 
 def _rows_per_tile(width: int) -> int:
@@ -56,6 +64,10 @@ def build_head_mix(m: int):
             T.copy(x[0:n], Out[r0 * m:r0 * m + n])
 
     return mhc_head_mix
+
+
+def head_mix_accepts(input_mix, *_) -> bool:
+    return serves_streams(input_mix.shape[-1])
 
 
 def head_mix(input_mix, scale, base, pre_eps):
@@ -117,6 +129,10 @@ def build_split_mixes(m: int):
     return mhc_split_mixes
 
 
+def split_mixes_accepts(mixes, scale, base, m, *_) -> bool:
+    return serves_streams(m)
+
+
 def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
     """``(n0, n1, m(m+2))`` mixes -> pre ``(n0, n1, m, 1)``, post ``(n0, n1, m, 1)``, comb ``(n0, n1, m, m)``."""
     import torch
@@ -162,6 +178,10 @@ def build_norm(m3: int):
             T.copy(x[0:rows * m3], Out[r0 * m3:r0 * m3 + rows * m3])
 
     return mhc_norm
+
+
+def norm_accepts(mul, *_) -> bool:
+    return mul.shape[-1] <= TILE
 
 
 def norm(mul, sqrsum, k, eps):

@@ -14,6 +14,8 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from .mhc_mix import serves_streams
+
 COL_TILE = 1024
 
 
@@ -86,6 +88,10 @@ def build(m: int, g_dtype: str):
             T.copy(dcomb[0:m * m], DComb[tok * m * m:tok * m * m + m * m])
 
     return mhc_post_bwd
+
+
+def accepts(x, residual, *_) -> bool:
+    return serves_streams(residual.shape[2])
 
 
 def post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o):

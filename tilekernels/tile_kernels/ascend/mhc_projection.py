@@ -16,6 +16,8 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from .mhc_mix import MAX_STREAMS
+
 K_TILE = 256
 TOKENS = 8  # tokens a core owns
 
@@ -85,5 +87,8 @@ def projection(x, fn):
     return mul, sqrsum
 
 
+MAX_MIXES = MAX_STREAMS * (MAX_STREAMS + 2)  # fn's rows staged in UB
+
+
 def accepts(x, fn) -> bool:
-    return fn.shape[0] > 0
+    return 1 <= fn.shape[0] <= MAX_MIXES

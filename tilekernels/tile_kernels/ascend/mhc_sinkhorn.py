@@ -13,6 +13,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 import functools
 
 from .block_cast import nan_max
+from .mhc_mix import serves_streams
 
 TILE = 4096  # FP32 elements a core stages (whole matrices)
 
@@ -71,6 +72,10 @@ def build(m: int, repeat: int):
             T.copy(x[0:mats * mm], Out[b0 * mm:b0 * mm + mats * mm])
 
     return mhc_sinkhorn
+
+
+def accepts(x, *_) -> bool:
+    return serves_streams(x.shape[-1])
 
 
 def sinkhorn(x, repeat, eps):

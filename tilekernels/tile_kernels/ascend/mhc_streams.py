@@ -15,6 +15,8 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from .mhc_mix import serves_streams
+
 COL_TILE = 1024  # BF16 columns per tile
 EXPAND_TILE_BYTES = 16 * 1024
 
@@ -90,6 +92,10 @@ def build_apply_mix(m: int):
     return mhc_apply_mix
 
 
+def apply_mix_accepts(x, *_) -> bool:
+    return serves_streams(x.shape[-2])
+
+
 def apply_mix(x, mix):
     """``sum_m mix_m * x_m``: ``x (..., m, H)`` BF16, ``mix (..., m, 1)`` FP32 -> ``(..., H)`` BF16."""
     import torch
@@ -142,6 +148,10 @@ def build_post(m: int):
             T.copy(out[0:rows * m, 0:cols], Out[r0 * m:r0 * m + rows * m, c0:c0 + cols])
 
     return mhc_post
+
+
+def post_accepts(x, residual, *_) -> bool:
+    return serves_streams(residual.shape[2])
 
 
 def post(x, residual, post_layer_mix, comb_res_mix, out):

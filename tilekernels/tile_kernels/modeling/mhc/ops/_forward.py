@@ -190,13 +190,15 @@ TABLE.register("mhc_pre_big_fuse", reference=_pre_big_fuse_ref, host=_pre_big_fu
 
 
 # Ascend columns (TileLang kernels; CPU tensors run them on the twin under TK_BACKEND=ascend)
-TABLE.add_ascend("mhc_norm", ascend_mix.norm)
-TABLE.add_ascend("mhc_pre_split_mixes", ascend_mix.split_mixes)
-TABLE.add_ascend("sinkhorn_normalize", ascend_sinkhorn.sinkhorn)
-TABLE.add_ascend("mhc_head_compute_mix", ascend_mix.head_mix)
-TABLE.add_ascend("mhc_pre_apply_mix", ascend_streams.apply_mix)
-TABLE.add_ascend("mhc_projection", Impl(ascend_projection.projection, "fn with at least one row",
-                                        ascend_projection.accepts))
+_STREAMS = ascend_mix.STREAMS
+TABLE.add_ascend("mhc_norm", Impl(ascend_mix.norm, f"up to {ascend_mix.TILE} mixes a token", ascend_mix.norm_accepts))
+TABLE.add_ascend("mhc_pre_split_mixes", Impl(ascend_mix.split_mixes, _STREAMS, ascend_mix.split_mixes_accepts))
+TABLE.add_ascend("sinkhorn_normalize", Impl(ascend_sinkhorn.sinkhorn, f"{_STREAMS} (m x m matrices)",
+                                            ascend_sinkhorn.accepts))
+TABLE.add_ascend("mhc_head_compute_mix", Impl(ascend_mix.head_mix, _STREAMS, ascend_mix.head_mix_accepts))
+TABLE.add_ascend("mhc_pre_apply_mix", Impl(ascend_streams.apply_mix, _STREAMS, ascend_streams.apply_mix_accepts))
+TABLE.add_ascend("mhc_projection", Impl(ascend_projection.projection,
+                                        f"fn of 1 to {ascend_projection.MAX_MIXES} rows", ascend_projection.accepts))
 
 
 def _pre_big_fuse_ascend(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
@@ -211,4 +213,5 @@ def _pre_big_fuse_ascend(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_e
     return post.reshape(t, m, 1), comb, ascend_streams.apply_mix(x, pre.reshape(t, m, 1))
 
 
-TABLE.add_ascend("mhc_pre_big_fuse", Impl(_pre_big_fuse_ascend, "every input, as the step kernels in turn"))
+TABLE.add_ascend("mhc_pre_big_fuse", Impl(_pre_big_fuse_ascend, f"{_STREAMS}, as the step kernels in turn",
+                                          lambda residual, *_: ascend_mix.serves_streams(residual.shape[-2])))
