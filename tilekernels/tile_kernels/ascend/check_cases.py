@@ -247,4 +247,6 @@ def cases() -> list:
                         (f"prefill_{TOKENS}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (TOKENS, EXPERTS, TOPK, HIDDEN)),
                         (f"decode_{DECODE}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (DECODE, EXPERTS, TOPK, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
+    from .mhc_cases import runs as mhc_runs
+    runs += mhc_runs()
     return [SourceCase(name, "vector", fn) for name, fn in runs]
