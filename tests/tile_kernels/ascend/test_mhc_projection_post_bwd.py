@@ -77,6 +77,11 @@ def test_pre_norm_fn_and_big_fuse(ascend):
         want = _forward._pre_big_fuse_ref(residual, fn, *args)
     for a, b in zip(got, want, strict=True):
         _close(a, b.reshape(a.shape), atol=1e-4, rtol=1e-4)
+    # bitwise the composed public ops (upstream's contract), here each on its Ascend kernel
+    mixes = mhc.mhc_pre_norm_fn(residual, fn, None, 1e-6)
+    pre, post_mix, comb = mhc.mhc_pre_split_mixes(mixes, scale, base, M, 2.0, 1e-6)
+    composed = (post_mix, mhc.sinkhorn_normalize(comb, 10, 1e-6), mhc.mhc_pre_apply_mix(residual, pre))
+    assert all(torch.equal(a, b) for a, b in zip(got, composed, strict=True))
     empty = torch.empty(1, 0, M, 300, dtype=torch.bfloat16)
     assert [t.shape for t in mhc.mhc_pre_big_fuse(empty, fn, *args)] == [(1, 0, M, 1), (1, 0, M, M), (1, 0, 300)]
 

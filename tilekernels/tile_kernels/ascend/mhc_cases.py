@@ -77,7 +77,7 @@ def _family(t: int, h: int) -> list:
                                   lambda: (_specials(torch.randn(t, M, M)), 10, 1e-6), FP32)),
         ("mhc_pre_apply_mix", _compare(mhc_streams.apply_mix, lambda x, mix: ref.mhc_pre_apply_mix_ref(x.float(), mix),
                                        lambda: (residual()[0], torch.rand(t, M, 1)), BF16)),
-        ("mhc_post", _compare(lambda *a: mhc_streams.post(*a, None), ref.mhc_post_ref, post_inputs, BF16)),
+        ("mhc_post_fwd", _compare(lambda *a: mhc_streams.post(*a, None), ref.mhc_post_ref, post_inputs, BF16)),
         *bwd("bfloat16"), *bwd("float32"),
     ]
 
