@@ -29,6 +29,17 @@ def serves_streams(m: int) -> bool:
     return 1 <= m <= MAX_STREAMS
 
 
+def scalars(device, *values):
+    """The FP32 values of Python scalars as a device tensor, written by device fills (no host-to-device copy
+    of a host buffer, so the call can be captured in a graph)."""
+    import torch
+
+    out = torch.empty(len(values), dtype=torch.float32, device=device)
+    for i, v in enumerate(values):
+        out[i:i + 1].fill_(v)
+    return out
+
+
 def _rows_per_tile(width: int) -> int:
     return max(1, TILE // width)
 
@@ -79,7 +90,7 @@ def head_mix(input_mix, scale, base, pre_eps):
     m = input_mix.shape[-1]
     out = torch.empty(input_mix.shape, dtype=torch.float32, device=input_mix.device)
     if out.numel():
-        eps = torch.tensor([pre_eps], dtype=torch.float32).to(input_mix.device)
+        eps = scalars(input_mix.device, pre_eps)
         _launch.launch(build_head_mix, (m,), input_mix.contiguous().view(-1), scale.contiguous(), base.contiguous(),
                        eps, out.view(-1))
     return out
@@ -144,7 +155,7 @@ def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
     pre, post = (torch.empty(n0, n1, m, 1, device=dev), torch.empty(n0, n1, m, 1, device=dev))
     comb = torch.empty(n0, n1, m, m, device=dev)
     if n0 * n1:
-        params = torch.tensor([post_mult, pre_eps], dtype=torch.float32).to(dev)
+        params = scalars(dev, post_mult, pre_eps)
         _launch.launch(build_split_mixes, (m,), mixes.contiguous().view(-1), scale.contiguous(), base.contiguous(),
                        params, pre.view(-1), post.view(-1), comb.view(-1))
     return pre, post, comb
@@ -193,7 +204,7 @@ def norm(mul, sqrsum, k, eps):
     m3 = mul.shape[-1]
     out = torch.empty(mul.shape, dtype=torch.float32, device=mul.device)
     if out.numel():
-        params = torch.tensor([k, eps], dtype=torch.float32).to(mul.device)
+        params = scalars(mul.device, k, eps)
         _launch.launch(build_norm, (m3,), mul.contiguous().view(-1), sqrsum.contiguous().view(-1), params,
                        out.view(-1))
     return out

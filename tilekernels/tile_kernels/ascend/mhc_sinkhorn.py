@@ -13,7 +13,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 import functools
 
 from .block_cast import nan_max
-from .mhc_mix import serves_streams
+from .mhc_mix import scalars, serves_streams
 
 TILE = 4096  # FP32 elements a core stages (whole matrices)
 
@@ -86,6 +86,6 @@ def sinkhorn(x, repeat, eps):
 
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
     if out.numel():
-        params = torch.tensor([eps], dtype=torch.float32).to(x.device)
+        params = scalars(x.device, eps)
         _launch.launch(build, (x.shape[-1], repeat), x.contiguous().view(-1), params, out.view(-1))
     return out
