@@ -40,6 +40,31 @@ def scalars(device, *values):
     return out
 
 
+def compensated_sum(T):
+    """The macro ``compensated_sum(n, term, acc, err, k)``: ``acc[k] += sum_{c < n} term(c)`` in FP32 with the
+    rounding error carried in ``err[k]`` (Kahan), so a long width sum stays within a few units of the exact
+    one whatever its length (the references' GEMM / pairwise sums are that close). An infinite partial sum
+    carries no error term (inf - inf would make it NaN), so +-Inf and NaN come out as in a plain sum."""
+
+    @T.macro
+    def compensated_sum(n, term, acc, err, k):
+        s = T.alloc_var("float32")
+        e = T.alloc_var("float32")
+        y = T.alloc_var("float32")
+        u = T.alloc_var("float32")
+        s = acc[k]
+        e = err[k]
+        for c in T.serial(n):
+            y = term(c) - e
+            u = s + y
+            e = T.if_then_else(T.isinf(u), T.float32(0.0), (u - s) - y)
+            s = u
+        acc[k] = s
+        err[k] = e
+
+    return compensated_sum
+
+
 def _rows_per_tile(width: int) -> int:
     return max(1, TILE // width)
 

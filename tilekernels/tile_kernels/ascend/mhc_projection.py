@@ -6,7 +6,8 @@ pass them): ``mul = r @ fn.T`` and ``sqrsum = sum_k r^2``, FP32. Each product of
 exact in FP32, so only the summation order differs from the reference's GEMM (upstream compares the
 normalised result at 1e-3). A core owns a tile of tokens and walks K in tiles, staging ``r`` and ``fn``
 in UB; one SIMT thread per output (``m3`` dot products and the square sum per token) accumulates its
-tile's columns in order. Both dimensions are symbolic: one lowering per ``m3``. NaN and +-Inf propagate
+tile's columns in order with a compensated (Kahan) sum carried across the tiles (K = 28672 at DeepSeek's
+shape: a plain running sum would drift past the reference's GEMM). Both dimensions are symbolic: one lowering per ``m3``. NaN and +-Inf propagate
 through the sums as in torch.
 
 The cube would serve the dot products faster (``fn`` split exactly into two BF16 halves); this first
@@ -16,7 +17,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .mhc_mix import MAX_STREAMS
+from .mhc_mix import MAX_STREAMS, compensated_sum
 
 K_TILE = 256
 TOKENS = 8  # tokens a core owns
@@ -29,6 +30,7 @@ def build(m3: int):
     t, k, tm3 = T.dynamic("t"), T.dynamic("k"), T.dynamic("tm3")
     kc, br = K_TILE, TOKENS
     outs = br * (m3 + 1)  # m3 dot products and the square sum of each token
+    k_sum = compensated_sum(T)
 
     @T.prim_func
     def mhc_projection(R: T.Tensor((t, k), "bfloat16"), Fn: T.Tensor((m3, k), "float32"),
@@ -38,14 +40,18 @@ def build(m3: int):
             fn = T.alloc_shared((m3, kc), "float32")
             mul = T.alloc_shared((br * m3 + 8,), "float32")
             sq = T.alloc_shared((br + 8,), "float32")
+            emul = T.alloc_shared((br * m3 + 8,), "float32")  # the sums' carried rounding errors
+            esq = T.alloc_shared((br + 8,), "float32")
             r0 = bid * br
             rows = T.min(br, t - r0)
             with T.SimtVF(threads=outs):
                 for o in T.Parallel(outs):
                     if o < br * m3:
                         mul[o] = 0.0
+                        emul[o] = 0.0
                     else:
                         sq[o - br * m3] = 0.0
+                        esq[o - br * m3] = 0.0
             for ki in T.serial(T.ceildiv(k, kc)):
                 k0 = ki * kc
                 cols = T.min(kc, k - k0)
@@ -53,18 +59,11 @@ def build(m3: int):
                 T.copy(Fn[0:m3, k0:k0 + cols], fn[0:m3, 0:cols])
                 with T.SimtVF(threads=outs):
                     for o in T.Parallel(outs):
-                        s = T.alloc_var("float32")
                         if o < br * m3:
-                            s = mul[o]
-                            for c in T.serial(cols):
-                                s = s + T.Cast("float32", r[o // m3, c]) * fn[o % m3, c]
-                            mul[o] = s
+                            k_sum(cols, lambda c, o=o: T.Cast("float32", r[o // m3, c]) * fn[o % m3, c], mul, emul, o)
                         else:
-                            s = sq[o - br * m3]
-                            for c in T.serial(cols):
-                                v = T.Cast("float32", r[o - br * m3, c])
-                                s = s + v * v
-                            sq[o - br * m3] = s
+                            k_sum(cols, lambda c, o=o: T.Cast("float32", r[o - br * m3, c]) * T.Cast("float32",
+                                  r[o - br * m3, c]), sq, esq, o - br * m3)
             T.copy(mul[0:rows * m3], Mul[r0 * m3:r0 * m3 + rows * m3])
             T.copy(sq[0:rows], Sq[r0:r0 + rows])
 
