@@ -101,6 +101,10 @@ def test_post_autograd_and_recompute(ascend):
     grads = mhc.mhc_post_bwd(empty[:, :, 0], empty, torch.empty(1, 0, M, 1), torch.empty(1, 0, M, M), empty,
                              fuse_grad_acc=False)
     assert [g.shape for g in grads] == [(1, 0, 256), (1, 0, M, 256), (1, 0, M, 1), (1, 0, M, M)]
+    flat = torch.empty(1, 2, M, 0, dtype=torch.bfloat16)  # zero width: the width sums are 0, as the reference's
+    grads = mhc.mhc_post_bwd(flat[:, :, 0], flat, post_mix[:, :2], comb[:, :2], flat, fuse_grad_acc=False)
+    for g, w in zip(grads, post._post_bwd_ref(flat[:, :, 0], flat, post_mix[:, :2], comb[:, :2], flat), strict=True):
+        assert torch.equal(g, w)
     # two layers of the residual stream: apply-mix and post kernels in turn
     pre = [torch.rand(1, 5, M, 1) for _ in range(2)]
     layer_in = [torch.empty(1, 5, 256, dtype=torch.bfloat16) for _ in range(2)]
@@ -110,3 +114,25 @@ def test_post_autograd_and_recompute(ascend):
     _close(layer_in[0], ref.mhc_pre_apply_mix_ref(residual.float(), pre[0]))
     _close(res_out[0], r1)
     _close(layer_in[1], ref.mhc_pre_apply_mix_ref(r1.float(), pre[1]))
+
+
+def test_bad_input_is_refused_before_any_launch(ascend, monkeypatch):
+    from tile_kernels.ascend import _launch
+
+    launched = []
+    monkeypatch.setattr(_launch, "launch", lambda *a: launched.append(a))
+    r = torch.randn(1, 3, M, 64).bfloat16()
+    bad = [lambda: mhc.mhc_post(r[:, :, 0].float(), r, torch.rand(1, 3, M, 1), torch.rand(1, 3, M, M)),
+           lambda: mhc.mhc_post_bwd(r[:, :, 0], r, torch.rand(1, 3, M, 2), torch.rand(1, 3, M, M), r),
+           lambda: mhc.mhc_pre_apply_mix(r, torch.rand(1, 3, M, 1).double()),
+           lambda: mhc.sinkhorn_normalize(torch.rand(3, M, M + 1)),
+           lambda: mhc.mhc_pre_split_mixes(torch.rand(1, 3, M3 + 1), torch.rand(3), torch.rand(M3), M, 1.0, 1e-6),
+           lambda: mhc.mhc_pre_norm_fn(r, torch.rand(M3, M * 64 + 1), None, 1e-6),
+           lambda: mhc.mhc_pre_big_fuse(r, torch.rand(M3, M * 64), torch.rand(2), torch.rand(M3), 1e-6, 1e-6, 1e-6,
+                                        1.0, 10),
+           lambda: mhc.mhc_head_compute_mix(torch.rand(1, 3, M), torch.rand(2), torch.rand(M), 1e-6),
+           lambda: mhc.expand_to_mhc(r[:, :, 0], M)]  # not contiguous
+    for call in bad:
+        with pytest.raises((ValueError, TypeError)):
+            call()
+    assert not launched
