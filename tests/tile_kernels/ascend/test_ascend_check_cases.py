@@ -14,7 +14,7 @@ FAMILIES = {  # every Ascend kernel module of each library: a case prefix that e
                      "topk_gate", "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused",
                      "reduce_fused",
                      # mHC
-                     "mhc_expand", "mhc_head_compute_mix", "mhc_pre_split_mixes", "mhc_norm", "mhc_projection",
+                     "mhc_expand", "mhc_pre_big_fuse", "mhc_head_compute_mix", "mhc_pre_split_mixes", "mhc_norm", "mhc_projection",
                      "mhc_sinkhorn", "mhc_pre_apply_mix", "mhc_post_fwd", "mhc_post_bwd_dx_dres_bfloat16",
                      "mhc_post_bwd_dpost_dcomb_float32"),
     "deep_ep": ("ep_pack_bf16", "ep_unpack", "ep_pack_fp8", "ep_per_token_cast_fp8_ue8m0", "ep_combine_reduce",

@@ -1,6 +1,6 @@
 """The mHC projection (tile_kernels.ascend.mhc_projection) and post backward (mhc_post_bwd) kernels on the
 Ascend twin against the references, and the public mHC ops end to end under TK_BACKEND=ascend:
-mhc_pre_norm_fn, mhc_pre_big_fuse (the step kernels in turn), mhc_post's backward and
+mhc_pre_norm_fn, mhc_pre_big_fuse (projection, fused norm / split / Sinkhorn, apply-mix), mhc_post's backward and
 mhc_multilayer_recompute. Tolerances are upstream's: the normalised projections at 1e-3, d_post / d_comb at
 1e-4, the rest torch.testing.assert_close's defaults."""
 import pytest

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .check_cases import DECODE, HIDDEN, TOKENS, _compare
+from .check_cases import DECODE, HIDDEN, TOKENS, _compare, differences
 
 M, M3 = 4, 24
 BF16, FP32, SUMS = 1.6e-2, 1e-5, 1e-4
@@ -18,9 +18,10 @@ BF16, FP32, SUMS = 1.6e-2, 1e-5, 1e-4
 
 def kernel_specs() -> list:
     """``(name, build)`` of every mHC lowering the table serves at DeepSeek's 4 streams."""
-    from . import mhc_mix, mhc_post_bwd, mhc_projection, mhc_sinkhorn, mhc_streams
+    from . import mhc_mix, mhc_post_bwd, mhc_pre_fuse, mhc_projection, mhc_sinkhorn, mhc_streams
 
     return [
+        ("mhc_pre_big_fuse_mixes_m4_r10", lambda: mhc_pre_fuse.build_pre_mixes(M, 10)),
         ("mhc_expand", mhc_streams.build_expand),
         ("mhc_head_compute_mix_m4", lambda: mhc_mix.build_head_mix(M)),
         ("mhc_pre_split_mixes_m4", lambda: mhc_mix.build_split_mixes(M)),
@@ -44,7 +45,7 @@ def _family(t: int, h: int) -> list:
     from ..mhc.norm_fn_kernel import tf32_operand
     from ..modeling.mhc.ops import _forward, post
     from ..reference import mhc as ref
-    from . import mhc_mix, mhc_post_bwd, mhc_projection, mhc_sinkhorn, mhc_streams
+    from . import mhc_mix, mhc_post_bwd, mhc_pre_fuse, mhc_projection, mhc_sinkhorn, mhc_streams
 
     def residual():
         return _specials(torch.randn(1, t, M, h)).bfloat16()
@@ -59,7 +60,20 @@ def _family(t: int, h: int) -> list:
                 for name, atol, pick in (("mhc_post_bwd_dx_dres", BF16, lambda r: r[:2]),
                                          ("mhc_post_bwd_dpost_dcomb", SUMS, lambda r: r[2:]))]
 
+    def big_fuse() -> list[str]:
+        """post and comb at 1e-4, the BF16 layer input at 1.6e-2, against the references composed."""
+        torch.manual_seed(0)
+        r, fn = residual()[0], torch.randn(M3, M * h) * 1e-4
+        scale, base = torch.randn(3) * 0.1, torch.randn(M3) * 0.1
+        post_mix, comb, layer_input = mhc_pre_fuse.pre_big_fuse(r, fn, scale, base, 1e-6, 1e-6, 1e-6, 2.0, 10)
+        pre, ref_post, ref_comb = ref.mhc_pre_split_mixes_ref(
+            ref.mhc_pre_norm_fn_ref(r, tf32_operand(fn), None, 1e-6).unsqueeze(0), scale, base, M, 2.0, 1e-6)
+        return (differences("post_comb", (post_mix, comb), (ref_post[0], ref.sinkhorn_normalize_ref(ref_comb[0])),
+                            SUMS)
+                + differences("layer_input", layer_input, ref.mhc_pre_apply_mix_ref(r.float(), pre[0]), BF16))
+
     return [
+        ("mhc_pre_big_fuse", big_fuse),
         ("mhc_expand_bf16", _compare(mhc_streams.expand, lambda x, m, out: ref.expand_to_mhc_ref(x, m),
                                      lambda: (torch.randn(1, t, h).bfloat16(), M, None))),
         ("mhc_head_compute_mix", _compare(mhc_mix.head_mix, ref.mhc_head_compute_mix_ref,

@@ -18,6 +18,46 @@ from .mhc_mix import scalars, serves_streams
 TILE = 4096  # FP32 elements a core stages (whole matrices)
 
 
+def normalise(T, m: int, repeat: int):
+    """The macro ``normalise(x, o, eps)``: Sinkhorn of the ``(m, m)`` matrix at ``x[o:o + m * m]`` in place
+    (one SIMT thread); shared with the fused pre-mix kernel (mhc_mix.build_pre_mixes) so both round alike."""
+
+    @T.macro
+    def normalise(x, o, eps):
+        acc = T.alloc_var("float32")
+        for r in T.serial(m):
+            acc = -T.infinity("float32")
+            for c in T.serial(m):
+                acc = nan_max(T, acc, x[o + r * m + c])
+            mx = acc
+            acc = 0.0
+            for c in T.serial(m):
+                x[o + r * m + c] = T.exp(x[o + r * m + c] - mx)
+                acc = acc + x[o + r * m + c]
+            inv = 1.0 / acc
+            for c in T.serial(m):
+                x[o + r * m + c] = x[o + r * m + c] * inv + eps
+        for it in T.serial(2 * repeat - 1):  # column, (row, column) * (repeat - 1)
+            if it % 2 == 0:
+                for c in T.serial(m):
+                    acc = 0.0
+                    for r in T.serial(m):
+                        acc = acc + x[o + r * m + c]
+                    d = acc + eps
+                    for r in T.serial(m):
+                        x[o + r * m + c] = x[o + r * m + c] / d
+            else:
+                for r in T.serial(m):
+                    acc = 0.0
+                    for c in T.serial(m):
+                        acc = acc + x[o + r * m + c]
+                    d = acc + eps
+                    for c in T.serial(m):
+                        x[o + r * m + c] = x[o + r * m + c] / d
+
+    return normalise
+
+
 @functools.cache
 def build(m: int, repeat: int):
     import tilelang.ascend.language as T
@@ -25,6 +65,7 @@ def build(m: int, repeat: int):
     mm = m * m
     bt = max(1, min(256, TILE // mm))
     n = T.dynamic("n")  # matrices * m * m
+    sinkhorn_of = normalise(T, m, repeat)
 
     @T.prim_func
     def mhc_sinkhorn(X: T.Tensor((n,), "float32"), P: T.Tensor((1,), "float32"), Out: T.Tensor((n,), "float32")):
@@ -37,38 +78,7 @@ def build(m: int, repeat: int):
             T.copy(P, sp[0:1])
             with T.SimtVF(threads=bt):
                 for b in T.Parallel(bt):
-                    eps = sp[0]
-                    o = b * mm
-                    acc = T.alloc_var("float32")
-                    for r in T.serial(m):
-                        acc = -T.infinity("float32")
-                        for c in T.serial(m):
-                            acc = nan_max(T, acc, x[o + r * m + c])
-                        mx = acc
-                        acc = 0.0
-                        for c in T.serial(m):
-                            x[o + r * m + c] = T.exp(x[o + r * m + c] - mx)
-                            acc = acc + x[o + r * m + c]
-                        inv = 1.0 / acc
-                        for c in T.serial(m):
-                            x[o + r * m + c] = x[o + r * m + c] * inv + eps
-                    for it in T.serial(2 * repeat - 1):  # column, (row, column) * (repeat - 1)
-                        if it % 2 == 0:
-                            for c in T.serial(m):
-                                acc = 0.0
-                                for r in T.serial(m):
-                                    acc = acc + x[o + r * m + c]
-                                d = acc + eps
-                                for r in T.serial(m):
-                                    x[o + r * m + c] = x[o + r * m + c] / d
-                        else:
-                            for r in T.serial(m):
-                                acc = 0.0
-                                for c in T.serial(m):
-                                    acc = acc + x[o + r * m + c]
-                                d = acc + eps
-                                for c in T.serial(m):
-                                    x[o + r * m + c] = x[o + r * m + c] / d
+                    sinkhorn_of(x, b * mm, sp[0])
             T.copy(x[0:mats * mm], Out[b0 * mm:b0 * mm + mats * mm])
 
     return mhc_sinkhorn

@@ -10,6 +10,7 @@ from deepjit import Impl, descriptors
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
 from ....ascend import mhc_mix as ascend_mix
+from ....ascend import mhc_pre_fuse as ascend_pre_fuse
 from ....ascend import mhc_projection as ascend_projection
 from ....ascend import mhc_sinkhorn as ascend_sinkhorn
 from ....ascend import mhc_streams as ascend_streams
@@ -199,19 +200,4 @@ TABLE.add_ascend("mhc_head_compute_mix", Impl(ascend_mix.head_mix, _STREAMS, asc
 TABLE.add_ascend("mhc_pre_apply_mix", Impl(ascend_streams.apply_mix, _STREAMS, ascend_streams.apply_mix_accepts))
 TABLE.add_ascend("mhc_projection", Impl(ascend_projection.projection,
                                         f"fn of 1 to {ascend_projection.MAX_MIXES} rows", ascend_projection.accepts))
-
-
-def _pre_big_fuse_ascend(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat):
-    """The steps' Ascend kernels in turn (no fused kernel yet): projection, norm, split, Sinkhorn, apply."""
-    m, h = residual.shape[-2:]
-    x = residual.reshape(-1, m, h)
-    t = x.shape[0]
-    mul, sqrsum = ascend_projection.projection(x, tf32_operand(fn))
-    mixes = ascend_mix.norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, mul.shape[-1])
-    pre, post, comb = ascend_mix.split_mixes(mixes, scale, base, m, post_mult, pre_eps)
-    comb = ascend_sinkhorn.sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
-    return post.reshape(t, m, 1), comb, ascend_streams.apply_mix(x, pre.reshape(t, m, 1))
-
-
-TABLE.add_ascend("mhc_pre_big_fuse", Impl(_pre_big_fuse_ascend, f"{_STREAMS}, as the step kernels in turn",
-                                          lambda residual, *_: ascend_mix.serves_streams(residual.shape[-2])))
+TABLE.add_ascend("mhc_pre_big_fuse", Impl(ascend_pre_fuse.pre_big_fuse, _STREAMS, ascend_pre_fuse.accepts))
