@@ -17,10 +17,6 @@ HELPERS = {
 # Table ops whose Ascend kernels other branches are adding now. Remove each entry as its branch merges: an
 # entry whose op has an Ascend column fails the test as stale.
 PENDING = {
-    # branch mhc27: the mHC pre/post family
-    "expand_to_mhc": "mhc27", "mhc_norm": "mhc27", "mhc_projection": "mhc27", "mhc_head_compute_mix": "mhc27",
-    "mhc_pre_apply_mix": "mhc27", "mhc_pre_big_fuse": "mhc27", "mhc_pre_split_mixes": "mhc27",
-    "sinkhorn_normalize": "mhc27", "mhc_post": "mhc27", "mhc_post_bwd": "mhc27",
     # branch engram27: Engram and the remaining casts
     "engram_hash": "engram27", "engram_gate_fwd": "engram27", "engram_gate_bwd": "engram27",
     "fused_weight": "engram27", "grad_w_reduce": "engram27", "cast_to_e5m6": "engram27",

@@ -399,4 +399,6 @@ def cases() -> list:
         runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
         runs += [(f"{name}_{label}", fn) for name, fn in _routing_helpers(*args[:3], *args[4:])]
         runs += [(f"{name}_{label}", fn) for name, fn in _variants(*args)]
+    from .mhc_cases import runs as mhc_runs
+    runs += mhc_runs()
     return [SourceCase(name, "vector", fn) for name, fn in runs]
