@@ -7,6 +7,7 @@ from deepjit import Impl, descriptors
 from deepjit import validation as C
 
 from .._lib import LIB, TABLE, empty, host_kernel, threads
+from ..ascend import engram as ascend_engram
 from ..config import get_num_sms
 from ..reference import engram as ref
 
@@ -174,3 +175,15 @@ def _outputs_contiguous(grad_w_partial, weight_hidden, weight_embed, grad_weight
 
 TABLE.register("grad_w_reduce", reference=ref.grad_w_reduce,
                host=Impl(_grad_w_reduce_host, "contiguous gradient outputs", _outputs_contiguous))
+
+
+def _gate_has_hidden(hidden_states, *_) -> bool:
+    return hidden_states.shape[-1] > 0
+
+
+# Ascend column (TileLang kernels in ascend/engram.py)
+TABLE.add_ascend("fused_weight", Impl(ascend_engram.fused_weight, "BF16/FP32 weights"))
+TABLE.add_ascend("grad_w_reduce", Impl(ascend_engram.grad_w_reduce, "contiguous gradient outputs",
+                                       _outputs_contiguous))
+TABLE.add_ascend("engram_gate_fwd", Impl(ascend_engram.engram_gate_fwd, "hidden size > 0 (H = 0: the reference)",
+                                         _gate_has_hidden))

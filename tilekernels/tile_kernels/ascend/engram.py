@@ -1,0 +1,237 @@
+"""Engram on Ascend (TileLang Ascend dialect, vector cores, SIMT): serves ``tile_kernels.engram``'s
+``fused_weight``, ``grad_w_reduce`` and ``engram_gate_fwd``.
+
+- fused_weight: ``float(wh) * float(we)``, one FP32 product per element (bit-exact).
+- grad_w_reduce: ``s = sum_b partial[b]`` (FP32, in b order), then ``grad_wh += s * float(we)`` and
+  ``grad_we += s * float(wh)`` in place (each product rounded before its add, as the reference).
+- engram_gate_fwd: a core owns one token's ``hc`` rows. Pass 1 walks the hidden size in column tiles,
+  SIMT lanes keeping per-lane partial sums of x^2, k^2 and x k w; one thread per row then adds its lanes
+  and makes ``rstd = 1 / sqrt(sum / H + eps)``, ``s = dot rstd_x rstd_k H^-1/2`` and
+  ``gate = sigmoid(sqrt(max(|s|, clamp)) sign(s))`` (NaN kept by explicit selects). Pass 2 writes
+  ``bf16(x + gate v)``. The reference sums in another order: upstream compares with calc_diff < 2e-10.
+
+All sizes are symbolic (``T.dynamic``): one lowering per dtype pair / ``hc`` serves every shape.
+No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
+"""
+import functools
+
+TILE = 4096  # elements a core takes per step of the element-wise kernels
+REDUCE_COLS, REDUCE_ROWS = 1024, 8  # grad_w_reduce: columns a core owns, partial rows staged per step
+GATE_LANES = 64  # SIMT lanes per (token, hc) row in the gate's reductions
+DTYPES = {"torch.bfloat16": "bfloat16", "torch.float32": "float32"}
+
+
+@functools.cache
+def build_fused_weight(wh_dtype: str, we_dtype: str):
+    import tilelang.ascend.language as T
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def fused_weight(WH: T.Tensor((n,), wh_dtype), WE: T.Tensor((n,), we_dtype), Out: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, TILE)) as bid:
+            wh = T.alloc_shared((TILE,), wh_dtype)
+            we = T.alloc_shared((TILE,), we_dtype)
+            out = T.alloc_shared((TILE,), "float32")
+            c0 = bid * TILE
+            cols = T.min(TILE, n - c0)
+            T.copy(WH[c0:c0 + cols], wh[0:cols])
+            T.copy(WE[c0:c0 + cols], we[0:cols])
+            with T.SimtVF(threads=256):
+                for i in T.Parallel(TILE):
+                    out[i] = T.Cast("float32", wh[i]) * T.Cast("float32", we[i])
+            T.copy(out[0:cols], Out[c0:c0 + cols])
+
+    return fused_weight
+
+
+@functools.cache
+def build_grad_w_reduce(wh_dtype: str, we_dtype: str):
+    import tilelang.ascend.language as T
+
+    nb, n = T.dynamic("nb"), T.dynamic("n")
+    bc, rb = REDUCE_COLS, REDUCE_ROWS
+
+    @T.prim_func
+    def grad_w_reduce(P: T.Tensor((nb, n), "float32"), WH: T.Tensor((n,), wh_dtype), WE: T.Tensor((n,), we_dtype),
+                      GH: T.Tensor((n,), "float32"), GE: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, bc)) as bid:
+            p = T.alloc_shared((rb, bc), "float32")
+            s = T.alloc_shared((bc,), "float32")
+            wh = T.alloc_shared((bc,), wh_dtype)
+            we = T.alloc_shared((bc,), we_dtype)
+            gh = T.alloc_shared((bc,), "float32")
+            ge = T.alloc_shared((bc,), "float32")
+            c0 = bid * bc
+            cols = T.min(bc, n - c0)
+            with T.SimtVF(threads=256):
+                for c in T.Parallel(bc):
+                    s[c] = 0.0
+            for step in T.serial(T.ceildiv(nb, rb)):
+                r0 = step * rb
+                rows = T.min(rb, nb - r0)
+                T.copy(P[r0:r0 + rows, c0:c0 + cols], p[0:rows, 0:cols])
+                with T.SimtVF(threads=256):
+                    for c in T.Parallel(bc):
+                        acc = T.alloc_var("float32")
+                        acc = s[c]
+                        for j in T.serial(rb):
+                            if j < rows:
+                                acc = acc + p[j, c]
+                        s[c] = acc
+            T.copy(WH[c0:c0 + cols], wh[0:cols])
+            T.copy(WE[c0:c0 + cols], we[0:cols])
+            T.copy(GH[c0:c0 + cols], gh[0:cols])
+            T.copy(GE[c0:c0 + cols], ge[0:cols])
+            with T.SimtVF(threads=256):
+                for c in T.Parallel(bc):
+                    gh[c] = gh[c] + s[c] * T.Cast("float32", we[c])
+                    ge[c] = ge[c] + s[c] * T.Cast("float32", wh[c])
+            T.copy(gh[0:cols], GH[c0:c0 + cols])
+            T.copy(ge[0:cols], GE[c0:c0 + cols])
+
+    return grad_w_reduce
+
+
+def gate_cols(hc: int) -> int:
+    """Columns of the hidden size a gate core stages per step: x, k (BF16) and w (FP32) at most 32 KiB each."""
+    return max(64, min(2048, 32 * 1024 // (4 * hc)) // 64 * 64)
+
+
+def _signed_sqrt_sigmoid(T, s, clamp):
+    """``sigmoid(sqrt(max(|s|, clamp)) * sign(s))`` with torch's NaN: a NaN s gives a NaN gate."""
+    mag = T.abs(s)
+    mag = T.if_then_else(T.Or(mag >= clamp, T.isnan(mag)), mag, clamp)
+    sign = T.if_then_else(s > 0.0, T.float32(1.0), T.if_then_else(s < 0.0, T.float32(-1.0), s))
+    q = T.sqrt(mag) * sign
+    return 1.0 / (1.0 + T.exp(-q))
+
+
+@functools.cache
+def build_gate_fwd(hc: int, eps: float, clamp: float):
+    import tilelang.ascend.language as T
+
+    t, h = T.dynamic("t"), T.dynamic("h")
+    bc, lanes = gate_cols(hc), GATE_LANES
+
+    @T.prim_func
+    def engram_gate_fwd(X: T.Tensor((t, hc, h), "bfloat16"), K: T.Tensor((t, hc, h), "bfloat16"),
+                        V: T.Tensor((t, h), "bfloat16"), W: T.Tensor((hc, h), "float32"),
+                        Out: T.Tensor((t, hc, h), "bfloat16"), Dot: T.Tensor((t, hc), "float32"),
+                        Gate: T.Tensor((t, hc), "float32"), RstdX: T.Tensor((t, hc), "float32"),
+                        RstdK: T.Tensor((t, hc), "float32")):
+        with T.Kernel(t) as tok:
+            x = T.alloc_shared((hc, bc), "bfloat16")
+            k = T.alloc_shared((hc, bc), "bfloat16")
+            w = T.alloc_shared((hc, bc), "float32")
+            v = T.alloc_shared((bc,), "bfloat16")
+            out = T.alloc_shared((hc, bc), "bfloat16")
+            sxx = T.alloc_shared((hc, lanes), "float32")
+            skk = T.alloc_shared((hc, lanes), "float32")
+            sxk = T.alloc_shared((hc, lanes), "float32")
+            row = T.alloc_shared((4, 8 * hc), "float32")  # dot, gate, rstd_x, rstd_k of each row
+            with T.SimtVF(threads=hc * lanes):
+                for r, ln in T.Parallel(hc, lanes):
+                    sxx[r, ln] = 0.0
+                    skk[r, ln] = 0.0
+                    sxk[r, ln] = 0.0
+            for step in T.serial(T.ceildiv(h, bc)):
+                c0 = step * bc
+                cols = T.min(bc, h - c0)
+                T.copy(X[tok, :, c0:c0 + cols], x[:, 0:cols])
+                T.copy(K[tok, :, c0:c0 + cols], k[:, 0:cols])
+                T.copy(W[:, c0:c0 + cols], w[:, 0:cols])
+                with T.SimtVF(threads=hc * lanes):
+                    for r, ln in T.Parallel(hc, lanes):
+                        a = T.alloc_var("float32")
+                        b = T.alloc_var("float32")
+                        for j in T.serial(bc // lanes):
+                            c = j * lanes + ln
+                            if c < cols:
+                                a = T.Cast("float32", x[r, c])
+                                b = T.Cast("float32", k[r, c])
+                                sxx[r, ln] = sxx[r, ln] + a * a
+                                skk[r, ln] = skk[r, ln] + b * b
+                                sxk[r, ln] = sxk[r, ln] + a * b * w[r, c]
+            with T.SimtVF(threads=hc):
+                for r in T.Parallel(hc):
+                    xx = T.alloc_var("float32")
+                    kk = T.alloc_var("float32")
+                    dot = T.alloc_var("float32")
+                    xx = 0.0
+                    kk = 0.0
+                    dot = 0.0
+                    for ln in T.serial(lanes):
+                        xx = xx + sxx[r, ln]
+                        kk = kk + skk[r, ln]
+                        dot = dot + sxk[r, ln]
+                    hf = T.Cast("float32", h)
+                    rx = 1.0 / T.sqrt(xx / hf + T.float32(eps))
+                    rk = 1.0 / T.sqrt(kk / hf + T.float32(eps))
+                    s = dot * rx * rk * (1.0 / T.sqrt(hf))
+                    row[0, r] = dot
+                    row[1, r] = _signed_sqrt_sigmoid(T, s, T.float32(clamp))
+                    row[2, r] = rx
+                    row[3, r] = rk
+            T.copy(row[0, 0:hc], Dot[tok, :])
+            T.copy(row[1, 0:hc], Gate[tok, :])
+            T.copy(row[2, 0:hc], RstdX[tok, :])
+            T.copy(row[3, 0:hc], RstdK[tok, :])
+            for step in T.serial(T.ceildiv(h, bc)):
+                c0 = step * bc
+                cols = T.min(bc, h - c0)
+                T.copy(X[tok, :, c0:c0 + cols], x[:, 0:cols])
+                T.copy(V[tok, c0:c0 + cols], v[0:cols])
+                with T.SimtVF(threads=256):
+                    for r, c in T.Parallel(hc, bc):
+                        out[r, c] = T.Cast("bfloat16", T.Cast("float32", x[r, c]) + row[1, r] * T.Cast("float32", v[c]))
+                T.copy(out[:, 0:cols], Out[tok, :, c0:c0 + cols])
+
+    return engram_gate_fwd
+
+
+def _dtype(x) -> str:
+    return DTYPES[str(x.dtype)]
+
+
+def fused_weight(weight_hidden, weight_embed):
+    """``tile_kernels.engram.fused_weight``: FP32 ``(hc, H)``."""
+    import torch
+
+    from . import _launch
+
+    out = torch.empty(weight_hidden.shape, dtype=torch.float32, device=weight_hidden.device)
+    if out.numel():
+        _launch.launch(build_fused_weight, (_dtype(weight_hidden), _dtype(weight_embed)),
+                       weight_hidden.contiguous().view(-1), weight_embed.contiguous().view(-1), out.view(-1))
+    return out
+
+
+def grad_w_reduce(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed) -> None:
+    """``tile_kernels.engram.grad_w_reduce`` on contiguous gradient outputs (updated in place)."""
+    from . import _launch
+
+    nb = grad_w_partial.shape[0]
+    n = weight_hidden.numel()
+    if not n:
+        return
+    # nb == 0 still runs: s = 0 adds 0 * w (NaN where w is inf), as the reference
+    _launch.launch(build_grad_w_reduce, (_dtype(weight_hidden), _dtype(weight_embed)),
+                   grad_w_partial.contiguous().view(nb, n), weight_hidden.contiguous().view(-1),
+                   weight_embed.contiguous().view(-1), grad_weight_hidden.view(-1), grad_weight_embed.view(-1))
+
+
+def engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_for_backward=True):
+    """``tile_kernels.engram.engram_gate_fwd``: ``(out, dot, gate_score, rstd_x, rstd_k)`` (None unless saved)."""
+    import torch
+
+    from . import _launch
+
+    t, hc, h = hidden_states.shape
+    dev = hidden_states.device
+    out = torch.empty((t, hc, h), dtype=torch.bfloat16, device=dev)
+    saved = [torch.empty((t, hc), dtype=torch.float32, device=dev) for _ in range(4)]
+    if out.numel():
+        _launch.launch(build_gate_fwd, (hc, float(eps), float(clamp_value)), hidden_states.contiguous(),
+                       k.contiguous(), v.contiguous(), weight_fused.contiguous(), out, *saved)
+    return (out, *saved) if save_for_backward else (out, None, None, None, None)
