@@ -99,3 +99,35 @@ def test_public_ops_reach_the_kernels(monkeypatch):
     assert_close(gh, want_h, 1e-10)
     strided = torch.zeros(256, 4).T
     assert _lib.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, strided, ge) == "reference"
+
+
+@pytest.mark.parametrize("t,hc,h,nb,special", [(7, 4, 300, 3, True), (2, 4, 1100, 5, False), (0, 4, 64, 2, False)])
+def test_gate_bwd(t, hc, h, nb, special):
+    """Two token ranges per block and more blocks than tokens (empty ranges: zero partials); a NaN / inf row
+    and a gate whose |s| is under the clamp (d_s = 0) in the special case."""
+    x, k, v, w = _gate_inputs(t, hc, h, special, seed=1)
+    grad = torch.randn(t, hc, h).bfloat16()
+    saved = list(ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:])
+    clamp = 1e-6
+    if special:
+        grad[5, 3, 1] = float("nan")
+        saved[0][6, 0] = 0.0  # s = 0 < clamp: no gradient through the gate
+    got = engram.engram_gate_bwd(grad, x, k, v, w, *saved, clamp, nb)
+    want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, clamp, nb)
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b, 1e-8)
+    empty = [i for i in range(nb) if t * i // nb == t * (i + 1) // nb]
+    assert not got[3][empty].any()  # a block with no tokens: zeros
+
+
+def test_gate_bwd_through_the_table(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    x, k, v, w = _gate_inputs(4, 4, 128, seed=2)
+    grad = torch.randn(4, 4, 128).bfloat16()
+    saved = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:]
+    nb = tile_kernels.config.get_num_sms()
+    assert _lib.TABLE.serves("engram_gate_bwd", x.device, grad, x, k, v, w, *saved, 1e-6, nb) == "ascend"
+    got = tile_kernels.engram.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6)
+    want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b, 1e-8)

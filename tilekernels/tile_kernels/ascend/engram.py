@@ -1,5 +1,5 @@
 """Engram on Ascend (TileLang Ascend dialect, vector cores, SIMT): serves ``tile_kernels.engram``'s
-``fused_weight``, ``grad_w_reduce`` and ``engram_gate_fwd``.
+``fused_weight``, ``grad_w_reduce``, ``engram_gate_fwd`` and ``engram_gate_bwd``.
 
 - fused_weight: ``float(wh) * float(we)``, one FP32 product per element (bit-exact).
 - grad_w_reduce: ``s = sum_b partial[b]`` (FP32, in b order), then ``grad_wh += s * float(we)`` and
@@ -9,6 +9,10 @@
   and makes ``rstd = 1 / sqrt(sum / H + eps)``, ``s = dot rstd_x rstd_k H^-1/2`` and
   ``gate = sigmoid(sqrt(max(|s|, clamp)) sign(s))`` (NaN kept by explicit selects). Pass 2 writes
   ``bf16(x + gate v)``. The reference sums in another order: upstream compares with calc_diff < 2e-10.
+- engram_gate_bwd: two kernels. One per token makes each row's coefficients (``d_gate = sum g v``, then the
+  reference's chain: ``d_s`` 0 where ``|s| < clamp`` or s is NaN); the other walks each of ``num_blocks``
+  token ranges per column tile, writing grad_x, grad_k, grad_v and the range's ``sum d_dot x k`` (the
+  weight-gradient partial). Upstream compares with calc_diff < 1e-8.
 
 All sizes are symbolic (``T.dynamic``): one lowering per dtype pair / ``hc`` serves every shape.
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
@@ -190,6 +194,136 @@ def build_gate_fwd(hc: int, eps: float, clamp: float):
     return engram_gate_fwd
 
 
+@functools.cache
+def build_gate_bwd_rows(hc: int, clamp: float):
+    """Per (token, row) coefficients of the backward, ``Coef (t, 4, hc)``: ``d_dot``, ``d_rx rstd_x^3 / H``,
+    ``d_rk rstd_k^3 / H`` and the gate, from ``d_gate = sum_c g v`` (lane partials, as the forward)."""
+    import tilelang.ascend.language as T
+
+    t, h = T.dynamic("t"), T.dynamic("h")
+    bc, lanes = gate_cols(hc), GATE_LANES
+
+    @T.prim_func
+    def engram_gate_bwd_rows(G: T.Tensor((t, hc, h), "bfloat16"), V: T.Tensor((t, h), "bfloat16"),
+                             Dot: T.Tensor((t, hc), "float32"), Gate: T.Tensor((t, hc), "float32"),
+                             RstdX: T.Tensor((t, hc), "float32"), RstdK: T.Tensor((t, hc), "float32"),
+                             Coef: T.Tensor((t, 4, hc), "float32")):
+        with T.Kernel(t) as tok:
+            g = T.alloc_shared((hc, bc), "bfloat16")
+            v = T.alloc_shared((bc,), "bfloat16")
+            sgv = T.alloc_shared((hc, lanes), "float32")
+            saved = T.alloc_shared((4, 8 * hc), "float32")  # dot, gate, rstd_x, rstd_k
+            coef = T.alloc_shared((4, 8 * hc), "float32")
+            T.copy(Dot[tok, :], saved[0, 0:hc])
+            T.copy(Gate[tok, :], saved[1, 0:hc])
+            T.copy(RstdX[tok, :], saved[2, 0:hc])
+            T.copy(RstdK[tok, :], saved[3, 0:hc])
+            with T.SimtVF(threads=hc * lanes):
+                for r, ln in T.Parallel(hc, lanes):
+                    sgv[r, ln] = 0.0
+            for step in T.serial(T.ceildiv(h, bc)):
+                c0 = step * bc
+                cols = T.min(bc, h - c0)
+                T.copy(G[tok, :, c0:c0 + cols], g[:, 0:cols])
+                T.copy(V[tok, c0:c0 + cols], v[0:cols])
+                with T.SimtVF(threads=hc * lanes):
+                    for r, ln in T.Parallel(hc, lanes):
+                        for j in T.serial(bc // lanes):
+                            c = j * lanes + ln
+                            if c < cols:
+                                sgv[r, ln] = sgv[r, ln] + T.Cast("float32", g[r, c]) * T.Cast("float32", v[c])
+            with T.SimtVF(threads=hc):
+                for r in T.Parallel(hc):
+                    d_gate = T.alloc_var("float32")
+                    d_gate = 0.0
+                    for ln in T.serial(lanes):
+                        d_gate = d_gate + sgv[r, ln]
+                    dot, gate, rx, rk = saved[0, r], saved[1, r], saved[2, r], saved[3, r]
+                    hf = T.Cast("float32", h)
+                    scale = 1.0 / T.sqrt(hf)
+                    s = dot * rx * rk * scale
+                    d_q = d_gate * gate * (1.0 - gate)
+                    mag = T.abs(s)
+                    # torch.where(mag >= clamp, ...): a NaN s takes the 0 branch
+                    d_s = T.if_then_else(mag >= T.float32(clamp),
+                                         d_q / (2.0 * T.sqrt(T.if_then_else(mag >= T.float32(clamp), mag,
+                                                                            T.float32(clamp)))), T.float32(0.0))
+                    coef[0, r] = d_s * rx * rk * scale
+                    coef[1, r] = d_s * dot * rk * scale * (rx * rx * rx) / hf
+                    coef[2, r] = d_s * dot * rx * scale * (rk * rk * rk) / hf
+                    coef[3, r] = gate
+            T.copy(coef[:, 0:hc], Coef[tok, :, :])
+
+    return engram_gate_bwd_rows
+
+
+@functools.cache
+def build_gate_bwd(hc: int):
+    """The gradients from the per-row coefficients. Core ``(i, column tile)`` walks block i's tokens
+    ``[t i / nb, t (i + 1) / nb)`` in order, writing their grad_x, grad_k, grad_v columns and summing
+    ``d_dot x k`` into block i's row of ``Partial (nb, hc, h)`` (zeros for an empty range)."""
+    import tilelang.ascend.language as T
+
+    t, h, nb = T.dynamic("t"), T.dynamic("h"), T.dynamic("nb")
+    bc = gate_cols(hc) // 2
+
+    @T.prim_func
+    def engram_gate_bwd(G: T.Tensor((t, hc, h), "bfloat16"), X: T.Tensor((t, hc, h), "bfloat16"),
+                        K: T.Tensor((t, hc, h), "bfloat16"), V: T.Tensor((t, h), "bfloat16"),
+                        W: T.Tensor((hc, h), "float32"), Coef: T.Tensor((t, 4, hc), "float32"),
+                        GradX: T.Tensor((t, hc, h), "bfloat16"), GradK: T.Tensor((t, hc, h), "bfloat16"),
+                        GradV: T.Tensor((t, h), "bfloat16"), Partial: T.Tensor((nb, hc, h), "float32")):
+        with T.Kernel(nb * T.ceildiv(h, bc)) as bid:
+            g = T.alloc_shared((hc, bc), "bfloat16")
+            x = T.alloc_shared((hc, bc), "bfloat16")
+            k = T.alloc_shared((hc, bc), "bfloat16")
+            v = T.alloc_shared((bc,), "bfloat16")
+            w = T.alloc_shared((hc, bc), "float32")
+            coef = T.alloc_shared((4, 8 * hc), "float32")
+            gx = T.alloc_shared((hc, bc), "bfloat16")
+            gk = T.alloc_shared((hc, bc), "bfloat16")
+            gv = T.alloc_shared((bc,), "bfloat16")
+            acc = T.alloc_shared((hc, bc), "float32")
+            blk = bid // T.ceildiv(h, bc)
+            c0 = (bid % T.ceildiv(h, bc)) * bc
+            cols = T.min(bc, h - c0)
+            lo = t * blk // nb
+            hi = t * (blk + 1) // nb
+            T.copy(W[:, c0:c0 + cols], w[:, 0:cols])
+            with T.SimtVF(threads=256):
+                for r, c in T.Parallel(hc, bc):
+                    acc[r, c] = 0.0
+            for i in T.serial(hi - lo):
+                tok = lo + i
+                T.copy(G[tok, :, c0:c0 + cols], g[:, 0:cols])
+                T.copy(X[tok, :, c0:c0 + cols], x[:, 0:cols])
+                T.copy(K[tok, :, c0:c0 + cols], k[:, 0:cols])
+                T.copy(V[tok, c0:c0 + cols], v[0:cols])
+                T.copy(Coef[tok, :, :], coef[:, 0:hc])
+                with T.SimtVF(threads=256):
+                    for r, c in T.Parallel(hc, bc):
+                        gf = T.Cast("float32", g[r, c])
+                        xf = T.Cast("float32", x[r, c])
+                        kf = T.Cast("float32", k[r, c])
+                        d_dot = coef[0, r]
+                        gx[r, c] = T.Cast("bfloat16", gf + d_dot * kf * w[r, c] - coef[1, r] * xf)
+                        gk[r, c] = T.Cast("bfloat16", d_dot * xf * w[r, c] - coef[2, r] * kf)
+                        acc[r, c] = acc[r, c] + d_dot * xf * kf
+                with T.SimtVF(threads=min(bc, 256)):
+                    for c in T.Parallel(bc):
+                        sv = T.alloc_var("float32")
+                        sv = 0.0
+                        for r in T.serial(hc):
+                            sv = sv + T.Cast("float32", g[r, c]) * coef[3, r]
+                        gv[c] = T.Cast("bfloat16", sv)
+                T.copy(gx[:, 0:cols], GradX[tok, :, c0:c0 + cols])
+                T.copy(gk[:, 0:cols], GradK[tok, :, c0:c0 + cols])
+                T.copy(gv[0:cols], GradV[tok, c0:c0 + cols])
+            T.copy(acc[:, 0:cols], Partial[blk, :, c0:c0 + cols])
+
+    return engram_gate_bwd
+
+
 def _dtype(x) -> str:
     return DTYPES[str(x.dtype)]
 
@@ -235,3 +369,28 @@ def engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_fo
         _launch.launch(build_gate_fwd, (hc, float(eps), float(clamp_value)), hidden_states.contiguous(),
                        k.contiguous(), v.contiguous(), weight_fused.contiguous(), out, *saved)
     return (out, *saved) if save_for_backward else (out, None, None, None, None)
+
+
+def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score, rstd_x, rstd_k, clamp_value,
+                    num_blocks):
+    """``tile_kernels.engram.engram_gate_bwd``: ``(grad_x, grad_k, grad_v, grad_w_partial (num_blocks, hc, H))``."""
+    import torch
+
+    from . import _launch
+
+    t, hc, h = hidden_states.shape
+    dev = hidden_states.device
+    grad_x = torch.empty((t, hc, h), dtype=torch.bfloat16, device=dev)
+    grad_k = torch.empty((t, hc, h), dtype=torch.bfloat16, device=dev)
+    grad_v = torch.empty((t, h), dtype=torch.bfloat16, device=dev)
+    partial = torch.empty((num_blocks, hc, h), dtype=torch.float32, device=dev)  # every block row is written
+    if not (hc and h):
+        return grad_x, grad_k, grad_v.zero_(), partial
+    grad_out, v = grad_out.contiguous(), v.contiguous()
+    coef = torch.empty((t, 4, hc), dtype=torch.float32, device=dev)
+    if t:
+        _launch.launch(build_gate_bwd_rows, (hc, float(clamp_value)), grad_out, v, dot.contiguous(),
+                       gate_score.contiguous(), rstd_x.contiguous(), rstd_k.contiguous(), coef)
+    _launch.launch(build_gate_bwd, (hc,), grad_out, hidden_states.contiguous(), k.contiguous(), v,
+                   weight_fused.contiguous(), coef, grad_x, grad_k, grad_v, partial)
+    return grad_x, grad_k, grad_v, partial

@@ -187,3 +187,4 @@ TABLE.add_ascend("grad_w_reduce", Impl(ascend_engram.grad_w_reduce, "contiguous 
                                        _outputs_contiguous))
 TABLE.add_ascend("engram_gate_fwd", Impl(ascend_engram.engram_gate_fwd, "hidden size > 0 (H = 0: the reference)",
                                          _gate_has_hidden))
+TABLE.add_ascend("engram_gate_bwd", Impl(ascend_engram.engram_gate_bwd, "every input the op accepts"))
