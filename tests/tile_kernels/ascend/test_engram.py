@@ -131,3 +131,31 @@ def test_gate_bwd_through_the_table(monkeypatch):
     want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
     for a, b in zip(got, want, strict=True):
         assert_close(a, b, 1e-8)
+
+
+def _hash_inputs(num_layers, t, n, m, seed=0):
+    """Ids over the whole int32 range (negative ones too), int64 multipliers whose products wrap, vocab
+    sizes of 1 and near 2^31 (offsets that wrap int32, as the reference's cast)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(-2**31, 2**31 - 1, (t, n), dtype=torch.int32, generator=g)
+    mult = torch.randint(-2**62, 2**62, (num_layers, n), dtype=torch.int64, generator=g)
+    vocab = torch.randint(1, 2**31 - 1, (num_layers, n - 1, m), dtype=torch.int32, generator=g)
+    if vocab.numel():
+        vocab[0, 0, 0] = 1
+    return ids, mult, vocab, ref.make_offsets(vocab)
+
+
+@pytest.mark.parametrize("num_layers,t,n,m", [(2, 70, 3, 4), (2, 5, 3, 4), (2, 0, 3, 4)])
+def test_engram_hash(num_layers, t, n, m):
+    args = _hash_inputs(num_layers, t, n, m)
+    assert_equal(engram.engram_hash(*args), ref.engram_hash_ref(*args))
+
+
+def test_engram_hash_through_the_table(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    args = _hash_inputs(2, 9, 3, 4, seed=1)
+    assert _lib.TABLE.serves("engram_hash", args[0].device, *args) == "ascend"
+    assert_equal(tile_kernels.engram.engram_hash(*args), ref.engram_hash_ref(*args))
+    wide = _hash_inputs(4, 3, 5, 2048)  # 4 x 4 x 2048 table entries: past a core's UB budget
+    assert _lib.TABLE.serves("engram_hash", args[0].device, *wide) == "reference"
+    assert_equal(tile_kernels.engram.engram_hash(*wide), ref.engram_hash_ref(*wide))

@@ -19,9 +19,13 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from .block_cast import padded
+
 TILE = 4096  # elements a core takes per step of the element-wise kernels
 REDUCE_COLS, REDUCE_ROWS = 1024, 8  # grad_w_reduce: columns a core owns, partial rows staged per step
-GATE_LANES = 64  # SIMT lanes per (token, hc) row in the gate's reductions
+GATE_LANES = 64
+HASH_TOKENS = 64  # tokens a core hashes (every layer), fewer where the rows are wide
+HASH_UB_BYTES = 64 * 1024  # a core's hash tables and output rows  # SIMT lanes per (token, hc) row in the gate's reductions
 DTYPES = {"torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
 
@@ -324,6 +328,53 @@ def build_gate_bwd(hc: int):
     return engram_gate_bwd
 
 
+@functools.cache
+def build_hash(num_layers: int, n: int, m: int):
+    """``Out (L, t, (n-1) m)`` int32. One SIMT thread per token and layer: ``h`` in uint64 (the products and
+    xors wrap), read as int64 for the floor modulo (torch.remainder: in ``[0, vocab)``), plus the offset in
+    int64, truncated to int32 as the reference's ``.to(torch.int32)``."""
+    import tilelang.ascend.language as T
+
+    t = T.dynamic("t")
+    width = (n - 1) * m
+    bt = max(1, min(HASH_TOKENS, HASH_UB_BYTES // (num_layers * padded(width, 4) * 4) - 2))
+
+    @T.prim_func
+    def engram_hash(Ids: T.Tensor((t, n), "int32"), Mult: T.Tensor((num_layers, n), "int64"),
+                    Vocab: T.Tensor((num_layers, width), "int32"), Offsets: T.Tensor((num_layers, width), "int32"),
+                    Out: T.Tensor((num_layers, t, width), "int32")):
+        with T.Kernel(T.ceildiv(t, bt)) as bid:
+            ids = T.alloc_shared((bt, padded(n, 4)), "int32")
+            mult = T.alloc_shared((num_layers, padded(n, 8)), "int64")
+            vocab = T.alloc_shared((num_layers, padded(width, 4)), "int32")
+            offsets = T.alloc_shared((num_layers, padded(width, 4)), "int32")
+            out = T.alloc_shared((num_layers, bt, padded(width, 4)), "int32")
+            t0 = bid * bt
+            rows = T.min(bt, t - t0)
+            T.copy(Ids[t0:t0 + rows, :], ids[0:rows, 0:n])
+            T.copy(Mult[:, :], mult[:, 0:n])
+            T.copy(Vocab[:, :], vocab[:, 0:width])
+            T.copy(Offsets[:, :], offsets[:, 0:width])
+            with T.SimtVF(threads=min(256, bt * num_layers)):
+                for lyr, r in T.Parallel(num_layers, bt):
+                    h = T.alloc_var("uint64")
+                    h = T.Cast("uint64", T.Cast("int64", ids[r, 0])) * T.reinterpret(mult[lyr, 0], "uint64")
+                    for i in T.serial(1, n):
+                        h = T.bitwise_xor(h, T.Cast("uint64", T.Cast("int64", ids[r, i]))
+                                          * T.reinterpret(mult[lyr, i], "uint64"))
+                        hs = T.reinterpret(h, "int64")
+                        for j in T.serial(m):
+                            c = (i - 1) * m + j
+                            vs = T.Cast("int64", vocab[lyr, c])
+                            rem = hs % vs
+                            rem = T.if_then_else(rem < 0, rem + vs, rem)
+                            out[lyr, r, c] = T.Cast("int32", rem + T.Cast("int64", offsets[lyr, c]))
+            for lyr in T.serial(num_layers):
+                T.copy(out[lyr, 0:rows, 0:width], Out[lyr, t0:t0 + rows, :])
+
+    return engram_hash
+
+
 def _dtype(x) -> str:
     return DTYPES[str(x.dtype)]
 
@@ -394,3 +445,23 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
     _launch.launch(build_gate_bwd, (hc,), grad_out, hidden_states.contiguous(), k.contiguous(), v,
                    weight_fused.contiguous(), coef, grad_x, grad_k, grad_v, partial)
     return grad_x, grad_k, grad_v, partial
+
+
+def hash_fits(ngram_token_ids, multipliers, vocab_sizes, offsets) -> bool:
+    """Whether every layer's tables (and one token's rows) fit a core's UB budget."""
+    return multipliers.shape[0] * padded(offsets.shape[1], 4) * 4 * 3 <= HASH_UB_BYTES
+
+
+def engram_hash(ngram_token_ids, multipliers, vocab_sizes, offsets):
+    """``tile_kernels.engram.engram_hash``: int32 ``(L, T, (N-1) M)`` table rows."""
+    import torch
+
+    from . import _launch
+
+    t, n = ngram_token_ids.shape
+    num_layers, m = multipliers.shape[0], vocab_sizes.shape[2]
+    out = torch.empty((num_layers, t, (n - 1) * m), dtype=torch.int32, device=ngram_token_ids.device)
+    if out.numel():
+        _launch.launch(build_hash, (num_layers, n, m), ngram_token_ids.contiguous(), multipliers.contiguous(),
+                       vocab_sizes.contiguous().view(num_layers, -1), offsets.contiguous(), out)
+    return out

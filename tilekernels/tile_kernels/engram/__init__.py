@@ -188,3 +188,5 @@ TABLE.add_ascend("grad_w_reduce", Impl(ascend_engram.grad_w_reduce, "contiguous 
 TABLE.add_ascend("engram_gate_fwd", Impl(ascend_engram.engram_gate_fwd, "hidden size > 0 (H = 0: the reference)",
                                          _gate_has_hidden))
 TABLE.add_ascend("engram_gate_bwd", Impl(ascend_engram.engram_gate_bwd, "every input the op accepts"))
+TABLE.add_ascend("engram_hash", Impl(ascend_engram.engram_hash, "L x (N-1) x M tables up to 16 Ki entries "
+                                     "(larger: the reference)", ascend_engram.hash_fits))
