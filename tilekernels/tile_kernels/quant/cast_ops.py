@@ -280,3 +280,12 @@ TABLE.register("cast_back", reference=ref.cast_back,
 def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:
     C.integer("num_per_channels", num_per_channels, 1)
     return cast_back(x, fmt, (1, num_per_channels), x_special_fmt)
+
+
+# E5M6 Ascend column (ascend/e5m6.py)
+from ..ascend import e5m6 as ascend_e5m6  # noqa: E402
+
+TABLE.add_ascend("cast_to_e5m6", Impl(ascend_e5m6.cast_to_e5m6, "BF16/FP32 x, every sf layout flag"))
+TABLE.add_ascend("cast_back_from_e5m6", Impl(ascend_e5m6.cast_back_from_e5m6, "one scale column (x_block_size[1] >= "
+                                             "hidden, every row block); FP32 or packed UE8M0 scales",
+                                             ascend_e5m6.one_scale_column))
