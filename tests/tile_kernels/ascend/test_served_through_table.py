@@ -33,4 +33,6 @@ def test_ops_with_ascend_kernels():
                       "per_channel_cast", "per_channel_cast_and_transpose", "cast_back",
                       "swiglu_forward_and_per_token_cast", "swiglu_backward_and_per_token_cast", "topk_gate",
                       "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused",
-                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose"}
+                      "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose",
+                      "fused_weight", "grad_w_reduce", "engram_gate_fwd", "engram_gate_bwd", "engram_hash",
+                      "cast_to_e5m6", "cast_back_from_e5m6", "expand_to_fused_with_sf", "per_channel_cast_fused"}

@@ -247,4 +247,6 @@ def cases() -> list:
                         (f"prefill_{TOKENS}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (TOKENS, EXPERTS, TOPK, HIDDEN)),
                         (f"decode_{DECODE}t_{EXPERTS}e_top{TOPK}_h{HIDDEN}", (DECODE, EXPERTS, TOPK, HIDDEN))):
         runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
+    from .check_cases_engram import cases as engram_cases
+    runs += engram_cases()  # Engram, E5M6, expand_to_fused_with_sf, per_channel_cast_fused
     return [SourceCase(name, "vector", fn) for name, fn in runs]

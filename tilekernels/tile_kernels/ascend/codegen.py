@@ -58,4 +58,6 @@ def kernels() -> list[AscendKernelSpec]:
         ("swiglu_fwd_per_channel_cast_and_transpose_npt128", lambda: channel_cast.build(128, False, True, True)),
         ("swiglu_fwd_per_channel_cast_npt32_clamped", lambda: channel_cast.build(32, False, False, True, 10.0)),
     ]
+    from .check_cases_engram import specs as engram_specs
+    specs += engram_specs()
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]
