@@ -35,4 +35,5 @@ def test_ops_with_ascend_kernels():
                       "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused",
                       "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose",
                       "fused_weight", "grad_w_reduce", "engram_gate_fwd", "engram_gate_bwd", "engram_hash",
-                      "cast_to_e5m6", "cast_back_from_e5m6", "expand_to_fused_with_sf", "per_channel_cast_fused"}
+                      "cast_to_e5m6", "cast_back_from_e5m6", "expand_to_fused_with_sf", "per_channel_cast_fused",
+                      "per_block_cast_lossless"}

@@ -1,5 +1,5 @@
 """``make ascend-check`` cases and ``make ascend-codegen`` specs of the Engram kernels (ascend/engram.py), the
-E5M6 casts (ascend/e5m6.py), expand_to_fused_with_sf and per_channel_cast_fused, at a test shape and at
+E5M6 casts (ascend/e5m6.py), expand_to_fused_with_sf, per_channel_cast_fused and per_block_cast_lossless, at a test shape and at
 DeepSeek shapes: 4096 tokens prefill and 128 decode, hidden 7168; Engram with hc = 4 streams and 2 hash
 layers of 3-grams x 8 heads; the MoE side top-8 of 256 experts (scales per 128 channels).
 
@@ -20,7 +20,7 @@ EPS, CLAMP = 1e-20, 1e-6
 def specs() -> list[tuple]:
     """(name, builder) of every kernel here, for ``codegen.kernels`` (symbolic shapes: one lowering each
     serves every size; the static-shape block cast they call is listed under its own names)."""
-    from . import channel_cast_fused, e5m6, engram
+    from . import channel_cast_fused, e5m6, engram, lossless
 
     return [
         ("engram_fused_weight_bf16", lambda: engram.build_fused_weight("bfloat16", "bfloat16")),
@@ -32,6 +32,8 @@ def specs() -> list[tuple]:
         ("cast_to_e5m6_bf16_round_sf", lambda: e5m6.build_cast("bfloat16", True)),
         ("cast_back_from_e5m6_bf16_ue8m0", lambda: e5m6.build_cast_back("bfloat16", True, 1)),
         ("gather_rows", channel_cast_fused.build_gather),
+        ("per_block_cast_lossless_128x128_ue8m0", lambda: lossless.build(
+            TOKENS, HIDDEN, (1, 32), (128, 128), "packed4", (HIDDEN // 128, TOKENS), 4)),
     ]
 
 
@@ -132,7 +134,17 @@ def _casts(t, h, k=TOPK):
         args = ((q, sf), 128, 128, False, pos)
         return differences("out", channel_cast_fused.per_channel_cast_fused(*args), _cast_fused_ref(*args))
 
-    return [("cast_to_e5m6_bf16_ue8m0", e5m6_cast), ("cast_back_from_e5m6_bf16", e5m6_back),
+    def lossless_():
+        from ..quant.lossless import _lossless_ref
+        from . import lossless
+
+        x = torch.randn(t, h) * torch.logspace(-3, 3, h)
+        q, sf = ref_cast.cast(x, "e2m1", (1, 32), round_sf=True, use_tma_aligned_col_major_sf=True,
+                              use_packed_ue8m0=True)
+        args = (q, sf, (1, 32), (128, 128), True, True)
+        return differences("out", lossless.per_block_cast_lossless(*args), _lossless_ref(*args))
+
+    return [("per_block_cast_lossless_128x128_ue8m0", lossless_), ("cast_to_e5m6_bf16_ue8m0", e5m6_cast), ("cast_back_from_e5m6_bf16", e5m6_back),
             ("expand_to_fused_with_sf_e4m3_col", expand_sf), ("per_channel_cast_fused_e4m3_gather", channel_fused)]
 
 
