@@ -132,6 +132,9 @@ def test_gate_bwd_through_the_table(monkeypatch):
     want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
     for a, b in zip(got, want, strict=True):
         assert_close(a, b, 1e-8)
+    wide = _gate_inputs(2, 65, 64)  # more rows a token than a core's UB plan: the reference
+    assert _lib.TABLE.serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
+    assert _lib.TABLE.serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, nb) == "reference"
 
 
 def _hash_inputs(num_layers, t, n, m, seed=0):

@@ -138,7 +138,7 @@ def build_gate_fwd(hc: int, eps: float, clamp: float):
             skk = T.alloc_shared((hc, lanes), "float32")
             sxk = T.alloc_shared((hc, lanes), "float32")
             row = T.alloc_shared((4, 8 * hc), "float32")  # dot, gate, rstd_x, rstd_k of each row
-            with T.SimtVF(threads=hc * lanes):
+            with T.SimtVF(threads=min(256, hc * lanes)):
                 for r, ln in T.Parallel(hc, lanes):
                     sxx[r, ln] = 0.0
                     skk[r, ln] = 0.0
@@ -149,7 +149,7 @@ def build_gate_fwd(hc: int, eps: float, clamp: float):
                 T.copy(X[tok, :, c0:c0 + cols], x[:, 0:cols])
                 T.copy(K[tok, :, c0:c0 + cols], k[:, 0:cols])
                 T.copy(W[:, c0:c0 + cols], w[:, 0:cols])
-                with T.SimtVF(threads=hc * lanes):
+                with T.SimtVF(threads=min(256, hc * lanes)):
                     for r, ln in T.Parallel(hc, lanes):
                         a = T.alloc_var("float32")
                         b = T.alloc_var("float32")
@@ -161,7 +161,7 @@ def build_gate_fwd(hc: int, eps: float, clamp: float):
                                 sxx[r, ln] = sxx[r, ln] + a * a
                                 skk[r, ln] = skk[r, ln] + b * b
                                 sxk[r, ln] = sxk[r, ln] + a * b * w[r, c]
-            with T.SimtVF(threads=hc):
+            with T.SimtVF(threads=min(256, hc)):
                 for r in T.Parallel(hc):
                     xx = T.alloc_var("float32")
                     kk = T.alloc_var("float32")
@@ -222,7 +222,7 @@ def build_gate_bwd_rows(hc: int, clamp: float):
             T.copy(Gate[tok, :], saved[1, 0:hc])
             T.copy(RstdX[tok, :], saved[2, 0:hc])
             T.copy(RstdK[tok, :], saved[3, 0:hc])
-            with T.SimtVF(threads=hc * lanes):
+            with T.SimtVF(threads=min(256, hc * lanes)):
                 for r, ln in T.Parallel(hc, lanes):
                     sgv[r, ln] = 0.0
             for step in T.serial(T.ceildiv(h, bc)):
@@ -230,13 +230,13 @@ def build_gate_bwd_rows(hc: int, clamp: float):
                 cols = T.min(bc, h - c0)
                 T.copy(G[tok, :, c0:c0 + cols], g[:, 0:cols])
                 T.copy(V[tok, c0:c0 + cols], v[0:cols])
-                with T.SimtVF(threads=hc * lanes):
+                with T.SimtVF(threads=min(256, hc * lanes)):
                     for r, ln in T.Parallel(hc, lanes):
                         for j in T.serial(bc // lanes):
                             c = j * lanes + ln
                             if c < cols:
                                 sgv[r, ln] = sgv[r, ln] + T.Cast("float32", g[r, c]) * T.Cast("float32", v[c])
-            with T.SimtVF(threads=hc):
+            with T.SimtVF(threads=min(256, hc)):
                 for r in T.Parallel(hc):
                     d_gate = T.alloc_var("float32")
                     d_gate = 0.0
@@ -373,6 +373,14 @@ def build_hash(num_layers: int, n: int, m: int):
                 T.copy(out[lyr, 0:rows, 0:width], Out[lyr, t0:t0 + rows, :])
 
     return engram_hash
+
+
+MAX_HC = 64  # a gate core's UB holds (hc, 64..2048) tiles and (hc, 64) lane partials of every row
+
+
+def gate_fits(hidden_states, *_) -> bool:
+    """The gate kernels' form: a hidden size to reduce and at most MAX_HC rows a token."""
+    return hidden_states.shape[-1] > 0 and hidden_states.shape[1] <= MAX_HC
 
 
 def _dtype(x) -> str:
