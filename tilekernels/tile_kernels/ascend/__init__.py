@@ -11,5 +11,8 @@ op's (already validated) arguments and returns its outputs:
 - ``transpose.batched_transpose`` (1-, 2- and 4-byte elements)
 - ``channel_cast.cast``: ``per_channel_cast_and_transpose`` and ``swiglu_forward_and_per_channel_cast_and_transpose``
   (the per-channel E4M3 cast writing its data transposed, with an optional SwiGLU prologue)
+- ``engram``: ``engram_hash``, ``fused_weight``, ``engram_gate_fwd`` / ``engram_gate_bwd``, ``grad_w_reduce``
+- ``e5m6.cast_to_e5m6`` / ``cast_back_from_e5m6``, ``lossless.per_block_cast_lossless``,
+  ``channel_cast_fused.per_channel_cast_fused`` (row gather + cast), ``expand.expand_to_fused_with_sf``
 
 Modules import TileLang lazily, so importing this package costs nothing until a kernel is built."""

@@ -1,6 +1,7 @@
 """Engram on Ascend (TileLang Ascend dialect, vector cores, SIMT): serves ``tile_kernels.engram``'s
-``fused_weight``, ``grad_w_reduce``, ``engram_gate_fwd`` and ``engram_gate_bwd``.
+``engram_hash``, ``fused_weight``, ``grad_w_reduce``, ``engram_gate_fwd`` and ``engram_gate_bwd``.
 
+- engram_hash: one SIMT thread per (token, layer), see ``build_hash`` (bit-exact).
 - fused_weight: ``float(wh) * float(we)``, one FP32 product per element (bit-exact).
 - grad_w_reduce: ``s = sum_b partial[b]`` (FP32, in b order), then ``grad_wh += s * float(we)`` and
   ``grad_we += s * float(wh)`` in place (each product rounded before its add, as the reference).
