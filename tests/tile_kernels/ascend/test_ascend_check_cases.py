@@ -20,7 +20,11 @@ FAMILIES = {  # every Ascend kernel module of each library: a case prefix that e
                      # mHC
                      "mhc_expand", "mhc_pre_big_fuse", "mhc_head_compute_mix", "mhc_pre_split_mixes", "mhc_norm", "mhc_projection",
                      "mhc_sinkhorn", "mhc_pre_apply_mix", "mhc_post_fwd", "mhc_post_bwd_dx_dres_bfloat16",
-                     "mhc_post_bwd_dpost_dcomb_float32"),
+                     "mhc_post_bwd_dpost_dcomb_float32",
+                     # Engram and the remaining casts
+                     "engram_fused_weight", "engram_grad_w_reduce", "engram_gate_fwd",
+                     "engram_gate_bwd", "engram_hash", "cast_to_e5m6", "cast_back_from_e5m6",
+                     "expand_to_fused_with_sf", "per_channel_cast_fused", "per_block_cast_lossless"),
     "deep_ep": ("ep_pack_bf16", "ep_unpack", "ep_pack_fp8", "ep_per_token_cast_fp8_ue8m0", "ep_combine_reduce",
                 "ep_combine_partial", "ep_ll_combine"),
 }

@@ -39,4 +39,8 @@ def test_ops_with_ascend_kernels():
                       # mHC
                       "expand_to_mhc", "mhc_norm", "mhc_pre_split_mixes", "sinkhorn_normalize",
                       "mhc_head_compute_mix", "mhc_pre_apply_mix", "mhc_post", "mhc_post_bwd", "mhc_projection",
-                      "mhc_pre_big_fuse"}
+                      "mhc_pre_big_fuse",
+                      # Engram and the remaining casts
+                      "fused_weight", "grad_w_reduce", "engram_gate_fwd", "engram_gate_bwd", "engram_hash",
+                      "cast_to_e5m6", "cast_back_from_e5m6", "expand_to_fused_with_sf", "per_channel_cast_fused",
+                      "per_block_cast_lossless"}

@@ -70,4 +70,6 @@ def kernels() -> list[AscendKernelSpec]:
     ]
     from .mhc_cases import kernel_specs as mhc_specs
     specs += mhc_specs()
+    from .check_cases_engram import specs as engram_specs
+    specs += engram_specs()
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]
