@@ -10,7 +10,8 @@ Sources:
         on Ascend950DT SYS_CNT sweeps and cannsim; AIV MTE bandwidths there are the aggregate of the two
         AIVs of one AI core (so one AIV streaming alone is modelled at the same port rate, shared).
   [CANN] CANN platform_config Ascend950PR_957bx.ini [AICoreMemoryRates] (l2_rate=100 B/cycle per AI core,
-        l2_size=117440512), as ascend_check.Rates cites it.
+        l2_size=117440512), as ascend_check.Rates cites it; [SoCInfo] cube_core_cnt=32, vector_core_cnt=64
+        (950PR platform_config, as the CANN samples' 950PR READMEs quote it).
   [DEVKIT] asc-devkit tests/perf/{fixpipe,mmad}_perf/generate_roofline.py: dav-3510 at 1650 MHz.
   [DS]  DeepSeek's published 950 peaks (BF16 432, FP8 865, FP4 1730 TFLOP/s; issue 26).
   [950PR] Ascend 950PR HBM (HiBL 1.0) 1.6 TB/s, as ascend_check.Rates.hbm_bytes_per_s.
@@ -67,8 +68,10 @@ def _movers() -> dict:
 class CostTable:
     # dav-3510 runs at 1650 MHz [DEVKIT]; 8192 BF16 FLOP/cycle x 32 AIC x 1.65 GHz = 432.5 TFLOP/s [DS].
     clock_hz: float = 1.65e9
-    aic_cores: int = 32   # dj_twin/runtime.h kNumAic (asc-devkit examples, ARCH_3510)
-    aiv_cores: int = 64   # dj_twin/runtime.h kNumAiv (asc-devkit examples, ARCH_3510: two AIV an AIC)
+    # Core counts, as dj_twin/runtime.h kNumAic / kNumAiv: CANN platform_config 950PR [SoCInfo]
+    # cube_core_cnt=32 [CANN]
+    aic_cores: int = 32
+    aiv_cores: int = 64   # [CANN] platform_config 950PR [SoCInfo] vector_core_cnt=64 (two AIV an AIC)
     movers: dict = field(default_factory=_movers)
     # Cube FLOP (2 x MAC) per cycle by operand width class (the twin's cube_macs_by_input):
     # 16-bit 8192 = 16x16x16x2 [TL cube_throughput_fp16/bf16]; 8-bit 16384 [TL cube_throughput_fp8];
