@@ -61,10 +61,13 @@ def test_known_twin_gaps_are_expected_failures(run_on_twin, capsys):
     assert "XPASS fake_lib.copy_strided_2d_fixed" in capsys.readouterr().out
 
 
-def test_command_line_runs_the_samples(run_on_twin, capsys):
-    assert ascend_check.main(["--only", "deepjit.samples.vector_add"]) == 0
+def test_command_line_runs_the_samples(run_on_twin, capsys, tmp_path):
+    # --out: results.json and the charts go to the test's own folder, never into the checkout (xdist
+    # workers would race on build/ascend-check)
+    assert ascend_check.main(["--only", "deepjit.samples.vector_add", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "PASS deepjit.samples.vector_add [vector]" in out and "1 of 1" in out
+    assert (tmp_path / "results.json").is_file()
 
 
 def test_library_registries(monkeypatch):

@@ -16,7 +16,15 @@ FAMILIES = {  # every Ascend kernel module of each library: a case prefix that e
                      "topk_sum_and_topk_group_idx", "moe_topk_gate_forward", "top2_sum_gate_masked_fixed_mapped",
                      "batched_transpose_bf16", "reduce_fused_e4m3_x_sf_sf", "swiglu_bwd_per_token_cast_fp32_npc32_round_sf",
                      "per_token_cast_e4m3_bf16_npc32_ue8m0", "cast_back_e4m3_ue8m0_npc32_bf16",
-                     "swiglu_fwd_per_channel_cast_npt32_clamped"),
+                     "swiglu_fwd_per_channel_cast_npt32_clamped",
+                     # mHC
+                     "mhc_expand", "mhc_pre_big_fuse", "mhc_head_compute_mix", "mhc_pre_split_mixes", "mhc_norm", "mhc_projection",
+                     "mhc_sinkhorn", "mhc_pre_apply_mix", "mhc_post_fwd", "mhc_post_bwd_dx_dres_bfloat16",
+                     "mhc_post_bwd_dpost_dcomb_float32",
+                     # Engram and the remaining casts
+                     "engram_fused_weight", "engram_grad_w_reduce", "engram_gate_fwd",
+                     "engram_gate_bwd", "engram_hash", "cast_to_e5m6", "cast_back_from_e5m6",
+                     "expand_to_fused_with_sf", "per_channel_cast_fused", "per_block_cast_lossless"),
     "deep_ep": ("ep_pack_bf16", "ep_unpack", "ep_pack_fp8", "ep_per_token_cast_fp8_ue8m0", "ep_combine_reduce",
                 "ep_combine_partial", "ep_ll_combine"),
 }

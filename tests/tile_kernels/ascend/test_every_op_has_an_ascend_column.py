@@ -1,8 +1,7 @@
 """45 of 45: every public tile_kernels op reaches an Ascend kernel on NPU tensors. The ops are derived from
 the public API (each public module's ``__all__``, walked to the backend-table entries it calls, as
 tests/deepjit/test_library_tables.py does) and from the table itself; an op without an Ascend column fails
-unless this file names it below: a pure helper that does no kernel work (with why), or an op another
-branch is building right now (PENDING, emptied as those branches merge)."""
+unless this file names it below as a pure helper that does no kernel work (with why)."""
 from tests.deepjit.test_library_tables import public_callables, reached_ops
 from tile_kernels import _lib
 
@@ -14,30 +13,13 @@ HELPERS = {
     "round_to_tf32": "upstream's helper rounding callers' weights to TF32 (plain torch upstream too), no kernel op",
 }
 
-# Table ops whose Ascend kernels other branches are adding now. Remove each entry as its branch merges: an
-# entry whose op has an Ascend column fails the test as stale.
-PENDING = {
-    # branch mhc27: the mHC pre/post family
-    "expand_to_mhc": "mhc27", "mhc_norm": "mhc27", "mhc_projection": "mhc27", "mhc_head_compute_mix": "mhc27",
-    "mhc_pre_apply_mix": "mhc27", "mhc_pre_big_fuse": "mhc27", "mhc_pre_split_mixes": "mhc27",
-    "sinkhorn_normalize": "mhc27", "mhc_post": "mhc27", "mhc_post_bwd": "mhc27",
-    # branch engram27: Engram and the remaining casts
-    "engram_hash": "engram27", "engram_gate_fwd": "engram27", "engram_gate_bwd": "engram27",
-    "fused_weight": "engram27", "grad_w_reduce": "engram27", "cast_to_e5m6": "engram27",
-    "cast_back_from_e5m6": "engram27", "expand_to_fused_with_sf": "engram27", "per_block_cast_lossless": "engram27",
-    "per_channel_cast_fused": "engram27",
-}
-
 
 def _table_ops() -> dict:
     return {entry.name: entry for entry in _lib.TABLE}
 
 
-def test_pending_and_helper_lists_are_current():
+def test_helper_list_is_current():
     ops, public = _table_ops(), public_callables("tile_kernels")
-    assert set(PENDING) <= set(ops), f"pending ops not in the table: {sorted(set(PENDING) - set(ops))}"
-    stale = sorted(name for name in PENDING if ops[name].ascend is not None)
-    assert not stale, f"these ops have an Ascend column now: remove them from PENDING: {stale}"
     assert set(HELPERS) <= set(public), f"helpers no longer public: {sorted(set(HELPERS) - set(public))}"
     for name in HELPERS:  # a helper that starts calling a table op is an op: it must leave HELPERS
         assert not reached_ops(public[name], "tile_kernels", set(ops)), name
@@ -45,7 +27,7 @@ def test_pending_and_helper_lists_are_current():
 
 def test_every_table_op_has_an_ascend_column():
     ops = _table_ops()
-    missing = sorted(name for name, entry in ops.items() if entry.ascend is None and name not in PENDING)
+    missing = sorted(name for name, entry in ops.items() if entry.ascend is None)
     assert not missing, f"tile_kernels ops without an Ascend kernel: {missing}"
     for name, entry in ops.items():
         if entry.ascend is not None:
@@ -60,7 +42,7 @@ def test_every_public_op_reaches_ascend_kernels_only():
         if name in HELPERS:
             continue
         reached = reached_ops(obj, "tile_kernels", set(ops))
-        lacking = sorted(op for op in reached if ops[op].ascend is None and op not in PENDING)
+        lacking = sorted(op for op in reached if ops[op].ascend is None)
         if not reached or lacking:
             unserved[name] = lacking or "reaches no table op"
     assert not unserved, f"public tile_kernels ops not served by Ascend kernels: {unserved}"

@@ -35,4 +35,12 @@ def test_ops_with_ascend_kernels():
                       "top2_sum_gate", "normalize_weight", "get_fused_mapping", "expand_to_fused", "reduce_fused",
                       "batched_transpose", "swiglu_forward_and_per_channel_cast_and_transpose",
                       "group_count", "aux_fi", "mask_indices_by_tp", "inplace_unique_group_indices",
-                      "topk_sum_and_topk_group_idx", "moe_topk_gate_forward"}
+                      "topk_sum_and_topk_group_idx", "moe_topk_gate_forward",
+                      # mHC
+                      "expand_to_mhc", "mhc_norm", "mhc_pre_split_mixes", "sinkhorn_normalize",
+                      "mhc_head_compute_mix", "mhc_pre_apply_mix", "mhc_post", "mhc_post_bwd", "mhc_projection",
+                      "mhc_pre_big_fuse",
+                      # Engram and the remaining casts
+                      "fused_weight", "grad_w_reduce", "engram_gate_fwd", "engram_gate_bwd", "engram_hash",
+                      "cast_to_e5m6", "cast_back_from_e5m6", "expand_to_fused_with_sf", "per_channel_cast_fused",
+                      "per_block_cast_lossless"}

@@ -13,5 +13,12 @@ op's (already validated) arguments and returns its outputs:
 - ``transpose.batched_transpose`` (1-, 2- and 4-byte elements)
 - ``channel_cast.cast``: ``per_channel_cast_and_transpose`` and ``swiglu_forward_and_per_channel_cast_and_transpose``
   (the per-channel E4M3 cast writing its data transposed, with an optional SwiGLU prologue)
+- mHC (1 to 8 residual streams): ``mhc_mix.head_mix`` / ``split_mixes`` / ``norm``, ``mhc_sinkhorn.sinkhorn``,
+  ``mhc_projection.projection`` (the pre-norm GEMM, on the vector cores for now), ``mhc_streams.expand`` /
+  ``apply_mix`` / ``post``, ``mhc_post_bwd.post_bwd``, ``mhc_pre_fuse.pre_big_fuse`` (projection, one fused
+  norm / split / Sinkhorn kernel, apply-mix)
+- ``engram``: ``engram_hash``, ``fused_weight``, ``engram_gate_fwd`` / ``engram_gate_bwd``, ``grad_w_reduce``
+- ``e5m6.cast_to_e5m6`` / ``cast_back_from_e5m6``, ``lossless.per_block_cast_lossless``,
+  ``channel_cast_fused.per_channel_cast_fused`` (row gather + cast), ``expand.expand_to_fused_with_sf``
 
 Modules import TileLang lazily, so importing this package costs nothing until a kernel is built."""

@@ -399,4 +399,8 @@ def cases() -> list:
         runs += [(f"{name}_{label}", fn) for name, fn in _routing(*args)]
         runs += [(f"{name}_{label}", fn) for name, fn in _routing_helpers(*args[:3], *args[4:])]
         runs += [(f"{name}_{label}", fn) for name, fn in _variants(*args)]
+    from .mhc_cases import runs as mhc_runs
+    runs += mhc_runs()
+    from .check_cases_engram import cases as engram_cases
+    runs += engram_cases()  # Engram, E5M6, expand_to_fused_with_sf, per_channel_cast_fused
     return [SourceCase(name, "vector", fn) for name, fn in runs]

@@ -68,4 +68,8 @@ def kernels() -> list[AscendKernelSpec]:
         ("topk_sum_and_topk_group_idx_g8x32_top2_4", lambda: helper_kernels.build_topk_group(8, 32, 2, 4)),
         ("moe_topk_gate_forward_256x8_bias", lambda: gate_kernels.build(256, 8, 0, gate_kernels.Options(bias=True))),
     ]
+    from .mhc_cases import kernel_specs as mhc_specs
+    specs += mhc_specs()
+    from .check_cases_engram import specs as engram_specs
+    specs += engram_specs()
     return [AscendKernelSpec(name, build, "vector") for name, build in specs]

@@ -54,3 +54,26 @@ def expand_to_fused(x, token_topk_to_pos, pos_to_expert):
         _launch.launch(build, (t, row_bytes, k, num_rows), raw, token_topk_to_pos.contiguous(),
                        out.view(torch.uint8).reshape(num_rows, row_bytes))
     return out
+
+
+def expand_to_fused_with_sf(x, num_per_channels, token_topk_to_pos, pos_to_expert, use_tma_aligned_col_major_sf=False):
+    """``tile_kernels.moe.expand_to_fused_with_sf``: the data rows and the scale rows expanded by the same
+    kernel (scales as byte rows). Column-major scales: the rows are expanded into ``align(P, 4)`` zeroed rows
+    and transposed by the Ascend transpose into the storage ``(sf_cols, align(P, 4))``, padding zero as the
+    reference's."""
+    import torch
+
+    from .transpose import batched_transpose
+
+    data, sf = x
+    num_rows = pos_to_expert.shape[0]
+    out = expand_to_fused(data, token_topk_to_pos, pos_to_expert)
+    if not use_tma_aligned_col_major_sf:
+        return out, expand_to_fused(sf, token_topk_to_pos, pos_to_expert)
+    ld = -(-num_rows // 4) * 4
+    rows = expand_to_fused(sf, token_topk_to_pos, pos_to_expert.new_empty((ld,)))
+    if sf.shape[1] == 0 or ld == 0:
+        storage = torch.zeros((sf.shape[1], ld), dtype=sf.dtype, device=sf.device)
+    else:
+        storage = batched_transpose(rows.unsqueeze(0))[0]
+    return out, storage[:, :num_rows].T

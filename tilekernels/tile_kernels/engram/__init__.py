@@ -7,6 +7,7 @@ from deepjit import Impl, descriptors
 from deepjit import validation as C
 
 from .._lib import LIB, TABLE, empty, host_kernel, threads
+from ..ascend import engram as ascend_engram
 from ..config import get_num_sms
 from ..reference import engram as ref
 
@@ -174,3 +175,15 @@ def _outputs_contiguous(grad_w_partial, weight_hidden, weight_embed, grad_weight
 
 TABLE.register("grad_w_reduce", reference=ref.grad_w_reduce,
                host=Impl(_grad_w_reduce_host, "contiguous gradient outputs", _outputs_contiguous))
+
+
+# Ascend column (TileLang kernels in ascend/engram.py)
+TABLE.add_ascend("fused_weight", Impl(ascend_engram.fused_weight, "BF16/FP32 weights"))
+TABLE.add_ascend("grad_w_reduce", Impl(ascend_engram.grad_w_reduce, "contiguous gradient outputs",
+                                       _outputs_contiguous))
+TABLE.add_ascend("engram_gate_fwd", Impl(ascend_engram.engram_gate_fwd, "hidden size > 0, hc <= 64 (others: the "
+                                         "reference)", ascend_engram.gate_fits))
+TABLE.add_ascend("engram_gate_bwd", Impl(ascend_engram.engram_gate_bwd, "hc <= 64 (more: the reference)",
+                                         lambda grad_out, hidden_states, *_: hidden_states.shape[1] <= ascend_engram.MAX_HC))
+TABLE.add_ascend("engram_hash", Impl(ascend_engram.engram_hash, "L x (N-1) x M tables up to 16 Ki entries "
+                                     "(larger: the reference)", ascend_engram.hash_fits))

@@ -270,7 +270,9 @@ def _expand_to_fused_with_sf_host(x, num_per_channels, token_topk_to_pos, pos_to
     return out, storage[:, :num_rows].T
 
 
-TABLE.register("expand_to_fused_with_sf", reference=ref.expand_to_fused_with_sf, host=_expand_to_fused_with_sf_host)
+TABLE.register("expand_to_fused_with_sf", reference=ref.expand_to_fused_with_sf, host=_expand_to_fused_with_sf_host,
+               ascend=Impl(ascend_expand.expand_to_fused_with_sf, "every data dtype; FP32/int32 scales, row- or "
+                                                                  "column-major"))
 
 
 _DT = {torch.float32: 0, torch.bfloat16: 1, torch.float8_e4m3fn: 2}

@@ -13,6 +13,7 @@ from .._lib import TABLE
 from ..ascend import block_cast as ascend_cast
 from ..ascend import cast_back as ascend_cast_back
 from ..ascend import channel_cast as ascend_channel_cast
+from ..ascend import channel_cast_fused as ascend_channel_cast_fused
 from ..host import cast as host
 from ..reference import cast as ref
 from ..reference import cast_e5m6 as ref_e5m6
@@ -242,7 +243,9 @@ def _cast_fused_ref(x, num_per_tokens, num_per_channels, round_sf, pos_to_token)
                                       num_per_channels, round_sf, pos_to_token)
 
 
-TABLE.register("per_channel_cast_fused", reference=_cast_fused_ref, host=host.per_channel_cast_fused)
+TABLE.register("per_channel_cast_fused", reference=_cast_fused_ref, host=host.per_channel_cast_fused,
+               ascend=Impl(ascend_channel_cast_fused.per_channel_cast_fused, "every form: the row gather, the "
+                           "cast-back of an E4M3 (data, sf) input and the per-channel cast, each an Ascend kernel"))
 
 
 def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special_fmt: str | None = None) -> torch.Tensor:
@@ -280,3 +283,12 @@ TABLE.register("cast_back", reference=ref.cast_back,
 def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:
     C.integer("num_per_channels", num_per_channels, 1)
     return cast_back(x, fmt, (1, num_per_channels), x_special_fmt)
+
+
+# E5M6 Ascend column (ascend/e5m6.py)
+from ..ascend import e5m6 as ascend_e5m6  # noqa: E402
+
+TABLE.add_ascend("cast_to_e5m6", Impl(ascend_e5m6.cast_to_e5m6, "BF16/FP32 x, every sf layout flag"))
+TABLE.add_ascend("cast_back_from_e5m6", Impl(ascend_e5m6.cast_back_from_e5m6, "one scale column (x_block_size[1] >= "
+                                             "hidden, every row block); FP32 or packed UE8M0 scales",
+                                             ascend_e5m6.one_scale_column))

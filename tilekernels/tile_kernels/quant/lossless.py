@@ -7,6 +7,7 @@ from deepjit import Impl, descriptors
 from deepjit import validation as C
 
 from .._lib import LIB, TABLE, empty, host_kernel, threads
+from ..ascend import lossless as ascend_lossless
 from ..reference.cast import _block_view, format_sf, transform_sf
 from ..utils import ceil_div, is_power_of_two
 from .common import check_block, check_sf_for, sf_strides
@@ -65,4 +66,7 @@ def _lossless_host(q, sf, ib, ob, col: bool, packed: bool):
 
 
 TABLE.register("per_block_cast_lossless", reference=_lossless_ref,
-               host=Impl(_lossless_host, "at least one row", lambda q, *_: q.shape[0] > 0))
+               host=Impl(_lossless_host, "at least one row", lambda q, *_: q.shape[0] > 0),
+               ascend=Impl(ascend_lossless.per_block_cast_lossless, "at least one row; FP32 row-major or packed "
+                           "column-major UE8M0 input scales; output blocks up to 128 x 256; every output sf layout "
+                           "(laid out from the kernel's FP32 scales)", ascend_lossless.accepts))

@@ -4,11 +4,14 @@ and how it was chosen. All figures are per core and in cycles at ``clock_hz`` un
 
 Sources:
   [TL]  TileLang's own A5 latency parameters: tile-ai/tilelang src/ascend/transform/estimate_latency.h
-        (``AscendLatencyParams``, commit 0e4ad53c6fa1d122cbbb7054592a8a7e9c3d5d0c), fitted by its authors
+        (``AscendLatencyParams``, commit 0e4ad53c6fa1d122cbbb7054592a8a7e9c3d5d0c and the 0.1.15 revision,
+        which adds the per-descriptor issue floors ``*_min_ii`` / ``*_issue_overhead`` that
+        estimate_latency.cc charges as max(min_ii, bytes / rate) or issue_overhead + bytes / rate), fitted by its authors
         on Ascend950DT SYS_CNT sweeps and cannsim; AIV MTE bandwidths there are the aggregate of the two
         AIVs of one AI core (so one AIV streaming alone is modelled at the same port rate, shared).
   [CANN] CANN platform_config Ascend950PR_957bx.ini [AICoreMemoryRates] (l2_rate=100 B/cycle per AI core,
-        l2_size=117440512), as ascend_check.Rates cites it.
+        l2_size=117440512), as ascend_check.Rates cites it; [SoCInfo] cube_core_cnt=32, vector_core_cnt=64
+        (950PR platform_config, as the CANN samples' 950PR READMEs quote it).
   [DEVKIT] asc-devkit tests/perf/{fixpipe,mmad}_perf/generate_roofline.py: dav-3510 at 1650 MHz.
   [DS]  DeepSeek's published 950 peaks (BF16 432, FP8 865, FP4 1730 TFLOP/s; issue 26).
   [950PR] Ascend 950PR HBM (HiBL 1.0) 1.6 TB/s, as ascend_check.Rates.hbm_bytes_per_s.
@@ -18,36 +21,42 @@ Sources:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Mover:
-    """A data path: ``bytes_per_cycle`` while streaming (the pipe is busy ``bytes / rate`` cycles, at
-    least ``min_ii``), and ``latency`` cycles more until its data is usable (a flag set after it fires then)."""
+    """A data path: ``bytes_per_cycle`` while streaming (the pipe is busy ``issue + bytes / rate`` cycles
+    a recorded instruction, at least ``min_ii``), and ``latency`` cycles more until its data is usable (a
+    flag set after it fires then)."""
     bytes_per_cycle: float
     latency: float
     min_ii: float = 0.0
+    issue: float = 0.0
 
 
 def _movers() -> dict:
     return {
-        # AIV MTE2 GM -> UB: 100 B/cycle, base 90 [TL mte2_gm_to_ub_bandwidth / _base_latency].
-        "gm_to_ub": Mover(100, 90),
+        # AIV MTE2 GM -> UB: 100 B/cycle, base 90, II floor 13 per descriptor [TL mte2_gm_to_ub_bandwidth,
+        # _base_latency, _min_ii].
+        "gm_to_ub": Mover(100, 90, 13),
         # AIC MTE2 GM -> L1 (ND -> NZ included): 100 B/cycle, base 190, II floor 64 per descriptor
         # [TL aic_mte2_to_l1_bandwidth, mte2_gm_to_l1_base_latency, mte2_gm_to_l1_min_ii].
         "gm_to_l1": Mover(100, 190, 64),
-        # AIV MTE3 UB -> GM: 115 B/cycle, base 180 [TL mte3_ub_to_gm_bandwidth / _base_latency].
-        "ub_to_gm": Mover(115, 180),
-        # FixPipe L0C -> GM: 128 B/cycle single destination, base 200 [TL fixpipe_bandwidth,
-        # fixpipe_l0c_to_gm_base_latency].
-        "l0c_to_gm": Mover(128, 200),
-        # FixPipe L0C -> UB: 128 B/cycle, base 58 [TL fixpipe_bandwidth, fixpipe_base_latency].
-        "l0c_to_ub": Mover(128, 58),
+        # AIV MTE3 UB -> GM: 115 B/cycle, base 180, II floor 10 per descriptor [TL mte3_ub_to_gm_bandwidth,
+        # _base_latency, _min_ii].
+        "ub_to_gm": Mover(115, 180, 10),
+        # FixPipe L0C -> GM: 128 B/cycle single destination, base 200, 2 issue cycles a descriptor
+        # [TL fixpipe_bandwidth, fixpipe_l0c_to_gm_base_latency, fixpipe_issue_overhead].
+        "l0c_to_gm": Mover(128, 200, issue=2),
+        # FixPipe L0C -> UB: 128 B/cycle, base 58, 2 issue cycles a descriptor [TL fixpipe_bandwidth,
+        # fixpipe_base_latency, fixpipe_issue_overhead].
+        "l0c_to_ub": Mover(128, 58, issue=2),
         # MTE3 UB -> L1: 256 B/cycle, base 43 [TL mte3_ub_to_l1_bandwidth / _base_latency].
         "ub_to_l1": Mover(256, 43),
-        # MTE1 L1 -> L0A / L0B: 256 B/cycle, base 5 [TL l1_to_l0a_bandwidth, mte1_base_latency].
-        "l1_to_l0": Mover(256, 5),
+        # MTE1 L1 -> L0A / L0B: 256 B/cycle, base 5, 3 issue cycles a descriptor [TL l1_to_l0a_bandwidth,
+        # mte1_base_latency, mte1_issue_overhead].
+        "l1_to_l0": Mover(256, 5, issue=3),
         # MTE1 L1 -> UB: no published figure; taken as the L1 -> L0 path (estimate).
         "l1_to_ub": Mover(256, 5),
         # asc_fill_*: no published figure; one 256-byte write a cycle, as MTE1 (estimate).
@@ -59,8 +68,10 @@ def _movers() -> dict:
 class CostTable:
     # dav-3510 runs at 1650 MHz [DEVKIT]; 8192 BF16 FLOP/cycle x 32 AIC x 1.65 GHz = 432.5 TFLOP/s [DS].
     clock_hz: float = 1.65e9
-    aic_cores: int = 32   # dj_twin/runtime.h kNumAic (asc-devkit examples, ARCH_3510)
-    aiv_cores: int = 64
+    # Core counts, as dj_twin/runtime.h kNumAic / kNumAiv: CANN platform_config 950PR [SoCInfo]
+    # cube_core_cnt=32 [CANN]
+    aic_cores: int = 32
+    aiv_cores: int = 64   # [CANN] platform_config 950PR [SoCInfo] vector_core_cnt=64 (two AIV an AIC)
     movers: dict = field(default_factory=_movers)
     # Cube FLOP (2 x MAC) per cycle by operand width class (the twin's cube_macs_by_input):
     # 16-bit 8192 = 16x16x16x2 [TL cube_throughput_fp16/bf16]; 8-bit 16384 [TL cube_throughput_fp8];
@@ -84,14 +95,17 @@ class CostTable:
     # One recorded instruction costs the scalar unit one issue cycle [TL "Scalar -> one cycle per atomic task"].
     scalar_issue: float = 1.0
     # SIMT: one 32-lane warp instruction a cycle per AIV (no published issue rate; ascend_check.Rates's
-    # estimate); its GM bytes at 128 B/cycle (no source: the 128-byte line a cycle, estimate).
+    # estimate).
     simt_lane_ops_per_cycle: float = 32
+    # SIMT lanes' GM bytes: no public source; estimate: one 128-byte line a cycle.
     simt_gm_bytes_per_cycle: float = 128
-    # Shared paths: L2 100 B/cycle per AI core [CANN l2_rate] (x 32 for the chip); HBM 1.6e12 B/s [950PR].
-    # One AI core's port to L2 is shared by its two AIVs [TL: "aggregate payload across the two normally
-    # active AIVs"] and, as an estimate, by its AIC.
+    # Shared paths: L2 100 B/cycle per AI core [CANN l2_rate] (x 32 for the chip).
     l2_bytes_per_cycle_per_core: float = 100
-    hbm_bytes_per_s: float = 1.6e12
+    # One AI core's port to L2, shared by its two AIVs [TL: "aggregate payload across the two normally
+    # active AIVs"] and, as an estimate, by its AIC: 115 B/cycle, the fastest rate TileLang measured through
+    # it (UB -> GM [TL mte3_ub_to_gm_bandwidth]); CANN's l2_rate (100) would make that measurement unreachable.
+    port_bytes_per_cycle: float = 115
+    hbm_bytes_per_s: float = 1.6e12  # [950PR]
     # A cross-core flag (asc_sync_intra/inter_*) travels this long: no published figure (estimate: 0,
     # i.e. the set's pipe completion is the wait's earliest start).
     cross_core_flag_latency: float = 0.0
@@ -105,11 +119,6 @@ class CostTable:
     @property
     def l2_bytes_per_cycle(self) -> float:
         return self.l2_bytes_per_cycle_per_core * self.aic_cores
-
-    def with_mover(self, route: str, **changes) -> CostTable:
-        movers = dict(self.movers)
-        movers[route] = replace(movers[route], **changes)
-        return replace(self, movers=movers)
 
 
 COSTS_950 = CostTable()

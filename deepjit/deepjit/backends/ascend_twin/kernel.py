@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from dataclasses import dataclass, field
 
 from ...descriptors import check_layout
@@ -26,6 +27,11 @@ WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
 L2_MODEL_ENV = "DJ_TWIN_L2"          # "1": replay each launch's GM lines through the L2 model
 L2_BYTES_ENV = "DJ_TWIN_L2_BYTES"    # the model's L2 size (default dav-3510's 112 MiB)
 DEFAULT_WAIT_TIMEOUT_SECS = 10.0
+# One lock per loaded library (its .so holds one recording switch and one last-launch timeline for every
+# TwinKernel of it): switching recording, launching and reading the events back happen under it, so two
+# threads launching at once never read each other's recording.
+_LIBRARY_LOCKS: dict = {}
+_LIBRARY_LOCKS_GUARD = threading.Lock()
 _ERR_LEN = 4096
 
 
@@ -200,6 +206,8 @@ class TwinKernel:
                              ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t, u64p]
         self._fn.restype = ctypes.c_int
         self._timeline = hasattr(self._lib, "dj_twin_timeline_copy")
+        with _LIBRARY_LOCKS_GUARD:
+            self._launch_lock = _LIBRARY_LOCKS.setdefault(os.path.realpath(so), threading.Lock())
         if self._timeline:
             self._lib.dj_twin_timeline_enable.argtypes = [ctypes.c_int]
             self._lib.dj_twin_timeline_size.argtypes = [ctypes.c_uint64]
@@ -251,30 +259,32 @@ class TwinKernel:
         err = ctypes.create_string_buffer(_ERR_LEN)
         from . import timeline
         record = self._timeline and timeline.recording_on()
-        if self._timeline:
-            self._lib.dj_twin_timeline_enable(1 if record else 0)
-        rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(),
-                      float(options.num_launch_timeout_secs), err, _ERR_LEN, counters)
-        if rc != 0:
-            raise TwinLaunchError(f"Ascend twin launch of {self.name} ({options.num_blocks} blocks) failed: "
-                                  f"{err.value.decode(errors='replace')}")
-        result = self._counters(options.num_blocks, counters)
+        with self._launch_lock:
+            if self._timeline:
+                self._lib.dj_twin_timeline_enable(1 if record else 0)
+            rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(),
+                          float(options.num_launch_timeout_secs), err, _ERR_LEN, counters)
+            if rc != 0:
+                raise TwinLaunchError(f"Ascend twin launch of {self.name} ({options.num_blocks} blocks) failed: "
+                                      f"{err.value.decode(errors='replace')}")
+            result = self._counters(options.num_blocks, counters)
+            if record:
+                result.traces = self._traces(result)
         if record:
-            result.traces = self._traces(result)
             timeline.note_launch(result)
         return result
 
     def _traces(self, result: LaunchCounters) -> list:
         """Each core's recorded events, with the share of its GM bytes the L2 model says reach HBM."""
-        from .timeline import EVENT_BYTES, CoreTrace, parse_events
+        from .timeline import EVENT_BYTES, GM_READS, GM_WRITES, CoreTrace, parse_events
 
         traces = []
         for i, core in enumerate(result.cores):
             n = self._lib.dj_twin_timeline_size(i)
             buf = ctypes.create_string_buffer(int(n) * EVENT_BYTES)
             got = self._lib.dj_twin_timeline_copy(i, buf, n)
-            reads = sum(core.routes.get(r, 0) for r in ("gm_to_ub", "gm_to_l1", "simt_gm_load"))
-            writes = sum(core.routes.get(r, 0) for r in ("ub_to_gm", "l0c_to_gm", "simt_gm_store"))
+            reads = sum(core.routes.get(r, 0) for r in (*GM_READS, "simt_gm_load"))
+            writes = sum(core.routes.get(r, 0) for r in (*GM_WRITES, "simt_gm_store"))
             slot = 0 if self.kind != "mix" or core.core == "AIC" else 1 + int(core.core[-1])
             traces.append(CoreTrace(block=core.block, kind=core.core[:3], slot=slot,
                                     events=parse_events(buf.raw[:int(got) * EVENT_BYTES]),

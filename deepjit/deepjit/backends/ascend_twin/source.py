@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ... import descriptors
 from ...errors import DeepJITError
 from ...include_parser import scan_include
+from ..params import SCALARS
 
 # (QUAL T *)0 -> (QUAL T *)::dj_twin::onchip_base(::dj_twin::Mem::X): generated code and TileLang's
 # headers place on-chip buffers at absolute offsets from 0.
@@ -97,13 +98,18 @@ class ArgsStruct:
 
 
 _NOT_TYPE_WORDS = {"__gm__", "const", "volatile", "struct", "__restrict__", "__restrict"}
+_ELEMENT_TYPES = {"void", "half", "bfloat16_t", "float16_t", "float32_t", "hifloat8_t", "fp8_e4m3fn_t", "fp8_e5m2_t",
+                  "fp4x2_e2m1_t", "fp4x2_e1m2_t", "fp8_e8m0_t"}
 
 
 def _with_includes(source: str, include_dirs, seen: set) -> str:
     """``source`` followed by every header it includes (transitively) that ``include_dirs`` hold."""
     texts = [source]
     for line in source.splitlines():
-        name = scan_include(line)
+        try:
+            name = scan_include(line)
+        except DeepJITError:  # a quoted include (TileLang's own templates have them): no struct home
+            continue
         for folder in include_dirs if name and name not in seen else ():
             path = os.path.join(folder, name)
             if os.path.isfile(path):
@@ -124,6 +130,8 @@ def args_struct(entry: Entry, source: str, include_dirs) -> ArgsStruct | None:
         return None
     cpp_type = words[0]
     name = cpp_type.rsplit("::", 1)[-1]
+    if name in SCALARS or name in _ELEMENT_TYPES:
+        return None                      # a pointer to data, not to an argument struct
     text = _with_includes(source, include_dirs, set())
     if not re.search(rf"\bstruct\s+{re.escape(name)}\s*\{{", text):
         return None                      # a pointer to a scalar or to a type declared elsewhere

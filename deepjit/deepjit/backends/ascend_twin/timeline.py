@@ -21,6 +21,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from .costs import COSTS_950, CostTable
+from .kernel import ROUTES
 
 # dj_twin/timeline.h Ev, in order.
 EVENT_TYPES = ("move", "cube", "vector", "simt", "set", "wait", "barrier", "intra_arrive", "intra_wait",
@@ -131,7 +132,6 @@ class Ledger:
 class CoreState:
     trace: CoreTrace
     index: int
-    start: float = 0.0
     issue: float = 0.0
     pos: int = 0
     free: dict = field(default_factory=lambda: defaultdict(float))
@@ -174,24 +174,19 @@ def _block_slots(kind: str, costs: CostTable) -> int:
     return costs.aiv_cores if kind == "vector" else costs.aic_cores
 
 
-def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, kernel: str = "",
-             chart_blocks: int = 1) -> Estimate:
+def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, kernel: str = "") -> Estimate:
     """The timeline of one launch: ``traces`` by core in launch order (block by block), ``kind`` the
-    kernel's core type ("vector", "cube" or "mix")."""
+    kernel's core type ("vector", "cube" or "mix"). The chart segments are kept for block 0."""
     ledger = Ledger(costs.bin_cycles)
     ledger.add_link("l2", costs.l2_bytes_per_cycle)
     ledger.add_link("hbm", costs.hbm_bytes_per_cycle)
     blocks: dict = defaultdict(list)
     for i, tr in enumerate(traces):
-        blocks[tr.block].append(CoreState(tr, i, segments=[] if tr.block < chart_blocks else None))
+        blocks[tr.block].append(CoreState(tr, i, segments=[] if tr.block == 0 else None))
     order = sorted(blocks)
     slots = _block_slots(kind, costs)
     # an AI core's port: the two AIVs (vector kernels: blocks 2k, 2k+1) and the AIC of a mix block
-    port_rate = costs.l2_bytes_per_cycle_per_core
-    states_by_block_slot = {}
-    for b in order:
-        for s in blocks[b]:
-            states_by_block_slot[(b, s.trace.slot)] = s
+    port_rate = costs.port_bytes_per_cycle
 
     ready: list = []
     pending = deque(order[slots:])
@@ -200,7 +195,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
     def start_block(b: int, t: float, slot: int) -> None:
         slot_of_block[b] = slot
         for s in blocks[b]:
-            s.start = s.issue = t
+            s.issue = t
             s.port = ("port", slot // 2 if kind == "vector" else slot)
             if s.port not in ledger.rates:
                 ledger.add_link(s.port, port_rate)
@@ -221,7 +216,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
     flops = 0.0
     lat = costs.cross_core_flag_latency
 
-    def occupy(s: CoreState, pipe: int, name: str, start: float, end: float) -> None:
+    def occupy(s: CoreState, name: str, start: float, end: float) -> None:
         s.busy[name] += end - start
         if s.segments is not None:
             s.segments.append((name, start, end))
@@ -253,20 +248,20 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
         e = s.trace.events[s.pos]
         t = e.type
         if t == "move":
-            route = _ROUTES[e.a]
+            route = ROUTES[e.a]
             pipe = e.pipe
             mover = costs.movers[route] if route in costs.movers else costs.movers["fill"]
             start = pipe_start(s, pipe)
             if route in GM_READS or route in GM_WRITES:
                 share = s.trace.hbm_read_share if route in GM_READS else s.trace.hbm_write_share
-                end = ledger.transfer(start, e.n, mover.bytes_per_cycle,
+                end = ledger.transfer(start + mover.issue, e.n, mover.bytes_per_cycle,
                                       [("l2", 1.0), ("hbm", share), (s.port, 1.0)])
                 total_gm += e.n
                 total_hbm += e.n * share
             else:
-                end = start + e.n / mover.bytes_per_cycle
+                end = start + mover.issue + e.n / mover.bytes_per_cycle
             end = max(end, start + mover.min_ii)
-            occupy(s, pipe, PIPE_NAMES.get(pipe, "mte2"), start, end)
+            occupy(s, PIPE_NAMES.get(pipe, "mte2"), start, end)
             s.free[pipe] = end
             s.done[pipe] = max(s.done[pipe], end + mover.latency)
         elif t == "cube":
@@ -274,13 +269,13 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             width = WIDTH_CLASSES[e.a]
             flops += 2 * e.n
             end = start + 2 * e.n / costs.cube_flops_per_cycle[width]
-            occupy(s, PIPE_M, "cube", start, end)
+            occupy(s, "cube", start, end)
             s.free[PIPE_M] = end
             s.done[PIPE_M] = max(s.done[PIPE_M], end + costs.cube_latency)
         elif t == "vector":
             start = pipe_start(s, PIPE_V)
             end = start + vector_cycles(e, costs)
-            occupy(s, PIPE_V, "vector", start, end)
+            occupy(s, "vector", start, end)
             s.free[PIPE_V] = s.done[PIPE_V] = end
         elif t == "simt":
             start = pipe_start(s, PIPE_V)
@@ -290,7 +285,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
                                                [("l2", 1.0), ("hbm", s.trace.hbm_read_share), (s.port, 1.0)]))
                 total_gm += e.m
                 total_hbm += e.m * s.trace.hbm_read_share
-            occupy(s, PIPE_V, "simt", start, end)
+            occupy(s, "simt", start, end)
             s.free[PIPE_V] = s.done[PIPE_V] = end
         elif t == "set":
             s.flags[(e.a, e.b, e.id)].append(completion(s, e.a))
@@ -354,10 +349,6 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
     states = [s for b in order for s in blocks[b]]
     cycles = max((s.finish for s in states), default=0.0)
     return _estimate(kernel, states, cycles, costs, total_gm, total_hbm, flops, kind)
-
-
-_ROUTES = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l0c_to_ub", "ub_to_l1", "l1_to_l0", "l1_to_ub", "fill",
-           "simt_gm_load", "simt_gm_store")
 
 
 def _wake(blocked: list, ready: list) -> None:
@@ -432,11 +423,6 @@ class recording:  # noqa: N801 - used as a context manager, like a function
 def note_launch(counters) -> None:
     global _last
     _last = counters
-
-
-def last_launch():
-    """The counters (with traces) of the last twin launch that recorded a timeline, or None."""
-    return _last
 
 
 def last_estimate(costs: CostTable | None = None) -> Estimate | None:

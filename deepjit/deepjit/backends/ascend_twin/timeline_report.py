@@ -12,11 +12,11 @@ from .timeline import REPORT_PIPES, Estimate
 
 # Chip peak FLOP/s by cube operand class (ascend_check.cube_operand's names).
 _OPERAND_WIDTH = {"bf16": "b16", "fp8": "b8", "fp4": "b4"}
-MEMORY_BOUNDS = ("hbm", "l2", "mte2", "mte3", "mte1", "fixpipe")
 
 
 def combine(estimates: list[Estimate]) -> Estimate | None:
-    """Launches run one after another: their times add; shares are time-weighted."""
+    """Launches run one after another: their times add; shares are time-weighted; the bound and the
+    busiest unit are the longest launch's."""
     estimates = [e for e in estimates if e is not None]
     if not estimates:
         return None
@@ -33,25 +33,28 @@ def combine(estimates: list[Estimate]) -> Estimate | None:
                     seconds=sum(e.seconds for e in estimates), cores=max(e.cores for e in estimates),
                     busy=weighted("busy"), waiting=weighted("waiting"), bound=main.bound,
                     gm_bytes=sum(e.gm_bytes for e in estimates), hbm_bytes=sum(e.hbm_bytes for e in estimates),
-                    flops=sum(e.flops for e in estimates), segments=main.segments)
+                    flops=sum(e.flops for e in estimates), segments=main.segments,
+                    busiest=main.busiest)
 
 
 def rates(est: Estimate, operand: str = "bf16", costs: CostTable = COSTS_950) -> dict:
     """Achieved TFLOP/s and GB/s (GM bytes) at the estimated time, and the share of the bound unit's peak:
-    cube FLOP/s over the chip's peak for the operand class; for a memory bound, HBM bytes over HBM
-    bandwidth (L2 bytes over L2 bandwidth when L2 is the bound); otherwise the bound pipe's busy share."""
+    cube FLOP/s over the chip's peak for the operand class; HBM bytes over HBM bandwidth when HBM is the
+    bound (GM bytes over L2 bandwidth for L2); for any other pipe (a mover, the vector unit) its busy share,
+    the busiest unit's when the kernel is latency-bound."""
     seconds = est.seconds or float("inf")
     tflops = est.flops / seconds / 1e12
     gbps = est.gm_bytes / seconds / 1e9
-    if est.bound == "cube":
+    unit = _peak_of(est)
+    if unit == "cube":
         peak = costs.cube_flops_per_cycle[_OPERAND_WIDTH.get(operand, "b16")] * costs.aic_cores * costs.clock_hz
         share = est.flops / seconds / peak
-    elif est.bound == "l2":
+    elif unit == "l2":
         share = est.gm_bytes / seconds / (costs.l2_bytes_per_cycle * costs.clock_hz)
-    elif est.bound in MEMORY_BOUNDS:
+    elif unit == "hbm":
         share = est.hbm_bytes / seconds / costs.hbm_bytes_per_s
-    else:  # a pipe, or latency-bound: how busy the busiest unit is
-        share = est.busy.get(est.bound if est.bound != "latency" else est.busiest, 0.0)
+    else:  # a pipe: how busy it is
+        share = est.busy.get(unit, 0.0)
     return {"tflops": tflops, "gbps": gbps, "peak_share": share}
 
 
@@ -93,7 +96,7 @@ _COLORS = {"scalar": (120, 120, 120), "mte2": (31, 119, 180), "mte1": (23, 190, 
            "fixpipe": (255, 127, 14), "vector": (44, 160, 44), "simt": (148, 103, 189), "mte3": (140, 86, 75)}
 
 
-def write_chart(est: Estimate, path: str, title: str = "") -> str:
+def write_chart(est: Estimate, path: str, title: str = "", costs: CostTable = COSTS_950) -> str:
     """A PNG of the first block's cores: one row per (core, pipe), a bar per busy interval. With matplotlib
     the rows are labelled; without it a plain raster is written (rows: each core's pipes in
     ``REPORT_PIPES`` order, colours as ``_COLORS``). Returns the path."""
@@ -106,14 +109,16 @@ def write_chart(est: Estimate, path: str, title: str = "") -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return _raster_chart(est, rows, path)
+    cycles_per_us = costs.clock_hz / 1e6
     fig, ax = plt.subplots(figsize=(12, 0.35 * max(len(rows), 1) + 1.2))
     for y, (core, pipe) in enumerate(rows):
         spans = [(s, e - s) for p, s, e in est.segments[core] if p == pipe and e > s]
-        ax.broken_barh([(s / 1.65e3, w / 1.65e3) for s, w in spans], (y - 0.4, 0.8),
+        ax.broken_barh([(s / cycles_per_us, w / cycles_per_us) for s, w in spans], (y - 0.4, 0.8),
                        color=[c / 255 for c in _COLORS[pipe]])
     ax.set_yticks(range(len(rows)), [f"{core} {pipe}" for core, pipe in rows])
     ax.invert_yaxis()
-    ax.set_xlabel("estimated time (us, dav-3510 at 1.65 GHz) -- an estimate, not a measurement")
+    ax.set_xlabel(f"estimated time (us, dav-3510 at {costs.clock_hz / 1e9:.2f} GHz) -- an estimate, "
+                  "not a measurement")
     ax.set_title(title or est.kernel)
     fig.tight_layout()
     fig.savefig(path, dpi=80)

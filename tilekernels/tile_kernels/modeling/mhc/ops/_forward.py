@@ -9,6 +9,11 @@ import torch
 from deepjit import Impl, descriptors
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ....ascend import mhc_mix as ascend_mix
+from ....ascend import mhc_pre_fuse as ascend_pre_fuse
+from ....ascend import mhc_projection as ascend_projection
+from ....ascend import mhc_sinkhorn as ascend_sinkhorn
+from ....ascend import mhc_streams as ascend_streams
 from ....mhc.norm_fn_kernel import tf32_operand
 from ....reference.mhc import mhc_head_compute_mix_ref, mhc_pre_split_mixes_ref, sinkhorn_normalize_ref
 
@@ -159,7 +164,7 @@ def _pre_big_fuse_ref(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps,
     x = residual.reshape(-1, m, h)
     t = x.shape[0]
     mul, sqrsum = projection(x, tf32_operand(fn))
-    mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, -1)
+    mixes = norm(mul, sqrsum, m * h, rms_eps).reshape(1, t, mul.shape[-1])
     pre, post, comb = split_mixes(mixes, scale, base, m, post_mult, pre_eps)
     comb = sinkhorn(comb.reshape(t, m, m), repeat, sinkhorn_eps)
     return post.reshape(t, m, 1), comb, apply_mix(x, pre.reshape(t, m, 1))
@@ -183,3 +188,16 @@ def _pre_big_fuse_host(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps
 
 
 TABLE.register("mhc_pre_big_fuse", reference=_pre_big_fuse_ref, host=_pre_big_fuse_host)
+
+
+# Ascend columns (TileLang kernels; CPU tensors run them on the twin under TK_BACKEND=ascend)
+_STREAMS = ascend_mix.STREAMS
+TABLE.add_ascend("mhc_norm", Impl(ascend_mix.norm, f"up to {ascend_mix.TILE} mixes a token", ascend_mix.norm_accepts))
+TABLE.add_ascend("mhc_pre_split_mixes", Impl(ascend_mix.split_mixes, _STREAMS, ascend_mix.split_mixes_accepts))
+TABLE.add_ascend("sinkhorn_normalize", Impl(ascend_sinkhorn.sinkhorn, f"{_STREAMS} (m x m matrices)",
+                                            ascend_sinkhorn.accepts))
+TABLE.add_ascend("mhc_head_compute_mix", Impl(ascend_mix.head_mix, _STREAMS, ascend_mix.head_mix_accepts))
+TABLE.add_ascend("mhc_pre_apply_mix", Impl(ascend_streams.apply_mix, _STREAMS, ascend_streams.apply_mix_accepts))
+TABLE.add_ascend("mhc_projection", Impl(ascend_projection.projection,
+                                        f"fn of 1 to {ascend_projection.MAX_MIXES} rows", ascend_projection.accepts))
+TABLE.add_ascend("mhc_pre_big_fuse", Impl(ascend_pre_fuse.pre_big_fuse, _STREAMS, ascend_pre_fuse.accepts))

@@ -3,6 +3,7 @@ import torch
 from deepjit import validation as C
 
 from ...._lib import TABLE, empty, host_kernel, threads
+from ....ascend import mhc_streams as ascend_streams
 
 
 class ExpandToMHCFn(torch.autograd.Function):
@@ -31,7 +32,7 @@ def _expand_host(hidden, mhc_mult, out):
     return out
 
 
-TABLE.register("expand_to_mhc", reference=_expand_ref, host=_expand_host)
+TABLE.register("expand_to_mhc", reference=_expand_ref, host=_expand_host, ascend=ascend_streams.expand)
 
 
 def expand_to_mhc(hidden: torch.Tensor, mhc_mult: int, out: torch.Tensor = None) -> torch.Tensor:

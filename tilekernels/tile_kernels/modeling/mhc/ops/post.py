@@ -1,9 +1,12 @@
 import torch
 
-from deepjit import descriptors
+from deepjit import Impl, descriptors
 from deepjit import validation as C
 
 from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ....ascend import mhc_mix as ascend_mix
+from ....ascend import mhc_post_bwd as ascend_post_bwd
+from ....ascend import mhc_streams as ascend_streams
 from ....reference.mhc import mhc_post_ref
 from ._grad import GRAD_ATTR
 
@@ -43,6 +46,7 @@ def _post_host(x, residual, post_layer_mix, comb_res_mix, out):
 
 
 TABLE.register("mhc_post", reference=_post_ref, host=_post_host)
+TABLE.add_ascend("mhc_post", Impl(ascend_streams.post, ascend_mix.STREAMS, ascend_streams.post_accepts))
 
 
 def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: bool = True):
@@ -85,7 +89,8 @@ def _post_bwd_host(x, residual, post_layer_mix, comb_res_mix, d_o):
     return d_x, d_residual, d_post, d_comb
 
 
-TABLE.register("mhc_post_bwd", reference=_post_bwd_ref, host=_post_bwd_host)
+TABLE.register("mhc_post_bwd", reference=_post_bwd_ref, host=_post_bwd_host,
+               ascend=Impl(ascend_post_bwd.post_bwd, ascend_mix.STREAMS, ascend_post_bwd.accepts))
 
 
 class MHCPost(torch.autograd.Function):

@@ -73,13 +73,13 @@ template <class V> inline calc_t<V> highest() {
   else return calc_t<V>(std::numeric_limits<typename V::bits_t>::max());
 }
 
-// dst[i] = f(i) on active lanes, 0 on the others.
-template <class V, class F> inline void each(V& dst, const mask& m, F f) {
+// dst[i] = f(i) on active lanes, 0 on the others; cls: how the timeline costs the instruction.
+template <class V, class F> inline void each(V& dst, const mask& m, F f, VecClass cls = VecClass::Simple) {
   V out;
   for (int i = 0; i < V::lanes; ++i)
     if (active<V>(m, i)) put(out, i, f(i));
   dst = out;
-  count_vector_ops(V::lanes);
+  count_vector_ops(V::lanes, cls);
 }
 
 // Wrapping integer arithmetic (two's complement at 64 bits, truncated by put()).

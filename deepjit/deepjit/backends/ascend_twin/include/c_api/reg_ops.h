@@ -9,11 +9,13 @@
 namespace dj_twin {
 namespace vreg {
 
-template <class V, class F> inline void unary(V& d, const V& a, const mask& m, F f) {
-  each(d, m, [&](int i) { return f(get(a, i)); });
+template <class V, class F>
+inline void unary(V& d, const V& a, const mask& m, F f, VecClass cls = VecClass::Simple) {
+  each(d, m, [&](int i) { return f(get(a, i)); }, cls);
 }
-template <class V, class F> inline void binary(V& d, const V& a, const V& b, const mask& m, F f) {
-  each(d, m, [&](int i) { return f(get(a, i), get(b, i)); });
+template <class V, class F>
+inline void binary(V& d, const V& a, const V& b, const mask& m, F f, VecClass cls = VecClass::Simple) {
+  each(d, m, [&](int i) { return f(get(a, i), get(b, i)); }, cls);
 }
 template <class V, class S, class F> inline void with_scalar(V& d, const V& a, S s, const mask& m, F f) {
   const calc_t<V> sv = scalar_as<V>(s);
@@ -86,7 +88,9 @@ namespace djv = dj_twin::vreg;
 DJ_TWIN_TMPL inline void asc_add(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::add(x, y); }); }
 DJ_TWIN_TMPL inline void asc_sub(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::sub(x, y); }); }
 DJ_TWIN_TMPL inline void asc_mul(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::mul(x, y); }); }
-DJ_TWIN_TMPL inline void asc_div(V& d, V a, V b, vector_bool m) { dj_twin::VecClassScope cls(dj_twin::VecClass::Divide); djv::binary(d, a, b, m, [](auto x, auto y) { return djv::div(x, y); }); }
+DJ_TWIN_TMPL inline void asc_div(V& d, V a, V b, vector_bool m) {
+  djv::binary(d, a, b, m, [](auto x, auto y) { return djv::div(x, y); }, dj_twin::VecClass::Divide);
+}
 DJ_TWIN_TMPL inline void asc_max(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::vmax(x, y); }); }
 DJ_TWIN_TMPL inline void asc_min(V& d, V a, V b, vector_bool m) { djv::binary(d, a, b, m, [](auto x, auto y) { return djv::vmin(x, y); }); }
 DJ_TWIN_TMPL inline void asc_abs_sub(V& d, V a, V b, vector_bool m) {
@@ -102,8 +106,7 @@ DJ_TWIN_TMPL inline void asc_prelu(V& d, V a, V b, vector_bool m) {
 }
 // exp(src0 - src1) (the deprecated asc_exp_sub; TileLang's vexpdif).
 DJ_TWIN_TMPL inline void asc_exp_sub(V& d, V a, V b, vector_bool m) {
-  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
-  djv::binary(d, a, b, m, [](float x, float y) { return djv::ftz(std::exp(x - y)); });
+  djv::binary(d, a, b, m, [](float x, float y) { return djv::ftz(std::exp(x - y)); }, dj_twin::VecClass::Special);
 }
 
 template <class V, class S, class = djv::if_reg<V>> inline void asc_add_scalar(V& d, V a, S s, vector_bool m) {
@@ -153,16 +156,13 @@ DJ_TWIN_TMPL inline void asc_relu(V& d, V a, vector_bool m) {
   djv::unary(d, a, m, [](auto x) { return x >= 0 ? x : decltype(x)(0); });
 }
 DJ_TWIN_TMPL inline void asc_exp(V& d, V a, vector_bool m) {
-  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
-  djv::unary(d, a, m, [](float x) { return djv::ftz(std::exp(djv::ftz(x))); });
+  djv::unary(d, a, m, [](float x) { return djv::ftz(std::exp(djv::ftz(x))); }, dj_twin::VecClass::Special);
 }
 DJ_TWIN_TMPL inline void asc_ln(V& d, V a, vector_bool m) {
-  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
-  djv::unary(d, a, m, [](float x) { return djv::ftz(std::log(djv::ftz(x))); });
+  djv::unary(d, a, m, [](float x) { return djv::ftz(std::log(djv::ftz(x))); }, dj_twin::VecClass::Special);
 }
 DJ_TWIN_TMPL inline void asc_sqrt(V& d, V a, vector_bool m) {
-  dj_twin::VecClassScope cls(dj_twin::VecClass::Special);
-  djv::unary(d, a, m, [](float x) { return std::sqrt(djv::ftz(x)); });
+  djv::unary(d, a, m, [](float x) { return std::sqrt(djv::ftz(x)); }, dj_twin::VecClass::Special);
 }
 
 // Carry forms on 32-bit lanes: carry lane = 1 when the unsigned sum overflows (add) / when there is no

@@ -471,16 +471,25 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
 
 }  // namespace dj_twin
 
-// The timeline's C entry points (launch.h is included once per kernel library): switch recording on or
-// off for the next launches; the number of events of a core of the last launch; copy them out.
-extern "C" void dj_twin_timeline_enable(int on) { ::dj_twin::g_timeline_on = on != 0; }
-extern "C" uint64_t dj_twin_timeline_size(uint64_t core) {
+// The timeline's C entry points: switch recording on or off for the next launches; the number of events
+// of a core of the last launch; copy them out. Each takes g_launch_mu, so it never sees a launch half done.
+// Inline + used: every kernel TU that includes launch.h emits the same mergeable (COMDAT) definition, so
+// two TUs in one library link, and the symbols are exported even where nothing in the TU calls them.
+#define DJ_TWIN_C_ENTRY extern "C" inline __attribute__((used, visibility("default")))
+DJ_TWIN_C_ENTRY void dj_twin_timeline_enable(int on) {
+  std::lock_guard<std::mutex> serial(::dj_twin::g_launch_mu);
+  ::dj_twin::g_timeline_on = on != 0;
+}
+DJ_TWIN_C_ENTRY uint64_t dj_twin_timeline_size(uint64_t core) {
+  std::lock_guard<std::mutex> serial(::dj_twin::g_launch_mu);
   return core < ::dj_twin::g_timelines.size() ? ::dj_twin::g_timelines[core].size() : 0;
 }
-extern "C" uint64_t dj_twin_timeline_copy(uint64_t core, void* out, uint64_t max_events) {
+DJ_TWIN_C_ENTRY uint64_t dj_twin_timeline_copy(uint64_t core, void* out, uint64_t max_events) {
+  std::lock_guard<std::mutex> serial(::dj_twin::g_launch_mu);
   if (core >= ::dj_twin::g_timelines.size()) return 0;
   const auto& t = ::dj_twin::g_timelines[core];
   const uint64_t n = t.size() < max_events ? t.size() : max_events;
   if (n) std::memcpy(out, t.data(), n * sizeof(::dj_twin::TimelineEvent));
   return n;
 }
+#undef DJ_TWIN_C_ENTRY

@@ -315,13 +315,12 @@ inline void count_cube_macs(uint64_t macs, int input_bits) {
   k.cube_macs_by_input[width] += macs;
   if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, width, 0, 0, macs);
 }
-// cls: for the timeline (a register load / store says so; ALU ops take the VecClassScope's class).
-inline void count_vector_ops(uint64_t elements, VecClass cls) {
+// cls: how the timeline costs the instruction (its ALU class, or a register load / store).
+inline void count_vector_ops(uint64_t elements, VecClass cls = VecClass::Simple) {
   Core& c = core();
   c.counters.vector_ops += elements;
   if (c.timeline) timeline_vector(*c.timeline, cls);
 }
-inline void count_vector_ops(uint64_t elements) { count_vector_ops(elements, tls_vec_class); }
 inline void count_move(Route route, size_t bytes) {
   Core& c = core();
   Counters& k = c.counters;

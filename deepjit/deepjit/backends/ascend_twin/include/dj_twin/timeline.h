@@ -75,13 +75,4 @@ inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes) {
   t.push_back({uint8_t(Ev::Simt), 1 /* PIPE_V */, 0, 0, 0, ops, gm_bytes});
 }
 
-// The class the current vector instruction is costed at (set around a divide / transcendental by
-// VecClassScope; one thread is one core).
-inline thread_local VecClass tls_vec_class = VecClass::Simple;
-struct VecClassScope {
-  VecClass saved;
-  explicit VecClassScope(VecClass c) : saved(tls_vec_class) { tls_vec_class = c; }
-  ~VecClassScope() { tls_vec_class = saved; }
-};
-
 }  // namespace dj_twin

@@ -1,0 +1,63 @@
+"""tile_kernels.ascend.channel_cast_fused on the Ascend twin: per_channel_cast_fused bit-exact against the
+reference (every NaN one pattern: a NaN's sign is no part of the contract) for a gathered BF16 input with
+-1 rows and a NaN, a gathered E4M3 (data, sf) input re-scaled, and an FP32 input without a gather
+(round_sf), row counts that are not multiples of the 128-token block; the row gather alone keeps every bit;
+the public op reaches it with TK_BACKEND=ascend."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import _lib
+from tile_kernels.ascend import channel_cast_fused as ccf
+from tile_kernels.quant.cast_ops import _cast_fused_ref
+from tile_kernels.reference import cast as ref
+from tile_kernels.testing.numeric import assert_equal
+
+from .test_cast_nan import assert_same
+
+
+def _pos(n_out, n_src, seed=0):
+    pos = torch.randint(-1, n_src, (n_out,), generator=torch.Generator().manual_seed(seed)).int()
+    pos[0] = -1
+    return pos
+
+
+def _inputs(kind):
+    if kind == "bf16_gather":
+        x = (torch.randn(40, 256) * 3).bfloat16()
+        x[3, 5] = float("nan")
+        x[4, 6] = float("inf")
+        return x, 128, None, False, _pos(144, 40)
+    if kind == "e4m3_gather":
+        q, sf = ref.cast(torch.randn(40, 256) * 3, "e4m3", (1, 128))
+        return (q, sf), 128, 128, True, _pos(144, 40, seed=1)
+    return torch.randn(128, 192) * 5, 128, None, True, None
+
+
+@pytest.mark.parametrize("kind", ["bf16_gather", "e4m3_gather", "fp32_plain"])
+def test_matches_reference(kind):
+    args = _inputs(kind)
+    q, sf = ccf.per_channel_cast_fused(*args)
+    q_ref, sf_ref = _cast_fused_ref(*args)
+    assert_same(q, q_ref)
+    assert_same(sf, sf_ref)
+
+
+def test_gather_keeps_bits_and_zeroes_unmapped_rows():
+    x = torch.randint(-2**31, 2**31 - 1, (9, 5000), dtype=torch.int32).view(torch.float32)  # NaN payloads too
+    pos = _pos(37, 9, seed=2)
+    want = torch.where((pos >= 0).unsqueeze(1), x.view(torch.int32)[pos.clamp(min=0).long()], 0)
+    assert_equal(ccf.gather_rows(x, pos).view(torch.int32), want)
+    assert not ccf.gather_rows(torch.zeros(0, 64), torch.full((16,), -1, dtype=torch.int32)).any()
+
+
+def test_public_op(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    x, npt, npc, round_sf, pos = _inputs("bf16_gather")
+    assert _lib.TABLE.serves("per_channel_cast_fused", x.device, x, npt, npc, round_sf, pos) == "ascend"
+    q, sf = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, pos_to_token=pos)
+    q_ref, sf_ref = _cast_fused_ref(x, npt, npc, round_sf, pos)
+    assert_same(q, q_ref)
+    assert_same(sf, sf_ref)
+    empty = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, pos_to_token=torch.zeros(0, dtype=torch.int32))
+    assert empty[0].shape == (0, 256) and empty[1].shape == (0, 256)

@@ -1,0 +1,165 @@
+"""tile_kernels.ascend.engram on the Ascend twin against the reference: fused_weight bit-exact,
+grad_w_reduce and engram_gate_fwd within upstream's calc_diff bounds (1e-10, 2e-10), at tails (hidden
+sizes past a core's tile, partial counts past a staging step), empty inputs and NaN/Inf inputs (the same
+entries non-finite as in the reference). Through the public ops, TK_BACKEND=ascend reaches the kernels; the
+forms they leave to the reference (non-contiguous gradient outputs, hidden size 0) go there."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import _lib
+from tile_kernels.ascend import engram
+from tile_kernels.reference import engram as ref
+from tile_kernels.testing.numeric import assert_equal, calc_diff
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor, bound: float) -> None:
+    """Non-finite entries equal (NaN where NaN, the same inf), calc_diff of the rest below ``bound``."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    finite = torch.isfinite(want)
+    assert torch.equal(got[~finite & ~torch.isnan(want)], want[~finite & ~torch.isnan(want)])
+    assert calc_diff(got[finite], want[finite]) < bound
+
+
+def _weights(hc, h, dtype_h, dtype_e, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    wh, we = torch.randn(hc, h, generator=g).to(dtype_h), torch.randn(hc, h, generator=g).to(dtype_e)
+    if hc and h > 2:
+        wh[0, 1], we[1 % hc, 2], we[0, 0] = float("nan"), float("inf"), -float("inf")
+    return wh, we
+
+
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, torch.bfloat16), (torch.float32, torch.bfloat16)])
+@pytest.mark.parametrize("hc,h", [(3, 200), (4, 1100), (0, 64)])  # 4400 elements: two tiles, a tail
+def test_fused_weight(dtypes, hc, h):
+    wh, we = _weights(hc, h, *dtypes)
+    assert_equal(engram.fused_weight(wh, we).nan_to_num(7.0), ref.fused_weight(wh, we).nan_to_num(7.0))
+
+
+@pytest.mark.parametrize("nb,hc,h", [(11, 3, 200), (3, 4, 1100), (0, 4, 64), (2, 0, 64)])
+def test_grad_w_reduce(nb, hc, h):
+    wh, we = _weights(hc, h, torch.bfloat16, torch.float32, seed=nb)
+    partial = torch.randn(nb, hc, h)
+    gh, ge = torch.randn(hc, h), torch.randn(hc, h)
+    want_h, want_e = gh.clone(), ge.clone()
+    ref.grad_w_reduce(partial, wh, we, want_h, want_e)
+    engram.grad_w_reduce(partial, wh, we, gh, ge)
+    assert_close(gh, want_h, 1e-10)
+    assert_close(ge, want_e, 1e-10)
+
+
+def _gate_inputs(t, hc, h, special=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x, k = (torch.randn(t, hc, h, generator=g).bfloat16() for _ in range(2))
+    v = torch.randn(t, h, generator=g).bfloat16()
+    w = torch.randn(hc, h, generator=g)
+    if special:
+        x[1, 0, 5] = float("nan")
+        k[2, 1, 7] = float("inf")
+        v[3, 9] = -float("inf")
+        x[4, 2] = 0.0  # an all-zero row: rstd = 1 / sqrt(eps), dot 0, gate 1/2
+    return x, k, v, w
+
+
+@pytest.mark.parametrize("t,hc,h,special", [(6, 4, 300, True), (3, 4, 2100, False), (0, 4, 64, False)])
+def test_gate_fwd(t, hc, h, special):
+    x, k, v, w = _gate_inputs(t, hc, h, special)
+    got = engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6, True)
+    want = ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6, True)
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b, 2e-10)
+    if special:
+        assert torch.isnan(got[0][1, 0]).all() and torch.isnan(got[2][2, 1])  # the NaN row, the inf row's gate
+    unsaved = engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6, False)
+    assert unsaved[1:] == (None, None, None, None)
+    assert_equal(unsaved[0], got[0])
+
+
+def test_public_ops_reach_the_kernels(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    wh, we = _weights(4, 256, torch.bfloat16, torch.bfloat16)
+    assert _lib.TABLE.serves("fused_weight", wh.device, wh, we) == "ascend"
+    fused = tile_kernels.engram.fused_weight(wh, we)
+    assert_equal(fused.nan_to_num(7.0), ref.fused_weight(wh, we).nan_to_num(7.0))
+
+    x, k, v, w = _gate_inputs(5, 4, 256)
+    assert _lib.TABLE.serves("engram_gate_fwd", x.device, x, k, v, w, 1e-20, 1e-6, True) == "ascend"
+    out = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)
+    assert_close(out[1], ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1], 2e-10)
+    empty_h = torch.zeros(5, 4, 0, dtype=torch.bfloat16)
+    assert _lib.TABLE.serves("engram_gate_fwd", x.device, empty_h, empty_h, empty_h[:, 0], w[:, :0], 1e-20, 1e-6,
+                             True) == "reference"
+
+    partial, gh, ge = torch.randn(3, 4, 256), torch.zeros(4, 256), torch.zeros(4, 256)
+    we = we.float()  # the (BF16, FP32) lowering test_grad_w_reduce builds
+    assert _lib.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, gh, ge) == "ascend"
+    tile_kernels.engram.grad_w_reduce(partial, wh, we, gh, ge)
+    want_h, want_e = torch.zeros(4, 256), torch.zeros(4, 256)
+    ref.grad_w_reduce(partial, wh, we, want_h, want_e)
+    assert_close(gh, want_h, 1e-10)
+    strided = torch.zeros(256, 4).T
+    assert _lib.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, strided, ge) == "reference"
+
+
+@pytest.mark.parametrize("t,hc,h,nb,special", [(7, 4, 300, 3, True), (2, 4, 1100, 5, False), (0, 4, 64, 2, False)])
+def test_gate_bwd(t, hc, h, nb, special):
+    """Two token ranges per block and more blocks than tokens (empty ranges: zero partials); a NaN / inf row
+    and a gate whose |s| is under the clamp (d_s = 0) in the special case."""
+    x, k, v, w = _gate_inputs(t, hc, h, special, seed=1)
+    grad = torch.randn(t, hc, h).bfloat16()
+    saved = list(ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:])
+    clamp = 1e-6
+    if special:
+        grad[5, 3, 1] = float("nan")
+        saved[0][6, 0] = 0.0  # s = 0 < clamp: no gradient through the gate
+    got = engram.engram_gate_bwd(grad, x, k, v, w, *saved, clamp, nb)
+    want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, clamp, nb)
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b, 1e-8)
+    empty = [i for i in range(nb) if t * i // nb == t * (i + 1) // nb]
+    assert not got[3][empty].any()  # a block with no tokens: zeros
+
+
+def test_gate_bwd_through_the_table(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    x, k, v, w = _gate_inputs(4, 4, 128, seed=2)
+    grad = torch.randn(4, 4, 128).bfloat16()
+    saved = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:]
+    nb = tile_kernels.config.get_num_sms()
+    assert _lib.TABLE.serves("engram_gate_bwd", x.device, grad, x, k, v, w, *saved, 1e-6, nb) == "ascend"
+    got = tile_kernels.engram.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6)
+    want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b, 1e-8)
+    wide = _gate_inputs(2, 65, 64)  # more rows a token than a core's UB plan: the reference
+    assert _lib.TABLE.serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
+    assert _lib.TABLE.serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, nb) == "reference"
+
+
+def _hash_inputs(num_layers, t, n, m, seed=0):
+    """Ids over the whole int32 range (negative ones too), int64 multipliers whose products wrap, vocab
+    sizes of 1 and near 2^31 (offsets that wrap int32, as the reference's cast)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(-2**31, 2**31 - 1, (t, n), dtype=torch.int32, generator=g)
+    mult = torch.randint(-2**62, 2**62, (num_layers, n), dtype=torch.int64, generator=g)
+    vocab = torch.randint(1, 2**31 - 1, (num_layers, n - 1, m), dtype=torch.int32, generator=g)
+    if vocab.numel():
+        vocab[0, 0, 0] = 1
+    return ids, mult, vocab, ref.make_offsets(vocab)
+
+
+@pytest.mark.parametrize("num_layers,t,n,m", [(2, 70, 3, 4), (2, 5, 3, 4), (2, 0, 3, 4)])
+def test_engram_hash(num_layers, t, n, m):
+    args = _hash_inputs(num_layers, t, n, m)
+    assert_equal(engram.engram_hash(*args), ref.engram_hash_ref(*args))
+
+
+def test_engram_hash_through_the_table(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    args = _hash_inputs(2, 9, 3, 4, seed=1)
+    assert _lib.TABLE.serves("engram_hash", args[0].device, *args) == "ascend"
+    assert_equal(tile_kernels.engram.engram_hash(*args), ref.engram_hash_ref(*args))
+    wide = _hash_inputs(4, 3, 5, 2048)  # 4 x 4 x 2048 table entries: past a core's UB budget
+    assert _lib.TABLE.serves("engram_hash", args[0].device, *wide) == "reference"
+    assert_equal(tile_kernels.engram.engram_hash(*wide), ref.engram_hash_ref(*wide))

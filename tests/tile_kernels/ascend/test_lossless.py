@@ -1,0 +1,47 @@
+"""tile_kernels.ascend.lossless.per_block_cast_lossless on the Ascend twin, bit-exact against the reference
+(upstream compares the cast-backs with assert_equal; here the E4M3 bytes and the scales themselves): FP4
+input with (1, 32) scales, FP32 row-major and packed int32 column-major, output blocks (32, 32), (128, 128)
+and (1, 128) with tails (150 rows, 576 columns), values over six decades, zero blocks, output scales
+row-major and column-major packed. Forms left to the reference (no rows, FP32 column-major input scales)
+go there through the table."""
+import pytest
+import torch
+
+import tile_kernels
+from tile_kernels import _lib
+from tile_kernels.ascend import lossless
+from tile_kernels.quant.lossless import _lossless_ref
+from tile_kernels.reference import cast as ref
+from tile_kernels.testing.numeric import assert_equal
+
+
+def _fp4(in_col: bool, rows=150, hidden=576):
+    x = torch.randn(rows, hidden, generator=torch.Generator().manual_seed(3)) * torch.logspace(-3, 3, hidden)
+    x[:, 64:96] = 0.0  # a zero input block: its scale is the floor's
+    return ref.cast(x, "e2m1", (1, 32), round_sf=True, use_tma_aligned_col_major_sf=in_col, use_packed_ue8m0=in_col)
+
+
+@pytest.mark.parametrize("in_col,ob,out_col", [(False, (32, 32), False), (True, (128, 128), True),
+                                               (False, (1, 128), True)])
+def test_matches_reference(in_col, ob, out_col):
+    q, sf = _fp4(in_col)
+    assert lossless.accepts(q, sf, (1, 32), ob, out_col, out_col)
+    data, out_sf = lossless.per_block_cast_lossless(q, sf, (1, 32), ob, out_col, out_col)
+    want_data, want_sf = _lossless_ref(q, sf, (1, 32), ob, out_col, out_col)
+    assert_equal(data.view(torch.uint8), want_data.view(torch.uint8))
+    assert_equal(out_sf, want_sf)
+
+
+def test_public_op_and_the_reference_forms(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    q, sf = _fp4(False)
+    assert _lib.TABLE.serves("per_block_cast_lossless", q.device, q, sf, (1, 32), (32, 32), False, False) == "ascend"
+    data, out_sf = tile_kernels.quant.per_block_cast_lossless((q, sf), "e4m3", (1, 32), (32, 32))
+    want = _lossless_ref(q, sf, (1, 32), (32, 32), False, False)
+    assert_equal(data.view(torch.uint8), want[0].view(torch.uint8))
+    assert_equal(out_sf, want[1])
+    col_fp32 = ref.cast(torch.randn(8, 64), "e2m1", (1, 32), use_tma_aligned_col_major_sf=True)
+    assert _lib.TABLE.serves("per_block_cast_lossless", q.device, *col_fp32, (1, 32), (32, 32), False,
+                             False) == "reference"
+    empty = (q[:0], sf[:0])
+    assert _lib.TABLE.serves("per_block_cast_lossless", q.device, *empty, (1, 32), (32, 32), False, False) == "reference"

@@ -1,0 +1,138 @@
+"""The mHC projection (tile_kernels.ascend.mhc_projection) and post backward (mhc_post_bwd) kernels on the
+Ascend twin against the references, and the public mHC ops end to end under TK_BACKEND=ascend:
+mhc_pre_norm_fn, mhc_pre_big_fuse (projection, fused norm / split / Sinkhorn, apply-mix), mhc_post's backward and
+mhc_multilayer_recompute. Tolerances are upstream's: the normalised projections at 1e-3, d_post / d_comb at
+1e-4, the rest torch.testing.assert_close's defaults."""
+import pytest
+import torch
+
+from tile_kernels import _lib
+from tile_kernels.ascend import mhc_post_bwd, mhc_projection
+from tile_kernels.mhc.norm_fn_kernel import tf32_operand
+from tile_kernels.modeling.mhc import ops as mhc
+from tile_kernels.modeling.mhc.ops import _forward, post
+from tile_kernels.reference import mhc as ref
+
+M, M3 = 4, 24
+NAN, INF = float("nan"), float("inf")
+# (n0, n1, hidden): K = 4 * hidden is 1200 (tail of the 256-column tile) or 1024; 13 and 17 tokens leave
+# a ragged last tile of 8 tokens (projection); the post backward walks 1300 columns as 1024 + 276
+SHAPES = [(1, 13, 300), (1, 17, 256)]
+SUMS = dict(atol=1e-4, rtol=1e-4)
+
+
+def _close(got, want, **tol):
+    torch.testing.assert_close(got, want, equal_nan=True, **tol)
+
+
+def _residual(n0, n1, h):
+    return (torch.randn(n0, n1, M, h) * (1 + 0.01 * torch.arange(M)).view(1, 1, -1, 1)).bfloat16()
+
+
+def _fn(h):
+    return (torch.randn(M3, M, h) * 1e-4).flatten(1, 2)
+
+
+@pytest.mark.parametrize("n0,n1,h", SHAPES)
+def test_projection(n0, n1, h):
+    x, fn = _residual(n0, n1, h), tf32_operand(_fn(h))
+    x[0, 0, 0, 3] = NAN  # token 0: NaN everywhere
+    x[0, 1, 2, 0] = INF  # token 1: +inf square sum, +-inf or NaN products
+    got, want = mhc_projection.projection(x, fn), _forward._projection_ref(x, fn)
+    _close(got[0], want[0], atol=1e-5, rtol=1e-5)
+    _close(got[1], want[1], atol=1e-5, rtol=1e-5)
+    assert torch.isnan(got[0][0, 0]).all() and got[1][0, 1, 0] == INF
+
+
+@pytest.mark.parametrize("g_dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("n0,n1,h", [(2, 3, 1300), (1, 2, 256)])
+def test_post_backward(n0, n1, h, g_dtype):
+    x, residual = torch.randn(n0, n1, h).bfloat16(), torch.randn(n0, n1, M, h).bfloat16()
+    post_mix, comb = torch.randn(n0, n1, M, 1), torch.randn(n0, n1, M, M)
+    g = torch.randn(n0, n1, M, h).to(g_dtype)
+    g[0, 0, 1, 5] = NAN
+    residual[0, 1, 2, 9] = INF
+    got = mhc_post_bwd.post_bwd(x, residual, post_mix, comb, g)
+    want = post._post_bwd_ref(x, residual, post_mix, comb, g)
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        _close(a, b, **(SUMS if i >= 2 else {}))
+
+
+@pytest.fixture
+def ascend(monkeypatch):
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+
+
+def test_pre_norm_fn_and_big_fuse(ascend):
+    residual, fn = _residual(1, 13, 300), _fn(300)
+    dev = residual.device
+    for op, args in (("mhc_projection", (residual, fn)), ("mhc_pre_big_fuse", (residual, fn, *[None] * 7))):
+        assert _lib.TABLE.serves(op, dev, *args) == "ascend"
+    _close(mhc.mhc_pre_norm_fn(residual, fn, None, 1e-6), ref.mhc_pre_norm_fn_ref(residual, tf32_operand(fn), None,
+                                                                                   1e-6), atol=1e-3, rtol=1e-3)
+    scale, base = torch.randn(3) * 0.1, torch.randn(M3) * 0.1
+    args = (scale, base, 1e-6, 1e-6, 1e-6, 2.0, 10)
+    got = mhc.mhc_pre_big_fuse(residual, fn, *args)
+    with torch.no_grad():  # the composition on the reference path
+        want = _forward._pre_big_fuse_ref(residual, fn, *args)
+    for a, b in zip(got, want, strict=True):
+        _close(a, b.reshape(a.shape), atol=1e-4, rtol=1e-4)
+    # bitwise the composed public ops (upstream's contract), here each on its Ascend kernel
+    mixes = mhc.mhc_pre_norm_fn(residual, fn, None, 1e-6)
+    pre, post_mix, comb = mhc.mhc_pre_split_mixes(mixes, scale, base, M, 2.0, 1e-6)
+    composed = (post_mix, mhc.sinkhorn_normalize(comb, 10, 1e-6), mhc.mhc_pre_apply_mix(residual, pre))
+    assert all(torch.equal(a, b) for a, b in zip(got, composed, strict=True))
+    empty = torch.empty(1, 0, M, 300, dtype=torch.bfloat16)
+    assert [t.shape for t in mhc.mhc_pre_big_fuse(empty, fn, *args)] == [(1, 0, M, 1), (1, 0, M, M), (1, 0, 300)]
+
+
+def test_post_autograd_and_recompute(ascend):
+    x, residual = torch.randn(1, 5, 256).bfloat16(), torch.randn(1, 5, M, 256).bfloat16()
+    post_mix, comb = torch.randn(1, 5, M, 1), torch.randn(1, 5, M, M)
+    d_o = torch.randn(1, 5, M, 256).bfloat16()
+    assert _lib.TABLE.serves("mhc_post_bwd", x.device, x, residual, post_mix, comb, d_o) == "ascend"
+    ins = [t.clone().requires_grad_() for t in (x, residual, post_mix, comb)]
+    out = mhc.mhc_post(*ins)
+    out.backward(d_o)
+    want = post._post_bwd_ref(x, residual, post_mix, comb, d_o)
+    for i, (t, w) in enumerate(zip(ins, want, strict=True)):
+        _close(t.grad, w, **(SUMS if i >= 2 else {}))
+    empty = torch.empty(1, 0, M, 256, dtype=torch.bfloat16)
+    grads = mhc.mhc_post_bwd(empty[:, :, 0], empty, torch.empty(1, 0, M, 1), torch.empty(1, 0, M, M), empty,
+                             fuse_grad_acc=False)
+    assert [g.shape for g in grads] == [(1, 0, 256), (1, 0, M, 256), (1, 0, M, 1), (1, 0, M, M)]
+    flat = torch.empty(1, 2, M, 0, dtype=torch.bfloat16)  # zero width: the width sums are 0, as the reference's
+    grads = mhc.mhc_post_bwd(flat[:, :, 0], flat, post_mix[:, :2], comb[:, :2], flat, fuse_grad_acc=False)
+    for g, w in zip(grads, post._post_bwd_ref(flat[:, :, 0], flat, post_mix[:, :2], comb[:, :2], flat), strict=True):
+        assert torch.equal(g, w)
+    # two layers of the residual stream: apply-mix and post kernels in turn
+    pre = [torch.rand(1, 5, M, 1) for _ in range(2)]
+    layer_in = [torch.empty(1, 5, 256, dtype=torch.bfloat16) for _ in range(2)]
+    res_out = [torch.empty(1, 5, M, 256, dtype=torch.bfloat16)]
+    mhc.mhc_multilayer_recompute(residual, pre, [x], [post_mix], [comb], layer_in, res_out)
+    r1 = ref.mhc_post_ref(x, residual, post_mix, comb)
+    _close(layer_in[0], ref.mhc_pre_apply_mix_ref(residual.float(), pre[0]))
+    _close(res_out[0], r1)
+    _close(layer_in[1], ref.mhc_pre_apply_mix_ref(r1.float(), pre[1]))
+
+
+def test_bad_input_is_refused_before_any_launch(ascend, monkeypatch):
+    from tile_kernels.ascend import _launch
+
+    launched = []
+    monkeypatch.setattr(_launch, "launch", lambda *a: launched.append(a))
+    r = torch.randn(1, 3, M, 64).bfloat16()
+    bad = [lambda: mhc.mhc_post(r[:, :, 0].float(), r, torch.rand(1, 3, M, 1), torch.rand(1, 3, M, M)),
+           lambda: mhc.mhc_post_bwd(r[:, :, 0], r, torch.rand(1, 3, M, 2), torch.rand(1, 3, M, M), r),
+           lambda: mhc.mhc_pre_apply_mix(r, torch.rand(1, 3, M, 1).double()),
+           lambda: mhc.sinkhorn_normalize(torch.rand(3, M, M + 1)),
+           lambda: mhc.mhc_pre_split_mixes(torch.rand(1, 3, M3 + 1), torch.rand(3), torch.rand(M3), M, 1.0, 1e-6),
+           lambda: mhc.mhc_pre_norm_fn(r, torch.rand(M3, M * 64 + 1), None, 1e-6),
+           lambda: mhc.mhc_pre_big_fuse(r, torch.rand(M3, M * 64), torch.rand(2), torch.rand(M3), 1e-6, 1e-6, 1e-6,
+                                        1.0, 10),
+           lambda: mhc.mhc_head_compute_mix(torch.rand(1, 3, M), torch.rand(2), torch.rand(M), 1e-6),
+           lambda: mhc.expand_to_mhc(r[:, :, 0], M)]  # not contiguous
+    for call in bad:
+        with pytest.raises((ValueError, TypeError)):
+            call()
+    assert not launched
