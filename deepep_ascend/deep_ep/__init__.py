@@ -6,9 +6,9 @@ the V2.1 ``ElasticBuffer`` and the V1 ``Buffer`` facade, over a symmetric shared
 between the ranks of one host and ``torch.distributed`` collectives across hosts.
 """
 
-__version__ = "0.1.0+deepep.2.5"  # the suite's 0.1.0, mirroring upstream DeepEP V2.5 (main 93eb6eb)
-
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402
+
+from ._lib import __version__  # noqa: F401  (beside LIB: the version keys the kernel cache)
 
 warn_if_upstream_installed("deep_ep", "deep-ep-ascend", ("deep_ep",))
 

@@ -10,8 +10,8 @@ import torch
 
 from deepjit import BackendTable, Impl
 
+from ._lib import LIB, kernel
 from .ascend import codegen as ascend_kernels
-from .jit import LIB, kernel
 from .utils.math import per_token_cast_to_fp8
 
 

@@ -104,13 +104,13 @@ def test_values_are_checked_as_the_declared_type():
 
 def test_every_library_descriptor_loads():
     """Each struct the libraries' host kernels take by name lays out (no field deepjit cannot place)."""
-    import deep_ep.jit
+    import deep_ep._lib
     import deep_gemm
     import flash_mla
     import tile_kernels._lib
     tk = tile_kernels._lib.LIB
-    headers = [(flash_mla.LIB, "host/launch_args.hpp"), (deep_ep.jit.LIB, "host/combine_args.hpp"),
-               (deep_ep.jit.LIB, "host/dispatch_args.hpp"), (deep_ep.jit.LIB, "host/ll_args.hpp"),
+    headers = [(flash_mla.LIB, "host/launch_args.hpp"), (deep_ep._lib.LIB, "host/combine_args.hpp"),
+               (deep_ep._lib.LIB, "host/dispatch_args.hpp"), (deep_ep._lib.LIB, "host/ll_args.hpp"),
                (deep_gemm.LIB, "host/sf_layout_args.hpp"), (deep_gemm.LIB, "host/hc_prenorm_args.hpp"),
                (deep_gemm.LIB, "host/mqa_logits_args.hpp")]
     headers += [(tk, f"host/{name}_args.hpp") for name in ("engram", "swiglu", "router", "mhc", "mhc_post", "cast",

@@ -13,7 +13,7 @@ import torch
 def launch(builder, args: tuple, *tensors: torch.Tensor) -> None:
     """Runs the kernel ``builder(*args)`` builds with ``tensors`` (contiguous, in the PrimFunc's parameter
     order) as global memory."""
-    from ..jit import LIB
+    from .._lib import LIB
 
     LIB.tilelang_kernel(builder, *args).launch(None, *tensors)
 

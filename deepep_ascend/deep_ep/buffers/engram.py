@@ -20,8 +20,8 @@ from deepjit.symm import SymmetricWindow
 
 from .. import comm
 from .._dispatch import TABLE
+from .._lib import LIB, threads_per_rank
 from ..engine.layout import ALLOCATION_ALIGNMENT
-from ..jit import LIB, threads_per_rank
 from ..transport import choose_transport
 from ..utils.math import align
 from .base import BufferBase

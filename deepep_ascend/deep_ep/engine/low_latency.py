@@ -17,7 +17,7 @@ import torch
 from deepjit import descriptors
 from deepjit.host_memory import OutputPool
 
-from ..jit import kernel, launch_args
+from .._lib import kernel, launch_args
 from ..utils.math import align
 from .checks import check_low_latency_combine, check_low_latency_dispatch
 

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 
-from .. import _dispatch, jit
+from .. import _dispatch, _lib
 from ..transport import choose_transport
 from ..transport.dist import DistTransport
 
@@ -72,7 +72,7 @@ class CommSession:
             self.transport = DistTransport(group, device)
         # Ranks sharing this host share its cores.
         window = getattr(self.transport, "window", None)
-        self.threads = jit.threads_per_rank(window.num_local_ranks if window is not None else 1)
+        self.threads = _lib.threads_per_rank(window.num_local_ranks if window is not None else 1)
         self._seq = 0
         self._last_own_handshake = 0
         self._worker: ThreadPoolExecutor | None = None

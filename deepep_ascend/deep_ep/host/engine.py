@@ -9,11 +9,11 @@ import torch
 from deepjit import descriptors
 from deepjit.host_memory import OutputPool
 
+from .._lib import kernel, launch_args
 from ..engine.base import DispatchOutputs, Engine, expert_starts
 from ..engine.checks import CombineArgs, DispatchArgs
 from ..engine.layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
 from ..engine.plan import RoutePlan
-from ..jit import kernel, launch_args
 from ..utils.math import align
 
 

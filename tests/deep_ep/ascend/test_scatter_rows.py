@@ -63,8 +63,8 @@ def test_one_kernel_serves_every_row_count():
     """The row and zero-range counts are symbolic: one lowering per row size and position count, its grid
     (64-row tiles here) following the rows of each launch, zero ranges dealt past the first block. (Cores
     zero their ranges without waiting for the others' rows: the ranges are padding no position names.)"""
+    from deep_ep._lib import LIB
     from deep_ep.ascend import scatter
-    from deep_ep.jit import LIB
     from deepjit.tilelang_route.ascend_check import recorded_launches
 
     g = torch.Generator().manual_seed(5)

@@ -4,7 +4,7 @@ shapes and at DeepSeek-V3/V4 shapes (hidden 7168, 256 experts top-8, 4096 tokens
 import torch
 
 from deepjit.tilelang_route import ascend_check
-from tile_kernels.ascend import check_cases
+from tile_kernels.ascend import _case_kit
 
 FAMILIES = {  # every Ascend kernel module of each library: a case prefix that exercises it
     "tile_kernels": ("per_token_cast_e4m3", "per_token_cast_e2m1", "per_token_cast_e4m3_precomputed_sf",
@@ -63,12 +63,12 @@ def test_a_case_reports_a_difference():
     want = torch.arange(12, dtype=torch.float32).view(3, 4).to(torch.float8_e4m3fn)
     wrong = want.clone()
     wrong.view(torch.uint8)[1, 2] ^= 1
-    assert check_cases.differences("q", want.clone(), want) == []
-    assert check_cases.differences("q", wrong, want) == ["q: 1 of 12 elements differ from the reference"]
+    assert _case_kit.differences("q", want.clone(), want) == []
+    assert _case_kit.differences("q", wrong, want) == ["q: 1 of 12 elements differ from the reference"]
     nan = torch.tensor([float("nan"), 1.0])
-    assert check_cases.differences("sf", torch.tensor([-float("nan"), 1.0]), nan) == []  # a NaN's sign: no contract
-    assert check_cases.differences("w", nan + 1e-6, nan, atol=1e-4) == []
+    assert _case_kit.differences("sf", torch.tensor([-float("nan"), 1.0]), nan) == []  # a NaN's sign: no contract
+    assert _case_kit.differences("w", nan + 1e-6, nan, atol=1e-4) == []
     ones = torch.ones(3)
-    assert check_cases.differences("w", ones + torch.tensor([0.0, 1e-6, 1e-2]), ones, atol=1e-4) == [
+    assert _case_kit.differences("w", ones + torch.tensor([0.0, 1e-6, 1e-2]), ones, atol=1e-4) == [
         "w: 1 of 3 elements outside atol = rtol = 0.0001 of the reference"]  # the unequal one within it not counted
-    assert check_cases.differences("pair", (want, 3), (want, 4)) == ["pair[1]: 3 != 4"]
+    assert _case_kit.differences("pair", (want, 3), (want, 4)) == ["pair[1]: 3 != 4"]

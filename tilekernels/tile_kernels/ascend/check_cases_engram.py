@@ -4,14 +4,14 @@ DeepSeek shapes: 4096 tokens prefill and 128 decode, hidden 7168; Engram with hc
 layers of 3-grams x 8 heads; the MoE side top-8 of 256 experts (scales per 128 channels).
 
 Bit-exact where upstream's tests compare bits (fused_weight, the hash, the E5M6 casts, the expansion and the
-per-channel cast: every NaN one pattern, as check_cases.differences); the gate and the weight reduction within
+per-channel cast: every NaN one pattern, as _case_kit.differences); the gate and the weight reduction within
 upstream's calc_diff bounds (2e-10 forward, 1e-8 backward, 1e-10 reduction), non-finite entries equal.
 """
 from __future__ import annotations
 
 import torch
 
-from .check_cases import DECODE, HIDDEN, TOKENS, TOPK, differences
+from ._case_kit import DECODE, HIDDEN, TOKENS, TOPK, differences
 
 HC, HASH_LAYERS, NGRAM, HASH_HEADS = 4, 2, 3, 8
 EPS, CLAMP = 1e-20, 1e-6

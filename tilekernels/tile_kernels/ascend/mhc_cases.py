@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .check_cases import DECODE, HIDDEN, TOKENS, _compare, differences
+from ._case_kit import DECODE, HIDDEN, TOKENS, _compare, differences
 
 M, M3 = 4, 24
 BF16, FP32, SUMS = 1.6e-2, 1e-5, 1e-4

@@ -15,14 +15,10 @@ from ...kernel_args import KernelArgs
 from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
+from .pipes import GM_READS, GM_WRITES, PIPES, ROUTES
 
 BINARY = "kernel.so"
 ABI_VERSION = 5
-# dj_twin/runtime.h pipe_t, in order.
-PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX", "MTE2_L1A", "MTE2_L1B")
-# dj_twin/runtime.h Route, in order: the source -> destination of each counted byte.
-ROUTES = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l0c_to_ub", "ub_to_l1", "l1_to_l0", "l1_to_ub", "fill",
-          "simt_gm_load", "simt_gm_store")
 WAIT_TIMEOUT_ENV = "DJ_TWIN_WAIT_TIMEOUT"
 L2_MODEL_ENV = "DJ_TWIN_L2"          # "1": replay each launch's GM lines through the L2 model
 L2_BYTES_ENV = "DJ_TWIN_L2_BYTES"    # the model's L2 size (default dav-3510's 112 MiB)
@@ -276,7 +272,7 @@ class TwinKernel:
 
     def _traces(self, result: LaunchCounters) -> list:
         """Each core's recorded events, with the share of its GM bytes the L2 model says reach HBM."""
-        from .timeline import EVENT_BYTES, GM_READS, GM_WRITES, CoreTrace, parse_events
+        from .timeline import EVENT_BYTES, CoreTrace, parse_events
 
         traces = []
         for i, core in enumerate(result.cores):

@@ -21,7 +21,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from .costs import COSTS_950, CostTable
-from .kernel import ROUTES
+from .pipes import GM_READS, GM_WRITES, ROUTES
 
 # dj_twin/timeline.h Ev, in order.
 EVENT_TYPES = ("move", "cube", "vector", "simt", "set", "wait", "barrier", "intra_arrive", "intra_wait",
@@ -33,8 +33,6 @@ PIPE_NAMES = {PIPE_S: "scalar", PIPE_V: "vector", PIPE_M: "cube", PIPE_MTE1: "mt
               PIPE_MTE3: "mte3", PIPE_FIX: "fixpipe", 7: "mte4", 8: "mte5", 9: "vector2", 11: "mte2", 12: "mte2"}
 # The busy pipes a report shows, in a profiler's order; SIMT work runs on the vector core (its own row).
 REPORT_PIPES = ("scalar", "mte2", "mte1", "cube", "fixpipe", "vector", "simt", "mte3")
-GM_READS = ("gm_to_ub", "gm_to_l1")
-GM_WRITES = ("ub_to_gm", "l0c_to_gm")
 EVENT_BYTES = 24
 # Below this busy share of its busiest unit a kernel is reported latency-bound.
 LATENCY_BOUND_BELOW = 0.5

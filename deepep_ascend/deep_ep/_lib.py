@@ -1,4 +1,4 @@
-"""deep_ep's kernel library: host kernels compiled by deepjit, and the per-rank thread count."""
+"""deep_ep's kernel library (LIB): host kernels compiled by deepjit, and the per-rank thread count."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ import os
 import deepjit
 from deepjit import descriptors
 
-from . import __version__
+__version__ = "0.1.0+deepep.2.5"  # the suite's 0.1.0, mirroring upstream DeepEP V2.5 (main 93eb6eb)
 
 LIB = deepjit.KernelLibrary("deep_ep", "EP", __file__, __version__)
 
