@@ -18,7 +18,7 @@ from deepjit.tilelang_route.lowering import AscendKernelSpec
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (package folder, import name, module holding TABLE, env prefix)
 LIBRARIES = [("deepgemm_ascend", "deep_gemm", "deep_gemm._dispatch", "DG"),
-             ("tilekernels", "tile_kernels", "tile_kernels._lib", "TK"),
+             ("tilekernels", "tile_kernels", "tile_kernels._dispatch", "TK"),
              ("flashmla", "flash_mla", "flash_mla._dispatch", "FMLA"),
              ("deepep_ascend", "deep_ep", "deep_ep._dispatch", "EP")]
 # Public names that are no kernel op, each with why (every other public callable must reach its table).

@@ -35,7 +35,7 @@ def test_no_upstream_no_warning():
 
 def test_cuda_tensors_warn_once_from_the_dispatch():
     import tile_kernels  # noqa: F401  (a library's backend table)
-    from tile_kernels._lib import TABLE
+    from tile_kernels._dispatch import TABLE
     cuda = torch.device("cuda")
     with pytest.warns(guard.SuiteGuardWarning, match="tile_kernels was called with CUDA tensors"):
         try:

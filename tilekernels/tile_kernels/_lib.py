@@ -1,5 +1,5 @@
-"""The one deepjit library object of tile_kernels and its backend table (every public op registers
-its reference and host implementation there, next to the op)."""
+"""The one deepjit library object of tile_kernels (LIB), its version, and the output pool of its host kernels
+(the backend table is ``_dispatch.TABLE``)."""
 import torch
 
 import deepjit
@@ -9,8 +9,6 @@ __version__ = "0.1.0+tilekernels.2.0.0"  # the suite's 0.1.0, mirroring upstream
 
 LIB = deepjit.KernelLibrary("tile_kernels", "TK", __file__, __version__)
 
-
-TABLE = deepjit.BackendTable(LIB)
 
 
 def host_kernel(name: str, source: str, **defines):

@@ -39,14 +39,14 @@ def test_public_cast_back_takes_the_ascend_int16_scales(monkeypatch, backend):
     """What per_token_cast(use_packed_ue8m0=True) returns on Ascend (int16 pairs) goes back through the public
     per_token_cast_back on every backend (the host kernel reads int32 words: int16 goes to the reference)."""
     import tile_kernels
-    from tile_kernels import _lib
+    from tile_kernels import _dispatch
     x = torch.randn(37, 320) * 3
     monkeypatch.setenv("TK_BACKEND", "ascend")
     q, sf = tile_kernels.quant.per_token_cast(x, "e4m3", 32, use_tma_aligned_col_major_sf=True, round_sf=True,
                                             use_packed_ue8m0=True)
     assert sf.dtype == torch.int16 and sf.shape == (37, 5)
     monkeypatch.setenv("TK_BACKEND", backend)
-    assert _lib.TABLE.serves("cast_back", q.device, (q, sf), "bf16", (1, 32)) == \
+    assert _dispatch.TABLE.serves("cast_back", q.device, (q, sf), "bf16", (1, 32)) == \
         ("reference" if backend == "host" else backend)
     back = tile_kernels.quant.per_token_cast_back((q, sf), "bf16", 32)
     q_ref, sf_ref = ref.cast(x, "e4m3", (1, 32), round_sf=True)

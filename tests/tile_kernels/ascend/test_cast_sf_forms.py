@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import block_cast
 from tile_kernels.reference import cast as ref
 from tile_kernels.testing.numeric import assert_equal
@@ -30,7 +30,7 @@ def test_per_token_sf_only_and_precomputed(fmt, npc, round_sf):
     sf = Q.per_token_cast_with_sf_only(x, fmt, npc, round_sf=round_sf)
     assert_equal(sf, ref.cast(x, fmt, (1, npc), round_sf=round_sf)[1])
     sf = sf * 1.5  # a scale the cast would not pick: x is quantised with exactly 1 / sf
-    assert _lib.TABLE.serves("per_token_cast_with_precomputed_sf", x.device, "plain", x, fmt, (1, npc), None, False,
+    assert _dispatch.TABLE.serves("per_token_cast_with_precomputed_sf", x.device, "plain", x, fmt, (1, npc), None, False,
                              round_sf, False, sf, False, None) == "ascend"
     assert_equal(Q.per_token_cast_with_precomputed_sf(x, fmt, npc, sf, round_sf=round_sf),
                  ref.cast(x, fmt, (1, npc), sf=sf))
@@ -64,7 +64,7 @@ def test_clamp_min(clamp_min):
 def test_per_channel_cast_and_transpose_casts_on_ascend():
     # one kernel (ascend/channel_cast.py) casts and writes the data transposed; test_transpose.py covers the forms
     x = _x(256, 128).bfloat16()
-    assert _lib.TABLE.serves("per_channel_cast_and_transpose", x.device, "float", x, "e4m3", (32, 1), None, False,
+    assert _dispatch.TABLE.serves("per_channel_cast_and_transpose", x.device, "float", x, "e4m3", (32, 1), None, False,
                              False, False, None, False, None) == "ascend"
     q, sf = block_cast.cast(x, "e4m3", (32, 1), False, False, False)
     q_ref, sf_ref = ref.cast(x, "e4m3", (32, 1))

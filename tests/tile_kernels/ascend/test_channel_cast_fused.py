@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import channel_cast_fused as ccf
 from tile_kernels.quant.cast_ops import _cast_fused_ref
 from tile_kernels.reference import cast as ref
@@ -54,7 +54,7 @@ def test_gather_keeps_bits_and_zeroes_unmapped_rows():
 def test_public_op(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     x, npt, npc, round_sf, pos = _inputs("bf16_gather")
-    assert _lib.TABLE.serves("per_channel_cast_fused", x.device, x, npt, npc, round_sf, pos) == "ascend"
+    assert _dispatch.TABLE.serves("per_channel_cast_fused", x.device, x, npt, npc, round_sf, pos) == "ascend"
     q, sf = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, pos_to_token=pos)
     q_ref, sf_ref = _cast_fused_ref(x, npt, npc, round_sf, pos)
     assert_same(q, q_ref)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import e5m6
 from tile_kernels.reference import cast_e5m6 as ref
 from tile_kernels.testing.numeric import assert_equal
@@ -77,17 +77,17 @@ def test_cast_back_row_blocks():
 def test_public_ops_reach_the_kernels(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     x = _input(7, 64, torch.float32, seed=1)
-    assert _lib.TABLE.serves("cast_to_e5m6", x.device, x, 64, True, True, True) == "ascend"
+    assert _dispatch.TABLE.serves("cast_to_e5m6", x.device, x, 64, True, True, True) == "ascend"
     q, sf = tile_kernels.quant.per_token_cast(x, "e5m6", 64, use_tma_aligned_col_major_sf=True, round_sf=True,
                                               use_packed_ue8m0=True)
     q_ref, sf_ref = ref.cast_to_e5m6(x, 64, True, True, True)
     assert_equal(q, q_ref)
     assert torch.equal(sf, sf_ref)
-    assert _lib.TABLE.serves("cast_back_from_e5m6", x.device, (q, sf), "bf16", (1, 64)) == "ascend"
+    assert _dispatch.TABLE.serves("cast_back_from_e5m6", x.device, (q, sf), "bf16", (1, 64)) == "ascend"
     back = tile_kernels.quant.cast_back((q, sf), "bf16", (1, 64), x_special_fmt="e5m6")
     assert_equal(back.nan_to_num(7.0), ref.cast_back_from_e5m6((q_ref, sf_ref), "bf16", (1, 64)).nan_to_num(7.0))
     # two scale columns (x_block_size (1, 32)): the reference's form
     sf2 = torch.rand(7, 2) + 0.5
-    assert _lib.TABLE.serves("cast_back_from_e5m6", x.device, (q, sf2), "fp32", (1, 32)) == "reference"
+    assert _dispatch.TABLE.serves("cast_back_from_e5m6", x.device, (q, sf2), "fp32", (1, 32)) == "reference"
     assert_equal(tile_kernels.quant.cast_back((q, sf2), "fp32", (1, 32), x_special_fmt="e5m6"),
                  ref.cast_back_from_e5m6((q, sf2), "fp32", (1, 32)))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import engram
 from tile_kernels.reference import engram as ref
 from tile_kernels.testing.numeric import assert_equal, calc_diff
@@ -79,27 +79,27 @@ def test_gate_fwd(t, hc, h, special):
 def test_public_ops_reach_the_kernels(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     wh, we = _weights(4, 256, torch.bfloat16, torch.bfloat16)
-    assert _lib.TABLE.serves("fused_weight", wh.device, wh, we) == "ascend"
+    assert _dispatch.TABLE.serves("fused_weight", wh.device, wh, we) == "ascend"
     fused = tile_kernels.engram.fused_weight(wh, we)
     assert_equal(fused.nan_to_num(7.0), ref.fused_weight(wh, we).nan_to_num(7.0))
 
     x, k, v, w = _gate_inputs(5, 4, 256)
-    assert _lib.TABLE.serves("engram_gate_fwd", x.device, x, k, v, w, 1e-20, 1e-6, True) == "ascend"
+    assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, x, k, v, w, 1e-20, 1e-6, True) == "ascend"
     out = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)
     assert_close(out[1], ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1], 2e-10)
     empty_h = torch.zeros(5, 4, 0, dtype=torch.bfloat16)
-    assert _lib.TABLE.serves("engram_gate_fwd", x.device, empty_h, empty_h, empty_h[:, 0], w[:, :0], 1e-20, 1e-6,
+    assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, empty_h, empty_h, empty_h[:, 0], w[:, :0], 1e-20, 1e-6,
                              True) == "reference"
 
     partial, gh, ge = torch.randn(3, 4, 256), torch.zeros(4, 256), torch.zeros(4, 256)
     we = we.float()  # the (BF16, FP32) lowering test_grad_w_reduce builds
-    assert _lib.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, gh, ge) == "ascend"
+    assert _dispatch.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, gh, ge) == "ascend"
     tile_kernels.engram.grad_w_reduce(partial, wh, we, gh, ge)
     want_h, want_e = torch.zeros(4, 256), torch.zeros(4, 256)
     ref.grad_w_reduce(partial, wh, we, want_h, want_e)
     assert_close(gh, want_h, 1e-10)
     strided = torch.zeros(256, 4).T
-    assert _lib.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, strided, ge) == "reference"
+    assert _dispatch.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, strided, ge) == "reference"
 
 
 @pytest.mark.parametrize("t,hc,h,nb,special", [(7, 4, 300, 3, True), (2, 4, 1100, 5, False), (0, 4, 64, 2, False)])
@@ -127,14 +127,14 @@ def test_gate_bwd_through_the_table(monkeypatch):
     grad = torch.randn(4, 4, 128).bfloat16()
     saved = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:]
     nb = tile_kernels.config.get_num_sms()
-    assert _lib.TABLE.serves("engram_gate_bwd", x.device, grad, x, k, v, w, *saved, 1e-6, nb) == "ascend"
+    assert _dispatch.TABLE.serves("engram_gate_bwd", x.device, grad, x, k, v, w, *saved, 1e-6, nb) == "ascend"
     got = tile_kernels.engram.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6)
     want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
     for a, b in zip(got, want, strict=True):
         assert_close(a, b, 1e-8)
     wide = _gate_inputs(2, 65, 64)  # more rows a token than a core's UB plan: the reference
-    assert _lib.TABLE.serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
-    assert _lib.TABLE.serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, nb) == "reference"
+    assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
+    assert _dispatch.TABLE.serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, nb) == "reference"
 
 
 def _hash_inputs(num_layers, t, n, m, seed=0):
@@ -158,8 +158,8 @@ def test_engram_hash(num_layers, t, n, m):
 def test_engram_hash_through_the_table(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     args = _hash_inputs(2, 9, 3, 4, seed=1)
-    assert _lib.TABLE.serves("engram_hash", args[0].device, *args) == "ascend"
+    assert _dispatch.TABLE.serves("engram_hash", args[0].device, *args) == "ascend"
     assert_equal(tile_kernels.engram.engram_hash(*args), ref.engram_hash_ref(*args))
     wide = _hash_inputs(4, 3, 5, 2048)  # 4 x 4 x 2048 table entries: past a core's UB budget
-    assert _lib.TABLE.serves("engram_hash", args[0].device, *wide) == "reference"
+    assert _dispatch.TABLE.serves("engram_hash", args[0].device, *wide) == "reference"
     assert_equal(tile_kernels.engram.engram_hash(*wide), ref.engram_hash_ref(*wide))

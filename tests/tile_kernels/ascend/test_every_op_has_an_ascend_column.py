@@ -3,7 +3,7 @@ the public API (each public module's ``__all__``, walked to the backend-table en
 tests/deepjit/test_library_tables.py does) and from the table itself; an op without an Ascend column fails
 unless this file names it below as a pure helper that does no kernel work (with why)."""
 from tests.deepjit.test_library_tables import public_callables, reached_ops
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 
 # Public callables that are no kernel op (they reach no table entry), each with why.
 HELPERS = {
@@ -15,7 +15,7 @@ HELPERS = {
 
 
 def _table_ops() -> dict:
-    return {entry.name: entry for entry in _lib.TABLE}
+    return {entry.name: entry for entry in _dispatch.TABLE}
 
 
 def test_helper_list_is_current():
@@ -32,7 +32,7 @@ def test_every_table_op_has_an_ascend_column():
     for name, entry in ops.items():
         if entry.ascend is not None:
             assert callable(entry.ascend.fn) and entry.ascend.supports, name
-            assert _lib.TABLE.backend(name, "npu") == "ascend", name
+            assert _dispatch.TABLE.backend(name, "npu") == "ascend", name
 
 
 def test_every_public_op_reaches_ascend_kernels_only():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import expand
 from tile_kernels.reference import moe as ref
 from tile_kernels.testing.numeric import assert_equal
@@ -52,7 +52,7 @@ def test_no_rows_and_the_public_op(monkeypatch):
 
     monkeypatch.setenv("TK_BACKEND", "ascend")
     x, pos, p2e = _inputs(torch.float32)
-    assert _lib.TABLE.serves("expand_to_fused_with_sf", pos.device, x, 128, pos, p2e, True) == "ascend"
+    assert _dispatch.TABLE.serves("expand_to_fused_with_sf", pos.device, x, 128, pos, p2e, True) == "ascend"
     out, out_sf = tile_kernels.moe.expand_to_fused_with_sf(x, 128, pos, p2e, use_tma_aligned_col_major_sf=True)
     want_data, want_sf = ref.expand_to_fused_with_sf((x[0].view(torch.uint8), x[1]), 128, pos, p2e, True)
     assert_equal(out.view(torch.uint8), want_data)

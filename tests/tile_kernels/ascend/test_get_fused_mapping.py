@@ -36,9 +36,9 @@ def test_no_tokens():
 
 def test_public_op_serves_the_kernel(monkeypatch):
     import tile_kernels
-    from tile_kernels import _lib
+    from tile_kernels import _dispatch
 
     monkeypatch.setenv("TK_BACKEND", "ascend")
     idx = torch.randint(-1, 8, (19, 3), generator=torch.Generator().manual_seed(1))
-    assert _lib.TABLE.serves("get_fused_mapping", idx.device, idx, 8, 0, 4, False) == "ascend"
+    assert _dispatch.TABLE.serves("get_fused_mapping", idx.device, idx, 8, 0, 4, False) == "ascend"
     _check(tile_kernels.moe.get_fused_mapping(idx, 8, 0, 4), ref.get_fused_mapping(idx, 8, 0, 4))

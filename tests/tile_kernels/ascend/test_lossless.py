@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import lossless
 from tile_kernels.quant.lossless import _lossless_ref
 from tile_kernels.reference import cast as ref
@@ -35,13 +35,13 @@ def test_matches_reference(in_col, ob, out_col):
 def test_public_op_and_the_reference_forms(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     q, sf = _fp4(False)
-    assert _lib.TABLE.serves("per_block_cast_lossless", q.device, q, sf, (1, 32), (32, 32), False, False) == "ascend"
+    assert _dispatch.TABLE.serves("per_block_cast_lossless", q.device, q, sf, (1, 32), (32, 32), False, False) == "ascend"
     data, out_sf = tile_kernels.quant.per_block_cast_lossless((q, sf), "e4m3", (1, 32), (32, 32))
     want = _lossless_ref(q, sf, (1, 32), (32, 32), False, False)
     assert_equal(data.view(torch.uint8), want[0].view(torch.uint8))
     assert_equal(out_sf, want[1])
     col_fp32 = ref.cast(torch.randn(8, 64), "e2m1", (1, 32), use_tma_aligned_col_major_sf=True)
-    assert _lib.TABLE.serves("per_block_cast_lossless", q.device, *col_fp32, (1, 32), (32, 32), False,
+    assert _dispatch.TABLE.serves("per_block_cast_lossless", q.device, *col_fp32, (1, 32), (32, 32), False,
                              False) == "reference"
     empty = (q[:0], sf[:0])
-    assert _lib.TABLE.serves("per_block_cast_lossless", q.device, *empty, (1, 32), (32, 32), False, False) == "reference"
+    assert _dispatch.TABLE.serves("per_block_cast_lossless", q.device, *empty, (1, 32), (32, 32), False, False) == "reference"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import mhc_mix, mhc_sinkhorn, mhc_streams
 from tile_kernels.modeling.mhc.ops import _forward
 from tile_kernels.reference import mhc as ref
@@ -101,7 +101,7 @@ def test_public_ops_run_the_ascend_kernels(ascend):
     mhc = tile_kernels.modeling.mhc.ops
     x = torch.randn(1, 7, M, 256).bfloat16()
     dev = x.device
-    assert all(_lib.TABLE.serves(op, dev, *args) == "ascend" for op, args in (
+    assert all(_dispatch.TABLE.serves(op, dev, *args) == "ascend" for op, args in (
         ("expand_to_mhc", (x[:, :, 0], M, None)), ("mhc_pre_apply_mix", (x, torch.rand(1, 7, M, 1))),
         ("sinkhorn_normalize", (torch.rand(7, M, M), 10, 1e-6)), ("mhc_norm", (torch.rand(7, M3), None, 1, 0.0)),
         ("mhc_head_compute_mix", (torch.rand(1, 7, M), None, None, 0.0)),
@@ -138,8 +138,8 @@ def test_wider_than_the_kernels_goes_to_the_reference(ascend):
             "mhc_post": (x[:, :, 0], x, None, None, None), "mhc_post_bwd": (x[:, :, 0], x, None, None, x),
             "mhc_projection": (x, torch.rand(m * (m + 2), m * 64)), "mhc_pre_big_fuse": (x, *[None] * 8)}
     for op, args in wide.items():
-        assert _lib.TABLE.serves(op, dev, *args) == "reference", op
-        assert "1 to 8" in _lib.TABLE[op].ascend.supports
-    assert _lib.TABLE.serves("mhc_norm", dev, torch.rand(3, 2049), None, 1, 0.0) == "reference"
+        assert _dispatch.TABLE.serves(op, dev, *args) == "reference", op
+        assert "1 to 8" in _dispatch.TABLE[op].ascend.supports
+    assert _dispatch.TABLE.serves("mhc_norm", dev, torch.rand(3, 2049), None, 1, 0.0) == "reference"
     comb = torch.randn(3, m, m)
     _close(tile_kernels.modeling.mhc.ops.sinkhorn_normalize(comb), ref.sinkhorn_normalize_ref(comb))

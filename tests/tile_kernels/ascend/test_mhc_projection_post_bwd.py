@@ -6,7 +6,7 @@ mhc_multilayer_recompute. Tolerances are upstream's: the normalised projections 
 import pytest
 import torch
 
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import mhc_post_bwd, mhc_projection
 from tile_kernels.mhc.norm_fn_kernel import tf32_operand
 from tile_kernels.modeling.mhc import ops as mhc
@@ -67,7 +67,7 @@ def test_pre_norm_fn_and_big_fuse(ascend):
     residual, fn = _residual(1, 13, 300), _fn(300)
     dev = residual.device
     for op, args in (("mhc_projection", (residual, fn)), ("mhc_pre_big_fuse", (residual, fn, *[None] * 7))):
-        assert _lib.TABLE.serves(op, dev, *args) == "ascend"
+        assert _dispatch.TABLE.serves(op, dev, *args) == "ascend"
     _close(mhc.mhc_pre_norm_fn(residual, fn, None, 1e-6), ref.mhc_pre_norm_fn_ref(residual, tf32_operand(fn), None,
                                                                                    1e-6), atol=1e-3, rtol=1e-3)
     scale, base = torch.randn(3) * 0.1, torch.randn(M3) * 0.1
@@ -90,7 +90,7 @@ def test_post_autograd_and_recompute(ascend):
     x, residual = torch.randn(1, 5, 256).bfloat16(), torch.randn(1, 5, M, 256).bfloat16()
     post_mix, comb = torch.randn(1, 5, M, 1), torch.randn(1, 5, M, M)
     d_o = torch.randn(1, 5, M, 256).bfloat16()
-    assert _lib.TABLE.serves("mhc_post_bwd", x.device, x, residual, post_mix, comb, d_o) == "ascend"
+    assert _dispatch.TABLE.serves("mhc_post_bwd", x.device, x, residual, post_mix, comb, d_o) == "ascend"
     ins = [t.clone().requires_grad_() for t in (x, residual, post_mix, comb)]
     out = mhc.mhc_post(*ins)
     out.backward(d_o)

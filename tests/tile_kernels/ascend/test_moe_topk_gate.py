@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import moe_topk_gate as gate
 from tile_kernels.reference import moe_topk_gate as ref
 
@@ -124,7 +124,7 @@ def test_public_op_runs_the_ascend_kernel(monkeypatch):
     scores, scores_ref = torch.empty(37, experts), torch.empty(37, experts)
     args = (logits, k, shared, 0.5, 2, *[kw.get(n) for n in ARGS[:7]], kw["unmapped_topk_idx"], kw["force_random"],
             torch.empty(37, k + shared, dtype=torch.int64), torch.empty(37, k + shared), scores)
-    assert _lib.TABLE.serves("moe_topk_gate_forward", logits.device, *args) == "ascend"
+    assert _dispatch.TABLE.serves("moe_topk_gate_forward", logits.device, *args) == "ascend"
     ids, w = tile_kernels.moe.moe_topk_gate_forward(logits, k, True, shared, 0.5, 2, scores=scores, **kw)
     idx_r, w_r = torch.empty(37, k + shared, dtype=torch.int64), torch.empty(37, k + shared)
     ref.moe_topk_gate_forward(logits, k, shared, 0.5, 2, *[kw_ref.get(n) for n in ARGS[:7]],
@@ -140,7 +140,7 @@ def test_forms_left_to_the_reference(monkeypatch):
         logits = torch.empty(1, experts)
         phys = None if map_cols is None else torch.zeros(experts, map_cols, dtype=torch.int32)
         count = None if map_cols is None else torch.ones(experts, dtype=torch.int32)
-        return _lib.TABLE.serves("moe_topk_gate_forward", logits.device, logits, 2, 0, 1.0, 0, None, None, None,
+        return _dispatch.TABLE.serves("moe_topk_gate_forward", logits.device, logits, 2, 0, 1.0, 0, None, None, None,
                                  None, None, phys, count, None, None, torch.empty(1, 2, dtype=torch.int64),
                                  torch.empty(1, 2), None)
 

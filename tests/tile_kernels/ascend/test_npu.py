@@ -8,7 +8,7 @@ import torch
 
 import tile_kernels
 from tests.testkit.npu import DEVICE, ON_TWIN
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import moe as ref_moe
 from tile_kernels.reference import swiglu as ref_swiglu
@@ -52,14 +52,14 @@ def host(out):
 @pytest.fixture(autouse=True)
 def served_by_ascend(monkeypatch):
     """Every table call in the test must pick the Ascend kernel (no silent reference on DEVICE)."""
-    served, select = [], _lib.TABLE.select
+    served, select = [], _dispatch.TABLE.select
 
     def record(name, device, *args, **kwargs):
         backend, fn = select(name, device, *args, **kwargs)
         served.append((name, backend))
         return backend, fn
 
-    monkeypatch.setattr(_lib.TABLE, "select", record)
+    monkeypatch.setattr(_dispatch.TABLE, "select", record)
     yield
     assert served and all(b == "ascend" for _, b in served), served
 

@@ -36,13 +36,13 @@ def test_scaled_matches_reference(dtype, weighted, x_scaled, out_scaled, fmt):
 
 def test_public_op_writes_out(monkeypatch):
     import tile_kernels
-    from tile_kernels import _lib
+    from tile_kernels import _dispatch
 
     monkeypatch.setenv("TK_BACKEND", "ascend")
     pos = torch.arange(12, dtype=torch.int32).view(6, 2)
     x, x_sf, sf = torch.randn(12, 256).to(torch.float8_e4m3fn), torch.rand(12), torch.tensor([0.5])
     out = torch.empty(6, 256, dtype=torch.float8_e4m3fn)
-    assert _lib.TABLE.serves("reduce_fused", x.device, x, x_sf, None, pos, "e4m3", sf, out) == "ascend"
+    assert _dispatch.TABLE.serves("reduce_fused", x.device, x, x_sf, None, pos, "e4m3", sf, out) == "ascend"
     res = tile_kernels.moe.reduce_fused((x, x_sf), None, pos, "e4m3", sf, out=out)
     assert res is out
     assert_equal(out.view(torch.uint8), ref.reduce_fused((x, x_sf), None, pos, "e4m3", sf).view(torch.uint8))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import routing_helpers as rh
 from tile_kernels.reference import moe as ref
 from tile_kernels.reference import topk as ref_topk
@@ -118,7 +118,7 @@ PUBLIC = [  # op, call, table arguments
 @pytest.mark.parametrize("op,call,args", PUBLIC, ids=[p[0] for p in PUBLIC])
 def test_public_ops_run_the_ascend_kernels(monkeypatch, op, call, args):
     monkeypatch.setenv("TK_BACKEND", "ascend")
-    assert _lib.TABLE.serves(op, torch.device("cpu"), *args) == "ascend"
+    assert _dispatch.TABLE.serves(op, torch.device("cpu"), *args) == "ascend"
     want = getattr(ref_topk if op == "topk_sum_and_topk_group_idx" else ref, op)(*args)
     assert torch.equal(call(), want)
 
@@ -126,7 +126,7 @@ def test_public_ops_run_the_ascend_kernels(monkeypatch, op, call, args):
 def test_public_inplace_unique_runs_the_ascend_kernel(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     gi = _ids((9, 6), 8, 4)
-    assert _lib.TABLE.serves("inplace_unique_group_indices", gi.device, gi, 8) == "ascend"
+    assert _dispatch.TABLE.serves("inplace_unique_group_indices", gi.device, gi, 8) == "ascend"
     want = gi.clone()
     ref.inplace_unique_group_indices(want, 8)
     tile_kernels.moe.inplace_unique_group_indices(gi, 8)
@@ -137,11 +137,11 @@ def test_forms_the_kernels_leave_to_the_reference(monkeypatch):
     """A token's scores past one core's UB tile, and TP settings past int32: the reference serves them."""
     monkeypatch.setenv("TK_BACKEND", "ascend")
     wide = torch.empty(1, 2, 8200)
-    assert _lib.TABLE.serves("topk_sum_and_topk_group_idx", wide.device, wide, 2, 1) == "reference"
-    assert _lib.TABLE.serves("topk_sum_and_topk_group_idx", wide.device, wide[:, :, :8192], 2, 1) == "ascend"
+    assert _dispatch.TABLE.serves("topk_sum_and_topk_group_idx", wide.device, wide, 2, 1) == "reference"
+    assert _dispatch.TABLE.serves("topk_sum_and_topk_group_idx", wide.device, wide[:, :, :8192], 2, 1) == "ascend"
     idx = torch.zeros(4, dtype=torch.int64)
-    assert _lib.TABLE.serves("mask_indices_by_tp", idx.device, idx, 1 << 31, 1, 0, 1) == "reference"
-    assert _lib.TABLE.serves("mask_indices_by_tp", idx.device, idx, (1 << 31) - 1, 1, 0, 1) == "ascend"
+    assert _dispatch.TABLE.serves("mask_indices_by_tp", idx.device, idx, 1 << 31, 1, 0, 1) == "reference"
+    assert _dispatch.TABLE.serves("mask_indices_by_tp", idx.device, idx, (1 << 31) - 1, 1, 0, 1) == "ascend"
 
 
 def test_top2_sum_gate_writes_a_strided_unmapped_topk_idx(monkeypatch):
@@ -156,7 +156,7 @@ def test_top2_sum_gate_writes_a_strided_unmapped_topk_idx(monkeypatch):
     unmapped = buffer[:, 1:3]
     args = (logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax", mask, fix, None, None, unmapped)
     assert not unmapped.is_contiguous()
-    assert _lib.TABLE.serves("top2_sum_gate", logits.device, *args) == "ascend"
+    assert _dispatch.TABLE.serves("top2_sum_gate", logits.device, *args) == "ascend"
     un_ref = unmapped.clone()
     want = ref_topk.top2_sum_gate(*args[:-1], un_ref)
     idx, w = tile_kernels.moe.top2_sum_gate(*args[:13], mask=mask, fix_routing_mask=fix, unmapped_topk_idx=unmapped)

@@ -3,14 +3,14 @@ tile_kernels' backend table (run on deepjit's Ascend twin), bit-exact with the r
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.reference import cast as ref
 
 
 def test_per_token_cast_and_cast_back_run_the_ascend_kernels(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     x = torch.randn(37, 256) * 3
-    assert _lib.TABLE.serves("per_token_cast", x.device, "plain", x, "e4m3", (1, 128), None, False, False, False,
+    assert _dispatch.TABLE.serves("per_token_cast", x.device, "plain", x, "e4m3", (1, 128), None, False, False, False,
                              None, False, None) == "ascend"
     q, sf = tile_kernels.quant.per_token_cast(x, "e4m3", 128)
     q_ref, sf_ref = ref.cast(x, "e4m3", (1, 128))
@@ -22,12 +22,12 @@ def test_per_token_cast_and_cast_back_run_the_ascend_kernels(monkeypatch):
 def test_topk_gate_runs_the_ascend_kernel(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     scores = torch.randn(41, 64)
-    assert _lib.TABLE.serves("topk_gate", scores.device, scores, 6) == "ascend"
+    assert _dispatch.TABLE.serves("topk_gate", scores.device, scores, 6) == "ascend"
     assert torch.equal(tile_kernels.moe.topk_gate(scores, 6), torch.topk(scores, 6, sorted=True).indices)
 
 
 def test_ops_with_ascend_kernels():
-    served = {e.name for e in _lib.TABLE if e.ascend is not None}
+    served = {e.name for e in _dispatch.TABLE if e.ascend is not None}
     assert served == {"per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf",
                       "per_block_cast", "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf",
                       "per_channel_cast", "per_channel_cast_and_transpose", "cast_back",

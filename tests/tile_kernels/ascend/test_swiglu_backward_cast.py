@@ -10,7 +10,7 @@ import torch
 
 import tile_kernels
 from tests.testkit.npu import DEVICE
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import _launch, swiglu_backward
 from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import swiglu as ref
@@ -36,7 +36,7 @@ def _check(monkeypatch, device, g_dtype, h, npc, round_sf, clamp, three_d, nan):
         grad[5, 300] = float("nan")  # NaN in da and db of row 5, both in the second chunk
     qx, gx = (q.view(3, 7, 2 * h), grad.view(3, 7, h)) if three_d else (q, grad)
     args = [t.to(device) for t in (qx, sf, gx, w, p2tt, t2p)]
-    assert _lib.TABLE.serves("swiglu_backward_and_per_token_cast", args[0].device, *args, npc, round_sf,
+    assert _dispatch.TABLE.serves("swiglu_backward_and_per_token_cast", args[0].device, *args, npc, round_sf,
                              clamp) == "ascend"
     qd, sfd, gd, wd, p2ttd, t2pd = args
     got = tile_kernels.quant.swiglu_backward_and_per_token_cast((qd, sfd), gd, wd, p2ttd, t2pd, npc,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import swiglu as ref
 from tile_kernels.testing.numeric import assert_equal
@@ -28,7 +28,7 @@ def test_matches_reference(monkeypatch, dtype, h, npc, weighted, clamp, layout, 
     x, p2tt, w = swiglu_forward_inputs(dtype, h, weighted, seed=h + npc)
     col, round_sf, packed = layout
     args = (x, "e4m3", npc, p2tt, w, None, col, round_sf, packed, clamp, None, clamp_min)
-    assert _lib.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, npc, p2tt, w, None, col, round_sf,
+    assert _dispatch.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, npc, p2tt, w, None, col, round_sf,
                              packed, clamp, None, clamp_min) == "ascend"
     q, sf = tile_kernels.quant.swiglu_forward_and_per_token_cast(*args)
     y = ref.swiglu_forward(x, p2tt, w, clamp)
@@ -41,5 +41,5 @@ def test_matches_reference(monkeypatch, dtype, h, npc, weighted, clamp, layout, 
 def test_clamped_count_stays_on_the_reference(monkeypatch):
     x = torch.randn(4, 256)
     count = torch.zeros(3, dtype=torch.int64)
-    assert _lib.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, 128, None, None, None, False, False,
+    assert _dispatch.TABLE.serves("swiglu_forward_and_per_token_cast", x.device, x, 128, None, None, None, False, False,
                              False, 1.0, count, None) != "ascend"

@@ -55,13 +55,13 @@ def test_options_match_reference(use_mask, use_fix, use_unmapped, map_cols):
 
 def test_public_op_serves_the_options(monkeypatch):
     import tile_kernels
-    from tile_kernels import _lib
+    from tile_kernels import _dispatch
 
     monkeypatch.setenv("TK_BACKEND", "ascend")
     logits, bias = torch.randn(9, 16), torch.zeros(16)
     mask, unmapped = torch.arange(9) % 3 != 0, torch.zeros(9, 2, dtype=torch.int64)
     args = (logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax", mask, None, None, None, unmapped)
-    assert _lib.TABLE.serves("top2_sum_gate", logits.device, *args) == "ascend"
+    assert _dispatch.TABLE.serves("top2_sum_gate", logits.device, *args) == "ascend"
     un_ref = unmapped.clone()
     idx, _ = tile_kernels.moe.top2_sum_gate(logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax", mask=mask,
                                             unmapped_topk_idx=unmapped)

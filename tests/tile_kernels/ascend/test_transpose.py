@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tile_kernels
-from tile_kernels import _lib
+from tile_kernels import _dispatch
 from tile_kernels.ascend import channel_cast
 from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import swiglu as ref_swiglu
@@ -20,14 +20,14 @@ from .test_cast_nan import assert_same
 def served(monkeypatch):
     """TK_BACKEND=ascend; the ``(op, backend)`` of every table call the test makes."""
     monkeypatch.setenv("TK_BACKEND", "ascend")
-    calls, select = [], _lib.TABLE.select
+    calls, select = [], _dispatch.TABLE.select
 
     def recording(name, device, *args, **kwargs):
         backend, fn = select(name, device, *args, **kwargs)
         calls.append((name, backend))
         return backend, fn
 
-    monkeypatch.setattr(_lib.TABLE, "select", recording)
+    monkeypatch.setattr(_dispatch.TABLE, "select", recording)
     return calls
 
 
@@ -78,7 +78,7 @@ def test_eight_byte_elements_take_the_reference(served):
     x = torch.randn(2, 9, 11, dtype=torch.float64)
     assert_equal(tile_kernels.transpose.batched_transpose(x), x.transpose(1, 2).contiguous())
     assert served == [("batched_transpose", "reference")]
-    assert "8-byte elements take the reference" in _lib.TABLE["batched_transpose"].ascend.supports
+    assert "8-byte elements take the reference" in _dispatch.TABLE["batched_transpose"].ascend.supports
 
 
 def _cast_input(rows, hidden, special=True):

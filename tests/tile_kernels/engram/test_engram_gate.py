@@ -28,7 +28,7 @@ def test_fused_weight(monkeypatch, dtypes, hc, hidden):
     """The host kernel (vector body and scalar tail) bit for bit against the reference, non-contiguous input too."""
     wh = (torch.randn(hidden, hc) + 0.5).to(dtypes[0]).t()
     we = (torch.randn(hc, hidden) + 0.5).to(dtypes[1])
-    assert tile_kernels._lib.TABLE.serves("fused_weight", "cpu", wh, we) == "host"
+    assert tile_kernels._dispatch.TABLE.serves("fused_weight", "cpu", wh, we) == "host"
     out = E.fused_weight(wh, we)
     monkeypatch.setenv("TK_BACKEND", "reference")
     expected = E.fused_weight(wh, we)

@@ -149,7 +149,7 @@ def test_e5m6_wide_ranges(host, dtype, hidden):
 def test_served_through_the_table(monkeypatch):
     """The op's table entry: the host wrapper in tile_kernels/host/cast.py on CPU, the TileLang kernel in
     tile_kernels/ascend/block_cast.py for TK_BACKEND=ascend (the twin on CPU tensors)."""
-    from tile_kernels._lib import TABLE
+    from tile_kernels._dispatch import TABLE
     from tile_kernels.host import cast as host
     monkeypatch.delenv("TK_BACKEND", raising=False)
     assert TABLE["per_token_cast"].host.fn is host.cast

@@ -6,7 +6,8 @@ import torch
 from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import LIB, TABLE, empty, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import LIB, empty, host_kernel, threads
 from ..ascend import engram as ascend_engram
 from ..config import get_num_sms
 from ..reference import engram as ref

@@ -9,7 +9,8 @@ import torch
 from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import LIB, TABLE, empty, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import LIB, empty, host_kernel, threads
 from ..ascend import expand as ascend_expand
 from ..ascend import fused_mapping as ascend_fused_mapping
 from ..ascend import reduce as ascend_reduce

@@ -6,7 +6,8 @@ import torch
 from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import LIB, TABLE, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import LIB, host_kernel, threads
 from ..ascend import routing as ascend_routing
 from ..ascend import routing_helpers as ascend_helpers
 from ..reference import topk as ref

@@ -9,7 +9,8 @@ import torch
 from deepjit import Impl, descriptors, guard
 from deepjit import validation as C
 
-from .._lib import LIB, TABLE, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import LIB, host_kernel, threads
 from ..ascend import moe_topk_gate as ascend_gate
 from ..reference import moe_topk_gate as ref
 

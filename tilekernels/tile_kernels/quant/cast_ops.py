@@ -9,7 +9,7 @@ import torch
 from deepjit import Impl
 from deepjit import validation as C
 
-from .._lib import TABLE
+from .._dispatch import TABLE
 from ..ascend import block_cast as ascend_cast
 from ..ascend import cast_back as ascend_cast_back
 from ..ascend import channel_cast as ascend_channel_cast

@@ -6,7 +6,8 @@ import torch
 from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import LIB, TABLE, empty, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import LIB, empty, host_kernel, threads
 from ..ascend import lossless as ascend_lossless
 from ..reference.cast import _block_view, format_sf, transform_sf
 from ..utils import ceil_div, is_power_of_two

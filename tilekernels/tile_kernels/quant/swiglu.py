@@ -7,7 +7,8 @@ import torch
 from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from .._lib import LIB, TABLE, empty, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import LIB, empty, host_kernel, threads
 from ..ascend import block_cast as ascend_cast
 from ..ascend import channel_cast as ascend_channel_cast
 from ..ascend import swiglu_backward as ascend_swiglu_bwd

@@ -7,7 +7,8 @@ import torch
 from deepjit import Impl
 from deepjit import validation as C
 
-from .._lib import TABLE, empty, host_kernel, threads
+from .._dispatch import TABLE
+from .._lib import empty, host_kernel, threads
 from ..ascend import transpose as ascend
 from ..reference import transpose as ref
 

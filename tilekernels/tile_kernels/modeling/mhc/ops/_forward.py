@@ -8,7 +8,8 @@ import torch
 
 from deepjit import Impl, descriptors
 
-from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ...._dispatch import TABLE
+from ...._lib import LIB, empty, host_kernel, threads
 from ....ascend import mhc_mix as ascend_mix
 from ....ascend import mhc_pre_fuse as ascend_pre_fuse
 from ....ascend import mhc_projection as ascend_projection

@@ -2,7 +2,8 @@ import torch
 
 from deepjit import validation as C
 
-from ...._lib import TABLE, empty, host_kernel, threads
+from ...._dispatch import TABLE
+from ...._lib import empty, host_kernel, threads
 from ....ascend import mhc_streams as ascend_streams
 
 

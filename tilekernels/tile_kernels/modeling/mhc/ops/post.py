@@ -3,7 +3,8 @@ import torch
 from deepjit import Impl, descriptors
 from deepjit import validation as C
 
-from ...._lib import LIB, TABLE, empty, host_kernel, threads
+from ...._dispatch import TABLE
+from ...._lib import LIB, empty, host_kernel, threads
 from ....ascend import mhc_mix as ascend_mix
 from ....ascend import mhc_post_bwd as ascend_post_bwd
 from ....ascend import mhc_streams as ascend_streams
