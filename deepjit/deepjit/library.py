@@ -168,6 +168,17 @@ class KernelLibrary:
                 self._kernels[memo] = handle
         return handle
 
+    def run_tilelang(self, builder, args: tuple, *tensors) -> None:
+        """Launches the TileLang kernel ``builder(*args)`` (see ``tilelang_kernel``) on ``tensors``, in the
+        PrimFunc's parameter order, with the grid its lowering gives."""
+        self.tilelang_kernel(builder, *args).launch(None, *tensors)
+
+    def num_cube_cores(self, device) -> int:
+        """The cube-core count of the chip that runs tensors on ``device`` (the twin's for CPU tensors): what
+        persistent grids are sized by."""
+        twin = getattr(device, "type", str(device).split(":")[0]) != "npu"
+        return self.ascend_runtime(twin).device.get_num_cube_cores()
+
     def source(self, relative_path: str) -> str:
         text = self._sources.get(relative_path)
         if text is None:

@@ -71,12 +71,12 @@ def build(h: int, p: int, round_scale: bool):
 def pack_fp8(x, pos, out, scales, round_scale: bool) -> None:
     """Casts BF16 ``x [T, H]`` (``H % 128 == 0``) and writes row ``t`` to ``out`` / ``scales`` rows
     ``pos[t, j]`` (int32 ``[T, p]``, -1 = none)."""
-    from .launch import launch
+    from .._lib import LIB
 
     t, h = x.shape
     if t == 0 or pos.shape[1] == 0 or out.shape[0] == 0:
         return
-    launch(build, (h, pos.shape[1], bool(round_scale)), x.contiguous(), pos.contiguous(), out, scales)
+    LIB.run_tilelang(build, (h, pos.shape[1], bool(round_scale)), x.contiguous(), pos.contiguous(), out, scales)
 
 
 def per_token_cast_to_fp8(x, round_scale: bool):

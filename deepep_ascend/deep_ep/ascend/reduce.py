@@ -90,7 +90,7 @@ def combine_reduce(rows, pos, weights=None, bias=(), from_first: bool = False, o
     ``weights[t, j] * rows[pos[t, j]]`` (unweighted without ``weights``) over ``j`` in order."""
     import torch
 
-    from .launch import launch
+    from .._lib import LIB
 
     t, p = pos.shape
     h = rows.shape[1]
@@ -105,6 +105,6 @@ def combine_reduce(rows, pos, weights=None, bias=(), from_first: bool = False, o
     b0 = bias[0].contiguous() if len(bias) > 0 else dummy
     b1 = bias[1].contiguous() if len(bias) > 1 else dummy
     w = weights.float().contiguous() if weights is not None else torch.zeros(t, p, dtype=torch.float32, device=rows.device)
-    launch(build, (h, p, weights is not None, len(bias), bool(from_first)), rows.contiguous(), pos.contiguous(), w,
+    LIB.run_tilelang(build, (h, p, weights is not None, len(bias), bool(from_first)), rows.contiguous(), pos.contiguous(), w,
            b0, b1, out)
     return out

@@ -35,7 +35,7 @@ def on_twin(t: torch.Tensor) -> bool:
 
 
 def num_cube_cores(t: torch.Tensor) -> int:
-    return LIB.ascend_runtime(on_twin(t)).device.get_num_cube_cores()
+    return LIB.num_cube_cores(t.device)
 
 
 def n_blocks(n: int) -> int:

@@ -56,10 +56,6 @@ def _kernel(heads_per_block: int):
                                                                       "FMLA_RESCALE_SKIP": RESCALE_SKIP})
 
 
-def _num_cube_cores(t: torch.Tensor) -> int:
-    return LIB.ascend_runtime(t.device.type != "npu").device.get_num_cube_cores()
-
-
 def _args(**fields) -> kernel_args.KernelArgs:
     """The kernel's one argument, ``FmlaSparseMlaArgs`` of ``ascend/kernel_args.h`` filled by name."""
     return kernel_args.pack(descriptors.struct_type(LIB.source("ascend/kernel_args.h"), "FmlaSparseMlaArgs"), **fields)
@@ -96,7 +92,7 @@ def _launch(q2: torch.Tensor, h_q: int, s_q: int, scope0, scope1, attn_sink, sm_
     if rows == 0:
         return out, max_logits, lse
     items = rows * (h_q // hg)
-    grid = min(items, _num_cube_cores(q2))
+    grid = min(items, LIB.num_cube_cores(q2.device))
     sink = q2 if attn_sink is None else attn_sink.float().contiguous()
     _kernel(hg)(grid, _args(q=q2, out=out, lse=lse, max_logits=max_logits, sink=sink, scope0=scope0, scope1=scope1,
                             rows=rows, s_q=s_q, h_q=h_q, q_row_stride=q2.stride(0), q_head_stride=q2.stride(1),

@@ -85,8 +85,8 @@ def test_one_kernel_serves_every_row_count():
 def test_the_launch_checks_each_tensor_against_the_kernel():
     """deepjit checks rank, static extents, dtype and contiguity at every library launch (a smaller tensor would
     be an out-of-bounds access on an NPU), before the kernel runs; nothing is written."""
+    from deep_ep._lib import LIB
     from deep_ep.ascend import scatter
-    from deep_ep.ascend.launch import launch
 
     src, pos = torch.arange(6 * 8, dtype=torch.int32).view(6, 8), torch.zeros(6, 2, dtype=torch.int32)
     zeros, out = torch.zeros(0, 2, dtype=torch.int32), torch.full((6, 8), 7, dtype=torch.int32)
@@ -95,5 +95,5 @@ def test_the_launch_checks_each_tensor_against_the_kernel():
                        ((src, pos, zeros, out.t().contiguous().t()), "tensor Out: must be contiguous"),
                        ((src, pos, zeros), "takes 4 tensors")]:
         with pytest.raises((ValueError, TypeError), match=match):
-            launch(scatter.build, (32, 2), *bad)
+            LIB.run_tilelang(scatter.build, (32, 2), *bad)
     assert torch.all(out == 7)

@@ -247,7 +247,7 @@ def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed:
     ``(M, 2K)`` and the cast is of its SwiGLU (weighted by ``topk_weights[pos_to_token_topk]``)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     x = x.contiguous()
     m, k = x.shape[0], x.shape[1] // (1 if swiglu is None else 2)
@@ -273,7 +273,7 @@ def cast(x, fmt: str, block: tuple[int, int], col: bool, round_sf: bool, packed:
                 None if clamp_min is None else float(clamp_min), given, swiglu)
         one = torch.zeros(1, dtype=torch.int32, device=x.device)  # the routing inputs of an unweighted cast
         weighted = swiglu is not None and swiglu.weighted
-        _launch.launch(build, args, x, pos_to_token_topk.contiguous() if weighted else one,
+        LIB.run_tilelang(build, args, x, pos_to_token_topk.contiguous() if weighted else one,
                        topk_weights.float().contiguous().view(-1) if weighted else one.float(), q.view(torch.uint8),
                        kernel_sf)
     return q if given else (q, sf)

@@ -93,7 +93,7 @@ def cast_back(x, fmt: str, x_block_size: tuple[int, int], x_special_fmt=None):
     """``tile_kernels.quant.cast_back`` for E4M3 / E2M1 ``(data, sf)`` (E5M6 is not served here)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     if x_special_fmt is not None:
         raise NotImplementedError(f"the Ascend cast_back does not serve x_special_fmt={x_special_fmt!r}")
@@ -117,6 +117,6 @@ def cast_back(x, fmt: str, x_block_size: tuple[int, int], x_special_fmt=None):
         layout, per_word = "col", 1
     else:
         kernel_sf, layout, per_word = sf.contiguous(), "row", 1
-    _launch.launch(build, (m, k, e2m1, fmt, bm, bk, layout, tuple(kernel_sf.shape), per_word),
+    LIB.run_tilelang(build, (m, k, e2m1, fmt, bm, bk, layout, tuple(kernel_sf.shape), per_word),
                    q.view(torch.uint8) if e2m1 else q, kernel_sf, out)
     return out

@@ -98,13 +98,13 @@ def cast(x, npt: int, round_sf: bool, transposed: bool, swiglu: bool = False, cl
     of BF16 ``x (T, H)``, or of its SwiGLU (rounded to BF16) for ``x (T, 2H)`` with ``swiglu``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     x = x.contiguous()
     m, k = x.shape[0], x.shape[1] // (2 if swiglu else 1)
     q = torch.empty((k, m) if transposed else (m, k), dtype=torch.float8_e4m3fn, device=x.device)
     sf = torch.empty((-(-m // npt), k), dtype=torch.float32, device=x.device)
     if m and k:
-        _launch.launch(build, (npt, bool(round_sf), bool(transposed), bool(swiglu),
+        LIB.run_tilelang(build, (npt, bool(round_sf), bool(transposed), bool(swiglu),
                                None if clamp is None else float(clamp)), x, q.view(torch.uint8), sf)
     return q, sf

@@ -45,13 +45,13 @@ def gather_rows(x, pos_to_token):
     """``out[p] = x[pos_to_token[p]]`` (zero rows for -1), any dtype."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     n_out = pos_to_token.shape[0]
     out = torch.zeros((n_out, *x.shape[1:]), dtype=x.dtype, device=x.device)
     width = x[0].numel() * x.element_size() if x.shape[0] else 0
     if n_out and width:  # no source rows: every entry is -1 (validated), every row stays zero
-        _launch.launch(build_gather, (), x.contiguous().view(torch.uint8).reshape(x.shape[0], width),
+        LIB.run_tilelang(build_gather, (), x.contiguous().view(torch.uint8).reshape(x.shape[0], width),
                        pos_to_token.contiguous(), out.view(torch.uint8).reshape(n_out, width))
     return out
 

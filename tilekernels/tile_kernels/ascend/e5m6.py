@@ -219,7 +219,7 @@ def cast_to_e5m6(x, num_per_channels, use_tma_aligned_col_major_sf=False, round_
     layout the flags ask for (as ``reference/cast_e5m6.cast_to_e5m6``)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, h = x.shape
     dev = x.device
@@ -231,7 +231,7 @@ def cast_to_e5m6(x, num_per_channels, use_tma_aligned_col_major_sf=False, round_
     exps = storage[0, :t] if packed else torch.empty((t,), dtype=torch.int32, device=dev)
     if t and h:
         in_dtype = "bfloat16" if x.dtype == torch.bfloat16 else "float32"
-        _launch.launch(build_cast, (in_dtype, bool(round_sf)), x.contiguous(), q, scale, exps)
+        LIB.run_tilelang(build_cast, (in_dtype, bool(round_sf)), x.contiguous(), q, scale, exps)
     sf = storage[:, :t].T if col else storage.view(t, 1)
     return q.view(torch.uint8).view(t, h * 3 // 2), sf
 
@@ -240,14 +240,14 @@ def cast_back_from_e5m6(x, fmt, x_block_size):
     """``tile_kernels.quant.cast_back(x, fmt, block, x_special_fmt='e5m6')`` for one scale column."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     data, sf = x
     t, h = data.shape[0], data.shape[1] * 2 // 3
     out = torch.empty((t, h), dtype=torch.float32 if fmt == "fp32" else torch.bfloat16, device=data.device)
     if t and h:
         column = sf[:, 0].contiguous()  # one scale per row block, whatever the layout
-        _launch.launch(build_cast_back, ("float32" if fmt == "fp32" else "bfloat16", sf.dtype == torch.int32,
+        LIB.run_tilelang(build_cast_back, ("float32" if fmt == "fp32" else "bfloat16", sf.dtype == torch.int32,
                                          x_block_size[0]), data.contiguous().view(torch.int32).view(t, -1),
                        column, out)
     return out

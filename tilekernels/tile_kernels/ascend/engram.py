@@ -392,25 +392,25 @@ def fused_weight(weight_hidden, weight_embed):
     """``tile_kernels.engram.fused_weight``: FP32 ``(hc, H)``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     out = torch.empty(weight_hidden.shape, dtype=torch.float32, device=weight_hidden.device)
     if out.numel():
-        _launch.launch(build_fused_weight, (_dtype(weight_hidden), _dtype(weight_embed)),
+        LIB.run_tilelang(build_fused_weight, (_dtype(weight_hidden), _dtype(weight_embed)),
                        weight_hidden.contiguous().view(-1), weight_embed.contiguous().view(-1), out.view(-1))
     return out
 
 
 def grad_w_reduce(grad_w_partial, weight_hidden, weight_embed, grad_weight_hidden, grad_weight_embed) -> None:
     """``tile_kernels.engram.grad_w_reduce`` on contiguous gradient outputs (updated in place)."""
-    from . import _launch
+    from .._lib import LIB
 
     nb = grad_w_partial.shape[0]
     n = weight_hidden.numel()
     if not n:
         return
     # nb == 0 still runs: s = 0 adds 0 * w (NaN where w is inf), as the reference
-    _launch.launch(build_grad_w_reduce, (_dtype(weight_hidden), _dtype(weight_embed)),
+    LIB.run_tilelang(build_grad_w_reduce, (_dtype(weight_hidden), _dtype(weight_embed)),
                    grad_w_partial.contiguous().view(nb, n), weight_hidden.contiguous().view(-1),
                    weight_embed.contiguous().view(-1), grad_weight_hidden.view(-1), grad_weight_embed.view(-1))
 
@@ -419,14 +419,14 @@ def engram_gate_fwd(hidden_states, k, v, weight_fused, eps, clamp_value, save_fo
     """``tile_kernels.engram.engram_gate_fwd``: ``(out, dot, gate_score, rstd_x, rstd_k)`` (None unless saved)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, hc, h = hidden_states.shape
     dev = hidden_states.device
     out = torch.empty((t, hc, h), dtype=torch.bfloat16, device=dev)
     saved = [torch.empty((t, hc), dtype=torch.float32, device=dev) for _ in range(4)]
     if out.numel():
-        _launch.launch(build_gate_fwd, (hc, float(eps), float(clamp_value)), hidden_states.contiguous(),
+        LIB.run_tilelang(build_gate_fwd, (hc, float(eps), float(clamp_value)), hidden_states.contiguous(),
                        k.contiguous(), v.contiguous(), weight_fused.contiguous(), out, *saved)
     return (out, *saved) if save_for_backward else (out, None, None, None, None)
 
@@ -436,7 +436,7 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
     """``tile_kernels.engram.engram_gate_bwd``: ``(grad_x, grad_k, grad_v, grad_w_partial (num_blocks, hc, H))``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, hc, h = hidden_states.shape
     dev = hidden_states.device
@@ -449,9 +449,9 @@ def engram_gate_bwd(grad_out, hidden_states, k, v, weight_fused, dot, gate_score
     grad_out, v = grad_out.contiguous(), v.contiguous()
     coef = torch.empty((t, 4, hc), dtype=torch.float32, device=dev)
     if t:
-        _launch.launch(build_gate_bwd_rows, (hc, float(clamp_value)), grad_out, v, dot.contiguous(),
+        LIB.run_tilelang(build_gate_bwd_rows, (hc, float(clamp_value)), grad_out, v, dot.contiguous(),
                        gate_score.contiguous(), rstd_x.contiguous(), rstd_k.contiguous(), coef)
-    _launch.launch(build_gate_bwd, (hc,), grad_out, hidden_states.contiguous(), k.contiguous(), v,
+    LIB.run_tilelang(build_gate_bwd, (hc,), grad_out, hidden_states.contiguous(), k.contiguous(), v,
                    weight_fused.contiguous(), coef, grad_x, grad_k, grad_v, partial)
     return grad_x, grad_k, grad_v, partial
 
@@ -465,12 +465,12 @@ def engram_hash(ngram_token_ids, multipliers, vocab_sizes, offsets):
     """``tile_kernels.engram.engram_hash``: int32 ``(L, T, (N-1) M)`` table rows."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, n = ngram_token_ids.shape
     num_layers, m = multipliers.shape[0], vocab_sizes.shape[2]
     out = torch.empty((num_layers, t, (n - 1) * m), dtype=torch.int32, device=ngram_token_ids.device)
     if out.numel():
-        _launch.launch(build_hash, (num_layers, n, m), ngram_token_ids.contiguous(), multipliers.contiguous(),
+        LIB.run_tilelang(build_hash, (num_layers, n, m), ngram_token_ids.contiguous(), multipliers.contiguous(),
                        vocab_sizes.contiguous().view(num_layers, -1), offsets.contiguous(), out)
     return out

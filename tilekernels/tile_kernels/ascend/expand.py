@@ -43,7 +43,7 @@ def expand_to_fused(x, token_topk_to_pos, pos_to_expert):
     """``tile_kernels.moe.expand_to_fused``: ``(len(pos_to_expert), *x.shape[1:])`` rows of x by slot."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     num_rows = pos_to_expert.shape[0]
     out = torch.zeros((num_rows, *x.shape[1:]), dtype=x.dtype, device=x.device)
@@ -51,7 +51,7 @@ def expand_to_fused(x, token_topk_to_pos, pos_to_expert):
     row_bytes = x[0].numel() * x.element_size() if t else 0
     if t and k and num_rows and row_bytes:
         raw = x.contiguous().view(torch.uint8).reshape(t, row_bytes)
-        _launch.launch(build, (t, row_bytes, k, num_rows), raw, token_topk_to_pos.contiguous(),
+        LIB.run_tilelang(build, (t, row_bytes, k, num_rows), raw, token_topk_to_pos.contiguous(),
                        out.view(torch.uint8).reshape(num_rows, row_bytes))
     return out
 

@@ -98,7 +98,7 @@ def get_fused_mapping(topk_idx, num_experts: int, num_expanded_tokens: int, alig
     the per-expert counts are read back (the list, and the maps cut to the used positions), as upstream."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, k = topk_idx.shape
     dev = topk_idx.device
@@ -108,7 +108,7 @@ def get_fused_mapping(topk_idx, num_experts: int, num_expanded_tokens: int, alig
     t2p = torch.full((t, k), -1, dtype=torch.int32, device=dev)
     start, end, per_expert = (torch.zeros(num_experts, dtype=torch.int32, device=dev) for _ in range(3))
     if t * k:
-        _launch.launch(build, (t, k, num_experts, rows, alignment), topk_idx.contiguous().view(-1), p2e, p2t, p2tt,
+        LIB.run_tilelang(build, (t, k, num_experts, rows, alignment), topk_idx.contiguous().view(-1), p2e, p2t, p2tt,
                        t2p.view(-1), start, end, per_expert)
     counts_list = []
     if sync:

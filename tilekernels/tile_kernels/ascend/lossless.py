@@ -127,14 +127,14 @@ def per_block_cast_lossless(q, sf, ib, ob, use_tma_aligned_col_major_sf, use_pac
     """``(E4M3 data (M, K), scales in the requested layout)``, as quant/lossless._lossless_ref."""
     import torch
 
+    from .._lib import LIB
     from ..reference.cast import format_sf
-    from . import _launch
 
     m, k = q.shape[0], q.shape[1] * 2
     kernel_sf, layout, per_word = _scale_bytes(sf)
     data = torch.empty((m, k), dtype=torch.float8_e4m3fn, device=q.device)
     sf_out = torch.empty((-(-m // ob[0]), -(-k // ob[1])), dtype=torch.int32, device=q.device)
     if m and k:
-        _launch.launch(build, (m, k, tuple(ib), tuple(ob), layout, tuple(kernel_sf.shape), per_word),
+        LIB.run_tilelang(build, (m, k, tuple(ib), tuple(ob), layout, tuple(kernel_sf.shape), per_word),
                        q.contiguous().view(torch.uint8), kernel_sf, data.view(torch.int32), sf_out)
     return data, format_sf(sf_out.view(torch.float32), use_tma_aligned_col_major_sf, use_packed_ue8m0)

@@ -110,13 +110,13 @@ def head_mix(input_mix, scale, base, pre_eps):
     """``sigmoid(input_mix * scale + base) + pre_eps`` over ``(..., m)`` FP32 mixes."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     m = input_mix.shape[-1]
     out = torch.empty(input_mix.shape, dtype=torch.float32, device=input_mix.device)
     if out.numel():
         eps = scalars(input_mix.device, pre_eps)
-        _launch.launch(build_head_mix, (m,), input_mix.contiguous().view(-1), scale.contiguous(), base.contiguous(),
+        LIB.run_tilelang(build_head_mix, (m,), input_mix.contiguous().view(-1), scale.contiguous(), base.contiguous(),
                        eps, out.view(-1))
     return out
 
@@ -173,7 +173,7 @@ def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
     """``(n0, n1, m(m+2))`` mixes -> pre ``(n0, n1, m, 1)``, post ``(n0, n1, m, 1)``, comb ``(n0, n1, m, m)``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     n0, n1 = mixes.shape[:2]
     dev = mixes.device
@@ -181,7 +181,7 @@ def split_mixes(mixes, scale, base, m, post_mult, pre_eps):
     comb = torch.empty(n0, n1, m, m, device=dev)
     if n0 * n1:
         params = scalars(dev, post_mult, pre_eps)
-        _launch.launch(build_split_mixes, (m,), mixes.contiguous().view(-1), scale.contiguous(), base.contiguous(),
+        LIB.run_tilelang(build_split_mixes, (m,), mixes.contiguous().view(-1), scale.contiguous(), base.contiguous(),
                        params, pre.view(-1), post.view(-1), comb.view(-1))
     return pre, post, comb
 
@@ -224,12 +224,12 @@ def norm(mul, sqrsum, k, eps):
     """``mul * rsqrt(sqrsum / k + eps)``: ``mul (..., m3)``, ``sqrsum (..., 1)`` FP32."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     m3 = mul.shape[-1]
     out = torch.empty(mul.shape, dtype=torch.float32, device=mul.device)
     if out.numel():
         params = scalars(mul.device, k, eps)
-        _launch.launch(build_norm, (m3,), mul.contiguous().view(-1), sqrsum.contiguous().view(-1), params,
+        LIB.run_tilelang(build_norm, (m3,), mul.contiguous().view(-1), sqrsum.contiguous().view(-1), params,
                        out.view(-1))
     return out

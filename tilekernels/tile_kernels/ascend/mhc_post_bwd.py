@@ -98,7 +98,7 @@ def post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o):
     """``(d_x, d_residual, d_post_layer_mix, d_comb_res_mix)`` of ``mhc_post_fwd``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     s, t, m, h = residual.shape
     dev = residual.device
@@ -108,7 +108,7 @@ def post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o):
     n = s * t
     if n and h:  # zero width: the width sums stay 0
         g_dtype = "bfloat16" if d_o.dtype == torch.bfloat16 else "float32"
-        _launch.launch(build, (m, g_dtype), x.contiguous().view(n, h), residual.contiguous().view(n * m, h),
+        LIB.run_tilelang(build, (m, g_dtype), x.contiguous().view(n, h), residual.contiguous().view(n * m, h),
                        post_layer_mix.contiguous().view(n * m), comb_res_mix.contiguous().view(n * m * m),
                        d_o.contiguous().view(n * m, h), d_x.view(n, h), d_res.view(n * m, h), d_post.view(n * m),
                        d_comb.view(n * m * m))

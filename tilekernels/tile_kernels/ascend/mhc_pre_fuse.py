@@ -70,8 +70,9 @@ def pre_big_fuse(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post
     """``(post (T, m, 1), comb (T, m, m), layer_input (T, H))`` for the flattened tokens of ``residual``."""
     import torch
 
+    from .._lib import LIB
     from ..mhc.norm_fn_kernel import tf32_operand
-    from . import _launch, mhc_projection, mhc_streams
+    from . import mhc_projection, mhc_streams
 
     m, h = residual.shape[-2:]
     x = residual.reshape(-1, m, h)
@@ -83,7 +84,7 @@ def pre_big_fuse(residual, fn, scale, base, rms_eps, pre_eps, sinkhorn_eps, post
         return post, comb, torch.empty(0, h, dtype=torch.bfloat16, device=dev)
     mul, sqrsum = mhc_projection.projection(x, tf32_operand(fn))
     params = scalars(dev, m * h, rms_eps, post_mult, pre_eps, sinkhorn_eps)
-    _launch.launch(build_pre_mixes, (m, repeat), mul.view(-1), sqrsum.view(-1), scale.contiguous(), base.contiguous(),
+    LIB.run_tilelang(build_pre_mixes, (m, repeat), mul.view(-1), sqrsum.view(-1), scale.contiguous(), base.contiguous(),
                    params, pre.view(-1), post.view(-1), comb.view(-1))
     return post, comb, mhc_streams.apply_mix(x, pre)
 

@@ -74,7 +74,7 @@ def projection(x, fn):
     """``(mul (..., m3), sqrsum (..., 1))`` of the flattened residual ``x (..., m, H)`` onto ``fn (m3, m * H)``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     m3, k = fn.shape
     outer = x.shape[:-2]
@@ -82,7 +82,7 @@ def projection(x, fn):
     sqrsum = torch.zeros(*outer, 1, dtype=torch.float32, device=x.device)
     t = mul.numel() // m3
     if t and k:  # K = 0: empty sums stay 0
-        _launch.launch(build, (m3,), x.contiguous().view(t, k), fn.contiguous(), mul.view(-1), sqrsum.view(-1))
+        LIB.run_tilelang(build, (m3,), x.contiguous().view(t, k), fn.contiguous(), mul.view(-1), sqrsum.view(-1))
     return mul, sqrsum
 
 

@@ -92,10 +92,10 @@ def sinkhorn(x, repeat, eps):
     """``(..., m, m)`` FP32 -> the same shape, each matrix normalised."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
     if out.numel():
         params = scalars(x.device, eps)
-        _launch.launch(build, (x.shape[-1], repeat), x.contiguous().view(-1), params, out.view(-1))
+        LIB.run_tilelang(build, (x.shape[-1], repeat), x.contiguous().view(-1), params, out.view(-1))
     return out

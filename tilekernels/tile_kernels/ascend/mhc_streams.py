@@ -47,14 +47,14 @@ def expand(hidden, mhc_mult, out):
     """``(..., H)`` -> ``(..., mhc_mult, H)``, into ``out`` when given (contiguous)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     if out is None:
         out = torch.empty((*hidden.shape[:-1], mhc_mult, hidden.shape[-1]), dtype=hidden.dtype, device=hidden.device)
     if out.numel():
         rb = hidden.shape[-1] * hidden.element_size()
         t = hidden.numel() // hidden.shape[-1]
-        _launch.launch(build_expand, (), hidden.contiguous().view(torch.uint8).reshape(t, rb),
+        LIB.run_tilelang(build_expand, (), hidden.contiguous().view(torch.uint8).reshape(t, rb),
                        out.view(torch.uint8).reshape(t, mhc_mult * rb))
     return out
 
@@ -100,13 +100,13 @@ def apply_mix(x, mix):
     """``sum_m mix_m * x_m``: ``x (..., m, H)`` BF16, ``mix (..., m, 1)`` FP32 -> ``(..., H)`` BF16."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     m, h = x.shape[-2:]
     out = torch.empty((*x.shape[:-2], h), dtype=torch.bfloat16, device=x.device)
     if out.numel():
         t = out.numel() // h
-        _launch.launch(build_apply_mix, (m,), x.contiguous().view(t * m, h), mix.contiguous().float().view(t * m),
+        LIB.run_tilelang(build_apply_mix, (m,), x.contiguous().view(t * m, h), mix.contiguous().float().view(t * m),
                        out.view(t, h))
     return out
 
@@ -158,14 +158,14 @@ def post(x, residual, post_layer_mix, comb_res_mix, out):
     """``mhc_post_fwd``: ``(s, t, m, h)`` BF16, into ``out`` when given."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     s, t, m, h = residual.shape
     res = out if out is not None and out.is_contiguous() else torch.empty((s, t, m, h), dtype=torch.bfloat16,
                                                                            device=residual.device)
     if res.numel():
         n = s * t
-        _launch.launch(build_post, (m,), x.contiguous().view(n, h), residual.contiguous().view(n * m, h),
+        LIB.run_tilelang(build_post, (m,), x.contiguous().view(n, h), residual.contiguous().view(n * m, h),
                        post_layer_mix.contiguous().view(n * m), comb_res_mix.contiguous().view(n * m * m),
                        res.view(n * m, h))
     return res if out is None or res is out else out.copy_(res)

@@ -233,7 +233,7 @@ def moe_topk_gate_forward(logits, num_topk, num_shared, scale, ep_rank, mask, bi
     strided: through a dense copy written back)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, e = logits.shape
     if not t:
@@ -255,7 +255,7 @@ def moe_topk_gate_forward(logits, num_topk, num_shared, scale, ep_rank, mask, bi
     idx, wt, un, sc = dense(topk_idx), dense(topk_weights), dense(unmapped_topk_idx), dense(scores)
     fpar = _constants(str(dev), "float32", (float(scale),))
     ipar = _constants(str(dev), "int64", (ep_rank,))
-    _launch.launch(build, (e, num_topk, num_shared, options), logits, placeholder(bias, torch.float32, (1,)),
+    LIB.run_tilelang(build, (e, num_topk, num_shared, options), logits, placeholder(bias, torch.float32, (1,)),
                    placeholder(image_bias, torch.float32, (1,)), flag(image_token_mask), flag(mask),
                    flag(fix_routing_mask), flag(force_random), placeholder(to_physical_map, torch.int32, (1, 1)),
                    placeholder(logical_count, torch.int32, (1,)), placeholder(un, torch.int64, (1, 1)), fpar, ipar,

@@ -94,7 +94,7 @@ def reduce_fused(x, topk_weights, token_topk_to_pos, fp8_format: str = "", sf=No
     into ``out`` when given (contiguous)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, k = token_topk_to_pos.shape
     h = x.shape[1]
@@ -106,7 +106,7 @@ def reduce_fused(x, topk_weights, token_topk_to_pos, fp8_format: str = "", sf=No
         w = topk_weights.float().contiguous() if weighted else torch.zeros((t, k), device=x.device)
         args = (x.shape[0], h, t, k, DTYPES[str(x.dtype)], weighted, x_sf is not None, sf is not None, e4m3)
         one = torch.zeros(1, device=x.device)
-        _launch.launch(build, args, x.contiguous(), w, token_topk_to_pos.contiguous(),
+        LIB.run_tilelang(build, args, x.contiguous(), w, token_topk_to_pos.contiguous(),
                        one if x_sf is None else x_sf.contiguous(), one if sf is None else sf.contiguous(),
                        out.view(torch.uint8) if e4m3 else out)
     return out

@@ -271,12 +271,12 @@ def topk_gate(scores, num_topk: int):
     """``tile_kernels.moe.topk_gate``: int64 ``(T, num_topk)`` indices, descending, ties -> smaller index."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, e = scores.shape
     out = torch.empty((t, num_topk), dtype=torch.int64, device=scores.device)
     if t:
-        _launch.launch(build_topk_gate, (t, e, num_topk), scores.contiguous(), out)
+        LIB.run_tilelang(build_topk_gate, (t, e, num_topk), scores.contiguous(), out)
     return out
 
 
@@ -284,13 +284,13 @@ def normalize_weight(topk_weights):
     """``tile_kernels.moe.normalize_weight``: ``(denominator (T,), topk_weights / denominator)``."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, k = topk_weights.shape
     den = torch.empty((t,), dtype=torch.float32, device=topk_weights.device)
     out = torch.empty((t, k), dtype=torch.float32, device=topk_weights.device)
     if t:
-        _launch.launch(build_normalize_weight, (t, k), topk_weights.contiguous(), den, out)
+        LIB.run_tilelang(build_normalize_weight, (t, k), topk_weights.contiguous(), den, out)
     return den, out
 
 
@@ -302,7 +302,7 @@ def top2_sum_gate(logits, bias, num_topk: int, num_topk_groups: int, num_groups:
     ``unmapped_topk_idx`` (rows of any stride) is written in place."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, e = logits.shape
     dev = logits.device
@@ -323,7 +323,7 @@ def top2_sum_gate(logits, bias, num_topk: int, num_topk_groups: int, num_groups:
 
     strided = unmapped_topk_idx is not None and not unmapped_topk_idx.is_contiguous()
     unmapped = unmapped_topk_idx.contiguous() if strided else unmapped_topk_idx  # a strided one through a dense copy
-    _launch.launch(build_top2_sum_gate, args, logits.contiguous(), bias.contiguous(), given(mask, torch.uint8, (1,)),
+    LIB.run_tilelang(build_top2_sum_gate, args, logits.contiguous(), bias.contiguous(), given(mask, torch.uint8, (1,)),
                    given(fix_routing_mask if fix else None, torch.uint8, (1,)),
                    given(to_physical_map, torch.int32, (1, 1)), given(logical_count, torch.int32, (1,)),
                    unmapped if unmapped is not None else torch.zeros((1, 1), dtype=torch.int64, device=dev), idx, wt)

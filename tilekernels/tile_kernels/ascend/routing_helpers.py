@@ -210,7 +210,7 @@ def build_topk_group(g: int, eg: int, num_topk_sum: int, num_topk_groups: int):
 def _histogram(idx, bins: int, scale: tuple[float, float]):
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     dev = idx.device
     count = torch.empty(bins, dtype=torch.int32, device=dev)
@@ -218,7 +218,7 @@ def _histogram(idx, bins: int, scale: tuple[float, float]):
     flat = idx.contiguous().view(-1)
     if not flat.numel():  # the kernel still writes the zero counts (an empty Idx is never read)
         flat = torch.full((1,), -1, dtype=torch.int64, device=dev)
-    _launch.launch(build_count, (), flat, _params(dev, bins), _constants(str(dev), "float32", scale), count, freq)
+    LIB.run_tilelang(build_count, (), flat, _params(dev, bins), _constants(str(dev), "float32", scale), count, freq)
     return count, freq
 
 
@@ -244,12 +244,12 @@ def mask_indices_by_tp(indices, n: int, num_ep_ranks: int, tp_rank: int, num_tp_
     (same shape and integer dtype as ``indices``)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     out = torch.empty(indices.shape, dtype=indices.dtype, device=indices.device)
     if out.numel():
         dtype = str(indices.dtype).removeprefix("torch.")
-        _launch.launch(build_mask_tp, (dtype,), indices.contiguous().view(-1),
+        LIB.run_tilelang(build_mask_tp, (dtype,), indices.contiguous().view(-1),
                        _params(indices.device, n // num_ep_ranks, tp_rank, num_tp_ranks), out.view(-1))
     return out
 
@@ -265,22 +265,22 @@ def mask_accepts(indices, n, num_ep_ranks, tp_rank, num_tp_ranks) -> bool:
 
 def inplace_unique_group_indices(group_indices, num_groups: int) -> None:
     """``tile_kernels.moe.inplace_unique_group_indices``: in place, repeats after a row's first -> -1."""
-    from . import _launch
+    from .._lib import LIB
 
     if group_indices.numel():
-        _launch.launch(build_unique, (group_indices.shape[1],), group_indices)
+        LIB.run_tilelang(build_unique, (group_indices.shape[1],), group_indices)
 
 
 def topk_sum_and_topk_group_idx(scores, num_topk_sum: int, num_topk_groups: int):
     """``tile_kernels.moe.topk_sum_and_topk_group_idx``: int64 ``(T, num_topk_groups)`` group indices."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     t, g, eg = scores.shape
     out = torch.empty((t, num_topk_groups), dtype=torch.int64, device=scores.device)
     if t:
-        _launch.launch(build_topk_group, (g, eg, num_topk_sum, num_topk_groups), scores.contiguous().view(t, g * eg),
+        LIB.run_tilelang(build_topk_group, (g, eg, num_topk_sum, num_topk_groups), scores.contiguous().view(t, g * eg),
                        out)
     return out
 

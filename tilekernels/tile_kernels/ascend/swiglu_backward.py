@@ -160,7 +160,7 @@ def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_top
     swiglu_backward_and_per_token_cast``; ``token_topk_to_pos`` is not read (as upstream's kernel)."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     h2 = q.shape[-1]
     h = h2 // 2
@@ -175,6 +175,6 @@ def swiglu_backward_and_per_token_cast(q, sf, grad_out, weight, pos_to_token_top
         g_dtype = "bfloat16" if grad_out.dtype == torch.bfloat16 else "float32"
         args = (rows, h, num_per_channels, g_dtype, weight.numel(), None if clamp is None else float(clamp),
                 bool(round_sf))
-        _launch.launch(build, args, q.reshape(rows, h2), sf, grad_out.reshape(rows, h), weight.contiguous().view(-1),
+        LIB.run_tilelang(build, args, q.reshape(rows, h2), sf, grad_out.reshape(rows, h), weight.contiguous().view(-1),
                        pos_to_token_topk, out, x_grad, x_grad_q.view(torch.uint8), x_grad_sf, weight_grad.view(-1))
     return out, (x_grad_q, x_grad_sf), x_grad, weight_grad

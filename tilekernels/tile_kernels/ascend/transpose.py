@@ -48,13 +48,13 @@ def batched_transpose(x):
     """Contiguous ``(B, N, M)`` from ``x (B, M, N)`` of 1-, 2- or 4-byte elements."""
     import torch
 
-    from . import _launch
+    from .._lib import LIB
 
     bsz, m, n = x.shape
     out = torch.empty((bsz, n, m), dtype=x.dtype, device=x.device)
     if out.numel():
         as_int = getattr(torch, INT_OF_WIDTH[x.element_size()])
-        _launch.launch(build, (x.element_size(),), x.contiguous().view(as_int), out.view(as_int))
+        LIB.run_tilelang(build, (x.element_size(),), x.contiguous().view(as_int), out.view(as_int))
     return out
 
 
