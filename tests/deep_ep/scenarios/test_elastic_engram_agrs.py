@@ -8,6 +8,7 @@ sizes, under inference mode and a BF16 default dtype):
   of odd sizes and mixed dtypes, handles waited out of order; every gathered tensor equals the
   ranks' tensors stacked; a full session, a misplaced in-place tensor and a handle waited after
   its session are refused.
+Over shared memory and over the collective (cross-host) transport.
 """
 import random
 
@@ -100,7 +101,7 @@ def _agrs(rank, world):
         pending, checked, op = [], 0, 0
         buf.create_agrs_session()
         used_slots = used_bytes = 0
-        for _ in range(60):
+        for _ in range(40):
             choice = rng.random()
             batch = [op + i for i in range(rng.randint(1, 3))]
             room = used_slots + (1 if choice < 0.5 else len(batch)) <= max_inflight and used_bytes + sum(
@@ -157,11 +158,12 @@ def _agrs(rank, world):
     return True
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_elastic_engram_write_fetch(world):
-    assert run_ranks(_engram, world, timeout=120) == [True] * world
+def _engram_and_agrs(rank, world):
+    return _engram(rank, world) and _agrs(rank, world)
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_elastic_agrs_sessions(world):
-    assert run_ranks(_agrs, world, timeout=120) == [True] * world
+@pytest.mark.parametrize("world,transport", [(2, "shm"), (3, "shm"), (2, "dist")])
+def test_elastic_engram_and_agrs(world, transport, monkeypatch):
+    """``dist``: the collective path ranks on different hosts take."""
+    monkeypatch.setenv("EP_TRANSPORT", transport)
+    assert run_ranks(_engram_and_agrs, world, timeout=240) == [True] * world
