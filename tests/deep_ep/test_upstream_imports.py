@@ -122,3 +122,16 @@ def test_envs_link_queries(monkeypatch, tmp_path):
     assert envs.get_rdma_gbs("mlx5_1") == 12.5
     for fn in (envs.get_rdma_gbs, envs.check_fast_rdma_atomic_support):
         fn.cache_clear()
+
+
+def test_bench_kineto_shapes_as_upstream():
+    """A name per kernel; with several kernels per period (upstream's LL hook profiling indexes
+    ``dispatch_t[0]`` and ``[1]``) each name gets one duration per kernel of the period."""
+    from deep_ep.utils.testing import bench_kineto
+    calls = []
+    single = bench_kineto(lambda: calls.append(1), "k", num_tests=3, flush_l2=False)
+    pair = bench_kineto(lambda: calls.append(1), ("a", "b"), num_tests=3, flush_l2=False)
+    hooked = bench_kineto(lambda: calls.append(1), ("a", "b"), num_tests=3, flush_l2=False, num_kernels_per_period=2)
+    assert isinstance(single, float) and single > 0 and len(calls) == 9
+    assert isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, float) for t in pair)
+    assert len(hooked) == 2 and all(isinstance(t, list) and len(t) == 2 and t[0] > 0 for t in hooked)
