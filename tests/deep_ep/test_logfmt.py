@@ -4,7 +4,7 @@ other block as BF16), on 2 ranks over shared memory. Checked against an oracle o
 written here from upstream's kernel formulas (encode: code = floor(max((log2|x| - log_amin) / step
 + 2 - log2((1 + 2^step) / 2) / step, 0)), decode: 2^((code - 1) * step + log_amin)), against the
 BF16 combine (upstream's accuracy bound; blocks that do not qualify are BF16 exactly), and
-``zero_copy`` with ``use_logfmt`` refused as upstream does."""
+``zero_copy`` with ``use_logfmt`` refused as upstream does. Under a BF16 default dtype."""
 import pytest
 import torch
 import torch.distributed as dist
@@ -32,7 +32,7 @@ def _logfmt_roundtrip(y: torch.Tensor) -> torch.Tensor:
 
 def _x(rank: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(40 + rank)
-    x = torch.randn(M, H, generator=g)
+    x = torch.randn(M, H, generator=g, dtype=torch.float32)
     x[:, :128] *= 4            # |x| >= 1 somewhere: the block stays BF16
     x[:, 128:256] *= 0.2       # LogFMT
     x[:, 256:384] = 0          # amax 0: BF16 (zeros)
@@ -44,6 +44,7 @@ def _x(rank: int) -> torch.Tensor:
 def _logfmt(rank, world):
     import deep_ep
     from deep_ep.utils.math import calc_diff
+    torch.set_default_dtype(torch.bfloat16)   # upstream's init_dist sets it
     E = 2 * world
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(M, H, world, E)
     buf = deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, explicitly_destroy=True)
@@ -51,7 +52,7 @@ def _logfmt(rank, world):
     g = torch.Generator().manual_seed(90 + rank)
     idx = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(M)]).to(torch.int64)
     idx[0, 1] = -1
-    w = torch.rand(M, K, generator=g)
+    w = torch.rand(M, K, generator=g, dtype=torch.float32)
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, M, E, use_fp8=False)
     y = recv.clone()   # the expert outputs: the received rows themselves
     plain, _, _ = buf.low_latency_combine(y, idx, w, handle)
@@ -61,7 +62,7 @@ def _logfmt(rank, world):
     buf.destroy()
 
     # Oracle: every contribution (this rank's own experts' too) decoded, FP32 sum in slot order.
-    exact = torch.zeros(M, H)
+    exact = torch.zeros(M, H, dtype=torch.float32)
     for k in range(K):
         valid = (idx[:, k] >= 0).float().unsqueeze(1)
         exact += valid * w[:, k:k + 1] * _logfmt_roundtrip(x)
