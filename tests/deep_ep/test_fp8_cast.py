@@ -31,3 +31,16 @@ def test_host_cast_matches_reference(round_scale):
     ref, ref_scales = per_token_cast_to_fp8(x, use_ue8m0=round_scale)
     assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
     assert torch.equal(scales, ref_scales)
+
+
+def test_cast_back_takes_scales_in_any_shape_of_their_order():
+    """Upstream's low-latency test views packed UE8M0 words as [-1, H/128]; only their order counts.
+    A hidden that is not a multiple of 128 is padded per block, as upstream."""
+    x = torch.randn(8, 2048, dtype=torch.float32).bfloat16()
+    q, s = per_token_cast_to_fp8(x, use_ue8m0=True)
+    packed = ((s.view(torch.int32) >> 23) & 0xFF).to(torch.uint8).contiguous().view(torch.int32)   # [8, 4]
+    expected = (q.float().view(8, 16, 128) * s.unsqueeze(2)).view(8, 2048).bfloat16()
+    assert torch.equal(per_token_cast_back(q.view(-1, 2048), packed.view(-1, 16)), expected)
+    q200 = q[:, :200].contiguous()
+    assert torch.equal(per_token_cast_back(q200, s[:, :2]), expected[:, :200])
+    assert per_token_cast_back(q[:0], s[:0]).shape == (0, 2048)

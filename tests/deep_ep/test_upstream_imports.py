@@ -100,3 +100,38 @@ def test_testing_bench_and_silencer(capfd):
     with testing.empty_suppress():
         print("shown")
     assert capfd.readouterr().out == "shown\n"
+
+
+def test_envs_link_queries(monkeypatch, tmp_path):
+    """Upstream's link queries: the NIC rate from ``ibstat`` (parsed as upstream), else the
+    nominal figure upstream's PP test can divide by; no NVLink; fast RDMA atomics on MT4131 only."""
+    from deep_ep.utils import envs
+    envs.check_nvlink_connections(None)
+    for fn in (envs.get_rdma_gbs, envs.get_nvlink_gbs, envs.check_fast_rdma_atomic_support):
+        fn.cache_clear()
+    monkeypatch.setenv("PATH", str(tmp_path))   # no ibstat
+    assert envs.get_rdma_gbs() == 12.5 and envs.get_nvlink_gbs() == 0.0
+    assert envs.check_fast_rdma_atomic_support() is False
+    ibstat = tmp_path / "ibstat"
+    ibstat.write_text("#!/bin/sh\nprintf \"CA 'mlx5_0'\\n\\tCA type: MT4131\\n\\tPort 1:\\n\\t\\tState: Active\\n"
+                      "\\t\\tRate: 400\\n\"\n")
+    ibstat.chmod(0o755)
+    envs.get_rdma_gbs.cache_clear()
+    envs.check_fast_rdma_atomic_support.cache_clear()
+    assert envs.get_rdma_gbs("mlx5_0") == 50.0 and envs.check_fast_rdma_atomic_support("mlx5_0") is True
+    assert envs.get_rdma_gbs("mlx5_1") == 12.5
+    for fn in (envs.get_rdma_gbs, envs.check_fast_rdma_atomic_support):
+        fn.cache_clear()
+
+
+def test_bench_kineto_shapes_as_upstream():
+    """A name per kernel; with several kernels per period (upstream's LL hook profiling indexes
+    ``dispatch_t[0]`` and ``[1]``) each name gets one duration per kernel of the period."""
+    from deep_ep.utils.testing import bench_kineto
+    calls = []
+    single = bench_kineto(lambda: calls.append(1), "k", num_tests=3, flush_l2=False)
+    pair = bench_kineto(lambda: calls.append(1), ("a", "b"), num_tests=3, flush_l2=False)
+    hooked = bench_kineto(lambda: calls.append(1), ("a", "b"), num_tests=3, flush_l2=False, num_kernels_per_period=2)
+    assert isinstance(single, float) and single > 0 and len(calls) == 9
+    assert isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, float) for t in pair)
+    assert len(hooked) == 2 and all(isinstance(t, list) and len(t) == 2 and t[0] > 0 for t in hooked)

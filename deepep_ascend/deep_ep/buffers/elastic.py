@@ -1,11 +1,26 @@
-"""``ElasticBuffer`` (V2.1): the unified buffer before the V2.5 split, on the same engine."""
+"""``ElasticBuffer`` (V2.1): the unified buffer before the V2.5 split, on the same engines.
+
+``num_bytes`` is the whole buffer: ``num_bytes - num_cpu_bytes`` for the EP region (also the AGRS
+sessions' area) and ``num_cpu_bytes`` for the Engram table (an ``EngramBuffer``'s window).
+"""
 from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+from typing import Union
 
 import torch
 import torch.distributed as dist
 
+from ..engine.layout import ALLOCATION_ALIGNMENT
+from ..utils.math import align
+from .agrs import AgrsSessions, session_bytes
+from .engram import EngramBuffer
 from .ep import EPBuffer
 from .pp import PPBuffer
+
+_Shapes = Union[tuple, torch.Size, Sequence[Union[tuple, torch.Size]]]
 
 
 class ElasticBuffer(EPBuffer):
@@ -15,12 +30,26 @@ class ElasticBuffer(EPBuffer):
                  allow_multiple_reduction: bool = True, prefer_overlap_with_compute: bool = True, sl_idx: int = 3,
                  num_allocated_qps: int = 0, num_cpu_timeout_secs: int = 300, num_gpu_timeout_secs: int = 100,
                  explicitly_destroy: bool = False):
+        if isinstance(num_cpu_bytes, bool) or not isinstance(num_cpu_bytes, int) or num_cpu_bytes < 0:
+            raise ValueError(f"num_cpu_bytes must be a non-negative int, got {num_cpu_bytes!r}")
+        if num_cpu_bytes and (num_bytes is None or num_bytes <= num_cpu_bytes):
+            raise ValueError(f"num_bytes (GPU + CPU bytes) must exceed num_cpu_bytes ({num_cpu_bytes}), got {num_bytes!r}")
+        total = num_bytes
         if num_bytes is not None:
-            num_bytes += num_cpu_bytes
+            num_bytes -= num_cpu_bytes
         super().__init__(group, num_bytes, num_max_tokens_per_rank, hidden, num_topk, use_fp8_dispatch, 0,
                          deterministic, allow_hybrid_mode, allow_multiple_reduction, prefer_overlap_with_compute,
                          sl_idx, num_allocated_qps, num_cpu_timeout_secs, num_gpu_timeout_secs, explicitly_destroy)
+        self.num_gpu_bytes = self.num_bytes
+        if total is not None:
+            self.num_bytes = total
         self.num_cpu_bytes = num_cpu_bytes
+        self._engram: EngramBuffer | None = None
+        if num_cpu_bytes:
+            self._engram = EngramBuffer(self.group, self.num_gpu_bytes, num_cpu_bytes, True, self.num_allocated_qps,
+                                        16, allow_hybrid_mode=allow_hybrid_mode,
+                                        num_gpu_timeout_secs=num_gpu_timeout_secs)
+        self._agrs: AgrsSessions | None = None
         self._pp: PPBuffer | None = None
         self._pp_sends: list = []   # (event, staged copy) of sends not yet known to be delivered
 
@@ -88,10 +117,132 @@ class ElasticBuffer(EPBuffer):
         for event, _ in sends:
             event.current_stream_wait()
 
+    # ---- Engram (V2.1: on the buffer itself; V2.5 moved it to EngramBuffer) ----------------------
+    @staticmethod
+    def get_engram_storage_size_hint(num_entries: int, hidden: int, num_max_tokens_per_rank: int,
+                                     dtype: torch.dtype = torch.bfloat16) -> tuple[int, int]:
+        """``(num_gpu_bytes, num_cpu_bytes)``: fetched rows (``num_max_tokens_per_rank`` counts
+        entries fetched at once) and this rank's table, entries 32-byte aligned, each 2 MiB aligned."""
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+        entry = align(hidden * dtype.itemsize, 32)
+        return (align(entry * num_max_tokens_per_rank, ALLOCATION_ALIGNMENT),
+                align(entry * num_entries, ALLOCATION_ALIGNMENT))
+
+    def engram_write(self, storage: torch.Tensor, sf: torch.Tensor | None = None) -> None:
+        """Collective: every rank stores its ``[num_entries, hidden]`` shard (BF16, or FP8 with the
+        globally replicated ``sf [num_ranks * num_entries, packs]``); barriers before and after."""
+        self._check_alive()
+        if self._engram is None:
+            raise ValueError("engram_write needs a buffer built with num_cpu_bytes > 0 (see "
+                             "get_engram_storage_size_hint)")
+        if not isinstance(storage, torch.Tensor) or storage.dim() != 2 or not storage.is_contiguous() \
+                or storage.dtype not in (torch.bfloat16, torch.float8_e4m3fn):
+            raise ValueError(f"storage must be a contiguous 2-D bfloat16 or float8_e4m3fn tensor, got "
+                             f"{getattr(storage, 'dtype', type(storage))} {tuple(getattr(storage, 'shape', ()))}")
+        if (sf is not None) != (storage.dtype == torch.float8_e4m3fn):
+            raise ValueError("sf (the replicated scaling factors) must be given exactly when storage is FP8")
+        if storage.numel() * storage.element_size() > self.num_cpu_bytes:
+            raise ValueError(f"storage has {storage.numel() * storage.element_size()} bytes, more than num_cpu_bytes "
+                             f"({self.num_cpu_bytes})")
+        num_entries, hidden = storage.shape
+        packs = sf.shape[1] if sf is not None and sf.dim() == 2 else int(sf is not None)
+        # One entry per fetched row: fetch sends [T * entries] ids, up to what the GPU part holds.
+        rows = max(1, self.num_gpu_bytes // (hidden * storage.element_size()))
+        self._engram.set_config([num_entries], hidden, rows, 1, storage.dtype, packs)
+        self._engram.write([storage], None if sf is None else [sf])
+
+    def engram_fetch(self, indices: torch.Tensor, num_qps: int = 0,
+                     use_tma_aligned_col_major_sf: bool = False) -> Callable:
+        """``indices [T, entries_per_token]`` int32 global ids (``rank * num_entries + i``); the
+        hook returns ``(data [T, entries_per_token * hidden], sf [T, entries_per_token * packs] or None)``."""
+        self._check_alive()
+        if self._engram is None or not self._engram._written:
+            raise ValueError("call engram_write(...) before engram_fetch")
+        if not isinstance(indices, torch.Tensor) or indices.dtype != torch.int32 or indices.dim() != 2:
+            raise ValueError(f"indices must be a 2-D int32 tensor [num_tokens, num_entries_per_token], got "
+                             f"{getattr(indices, 'dtype', type(indices))} {tuple(getattr(indices, 'shape', ()))}")
+        T, per_token = indices.shape
+        rows = self._engram._config[2]
+        if T * per_token > rows:
+            raise ValueError(f"indices ask for {T * per_token} entries, more than the {rows} the buffer's GPU part "
+                             f"holds (num_bytes - num_cpu_bytes = {self.num_gpu_bytes})")
+        num_qps = num_qps if isinstance(num_qps, int) and 0 <= num_qps <= self._engram.num_allocated_qps else -1
+        if num_qps < 0:
+            raise ValueError(f"num_qps must be in [0, {self._engram.num_allocated_qps}]")
+        got = self._engram.fetch(indices.reshape(1, T * per_token, 1), num_qps, False)[0]()
+        data, sf = got if isinstance(got, tuple) else (got, None)
+        data = data.view(T, -1)
+        if sf is not None:
+            sf = sf.reshape(T, -1)
+            if use_tma_aligned_col_major_sf:
+                sf = sf.T.contiguous().T
+        return lambda: (data, sf)
+
+    # ---- AGRS (V2.1 experimental all-gather sessions) -------------------------------------------
+    @staticmethod
+    def get_agrs_num_max_session_bytes(group: dist.ProcessGroup, shapes: _Shapes, dtype: torch.dtype) -> int:
+        return session_bytes(group.size(), shapes, dtype)
+
+    @staticmethod
+    def get_agrs_buffer_size_hint(group: dist.ProcessGroup, num_max_session_bytes: int) -> int:
+        return align(num_max_session_bytes, ALLOCATION_ALIGNMENT)
+
+    def agrs_set_config(self, num_max_session_bytes: int, num_max_all_gathers_per_session: int) -> None:
+        """Collective; earlier operations finish first."""
+        self._check_alive()
+        if self._agrs is not None and self._agrs._open:
+            raise RuntimeError("agrs_set_config inside an open AGRS session")
+        self._session.start("agrs_set_config", ("operation",), lambda: [20])
+        self._agrs = AgrsSessions(self._session, self.num_gpu_bytes, num_max_session_bytes,
+                                  num_max_all_gathers_per_session)
+
+    def _agrs_config(self) -> AgrsSessions:
+        self._check_alive()
+        if self._agrs is None:
+            raise RuntimeError("call agrs_set_config(num_max_session_bytes, num_max_all_gathers_per_session) first")
+        return self._agrs
+
+    def create_agrs_session(self) -> None:
+        self._agrs_config().create()
+
+    def destroy_agrs_session(self) -> None:
+        """Collective: the session's buffer is free on every rank when it returns."""
+        self._agrs_config().destroy()
+
+    @contextlib.contextmanager
+    def agrs_new_session(self, enabled: bool = True):
+        if not enabled:
+            yield
+            return
+        self.create_agrs_session()
+        try:
+            yield
+        finally:
+            self.destroy_agrs_session()
+
+    def agrs_get_inplace_tensor(self, shapes: _Shapes, dtype: torch.dtype):
+        """This rank's shard(s) of the next all-gather slot(s): fill them and gather them in the same order."""
+        batched = isinstance(shapes[0], tuple)
+        shape_list = shapes if batched else (shapes,)
+        raw = self._agrs_config().inplace_tensors([math.prod(s) * dtype.itemsize for s in shape_list])
+        out = tuple(r.view(dtype).view(tuple(s)) for r, s in zip(raw, shape_list, strict=True))
+        return out if batched else out[0]
+
+    def all_gather(self, t: Union[torch.Tensor, Sequence[torch.Tensor]]):
+        """``(gathered [R, *shape], handle)`` for a tensor, ``(*gathered, handle)`` for a sequence."""
+        if isinstance(t, torch.Tensor):
+            out, handle = self._agrs_config().all_gather((t,))
+            return out[0], handle
+        out, handle = self._agrs_config().all_gather(tuple(t))
+        return *out, handle
+
     def _release(self) -> None:
         if not self._destroyed:
             try:
                 self._pp_flush()
             except Exception:
                 pass  # a peer that is gone: nothing left to deliver to
+            if self._engram is not None:
+                self._engram._release()
         super()._release()

@@ -142,8 +142,10 @@ class EngramBuffer(BufferBase):
                 raise ValueError(f"FP8 tables need sfs: {len(entries)} replicated scale tables")
             for layer, (sf, n) in enumerate(zip(sfs, entries, strict=True)):
                 shape = (self.num_ranks * n, packs)
-                if not isinstance(sf, torch.Tensor) or sf.dtype != torch.float32 or tuple(sf.shape) != shape:
-                    raise ValueError(f"sfs[{layer}] must be float32 of shape {shape} (every rank's scales), got "
+                # A pack is an opaque 4-byte element: FP32 scales or four packed UE8M0 exponents.
+                if not isinstance(sf, torch.Tensor) or sf.dtype not in (torch.float32, torch.int32) \
+                        or tuple(sf.shape) != shape:
+                    raise ValueError(f"sfs[{layer}] must be float32 or int32 of shape {shape} (every rank's scales), got "
                                      f"{getattr(sf, 'dtype', type(sf))} {tuple(getattr(sf, 'shape', ()))}")
         elif sfs is not None:
             raise ValueError("sfs must be None for BF16 tables")

@@ -576,8 +576,10 @@ class Buffer:
                             out: torch.Tensor | None = None, combine_wait_recv_cost_stats=None):
         """Weighted: ``out[t] = sum_k topk_weights[t, k] * y_{topk_idx[t, k]}(t)``. Returns ``(combined_x, event, hook)``.
 
-        ``use_logfmt`` selects upstream's lossy 10-bit wire format; over shared memory the rows
-        travel as BF16 whatever it says (the result is the exact BF16 combine)."""
+        ``use_logfmt``: the rows travel in upstream's lossy LogFMT-10 format (host/logfmt.hpp) over
+        shared memory; across hosts (the collective path) they stay BF16."""
+        if zero_copy and use_logfmt:
+            raise ValueError("zero_copy and use_logfmt cannot be combined (as upstream)")
         if zero_copy:
             x = self._zero_copy
         if isinstance(out, torch.Tensor):
@@ -590,7 +592,8 @@ class Buffer:
             if async_finish:
                 def run(call):
                     return EventOverlap(EventHandle(future=session.submit(call)))
-            combined, event = self._ll.combine(x, topk_idx, topk_weights, state, M, H, num_experts, out, run)
+            combined, event = self._ll.combine(x, topk_idx, topk_weights, state, M, H, num_experts, out, run,
+                                               logfmt=bool(use_logfmt))
             return combined, event or EventOverlap(), (lambda: None) if return_recv_hook else None
         if not isinstance(handle, LowLatencyHandle) or getattr(handle, "ep_handle", None) is None:
             raise ValueError("handle must come from low_latency_dispatch (call its hook first in hook mode)")

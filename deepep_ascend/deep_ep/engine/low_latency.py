@@ -50,8 +50,14 @@ class DispatchArea:
         return DispatchArea(x_off, sf_off, route_off, route_cap, route_off + align(R * route_cap * 4, PAGE))
 
 
+def combine_row_bytes(H: int, logfmt: bool) -> int:
+    """A combine row's slot: BF16, or LogFMT-10 (host/logfmt.hpp: per 128-channel block 4 bytes of
+    meta and room for the block in BF16)."""
+    return -(-H // 128) * (4 + 256) if logfmt else 2 * H
+
+
 def combine_area_end(R: int, M: int, H: int, e_local: int, K: int) -> int:
-    return ctrl_bytes(R, e_local) + align(M * K * 2 * H, PAGE)
+    return ctrl_bytes(R, e_local) + align(M * K * combine_row_bytes(H, True), PAGE)
 
 
 def area_bytes_hint(R: int, M: int, H: int, num_experts: int, num_topk: int) -> int:
@@ -232,7 +238,7 @@ class LowLatencyEngine:
 
     # ---- combine ----------------------------------------------------------------------------------
     def combine(self, x, topk_idx, topk_weights, state: LowLatencyState, M: int, H: int, num_experts: int,
-                out: torch.Tensor | None, run=None):
+                out: torch.Tensor | None, run=None, logfmt: bool = False):
         """Returns ``(combined, event)``: with ``run`` (async mode) the kernel call is handed to
         ``run``, whose event is returned; otherwise it runs now and the event is None."""
         R = self.num_ranks
@@ -258,7 +264,7 @@ class LowLatencyEngine:
                 send_row=state.send_row, peer_area=self._areas[seq % 2], rows_off=ctrl_bytes(R, e_local), sig=sig,
                 sigs_out=self._sigs, notify_fn=self._notify_fn, wait_fn=self._wait_fn, abort_word=self._abort,
                 pidfds=self._pidfds, data_notify=self._data[0], data_wait=self._data[1], timeout_ns=timeout_ns,
-                seq=seq, status=self._status, out=out if ok else None, mask=self.mask)
+                seq=seq, status=self._status, out=out if ok else None, mask=self.mask, logfmt=int(bool(logfmt)))
             kernel("ep_ll_combine")(descriptors.address(args), self.threads)
             self._check_status("low_latency_combine", seq, error)
             return out

@@ -51,6 +51,7 @@ struct LlCombineArgs {
     int64_t* status;                   // [4]
     uint16_t* out;                     // BF16 [T, H]
     int32_t* mask;                     // [R] shrink mode, or null
+    int64_t logfmt;                    // rows travel as LogFMT-10 (logfmt.hpp), this rank's own too
 };
 
 }  // namespace ep_ll

@@ -5,11 +5,16 @@
 // where row(t, k) is the received copy, or, for experts of this rank, the input row itself
 // (send_row[t, k] from the dispatch), which therefore never travels.
 //
+// logfmt: every row, this rank's own included (upstream encodes every message), is written in the
+// LogFMT-10 layout of logfmt.hpp (only its data bytes are copied) and decoded while reducing:
+//   out[t] = bf16(sum over valid k, in slot order, of weights[t, k] * decoded(t, k))
+//
 // mask (shrink mode): as in ll_dispatch.cpp; slots whose expert lives on a masked rank add nothing.
 //
 // status: as ll_dispatch.cpp ([3]: 3 wait failed, 2 signatures disagree / a rank reported an error).
 #include <deep_ep/host/ll_args.hpp>
 #include <deep_ep/host/ll_common.hpp>
+#include <deep_ep/host/logfmt.hpp>
 
 DJ_KERNEL(ep_ll_combine, "ptr,i64")
 void ep_ll_combine(const ep_ll::LlCombineArgs* args, int64_t threads) {
@@ -27,19 +32,29 @@ void ep_ll_combine(const ep_ll::LlCombineArgs* args, int64_t threads) {
     const Signals signals{reinterpret_cast<NotifyFn>(const_cast<void*>(notify_fn)),
                           reinterpret_cast<WaitFn>(const_cast<void*>(wait_fn)), abort_word, pidfds, R, timeout_ns,
                           status, mask};
-    const int64_t RM = R * M, row_bytes = 2 * H;
+    const bool logfmt = a.logfmt != 0;
+    const int64_t RM = R * M, row_bytes = logfmt ? ep_logfmt::row_bytes(H) : 2 * H;
     status[3] = 0;
     if (sig[kSigErr] == 0) {
         std::vector<int64_t> rows;  // packed row << 8 | source
         for (int64_t le = 0; le < E_local; ++le)
             for (int64_t s = 0; s < R; ++s) {
-                if (s == rank || !signals.live(s)) continue;
+                if ((s == rank && !logfmt) || !signals.live(s)) continue;
                 const int64_t begin = layout_range[le * R + s] >> 32, n = layout_range[le * R + s] & 0xFFFFFFFF;
                 for (int64_t j = 0; j < n; ++j) rows.push_back((le * RM + begin + j) << 8 | s);
             }
         dj::parallel_for(static_cast<int64_t>(rows.size()), threads, [&](int64_t i) {
             const int64_t row = rows[i] >> 8, s = rows[i] & 0xFF;
             uint8_t* dst = reinterpret_cast<uint8_t*>(peer_area[s]) + rows_off + row_tk[row] * row_bytes;
+            if (logfmt) {
+                alignas(64) uint8_t encoded[ep_logfmt::kBlockBytes * 64 + 4 * 64];
+                if (row_bytes <= static_cast<int64_t>(sizeof(encoded))) {   // encode here, one copy out
+                    ep::copy_row(dst, encoded, ep_logfmt::encode_row(encoded, x + row * x_row_stride, H));
+                } else {
+                    ep_logfmt::encode_row(dst, x + row * x_row_stride, H);
+                }
+                return;
+            }
             ep::copy_row(dst, reinterpret_cast<const uint8_t*>(x + row * x_row_stride), row_bytes);
         });
         ep::store_fence();
@@ -49,6 +64,19 @@ void ep_ll_combine(const ep_ll::LlCombineArgs* args, int64_t threads) {
     uint8_t* own = reinterpret_cast<uint8_t*>(peer_area[rank]);
     if (!signatures_agree(own, R, rank, sigs_out, signals)) { status[3] = 2; return; }
 
+    if (logfmt) {
+        dj::parallel_for(T, threads, [&](int64_t t) {
+            std::vector<float> acc(H, 0.0f);
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t e = topk_idx[t * K + k];
+                if (e < 0 || !signals.live(e / E_local)) continue;
+                ep_logfmt::accumulate_row(acc.data(), own + rows_off + (t * K + k) * row_bytes, H,
+                                          weights[t * K + k]);
+            }
+            for (int64_t h = 0; h < H; ++h) out[t * H + h] = dj::f32_to_bf16(acc[h]);
+        });
+        return;
+    }
     dj::parallel_for(T, threads, [&](int64_t t) {
         const uint16_t* src[64];
         float w[64];

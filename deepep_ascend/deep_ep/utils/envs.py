@@ -1,17 +1,23 @@
 """Process setup helpers of upstream's ``deep_ep.utils.envs``: seeds, rank-ordered printing,
-``init_dist`` (gloo on CPU, HCCL with torch_npu) and the domain-size queries."""
+``init_dist`` (gloo on CPU, HCCL with torch_npu), the domain-size queries and the link queries."""
 from __future__ import annotations
 
+import functools
 import os
 import random
+import re
+import subprocess
 
 import torch
 import torch.distributed as dist
 
 from ..comm import get_logical_domain_size, get_physical_domain_size
 
-__all__ = ["check_torch_deterministic", "dist_print", "get_global_seed", "get_local_seed", "get_logical_domain_size",
-           "get_physical_domain_size", "init_dist", "init_seed"]
+__all__ = ["check_fast_rdma_atomic_support", "check_nvlink_connections", "check_torch_deterministic", "dist_print",
+           "get_global_seed", "get_local_seed", "get_logical_domain_size", "get_nvlink_gbs", "get_physical_domain_size",
+           "get_rdma_gbs", "init_dist", "init_seed"]
+
+_DEFAULT_NIC_NAME = os.getenv("EP_NIC_NAME", "mlx5_0")
 
 _local_rank = None
 _local_seed = 0
@@ -70,3 +76,41 @@ def check_torch_deterministic() -> None:
     if torch.are_deterministic_algorithms_enabled() and torch.utils.deterministic.fill_uninitialized_memory:
         raise RuntimeError("deterministic algorithms with fill_uninitialized_memory are not supported: set "
                            "torch.utils.deterministic.fill_uninitialized_memory = False")
+
+
+def check_nvlink_connections(group: dist.ProcessGroup) -> None:
+    """Upstream checks that PCIe GPUs pair up over NVLink; ranks of one host here share memory
+    with every peer, so there is nothing to refuse."""
+
+
+def _ibstat_field(nic_name: str, field: str) -> str | None:
+    try:
+        out = subprocess.run(["ibstat"], capture_output=True, text=True, check=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(rf"CA '{re.escape(nic_name)}'.*?{field}:\s*(\S+)", out, re.DOTALL)
+    return match.group(1) if match else None
+
+
+@functools.lru_cache
+def get_nvlink_gbs(factor: float = 0.9) -> float:
+    """Upstream reads the NVLink lanes from ``nvidia-smi`` (0 when that fails); there are none
+    here: ``EP_NVLINK_GBS`` if set, else 0, as upstream without NVLink."""
+    return float(os.environ.get("EP_NVLINK_GBS", 0)) * factor
+
+
+@functools.lru_cache
+def check_fast_rdma_atomic_support(nic_name: str = _DEFAULT_NIC_NAME) -> bool:
+    """True for a ConnectX-8 (``MT4131``) NIC named ``nic_name`` in ``ibstat``, as upstream."""
+    return _ibstat_field(nic_name, "CA type") == "MT4131"
+
+
+@functools.lru_cache
+def get_rdma_gbs(nic_name: str = _DEFAULT_NIC_NAME) -> float:
+    """The NIC's rate in GB/s from ``ibstat`` as upstream. Without an InfiniBand NIC (ranks on other
+    hosts talk through gloo's TCP) it returns ``EP_RDMA_GBS`` or a nominal 12.5 (100 Gb/s) rather
+    than upstream's 0, which its tests divide by."""
+    rate = _ibstat_field(nic_name, r"Port \d+:\s*.*?Rate")
+    if rate is not None and rate.isdigit():
+        return int(rate) / 8
+    return float(os.environ.get("EP_RDMA_GBS", 12.5))

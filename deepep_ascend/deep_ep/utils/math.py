@@ -29,12 +29,18 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[tor
 
 
 def per_token_cast_back(x_fp8: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """Inverse of the cast, in BF16 as upstream's: float32 scales ``[T, H/128]`` or int32-packed
-    UE8M0 ``[T, H/512]``."""
+    """Inverse of the cast, in BF16 as upstream's: float32 scales ``[T, ceil(H/128)]`` or int32-packed
+    UE8M0 ``[T, ceil(H/512)]``. As upstream, only the scales' order counts, not their shape
+    (its low-latency test passes packed words viewed as ``[-1, H/128]``); H need not be a multiple of 128."""
+    if x_fp8.numel() == 0:
+        return x_fp8.to(torch.bfloat16)
     t, h = x_fp8.shape
     if scales.dtype == torch.int32:
-        scales = unpack_ue8m0(scales)
-    return (x_fp8.float().view(t, -1, 128) * scales.float().unsqueeze(2)).view(t, h).to(torch.bfloat16)
+        scales = unpack_ue8m0(scales.reshape(-1, 1))
+    blocks = -(-h // 128)
+    x = torch.nn.functional.pad(x_fp8.float(), (0, blocks * 128 - h)).view(t, blocks, 128)
+    scales = scales.float().reshape(t, -1)[:, :blocks].unsqueeze(2)
+    return (x * scales).view(t, blocks * 128)[:, :h].to(torch.bfloat16).contiguous()
 
 
 def unpack_ue8m0(packed: torch.Tensor) -> torch.Tensor:

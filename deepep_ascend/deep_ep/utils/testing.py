@@ -83,7 +83,10 @@ def bench_kineto(fn: Callable, kernel_names, num_tests: int = 30, suppress_kinet
                  num_kernels_per_period: int = 1, barrier: Callable | None = None):
     """Upstream's signature. Upstream reads each named kernel's time from a profiler trace; host
     kernels leave no such trace, so every name gets the host-clock average time of ``fn()`` (a
-    tuple of them when ``kernel_names`` is a tuple). ``barrier`` runs before each timed call."""
+    tuple of them when ``kernel_names`` is a tuple). ``barrier`` runs before each timed call.
+    With ``num_kernels_per_period > 1`` (a name launched that many times per call, e.g. send and
+    receive halves of a hooked operation) each name gets upstream's list of that many durations:
+    the call's time split evenly, which the host clock cannot tell apart."""
     times = []
     for _ in range(num_tests):
         flush_l2_cache(flush_l2)
@@ -94,5 +97,7 @@ def bench_kineto(fn: Callable, kernel_names, num_tests: int = 30, suppress_kinet
         fn()
         _sync()
         times.append(time.perf_counter() - start)
-    average = sum(times) / len(times) / max(num_kernels_per_period, 1)
-    return tuple(average for _ in kernel_names) if isinstance(kernel_names, tuple) else average
+    periods = max(num_kernels_per_period, 1)
+    average = sum(times) / len(times) / periods
+    per_name = [average] * periods if periods > 1 else average
+    return tuple(per_name for _ in kernel_names) if isinstance(kernel_names, tuple) else per_name
