@@ -135,3 +135,13 @@ def test_bench_kineto_shapes_as_upstream():
     assert isinstance(single, float) and single > 0 and len(calls) == 9
     assert isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, float) for t in pair)
     assert len(hooked) == 2 and all(isinstance(t, list) and len(t) == 2 and t[0] > 0 for t in hooked)
+
+
+def test_ibstat_fields_come_from_the_named_card_only():
+    from deep_ep.utils.envs import ibstat_field
+    out = ("CA 'mlx5_0'\n\tCA type: MT4129\n\tPort 1:\n\t\tState: Down\n"
+           "CA 'mlx5_1'\n\tCA type: MT4131\n\tPort 1:\n\t\tState: Active\n\t\tRate: 400\n")
+    assert ibstat_field(out, "mlx5_0", "CA type") == "MT4129"
+    assert ibstat_field(out, "mlx5_0", r"Port \d+:\s*.*?Rate") is None   # not mlx5_1's rate
+    assert ibstat_field(out, "mlx5_1", r"Port \d+:\s*.*?Rate") == "400"
+    assert ibstat_field(out, "mlx5_2", "CA type") is None

@@ -88,7 +88,17 @@ def _ibstat_field(nic_name: str, field: str) -> str | None:
         out = subprocess.run(["ibstat"], capture_output=True, text=True, check=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    match = re.search(rf"CA '{re.escape(nic_name)}'.*?{field}:\s*(\S+)", out, re.DOTALL)
+    return ibstat_field(out, nic_name, field)
+
+
+def ibstat_field(ibstat: str, nic_name: str, field: str) -> str | None:
+    """``field`` of the CA named ``nic_name`` in ``ibstat``'s output, searched in that CA's own section only
+    (up to the next ``CA '...'`` header), so another CA's value is never taken."""
+    start = re.search(rf"^CA '{re.escape(nic_name)}'", ibstat, re.M)
+    if start is None:
+        return None
+    end = re.compile(r"^CA '", re.M).search(ibstat, start.end())
+    match = re.search(rf"{field}:\s*(\S+)", ibstat[start.end():end.start() if end else len(ibstat)], re.DOTALL)
     return match.group(1) if match else None
 
 
