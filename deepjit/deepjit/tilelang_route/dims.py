@@ -14,7 +14,8 @@ import operator
 
 from ..errors import DeepJITError
 
-# name -> ((parameter index, dimension), ...): every place the symbolic dimension sits
+# name -> ((parameter index, dimension), ...): every place the symbolic dimension sits; a dimension
+# -1 - d stands for the stride of dimension d (a ``T.StridedTensor`` stride, in elements)
 ShapeVars = tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -23,7 +24,7 @@ _CALLS = {"min": min, "max": max}
 
 
 def shape_vars(prim_func) -> ShapeVars:
-    """The PrimFunc's symbolic tensor dimensions; a dimension that is an expression (``2 * n``) is refused."""
+    """The PrimFunc's symbolic tensor dimensions and strides; one that is an expression (``2 * n``) is refused."""
     import tilelang  # noqa: F401 - makes its bundled tvm importable
     from tvm import tirx
 
@@ -36,6 +37,12 @@ def shape_vars(prim_func) -> ShapeVars:
             elif not isinstance(extent, tirx.IntImm):
                 raise DeepJITError(f"tensor {buf.name}: dimension {d} is {extent}; only constants and plain "
                                    f"symbolic dimensions (T.dynamic) are supported")
+        for d, stride in enumerate(buf.strides if buf is not None else ()):
+            if isinstance(stride, tirx.Var):
+                found.setdefault(stride.name, []).append((i, -1 - d))
+            elif not isinstance(stride, tirx.IntImm):
+                raise DeepJITError(f"tensor {buf.name}: stride {d} is {stride}; only constants and plain "
+                                   f"symbolic strides (T.dynamic) are supported")
     return tuple((name, tuple(places)) for name, places in found.items())
 
 
@@ -50,11 +57,11 @@ def grid_formula(extents, places: ShapeVars) -> int | str:
 
 
 def bind(places: ShapeVars, tensors) -> dict[str, int]:
-    """Each symbolic dimension's value from ``tensors`` (the PrimFunc's parameter order); tensors that share
-    a dimension must agree on it."""
+    """Each symbolic dimension's value from ``tensors`` (the PrimFunc's parameter order): a shape, or for a
+    stride place, the tensor's stride in elements; tensors that share a dimension must agree on it."""
     values: dict[str, int] = {}
     for name, where in places:
-        seen = [(i, d, int(tensors[i].shape[d])) for i, d in where]
+        seen = [(i, d, int(tensors[i].shape[d] if d >= 0 else tensors[i].stride(-1 - d))) for i, d in where]
         if len({v for _, _, v in seen}) > 1:
             raise ValueError(f"symbolic dimension {name}: tensors disagree on its size: "
                              + ", ".join(f"argument {i} dim {d} = {v}" for i, d, v in seen))

@@ -118,9 +118,16 @@ def _check_tensors(func, tensors) -> None:
     kernel = str(func.attrs["global_symbol"]) if func.attrs else "kernel"
     specs = tensor_specs(func)
     check_tensors(specs, tensors, kernel)
-    for (name, shape, _), t in zip(specs, tensors, strict=True):
+    for (name, shape, _), t, param in zip(specs, tensors, func.params, strict=True):
         if shape is not None and t.device.type != "cpu":
             raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
+        # A T.StridedTensor's constant strides address the tensor as they say: the (contiguous) tensor's
+        # must be the same (its symbolic strides are read off the tensor by dims.bind).
+        strides = func.buffer_map[param].strides if shape is not None else ()
+        for d, stride in enumerate(strides):
+            if hasattr(stride, "value") and int(stride.value) != t.stride(d):
+                raise ValueError(f"{kernel}: tensor {name}: stride {d} must be {int(stride.value)} elements, "
+                                 f"got {t.stride(d)}")
 
 
 def kernel_param_names(prim_func) -> tuple[str, ...]:
