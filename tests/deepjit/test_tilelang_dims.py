@@ -97,3 +97,26 @@ def test_symbolic_stride_of_a_strided_tensor_comes_off_the_tensor():
 
     with pytest.raises(ValueError, match="tensor X: stride 0 must be 64 elements, got 32"):
         run_on_twin(copy_fixed_stride, torch.zeros(4, 32), torch.zeros(4, 32))
+
+
+def test_strides_that_follow_from_a_symbolic_shape_need_no_binding():
+    pytest.importorskip("tilelang")
+    import tilelang.ascend.language as T
+
+    from deepjit.tilelang_route import run_on_twin
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def copy_planes(X: T.Tensor((2, n, 16), "float32"), Y: T.Tensor((2, n, 16), "float32")):
+        # X's leading stride is 16 * n: an expression of the shape, not a parameter
+        with T.Kernel(2) as p:
+            x = T.alloc_shared((16,), "float32")
+            for r in T.serial(n):
+                T.copy(X[p, r, :], x)
+                T.copy(x, Y[p, r, :])
+
+    x = torch.randn(2, 3, 16)
+    y = torch.zeros(2, 3, 16)
+    run_on_twin(copy_planes, x, y)
+    assert torch.equal(y, x)

@@ -40,10 +40,21 @@ def shape_vars(prim_func) -> ShapeVars:
         for d, stride in enumerate(buf.strides if buf is not None else ()):
             if isinstance(stride, tirx.Var):
                 found.setdefault(stride.name, []).append((i, -1 - d))
-            elif not isinstance(stride, tirx.IntImm):
-                raise DeepJITError(f"tensor {buf.name}: stride {d} is {stride}; only constants and plain "
-                                   f"symbolic strides (T.dynamic) are supported")
+            elif not isinstance(stride, tirx.IntImm) and not _is_compact(buf, d, stride):
+                raise DeepJITError(f"tensor {buf.name}: stride {d} is {stride}; only constants, plain symbolic "
+                                   f"strides (T.dynamic) and the compact stride of a symbolic shape are supported")
     return tuple((name, tuple(places)) for name, places in found.items())
+
+
+def _is_compact(buf, d: int, stride) -> bool:
+    """``stride`` is the contiguous stride of dimension ``d`` (TileLang writes ``32 * n`` for a tensor of
+    shape (.., n, 32)); such a stride follows from the shape, so nothing needs binding."""
+    from tvm import arith, tirx
+
+    compact = tirx.IntImm(stride.dtype, 1)
+    for extent in buf.shape[d + 1:]:
+        compact = compact * tirx.Cast(stride.dtype, extent)
+    return arith.Analyzer().can_prove_equal(stride, compact)
 
 
 def grid_formula(extents, places: ShapeVars) -> int | str:
