@@ -39,6 +39,8 @@ def shape_vars(prim_func) -> ShapeVars:
                                    f"symbolic dimensions (T.dynamic) are supported")
         for d, stride in enumerate(buf.strides if buf is not None else ()):
             if isinstance(stride, tirx.Var):
+                if str(buf.dtype).startswith("float4"):  # torch holds two per element: its strides differ
+                    raise DeepJITError(f"tensor {buf.name}: symbolic strides of a packed FP4 tensor are not supported")
                 found.setdefault(stride.name, []).append((i, -1 - d))
             elif not isinstance(stride, tirx.IntImm) and not _is_compact(buf, d, stride):
                 raise DeepJITError(f"tensor {buf.name}: stride {d} is {stride}; only constants, plain symbolic "

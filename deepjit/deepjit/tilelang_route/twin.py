@@ -123,11 +123,14 @@ def _check_tensors(func, tensors) -> None:
             raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
         # A T.StridedTensor's constant strides address the tensor as they say: the (contiguous) tensor's
         # must be the same (its symbolic strides are read off the tensor by dims.bind).
-        strides = func.buffer_map[param].strides if shape is not None else ()
-        for d, stride in enumerate(strides):
-            if hasattr(stride, "value") and int(stride.value) != t.stride(d):
-                raise ValueError(f"{kernel}: tensor {name}: stride {d} must be {int(stride.value)} elements, "
-                                 f"got {t.stride(d)}")
+        buf = func.buffer_map[param] if shape is not None else None
+        per_torch_element = 2 if buf is not None and str(buf.dtype) in PACKED_FP4 else 1
+        for d, stride in enumerate(buf.strides if buf is not None else ()):
+            if not hasattr(stride, "value"):
+                continue
+            want = int(stride.value) if d == len(buf.strides) - 1 else int(stride.value) // per_torch_element
+            if want != t.stride(d):
+                raise ValueError(f"{kernel}: tensor {name}: stride {d} must be {want} elements, got {t.stride(d)}")
 
 
 def kernel_param_names(prim_func) -> tuple[str, ...]:
