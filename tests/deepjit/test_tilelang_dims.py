@@ -54,3 +54,69 @@ def test_one_lowering_runs_every_size_on_the_twin():
         run_on_twin(copy_rows, torch.zeros(4, 16), torch.zeros(5, 16))
     with pytest.raises(ValueError, match=r"tensor Y: expected shape \('n', 16\), got \(4, 8\)"):
         run_on_twin(copy_rows, torch.zeros(4, 16), torch.zeros(4, 8))
+
+
+def test_bind_reads_stride_places_off_the_strides():
+    # (i, -1 - d) is the stride of dimension d of argument i
+    t = torch.zeros(5, 24)
+    assert dims.bind((("s0", ((0, -1),)), ("n", ((0, 0),))), (t,)) == {"s0": 24, "n": 5}
+
+
+def test_symbolic_stride_of_a_strided_tensor_comes_off_the_tensor():
+    pytest.importorskip("tilelang")
+    import tilelang.ascend.language as T
+
+    from deepjit.tilelang_route import run_on_twin
+
+    n, s0 = T.dynamic("n"), T.dynamic("s0", dtype="int64")
+
+    @T.prim_func
+    def copy_strided(X: T.StridedTensor(shape=[n, 32], strides=[s0, 1], dtype="float32"),
+                     Y: T.Tensor((n, 32), "float32")):
+        with T.Kernel(1):
+            x = T.alloc_shared((32,), "float32")
+            for r in T.serial(n):
+                T.copy(X[r, :], x)
+                T.copy(x, Y[r, :])
+
+    # 5 rows of 32: the row stride (32) is no extent of the tensor, so binding s0 from anything but the
+    # tensor's stride reads the wrong rows
+    x = torch.randn(5, 32)
+    y = torch.zeros(5, 32)
+    run_on_twin(copy_strided, x, y)
+    assert torch.equal(y, x)
+
+    @T.prim_func
+    def copy_fixed_stride(X: T.StridedTensor(shape=[4, 32], strides=[64, 1], dtype="float32"),
+                          Y: T.Tensor((4, 32), "float32")):
+        with T.Kernel(1):
+            x = T.alloc_shared((32,), "float32")
+            for r in T.serial(4):
+                T.copy(X[r, :], x)
+                T.copy(x, Y[r, :])
+
+    with pytest.raises(ValueError, match="tensor X: stride 0 must be 64 elements, got 32"):
+        run_on_twin(copy_fixed_stride, torch.zeros(4, 32), torch.zeros(4, 32))
+
+
+def test_strides_that_follow_from_a_symbolic_shape_need_no_binding():
+    pytest.importorskip("tilelang")
+    import tilelang.ascend.language as T
+
+    from deepjit.tilelang_route import run_on_twin
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def copy_planes(X: T.Tensor((2, n, 16), "float32"), Y: T.Tensor((2, n, 16), "float32")):
+        # X's leading stride is 16 * n: an expression of the shape, not a parameter
+        with T.Kernel(2) as p:
+            x = T.alloc_shared((16,), "float32")
+            for r in T.serial(n):
+                T.copy(X[p, r, :], x)
+                T.copy(x, Y[p, r, :])
+
+    x = torch.randn(2, 3, 16)
+    y = torch.zeros(2, 3, 16)
+    run_on_twin(copy_planes, x, y)
+    assert torch.equal(y, x)

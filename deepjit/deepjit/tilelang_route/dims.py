@@ -14,7 +14,8 @@ import operator
 
 from ..errors import DeepJITError
 
-# name -> ((parameter index, dimension), ...): every place the symbolic dimension sits
+# name -> ((parameter index, dimension), ...): every place the symbolic dimension sits; a dimension
+# -1 - d stands for the stride of dimension d (a ``T.StridedTensor`` stride, in elements)
 ShapeVars = tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -23,7 +24,7 @@ _CALLS = {"min": min, "max": max}
 
 
 def shape_vars(prim_func) -> ShapeVars:
-    """The PrimFunc's symbolic tensor dimensions; a dimension that is an expression (``2 * n``) is refused."""
+    """The PrimFunc's symbolic tensor dimensions and strides; one that is an expression (``2 * n``) is refused."""
     import tilelang  # noqa: F401 - makes its bundled tvm importable
     from tvm import tirx
 
@@ -36,7 +37,26 @@ def shape_vars(prim_func) -> ShapeVars:
             elif not isinstance(extent, tirx.IntImm):
                 raise DeepJITError(f"tensor {buf.name}: dimension {d} is {extent}; only constants and plain "
                                    f"symbolic dimensions (T.dynamic) are supported")
+        for d, stride in enumerate(buf.strides if buf is not None else ()):
+            if isinstance(stride, tirx.Var):
+                if str(buf.dtype).startswith("float4"):  # torch holds two per element: its strides differ
+                    raise DeepJITError(f"tensor {buf.name}: symbolic strides of a packed FP4 tensor are not supported")
+                found.setdefault(stride.name, []).append((i, -1 - d))
+            elif not isinstance(stride, tirx.IntImm) and not _is_compact(buf, d, stride):
+                raise DeepJITError(f"tensor {buf.name}: stride {d} is {stride}; only constants, plain symbolic "
+                                   f"strides (T.dynamic) and the compact stride of a symbolic shape are supported")
     return tuple((name, tuple(places)) for name, places in found.items())
+
+
+def _is_compact(buf, d: int, stride) -> bool:
+    """``stride`` is the contiguous stride of dimension ``d`` (TileLang writes ``32 * n`` for a tensor of
+    shape (.., n, 32)); such a stride follows from the shape, so nothing needs binding."""
+    from tvm import arith, tirx
+
+    compact = tirx.IntImm(stride.dtype, 1)
+    for extent in buf.shape[d + 1:]:
+        compact = compact * tirx.Cast(stride.dtype, extent)
+    return arith.Analyzer().can_prove_equal(stride, compact)
 
 
 def grid_formula(extents, places: ShapeVars) -> int | str:
@@ -50,11 +70,11 @@ def grid_formula(extents, places: ShapeVars) -> int | str:
 
 
 def bind(places: ShapeVars, tensors) -> dict[str, int]:
-    """Each symbolic dimension's value from ``tensors`` (the PrimFunc's parameter order); tensors that share
-    a dimension must agree on it."""
+    """Each symbolic dimension's value from ``tensors`` (the PrimFunc's parameter order): a shape, or for a
+    stride place, the tensor's stride in elements; tensors that share a dimension must agree on it."""
     values: dict[str, int] = {}
     for name, where in places:
-        seen = [(i, d, int(tensors[i].shape[d])) for i, d in where]
+        seen = [(i, d, int(tensors[i].shape[d] if d >= 0 else tensors[i].stride(-1 - d))) for i, d in where]
         if len({v for _, _, v in seen}) > 1:
             raise ValueError(f"symbolic dimension {name}: tensors disagree on its size: "
                              + ", ".join(f"argument {i} dim {d} = {v}" for i, d, v in seen))

@@ -118,9 +118,19 @@ def _check_tensors(func, tensors) -> None:
     kernel = str(func.attrs["global_symbol"]) if func.attrs else "kernel"
     specs = tensor_specs(func)
     check_tensors(specs, tensors, kernel)
-    for (name, shape, _), t in zip(specs, tensors, strict=True):
+    for (name, shape, _), t, param in zip(specs, tensors, func.params, strict=True):
         if shape is not None and t.device.type != "cpu":
             raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
+        # A T.StridedTensor's constant strides address the tensor as they say: the (contiguous) tensor's
+        # must be the same (its symbolic strides are read off the tensor by dims.bind).
+        buf = func.buffer_map[param] if shape is not None else None
+        per_torch_element = 2 if buf is not None and str(buf.dtype) in PACKED_FP4 else 1
+        for d, stride in enumerate(buf.strides if buf is not None else ()):
+            if not hasattr(stride, "value"):
+                continue
+            want = int(stride.value) if d == len(buf.strides) - 1 else int(stride.value) // per_torch_element
+            if want != t.stride(d):
+                raise ValueError(f"{kernel}: tensor {name}: stride {d} must be {want} elements, got {t.stride(d)}")
 
 
 def kernel_param_names(prim_func) -> tuple[str, ...]:

@@ -97,6 +97,26 @@ def _padded(a, b):
     return {1: want}
 
 
+def scalar_gm_store_widths(n=64, blocks=4):
+    """Scalar GM stores of 1-, 2- and 4-byte elements (TileLang lowers them to asc_store_dev through
+    tl::write_gm_bypass_dcache), each block writing its slice from the top down, so a store wider than its
+    element would overwrite neighbours already written."""
+    import tilelang.ascend.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((blocks * n,), "float32"), O8: T.Tensor((blocks * n,), "int8"),
+             O16: T.Tensor((blocks * n,), "bfloat16"), O32: T.Tensor((blocks * n,), "float32")):
+        with T.Kernel(blocks) as bx:
+            x_ub = T.alloc_shared((n,), "float32")
+            T.copy(X[bx * n:(bx + 1) * n], x_ub)
+            for k in T.serial(n):
+                O8[bx * n + n - 1 - k] = T.Cast("int8", x_ub[n - 1 - k])
+                O16[bx * n + n - 1 - k] = T.Cast("bfloat16", x_ub[n - 1 - k])
+                O32[bx * n + n - 1 - k] = x_ub[n - 1 - k] * 2.0
+
+    return main
+
+
 CASES = [
     Case("copy_ragged_1d", "vector", copy_ragged_1d,
          lambda g: [randn(g, (1000,)), sentinel((1000,), torch.float32)], lambda a, b: {1: a.clone()},
@@ -113,4 +133,10 @@ CASES = [
     Case("copy_pad_value", "vector", copy_pad_value,
          lambda g: [randn(g, (4, 13)), sentinel((4, 16), torch.float32)], _pad_expected,
          "GM->UB pad_value fills the 32-byte row padding"),
+    Case("scalar_gm_store_widths", "vector", scalar_gm_store_widths,
+         # small integers: exact in int8 and bfloat16, so the casts' rounding plays no part
+         lambda g: [randint(g, (256,), -100, 100).float(), sentinel((256,), torch.int8),
+                    sentinel((256,), torch.bfloat16), sentinel((256,), torch.float32)],
+         lambda x, a, b, c: {1: x.to(torch.int8), 2: x.to(torch.bfloat16), 3: x * 2},
+         "scalar GM stores of int8 / bf16 / f32 (asc_store_dev, DCache bypass): each writes its own bytes only"),
 ]

@@ -1,5 +1,5 @@
 // c_api/asc_simd.h — the twin's AscendC C API umbrella: runtime, system variables, synchronisation,
-// data movement, the cube unit, the vector register API (c_api/reg.h) and, last, the
+// scalar GM stores, data movement, the cube unit, the vector register API (c_api/reg.h) and, last, the
 // compile-time "not implemented on the Ascend twin" fallbacks for every other asc_* name.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include "c_api/sys_var.h"
 #include "c_api/sync.h"
 #include "c_api/atomic.h"
+#include "c_api/scalar_compute.h"
 #include "c_api/datamove.h"
 #include "c_api/cube.h"
 #include "c_api/reg.h"
