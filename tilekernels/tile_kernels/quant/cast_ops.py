@@ -229,10 +229,13 @@ def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_pe
         C.tensor("pos_to_token", pos_to_token, dtypes=(torch.int32,), ndim=1, contiguous=True)
         if pos_to_token.shape[0] % 16:
             raise ValueError(f"pos_to_token's length must be a multiple of 16, got {pos_to_token.shape[0]}")
-        if pos_to_token.numel() and int(pos_to_token.max()) >= data.shape[0]:
-            raise ValueError(f"pos_to_token entries must be < num_tokens ({data.shape[0]}), got {int(pos_to_token.max())}")
-        if pos_to_token.numel() and int(pos_to_token.min()) < -1:
-            raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
+        if pos_to_token.device.type == "cpu" and pos_to_token.numel():  # no host read of a device tensor: the
+            # Ascend row gather writes zero rows for entries outside [0, num_tokens)
+            if int(pos_to_token.max()) >= data.shape[0]:
+                raise ValueError(f"pos_to_token entries must be < num_tokens ({data.shape[0]}), "
+                                 f"got {int(pos_to_token.max())}")
+            if int(pos_to_token.min()) < -1:
+                raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
     elif data.shape[0] % 128:
         raise ValueError(f"x's token count must be a multiple of 128 without pos_to_token, got {data.shape[0]}")
     return TABLE.run("per_channel_cast_fused", data.device, x, num_per_tokens, num_per_channels, round_sf, pos_to_token)
