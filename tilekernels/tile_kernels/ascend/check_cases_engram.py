@@ -18,8 +18,10 @@ EPS, CLAMP = 1e-20, 1e-6
 
 
 def specs() -> list[tuple]:
-    """(name, builder) of every kernel here, for ``codegen.kernels`` (symbolic shapes: one lowering each
-    serves every size; the static-shape block cast they call is listed under its own names)."""
+    """(name, builder) of every kernel here, for ``codegen.kernels``. Symbolic shapes except the lossless
+    cast, whose lowering keys on the rows and hidden size (here DeepSeek's 4096 x 7168 prefill); the gate
+    kernels key on eps / clamp too (see ascend/engram.py), the E5M6 cast-back on its row block; the
+    static-shape block cast they call is listed under its own names."""
     from . import channel_cast_fused, e5m6, engram, lossless
 
     return [

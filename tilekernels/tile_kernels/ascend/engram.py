@@ -15,7 +15,10 @@
   token ranges per column tile, writing grad_x, grad_k, grad_v and the range's ``sum d_dot x k`` (the
   weight-gradient partial). Upstream compares with calc_diff < 1e-8.
 
-All sizes are symbolic (``T.dynamic``): one lowering per dtype pair / ``hc`` serves every shape.
+Token counts and sizes are symbolic (``T.dynamic``): one lowering serves them all, per dtype pair
+(fused_weight, grad_w_reduce), per ``(L, n, m)`` (hash), per ``hc`` (gate backward) and per ``(hc, eps, clamp_value)``
+(gate forward; ``(hc, clamp_value)`` for the backward's row coefficients): the floats are compiled in, so a
+model's fixed eps / clamp is one lowering, and each other value another.
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools
