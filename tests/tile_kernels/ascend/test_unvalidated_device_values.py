@@ -46,7 +46,7 @@ def test_expand_skips_out_of_range_slots(monkeypatch, col):
     pos = fused_positions(tokens, k, num_rows, torch.Generator().manual_seed(1))
     pos[2, 0], pos[7, 2], pos[9, 1] = num_rows, 1 << 30, -5  # num_rows: inside col-major padding (ld 128)
     data = torch.randn(tokens, 96).to(torch.float8_e4m3fn)
-    sf = torch.rand(tokens, 2)
+    sf = torch.rand(tokens, 1)  # test_expand_to_fused_with_sf's shapes: shared lowerings
     p2e = torch.zeros(num_rows, dtype=torch.int32)
     out, out_sf = _ascend("expand_to_fused_with_sf")((data, sf), 128, pos, p2e, col)
     valid = torch.where((pos >= 0) & (pos < num_rows), pos, -1)
