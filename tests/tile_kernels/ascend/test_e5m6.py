@@ -31,9 +31,10 @@ def _bits(sf: torch.Tensor) -> torch.Tensor:
     return sf.view(torch.int32) if sf.dtype == torch.float32 else sf
 
 
-# (dtype, rows, hidden, col, round_sf, packed): two lowerings (BF16 and FP32 with round_sf), every layout
+# (dtype, rows, hidden, col, round_sf, packed): three lowerings (BF16 and FP32 with round_sf, FP32 without: the
+# public default), every layout
 CASES = [(torch.bfloat16, 5, 2056, False, True, False), (torch.float32, 37, 96, True, True, True),
-         (torch.float32, 6, 64, True, True, False), (torch.float32, 9, 64, False, True, True)]
+         (torch.float32, 6, 64, True, False, False), (torch.float32, 9, 64, False, True, True)]
 
 
 @pytest.mark.parametrize("dtype,t,h,col,round_sf,packed", CASES)
@@ -91,3 +92,10 @@ def test_public_ops_reach_the_kernels(monkeypatch):
     assert _dispatch.TABLE.serves("cast_back_from_e5m6", x.device, (q, sf2), "fp32", (1, 32)) == "reference"
     assert_equal(tile_kernels.quant.cast_back((q, sf2), "fp32", (1, 32), x_special_fmt="e5m6"),
                  ref.cast_back_from_e5m6((q, sf2), "fp32", (1, 32)))
+
+
+def test_cast_back_refuses_a_hidden_size_off_8():
+    """Width 18 (a multiple of 3, hidden 12): no E5M6 cast makes it (8 codes pack into 3 words); refused by name."""
+    q = torch.zeros(4, 18, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"x\[0\].*multiple of 8.*width 18"):
+        tile_kernels.quant.cast_back((q, torch.ones(4, 1)), "fp32", (1, 12), x_special_fmt="e5m6")

@@ -9,17 +9,13 @@ import torch
 import tile_kernels
 from tile_kernels import _dispatch
 from tile_kernels.ascend import engram
+from tile_kernels.ascend._case_kit import calc_diff_differences, gate_inputs
 from tile_kernels.reference import engram as ref
-from tile_kernels.testing.numeric import assert_equal, calc_diff
+from tile_kernels.testing.numeric import assert_equal
 
 
 def assert_close(got: torch.Tensor, want: torch.Tensor, bound: float) -> None:
-    """Non-finite entries equal (NaN where NaN, the same inf), calc_diff of the rest below ``bound``."""
-    assert got.dtype == want.dtype and got.shape == want.shape
-    assert torch.equal(torch.isnan(got), torch.isnan(want))
-    finite = torch.isfinite(want)
-    assert torch.equal(got[~finite & ~torch.isnan(want)], want[~finite & ~torch.isnan(want)])
-    assert calc_diff(got[finite], want[finite]) < bound
+    assert not calc_diff_differences("out", got, want, bound)
 
 
 def _weights(hc, h, dtype_h, dtype_e, seed=0):
@@ -49,22 +45,9 @@ def test_grad_w_reduce(nb, hc, h):
     assert_close(ge, want_e, 1e-10)
 
 
-def _gate_inputs(t, hc, h, special=False, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x, k = (torch.randn(t, hc, h, generator=g).bfloat16() for _ in range(2))
-    v = torch.randn(t, h, generator=g).bfloat16()
-    w = torch.randn(hc, h, generator=g)
-    if special:
-        x[1, 0, 5] = float("nan")
-        k[2, 1, 7] = float("inf")
-        v[3, 9] = -float("inf")
-        x[4, 2] = 0.0  # an all-zero row: rstd = 1 / sqrt(eps), dot 0, gate 1/2
-    return x, k, v, w
-
-
 @pytest.mark.parametrize("t,hc,h,special", [(6, 4, 300, True), (3, 4, 2100, False), (0, 4, 64, False)])
 def test_gate_fwd(t, hc, h, special):
-    x, k, v, w = _gate_inputs(t, hc, h, special)
+    x, k, v, w = gate_inputs(t, hc, h, special)
     got = engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6, True)
     want = ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6, True)
     for a, b in zip(got, want, strict=True):
@@ -83,7 +66,7 @@ def test_public_ops_reach_the_kernels(monkeypatch):
     fused = tile_kernels.engram.fused_weight(wh, we)
     assert_equal(fused.nan_to_num(7.0), ref.fused_weight(wh, we).nan_to_num(7.0))
 
-    x, k, v, w = _gate_inputs(5, 4, 256)
+    x, k, v, w = gate_inputs(5, 4, 256)
     assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, x, k, v, w, 1e-20, 1e-6, True) == "ascend"
     out = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)
     assert_close(out[1], ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1], 2e-10)
@@ -106,7 +89,7 @@ def test_public_ops_reach_the_kernels(monkeypatch):
 def test_gate_bwd(t, hc, h, nb, special):
     """Two token ranges per block and more blocks than tokens (empty ranges: zero partials); a NaN / inf row
     and a gate whose |s| is under the clamp (d_s = 0) in the special case."""
-    x, k, v, w = _gate_inputs(t, hc, h, special, seed=1)
+    x, k, v, w = gate_inputs(t, hc, h, special, seed=1)
     grad = torch.randn(t, hc, h).bfloat16()
     saved = list(ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:])
     clamp = 1e-6
@@ -123,7 +106,7 @@ def test_gate_bwd(t, hc, h, nb, special):
 
 def test_gate_bwd_through_the_table(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
-    x, k, v, w = _gate_inputs(4, 4, 128, seed=2)
+    x, k, v, w = gate_inputs(4, 4, 128, seed=2)
     grad = torch.randn(4, 4, 128).bfloat16()
     saved = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:]
     nb = tile_kernels.config.get_num_sms()
@@ -132,7 +115,7 @@ def test_gate_bwd_through_the_table(monkeypatch):
     want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
     for a, b in zip(got, want, strict=True):
         assert_close(a, b, 1e-8)
-    wide = _gate_inputs(2, 65, 64)  # more rows a token than a core's UB plan: the reference
+    wide = gate_inputs(2, 65, 64)  # more rows a token than a core's UB plan: the reference
     assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
     assert _dispatch.TABLE.serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, nb) == "reference"
 

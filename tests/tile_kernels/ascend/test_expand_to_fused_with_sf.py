@@ -15,11 +15,13 @@ from .inputs import fused_positions
 
 
 def _inputs(sf_dtype, tokens=37, k=3, hidden=96, num_rows=126):
+    """One token/row shape for every case (and test_expand_to_fused's, test_unvalidated_device_values'): the
+    expansion's static lowerings (data rows, 4-byte scale rows) are shared."""
     pos = fused_positions(tokens, k, num_rows, torch.Generator().manual_seed(1))
     data = torch.randn(tokens, hidden).to(torch.float8_e4m3fn)
     if sf_dtype == torch.float32:
-        sf = torch.rand(tokens, 2)
-        sf[3, 1] = float("nan")
+        sf = torch.rand(tokens, 1)  # hidden 96: one 128-channel scale
+        sf[3, 0] = float("nan")
     else:
         sf = torch.randint(-2**31, 2**31 - 1, (tokens, 1), dtype=torch.int32)
     return (data, sf), pos, torch.zeros(num_rows, dtype=torch.int32)
@@ -48,7 +50,7 @@ def test_no_rows_and_the_public_op(monkeypatch):
     none = torch.zeros(0, dtype=torch.int32)
     empty_pos = torch.full_like(pos, -1)
     got = expand.expand_to_fused_with_sf((data, sf), 128, empty_pos, none, True)
-    assert got[0].shape == (0, 96) and got[1].shape == (0, 2)
+    assert got[0].shape == (0, 96) and got[1].shape == (0, 1)
 
     monkeypatch.setenv("TK_BACKEND", "ascend")
     x, pos, p2e = _inputs(torch.float32)

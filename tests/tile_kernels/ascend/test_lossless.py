@@ -45,3 +45,18 @@ def test_public_op_and_the_reference_forms(monkeypatch):
                              False) == "reference"
     empty = (q[:0], sf[:0])
     assert _dispatch.TABLE.serves("per_block_cast_lossless", q.device, *empty, (1, 32), (32, 32), False, False) == "reference"
+
+
+def test_narrow_input_blocks_go_to_the_reference(monkeypatch):
+    """Input blocks of 1 or 2 columns make less than one 4-byte output word a block: the kernel would leave
+    the output unwritten, so the table serves them from the reference (named in ``supports``)."""
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(5)) * torch.logspace(-2, 2, 64)
+    q, sf = ref.cast(x, "e2m1", (1, 2), round_sf=True)
+    assert not lossless.accepts(q, sf, (1, 2), (1, 32), False, False)
+    assert _dispatch.TABLE.serves("per_block_cast_lossless", q.device, q, sf, (1, 2), (1, 32), False,
+                                  False) == "reference"
+    data, out_sf = tile_kernels.quant.per_block_cast_lossless((q, sf), "e4m3", (1, 2), (1, 32))
+    want_data, want_sf = _lossless_ref(q, sf, (1, 2), (1, 32), False, False)
+    assert_equal(data.view(torch.uint8), want_data.view(torch.uint8))
+    assert_equal(out_sf, want_sf)

@@ -66,8 +66,7 @@ def _check(got, want):
     assert torch.allclose(sc, sc_r, equal_nan=True)
 
 
-@pytest.mark.parametrize("tokens", [130, 37])
-@pytest.mark.parametrize("out_strided", [False, True])
+@pytest.mark.parametrize("tokens,out_strided", [(70, False), (37, False), (37, True)])  # 70: past the 64-row tile
 def test_every_option_matches_reference(tokens, out_strided):
     experts, k, shared = ALL_OPTIONS
     logits, kw = _inputs(tokens, experts, k, shared, tokens)
@@ -79,7 +78,7 @@ def test_every_option_matches_reference(tokens, out_strided):
     assert (got[3][~kw["mask"] | forced] == 0).all()
 
 
-@pytest.mark.parametrize("tokens", [130, 33])
+@pytest.mark.parametrize("tokens", [70, 33])
 def test_plain_router_at_256_experts(tokens):
     experts, k, shared = PLAIN
     logits, kw = _inputs(tokens, experts, k, shared, 7, options=False)

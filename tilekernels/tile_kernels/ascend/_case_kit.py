@@ -42,6 +42,35 @@ def differences(name: str, got, want, atol: float | None = None) -> list[str]:
     return [f"{name}: {bad} of {want.numel()} elements differ from the reference"]
 
 
+def calc_diff_differences(name: str, got, want, bound: float) -> list[str]:
+    """Upstream's calc_diff check (Engram gate and weight reduction): non-finite entries equal (NaN where
+    NaN, the same inf), calc_diff of the finite rest below ``bound``."""
+    from ..testing.numeric import calc_diff
+
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return [f"{name}: {got.dtype}{tuple(got.shape)} vs reference {want.dtype}{tuple(want.shape)}"]
+    nan, finite = torch.isnan(want), torch.isfinite(want)
+    if not torch.equal(torch.isnan(got), nan) or not torch.equal(got[~finite & ~nan], want[~finite & ~nan]):
+        return [f"{name}: non-finite entries differ from the reference"]
+    diff = calc_diff(got[finite], want[finite])
+    return [] if diff < bound else [f"{name}: calc_diff {diff:.3e} >= {bound}"]
+
+
+def gate_inputs(t: int, hc: int, h: int, special: bool = False, seed: int = 0):
+    """Engram gate inputs ``(x (t, hc, h), k, v (t, h), weight_fused (hc, h))``, BF16 but the FP32 weight;
+    ``special`` (t >= 5, hc >= 3, h >= 10): a NaN, +inf and -inf, and an all-zero row."""
+    g = torch.Generator().manual_seed(seed)
+    x, k = (torch.randn(t, hc, h, generator=g).bfloat16() for _ in range(2))
+    v = torch.randn(t, h, generator=g).bfloat16()
+    w = torch.randn(hc, h, generator=g)
+    if special:
+        x[1, 0, 5] = float("nan")
+        k[2, 1, 7] = float("inf")
+        v[3, 9] = -float("inf")
+        x[4, 2] = 0.0  # an all-zero row: rstd = 1 / sqrt(eps), dot 0, gate 1/2
+    return x, k, v, w
+
+
 def _compare(ascend, reference, inputs, atol=None, pick=None):
     """A case body: ``ascend(*inputs)`` against ``reference(*inputs)`` (``pick`` selects outputs to compare)."""
     def run() -> list[str]:

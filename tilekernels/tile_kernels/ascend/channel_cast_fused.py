@@ -3,7 +3,8 @@ reference's steps, each an Ascend kernel.
 
 1. With ``pos_to_token``: a row gather, ``row p = x[pos_to_token[p]]``, zero where -1 (data and, for a
    ``(data, sf)`` input, its FP32 scale rows), by ``build_gather``: a core owns a tile of output rows and
-   moves each gathered row through UB (one DMA in, one out); the -1 rows keep the zeroed output's zeros.
+   moves each gathered row through UB (one DMA in, one out); the -1 rows keep the zeroed output's zeros, and
+   so do entries outside ``[0, n_src)`` (device values are not validated on the host: graph capture).
    Rows move as bytes, so every bit is kept; sizes are symbolic (one lowering serves every shape and dtype).
 2. A ``(data, sf)`` E4M3 input: the Ascend cast-back to FP32 with its ``(1, num_per_channels)`` blocks.
 3. The Ascend block cast with ``(num_per_tokens, 1)`` blocks (E4M3, row-major FP32 scales, ``round_sf``).
@@ -34,7 +35,7 @@ def build_gather():
             T.copy(Pos[r0:r0 + rows], pos[0:rows])
             for r in T.serial(rows):
                 p = pos[r]
-                if p >= 0:
+                if T.And(p >= 0, p < n_src):  # -1 and unvalidated out-of-range entries: a zero row
                     T.copy(X[p, c0:c0 + cols], buf[r, 0:cols])
                     T.copy(buf[r, 0:cols], Out[r0 + r, c0:c0 + cols])
 
@@ -42,7 +43,7 @@ def build_gather():
 
 
 def gather_rows(x, pos_to_token):
-    """``out[p] = x[pos_to_token[p]]`` (zero rows for -1), any dtype."""
+    """``out[p] = x[pos_to_token[p]]`` (zero rows for -1 and out-of-range entries), any dtype."""
     import torch
 
     from .._lib import LIB
@@ -50,7 +51,7 @@ def gather_rows(x, pos_to_token):
     n_out = pos_to_token.shape[0]
     out = torch.zeros((n_out, *x.shape[1:]), dtype=x.dtype, device=x.device)
     width = x[0].numel() * x.element_size() if x.shape[0] else 0
-    if n_out and width:  # no source rows: every entry is -1 (validated), every row stays zero
+    if n_out and width:  # no source rows: every row stays zero
         LIB.run_tilelang(build_gather, (), x.contiguous().view(torch.uint8).reshape(x.shape[0], width),
                        pos_to_token.contiguous(), out.view(torch.uint8).reshape(n_out, width))
     return out

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import torch
 
-from ._case_kit import DECODE, HIDDEN, TOKENS, TOPK, differences
+from ._case_kit import DECODE, HIDDEN, TOKENS, TOPK, calc_diff_differences, differences, gate_inputs
 
 HC, HASH_LAYERS, NGRAM, HASH_HEADS = 4, 2, 3, 8
 EPS, CLAMP = 1e-20, 1e-6
 
 
 def specs() -> list[tuple]:
-    """(name, builder) of every kernel here, for ``codegen.kernels`` (symbolic shapes: one lowering each
-    serves every size; the static-shape block cast they call is listed under its own names)."""
+    """(name, builder) of every kernel here, for ``codegen.kernels``. Symbolic shapes except the lossless
+    cast, whose lowering keys on the rows and hidden size (here DeepSeek's 4096 x 7168 prefill); the gate
+    kernels key on eps / clamp too (see ascend/engram.py), the E5M6 cast-back on its row block; the
+    static-shape block cast they call is listed under its own names."""
     from . import channel_cast_fused, e5m6, engram, lossless
 
     return [
@@ -37,27 +39,6 @@ def specs() -> list[tuple]:
     ]
 
 
-def _calc_diff(name, got, want, bound) -> list[str]:
-    from ..testing.numeric import calc_diff
-
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return [f"{name}: {got.dtype}{tuple(got.shape)} vs reference {want.dtype}{tuple(want.shape)}"]
-    finite = torch.isfinite(want)
-    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(torch.isnan(got), torch.isnan(want)):
-        return [f"{name}: non-finite entries differ from the reference"]
-    diff = calc_diff(got[finite], want[finite])
-    return [] if diff < bound else [f"{name}: calc_diff {diff:.3e} >= {bound}"]
-
-
-def _gate_inputs(t, h):
-    x, k = (torch.randn(t, HC, h).bfloat16() for _ in range(2))
-    v, w = torch.randn(t, h).bfloat16(), torch.randn(HC, h)
-    if t > 2:
-        x[1, 0, 3] = float("nan")
-        k[2, 1, 4] = float("inf")
-    return x, k, v, w
-
-
 def _engram(t, h, nb):
     from ..reference import engram as ref
     from . import engram
@@ -72,19 +53,19 @@ def _engram(t, h, nb):
         want = [g.clone() for g in got]
         engram.grad_w_reduce(partial, wh, we, *got)
         ref.grad_w_reduce(partial, wh, we, *want)
-        return [d for i in range(2) for d in _calc_diff(f"out[{i}]", got[i], want[i], 1e-10)]
+        return [d for i in range(2) for d in calc_diff_differences(f"out[{i}]", got[i], want[i], 1e-10)]
 
     def gate_fwd():
-        args = (*_gate_inputs(t, h), EPS, CLAMP, True)
+        args = (*gate_inputs(t, HC, h, special=True), EPS, CLAMP, True)
         got, want = engram.engram_gate_fwd(*args), ref.engram_gate_fwd(*args)
-        return [d for i in range(5) for d in _calc_diff(f"out[{i}]", got[i], want[i], 2e-10)]
+        return [d for i in range(5) for d in calc_diff_differences(f"out[{i}]", got[i], want[i], 2e-10)]
 
     def gate_bwd():
-        x, k, v, w = _gate_inputs(t, h)
+        x, k, v, w = gate_inputs(t, HC, h, special=True)
         saved = ref.engram_gate_fwd(x, k, v, w, EPS, CLAMP)[1:]
         args = (torch.randn(t, HC, h).bfloat16(), x, k, v, w, *saved, CLAMP, nb)
         got, want = engram.engram_gate_bwd(*args), ref.engram_gate_bwd(*args)
-        return [d for i in range(4) for d in _calc_diff(f"out[{i}]", got[i], want[i], 1e-8)]
+        return [d for i in range(4) for d in calc_diff_differences(f"out[{i}]", got[i], want[i], 1e-8)]
 
     def hash_():
         ids = torch.randint(0, 2**31 - 1, (t, NGRAM), dtype=torch.int32)

@@ -45,7 +45,7 @@ def kernels() -> list[AscendKernelSpec]:
                                                                                 0, 1, 256)),
         ("top2_sum_gate_masked_fixed_mapped", lambda: routing.build_top2_sum_gate(
             TOKENS, 256, 8, 8, 4, 1, 2.5, "sigmoid", 0, 1, 32, routing.Top2Options(True, True, True, 3, 1))),
-        ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8)),
+        ("expand_to_fused_bf16_k8", lambda: expand.build(TOKENS, HIDDEN * 2, 8, TOKENS * 8, TOKENS * 8)),
         ("reduce_fused_bf16_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "bfloat16", True)),
         ("reduce_fused_e4m3_xsf_sf_k8", lambda: reduce.build(TOKENS * 8, HIDDEN, TOKENS, 8, "float8_e4m3fn", True,
                                                              True, True, True)),

@@ -16,7 +16,7 @@ row's scale (FP32, or a packed UE8M0 byte: 0xFF NaN, 0x00 2^-127), rounded to BF
 It serves the whole-row scales E5M6 has (one scale column: ``x_block_size[1] >= hidden``, any row block).
 
 Tokens and the hidden size are symbolic (``T.dynamic``): one lowering per input dtype and ``round_sf``
-(cast) or output dtype and scale kind (cast-back) serves every shape.
+(cast) or per output dtype, scale kind and row block ``x_block_size[0]`` (cast-back) serves every shape.
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools

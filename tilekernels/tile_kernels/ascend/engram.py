@@ -15,18 +15,21 @@
   token ranges per column tile, writing grad_x, grad_k, grad_v and the range's ``sum d_dot x k`` (the
   weight-gradient partial). Upstream compares with calc_diff < 1e-8.
 
-All sizes are symbolic (``T.dynamic``): one lowering per dtype pair / ``hc`` serves every shape.
+Token counts and sizes are symbolic (``T.dynamic``): one lowering serves them all, per dtype pair
+(fused_weight, grad_w_reduce), per ``(L, n, m)`` (hash), per ``hc`` (gate backward) and per ``(hc, eps, clamp_value)``
+(gate forward; ``(hc, clamp_value)`` for the backward's row coefficients): the floats are compiled in, so a
+model's fixed eps / clamp is one lowering, and each other value another.
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools
 
-from .block_cast import padded
+from deepjit.tilelang_route.ub import padded
 
 TILE = 4096  # elements a core takes per step of the element-wise kernels
 REDUCE_COLS, REDUCE_ROWS = 1024, 8  # grad_w_reduce: columns a core owns, partial rows staged per step
-GATE_LANES = 64
+GATE_LANES = 64  # SIMT lanes per (token, hc) row in the gate's reductions
 HASH_TOKENS = 64  # tokens a core hashes (every layer), fewer where the rows are wide
-HASH_UB_BYTES = 64 * 1024  # a core's hash tables and output rows  # SIMT lanes per (token, hc) row in the gate's reductions
+HASH_UB_BYTES = 64 * 1024  # a core's hash tables and output rows
 DTYPES = {"torch.bfloat16": "bfloat16", "torch.float32": "float32"}
 
 
@@ -333,7 +336,8 @@ def build_gate_bwd(hc: int):
 def build_hash(num_layers: int, n: int, m: int):
     """``Out (L, t, (n-1) m)`` int32. One SIMT thread per token and layer: ``h`` in uint64 (the products and
     xors wrap), read as int64 for the floor modulo (torch.remainder: in ``[0, vocab)``), plus the offset in
-    int64, truncated to int32 as the reference's ``.to(torch.int32)``."""
+    int64, truncated to int32 as the reference's ``.to(torch.int32)``. A vocab size <= 0 (refused on CPU
+    tensors; device values are not read on the host) yields just the offset: no division by zero."""
     import tilelang.ascend.language as T
 
     t = T.dynamic("t")
@@ -367,8 +371,9 @@ def build_hash(num_layers: int, n: int, m: int):
                         for j in T.serial(m):
                             c = (i - 1) * m + j
                             vs = T.Cast("int64", vocab[lyr, c])
-                            rem = hs % vs
-                            rem = T.if_then_else(rem < 0, rem + vs, rem)
+                            # % is TVM's floor modulo (lowered with its sign fix-up), in [0, vs) for vs > 0;
+                            # a vocab size <= 0 (not checked on device tensors) gives the offset, no division
+                            rem = T.if_then_else(vs > 0, hs % T.max(vs, T.int64(1)), T.int64(0))
                             out[lyr, r, c] = T.Cast("int32", rem + T.Cast("int64", offsets[lyr, c]))
             for lyr in T.serial(num_layers):
                 T.copy(out[lyr, 0:rows, 0:width], Out[lyr, t0:t0 + rows, :])

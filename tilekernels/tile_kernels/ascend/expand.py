@@ -1,8 +1,9 @@
 """Expanding tokens into the fused per-expert layout on Ascend (TileLang Ascend dialect, vector cores):
 serves ``tile_kernels.moe.expand_to_fused``.
 
-``out[token_topk_to_pos[t, k]] = x[t]`` for every slot ``>= 0``; rows no slot maps to stay zero (the
-output is allocated zeroed). A core stages a tile of token rows (as bytes, so any element type) and
+``out[token_topk_to_pos[t, k]] = x[t]`` for every slot in ``[0, P)``; rows no slot maps to stay zero (the
+output is allocated zeroed). Slots out of range are skipped (device values are not validated on the host:
+graph capture). A core stages a tile of token rows (as bytes, so any element type) and
 their slots in UB, then writes each row to every position it maps to with one GM DMA per slot.
 
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
@@ -15,7 +16,8 @@ ROW_TILE_BYTES = 64 * 1024
 
 
 @functools.cache
-def build(t: int, row_bytes: int, k: int, num_rows: int):
+def build(t: int, row_bytes: int, k: int, num_rows: int, valid_rows: int):
+    """``valid_rows`` (at most ``num_rows``): positions a slot may write; the rest of ``Out`` is padding."""
     import tilelang.ascend.language as T
 
     br = max(1, min(t, 64, ROW_TILE_BYTES // padded(row_bytes, 1)))
@@ -33,25 +35,27 @@ def build(t: int, row_bytes: int, k: int, num_rows: int):
             for r in T.serial(rows):
                 for j in T.serial(k):
                     p = pos[r, j]
-                    if p >= 0:
+                    if T.And(p >= 0, p < valid_rows):
                         T.copy(x[r, 0:row_bytes], Out[p, 0:row_bytes])
 
     return expand_to_fused
 
 
-def expand_to_fused(x, token_topk_to_pos, pos_to_expert):
-    """``tile_kernels.moe.expand_to_fused``: ``(len(pos_to_expert), *x.shape[1:])`` rows of x by slot."""
+def expand_to_fused(x, token_topk_to_pos, pos_to_expert, out_rows=None):
+    """``tile_kernels.moe.expand_to_fused``: ``(len(pos_to_expert), *x.shape[1:])`` rows of x by slot
+    (``out_rows`` rows, zero past ``len(pos_to_expert)``, where given)."""
     import torch
 
     from .._lib import LIB
 
-    num_rows = pos_to_expert.shape[0]
+    valid_rows = pos_to_expert.shape[0]
+    num_rows = valid_rows if out_rows is None else out_rows
     out = torch.zeros((num_rows, *x.shape[1:]), dtype=x.dtype, device=x.device)
     t, k = token_topk_to_pos.shape
     row_bytes = x[0].numel() * x.element_size() if t else 0
     if t and k and num_rows and row_bytes:
         raw = x.contiguous().view(torch.uint8).reshape(t, row_bytes)
-        LIB.run_tilelang(build, (t, row_bytes, k, num_rows), raw, token_topk_to_pos.contiguous(),
+        LIB.run_tilelang(build, (t, row_bytes, k, num_rows, valid_rows), raw, token_topk_to_pos.contiguous(),
                        out.view(torch.uint8).reshape(num_rows, row_bytes))
     return out
 
@@ -71,7 +75,7 @@ def expand_to_fused_with_sf(x, num_per_channels, token_topk_to_pos, pos_to_exper
     if not use_tma_aligned_col_major_sf:
         return out, expand_to_fused(sf, token_topk_to_pos, pos_to_expert)
     ld = -(-num_rows // 4) * 4
-    rows = expand_to_fused(sf, token_topk_to_pos, pos_to_expert.new_empty((ld,)))
+    rows = expand_to_fused(sf, token_topk_to_pos, pos_to_expert, out_rows=ld)
     if sf.shape[1] == 0 or ld == 0:
         storage = torch.zeros((sf.shape[1], ld), dtype=sf.dtype, device=sf.device)
     else:

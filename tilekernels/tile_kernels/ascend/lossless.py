@@ -16,7 +16,9 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import e4m3_byte, padded
+from deepjit.tilelang_route.ub import padded
+
+from .block_cast import e4m3_byte
 from .cast_back import _e2m1_value
 
 
@@ -37,7 +39,6 @@ def build(m: int, k: int, ib: tuple[int, int], ob: tuple[int, int], layout: str,
     nib_m, nib_k = br // ibm, bc // ibk  # input blocks a tile holds
     nob_m, nob_k = br // obm, bc // obk
     mb_out, kb_out = -(-m // obm), -(-k // obk)
-    mb_in, kb_in = -(-m // ibm), -(-k // ibk)
     sf_dtype = {"row": "float32", "packed4": "int32", "packed2": "int16"}[layout]
     sf_tile = (nib_m, padded(nib_k, 4)) if layout == "row" else (-(-nib_k // per_word), padded(nib_m, 32 // per_word))
     threads = min(256, br * nib_k)
@@ -101,7 +102,6 @@ def build(m: int, k: int, ib: tuple[int, int], ob: tuple[int, int], layout: str,
             T.copy(e_out[0:T.ceildiv(rows, obm), 0:T.ceildiv(cols, obk)],
                    SFOut[r0 // obm:r0 // obm + T.ceildiv(rows, obm), c0 // obk:c0 // obk + T.ceildiv(cols, obk)])
 
-    del mb_in, kb_in
     return per_block_cast_lossless
 
 
@@ -119,8 +119,11 @@ def _scale_bytes(sf):
 
 
 def accepts(q, sf, ib, ob, col, packed) -> bool:
-    """Rows to cast, input scales the kernel reads, and output blocks whose tile fits UB (at most 128 x 256)."""
-    return q.shape[0] > 0 and _scale_bytes(sf) is not None and ob[0] <= 128 and ob[1] <= 256
+    """Rows to cast, input scales the kernel reads, input blocks of whole 4-byte output words (the last pass
+    writes 4 E4M3 bytes a word, ``ib[1] // 4`` words a block) and output blocks whose tile fits UB (at most
+    128 x 256)."""
+    return (q.shape[0] > 0 and ib[1] % 4 == 0 and _scale_bytes(sf) is not None and ob[0] <= 128
+            and ob[1] <= 256)
 
 
 def per_block_cast_lossless(q, sf, ib, ob, use_tma_aligned_col_major_sf, use_packed_ue8m0):

@@ -23,6 +23,8 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 import dataclasses
 import functools
 
+from deepjit.tilelang_route.ub import padded
+
 from .routing import DUPLICATE_HASH, _ordered_passes
 from .routing_helpers import _constants
 
@@ -46,7 +48,7 @@ class Options:
 
 
 def _rows(e: int) -> int:
-    return max(1, min(64, ROW_TILE_BYTES // (-(-e // 8) * 32)))
+    return max(1, min(64, ROW_TILE_BYTES // (padded(e, 4) * 4)))
 
 
 @functools.cache
@@ -55,7 +57,7 @@ def build(e: int, k: int, s: int, options: Options):
 
     t = T.dynamic("t")
     br = _rows(e)
-    ep = -(-e // 8) * 8
+    ep = padded(e, 4)
     width = k + s
     o = options
     mc = o.map_cols
@@ -88,14 +90,14 @@ def build(e: int, k: int, s: int, options: Options):
             rk = T.alloc_shared((br, ep), "float32")
             bias = T.alloc_shared((ep,), "float32")
             ibias = T.alloc_shared((ep,), "float32")
-            flags = T.alloc_shared((4, -(-br // 32) * 32), "uint8")  # image, mask, fix, force
-            phys = T.alloc_shared((nl if mc else 1, -(-max(mc, 1) // 8) * 8), "int32")
-            cnt = T.alloc_shared((-(-nl // 8) * 8,), "int32")
-            un = T.alloc_shared((br, -(-k // 4) * 4), "int64")
+            flags = T.alloc_shared((4, padded(br, 1)), "uint8")  # image, mask, fix, force
+            phys = T.alloc_shared((nl if mc else 1, padded(max(mc, 1), 4)), "int32")
+            cnt = T.alloc_shared((padded(nl, 4),), "int32")
+            un = T.alloc_shared((br, padded(k, 8)), "int64")
             top = T.alloc_shared((br, 32), "int32")
             taken = T.alloc_shared((br, 32), "int32")
-            idx = T.alloc_shared((br, -(-width // 4) * 4), "int64")
-            wt = T.alloc_shared((br, -(-width // 8) * 8), "float32")
+            idx = T.alloc_shared((br, padded(width, 8)), "int64")
+            wt = T.alloc_shared((br, padded(width, 4)), "float32")
             fpar = T.alloc_shared((8,), "float32")
             ipar = T.alloc_shared((4,), "int64")
             r0 = bid * br

@@ -19,6 +19,8 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
+from deepjit.tilelang_route.ub import padded
+
 from .routing import ROW_TILE_BYTES, _ordered_passes
 
 CHUNK = 2048          # indices staged in UB per step of the counting kernel (16 KiB of int64)
@@ -143,7 +145,7 @@ def build_unique(k: int):
     import tilelang.ascend.language as T
 
     t = T.dynamic("t")
-    kp = -(-k // 4) * 4  # whole 32-byte UB rows of int64
+    kp = padded(k, 8)  # whole 32-byte UB rows of int64
 
     @T.prim_func
     def unique_group_indices(G: T.Tensor((t, k), "int64")):
@@ -169,7 +171,7 @@ def build_unique(k: int):
 
 def topk_group_rows(e: int) -> int:
     """Token rows a core stages for ``e`` scores a row (0: a row does not fit ``ROW_TILE_BYTES``)."""
-    return min(ROWS, ROW_TILE_BYTES // (-(-e // 8) * 32))
+    return min(ROWS, ROW_TILE_BYTES // (padded(e, 4) * 4))
 
 
 @functools.cache
@@ -186,10 +188,10 @@ def build_topk_group(g: int, eg: int, num_topk_sum: int, num_topk_groups: int):
     @T.prim_func
     def topk_sum_and_topk_group_idx(S: T.Tensor((t, e), "float32"), Idx: T.Tensor((t, num_topk_groups), "int64")):
         with T.Kernel(T.ceildiv(t, rows_per_core)) as bid:
-            s = T.alloc_shared((rows_per_core, -(-e // 8) * 8), "float32")
+            s = T.alloc_shared((rows_per_core, padded(e, 4)), "float32")
             gs = T.alloc_shared((rows_per_core, 32), "float32")
             top = T.alloc_shared((rows_per_core, 8), "int32")
-            idx = T.alloc_shared((rows_per_core, -(-num_topk_groups // 4) * 4), "int64")
+            idx = T.alloc_shared((rows_per_core, padded(num_topk_groups, 8)), "int64")
             r0 = bid * rows_per_core
             rows = T.min(rows_per_core, t - r0)
             T.copy(S[r0:r0 + rows, :], s[0:rows, 0:e])

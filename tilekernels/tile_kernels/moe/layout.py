@@ -195,7 +195,14 @@ def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
     if token_topk_to_pos.shape[0] != num_tokens:
         raise ValueError(f"token_topk_to_pos must have {num_tokens} rows (one per token), got {token_topk_to_pos.shape[0]}")
     C.tensor("pos_to_expert", pos_to_expert, dtypes=(torch.int32,), ndim=1, contiguous=True)
-    _index_range("token_topk_to_pos", token_topk_to_pos, pos_to_expert.shape[0])
+
+
+def _check_slots(token_topk_to_pos: torch.Tensor, num_rows: int) -> None:
+    """The expansions' value checks, on CPU tensors only (no host read of a device tensor: graph capture);
+    the Ascend kernel skips slots outside ``[0, num_rows)``."""
+    if token_topk_to_pos.device.type == "cpu":
+        _index_range("token_topk_to_pos", token_topk_to_pos, num_rows)
+        _one_slot_per_position(token_topk_to_pos, num_rows)
 
 
 def _one_slot_per_position(token_topk_to_pos: torch.Tensor, num_rows: int) -> None:
@@ -226,7 +233,7 @@ def expand_to_fused(x: torch.Tensor, token_topk_to_pos: torch.Tensor, pos_to_exp
     C.tensor("x", x, ndim=2, contiguous=True)
     _check_maps(token_topk_to_pos, pos_to_expert, x.shape[0])
     C.same_device(x=x, token_topk_to_pos=token_topk_to_pos, pos_to_expert=pos_to_expert)
-    _one_slot_per_position(token_topk_to_pos, pos_to_expert.shape[0])
+    _check_slots(token_topk_to_pos, pos_to_expert.shape[0])
     return TABLE.run("expand_to_fused", x.device, x, token_topk_to_pos, pos_to_expert)
 
 
@@ -253,7 +260,7 @@ def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.T
     if sf.dtype == torch.int32 and not use_tma_aligned_col_major_sf:
         raise ValueError("packed UE8M0 (int32) scales need use_tma_aligned_col_major_sf=True")
     _check_maps(token_topk_to_pos, pos_to_expert, data.shape[0])
-    _one_slot_per_position(token_topk_to_pos, pos_to_expert.shape[0])
+    _check_slots(token_topk_to_pos, pos_to_expert.shape[0])
     return TABLE.run("expand_to_fused_with_sf", data.device, (data, sf), num_per_channels, token_topk_to_pos,
                      pos_to_expert, use_tma_aligned_col_major_sf)
 

@@ -229,10 +229,13 @@ def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_pe
         C.tensor("pos_to_token", pos_to_token, dtypes=(torch.int32,), ndim=1, contiguous=True)
         if pos_to_token.shape[0] % 16:
             raise ValueError(f"pos_to_token's length must be a multiple of 16, got {pos_to_token.shape[0]}")
-        if pos_to_token.numel() and int(pos_to_token.max()) >= data.shape[0]:
-            raise ValueError(f"pos_to_token entries must be < num_tokens ({data.shape[0]}), got {int(pos_to_token.max())}")
-        if pos_to_token.numel() and int(pos_to_token.min()) < -1:
-            raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
+        if pos_to_token.device.type == "cpu" and pos_to_token.numel():  # no host read of a device tensor: the
+            # Ascend row gather writes zero rows for entries outside [0, num_tokens)
+            if int(pos_to_token.max()) >= data.shape[0]:
+                raise ValueError(f"pos_to_token entries must be < num_tokens ({data.shape[0]}), "
+                                 f"got {int(pos_to_token.max())}")
+            if int(pos_to_token.min()) < -1:
+                raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
     elif data.shape[0] % 128:
         raise ValueError(f"x's token count must be a multiple of 128 without pos_to_token, got {data.shape[0]}")
     return TABLE.run("per_channel_cast_fused", data.device, x, num_per_tokens, num_per_channels, round_sf, pos_to_token)
@@ -262,6 +265,9 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
             raise ValueError(f"E5M6 data holds 3 bytes per 2 values: its width must be a multiple of 3, got {data.shape[1]}")
         C.tensor("x[1]", sf, dtypes=(torch.float32, torch.int32), ndim=2)
         rows, hidden = data.shape[0], data.shape[1] * 2 // 3
+        if hidden % 8:  # the E5M6 cast's rule: its codes pack 8 values into 3 words
+            raise C.fail("x[0]", "E5M6 data of a hidden size that is a multiple of 8 (width a multiple of 12)",
+                         f"width {data.shape[1]} (hidden {hidden})")
         blocks = (-(-rows // block[0]), -(-hidden // block[1]))
         if sf.shape[0] != blocks[0] or sf.shape[1] < (blocks[1] if sf.dtype == torch.float32 else -(-blocks[1] // 4)):
             raise ValueError(f"x[1] must cover {blocks} scale blocks, got shape {tuple(sf.shape)}")
@@ -274,7 +280,7 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
 
 
 TABLE.register("cast_back_from_e5m6", reference=ref_e5m6.cast_back_from_e5m6,
-               host=Impl(host.cast_back_from_e5m6, "hidden % 8 == 0", lambda x, *_: x[0].shape[1] * 2 // 3 % 8 == 0))
+               host=host.cast_back_from_e5m6)
 TABLE.register("cast_back", reference=ref.cast_back,
                host=Impl(host.cast_back, "FP32 or int32 packed scales", lambda x, *_: x[1].dtype != torch.int16),
                ascend=Impl(ascend_cast_back.cast_back, "E4M3/E2M1; FP32 row/col-major, int16 or int32 packed scales"))

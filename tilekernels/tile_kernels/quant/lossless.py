@@ -68,6 +68,6 @@ def _lossless_host(q, sf, ib, ob, col: bool, packed: bool):
 
 TABLE.register("per_block_cast_lossless", reference=_lossless_ref,
                host=Impl(_lossless_host, "at least one row", lambda q, *_: q.shape[0] > 0),
-               ascend=Impl(ascend_lossless.per_block_cast_lossless, "at least one row; FP32 row-major or packed "
-                           "column-major UE8M0 input scales; output blocks up to 128 x 256; every output sf layout "
+               ascend=Impl(ascend_lossless.per_block_cast_lossless, "at least one row; input blocks of a multiple of "
+                           "4 columns; FP32 row-major or packed column-major UE8M0 input scales; output blocks up to 128 x 256; every output sf layout "
                            "(laid out from the kernel's FP32 scales)", ascend_lossless.accepts))
