@@ -149,9 +149,11 @@ class AscendLowLatencyEngine:
 
     # ---- combine ----------------------------------------------------------------------------------
     def combine(self, x, topk_idx, topk_weights, state: AscendLowLatencyState, M: int, H: int, num_experts: int,
-                out: torch.Tensor | None, run=None):
+                out: torch.Tensor | None, run=None, logfmt: bool = False):
         """Returns ``(combined, event)``: with ``run`` (async mode) the exchange is handed to ``run``,
-        whose event is returned; otherwise it runs now and the event is None."""
+        whose event is returned; otherwise it runs now and the event is None. ``logfmt`` changes nothing
+        here: the rows travel as BF16 through the collectives (the exact BF16 combine), as they do across
+        hosts on the host engine."""
         R = self.num_ranks
         e_local = num_experts // R
 

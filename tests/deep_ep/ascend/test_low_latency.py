@@ -80,6 +80,8 @@ def _two_in_flight(rank, world):
                 begin += n
             assert int(count[e]) == begin
         combined, _, _ = buf.low_latency_combine(y, idx, w, handle)
+        # LogFMT is a wire format of the shared-memory engine: over HCCL the rows stay BF16 (README)
+        assert torch.equal(buf.low_latency_combine(y, idx, w, handle, use_logfmt=True)[0], combined)
         expected = torch.zeros(x.shape[0], LH, dtype=torch.float32)
         for k in range(K):
             for t in range(x.shape[0]):
