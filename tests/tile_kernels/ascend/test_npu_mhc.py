@@ -6,29 +6,16 @@ import pytest
 import torch
 
 from tests.testkit.npu import DEVICE, ON_TWIN
-from tile_kernels import _dispatch
 from tile_kernels.mhc.norm_fn_kernel import tf32_operand
 from tile_kernels.modeling.mhc import ops as mhc
 from tile_kernels.modeling.mhc.ops import post
 from tile_kernels.reference import mhc as ref
 
+from .test_npu import served_by_ascend  # noqa: F401  (autouse: every table call must pick the Ascend kernel)
+
 pytestmark = pytest.mark.npu
 M, M3 = 4, 24
 SHAPES = [(7, 256)] if ON_TWIN else [(7, 256), (128, 7168), (4096, 7168)]
-
-
-@pytest.fixture(autouse=True)
-def served_by_ascend(monkeypatch):
-    served, select = [], _dispatch.TABLE.select
-
-    def record(name, device, *args, **kwargs):
-        backend, fn = select(name, device, *args, **kwargs)
-        served.append((name, backend))
-        return backend, fn
-
-    monkeypatch.setattr(_dispatch.TABLE, "select", record)
-    yield
-    assert served and all(b == "ascend" for _, b in served), served
 
 
 def _close(got, want, **tol):

@@ -36,6 +36,15 @@ SF_LAYOUTS = ("row", "col", "ue8m0")
 E2M1_BOUNDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
 
 
+def clamped_swiglu(T, a, b, clamp):
+    """``silu(a) * b`` in FP32 with upstream's optional clamp (``a`` from above, ``b`` on both sides); a NaN
+    compares false and passes the clamp, as in the reference."""
+    if clamp is not None:
+        a = T.if_then_else(a > clamp, T.float32(clamp), a)
+        b = T.if_then_else(b > clamp, T.float32(clamp), T.if_then_else(b < -clamp, T.float32(-clamp), b))
+    return a / (1.0 + exp_f32(T, -a)) * b
+
+
 def nan_max(T, acc, v):
     """``max`` that keeps a NaN, as torch's amax / clamp: the device's float max (like ``fmaxf``, per the
     SIMT API docs) returns the other operand of a NaN, so a NaN block would get a finite scale."""
@@ -165,16 +174,8 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                             wr = T.if_then_else(p2tt[r] >= 0, rw[r, 0], T.float32(0.0))
                         for j in T.serial(bk):
                             c = kk * bk + j
-                            a = T.alloc_var("float32")
-                            b = T.alloc_var("float32")
-                            a = T.Cast("float32", xa[r, c])
-                            b = T.Cast("float32", xb[r, c])
-                            if clamp is not None:
-                                a = T.if_then_else(a > clamp, T.float32(clamp), a)
-                                b = T.if_then_else(b > clamp, T.float32(clamp),
-                                                   T.if_then_else(b < -clamp, T.float32(-clamp), b))
                             y = T.alloc_var("float32")
-                            y = a / (1.0 + exp_f32(T, -a)) * b
+                            y = clamped_swiglu(T, T.Cast("float32", xa[r, c]), T.Cast("float32", xb[r, c]), clamp)
                             if weighted:
                                 y = y * wr
                             x[r, c] = y

@@ -17,7 +17,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import FMT_MAX, e4m3_byte, exp_f32, nan_max, scale_inv, scale_of
+from .block_cast import FMT_MAX, clamped_swiglu, e4m3_byte, nan_max, scale_inv, scale_of
 
 BR, BC = 128, 64  # tokens x channels a tile: x (and a, b) 16 KiB each in UB, q 8 KiB
 AMAX_FLOOR = 1e-4  # the reference's E4M3 clamp_min
@@ -54,15 +54,8 @@ def build(npt: int, round_sf: bool, transposed: bool, swiglu: bool = False, clam
                 T.copy(X[r0:r0 + rows, k + c0:k + c0 + cols], xb[0:rows, 0:cols])
                 with T.SimtVF(threads=256):
                     for r, c in T.Parallel(BR, BC):
-                        a = T.alloc_var("float32")
-                        b = T.alloc_var("float32")
-                        a = T.Cast("float32", xa[r, c])
-                        b = T.Cast("float32", xb[r, c])
-                        if clamp is not None:
-                            a = T.if_then_else(a > clamp, T.float32(clamp), a)
-                            b = T.if_then_else(b > clamp, T.float32(clamp),
-                                               T.if_then_else(b < -clamp, T.float32(-clamp), b))
-                        x[r, c] = T.Cast("bfloat16", a / (1.0 + exp_f32(T, -a)) * b)
+                        x[r, c] = T.Cast("bfloat16", clamped_swiglu(T, T.Cast("float32", xa[r, c]),
+                                                                    T.Cast("float32", xb[r, c]), clamp))
             else:
                 T.copy(X[r0:r0 + rows, c0:c0 + cols], x[0:rows, 0:cols])
             with T.SimtVF(threads=nmb * BC):
