@@ -1,8 +1,9 @@
 """flash_mla's backend table: each attention kernel's reference, host and Ascend implementations, all
 taking the validated arguments ``interface`` passes to ``run``. The Ascend column (``ascend/``) serves
 sparse decode over the V4.1 token-interleaved FP8 main / FP4-or-FP8 extra caches and sparse prefill,
-both at d_qk 512; other cache formats and placements, d_qk 576, and the dense ops keep the reference on
-NPU tensors."""
+both at d_qk 512, and the BF16 dense decode and varlen attention forward (``ascend/dense_attn``); other
+sparse cache formats and placements, d_qk 576 sparse, FP16 / FP32 dense inputs and convert_kv_layout
+keep the reference on NPU tensors."""
 from __future__ import annotations
 
 import torch
@@ -11,6 +12,7 @@ from deepjit import BackendTable, Impl
 
 from . import host, reference
 from ._lib import LIB
+from .ascend import dense_attn as ascend_dense
 from .ascend import sparse_attn as ascend_sparse
 
 
@@ -58,6 +60,12 @@ TABLE.add_ascend("sparse_decode", Impl(
     "optional V4.1 FP4/FP8 extra cache, token-interleaved", ascend_sparse.decode_accepts))
 TABLE.add_ascend("sparse_prefill", Impl(
     ascend_sparse.sparse_prefill, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64", ascend_sparse.prefill_accepts))
+TABLE.add_ascend("dense_decode", Impl(
+    ascend_dense.dense_decode, "BF16 paged cache, d_qk % 16 == 0 and <= 576, d_v % 16 == 0 and <= 512, any "
+    "h_q / h_kv", ascend_dense.decode_accepts))
+TABLE.add_ascend("varlen_attention", Impl(
+    ascend_dense.varlen_attention, "BF16 with unit last strides, d_qk % 16 == 0 and <= 576, d_v % 16 == 0 and "
+    "<= 512, any h_q / h_kv", ascend_dense.varlen_accepts))
 
 
 # KV-cache helpers with tensor work (kv_cache.convert_kv_layout)

@@ -123,12 +123,13 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
     check.last_stride_one("block_table", block_table)
     if block_table.shape[0] != b:
         raise ValueError(f"block_table: expected {b} rows (batch), got shape {tuple(block_table.shape)}")
-    check.lengths("cache_seqlens", cache_seqlens, b, block_table.shape[1] * p, q.device)
     if cache_seqlens is None:
         raise TypeError("cache_seqlens: expected a tensor in dense mode, got None")
-    used = (torch.arange(block_table.shape[1], device=q.device).view(1, -1) * p
-            < cache_seqlens.view(-1, 1).long())
-    if used.any():
+    # values (lengths, block ids) are checked on CPU tensors only: the Ascend kernel clamps them
+    on_host = check.host_values(q)
+    check.lengths("cache_seqlens", cache_seqlens, b, block_table.shape[1] * p, q.device, values=on_host)
+    used = (torch.arange(block_table.shape[1]).view(1, -1) * p < cache_seqlens.view(-1, 1).long()) if on_host else None
+    if used is not None and used.any():
         ids = block_table[used]
         if int(ids.min()) < 0 or int(ids.max()) >= nb:
             raise ValueError(f"block_table: the blocks covering cache_seqlens must lie in [0, {nb}), "
@@ -188,7 +189,9 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
         raise ValueError(f"k: num kv heads ({k.shape[1]}) must divide num q heads ({q.shape[1]})")
     for name, cu, total in (("cu_seqlens_qo", cu_seqlens_qo, q.shape[0]), ("cu_seqlens_kv", cu_seqlens_kv, k.shape[0])):
         check.tensor(name, cu, (torch.int32,), 1, q.device)
-        if cu.numel() < 1 or int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu[1:] < cu[:-1]).any()):
+        if cu.numel() < 1:
+            raise V.fail(name, "at least one entry (the leading 0)", 0)
+        if check.host_values(cu) and (int(cu[0]) != 0 or int(cu[-1]) != total or bool((cu[1:] < cu[:-1]).any())):
             raise V.fail(name, f"non-decreasing prefix sums from 0 to {total}", cu.tolist())
     if cu_seqlens_qo.numel() != cu_seqlens_kv.numel():
         raise ValueError(f"cu_seqlens_kv: expected {cu_seqlens_qo.numel()} entries like cu_seqlens_qo, "

@@ -38,14 +38,20 @@ def flag(name: str, value) -> bool:
     return V.boolean(name, value, allow_int=True)
 
 
-def lengths(name: str, t: torch.Tensor | None, n: int, limit: int, device) -> None:
-    """An optional int32 [n] length vector with values in [0, limit]."""
+def host_values(t: torch.Tensor) -> bool:
+    """Whether the values of ``t`` may be checked here: CPU tensors only. A device tensor is never read
+    on the host (no sync, graph capture stays possible); the kernels clamp what they read instead."""
+    return t.device.type == "cpu"
+
+
+def lengths(name: str, t: torch.Tensor | None, n: int, limit: int, device, values: bool = True) -> None:
+    """An optional int32 [n] length vector with values in [0, limit] (checked where ``values``)."""
     if t is None:
         return
     tensor(name, t, (torch.int32,), 1, device)
     shape(name, t, (n,))
     contiguous(name, t)
-    if n and (int(t.min()) < 0 or int(t.max()) > limit):
+    if values and n and (int(t.min()) < 0 or int(t.max()) > limit):
         raise V.fail(name, f"values in [0, {limit}]", f"range [{int(t.min())}, {int(t.max())}]")
 
 

@@ -29,3 +29,26 @@ struct FmlaSparseMlaArgs {
   int64_t rows, s_q, h_q, q_row_stride, q_head_stride, has_sink, has_max;
   float sm_scale;
 };
+
+// The one argument struct of fmla_dense_attn (dense_attn.asc): dense attention of q over the keys of
+// one sequence per batch entry, for the paged decode cache (`paged`: k = [num_blocks, page, h_kv, d_qk]
+// through block_table / seqlens, v = its first d_v dims) or the packed varlen k / v (cu_q / cu_k prefix
+// sums over total_q / total_k tokens). Element (b, s, h) of q / out / lse sits at
+// b * *_seq + tok * *_tok + h * *_head, tok = s (paged) or cu_q[b] + s (varlen); strides in elements.
+// A work item is (b, kv head, block m_block of the s x heads_per_kv query rows).
+struct FmlaDenseAttnArgs {
+  __gm__ bfloat16_t* q;
+  __gm__ bfloat16_t* k;
+  __gm__ bfloat16_t* v;
+  __gm__ bfloat16_t* out;
+  __gm__ float* lse;
+  __gm__ int32_t* block_table;
+  __gm__ int32_t* seqlens;
+  __gm__ int32_t* cu_q;
+  __gm__ int32_t* cu_k;
+  int64_t paged, causal, batch, h_kv, heads_per_kv, max_s_q, m_blocks;
+  int64_t q_seq, q_tok, q_head, out_seq, out_tok, out_head, lse_seq, lse_tok, lse_head;
+  int64_t k_tok, k_head, k_block, v_tok, v_head;
+  int64_t page, bt_row, bt_cols, num_blocks, total_q, total_k;
+  float sm_scale;
+};

@@ -1,0 +1,46 @@
+"""flash_mla's Ascend dense varlen attention forward (flash_mla/ascend/dense_attn.asc, packed form) on
+deepjit's Ascend twin (CPU tensors, FMLA_BACKEND=ascend) through flash_attn_varlen_func, against the
+FP32 reference at upstream's varlen tolerances: MHA-prefill head dims (d_qk 192, d_v 128) and a GQA
+class (d_qk = d_v = 64, 4 query heads per kv head), causal (bottom-right) and not, sequences off the
+64-key step, an empty sequence and a query row with no visible key (s_q > s_k under the causal mask:
+out 0, lse +inf as the reference); lse stored head-major as upstream."""
+import math
+
+import pytest
+import torch
+
+import flash_mla
+from flash_mla import _dispatch, reference
+
+from ..compare import assert_close
+
+VARLEN_OUT = (1e-3, 8.01 / 128, 7e-6)
+VARLEN_LSE = (1e-6, 2.01 / 65536, None)
+
+
+def _case(lens_q, lens_k, h_q, h_kv, d_qk, d_v, seed):
+    g = torch.Generator().manual_seed(seed)
+    cu_q = torch.tensor([0] + lens_q).cumsum(0).int()
+    cu_k = torch.tensor([0] + lens_k).cumsum(0).int()
+    q = (torch.randn(int(cu_q[-1]), h_q, d_qk, generator=g) / 10).bfloat16()
+    k = (torch.randn(int(cu_k[-1]), h_kv, d_qk, generator=g) / 10).bfloat16()
+    v = (torch.randn(int(cu_k[-1]), h_kv, d_v, generator=g) / 10).bfloat16()
+    return q, k, v, cu_q, cu_k
+
+
+@pytest.mark.parametrize("lens_q,lens_k,h_q,h_kv,d_qk,d_v,causal", [
+    ([5, 0, 19], [3, 4, 70], 2, 2, 192, 128, True),    # MHA; row 0..1 of sequence 0 see no key
+    ([1, 7], [65, 9], 8, 2, 64, 64, False),             # GQA 4:1, 28 rows of one kv head
+])
+def test_served_by_ascend_and_matches_reference(monkeypatch, lens_q, lens_k, h_q, h_kv, d_qk, d_v, causal):
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, k, v, cu_q, cu_k = _case(lens_q, lens_k, h_q, h_kv, d_qk, d_v, seed=h_q)
+    scale = d_qk ** -0.5
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, q, k, v, cu_q, cu_k, scale, causal) == "ascend"
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, causal)
+    assert out.dtype == torch.bfloat16 and lse.stride(0) == 1
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+    if causal:  # s_q 5 over s_k 3: the first two rows see nothing
+        assert out[:2].abs().max() == 0 and bool((lse[:2] == math.inf).all())
