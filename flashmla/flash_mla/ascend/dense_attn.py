@@ -6,7 +6,7 @@
 ``out [b, s_q, h_q, d_v]`` and ``lse [b, h_q, s_q]`` (a transposed view of ``[b, s_q, h_q]``); varlen
 ``out [total_q, h_q, d_v]`` and ``lse [total_q, h_q]`` stored head-major (``stride(0) == 1``).
 
-What the kernel covers (``*_accepts``): BF16, ``d_qk`` a multiple of 16 up to 576, ``d_v`` a multiple
+What the kernel covers (``*_accepts``): BF16 or FP16, ``d_qk`` a multiple of 16 up to 576, ``d_v`` a multiple
 of 16 up to 512 and ``d_qk``, any ``h_q / h_kv`` ratio (GQA/MQA: a kv head's query heads and tokens
 share the cube's 64 rows), unit last strides. No tensor value is read on the host: the kernel clamps
 lengths, cu_seqlens and block ids into the tensors it reads.
@@ -27,26 +27,29 @@ def _dims_ok(d_qk: int, d_v: int) -> bool:
     return d_qk % 16 == 0 and d_v % 16 == 0 and 16 <= d_v <= min(d_qk, 512) and d_qk <= 576
 
 
+_DTYPES = (torch.bfloat16, torch.float16)
+
+
 def decode_accepts(q, k_cache, block_table, cache_seqlens, d_v, sm_scale, causal) -> bool:
-    return q.dtype == torch.bfloat16 and _dims_ok(q.shape[-1], d_v) and k_cache.stride(-1) == 1
+    return q.dtype in _DTYPES and _dims_ok(q.shape[-1], d_v) and k_cache.stride(-1) == 1
 
 
 def varlen_accepts(q, k, v, cu_q, cu_k, scale, causal) -> bool:
-    return (q.dtype == torch.bfloat16 and _dims_ok(q.shape[-1], v.shape[-1])
+    return (q.dtype in _DTYPES and _dims_ok(q.shape[-1], v.shape[-1])
             and all(t.stride(-1) == 1 for t in (q, k, v)))
 
 
-def _kernel(d_qk: int, d_v: int):
-    return LIB.ascend_kernel("fmla_dense_attn", "ascend/dense_attn.asc",
-                             {"FMLA_DQK": d_qk, "FMLA_DV": d_v, "FMLA_RESCALE_SKIP": RESCALE_SKIP})
+def _kernel(d_qk: int, d_v: int, fp16: bool):
+    return LIB.ascend_kernel("fmla_dense_attn", "ascend/dense_attn.asc", {
+        "FMLA_DQK": d_qk, "FMLA_DV": d_v, "FMLA_FP16": int(fp16), "FMLA_RESCALE_SKIP": RESCALE_SKIP})
 
 
-def _launch(d_qk: int, d_v: int, items: int, device, **fields) -> None:
+def _launch(d_qk: int, d_v: int, items: int, q: torch.Tensor, **fields) -> None:
     if items == 0:
         return
     args = kernel_args.pack(descriptors.struct_type(LIB.source("ascend/kernel_args.h"), "FmlaDenseAttnArgs"),
-                            **fields)
-    _kernel(d_qk, d_v)(min(items, LIB.num_cube_cores(device)), args)
+                            q=q, **fields)
+    _kernel(d_qk, d_v, q.dtype == torch.float16)(min(items, LIB.num_cube_cores(q.device)), args)
 
 
 def _m_blocks(s_q: int, heads_per_kv: int) -> int:
@@ -63,8 +66,8 @@ def dense_decode(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tens
     if num_blocks == 0 or block_table.shape[1] == 0:   # no key to read: every row is empty
         return out.zero_(), lse.fill_(float("inf")).transpose(1, 2)
     seqlens = cache_seqlens.contiguous()
-    _launch(d_qk, d_v, b * h_kv * m_blocks * int(s_q > 0), q.device,
-            q=q, k=k_cache, v=k_cache, out=out, lse=lse, block_table=block_table, seqlens=seqlens, cu_q=seqlens,
+    _launch(d_qk, d_v, b * h_kv * m_blocks * int(s_q > 0), q,
+            k=k_cache, v=k_cache, out=out, lse=lse, block_table=block_table, seqlens=seqlens, cu_q=seqlens,
             cu_k=seqlens, paged=1, causal=int(causal), batch=b, h_kv=h_kv, heads_per_kv=hpk, max_s_q=s_q,
             m_blocks=m_blocks, q_seq=q.stride(0), q_tok=q.stride(1), q_head=q.stride(2), out_seq=out.stride(0),
             out_tok=out.stride(1), out_head=out.stride(2), lse_seq=lse.stride(0), lse_tok=lse.stride(1),
@@ -86,8 +89,8 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: to
     out = torch.zeros(total_q, h_q, d_v, dtype=q.dtype, device=q.device)
     lse = torch.full((h_q, total_q), float("inf"), dtype=torch.float32, device=q.device)  # head-major
     hpk, m_blocks = h_q // h_kv, _m_blocks(max_s_q, h_q // h_kv)
-    _launch(d_qk, d_v, batch * h_kv * m_blocks * int(max_s_q > 0), q.device,
-            q=q, k=k, v=v, out=out, lse=lse, block_table=cu_q, seqlens=cu_q, cu_q=cu_q.contiguous(),
+    _launch(d_qk, d_v, batch * h_kv * m_blocks * int(max_s_q > 0), q,
+            k=k, v=v, out=out, lse=lse, block_table=cu_q, seqlens=cu_q, cu_q=cu_q.contiguous(),
             cu_k=cu_k.contiguous(), paged=0, causal=int(causal), batch=batch, h_kv=h_kv, heads_per_kv=hpk,
             max_s_q=max_s_q, m_blocks=m_blocks, q_seq=0, q_tok=q.stride(0), q_head=q.stride(1), out_seq=0,
             out_tok=out.stride(0), out_head=out.stride(1), lse_seq=0, lse_tok=1, lse_head=total_q,

@@ -7,6 +7,7 @@
 
 #include <simt_api/asc_simt.h>
 #include <simt_api/asc_bf16.h>
+#include <simt_api/asc_fp16.h>
 
 #ifndef FMLA_DQK
 #define FMLA_DQK 576
@@ -14,11 +15,25 @@
 #ifndef FMLA_DV
 #define FMLA_DV 512
 #endif
+#ifndef FMLA_FP16
+#define FMLA_FP16 0
+#endif
 #ifndef FMLA_RESCALE_SKIP
 #define FMLA_RESCALE_SKIP 8
 #endif
 
 namespace fmla_dense {
+
+// The element type of q / k / v / out and of the cube's operands (P included): BF16, or FP16 with FMLA_FP16.
+#if FMLA_FP16
+using elem_t = half;
+#define FMLA_TO_ELEM __float2half_rn
+#define FMLA_ELEM_VALUE __half2float
+#else
+using elem_t = bfloat16_t;
+#define FMLA_TO_ELEM __float2bfloat16_rn
+#define FMLA_ELEM_VALUE __bfloat162float
+#endif
 
 constexpr uint32_t kDqk = FMLA_DQK;          // q / k head dim
 constexpr uint32_t kDv = FMLA_DV;            // v head dim (decode: the first kDv dims of k)
@@ -46,24 +61,24 @@ __aicore__ inline float neg_inf() { return bits_to_float(0xFF800000u); }
 // max that keeps NaN as torch's max does (the device's float max returns the other operand)
 __aicore__ inline float nan_max(float a, float b) { return a != a ? a : b != b ? b : max(a, b); }
 
-// Rows t >= loaded of a [kTileHalf, width] BF16 tile become zero (keys no row sees: P is 0 there,
+// Rows t >= loaded of a [kTileHalf, width] tile become zero (keys no row sees: P is 0 there,
 // and 0 * a stale NaN would still poison P.V); with nan_to_zero, NaN elements of loaded rows too.
-__simt_vf__ __launch_bounds__(512) inline void clean_tile_vf(__ubuf__ bfloat16_t* tile, uint32_t width,
+__simt_vf__ __launch_bounds__(512) inline void clean_tile_vf(__ubuf__ elem_t* tile, uint32_t width,
                                                              uint32_t loaded, uint32_t nan_to_zero) {
   for (uint32_t i = threadIdx.x; i < kTileHalf * width; i += blockDim.x) {
     if (i / width >= loaded) {
-      tile[i] = __float2bfloat16_rn(0.0f);
+      tile[i] = FMLA_TO_ELEM(0.0f);
     } else if (nan_to_zero) {
-      const float v = __bfloat162float(tile[i]);
-      if (v != v) tile[i] = __float2bfloat16_rn(0.0f);
+      const float v = FMLA_ELEM_VALUE(tile[i]);
+      if (v != v) tile[i] = FMLA_TO_ELEM(0.0f);
     }
   }
 }
 
 // Rows r >= count of this core's [kRows, kDqk] Q block become zero (padding rows past the sequence).
-__simt_vf__ __launch_bounds__(512) inline void zero_rows_vf(__ubuf__ bfloat16_t* q, uint32_t count) {
+__simt_vf__ __launch_bounds__(512) inline void zero_rows_vf(__ubuf__ elem_t* q, uint32_t count) {
   for (uint32_t i = threadIdx.x; i < kRows * kDqk; i += blockDim.x)
-    if (i / kDqk >= count) q[i] = __float2bfloat16_rn(0.0f);
+    if (i / kDqk >= count) q[i] = FMLA_TO_ELEM(0.0f);
 }
 
 // The step's reference max of a row: the old one unless the step's max passes it by kRescaleSkip.
@@ -76,7 +91,7 @@ __aicore__ inline float ref_max(float m_old, __ubuf__ float* part_row) {
 // One online-softmax step over S (FP32 [kRows, kTile] row-major) of keys [p0, p0 + kTile): key p
 // counts for row r iff p < lim[r]. Three calls (a call boundary is the lanes' barrier):
 //   softmax_max_vf:  part[r * kSegs + c] = the max of segment c of row r (scaled);
-//   softmax_exp_vf:  BF16 probabilities against the step's reference max, in the NZ order of the
+//   softmax_exp_vf:  probabilities (elem_t) against the step's reference max, in the NZ order of the
 //                    cube's A operand for this core's rows (p[(t / 16) * kRows * 16 + r * 16 + t % 16]),
 //                    and the segment sums psum;
 //   softmax_stat_vf: per row the new reference max m, the running sum l and the factor alpha of the
@@ -93,7 +108,7 @@ __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__
 
 __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__ float* s, __ubuf__ int32_t* lim,
                                                                         int32_t p0, __ubuf__ float* part,
-                                                                        __ubuf__ float* m, __ubuf__ bfloat16_t* p,
+                                                                        __ubuf__ float* m, __ubuf__ elem_t* p,
                                                                         __ubuf__ float* psum, float scale) {
   const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
   const float m_new = ref_max(m[r], part + r * kSegs);
@@ -102,7 +117,7 @@ __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__
   for (uint32_t t = t0; t < t0 + kSegLen; ++t) {
     const float e = p0 + int32_t(t) < lim[r] && !none ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
     sum += e;
-    p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(e);
+    p[(t / 16) * kRows * 16 + r * 16 + t % 16] = FMLA_TO_ELEM(e);
   }
   psum[i] = sum;
 }
@@ -130,16 +145,16 @@ __simt_vf__ __launch_bounds__(1024) inline void rescale_vf(__ubuf__ float* acc, 
   }
 }
 
-// out = acc / l (BF16), lse = m + log(l) into slot r * 8 of `lse` (one 32-byte slot per row for its
+// out = acc / l (elem_t), lse = m + log(l) into slot r * 8 of `lse` (one 32-byte slot per row for its
 // own store); a row that saw no key (l == 0: never a step, or every key masked) gets out 0, lse +inf.
-__simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, __ubuf__ bfloat16_t* out,
+__simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, __ubuf__ elem_t* out,
                                                           __ubuf__ float* m, __ubuf__ float* l,
                                                           __ubuf__ float* lse, uint32_t steps) {
   const float inf = bits_to_float(0x7F800000u);
   for (uint32_t i = threadIdx.x; i < kRows * kDv; i += blockDim.x) {
     const uint32_t r = i / kDv;
     const bool empty = steps == 0 || l[r] == 0.0f;
-    out[i] = __float2bfloat16_rn(empty ? 0.0f : acc[i] / l[r]);
+    out[i] = FMLA_TO_ELEM(empty ? 0.0f : acc[i] / l[r]);
     if (i % kDv == 0) lse[r * 8] = empty ? inf : m[r] + logf(l[r]);
   }
 }

@@ -36,11 +36,12 @@ struct FmlaSparseMlaArgs {
 // sums over total_q / total_k tokens). Element (b, s, h) of q / out / lse sits at
 // b * *_seq + tok * *_tok + h * *_head, tok = s (paged) or cu_q[b] + s (varlen); strides in elements.
 // A work item is (b, kv head, block m_block of the s x heads_per_kv query rows).
+// q / k / v / out hold BF16, or FP16 where the kernel is built with FMLA_FP16.
 struct FmlaDenseAttnArgs {
-  __gm__ bfloat16_t* q;
-  __gm__ bfloat16_t* k;
-  __gm__ bfloat16_t* v;
-  __gm__ bfloat16_t* out;
+  __gm__ void* q;
+  __gm__ void* k;
+  __gm__ void* v;
+  __gm__ void* out;
   __gm__ float* lse;
   __gm__ int32_t* block_table;
   __gm__ int32_t* seqlens;

@@ -1,6 +1,6 @@
 """flash_mla's Ascend dense decode kernel (flash_mla/ascend/dense_attn.asc, paged form) on deepjit's
 Ascend twin (CPU tensors, FMLA_BACKEND=ascend) through flash_mla_with_kvcache without indices, against
-the FP32 reference at upstream's dense-decode tolerances. DeepSeek's MLA head dims (d_qk 576, d_v 512)
+the FP32 reference at upstream's dense-decode tolerances, BF16 and FP16. DeepSeek's MLA head dims (d_qk 576, d_v 512)
 at two shape classes: MQA (one kv head, 80 query heads: a full and a partial 64-row cube block) and
 GQA with s_q > 1 under a causal mask; sequence lengths off the 64-key step and the page, an empty
 request (out 0, lse +inf), NaN in the cache past each length and junk block ids in unused table
@@ -17,28 +17,31 @@ from ..compare import DECODE_LSE, DENSE_OUT, assert_close
 from ..test_dense import _dense_case
 
 
-@pytest.mark.parametrize("b,s_q,h_q,h_kv,causal,mean_sk,page", [
-    (2, 1, 80, 1, False, 90, 64),    # MQA: 80 heads = 64 + 16 rows
-    (2, 3, 6, 2, True, 70, 16),      # GQA 3:1, s_q 3 (9 rows per kv head), causal
+@pytest.mark.parametrize("b,s_q,h_q,h_kv,causal,mean_sk,page,dtype", [
+    (2, 1, 80, 1, False, 90, 64, torch.bfloat16),   # MQA: 80 heads = 64 + 16 rows
+    (2, 3, 6, 2, True, 70, 16, torch.bfloat16),     # GQA 3:1, s_q 3 (9 rows per kv head), causal
+    (2, 2, 4, 1, True, 40, 16, torch.float16),      # FP16 (upstream's other dense dtype), MQA, causal
 ])
-def test_served_by_ascend_and_matches_reference(monkeypatch, b, s_q, h_q, h_kv, causal, mean_sk, page):
+def test_served_by_ascend_and_matches_reference(monkeypatch, b, s_q, h_q, h_kv, causal, mean_sk, page, dtype):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, k_cache, block_table, seqlens = _dense_case(b, s_q, h_q, h_kv, mean_sk, page, torch.bfloat16, seed=h_q)
-    assert int(seqlens[1]) % 64 and int(seqlens[0]) == 0
+    q, k_cache, block_table, seqlens = _dense_case(b, s_q, h_q, h_kv, mean_sk, page, dtype, seed=h_q)
+    assert int(seqlens[1]) % 64 and int(seqlens[0]) == 0 and int(seqlens[1]) % page
     args = (q, k_cache, block_table, seqlens, 512, 576 ** -0.5, causal)
     assert _dispatch.TABLE.serves("dense_decode", q.device, *args) == "ascend"
     out, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table, seqlens, 512,
                                                 flash_mla.get_mla_metadata()[0], causal=causal)
     ref_out, ref_lse = reference.dense_decode(*args)
-    assert out.shape == (b, s_q, h_q, 512) and lse.shape == (b, h_q, s_q) and lse.dtype == torch.float32
+    assert out.shape == (b, s_q, h_q, 512) and out.dtype == dtype and lse.shape == (b, h_q, s_q)
     assert_close(out, ref_out, DENSE_OUT, "out")
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
     assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all())
     assert not torch.isnan(out).any()
 
 
-def test_fp16_keeps_the_reference(monkeypatch):
+def test_fp8_cache_without_indices_is_refused(monkeypatch):
+    # upstream's dense decode has no FP8 cache form: a quantised cache needs indices (sparse mode)
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, k_cache, block_table, seqlens = _dense_case(1, 1, 16, 1, 40, 64, torch.float16, seed=1)
-    assert _dispatch.TABLE.serves("dense_decode", q.device, q, k_cache, block_table, seqlens, 512, 0.04,
-                                  False) == "reference"
+    q, k_cache, block_table, seqlens = _dense_case(1, 1, 16, 1, 40, 64, torch.bfloat16, seed=1)
+    with pytest.raises(ValueError, match="no FP8 path"):
+        flash_mla.flash_mla_with_kvcache(q, k_cache.view(torch.uint8), block_table, seqlens, 512,
+                                         flash_mla.get_mla_metadata()[0])
