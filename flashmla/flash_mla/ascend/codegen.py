@@ -1,7 +1,8 @@
-"""flash_mla's hand-written Ascend kernel for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
+"""flash_mla's hand-written Ascend kernels for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
 found through the package's ``deepjit.ascend_kernels`` entry point; ``SourceCase`` arrives with the
-hand-written-kernel support of ascend_check): each case runs ``sparse_mla.asc`` on the twin through
-its entry point at a modest shape (64 heads: one full cube block) and compares it with
+hand-written-kernel support of ascend_check): each case runs ``sparse_mla.asc`` or ``dense_attn.asc`` on
+the twin through its entry point at a modest shape (64 heads: one full cube block; DeepSeek's dense MLA
+decode: 128 query heads over one kv head, d_qk 576 / d_v 512, page 64) and compares it with
 ``flash_mla.reference`` at upstream's cos-diff and lse tolerances; the roofline comes from the twin's
 counters of the launch.
 
@@ -61,6 +62,34 @@ def _prefill() -> list[str]:
             + _stat("lse", got[2], want[2], 2.01 / 65536))
 
 
+def _dense_decode_inputs(b: int, s_q: int, s_k: int, h_q: int = 128, page: int = 64):
+    blocks = -(-s_k // page)
+    q = (torch.randn(b, s_q, h_q, 576) / 10).bfloat16()
+    k_cache = (torch.randn(b * blocks, page, 1, 576) / 10).bfloat16()
+    block_table = torch.randperm(b * blocks).view(b, blocks).int()
+    seqlens = torch.randint(s_k - page, s_k + 1, (b,), dtype=torch.int32)
+    return q, k_cache, block_table, seqlens
+
+
+def _dense_decode() -> list[str]:
+    from .dense_attn import dense_decode
+    q, k_cache, block_table, seqlens = _dense_decode_inputs(2, 2, 1024)
+    out, lse = dense_decode(q, k_cache, block_table, seqlens, 512, 576 ** -0.5, True)
+    want_out, want_lse = reference.dense_decode(q, k_cache, block_table, seqlens, 512, 576 ** -0.5, True)
+    return _cos_diff("out", out, want_out, 5e-6) + _stat("lse", lse, want_lse, 8.01 / 65536)
+
+
+def _dense_varlen() -> list[str]:
+    from .dense_attn import varlen_attention
+    cu_q = torch.tensor([0, 200, 456], dtype=torch.int32)   # two causal prefill chunks, MHA dims 192 / 128
+    q = (torch.randn(456, 16, 192) / 10).bfloat16()
+    k = (torch.randn(456, 16, 192) / 10).bfloat16()
+    v = (torch.randn(456, 16, 128) / 10).bfloat16()
+    out, lse = varlen_attention(q, k, v, cu_q, cu_q, 192 ** -0.5, True)
+    want_out, want_lse = reference.varlen_attention(q, k, v, cu_q, cu_q, 192 ** -0.5, True)
+    return _cos_diff("out", out, want_out, 7e-6) + _stat("lse", lse, want_lse, 2.01 / 65536)
+
+
 def _seeded(fn):
     def run() -> list[str]:
         torch.manual_seed(0)
@@ -71,7 +100,9 @@ def _seeded(fn):
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
     runs = [("sparse_mla_decode_b4_h64_topk512+128_fp8+fp4", "mix", _decode),
-            ("sparse_mla_prefill_sq8_h64_topk512", "mix", _prefill)]
+            ("sparse_mla_prefill_sq8_h64_topk512", "mix", _prefill),
+            ("dense_mla_decode_b2_sq2_h128_kv1024_causal", "mix", _dense_decode),
+            ("dense_varlen_fwd_2x228_h16_d192_128_causal", "mix", _dense_varlen)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 
@@ -91,11 +122,26 @@ def _prefill_published() -> None:
     sparse_prefill(q, kv, idx, 512 ** -0.5, 512, None, None)
 
 
+# FlashMLA's dense MLA decode benchmark shape (128 query heads over one kv head, d_qk 576 / d_v 512, page 64,
+# s_q 1, cache length 4096) at batch 16: its 32 work items (two 64-row blocks per request) fill the 32 cube
+# cores once; upstream's batch 128 is 8 such waves of the same per-block work (about half an hour on the twin).
+PUBLISHED_DENSE_DECODE = {"b": 16, "s_q": 1, "s_k": 4096}
+
+
+def _dense_decode_published() -> None:
+    from .dense_attn import dense_decode
+    p = PUBLISHED_DENSE_DECODE
+    q, k_cache, block_table, _ = _dense_decode_inputs(p["b"], p["s_q"], p["s_k"])
+    dense_decode(q, k_cache, block_table, torch.full((p["b"],), p["s_k"], dtype=torch.int32), 512, 576 ** -0.5, False)
+
+
 def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
-    p = PUBLISHED_PREFILL
+    p, d = PUBLISHED_PREFILL, PUBLISHED_DENSE_DECODE
     return [PublishedShape(f"sparse_mla_prefill_sq{p['s_q']}_kv{p['s_kv']}_h{p['h_q']}_topk{p['topk']}", "mix",
-                           _seeded(_prefill_published))]
+                           _seeded(_prefill_published)),
+            PublishedShape(f"dense_mla_decode_b{d['b']}_sq{d['s_q']}_h128_kv{d['s_k']}", "mix",
+                           _seeded(_dense_decode_published))]
 
 
 def kernels() -> list:

@@ -44,3 +44,20 @@ def test_served_by_ascend_and_matches_reference(monkeypatch, lens_q, lens_k, h_q
     assert_close(lse, ref_lse, VARLEN_LSE, "lse")
     if causal:  # s_q 5 over s_k 3: the first two rows see nothing
         assert out[:2].abs().max() == 0 and bool((lse[:2] == math.inf).all())
+
+
+def test_more_items_than_cube_cores_and_reference_dtypes(monkeypatch):
+    # 40 short sequences (some empty) of 4 heads over one kv head: 160 work items on the twin's 32 cube
+    # cores, most ending at once (rows past their sequence), several full ones per block (flags and
+    # credits carry over); FP32 inputs keep the reference
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    g = torch.Generator().manual_seed(3)
+    lens_q = torch.randint(0, 4, (40,), generator=g).tolist()
+    lens_k = torch.randint(1, 70, (40,), generator=g).tolist()
+    q, k, v, cu_q, cu_k = _case(lens_q, lens_k, 4, 1, 64, 64, seed=3)
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 64 ** -0.5, True)
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+    f = (q.float(), k.float(), v.float(), cu_q, cu_k, 0.125, True)
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, *f) == "reference"
