@@ -45,3 +45,19 @@ def test_fp8_cache_without_indices_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="no FP8 path"):
         flash_mla.flash_mla_with_kvcache(q, k_cache.view(torch.uint8), block_table, seqlens, 512,
                                          flash_mla.get_mla_metadata()[0])
+
+
+def test_kernel_clamps_lengths_and_block_ids():
+    # device tensors' values are not checked on the host: the kernel itself clamps cache_seqlens to the
+    # table's width and block ids to the cache (the twin fails any out-of-bounds access naming the tensor)
+    from flash_mla.ascend import dense_attn
+    g = torch.Generator().manual_seed(5)
+    q = (torch.randn(3, 1, 4, 576, generator=g) / 10).bfloat16()
+    k_cache = (torch.randn(4, 16, 1, 576, generator=g) / 10).bfloat16()
+    block_table = torch.tensor([[0, 9, -7], [3, 2, 1], [2, 2147483647, 0]], dtype=torch.int32)
+    seqlens = torch.tensor([-5, 1000, 40], dtype=torch.int32)
+    out, lse = dense_attn.dense_decode(q, k_cache, block_table, seqlens, 512, 576 ** -0.5, False)
+    clamped = (block_table.clamp(0, 3), seqlens.clamp(0, 48))
+    ref_out, ref_lse = reference.dense_decode(q, k_cache, *clamped, 512, 576 ** -0.5, False)
+    assert_close(out, ref_out, DENSE_OUT, "out")
+    assert_close(lse, ref_lse, DECODE_LSE, "lse")

@@ -61,3 +61,14 @@ def test_more_items_than_cube_cores_and_reference_dtypes(monkeypatch):
     assert_close(lse, ref_lse, VARLEN_LSE, "lse")
     f = (q.float(), k.float(), v.float(), cu_q, cu_k, 0.125, True)
     assert _dispatch.TABLE.serves("varlen_attention", q.device, *f) == "reference"
+
+
+def test_kernel_clamps_cu_seqlens():
+    # cu_seqlens past the token counts (not checked on the host for device tensors) are clamped in the kernel
+    from flash_mla.ascend import dense_attn
+    q, k, v, cu_q, cu_k = _case([2, 3], [4, 5], 4, 1, 64, 64, seed=6)
+    bad_q, bad_k = torch.tensor([0, 2, 99], dtype=torch.int32), torch.tensor([-3, 4, 10 ** 6], dtype=torch.int32)
+    out, lse = dense_attn.varlen_attention(q, k, v, bad_q, bad_k, 0.125, False)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q.clamp(0, 5), bad_k.clamp(0, 9), 0.125, False)
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
