@@ -12,6 +12,7 @@ import torch
 
 import flash_mla
 from flash_mla import _dispatch, reference
+from tests.testkit.npu import DEVICE
 
 from ..compare import DECODE_LSE, DENSE_OUT, assert_close
 from ..test_dense import _dense_case
@@ -61,3 +62,14 @@ def test_kernel_clamps_lengths_and_block_ids():
     ref_out, ref_lse = reference.dense_decode(q, k_cache, *clamped, 512, 576 ** -0.5, False)
     assert_close(out, ref_out, DENSE_OUT, "out")
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
+
+
+@pytest.mark.npu
+def test_on_the_npu():
+    q, k_cache, block_table, seqlens = _dense_case(3, 2, 128, 1, 300, 64, torch.bfloat16, seed=9)
+    dev = torch.device(DEVICE)
+    out, lse = flash_mla.flash_mla_with_kvcache(q.to(dev), k_cache.to(dev), block_table.to(dev), seqlens.to(dev), 512,
+                                                flash_mla.get_mla_metadata()[0], causal=True)
+    ref_out, ref_lse = reference.dense_decode(q, k_cache, block_table, seqlens, 512, 576 ** -0.5, True)
+    assert_close(out.cpu(), ref_out, DENSE_OUT, "out")
+    assert_close(lse.cpu(), ref_lse, DECODE_LSE, "lse")

@@ -11,6 +11,7 @@ import torch
 
 import flash_mla
 from flash_mla import _dispatch, reference
+from tests.testkit.npu import DEVICE
 
 from ..compare import assert_close
 
@@ -72,3 +73,13 @@ def test_kernel_clamps_cu_seqlens():
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q.clamp(0, 5), bad_k.clamp(0, 9), 0.125, False)
     assert_close(out, ref_out, VARLEN_OUT, "out")
     assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+
+
+@pytest.mark.npu
+def test_on_the_npu():
+    q, k, v, cu_q, cu_k = _case([100, 37], [120, 300], 16, 16, 192, 128, seed=4)
+    dev = torch.device(DEVICE)
+    out, lse = flash_mla.flash_attn_varlen_func(*(t.to(dev) for t in (q, k, v, cu_q, cu_k)), 100, 300, causal=True)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, True)
+    assert_close(out.cpu(), ref_out, VARLEN_OUT, "out")
+    assert_close(lse.cpu(), ref_lse, VARLEN_LSE, "lse")
