@@ -1,7 +1,7 @@
 """flash_mla's Ascend dense varlen attention forward (flash_mla/ascend/dense_attn.asc, packed form) on
 deepjit's Ascend twin (CPU tensors, FMLA_BACKEND=ascend) through flash_attn_varlen_func, against the
-FP32 reference at upstream's varlen tolerances: MHA-prefill head dims (d_qk 192, d_v 128) and a GQA
-class (d_qk = d_v = 64, 4 query heads per kv head), causal (bottom-right) and not, sequences off the
+FP32 reference at upstream's varlen tolerances at DeepSeek's MHA-prefill head dims (d_qk 192, d_v 128,
+one compiled kernel): an MHA class and a GQA class (4 query heads per kv head), causal (bottom-right) and not, sequences off the
 64-key step, an empty sequence and a query row with no visible key (s_q > s_k under the causal mask:
 out 0, lse +inf as the reference); lse stored head-major as upstream."""
 import math
@@ -31,7 +31,7 @@ def _case(lens_q, lens_k, h_q, h_kv, d_qk, d_v, seed):
 
 @pytest.mark.parametrize("lens_q,lens_k,h_q,h_kv,d_qk,d_v,causal", [
     ([5, 0, 19], [3, 4, 70], 2, 2, 192, 128, True),    # MHA; row 0..1 of sequence 0 see no key
-    ([1, 7], [65, 9], 8, 2, 64, 64, False),             # GQA 4:1, 28 rows of one kv head
+    ([1, 7], [65, 9], 8, 2, 192, 128, False),           # GQA 4:1, 28 rows of one kv head
 ])
 def test_served_by_ascend_and_matches_reference(monkeypatch, lens_q, lens_k, h_q, h_kv, d_qk, d_v, causal):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
@@ -55,9 +55,9 @@ def test_more_items_than_cube_cores_and_reference_dtypes(monkeypatch):
     g = torch.Generator().manual_seed(3)
     lens_q = torch.randint(0, 4, (40,), generator=g).tolist()
     lens_k = torch.randint(1, 70, (40,), generator=g).tolist()
-    q, k, v, cu_q, cu_k = _case(lens_q, lens_k, 4, 1, 64, 64, seed=3)
+    q, k, v, cu_q, cu_k = _case(lens_q, lens_k, 4, 1, 192, 128, seed=3)
     out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True)
-    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 64 ** -0.5, True)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, True)
     assert_close(out, ref_out, VARLEN_OUT, "out")
     assert_close(lse, ref_lse, VARLEN_LSE, "lse")
     f = (q.float(), k.float(), v.float(), cu_q, cu_k, 0.125, True)
@@ -67,7 +67,7 @@ def test_more_items_than_cube_cores_and_reference_dtypes(monkeypatch):
 def test_kernel_clamps_cu_seqlens():
     # cu_seqlens past the token counts (not checked on the host for device tensors) are clamped in the kernel
     from flash_mla.ascend import dense_attn
-    q, k, v, cu_q, cu_k = _case([2, 3], [4, 5], 4, 1, 64, 64, seed=6)
+    q, k, v, cu_q, cu_k = _case([2, 3], [4, 5], 4, 1, 192, 128, seed=6)
     bad_q, bad_k = torch.tensor([0, 2, 99], dtype=torch.int32), torch.tensor([-3, 4, 10 ** 6], dtype=torch.int32)
     out, lse = dense_attn.varlen_attention(q, k, v, bad_q, bad_k, 0.125, False)
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q.clamp(0, 5), bad_k.clamp(0, 9), 0.125, False)
