@@ -12,6 +12,9 @@ deepjit's Ascend CPU twin, where the tests run it.
 - ``sparse_attn.py``: ``sparse_decode`` / ``sparse_prefill``, taking the validated arguments the
   backend table passes (as the reference and host functions), and the ``*_accepts`` predicates
   naming the forms the kernel covers (everything else keeps the reference path).
+- ``dense_attn.asc`` (``fmla_dense_attn``) with ``dense_attn_vec.h``, launched by ``dense_attn.py``: the
+  dense decode over a paged BF16/FP16 cache and the varlen attention forward, one kernel (GQA/MQA query
+  rows packed into the cube's M, per-row causal key limits; upstream's Ascend port has neither op).
 - ``codegen.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
   roofline estimate from the twin's counters).
 
