@@ -3,7 +3,10 @@ capture), so the Ascend kernels must stay in bounds for any value. Each Ascend e
 directly (as it is on an NPU tensor, where the public checks are skipped) with out-of-range values; the twin
 catches any out-of-bounds access, and the defined outputs are compared with the reference: out-of-range
 gather entries and expansion slots act as -1 (zero rows), a vocab size <= 0 hashes to the offset alone
-(the reference's result with that vocab size 1). The public ops still refuse those values on CPU tensors."""
+(the reference's result with that vocab size 1), routing ids outside [0, E) are skipped like -1 and a slot
+past ``num_expanded_tokens`` gets -1, out-of-range routing-weight entries weigh 0 (and get no gradient),
+and the router clamps fixed ids into [0, E) and replica counts into [1, replicas]. The public ops still
+refuse those values on CPU tensors."""
 import pytest
 import torch
 
@@ -12,9 +15,12 @@ from tile_kernels import _dispatch
 from tile_kernels.reference import cast as ref_cast
 from tile_kernels.reference import engram as ref_engram
 from tile_kernels.reference import moe as ref_moe
+from tile_kernels.reference import swiglu as ref_swiglu
+from tile_kernels.reference import topk as ref_topk
 from tile_kernels.testing.numeric import assert_equal
 
-from .inputs import fused_positions
+from .conftest import ascend_packed_ue8m0
+from .inputs import fused_positions, routed_idx, router_options, swiglu_backward_inputs, swiglu_forward_inputs
 
 
 def _ascend(op):
@@ -73,3 +79,85 @@ def test_hash_of_a_nonpositive_vocab_size_is_the_offset(monkeypatch):
     monkeypatch.setenv("TK_BACKEND", "ascend")
     with pytest.raises(ValueError, match="vocab_sizes"):
         tile_kernels.engram.engram_hash(ids, mult, vocab, offsets)
+
+
+def _as_minus_one(t: torch.Tensor, hi: int) -> torch.Tensor:
+    return torch.where((t >= 0) & (t < hi), t, -1)
+
+
+def test_fused_mapping_skips_unknown_experts_and_overflow(monkeypatch):
+    monkeypatch.setenv("DJ_TWIN_POISON", "1")
+    idx = routed_idx(5, 2, 7)  # test_get_fused_mapping's (5, 2, 7, alignment 1, 64 rows) lowering
+    idx[1, 0], idx[2, 1], idx[4, 0] = 7, 1 << 40, -9
+    got = _ascend("get_fused_mapping")(idx, 7, 64, 1, False)
+    want = ref_moe.get_fused_mapping(_as_minus_one(idx, 7), 7, 64, 1, False)
+    for g, w in zip(got[:7], want[:7], strict=True):
+        assert_equal(g, w)
+    # too few expanded rows: the slots past them get -1 and nothing is written past the maps
+    idx = routed_idx(5, 2, 7)
+    got = _ascend("get_fused_mapping")(idx, 7, 4, 1, False)
+    full = ref_moe.get_fused_mapping(idx, 7, 64, 1, False)
+    assert_equal(got[3], _as_minus_one(full[3], 4))
+    for g, w in zip(got[:3], full[:3], strict=True):
+        assert_equal(g, w[:4])
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    with pytest.raises(ValueError, match="num_expanded_tokens"):
+        tile_kernels.moe.get_fused_mapping(idx, 7, 4, 1)
+
+
+def test_reduce_skips_out_of_range_positions(monkeypatch):
+    monkeypatch.setenv("DJ_TWIN_POISON", "1")
+    tokens, k, hidden, num_rows = 37, 3, 96, 128  # test_reduce_fused's BF16 weighted lowering
+    pos = fused_positions(tokens, k, num_rows)
+    pos[1, 2], pos[8, 0] = num_rows, 1 << 30
+    x, w = torch.randn(num_rows, hidden).bfloat16(), torch.rand(tokens, k)
+    assert_equal(_ascend("reduce_fused")(x, None, w, pos, "", None, None),
+                 ref_moe.reduce_fused(x, w, _as_minus_one(pos, num_rows)))
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    with pytest.raises(ValueError, match="token_topk_to_pos"):  # the public op takes hidden sizes of 256k
+        tile_kernels.moe.reduce_fused(torch.zeros(num_rows, 256, dtype=torch.bfloat16), w, pos)
+
+
+def test_swiglu_weights_out_of_range_as_minus_one(monkeypatch):
+    monkeypatch.setenv("DJ_TWIN_POISON", "1")
+    x, p2tt, w = swiglu_forward_inputs(torch.float32, 384, True, seed=384 + 128)  # test_swiglu_forward_cast's case 2
+    p2tt[3], p2tt[9] = w.numel(), 1 << 30
+    q, sf = _ascend("swiglu_forward_and_per_token_cast")(x, 128, p2tt, w, None, True, True, True, 0.5, None, None)
+    y = ref_swiglu.swiglu_forward(x, _as_minus_one(p2tt, w.numel()), w, 0.5)
+    want_q, want_sf = ref_cast.cast(y, "e4m3", (1, 128), round_sf=True)
+    assert_equal(q, want_q)
+    assert_equal(sf, ascend_packed_ue8m0(want_sf))
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    with pytest.raises(ValueError, match="pos_to_token_topk"):
+        tile_kernels.quant.swiglu_forward_and_per_token_cast(x, "e4m3", 128, p2tt, w, None, True, True, True, 0.5)
+
+
+def test_swiglu_backward_writes_no_gradient_out_of_range(monkeypatch):
+    monkeypatch.setenv("DJ_TWIN_POISON", "1")
+    (q, sf), grad, w, p2tt, t2p = swiglu_backward_inputs(torch.bfloat16, 256, 128, seed=256 + 128)  # case 1
+    p2tt[2], p2tt[7] = w.numel(), 1 << 30
+    got = _ascend("swiglu_backward_and_per_token_cast")(q, sf, grad, w, p2tt, t2p, 128, True, None)
+    valid = _as_minus_one(p2tt, w.numel())
+    out_r, xg_r, wg_r = ref_swiglu.swiglu_backward((q, sf), grad, w, valid, t2p, 128, None)
+    assert_equal(got[0], out_r.to(torch.bfloat16))
+    assert_equal(got[2], xg_r.to(torch.bfloat16))
+    torch.testing.assert_close(got[3], wg_r, atol=1e-4, rtol=1e-4)
+
+
+def test_router_clamps_fixed_ids_and_replica_counts(monkeypatch):
+    monkeypatch.setenv("DJ_TWIN_POISON", "1")
+    logits, bias, mask, fix, phys, count, unmapped = router_options(True, True, True, 2)  # test_top2_sum_gate's last
+    fix[:4] = True
+    unmapped[0, 1], unmapped[1, 0], unmapped[3, 2] = 32, 1 << 40, -6
+    count[2], count[5] = 0, 9
+    args = (logits, bias, 4, 2, 4, True, 1, 1.5, 1, 2, 1, 2, "sigmoid")
+    got_un, want_un = unmapped.clone(), unmapped.clamp(0, 31)
+    idx, wt = _ascend("top2_sum_gate")(*args, mask, fix, phys, count, got_un)
+    idx_ref, w_ref = ref_topk.top2_sum_gate(*args, mask, fix, phys, count.clamp(1, 2), want_un)
+    assert torch.equal(idx, idx_ref)
+    assert torch.allclose(wt, w_ref)
+    assert torch.equal(got_un, want_un)
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    with pytest.raises(ValueError, match="logical_count"):
+        tile_kernels.moe.top2_sum_gate(*args, mask=mask, fix_routing_mask=fix, to_physical_map=phys,
+                                       logical_count=count, unmapped_topk_idx=unmapped)

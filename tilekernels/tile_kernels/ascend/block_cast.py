@@ -164,14 +164,14 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                 if weighted:
                     T.copy(P2TT[r0:r0 + rows], p2tt[0:rows])
                     for r in T.serial(rows):
-                        if p2tt[r] >= 0:
+                        if T.And(p2tt[r] >= 0, p2tt[r] < tw_len):  # out of range: weight 0, as -1
                             T.copy(TW[p2tt[r]:p2tt[r] + 1], rw[r, 0:1])
                 with T.SimtVF(threads=threads):
                     for r, kk in T.Parallel(br, nkb):
                         wr = T.alloc_var("float32")
                         wr = 1.0
                         if weighted:
-                            wr = T.if_then_else(p2tt[r] >= 0, rw[r, 0], T.float32(0.0))
+                            wr = T.if_then_else(T.And(p2tt[r] >= 0, p2tt[r] < tw_len), rw[r, 0], T.float32(0.0))
                         for j in T.serial(bk):
                             c = kk * bk + j
                             y = T.alloc_var("float32")

@@ -5,7 +5,9 @@ One core, two passes over ``topk_idx`` staged in UB in chunks of ``CHUNK`` slots
 slots of each expert; then each expert's segment is ``[start, end)`` with ``end - start`` its count
 rounded up to ``alignment`` (running sums in expert order); the second pass gives every slot, in
 (token, k) order, the next position of its expert's segment, so positions inside an expert ascend with
-the slot (``reference/moe.get_fused_mapping``). ``token_topk_to_pos`` is written a chunk at a time; the
+the slot (``reference/moe.get_fused_mapping``). Values are not checked on the host for device tensors
+(graph capture): an id outside ``[0, E)`` is skipped like -1, and a slot whose position would fall past
+the maps (``num_expanded_tokens`` too small) gets -1. ``token_topk_to_pos`` is written a chunk at a time; the
 three ``pos_to_*`` maps one element per slot at its position (padding stays -1: the caller allocates
 them filled).
 
@@ -70,17 +72,20 @@ def build(t: int, k: int, e: int, rows: int, alignment: int):
                             for j in T.serial(ch):
                                 if j < cnt:
                                     ex = T.Cast("int32", idx[j])
+                                    # an id outside [0, E) is skipped like -1 (compared before the int32 cast)
+                                    known = T.And(idx[j] >= T.int64(0), idx[j] < T.int64(e))
                                     if not placing:
-                                        if ex >= 0:
+                                        if known:
                                             count[ex] = count[ex] + 1
-                                    elif ex >= 0:
-                                        pos[j] = nxt[ex]
-                                        nxt[ex] = nxt[ex] + 1
-                                        vals[j, 0, 0] = ex
-                                        vals[j, 1, 0] = T.floordiv(s0 + j, k)
-                                        vals[j, 2, 0] = s0 + j
                                     else:
                                         pos[j] = -1
+                                        if known:
+                                            if nxt[ex] < rows:  # never a position past the maps
+                                                pos[j] = nxt[ex]
+                                                nxt[ex] = nxt[ex] + 1
+                                                vals[j, 0, 0] = ex
+                                                vals[j, 1, 0] = T.floordiv(s0 + j, k)
+                                                vals[j, 2, 0] = s0 + j
                     if placing:
                         T.copy(pos[0:cnt], T2P[s0:s0 + cnt])
                         for j in T.serial(cnt):

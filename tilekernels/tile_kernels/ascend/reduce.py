@@ -63,7 +63,7 @@ def build(num_rows: int, h: int, t: int, k: int, dtype: str, weighted: bool, x_s
             for r in T.serial(rows):
                 for j in T.serial(k):
                     p = pos[r, j]
-                    if p >= 0:
+                    if T.And(p >= 0, p < num_rows):  # a position past x is skipped like -1 (no host check)
                         T.copy(X[p, c0:c0 + cols], xs[j, 0:cols])
                         if x_scaled:
                             T.copy(XSf[p:p + 1], xsf[j, 0:1])
@@ -72,7 +72,7 @@ def build(num_rows: int, h: int, t: int, k: int, dtype: str, weighted: bool, x_s
                         acc = T.alloc_var("float32")
                         acc = 0.0
                         for j in T.serial(k):
-                            if pos[r, j] >= 0:
+                            if T.And(pos[r, j] >= 0, pos[r, j] < num_rows):
                                 acc = T.call_extern("float32", "fmaf", T.Cast("float32", xs[j, c]), _scale(T, w, xsf, r, j),
                                                     acc)
                         if out_scaled:

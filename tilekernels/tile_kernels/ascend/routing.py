@@ -198,7 +198,8 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
                     if has_fix:
                         if fix[r] != 0:
                             for p in T.serial(k):
-                                top[r, p] = T.Cast("int32", un[r, p])
+                                # clamped into [0, E): ids are not checked on the host for device tensors
+                                top[r, p] = T.Cast("int32", T.max(T.min(un[r, p], T.int64(e - 1)), T.int64(0)))
                     active = T.alloc_var("int32")
                     active = 1
                     if has_mask:
@@ -221,7 +222,7 @@ def build_top2_sum_gate(t: int, e: int, k: int, num_groups: int, num_topk_groups
                         if map_cols:
                             # the token's replica of its expert: (ep_rank + token * DUPLICATE_HASH) % replicas
                             rep = T.floormod(T.Cast("int64", r0 + r) * DUPLICATE_HASH + ep_rank,
-                                             T.Cast("int64", cnt[ex]))
+                                             T.Cast("int64", T.max(T.min(cnt[ex], map_cols), 1)))  # clamped
                             ex = phys[ex, T.Cast("int32", rep)]
                         loc = T.alloc_var("int32")
                         loc = ex - tp_rank * experts_per_rank

@@ -70,7 +70,7 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
             T.copy(SF[r0:r0 + nr, :], sf[0:nr, 0:nsf])
             T.copy(P2TT[r0:r0 + nr], p2tt[0:nr])
             for r in T.serial(nr):
-                if p2tt[r] >= 0:
+                if T.And(p2tt[r] >= 0, p2tt[r] < num_weights):  # out of range: weight 0 and no grad, as -1
                     T.copy(W[p2tt[r]:p2tt[r] + 1], rw[r, 0:1])
             with T.SimtVF(threads=min(256, br * LANES)):
                 for r, lane in T.Parallel(br, LANES):
@@ -83,7 +83,7 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                 T.copy(G[r0:r0 + nr, c0:c0 + nc], g[0:nr, 0:nc])
                 with T.SimtVF(threads=min(256, br * hc)):
                     for r, c in T.Parallel(br, hc):
-                        w = T.if_then_else(p2tt[r] >= 0, rw[r, 0], T.float32(0.0))
+                        w = T.if_then_else(T.And(p2tt[r] >= 0, p2tt[r] < num_weights), rw[r, 0], T.float32(0.0))
                         a = T.alloc_var("float32")
                         b = T.alloc_var("float32")
                         a = T.Cast("float32", qa[r, c]) * sf[r, (c0 + c) // npc]
@@ -148,7 +148,7 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                     for r, lane in T.Parallel(br, step):
                         rs[r, lane] = rs[r, lane] + rs[r, lane + step]
             for r in T.serial(nr):
-                if p2tt[r] >= 0:
+                if T.And(p2tt[r] >= 0, p2tt[r] < num_weights):
                     T.copy(rs[r, 0:1], WG[p2tt[r]:p2tt[r] + 1])
 
     return swiglu_backward_per_token_cast

@@ -157,6 +157,15 @@ def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tok
                      f"({INT32_MAX})", f"{alignment}, giving {rows} positions")
     C.allocation("num_expanded_tokens" if num_expanded_tokens else "alignment", rows * 12 + t * k * 4,
                  topk_idx.device, f"{rows} expanded positions")
+    # value checks on CPU tensors only (no host read of a device tensor: graph capture); the Ascend kernel
+    # skips ids outside [0, num_experts) and gives -1 to a slot that would land past num_expanded_tokens
+    if topk_idx.device.type == "cpu":
+        _check_fused_mapping_values(topk_idx, num_experts, num_expanded_tokens, alignment)
+    return TABLE.run("get_fused_mapping", topk_idx.device, topk_idx, num_experts, num_expanded_tokens, alignment,
+                     force_no_sync)
+
+
+def _check_fused_mapping_values(topk_idx, num_experts: int, num_expanded_tokens: int, alignment: int) -> None:
     _index_range("topk_idx", topk_idx, num_experts)
     if num_expanded_tokens:
         counts = torch.bincount(topk_idx[topk_idx >= 0], minlength=num_experts)
@@ -164,8 +173,6 @@ def get_fused_mapping(topk_idx: torch.Tensor, num_experts: int, num_expanded_tok
         if need > num_expanded_tokens:
             raise ValueError(f"num_expanded_tokens ({num_expanded_tokens}) is smaller than the {need} aligned "
                              f"positions the routing needs")
-    return TABLE.run("get_fused_mapping", topk_idx.device, topk_idx, num_experts, num_expanded_tokens, alignment,
-                     force_no_sync)
 
 
 def _fused_mapping_host(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync):
@@ -308,7 +315,8 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
     C.optional("sf", sf, dtypes=(torch.float32,), shape=(1,))
     if sf is not None and fp8_format != "e4m3":
         raise ValueError("sf (an output scale) is only used with fp8_format='e4m3'")
-    _index_range("token_topk_to_pos", token_topk_to_pos, rows)
+    if token_topk_to_pos.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel skips
+        _index_range("token_topk_to_pos", token_topk_to_pos, rows)  # positions outside [0, rows) like -1
     out_dtype = torch.float8_e4m3fn if fp8_format == "e4m3" else x.dtype
     C.optional("out", out, dtypes=(out_dtype,), shape=(num_tokens, hidden), contiguous=True)
     if out is not None:

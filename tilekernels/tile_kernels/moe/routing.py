@@ -109,9 +109,13 @@ def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_t
         extra = to_physical_map.shape[1] - 1
         if s > extra:
             raise ValueError(f"to_physical_map needs at least {s} extra columns for the shared experts, got {extra}")
-        if logical_count.numel() and (int(logical_count.min()) < 1 or int(logical_count.max()) > extra + 1):
-            raise ValueError(f"logical_count entries must be in [1, {extra + 1}]")
-    if fix_routing_mask is not None and bool(fix_routing_mask.any()):
+    # value checks on CPU tensors only (no host read of a device tensor: graph capture); the Ascend kernel
+    # clamps replica counts into [1, extra + 1] and fixed ids into [0, E)
+    on_host = logits.device.type == "cpu"
+    if on_host and logical_count is not None and logical_count.numel() and (
+            int(logical_count.min()) < 1 or int(logical_count.max()) > extra + 1):
+        raise ValueError(f"logical_count entries must be in [1, {extra + 1}]")
+    if on_host and fix_routing_mask is not None and bool(fix_routing_mask.any()):
         fixed = unmapped_topk_idx[fix_routing_mask]
         if fixed.numel() and (int(fixed.min()) < 0 or int(fixed.max()) >= e):
             raise ValueError(f"unmapped_topk_idx rows selected by fix_routing_mask must hold expert ids in [0, {e})")

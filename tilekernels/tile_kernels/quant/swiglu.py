@@ -31,7 +31,9 @@ def _check_routing(p2tt, topk_weights, p2e, rows: int, name_w: str = "topk_weigh
     if p2tt is not None:
         C.tensor("pos_to_token_topk", p2tt, dtypes=(torch.int32,), shape=(rows,), contiguous=True)
         C.tensor(name_w, topk_weights, dtypes=(torch.float32,), ndim=2, contiguous=True)
-        if p2tt.numel():
+        # no host read of a device tensor (graph capture): the Ascend kernels weight an entry outside
+        # [0, topk_weights.numel()) by 0 and write no weight gradient for it, as -1
+        if p2tt.numel() and p2tt.device.type == "cpu":
             lo, hi = int(p2tt.min()), int(p2tt.max())
             if lo < -1 or hi >= topk_weights.numel():
                 raise ValueError(f"pos_to_token_topk entries must be in [-1, {topk_weights.numel()}), got [{lo}, {hi}]")
