@@ -38,22 +38,17 @@ def normalise(T, m: int, repeat: int):
             for c in T.serial(m):
                 x[o + r * m + c] = x[o + r * m + c] * inv + eps
         for it in T.serial(2 * repeat - 1):  # column, (row, column) * (repeat - 1)
-            if it % 2 == 0:
-                for c in T.serial(m):
-                    acc = 0.0
-                    for r in T.serial(m):
-                        acc = acc + x[o + r * m + c]
-                    d = acc + eps
-                    for r in T.serial(m):
-                        x[o + r * m + c] = x[o + r * m + c] / d
-            else:
-                for r in T.serial(m):
-                    acc = 0.0
-                    for c in T.serial(m):
-                        acc = acc + x[o + r * m + c]
-                    d = acc + eps
-                    for c in T.serial(m):
-                        x[o + r * m + c] = x[o + r * m + c] / d
+            # unrolled: one pass divides each of the m lines (columns on even rounds, rows on odd ones) by
+            # its sum + eps; a line starts ``line`` elements after the previous one, its elements ``step`` apart
+            for parity, line, step in ((0, 1, m), (1, m, 1)):
+                if it % 2 == parity:
+                    for i in T.serial(m):
+                        acc = 0.0
+                        for j in T.serial(m):
+                            acc = acc + x[o + i * line + j * step]
+                        d = acc + eps
+                        for j in T.serial(m):
+                            x[o + i * line + j * step] = x[o + i * line + j * step] / d
 
     return normalise
 
