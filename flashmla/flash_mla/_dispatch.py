@@ -1,8 +1,7 @@
 """flash_mla's backend table: each attention kernel's reference, host and Ascend implementations, all
 taking the validated arguments ``interface`` passes to ``run``. The Ascend column (``ascend/``) serves
-sparse decode over the V4.1 token-interleaved FP8 main / FP4-or-FP8 extra caches and sparse prefill,
-both at d_qk 512; other cache formats and placements, d_qk 576, and the dense ops keep the reference on
-NPU tensors."""
+sparse decode over every cache format (V3.2, MODEL1, V4.1 FP8 / FP4 in either placement) and sparse
+prefill, at d_qk 512 and 576."""
 from __future__ import annotations
 
 import torch
@@ -54,10 +53,11 @@ TABLE.register("varlen_attention", reference=_varlen_ref,
                          _varlen_accepts))
 
 TABLE.add_ascend("sparse_decode", Impl(
-    ascend_sparse.sparse_decode, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64; V4.1 FP8 main cache and "
-    "optional V4.1 FP4/FP8 extra cache, token-interleaved", ascend_sparse.decode_accepts))
+    ascend_sparse.sparse_decode, "d_qk 512 or 576, h_q a multiple of 16 (<= 64) or of 64; every cache format, "
+    "V4.1 in either placement", ascend_sparse.decode_accepts))
 TABLE.add_ascend("sparse_prefill", Impl(
-    ascend_sparse.sparse_prefill, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64", ascend_sparse.prefill_accepts))
+    ascend_sparse.sparse_prefill, "d_qk 512 or 576, h_q a multiple of 16 (<= 64) or of 64",
+    ascend_sparse.prefill_accepts))
 
 
 # KV-cache helpers with tensor work (kv_cache.convert_kv_layout)

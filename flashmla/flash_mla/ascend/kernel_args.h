@@ -8,16 +8,17 @@
 #include <stdint.h>
 
 // One token scope: a KV cache (records of format `fmt`, `page` tokens per block, blocks `block_stride`
-// bytes apart, `ntok` tokens) and its `[rows, topk]` indices (rows `idx_stride` apart; -1 = none), with
-// the per-row valid widths `len` where `has_len`.
+// bytes apart, `ntok` tokens; `block_split`: a block holds its tokens' data rows, then their scale
+// rows) and its `[rows, topk]` indices (rows `idx_stride` apart; -1 = none), with the per-row valid
+// widths `len` where `has_len`.
 struct FmlaScopeArgs {
   __gm__ uint8_t* cache;
   __gm__ int32_t* idx;
   __gm__ int32_t* len;
-  int64_t fmt, block_stride, page, ntok, idx_stride, topk, has_len;
+  int64_t fmt, block_stride, page, ntok, idx_stride, topk, has_len, block_split;
 };
 
-// out / lse / max_logits ([rows, h_q, 512] bf16, [rows, h_q] fp32) from q ([rows, h_q, 512], strides given)
+// out / lse / max_logits ([rows, h_q, 512] bf16, [rows, h_q] fp32) from q ([rows, h_q, d_qk], strides given)
 // over scope0 then scope1 (topk 0: empty), with an attention sink per head where has_sink.
 struct FmlaSparseMlaArgs {
   __gm__ bfloat16_t* q;
