@@ -1,7 +1,7 @@
 """flash_mla's backend table: each attention kernel's reference, host and Ascend implementations, all
 taking the validated arguments ``interface`` passes to ``run``. The Ascend column (``ascend/``) serves
 sparse decode over every cache format (V3.2, MODEL1, V4.1 FP8 / FP4 in either placement) and sparse
-prefill, at d_qk 512 and 576."""
+prefill, at d_qk 512 and 576, and ``convert_kv_layout``."""
 from __future__ import annotations
 
 import torch
@@ -10,6 +10,7 @@ from deepjit import BackendTable, Impl
 
 from . import host, reference
 from ._lib import LIB
+from .ascend import kv_relayout as ascend_relayout
 from .ascend import sparse_attn as ascend_sparse
 
 
@@ -63,6 +64,9 @@ TABLE.add_ascend("sparse_prefill", Impl(
 # KV-cache helpers with tensor work (kv_cache.convert_kv_layout)
 TABLE.register("convert_kv_layout", reference=reference.relayout_reference,
                host=Impl(host.kv_relayout, "V4.1 caches, compact tokens in any block stride"))
+TABLE.add_ascend("convert_kv_layout", Impl(ascend_relayout.kv_relayout,
+                                           "V4.1 caches, compact tokens in any block stride"))
+
 
 def run(name: str, device, *args):
     return TABLE.run(name, device, *args)

@@ -1,7 +1,8 @@
-// flash_mla/ascend/kernel_args.h — the one argument struct of fmla_sparse_mla (sparse_mla.asc).
+// flash_mla/ascend/kernel_args.h — the argument structs of the Ascend kernels, one per kernel:
+// FmlaSparseMlaArgs of fmla_sparse_mla (sparse_mla.asc), FmlaKvRelayoutArgs of fmla_kv_relayout (kv_relayout.asc).
 //
-// The kernel takes `__gm__ const FmlaSparseMlaArgs* args` and copies it out of global memory once at its
-// start (the tiling-data pattern); ascend/sparse_attn.py fills it BY NAME from this declaration
+// Each kernel takes `__gm__ const <its struct>* args` and copies it out of global memory once at its
+// start (the tiling-data pattern); ascend/sparse_attn.py / kv_relayout.py fill it BY NAME from this declaration
 // (deepjit.kernel_args), and the twin compares this layout with ctypes' at first launch. Plain fields only.
 #pragma once
 
@@ -29,4 +30,13 @@ struct FmlaSparseMlaArgs {
   FmlaScopeArgs scope0, scope1;
   int64_t rows, s_q, h_q, q_row_stride, q_head_stride, has_sink, has_max;
   float sm_scale;
+};
+
+// fmla_kv_relayout (kv_relayout.asc): a V4.1 cache `in` (`num_blocks` page blocks of `page` tokens,
+// `in_block_stride` bytes apart) rewritten into `out` (compact blocks) in the other placement;
+// to_block_split: interleaved -> block-split, else block-split -> interleaved.
+struct FmlaKvRelayoutArgs {
+  __gm__ uint8_t* in;
+  __gm__ uint8_t* out;
+  int64_t num_blocks, page, in_block_stride, data_bytes, scale_bytes, to_block_split;
 };
