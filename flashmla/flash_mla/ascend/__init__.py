@@ -19,7 +19,12 @@ deepjit's Ascend CPU twin, where the tests run it.
 - ``codegen.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
   roofline estimate from the twin's counters).
 
+Pipelining (twin timeline, an estimate): no PIPE_ALL barrier inside a work item; the vector cores
+load step j + 2's records and run step j + 1's softmax before they accumulate step j (4 K / P pairs
+in L1), L0A / L0B are split in halves, and each L0C region has its own FixPipe event. The kernel is
+then FixPipe-bound: O_j ([kHg, 512] FP32) drains from L0C to UB every step.
+
 Not done yet (performance, hardware only): keeping O in L0C across the steps whose softmax factor is
 1 (the rescale skip makes most steps such; the cube would need the vector cores' per-step decision),
-and a register-API softmax (now SIMT, 8 lanes per head).
+which would remove most of that FixPipe traffic, and a register-API softmax (now SIMT, 8 lanes per head).
 """
