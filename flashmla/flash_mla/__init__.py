@@ -3,8 +3,8 @@
 Drop-in for deepseek-ai/FlashMLA: ``get_mla_metadata``, ``flash_mla_with_kvcache`` (sparse decode
 over the V3.2, MODEL1/V4 and V4.1 FP8/FP4 caches, and dense paged decode), ``flash_mla_sparse_fwd``
 (sparse prefill) and the dense varlen prefill functions. CPU tensors run the host kernels in
-``host/``; NPU tensors run the Ascend kernel in ``ascend/`` for sparse decode over the V4.1
-token-interleaved caches and sparse prefill at d_qk 512, the plain-PyTorch ``reference/`` for the
+``host/``; NPU tensors run the Ascend kernel in ``ascend/`` for sparse decode over every cache
+format and placement and sparse prefill (d_qk 512 and 576), the plain-PyTorch ``reference/`` for the
 rest. The KV-cache helpers live in ``kv_cache``.
 """
 from deepjit.guard import warn_if_upstream_installed  # noqa: E402

@@ -1,9 +1,8 @@
 """flash_mla's backend table: each attention kernel's reference, host and Ascend implementations, all
 taking the validated arguments ``interface`` passes to ``run``. The Ascend column (``ascend/``) serves
-sparse decode over the V4.1 token-interleaved FP8 main / FP4-or-FP8 extra caches and sparse prefill,
-both at d_qk 512, and the BF16 dense decode and varlen attention forward (``ascend/dense_attn``); other
-sparse cache formats and placements, d_qk 576 sparse, FP16 / FP32 dense inputs and convert_kv_layout
-keep the reference on NPU tensors."""
+sparse decode over every cache format (V3.2, MODEL1, V4.1 FP8 / FP4 in either placement) and sparse
+prefill, at d_qk 512 and 576, ``convert_kv_layout``, and the BF16 / FP16 dense decode and varlen attention
+forward (``ascend/dense_attn``); FP32 dense inputs keep the reference on NPU tensors."""
 from __future__ import annotations
 
 import torch
@@ -13,6 +12,7 @@ from deepjit import BackendTable, Impl
 from . import host, reference
 from ._lib import LIB
 from .ascend import dense_attn as ascend_dense
+from .ascend import kv_relayout as ascend_relayout
 from .ascend import sparse_attn as ascend_sparse
 
 
@@ -56,10 +56,11 @@ TABLE.register("varlen_attention", reference=_varlen_ref,
                          _varlen_accepts))
 
 TABLE.add_ascend("sparse_decode", Impl(
-    ascend_sparse.sparse_decode, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64; V4.1 FP8 main cache and "
-    "optional V4.1 FP4/FP8 extra cache, token-interleaved", ascend_sparse.decode_accepts))
+    ascend_sparse.sparse_decode, "d_qk 512 or 576, h_q a multiple of 16 (<= 64) or of 64; every cache format, "
+    "V4.1 in either placement", ascend_sparse.decode_accepts))
 TABLE.add_ascend("sparse_prefill", Impl(
-    ascend_sparse.sparse_prefill, "d_qk 512, h_q a multiple of 16 (<= 64) or of 64", ascend_sparse.prefill_accepts))
+    ascend_sparse.sparse_prefill, "d_qk 512 or 576, h_q a multiple of 16 (<= 64) or of 64",
+    ascend_sparse.prefill_accepts))
 TABLE.add_ascend("dense_decode", Impl(
     ascend_dense.dense_decode, "BF16 paged cache, d_qk % 16 == 0 and <= 576, d_v % 16 == 0 and <= 512, any "
     "h_q / h_kv", ascend_dense.decode_accepts))
@@ -71,6 +72,9 @@ TABLE.add_ascend("varlen_attention", Impl(
 # KV-cache helpers with tensor work (kv_cache.convert_kv_layout)
 TABLE.register("convert_kv_layout", reference=reference.relayout_reference,
                host=Impl(host.kv_relayout, "V4.1 caches, compact tokens in any block stride"))
+TABLE.add_ascend("convert_kv_layout", Impl(ascend_relayout.kv_relayout,
+                                           "V4.1 caches, compact tokens in any block stride"))
+
 
 def run(name: str, device, *args):
     return TABLE.run(name, device, *args)

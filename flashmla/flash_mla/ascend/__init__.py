@@ -1,14 +1,18 @@
-"""flash_mla's Ascend 950 (dav-3510) kernels: sparse MLA decode and prefill.
+"""flash_mla's Ascend 950 (dav-3510) kernels: sparse MLA decode and prefill, and convert_kv_layout.
 
 Hand-written AscendC against the C API (``c_api/asc_simd.h`` + the SIMT API), not TileLang-Ascend:
 the op is one mixed cube + vector kernel whose vector side gathers tokens record by record through
-``indices`` (data and scales of a token in one burst), dequantises the V4.1 FP8 / FP4 records in
-the Unified Buffer and hands them to the cube's L1 in NZ order, with explicit cross-core flags;
+``indices`` (data and scales of a token in one burst, or two from a block-split block),
+dequantises the V3.2 / MODEL1 / V4.1 FP8 / FP4 records in the Unified Buffer and hands them to the
+cube's L1 in NZ order (d_qk 512 or 576, one build each), with explicit cross-core flags;
 deep_gemm's hand-written cube kernels (``deep_gemm/ascend/cube_gemm.h``) already give the pattern
 for the cube pipeline and FixPipe, and the same source compiles for the NPU (bisheng) and for
 deepjit's Ascend CPU twin, where the tests run it.
 
 - ``sparse_mla.asc`` (``fmla_sparse_mla``) with ``sparse_mla_vec.h``: the kernel, serving both ops.
+- ``kv_relayout.asc`` (``fmla_kv_relayout``) with ``kv_relayout.py``: ``convert_kv_layout`` on the
+  vector cores (MTE only: strided bursts between the two V4.1 placements, two UB buffers).
+- ``kernel_args.h``: one named argument struct per kernel.
 - ``sparse_attn.py``: ``sparse_decode`` / ``sparse_prefill``, taking the validated arguments the
   backend table passes (as the reference and host functions), and the ``*_accepts`` predicates
   naming the forms the kernel covers (everything else keeps the reference path).
@@ -18,7 +22,12 @@ deepjit's Ascend CPU twin, where the tests run it.
 - ``codegen.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
   roofline estimate from the twin's counters).
 
+Pipelining (twin timeline, an estimate): no PIPE_ALL barrier inside a work item; the vector cores
+load step j + 2's records and run step j + 1's softmax before they accumulate step j (4 K / P pairs
+in L1), L0A / L0B are split in halves, and each L0C region has its own FixPipe event. The kernel is
+then FixPipe-bound: O_j ([kHg, 512] FP32) drains from L0C to UB every step.
+
 Not done yet (performance, hardware only): keeping O in L0C across the steps whose softmax factor is
 1 (the rescale skip makes most steps such; the cube would need the vector cores' per-step decision),
-and a register-API softmax (now SIMT, 8 lanes per head).
+which would remove most of that FixPipe traffic, and a register-API softmax (now SIMT, 8 lanes per head).
 """

@@ -1,10 +1,10 @@
 """flash_mla's hand-written Ascend kernels for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
 found through the package's ``deepjit.ascend_kernels`` entry point; ``SourceCase`` arrives with the
-hand-written-kernel support of ascend_check): each case runs ``sparse_mla.asc`` or ``dense_attn.asc`` on
-the twin through its entry point at a modest shape (64 heads: one full cube block; DeepSeek's dense MLA
-decode: 128 query heads over one kv head, d_qk 576 / d_v 512, page 64) and compares it with
-``flash_mla.reference`` at upstream's cos-diff and lse tolerances; the roofline comes from the twin's
-counters of the launch.
+hand-written-kernel support of ascend_check): each case runs ``sparse_mla.asc`` (every cache format,
+d_qk 512 and 576), ``dense_attn.asc`` or ``kv_relayout.asc`` on the twin through its entry point at a
+modest shape (64 heads: one full cube block; DeepSeek's dense MLA decode: 128 query heads over one kv
+head, d_qk 576 / d_v 512, page 64) and compares it with ``flash_mla.reference`` at upstream's cos-diff
+and lse tolerances (the relayout byte for byte); the roofline comes from the twin's counters of the launch.
 
 ``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
 from __future__ import annotations
@@ -31,33 +31,44 @@ def _stat(name: str, got: torch.Tensor, want: torch.Tensor, rel: float) -> list[
     return [f"{name}: {int(bad.sum())} values out of tolerance"] if bad.any() else []
 
 
-def _scope(fmt: KVCacheFormat, b: int, topk: int, blocks: int, page: int = 64) -> KVScope:
-    k = (torch.randn(blocks, page, 1, 512) / 10).bfloat16()
-    idx = torch.randint(0, blocks * page, (b, 1, topk), dtype=torch.int32)
+def _scope(fmt: KVCacheFormat, b: int, topk: int, blocks: int, page: int = 64, placement: str | None = None,
+           s_q: int = 1) -> KVScope:
+    k = (torch.randn(blocks, page, 1, fmt.d_qk) / 10).bfloat16()
+    idx = torch.randint(0, blocks * page, (b, s_q, topk), dtype=torch.int32)
     idx[torch.rand(idx.shape) < 0.1] = -1
-    return KVScope(quantize_k_cache(k, fmt), fmt, "interleaved", idx, torch.randint(topk // 2, topk + 1, (b,),
-                                                                                     dtype=torch.int32))
+    placement = fmt.placement(placement)
+    return KVScope(quantize_k_cache(k, fmt, placement), fmt, placement, idx,
+                   torch.randint(topk // 2, topk + 1, (b,), dtype=torch.int32))
 
 
-def _decode() -> list[str]:
-    from .sparse_attn import sparse_decode
-    b, h_q = 4, 64
-    q = torch.randn(b, 1, h_q, 512).clamp(-1, 1).bfloat16()
-    scopes = [_scope(KVCacheFormat.V41_FP8, b, 512, 64), _scope(KVCacheFormat.V41_FP4, b, 128, 16)]
-    sink = torch.randn(h_q) + 4
-    out, lse = sparse_decode(q, scopes, 512 ** -0.5, 512, sink, False)
-    want_out, want_lse = reference.sparse_decode(q, scopes, 512 ** -0.5, 512, sink)
-    return _cos_diff("out", out, want_out, 5e-6) + _stat("lse", lse, want_lse, 8.01 / 65536)
+def _decode_inputs(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int = 1):
+    """q, scopes and sink for a decode over main (fmt, placement, topk, blocks) and an optional extra cache."""
+    d_qk = main[0].d_qk
+    q = torch.randn(b, s_q, h_q, d_qk).clamp(-1, 1).bfloat16()
+    caches = [main] if extra is None else [main, extra]
+    scopes = [_scope(f, b, topk, blocks, placement=pl, s_q=s_q) for f, pl, topk, blocks in caches]
+    return q, scopes, torch.randn(h_q) + 4
 
 
-def _prefill() -> list[str]:
+def _decode(main: tuple, extra: tuple | None, b: int = 4, h_q: int = 64):
+    def run() -> list[str]:
+        from .sparse_attn import sparse_decode
+        q, scopes, sink = _decode_inputs(main, extra, b, h_q)
+        scale = q.shape[-1] ** -0.5
+        out, lse = sparse_decode(q, scopes, scale, 512, sink, False)
+        want_out, want_lse = reference.sparse_decode(q, scopes, scale, 512, sink)
+        return _cos_diff("out", out, want_out, 5e-6) + _stat("lse", lse, want_lse, 8.01 / 65536)
+    return run
+
+
+def _prefill(d_qk: int = 512) -> list[str]:
     from .sparse_attn import sparse_prefill
     s_q, s_kv, h_q, topk = 8, 1024, 64, 512
-    q = (torch.randn(s_q, h_q, 512) / 10).bfloat16()
-    kv = (torch.randn(s_kv, 1, 512) / 10).bfloat16()
+    q = (torch.randn(s_q, h_q, d_qk) / 10).bfloat16()
+    kv = (torch.randn(s_kv, 1, d_qk) / 10).bfloat16()
     idx = torch.stack([torch.randperm(s_kv)[:topk] for _ in range(s_q)]).view(s_q, 1, topk).int()
-    got = sparse_prefill(q, kv, idx, 512 ** -0.5, 512, None, None)
-    want = reference.sparse_prefill(q, kv, idx, 512 ** -0.5, 512, None, None)
+    got = sparse_prefill(q, kv, idx, d_qk ** -0.5, 512, None, None)
+    want = reference.sparse_prefill(q, kv, idx, d_qk ** -0.5, 512, None, None)
     return (_cos_diff("out", got[0], want[0], 7e-6) + _stat("max_logits", got[1], want[1], 2.01 / 65536)
             + _stat("lse", got[2], want[2], 2.01 / 65536))
 
@@ -88,6 +99,16 @@ def _dense_varlen() -> list[str]:
     out, lse = varlen_attention(q, k, v, cu_q, cu_q, 192 ** -0.5, True)
     want_out, want_lse = reference.varlen_attention(q, k, v, cu_q, cu_q, 192 ** -0.5, True)
     return _cos_diff("out", out, want_out, 7e-6) + _stat("lse", lse, want_lse, 2.01 / 65536)
+def _relayout() -> list[str]:
+    from .kv_relayout import kv_relayout
+    fmt = KVCacheFormat.V41_FP8
+    k = (torch.randn(64, 64, 1, 512) / 10).bfloat16()
+    inter, split = (quantize_k_cache(k, fmt, p) for p in ("interleaved", "block_split"))
+    bad = []
+    for src, to, want in ((inter, "block_split", split), (split, "interleaved", inter)):
+        if not torch.equal(kv_relayout(src, fmt, to).view(torch.uint8), want.view(torch.uint8)):
+            bad.append(f"to {to}: bytes differ from quantize_k_cache's {to} cache")
+    return bad
 
 
 def _seeded(fn):
@@ -99,14 +120,23 @@ def _seeded(fn):
 
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
-    runs = [("sparse_mla_decode_b4_h64_topk512+128_fp8+fp4", "mix", _decode),
+    F = KVCacheFormat
+    runs = [("sparse_mla_decode_b4_h64_topk512+128_fp8+fp4", "mix",
+             _decode((F.V41_FP8, "interleaved", 512, 64), (F.V41_FP4, "interleaved", 128, 16))),
+            ("sparse_mla_decode_b4_h64_topk512+128_fp8+fp4_block_split", "mix",
+             _decode((F.V41_FP8, "block_split", 512, 64), (F.V41_FP4, "block_split", 128, 16))),
+            ("sparse_mla_decode_b4_h64_topk512_v32_d576", "mix", _decode((F.V32_FP8, None, 512, 64), None)),
+            ("sparse_mla_decode_b4_h64_topk512+128_model1", "mix",
+             _decode((F.MODEL1_FP8, None, 512, 64), (F.MODEL1_FP8, None, 128, 16))),
             ("sparse_mla_prefill_sq8_h64_topk512", "mix", _prefill),
+            ("sparse_mla_prefill_sq8_h64_topk512_d576", "mix", lambda: _prefill(576)),
+            ("kv_relayout_fp8_64x64_both_ways", "vector", _relayout),
             ("dense_mla_decode_b2_sq2_h128_kv1024_causal", "mix", _dense_decode),
             ("dense_varlen_fwd_2x228_h16_d192_128_causal", "mix", _dense_varlen)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 
-# ---- published shape: a timeline / roofline estimate only (ascend_check.PublishedShape), the whole shape ----
+# ---- published shapes: a timeline / roofline estimate only (ascend_check.PublishedShape), the whole shape ----
 # FlashMLA's sparse prefill as measured on the 950 (tile-ai/tilelang examples/ascend/flashmla/RESULTS.md:
 # nq 4096, 64 heads, d 512, top-k 640, KV 8192: 853.78 us for the reference kernel); ours runs it without
 # attention sinks. Several minutes on the twin.
@@ -135,13 +165,36 @@ def _dense_decode_published() -> None:
     dense_decode(q, k_cache, block_table, torch.full((p["b"],), p["s_k"], dtype=torch.int32), 512, 576 ** -0.5, False)
 
 
+# DeepSeek decode shapes (upstream FlashMLA's sparse decode tests and benchmarks): V3.2, 128 heads of
+# d_qk 576 over top-2048 tokens of the 656 B cache; V4 (MODEL1), 64 heads over top-512 of the main
+# cache plus top-128 of an extra (compressed) cache; one decode token per request, 64 requests.
+PUBLISHED_DECODE = {
+    "v32": ((KVCacheFormat.V32_FP8, None, 2048, 1024), None, 64, 128),
+    "model1": ((KVCacheFormat.MODEL1_FP8, None, 512, 1024), (KVCacheFormat.MODEL1_FP8, None, 128, 256), 64, 64),
+}
+
+
+def _decode_published(main: tuple, extra: tuple | None, b: int, h_q: int):
+    def run() -> None:
+        from .sparse_attn import sparse_decode
+        q, scopes, sink = _decode_inputs(main, extra, b, h_q)
+        sparse_decode(q, scopes, q.shape[-1] ** -0.5, 512, sink, False)
+    return run
+
+
 def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
-    p, d = PUBLISHED_PREFILL, PUBLISHED_DENSE_DECODE
-    return [PublishedShape(f"sparse_mla_prefill_sq{p['s_q']}_kv{p['s_kv']}_h{p['h_q']}_topk{p['topk']}", "mix",
-                           _seeded(_prefill_published)),
-            PublishedShape(f"dense_mla_decode_b{d['b']}_sq{d['s_q']}_h128_kv{d['s_k']}", "mix",
-                           _seeded(_dense_decode_published))]
+    p = PUBLISHED_PREFILL
+    shapes = [PublishedShape(f"sparse_mla_prefill_sq{p['s_q']}_kv{p['s_kv']}_h{p['h_q']}_topk{p['topk']}", "mix",
+                             _seeded(_prefill_published))]
+    for name, (main, extra, b, h_q) in PUBLISHED_DECODE.items():
+        topk = f"{main[2]}+{extra[2]}" if extra else f"{main[2]}"
+        shapes.append(PublishedShape(f"sparse_mla_decode_{name}_b{b}_h{h_q}_topk{topk}", "mix",
+                                     _seeded(_decode_published(main, extra, b, h_q))))
+    d = PUBLISHED_DENSE_DECODE
+    shapes.append(PublishedShape(f"dense_mla_decode_b{d['b']}_sq{d['s_q']}_h128_kv{d['s_k']}", "mix",
+                                 _seeded(_dense_decode_published)))
+    return shapes
 
 
 def kernels() -> list:

@@ -3,12 +3,15 @@
 // asc_vf_call region over Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc
 // owns the UB map).
 //
-// Token formats (kv_cache.py): 0 = BF16 row (prefill's kv, 1024 B), 2 = V4.1 FP8 record (528 B:
-// 512 e4m3, 16 e8m0 scales, one per 32 dims), 3 = V4.1 FP4 record (288 B: 512 e2m1 two per byte,
-// low nibble first, 32 e4m3 scales, one per 16 dims). Quantised values decode exactly to FP32, are
-// multiplied by their scale (exact: powers of two / e4m3 products) and rounded once to BF16, as
-// kv_cache.dequantize_records does; a NaN becomes 0 as in the reference's gather (BF16 rows are
-// taken as they are, as the prefill reference does).
+// Token formats (the FormatSpec codes of _operands.py, records in [data | scales] order; a
+// block-split record is gathered into that order): 0 = V3.2 (656 B: 512 e4m3, 4 fp32 scales one per
+// 128 dims, 64 bf16 RoPE dims), 1 = MODEL1 (584 B: 448 e4m3, 64 bf16 RoPE dims, 7 e8m0 scales one per
+// 64 dims + 1 pad byte), 2 = V4.1 FP8 (528 B: 512 e4m3, 16 e8m0 scales, one per 32 dims), 3 = V4.1
+// FP4 (288 B: 512 e2m1 two per byte, low nibble first, 32 e4m3 scales, one per 16 dims), 4 = BF16
+// row (prefill's kv, kDqk * 2 B). Quantised values decode exactly to FP32, are multiplied by their
+// scale in FP32 and rounded once to BF16, as kv_cache.dequantize_records does; a NaN (RoPE dims
+// included) becomes 0 as in the reference's gather (BF16 rows are taken as they are, as the prefill
+// reference does).
 #pragma once
 
 #include <simt_api/asc_simt.h>
@@ -20,18 +23,29 @@
 
 namespace fmla_ascend {
 
-constexpr uint32_t kD = 512;                 // d_qk = d_v of the V4.1 formats
+#ifndef FMLA_DQK
+#define FMLA_DQK 512
+#endif
+
+constexpr uint32_t kD = 512;                 // d_v (every format)
+constexpr uint32_t kDqk = FMLA_DQK;          // d_qk: 512, or 576 (V3.2 and 576-dim prefill)
 constexpr uint32_t kTile = 64;               // tokens per step (QK tile width, PV depth)
 constexpr uint32_t kTileHalf = kTile / 2;    // tokens each vector core gathers
 constexpr uint32_t kHg = FMLA_HG;            // heads per cube block
 constexpr uint32_t kRows = kHg / 2;          // heads per vector core (FixPipe SPLIT_M)
-constexpr uint32_t kRawSlot = 1024;          // UB bytes per gathered record (the largest: a BF16 row)
-constexpr int32_t kFmtBf16 = 0, kFmtFp8 = 2, kFmtFp4 = 3;
+constexpr uint32_t kRawSlot = kDqk * 2;      // UB bytes per gathered record (the largest: a BF16 row)
+constexpr int32_t kFmtV32 = 0, kFmtModel1 = 1, kFmtFp8 = 2, kFmtFp4 = 3, kFmtBf16 = 4;
 
 static_assert(kHg % 16 == 0 && kHg <= 64, "heads per block: a multiple of 16, at most 64");
+static_assert(kDqk == 512 || kDqk == 576, "d_qk: 512 or 576");
 
 __aicore__ inline uint32_t record_bytes(int32_t fmt) {
-  return fmt == kFmtBf16 ? 1024u : fmt == kFmtFp8 ? 528u : 288u;
+  return fmt == kFmtV32 ? 656u : fmt == kFmtModel1 ? 584u : fmt == kFmtFp8 ? 528u : fmt == kFmtFp4 ? 288u : kDqk * 2;
+}
+
+// Bytes of a record's data part (the rest are its scales; a block-split block stores the two apart).
+__aicore__ inline uint32_t data_bytes(int32_t fmt) {
+  return fmt == kFmtModel1 ? 576u : fmt == kFmtFp8 ? 512u : fmt == kFmtFp4 ? 256u : record_bytes(fmt);
 }
 
 __aicore__ inline float bits_to_float(uint32_t b) {
@@ -59,6 +73,14 @@ __aicore__ inline float e8m0_value(uint32_t b) {
   return bits_to_float(b << 23);
 }
 
+// Little-endian BF16 / FP32 at r.
+__aicore__ inline float bf16_at(const __ubuf__ uint8_t* r) {
+  return bits_to_float((uint32_t(r[0]) | (uint32_t(r[1]) << 8)) << 16);
+}
+__aicore__ inline float f32_at(const __ubuf__ uint8_t* r) {
+  return bits_to_float(uint32_t(r[0]) | (uint32_t(r[1]) << 8) | (uint32_t(r[2]) << 16) | (uint32_t(r[3]) << 24));
+}
+
 // E2M1 code (bit 3 = sign) to FP32.
 __aicore__ inline float e2m1_value(uint32_t c) {
   const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -66,22 +88,26 @@ __aicore__ inline float e2m1_value(uint32_t c) {
   return (c & 8u) ? -v : v;
 }
 
-// Dims [0, kD) of `count` gathered records (raw + t * kRawSlot) as BF16 rows of kD (k + t * kD);
+// Dims [0, kDqk) of `count` gathered records (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk);
 // a token with valid[t] == 0 becomes a zero row (its record was not loaded).
 __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
                                                           __ubuf__ int32_t* valid, uint32_t count, int32_t fmt) {
-  for (uint32_t i = threadIdx.x; i < count * kD; i += blockDim.x) {
-    const uint32_t t = i / kD, d = i % kD;
+  for (uint32_t i = threadIdx.x; i < count * kDqk; i += blockDim.x) {
+    const uint32_t t = i / kDqk, d = i % kDqk;
     const __ubuf__ uint8_t* r = raw + t * kRawSlot;
     float v = 0.0f;
     if (valid[t]) {
       if (fmt == kFmtBf16) {
-        v = bits_to_float((uint32_t(r[2 * d]) | (uint32_t(r[2 * d + 1]) << 8)) << 16);
+        v = bf16_at(r + 2 * d);
       } else if (fmt == kFmtFp8) {
         v = e4m3_value(r[d]) * e8m0_value(r[512 + d / 32]);
-      } else {
+      } else if (fmt == kFmtFp4) {
         const uint32_t byte = r[d / 2];
         v = e2m1_value((d & 1u) ? byte >> 4 : byte & 15u) * e4m3_value(r[256 + d / 16]);
+      } else if (fmt == kFmtV32) {
+        v = d < 512 ? e4m3_value(r[d]) * f32_at(r + 512 + 4 * (d / 128)) : bf16_at(r + 528 + 2 * (d - 512));
+      } else {  // MODEL1
+        v = d < 448 ? e4m3_value(r[d]) * e8m0_value(r[576 + d / 64]) : bf16_at(r + 448 + 2 * (d - 448));
       }
       if (fmt != kFmtBf16 && v != v) v = 0.0f;
     }

@@ -1,9 +1,10 @@
 """flash_mla's Ascend sparse decode kernel (flash_mla/ascend/sparse_mla.asc) on deepjit's Ascend twin
-(CPU tensors) against the FP32 reference at upstream's decode tolerances: V4.1 token-interleaved FP8
-main cache, FP4 / FP8 extra cache, attention sink (with +-inf entries), topk_length, invalid (-1)
-ids; every slot no row reads is NaN-poisoned. Most cases call the entry point with 16 heads (one
-compile, the kernel's smallest head block); the table cases go through flash_mla_with_kvcache with
-FMLA_BACKEND=ascend at 64 / 128 heads (64 per cube block)."""
+(CPU tensors) against the FP32 reference at upstream's decode tolerances: every cache format (V3.2 at
+d_qk 576, MODEL1, V4.1 FP8 main / FP4 or FP8 extra caches in both placements), attention sink (with
++-inf entries), topk_length, invalid (-1) ids; every slot no row reads is NaN-poisoned. Most cases
+call the entry point with 16 heads (the kernel's smallest head block, one compile per d_qk); the
+table cases go through flash_mla_with_kvcache with FMLA_BACKEND=ascend at 64 / 128 heads (64 per
+cube block) and assert the Ascend kernel served each format."""
 import math
 
 import pytest
@@ -66,6 +67,17 @@ def test_random_shapes(b, topk, with_sink, seed):
     _check(q, scopes, _sink(16, seed) if with_sink else None)
 
 
+@pytest.mark.parametrize("fmt,placement,extra", [
+    (F.V32_FP8, None, None),                                              # d_qk 576: four 128-deep + one 64-deep QK
+    (F.MODEL1_FP8, None, (F.V41_FP4, "block_split", 64, 4, 20)),
+    (F.V41_FP8, "block_split", (F.V41_FP8, "block_split", 70, 3, 30)),
+])
+def test_other_formats_match_reference(fmt, placement, extra):
+    # topk 100 / 70 / 64: a partial last step in each scope; pages of 7 / 3 / 4 tokens
+    q, scopes = _case(fmt, placement, 2, 1, 16, 100, 7, 20, seed=3, ragged=True, extra=extra)
+    _check(q, scopes, _sink(16, 3), fmt.d_qk ** -0.5)
+
+
 def test_more_rows_than_cube_cores():
     # 40 rows on the twin's 32 cube cores: blocks 0..7 run two work items (flags and credits carry over)
     q, scopes = _case(*FP8, 20, 2, 16, 70, 8, 40, seed=8, ragged=True, extra=(F.V41_FP4, "interleaved", 64, 8, 12))
@@ -80,13 +92,14 @@ def test_every_token_invalid():
     assert out[1].abs().max() == 0 and bool((lse[1] == math.inf).all())
 
 
-def test_gathers_only_the_records_rows_read(monkeypatch):
-    # the twin's MTE2 byte count: Q once per row, the sink, and one record per valid token -- nothing for
-    # -1 ids or positions past topk_length
+@pytest.mark.parametrize("extra_placement", ["interleaved", "block_split"])
+def test_gathers_only_the_records_rows_read(monkeypatch, extra_placement):
+    # the twin's MTE2 byte count: Q once per row, the sink, and one record per valid token (data and scale
+    # rows of a block-split one) -- nothing for -1 ids or positions past topk_length
     launches = []
     launch = AscendKernelHandle.launch
     monkeypatch.setattr(AscendKernelHandle, "launch", lambda self, *a: launches.append(launch(self, *a)) or launches[-1])
-    q, scopes = _case(*FP8, 3, 1, 16, 100, 8, 40, seed=6, ragged=True, extra=(F.V41_FP4, "interleaved", 64, 8, 12))
+    q, scopes = _case(*FP8, 3, 1, 16, 100, 8, 40, seed=6, ragged=True, extra=(F.V41_FP4, extra_placement, 64, 8, 12))
     _check(q, scopes, _sink(16, 6))
     records = 0
     for s in scopes:
@@ -96,26 +109,24 @@ def test_gathers_only_the_records_rows_read(monkeypatch):
     assert launches[-1].total_bytes("MTE2") == records + rows * 16 * (512 * 2 + 4)
 
 
-@pytest.mark.parametrize("h_q,extra", [(64, None), (128, (F.V41_FP4, "interleaved", 64, 16, 8))])
-def test_served_through_the_table(monkeypatch, h_q, extra):
+@pytest.mark.parametrize("fmt,placement,h_q,extra", [
+    (F.V41_FP8, "interleaved", 64, None),
+    (F.V41_FP8, "interleaved", 128, (F.V41_FP4, "interleaved", 64, 16, 8)),
+    (F.V32_FP8, None, 128, None),
+    (F.MODEL1_FP8, None, 64, (F.V41_FP8, "block_split", 64, 4, 20)),
+    (F.V41_FP8, "block_split", 64, (F.V41_FP4, "block_split", 64, 4, 20)),
+])
+def test_served_through_the_table(monkeypatch, fmt, placement, h_q, extra):
+    # every cache format and placement reaches the Ascend kernel (kv_layout names the V4.1 placement)
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, scopes = _case(*FP8, 2, 1, h_q, 64, 16, 12, seed=h_q, ragged=True, extra=extra)
+    q, scopes = _case(fmt, placement, 2, 1, h_q, 64, 16, 12, seed=h_q, ragged=True, extra=extra)
     sink = _sink(h_q, 1)
-    args = (q, scopes, 512 ** -0.5, 512, sink, False)
-    assert _dispatch.TABLE.serves("sparse_decode", q.device, *args) == "ascend"
-    out, lse = _run(q, scopes, sink)
-    ref_out, ref_lse = reference.sparse_decode(q, scopes, 512 ** -0.5, 512, sink)
+    scale = fmt.d_qk ** -0.5
+    assert _dispatch.TABLE.serves("sparse_decode", q.device, q, scopes, scale, 512, sink, False) == "ascend"
+    out, lse = _run(q, scopes, sink, layout=scopes[-1].placement)  # one kv_layout for both caches' V4.1 placement
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, scale, 512, sink)
     assert_close(out, ref_out, DECODE_OUT, "out")
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
-
-
-@pytest.mark.parametrize("fmt,placement,extra", [
-    (F.V41_FP8, "block_split", None), (F.V32_FP8, None, None), (F.MODEL1_FP8, None, None),
-    (F.V41_FP8, "interleaved", (F.V41_FP4, "block_split", 64, 4, 20))])
-def test_other_formats_keep_the_reference(monkeypatch, fmt, placement, extra):
-    monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, scopes = _case(fmt, placement, 1, 1, 64, 64, 4, 20, seed=2, ragged=False, extra=extra)
-    assert _dispatch.TABLE.serves("sparse_decode", q.device, q, scopes, 0.05, 512, None, False) == "reference"
 
 
 @pytest.mark.npu

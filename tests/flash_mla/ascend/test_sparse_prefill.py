@@ -1,8 +1,8 @@
 """flash_mla's Ascend sparse prefill (flash_mla/ascend/sparse_mla.asc over BF16 kv rows) on deepjit's
-Ascend twin against the FP32 reference at upstream's prefill tolerances: topk 64..128, partial last
-steps, strided heads, out-of-range and negative ids, topk_length, rows without a valid token and an
-attention sink with +-inf entries. 16 heads through the entry point; 64 through flash_mla_sparse_fwd
-with FMLA_BACKEND=ascend."""
+Ascend twin against the FP32 reference at upstream's prefill tolerances: d_qk 512 and 576, topk
+64..128, partial last steps, strided heads, out-of-range and negative ids, topk_length, rows without a
+valid token and an attention sink with +-inf entries. 16 heads through the entry point; 64 through
+flash_mla_sparse_fwd with FMLA_BACKEND=ascend."""
 import math
 
 import pytest
@@ -30,14 +30,15 @@ def _compare(got, ref):
         assert_close(a, r, tol, name)
 
 
-@pytest.mark.parametrize("s_q,s_kv,topk,sink,lengths", [
-    (1, 64, 64, False, False),
-    (4, 95, 128, True, True),      # topk > s_kv: padded with out-of-range ids
-    (3, 300, 100, True, False),    # a partial last step
-    (5, 200, 70, False, True),
+@pytest.mark.parametrize("s_q,s_kv,d_qk,topk,sink,lengths", [
+    (1, 64, 512, 64, False, False),
+    (4, 95, 512, 128, True, True),      # topk > s_kv: padded with out-of-range ids
+    (3, 300, 512, 100, True, False),    # a partial last step
+    (5, 200, 512, 70, False, True),
+    (3, 150, 576, 100, True, True),     # d_qk 576: a 64-deep last QK chunk, a partial last step
 ])
-def test_matches_reference(s_q, s_kv, topk, sink, lengths):
-    q, kv, idx, topk_length = _case(s_q, s_kv, 16, 512, topk, seed=s_q + topk, lengths=lengths,
+def test_matches_reference(s_q, s_kv, d_qk, topk, sink, lengths):
+    q, kv, idx, topk_length = _case(s_q, s_kv, 16, d_qk, topk, seed=s_q + topk, lengths=lengths,
                                     empty_rows=s_q > 2)
     attn_sink = _sink(16, topk) if sink else None
     got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, topk_length)
@@ -67,9 +68,10 @@ def test_running_max_moves_across_steps(monkeypatch, rising, shift, skip):
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
 
 
-def test_served_through_the_table(monkeypatch):
+@pytest.mark.parametrize("d_qk", [512, 576])
+def test_served_through_the_table(monkeypatch, d_qk):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, kv, idx, topk_length = _case(3, 150, 64, 512, 96, seed=5, lengths=True)
+    q, kv, idx, topk_length = _case(3, 150, 64, d_qk, 96, seed=5, lengths=True)
     sink = _sink(64, 5)
     assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.3, 512, sink, topk_length) == "ascend"
     got = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.3, 512, sink, topk_length)
@@ -92,12 +94,6 @@ def test_no_query_row_gives_empty_outputs_as_the_reference(monkeypatch):
     ref = reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
     for a, r in zip(got, ref, strict=True):
         assert a.shape == r.shape and a.dtype == r.dtype and a.numel() == 0
-
-
-def test_d_qk_576_keeps_the_reference(monkeypatch):
-    monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, kv, idx, _ = _case(2, 64, 64, 576, 64, seed=1)
-    assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.3, 512, None, None) == "reference"
 
 
 @pytest.mark.npu
