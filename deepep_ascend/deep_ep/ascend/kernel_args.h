@@ -6,7 +6,9 @@
 #include <stdint.h>
 
 // ep_symm_exchange_send (symm_exchange.asc): row i of rows goes to every rank d with pos[i, d] >= 0, into
-// d's inbox row (rank * max_rows + pos[i, d]); counts[d] rows in all go to d, announced in d's window.
+// d's inbox: row pos[i, d] of region `rank` (regions are region_bytes apart: max_rows of the widest rows
+// the window serves, so exchanges of different row widths never overlap another source's region);
+// counts[d] rows in all go to d, announced in d's window.
 struct EpSymmSendArgs {
   __gm__ uint8_t* rows;
   __gm__ int32_t* pos;
@@ -14,7 +16,7 @@ struct EpSymmSendArgs {
   __gm__ int64_t* symm_bases;
   int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
   int32_t symm_rank, symm_num_ranks;
-  int64_t num_rows, row_bytes, max_rows;
+  int64_t num_rows, row_bytes, max_rows, region_bytes;
   int32_t seq, pad;
 };
 
@@ -26,6 +28,6 @@ struct EpSymmRecvArgs {
   __gm__ int64_t* symm_bases;
   int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
   int32_t symm_rank, symm_num_ranks;
-  int64_t out_rows, row_bytes, max_rows;
+  int64_t out_rows, row_bytes, max_rows, region_bytes;
   int32_t seq, pad;
 };

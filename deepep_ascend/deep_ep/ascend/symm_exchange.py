@@ -20,7 +20,7 @@ import torch
 
 from .._lib import LIB
 
-COUNT_BYTES = 512          # symm_exchange.h kCountBytes: up to 128 ranks
+COUNT_BYTES = 512          # symm_exchange.h kCountBytes: two banks of up to 64 ranks
 MAX_ROW_BYTES = 96 * 1024  # symm_exchange.h kRowBufferBytes: one row staged in UB
 
 
@@ -46,10 +46,11 @@ class SymmExchange:
         if max_rows < 1:
             raise ValueError(f"max_rows must be positive, got {max_rows}")
         R = group.size() if group is not None else torch.distributed.get_world_size()
-        if R > COUNT_BYTES // 4:
-            raise ValueError(f"the window exchange serves up to {COUNT_BYTES // 4} ranks, got {R}")
+        if R > COUNT_BYTES // 8:
+            raise ValueError(f"the window exchange serves up to {COUNT_BYTES // 8} ranks, got {R}")
         self.max_rows, self.max_row_bytes = max_rows, max_row_bytes
-        self.window = DeviceWindow.create(group, COUNT_BYTES + R * max_rows * _row_stride(max_row_bytes),
+        self.region_bytes = max_rows * _row_stride(max_row_bytes)   # one source's inbox region
+        self.window = DeviceWindow.create(group, COUNT_BYTES + R * self.region_bytes,
                                           num_flags=2 * R, name_hint="ep", device=device, timeout_s=timeout_s)
         self.rank, self.num_ranks = self.window.rank, self.window.num_ranks
         self.seq = 0
@@ -80,10 +81,11 @@ class SymmExchange:
             R, _kernel_args("EpSymmSendArgs", rows=src, pos=pos if pos.numel() else torch.full((1, R), -1,
                                                                                                 dtype=torch.int32),
                             counts=counts, **fields, num_rows=rows.shape[0], row_bytes=row_bytes,
-                            max_rows=self.max_rows, seq=self.seq, pad=0))
+                            max_rows=self.max_rows, region_bytes=self.region_bytes, seq=self.seq, pad=0))
         LIB.ascend_kernel("ep_symm_exchange_recv", "ascend/symm_recv.asc", {})(
             R, _kernel_args("EpSymmRecvArgs", out=dst, row_start=row_start, **fields, out_rows=out.shape[0],
-                            row_bytes=row_bytes, max_rows=self.max_rows, seq=self.seq, pad=0))
+                            row_bytes=row_bytes, max_rows=self.max_rows, region_bytes=self.region_bytes,
+                            seq=self.seq, pad=0))
 
     def destroy(self) -> None:
         self.window.destroy()
