@@ -90,6 +90,7 @@ def _ranks(rank, world):
             for name, rows in (("x", x), ("ids", ids)):
                 out = torch.zeros(world * M, *rows.shape[1:], dtype=rows.dtype)
                 start = torch.zeros(world + 1, dtype=torch.int32)
+                _mark(out, start)   # what the kernels write is device memory too
                 ex.exchange(rows, pos, counts, out, start)
                 got[name] = (out, start)
             # Combine: every received row back to its source, at the slot it was sent from.
@@ -102,6 +103,7 @@ def _ranks(rank, world):
             recv_counts = (start[1:] - start[:-1]).contiguous()
             back = torch.zeros(T * world, H, dtype=torch.bfloat16)
             back_start = torch.zeros(world + 1, dtype=torch.int32)
+            _mark(back, back_start)
             ex.exchange(out, back_pos, recv_counts, back, back_start)
         for t in (idx, x, ids, pos, counts, back, back_start, *got["x"], *got["ids"]):
             t.__dict__.pop("_device_only", None)

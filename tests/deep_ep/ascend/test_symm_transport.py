@@ -2,7 +2,8 @@
 processes: the token-major steps move counts and rows through the symmetric window by the kernels
 (ascend/symm_steps.py) and match the oracle of tests/deep_ep/refs.py bit for bit (cases.py: BF16 with
 weights and a bias, with CPU sync; without CPU sync, cached); the dispatch without CPU sync and its
-combine run with every input marked device-only (any host read of them raises)."""
+combine run with every input and every buffer the kernels write marked device-only (any host read
+of them, or of what is computed from them, raises)."""
 import torch
 
 from tests.testkit.distributed import run_ranks
@@ -30,11 +31,25 @@ def _cases(rank, world):
     idx, w = refs.make_routing(T, K, E, 77 + rank)
     x = refs.make_x(T, HIDDEN, 77 + rank, None)
     _mark(idx, w, x)
-    with DeviceOnly():
-        recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x, idx, w, num_experts=E, do_cpu_sync=False)
-        combined, combined_w, _ = buf.combine(recv_x, handle, recv_w)
-    for t in (idx, w, x, recv_x, recv_idx, recv_w, combined, combined_w):
-        t.__dict__.pop("_device_only", None)
+    # What the kernels write (the engine's staging buffers) is device memory too: marked as handed out.
+    from deep_ep.ascend.transport import CollectiveExchange
+    staging = CollectiveExchange.staging
+
+    def marked_staging(self, *args):
+        t = staging(self, *args)
+        t._device_only = True
+        return t
+
+    CollectiveExchange.staging = marked_staging
+    try:
+        with DeviceOnly():
+            recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x, idx, w, num_experts=E, do_cpu_sync=False)
+            combined, combined_w, _ = buf.combine(recv_x, handle, recv_w)
+    finally:
+        CollectiveExchange.staging = staging
+    for t in (idx, w, x, recv_x, recv_idx, recv_w, combined, combined_w, *handle.__dict__.values()):
+        if isinstance(t, torch.Tensor):
+            t.__dict__.pop("_device_only", None)
     # Each token comes back as the sum over its ranks of its own row (bf16 partials, as upstream).
     ranks = torch.where(idx >= 0, idx // (E // world), -1)
     copies = torch.stack([(ranks == r).any(1) for r in range(world)], 1).sum(1)
