@@ -1,21 +1,24 @@
-"""EPBuffer dispatch and combine with ``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm`` across 2 real
-processes: the token-major steps move counts and rows through the symmetric window by the kernels
-(ascend/symm_steps.py) and match the oracle of tests/deep_ep/refs.py bit for bit (cases.py: BF16 with
-weights and a bias, with CPU sync; without CPU sync, cached); the dispatch without CPU sync and its
-combine run with every input and every buffer the kernels write marked device-only (any host read
-of them, or of what is computed from them, raises)."""
+"""Across 2 real processes: the window exchange alone (test_symm_exchange.py's rounds), then EPBuffer
+dispatch and combine with ``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm``: the token-major steps move
+counts and rows through the symmetric window by the kernels (ascend/symm_steps.py) and match the
+oracle of tests/deep_ep/refs.py bit for bit (cases.py: BF16 with weights and a bias, with CPU sync;
+without CPU sync, cached); the dispatch without CPU sync and its combine run with every input and
+every buffer the kernels write marked device-only (any host read of them, or of what is computed
+from them, raises)."""
 import torch
 
 from tests.testkit.distributed import run_ranks
 
 from ..cases import CASES, check_case
-from .test_symm_exchange import DeviceOnly, _mark
+from .test_symm_exchange import DeviceOnly, _mark, exchange_round_trips
 
 HIDDEN, E, M, K = 128, 8, 10, 3
 
 
 def _cases(rank, world):
     import torch.distributed as dist
+
+    rounds = exchange_round_trips(rank, world)
 
     import deep_ep
     from deep_ep.ascend.engine import AscendEngine
@@ -57,9 +60,12 @@ def _cases(rank, world):
     ok = torch.equal(combined, want) and bool(torch.equal(combined_w, torch.where(idx >= 0, w, 0.0)))
     window = buf._engine.symm.exchange.window
     buf.destroy()
-    return ok, window._window._destroyed
+    return rounds, ok, window._window._destroyed
 
 
-def test_token_major_dispatch_combine_through_the_window():
+def test_window_exchange_and_token_major_dispatch_combine():
     outs = run_ranks(_cases, 2, timeout=600, env={"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"})
-    assert outs == [(True, True), (True, True)], outs
+    exchanged = {"x": (True, True, True), "ids": (True, True, True), "back": (True, True)}
+    for rounds, ok, destroyed in outs:
+        assert rounds == [exchanged, exchanged], rounds
+        assert ok and destroyed
