@@ -18,20 +18,18 @@ Where the memory lives:
 - CPU tensors (the Ascend twin): a ``SymmetricWindow`` (one shared-memory segment per rank, mapped
   by every rank of the host), so a twin kernel in one rank's process writes another rank's window for
   real while both run. The twin accesses windows in place and checks every access against the
-  windows' data ranges like a tensor argument's (``twin_regions``). Only ranks of one host can share
+  windows' data ranges like a tensor argument's (``backends/ascend_twin/windows.py``). Only ranks of one host can share
   it: a group spanning hosts is refused (deep_ep keeps its HCCL path for those).
 """
 from __future__ import annotations
 
-import weakref
-
 import torch
 
+from ..backends.ascend_twin import windows as twin_windows
 from .window import SymmetricWindow
 
 FLAG_BYTES = 4
 DATA_ALIGN = 512     # the data starts on a 512-byte boundary after the flags (data movers like 32)
-_LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
 def _round_up(n: int, a: int) -> int:
@@ -87,7 +85,7 @@ class DeviceWindow:
             self.bases = self._window.data_ptrs()
             self._own_flags().zero_()
             self._window.barrier()
-            _LIVE.add(self)
+            twin_windows.register(self)
         return self
 
     # ---- what kernels get ---------------------------------------------------------------------
@@ -171,7 +169,7 @@ class DeviceWindow:
             self._npu.barrier()                                                         # pragma: npu
 
     def destroy(self) -> None:
-        _LIVE.discard(self)
+        twin_windows.unregister(self)
         if self._window is not None:
             self._window.destroy()
         if self._npu is not None:
@@ -181,11 +179,6 @@ class DeviceWindow:
     def __repr__(self):
         return (f"DeviceWindow({self.name!r}, rank {self.rank} of {self.num_ranks}, {self.num_flags} flags + "
                 f"{self.num_data_bytes} bytes on {self.device})")
-
-
-def twin_regions() -> list[tuple[int, int, str]]:
-    """Every live twin window's ranges in this process: a twin launch may access them in place."""
-    return [r for w in list(_LIVE) for r in w.twin_regions()]
 
 
 class _NpuHeapObject:

@@ -15,6 +15,7 @@ from ...kernel_args import KernelArgs
 from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
+from . import windows
 from .pipes import GM_READS, GM_WRITES, PIPES, ROUTES
 
 BINARY = "kernel.so"
@@ -279,11 +280,10 @@ class TwinKernel:
 
     def _symm_windows(self):
         """The arguments of ``dj_twin_set_symm_windows``: every live symmetric window's ranges in this
-        process (deepjit.symm.device), which the launch accesses in place and checks like GM."""
+        process (windows.py), which the launch accesses in place and checks like GM."""
         if not self._symm:
             return None
-        from ...symm.device import twin_regions
-        regions = twin_regions()
+        regions = windows.regions()
         n = len(regions)
         return ((ctypes.c_uint64 * max(n, 1))(*[a for a, _, _ in regions]),
                 (ctypes.c_uint64 * max(n, 1))(*[b for _, b, _ in regions]),
