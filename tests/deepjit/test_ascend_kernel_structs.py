@@ -11,7 +11,8 @@ from deepjit import descriptors
 from deepjit.backends.ascend_twin.source import args_struct, parse_entry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PACKAGES = {"deep_gemm": ROOT / "deepgemm_ascend" / "deep_gemm", "flash_mla": ROOT / "flashmla" / "flash_mla"}
+PACKAGES = {"deep_gemm": ROOT / "deepgemm_ascend" / "deep_gemm", "flash_mla": ROOT / "flashmla" / "flash_mla",
+            "deep_ep": ROOT / "deepep_ascend" / "deep_ep", "symm": ROOT / "deepjit" / "deepjit" / "symm"}
 KERNELS = sorted((name, path) for name, pkg in PACKAGES.items() for path in (pkg / "ascend").glob("*.asc"))
 
 

@@ -22,7 +22,7 @@ import torch
 from ..engine.base import Engine, ReturnedRows, expert_starts
 from ..engine.checks import CombineArgs, DispatchArgs
 from ..engine.plan import RoutePlan
-from . import routing
+from . import routing, symm_steps
 from .reduce import combine_reduce
 from .scatter import scatter_rows
 from .transport import CollectiveExchange
@@ -36,6 +36,15 @@ class AscendEngine(Engine):
         self.exchange = CollectiveExchange(group, device, timeout_s)
         self._got: dict | None = None
         self._back = None
+        # EP_ASCEND_TRANSPORT=symm: the token-major steps through the symmetric window (symm_steps.py)
+        self.symm = symm_steps.SymmSteps(self, group, timeout_s) if symm_steps.wanted() else None
+
+    def _on_window(self, do_expand: bool) -> bool:
+        return self.symm is not None and not do_expand
+
+    def destroy(self) -> None:
+        if self.symm is not None:
+            self.symm.destroy()
 
     # ---- dispatch ----------------------------------------------------------------------------
     def plan(self, a: DispatchArgs) -> RoutePlan:
@@ -47,6 +56,9 @@ class AscendEngine(Engine):
         counts = plan.send_counts
         C = counts.shape[1]
         err = self._err if a.handle is None else torch.zeros(routing.ERR_WORDS, dtype=torch.int32)
+        if self._on_window(a.do_expand):
+            self.symm.exchange_counts(a, plan, err)
+            return
         words = torch.cat([counts.reshape(-1).to(self.exchange.device, torch.int32),
                            err.to(self.exchange.device, torch.int32)])
         rows = self.exchange.gather_words(words)
@@ -65,8 +77,9 @@ class AscendEngine(Engine):
     def send(self, a: DispatchArgs, plan: RoutePlan) -> None:
         R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         T, dev, ex = a.num_tokens, a.x.device, self.exchange
-        idx = a.topk_idx
-        e_local = plan.num_local_experts
+        if self._on_window(a.do_expand):
+            self.symm.send(a, plan, _per_destination(a, plan))
+            return
         send, recv = plan.send_tokens.tolist(), plan.recv_tokens.tolist()
         cap = T * R
         start = _exclusive_cumsum(plan.send_tokens).to(dev)
@@ -82,26 +95,21 @@ class AscendEngine(Engine):
             scatter_rows(a.sf.contiguous(), pos, ss)
             got["sf"] = ex.staging("recv_sf", R * M, tuple(a.sf.shape[1:]), a.sf.dtype)
             ex.all_to_all(got["sf"], ss, send, recv)
-        # Per (token, destination): source token, first local slot, local expert and index within it per slot.
-        valid = idx >= 0
-        here = valid[:, None, :] & (torch.where(valid, idx // e_local, R)[:, None, :]
-                                    == torch.arange(R, device=dev)[None, :, None])           # [T, R, K]
-        first = torch.where(here.any(2), here.int().argmax(2), -1)
-        ints = torch.cat([torch.arange(T, device=dev)[:, None, None].expand(T, R, 1), first[:, :, None],
-                          torch.where(here, idx[:, None, :] % e_local, -1),
-                          torch.where(here, plan.within[:, None, :].long(), -1)], 2).reshape(T * R, 2 + 2 * K)
+        ints, w = _per_destination(a, plan)
         target = torch.where(pos >= 0, pos, cap).reshape(-1).long()
         si = _scatter(ex.staging("send_ints", cap + 1, (2 + 2 * K,), torch.int64), target, ints)
         got["ints"] = ex.staging("recv_ints", R * M, (2 + 2 * K,), torch.int64)
         ex.all_to_all(got["ints"], si, send, recv)
-        if a.topk_weights is not None:
-            w = torch.where(here, a.topk_weights[:, None, :], 0.0).reshape(T * R, K)
+        if w is not None:
             sw = _scatter(ex.staging("send_w", cap + 1, (K,), torch.float32), target, w)
             got["w"] = ex.staging("recv_w", R * M, (K,), torch.float32)
             ex.all_to_all(got["w"], sw, send, recv)
         self._got = got
 
     def receive(self, a: DispatchArgs, plan: RoutePlan, out) -> None:
+        if self._on_window(a.do_expand):
+            self.symm.receive(a, plan, out)
+            return
         R, K, M, n = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank, plan.num_rows
         got, self._got = self._got, None
         dev = a.x.device
@@ -153,6 +161,9 @@ class AscendEngine(Engine):
 
     # ---- combine -----------------------------------------------------------------------------
     def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
+        if self._on_window(c.handle.do_expand):
+            self.symm.combine_send(c)
+            return
         h, plan, ex = c.handle, c.handle._plan, self.exchange
         n, K = plan.num_rows, h.num_topk
         T = h._topk_idx.shape[0]
@@ -225,6 +236,24 @@ class AscendEngine(Engine):
             cols = torch.arange(K, device=dev)[None, :].expand(T, K) if multi else torch.zeros_like(at)
             out_w = torch.where(valid, weights[at.clamp(min=0), cols], 0.0)
         return out, out_w
+
+
+def _per_destination(a: DispatchArgs, plan: RoutePlan):
+    """One row per (token, destination rank), ``[T * R, ...]``: source token, first local slot, then per
+    slot the local expert and the index within it (int64 ``[2 + 2K]``); the weights held there (``[K]``)."""
+    R, K, T, idx, dev = plan.num_ranks, a.num_topk, a.num_tokens, a.topk_idx, a.x.device
+    e_local = plan.num_local_experts
+    valid = idx >= 0
+    here = valid[:, None, :] & (torch.where(valid, idx // e_local, R)[:, None, :]
+                                == torch.arange(R, device=dev)[None, :, None])           # [T, R, K]
+    first = torch.where(here.any(2), here.int().argmax(2), -1)
+    ints = torch.cat([torch.arange(T, device=dev)[:, None, None].expand(T, R, 1), first[:, :, None],
+                      torch.where(here, idx[:, None, :] % e_local, -1),
+                      torch.where(here, plan.within[:, None, :].long(), -1)], 2).reshape(T * R, 2 + 2 * K)
+    w = None
+    if a.topk_weights is not None:
+        w = torch.where(here, a.topk_weights[:, None, :], 0.0).reshape(T * R, K)
+    return ints, w
 
 
 def _exclusive_cumsum(counts: torch.Tensor) -> torch.Tensor:

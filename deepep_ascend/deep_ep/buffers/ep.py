@@ -98,6 +98,9 @@ class EPBuffer(BufferBase):
     def _release(self) -> None:
         if not self._destroyed:
             self._session.destroy()
+            release = getattr(self._engine, "destroy", None)   # an engine's own window (ascend/symm_steps.py)
+            if release is not None:
+                release()
         super()._release()
 
     # ---- static helpers ----------------------------------------------------------------------

@@ -17,10 +17,13 @@ Failures raise ``PeerTimeoutError``, ``PeerDiedError`` or ``PeerAbortedError`` (
 makes every peer's waits fail at once). The ``/dev/shm`` names exist only during creation; names
 left by windows whose every creator was killed mid-build are reaped by the next creation
 (``reap_orphaned_segments``).
+``DeviceWindow`` (device.py) is the same memory for Ascend kernels: peers' window bases as a table, int32
+flags kernels set and wait on (CANN SHMEM's symmetric heap on an NPU, this window on the twin).
 ``DJ_SYMM_TIMEOUT_S`` sets the default wait timeout; ``DJ_SYMM_HOST_ID`` overrides host identity.
 """
+from .device import DeviceWindow
 from .errors import PeerAbortedError, PeerDiedError, PeerTimeoutError, SymmetricWindowError
 from .window import SymmetricWindow, host_identity, reap_orphaned_segments
 
-__all__ = ["PeerAbortedError", "PeerDiedError", "PeerTimeoutError", "SymmetricWindow", "SymmetricWindowError",
+__all__ = ["DeviceWindow", "PeerAbortedError", "PeerDiedError", "PeerTimeoutError", "SymmetricWindow", "SymmetricWindowError",
            "host_identity", "reap_orphaned_segments"]

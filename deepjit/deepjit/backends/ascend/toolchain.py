@@ -22,6 +22,7 @@ from .options import (
 
 HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 DEFAULT_HOMES = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
+DEEPJIT_INCLUDE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "include"))
 ADV_API_INCLUDE = os.path.join("aarch64-linux", "asc", "include", "adv_api")
 DEFAULT_LAUNCH_TIMEOUT_SECS = 300
 
@@ -84,8 +85,12 @@ class AscendBackend(Backend):
         return AscendLaunchOptions(num_ubuf_bytes=0, num_launch_timeout_secs=timeout)
 
     def base_argv(self, options: AscendCompilerOptions) -> list[str]:
+        # deepjit's own device headers (dj_symm/device.h, the NPU image) and CANN SHMEM's (ACLSHMEM_HOME:
+        # where hicann/shmem is installed; its aclshmem.h backs dj_symm on the NPU). `npu`: never run here.
+        shmem = os.environ.get("ACLSHMEM_HOME")
         return ([self.bisheng, *options.get_bisheng_flags()] + [f"-I{d}" for d in self.config.include_dirs]
-                + [f"-I{self.adv_api_include}"])
+                + [f"-I{self.adv_api_include}", f"-I{DEEPJIT_INCLUDE}"]
+                + ([f"-I{os.path.join(shmem, 'include')}"] if shmem else []))
 
     def compile(self, source: str, build_dir: str, options: AscendCompilerOptions) -> str:
         build_dir = os.path.normpath(os.path.abspath(build_dir))

@@ -15,6 +15,7 @@ from ...kernel_args import KernelArgs
 from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
+from . import windows
 from .pipes import GM_READS, GM_WRITES, PIPES, ROUTES
 
 BINARY = "kernel.so"
@@ -202,6 +203,10 @@ class TwinKernel:
                              ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t, u64p]
         self._fn.restype = ctypes.c_int
         self._timeline = hasattr(self._lib, "dj_twin_timeline_copy")
+        self._symm = hasattr(self._lib, "dj_twin_set_symm_windows")
+        if self._symm:
+            u64 = ctypes.POINTER(ctypes.c_uint64)
+            self._lib.dj_twin_set_symm_windows.argtypes = [u64, u64, ctypes.c_char_p, ctypes.c_int]
         with _LIBRARY_LOCKS_GUARD:
             self._launch_lock = _LIBRARY_LOCKS.setdefault(os.path.realpath(so), threading.Lock())
         if self._timeline:
@@ -255,7 +260,10 @@ class TwinKernel:
         err = ctypes.create_string_buffer(_ERR_LEN)
         from . import timeline
         record = self._timeline and timeline.recording_on()
+        windows = self._symm_windows()
         with self._launch_lock:
+            if windows is not None:
+                self._lib.dj_twin_set_symm_windows(*windows)
             if self._timeline:
                 self._lib.dj_twin_timeline_enable(1 if record else 0)
             rc = self._fn(options.num_blocks, payload, len(payload), addrs, sizes, n, wait_timeout(),
@@ -269,6 +277,17 @@ class TwinKernel:
         if record:
             timeline.note_launch(result)
         return result
+
+    def _symm_windows(self):
+        """The arguments of ``dj_twin_set_symm_windows``: every live symmetric window's ranges in this
+        process (windows.py), which the launch accesses in place and checks like GM."""
+        if not self._symm:
+            return None
+        regions = windows.regions()
+        n = len(regions)
+        return ((ctypes.c_uint64 * max(n, 1))(*[a for a, _, _ in regions]),
+                (ctypes.c_uint64 * max(n, 1))(*[b for _, b, _ in regions]),
+                "\n".join(name for _, _, name in regions).encode(), n)
 
     def _traces(self, result: LaunchCounters) -> list:
         """Each core's recorded events, with the share of its GM bytes the L2 model says reach HBM."""

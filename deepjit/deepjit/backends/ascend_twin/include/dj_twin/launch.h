@@ -26,6 +26,7 @@
 #include "c_api/sync.h"
 #include "dj_twin/l2_model.h"
 #include "dj_twin/runtime.h"
+#include "dj_twin/symm.h"
 
 namespace dj_twin {
 
@@ -88,7 +89,14 @@ inline void check_gm(const void* p, size_t bytes, const char* op) {
       fail("%s: global tensor %s offset %lld, %zu bytes, is outside [0, %zu)", op, r.name, off, bytes, r.bytes);
     return;
   }
-  fail("%s: global address %p (%zu bytes) is not inside any tensor argument", op, p, bytes);
+  // Peers' symmetric windows (dj_twin/symm.h) are accessed in place, checked against their data range.
+  if (const SymmRegion* w = symm_region_of(addr, bytes)) {
+    long long off = (long long)(addr - w->data);
+    if (addr < w->data || addr + bytes > w->data + w->bytes)
+      fail("%s: %s offset %lld, %zu bytes, is outside [0, %zu)", op, w->name, off, bytes, w->bytes);
+    return;
+  }
+  fail("%s: global address %p (%zu bytes) is not inside any tensor argument or symm window", op, p, bytes);
 }
 
 // ---- faults ------------------------------------------------------------------------------------------
@@ -491,5 +499,20 @@ DJ_TWIN_C_ENTRY uint64_t dj_twin_timeline_copy(uint64_t core, void* out, uint64_
   const uint64_t n = t.size() < max_events ? t.size() : max_events;
   if (n) std::memcpy(out, t.data(), n * sizeof(::dj_twin::TimelineEvent));
   return n;
+}
+// The symmetric windows the next launches may access in place (deepjit/symm/device.py): n data ranges
+// and their names, '\n'-separated; n = 0 forgets them.
+DJ_TWIN_C_ENTRY void dj_twin_set_symm_windows(const uint64_t* data, const uint64_t* bytes, const char* names, int n) {
+  std::lock_guard<std::mutex> serial(::dj_twin::g_launch_mu);
+  auto& regions = ::dj_twin::g_symm_regions;
+  regions.assign(size_t(n > 0 ? n : 0), ::dj_twin::SymmRegion{});
+  for (int i = 0; i < n; ++i) {
+    regions[size_t(i)].data = uintptr_t(data[i]);
+    regions[size_t(i)].bytes = size_t(bytes[i]);
+    const char* end = std::strchr(names, '\n');
+    const size_t len = end ? size_t(end - names) : std::strlen(names);
+    std::snprintf(regions[size_t(i)].name, sizeof regions[size_t(i)].name, "%.*s", int(len), names);
+    names += end ? len + 1 : len;
+  }
 }
 #undef DJ_TWIN_C_ENTRY

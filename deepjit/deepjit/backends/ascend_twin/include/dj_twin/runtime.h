@@ -16,6 +16,7 @@
 //   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
 //   dj_twin::touch_gm(p, bytes, write, GmAccess)   GM lines for the L2 model (added; next to check_gm)
 //   dj_twin::begin_gm_move()                       a data mover's instruction starts (added; L2 model)
+//   check_gm also accepts the live symmetric windows, accessed in place (added; dj_twin/symm.h, dj_symm/device.h)
 //
 // Notes for the headers built on this one:
 //   - run_on_twin maps tensors to the lowered kernel's parameters by name and returns a

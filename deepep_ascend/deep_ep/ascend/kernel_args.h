@@ -1,0 +1,33 @@
+// deep_ep/ascend/kernel_args.h — the argument structs of deep_ep's hand-written Ascend kernels (filled by
+// name from Python: deepjit.kernel_args). symm_* are the symmetric window's fields
+// (deepjit.symm.DeviceWindow.kernel_fields; dj_symm/device.h).
+#pragma once
+
+#include <stdint.h>
+
+// ep_symm_exchange_send (symm_exchange.asc): row i of rows goes to every rank d with pos[i, d] >= 0, into
+// d's inbox: row pos[i, d] of region `rank` (regions are region_bytes apart: max_rows of the widest rows
+// the window serves, so exchanges of different row widths never overlap another source's region);
+// counts[d] rows in all go to d, announced in d's window.
+struct EpSymmSendArgs {
+  __gm__ uint8_t* rows;
+  __gm__ int32_t* pos;
+  __gm__ int32_t* counts;
+  __gm__ int64_t* symm_bases;
+  int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
+  int32_t symm_rank, symm_num_ranks;
+  int64_t num_rows, row_bytes, max_rows, region_bytes;
+  int32_t seq, pad;
+};
+
+// ep_symm_exchange_recv (symm_exchange.asc): the rows every source put into this rank's inbox, source by
+// source, back to back into out; row_start [R + 1] their first rows (the last: the total).
+struct EpSymmRecvArgs {
+  __gm__ uint8_t* out;
+  __gm__ int32_t* row_start;
+  __gm__ int64_t* symm_bases;
+  int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
+  int32_t symm_rank, symm_num_ranks;
+  int64_t out_rows, row_bytes, max_rows, region_bytes;
+  int32_t seq, pad;
+};

@@ -1,0 +1,71 @@
+"""Across 2 real processes: the window exchange alone (test_symm_exchange.py's rounds), then EPBuffer
+dispatch and combine with ``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm``: the token-major steps move
+counts and rows through the symmetric window by the kernels (ascend/symm_steps.py) and match the
+oracle of tests/deep_ep/refs.py bit for bit (cases.py: BF16 with weights and a bias, with CPU sync;
+without CPU sync, cached); the dispatch without CPU sync and its combine run with every input and
+every buffer the kernels write marked device-only (any host read of them, or of what is computed
+from them, raises)."""
+import torch
+
+from tests.testkit.distributed import run_ranks
+
+from ..cases import CASES, check_case
+from .test_symm_exchange import DeviceOnly, _mark, exchange_round_trips
+
+HIDDEN, E, M, K = 128, 8, 10, 3
+
+
+def _cases(rank, world):
+    import torch.distributed as dist
+
+    rounds = exchange_round_trips(rank, world)
+
+    import deep_ep
+    from deep_ep.ascend.engine import AscendEngine
+    from tests.deep_ep import refs
+
+    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
+                           explicitly_destroy=True, num_cpu_timeout_secs=60)
+    assert isinstance(buf._engine, AscendEngine) and buf._engine.symm is not None
+    for i in (0, 3):
+        check_case(buf, CASES[i], rank, world, HIDDEN, E, M, K, seed=i + 1)
+    # No host read on the dispatch without CPU sync nor on its combine.
+    T = M - 3 * rank
+    idx, w = refs.make_routing(T, K, E, 77 + rank)
+    x = refs.make_x(T, HIDDEN, 77 + rank, None)
+    _mark(idx, w, x)
+    # What the kernels write (the engine's staging buffers) is device memory too: marked as handed out.
+    from deep_ep.ascend.transport import CollectiveExchange
+    staging = CollectiveExchange.staging
+
+    def marked_staging(self, *args):
+        t = staging(self, *args)
+        t._device_only = True
+        return t
+
+    CollectiveExchange.staging = marked_staging
+    try:
+        with DeviceOnly():
+            recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x, idx, w, num_experts=E, do_cpu_sync=False)
+            combined, combined_w, _ = buf.combine(recv_x, handle, recv_w)
+    finally:
+        CollectiveExchange.staging = staging
+    for t in (idx, w, x, recv_x, recv_idx, recv_w, combined, combined_w, *handle.__dict__.values()):
+        if isinstance(t, torch.Tensor):
+            t.__dict__.pop("_device_only", None)
+    # Each token comes back as the sum over its ranks of its own row (bf16 partials, as upstream).
+    ranks = torch.where(idx >= 0, idx // (E // world), -1)
+    copies = torch.stack([(ranks == r).any(1) for r in range(world)], 1).sum(1)
+    want = (x.float() * copies[:, None]).bfloat16()
+    ok = torch.equal(combined, want) and bool(torch.equal(combined_w, torch.where(idx >= 0, w, 0.0)))
+    window = buf._engine.symm.exchange.window
+    buf.destroy()
+    return rounds, ok, window._window._destroyed
+
+
+def test_window_exchange_and_token_major_dispatch_combine():
+    outs = run_ranks(_cases, 2, timeout=600, env={"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"})
+    exchanged = {"x": (True, True, True), "ids": (True, True, True), "back": (True, True)}
+    for rounds, ok, destroyed in outs:
+        assert rounds == [exchanged, exchanged], rounds
+        assert ok and destroyed
