@@ -25,8 +25,10 @@
 // Many rows (group_task): each task packs 256 columns of B into its own L2-resident scratch and runs
 // all rows of its range against them, 32 rows x 512 K per call (A's chunk in L1, B from L2, the
 // packed B never goes to memory). Few rows (panel_task): one 32-wide B panel and all rows per call.
-// Few rows (up to 32) of E4M3 B (tr_task): the transposed product D^T = B . A^T, B's rows converted
-// to plain BF16 rows in L1 (no transpose into panels) as brgemm's A, A^T prepacked once as its B.
+// Few rows (4 to 32) of E4M3 B (tr_task): the transposed product D^T = B . A^T, B's rows converted
+// to plain BF16 rows in L1 (no transpose into panels) as brgemm's A, A^T prepacked once as its B;
+// a task runs a span of 64-column blocks, prefetching B across them, and applies B's scales to
+// each scale block's product (folded ones too: one conversion table for all blocks).
 // Promoted scales: each K block's product lands in an FP32 scratch tile, then C += P * sa[i] * sb[j]
 // with the same FMA as the vdpbf16ps micro-kernel (group_task: 128 columns per call, all K blocks,
 // then the next 128, so the product and its accumulators stay in L1).
@@ -53,8 +55,9 @@ constexpr int64_t SMALL_M = 96;     // jobs up to this many rows convert B on th
 constexpr int64_t KC_FOLDED = 256;  // K per packed block when no scale is promoted
 constexpr int64_t KC_BRGEMM = 2048; // the same on brgemm (a task packs 256 columns x 2048 K = 1 MiB at a time)
 constexpr int64_t kPanelK = 256;  // K per B panel converted on the fly (few-row jobs)
-constexpr int64_t kTrRows = 32;   // B rows per brgemm call in tr_task
-constexpr int64_t kTrK = 512;     // K per call there when no scale is promoted
+constexpr int64_t kTrRows = 32;   // B rows per brgemm call in tr_task (divides 64)
+constexpr int64_t kTrK = 512;     // K per call there when no scale is promoted or folded
+constexpr int64_t kTrMaxBlocks = 16;  // 64-column blocks per tr_task at most
 constexpr int64_t kTrMaxRows = 32; // rows up to which tr_task runs (measured: 64 rows no quicker than panel_task)
 constexpr int64_t kSerialPack = 1 << 18;  // elements packed on the calling thread alone
 // brgemm schedule for many rows (group_task): a task packs kGroupCols columns of B into its own
@@ -459,12 +462,20 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 // order the conversion leaves B's values in (stream_order). Scales, folded or promoted, are
 // applied per scale block of gb values in FP32: tot += acc * (sa * sb).
 // A rows up to which the stream path runs. Its vdpbf16ps work grows with the rows while brgemm's
-// AMX tiles cost the same for 1-16 rows: on brgemm the packed path wins from about 5 rows of FP8.
+// AMX tiles cost the same for 1-16 rows: on brgemm the packed paths win from about 5 rows, and
+// tr_task (E4M3 B) from 4.
 #ifdef DJ_HAVE_BRGEMM
 constexpr int64_t kStreamRows = 4;
 #else
 constexpr int64_t kStreamRows = 8;
 #endif
+// With E4M3 B on brgemm, tr_task takes over from 4 rows (measured at 4 x 7168 x 2048, one thread:
+// 1.3x the stream path; 3 rows even, 1-2 rows the stream path 1.4x quicker). DG_STREAM_ROWS_TR
+// (a build define) moves the boundary, to measure the two paths against each other.
+#ifndef DG_STREAM_ROWS_TR
+#define DG_STREAM_ROWS_TR 3
+#endif
+constexpr int64_t kStreamRowsTr = DG_STREAM_ROWS_TR;
 constexpr int64_t kStreamCols = 128;   // B rows per task
 
 // Position within a 64-value chunk of A that element e takes: E4M3Tables::convert leaves values
@@ -574,7 +585,7 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            if (stream_ok_ && job.m <= kStreamRows) {   // A prepacked for stream_rows, B read in place
+            if (stream_ok_ && job.m <= (tr_ok_ ? kStreamRowsTr : kStreamRows)) {   // A prepacked for stream_rows, B read in place
                 p.stream = true;
                 p.mpad = 32;
                 p.lda = ceil_div(job.klen, 64) * 64;
@@ -623,10 +634,16 @@ public:
                     for (int64_t c0 = 0; c0 < npad_; c0 += 64) packs.push_back({static_cast<int64_t>(j), 1, kb, c0});
                 for (int64_t r0 = 0; r0 < job.m; r0 += MC)
                     for (int64_t c0 = 0; c0 < n_; c0 += NC) tasks.push_back({static_cast<int64_t>(j), 0, r0, c0});
+            } else if (p.tr) {
+                // Spans of 64-column blocks, about 4 per thread for a single job (each task's first
+                // span of B starts cold: tr_task prefetches ahead only within its own columns).
+                const int64_t span = std::clamp<int64_t>(ceil_div(ceil_div(n_, 4 * threads_), 64), 1, kTrMaxBlocks) * 64;
+                for (int64_t c0 = 0; c0 < n_; c0 += span)
+                    tasks.push_back({static_cast<int64_t>(j), 5, std::min(n_, c0 + span), c0});
             } else {
                 // 64 columns per task keeps both threads busy even for a single decode job.
                 for (int64_t c0 = 0; c0 < n_; c0 += 64)
-                    tasks.push_back({static_cast<int64_t>(j), p.tr ? 5 : p.rows ? 2 : 1, 0, c0});
+                    tasks.push_back({static_cast<int64_t>(j), p.rows ? 2 : 1, 0, c0});
             }
         }
 
@@ -657,7 +674,7 @@ public:
                 group_task(jobs[it.job], prep[it.job], it.x, it.y, s);
 #if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
             else if (it.kind == 5)
-                tr_task(jobs[it.job], prep[it.job], it.y, s);
+                tr_task(jobs[it.job], prep[it.job], it.y, it.x, s);
 #endif
 #endif
             else
@@ -980,75 +997,96 @@ private:
             }
     }
 
-    // Few rows, E4M3 B, on brgemm: the transposed product D^T[64 columns, rows] = B . A^T. B's rows
-    // are converted through E4M3Tables into plain BF16 rows (L1 scratch, no transpose into panels:
-    // that was most of the conversion's cost) and are brgemm's A operand; A^T (pack_a_transposed)
-    // is its B. B is read once, converted once, never written to memory.
-    void tr_task(const Job& job, const Prepared& p, int64_t c0, Scratch& s) {
-        const int64_t end = std::min(n_, c0 + 64), nv = end - c0, nw = p.nw;
+    // Few rows, E4M3 B, on brgemm: the transposed product D^T[columns, rows] = B . A^T over the
+    // task's columns [c0, c1), 64 at a time. B's rows are converted through E4M3Tables into plain
+    // BF16 rows (L1 scratch, no transpose into panels: that was most of the conversion's cost) and
+    // are brgemm's A operand; A^T (pack_a_transposed) is its B. B is read once, converted once,
+    // never written to memory.
+    void tr_task(const Job& job, const Prepared& p, int64_t c0, int64_t c1, Scratch& s) {
         if (job.klen <= 0) return;   // run() writes d = c
-        const int64_t step = promote_ ? kc_ : kTrK, ld = step + 32;   // ld: rows 1 line off L1-set aliasing
+        const int64_t nw = p.nw;
+        // B's folded scales are applied to each scale block's product (exact: powers of two) rather
+        // than through tables rebuilt per block (measured 1.4x at 4 rows). One call per block then.
+        const bool post = !promote_ && b_.fold;
+        const int64_t step = promote_ ? kc_ : post ? b_.gk : kTrK, ld = step + 32;   // ld: rows 1 line off L1-set aliasing
         uint16_t* brows = s.tmp.get();
-        float* acc = s.acc.get();                // [nv][nw]
+        float* acc = s.acc.get();                // [64][nw]
         float* out = acc + 64 * nw;              // [m][64] for the epilogue
         float* prod = s.ctmp.get();              // promoted: one block's product
         alignas(64) float sb[kTrRows];
-        const uint8_t* row[64];
-        for (int64_t r = 0; r < nv; ++r) row[r] = b_.row_base(job.b_g, c0 + r) + job.k0;
         const ConvertTables& t = tables();
         E4M3Tables tb;
-        // 32 B rows over all of K, then the next 32 (the order of the packed path: few enough
-        // concurrent row streams for the hardware prefetchers). Each call's BF16 rows (18 KiB) and
-        // A^T's block stay in L1.
+        // kTrRows B rows over all of K, then the next kTrRows (the order of the packed path: few
+        // enough concurrent row streams for the hardware prefetchers), through the task's columns.
+        // Each call's BF16 rows and A^T's block stay in L1. The span `ahead` steps on is requested
+        // into L2 one line per converted line (a burst of a whole span's requests stalls on the fill
+        // buffers), across 64-column blocks too, so only the task's first span starts cold.
         const int64_t steps = ceil_div(job.klen, step), ahead = std::max<int64_t>(1, 512 / step);
+        const int64_t groups = ceil_div(c1 - c0, kTrRows);   // kTrRows divides 64
+        const auto b_row = [&](int64_t col) { return b_.row_base(job.b_g, col) + job.k0; };
         for (int64_t t0 = 0; t0 < std::min(ahead, steps); ++t0)
-            prefetch_rows<2>(b_, job.b_g, c0, std::min(kTrRows, nv), job.k0 + t0 * step, std::min(step, job.klen - t0 * step));
-        for (int64_t h = 0; h < nv; h += kTrRows) {
-            const int64_t hv = std::min(kTrRows, nv - h);
-            float* ch = acc + h * nw;
-            for (int64_t st = 0; st < steps; ++st) {
-                const int64_t k = st * step, kv = std::min(step, job.klen - k), kcp = ceil_div(kv, 64) * 64;
-                // The span `ahead` steps on (in these rows or the next 32) is requested into L2 one
-                // line per converted line: a burst of a whole span's requests stalls on the fill buffers.
-                const int64_t ti = (h / kTrRows) * steps + st + ahead, ph = (ti / steps) * kTrRows, pk = (ti % steps) * step;
-                const int64_t prow = ph < nv ? std::min(kTrRows, nv - ph) : 0, plen = std::min(step, job.klen - pk);
-                for (int64_t c = 0; c < kcp; c += 64) {
-                    const int64_t n = std::min<int64_t>(64, kv - c);
-                    const __mmask64 m = n >= 64 ? ~__mmask64(0) : ((__mmask64(1) << n) - 1);
-                    const int e = b_.fold ? scale_exponent(b_.scale(job.b_g, c0, job.kb0 + (k + c) / b_.gk)) : 0;
-                    if (e != tb.e) tb.build(t, e);
-                    for (int64_t r = 0; r < hv; ++r) {
-                        if (r < prow && c < plen) _mm_prefetch(reinterpret_cast<const char*>(row[ph + r]) + pk + c, _MM_HINT_T1);
-                        __m512i w0, w1;
-                        tb.convert(_mm512_maskz_loadu_epi8(m, row[h + r] + k + c), w0, w1);
-                        _mm512_storeu_si512(brows + r * ld + c, w0);
-                        _mm512_storeu_si512(brows + r * ld + c + 32, w1);
+            prefetch_rows<2>(b_, job.b_g, c0, std::min(kTrRows, c1 - c0), job.k0 + t0 * step,
+                             std::min(step, job.klen - t0 * step));
+        for (int64_t cb = c0; cb < c1; cb += 64) {
+            const int64_t nv = std::min<int64_t>(64, c1 - cb);
+            for (int64_t h = 0; h < nv; h += kTrRows) {
+                const int64_t hv = std::min(kTrRows, nv - h), gi = (cb - c0 + h) / kTrRows;
+                float* ch = acc + h * nw;
+                for (int64_t st = 0; st < steps; ++st) {
+                    const int64_t k = st * step, kv = std::min(step, job.klen - k), kcp = ceil_div(kv, 64) * 64;
+                    const int64_t ti = gi * steps + st + ahead, pg = ti / steps, pk = (ti % steps) * step;
+                    const int64_t pc = c0 + pg * kTrRows;
+                    const int64_t prow = pg < groups ? std::min(kTrRows, c1 - pc) : 0, plen = std::min(step, job.klen - pk);
+                    for (int64_t c = 0; c < kcp; c += 64) {
+                        const int64_t n = std::min<int64_t>(64, kv - c);
+                        const __mmask64 m = n >= 64 ? ~__mmask64(0) : ((__mmask64(1) << n) - 1);
+                        const int e = b_.fold && !post ? scale_exponent(b_.scale(job.b_g, cb, job.kb0 + (k + c) / b_.gk)) : 0;
+                        if (e != tb.e) tb.build(t, e);
+                        const uint8_t* src = b_row(cb + h) + k + c;
+                        const uint8_t* pre = prow > 0 ? b_row(pc) + pk + c : nullptr;
+                        const int64_t b_ld = b_.smn;   // K-major E4M3: a row's stride in bytes
+                        for (int64_t r = 0; r < hv; ++r) {
+                            if (r < prow && c < plen) _mm_prefetch(reinterpret_cast<const char*>(pre + r * b_ld), _MM_HINT_T1);
+                            __m512i w0, w1;
+                            tb.convert(_mm512_maskz_loadu_epi8(m, src + r * b_ld), w0, w1);
+                            _mm512_storeu_si512(brows + r * ld + c, w0);
+                            _mm512_storeu_si512(brows + r * ld + c + 32, w1);
+                        }
                     }
-                }
-                const uint32_t* at = p.a + (k / 2) * nw;
-                if (!promote_) {
-                    if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, ch, nw, k > 0)) return;
-                    continue;
-                }
-                // Promoted: kc_ is the scale block, one per step.
-                if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, prod, nw, false)) return;
-                block_scales(b_, job.b_g, c0 + h, hv, hv, job.kb0 + k / std::max<int64_t>(b_.gk, 1), sb);
-                const float* sa = p.sa + st * p.mpad;   // 1 past the job's rows up to mpad >= nw
-                for (int64_t r = 0; r < hv; ++r) {
-                    const __m512 sr = _mm512_set1_ps(sb[r]);
-                    float* cr = ch + r * nw;
-                    const float* pr = prod + r * nw;
-                    for (int64_t i = 0; i < nw; i += 16) {
-                        const __m512 base = k > 0 ? _mm512_loadu_ps(cr + i) : _mm512_setzero_ps();
-                        _mm512_storeu_ps(cr + i, _mm512_fmadd_ps(_mm512_loadu_ps(pr + i),
-                                                                 _mm512_mul_ps(_mm512_loadu_ps(sa + i), sr), base));
+                    const uint32_t* at = p.a + (k / 2) * nw;
+                    if (!promote_ && !post) {
+                        if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, ch, nw, k > 0)) return;
+                        continue;
+                    }
+                    if (post) {   // one scale for the block's 64 columns (gmn % 64 == 0)
+                        if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, prod, nw, false)) return;
+                        const __m512 sr = _mm512_set1_ps(b_.scale(job.b_g, cb, job.kb0 + k / b_.gk));
+                        for (int64_t e = 0; e < hv * nw; e += 16) {
+                            const __m512 base = k > 0 ? _mm512_loadu_ps(ch + e) : _mm512_setzero_ps();
+                            _mm512_storeu_ps(ch + e, _mm512_fmadd_ps(_mm512_loadu_ps(prod + e), sr, base));
+                        }
+                        continue;
+                    }
+                    // Promoted: kc_ is the scale block, one per step.
+                    if (!dj::brgemm::gemm(hv, nw, kcp, brows, ld, at, nw, prod, nw, false)) return;
+                    block_scales(b_, job.b_g, cb + h, hv, hv, job.kb0 + k / std::max<int64_t>(b_.gk, 1), sb);
+                    const float* sa = p.sa + st * p.mpad;   // 1 past the job's rows up to mpad >= nw
+                    for (int64_t r = 0; r < hv; ++r) {
+                        const __m512 sr = _mm512_set1_ps(sb[r]);
+                        float* cr = ch + r * nw;
+                        const float* pr = prod + r * nw;
+                        for (int64_t i = 0; i < nw; i += 16) {
+                            const __m512 base = k > 0 ? _mm512_loadu_ps(cr + i) : _mm512_setzero_ps();
+                            _mm512_storeu_ps(cr + i, _mm512_fmadd_ps(_mm512_loadu_ps(pr + i),
+                                                                     _mm512_mul_ps(_mm512_loadu_ps(sa + i), sr), base));
+                        }
                     }
                 }
             }
+            for (int64_t i = 0; i < job.m; ++i)
+                for (int64_t r = 0; r < nv; ++r) out[i * 64 + r] = acc[r * nw + i];
+            epilogue(o_, job.d_g, job.d_m0, cb, job.m, nv, out, 64);
         }
-        for (int64_t i = 0; i < job.m; ++i)
-            for (int64_t r = 0; r < nv; ++r) out[i * 64 + r] = acc[r * nw + i];
-        epilogue(o_, job.d_g, job.d_m0, c0, job.m, nv, out, 64);
     }
 #endif
 

@@ -81,6 +81,22 @@ def test_decode_rows(kind, pow2, m):
     check(d, ref_gemm(ar, br, c, 0.5), 1e-6)
 
 
+@pytest.mark.parametrize("pow2", [True, False])
+@pytest.mark.parametrize("m", [4, 12])
+def test_few_rows_over_many_column_blocks(pow2, m):
+    """Few FP8 rows against an N of many 64-column blocks (on brgemm a task runs several of them, the
+    B scale changing every 128 columns, and prefetches across them) with N and K tails."""
+    n, k = 1100, 456
+    a, sfa, ar = operand("fp8", m, k, (1, 128), pow2)
+    # B's scale blocks differ along N and K (randn alone gives every block the same power of two)
+    gain = torch.exp2((torch.arange(n) // 128 % 4).float())[:, None] * torch.exp2((torch.arange(k) // 128 % 3).float())
+    b, sfb = cast_fp8(torch.randn(n, k) * gain, (128, 128), pow2)
+    br = dequant(b, sfb, (128, 128))
+    d = torch.empty(m, n, dtype=torch.float32)
+    H.gemm(a, sfa, b, sfb, d)
+    check(d, ref_gemm(ar, br), 1e-6)
+
+
 @pytest.mark.parametrize("kind,pow2", [("bf16", False), ("fp8", False)])
 def test_decode_row_with_a_long_k(kind, pow2):
     """A decode row far longer than the K block the per-thread scratch is sized for (was a heap overflow:
