@@ -244,3 +244,36 @@ def test_run_on_twin_exposes_the_estimate(run_on_twin):
     est = last_estimate()
     assert est is not None and est.cycles == pytest.approx(result.estimate().cycles) and est.cycles > 0
     assert {e.type for tr in result.traces for e in tr.events} >= {"move"}
+
+
+# Eight adds, either a chain (each reads the previous sum) or independent (each reads the two inputs),
+# then one store of the last; the twin's register dataflow (dj_twin/timeline.h VecDataflow) gives the run
+# its depth.
+CHAIN = r'''
+#include <c_api/asc_simd.h>
+extern "C" __global__ __vector__ void vec_chain(__gm__ float* y, int dependent) {
+  __ubuf__ float *ub = (__ubuf__ float *)0;
+  vector_bool all = asc_create_mask_b32(PAT_ALL);
+  vector_float a, b, s;
+  asc_duplicate_scalar(a, 1.0f, all);
+  asc_duplicate_scalar(b, 2.0f, all);
+  s = a;
+  for (int i = 0; i < 8; ++i) asc_add(s, dependent ? s : a, b, all);
+  asc_storealign(ub, s, 0, all);
+}
+'''
+
+
+@pytest.mark.parametrize("dependent", [True, False])
+def test_dependent_vector_chain_pays_latency_per_step(twin_runtime, dependent):
+    with timeline.recording():
+        result = launch_source(twin_runtime, "vec_chain", CHAIN, torch.zeros(64), int(dependent))
+    (run,) = [e for e in result.traces[0].events if e.type == "vector"]
+    assert timeline.vector_instructions(run)["simple"] == 10 and timeline.vector_instructions(run)["store"] == 1
+    # dependent: dup -> 8 chained adds -> store, 10 steps; independent: dup -> any add -> store, 3 steps
+    assert run.depth == (10 if dependent else 3)
+    costs = replace(COSTS, vector_latency=5.0)
+    est = timeline.schedule([_trace([run], kind="AIV")], "vector", costs)
+    # the chain pays 5 cycles a step (50); the independent adds overlap, leaving the ALU's 10 x 2 cycles
+    # (above their 3 steps x 5)
+    assert est.cycles == pytest.approx(10 * 5 if dependent else 10 * 2)

@@ -92,6 +92,15 @@ class CostTable:
     # A 16-bit (128-lane) instruction costs the same as a 32-bit one (same register; estimate).
     vector_cycles: dict = field(default_factory=lambda: {"simple": 1.0, "special": 1.0, "divide": 1780 / 128,
                                                          "load": 1.0, "store": 1.0})
+    # Latency of a vector register instruction (issue to result usable by the next): a run of them takes at
+    # least its longest chain of dependent instructions x this (dj_twin/timeline.h VecDataflow). No public
+    # source gives dav-3510's per-instruction latencies (TileLang's AscendLatencyParams has throughputs
+    # only; the AscendC Reg docs none), so one figure for every class, fitted (estimate) to the one
+    # published latency-bound 950 measurement: TileLang's top-k gate at 4096 tokens, 256 experts / top-8
+    # (22.4 us, examples/ascend/example_simdvf_topk_gate.py docstring); its 128/6 and 160/8 figures are
+    # the check (deepjit README's validation table). Its VFs' critical path is 97 dependent instructions a
+    # token (~12 per selected expert); 5.9 cycles each reproduces 22.4 us, rounded to whole cycles: 6.
+    vector_latency: float = 6.0
     # One recorded instruction costs the scalar unit one issue cycle [TL "Scalar -> one cycle per atomic task"].
     scalar_issue: float = 1.0
     # SIMT: one 32-lane warp instruction a cycle per AIV (no published issue rate; ascend_check.Rates's

@@ -33,7 +33,7 @@ PIPE_NAMES = {PIPE_S: "scalar", PIPE_V: "vector", PIPE_M: "cube", PIPE_MTE1: "mt
               PIPE_MTE3: "mte3", PIPE_FIX: "fixpipe", 7: "mte4", 8: "mte5", 9: "vector2", 11: "mte2", 12: "mte2"}
 # The busy pipes a report shows, in a profiler's order; SIMT work runs on the vector core (its own row).
 REPORT_PIPES = ("scalar", "mte2", "mte1", "cube", "fixpipe", "vector", "simt", "mte3")
-EVENT_BYTES = 24
+EVENT_BYTES = 32
 # Below this busy share of its busiest unit a kernel is reported latency-bound.
 LATENCY_BOUND_BELOW = 0.5
 
@@ -47,6 +47,7 @@ class Event:
     id: int = 0
     n: int = 0
     m: int = 0
+    depth: int = 0   # vector: the longest chain of dependent register instructions in the run
 
 
 def vector_instructions(e: Event) -> dict:
@@ -55,24 +56,26 @@ def vector_instructions(e: Event) -> dict:
     return {"simple": e.n & low, "special": e.n >> 32, "load": e.m & low, "store": e.m >> 32, "divide": e.id}
 
 
-def vector_event(simple: int = 0, special: int = 0, divide: int = 0, load: int = 0, store: int = 0) -> Event:
-    return Event("vector", PIPE_V, n=simple | special << 32, m=load | store << 32, id=divide)
+def vector_event(simple: int = 0, special: int = 0, divide: int = 0, load: int = 0, store: int = 0,
+                 depth: int = 0) -> Event:
+    return Event("vector", PIPE_V, n=simple | special << 32, m=load | store << 32, id=divide, depth=depth)
 
 
 def vector_cycles(e: Event, costs: CostTable) -> float:
-    """A run of vector instructions: the ALU and the register loads and stores overlap (costs.py)."""
+    """A run of vector instructions: the ALU and the register loads and stores overlap (costs.py), and
+    no faster than its longest chain of dependent instructions, each waiting for its source's latency."""
     k, c = vector_instructions(e), costs.vector_cycles
     alu = k["simple"] * c["simple"] + k["special"] * c["special"] + k["divide"] * c["divide"]
-    return max(alu, k["load"] * c["load"], k["store"] * c["store"])
+    return max(alu, k["load"] * c["load"], k["store"] * c["store"], e.depth * costs.vector_latency)
 
 
 def parse_events(raw: bytes) -> list[Event]:
-    """The 24-byte little-endian records of dj_twin/timeline.h TimelineEvent."""
+    """The 32-byte little-endian records of dj_twin/timeline.h TimelineEvent."""
     import struct
 
     out = []
-    for t, pipe, a, b, ident, n, m in struct.iter_unpack("<BBBBIQQ", raw):
-        out.append(Event(EVENT_TYPES[t], pipe, a, b, ident, n, m))
+    for t, pipe, a, b, ident, n, m, depth in struct.iter_unpack("<BBBBIQQQ", raw):
+        out.append(Event(EVENT_TYPES[t], pipe, a, b, ident, n, m, depth))
     return out
 
 

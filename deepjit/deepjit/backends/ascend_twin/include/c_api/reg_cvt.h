@@ -189,6 +189,6 @@ inline void vcvt(D& dst, S src, vector_bool m, C... controls) {
       else if (merging) v::elem_set(out, i, v::elem_get(old, i));
     }
   }
+  out.step = dj_twin::count_vector_ops(ns > nd ? ns : nd, dj_twin::VecClass::Simple, djv::step_of(src, m));
   dst = out;
-  dj_twin::count_vector_ops(ns > nd ? ns : nd);
 }

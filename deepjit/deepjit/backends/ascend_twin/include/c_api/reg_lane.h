@@ -73,13 +73,22 @@ template <class V> inline calc_t<V> highest() {
   else return calc_t<V>(std::numeric_limits<typename V::bits_t>::max());
 }
 
-// dst[i] = f(i) on active lanes, 0 on the others; cls: how the timeline costs the instruction.
-template <class V, class F> inline void each(V& dst, const mask& m, F f, VecClass cls = VecClass::Simple) {
+// The latest dataflow step of an instruction's source registers and masks (dj_twin/timeline.h).
+template <class... R> inline uint64_t step_of(const R&... r) {
+  uint64_t s = 0;
+  ((s = r.step > s ? r.step : s), ...);
+  return s;
+}
+
+// dst[i] = f(i) on active lanes, 0 on the others; cls: how the timeline costs the instruction; src_step:
+// step_of(the registers f reads), taken before dst is written (dst may be one of them).
+template <class V, class F>
+inline void each(V& dst, const mask& m, F f, VecClass cls = VecClass::Simple, uint64_t src_step = 0) {
   V out;
   for (int i = 0; i < V::lanes; ++i)
     if (active<V>(m, i)) put(out, i, f(i));
+  out.step = count_vector_ops(V::lanes, cls, src_step > m.step ? src_step : m.step);
   dst = out;
-  count_vector_ops(V::lanes, cls);
 }
 
 // Wrapping integer arithmetic (two's complement at 64 bits, truncated by put()).

@@ -47,42 +47,42 @@ template <class V> inline void store_active(uint8_t* q, const V& v, const mask& 
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, djv::VL, "asc_loadalign");
   std::memcpy(d.e, q, djv::VL);
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
+  d.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_brc_elem(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, V::width, "asc_loadalign_brc_elem");
   V out;
   for (int i = 0; i < V::lanes; ++i) std::memcpy(&out.e[i], q, V::width);
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_upsample(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, djv::VL / 2, "asc_loadalign_upsample");
   V out;
   for (int i = 0; i < V::lanes; ++i) std::memcpy(&out.e[i], q + size_t(i / 2) * V::width, V::width);
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_downsample(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, 2 * djv::VL, "asc_loadalign_downsample");
   V out;
   for (int i = 0; i < V::lanes; ++i) std::memcpy(&out.e[i], q + size_t(2 * i) * V::width, V::width);
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_unpack(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, djv::VL / 2, "asc_loadalign_unpack");
   V out;
   for (int k = 0; k < V::lanes / 2; ++k) std::memcpy(&out.e[2 * k], q + size_t(k) * V::width, V::width);
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_unpack4(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, djv::VL / 4, "asc_loadalign_unpack4");
   V out;
   for (int k = 0; k < V::lanes / 4; ++k) std::memcpy(&out.e[4 * k], q + size_t(k) * V::width, V::width);
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_brc_datablock(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, 32, "asc_loadalign_brc_datablock");
@@ -95,8 +95,8 @@ DJ_TWIN_LOAD_TMPL inline void asc_loadalign_brc_elem2datablock(V& d, __ubuf__ T*
   const uint8_t* q = djv::ub_read(src + offset, size_t(blocks) * V::width, "asc_loadalign_brc_elem2datablock");
   V out;
   for (int i = 0; i < V::lanes; ++i) std::memcpy(&out.e[i], q + size_t(i / per) * V::width, V::width);
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign_deintlv(V& d0, V& d1, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, 2 * djv::VL, "asc_loadalign_deintlv");
@@ -141,8 +141,8 @@ inline void asc_gather(D& d, __ubuf__ T* base, I idx, vector_bool m) {
     const uint8_t* q = djv::ub_read(base + uint64_t(idx.e[i % I::lanes]), sizeof(T), "asc_gather");
     djv::set_raw(out, i, q, int(sizeof(T)));
   }
+  out.step = dj_twin::count_vector_ops(D::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(D::lanes, dj_twin::VecClass::Load);
 }
 // Block j of dst <- the 32 bytes at base + idx[j] bytes; inactive lanes are 0.
 template <class D, class T, class I, class = djv::if_reg<D>, class = djv::if_reg<I>>
@@ -155,8 +155,8 @@ inline void asc_gather_datablock(D& d, __ubuf__ T* base, I idx, vector_bool m) {
     for (int k = 0; k < per; ++k)
       if (djv::active<D>(m, b * per + k)) std::memcpy(&out.e[b * per + k], q + k * D::width, D::width);
   }
+  out.step = dj_twin::count_vector_ops(D::lanes, dj_twin::VecClass::Load);
   d = out;
-  dj_twin::count_vector_ops(D::lanes, dj_twin::VecClass::Load);
 }
 template <class D, class T, class I, class = djv::if_reg<D>, class = djv::if_reg<I>>
 inline void asc_gather_datablock(D& d, __ubuf__ T* base, I idx) {
@@ -168,7 +168,7 @@ template <class T, class V, class = djv::if_reg<V>>
 inline void asc_storealign(__ubuf__ T* dst, V src, int32_t offset, vector_bool m) {
   uint8_t* q = djv::ub_write(dst + offset, djv::VL, "asc_storealign");
   djv::store_active(q, src, m);
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(src, m));
 }
 template <class T, class V, class = djv::if_reg<V>> inline void asc_storealign(__ubuf__ T* dst, V src, vector_bool m) {
   asc_storealign(dst, src, 0, m);
@@ -187,7 +187,7 @@ inline void asc_storealign(__ubuf__ T* dst, V src, uint16_t block_stride, uint16
     for (int k = 0; k < per; ++k)
       if (djv::active<V>(m, b * per + k)) std::memcpy(q + k * V::width, &src.e[b * per + k], V::width);
   }
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(src, m));
 }
 template <class T, class V, class = djv::if_reg<V>>
 inline void asc_storealign_postupdate(__ubuf__ T*& dst, V src, uint16_t block_stride, uint16_t repeat_stride,
@@ -207,7 +207,7 @@ inline void asc_storealign_pack(__ubuf__ T* dst, V src, int32_t offset, vector_b
   uint8_t* q = djv::ub_write(dst + offset, djv::VL / 2, "asc_storealign_pack");
   for (int i = 0; i < V::lanes; ++i)
     if (djv::active<V>(m, i)) std::memcpy(q + size_t(i) * w, &src.e[i], w);
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(src, m));
 }
 template <class T, class V, class = djv::if_reg<V>> inline void asc_storealign_pack(__ubuf__ T* dst, V src, vector_bool m) {
   asc_storealign_pack(dst, src, 0, m);
@@ -218,7 +218,7 @@ inline void asc_storealign_pack_quarter(__ubuf__ T* dst, V src, int32_t offset, 
   uint8_t* q = djv::ub_write(dst + offset, djv::VL / 4, "asc_storealign_pack_quarter");
   for (int i = 0; i < V::lanes; ++i)
     if (djv::active<V>(m, i)) q[i] = uint8_t(src.e[i]);
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(src, m));
 }
 template <class T, class V, class = djv::if_reg<V>>
 inline void asc_storealign_intlv(__ubuf__ T* dst, V a, V b, int32_t offset = 0) {
@@ -227,14 +227,14 @@ inline void asc_storealign_intlv(__ubuf__ T* dst, V a, V b, int32_t offset = 0) 
     std::memcpy(q + size_t(2 * i) * V::width, &a.e[i], V::width);
     std::memcpy(q + size_t(2 * i + 1) * V::width, &b.e[i], V::width);
   }
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);  // two registers: two moves
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(a, b));  // two registers: two moves
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(a, b));
 }
 template <class T, class V, class = djv::if_reg<V>>
 inline void asc_storealign_1st(__ubuf__ T* dst, V src, int32_t offset = 0) {
   uint8_t* q = djv::ub_write(dst + offset, V::width, "asc_storealign_1st");
   std::memcpy(q, &src.e[0], V::width);
-  dj_twin::count_vector_ops(1, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(1, dj_twin::VecClass::Store, djv::step_of(src));
 }
 // base[idx[i]] = src[i] for active lanes; with 8-bit data only the even lanes are scattered, and an
 // index register with fewer lanes than the data pairs index lane k with data lane k * ratio.
@@ -247,7 +247,7 @@ inline void asc_scatter(__ubuf__ T* base, V src, I idx, vector_bool m) {
     uint8_t* q = djv::ub_write(base + k, sizeof(T), "asc_scatter");
     std::memcpy(q, &src.e[i], sizeof(T));
   }
-  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store);
+  dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(src, m));
 }
 
 // TileLang's vsstb with POST_UPDATE reaches asc_storealign_postupdate through simd_inst.h; memory

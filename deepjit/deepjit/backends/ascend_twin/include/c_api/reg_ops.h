@@ -11,15 +11,15 @@ namespace vreg {
 
 template <class V, class F>
 inline void unary(V& d, const V& a, const mask& m, F f, VecClass cls = VecClass::Simple) {
-  each(d, m, [&](int i) { return f(get(a, i)); }, cls);
+  each(d, m, [&](int i) { return f(get(a, i)); }, cls, a.step);
 }
 template <class V, class F>
 inline void binary(V& d, const V& a, const V& b, const mask& m, F f, VecClass cls = VecClass::Simple) {
-  each(d, m, [&](int i) { return f(get(a, i), get(b, i)); }, cls);
+  each(d, m, [&](int i) { return f(get(a, i), get(b, i)); }, cls, step_of(a, b));
 }
 template <class V, class S, class F> inline void with_scalar(V& d, const V& a, S s, const mask& m, F f) {
   const calc_t<V> sv = scalar_as<V>(s);
-  each(d, m, [&](int i) { return f(get(a, i), sv); });
+  each(d, m, [&](int i) { return f(get(a, i), sv); }, VecClass::Simple, a.step);
 }
 
 template <class T> inline T add(T a, T b) { if constexpr (std::is_floating_point_v<T>) return a + b; else return wrap_add(a, b); }
@@ -54,8 +54,8 @@ template <class V, class F> inline void bitwise(V& d, const V& a, const V& b, co
   V out;
   for (int i = 0; i < V::lanes; ++i)
     if (active<V>(m, i)) out.e[i] = typename V::bits_t(f(a.e[i], b.e[i]));
+  out.step = count_vector_ops(V::lanes, VecClass::Simple, step_of(a, b, m));
   d = out;
-  count_vector_ops(V::lanes);
 }
 
 template <class V> inline void compare(mask& d, const V& a, const V& b, const mask& m, int op) {
@@ -74,8 +74,8 @@ template <class V> inline void compare(mask& d, const V& a, const V& b, const ma
     }
     out.set_lane(i, V::width, r);
   }
+  out.step = count_vector_ops(V::lanes, VecClass::Simple, step_of(a, b, m));
   d = out;
-  count_vector_ops(V::lanes);
 }
 
 }  // namespace vreg
@@ -131,12 +131,14 @@ template <class V, class S, class = djv::if_reg<V>> inline void asc_leakyrelu(V&
 template <class V, class S, class = djv::if_reg<V>> inline void asc_axpy(V& d, V a, S s, vector_bool m) {
   const V acc = d;
   const auto sv = djv::scalar_as<V>(s);
-  djv::each(d, m, [&](int i) { return djv::fma(djv::get(a, i), sv, djv::get(acc, i)); });
+  djv::each(d, m, [&](int i) { return djv::fma(djv::get(a, i), sv, djv::get(acc, i)); }, dj_twin::VecClass::Simple,
+            djv::step_of(a, acc));
 }
 // dst = dst * src0 + src1.
 DJ_TWIN_TMPL inline void asc_madd(V& d, V a, V b, vector_bool m) {
   const V acc = d;
-  djv::each(d, m, [&](int i) { return djv::fma(djv::get(acc, i), djv::get(a, i), djv::get(b, i)); });
+  djv::each(d, m, [&](int i) { return djv::fma(djv::get(acc, i), djv::get(a, i), djv::get(b, i)); },
+            dj_twin::VecClass::Simple, djv::step_of(a, b, acc));
 }
 
 DJ_TWIN_TMPL inline void asc_abs(V& d, V a, vector_bool m) {
@@ -254,7 +256,8 @@ inline void asc_mull(V& lo, V& hi, V a, V b, vector_bool m) {
 template <class V, class Mode, class = djv::if_reg<V>>
 inline void vmula(V& d, V a, V b, vector_bool m, Mode mode) {
   const V acc = d;
-  djv::each(d, m, [&](int i) { return djv::fma(djv::get(a, i), djv::get(b, i), djv::get(acc, i)); });
+  djv::each(d, m, [&](int i) { return djv::fma(djv::get(a, i), djv::get(b, i), djv::get(acc, i)); },
+            dj_twin::VecClass::Simple, djv::step_of(a, b, acc));
   if (int(mode) == int(MODE_MERGING))
     for (int i = 0; i < V::lanes; ++i)
       if (!djv::active<V>(m, i)) d.e[i] = acc.e[i];
@@ -262,7 +265,8 @@ inline void vmula(V& d, V a, V b, vector_bool m, Mode mode) {
 template <class V, class Mode, class = djv::if_reg<V>>
 inline void vmadd(V& d, V a, V b, vector_bool m, Mode mode) {
   const V acc = d;
-  djv::each(d, m, [&](int i) { return djv::fma(djv::get(acc, i), djv::get(a, i), djv::get(b, i)); });
+  djv::each(d, m, [&](int i) { return djv::fma(djv::get(acc, i), djv::get(a, i), djv::get(b, i)); },
+            dj_twin::VecClass::Simple, djv::step_of(a, b, acc));
   if (int(mode) == int(MODE_MERGING))
     for (int i = 0; i < V::lanes; ++i)
       if (!djv::active<V>(m, i)) d.e[i] = acc.e[i];
@@ -276,21 +280,23 @@ DJ_TWIN_TMPL inline void asc_not(V& d, V a, vector_bool m) { djv::bitwise(d, a, 
 
 template <class V, class N, class = djv::if_reg<V>> inline void asc_shiftleft(V& d, V a, N n, vector_bool m) {
   if constexpr (djv::is_reg<N>::value)
-    djv::each(d, m, [&](int i) { return djv::shl<V>(djv::get(a, i), int64_t(djv::get(n, i))); });
+    djv::each(d, m, [&](int i) { return djv::shl<V>(djv::get(a, i), int64_t(djv::get(n, i))); },
+              dj_twin::VecClass::Simple, djv::step_of(a, n));
   else
-    djv::each(d, m, [&](int i) { return djv::shl<V>(djv::get(a, i), int64_t(n)); });
+    djv::each(d, m, [&](int i) { return djv::shl<V>(djv::get(a, i), int64_t(n)); }, dj_twin::VecClass::Simple, a.step);
 }
 template <class V, class N, class = djv::if_reg<V>> inline void asc_shiftright(V& d, V a, N n, vector_bool m) {
   if constexpr (djv::is_reg<N>::value)
-    djv::each(d, m, [&](int i) { return djv::shr<V>(djv::get(a, i), int64_t(djv::get(n, i))); });
+    djv::each(d, m, [&](int i) { return djv::shr<V>(djv::get(a, i), int64_t(djv::get(n, i))); },
+              dj_twin::VecClass::Simple, djv::step_of(a, n));
   else
-    djv::each(d, m, [&](int i) { return djv::shr<V>(djv::get(a, i), int64_t(n)); });
+    djv::each(d, m, [&](int i) { return djv::shr<V>(djv::get(a, i), int64_t(n)); }, dj_twin::VecClass::Simple, a.step);
 }
 template <class V, class N, class = djv::if_reg<V>> inline void asc_shiftleft_scalar(V& d, V a, N n, vector_bool m) {
-  djv::each(d, m, [&](int i) { return djv::shl<V>(djv::get(a, i), int64_t(n)); });
+  djv::each(d, m, [&](int i) { return djv::shl<V>(djv::get(a, i), int64_t(n)); }, dj_twin::VecClass::Simple, a.step);
 }
 template <class V, class N, class = djv::if_reg<V>> inline void asc_shiftright_scalar(V& d, V a, N n, vector_bool m) {
-  djv::each(d, m, [&](int i) { return djv::shr<V>(djv::get(a, i), int64_t(n)); });
+  djv::each(d, m, [&](int i) { return djv::shr<V>(djv::get(a, i), int64_t(n)); }, dj_twin::VecClass::Simple, a.step);
 }
 
 // ---- compare / select ----
@@ -315,8 +321,8 @@ DJ_TWIN_CMP(ge, 5)
 DJ_TWIN_TMPL inline void asc_select(V& d, V a, V b, vector_bool m) {
   V out;
   for (int i = 0; i < V::lanes; ++i) out.e[i] = djv::active<V>(m, i) ? a.e[i] : b.e[i];
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(a, b, m));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }
 
 // ---- broadcast, index ----
@@ -332,15 +338,15 @@ DJ_TWIN_TMPL inline void asc_duplicate(V& d, V a, vector_bool m) {
   V out;
   for (int i = 0; i < V::lanes; ++i)
     if (djv::active<V>(m, i)) out.e[i] = a.e[0];
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(a, m));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }
 DJ_TWIN_TMPL inline void asc_duplicate_highest(V& d, V a, vector_bool m) {
   V out;
   for (int i = 0; i < V::lanes; ++i)
     if (djv::active<V>(m, i)) out.e[i] = a.e[V::lanes - 1];
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(a, m));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }
 // {v, v+1, ..., v+VL_T-1} and {v+VL_T-1, ..., v+1, v}; integer lanes wrap.
 template <class V, class S, class = djv::if_reg<V>> inline void asc_arange(V& d, S v) {

@@ -68,16 +68,16 @@ template <class V> inline void reduce_extreme(V& d, const V& src, const mask& m,
   V out;
   put(out, 0, v);
   out.e[1] = typename V::bits_t(i);
+  out.step = count_vector_ops(V::lanes, VecClass::Simple, step_of(src, m));
   d = out;
-  count_vector_ops(V::lanes);
 }
 
 template <class V> inline void reduce_extreme_blocks(V& d, const V& src, const mask& m, bool want_max) {
   constexpr int per = 32 / V::width;
   V out;
   for (int b = 0; b < V::lanes / per; ++b) put(out, b, extreme(src, m, b * per, per, want_max).first);
+  out.step = count_vector_ops(V::lanes, VecClass::Simple, step_of(src, m));
   d = out;
-  count_vector_ops(V::lanes);
 }
 
 }  // namespace vreg
@@ -87,16 +87,16 @@ template <class D, class S, class = djv::if_reg<D>, class = djv::if_reg<S>>
 inline void asc_reduce_sum(D& d, S src, vector_bool m) {
   D out;
   djv::reduce_sum_range(out, 0, src, m, 0, S::lanes);
+  out.step = dj_twin::count_vector_ops(S::lanes, dj_twin::VecClass::Simple, djv::step_of(src, m));
   d = out;
-  dj_twin::count_vector_ops(S::lanes);
 }
 template <class D, class S, class = djv::if_reg<D>, class = djv::if_reg<S>>
 inline void asc_reduce_sum_datablock(D& d, S src, vector_bool m) {
   constexpr int per = 32 / S::width;
   D out;
   for (int b = 0; b < S::lanes / per; ++b) djv::reduce_sum_range(out, b, src, m, b * per, per);
+  out.step = dj_twin::count_vector_ops(S::lanes, dj_twin::VecClass::Simple, djv::step_of(src, m));
   d = out;
-  dj_twin::count_vector_ops(S::lanes);
 }
 template <class V, class = djv::if_reg<V>> inline void asc_reduce_max(V& d, V src, vector_bool m) {
   djv::reduce_extreme(d, src, m, true);
@@ -117,6 +117,6 @@ template <class V, class = djv::if_reg<V>> inline void asc_pair_reduce_sum(V& d,
     const auto b = djv::active<V>(m, 2 * i + 1) ? djv::get(src, 2 * i + 1) : djv::calc_t<V>(0);
     djv::put(out, i, djv::add(a, b));
   }
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(src, m));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }

@@ -32,16 +32,16 @@ inline void asc_pack_to_low(D& d, S src) {
   static_assert(D::width * 2 == S::width, "asc_pack_to_low narrows to half the element width");
   D out;
   for (int i = 0; i < S::lanes; ++i) out.e[i] = typename D::bits_t(src.e[i]);
+  out.step = dj_twin::count_vector_ops(S::lanes, dj_twin::VecClass::Simple, djv::step_of(src));
   d = out;
-  dj_twin::count_vector_ops(S::lanes);
 }
 template <class D, class S, class = djv::if_reg<D>, class = djv::if_reg<S>>
 inline void asc_pack_to_high(D& d, S src) {
   static_assert(D::width * 2 == S::width, "asc_pack_to_high narrows to half the element width");
   D out;
   for (int i = 0; i < S::lanes; ++i) out.e[S::lanes + i] = typename D::bits_t(src.e[i]);
+  out.step = dj_twin::count_vector_ops(S::lanes, dj_twin::VecClass::Simple, djv::step_of(src));
   d = out;
-  dj_twin::count_vector_ops(S::lanes);
 }
 // Widen the low (lower) / high (upper) half of src: zero-extension for unsigned, sign-extension for
 // signed lanes.
@@ -50,16 +50,16 @@ inline void asc_unpack_lower(D& d, S src) {
   static_assert(D::width == 2 * S::width, "asc_unpack_lower widens to twice the element width");
   D out;
   for (int i = 0; i < D::lanes; ++i) out.e[i] = typename D::bits_t(src.e[i]);
+  out.step = dj_twin::count_vector_ops(D::lanes, dj_twin::VecClass::Simple, djv::step_of(src));
   d = out;
-  dj_twin::count_vector_ops(D::lanes);
 }
 template <class D, class S, class = djv::if_reg<D>, class = djv::if_reg<S>>
 inline void asc_unpack_upper(D& d, S src) {
   static_assert(D::width == 2 * S::width, "asc_unpack_upper widens to twice the element width");
   D out;
   for (int i = 0; i < D::lanes; ++i) out.e[i] = typename D::bits_t(src.e[D::lanes + i]);
+  out.step = dj_twin::count_vector_ops(D::lanes, dj_twin::VecClass::Simple, djv::step_of(src));
   d = out;
-  dj_twin::count_vector_ops(D::lanes);
 }
 
 // Active lanes of src packed toward lane 0 in order, the rest 0.
@@ -68,8 +68,8 @@ template <class V, class = djv::if_reg<V>> inline void asc_squeeze(V& d, V src, 
   int k = 0;
   for (int i = 0; i < V::lanes; ++i)
     if (djv::active<V>(m, i)) out.e[k++] = src.e[i];
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(src, m));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }
 // dst[0] = 0, dst[i] = number of active mask lanes among 0..i-1 (the top lane is never counted).
 template <class V, class = djv::if_reg<V>> inline void asc_unsqueeze(V& d, vector_bool m) {
@@ -79,8 +79,8 @@ template <class V, class = djv::if_reg<V>> inline void asc_unsqueeze(V& d, vecto
     out.e[i] = typename V::bits_t(n);
     if (djv::active<V>(m, i)) ++n;
   }
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(m));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }
 
 // Register gather (TileLang vselr): dst[i] = src[idx[i]]; an index past the register wraps modulo lanes.
@@ -89,6 +89,6 @@ inline void asc_gather(V& d, V src, I idx) {
   static_assert(!djv::lane<I::kind>::is_float, "asc_gather indices are integers");
   V out;
   for (int i = 0; i < V::lanes; ++i) out.e[i] = src.e[uint64_t(idx.e[i % I::lanes]) % V::lanes];
+  out.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Simple, djv::step_of(src, idx));
   d = out;
-  dj_twin::count_vector_ops(V::lanes);
 }

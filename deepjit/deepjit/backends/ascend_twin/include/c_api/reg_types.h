@@ -59,6 +59,7 @@ template <Kind K> struct reg {
   static constexpr int width = sizeof(bits_t);  // bytes per lane
   static constexpr int lanes = VL / width;
   alignas(64) bits_t e[lanes] = {};
+  uint64_t step = 0;  // the dataflow step its value is ready at (dj_twin/timeline.h VecDataflow)
 };
 
 template <class V> struct is_reg : std::false_type {};
@@ -67,6 +68,7 @@ template <Kind K> struct is_reg<reg<K>> : std::true_type {};
 // The 256-bit predicate register.
 struct mask {
   alignas(32) uint8_t b[VL / 8] = {};
+  uint64_t step = 0;  // the dataflow step its value is ready at (dj_twin/timeline.h VecDataflow)
   bool bit(int i) const { return (b[i >> 3] >> (i & 7)) & 1; }
   void set(int i, bool v) {
     if (v) b[i >> 3] |= uint8_t(1u << (i & 7));

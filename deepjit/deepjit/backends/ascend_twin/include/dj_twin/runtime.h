@@ -197,6 +197,7 @@ struct Core {
   uint32_t move_id = 1;
   uint64_t recent_lines[64][4] = {};     // sets of 4 tags, most recent first
   Timeline* timeline = nullptr;          // the event stream when the launch records one (dj_twin/timeline.h)
+  VecDataflow vec_flow;                  // its vector register dataflow (dj_twin/timeline.h)
   const char* core_name() const;
   Core() { std::memset(mutex_mode, -1, sizeof mutex_mode); }
 };
@@ -316,11 +317,13 @@ inline void count_cube_macs(uint64_t macs, int input_bits) {
   k.cube_macs_by_input[width] += macs;
   if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, width, 0, 0, macs);
 }
-// cls: how the timeline costs the instruction (its ALU class, or a register load / store).
-inline void count_vector_ops(uint64_t elements, VecClass cls = VecClass::Simple) {
+// cls: how the timeline costs the instruction (its ALU class, or a register load / store); src_step: the
+// latest dataflow step of its source registers (vreg::step_of). Returns its result's step (0 when the
+// launch records no timeline).
+inline uint64_t count_vector_ops(uint64_t elements, VecClass cls = VecClass::Simple, uint64_t src_step = 0) {
   Core& c = core();
   c.counters.vector_ops += elements;
-  if (c.timeline) timeline_vector(*c.timeline, cls);
+  return c.timeline ? timeline_vector(*c.timeline, c.vec_flow, cls, src_step) : 0;
 }
 inline void count_move(Route route, size_t bytes) {
   Core& c = core();

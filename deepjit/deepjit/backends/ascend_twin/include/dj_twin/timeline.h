@@ -19,7 +19,7 @@ enum class Ev : uint8_t {
   Move = 0,        // pipe = the route's pipe, a = Route, n = bytes
   Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), n = MACs
   Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
-                   // id = divide
+                   // id = divide; depth = the longest chain of dependent instructions in the run
   Simt,            // pipe = PIPE_V, n = lane ops, m = GM bytes the lanes moved
   Set,             // a = src pipe, b = dst pipe, id = event id (asc_sync_notify)
   Wait,            // a = src pipe, b = dst pipe, id = event id (asc_sync_wait)
@@ -41,22 +41,38 @@ struct TimelineEvent {
   uint32_t id;
   uint64_t n;
   uint64_t m;
+  uint64_t depth;  // Vector: its register dataflow's critical path, in instructions (0 for other events)
 };
-static_assert(sizeof(TimelineEvent) == 24, "timeline.py reads 24-byte events");
+static_assert(sizeof(TimelineEvent) == 32, "timeline.py reads 32-byte events");
 
 using Timeline = std::vector<TimelineEvent>;
 
 // Appends an event to the core's timeline (t: the core's Core::timeline, never null here).
 inline void timeline_push(Timeline& t, Ev type, int pipe, int a = 0, int b = 0, uint32_t id = 0, uint64_t n = 0,
                           uint64_t m = 0) {
-  t.push_back({uint8_t(type), uint8_t(pipe), uint8_t(a), uint8_t(b), id, n, m});
+  t.push_back({uint8_t(type), uint8_t(pipe), uint8_t(a), uint8_t(b), id, n, m, 0});
 }
 
-// Vector and SIMT work merges into the previous event when it is the same kind of work.
-inline void timeline_vector(Timeline& t, VecClass cls) {
-  if (t.empty() || t.back().type != uint8_t(Ev::Vector))
-    t.push_back({uint8_t(Ev::Vector), 1 /* PIPE_V */, 0, 0, 0, 0, 0});
+// Register dataflow of a core's vector instructions: every register value carries the step at which it
+// is ready (c_api/reg_types.h `step`); an instruction's result is ready one step after the latest of its
+// sources (and after the run began), so a run's depth is its longest chain of dependent instructions,
+// which timeline.py charges at the vector latency (costs.py) beside the pipe's throughput.
+struct VecDataflow {
+  uint64_t reached = 0;  // the latest step any value of this core reached
+  uint64_t base = 0;     // the step the current run began at: older values count as ready
+};
+
+// Vector and SIMT work merges into the previous event when it is the same kind of work. src_step: the
+// latest step of the instruction's source registers (masks included); returns its result's step.
+inline uint64_t timeline_vector(Timeline& t, VecDataflow& flow, VecClass cls, uint64_t src_step) {
+  if (t.empty() || t.back().type != uint8_t(Ev::Vector)) {
+    t.push_back({uint8_t(Ev::Vector), 1 /* PIPE_V */, 0, 0, 0, 0, 0, 0});
+    flow.base = flow.reached;
+  }
   TimelineEvent& e = t.back();
+  const uint64_t step = (src_step > flow.base ? src_step : flow.base) + 1;
+  if (step > flow.reached) flow.reached = step;
+  if (step - flow.base > e.depth) e.depth = step - flow.base;
   switch (cls) {
     case VecClass::Simple: e.n += 1; break;
     case VecClass::Special: e.n += uint64_t(1) << 32; break;
@@ -64,6 +80,7 @@ inline void timeline_vector(Timeline& t, VecClass cls) {
     case VecClass::Store: e.m += uint64_t(1) << 32; break;
     default: e.id += 1; break;
   }
+  return step;
 }
 
 inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes) {
@@ -72,7 +89,7 @@ inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes) {
     t.back().m += gm_bytes;
     return;
   }
-  t.push_back({uint8_t(Ev::Simt), 1 /* PIPE_V */, 0, 0, 0, ops, gm_bytes});
+  t.push_back({uint8_t(Ev::Simt), 1 /* PIPE_V */, 0, 0, 0, ops, gm_bytes, 0});
 }
 
 }  // namespace dj_twin
