@@ -15,6 +15,7 @@ from deepjit import BackendTable, Impl
 from . import _lib, host, reference
 from .ascend import bf16_gemm as ascend_bf16
 from .ascend import fp8_mx_gemm as ascend_fp8
+from .ascend import hc_prenorm_gemm as ascend_hc_prenorm
 from .ascend import k_grouped_bf16_gemm as ascend_k_grouped
 from .ascend import k_grouped_fp8_mx_gemm as ascend_k_grouped_fp8
 from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
@@ -173,6 +174,8 @@ _ASCEND = {
                                   "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at multiples "
                                   "of 64, in-place FP32 c",
                                   lambda a, sfa, b, sfb, d, c, groups, gran_k: ascend_k_grouped_fp8.accepts(groups)),
+    "hc_prenorm_gemm": Impl(ascend_hc_prenorm.hc_prenorm_gemm, "every input the op accepts: HF32 cube products, "
+                            "squared sums on the vector cores, split-K partials"),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

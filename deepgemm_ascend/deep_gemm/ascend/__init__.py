@@ -51,6 +51,9 @@ the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
   ``paged_mqa_logits.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits,
   clean_logits)`` the paged forms: mixed kernels ``mqa_logits.asc`` / ``paged_mqa_logits.asc`` (shared
   pieces in ``mqa_logits.h``), Q.K on the cube, ReLU x weights and the head sum on SIMT lanes.
+- ``hc_prenorm_gemm.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits)`` serves ``tf32_hc_prenorm_gemm``: mixed
+  kernel ``hc_prenorm_gemm.asc``, A widened BF16 -> FP32 on the vector cores straight into L1 (their
+  squared sums on the way), HF32 products on the cube, split-K partials as upstream returns them.
 - ``sf_layout.transform_sf(sf, mn, k_blocks, gran_mn, grouping, ends, alignment)``: the vector kernel
   ``sf_layout.asc`` behind ``transform_sf_into_required_layout`` and
   ``transform_k_grouped_sf_into_required_layout`` on the Ascend path.

@@ -140,6 +140,24 @@ def _sf_transform() -> list[str]:
     return [] if ok else ["int16 pairs differ from the reference"]
 
 
+def _hc_prenorm_inputs(m: int, splits: int):
+    """DeepSeek-V4's mHC pre-norm GEMM: 4 streams of hidden 7168 (K = 28672), 24 mixes (N = 4 * (2 + 4))."""
+    a, b = torch.randn(m, HC_K).bfloat16(), torch.randn(HC_N, HC_K)
+    return a, b, torch.empty(splits, m, HC_N), torch.empty(splits, m)
+
+
+def _hc_prenorm() -> list[str]:
+    """256 tokens in 16 splits; the reference rounds B to HF32 as the cube does (upstream: TF32 vs TF32)."""
+    from deepjit.tilelang_route.conformance.atomics_sync import round_hf32
+
+    from .hc_prenorm_gemm import hc_prenorm_gemm
+    a, b, d, sqr = _hc_prenorm_inputs(256, 16)
+    hc_prenorm_gemm(a, b, d, sqr, 16)
+    want_d, want_sqr = torch.empty(256, HC_N), torch.empty(256)
+    reference.hc_prenorm_gemm(a, round_hf32(b, False), want_d, want_sqr, None)
+    return _close("d", d.sum(0), want_d, 1e-8) + _close("sqr_sum", sqr.sum(0), want_sqr, 1e-8)
+
+
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
     runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm),
@@ -148,7 +166,8 @@ def cases() -> list:
             ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
             ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits),
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
-            ("sf_transform_4096x2048", "vector", _sf_transform)]
+            ("sf_transform_4096x2048", "vector", _sf_transform),
+            ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 
@@ -158,6 +177,7 @@ def cases() -> list:
 GEMM = 4096                       # M = N = K of the published dense GEMM shapes
 GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
 MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
+HC_N, HC_K, HC_SPLITS = 24, 4 * 7168, 16  # the mHC pre-norm GEMM (also the test-shape case above)
 
 
 def _bf16_gemm_full() -> None:
@@ -194,6 +214,13 @@ def _mqa_full(s: int):
     return run
 
 
+def _hc_prenorm_full(m: int):
+    def run() -> None:
+        from .hc_prenorm_gemm import hc_prenorm_gemm
+        hc_prenorm_gemm(*_hc_prenorm_inputs(m, HC_SPLITS), HC_SPLITS)
+    return run
+
+
 def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
 
@@ -204,6 +231,8 @@ def published_shapes() -> list:
               (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full)]
     for phase, s in (("prefill", 4096), ("decode", 256)):
         shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s)))
+    for phase, m in (("prefill", 4096), ("decode", 128)):
+        shapes.append((f"tf32_hc_prenorm_gemm_{phase}_{m}x{HC_N}x{HC_K}_{HC_SPLITS}splits", "mix", _hc_prenorm_full(m)))
     return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes]
 
 

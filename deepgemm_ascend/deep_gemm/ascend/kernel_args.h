@@ -94,3 +94,13 @@ struct DgSfTransformArgs {
   int64_t batch, mn, words, k_blocks, gran_mn, sb, sr, sc, num_groups, alignment;
 };
 
+
+// dg_hc_prenorm_gemm (hc_prenorm_gemm.asc): per K split s, D[s] = A[:, split] . B[:, split]^T (HF32 cube)
+// and sqr_sum[s, m] = sum over the split of A[m, k]^2.
+struct DgHcPrenormGemmArgs {
+  __gm__ bfloat16_t* a;
+  __gm__ float* b;
+  __gm__ float* d;
+  __gm__ float* sqr_sum;
+  int64_t m, n, k, num_splits, split_k, lda, ldb, ldd, d_split_stride, sqr_split_stride;
+};
