@@ -13,6 +13,7 @@ from __future__ import annotations
 from deepjit import BackendTable, Impl
 
 from . import _lib, host, reference
+from .ascend import bf16_einsum as ascend_einsum
 from .ascend import bf16_gemm as ascend_bf16
 from .ascend import fp8_mx_gemm as ascend_fp8
 from .ascend import hc_prenorm_gemm as ascend_hc_prenorm
@@ -171,11 +172,12 @@ _ASCEND = {
     "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
     "k_grouped_fp8_gemm_tn": Impl(ascend_k_grouped_fp8.k_grouped_fp8_gemm_tn_contiguous,
-                                  "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at multiples "
-                                  "of 64, in-place FP32 c",
-                                  lambda a, sfa, b, sfb, d, c, groups, gran_k: ascend_k_grouped_fp8.accepts(groups)),
+                                  "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at any K row, "
+                                  "in-place FP32 c"),
     "hc_prenorm_gemm": Impl(ascend_hc_prenorm.hc_prenorm_gemm, "every input the op accepts: HF32 cube products, "
                             "squared sums on the vector cores, split-K partials"),
+    "bf16_einsum": Impl(ascend_einsum.bf16_einsum, "every expression of einsum.BF16_EXPRS as a batched cube GEMM at "
+                        "the tensors' strides; c is d accumulates in the FixPipe store"),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

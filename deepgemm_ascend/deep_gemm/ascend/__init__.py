@@ -34,15 +34,14 @@ twin's CPU tensors only -- where the rows to check come from a layout, only with
   ``DG_MX``).
 - ``k_grouped_fp8_mx_gemm.k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, c, groups, gran_k, ...)``
   serves ``k_grouped_fp8_gemm_{tn,nt}_contiguous`` (``bf16_gemm_epilogue.asc``, ``DG_MX`` +
-  ``DG_K_GROUPED``) when every non-empty group starts at a multiple of 64 K rows.
+  ``DG_K_GROUPED``) with groups starting at any K row (group-local scale pairs, a partial first K tile).
 
 No entry point reads a layout (psum or ``m_indices``), ``masked_m``, range or page-table value on the
 host: the K-grouped groups come from ``ks_cpu`` or, with the psum layout alone, as device tensors
 (``KGroups``), and the kernels' group tables and scale indices are built with tensor ops.
 
 Served by the reference instead (the table's ``accepts`` sends them there before any entry point above
-is called): FP4 x FP8, K granularities other than 32 / 128, K-grouped FP8 with groups off the 64-row
-pair grid, and the MQA logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
+is called): FP4 x FP8, K granularities other than 32 / 128, and the MQA logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
 The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
 the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
 
@@ -51,6 +50,9 @@ the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
   ``paged_mqa_logits.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits,
   clean_logits)`` the paged forms: mixed kernels ``mqa_logits.asc`` / ``paged_mqa_logits.asc`` (shared
   pieces in ``mqa_logits.h``), Q.K on the cube, ReLU x weights and the head sum on SIMT lanes.
+- ``bf16_einsum.bf16_einsum(expr, a, b, d, c)`` serves ``einsum`` (every expression of
+  ``einsum.BF16_EXPRS``): cube kernel ``bf16_einsum.asc``, a batched GEMM over strided views, ``c = d``
+  accumulated by the FixPipe store (store-mode atomic add).
 - ``hc_prenorm_gemm.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits)`` serves ``tf32_hc_prenorm_gemm``: mixed
   kernel ``hc_prenorm_gemm.asc``, A widened BF16 -> FP32 on the vector cores straight into L1 (their
   squared sums on the way), HF32 products on the cube, split-K partials as upstream returns them.

@@ -140,6 +140,15 @@ def _sf_transform() -> list[str]:
     return [] if ok else ["int16 pairs differ from the reference"]
 
 
+def _bf16_einsum() -> list[str]:
+    """A grouped o_proj-style einsum bhr,hdr->bhd: 64 tokens, 8 groups of a 1024 x 512 weight."""
+    from .bf16_einsum import bf16_einsum
+    a, b = torch.randn(64, 8, 512).bfloat16(), torch.randn(8, 1024, 512).bfloat16()
+    d = torch.empty(64, 8, 1024, dtype=torch.bfloat16)
+    bf16_einsum("bhr,hdr->bhd", a, b, d, None)
+    return _close("d", d, torch.einsum("bhr,hdr->bhd", a.float(), b.float()), 1e-5)
+
+
 def _hc_prenorm_inputs(m: int, splits: int):
     """DeepSeek-V4's mHC pre-norm GEMM: 4 streams of hidden 7168 (K = 28672), 24 mixes (N = 4 * (2 + 4))."""
     a, b = torch.randn(m, HC_K).bfloat16(), torch.randn(HC_N, HC_K)
@@ -167,7 +176,8 @@ def cases() -> list:
             ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits),
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
             ("sf_transform_4096x2048", "vector", _sf_transform),
-            ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm)]
+            ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm),
+            ("bf16_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _bf16_einsum)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 

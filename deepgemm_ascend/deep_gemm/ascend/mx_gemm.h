@@ -12,7 +12,9 @@
 // of 256 they are loaded ND->NZ as a pairs x rows matrix (16-row fractals, one pair per 2 bytes) and
 // the _mx L1 -> L0 copies put each MAD_K slice's scales beside its data.
 // K tails: data zero-filled to C0 and the mmad K rounded up to C0, so padded elements contribute 0
-// whatever their (finite) scale. `k_begin` offsets K for the K-grouped form (a multiple of 64).
+// whatever their (finite) scale. `k_begin` offsets the data's K for the K-grouped form (any row) and
+// `pair_begin` the scales' pairs: a group's scales are group-local (pair p covers its K rows
+// [64p, 64p + 64)), so a group may start anywhere and its first K block is loaded from its first row.
 #pragma once
 
 #include <deep_gemm/ascend/cube_gemm.h>
@@ -68,12 +70,13 @@ __aicore__ inline void mx_load_data(__cbuf__ MxLoad* dst, __gm__ MxLoad* base, i
   }
 }
 
-// Computes the rows x cols tile at (m0, n0) over K [k_begin, k_begin + p.k) into L0C stage st.s_l0c;
-// returns as tile_compute does (ready for FixPipe, then tile_release).
+// Computes the rows x cols tile at (m0, n0) over K [k_begin, k_begin + p.k), scales from pair
+// pair_begin on, into L0C stage st.s_l0c; returns as tile_compute does (ready for FixPipe, then
+// tile_release).
 __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad* a, __gm__ MxLoad* b,
                                                 __gm__ uint16_t* sfa, __gm__ uint16_t* sfb, int64_t ld_sfa,
-                                                int64_t ld_sfb, uint32_t k_begin, uint32_t m0, uint32_t n0,
-                                                uint32_t rows, uint32_t cols, Stages& st) {
+                                                int64_t ld_sfb, uint32_t k_begin, uint32_t pair_begin, uint32_t m0,
+                                                uint32_t n0, uint32_t rows, uint32_t cols, Stages& st) {
   const uint32_t m16 = ceil_div(rows, 16) * 16, n16 = ceil_div(cols, 16) * 16;
   __cc__ float* acc = st.l0c + st.s_l0c * (kL0C / 4);
   asc_sync_wait(PIPE_FIX, PIPE_M, st.s_l0c);
@@ -88,8 +91,8 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
     asc_sync_wait(PIPE_MTE1, PIPE_MTE2, st.s_l1);
     mx_load_data<DG_A_MN_MAJOR != 0>(l1a, a, p.lda, m0, kg, rows, kk, kBlockM);
     mx_load_data<DG_B_MN_MAJOR != 0>(l1b, b, p.ldb, n0, kg, cols, kk, kBlockN);
-    mx_load_scales(l1sa, sfa, ld_sfa, m0, kg / kPairK, rows, ceil_div(kk, kPairK));
-    mx_load_scales(l1sb, sfb, ld_sfb, n0, kg / kPairK, cols, ceil_div(kk, kPairK));
+    mx_load_scales(l1sa, sfa, ld_sfa, m0, pair_begin + k0 / kPairK, rows, ceil_div(kk, kPairK));
+    mx_load_scales(l1sb, sfb, ld_sfb, n0, pair_begin + k0 / kPairK, cols, ceil_div(kk, kPairK));
     asc_sync_notify(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     asc_sync_wait(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     for (uint32_t s0 = 0; s0 < kk; s0 += kMxMadK) {
