@@ -15,6 +15,7 @@ from deepjit import BackendTable, Impl
 from . import _lib, host, reference
 from .ascend import bf16_einsum as ascend_einsum
 from .ascend import bf16_gemm as ascend_bf16
+from .ascend import fp8_einsum as ascend_fp8_einsum
 from .ascend import fp8_mx_gemm as ascend_fp8
 from .ascend import hc_prenorm_gemm as ascend_hc_prenorm
 from .ascend import k_grouped_bf16_gemm as ascend_k_grouped
@@ -178,6 +179,8 @@ _ASCEND = {
                             "squared sums on the vector cores, split-K partials"),
     "bf16_einsum": Impl(ascend_einsum.bf16_einsum, "every expression of einsum.BF16_EXPRS as a batched cube GEMM at "
                         "the tensors' strides; c is d accumulates in the FixPipe store"),
+    "fp8_bmm": Impl(ascend_fp8_einsum.fp8_bmm, "fp8_einsum's expressions: FP8 with power-of-two scales, K granularity "
+                    "32 or 128, any M/N granularity; c None or d (FP32)", ascend_fp8_einsum.accepts),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

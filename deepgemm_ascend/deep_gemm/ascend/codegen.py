@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .. import reference
-from .._operands import GroupedRows, KGroups, QuantOperand
+from .._operands import GroupedRows, KGroups, QuantOperand, attach_sf, resolve_recipes
 from ..attention import PagedKV, Quantised
 from ..testing import calc_diff
 from ..utils import per_custom_dims_cast_to_fp8
@@ -149,6 +149,26 @@ def _bf16_einsum() -> list[str]:
     return _close("d", d, torch.einsum("bhr,hdr->bhd", a.float(), b.float()), 1e-5)
 
 
+def _fp8_einsum() -> list[str]:
+    """fp8_einsum bhr,hdr->bhd at 64 tokens, 8 groups of a 1024 x 512 weight, recipe (1, 128, 128), UE8M0 scales."""
+    from .fp8_einsum import fp8_bmm
+
+    def operand(data, sf, gran):
+        op = QuantOperand(data, None, False, True, 0, 0, 0)
+        op.groups, op.mn, op.k = data.shape
+        attach_sf("x", op, sf, gran, False, False)
+        return op
+    a = (torch.randn(8, 64, 512) * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(8, 1024, 512) * 4).to(torch.float8_e4m3fn)
+    sfa, sfb = torch.exp2(torch.randint(-4, 5, (8, 64, 4)).float()), torch.exp2(torch.randint(-4, 5, (8, 8, 4)).float())
+    gran_a, gran_b = resolve_recipes((1, 128, 128), None, None, sfa, sfb)
+    op_a, op_b = operand(a, sfa, gran_a), operand(b, sfb, gran_b)
+    d, want = torch.empty(8, 64, 1024, dtype=torch.bfloat16), torch.empty(8, 64, 1024, dtype=torch.bfloat16)
+    fp8_bmm(op_a, op_b, d, None)
+    reference.fp8_bmm(op_a, op_b, want, None)
+    return _close("d", d, want, 1e-5)
+
+
 def _hc_prenorm_inputs(m: int, splits: int):
     """DeepSeek-V4's mHC pre-norm GEMM: 4 streams of hidden 7168 (K = 28672), 24 mixes (N = 4 * (2 + 4))."""
     a, b = torch.randn(m, HC_K).bfloat16(), torch.randn(HC_N, HC_K)
@@ -177,7 +197,8 @@ def cases() -> list:
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
             ("sf_transform_4096x2048", "vector", _sf_transform),
             ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm),
-            ("bf16_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _bf16_einsum)]
+            ("bf16_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _bf16_einsum),
+            ("fp8_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _fp8_einsum)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 

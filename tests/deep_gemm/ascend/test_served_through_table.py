@@ -25,7 +25,8 @@ def test_every_op_with_an_ascend_kernel_is_in_the_table():
     assert served == {"bf16_gemm_nt", "fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt", "k_grouped_bf16_gemm_tn",
                       "mqa_logits", "paged_mqa_logits",
                       "m_grouped_fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
-                      "k_grouped_fp8_gemm_tn", "hc_prenorm_gemm", "bf16_einsum"}
+                      "k_grouped_fp8_gemm_tn", "hc_prenorm_gemm", "bf16_einsum",
+                      "fp8_bmm"}
 
 
 def _ascend_sf(mn: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
