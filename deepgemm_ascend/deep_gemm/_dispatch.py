@@ -154,8 +154,8 @@ TABLE.register("permute_rows", reference=lambda t, perm: t.index_select(1, perm.
 # The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
 _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
-    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "FP8xFP8 (any major), FP4xFP4, FP8xFP4; UE8M0 scales per 32 or "
-                            "128 K; optional c and alpha", lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b) is None),
+    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "FP8xFP8 (any major), FP4xFP4, FP8xFP4, FP4xFP8 (FP4 widened "
+                            "in the GEMM); UE8M0 scales per 32 or 128 K; optional c and alpha", lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b) is None),
     "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous,
                                    "BF16, psum or m_indices row layout"),
     "m_grouped_fp8_fp4_gemm_nt": Impl(ascend_m_grouped_fp8.m_grouped_fp8_fp4_gemm_nt_contiguous,

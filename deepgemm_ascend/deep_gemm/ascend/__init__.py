@@ -21,7 +21,8 @@ Entry points take the canonical, already-validated arguments of the matching
   serves ``k_grouped_bf16_gemm_tn_contiguous`` (``bf16_gemm_epilogue.asc`` with ``DG_K_GROUPED``).
 
 MX block-scaled FP8/FP4 (``mx_gemm.h``: ``asc_mmad_mx``, UE8M0 scales per 32 K in the Ascend layout,
-int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3 by
+int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 and FP4 x FP8 with the FP4 side widened to
+E4M3 inside the GEMM (``fp8_fp4_mx_gemm.asc``, without c / alpha, K-major FP4) or by
 ``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on the
 twin's CPU tensors only -- where the rows to check come from a layout, only with ``DG_ASCEND_CHECKS=1``):
 
@@ -41,9 +42,10 @@ host: the K-grouped groups come from ``ks_cpu`` or, with the psum layout alone, 
 (``KGroups``), and the kernels' group tables and scale indices are built with tensor ops.
 
 Served by the reference instead (the table's ``accepts`` sends them there before any entry point above
-is called): FP4 x FP8, K granularities other than 32 / 128, and the MQA logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
-The FP8 x FP4 widening is its own vector-core launch (``fp4_to_fp8.py`` / ``fp4_to_fp8.asc``) before
-the GEMM; DeepGEMM-Ascend fuses it into the GEMM's vector cores.
+is called): K granularities other than 32 / 128, and the MQA logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
+The FP4 widening of a mixed pair runs on the GEMM's own vector cores (``fp8_fp4_mx_gemm.asc``, as
+DeepGEMM-Ascend fuses it) for the dense form without c / alpha; the epilogue and M-grouped forms widen
+first with ``fp4_to_fp8.asc`` (one extra vector launch).
 
 - ``mqa_logits.mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits)`` serves
   ``fp8_mqa_logits`` / ``fp8_fp4_mqa_logits`` (unscaled E4M3 q, per-token-scaled KV) and

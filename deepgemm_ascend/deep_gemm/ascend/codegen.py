@@ -42,9 +42,16 @@ def _mx_operand(mn: int, k: int, fp4: bool = False) -> QuantOperand:
     return QuantOperand(data, sf, fp4, True, mn, k, None, 1, 32)
 
 
-def _fp8_gemm() -> list[str]:
+def _fp8_gemm(b_fp4: bool = False):
+    def run() -> list[str]:
+        return _mx_gemm_case(b_fp4)
+    return run
+
+
+def _mx_gemm_case(b_fp4: bool) -> list[str]:
+    """FP8 x FP8 (cube kernel) or FP8 x FP4 (the FP4 side widened into L1 by the vector cores)."""
     from .fp8_mx_gemm import fp8_gemm_nt
-    a, b = _mx_operand(512, 512), _mx_operand(512, 512)
+    a, b = _mx_operand(512, 512), _mx_operand(512, 512, b_fp4)
     d, want = torch.empty(512, 512), torch.empty(512, 512)
     fp8_gemm_nt(a, b, d)
     reference.fp8_fp4_gemm_nt(a, b, want)
@@ -189,7 +196,8 @@ def _hc_prenorm() -> list[str]:
 
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
-    runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm),
+    runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm()),
+            ("fp8_fp4_mx_gemm_nt_512x512x512", "mix", _fp8_gemm(True)),
             ("m_grouped_bf16_gemm_psum_3x768x256x256", "cube", _m_grouped_bf16),
             ("m_grouped_bf16_gemm_m_indices_3x768x256x256", "cube", _m_grouped_bf16_m_indices),
             ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
