@@ -13,8 +13,11 @@ from __future__ import annotations
 from deepjit import BackendTable, Impl
 
 from . import _lib, host, reference
+from .ascend import bf16_einsum as ascend_einsum
 from .ascend import bf16_gemm as ascend_bf16
+from .ascend import fp8_einsum as ascend_fp8_einsum
 from .ascend import fp8_mx_gemm as ascend_fp8
+from .ascend import hc_prenorm_gemm as ascend_hc_prenorm
 from .ascend import k_grouped_bf16_gemm as ascend_k_grouped
 from .ascend import k_grouped_fp8_mx_gemm as ascend_k_grouped_fp8
 from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
@@ -151,8 +154,8 @@ TABLE.register("permute_rows", reference=lambda t, perm: t.index_select(1, perm.
 # The Ascend kernels (deep_gemm/ascend/), with the canonical arguments; other forms take the reference.
 _ASCEND = {
     "bf16_gemm_nt": Impl(ascend_bf16.bf16_gemm_nt, "BF16, every major, FP32/BF16 d, optional c and alpha"),
-    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "FP8xFP8 (any major), FP4xFP4, FP8xFP4; UE8M0 scales per 32 or "
-                            "128 K; optional c and alpha", lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b) is None),
+    "fp8_fp4_gemm_nt": Impl(ascend_fp8.fp8_gemm_nt, "FP8xFP8 (any major), FP4xFP4, FP8xFP4, FP4xFP8 (FP4 widened "
+                            "in the GEMM); UE8M0 scales per 32 or 128 K; optional c and alpha", lambda a, b, d, c, alpha: ascend_fp8.unsupported(a, b) is None),
     "m_grouped_bf16_gemm_nt": Impl(ascend_m_grouped.m_grouped_bf16_gemm_nt_contiguous,
                                    "BF16, psum or m_indices row layout"),
     "m_grouped_fp8_fp4_gemm_nt": Impl(ascend_m_grouped_fp8.m_grouped_fp8_fp4_gemm_nt_contiguous,
@@ -170,9 +173,14 @@ _ASCEND = {
     "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
     "k_grouped_fp8_gemm_tn": Impl(ascend_k_grouped_fp8.k_grouped_fp8_gemm_tn_contiguous,
-                                  "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at multiples "
-                                  "of 64, in-place FP32 c",
-                                  lambda a, sfa, b, sfb, d, c, groups, gran_k: ascend_k_grouped_fp8.accepts(groups)),
+                                  "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at any K row, "
+                                  "in-place FP32 c"),
+    "hc_prenorm_gemm": Impl(ascend_hc_prenorm.hc_prenorm_gemm, "every input the op accepts: HF32 cube products, "
+                            "squared sums on the vector cores, split-K partials"),
+    "bf16_einsum": Impl(ascend_einsum.bf16_einsum, "every expression of einsum.BF16_EXPRS as a batched cube GEMM at "
+                        "the tensors' strides; c is d accumulates in the FixPipe store"),
+    "fp8_bmm": Impl(ascend_fp8_einsum.fp8_bmm, "fp8_einsum's expressions: FP8 with power-of-two scales, K granularity "
+                    "32 or 128, any M/N granularity; c None or d (FP32)", ascend_fp8_einsum.accepts),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

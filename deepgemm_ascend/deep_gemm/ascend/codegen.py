@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .. import reference
-from .._operands import GroupedRows, KGroups, QuantOperand
+from .._operands import GroupedRows, KGroups, QuantOperand, attach_sf, resolve_recipes
 from ..attention import PagedKV, Quantised
 from ..testing import calc_diff
 from ..utils import per_custom_dims_cast_to_fp8
@@ -42,9 +42,16 @@ def _mx_operand(mn: int, k: int, fp4: bool = False) -> QuantOperand:
     return QuantOperand(data, sf, fp4, True, mn, k, None, 1, 32)
 
 
-def _fp8_gemm() -> list[str]:
+def _fp8_gemm(b_fp4: bool = False):
+    def run() -> list[str]:
+        return _mx_gemm_case(b_fp4)
+    return run
+
+
+def _mx_gemm_case(b_fp4: bool) -> list[str]:
+    """FP8 x FP8 (cube kernel) or FP8 x FP4 (the FP4 side widened into L1 by the vector cores)."""
     from .fp8_mx_gemm import fp8_gemm_nt
-    a, b = _mx_operand(512, 512), _mx_operand(512, 512)
+    a, b = _mx_operand(512, 512), _mx_operand(512, 512, b_fp4)
     d, want = torch.empty(512, 512), torch.empty(512, 512)
     fp8_gemm_nt(a, b, d)
     reference.fp8_fp4_gemm_nt(a, b, want)
@@ -140,15 +147,66 @@ def _sf_transform() -> list[str]:
     return [] if ok else ["int16 pairs differ from the reference"]
 
 
+def _bf16_einsum() -> list[str]:
+    """A grouped o_proj-style einsum bhr,hdr->bhd: 64 tokens, 8 groups of a 1024 x 512 weight."""
+    from .bf16_einsum import bf16_einsum
+    a, b = torch.randn(64, 8, 512).bfloat16(), torch.randn(8, 1024, 512).bfloat16()
+    d = torch.empty(64, 8, 1024, dtype=torch.bfloat16)
+    bf16_einsum("bhr,hdr->bhd", a, b, d, None)
+    return _close("d", d, torch.einsum("bhr,hdr->bhd", a.float(), b.float()), 1e-5)
+
+
+def _fp8_einsum() -> list[str]:
+    """fp8_einsum bhr,hdr->bhd at 64 tokens, 8 groups of a 1024 x 512 weight, recipe (1, 128, 128), UE8M0 scales."""
+    from .fp8_einsum import fp8_bmm
+
+    def operand(data, sf, gran):
+        op = QuantOperand(data, None, False, True, 0, 0, 0)
+        op.groups, op.mn, op.k = data.shape
+        attach_sf("x", op, sf, gran, False, False)
+        return op
+    a = (torch.randn(8, 64, 512) * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(8, 1024, 512) * 4).to(torch.float8_e4m3fn)
+    sfa, sfb = torch.exp2(torch.randint(-4, 5, (8, 64, 4)).float()), torch.exp2(torch.randint(-4, 5, (8, 8, 4)).float())
+    gran_a, gran_b = resolve_recipes((1, 128, 128), None, None, sfa, sfb)
+    op_a, op_b = operand(a, sfa, gran_a), operand(b, sfb, gran_b)
+    d, want = torch.empty(8, 64, 1024, dtype=torch.bfloat16), torch.empty(8, 64, 1024, dtype=torch.bfloat16)
+    fp8_bmm(op_a, op_b, d, None)
+    reference.fp8_bmm(op_a, op_b, want, None)
+    return _close("d", d, want, 1e-5)
+
+
+def _hc_prenorm_inputs(m: int, splits: int):
+    """DeepSeek-V4's mHC pre-norm GEMM: 4 streams of hidden 7168 (K = 28672), 24 mixes (N = 4 * (2 + 4))."""
+    a, b = torch.randn(m, HC_K).bfloat16(), torch.randn(HC_N, HC_K)
+    return a, b, torch.empty(splits, m, HC_N), torch.empty(splits, m)
+
+
+def _hc_prenorm() -> list[str]:
+    """256 tokens in 16 splits; the reference rounds B to HF32 as the cube does (upstream: TF32 vs TF32)."""
+    from deepjit.tilelang_route.conformance.atomics_sync import round_hf32
+
+    from .hc_prenorm_gemm import hc_prenorm_gemm
+    a, b, d, sqr = _hc_prenorm_inputs(256, 16)
+    hc_prenorm_gemm(a, b, d, sqr, 16)
+    want_d, want_sqr = torch.empty(256, HC_N), torch.empty(256)
+    reference.hc_prenorm_gemm(a, round_hf32(b, False), want_d, want_sqr, None)
+    return _close("d", d.sum(0), want_d, 1e-8) + _close("sqr_sum", sqr.sum(0), want_sqr, 1e-8)
+
+
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
-    runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm),
+    runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm()),
+            ("fp8_fp4_mx_gemm_nt_512x512x512", "mix", _fp8_gemm(True)),
             ("m_grouped_bf16_gemm_psum_3x768x256x256", "cube", _m_grouped_bf16),
             ("m_grouped_bf16_gemm_m_indices_3x768x256x256", "cube", _m_grouped_bf16_m_indices),
             ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
             ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits),
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
-            ("sf_transform_4096x2048", "vector", _sf_transform)]
+            ("sf_transform_4096x2048", "vector", _sf_transform),
+            ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm),
+            ("bf16_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _bf16_einsum),
+            ("fp8_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _fp8_einsum)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 
@@ -158,6 +216,7 @@ def cases() -> list:
 GEMM = 4096                       # M = N = K of the published dense GEMM shapes
 GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
 MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
+HC_N, HC_K, HC_SPLITS = 24, 4 * 7168, 16  # the mHC pre-norm GEMM (also the test-shape case above)
 
 
 def _bf16_gemm_full() -> None:
@@ -194,6 +253,13 @@ def _mqa_full(s: int):
     return run
 
 
+def _hc_prenorm_full(m: int):
+    def run() -> None:
+        from .hc_prenorm_gemm import hc_prenorm_gemm
+        hc_prenorm_gemm(*_hc_prenorm_inputs(m, HC_SPLITS), HC_SPLITS)
+    return run
+
+
 def published_shapes() -> list:
     from deepjit.tilelang_route.ascend_check import PublishedShape
 
@@ -204,6 +270,8 @@ def published_shapes() -> list:
               (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full)]
     for phase, s in (("prefill", 4096), ("decode", 256)):
         shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s)))
+    for phase, m in (("prefill", 4096), ("decode", 128)):
+        shapes.append((f"tf32_hc_prenorm_gemm_{phase}_{m}x{HC_N}x{HC_K}_{HC_SPLITS}splits", "mix", _hc_prenorm_full(m)))
     return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes]
 
 

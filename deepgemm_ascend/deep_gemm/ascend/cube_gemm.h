@@ -147,21 +147,27 @@ struct Stages {
 
 // Computes the rows x cols tile at (m0, n0) of D into L0C stage st.s_l0c; returns with
 // (M -> FIX, st.s_l0c) notified and waited, i.e. ready for FixPipe. The caller stores the tile,
-// then calls tile_release.
+// then calls tile_release. With k_batches > 1 the tile sums k_batches products, batch r's operands
+// at a + r * a_batch_stride and b + r * b_batch_stride (the einsum bmk,bnk->mn reduces over b so).
 __aicore__ inline __cc__ float* tile_compute(const Problem& p, __gm__ bfloat16_t* a, __gm__ bfloat16_t* b,
-                                             uint32_t m0, uint32_t n0, uint32_t rows, uint32_t cols, Stages& st) {
+                                             uint32_t m0, uint32_t n0, uint32_t rows, uint32_t cols, Stages& st,
+                                             uint32_t k_batches = 1, int64_t a_batch_stride = 0,
+                                             int64_t b_batch_stride = 0) {
   const uint32_t m16 = ceil_div(rows, 16) * 16, n16 = ceil_div(cols, 16) * 16;
   __cc__ float* acc = st.l0c + st.s_l0c * (kL0C / 4);
 
   asc_sync_wait(PIPE_FIX, PIPE_M, st.s_l0c);  // the previous FixPipe out of this L0C stage is done
   const uint32_t num_k_blocks = ceil_div(p.k, kBlockK);
-  for (uint32_t kb = 0; kb < num_k_blocks; ++kb) {
+  for (uint32_t kbr = 0; kbr < k_batches * num_k_blocks; ++kbr) {
+    const uint32_t r = kbr / num_k_blocks, kb = kbr % num_k_blocks;
     const uint32_t k0 = kb * kBlockK, kk = min_u32(p.k - k0, kBlockK);
+    __gm__ bfloat16_t* a_r = a + int64_t(r) * a_batch_stride;
+    __gm__ bfloat16_t* b_r = b + int64_t(r) * b_batch_stride;
     __cbuf__ bfloat16_t* l1a = (__cbuf__ bfloat16_t*)(st.l1 + st.s_l1 * kL1Stage);
     __cbuf__ bfloat16_t* l1b = (__cbuf__ bfloat16_t*)(st.l1 + st.s_l1 * kL1Stage + kL1A);
     asc_sync_wait(PIPE_MTE1, PIPE_MTE2, st.s_l1);
-    load_l1<DG_A_MN_MAJOR != 0>(l1a, a, m0, k0, rows, kk, p.lda, kBlockM);
-    load_l1<DG_B_MN_MAJOR != 0>(l1b, b, n0, k0, cols, kk, p.ldb, kBlockN);
+    load_l1<DG_A_MN_MAJOR != 0>(l1a, a_r, m0, k0, rows, kk, p.lda, kBlockM);
+    load_l1<DG_B_MN_MAJOR != 0>(l1b, b_r, n0, k0, cols, kk, p.ldb, kBlockN);
     asc_sync_notify(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     asc_sync_wait(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     for (uint32_t s0 = 0; s0 < kk; s0 += kMadK) {
@@ -177,7 +183,7 @@ __aicore__ inline __cc__ float* tile_compute(const Problem& p, __gm__ bfloat16_t
       asc_sync_notify(PIPE_MTE1, PIPE_M, st.s_l0);
       asc_sync_wait(PIPE_MTE1, PIPE_M, st.s_l0);
       asc_mmad(acc, a0, b0, static_cast<uint16_t>(m16), static_cast<uint16_t>(sk), static_cast<uint16_t>(n16), 0,
-               true, false, kb == 0 && s0 == 0);
+               true, false, kbr == 0 && s0 == 0);
       asc_sync_notify(PIPE_M, PIPE_MTE1, st.s_l0);
       st.s_l0 ^= 1;
     }

@@ -8,12 +8,12 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 
 - ``a``, ``b``: ``QuantOperand`` ``[M, K]`` / ``[N, K]`` with FP32 ``sf``. Pairs served (the Ascend
   rules): FP8 x FP8 (either operand K- or MN-major: ``nn``/``tn``/``tt`` views load DN->NZ), FP4 x FP4
-  (both K-major: the E2M1 mmad; otherwise widened as below) and FP8 x FP4. The FP4 operand of a mixed
-  pair (or of an MN-major FP4 pair) is widened to E4M3 by the vector-core kernel ``fp4_to_fp8.asc``
-  before the GEMM launch -- exact, every E2M1 value is an E4M3 value and the per-32 UE8M0 scales stay
-  as they are (DeepGEMM-Ascend fuses this step into its GEMM). FP4 x FP8 is not an Ascend form: the
-  table's ``accepts`` (``unsupported``) sends it to the reference; called directly, ``fp8_gemm_nt``
-  raises ``NotImplementedError``.
+  (both K-major: the E2M1 mmad; otherwise widened as below), FP8 x FP4 and FP4 x FP8. Without ``c`` and
+  ``alpha`` a K-major FP4 operand of a mixed pair is widened to E4M3 inside the GEMM
+  (``fp8_fp4_mx_gemm.asc``: the vector cores write the widened tile straight into the cube's L1, as
+  DeepGEMM-Ascend fuses it); otherwise (``c`` / ``alpha``, an MN-major FP4 operand, the M-grouped
+  forms) the vector-core kernel ``fp4_to_fp8.asc`` widens it first. Either way exact: every E2M1 value
+  is an E4M3 value and the per-32 UE8M0 scales stay as they are.
 - Granularity: ``gran_k`` 32, or 128 (each scale repeated over its four 32-blocks); any ``gran_mn``
   (repeated per row). The MX unit holds UE8M0 exponents, so FP32 scales must have a zero mantissa
   (positive powers of two): on the twin (CPU tensors) a non-zero mantissa raises ``ValueError``
@@ -70,8 +70,6 @@ def check_mantissa(name: str, sf: torch.Tensor, valid_mn: torch.Tensor | None = 
 
 def unsupported(a, b) -> str | None:
     """Why the MX kernels cannot serve this operand pair, or None."""
-    if a.fp4 and not b.fp4:
-        return "FP4 x FP8 is not an Ascend form"
     for name, op in (("a", a), ("b", b)):
         if op.gran_k not in (32, 128):
             return f"{name}: K granularity {op.gran_k} (32 or 128 only)"
@@ -103,6 +101,38 @@ def prepare(a, b):
     return da, db, sfa, sfb, defines
 
 
+def fused_fp4_operand(a, b) -> int:
+    """1 (A) or 2 (B): the K-major FP4 operand of a mixed FP8 / FP4 pair, widened inside the GEMM
+    (fp8_fp4_mx_gemm.asc); 0 for every other pair."""
+    if a.fp4 != b.fp4:
+        fp4 = a if a.fp4 else b
+        return (1 if a.fp4 else 2) if fp4.k_major and fp4.data.stride(-1) == 1 else 0
+    return 0
+
+
+def _fused(a, b, d: torch.Tensor, compiled_dims: str) -> None:
+    """FP8 x FP4 / FP4 x FP8 without c and alpha: one mixed launch, the vector cores widening the FP4 operand
+    into the cube's L1."""
+    check_mantissa("a[1]", a.sf)
+    check_mantissa("b[1]", b.sf)
+    m, n, k = a.mn, b.mn, a.k
+    side = fused_fp4_operand(a, b)
+    da = a.data.view(torch.uint8) if a.fp4 else a.data
+    db = b.data.view(torch.uint8) if b.fp4 else b.data
+    sfa = ascend_scales(a.sf, m, k, a.gran_mn, a.gran_k)
+    sfb = ascend_scales(b.sf, n, k, b.gran_mn, b.gran_k)
+    (a_mn, lda), (b_mn, ldb) = layout(da), layout(db)
+    cores = num_cube_cores(d)
+    block_m = cube_block_m(m, n, cores)
+    defines = {"DG_FP4_OPERAND": side, "DG_A_MN_MAJOR": int(a_mn and side != 1),
+               "DG_B_MN_MAJOR": int(b_mn and side != 2), "DG_D_FP32": int(d.dtype == torch.float32),
+               "DG_BLOCK_M": block_m, **shape_defines(compiled_dims, m=m, n=n, k=k)}
+    kernel("dg_fp8_fp4_mx_gemm", "ascend/fp8_fp4_mx_gemm.asc", defines)(
+        min(m_blocks(m, block_m) * n_blocks(n), cores),
+        args("DgFp8MxGemmArgs", a=da, b=db, sfa=sfa, sfb=sfb, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
+             ld_sfa=sfa.stride(-1), ld_sfb=sfb.stride(-1), ldd=d.stride(0)))
+
+
 def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: float | None = None,
                 compiled_dims: str = "nk") -> None:
     reason = unsupported(a, b)
@@ -110,6 +140,9 @@ def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: flo
         raise NotImplementedError(f"fp8_fp4_gemm_nt on Ascend: {reason}")
     m, n, k = a.mn, b.mn, a.k
     if m == 0 or n == 0 or k == 0:
+        return
+    if c is None and alpha is None and fused_fp4_operand(a, b):
+        _fused(a, b, d, compiled_dims)
         return
     da, db, sfa, sfb, defines = prepare(a, b)
     defines.update({"DG_D_FP32": int(d.dtype == torch.float32), **shape_defines(compiled_dims, m=m, n=n, k=k)})

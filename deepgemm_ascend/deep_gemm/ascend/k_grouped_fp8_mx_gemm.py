@@ -14,11 +14,11 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   (host lists from ``ks_cpu``, or with the psum layout and no ``ks_cpu`` device tensors derived from
   ``grouped_layout``; either way the kernel's ``(start, rows)`` table and the scale index are built
   with tensor ops, and no device value is read on the host).
-- The per-group scale rows become one Ascend-layout scale matrix over all of K (int16 UE8M0 pairs,
-  MN-major; each 32-block takes its group's scale, gaps 2^0), so the kernel addresses the scales of
-  K row ``k`` at pair ``k / 64``: every non-empty group must start at a multiple of 64 (true for the
-  mk alignments 128 and 256; ``accepts`` sends the others to the reference through the table, and
-  called directly this entry point raises ``NotImplementedError`` for them).
+- The per-group scale rows become one Ascend-layout scale matrix (int16 UE8M0 pairs, MN-major) of
+  ``ceil(K / 64) + G`` pairs, group-local: group g's pairs follow group g - 1's, pair p covering its K
+  rows ``[64p, 64p + 64)`` (each 32-block takes its row ``sf_start + 32 j // gran_k``, the rest 2^0). The
+  kernel loads a group's data from its first K row and its scales from its first pair, so a group may
+  start at any K row (a partial first K tile where it is off the 64-row grid).
 - A group with no K rows has no cube work: ``d[g] = c[g]`` is copied by the kernel's vector cores when
   ``c`` is not ``d``.
 """
@@ -32,26 +32,31 @@ from .fp8_mx_gemm import MX_GRAN_K, ascend_scales, check_mantissa, layout
 PAIR_K = 64
 
 
-def accepts(groups) -> bool:
-    if not groups.on_host:  # device groups start at multiples of their alignment
-        return groups.alignment % PAIR_K == 0
-    return all(s % PAIR_K == 0 for s, k in zip(groups.k_starts, groups.ks, strict=True) if k)
+def _clamped(groups, k_total: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rows, starts, sf_starts)`` with the kernel's clamps (bf16_gemm_epilogue.asc ``k_group``): start in
+    ``[0, K]``, rows in ``[0, K - start]``; tensor ops only."""
+    ks, starts, sf_starts = groups.tensors(device)
+    starts = starts.clamp(0, k_total)
+    return torch.minimum(ks.clamp(min=0), k_total - starts), starts, sf_starts
 
 
 def _block_scales(sf: torch.Tensor, k_total: int, groups, gran_k: int) -> torch.Tensor:
-    """Per-group scale rows ``[S, MN]`` -> one FP32 scale per 32 K rows ``[MN, ceil(k_total / 32)]``,
-    gathered on the device: block j takes its group's row ``sf_start + (32 j - k_start) / gran_k``,
-    a block outside every group the padding row 2^0."""
-    ks, starts, sf_starts = groups.tensors(sf.device)
-    pos = torch.arange(-(-k_total // MX_GRAN_K), device=sf.device) * MX_GRAN_K
-    ends = starts + ks
-    g = torch.searchsorted(ends, pos, right=True).clamp(max=max(ends.numel() - 1, 0))
+    """Per-group scale rows ``[S, MN]`` -> FP32 scales per 32 K rows ``[MN, 2 * (ceil(K / 64) + G)]``, group-local
+    and packed (see the module docstring), gathered on the device: 32-block j of group g's pairs takes its row
+    ``sf_start + 32 j // gran_k`` inside the group, the padding row 2^0 elsewhere."""
+    rows, _, sf_starts = _clamped(groups, k_total, sf.device)
+    pairs = -(-rows // PAIR_K)
+    ends = torch.cumsum(pairs, 0)
+    firsts = ends - pairs
+    blocks = torch.arange(2 * (-(-k_total // PAIR_K) + rows.numel()), device=sf.device)
+    g = torch.searchsorted(ends, blocks // 2, right=True).clamp(max=max(ends.numel() - 1, 0))
     if ends.numel():
-        inside = (pos >= starts[g]) & (pos < ends[g])
+        local = (blocks - 2 * firsts[g]) * MX_GRAN_K
+        inside = (blocks // 2 < ends[g]) & (local < rows[g])
         # clamped: scale rows short of the groups' (checked only with DG_ASCEND_CHECKS=1) read the padding row
-        index = torch.where(inside, sf_starts[g] + (pos - starts[g]) // gran_k, sf.size(0)).clamp(max=sf.size(0))
+        index = torch.where(inside, sf_starts[g] + local // gran_k, sf.size(0)).clamp(max=sf.size(0))
     else:
-        index = torch.full_like(pos, sf.size(0))
+        index = torch.full_like(blocks, sf.size(0))
     padded = torch.cat([sf.float(), torch.ones((1, sf.size(1)), dtype=torch.float32, device=sf.device)])
     return padded[index].t()
 
@@ -62,16 +67,14 @@ def k_grouped_fp8_gemm_tn_contiguous(a: torch.Tensor, sfa: torch.Tensor, b: torc
     g, m, n = d.shape
     if g == 0 or m == 0 or n == 0:
         return
-    if not accepts(groups):
-        raise NotImplementedError("k_grouped_fp8_gemm_tn_contiguous on Ascend: a non-empty group starts at a K row "
-                                  f"that is not a multiple of {PAIR_K}")
     check_mantissa("a[1]", sfa)
     check_mantissa("b[1]", sfb)
     if groups.on_host and not any(groups.ks) and c.data_ptr() == d.data_ptr():
         return
     k_total = a.size(0)
-    sfa16 = ascend_scales(_block_scales(sfa, k_total, groups, gran_k), m, k_total)
-    sfb16 = ascend_scales(_block_scales(sfb, k_total, groups, gran_k), n, k_total)
+    k_scaled = PAIR_K * (-(-k_total // PAIR_K) + g)  # the K span of the group-local scale pairs
+    sfa16 = ascend_scales(_block_scales(sfa, k_total, groups, gran_k), m, k_scaled)
+    sfb16 = ascend_scales(_block_scales(sfb, k_total, groups, gran_k), n, k_scaled)
     at, bt = a.t(), b.t()  # the [M, K] / [N, K] operand views the nt core reads
     a_mn, lda = layout(at)
     b_mn, ldb = layout(bt)

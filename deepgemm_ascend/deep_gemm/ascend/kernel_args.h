@@ -94,3 +94,22 @@ struct DgSfTransformArgs {
   int64_t batch, mn, words, k_blocks, gran_mn, sb, sr, sc, num_groups, alignment;
 };
 
+
+// dg_hc_prenorm_gemm (hc_prenorm_gemm.asc): per K split s, D[s] = A[:, split] . B[:, split]^T (HF32 cube)
+// and sqr_sum[s, m] = sum over the split of A[m, k]^2.
+struct DgHcPrenormGemmArgs {
+  __gm__ bfloat16_t* a;
+  __gm__ float* b;
+  __gm__ float* d;
+  __gm__ float* sqr_sum;
+  int64_t m, n, k, num_splits, split_k, lda, ldb, ldd, d_split_stride, sqr_split_stride;
+};
+
+// dg_bf16_einsum (bf16_einsum.asc): for each batch g, D[g] (+)= sum_r A[g, r] . B[g, r]^T; d is DType.
+struct DgBf16EinsumArgs {
+  __gm__ bfloat16_t* a;
+  __gm__ bfloat16_t* b;
+  __gm__ void* d;
+  int64_t batches, k_batches, m, n, k, lda, ldb, ldd;
+  int64_t a_batch_stride, b_batch_stride, d_batch_stride, a_k_batch_stride, b_k_batch_stride;
+};

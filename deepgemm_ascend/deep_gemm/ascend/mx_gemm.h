@@ -12,7 +12,9 @@
 // of 256 they are loaded ND->NZ as a pairs x rows matrix (16-row fractals, one pair per 2 bytes) and
 // the _mx L1 -> L0 copies put each MAD_K slice's scales beside its data.
 // K tails: data zero-filled to C0 and the mmad K rounded up to C0, so padded elements contribute 0
-// whatever their (finite) scale. `k_begin` offsets K for the K-grouped form (a multiple of 64).
+// whatever their (finite) scale. `k_begin` offsets the data's K for the K-grouped form (any row) and
+// `pair_begin` the scales' pairs: a group's scales are group-local (pair p covers its K rows
+// [64p, 64p + 64)), so a group may start anywhere and its first K block is loaded from its first row.
 #pragma once
 
 #include <deep_gemm/ascend/cube_gemm.h>
@@ -68,12 +70,18 @@ __aicore__ inline void mx_load_data(__cbuf__ MxLoad* dst, __gm__ MxLoad* base, i
   }
 }
 
-// Computes the rows x cols tile at (m0, n0) over K [k_begin, k_begin + p.k) into L0C stage st.s_l0c;
-// returns as tile_compute does (ready for FixPipe, then tile_release).
+// Computes the rows x cols tile at (m0, n0) over K [k_begin, k_begin + p.k), scales from pair
+// pair_begin on, into L0C stage st.s_l0c; returns as tile_compute does (ready for FixPipe, then
+// tile_release).
+// kVecOperand (fp8_fp4_mx_gemm.asc): 0 both operands come from GM by MTE2; 1 (A) or 2 (B): that
+// operand's stage is written into L1 by the block's vector cores (FP4 widened to E4M3 on the way), so
+// the cube waits for both halves (cross-core flag 0) before reading the stage and hands it back (flag 1)
+// once its MTE1 reads are issued.
+template <int kVecOperand = 0>
 __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad* a, __gm__ MxLoad* b,
                                                 __gm__ uint16_t* sfa, __gm__ uint16_t* sfb, int64_t ld_sfa,
-                                                int64_t ld_sfb, uint32_t k_begin, uint32_t m0, uint32_t n0,
-                                                uint32_t rows, uint32_t cols, Stages& st) {
+                                                int64_t ld_sfb, uint32_t k_begin, uint32_t pair_begin, uint32_t m0,
+                                                uint32_t n0, uint32_t rows, uint32_t cols, Stages& st) {
   const uint32_t m16 = ceil_div(rows, 16) * 16, n16 = ceil_div(cols, 16) * 16;
   __cc__ float* acc = st.l0c + st.s_l0c * (kL0C / 4);
   asc_sync_wait(PIPE_FIX, PIPE_M, st.s_l0c);
@@ -86,12 +94,16 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
     __cbuf__ uint16_t* l1sa = (__cbuf__ uint16_t*)(stage + kMxL1DataA + kMxL1DataB);
     __cbuf__ uint16_t* l1sb = (__cbuf__ uint16_t*)(stage + kMxL1DataA + kMxL1DataB + kMxL1ScaleA);
     asc_sync_wait(PIPE_MTE1, PIPE_MTE2, st.s_l1);
-    mx_load_data<DG_A_MN_MAJOR != 0>(l1a, a, p.lda, m0, kg, rows, kk, kBlockM);
-    mx_load_data<DG_B_MN_MAJOR != 0>(l1b, b, p.ldb, n0, kg, cols, kk, kBlockN);
-    mx_load_scales(l1sa, sfa, ld_sfa, m0, kg / kPairK, rows, ceil_div(kk, kPairK));
-    mx_load_scales(l1sb, sfb, ld_sfb, n0, kg / kPairK, cols, ceil_div(kk, kPairK));
+    if constexpr (kVecOperand != 1) mx_load_data<DG_A_MN_MAJOR != 0>(l1a, a, p.lda, m0, kg, rows, kk, kBlockM);
+    if constexpr (kVecOperand != 2) mx_load_data<DG_B_MN_MAJOR != 0>(l1b, b, p.ldb, n0, kg, cols, kk, kBlockN);
+    mx_load_scales(l1sa, sfa, ld_sfa, m0, pair_begin + k0 / kPairK, rows, ceil_div(kk, kPairK));
+    mx_load_scales(l1sb, sfb, ld_sfb, n0, pair_begin + k0 / kPairK, cols, ceil_div(kk, kPairK));
     asc_sync_notify(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     asc_sync_wait(PIPE_MTE2, PIPE_MTE1, st.s_l1);
+    if constexpr (kVecOperand != 0) {
+      asc_sync_intra_wait(PIPE_MTE1, 0);  // both vector cores' halves of the stage are in L1
+      asc_sync_intra_wait(PIPE_MTE1, 16);
+    }
     for (uint32_t s0 = 0; s0 < kk; s0 += kMxMadK) {
       const uint32_t sk = ceil_div(min_u32(kk - s0, kMxMadK), kMxC0) * kMxC0;
       const uint8_t k_steps = static_cast<uint8_t>(sk / kMxC0), pairs = static_cast<uint8_t>(ceil_div(sk, kPairK));
@@ -116,6 +128,10 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
                   static_cast<uint16_t>(n16), 0, true, false, kb == 0 && s0 == 0);
       asc_sync_notify(PIPE_M, PIPE_MTE1, st.s_l0);
       st.s_l0 ^= 1;
+    }
+    if constexpr (kVecOperand != 0) {
+      asc_sync_intra_arrive(PIPE_MTE1, 1);  // the vector cores' stage is free again
+      asc_sync_intra_arrive(PIPE_MTE1, 16 + 1);
     }
     asc_sync_notify(PIPE_MTE1, PIPE_MTE2, st.s_l1);
     st.s_l1 ^= 1;

@@ -15,7 +15,8 @@ def test_every_hand_written_kernel_has_a_case():
     names = [c.name for c in codegen.cases()]
     assert len(set(names)) == len(names)
     for prefix in ("bf16_gemm_nt", "fp8_mx_gemm_nt", "m_grouped_bf16", "k_grouped_bf16", "fp8_mqa_logits",
-                   "fp8_paged_mqa_logits", "sf_transform"):
+                   "fp8_paged_mqa_logits", "sf_transform", "tf32_hc_prenorm_gemm",
+                   "bf16_einsum", "fp8_einsum", "fp8_fp4_mx_gemm"):
         assert any(n.startswith(prefix) for n in names), prefix
     assert codegen.kernels() == []
 
@@ -53,7 +54,9 @@ def test_published_shapes_are_the_issues_benchmark_shapes():
     assert shapes == {"bf16_gemm_nt_4096x4096x4096": "cube", "fp8_mx_gemm_nt_4096x4096x4096": "cube",
                       "fp4_mx_gemm_nt_4096x4096x4096": "cube", "m_grouped_bf16_gemm_psum_8x512x4096x7168": "cube",
                       "fp8_mqa_logits_prefill_4096q_8192kv_32x128": "mix",
-                      "fp8_mqa_logits_decode_256q_8192kv_32x128": "mix"}
+                      "fp8_mqa_logits_decode_256q_8192kv_32x128": "mix",
+                      "tf32_hc_prenorm_gemm_prefill_4096x24x28672_16splits": "mix",
+                      "tf32_hc_prenorm_gemm_decode_128x24x28672_16splits": "mix"}
 
 
 def test_sf_transform_reports_its_gm_bytes():

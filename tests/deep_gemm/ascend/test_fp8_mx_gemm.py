@@ -1,6 +1,7 @@
 """deep_gemm's hand-written Ascend MX GEMM (deep_gemm/ascend/fp8_mx_gemm.*, mx_gemm.h, asc_mmad_mx) on
 deepjit's Ascend twin, against deep_gemm.reference.fp8_fp4_gemm_nt at upstream's FP8/FP4 tolerance
-(calc_diff < 1e-3): FP8 x FP8 (K- and MN-major), FP4 x FP4, FP8 x FP4, exact tiles and M/N/K tails
+(calc_diff < 1e-3): FP8 x FP8 (K- and MN-major), FP4 x FP4, FP8 x FP4 and FP4 x FP8 (the FP4 side widened
+inside the GEMM, fp8_fp4_mx_gemm.asc, or by fp4_to_fp8.asc with c / alpha), exact tiles and M/N/K tails
 (an odd count of 32-element scale blocks), several tiles per block, both output dtypes, gran_k 128,
 c and alpha (the mixed epilogue kernel), the Ascend int16 scale layout and the mantissa rule."""
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from deep_gemm import formats, reference
 from deep_gemm._operands import QuantOperand
+from deep_gemm.ascend import fp8_mx_gemm
 from deep_gemm.ascend.fp8_mx_gemm import ascend_scales, fp8_gemm_nt
 from deep_gemm.testing import calc_diff
 
@@ -29,7 +31,7 @@ def _operand(mn: int, k: int, fp4: bool = False, k_major: bool = True, gran_k: i
 
 
 def _pair(kind: str, m: int, n: int, k: int, gran_k: int = 32):
-    a_fp4, b_fp4 = {"fp8": (False, False), "fp4": (True, True), "fp8xfp4": (False, True)}[kind]
+    a_fp4, b_fp4 = {"fp8": (False, False), "fp4": (True, True), "fp8xfp4": (False, True), "fp4xfp8": (True, False)}[kind]
     return _operand(m, k, a_fp4, gran_k=gran_k), _operand(n, k, b_fp4, gran_k=gran_k)
 
 
@@ -54,7 +56,7 @@ def test_fp8_shapes(m, n, k, dtype):
 
 
 @pytest.mark.parametrize(("kind", "dtype"), [("fp4", torch.float32), ("fp4", torch.bfloat16),
-                                             ("fp8xfp4", torch.float32)])
+                                             ("fp8xfp4", torch.float32), ("fp4xfp8", torch.bfloat16)])
 @pytest.mark.parametrize(("m", "n", "k"), [EXACT, TAILS])
 def test_fp4_shapes(kind, m, n, k, dtype):
     _check(*_pair(kind, m, n, k), dtype)
@@ -80,6 +82,15 @@ def test_c_and_alpha(kind, dtype, with_c, alpha):
     m, n, k = TAILS
     c = torch.randn(m, n).to(dtype) * 100 if with_c else None
     _check(*_pair(kind, m, n, k), dtype, c, alpha)
+
+
+@pytest.mark.parametrize("kind", ["fp8xfp4", "fp4xfp8"])
+def test_mixed_pairs_widen_inside_the_gemm(monkeypatch, kind):
+    """No separate widening launch: the vector cores of fp8_fp4_mx_gemm.asc widen the FP4 side into L1."""
+    def separate_launch(_data):
+        raise AssertionError("fp4_to_fp8.widen was called")
+    monkeypatch.setattr(fp8_mx_gemm, "widen", separate_launch)
+    _check(*_pair(kind, *TAILS), torch.bfloat16 if kind == "fp4xfp8" else torch.float32)
 
 
 def test_c_is_d():
@@ -118,13 +129,9 @@ def test_non_zero_mantissa_is_a_value_error_naming_the_argument(which):
     assert torch.all(d == -7.0)
 
 
-@pytest.mark.parametrize("what", ["fp4xfp8", "gran"])
-def test_unserved_forms_raise_before_writing(what):
+def test_unserved_forms_raise_before_writing():
     a, b = _pair("fp8", 32, 16, 64)
-    if what == "fp4xfp8":
-        a = _operand(32, 64, fp4=True)
-    else:
-        a.gran_k = 64
+    a.gran_k = 64
     d = torch.full((32, 16), -7.0)
     with pytest.raises(NotImplementedError, match="fp8_fp4_gemm_nt on Ascend"):
         fp8_gemm_nt(a, b, d)

@@ -25,7 +25,8 @@ def test_every_op_with_an_ascend_kernel_is_in_the_table():
     assert served == {"bf16_gemm_nt", "fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt", "k_grouped_bf16_gemm_tn",
                       "mqa_logits", "paged_mqa_logits",
                       "m_grouped_fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
-                      "k_grouped_fp8_gemm_tn"}
+                      "k_grouped_fp8_gemm_tn", "hc_prenorm_gemm", "bf16_einsum",
+                      "fp8_bmm"}
 
 
 def _ascend_sf(mn: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,3 +87,23 @@ def test_m_grouped_fp8_psum_runs_the_ascend_kernel(monkeypatch):
     for g, (s, e) in enumerate(zip([0, -(-ends[0] // alignment) * alignment], ends, strict=True)):
         want[s:e] = a[0][s:e].float() @ (b[0][g].float() * 0.5).t()
     assert calc_diff(d, want) < 1e-3 and torch.all(d[ends[1]:] == 0)
+
+
+def test_k_grouped_fp8_off_the_64_row_grid_runs_the_ascend_kernel(monkeypatch):
+    """mk alignment 32: the second group starts at K row 32 (a partial first K tile, group-local scale pairs)."""
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    ks, m, n = [32, 96], 40, 24
+    a = ((torch.randn(sum(ks), m) * 4).to(torch.float8_e4m3fn), torch.exp2(torch.randint(-3, 4, (4, m)).float()))
+    b = ((torch.randn(sum(ks), n) * 4).to(torch.float8_e4m3fn), torch.exp2(torch.randint(-3, 4, (4, n)).float()))
+    layout = torch.tensor([32, 128], dtype=torch.int32)  # psum end rows, the same on both paths
+    d = torch.randn(2, m, n)
+    want = d.clone()
+    served = []
+    monkeypatch.setattr(_dispatch.TABLE, "run", lambda name, device, *args: served.append(
+        _dispatch.TABLE.serves(name, device, *args)) or type(_dispatch.TABLE).run(_dispatch.TABLE, name, device, *args))
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d, ks, layout, c=d, recipe=(1, 1, 32), use_psum_layout=True)
+    assert served == ["ascend"]
+    monkeypatch.setenv("DG_BACKEND", "reference")
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, want, ks, layout, c=want, recipe=(1, 1, 32), use_psum_layout=True)
+    assert calc_diff(d, want) < 1e-5

@@ -1,0 +1,46 @@
+"""Ascend ``fp8_einsum``: its three expressions as a batched MX block-scaled GEMM, the masked form of
+``m_grouped_bf16_gemm.asc`` (``DG_MX``, ``DG_MASKED``) with every batch full.
+
+Entry point (the dispatch table's Ascend column for ``fp8_bmm``; the canonical arguments of
+``deep_gemm.reference.fp8_bmm`` built by ``deep_gemm.einsum.fp8_einsum``)::
+
+    fp8_bmm(a, b, d, c) -> None
+
+``a`` / ``b`` are QuantOperands over ``[G, MN, K]`` views of the einsum's tensors (K-major or MN-major:
+``bhd,bhr->hdr`` reads both MN-major), ``d`` the ``[G, M, N]`` view of the output. Scales follow the recipe
+(any M/N granularity, K granularity 32 or 128) and must be powers of two (UE8M0, the Ascend MX contract;
+checked on the twin's CPU tensors). ``c`` is None or ``d`` with an FP32 ``d`` (``accepts``); with ``c`` the
+FixPipe store adds to ``d``.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._launch import m_blocks, n_blocks
+from .fp8_mx_gemm import layout, prepare, unsupported
+from .m_grouped_bf16_gemm import launch
+
+
+def accepts(a, b, d: torch.Tensor, c: torch.Tensor | None) -> bool:
+    if a.fp4 or b.fp4 or a.sf is None or b.sf is None or unsupported(a, b) is not None:
+        return False
+    return c is None or (c.data_ptr() == d.data_ptr() and c.stride() == d.stride() and d.dtype == torch.float32)
+
+
+def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
+    g, m, n, k = a.groups, a.mn, b.mn, a.k
+    if min(g, m, n) == 0:
+        return
+    if k == 0:  # an empty sum: d = c (c is d) or zeros
+        if c is None:
+            d.zero_()
+        return
+    da, db, sfa, sfb, defines = prepare(a, b)
+    defines.update({"DG_MX": 1, "DG_MASKED": 1, "DG_D_FP32": int(d.dtype == torch.float32),
+                    "DG_ACCUMULATE": int(c is not None)})
+    full = torch.full((g,), m, dtype=torch.int32, device=d.device)  # every batch has all M rows
+    launch(da, db, d, full, m, n, k, g, 1,
+           {"lda": layout(da)[1], "ldb": layout(db)[1], "b_group": db.stride(0), "ldd": d.stride(1),
+            "a_group": da.stride(0), "d_group": d.stride(0), "ld_sfa": sfa.stride(-1), "ld_sfb": sfb.stride(-1),
+            "sfa_group": sfa.stride(0), "sfb_group": sfb.stride(0)},
+           defines, g * m_blocks(m) * n_blocks(n), sfa, sfb)
