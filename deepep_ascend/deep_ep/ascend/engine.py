@@ -22,7 +22,7 @@ import torch
 from ..engine.base import Engine, ReturnedRows, expert_starts
 from ..engine.checks import CombineArgs, DispatchArgs
 from ..engine.plan import RoutePlan
-from . import routing, symm_steps
+from . import routing, symm_exchange, symm_steps
 from .reduce import combine_reduce
 from .scatter import scatter_rows
 from .transport import CollectiveExchange
@@ -39,8 +39,10 @@ class AscendEngine(Engine):
         # EP_ASCEND_TRANSPORT=symm: the token-major steps through the symmetric window (symm_steps.py)
         self.symm = symm_steps.SymmSteps(self, group, timeout_s) if symm_steps.wanted() else None
 
-    def _on_window(self, do_expand: bool) -> bool:
-        return self.symm is not None and not do_expand
+    def _on_window(self, do_expand: bool, hidden: int) -> bool:
+        """The window path: token-major layouts whose rows (up to 4-byte elements, so dispatch and combine
+        decide alike) fit the exchange's UB row buffer; wider rows keep the collective path."""
+        return self.symm is not None and not do_expand and hidden * 4 <= symm_exchange.MAX_ROW_BYTES
 
     def destroy(self) -> None:
         if self.symm is not None:
@@ -55,8 +57,8 @@ class AscendEngine(Engine):
         R = self.num_ranks
         counts = plan.send_counts
         C = counts.shape[1]
-        err = self._err if a.handle is None else torch.zeros(routing.ERR_WORDS, dtype=torch.int32)
-        if self._on_window(a.do_expand):
+        err = self._err if a.handle is None else torch.zeros(routing.ERR_WORDS, dtype=torch.int32, device=counts.device)
+        if self._on_window(a.do_expand, a.hidden):
             self.symm.exchange_counts(a, plan, err)
             return
         words = torch.cat([counts.reshape(-1).to(self.exchange.device, torch.int32),
@@ -77,7 +79,7 @@ class AscendEngine(Engine):
     def send(self, a: DispatchArgs, plan: RoutePlan) -> None:
         R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         T, dev, ex = a.num_tokens, a.x.device, self.exchange
-        if self._on_window(a.do_expand):
+        if self._on_window(a.do_expand, a.hidden):
             self.symm.send(a, plan, _per_destination(a, plan))
             return
         send, recv = plan.send_tokens.tolist(), plan.recv_tokens.tolist()
@@ -107,7 +109,7 @@ class AscendEngine(Engine):
         self._got = got
 
     def receive(self, a: DispatchArgs, plan: RoutePlan, out) -> None:
-        if self._on_window(a.do_expand):
+        if self._on_window(a.do_expand, a.hidden):
             self.symm.receive(a, plan, out)
             return
         R, K, M, n = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank, plan.num_rows
@@ -161,7 +163,7 @@ class AscendEngine(Engine):
 
     # ---- combine -----------------------------------------------------------------------------
     def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
-        if self._on_window(c.handle.do_expand):
+        if self._on_window(c.handle.do_expand, c.handle._plan.hidden):
             self.symm.combine_send(c)
             return
         h, plan, ex = c.handle, c.handle._plan, self.exchange

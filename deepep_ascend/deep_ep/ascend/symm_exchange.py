@@ -73,13 +73,18 @@ class SymmExchange:
             if t.dtype != torch.int32 or tuple(t.shape) != shape or not t.is_contiguous():
                 raise ValueError(f"{name} must be a contiguous int32 tensor of shape {shape}, got {t.dtype} "
                                  f"{tuple(t.shape)}")
+        dev = torch.device(self.window.device)
+        for name, t in (("rows", rows), ("out", out), ("pos", pos), ("counts", counts), ("row_start", row_start)):
+            if t.device != dev:  # a host pointer must never reach the kernels
+                raise ValueError(f"{name} must be on the window's device {dev}, got {t.device}")
         self.seq += 1
         fields = self.window.kernel_fields()
-        src = rows.reshape(-1).view(torch.uint8) if rows.numel() else torch.zeros(1, dtype=torch.uint8)
-        dst = out.reshape(-1).view(torch.uint8) if out.numel() else torch.zeros(1, dtype=torch.uint8)
+        src = rows.reshape(-1).view(torch.uint8) if rows.numel() else torch.zeros(1, dtype=torch.uint8, device=dev)
+        dst = out.reshape(-1).view(torch.uint8) if out.numel() else torch.zeros(1, dtype=torch.uint8, device=dev)
         LIB.ascend_kernel("ep_symm_exchange_send", "ascend/symm_send.asc", {})(
             R, _kernel_args("EpSymmSendArgs", rows=src, pos=pos if pos.numel() else torch.full((1, R), -1,
-                                                                                                dtype=torch.int32),
+                                                                                                dtype=torch.int32,
+                                                                                                device=dev),
                             counts=counts, **fields, num_rows=rows.shape[0], row_bytes=row_bytes,
                             max_rows=self.max_rows, region_bytes=self.region_bytes, seq=self.seq, pad=0))
         LIB.ascend_kernel("ep_symm_exchange_recv", "ascend/symm_recv.asc", {})(

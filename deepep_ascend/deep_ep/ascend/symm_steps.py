@@ -67,7 +67,7 @@ class SymmSteps:
         row = torch.cat([plan.send_counts.reshape(-1).int(), err.int()])
         eye = torch.eye(R, dtype=torch.bool, device=a.x.device)
         got, _ = self._move(ex, "counts", row[None, :].expand(R, -1), torch.where(eye, 0, -1).int(),
-                            torch.ones(R, dtype=torch.int32), R)
+                            torch.ones(R, dtype=torch.int32, device=a.x.device), R)
         if checks_on():
             for peer in range(R):
                 msg = routing.error_message(got[peer, R * C:].tolist(), a.num_experts)
@@ -78,7 +78,7 @@ class SymmSteps:
         plan.send_counts = plan.all_counts[eng.rank].contiguous()
         plan.recv_counts = plan.all_counts[:, eng.rank].contiguous()
         tokens = plan.recv_counts[:, 0].long()
-        plan.row_start = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(tokens, 0)]).int()
+        plan.row_start = torch.cat([tokens.new_zeros(1), torch.cumsum(tokens, 0)]).int()
         # The received-row count is read only where the caller asked for a CPU sync (it sizes the outputs).
         plan.num_rows = int(plan.row_start[-1]) if a.do_cpu_sync else R * M
 

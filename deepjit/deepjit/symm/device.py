@@ -69,6 +69,12 @@ class DeviceWindow:
         self._npu = None
         self._window = None
         if device.type == "npu":
+            # CANN SHMEM numbers PEs over the world it was initialised with, and the kernels address peers
+            # by group rank: only a group whose ranks are the world's (in order) maps one onto the other
+            if self.num_ranks != dist.get_world_size() or any(                          # pragma: npu
+                    dist.get_global_rank(group, r) != r for r in range(self.num_ranks)):
+                raise ValueError("DeviceWindow on NPU needs the WORLD group (CANN SHMEM PEs are world ranks), "
+                                 f"got a group of {self.num_ranks} of {dist.get_world_size()} ranks")
             self._npu = _NpuHeapObject(self.window_bytes, self.num_ranks)          # pragma: npu
             self.timeout_s = 0.0 if timeout_s is None else float(timeout_s)
             self.bases = torch.tensor(self._npu.peer_addresses(), dtype=torch.int64).to(device)
@@ -211,7 +217,12 @@ class _NpuHeapObject:
         self.num_ranks = num_ranks
 
     def peer_addresses(self) -> list[int]:                                              # pragma: npu
-        return [int(self._lib.aclshmem_ptr(self.ptr, pe) or 0) for pe in range(self.num_ranks)]
+        bases = [self._lib.aclshmem_ptr(self.ptr, pe) for pe in range(self.num_ranks)]
+        missing = [pe for pe, b in enumerate(bases) if not b]
+        if missing:  # a null base would send the kernels' remote writes to address 0
+            raise RuntimeError(f"aclshmem_ptr gave no address for PE(s) {missing}: those ranks' windows are not "
+                               f"reachable from this one (use the HCCL transport)")
+        return [int(b) for b in bases]
 
     def barrier(self) -> None:                                                          # pragma: npu
         self._lib.aclshmem_barrier_all()

@@ -1,39 +1,14 @@
 """deep_ep's kernel-initiated window exchange (deep_ep/ascend/symm_exchange.py) across 2 real processes
 on the Ascend twin (run by test_symm_transport.py, which spawns the ranks once for both): a dispatch of token rows (routing computed on the device) and the combine that
 sends them back, with every input marked device-only (a host read of them, or of anything computed
-from them, raises: tests/deep_gemm/ascend/test_no_host_reads.py's guard). The dispatched rows and
+from them, raises: tests/testkit/host_reads.py). The dispatched rows and
 row starts are bit-exact against the collective transport's ``all_to_all_single`` on the same rows,
 the combine brings back exactly the rows each token sent; a second round reuses the inboxes."""
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves
 
-from tests.deep_gemm.ascend.test_no_host_reads import HOST_READS, HostRead
-
-
-class DeviceOnly(TorchFunctionMode):
-    """Raises on a host read of a marked tensor (or of one computed from it); a boolean mask as an index
-    is a read (its count sizes the result), slicing a boolean tensor is not."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        marked = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor) and getattr(x, "_device_only", False)]
-        bool_index = func is torch.Tensor.__getitem__ and any(
-            isinstance(x, torch.Tensor) and x.dtype == torch.bool for x in tree_leaves(args[1:]))
-        if marked and (func in HOST_READS or bool_index):
-            raise HostRead(f"host read ({getattr(func, '__name__', func)}) of a device tensor")
-        out = func(*args, **kwargs)
-        if marked:
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor):
-                    t._device_only = True
-        return out
-
-
-def _mark(*tensors):
-    for t in tensors:
-        t._device_only = True
+from tests.testkit.host_reads import DeviceOnly, HostRead
+from tests.testkit.host_reads import mark as _mark
 
 
 def test_the_guard_catches_host_reads():

@@ -6,50 +6,19 @@ the reference path; bad values are clamped on the device and reported only with 
 scale-factor transforms are checked the same way in test_sf_layout.py.)"""
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves
 
 import deep_gemm
 from deep_gemm import _lib
 from deep_gemm.testing import calc_diff
+from tests.testkit.host_reads import DeviceOnly, HostRead
+from tests.testkit.host_reads import mark as _mark
 
 from .test_mqa_logits import _inputs as _mqa_inputs
 from .test_mqa_logits import _ranges
 from .test_paged_mqa_logits import _inputs as _paged_inputs
 from .test_paged_mqa_logits import _lengths
 
-T = torch.Tensor
-HOST_READS = {T.item, T.tolist, T.numpy, T.__bool__, T.__int__, T.__index__, T.__float__, T.nonzero, torch.nonzero,
-              T.unique, torch.unique, T.masked_select, torch.masked_select, T.equal, torch.equal, torch.allclose}
 ALIGNMENT = 256  # the Ascend mk alignment, set on both paths so the psum layouts mean the same groups
-
-
-class HostRead(AssertionError):
-    pass
-
-
-class DeviceOnly(TorchFunctionMode):
-    """Raises on a host read of a marked tensor; whatever is computed from one is marked in turn."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        leaves = tree_leaves((args, kwargs))
-        marked = [x for x in leaves if isinstance(x, T) and getattr(x, "_device_only", False)]
-        if marked and (func in HOST_READS or (func is T.__getitem__ and any(x.dtype == torch.bool for x in marked))):
-            raise HostRead(f"host read ({getattr(func, '__name__', func)}) of a device tensor on the Ascend path")
-        out = func(*args, **kwargs)
-        if marked:
-            for t in tree_leaves(out):
-                if isinstance(t, T):
-                    t._device_only = True
-        return out
-
-
-def _mark(*tensors):
-    for t in tensors:
-        if t is not None:
-            t._device_only = True
-    return tensors
 
 
 def _on_both_paths(monkeypatch, call, *device_only):

@@ -6,7 +6,7 @@
 //                                                    int cmp, int32_t cmp_val)
 //   aclshmemx_signal_op(__gm__ int32_t* sig_addr, int32_t signal, int sig_op, int pe) with
 //   ACLSHMEM_SIGNAL_SET / ACLSHMEM_SIGNAL_ADD, aclshmem_quiet() (earlier puts complete before the signal).
-// The window is one aclshmem_malloc allocation (a symmetric heap object: the same offset on every PE);
+// The window is one aclshmem_calloc allocation (a symmetric heap object: the same offset on every PE);
 // the host fills bases[pe] with aclshmem_ptr(window, pe), so remote() is the table lookup on both images.
 #pragma once
 

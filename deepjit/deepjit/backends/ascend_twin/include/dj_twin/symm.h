@@ -1,7 +1,7 @@
 // dj_twin/symm.h — symmetric-memory windows seen by a twin launch (deepjit/symm/device.py).
 //
 // On an NPU a kernel reaches its peers' memory through the device symmetric heap of CANN SHMEM
-// (hicann/shmem, gitcode.com/cann/shmem: aclshmem_malloc on the host, aclshmem_ptr / aclshmem_putmem /
+// (hicann/shmem, gitcode.com/cann/shmem: aclshmem_calloc on the host, aclshmem_ptr / aclshmem_putmem /
 // aclshmemx_signal_op / aclshmem_signal_wait_until on the device). On the twin every rank's window is a
 // shared-memory segment (deepjit.symm.SymmetricWindow) mapped into every local rank's process, so a
 // kernel of one rank reads and writes the other ranks' windows for real, in place: windows are NOT
