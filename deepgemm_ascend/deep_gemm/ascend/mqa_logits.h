@@ -12,6 +12,11 @@
 // (the per-token KV scale is positive, so it factors out of the ReLU) and store straight to GM, only
 // inside the token's KV range; with `clean` the other columns of the row get -inf.
 //
+// DG_MX: the MXFP8 form (DeepGEMM-Ascend's own): q rows and KV rows each carry one UE8M0 exponent per 32
+// elements, int16 pairs MN-major (as mx_gemm.h), loaded beside the data and applied by the cube itself
+// (asc_mmad_mx); without it asc_mmad on unscaled E4M3. A per-token FP32 KV scale (DG_KV_TOKEN_SF) is
+// applied by the vector side either way.
+//
 // Flags: the cube pipeline uses cube_gemm.h's (gemm_flags_init / drain, tile_release); cube -> vector
 // hand-off as bf16_gemm_epilogue.asc: cube -> vector s id u "UB stage u holds a tile", vector s -> cube
 // id u (cube sees 16 * s + u) "UB stage u free".
@@ -26,6 +31,12 @@
 #endif
 #ifndef DG_HEAD_DIM
 #define DG_HEAD_DIM 128
+#endif
+#ifndef DG_MX
+#define DG_MX 0
+#endif
+#ifndef DG_KV_TOKEN_SF
+#define DG_KV_TOKEN_SF 1
 #endif
 #ifndef DG_LOGITS_FP32
 #define DG_LOGITS_FP32 1
@@ -42,7 +53,12 @@ constexpr uint32_t kHeads = DG_HEADS, kHeadDim = DG_HEAD_DIM;
 constexpr uint32_t kQRows = 128, kKvBlock = 256, kQkC0 = 32;  // E4M3: 32 elements per fractal row
 constexpr uint32_t kQTokens = kHeads >= kQRows ? 1 : kQRows / kHeads;
 constexpr uint32_t kHalfCols = kKvBlock / 2;
-constexpr uint32_t kQkL1A = kQRows * kHeadDim, kQkL1B = kKvBlock * kHeadDim, kQkL1Stage = kQkL1A + kQkL1B;
+// MX scales: int16 pairs (64 elements each; a 32-element head dim uses the low byte of one pair), in
+// 16-row fractals of kQkPairs pairs
+constexpr uint32_t kQkPairK = 64, kQkPairs = DG_MX ? (kHeadDim + kQkPairK - 1) / kQkPairK : 0;
+constexpr uint32_t kQkL1A = kQRows * kHeadDim, kQkL1B = kKvBlock * kHeadDim;
+constexpr uint32_t kQkL1SfA = kQRows * kQkPairs * 2, kQkL1SfB = kKvBlock * kQkPairs * 2;
+constexpr uint32_t kQkL1Stage = kQkL1A + kQkL1B + kQkL1SfA + kQkL1SfB;
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
 constexpr uint32_t kScoreStage = kQRows * kHalfCols * 4;  // bytes of one UB stage
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
@@ -67,6 +83,12 @@ struct QkBuffers {
   __aicore__ inline __cbuf__ fp8_e4m3fn_t* kv_l1() const {
     return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A);
   }
+  __aicore__ inline __cbuf__ uint16_t* q_sf_l1() const {
+    return (__cbuf__ uint16_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A + kQkL1B);
+  }
+  __aicore__ inline __cbuf__ uint16_t* kv_sf_l1() const {
+    return (__cbuf__ uint16_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A + kQkL1B + kQkL1SfA);
+  }
 };
 
 // `rows` rows of E4M3 (kHeadDim each, `ld` bytes apart) into rows [r0, r0 + rows) of an NZ tile of
@@ -76,6 +98,15 @@ __aicore__ inline void load_rows_nz(__cbuf__ fp8_e4m3fn_t* tile, uint32_t r0, __
   asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(tile_rows), 0);
   asc_copy_gm2l1_nd2nz(tile + r0 * kQkC0, src, uint64_t(ld), static_cast<asc_load_l2_cache_mode>(0),
                        static_cast<uint16_t>(rows), kHeadDim, 0, false);
+}
+
+// MX scales of rows [r0, r0 + rows) (int16 pairs, pair p of row r at sf[p * ld + r]) into a 16-row-fractal
+// tile of kQkPairs pairs per fractal column.
+__aicore__ inline void load_sf_nz(__cbuf__ uint16_t* tile, __gm__ uint16_t* sf, int64_t ld, int64_t r0,
+                                  uint32_t rows) {
+  asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(kQkPairs), 0);
+  asc_copy_gm2l1_nd2nz(tile, sf + r0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
+                       static_cast<uint16_t>(kQkPairs), rows, 0, false);
 }
 
 // Before a tile's loads: the L1 stage is free.
@@ -96,12 +127,23 @@ __aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, u
                   static_cast<uint16_t>(m16 / 16));
   asc_copy_l12l0b(b0, b.kv_l1(), 0, 0, static_cast<uint8_t>(n16 / 16), k_steps, static_cast<int16_t>(kKvBlock / 16),
                   static_cast<uint16_t>(n16 / 16));
+#if DG_MX
+  asc_copy_l12l0a_mx(uint64_t(uintptr_t(a0)) / 16, (__cbuf__ fp8_e8m0_t*)b.q_sf_l1(), 0, 0,
+                     static_cast<uint8_t>(m16 / 16), kQkPairs, kQkPairs, kQkPairs);
+  asc_copy_l12l0b_mx(uint64_t(uintptr_t(b0)) / 16, (__cbuf__ fp8_e8m0_t*)b.kv_sf_l1(), 0, 0,
+                     static_cast<uint8_t>(n16 / 16), kQkPairs, kQkPairs, kQkPairs);
+#endif
   asc_sync_notify(PIPE_MTE1, PIPE_MTE2, b.s_l1);
   asc_sync_notify(PIPE_MTE1, PIPE_M, b.s_l0);
   asc_sync_wait(PIPE_MTE1, PIPE_M, b.s_l0);
   asc_sync_wait(PIPE_FIX, PIPE_M, b.s_l0c);
+#if DG_MX
+  asc_mmad_mx(acc, a0, b0, static_cast<uint16_t>(m16), static_cast<uint16_t>(kHeadDim), static_cast<uint16_t>(n16), 0,
+              true, false, true);
+#else
   asc_mmad(acc, a0, b0, static_cast<uint16_t>(m16), static_cast<uint16_t>(kHeadDim), static_cast<uint16_t>(n16), 0,
            true, false, true);
+#endif
   asc_sync_notify(PIPE_M, PIPE_MTE1, b.s_l0);
   asc_sync_notify(PIPE_M, PIPE_FIX, b.s_l0c);
   asc_sync_wait(PIPE_M, PIPE_FIX, b.s_l0c);

@@ -31,6 +31,8 @@ from .mqa_logits import KV_BLOCK, defines, tokens_per_tile, unsupported_query
 
 
 def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:
+    if q.sf is not None:
+        return "only unscaled FP8 queries"
     return unsupported_query(q, kv_cache.fp4, logits)
 
 

@@ -86,3 +86,27 @@ def test_m_grouped_fp8_psum_runs_the_ascend_kernel(monkeypatch):
     for g, (s, e) in enumerate(zip([0, -(-ends[0] // alignment) * alignment], ends, strict=True)):
         want[s:e] = a[0][s:e].float() @ (b[0][g].float() * 0.5).t()
     assert calc_diff(d, want) < 1e-3 and torch.all(d[ends[1]:] == 0)
+
+
+def test_mxfp8_mqa_logits_in_deepgemm_ascend_form_runs_the_ascend_kernel(monkeypatch):
+    """DeepGEMM-Ascend's lightning-indexer form: MXFP8 q and KV, per-32 UE8M0 scales packed in int16
+    ([S, H, D/64] and [S_kv, D/64]), BF16 weights and logits."""
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    s, s_kv, heads, d = 3, 70, 64, 64  # the lowering of test_mqa_logits.py::test_mxfp8_forms[3-90-64-64-..]
+    q = (torch.randn(s, heads, d) * 4).to(torch.float8_e4m3fn)
+    kv = (torch.randn(s_kv, d) * 4).to(torch.float8_e4m3fn)
+    sf_q, scale_q = _ascend_sf(s * heads, d)
+    sf_kv, scale_kv = _ascend_sf(s_kv, d)
+    weights = torch.randn(s, heads).bfloat16()
+    ks, ke = torch.tensor([0, 10, 69], dtype=torch.int32), torch.tensor([70, 40, 70], dtype=torch.int32)
+    query = deep_gemm.attention.Quantised(q, scale_q.view(s, heads, -1), False, False)
+    key = deep_gemm.attention.Quantised(kv, scale_kv, False, False)
+    logits_args = (query, key, weights, ks, ke, torch.empty(s, s_kv, dtype=torch.bfloat16), False, True)
+    assert _dispatch.TABLE.serves("mqa_logits", q.device, *logits_args) == "ascend"
+    got = deep_gemm.fp8_fp4_mqa_logits((q, sf_q.contiguous().view(s, heads, -1)), (kv, sf_kv.contiguous()), weights,
+                                       ks, ke, logits_dtype=torch.bfloat16)
+    scores = torch.einsum("shd,nd->shn", query.dequantized(), key.dequantized()).relu()
+    want = torch.einsum("shn,sh->sn", scores, weights.float())
+    inside = (torch.arange(s_kv)[None] >= ks[:, None]) & (torch.arange(s_kv)[None] < ke[:, None])
+    assert torch.equal(torch.isinf(got), ~inside)
+    assert calc_diff(got[inside].float(), want[inside]) < 1e-3
