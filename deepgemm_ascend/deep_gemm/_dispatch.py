@@ -76,7 +76,7 @@ def _mqa(q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
 
 
 def _paged_mqa_accepts(q, kv, weights, context_lens, block_table, logits, clean_logits):
-    return not (not q.fp4 and q.sf is not None)
+    return not (not q.fp4 and q.sf is not None) and not kv.mx
 
 
 def _paged_mqa(q, kv, weights, context_lens, block_table, logits, clean_logits, num_threads):
@@ -168,7 +168,8 @@ _ASCEND = {
     "mqa_logits": Impl(ascend_mqa.mqa_logits, "E4M3 q (unscaled or per-32 UE8M0) over E4M3 KV (per-token or "
                        "per-32 UE8M0 scales: DeepGEMM-Ascend's MXFP8 form), <= 128 heads",
                        lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
-    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, <= 128 heads",
+    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, or "
+                             "DeepGEMM-Ascend's MXFP8 q over its MXFP8 cache (both page layouts), <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
     "k_grouped_fp8_gemm_tn": Impl(ascend_k_grouped_fp8.k_grouped_fp8_gemm_tn_contiguous,
                                   "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at multiples "

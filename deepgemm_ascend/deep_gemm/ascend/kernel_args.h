@@ -80,11 +80,12 @@ struct DgMqaLogitsArgs {
 struct DgPagedMqaLogitsArgs {
   __gm__ fp8_e4m3fn_t* q;
   __gm__ uint8_t* cache;
+  __gm__ uint16_t* q_mx_sf;  // DG_MX: q's UE8M0 int16 pairs, MN-major (pair p of row r at p * ld + r)
   __gm__ float* weights;
   __gm__ int32_t* context_lens;
   __gm__ int32_t* block_table;
   __gm__ void* logits;
-  int64_t batch, next_n, width, ld_logits, bt_ld, bt_cols, num_pages, page_stride;
+  int64_t batch, next_n, width, ld_logits, bt_ld, bt_cols, num_pages, page_stride, ld_q_mx_sf;
 };
 
 // dg_sf_transform (sf_layout.asc): scale factors of src (SrcT) to the packed UE8M0 layout in out.
