@@ -53,7 +53,9 @@ def test_published_shapes_are_the_issues_benchmark_shapes():
     assert shapes == {"bf16_gemm_nt_4096x4096x4096": "cube", "fp8_mx_gemm_nt_4096x4096x4096": "cube",
                       "fp4_mx_gemm_nt_4096x4096x4096": "cube", "m_grouped_bf16_gemm_psum_8x512x4096x7168": "cube",
                       "fp8_mqa_logits_prefill_4096q_8192kv_32x128": "mix",
-                      "fp8_mqa_logits_decode_256q_8192kv_32x128": "mix"}
+                      "fp8_mqa_logits_decode_256q_8192kv_32x128": "mix",
+                      "mxfp8_mqa_logits_prefill_4096q_8192kv_64x128": "mix",
+                      "mxfp8_mqa_logits_decode_256q_8192kv_64x128": "mix"}
 
 
 def test_sf_transform_reports_its_gm_bytes():
