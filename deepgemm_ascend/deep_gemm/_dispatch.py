@@ -166,7 +166,7 @@ _ASCEND = {
                                              lambda a, b, d, masked_m: ascend_fp8.unsupported(a, b) is None),
     "k_grouped_bf16_gemm_tn": Impl(ascend_k_grouped.k_grouped_bf16_gemm_tn_contiguous, "BF16, in-place FP32 c"),
     "mqa_logits": Impl(ascend_mqa.mqa_logits, "E4M3 q (unscaled or per-32 UE8M0) over E4M3 KV (per-token or "
-                       "per-32 UE8M0 scales: DeepGEMM-Ascend's MXFP8 form), <= 128 heads",
+                       "per-32 UE8M0 scales: DeepGEMM-Ascend's MXFP8 form), FP4 q over FP4 KV, <= 128 heads",
                        lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
     "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, or "
                              "DeepGEMM-Ascend's MXFP8 q over its MXFP8 cache (both page layouts), <= 128 heads",

@@ -14,7 +14,8 @@
 //
 // DG_MX: the MXFP8 form (DeepGEMM-Ascend's own): q rows and KV rows each carry one UE8M0 exponent per 32
 // elements, int16 pairs MN-major (as mx_gemm.h), loaded beside the data and applied by the cube itself
-// (asc_mmad_mx); without it asc_mmad on unscaled E4M3. A per-token FP32 KV scale (DG_KV_TOKEN_SF) is
+// (asc_mmad_mx); without it asc_mmad on unscaled E4M3. DG_QK_FP4: packed E2M1 q and KV (two per byte,
+// moved as bytes, read as fp4x2_e2m1_t by the MX product; 64 elements per 32-byte fractal row). A per-token FP32 KV scale (DG_KV_TOKEN_SF) is
 // applied by the vector side either way.
 //
 // Flags: the cube pipeline uses cube_gemm.h's (gemm_flags_init / drain, tile_release); cube -> vector
@@ -38,6 +39,9 @@
 #ifndef DG_KV_TOKEN_SF
 #define DG_KV_TOKEN_SF 1
 #endif
+#ifndef DG_QK_FP4
+#define DG_QK_FP4 0
+#endif
 #ifndef DG_LOGITS_FP32
 #define DG_LOGITS_FP32 1
 #endif
@@ -49,22 +53,33 @@ using LogitT = bfloat16_t;
 
 namespace dg_ascend {
 
-constexpr uint32_t kHeads = DG_HEADS, kHeadDim = DG_HEAD_DIM;
-constexpr uint32_t kQRows = 128, kKvBlock = 256, kQkC0 = 32;  // E4M3: 32 elements per fractal row
+#if DG_QK_FP4
+using QkLoad = uint8_t;       // packed E2M1 pairs: the data movers copy bytes
+using QkElem = fp4x2_e2m1_t;  // what the cube reads
+constexpr uint32_t kQkPerUnit = 2;
+#else
+using QkLoad = fp8_e4m3fn_t;
+using QkElem = fp8_e4m3fn_t;
+constexpr uint32_t kQkPerUnit = 1;
+#endif
+static_assert(!DG_QK_FP4 || DG_MX, "FP4 operands carry per-32 scales (the MX product)");
+
+constexpr uint32_t kHeads = DG_HEADS, kHeadDim = DG_HEAD_DIM, kQkRowBytes = kHeadDim / kQkPerUnit;
+constexpr uint32_t kQRows = 128, kKvBlock = 256, kQkC0 = 32;  // bytes per fractal row (E4M3 32, E2M1 64 elements)
 constexpr uint32_t kQTokens = kHeads >= kQRows ? 1 : kQRows / kHeads;
 constexpr uint32_t kHalfCols = kKvBlock / 2;
 // MX scales: int16 pairs (64 elements each; a 32-element head dim uses the low byte of one pair), in
 // 16-row fractals of kQkPairs pairs
 constexpr uint32_t kQkPairK = 64, kQkPairs = DG_MX ? (kHeadDim + kQkPairK - 1) / kQkPairK : 0;
-constexpr uint32_t kQkL1A = kQRows * kHeadDim, kQkL1B = kKvBlock * kHeadDim;
+constexpr uint32_t kQkL1A = kQRows * kQkRowBytes, kQkL1B = kKvBlock * kQkRowBytes;
 constexpr uint32_t kQkL1SfA = kQRows * kQkPairs * 2, kQkL1SfB = kKvBlock * kQkPairs * 2;
 constexpr uint32_t kQkL1Stage = kQkL1A + kQkL1B + kQkL1SfA + kQkL1SfB;
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
 constexpr uint32_t kScoreStage = kQRows * kHalfCols * 4;  // bytes of one UB stage
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
-static_assert(kHeadDim % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32, at most 128");
+static_assert(kQkRowBytes % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32 (FP4: 64), at most 128");
 static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
-static_assert(2 * kQRows * kHeadDim <= 64 * 1024 && 2 * kKvBlock * kHeadDim <= 64 * 1024, "stages exceed L0A / L0B");
+static_assert(2 * kQkL1A <= 64 * 1024 && 2 * kQkL1B <= 64 * 1024, "stages exceed L0A / L0B");
 static_assert(2 * kScoreStage <= 248 * 1024, "score stages exceed UB");
 static_assert(2 * kQkL0C * 4 <= 256 * 1024, "two score tiles exceed L0C");
 // the flag helpers of cube_gemm.h set up kL0CStages L0C stages; this header alternates two
@@ -77,11 +92,9 @@ struct QkBuffers {
   __cb__ uint8_t* l0b;
   __cc__ float* l0c;
   uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0, s_ub = 0;
-  __aicore__ inline __cbuf__ fp8_e4m3fn_t* q_l1() const {
-    return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage);
-  }
-  __aicore__ inline __cbuf__ fp8_e4m3fn_t* kv_l1() const {
-    return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A);
+  __aicore__ inline __cbuf__ QkLoad* q_l1() const { return (__cbuf__ QkLoad*)(l1 + s_l1 * kQkL1Stage); }
+  __aicore__ inline __cbuf__ QkLoad* kv_l1() const {
+    return (__cbuf__ QkLoad*)(l1 + s_l1 * kQkL1Stage + kQkL1A);
   }
   __aicore__ inline __cbuf__ uint16_t* q_sf_l1() const {
     return (__cbuf__ uint16_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A + kQkL1B);
@@ -91,13 +104,13 @@ struct QkBuffers {
   }
 };
 
-// `rows` rows of E4M3 (kHeadDim each, `ld` bytes apart) into rows [r0, r0 + rows) of an NZ tile of
-// `tile_rows` rows in L1.
-__aicore__ inline void load_rows_nz(__cbuf__ fp8_e4m3fn_t* tile, uint32_t r0, __gm__ fp8_e4m3fn_t* src, int64_t ld,
+// `rows` rows of E4M3 or packed E2M1 (kQkRowBytes each, `ld` bytes apart) into rows [r0, r0 + rows) of
+// an NZ tile of `tile_rows` rows in L1.
+__aicore__ inline void load_rows_nz(__cbuf__ QkLoad* tile, uint32_t r0, __gm__ QkLoad* src, int64_t ld,
                                     uint32_t rows, uint32_t tile_rows) {
   asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(tile_rows), 0);
   asc_copy_gm2l1_nd2nz(tile + r0 * kQkC0, src, uint64_t(ld), static_cast<asc_load_l2_cache_mode>(0),
-                       static_cast<uint16_t>(rows), kHeadDim, 0, false);
+                       static_cast<uint16_t>(rows), kQkRowBytes, 0, false);
 }
 
 // MX scales of rows [r0, r0 + rows) (int16 pairs, pair p of row r at sf[p * ld + r]) into a 16-row-fractal
@@ -116,16 +129,16 @@ __aicore__ inline void qk_begin(QkBuffers& b) { asc_sync_wait(PIPE_MTE1, PIPE_MT
 // current L1 stage: scores = Q . KV^T for m16 x n16 into an L0C stage, FixPipe'd into UB stage b.s_ub
 // of both vector cores (SPLIT_N). The caller flips b.s_ub after the cross-core arrive.
 __aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, uint32_t m16, uint32_t n16) {
-  constexpr uint8_t k_steps = kHeadDim / kQkC0;
+  constexpr uint8_t k_steps = kQkRowBytes / kQkC0;
   asc_sync_notify(PIPE_MTE2, PIPE_MTE1, b.s_l1);
   asc_sync_wait(PIPE_MTE2, PIPE_MTE1, b.s_l1);
-  __ca__ fp8_e4m3fn_t* a0 = (__ca__ fp8_e4m3fn_t*)(b.l0a + b.s_l0 * kQRows * kHeadDim);
-  __cb__ fp8_e4m3fn_t* b0 = (__cb__ fp8_e4m3fn_t*)(b.l0b + b.s_l0 * kKvBlock * kHeadDim);
+  __ca__ QkElem* a0 = (__ca__ QkElem*)(b.l0a + b.s_l0 * kQkL1A);
+  __cb__ QkElem* b0 = (__cb__ QkElem*)(b.l0b + b.s_l0 * kQkL1B);
   __cc__ float* acc = b.l0c + b.s_l0c * kQkL0C;
   asc_sync_wait(PIPE_M, PIPE_MTE1, b.s_l0);
-  asc_copy_l12l0a(a0, b.q_l1(), 0, 0, static_cast<uint8_t>(m16 / 16), k_steps, static_cast<int16_t>(kQRows / 16),
+  asc_copy_l12l0a(a0, (__cbuf__ QkElem*)b.q_l1(), 0, 0, static_cast<uint8_t>(m16 / 16), k_steps, static_cast<int16_t>(kQRows / 16),
                   static_cast<uint16_t>(m16 / 16));
-  asc_copy_l12l0b(b0, b.kv_l1(), 0, 0, static_cast<uint8_t>(n16 / 16), k_steps, static_cast<int16_t>(kKvBlock / 16),
+  asc_copy_l12l0b(b0, (__cbuf__ QkElem*)b.kv_l1(), 0, 0, static_cast<uint8_t>(n16 / 16), k_steps, static_cast<int16_t>(kKvBlock / 16),
                   static_cast<uint16_t>(n16 / 16));
 #if DG_MX
   asc_copy_l12l0a_mx(uint64_t(uintptr_t(a0)) / 16, (__cbuf__ fp8_e8m0_t*)b.q_sf_l1(), 0, 0,

@@ -16,7 +16,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``logits`` ``[S, width]`` FP32 or BF16 (``stride(1) == 1``), written in place inside each row's
   ``[ks, ke)``; with ``clean_logits`` every other column is -inf, without it untouched. Compressed
   rows hold position ``ks[i] + t`` in column ``t``.
-- Other forms (FP4) are not served here: the dispatch table's
+- FP4: packed E2M1 q ``[S, H, D/2]`` and KV ``[S_kv, D/2]`` (``D`` 64/128), each with per-32 scales, through
+  the same MX product on E2M1 (``DG_QK_FP4``).
+- Other forms (head shapes past these) are not served here: the dispatch table's
   ``accepts`` (``unsupported``, which names why) sends them to the reference; called directly,
   ``mqa_logits`` raises ``NotImplementedError``.
 """
@@ -37,11 +39,15 @@ def tokens_per_tile(heads: int) -> int:
     return max(1, Q_ROWS // heads)
 
 
+def head_dim_of(q) -> int:
+    return q.data.size(-1) * (2 if q.fp4 else 1)
+
+
 def unsupported_query(q, kv_fp4: bool, logits: torch.Tensor) -> str | None:
     """What both MQA logits kernels refuse (q ``[..., heads, head_dim]``), or None."""
-    if q.fp4 or kv_fp4 or q.data.dtype != torch.float8_e4m3fn:
-        return "only E4M3 FP8 queries and KV"
-    heads, head_dim = q.data.shape[-2:]
+    if q.fp4 != kv_fp4 or (not q.fp4 and q.data.dtype != torch.float8_e4m3fn):
+        return "E4M3 FP8 or FP4 queries and KV, both alike"
+    heads, head_dim = q.data.size(-2), head_dim_of(q)
     if head_dim not in HEAD_DIMS or heads > MAX_HEADS:
         return f"head dim in {HEAD_DIMS} and at most {MAX_HEADS} heads, got {heads} x {head_dim}"
     if logits.numel() and logits.stride(1) != 1:
@@ -51,6 +57,11 @@ def unsupported_query(q, kv_fp4: bool, logits: torch.Tensor) -> str | None:
 
 def unsupported(q, kv, weights, logits) -> str | None:
     return unsupported_query(q, kv.fp4, logits)
+
+
+def data(op) -> torch.Tensor:
+    """An operand's values as the kernels read them (packed FP4 as bytes)."""
+    return op.data.view(torch.uint8) if op.fp4 else op.data
 
 
 def mx_pairs(op, rows: int, head_dim: int) -> torch.Tensor:
@@ -73,7 +84,7 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     reason = unsupported(q, kv, weights, logits)
     if reason:
         raise NotImplementedError(f"fp8_mqa_logits on Ascend: {reason}")
-    seq_len, heads, head_dim = q.data.shape
+    seq_len, heads, head_dim = *q.data.shape[:2], head_dim_of(q)
     seq_len_kv = kv.data.size(0)
     if seq_len == 0 or logits.size(1) == 0:
         return
@@ -88,9 +99,9 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     kv_mx = mx_pairs(kv, seq_len_kv, head_dim) if mx else ks
     kernel("dg_fp8_mqa_logits", "ascend/mqa_logits.asc",
            defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed, mx=mx,
-                   kv_token_sf=kv.per_token_sf))(
+                   kv_token_sf=kv.per_token_sf, qk_fp4=q.fp4))(
         min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
-        args("DgMqaLogitsArgs", q=q.data, kv=kv.data, kv_sf=kv_sf, q_mx_sf=q_mx, kv_mx_sf=kv_mx,
+        args("DgMqaLogitsArgs", q=data(q), kv=data(kv), kv_sf=kv_sf, q_mx_sf=q_mx, kv_mx_sf=kv_mx,
              weights=weights.float().contiguous(), ks=ks, ke=ke, logits=logits, seq_len=seq_len,
              seq_len_kv=seq_len_kv, width=logits.size(1), ld_logits=logits.stride(0),
              ld_q_mx_sf=q_mx.stride(-1) if mx else 0, ld_kv_mx_sf=kv_mx.stride(-1) if mx else 0))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deep_gemm
-from deep_gemm import _dispatch, reference
+from deep_gemm import _dispatch, formats, reference
 from deep_gemm.ascend.mqa_logits import mqa_logits
 from deep_gemm.attention import Quantised
 from deep_gemm.testing import calc_diff
@@ -83,6 +83,25 @@ def test_bf16_logits():
     (7, 260, 4, 32, True, False, torch.float32), (4, 200, 16, 64, False, True, torch.float32)])
 def test_mxfp8_forms(s, s_kv, heads, head_dim, q_mx, kv_mx, dtype):
     _check(s, s_kv, heads, head_dim, clean=True, dtype=dtype, q_mx=q_mx, kv_mx=kv_mx)
+
+
+def _fp4(*shape):
+    """Random packed E2M1 values [..., D/2] (int8, the NVIDIA container)."""
+    return formats.pack_fp4_codes(torch.randint(0, 16, shape, dtype=torch.uint8))
+
+
+# FP4 q and KV (per-32 scales on both: the MX product on E2M1), two shape classes with KV tails
+@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"), [(5, 300, 8, 128), (3, 90, 64, 64)])
+def test_fp4_q_and_kv(s, s_kv, heads, head_dim):
+    q = Quantised(_fp4(s, heads, head_dim), _pow2(s, heads, head_dim // 32), True, False)
+    kv = Quantised(_fp4(s_kv, head_dim), _pow2(s_kv, head_dim // 32), True, False)
+    weights, (ks, ke) = torch.randn(s, heads), _ranges(s, s_kv)
+    got, want = torch.full((s, s_kv), SENTINEL), torch.full((s, s_kv), SENTINEL)
+    mqa_logits(q, kv, weights, ks, ke, got, False, True)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
 
 
 @settings(max_examples=3, deadline=None)
