@@ -169,7 +169,8 @@ _ASCEND = {
                        "per-32 UE8M0 scales: DeepGEMM-Ascend's MXFP8 form), FP4 q over FP4 KV, <= 128 heads",
                        lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
     "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, or "
-                             "DeepGEMM-Ascend's MXFP8 q over its MXFP8 cache (both page layouts), <= 128 heads",
+                             "DeepGEMM-Ascend's MXFP8 q over its MXFP8 cache (both page layouts), or FP4 q over the FP4 "
+                             "cache, <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
     "k_grouped_fp8_gemm_tn": Impl(ascend_k_grouped_fp8.k_grouped_fp8_gemm_tn_contiguous,
                                   "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at multiples "

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deep_gemm
-from deep_gemm import _dispatch, reference
+from deep_gemm import _dispatch, formats, reference
 from deep_gemm.ascend.paged_mqa_logits import paged_mqa_logits
 from deep_gemm.attention import PagedKV, Quantised
 from deep_gemm.testing import calc_diff
@@ -149,6 +149,30 @@ def test_mxfp8_cache_in_both_page_layouts(monkeypatch, batch, next_n, heads, hea
     assert torch.equal(torch.isinf(got), torch.isinf(want))
     finite = torch.isfinite(want)
     assert calc_diff(got[finite].float(), want[finite]) < 1e-3
+
+
+# FP4 q (per-32 scales) over the FP4 cache (per page the packed values, then per token an int32 of four
+# UE8M0 exponents), two shape classes with KV tails
+@pytest.mark.parametrize(("batch", "next_n", "heads", "head_dim", "block_kv", "max_ctx"),
+                         [(2, 2, 8, 128, 64, 200), (2, 1, 64, 64, 32, 150)])
+def test_fp4_q_over_the_fp4_cache(batch, next_n, heads, head_dim, block_kv, max_ctx):
+    pages = -(-max_ctx // block_kv)
+    num_pages = batch * pages + 1
+    values = formats.pack_fp4_codes(torch.randint(0, 16, (num_pages, block_kv, head_dim), dtype=torch.uint8))
+    words = torch.randint(122, 132, (num_pages, block_kv, 4), dtype=torch.uint8)
+    cache = torch.cat([values.view(torch.uint8).view(num_pages, -1), words.view(num_pages, -1)], 1)
+    kv = PagedKV(cache.view(num_pages, block_kv, 1, head_dim // 2 + 4), True, head_dim)
+    table = torch.randperm(num_pages)[:batch * pages].view(batch, pages).to(torch.int32)
+    q_codes = torch.randint(0, 16, (batch, next_n, heads, head_dim), dtype=torch.uint8)
+    q_sf = torch.exp2(torch.randint(-4, 5, (batch, next_n, heads, head_dim // 32)).float())
+    q = Quantised(formats.pack_fp4_codes(q_codes), q_sf, True, False)
+    weights, lens = torch.randn(batch * next_n, heads), _lengths(batch, next_n, max_ctx)
+    got, want = torch.full((batch * next_n, max_ctx), SENTINEL), torch.full((batch * next_n, max_ctx), SENTINEL)
+    paged_mqa_logits(q, kv, weights, lens, table, got, True)
+    reference.paged_mqa_logits(q, kv, weights, lens, table, want, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
 
 
 @pytest.mark.parametrize("form", ["2d", "1d", "varlen"])
