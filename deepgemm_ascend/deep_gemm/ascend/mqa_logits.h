@@ -5,9 +5,9 @@
 // A tile is kQTokens query tokens x all DG_HEADS heads (rows (token, head), at most 128) against
 // kKvBlock KV positions, the whole head dim DG_HEAD_DIM (32..128) in one K step:
 //   GM --MTE2 nd2nz--> L1 (2 stages: Q rows, KV rows, E4M3, C0 = 32) --MTE1--> L0A/L0B (2 stages)
-//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe, dual destination SPLIT_N--> UB of both vector cores
+//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe (ReLU; F32->BF16 with BF16 logits), dual destination SPLIT_N--> UB of both vector cores
 // Vector core s receives every row for the KV columns [s * N16/2, (s + 1) * N16/2) of the tile, in one of
-// two UB stages, row-major with kKvBlock/2 floats per row. Its SIMT lanes (one per KV column) form
+// two UB stages, row-major with kKvBlock/2 scores per row. Its SIMT lanes (one per KV column) form
 //   logit[t, j] = scale[j] * sum_h weights[t, h] * relu(score[(t, h), j])
 // (the per-token KV scale is positive, so it factors out of the ReLU) and store straight to GM, only
 // inside the token's KV range; with `clean` the other columns of the row get -inf.
@@ -50,6 +50,16 @@ using LogitT = float;
 #else
 using LogitT = bfloat16_t;
 #endif
+// The score tiles FixPipe hands to the vector cores: FP32, or BF16 (F322BF16 in FixPipe: half its output
+// bytes and UB) where the logits are BF16, as DeepGEMM-Ascend's indexer rounds them.
+#ifndef DG_SCORES_BF16
+#define DG_SCORES_BF16 (!DG_LOGITS_FP32)
+#endif
+#if DG_SCORES_BF16
+using ScoreT = bfloat16_t;
+#else
+using ScoreT = float;
+#endif
 
 namespace dg_ascend {
 
@@ -75,7 +85,7 @@ constexpr uint32_t kQkL1A = kQRows * kQkRowBytes, kQkL1B = kKvBlock * kQkRowByte
 constexpr uint32_t kQkL1SfA = kQRows * kQkPairs * 2, kQkL1SfB = kKvBlock * kQkPairs * 2;
 constexpr uint32_t kQkL1Stage = kQkL1A + kQkL1B + kQkL1SfA + kQkL1SfB;
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
-constexpr uint32_t kScoreStage = kQRows * kHalfCols * 4;  // bytes of one UB stage
+constexpr uint32_t kScoreStage = kQRows * kHalfCols * sizeof(ScoreT);  // bytes of one UB stage
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
 static_assert(kQkRowBytes % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32 (FP4: 64), at most 128");
 static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
@@ -128,7 +138,7 @@ __aicore__ inline void qk_begin(QkBuffers& b) { asc_sync_wait(PIPE_MTE1, PIPE_MT
 // After the tile's Q rows (kQRows-row NZ tile) and KV rows (kKvBlock-row NZ tile) were loaded into the
 // current L1 stage: scores = Q . KV^T for m16 x n16 into an L0C stage, FixPipe'd into UB stage b.s_ub
 // of both vector cores (SPLIT_N). The caller flips b.s_ub after the cross-core arrive.
-__aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, uint32_t m16, uint32_t n16) {
+__aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ ScoreT* ub_stage, uint32_t m16, uint32_t n16) {
   constexpr uint8_t k_steps = kQkRowBytes / kQkC0;
   asc_sync_notify(PIPE_MTE2, PIPE_MTE1, b.s_l1);
   asc_sync_wait(PIPE_MTE2, PIPE_MTE1, b.s_l1);
@@ -165,7 +175,8 @@ __aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, u
   asc_set_l0c_copy_nz_para(1, 0, 0);
   asc_copy_l0c2ub(ub_stage, acc, static_cast<uint16_t>(n16), static_cast<uint16_t>(m16), kHalfCols,
                   static_cast<uint16_t>(m16), 0, asc_dual_dst_mode::SPLIT_N, static_cast<asc_unit_flag_mode>(0),
-                  asc_quant_mode::NoQuant, static_cast<asc_relu_pre_mode>(0), false, true, false, 0);
+                  DG_SCORES_BF16 ? asc_quant_mode::F322BF16 : asc_quant_mode::NoQuant,
+                  static_cast<asc_relu_pre_mode>(1), false, true, false, 0);  // relu_pre 1: the normal ReLU
   asc_sync_notify(PIPE_FIX, PIPE_M, b.s_l0c);
   asc_sync_intra_arrive(PIPE_FIX, b.s_ub);
   asc_sync_intra_arrive(PIPE_FIX, 16 + b.s_ub);
@@ -199,14 +210,12 @@ __simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
   asc_stcg(p, w);
 }
 
-// sum_h weights[h] * relu(scores[(t, h), j]) for token t of the tile (rows kHalfCols floats apart).
-// Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data cache), counted as GM bytes.
-__simt_callee__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
+// sum_h weights[h] * scores[(t, h), j] for token t of the tile (rows kHalfCols scores apart; FixPipe
+// applied the ReLU). Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data
+// cache), counted as GM bytes.
+__simt_callee__ inline float head_sum(__ubuf__ ScoreT* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
   float sum = 0.0f;
-  for (uint32_t h = 0; h < kHeads; ++h) {
-    const float s = scores[(t * kHeads + h) * kHalfCols + j];
-    sum += asc_ldca(weights + h) * (s > 0.0f ? s : 0.0f);
-  }
+  for (uint32_t h = 0; h < kHeads; ++h) sum += asc_ldca(weights + h) * float(scores[(t * kHeads + h) * kHalfCols + j]);
   return sum;
 }
 
