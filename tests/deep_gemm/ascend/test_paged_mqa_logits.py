@@ -247,3 +247,18 @@ def test_lanes_read_gm_only_through_counted_loads():
     routes = ascend_check._summed_counters(launches)[0]["routes"]
     assert routes["simt_gm_load"] == batch * ctx * (2 * 4 + next_n * (4 + heads * 4))
     assert routes["simt_gm_store"] == batch * next_n * ctx * 4
+
+
+def test_mxfp8_cache_inputs_are_checked_before_any_kernel():
+    """use_ascend_kv_layout needs the MXFP8 query; the MXFP8 cache takes DeepGEMM-Ascend's page sizes and rows."""
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.float8_e4m3fn)
+    args = (torch.ones(1, 4), torch.ones(1, 1, dtype=torch.int32), torch.zeros(1, 2, dtype=torch.int32),
+            torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32), 64)
+    with pytest.raises(ValueError, match="use_ascend_kv_layout"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, None), torch.zeros(2, 64, 1, 66, dtype=torch.uint8), *args,
+                                           use_ascend_kv_layout=True)
+    sf = torch.full((1, 1, 4, 1), 0x7F7F, dtype=torch.int16)
+    with pytest.raises(ValueError, match="block_kv"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, sf), torch.zeros(2, 32, 1, 66, dtype=torch.uint8), *args)
+    with pytest.raises(ValueError, match=r"kv_cache.*\[num_blocks, block_kv, 1, 66\]"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, sf), torch.zeros(2, 64, 1, 68, dtype=torch.uint8), *args)
