@@ -83,7 +83,12 @@ constexpr uint32_t kHalfCols = kKvBlock / 2;
 constexpr uint32_t kQkPairK = 64, kQkPairs = DG_MX ? (kHeadDim + kQkPairK - 1) / kQkPairK : 0;
 constexpr uint32_t kQkL1A = kQRows * kQkRowBytes, kQkL1B = kKvBlock * kQkRowBytes;
 constexpr uint32_t kQkL1SfA = kQRows * kQkPairs * 2, kQkL1SfB = kKvBlock * kQkPairs * 2;
-constexpr uint32_t kQkL1Stage = kQkL1A + kQkL1B + kQkL1SfA + kQkL1SfB;
+// L1: two Q stages (values, MX scales), then two KV stages; a KV stage flips only when a tile needs
+// another KV block than the one loaded (a core's tiles often share theirs: the persistent walk's stride
+// is the grid), so a reused KV block costs no GM (L2) bytes again.
+constexpr uint32_t kQkL1QStage = kQkL1A + kQkL1SfA, kQkL1KvStage = kQkL1B + kQkL1SfB;
+constexpr uint32_t kQkL1Stage = kQkL1QStage + kQkL1KvStage;  // one Q and one KV stage
+constexpr uint32_t kKvFreeFlag = 2;  // MTE1 -> MTE2 / MTE2 -> MTE1 ids 2, 3: the KV stages (0, 1: Q)
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
 constexpr uint32_t kScoreStage = kQRows * kHalfCols * sizeof(ScoreT);  // bytes of one UB stage
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
@@ -102,16 +107,15 @@ struct QkBuffers {
   __cb__ uint8_t* l0b;
   __cc__ float* l0c;
   uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0, s_ub = 0;
-  __aicore__ inline __cbuf__ QkLoad* q_l1() const { return (__cbuf__ QkLoad*)(l1 + s_l1 * kQkL1Stage); }
-  __aicore__ inline __cbuf__ QkLoad* kv_l1() const {
-    return (__cbuf__ QkLoad*)(l1 + s_l1 * kQkL1Stage + kQkL1A);
-  }
-  __aicore__ inline __cbuf__ uint16_t* q_sf_l1() const {
-    return (__cbuf__ uint16_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A + kQkL1B);
-  }
-  __aicore__ inline __cbuf__ uint16_t* kv_sf_l1() const {
-    return (__cbuf__ uint16_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A + kQkL1B + kQkL1SfA);
-  }
+  uint32_t s_kv = 0;           // the KV stage holding kv_key's block
+  int64_t kv_key = -1;         // which KV block (kernel-defined key) the stage holds; -1: none yet
+  bool kv_fresh = false;       // loaded for this tile: the MTE1 side still waits for its MTE2
+  __aicore__ inline __cbuf__ uint8_t* q_stage() const { return l1 + s_l1 * kQkL1QStage; }
+  __aicore__ inline __cbuf__ uint8_t* kv_stage() const { return l1 + 2 * kQkL1QStage + s_kv * kQkL1KvStage; }
+  __aicore__ inline __cbuf__ QkLoad* q_l1() const { return (__cbuf__ QkLoad*)q_stage(); }
+  __aicore__ inline __cbuf__ QkLoad* kv_l1() const { return (__cbuf__ QkLoad*)kv_stage(); }
+  __aicore__ inline __cbuf__ uint16_t* q_sf_l1() const { return (__cbuf__ uint16_t*)(q_stage() + kQkL1A); }
+  __aicore__ inline __cbuf__ uint16_t* kv_sf_l1() const { return (__cbuf__ uint16_t*)(kv_stage() + kQkL1B); }
 };
 
 // `rows` rows of E4M3 or packed E2M1 (kQkRowBytes each, `ld` bytes apart) into rows [r0, r0 + rows) of
@@ -135,6 +139,31 @@ __aicore__ inline void load_sf_nz(__cbuf__ uint16_t* tile, __gm__ uint16_t* sf, 
 // Before a tile's loads: the L1 stage is free.
 __aicore__ inline void qk_begin(QkBuffers& b) { asc_sync_wait(PIPE_MTE1, PIPE_MTE2, b.s_l1); }
 
+// Whether the tile's KV block (`key`, unique per block content) must be loaded into b.kv_l1() /
+// b.kv_sf_l1(): not when the current KV stage already holds it. Otherwise the stage in use is released
+// (its MTE1 reads were issued before) and the other one acquired.
+__aicore__ inline bool qk_kv_begin(QkBuffers& b, int64_t key) {
+  if (key == b.kv_key) return false;
+  if (b.kv_key >= 0) asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + b.s_kv);
+  b.s_kv ^= 1;
+  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + b.s_kv);
+  b.kv_key = key;
+  b.kv_fresh = true;
+  return true;
+}
+
+// The KV stages' flags: both free at the start (after gemm_flags_init); at the end the stage in use is
+// released and both free flags consumed (before gemm_flags_drain).
+__aicore__ inline void qk_kv_flags_init() {
+  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag);
+  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + 1);
+}
+__aicore__ inline void qk_kv_flags_drain(const QkBuffers& b) {
+  if (b.kv_key >= 0) asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + b.s_kv);
+  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag);
+  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + 1);
+}
+
 // After the tile's Q rows (kQRows-row NZ tile) and KV rows (kKvBlock-row NZ tile) were loaded into the
 // current L1 stage: scores = Q . KV^T for m16 x n16 into an L0C stage, FixPipe'd into UB stage b.s_ub
 // of both vector cores (SPLIT_N). The caller flips b.s_ub after the cross-core arrive.
@@ -142,6 +171,11 @@ __aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ ScoreT* ub_stage, 
   constexpr uint8_t k_steps = kQkRowBytes / kQkC0;
   asc_sync_notify(PIPE_MTE2, PIPE_MTE1, b.s_l1);
   asc_sync_wait(PIPE_MTE2, PIPE_MTE1, b.s_l1);
+  if (b.kv_fresh) {
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE1, kKvFreeFlag + b.s_kv);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE1, kKvFreeFlag + b.s_kv);
+    b.kv_fresh = false;
+  }
   __ca__ QkElem* a0 = (__ca__ QkElem*)(b.l0a + b.s_l0 * kQkL1A);
   __cb__ QkElem* b0 = (__cb__ QkElem*)(b.l0b + b.s_l0 * kQkL1B);
   __cc__ float* acc = b.l0c + b.s_l0c * kQkL0C;

@@ -86,6 +86,20 @@ def test_mxfp8_forms(s, s_kv, heads, head_dim, q_mx, kv_mx, dtype):
     _check(s, s_kv, heads, head_dim, clean=True, dtype=dtype, q_mx=q_mx, kv_mx=kv_mx)
 
 
+@pytest.mark.parametrize(("mx", "grid"), [(False, 2), (True, 3)])
+def test_a_cores_tiles_reuse_their_kv_block(monkeypatch, mx, grid):
+    """Six tiles (two query blocks x three KV blocks) over `grid` blocks: with 3 each core's second tile
+    has its first one's KV block, kept in L1 (values and MX scales) and not loaded again; with 2 every
+    tile of a core needs another block (both KV stages alternate). The lowerings of
+    test_shapes_clean[5-520-32-128] and test_mxfp8_forms[5-300-8-128-..]."""
+    from deep_gemm import runtime
+    monkeypatch.setattr(runtime, "ascend_blocks", lambda cores: grid)
+    if mx:
+        _check(20, 600, 8, 128, clean=True, q_mx=True, kv_mx=True)
+    else:
+        _check(7, 600, 32, 128, clean=True)
+
+
 def _fp4(*shape):
     """Random packed E2M1 values [..., D/2] (int8, the NVIDIA container)."""
     return formats.pack_fp4_codes(torch.randint(0, 16, shape, dtype=torch.uint8))

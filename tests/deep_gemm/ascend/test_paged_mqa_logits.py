@@ -66,6 +66,15 @@ def test_shapes_clean(batch, next_n, heads, head_dim, block_kv, max_ctx):
     _check(batch, next_n, heads, head_dim, block_kv, max_ctx, clean=True)
 
 
+def test_one_core_reuses_an_entrys_kv_block_across_its_row_chunks(monkeypatch):
+    """One block walks every tile: entry b's two chunks of rows (64 heads: two rows a tile, next_n 3)
+    share its KV block, reloaded only where the chunks' longest lengths differ. The lowering of
+    test_shapes_clean[2-3-64-64-32-200]."""
+    from deep_gemm import runtime
+    monkeypatch.setattr(runtime, "ascend_blocks", lambda cores: 1)
+    _check(3, 3, 64, 64, 32, 200, clean=True)
+
+
 def test_untouched_past_lengths_without_clean():
     _check(4, 2, 8, 64, 64, 330, clean=False)
 
