@@ -79,7 +79,7 @@ def _mqa(q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
 
 
 def _paged_mqa_accepts(q, kv, weights, context_lens, block_table, logits, clean_logits):
-    return not (not q.fp4 and q.sf is not None)
+    return not (not q.fp4 and q.sf is not None) and not kv.mx
 
 
 def _paged_mqa(q, kv, weights, context_lens, block_table, logits, clean_logits, num_threads):
@@ -168,9 +168,12 @@ _ASCEND = {
                                              "FP8xFP8, FP4xFP4, FP8xFP4; masked_m read by the kernel",
                                              lambda a, b, d, masked_m: ascend_fp8.unsupported(a, b) is None),
     "k_grouped_bf16_gemm_tn": Impl(ascend_k_grouped.k_grouped_bf16_gemm_tn_contiguous, "BF16, in-place FP32 c"),
-    "mqa_logits": Impl(ascend_mqa.mqa_logits, "unscaled E4M3 q over a per-token-scaled E4M3 KV, <= 128 heads",
+    "mqa_logits": Impl(ascend_mqa.mqa_logits, "E4M3 q (unscaled or per-32 UE8M0) over E4M3 KV (per-token or "
+                       "per-32 UE8M0 scales: DeepGEMM-Ascend's MXFP8 form), FP4 q over FP4 KV, <= 128 heads",
                        lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
-    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, <= 128 heads",
+    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, or "
+                             "DeepGEMM-Ascend's MXFP8 q over its MXFP8 cache (both page layouts), or FP4 q over the FP4 "
+                             "cache, <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),
     "k_grouped_fp8_gemm_tn": Impl(ascend_k_grouped_fp8.k_grouped_fp8_gemm_tn_contiguous,
                                   "FP8 with UE8M0 per-channel scales per 32 or 128 K, groups starting at any K row, "

@@ -177,15 +177,34 @@ def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_star
 # ---- paged ----------------------------------------------------------------------------------------
 @dataclass
 class PagedKV:
-    """The fused cache: per page, ``block_kv`` tokens of values, then their ``block_kv`` 4-byte scales."""
+    """The fused cache: per page, ``block_kv`` tokens of values, then their ``block_kv`` 4-byte scales.
+    ``mx``: DeepGEMM-Ascend's MXFP8 cache, per token ``D/64`` int16 pairs of UE8M0 per-32 scales behind
+    the page's values; ``nz`` (``use_ascend_kv_layout``): the page in the cube's fractal order, values
+    ``[D/32, block_kv, 32]`` bytes and scales ``[block_kv/16, D/64, 16]`` int16."""
     cache: torch.Tensor
     fp4: bool
     head_dim: int
+    mx: bool = False
+    nz: bool = False
+
+    def _mx_dequantized(self, raw: torch.Tensor) -> torch.Tensor:
+        num_blocks, block_kv, dim = raw.size(0), self.cache.size(1), self.head_dim
+        pairs = dim // 64
+        values = raw[:, :block_kv * dim].view(torch.float8_e4m3fn).float()
+        words = raw[:, block_kv * dim:block_kv * (dim + 2 * pairs)].contiguous().view(torch.int16)
+        if self.nz:
+            values = values.view(num_blocks, dim // 32, block_kv, 32).transpose(1, 2)
+            words = words.view(num_blocks, block_kv // 16, pairs, 16).transpose(2, 3)
+        exponents = words.contiguous().view(-1).view(torch.uint8).view(num_blocks, block_kv, 2 * pairs).int()
+        scales = torch.where(exponents == 255, float("nan"), torch.exp2((exponents - 127).float()))
+        return values.reshape(num_blocks, block_kv, dim) * scales.repeat_interleave(32, -1)
 
     def dequantized(self) -> torch.Tensor:
         num_blocks, block_kv = self.cache.shape[:2]
         value_bytes = self.head_dim // 2 if self.fp4 else self.head_dim
         page = self.cache.stride(0)
+        if self.mx:
+            return self._mx_dequantized(self.cache.as_strided((num_blocks, block_kv * self.cache.size(3)), (page, 1)))
         raw = self.cache.as_strided((num_blocks, block_kv * (value_bytes + 4)), (page, 1))
         values = raw[:, :block_kv * value_bytes].reshape(num_blocks, block_kv, value_bytes)
         scales = raw[:, block_kv * value_bytes:].contiguous()
@@ -259,24 +278,40 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     return _dispatch.run("paged_mqa_logits_metadata", context_lens.device, context_lens, indices, num_sms)
 
 
+def _mx_cache(q, query: Quantised, legacy: bool, use_ascend_kv_layout: bool) -> bool:
+    """Whether the cache is DeepGEMM-Ascend's MXFP8 form: an E4M3 query with int16-packed scales (that
+    library's only paged form) or ``use_ascend_kv_layout``."""
+    v.boolean("use_ascend_kv_layout", use_ascend_kv_layout)
+    int16_q = not legacy and not query.fp4 and q[1] is not None and q[1].dtype == torch.int16
+    if use_ascend_kv_layout and (query.fp4 or query.sf is None):
+        raise v.fail("q", "E4M3 with per-32 UE8M0 scales with use_ascend_kv_layout (the MXFP8 cache)",
+                     "FP4" if query.fp4 else "no scales")
+    return use_ascend_kv_layout or int16_q
+
+
 def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-           logits_dtype, indices, legacy: bool) -> torch.Tensor:
+           logits_dtype, indices, legacy: bool, use_ascend_kv_layout: bool = False) -> torch.Tensor:
     _early_device_check(q=q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table,
                         schedule_meta=schedule_meta, indices=indices)
     query = _query(q, 4, legacy)
     batch, next_n, heads = query.data.shape[:3]
     head_dim = _head_dim("q", query.data, query.fp4)
+    mx = _mx_cache(q, query, legacy, use_ascend_kv_layout)
     v.tensor("kv_cache", kv_cache, (torch.uint8,), 4)
-    row_bytes = (head_dim // 2 if query.fp4 else head_dim) + 4
+    if mx and head_dim not in (64, 128):
+        raise v.fail("q head dim", "64 or 128 (the MXFP8 cache)", head_dim)
+    scale_bytes = 2 * (head_dim // 64) if mx else 4
+    row_bytes = (head_dim // 2 if query.fp4 else head_dim) + scale_bytes
     num_blocks, block_kv, kv_heads, width = kv_cache.shape
     if kv_heads != 1 or width != row_bytes:
         raise v.fail("kv_cache", f"shape [num_blocks, block_kv, 1, {row_bytes}]", tuple(kv_cache.shape))
-    if block_kv not in (32, 64):
-        raise v.fail("kv_cache block_kv", "32 or 64", block_kv)
-    if kv_cache.stride(3) != 1 or kv_cache.stride(1) != row_bytes or kv_cache.stride(0) % 4 \
+    block_kvs = (64, 128) if mx else (32, 64)
+    if block_kv not in block_kvs:
+        raise v.fail("kv_cache block_kv", f"{block_kvs[0]} or {block_kvs[1]}", block_kv)
+    if kv_cache.stride(3) != 1 or kv_cache.stride(1) != row_bytes or kv_cache.stride(0) % scale_bytes \
             or (num_blocks > 1 and kv_cache.stride(0) < block_kv * row_bytes):
-        raise v.fail("kv_cache strides", f"(page stride % 4 == 0 and >= {block_kv * row_bytes}, {row_bytes}, *, 1)",
-                     tuple(kv_cache.stride()))
+        raise v.fail("kv_cache strides", f"(page stride % {scale_bytes} == 0 and >= {block_kv * row_bytes}, "
+                     f"{row_bytes}, *, 1)", tuple(kv_cache.stride()))
     logits_dtype = _logits_dtype(logits_dtype)
     _check_weights(weights, batch * next_n, heads, logits_dtype)
     if query.data.dtype == formats.FP8_DTYPE and not weights.is_contiguous():
@@ -326,21 +361,25 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     v.allocation("max_context_len", batch * next_n * stride * elem, device,
                  f"logits [{batch * next_n}, {stride}] {logits_dtype}")
     logits = torch.empty(batch * next_n, stride, dtype=logits_dtype, device=device)[:, :max_context_len]
-    _dispatch.run("paged_mqa_logits", device, query, PagedKV(kv_cache, query.fp4, head_dim), weights, context_lens,
-                  block_table, logits, clean_logits)
+    _dispatch.run("paged_mqa_logits", device, query, PagedKV(kv_cache, query.fp4, head_dim, mx, use_ascend_kv_layout),
+                  weights, context_lens, block_table, logits, clean_logits)
     return logits
 
 
 def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,
                              block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int,
                              clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32,
-                             indices: torch.Tensor | None = None) -> torch.Tensor:
+                             indices: torch.Tensor | None = None, use_ascend_kv_layout: bool = False) -> torch.Tensor:
     """Logits ``[B*next_n, max_context_len]``: row (b, t) covers KV positions ``[0, context_lens[b, t])``
     (1-D ``context_lens [B]``: ``[0, context_lens[b] - next_n + t]``) of the pages ``block_table[b]``.
     With varlen ``indices`` (next_n == 1, B query tokens) each token reads its own row of
-    ``block_table [B, max_blocks]`` as upstream does; ``indices`` only groups the tokens into requests."""
+    ``block_table [B, max_blocks]`` as upstream does; ``indices`` only groups the tokens into requests.
+    An E4M3 query with int16-packed UE8M0 scales (DeepGEMM-Ascend's form) reads the MXFP8 cache
+    ``[num_blocks, block_kv (64 or 128), 1, D + D/32]`` (per page the values, then per token its int16
+    scale pairs); ``use_ascend_kv_layout`` (DeepGEMM-Ascend's keyword): pages in the cube's fractal order
+    (``PagedKV``)."""
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
-                  logits_dtype, indices, False)
+                  logits_dtype, indices, False, use_ascend_kv_layout)
 
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor,

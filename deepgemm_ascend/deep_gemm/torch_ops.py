@@ -140,14 +140,14 @@ def _mqa_logits_meta(q, q_sf, kv, kv_sf, weights, ks, ke, clean_logits=True, max
 
 
 def _paged_logits(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                  clean_logits=False, logits_dtype=None, indices=None):
+                  clean_logits=False, logits_dtype=None, indices=None, use_ascend_kv_layout=False):
     return _eager("fp8_fp4_paged_mqa_logits")((q, q_sf), kv_cache, weights, context_lens, block_table,
                                          schedule_meta, max_context_len, clean_logits,
-                                         logits_dtype or torch.float32, indices).clone()
+                                         logits_dtype or torch.float32, indices, use_ascend_kv_layout).clone()
 
 
 def _paged_logits_meta(q, q_sf, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                       clean_logits=False, logits_dtype=None, indices=None):
+                       clean_logits=False, logits_dtype=None, indices=None, use_ascend_kv_layout=False):
     return q.new_empty((q.shape[0] * q.shape[1], max_context_len), dtype=logits_dtype or torch.float32)
 
 
@@ -160,7 +160,8 @@ _op("fp8_fp4_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv, Tensor kv_sf, Tensor 
     _mqa_logits, _mqa_logits_meta)
 _op("fp8_fp4_paged_mqa_logits(Tensor q, Tensor? q_sf, Tensor kv_cache, Tensor weights, Tensor context_lens, "
     "Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, "
-    "ScalarType? logits_dtype=None, Tensor? indices=None) -> Tensor", _paged_logits, _paged_logits_meta)
+    "ScalarType? logits_dtype=None, Tensor? indices=None, bool use_ascend_kv_layout=False) -> Tensor", _paged_logits,
+    _paged_logits_meta)
 _op("get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms, Tensor? indices=None) -> Tensor",
     _late("get_paged_mqa_logits_metadata"), _metadata_meta)
 
@@ -350,9 +351,9 @@ def _compiled_others(ops) -> dict:
         return ops.fp8_fp4_mqa_logits(q, None, kv[0], kv[1], weights, ks, ke, clean_logits, max_seqlen_k)
 
     def paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                     clean_logits=False, logits_dtype=torch.float32, indices=None):
+                     clean_logits=False, logits_dtype=torch.float32, indices=None, use_ascend_kv_layout=False):
         return ops.fp8_fp4_paged_mqa_logits(q[0], q[1], kv_cache, weights, context_lens, block_table, schedule_meta,
-                                            max_context_len, clean_logits, logits_dtype, indices)
+                                            max_context_len, clean_logits, logits_dtype, indices, use_ascend_kv_layout)
 
     def legacy_paged_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                             clean_logits=False, indices=None):

@@ -96,24 +96,37 @@ def _k_grouped_bf16() -> list[str]:
     return _close("d", d, want, 1e-5)
 
 
-def _mqa_inputs(s: int, s_kv: int, heads: int, head_dim: int):
-    q = Quantised(torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn), None, False, False)
+def _pow2(*shape) -> torch.Tensor:
+    return torch.exp2(torch.randint(-4, 5, shape).float())
+
+
+def _mqa_inputs(s: int, s_kv: int, heads: int, head_dim: int, mx: bool = False):
+    """Unscaled E4M3 q over per-token KV scales, or (``mx``) DeepGEMM-Ascend's MXFP8 form: per-32 UE8M0
+    scales on both, BF16 weights."""
+    q = torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn)
+    if mx:
+        kv = torch.randn(s_kv, head_dim).to(torch.float8_e4m3fn)
+        return (Quantised(q, _pow2(s, heads, head_dim // 32), False, False),
+                Quantised(kv, _pow2(s_kv, head_dim // 32), False, False), torch.randn(s, heads).bfloat16())
     kv = Quantised(*per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False), False, True)
-    return q, kv, torch.randn(s, heads)
+    return Quantised(q, None, False, False), kv, torch.randn(s, heads)
 
 
-def _mqa_logits() -> list[str]:
-    from .mqa_logits import mqa_logits
-    s, s_kv, heads, head_dim = 64, 2048, 32, 128
-    q, kv, weights = _mqa_inputs(s, s_kv, heads, head_dim)
-    ke = torch.arange(s, dtype=torch.int32) + (s_kv - s) + 1   # causal prefill of the last s tokens
-    ks = torch.zeros(s, dtype=torch.int32)
-    got, want = torch.empty(s, s_kv), torch.empty(s, s_kv)
-    mqa_logits(q, kv, weights, ks, ke, got, False, True)
-    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
-    finite = torch.isfinite(want)
-    bad = [] if torch.equal(finite, torch.isfinite(got)) else ["-inf outside [ks, ke) differs from the reference"]
-    return bad + _close("logits", got[finite], want[finite], 1e-3)
+def _mqa_logits(mx: bool, heads: int):
+    def run() -> list[str]:
+        from .mqa_logits import mqa_logits
+        s, s_kv, head_dim = 64, 2048, 128
+        q, kv, weights = _mqa_inputs(s, s_kv, heads, head_dim, mx)
+        ke = torch.arange(s, dtype=torch.int32) + (s_kv - s) + 1   # causal prefill of the last s tokens
+        ks = torch.zeros(s, dtype=torch.int32)
+        dtype = torch.bfloat16 if mx else torch.float32
+        got, want = torch.empty(s, s_kv, dtype=dtype), torch.empty(s, s_kv, dtype=dtype)
+        mqa_logits(q, kv, weights, ks, ke, got, False, True)
+        reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+        finite = torch.isfinite(want)
+        bad = [] if torch.equal(finite, torch.isfinite(got)) else ["-inf outside [ks, ke) differs from the reference"]
+        return bad + _close("logits", got[finite].float(), want[finite].float(), 1e-3)
+    return run
 
 
 def _paged_mqa_logits() -> list[str]:
@@ -201,7 +214,8 @@ def cases() -> list:
             ("m_grouped_bf16_gemm_psum_3x768x256x256", "cube", _m_grouped_bf16),
             ("m_grouped_bf16_gemm_m_indices_3x768x256x256", "cube", _m_grouped_bf16_m_indices),
             ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
-            ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits),
+            ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits(False, 32)),
+            ("mxfp8_mqa_logits_64q_2048kv_64x128", "mix", _mqa_logits(True, 64)),
             ("fp8_paged_mqa_logits_16x1q_2048kv_32x128", "mix", _paged_mqa_logits),
             ("sf_transform_4096x2048", "vector", _sf_transform),
             ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm),
@@ -217,6 +231,7 @@ GEMM = 4096                       # M = N = K of the published dense GEMM shapes
 GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
 MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
 HC_N, HC_K, HC_SPLITS = 24, 4 * 7168, 16  # the mHC pre-norm GEMM (also the test-shape case above)
+MX_MQA_HEADS = 64  # DeepGEMM-Ascend's MXFP8 indexer: 4..64 heads
 
 
 def _bf16_gemm_full() -> None:
@@ -243,13 +258,14 @@ def _m_grouped_full() -> None:
     m_grouped_bf16_gemm_nt_contiguous(a, b, torch.empty(m, GROUPED_N, dtype=torch.bfloat16), rows, True)
 
 
-def _mqa_full(s: int):
-    """s queries against the whole KV: every query sees all of it (ks = 0, ke = s_kv), so no tile is skipped."""
+def _mqa_full(s: int, mx: bool = False):
+    """s queries against the whole KV: every query sees all of it (ks = 0, ke = s_kv), so no tile is skipped;
+    ``mx``: DeepGEMM-Ascend's MXFP8 form with BF16 logits."""
     def run() -> None:
         from .mqa_logits import mqa_logits
-        q, kv, weights = _mqa_inputs(s, MQA_KV, MQA_HEADS, MQA_DIM)
+        q, kv, weights = _mqa_inputs(s, MQA_KV, MX_MQA_HEADS if mx else MQA_HEADS, MQA_DIM, mx)
         mqa_logits(q, kv, weights, torch.zeros(s, dtype=torch.int32), torch.full((s,), MQA_KV, dtype=torch.int32),
-                   torch.empty(s, MQA_KV), False, True)
+                   torch.empty(s, MQA_KV, dtype=torch.bfloat16 if mx else torch.float32), False, True)
     return run
 
 
@@ -270,6 +286,7 @@ def published_shapes() -> list:
               (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full)]
     for phase, s in (("prefill", 4096), ("decode", 256)):
         shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s)))
+        shapes.append((f"mxfp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MX_MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s, True)))
     for phase, m in (("prefill", 4096), ("decode", 128)):
         shapes.append((f"tf32_hc_prenorm_gemm_{phase}_{m}x{HC_N}x{HC_K}_{HC_SPLITS}splits", "mix", _hc_prenorm_full(m)))
     return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes]

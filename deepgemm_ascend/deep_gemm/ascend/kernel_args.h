@@ -66,23 +66,26 @@ struct DgMGroupedGemmArgs {
 struct DgMqaLogitsArgs {
   __gm__ fp8_e4m3fn_t* q;
   __gm__ fp8_e4m3fn_t* kv;
-  __gm__ float* kv_sf;
+  __gm__ float* kv_sf;      // per-token FP32 KV scales (DG_KV_TOKEN_SF)
+  __gm__ uint16_t* q_mx_sf;   // DG_MX: UE8M0 int16 pairs, MN-major (pair p of row r at p * ld + r)
+  __gm__ uint16_t* kv_mx_sf;
   __gm__ float* weights;
   __gm__ int32_t* ks;
   __gm__ int32_t* ke;
   __gm__ void* logits;
-  int64_t seq_len, seq_len_kv, width, ld_logits;
+  int64_t seq_len, seq_len_kv, width, ld_logits, ld_q_mx_sf, ld_kv_mx_sf;
 };
 
 // dg_fp8_paged_mqa_logits (paged_mqa_logits.asc): logits (LogitT) of q against paged cache through block_table.
 struct DgPagedMqaLogitsArgs {
   __gm__ fp8_e4m3fn_t* q;
   __gm__ uint8_t* cache;
+  __gm__ uint16_t* q_mx_sf;  // DG_MX: q's UE8M0 int16 pairs, MN-major (pair p of row r at p * ld + r)
   __gm__ float* weights;
   __gm__ int32_t* context_lens;
   __gm__ int32_t* block_table;
   __gm__ void* logits;
-  int64_t batch, next_n, width, ld_logits, bt_ld, bt_cols, num_pages, page_stride;
+  int64_t batch, next_n, width, ld_logits, bt_ld, bt_cols, num_pages, page_stride, ld_q_mx_sf;
 };
 
 // dg_sf_transform (sf_layout.asc): scale factors of src (SrcT) to the packed UE8M0 layout in out.

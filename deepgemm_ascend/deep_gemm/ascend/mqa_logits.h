@@ -5,12 +5,18 @@
 // A tile is kQTokens query tokens x all DG_HEADS heads (rows (token, head), at most 128) against
 // kKvBlock KV positions, the whole head dim DG_HEAD_DIM (32..128) in one K step:
 //   GM --MTE2 nd2nz--> L1 (2 stages: Q rows, KV rows, E4M3, C0 = 32) --MTE1--> L0A/L0B (2 stages)
-//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe, dual destination SPLIT_N--> UB of both vector cores
+//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe (ReLU; F32->BF16 with BF16 logits), dual destination SPLIT_N--> UB of both vector cores
 // Vector core s receives every row for the KV columns [s * N16/2, (s + 1) * N16/2) of the tile, in one of
-// two UB stages, row-major with kKvBlock/2 floats per row. Its SIMT lanes (one per KV column) form
+// two UB stages, row-major with kKvBlock/2 scores per row. Its SIMT lanes (one per KV column) form
 //   logit[t, j] = scale[j] * sum_h weights[t, h] * relu(score[(t, h), j])
 // (the per-token KV scale is positive, so it factors out of the ReLU) and store straight to GM, only
 // inside the token's KV range; with `clean` the other columns of the row get -inf.
+//
+// DG_MX: the MXFP8 form (DeepGEMM-Ascend's own): q rows and KV rows each carry one UE8M0 exponent per 32
+// elements, int16 pairs MN-major (as mx_gemm.h), loaded beside the data and applied by the cube itself
+// (asc_mmad_mx); without it asc_mmad on unscaled E4M3. DG_QK_FP4: packed E2M1 q and KV (two per byte,
+// moved as bytes, read as fp4x2_e2m1_t by the MX product; 64 elements per 32-byte fractal row). A per-token FP32 KV scale (DG_KV_TOKEN_SF) is
+// applied by the vector side either way.
 //
 // Flags: the cube pipeline uses cube_gemm.h's (gemm_flags_init / drain, tile_release); cube -> vector
 // hand-off as bf16_gemm_epilogue.asc: cube -> vector s id u "UB stage u holds a tile", vector s -> cube
@@ -27,6 +33,15 @@
 #ifndef DG_HEAD_DIM
 #define DG_HEAD_DIM 128
 #endif
+#ifndef DG_MX
+#define DG_MX 0
+#endif
+#ifndef DG_KV_TOKEN_SF
+#define DG_KV_TOKEN_SF 1
+#endif
+#ifndef DG_QK_FP4
+#define DG_QK_FP4 0
+#endif
 #ifndef DG_LOGITS_FP32
 #define DG_LOGITS_FP32 1
 #endif
@@ -35,20 +50,51 @@ using LogitT = float;
 #else
 using LogitT = bfloat16_t;
 #endif
+// The score tiles FixPipe hands to the vector cores: FP32, or BF16 (F322BF16 in FixPipe: half its output
+// bytes and UB) where the logits are BF16, as DeepGEMM-Ascend's indexer rounds them.
+#ifndef DG_SCORES_BF16
+#define DG_SCORES_BF16 (!DG_LOGITS_FP32)
+#endif
+#if DG_SCORES_BF16
+using ScoreT = bfloat16_t;
+#else
+using ScoreT = float;
+#endif
 
 namespace dg_ascend {
 
-constexpr uint32_t kHeads = DG_HEADS, kHeadDim = DG_HEAD_DIM;
-constexpr uint32_t kQRows = 128, kKvBlock = 256, kQkC0 = 32;  // E4M3: 32 elements per fractal row
+#if DG_QK_FP4
+using QkLoad = uint8_t;       // packed E2M1 pairs: the data movers copy bytes
+using QkElem = fp4x2_e2m1_t;  // what the cube reads
+constexpr uint32_t kQkPerUnit = 2;
+#else
+using QkLoad = fp8_e4m3fn_t;
+using QkElem = fp8_e4m3fn_t;
+constexpr uint32_t kQkPerUnit = 1;
+#endif
+static_assert(!DG_QK_FP4 || DG_MX, "FP4 operands carry per-32 scales (the MX product)");
+
+constexpr uint32_t kHeads = DG_HEADS, kHeadDim = DG_HEAD_DIM, kQkRowBytes = kHeadDim / kQkPerUnit;
+constexpr uint32_t kQRows = 128, kKvBlock = 256, kQkC0 = 32;  // bytes per fractal row (E4M3 32, E2M1 64 elements)
 constexpr uint32_t kQTokens = kHeads >= kQRows ? 1 : kQRows / kHeads;
 constexpr uint32_t kHalfCols = kKvBlock / 2;
-constexpr uint32_t kQkL1A = kQRows * kHeadDim, kQkL1B = kKvBlock * kHeadDim, kQkL1Stage = kQkL1A + kQkL1B;
+// MX scales: int16 pairs (64 elements each; a 32-element head dim uses the low byte of one pair), in
+// 16-row fractals of kQkPairs pairs
+constexpr uint32_t kQkPairK = 64, kQkPairs = DG_MX ? (kHeadDim + kQkPairK - 1) / kQkPairK : 0;
+constexpr uint32_t kQkL1A = kQRows * kQkRowBytes, kQkL1B = kKvBlock * kQkRowBytes;
+constexpr uint32_t kQkL1SfA = kQRows * kQkPairs * 2, kQkL1SfB = kKvBlock * kQkPairs * 2;
+// L1: two Q stages (values, MX scales), then two KV stages; a KV stage flips only when a tile needs
+// another KV block than the one loaded (a core's tiles often share theirs: the persistent walk's stride
+// is the grid), so a reused KV block costs no GM (L2) bytes again.
+constexpr uint32_t kQkL1QStage = kQkL1A + kQkL1SfA, kQkL1KvStage = kQkL1B + kQkL1SfB;
+constexpr uint32_t kQkL1Stage = kQkL1QStage + kQkL1KvStage;  // one Q and one KV stage
+constexpr uint32_t kKvFreeFlag = 2;  // MTE1 -> MTE2 / MTE2 -> MTE1 ids 2, 3: the KV stages (0, 1: Q)
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
-constexpr uint32_t kScoreStage = kQRows * kHalfCols * 4;  // bytes of one UB stage
+constexpr uint32_t kScoreStage = kQRows * kHalfCols * sizeof(ScoreT);  // bytes of one UB stage
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
-static_assert(kHeadDim % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32, at most 128");
+static_assert(kQkRowBytes % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32 (FP4: 64), at most 128");
 static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
-static_assert(2 * kQRows * kHeadDim <= 64 * 1024 && 2 * kKvBlock * kHeadDim <= 64 * 1024, "stages exceed L0A / L0B");
+static_assert(2 * kQkL1A <= 64 * 1024 && 2 * kQkL1B <= 64 * 1024, "stages exceed L0A / L0B");
 static_assert(2 * kScoreStage <= 248 * 1024, "score stages exceed UB");
 static_assert(2 * kQkL0C * 4 <= 256 * 1024, "two score tiles exceed L0C");
 // the flag helpers of cube_gemm.h set up kL0CStages L0C stages; this header alternates two
@@ -61,47 +107,100 @@ struct QkBuffers {
   __cb__ uint8_t* l0b;
   __cc__ float* l0c;
   uint32_t s_l1 = 0, s_l0 = 0, s_l0c = 0, s_ub = 0;
-  __aicore__ inline __cbuf__ fp8_e4m3fn_t* q_l1() const {
-    return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage);
-  }
-  __aicore__ inline __cbuf__ fp8_e4m3fn_t* kv_l1() const {
-    return (__cbuf__ fp8_e4m3fn_t*)(l1 + s_l1 * kQkL1Stage + kQkL1A);
-  }
+  uint32_t s_kv = 0;           // the KV stage holding kv_key's block
+  int64_t kv_key = -1;         // which KV block (kernel-defined key) the stage holds; -1: none yet
+  bool kv_fresh = false;       // loaded for this tile: the MTE1 side still waits for its MTE2
+  __aicore__ inline __cbuf__ uint8_t* q_stage() const { return l1 + s_l1 * kQkL1QStage; }
+  __aicore__ inline __cbuf__ uint8_t* kv_stage() const { return l1 + 2 * kQkL1QStage + s_kv * kQkL1KvStage; }
+  __aicore__ inline __cbuf__ QkLoad* q_l1() const { return (__cbuf__ QkLoad*)q_stage(); }
+  __aicore__ inline __cbuf__ QkLoad* kv_l1() const { return (__cbuf__ QkLoad*)kv_stage(); }
+  __aicore__ inline __cbuf__ uint16_t* q_sf_l1() const { return (__cbuf__ uint16_t*)(q_stage() + kQkL1A); }
+  __aicore__ inline __cbuf__ uint16_t* kv_sf_l1() const { return (__cbuf__ uint16_t*)(kv_stage() + kQkL1B); }
 };
 
-// `rows` rows of E4M3 (kHeadDim each, `ld` bytes apart) into rows [r0, r0 + rows) of an NZ tile of
-// `tile_rows` rows in L1.
-__aicore__ inline void load_rows_nz(__cbuf__ fp8_e4m3fn_t* tile, uint32_t r0, __gm__ fp8_e4m3fn_t* src, int64_t ld,
+// `rows` rows of E4M3 or packed E2M1 (kQkRowBytes each, `ld` bytes apart) into rows [r0, r0 + rows) of
+// an NZ tile of `tile_rows` rows in L1.
+__aicore__ inline void load_rows_nz(__cbuf__ QkLoad* tile, uint32_t r0, __gm__ QkLoad* src, int64_t ld,
                                     uint32_t rows, uint32_t tile_rows) {
   asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(tile_rows), 0);
   asc_copy_gm2l1_nd2nz(tile + r0 * kQkC0, src, uint64_t(ld), static_cast<asc_load_l2_cache_mode>(0),
-                       static_cast<uint16_t>(rows), kHeadDim, 0, false);
+                       static_cast<uint16_t>(rows), kQkRowBytes, 0, false);
+}
+
+// MX scales of rows [r0, r0 + rows) (int16 pairs, pair p of row r at sf[p * ld + r]) into a 16-row-fractal
+// tile of kQkPairs pairs per fractal column.
+__aicore__ inline void load_sf_nz(__cbuf__ uint16_t* tile, __gm__ uint16_t* sf, int64_t ld, int64_t r0,
+                                  uint32_t rows) {
+  asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(kQkPairs), 0);
+  asc_copy_gm2l1_nd2nz(tile, sf + r0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
+                       static_cast<uint16_t>(kQkPairs), rows, 0, false);
 }
 
 // Before a tile's loads: the L1 stage is free.
 __aicore__ inline void qk_begin(QkBuffers& b) { asc_sync_wait(PIPE_MTE1, PIPE_MTE2, b.s_l1); }
 
+// Whether the tile's KV block (`key`, unique per block content) must be loaded into b.kv_l1() /
+// b.kv_sf_l1(): not when the current KV stage already holds it. Otherwise the stage in use is released
+// (its MTE1 reads were issued before) and the other one acquired.
+__aicore__ inline bool qk_kv_begin(QkBuffers& b, int64_t key) {
+  if (key == b.kv_key) return false;
+  if (b.kv_key >= 0) asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + b.s_kv);
+  b.s_kv ^= 1;
+  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + b.s_kv);
+  b.kv_key = key;
+  b.kv_fresh = true;
+  return true;
+}
+
+// The KV stages' flags: both free at the start (after gemm_flags_init); at the end the stage in use is
+// released and both free flags consumed (before gemm_flags_drain).
+__aicore__ inline void qk_kv_flags_init() {
+  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag);
+  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + 1);
+}
+__aicore__ inline void qk_kv_flags_drain(const QkBuffers& b) {
+  if (b.kv_key >= 0) asc_sync_notify(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + b.s_kv);
+  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag);
+  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, kKvFreeFlag + 1);
+}
+
 // After the tile's Q rows (kQRows-row NZ tile) and KV rows (kKvBlock-row NZ tile) were loaded into the
 // current L1 stage: scores = Q . KV^T for m16 x n16 into an L0C stage, FixPipe'd into UB stage b.s_ub
 // of both vector cores (SPLIT_N). The caller flips b.s_ub after the cross-core arrive.
-__aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, uint32_t m16, uint32_t n16) {
-  constexpr uint8_t k_steps = kHeadDim / kQkC0;
+__aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ ScoreT* ub_stage, uint32_t m16, uint32_t n16) {
+  constexpr uint8_t k_steps = kQkRowBytes / kQkC0;
   asc_sync_notify(PIPE_MTE2, PIPE_MTE1, b.s_l1);
   asc_sync_wait(PIPE_MTE2, PIPE_MTE1, b.s_l1);
-  __ca__ fp8_e4m3fn_t* a0 = (__ca__ fp8_e4m3fn_t*)(b.l0a + b.s_l0 * kQRows * kHeadDim);
-  __cb__ fp8_e4m3fn_t* b0 = (__cb__ fp8_e4m3fn_t*)(b.l0b + b.s_l0 * kKvBlock * kHeadDim);
+  if (b.kv_fresh) {
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE1, kKvFreeFlag + b.s_kv);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE1, kKvFreeFlag + b.s_kv);
+    b.kv_fresh = false;
+  }
+  __ca__ QkElem* a0 = (__ca__ QkElem*)(b.l0a + b.s_l0 * kQkL1A);
+  __cb__ QkElem* b0 = (__cb__ QkElem*)(b.l0b + b.s_l0 * kQkL1B);
   __cc__ float* acc = b.l0c + b.s_l0c * kQkL0C;
   asc_sync_wait(PIPE_M, PIPE_MTE1, b.s_l0);
-  asc_copy_l12l0a(a0, b.q_l1(), 0, 0, static_cast<uint8_t>(m16 / 16), k_steps, static_cast<int16_t>(kQRows / 16),
+  asc_copy_l12l0a(a0, (__cbuf__ QkElem*)b.q_l1(), 0, 0, static_cast<uint8_t>(m16 / 16), k_steps, static_cast<int16_t>(kQRows / 16),
                   static_cast<uint16_t>(m16 / 16));
-  asc_copy_l12l0b(b0, b.kv_l1(), 0, 0, static_cast<uint8_t>(n16 / 16), k_steps, static_cast<int16_t>(kKvBlock / 16),
+  asc_copy_l12l0b(b0, (__cbuf__ QkElem*)b.kv_l1(), 0, 0, static_cast<uint8_t>(n16 / 16), k_steps, static_cast<int16_t>(kKvBlock / 16),
                   static_cast<uint16_t>(n16 / 16));
+#if DG_MX
+  asc_copy_l12l0a_mx(uint64_t(uintptr_t(a0)) / 16, (__cbuf__ fp8_e8m0_t*)b.q_sf_l1(), 0, 0,
+                     static_cast<uint8_t>(m16 / 16), kQkPairs, kQkPairs, kQkPairs);
+  asc_copy_l12l0b_mx(uint64_t(uintptr_t(b0)) / 16, (__cbuf__ fp8_e8m0_t*)b.kv_sf_l1(), 0, 0,
+                     static_cast<uint8_t>(n16 / 16), kQkPairs, kQkPairs, kQkPairs);
+#endif
   asc_sync_notify(PIPE_MTE1, PIPE_MTE2, b.s_l1);
   asc_sync_notify(PIPE_MTE1, PIPE_M, b.s_l0);
   asc_sync_wait(PIPE_MTE1, PIPE_M, b.s_l0);
   asc_sync_wait(PIPE_FIX, PIPE_M, b.s_l0c);
+#if DG_MX
+  asc_mmad_mx(acc, a0, b0, static_cast<uint16_t>(m16), static_cast<uint16_t>(kHeadDim), static_cast<uint16_t>(n16), 0,
+              true, false, true);
+#else
   asc_mmad(acc, a0, b0, static_cast<uint16_t>(m16), static_cast<uint16_t>(kHeadDim), static_cast<uint16_t>(n16), 0,
            true, false, true);
+#endif
   asc_sync_notify(PIPE_M, PIPE_MTE1, b.s_l0);
   asc_sync_notify(PIPE_M, PIPE_FIX, b.s_l0c);
   asc_sync_wait(PIPE_M, PIPE_FIX, b.s_l0c);
@@ -110,7 +209,8 @@ __aicore__ inline void qk_scores_to_ub(QkBuffers& b, __ubuf__ float* ub_stage, u
   asc_set_l0c_copy_nz_para(1, 0, 0);
   asc_copy_l0c2ub(ub_stage, acc, static_cast<uint16_t>(n16), static_cast<uint16_t>(m16), kHalfCols,
                   static_cast<uint16_t>(m16), 0, asc_dual_dst_mode::SPLIT_N, static_cast<asc_unit_flag_mode>(0),
-                  asc_quant_mode::NoQuant, static_cast<asc_relu_pre_mode>(0), false, true, false, 0);
+                  DG_SCORES_BF16 ? asc_quant_mode::F322BF16 : asc_quant_mode::NoQuant,
+                  static_cast<asc_relu_pre_mode>(1), false, true, false, 0);  // relu_pre 1: the normal ReLU
   asc_sync_notify(PIPE_FIX, PIPE_M, b.s_l0c);
   asc_sync_intra_arrive(PIPE_FIX, b.s_ub);
   asc_sync_intra_arrive(PIPE_FIX, 16 + b.s_ub);
@@ -144,14 +244,12 @@ __simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
   asc_stcg(p, w);
 }
 
-// sum_h weights[h] * relu(scores[(t, h), j]) for token t of the tile (rows kHalfCols floats apart).
-// Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data cache), counted as GM bytes.
-__simt_callee__ inline float head_sum(__ubuf__ float* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
+// sum_h weights[h] * scores[(t, h), j] for token t of the tile (rows kHalfCols scores apart; FixPipe
+// applied the ReLU). Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data
+// cache), counted as GM bytes.
+__simt_callee__ inline float head_sum(__ubuf__ ScoreT* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
   float sum = 0.0f;
-  for (uint32_t h = 0; h < kHeads; ++h) {
-    const float s = scores[(t * kHeads + h) * kHalfCols + j];
-    sum += asc_ldca(weights + h) * (s > 0.0f ? s : 0.0f);
-  }
+  for (uint32_t h = 0; h < kHeads; ++h) sum += asc_ldca(weights + h) * float(scores[(t * kHeads + h) * kHalfCols + j]);
   return sum;
 }
 

@@ -6,14 +6,19 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 
     mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits) -> None
 
-- ``q``: E4M3 ``[S, H, D]`` without scales (``H <= 128``, ``D`` in 32/64/128); ``kv``: E4M3 ``[S_kv, D]``
-  with one FP32 scale per token. ``weights`` ``[S, H]`` (FP32 or BF16, read as FP32); ``ks``/``ke``
+- ``q``: E4M3 ``[S, H, D]`` (``H <= 128``, ``D`` in 32/64/128), unscaled or with per-32 UE8M0 scales;
+  ``kv``: E4M3 ``[S_kv, D]`` with one FP32 scale per token or per-32 UE8M0 scales. Unscaled q over
+  per-token scales runs ``asc_mmad``; any per-32 scales (DeepGEMM-Ascend's MXFP8 form: both) run
+  ``asc_mmad_mx`` (``DG_MX``) with the scales re-packed on the device into int16 pairs, MN-major (the
+  side without per-32 scales gets 2^0), a per-token KV scale still applied by the vector cores. ``weights`` ``[S, H]`` (FP32 or BF16, read as FP32); ``ks``/``ke``
   int32 ``[S]`` device tensors, read by the kernel only (no host read: the ranges are clamped to
   ``[0, S_kv)`` in the kernel).
 - ``logits`` ``[S, width]`` FP32 or BF16 (``stride(1) == 1``), written in place inside each row's
   ``[ks, ke)``; with ``clean_logits`` every other column is -inf, without it untouched. Compressed
   rows hold position ``ks[i] + t`` in column ``t``.
-- Other forms (FP4, scaled FP8 queries, MX-scaled KV) are not served here: the dispatch table's
+- FP4: packed E2M1 q ``[S, H, D/2]`` and KV ``[S_kv, D/2]`` (``D`` 64/128), each with per-32 scales, through
+  the same MX product on E2M1 (``DG_QK_FP4``).
+- Other forms (head shapes past these) are not served here: the dispatch table's
   ``accepts`` (``unsupported``, which names why) sends them to the reference; called directly,
   ``mqa_logits`` raises ``NotImplementedError``.
 """
@@ -23,6 +28,7 @@ import torch
 
 from .. import runtime
 from ._launch import args, kernel, num_cube_cores
+from .fp8_mx_gemm import ascend_scales
 
 HEAD_DIMS = (32, 64, 128)
 MAX_HEADS = 128
@@ -33,13 +39,15 @@ def tokens_per_tile(heads: int) -> int:
     return max(1, Q_ROWS // heads)
 
 
+def head_dim_of(q) -> int:
+    return q.data.size(-1) * (2 if q.fp4 else 1)
+
+
 def unsupported_query(q, kv_fp4: bool, logits: torch.Tensor) -> str | None:
     """What both MQA logits kernels refuse (q ``[..., heads, head_dim]``), or None."""
-    if q.fp4 or kv_fp4 or q.data.dtype != torch.float8_e4m3fn:
-        return "only E4M3 FP8 queries and KV"
-    if q.sf is not None:
-        return "only unscaled FP8 queries"
-    heads, head_dim = q.data.shape[-2:]
+    if q.fp4 != kv_fp4 or (not q.fp4 and q.data.dtype != torch.float8_e4m3fn):
+        return "E4M3 FP8 or FP4 queries and KV, both alike"
+    heads, head_dim = q.data.size(-2), head_dim_of(q)
     if head_dim not in HEAD_DIMS or heads > MAX_HEADS:
         return f"head dim in {HEAD_DIMS} and at most {MAX_HEADS} heads, got {heads} x {head_dim}"
     if logits.numel() and logits.stride(1) != 1:
@@ -48,10 +56,22 @@ def unsupported_query(q, kv_fp4: bool, logits: torch.Tensor) -> str | None:
 
 
 def unsupported(q, kv, weights, logits) -> str | None:
-    reason = unsupported_query(q, kv.fp4, logits)
-    if reason is None and not kv.per_token_sf:
-        return "only per-token FP32 KV scales"
-    return reason
+    return unsupported_query(q, kv.fp4, logits)
+
+
+def data(op) -> torch.Tensor:
+    """An operand's values as the kernels read them (packed FP4 as bytes)."""
+    return op.data.view(torch.uint8) if op.fp4 else op.data
+
+
+def mx_pairs(op, rows: int, head_dim: int) -> torch.Tensor:
+    """The per-32 scales of an MQA operand (``op.sf`` ``[.., D/32]``; 2^0 where it has none or one per
+    token) as the MX kernels read them: int16 UE8M0 pairs ``[rows, ceil(D/64)]``, MN-major."""
+    if op.sf is None or op.per_token_sf:
+        sf = torch.ones(rows, -(-head_dim // 32), device=op.data.device)
+    else:
+        sf = op.sf.reshape(rows, -1)
+    return ascend_scales(sf, rows, head_dim)
 
 
 def defines(heads: int, head_dim: int, logits: torch.Tensor, **flags: bool) -> dict[str, int]:
@@ -64,7 +84,7 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     reason = unsupported(q, kv, weights, logits)
     if reason:
         raise NotImplementedError(f"fp8_mqa_logits on Ascend: {reason}")
-    seq_len, heads, head_dim = q.data.shape
+    seq_len, heads, head_dim = *q.data.shape[:2], head_dim_of(q)
     seq_len_kv = kv.data.size(0)
     if seq_len == 0 or logits.size(1) == 0:
         return
@@ -73,9 +93,15 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
             logits.fill_(float("-inf"))
         return
     tiles = -(-seq_len // tokens_per_tile(heads)) * -(-seq_len_kv // KV_BLOCK)
+    mx = q.sf is not None or not kv.per_token_sf
+    kv_sf = kv.sf.float().contiguous() if kv.per_token_sf else weights  # placeholder: not read
+    q_mx = mx_pairs(q, seq_len * heads, head_dim) if mx else ks  # placeholders: not read
+    kv_mx = mx_pairs(kv, seq_len_kv, head_dim) if mx else ks
     kernel("dg_fp8_mqa_logits", "ascend/mqa_logits.asc",
-           defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed))(
+           defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed, mx=mx,
+                   kv_token_sf=kv.per_token_sf, qk_fp4=q.fp4))(
         min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
-        args("DgMqaLogitsArgs", q=q.data, kv=kv.data, kv_sf=kv.sf.float().contiguous(), weights=weights.float().contiguous(),
-             ks=ks, ke=ke, logits=logits, seq_len=seq_len, seq_len_kv=seq_len_kv, width=logits.size(1),
-             ld_logits=logits.stride(0)))
+        args("DgMqaLogitsArgs", q=data(q), kv=data(kv), kv_sf=kv_sf, q_mx_sf=q_mx, kv_mx_sf=kv_mx,
+             weights=weights.float().contiguous(), ks=ks, ke=ke, logits=logits, seq_len=seq_len,
+             seq_len_kv=seq_len_kv, width=logits.size(1), ld_logits=logits.stride(0),
+             ld_q_mx_sf=q_mx.stride(-1) if mx else 0, ld_kv_mx_sf=kv_mx.stride(-1) if mx else 0))

@@ -6,9 +6,14 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 
     paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, clean_logits) -> None
 
-- ``q``: unscaled E4M3 ``[B, next_n, H, D]`` (``H <= 128``, ``D`` in 32/64/128); ``kv_cache`` a
-  ``PagedKV`` over the uint8 cache ``[num_pages, block_kv, 1, D + 4]`` (per page ``block_kv`` rows of
-  values, then their FP32 scales; any page stride, a multiple of 4 bytes).
+- ``q``: E4M3 ``[B, next_n, H, D]`` (``H <= 128``, ``D`` in 32/64/128); ``kv_cache`` a ``PagedKV``:
+  unscaled q over the uint8 cache ``[num_pages, block_kv, 1, D + 4]`` (per page ``block_kv`` rows of
+  values, then their FP32 scales; any page stride, a multiple of 4 bytes), or DeepGEMM-Ascend's MXFP8
+  form: q with per-32 UE8M0 scales over the MXFP8 cache ``[num_pages, block_kv, 1, D + D/32]`` (per
+  page the values, then int16 scale pairs; row-major or, ``PagedKV.nz``, in the cube's fractal order),
+  every scale applied by the cube (``asc_mmad_mx``, ``DG_MX``); or packed E2M1 q (per-32 scales) over the
+  FP4 cache ``[num_pages, block_kv, 1, D/2 + 4]`` (values, then per token an int32 of four UE8M0: the
+  same row-major MX layout, 4 scale bytes per token; ``DG_QK_FP4``).
 - ``context_lens`` int32 ``[B, next_n]`` (the public op turns upstream's 1-D ``[B]`` form into this on
   the device); ``block_table`` int32 ``[B, max_pages]``, row b serving every query row of entry b
   (with varlen ``indices`` each token is its own entry, as upstream indexes it). Both are read by the
@@ -17,7 +22,8 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``logits`` ``[B * next_n, max_context_len]`` FP32 or BF16 (``stride(1) == 1``), written for the
   positions below each row's length; with ``clean_logits`` the rest of the row is -inf, without it
   untouched.
-- Other forms (FP4, scaled FP8 queries, other head shapes; ``unsupported`` names why) go to the
+- Other forms (scaled FP8 queries over the FP32-scaled cache, other head shapes; ``unsupported``
+  names why) go to the
   reference through the table's ``accepts``; called directly, ``paged_mqa_logits`` raises
   ``NotImplementedError``.
 """
@@ -27,10 +33,12 @@ import torch
 
 from .. import runtime
 from ._launch import args, kernel, num_cube_cores
-from .mqa_logits import KV_BLOCK, defines, tokens_per_tile, unsupported_query
+from .mqa_logits import KV_BLOCK, data, defines, head_dim_of, mx_pairs, tokens_per_tile, unsupported_query
 
 
 def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:
+    if not q.fp4 and (q.sf is not None) != kv_cache.mx:
+        return "scaled FP8 queries only over the MXFP8 cache"
     return unsupported_query(q, kv_cache.fp4, logits)
 
 
@@ -39,7 +47,7 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
     reason = unsupported(q, kv_cache, weights, context_lens, block_table, logits)
     if reason:
         raise NotImplementedError(f"fp8_paged_mqa_logits on Ascend: {reason}")
-    batch, next_n, heads, head_dim = q.data.shape
+    batch, next_n, heads, head_dim = *q.data.shape[:3], head_dim_of(q)
     width = logits.size(1)
     if batch == 0 or next_n == 0 or width == 0:
         return
@@ -51,10 +59,14 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
         return
     tiles = batch * -(-next_n // tokens_per_tile(heads)) * -(-width // KV_BLOCK)
     lens = context_lens.contiguous()
+    mx = kv_cache.mx or q.fp4  # the FP4 cache's int32 words are 4 UE8M0 per token: two pairs, row-major
+    q_mx = mx_pairs(q, batch * next_n * heads, head_dim) if mx else lens  # placeholder: not read
+    sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 else {}
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
-           {**defines(heads, head_dim, logits, clean=clean_logits), "DG_BLOCK_KV": block_kv})(
+           {**defines(heads, head_dim, logits, clean=clean_logits, mx=mx, kv_nz=kv_cache.nz, qk_fp4=q.fp4),
+            "DG_BLOCK_KV": block_kv, **sf_row})(
         min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
-        args("DgPagedMqaLogitsArgs", q=q.data, cache=cache, weights=weights.float().contiguous(), context_lens=lens,
-             block_table=block_table, logits=logits, batch=batch, next_n=next_n, width=width,
+        args("DgPagedMqaLogitsArgs", q=data(q), cache=cache, q_mx_sf=q_mx, weights=weights.float().contiguous(),
+             context_lens=lens, block_table=block_table, logits=logits, batch=batch, next_n=next_n, width=width,
              ld_logits=logits.stride(0), bt_ld=block_table.stride(0), bt_cols=block_table.size(1),
-             num_pages=num_pages, page_stride=cache.stride(0)))
+             num_pages=num_pages, page_stride=cache.stride(0), ld_q_mx_sf=q_mx.stride(-1) if mx else 0))

@@ -56,7 +56,9 @@ def test_published_shapes_are_the_issues_benchmark_shapes():
                       "fp8_mqa_logits_prefill_4096q_8192kv_32x128": "mix",
                       "fp8_mqa_logits_decode_256q_8192kv_32x128": "mix",
                       "tf32_hc_prenorm_gemm_prefill_4096x24x28672_16splits": "mix",
-                      "tf32_hc_prenorm_gemm_decode_128x24x28672_16splits": "mix"}
+                      "tf32_hc_prenorm_gemm_decode_128x24x28672_16splits": "mix",
+                      "mxfp8_mqa_logits_prefill_4096q_8192kv_64x128": "mix",
+                      "mxfp8_mqa_logits_decode_256q_8192kv_64x128": "mix"}
 
 
 def test_sf_transform_reports_its_gm_bytes():

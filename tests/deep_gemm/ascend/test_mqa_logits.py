@@ -2,26 +2,37 @@
 against deep_gemm.reference.mqa_logits at upstream's FP8 tolerance (calc_diff < 1e-3): few and many
 heads, head dims 32..128, ragged query / KV counts, empty and partial ranges, -inf exactly outside
 [ks, ke) with clean_logits and every other column untouched without it, compressed rows, BF16 logits,
-and the public op served through the table with no host read of the ranges."""
+the MXFP8 forms (per-32 UE8M0 scales on q and / or KV, through asc_mmad_mx), and the public op served
+through the table with no host read of the ranges."""
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deep_gemm
-from deep_gemm import _dispatch, reference
+from deep_gemm import _dispatch, formats, reference
 from deep_gemm.ascend.mqa_logits import mqa_logits
 from deep_gemm.attention import Quantised
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_custom_dims_cast_to_fp8
 
-SENTINEL = 7.0
+SENTINEL = 2.0 ** 100  # exact in FP32 and BF16, and never a logit at these scales
 
 
-def _inputs(s, s_kv, heads, head_dim):
+def _pow2(*shape):
+    """Random per-32 UE8M0 scales (as FP32 powers of two, what the public op turns int16 pairs into)."""
+    return torch.pow(2.0, torch.randint(-4, 5, shape).float())
+
+
+def _inputs(s, s_kv, heads, head_dim, q_mx=False, kv_mx=False):
+    """q unscaled or with per-32 scales; kv with per-token FP32 scales or per-32 scales."""
     q = torch.randn(s, heads, head_dim).to(torch.float8_e4m3fn)
-    kv, sf = per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False)
-    return Quantised(q, None, False, False), Quantised(kv, sf, False, True), torch.randn(s, heads)
+    q_sf = _pow2(s, heads, -(-head_dim // 32)) if q_mx else None
+    if kv_mx:
+        kv, sf = torch.randn(s_kv, head_dim).to(torch.float8_e4m3fn), _pow2(s_kv, -(-head_dim // 32))
+    else:
+        kv, sf = per_custom_dims_cast_to_fp8(torch.randn(s_kv, head_dim), (0,), False)
+    return Quantised(q, q_sf, False, False), Quantised(kv, sf, False, not kv_mx), torch.randn(s, heads)
 
 
 def _ranges(s, s_kv):
@@ -32,8 +43,8 @@ def _ranges(s, s_kv):
     return ks, ke
 
 
-def _check(s, s_kv, heads, head_dim, clean, compressed=False, dtype=torch.float32):
-    q, kv, weights = _inputs(s, s_kv, heads, head_dim)
+def _check(s, s_kv, heads, head_dim, clean, compressed=False, dtype=torch.float32, q_mx=False, kv_mx=False):
+    q, kv, weights = _inputs(s, s_kv, heads, head_dim, q_mx, kv_mx)
     ks, ke = _ranges(s, s_kv)
     width = int((ke - ks).max()) if compressed else s_kv
     got = torch.full((s, width), SENTINEL, dtype=dtype)
@@ -64,6 +75,50 @@ def test_bf16_logits():
     _check(6, 200, 16, 64, clean=True, dtype=torch.bfloat16)
 
 
+# DeepGEMM-Ascend's own form (MXFP8 q and KV) at two shape classes (one / several tokens per tile, KV
+# tails), then a per-32-scaled q over per-token KV scales (D = 32: half a scale pair) and an unscaled q
+# over per-32 KV scales (scales also applied by the cube: 2^0 on the unscaled side; the first case's
+# lowering)
+@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim", "q_mx", "kv_mx", "dtype"), [
+    (5, 300, 8, 128, True, True, torch.float32), (3, 90, 64, 64, True, True, torch.bfloat16),
+    (7, 260, 4, 32, True, False, torch.float32), (4, 200, 8, 128, False, True, torch.float32)])
+def test_mxfp8_forms(s, s_kv, heads, head_dim, q_mx, kv_mx, dtype):
+    _check(s, s_kv, heads, head_dim, clean=True, dtype=dtype, q_mx=q_mx, kv_mx=kv_mx)
+
+
+@pytest.mark.parametrize(("mx", "grid"), [(False, 2), (True, 3)])
+def test_a_cores_tiles_reuse_their_kv_block(monkeypatch, mx, grid):
+    """Six tiles (two query blocks x three KV blocks) over `grid` blocks: with 3 each core's second tile
+    has its first one's KV block, kept in L1 (values and MX scales) and not loaded again; with 2 every
+    tile of a core needs another block (both KV stages alternate). The lowerings of
+    test_shapes_clean[5-520-32-128] and test_mxfp8_forms[5-300-8-128-..]."""
+    from deep_gemm import runtime
+    monkeypatch.setattr(runtime, "ascend_blocks", lambda cores: grid)
+    if mx:
+        _check(20, 600, 8, 128, clean=True, q_mx=True, kv_mx=True)
+    else:
+        _check(7, 600, 32, 128, clean=True)
+
+
+def _fp4(*shape):
+    """Random packed E2M1 values [..., D/2] (int8, the NVIDIA container)."""
+    return formats.pack_fp4_codes(torch.randint(0, 16, shape, dtype=torch.uint8))
+
+
+# FP4 q and KV (per-32 scales on both: the MX product on E2M1), two shape classes with KV tails
+@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"), [(5, 300, 8, 128), (3, 90, 64, 64)])
+def test_fp4_q_and_kv(s, s_kv, heads, head_dim):
+    q = Quantised(_fp4(s, heads, head_dim), _pow2(s, heads, head_dim // 32), True, False)
+    kv = Quantised(_fp4(s_kv, head_dim), _pow2(s_kv, head_dim // 32), True, False)
+    weights, (ks, ke) = torch.randn(s, heads), _ranges(s, s_kv)
+    got, want = torch.full((s, s_kv), SENTINEL), torch.full((s, s_kv), SENTINEL)
+    mqa_logits(q, kv, weights, ks, ke, got, False, True)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
+
+
 @settings(max_examples=3, deadline=None)
 @given(s=st.integers(1, 20), s_kv=st.integers(6, 400))
 def test_random_sizes(s, s_kv):
@@ -90,11 +145,11 @@ def test_public_op_on_ascend_reads_no_device_values(monkeypatch):
 
 def test_unserved_forms_raise_before_writing():
     q, kv, weights = _inputs(4, 64, 4, 32)
-    scaled = Quantised(q.data, torch.ones(4, 4, 1), False, False)
+    too_many_heads = Quantised(torch.zeros(4, 129, 32, dtype=torch.float8_e4m3fn), None, False, False)
     logits = torch.full((4, 64), SENTINEL)
     ks, ke = torch.zeros(4, dtype=torch.int32), torch.full((4,), 64, dtype=torch.int32)
     with pytest.raises(NotImplementedError, match="fp8_mqa_logits on Ascend"):
-        mqa_logits(scaled, kv, weights, ks, ke, logits, False, True)
+        mqa_logits(too_many_heads, kv, torch.randn(4, 129), ks, ke, logits, False, True)
     assert torch.all(logits == SENTINEL)
 
 

@@ -2,7 +2,8 @@
 Ascend twin, against deep_gemm.reference.paged_mqa_logits at upstream's FP8 tolerance (calc_diff < 1e-3):
 the kernel walks shuffled block tables itself; few and many heads, head dims 32..128, pages of 32 and 64,
 next_n 1..3, empty and ragged lengths, -inf past each length with clean_logits and untouched without,
-BF16 logits, and the public op (2-D and upstream's 1-D context_lens, varlen rows) through the table with
+BF16 logits, DeepGEMM-Ascend's MXFP8 form (int16-packed UE8M0 q scales over its MXFP8 cache, both
+page layouts), and the public op (2-D and upstream's 1-D context_lens, varlen rows) through the table with
 no host read of context_lens or block_table; the schedule metadata computed on the device there equals
 the host scheduler's."""
 import pytest
@@ -11,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deep_gemm
-from deep_gemm import _dispatch, reference
+from deep_gemm import _dispatch, formats, reference
 from deep_gemm.ascend.paged_mqa_logits import paged_mqa_logits
 from deep_gemm.attention import PagedKV, Quantised
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_custom_dims_cast_to_fp8
 
-SENTINEL = 7.0
+SENTINEL = 2.0 ** 100  # exact in FP32 and BF16, and never a logit at these scales
 
 
 def _cache(num_pages, block_kv, head_dim):
@@ -65,6 +66,15 @@ def test_shapes_clean(batch, next_n, heads, head_dim, block_kv, max_ctx):
     _check(batch, next_n, heads, head_dim, block_kv, max_ctx, clean=True)
 
 
+def test_one_core_reuses_an_entrys_kv_block_across_its_row_chunks(monkeypatch):
+    """One block walks every tile: entry b's two chunks of rows (64 heads: two rows a tile, next_n 3)
+    share its KV block, reloaded only where the chunks' longest lengths differ. The lowering of
+    test_shapes_clean[2-3-64-64-32-200]."""
+    from deep_gemm import runtime
+    monkeypatch.setattr(runtime, "ascend_blocks", lambda cores: 1)
+    _check(3, 3, 64, 64, 32, 200, clean=True)
+
+
 def test_untouched_past_lengths_without_clean():
     _check(4, 2, 8, 64, 64, 330, clean=False)
 
@@ -100,6 +110,78 @@ def test_pages_outside_the_cache_score_exactly_zero():
     logits = torch.full((2, 64), SENTINEL)
     paged_mqa_logits(q, kv, weights, lens, table, logits, True)
     assert torch.equal(logits[1], torch.zeros(64))
+
+
+def _mxfp8_cache(num_pages, block_kv, head_dim, nz):
+    """DeepGEMM-Ascend's MXFP8 cache and the FP32 values it stands for: per page the E4M3 values, then per
+    token its int16 pairs of UE8M0 per-32 exponents (low byte: the first 32); with ``nz``
+    (use_ascend_kv_layout) values [D/32, block_kv, 32] and pairs [block_kv/16, D/64, 16] per page."""
+    values = torch.randn(num_pages, block_kv, head_dim).to(torch.float8_e4m3fn)
+    exponents = torch.randint(122, 132, (num_pages, block_kv, head_dim // 32), dtype=torch.uint8)
+    dense = values.float() * torch.pow(2.0, exponents.float() - 127).repeat_interleave(32, -1)
+    words = exponents.view(torch.int16)
+    if nz:
+        values = values.view(num_pages, block_kv, head_dim // 32, 32).transpose(1, 2)
+        words = words.view(num_pages, block_kv // 16, 16, -1).transpose(2, 3)
+    page = torch.cat([values.contiguous().view(torch.uint8).view(num_pages, -1),
+                      words.contiguous().view(torch.uint8).view(num_pages, -1)], 1)
+    return page.view(num_pages, block_kv, 1, -1), dense
+
+
+# two shape classes: 64 heads x 128 (one token per tile, pages of 64, rows layout) and 8 heads x 64
+# (several tokens per tile, next_n 2, pages of 128, fractal layout); KV tails in both
+@pytest.mark.parametrize(("batch", "next_n", "heads", "head_dim", "block_kv", "max_ctx", "nz"),
+                         [(2, 1, 64, 128, 64, 300, False), (2, 2, 8, 64, 128, 200, True)])
+def test_mxfp8_cache_in_both_page_layouts(monkeypatch, batch, next_n, heads, head_dim, block_kv, max_ctx, nz):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    pages = -(-max_ctx // block_kv)
+    cache, dense = _mxfp8_cache(batch * pages + 1, block_kv, head_dim, nz)
+    table = torch.randperm(batch * pages + 1)[:batch * pages].view(batch, pages).to(torch.int32)
+    q = torch.randn(batch, next_n, heads, head_dim).to(torch.float8_e4m3fn)
+    q_exp = torch.randint(122, 132, (batch, next_n, heads, head_dim // 32), dtype=torch.uint8)
+    weights = torch.randn(batch * next_n, heads).bfloat16()
+    lens = _lengths(batch, next_n, max_ctx)
+    meta = torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32)
+    query = Quantised(q, torch.pow(2.0, q_exp.float() - 127), False, False)
+    kv = PagedKV(cache, False, head_dim, True, nz)
+    assert torch.equal(kv.dequantized(), dense), "the reference reads the cache as built"
+    logits = torch.empty(batch * next_n, max_ctx, dtype=torch.bfloat16)
+    assert _dispatch.TABLE.serves("paged_mqa_logits", q.device, query, kv, weights, lens, table, logits,
+                                  True) == "ascend"
+    for name in ("item", "tolist", "any", "__bool__"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
+    got = deep_gemm.fp8_fp4_paged_mqa_logits((q, q_exp.view(torch.int16)), cache, weights, lens, table, meta, max_ctx,
+                                             clean_logits=True, logits_dtype=torch.bfloat16, use_ascend_kv_layout=nz)
+    monkeypatch.undo()
+    want = torch.empty(batch * next_n, max_ctx)
+    reference.paged_mqa_logits(query, kv, weights, lens, table, want, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite].float(), want[finite]) < 1e-3
+
+
+# FP4 q (per-32 scales) over the FP4 cache (per page the packed values, then per token an int32 of four
+# UE8M0 exponents), two shape classes with KV tails
+@pytest.mark.parametrize(("batch", "next_n", "heads", "head_dim", "block_kv", "max_ctx"),
+                         [(2, 2, 8, 128, 64, 200), (2, 1, 64, 64, 32, 150)])
+def test_fp4_q_over_the_fp4_cache(batch, next_n, heads, head_dim, block_kv, max_ctx):
+    pages = -(-max_ctx // block_kv)
+    num_pages = batch * pages + 1
+    values = formats.pack_fp4_codes(torch.randint(0, 16, (num_pages, block_kv, head_dim), dtype=torch.uint8))
+    words = torch.randint(122, 132, (num_pages, block_kv, 4), dtype=torch.uint8)
+    cache = torch.cat([values.view(torch.uint8).view(num_pages, -1), words.view(num_pages, -1)], 1)
+    kv = PagedKV(cache.view(num_pages, block_kv, 1, head_dim // 2 + 4), True, head_dim)
+    table = torch.randperm(num_pages)[:batch * pages].view(batch, pages).to(torch.int32)
+    q_codes = torch.randint(0, 16, (batch, next_n, heads, head_dim), dtype=torch.uint8)
+    q_sf = torch.exp2(torch.randint(-4, 5, (batch, next_n, heads, head_dim // 32)).float())
+    q = Quantised(formats.pack_fp4_codes(q_codes), q_sf, True, False)
+    weights, lens = torch.randn(batch * next_n, heads), _lengths(batch, next_n, max_ctx)
+    got, want = torch.full((batch * next_n, max_ctx), SENTINEL), torch.full((batch * next_n, max_ctx), SENTINEL)
+    paged_mqa_logits(q, kv, weights, lens, table, got, True)
+    reference.paged_mqa_logits(q, kv, weights, lens, table, want, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
 
 
 @pytest.mark.parametrize("form", ["2d", "1d", "varlen"])
@@ -174,3 +256,18 @@ def test_lanes_read_gm_only_through_counted_loads():
     routes = ascend_check._summed_counters(launches)[0]["routes"]
     assert routes["simt_gm_load"] == batch * ctx * (2 * 4 + next_n * (4 + heads * 4))
     assert routes["simt_gm_store"] == batch * next_n * ctx * 4
+
+
+def test_mxfp8_cache_inputs_are_checked_before_any_kernel():
+    """use_ascend_kv_layout needs the MXFP8 query; the MXFP8 cache takes DeepGEMM-Ascend's page sizes and rows."""
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.float8_e4m3fn)
+    args = (torch.ones(1, 4), torch.ones(1, 1, dtype=torch.int32), torch.zeros(1, 2, dtype=torch.int32),
+            torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32), 64)
+    with pytest.raises(ValueError, match="use_ascend_kv_layout"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, None), torch.zeros(2, 64, 1, 66, dtype=torch.uint8), *args,
+                                           use_ascend_kv_layout=True)
+    sf = torch.full((1, 1, 4, 1), 0x7F7F, dtype=torch.int16)
+    with pytest.raises(ValueError, match="block_kv"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, sf), torch.zeros(2, 32, 1, 66, dtype=torch.uint8), *args)
+    with pytest.raises(ValueError, match=r"kv_cache.*\[num_blocks, block_kv, 1, 66\]"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((q, sf), torch.zeros(2, 64, 1, 68, dtype=torch.uint8), *args)

@@ -107,3 +107,65 @@ def test_k_grouped_fp8_off_the_64_row_grid_runs_the_ascend_kernel(monkeypatch):
     monkeypatch.setenv("DG_BACKEND", "reference")
     deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, want, ks, layout, c=want, recipe=(1, 1, 32), use_psum_layout=True)
     assert calc_diff(d, want) < 1e-5
+
+
+def test_mxfp8_mqa_logits_in_deepgemm_ascend_form_runs_the_ascend_kernel(monkeypatch):
+    """DeepGEMM-Ascend's lightning-indexer form: MXFP8 q and KV, per-32 UE8M0 scales packed in int16
+    ([S, H, D/64] and [S_kv, D/64]), BF16 weights and logits."""
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    s, s_kv, heads, d = 3, 70, 64, 64  # the lowering of test_mqa_logits.py::test_mxfp8_forms[3-90-64-64-..]
+    q = (torch.randn(s, heads, d) * 4).to(torch.float8_e4m3fn)
+    kv = (torch.randn(s_kv, d) * 4).to(torch.float8_e4m3fn)
+    sf_q, scale_q = _ascend_sf(s * heads, d)
+    sf_kv, scale_kv = _ascend_sf(s_kv, d)
+    weights = torch.randn(s, heads).bfloat16()
+    ks, ke = torch.tensor([0, 10, 69], dtype=torch.int32), torch.tensor([70, 40, 70], dtype=torch.int32)
+    query = deep_gemm.attention.Quantised(q, scale_q.view(s, heads, -1), False, False)
+    key = deep_gemm.attention.Quantised(kv, scale_kv, False, False)
+    logits_args = (query, key, weights, ks, ke, torch.empty(s, s_kv, dtype=torch.bfloat16), False, True)
+    assert _dispatch.TABLE.serves("mqa_logits", q.device, *logits_args) == "ascend"
+    got = deep_gemm.fp8_fp4_mqa_logits((q, sf_q.contiguous().view(s, heads, -1)), (kv, sf_kv.contiguous()), weights,
+                                       ks, ke, logits_dtype=torch.bfloat16)
+    scores = torch.einsum("shd,nd->shn", query.dequantized(), key.dequantized()).relu()
+    want = torch.einsum("shn,sh->sn", scores, weights.float())
+    inside = (torch.arange(s_kv)[None] >= ks[:, None]) & (torch.arange(s_kv)[None] < ke[:, None])
+    assert torch.equal(torch.isinf(got), ~inside)
+    assert calc_diff(got[inside].float(), want[inside]) < 1e-3
+
+
+def test_each_mqa_logits_form_names_its_backend(monkeypatch):
+    """Per MQA logits form, the backend the table picks on the Ascend path (the kernels' own tests run them)."""
+    from deep_gemm.attention import PagedKV, Quantised
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    e4m3 = torch.float8_e4m3fn
+    q8, kv8 = torch.zeros(2, 4, 64, dtype=e4m3), torch.zeros(40, 64, dtype=e4m3)
+    q4, kv4 = torch.zeros(2, 4, 32, dtype=torch.int8), torch.zeros(40, 32, dtype=torch.int8)
+    per32_q, per32_kv, per_token = torch.ones(2, 4, 2), torch.ones(40, 2), torch.ones(40)
+    ranges = (torch.zeros(2, dtype=torch.int32), torch.full((2,), 40, dtype=torch.int32))
+    forms = {"unscaled q, per-token KV": (Quantised(q8, None, False, False), Quantised(kv8, per_token, False, True)),
+             "MXFP8 q and KV": (Quantised(q8, per32_q, False, False), Quantised(kv8, per32_kv, False, False)),
+             "MXFP8 q, per-token KV": (Quantised(q8, per32_q, False, False), Quantised(kv8, per_token, False, True)),
+             "unscaled q, MXFP8 KV": (Quantised(q8, None, False, False), Quantised(kv8, per32_kv, False, False)),
+             "FP4 q and KV": (Quantised(q4, per32_q, True, False), Quantised(kv4, per32_kv, True, False))}
+    for form, (q, kv) in forms.items():
+        served = _dispatch.TABLE.serves("mqa_logits", q8.device, q, kv, torch.ones(2, 4), *ranges,
+                                        torch.empty(2, 40), False, True)
+        assert served == "ascend", form
+    wide = Quantised(torch.zeros(2, 129, 64, dtype=e4m3), None, False, False)
+    assert _dispatch.TABLE.serves("mqa_logits", q8.device, wide, forms["unscaled q, per-token KV"][1],
+                                  torch.ones(2, 129), *ranges, torch.empty(2, 40), False, True) == "reference"
+    paged_q8 = torch.zeros(1, 1, 4, 64, dtype=e4m3)
+    mx_q = Quantised(paged_q8, torch.ones(1, 1, 4, 2), False, False)
+    paged = {"unscaled q, NVIDIA FP8 cache": (Quantised(paged_q8, None, False, False),
+                                              PagedKV(torch.zeros(2, 64, 1, 68, dtype=torch.uint8), False, 64)),
+             "MXFP8, rows layout": (mx_q, PagedKV(torch.zeros(2, 64, 1, 66, dtype=torch.uint8), False, 64, True)),
+             "MXFP8, use_ascend_kv_layout": (mx_q, PagedKV(torch.zeros(2, 64, 1, 66, dtype=torch.uint8), False, 64,
+                                                           True, True)),
+             "FP4": (Quantised(torch.zeros(1, 1, 4, 32, dtype=torch.int8), torch.ones(1, 1, 4, 2), True, False),
+                     PagedKV(torch.zeros(2, 64, 1, 36, dtype=torch.uint8), True, 64)),
+             "scaled FP8 q, NVIDIA FP8 cache": (mx_q, PagedKV(torch.zeros(2, 64, 1, 68, dtype=torch.uint8), False, 64))}
+    lens, table = torch.ones(1, 1, dtype=torch.int32), torch.zeros(1, 2, dtype=torch.int32)
+    for form, (q, kv) in paged.items():
+        served = _dispatch.TABLE.serves("paged_mqa_logits", q.data.device, q, kv, torch.ones(1, 4), lens, table,
+                                        torch.empty(1, 64), True)
+        assert served == ("reference" if form.startswith("scaled") else "ascend"), form
