@@ -115,3 +115,9 @@ def in_sequence(rank: int, world_size: int, *steps: tuple) -> list[Any]:
             os.environ.clear()
             os.environ.update(saved)
     return values
+
+
+def with_env(rank: int, world_size: int, env: dict, fn: Callable, *args) -> Any:
+    """An ``in_sequence`` step under extra environment variables (``in_sequence`` undoes them after)."""
+    os.environ.update(env)
+    return fn(rank, world_size, *args)
