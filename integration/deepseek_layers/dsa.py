@@ -31,6 +31,7 @@ import torch
 
 import deep_gemm
 import flash_mla
+from deepjit import validation as V
 from tile_kernels.quant import per_token_cast
 
 KV_LORA_RANK, ROPE_DIM = 512, 64          # fixed by the V3.2 cache record: 512 FP8 + 64 BF16 dims
@@ -62,13 +63,11 @@ class DSAConfig:
         for name in ("dim", "q_lora_rank", "n_heads", "qk_nope_head_dim", "v_head_dim", "index_n_heads",
                      "index_head_dim", "index_topk"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            V.integer(name, value, lo=1)
         if self.n_heads not in (64, 128):
-            raise ValueError(f"n_heads must be 64 or 128 (flash_mla's sparse kernels), got {self.n_heads}")
+            raise V.fail("n_heads", "64 or 128 (flash_mla's sparse kernels)", self.n_heads)
         if self.index_head_dim not in (64, 128):
-            raise ValueError(f"index_head_dim must be 64 or 128 (deep_gemm MQA logits, RoPE on 64), "
-                             f"got {self.index_head_dim}")
+            raise V.fail("index_head_dim", "64 or 128 (deep_gemm MQA logits, RoPE on 64)", self.index_head_dim)
         if 128 % self.index_n_heads:
             raise ValueError(f"index_n_heads must divide 128 (deep_gemm MQA logits), got {self.index_n_heads}")
 
@@ -127,9 +126,9 @@ class DSACache:
 
     def __init__(self, cfg: DSAConfig, batch: int, max_seq_len: int, page_block_size: int = 64, seed: int = 0):
         if page_block_size not in (32, 64):
-            raise ValueError(f"page_block_size must be 32 or 64 (deep_gemm paged MQA logits), got {page_block_size}")
-        if batch <= 0 or max_seq_len <= 0:
-            raise ValueError(f"batch and max_seq_len must be positive, got {batch}, {max_seq_len}")
+            raise V.fail("page_block_size", "32 or 64 (deep_gemm paged MQA logits)", page_block_size)
+        V.integer("batch", batch, lo=1)
+        V.integer("max_seq_len", max_seq_len, lo=1)
         self.page = page_block_size
         blocks_per_seq = -(-max_seq_len // page_block_size)
         num_blocks = batch * blocks_per_seq
@@ -194,10 +193,7 @@ class DSA:
         cfg.validate()
         for name, (shape, dtype) in _shapes(cfg).items():
             t = getattr(weights, name)
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"weights.{name} must be a tensor, got {type(t).__name__}")
-            if t.dtype != dtype or tuple(t.shape) != shape:
-                raise ValueError(f"weights.{name}: expected {dtype} {shape}, got {t.dtype} {tuple(t.shape)}")
+            V.tensor(f"weights.{name}", t, dtypes=(dtype,), shape=shape)
         self.cfg = cfg
         self.w = weights
         h, nope = cfg.n_heads, cfg.qk_nope_head_dim
@@ -247,19 +243,12 @@ class DSA:
         return _linear(v.view(t, -1), self.w.wo)
 
     def _check_x(self, x, rows: int | None = None) -> None:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-        if x.dtype != torch.bfloat16:
-            raise TypeError(f"x must be torch.bfloat16, got {x.dtype}")
-        if x.device != self.w.wq_a.device:
-            raise ValueError(f"x must be on {self.w.wq_a.device} (the layer's weights), got {x.device}")
-        if x.dim() != 2 or x.shape[1] != self.cfg.dim or (rows is not None and x.shape[0] != rows):
-            expected = f"[{'num_tokens' if rows is None else rows}, {self.cfg.dim}]"
-            raise ValueError(f"x must be {expected}, got {tuple(x.shape)}")
+        V.tensor("x", x, dtypes=(torch.bfloat16,), device=self.w.wq_a.device, like="the layer's weights")
+        V.tensor("x", x, shape=(rows, self.cfg.dim))
 
     def _check_cache(self, cache) -> None:
         if not isinstance(cache, DSACache):
-            raise TypeError(f"cache must be a DSACache, got {type(cache).__name__}")
+            raise V.fail("cache", "a DSACache", type(cache).__name__, TypeError)
         if cache.index_head_dim != self.cfg.index_head_dim:
             raise ValueError(f"cache: built for index_head_dim {cache.index_head_dim}, the layer's config has "
                              f"{self.cfg.index_head_dim}")
@@ -270,13 +259,12 @@ class DSA:
         (and the attended positions int32 [T, index_topk], -1 padded, with ``return_topk``)."""
         self._check_x(x)
         self._check_cache(cache)
-        if not isinstance(seq, int) or not 0 <= seq < cache.batch:
-            raise ValueError(f"seq must be an int in [0, {cache.batch}), got {seq!r}")
+        V.integer("seq", seq, 0, cache.batch - 1)
         if int(cache.seq_lens[seq]):
             raise ValueError(f"seq {seq} already holds {int(cache.seq_lens[seq])} tokens; prefill starts a sequence")
         t = x.shape[0]
         if not 0 < t <= cache.max_seq_len:
-            raise ValueError(f"x must have 1 to {cache.max_seq_len} (the cache's max_seq_len) tokens, got {t}")
+            raise V.fail("x", f"1 to {cache.max_seq_len} (the cache's max_seq_len) tokens", t)
         x = x.contiguous()
         pos = torch.arange(t)
         q, latent, q_idx, head_weights, key = self._project(x, pos)

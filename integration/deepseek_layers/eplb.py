@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit import validation as V
+
 
 def _balanced_packing(weight: torch.Tensor, num_packs: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows of items -> (pack of each item, its position in that pack), both int64 like ``weight``.
@@ -106,9 +108,7 @@ def _rebalance_hierarchical(weight: torch.Tensor, num_physical: int, num_groups:
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+    return V.integer(name, value, lo=1)
 
 
 def rebalance_experts(weight: torch.Tensor, num_replicas: int, num_groups: int, num_nodes: int,
@@ -124,10 +124,9 @@ def rebalance_experts(weight: torch.Tensor, num_replicas: int, num_groups: int, 
     held by each physical slot; GPU g holds slots ``[g * num_replicas / num_gpus, (g + 1) * ...)``),
     ``logical_to_physical_map`` [layers, num_logical_experts, max replica count] (each expert's slots
     by replica index, padded with -1), ``logical_count`` [layers, num_logical_experts]."""
-    if not isinstance(weight, torch.Tensor):
-        raise TypeError(f"weight must be a tensor, got {type(weight).__name__}")
-    if weight.dim() != 2 or weight.shape[1] == 0:
-        raise ValueError(f"weight must be [num_layers, num_logical_experts], got {tuple(weight.shape)}")
+    V.tensor("weight", weight, ndim=2)
+    if weight.shape[1] == 0:
+        raise V.fail("weight", "[num_layers, num_logical_experts] with at least one expert", tuple(weight.shape))
     if weight.is_complex() or weight.dtype == torch.bool:
         raise TypeError(f"weight must hold real loads, got {weight.dtype}")
     weight = weight.float().cpu()
@@ -180,9 +179,7 @@ class ExpertPlan:
         p2l, l2p, cnt = self.physical_to_logical, self.logical_to_physical, self.logical_count
         for name, t, dim in (("physical_to_logical", p2l, 1), ("logical_to_physical", l2p, 2),
                              ("logical_count", cnt, 1)):
-            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != dim:
-                raise ValueError(f"plan.{name} must be a {dim}-D int64 tensor, got "
-                                 f"{getattr(t, 'dtype', type(t).__name__)} {tuple(getattr(t, 'shape', ()))}")
+            V.tensor(f"plan.{name}", t, dtypes=(torch.int64,), ndim=dim)
         num_physical = p2l.shape[0]
         if num_physical % num_ranks or num_physical < num_logical:
             raise ValueError(f"plan has {num_physical} physical experts: expected a multiple of the group size "

@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 import deep_ep
 import deep_gemm
+from deepjit import validation as V
 from deepjit.host_memory import empty_host
 from deepseek_layers.eplb import ExpertPlan
 from tile_kernels.moe import expand_to_fused_with_sf, get_fused_mapping, reduce_fused, top2_sum_gate
@@ -61,14 +62,12 @@ class MoEConfig:
     def validate(self) -> None:
         for name in ("hidden", "moe_inter_dim", "n_routed_experts", "n_activated_experts"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            V.integer(name, value, lo=1)
         if self.hidden % 256:
-            raise ValueError(f"hidden must be a multiple of 256 (FP8 blocks, fused reduction), got {self.hidden}")
+            raise V.fail("hidden", "a multiple of 256 (FP8 blocks, fused reduction)", self.hidden)
         if self.moe_inter_dim % BLOCK:
-            raise ValueError(f"moe_inter_dim must be a multiple of {BLOCK}, got {self.moe_inter_dim}")
-        if not isinstance(self.n_shared_experts, int) or self.n_shared_experts < 0:
-            raise ValueError(f"n_shared_experts must be an int >= 0, got {self.n_shared_experts!r}")
+            raise V.fail("moe_inter_dim", f"a multiple of {BLOCK}", self.moe_inter_dim)
+        V.integer("n_shared_experts", self.n_shared_experts, lo=0)
 
 
 @dataclass
@@ -115,10 +114,7 @@ def _check_weights(cfg: MoEConfig, w: MoEWeights) -> None:
         expected.update(shared_w13=((2 * s * i, h), torch.bfloat16), shared_w2=((h, s * i), torch.bfloat16))
     for name, (shape, dtype) in expected.items():
         t = getattr(w, name)
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"weights.{name} must be a tensor, got {type(t).__name__}")
-        if t.dtype != dtype or tuple(t.shape) != shape:
-            raise ValueError(f"weights.{name}: expected {dtype} {shape}, got {t.dtype} {tuple(t.shape)}")
+        V.tensor(f"weights.{name}", t, dtypes=(dtype,), shape=shape)
     if not s and (w.shared_w13 is not None or w.shared_w2 is not None):
         raise ValueError("weights.shared_w13/shared_w2 given but cfg.n_shared_experts is 0")
 
@@ -161,7 +157,7 @@ class MoE:
         e = self.cfg.n_routed_experts
         if plan is not None:
             if not isinstance(plan, ExpertPlan):
-                raise TypeError(f"plan must be a deepseek_layers.eplb.ExpertPlan or None, got {type(plan).__name__}")
+                raise V.fail("plan", "a deepseek_layers.eplb.ExpertPlan or None", type(plan).__name__, TypeError)
             plan.validate(e, self.num_ranks)
         _check_weights(self.cfg, weights)
         physical_to_logical = torch.arange(e) if plan is None else plan.physical_to_logical
@@ -242,14 +238,9 @@ class MoE:
         return out
 
     def _check_input(self, x) -> None:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-        if x.dtype != torch.bfloat16:
-            raise TypeError(f"x must be torch.bfloat16, got {x.dtype}")
-        if x.device != self.gate.device:
-            raise ValueError(f"x must be on {self.gate.device} (the layer's weights), got {x.device}")
-        if x.dim() != 2 or x.shape[1] != self.cfg.hidden:
-            raise ValueError(f"x must be [num_tokens, {self.cfg.hidden}], got {tuple(x.shape)}")
+        # named by the layer, before any library op would name its own argument
+        V.tensor("x", x, dtypes=(torch.bfloat16,), device=self.gate.device, like="the layer's weights")
+        V.tensor("x", x, shape=(None, self.cfg.hidden))
         if self.buffer is not None and x.shape[0] > self.num_max_tokens_per_rank:
             raise ValueError(f"x has {x.shape[0]} tokens, more than num_max_tokens_per_rank "
                              f"({self.num_max_tokens_per_rank})")

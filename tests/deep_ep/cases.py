@@ -145,12 +145,12 @@ def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int
     return True
 
 
-def check_by_hand(rank):
-    """2 ranks, 4 experts (2 per rank), top-2, hidden 16; token t of rank r is the constant 10r + t + 1.
-    Expected values worked out by hand from the routing below."""
+def check_by_hand(rank, group=None):
+    """2 ranks (``group``, WORLD by default), 4 experts (2 per rank), top-2, hidden 16; token t of rank r is
+    the constant 10r + t + 1. Expected values worked out by hand from the routing below."""
     import deep_ep
     routing = {0: [[0, 3], [2, -1]], 1: [[1, 2], [3, 0]]}
-    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=2, hidden=16, num_topk=2, explicitly_destroy=True)
+    buf = deep_ep.EPBuffer(group or dist.group.WORLD, num_max_tokens_per_rank=2, hidden=16, num_topk=2, explicitly_destroy=True)
     idx = torch.tensor(routing[rank], dtype=torch.int64)
     x = torch.tensor([[10.0 * rank + 1], [10.0 * rank + 2]], dtype=torch.float32).expand(2, 16).bfloat16()
     recv_x, recv_idx, _, handle, _ = buf.dispatch(x, idx, num_experts=4)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import in_sequence, run_ranks
 
 
 def _values(rank, n, salt):
@@ -100,5 +100,5 @@ def _lb(rank, world, transport):
 
 @pytest.mark.parametrize("world, transport", [(3, "shm"), (2, "dist")])
 def test_bucket_and_load_balancing(world, transport):
-    assert run_ranks(_bucket, world, transport, timeout=120) == [transport] * world
-    assert run_ranks(_lb, world, transport, timeout=120) == [True] * world
+    outs = run_ranks(in_sequence, world, (_bucket, transport), (_lb, transport), timeout=180)
+    assert outs == [[transport, True]] * world

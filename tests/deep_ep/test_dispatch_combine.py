@@ -9,7 +9,8 @@ from tests.testkit.distributed import run_ranks
 from .cases import CASES, run_matrix
 
 
-@pytest.mark.parametrize("world, num_experts, topk", [(2, 32, 6), (3, 48, 8), (4, 64, 8)])
+# 2 ranks, and 3 for uneven splits over several peers (4 ranks run in test_two_simulated_hosts)
+@pytest.mark.parametrize("world, num_experts, topk", [(2, 32, 6), (3, 48, 8)])
 def test_shared_memory_transport(world, num_experts, topk):
     outs = run_ranks(run_matrix, world, 256, num_experts, 48, topk, None, None, timeout=180)
     assert all(kind == "shm" and physical == (1, world) for kind, _, physical in outs)

@@ -4,7 +4,7 @@ over the collective transport; bad arguments and a fetch before any write are re
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import in_sequence, run_ranks, with_env
 
 ENTRIES, HIDDEN, TOKENS, PER_TOKEN = [40, 24], 256, 16, 3
 
@@ -23,7 +23,7 @@ def _engram(rank, world):
         buf = deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, qps, depth, restrict,
                                    explicitly_destroy=True)
         no_ids = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
-        _refused("dtype must be", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, torch.float16, packs)
+        _refused("dtype: expected one of", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, torch.float16, packs)
         _refused("num_sf_packs", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, 1 - bool(packs))
         buf.set_config(ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
         _refused("before fetch", buf.fetch, no_ids)  # configured, nothing written yet
@@ -54,8 +54,8 @@ def _engram(rank, world):
                 assert torch.equal(data.view(torch.uint8), tables[layer][flat].reshape(TOKENS, -1).view(torch.uint8))
                 if use_fp8:
                     assert torch.equal(sf, scale_tables[layer][flat].reshape(TOKENS, -1))
-        _refused("num_qps must be in", buf.fetch, no_ids, num_qps=qps + 1)
-        _refused("indices must be int32 of shape", buf.fetch, no_ids[:, :, :1])
+        _refused("num_qps: expected a value in", buf.fetch, no_ids, num_qps=qps + 1)
+        _refused("indices: expected shape (2, *, 3)", buf.fetch, no_ids[:, :, :1])
         bad = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
         bad[1, 2, 0] = world * ENTRIES[1]
         _refused("indices[1, 2, 0]", buf.fetch, bad)
@@ -73,9 +73,8 @@ def _refused(fragment, fn, *args, **kwargs):
     raise AssertionError(f"expected a ValueError saying {fragment!r}")
 
 
-def test_engram_over_shared_memory():
-    assert run_ranks(_engram, 2, timeout=120) == [{False: True, True: True}] * 2
-
-
-def test_engram_over_collectives():
-    assert run_ranks(_engram, 2, timeout=120, env={"EP_TRANSPORT": "dist"}) == [{False: False, True: False}] * 2
+def test_engram_over_shared_memory_and_over_collectives():
+    """Shared memory, then the collective transport forced (the path between hosts): one spawn."""
+    steps = (_engram,), (with_env, {"EP_TRANSPORT": "dist"}, _engram)
+    assert run_ranks(in_sequence, 2, *steps, timeout=180) == [[{False: True, True: True},
+                                                               {False: False, True: False}]] * 2

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import RankFailure, run_ranks
+from tests.testkit.distributed import RankFailure, in_sequence, run_ranks
 
 from . import refs
 from .cases import Case, check_case
@@ -67,10 +67,6 @@ def _bad_inputs(rank, world):
     return True
 
 
-def test_bad_inputs_raise_on_every_rank_and_buffer_survives():
-    assert run_ranks(_bad_inputs, 2, timeout=120) == [True, True]
-
-
 def _mismatched_shapes(rank, world):
     import deep_ep
     hidden = H if rank == 0 else 2 * H
@@ -82,9 +78,12 @@ def _mismatched_shapes(rank, world):
                         f"rank 0: ({M}, {H})", f"rank 1: ({M}, {2 * H})")
 
 
-def test_mismatched_buffer_shapes_raise_at_construction_on_every_rank():
-    first, second = run_ranks(_mismatched_shapes, 2, timeout=120)
-    assert first == second
+def test_bad_inputs_and_mismatched_shapes_raise_on_every_rank():
+    """Bad call arguments (the buffer survives them, bit-exact after), then ranks that build a buffer with
+    different shapes (refused at construction on every rank with the same message): one spawn."""
+    outs = run_ranks(in_sequence, 2, (_bad_inputs,), (_mismatched_shapes,), timeout=180)
+    assert [bad for bad, _ in outs] == [True, True]
+    assert outs[0][1] == outs[1][1]
 
 
 def _timeout(rank, world):

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import RankFailure, run_ranks
+from tests.testkit.distributed import RankFailure, in_sequence, run_ranks
 
 from . import refs
 from .faults import expect_error, read_outcome, record_outcome
@@ -85,8 +85,9 @@ def _oracle_exact(rank, world, group=None, device="cpu"):
     return True
 
 
-def test_low_latency_bit_exact_on_three_ranks():
-    assert run_ranks(_oracle_exact, 3, timeout=120) == [True] * 3
+def test_low_latency_bit_exact_and_shrink_on_three_ranks():
+    """Bit-exact against the oracle, then a shrink that masks a failed rank, in the same three ranks."""
+    assert run_ranks(in_sequence, 3, (_oracle_exact,), (_shrink,), timeout=180) == [[True, True]] * 3
 
 
 def _rejections(rank, world):
@@ -229,10 +230,6 @@ def _shrink(rank, world):
         assert torch.equal(combined, expected.bfloat16()), manual
     buf.destroy()
     return True
-
-
-def test_low_latency_shrink_masks_a_failed_rank():
-    assert run_ranks(_shrink, 3, timeout=120) == [True] * 3
 
 
 def _fuzz_ids(rank, world):

@@ -3,7 +3,7 @@ asynchronous modes (background comm worker, deferred epilogues, previous events)
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import in_sequence, run_ranks
 from tests.testkit.numerics import calc_diff
 
 from . import refs
@@ -125,8 +125,7 @@ def _v1_low_latency(rank, world):
 
 
 def test_v1_normal_and_low_latency():
-    assert run_ranks(_v1_normal, 2, timeout=120) == [True, True]
-    assert run_ranks(_v1_low_latency, 2, timeout=120) == [True, True]
+    assert run_ranks(in_sequence, 2, (_v1_normal,), (_v1_low_latency,), timeout=180) == [[True, True]] * 2
 
 
 def _async(rank, world):

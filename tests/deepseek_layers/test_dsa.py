@@ -119,7 +119,7 @@ def test_bad_prefill_input_is_refused(small, dtype, rows, width):
     x = torch.zeros(rows, width, dtype=dtype)
     if dtype == torch.bfloat16 and width == cfg.dim and 0 < rows <= 128:
         return
-    with pytest.raises((TypeError, ValueError), match="x must"):
+    with pytest.raises((TypeError, ValueError), match="x: expected"):
         layer.prefill(x, cache, 0)
     assert int(cache.seq_lens[0]) == 0 and not cache.kv.any()
 
@@ -128,12 +128,12 @@ def test_bad_sequence_state_is_refused(small):
     layer, cfg = small
     cache = DSACache(cfg, batch=2, max_seq_len=64)
     x = randn(8, cfg.dim).bfloat16()
-    with pytest.raises(ValueError, match="seq must"):
+    with pytest.raises(ValueError, match="seq: expected"):
         layer.prefill(x, cache, 2)
     layer.prefill(x, cache, 0)
     with pytest.raises(ValueError, match="already holds"):
         layer.prefill(x, cache, 0)
-    with pytest.raises(ValueError, match=r"x must be \[2, 256\]"):
+    with pytest.raises(ValueError, match=r"x: expected shape \(2, 256\)"):
         layer.decode(randn(3, cfg.dim).bfloat16(), cache)
     with pytest.raises(ValueError, match="n_heads"):
         DSA(DSAConfig(**{**cfg.__dict__, "n_heads": 32}), DSAWeights.random(cfg))
@@ -148,9 +148,9 @@ def test_bad_sequence_state_is_refused(small):
 def test_foreign_device_and_cache_are_refused_before_any_write(small):
     layer, cfg = small
     cache = DSACache(cfg, batch=1, max_seq_len=64)
-    with pytest.raises(ValueError, match=r"x must be on cpu .*got meta"):
+    with pytest.raises(ValueError, match=r"x: expected device cpu .*got meta"):
         layer.prefill(torch.empty(8, cfg.dim, dtype=torch.bfloat16, device="meta"), cache, 0)
-    with pytest.raises(ValueError, match=r"x must be on cpu .*got meta"):
+    with pytest.raises(ValueError, match=r"x: expected device cpu .*got meta"):
         layer.decode(torch.empty(1, cfg.dim, dtype=torch.bfloat16, device="meta"), cache)
     other = DSACache(DSAConfig(**{**cfg.__dict__, "index_head_dim": 64}), batch=1, max_seq_len=64)
     x = randn(8, cfg.dim).bfloat16()
@@ -158,7 +158,7 @@ def test_foreign_device_and_cache_are_refused_before_any_write(small):
         layer.prefill(x, other, 0)
     with pytest.raises(ValueError, match="cache: built for index_head_dim 64.* 128"):
         layer.decode(x[:1], other)
-    with pytest.raises(TypeError, match="cache must be a DSACache"):
+    with pytest.raises(TypeError, match="cache: expected a DSACache"):
         layer.decode(x[:1], None)
     assert not cache.kv.any() and not other.kv.any() and not other.index.any()
     assert int(cache.seq_lens.sum()) == 0 and int(other.seq_lens.sum()) == 0

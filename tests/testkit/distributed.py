@@ -98,3 +98,26 @@ def run_ranks(fn: Callable, world_size: int, *args, timeout: float = 120.0,
     if errors:
         raise RankFailure("\n".join(errors))
     return [outcome[r][1] for r in range(world_size)]
+
+
+def in_sequence(rank: int, world_size: int, *steps: tuple) -> list[Any]:
+    """A ``run_ranks`` target running several scenarios, ``(fn, *args)`` each, one after another in
+    the same ranks: one spawn and one import of the libraries for all of them. Each step starts from
+    the environment the ranks started with (a step's ``os.environ`` changes are undone after it)."""
+    values = []
+    for fn, *args in steps:
+        saved = dict(os.environ)
+        try:
+            values.append(fn(rank, world_size, *args))
+        except BaseException as exc:
+            raise AssertionError(f"step {fn.__name__}{tuple(args)} failed") from exc
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return values
+
+
+def with_env(rank: int, world_size: int, env: dict, fn: Callable, *args) -> Any:
+    """An ``in_sequence`` step under extra environment variables (``in_sequence`` undoes them after)."""
+    os.environ.update(env)
+    return fn(rank, world_size, *args)

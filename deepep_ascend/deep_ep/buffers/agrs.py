@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from ..engine.session import CommSession
 from ..utils.math import align
 
@@ -27,13 +29,29 @@ MAX_ALL_GATHERS_PER_SESSION = 32   # upstream's workspace holds this many arriva
 _SIGNATURE = ("operation", "session", "slot", "tensor count", "session offset", "bytes per rank")
 
 
+def shape_list(shapes) -> tuple[bool, list[tuple[int, ...]]]:
+    """``(batched, shapes)``: ``shapes`` is one shape (a tuple or ``torch.Size`` of non-negative ints)
+    or a non-empty sequence of them."""
+    if not isinstance(shapes, (tuple, list, torch.Size)) or len(shapes) == 0:
+        raise V.fail("shapes", "a shape tuple or a non-empty sequence of shape tuples",
+                     repr(shapes) if isinstance(shapes, (tuple, list)) else type(shapes).__name__, TypeError)
+    batched = isinstance(shapes[0], (tuple, list, torch.Size))
+    out = []
+    for i, shape in enumerate(shapes if batched else (shapes,)):
+        name = f"shapes[{i}]" if batched else "shapes"
+        if not isinstance(shape, (tuple, list, torch.Size)):
+            raise V.fail(name, "a shape tuple", type(shape).__name__, TypeError)
+        for d in shape:
+            V.integer(f"{name} dims", d, lo=0)
+        out.append(tuple(shape))
+    return batched, out
+
+
 def session_bytes(num_ranks: int, shapes, dtype: torch.dtype) -> int:
     """Bytes a session needs for gathering tensors of ``shapes`` (one shape or a sequence)."""
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
-    if not isinstance(shapes[0], tuple):
-        shapes = (shapes,)
-    return sum(align(num_ranks * math.prod(s) * dtype.itemsize, 32) for s in shapes)
+        raise V.fail("dtype", "a torch.dtype", type(dtype).__name__, TypeError)
+    return sum(align(num_ranks * math.prod(s) * dtype.itemsize, 32) for s in shape_list(shapes)[1])
 
 
 class AgrsSessions:

@@ -13,9 +13,11 @@ from typing import Union
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from ..engine.layout import ALLOCATION_ALIGNMENT
 from ..utils.math import align
-from .agrs import AgrsSessions, session_bytes
+from .agrs import AgrsSessions, session_bytes, shape_list
 from .engram import EngramBuffer
 from .ep import EPBuffer
 from .pp import PPBuffer
@@ -136,17 +138,20 @@ class ElasticBuffer(EPBuffer):
         if self._engram is None:
             raise ValueError("engram_write needs a buffer built with num_cpu_bytes > 0 (see "
                              "get_engram_storage_size_hint)")
-        if not isinstance(storage, torch.Tensor) or storage.dim() != 2 or not storage.is_contiguous() \
-                or storage.dtype not in (torch.bfloat16, torch.float8_e4m3fn):
-            raise ValueError(f"storage must be a contiguous 2-D bfloat16 or float8_e4m3fn tensor, got "
-                             f"{getattr(storage, 'dtype', type(storage))} {tuple(getattr(storage, 'shape', ()))}")
+        V.tensor("storage", storage, dtypes=(torch.bfloat16, torch.float8_e4m3fn), ndim=2, contiguous=True)
+        if 0 in storage.shape:
+            raise V.fail("storage", "a non-empty [num_entries, hidden] tensor", f"shape {tuple(storage.shape)}")
         if (sf is not None) != (storage.dtype == torch.float8_e4m3fn):
             raise ValueError("sf (the replicated scaling factors) must be given exactly when storage is FP8")
+        if sf is not None:   # every rank's scales, [num_ranks * num_entries, packs]: all checked before set_config
+            V.tensor("sf", sf, dtypes=(torch.float32, torch.int32), shape=(self.group.size() * storage.shape[0], None))
+            if sf.shape[1] == 0:
+                raise V.fail("sf", "at least one scale pack per entry", f"shape {tuple(sf.shape)}")
         if storage.numel() * storage.element_size() > self.num_cpu_bytes:
-            raise ValueError(f"storage has {storage.numel() * storage.element_size()} bytes, more than num_cpu_bytes "
-                             f"({self.num_cpu_bytes})")
+            raise V.fail("storage", f"at most num_cpu_bytes ({self.num_cpu_bytes}) bytes",
+                         f"{storage.numel() * storage.element_size()} bytes")
         num_entries, hidden = storage.shape
-        packs = sf.shape[1] if sf is not None and sf.dim() == 2 else int(sf is not None)
+        packs = sf.shape[1] if sf is not None else 0
         # One entry per fetched row: fetch sends [T * entries] ids, up to what the GPU part holds.
         rows = max(1, self.num_gpu_bytes // (hidden * storage.element_size()))
         self._engram.set_config([num_entries], hidden, rows, 1, storage.dtype, packs)
@@ -159,17 +164,13 @@ class ElasticBuffer(EPBuffer):
         self._check_alive()
         if self._engram is None or not self._engram._written:
             raise ValueError("call engram_write(...) before engram_fetch")
-        if not isinstance(indices, torch.Tensor) or indices.dtype != torch.int32 or indices.dim() != 2:
-            raise ValueError(f"indices must be a 2-D int32 tensor [num_tokens, num_entries_per_token], got "
-                             f"{getattr(indices, 'dtype', type(indices))} {tuple(getattr(indices, 'shape', ()))}")
+        V.tensor("indices", indices, dtypes=(torch.int32,), ndim=2)
         T, per_token = indices.shape
         rows = self._engram._config[2]
         if T * per_token > rows:
             raise ValueError(f"indices ask for {T * per_token} entries, more than the {rows} the buffer's GPU part "
                              f"holds (num_bytes - num_cpu_bytes = {self.num_gpu_bytes})")
-        num_qps = num_qps if isinstance(num_qps, int) and 0 <= num_qps <= self._engram.num_allocated_qps else -1
-        if num_qps < 0:
-            raise ValueError(f"num_qps must be in [0, {self._engram.num_allocated_qps}]")
+        V.integer("num_qps", num_qps, 0, self._engram.num_allocated_qps)
         got = self._engram.fetch(indices.reshape(1, T * per_token, 1), num_qps, False)[0]()
         data, sf = got if isinstance(got, tuple) else (got, None)
         data = data.view(T, -1)
@@ -223,10 +224,11 @@ class ElasticBuffer(EPBuffer):
 
     def agrs_get_inplace_tensor(self, shapes: _Shapes, dtype: torch.dtype):
         """This rank's shard(s) of the next all-gather slot(s): fill them and gather them in the same order."""
-        batched = isinstance(shapes[0], tuple)
-        shape_list = shapes if batched else (shapes,)
-        raw = self._agrs_config().inplace_tensors([math.prod(s) * dtype.itemsize for s in shape_list])
-        out = tuple(r.view(dtype).view(tuple(s)) for r, s in zip(raw, shape_list, strict=True))
+        if not isinstance(dtype, torch.dtype):
+            raise V.fail("dtype", "a torch.dtype", type(dtype).__name__, TypeError)
+        batched, shapes = shape_list(shapes)
+        raw = self._agrs_config().inplace_tensors([math.prod(s) * dtype.itemsize for s in shapes])
+        out = tuple(r.view(dtype).view(s) for r, s in zip(raw, shapes, strict=True))
         return out if batched else out[0]
 
     def all_gather(self, t: Union[torch.Tensor, Sequence[torch.Tensor]]):
@@ -234,7 +236,8 @@ class ElasticBuffer(EPBuffer):
         if isinstance(t, torch.Tensor):
             out, handle = self._agrs_config().all_gather((t,))
             return out[0], handle
-        out, handle = self._agrs_config().all_gather(tuple(t))
+        # anything else goes to the collective check, which refuses it on every rank together
+        out, handle = self._agrs_config().all_gather(tuple(t) if isinstance(t, (list, tuple)) else (t,))
         return *out, handle
 
     def _release(self) -> None:

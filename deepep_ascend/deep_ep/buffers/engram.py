@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
 from deepjit.symm import SymmetricWindow
 
 from .. import comm
@@ -41,9 +42,7 @@ class EngramBuffer(BufferBase):
         group = group if group is not None else dist.group.WORLD
         for name, value in (("num_gpu_bytes", num_gpu_bytes), ("num_rdma_storage_bytes", num_rdma_storage_bytes),
                             ("num_allocated_qps", num_allocated_qps), ("qp_depth", qp_depth)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if "bytes" in name else 1):
-                raise ValueError(f"{name} must be a {'non-negative' if 'bytes' in name else 'positive'} int "
-                                 f"(see get_storage_size_hint / get_theoretical_config), got {value!r}")
+            V.integer(name, value, lo=0 if "bytes" in name else 1)   # sizes: get_storage_size_hint / get_theoretical_config
         self.group = group
         self.rank_idx = group.rank()
         self.num_ranks = group.size()
@@ -99,8 +98,7 @@ class EngramBuffer(BufferBase):
     def set_config(self, num_entries_per_layer: list[int], hidden: int, num_max_tokens: int,
                    num_entries_per_token: int, dtype: torch.dtype = torch.bfloat16, num_sf_packs: int = 0) -> None:
         self._check_alive()
-        if dtype not in (torch.bfloat16, torch.float8_e4m3fn):
-            raise ValueError(f"dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {dtype}")
+        V.choice("dtype", dtype, (torch.bfloat16, torch.float8_e4m3fn))
         if (dtype == torch.float8_e4m3fn) != (num_sf_packs > 0):
             raise ValueError("FP8 tables need num_sf_packs > 0 (scale packs per entry); BF16 tables need 0")
         entries = [int(n) for n in num_entries_per_layer]
@@ -134,19 +132,14 @@ class EngramBuffer(BufferBase):
         if not isinstance(storages, (list, tuple)) or len(storages) != len(entries):
             raise ValueError(f"storages must be a list of {len(entries)} layers, got {type(storages).__name__}")
         for layer, (t, n) in enumerate(zip(storages, entries, strict=True)):
-            if not isinstance(t, torch.Tensor) or t.dtype != dtype or tuple(t.shape) != (n, hidden):
-                raise ValueError(f"storages[{layer}] must be {dtype} of shape {(n, hidden)}, got "
-                                 f"{getattr(t, 'dtype', type(t))} {tuple(getattr(t, 'shape', ()))}")
+            V.tensor(f"storages[{layer}]", t, dtypes=(dtype,), shape=(n, hidden))
         if packs:
             if not isinstance(sfs, (list, tuple)) or len(sfs) != len(entries):
                 raise ValueError(f"FP8 tables need sfs: {len(entries)} replicated scale tables")
             for layer, (sf, n) in enumerate(zip(sfs, entries, strict=True)):
                 shape = (self.num_ranks * n, packs)
                 # A pack is an opaque 4-byte element: FP32 scales or four packed UE8M0 exponents.
-                if not isinstance(sf, torch.Tensor) or sf.dtype not in (torch.float32, torch.int32) \
-                        or tuple(sf.shape) != shape:
-                    raise ValueError(f"sfs[{layer}] must be float32 or int32 of shape {shape} (every rank's scales), got "
-                                     f"{getattr(sf, 'dtype', type(sf))} {tuple(getattr(sf, 'shape', ()))}")
+                V.tensor(f"sfs[{layer}]", sf, dtypes=(torch.float32, torch.int32), shape=shape)  # every rank's
         elif sfs is not None:
             raise ValueError("sfs must be None for BF16 tables")
         dist.barrier(group=self.group)  # no rank still reads the previous table
@@ -172,12 +165,10 @@ class EngramBuffer(BufferBase):
             raise ValueError("call set_config(...) and write(...) before fetch")
         entries, hidden, max_tokens, per_token, dtype, packs = self._config
         L = len(entries)
-        if not isinstance(indices, torch.Tensor) or indices.dtype != torch.int32 or indices.dim() != 3 \
-                or indices.shape[0] != L or indices.shape[2] != per_token or indices.shape[1] > max_tokens:
-            raise ValueError(f"indices must be int32 of shape ({L}, T <= {max_tokens}, {per_token}), got "
-                             f"{getattr(indices, 'dtype', type(indices))} {tuple(getattr(indices, 'shape', ()))}")
-        if isinstance(num_qps, bool) or not isinstance(num_qps, int) or not 0 <= num_qps <= self.num_allocated_qps:
-            raise ValueError(f"num_qps must be in [0, {self.num_allocated_qps}], got {num_qps}")
+        V.tensor("indices", indices, dtypes=(torch.int32,), shape=(L, None, per_token))
+        if indices.shape[1] > max_tokens:
+            raise V.fail("indices", f"at most num_max_tokens ({max_tokens}) tokens", f"shape {tuple(indices.shape)}")
+        V.integer("num_qps", num_qps, 0, self.num_allocated_qps)
         for layer, n in enumerate(entries):
             bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)
             if bool(bad.any()):

@@ -18,8 +18,10 @@ def run_matrix(rank, world, hidden, num_experts, M, topk, cases=None, group=None
     import deep_ep
     from deep_ep.ascend.engine import AscendEngine
     group = group or dist.group.WORLD
-    if world == 2 and device == "cpu":
-        check_by_hand(rank)
+    if device == "cpu":   # the hand-worked 2-rank case on ranks 0 and 1 (every rank makes the group)
+        pair = dist.new_group([0, 1]) if world > 2 else group
+        if rank < 2:
+            check_by_hand(rank, pair)
     buf = deep_ep.EPBuffer(group, num_max_tokens_per_rank=M, hidden=hidden, num_topk=topk,
                            explicitly_destroy=True, num_cpu_timeout_secs=60)
     assert isinstance(buf._engine, AscendEngine) and buf.transport == "dist"

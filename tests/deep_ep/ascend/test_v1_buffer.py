@@ -2,19 +2,11 @@
 (tests/deep_ep/test_v1_and_async.py): the normal mode (layout, dispatch with alignment, weights,
 cached and worst-case dispatches, rank-only routing, FP8 input, the rank-order combine) and the
 low-latency mode on the Ascend low-latency engine (BF16 / FP8, async, receive hooks, zero copy, out)."""
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import in_sequence, run_ranks
 
 from ..test_v1_and_async import _v1_low_latency, _v1_normal
 
 ENV = {"EP_BACKEND": "ascend"}
-
-
-def test_v1_normal_mode():
-    assert run_ranks(_v1_normal, 2, timeout=900, env=ENV) == [True, True]
-
-
-def test_v1_low_latency_mode():
-    assert run_ranks(_v1_low_latency, 2, timeout=900, env=ENV) == [True, True]
 
 
 def _two_deferred(rank, world):
@@ -53,5 +45,7 @@ def _two_deferred(rank, world):
     return True
 
 
-def test_two_deferred_operations_in_flight():
-    assert run_ranks(_two_deferred, 2, timeout=600, env=ENV) == [True, True]
+def test_v1_normal_low_latency_and_two_deferred_operations_in_flight():
+    """One spawn for the three scenarios: each Ascend rank lowers its kernels once, not once per scenario."""
+    steps = (_v1_normal,), (_v1_low_latency,), (_two_deferred,)
+    assert run_ranks(in_sequence, 2, *steps, timeout=900, env=ENV) == [[True] * 3] * 2

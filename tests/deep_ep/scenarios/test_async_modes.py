@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import in_sequence, run_ranks, with_env
 
 from .. import refs
 
@@ -86,12 +86,10 @@ def _inference(rank, world):
     return True
 
 
-def test_inference_mode_with_async_cached_zero_padded_dispatch():
-    assert run_ranks(_inference, 2, timeout=120) == [True, True]
-
-
-def test_low_latency_over_collectives_keeps_fp8_scales_token_contiguous():
-    """The V1 low-latency calls over collectives (the path between hosts): the packed FP8 scales
-    are token-contiguous as upstream's, and every row bit-exact."""
+def test_inference_mode_and_low_latency_over_collectives():
+    """Inference mode with an async cached zero-padded dispatch; then the V1 low-latency calls over
+    collectives (the path between hosts): the packed FP8 scales are token-contiguous as upstream's, and
+    every row bit-exact. One spawn."""
     from ..test_low_latency import _oracle_exact
-    assert run_ranks(_oracle_exact, 2, timeout=120, env={"EP_TRANSPORT": "dist"}) == [True, True]
+    steps = (_inference,), (with_env, {"EP_TRANSPORT": "dist"}, _oracle_exact)
+    assert run_ranks(in_sequence, 2, *steps, timeout=180) == [[True, True]] * 2

@@ -2,6 +2,7 @@
 its artifacts' digests, and a damaged .gch is set aside and rebuilt (one warning) instead of breaking
 every later twin compile."""
 import json
+import warnings
 
 import pytest
 import torch
@@ -17,25 +18,32 @@ from .test_entry_points import ADD_ONE
 LAUNCH = AscendLaunchOptions(num_blocks=1, num_ubuf_bytes=0, num_launch_timeout_secs=0)
 
 
-def _add_one(name: str):
-    """A fresh runtime (no memory cache) compiling its own kernel, so the prelude is looked up again."""
+def _look_up_prelude() -> str:
+    """The hand-written kernels' prelude looked up (built, verified, rebuilt) exactly as a compile with the
+    default options looks it up, without compiling a kernel (a twin kernel compile costs ~15 s)."""
     runtime = deepjit.Runtime(route_config(), "ascend_twin")
-    x = torch.arange(64, dtype=torch.float32)
-    runtime.compile(name, ADD_ONE.replace("twin_add_one", name)).launch(LAUNCH, x)
-    assert torch.equal(x, torch.arange(64, dtype=torch.float32) + 1)
+    return runtime.backend._prelude("c_api", runtime.default_compiler_options.get_flags())
 
 
 def test_damaged_gch_is_rebuilt(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("DJ_JIT_CACHE_DIR", str(cache))
     monkeypatch.setenv("TL_ASCEND_JIT_CACHE_DIR", str(cache))
-    _add_one("twin_add_one_a")
+    built = _look_up_prelude()
     (prelude,) = [cache / "cache" / e for e in list_entries(cache) if e.startswith("ascend_twin_prelude.")]
+    assert str(prelude) == built
     meta = json.loads((prelude / "meta.json").read_text())
     assert "prelude.h.gch" in meta[DIGESTS_KEY] and verify(str(prelude)) is None
     gch = prelude / "prelude.h.gch"
     gch.write_bytes(b"\0damaged" * 64)
     with pytest.warns(RuntimeWarning, match="twin prelude .* does not match its SHA-256"):
-        _add_one("twin_add_one_b")
+        assert _look_up_prelude() == built
     assert verify(str(prelude)) is None and gch.read_bytes()[:8] != b"\0damaged"
-    _add_one("twin_add_one_c")  # and the healed entry serves later compiles without a warning
+    # and a kernel compiles against the healed entry, launches right, and warns about nothing
+    runtime = deepjit.Runtime(route_config(), "ascend_twin")
+    x = torch.arange(64, dtype=torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        runtime.compile("twin_add_one_healed", ADD_ONE.replace("twin_add_one", "twin_add_one_healed")).launch(LAUNCH, x)
+    assert torch.equal(x, torch.arange(64, dtype=torch.float32) + 1)
+    assert [e for e in list_entries(cache) if e.startswith("ascend_twin_prelude.")] == [prelude.name]
