@@ -12,7 +12,7 @@ T = torch.Tensor
 HOST_READS = {T.item, T.tolist, T.numpy, T.__bool__, T.__int__, T.__index__, T.__float__, T.nonzero, torch.nonzero,
               T.unique, torch.unique, T.unique_consecutive, torch.unique_consecutive, T.masked_select,
               torch.masked_select, T.equal, torch.equal, torch.allclose, T.argwhere, torch.argwhere, T.bincount,
-              torch.bincount}
+              torch.bincount, T.cpu, T.__repr__, T.__format__, T.__contains__}
 
 
 class HostRead(AssertionError):
@@ -20,13 +20,15 @@ class HostRead(AssertionError):
 
 
 def _sizes_from_values(func, args, kwargs) -> bool:
-    """Calls whose output size depends on the values: one-argument ``where``, ``repeat_interleave`` by a
-    tensor of repeats without ``output_size``, and a boolean-mask index."""
+    """Calls that need values on the host: one-argument ``where``, ``repeat_interleave`` by a tensor of
+    repeats without ``output_size`` (the output size), and a boolean-mask index or masked assignment."""
     if func in (torch.where, T.where) and len(args) + len(kwargs) == 1:
         return True
     if func in (torch.repeat_interleave, T.repeat_interleave) and "output_size" not in kwargs:
-        return any(isinstance(x, T) for x in tree_leaves(args)) and not (len(args) > 1 and isinstance(args[1], int))
-    return func is T.__getitem__ and any(isinstance(x, T) and x.dtype == torch.bool for x in tree_leaves(args[1:]))
+        repeats = kwargs.get("repeats", args[1] if len(args) > 1 else None)
+        return repeats is None or isinstance(repeats, T)  # one argument: the tensor is the repeats
+    return func in (T.__getitem__, T.__setitem__) and any(
+        isinstance(x, T) and x.dtype == torch.bool for x in tree_leaves(args[1:2]))
 
 
 class DeviceOnly(TorchFunctionMode):
