@@ -24,7 +24,6 @@ launch, ``deepjit.kernel_args``).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import re
 
 from .backends.params import POINTER, SCALARS, _classify
@@ -64,12 +63,15 @@ def declared_fields(source: str, name: str) -> list[tuple[str, str]]:
     return fields
 
 
+# Keyed by the source text itself, not a digest of it: a str caches its hash and a dict compares the
+# same object by identity, so callers passing the library's cached text each launch pay one lookup,
+# and an edited header (a different text) can never be served an old layout.
 _TYPES: dict[tuple[str, str], type[ctypes.Structure]] = {}
 
 
 def struct_type(source: str, name: str) -> type[ctypes.Structure]:
     """The ``ctypes.Structure`` of ``struct name`` declared in ``source`` (memoised per source and name)."""
-    key = (hashlib.sha256(source.encode()).hexdigest(), name)
+    key = (source, name)
     cached = _TYPES.get(key)
     if cached is not None:
         return cached
@@ -85,33 +87,39 @@ def struct_type(source: str, name: str) -> type[ctypes.Structure]:
             raise DeepJITError(f"struct {name}: field {field!r} has a type deepjit cannot lay out: {kind!r}")
     cls = type(name, (ctypes.Structure,), {"_fields_": ctype_fields, "__module__": __name__})
     cls._dj_converters = [(f, _converter(name, f, t)) for f, t in ctype_fields]
+    cls._dj_names = frozenset(f for f, _ in ctype_fields)
     _TYPES[key] = cls
     return cls
 
 
 def _converter(struct_name: str, field: str, ctype):
-    """The checked conversion of one field's Python value (built once per struct type)."""
+    """The checked conversion of one field's Python value (built once per struct type): ``convert(value,
+    keep)`` returns what the struct stores and appends to ``keep`` what must outlive the launch (the
+    tensors a pointer field or a nested descriptor names)."""
     where = f"{struct_name}.{field}"
     if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure):
-        def nested(value):
-            if isinstance(value, ctype):
-                return value
+        def nested(value, keep):
             if isinstance(value, dict):
-                return pack(ctype, **value)
-            raise TypeError(f"{where}: expected a dict of its fields or a {ctype.__name__}, got {type(value).__name__}")
+                value = pack(ctype, **value)
+            elif not isinstance(value, ctype):
+                raise TypeError(f"{where}: expected a dict of its fields or a {ctype.__name__}, "
+                                f"got {type(value).__name__}")
+            keep += getattr(value, "_dj_keep", ())   # copied by value into the parent: its own list is lost
+            return value
         return nested
     if ctype is ctypes.c_void_p:
-        def pointer(value):
+        def pointer(value, keep):
             if value is None or (type(value) is int and value >= 0):
                 return value
             if hasattr(value, "data_ptr") and hasattr(value, "device"):
                 if value.device.type != "cpu":
                     raise TypeError(f"{where}: expected a CPU tensor, got device {value.device}")
+                keep.append(value)
                 return value.data_ptr()
             raise TypeError(f"{where}: expected a tensor, an address or None, got {type(value).__name__}")
         return pointer
     if ctype in (ctypes.c_float, ctypes.c_double):
-        def real(value):
+        def real(value, keep):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{where}: expected a float, got {type(value).__name__}")
             return float(value)
@@ -120,7 +128,7 @@ def _converter(struct_name: str, field: str, ctype):
     signed = ctype(-1).value == -1
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
 
-    def integer(value):
+    def integer(value, keep):
         if not isinstance(value, int):
             raise TypeError(f"{where}: expected an int, got {type(value).__name__}")
         if not lo <= value <= hi:
@@ -132,32 +140,19 @@ def _converter(struct_name: str, field: str, ctype):
 def pack(struct_cls: type[ctypes.Structure], **values) -> ctypes.Structure:
     """An instance of ``struct_cls`` with every field set by name (none missing, none unknown)."""
     converters = struct_cls._dj_converters
-    if len(values) != len(converters) or not all(f in values for f, _ in converters):
+    if values.keys() != struct_cls._dj_names:
         names = [f for f, _ in converters]
         unknown = sorted(set(values) - set(names))
         missing = [n for n in names if n not in values]
         raise TypeError(f"{struct_cls.__name__}: " + "; ".join(
             part for part in (f"no field {', '.join(unknown)} in the C++ struct" if unknown else "",
                               f"missing {', '.join(missing)}" if missing else "") if part))
-    desc = struct_cls(*[convert(values[f]) for f, convert in converters])
-    # The struct holds raw addresses: keep the tensors (and nested descriptors) alive with it, so a
-    # temporary such as ``x.contiguous()`` passed as a field is not freed before the kernel runs.
-    desc._dj_keep = _owned(values.values())
+    # The struct holds raw addresses: keep the tensors (and those of nested descriptors) alive with it,
+    # so a temporary such as ``x.contiguous()`` passed as a field is not freed before the kernel runs.
+    keep: list = []
+    desc = struct_cls(*[convert(values[f], keep) for f, convert in converters])
+    desc._dj_keep = keep
     return desc
-
-
-def _owned(values) -> list:
-    """The tensors among ``values`` and inside nested field dicts / descriptors (copied by value into
-    the parent struct, so their own keep lists would be lost)."""
-    kept = []
-    for value in values:
-        if isinstance(value, dict):
-            kept += _owned(value.values())
-        elif isinstance(value, ctypes.Structure):
-            kept += getattr(value, "_dj_keep", [])
-        elif hasattr(value, "data_ptr"):
-            kept.append(value)
-    return kept
 
 
 def address(desc: ctypes.Structure) -> int:

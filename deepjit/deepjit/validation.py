@@ -196,8 +196,12 @@ def output(name: str, out: torch.Tensor, *inputs: tuple[str, torch.Tensor | None
         raise fail(name, "an output whose elements do not overlap",
                    f"strides {tuple(out.stride())} for shape {tuple(out.shape)}")
     in_place = tuple(in_place)
+    out_start, out_end = _span(out)   # once, not once per input (overlaps() would redo it)
     for in_name, t in inputs:
-        if not isinstance(t, torch.Tensor) or not overlaps(out, t):
+        if not isinstance(t, torch.Tensor) or t.device != out.device:
+            continue
+        start, end = _span(t)
+        if not (out_start < end and start < out_end):
             continue
         if in_name in in_place and t.data_ptr() == out.data_ptr() and t.shape == out.shape \
                 and t.stride() == out.stride():

@@ -161,3 +161,15 @@ def test_check_host_layout_compares_every_field_with_the_compiler(tmp_path):
     assert checked is D.struct_type(lib.source("host/args.hpp"), "Args")
     with pytest.raises(D.DeepJITError, match=r"ns::Packed\.cache is at byte 4 as compiled but at 8"):
         D.check_host_layout(lib, "host/args.hpp", "ns::Packed")
+
+
+def test_struct_type_follows_the_header_text_not_a_stale_memo():
+    """The memo is keyed by the header text: an equal text (another str object) gets the same type, an
+    edited header (a field added) gets the new layout, never the one built for the old text."""
+    first = D.struct_type(HEADER, "Scope")
+    assert D.struct_type("".join(list(HEADER)), "Scope") is first
+    edited = HEADER.replace("int32_t format, split;", "int32_t format, split, extra;")
+    widened = D.struct_type(edited, "Scope")
+    assert [f for f, _ in widened._fields_] == ["cache", "format", "split", "extra", "indices", "lengths"]
+    assert [f for f, _ in first._fields_] == ["cache", "format", "split", "indices", "lengths"]
+    assert D.struct_type(edited, "Args")._fields_[5][1] is widened
