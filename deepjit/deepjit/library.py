@@ -179,6 +179,11 @@ class KernelLibrary:
         twin = getattr(device, "type", str(device).split(":")[0]) != "npu"
         return self.ascend_runtime(twin).device.get_num_cube_cores()
 
+    def num_vector_cores(self, device) -> int:
+        """The vector-core count of the chip that runs tensors on ``device`` (the twin's for CPU tensors)."""
+        twin = getattr(device, "type", str(device).split(":")[0]) != "npu"
+        return self.ascend_runtime(twin).device.get_num_vec_cores()
+
     def source(self, relative_path: str) -> str:
         text = self._sources.get(relative_path)
         if text is None:

@@ -16,11 +16,6 @@ from .._operands import KVCacheFormat
 TOKENS_PER_ITEM = 128  # kChunk of kv_relayout.asc: the tokens one vector core moves per work item
 
 
-def _num_vector_cores(device) -> int:
-    twin = getattr(device, "type", str(device).split(":")[0]) != "npu"
-    return LIB.ascend_runtime(twin).device.get_num_vec_cores()
-
-
 def kv_relayout(quant_k_cache: torch.Tensor, fmt: KVCacheFormat, to: str) -> torch.Tensor:
     nb, page = quant_k_cache.shape[0], quant_k_cache.shape[1]
     s = fmt.spec
@@ -32,5 +27,5 @@ def kv_relayout(quant_k_cache: torch.Tensor, fmt: KVCacheFormat, to: str) -> tor
                   "data_bytes": s.data_bytes, "scale_bytes": s.scale_bytes, "to_block_split": int(to == "block_split")}
         struct = descriptors.struct_type(LIB.source("ascend/kernel_args.h"), "FmlaKvRelayoutArgs")
         LIB.ascend_kernel("fmla_kv_relayout", "ascend/kv_relayout.asc")(
-            min(items, _num_vector_cores(src.device)), kernel_args.pack(struct, **fields))
+            min(items, LIB.num_vector_cores(src.device)), kernel_args.pack(struct, **fields))
     return out.view(quant_k_cache.dtype)
