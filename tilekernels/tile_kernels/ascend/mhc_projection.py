@@ -30,7 +30,7 @@ from .mhc_mix import MAX_STREAMS, compensated_sum
 
 K_TILE = 256
 TOKENS = 8  # tokens a core owns (vector path)
-SQ_TOKENS = 64  # tokens a core owns (square sums)
+SQ_TOKENS = 8  # tokens a core owns (square sums): few, so that decode spreads over the vector cores
 
 
 @functools.cache
