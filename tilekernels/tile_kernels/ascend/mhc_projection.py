@@ -9,11 +9,13 @@ halves (``split_tf32``: 8 + 3 significant bits), so ``mul = r @ hi.T + r @ lo.T`
 and both GEMMs accumulated in one FP32 L0C tile; only the summation order differs from the reference's
 GEMM (upstream compares the normalised result at 1e-3). A cube core owns 32 tokens and walks K in
 256-column L1 tiles, then the K tail in 16-column ones (no padding in K, so nothing stale enters a sum);
-rows past the last token and mix rows past ``m3`` only fill the corner of L0C that is never copied out.
+L0C leaves in whole 32-row tiles (into an output padded to them, of which the caller keeps ``t`` rows) and
+its columns past ``m3`` are never copied out, so stale L1 rows never reach a result.
 The halves are both nonzero and of ``fn``'s sign wherever ``fn`` is (``hi`` is truncated, and where the low
 half would be 0 one unit moves from ``hi`` to ``lo``), so an infinite residual gives the reference's
 +-Inf rather than ``Inf * 0 = NaN``; NaN propagates as in torch. The square sum stays on the vector cores
-(``build_sqrsum``: SIMT, compensated).
+(``build_sqrsum``: SIMT, compensated), a second pass over ``r``; the split is a few element-wise
+device ops on ``fn`` per call.
 
 Vector path (the fallback for other K): a core owns a tile of tokens and walks K in tiles, staging ``r``
 and ``fn`` in UB; one SIMT thread per output (``m3`` dot products and the square sum per token)
