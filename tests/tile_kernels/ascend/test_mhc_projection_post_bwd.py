@@ -44,6 +44,40 @@ def test_projection(n0, n1, h):
     assert torch.isnan(got[0][0, 0]).all() and got[1][0, 1, 0] == INF
 
 
+def test_tf32_splits_into_two_bf16_halves():
+    fn = tf32_operand(torch.randn(4096) * 1e-4)
+    fn[:512] = fn[:512].bfloat16().float()  # low half 0 after the plain split
+    fn[512:516] = torch.tensor([0.0, INF, -INF, NAN])
+    hi, lo = mhc_projection.split_tf32(fn)
+    finite = torch.isfinite(fn)
+    assert torch.equal((hi.float() + lo.float())[finite], fn[finite])  # exact: BF16 products of each are exact
+    nonzero = finite & (fn != 0)  # r = +-Inf times each half: an infinity of fn's sign, never Inf * 0
+    assert (hi.float()[nonzero].sign() == fn[nonzero].sign()).all()
+    assert (lo.float()[nonzero].sign() == fn[nonzero].sign()).all()
+    for half in (hi, lo):  # r * (+-Inf or NaN) twice: the reference's product
+        _close(half.float()[~finite], fn[~finite])
+
+
+def test_cube_serves_whole_fractal_k(monkeypatch):
+    """The cube kernel serves K in whole 16-column fractals: 45 tokens over two 32-token tiles (13-row tail),
+    K = 1200 as 4 tiles of 256 and 11 of 16; 6 tokens with K = 144 below one tile. K = 300 keeps to the
+    SIMT kernel."""
+    from tile_kernels._lib import LIB
+
+    built, run = [], LIB.run_tilelang
+    monkeypatch.setattr(LIB, "run_tilelang", lambda build, *a: (built.append(build.__name__), run(build, *a))[1])
+    for (n0, n1, h), kernels in (((1, 45, 300), ["build_cube", "build_sqrsum"]),
+                                 ((2, 3, 36), ["build_cube", "build_sqrsum"]), ((1, 3, 75), ["build"])):
+        x, fn = _residual(n0, n1, h), tf32_operand(_fn(h))
+        x[0, 2, 1, 7] = -INF
+        built.clear()
+        got, want = mhc_projection.projection(x, fn), _forward._projection_ref(x, fn)
+        assert built == kernels
+        _close(got[0], want[0], atol=1e-5, rtol=1e-5)
+        _close(got[1], want[1], atol=1e-5, rtol=1e-5)
+        assert torch.isinf(got[0][0, 2]).all()
+
+
 @pytest.mark.parametrize("g_dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("n0,n1,h", [(2, 3, 1300), (1, 2, 256)])
 def test_post_backward(n0, n1, h, g_dtype):

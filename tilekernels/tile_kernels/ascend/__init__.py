@@ -14,7 +14,7 @@ op's (already validated) arguments and returns its outputs:
 - ``channel_cast.cast``: ``per_channel_cast_and_transpose`` and ``swiglu_forward_and_per_channel_cast_and_transpose``
   (the per-channel E4M3 cast writing its data transposed, with an optional SwiGLU prologue)
 - mHC (1 to 8 residual streams): ``mhc_mix.head_mix`` / ``split_mixes`` / ``norm``, ``mhc_sinkhorn.sinkhorn``,
-  ``mhc_projection.projection`` (the pre-norm GEMM, on the vector cores for now), ``mhc_streams.expand`` /
+  ``mhc_projection.projection`` (the pre-norm GEMM on the cube cores, TF32 ``fn`` as two BF16 halves), ``mhc_streams.expand`` /
   ``apply_mix`` / ``post``, ``mhc_post_bwd.post_bwd``, ``mhc_pre_fuse.pre_big_fuse`` (projection, one fused
   norm / split / Sinkhorn kernel, apply-mix)
 - ``engram``: ``engram_hash``, ``fused_weight``, ``engram_gate_fwd`` / ``engram_gate_bwd``, ``grad_w_reduce``

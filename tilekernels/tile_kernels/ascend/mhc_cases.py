@@ -27,6 +27,8 @@ def kernel_specs() -> list:
         ("mhc_pre_split_mixes_m4", lambda: mhc_mix.build_split_mixes(M)),
         ("mhc_norm_m4", lambda: mhc_mix.build_norm(M3)),
         ("mhc_projection_m4", lambda: mhc_projection.build(M3)),
+        ("mhc_projection_cube_m4", lambda: mhc_projection.build_cube(M3)),
+        ("mhc_projection_sqrsum", mhc_projection.build_sqrsum),
         ("mhc_sinkhorn_m4_r10", lambda: mhc_sinkhorn.build(M, 10)),
         ("mhc_pre_apply_mix_m4", lambda: mhc_streams.build_apply_mix(M)),
         ("mhc_post_m4", lambda: mhc_streams.build_post(M)),

@@ -200,5 +200,6 @@ TABLE.add_ascend("sinkhorn_normalize", Impl(ascend_sinkhorn.sinkhorn, f"{_STREAM
 TABLE.add_ascend("mhc_head_compute_mix", Impl(ascend_mix.head_mix, _STREAMS, ascend_mix.head_mix_accepts))
 TABLE.add_ascend("mhc_pre_apply_mix", Impl(ascend_streams.apply_mix, _STREAMS, ascend_streams.apply_mix_accepts))
 TABLE.add_ascend("mhc_projection", Impl(ascend_projection.projection,
-                                        f"fn of 1 to {ascend_projection.MAX_MIXES} rows", ascend_projection.accepts))
+                                        f"fn of 1 to {ascend_projection.MAX_MIXES} rows (the cube where K is a multiple "
+                                        "of 16, the vector cores otherwise)", ascend_projection.accepts))
 TABLE.add_ascend("mhc_pre_big_fuse", Impl(ascend_pre_fuse.pre_big_fuse, _STREAMS, ascend_pre_fuse.accepts))
