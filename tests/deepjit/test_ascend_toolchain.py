@@ -11,6 +11,7 @@ import torch
 from deepjit.backends.args import pack_ascend_args
 from deepjit.backends.ascend import AscendCompilerOptions, AscendLaunchOptions, acl, find_home, kernel_names
 from deepjit.backends.ascend.kernel import binary_path
+from deepjit.backends.ascend.toolchain import DEEPJIT_INCLUDE
 from deepjit.errors import CompileError, DeepJITError, ToolchainNotFoundError
 
 from .helpers import list_tmp, make_fake_ascend_toolkit, make_runtime, read_calls, reference_hex
@@ -31,7 +32,8 @@ def toolkit(tmp_path, monkeypatch):
     home = make_fake_ascend_toolkit(tmp_path / "cann")
     monkeypatch.setenv("ASCEND_HOME_PATH", home)
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
-    for name in ("TST_JIT_LAUNCH_TIMEOUT", "DJ_JIT_LAUNCH_TIMEOUT", "DJ_JIT_DUMP_ASM", "DJ_JIT_KERNEL_DEBUG_INFO"):
+    for name in ("TST_JIT_LAUNCH_TIMEOUT", "DJ_JIT_LAUNCH_TIMEOUT", "DJ_JIT_DUMP_ASM", "DJ_JIT_KERNEL_DEBUG_INFO",
+                 "ACLSHMEM_HOME"):
         monkeypatch.delenv(name, raising=False)
     return home
 
@@ -78,7 +80,7 @@ def test_command_lines_entry_files_and_meta(runtime, toolkit, tmp_path):
     assert os.path.dirname(build) == os.path.join(runtime.disk_cache.roots[0], "tmp")
     adv_api = os.path.join(toolkit, "aarch64-linux", "asc", "include", "adv_api")
     assert calls[0]["argv"] == ["-O2", "--npu-arch=dav-3510", *DEFAULT_BISHENG, f"-I{tmp_path / 'inc'}",
-                                f"-I{adv_api}", f"{build}/kernel.asc", "-o", f"{build}/kernel.rel.o"]
+                                f"-I{adv_api}", f"-I{DEEPJIT_INCLUDE}", f"{build}/kernel.asc", "-o", f"{build}/kernel.rel.o"]
     assert calls[1]["argv"] == [*DEFAULT_LINKER, f"{build}/kernel.rel.o", "-o", f"{build}/kernel.o"]
     assert calls[1]["cwd"] == build
     assert sorted(os.listdir(path)) == [".committed", "kernel.asc", "kernel.o", "meta.json"]

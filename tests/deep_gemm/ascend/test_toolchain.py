@@ -13,6 +13,7 @@ from deep_gemm._operands import GroupedRows, QuantOperand
 from deep_gemm.ascend import bf16_gemm, fp8_mx_gemm, m_grouped_bf16_gemm, mqa_logits, paged_mqa_logits, sf_layout
 from deep_gemm.attention import PagedKV, Quantised
 from deepjit.backends.ascend import AscendCompilerOptions
+from deepjit.backends.ascend.toolchain import DEEPJIT_INCLUDE
 from tests.deepjit.helpers import make_fake_ascend_toolkit, read_calls
 
 PACKAGE = os.path.dirname(os.path.dirname(bf16_gemm.__file__))
@@ -37,7 +38,8 @@ def toolkit(tmp_path, monkeypatch):
     monkeypatch.setenv("ASCEND_HOME_PATH", home)
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
     monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("DG_JIT_DUMP_ASM", "DJ_JIT_DUMP_ASM", "DG_JIT_KERNEL_DEBUG_INFO", "DJ_JIT_KERNEL_DEBUG_INFO"):
+    for name in ("DG_JIT_DUMP_ASM", "DJ_JIT_DUMP_ASM", "DG_JIT_KERNEL_DEBUG_INFO", "DJ_JIT_KERNEL_DEBUG_INFO",
+                 "ACLSHMEM_HOME"):
         monkeypatch.delenv(name, raising=False)
     return home
 
@@ -73,7 +75,8 @@ def test_bisheng_and_linker_command_lines(tmp_path, toolkit, layout, out, c, alp
     build = bisheng["cwd"]
     adv_api = os.path.join(toolkit, "aarch64-linux", "asc", "include", "adv_api")
     assert bisheng["tool"] == "bisheng" and bisheng["argv"] == [
-        *BISHENG_FLAGS, f"-I{tmp_path / 'pkg'}", f"-I{adv_api}", f"{build}/kernel.asc", "-o", f"{build}/kernel.rel.o"]
+        *BISHENG_FLAGS, f"-I{tmp_path / 'pkg'}", f"-I{adv_api}", f"-I{DEEPJIT_INCLUDE}", f"{build}/kernel.asc", "-o",
+        f"{build}/kernel.rel.o"]
     assert lld["tool"] == "ld.lld" and lld["argv"] == [*LINKER_FLAGS, f"{build}/kernel.rel.o", "-o",
                                                        f"{build}/kernel.o"]
     with open(os.path.join(artifact, "kernel.asc")) as f:
@@ -133,9 +136,11 @@ def _sf_call():
                                                 "DG_D_FP32 0",
                                                 "DG_SHAPE_K 64", "DG_SHAPE_M 0", "DG_SHAPE_N 96")),
     (mqa_logits, _mqa_call, "dg_fp8_mqa_logits",
-     ("DG_CLEAN 1", "DG_COMPRESSED 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_LOGITS_FP32 1")),
+     ("DG_CLEAN 1", "DG_COMPRESSED 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_KV_TOKEN_SF 1", "DG_LOGITS_FP32 1",
+      "DG_MX 0", "DG_QK_FP4 0")),
     (paged_mqa_logits, _paged_call, "dg_fp8_paged_mqa_logits",
-     ("DG_BLOCK_KV 32", "DG_CLEAN 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_LOGITS_FP32 0")),
+     ("DG_BLOCK_KV 32", "DG_CLEAN 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_KV_NZ 0", "DG_LOGITS_FP32 0", "DG_MX 0",
+      "DG_QK_FP4 0")),
     (sf_layout, _sf_call, "dg_sf_transform", ("DG_FLOAT_INPUT 1", "DG_GROUPING 2")),
 ])
 def test_glue_kernels_command_lines(tmp_path, toolkit, monkeypatch, module, call, entry, defines):
@@ -153,8 +158,8 @@ def test_glue_kernels_command_lines(tmp_path, toolkit, monkeypatch, module, call
     bisheng, lld = read_calls(toolkit)
     build = bisheng["cwd"]
     adv_api = os.path.join(toolkit, "aarch64-linux", "asc", "include", "adv_api")
-    assert bisheng["argv"] == [*BISHENG_FLAGS, f"-I{tmp_path / 'pkg'}", f"-I{adv_api}", f"{build}/kernel.asc", "-o",
-                               f"{build}/kernel.rel.o"]
+    assert bisheng["argv"] == [*BISHENG_FLAGS, f"-I{tmp_path / 'pkg'}", f"-I{adv_api}", f"-I{DEEPJIT_INCLUDE}",
+                               f"{build}/kernel.asc", "-o", f"{build}/kernel.rel.o"]
     assert lld["argv"] == [*LINKER_FLAGS, f"{build}/kernel.rel.o", "-o", f"{build}/kernel.o"]
 
 
