@@ -61,7 +61,8 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
     lens = context_lens.contiguous()
     mx = kv_cache.mx or q.fp4  # the FP4 cache's int32 words are 4 UE8M0 per token: two pairs, row-major
     q_mx = mx_pairs(q, batch * next_n * heads, head_dim) if mx else lens  # placeholder: not read
-    sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 else {}
+    # NVIDIA's FP4 cache keeps 4 scale bytes per token at any D; the MX cache 2 * D/64 (the kernel's default)
+    sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 and not kv_cache.mx else {}
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
            {**defines(heads, head_dim, logits, clean=clean_logits, mx=mx, kv_nz=kv_cache.nz, qk_fp4=q.fp4),
             "DG_BLOCK_KV": block_kv, **sf_row})(
