@@ -178,9 +178,9 @@ def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_star
 @dataclass
 class PagedKV:
     """The fused cache: per page, ``block_kv`` tokens of values, then their ``block_kv`` 4-byte scales.
-    ``mx``: DeepGEMM-Ascend's MXFP8 cache, per token ``D/64`` int16 pairs of UE8M0 per-32 scales behind
-    the page's values; ``nz`` (``use_ascend_kv_layout``): the page in the cube's fractal order, values
-    ``[D/32, block_kv, 32]`` bytes and scales ``[block_kv/16, D/64, 16]`` int16."""
+    ``mx``: DeepGEMM-Ascend's MX cache (E4M3 or packed FP4 values), per token ``D/64`` int16 pairs of
+    UE8M0 per-32 scales behind the page's values; ``nz`` (``use_ascend_kv_layout``): the page in the
+    cube's fractal order, values ``[value bytes/32, block_kv, 32]`` bytes and scales ``[block_kv/16, D/64, 16]``."""
     cache: torch.Tensor
     fp4: bool
     head_dim: int
@@ -375,10 +375,10 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, c
     (1-D ``context_lens [B]``: ``[0, context_lens[b] - next_n + t]``) of the pages ``block_table[b]``.
     With varlen ``indices`` (next_n == 1, B query tokens) each token reads its own row of
     ``block_table [B, max_blocks]`` as upstream does; ``indices`` only groups the tokens into requests.
-    An E4M3 query with int16-packed UE8M0 scales (DeepGEMM-Ascend's form) reads the MXFP8 cache
-    ``[num_blocks, block_kv (64 or 128), 1, D + D/32]`` (per page the values, then per token its int16
-    scale pairs); ``use_ascend_kv_layout`` (DeepGEMM-Ascend's keyword): pages in the cube's fractal order
-    (``PagedKV``)."""
+    A query with int16-packed UE8M0 scales, E4M3 or packed FP4 (DeepGEMM-Ascend's forms), reads the MX
+    cache ``[num_blocks, block_kv (64 or 128), 1, D_storage + 2 * (D/64)]`` (per page the values, then per
+    token its int16 scale pairs); ``use_ascend_kv_layout`` (DeepGEMM-Ascend's keyword): pages in the
+    cube's fractal order (``PagedKV``)."""
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
                   logits_dtype, indices, False, use_ascend_kv_layout)
 
