@@ -178,9 +178,9 @@ def fp8_mqa_logits(q: torch.Tensor, kv, weights: torch.Tensor, cu_seq_len_k_star
 @dataclass
 class PagedKV:
     """The fused cache: per page, ``block_kv`` tokens of values, then their ``block_kv`` 4-byte scales.
-    ``mx``: DeepGEMM-Ascend's MXFP8 cache, per token ``D/64`` int16 pairs of UE8M0 per-32 scales behind
-    the page's values; ``nz`` (``use_ascend_kv_layout``): the page in the cube's fractal order, values
-    ``[D/32, block_kv, 32]`` bytes and scales ``[block_kv/16, D/64, 16]`` int16."""
+    ``mx``: DeepGEMM-Ascend's MX cache (E4M3 or packed FP4 values), per token ``D/64`` int16 pairs of
+    UE8M0 per-32 scales behind the page's values; ``nz`` (``use_ascend_kv_layout``): the page in the
+    cube's fractal order, values ``[value bytes/32, block_kv, 32]`` bytes and scales ``[block_kv/16, D/64, 16]``."""
     cache: torch.Tensor
     fp4: bool
     head_dim: int
@@ -189,15 +189,17 @@ class PagedKV:
 
     def _mx_dequantized(self, raw: torch.Tensor) -> torch.Tensor:
         num_blocks, block_kv, dim = raw.size(0), self.cache.size(1), self.head_dim
-        pairs = dim // 64
-        values = raw[:, :block_kv * dim].view(torch.float8_e4m3fn).float()
-        words = raw[:, block_kv * dim:block_kv * (dim + 2 * pairs)].contiguous().view(torch.int16)
-        if self.nz:
-            values = values.view(num_blocks, dim // 32, block_kv, 32).transpose(1, 2)
+        pairs, value_bytes = dim // 64, dim // 2 if self.fp4 else dim
+        values = raw[:, :block_kv * value_bytes]
+        words = raw[:, block_kv * value_bytes:block_kv * (value_bytes + 2 * pairs)].contiguous().view(torch.int16)
+        if self.nz:  # 32-byte fractal columns (32 E4M3 or 64 E2M1 values)
+            values = values.reshape(num_blocks, value_bytes // 32, block_kv, 32).transpose(1, 2)
             words = words.view(num_blocks, block_kv // 16, pairs, 16).transpose(2, 3)
+        values = values.reshape(num_blocks, block_kv, value_bytes)
+        values = formats.unpack_fp4(values) if self.fp4 else values.view(torch.float8_e4m3fn).float()
         exponents = words.contiguous().view(-1).view(torch.uint8).view(num_blocks, block_kv, 2 * pairs).int()
         scales = torch.where(exponents == 255, float("nan"), torch.exp2((exponents - 127).float()))
-        return values.reshape(num_blocks, block_kv, dim) * scales.repeat_interleave(32, -1)
+        return values * scales.repeat_interleave(32, -1)
 
     def dequantized(self) -> torch.Tensor:
         num_blocks, block_kv = self.cache.shape[:2]
@@ -279,13 +281,12 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
 
 
 def _mx_cache(q, query: Quantised, legacy: bool, use_ascend_kv_layout: bool) -> bool:
-    """Whether the cache is DeepGEMM-Ascend's MXFP8 form: an E4M3 query with int16-packed scales (that
-    library's only paged form) or ``use_ascend_kv_layout``."""
+    """Whether the cache is DeepGEMM-Ascend's MX form (``D/64`` int16 scale pairs per token): a query with
+    int16-packed scales (E4M3 or FP4: that library's only paged forms) or ``use_ascend_kv_layout``."""
     v.boolean("use_ascend_kv_layout", use_ascend_kv_layout)
-    int16_q = not legacy and not query.fp4 and q[1] is not None and q[1].dtype == torch.int16
-    if use_ascend_kv_layout and (query.fp4 or query.sf is None):
-        raise v.fail("q", "E4M3 with per-32 UE8M0 scales with use_ascend_kv_layout (the MXFP8 cache)",
-                     "FP4" if query.fp4 else "no scales")
+    int16_q = not legacy and q[1] is not None and q[1].dtype == torch.int16
+    if use_ascend_kv_layout and query.sf is None:
+        raise v.fail("q", "per-32 UE8M0 scales (E4M3 or FP4) with use_ascend_kv_layout (the MX cache)", "no scales")
     return use_ascend_kv_layout or int16_q
 
 
@@ -299,7 +300,7 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     mx = _mx_cache(q, query, legacy, use_ascend_kv_layout)
     v.tensor("kv_cache", kv_cache, (torch.uint8,), 4)
     if mx and head_dim not in (64, 128):
-        raise v.fail("q head dim", "64 or 128 (the MXFP8 cache)", head_dim)
+        raise v.fail("q head dim", "64 or 128 (the MX cache)", head_dim)
     scale_bytes = 2 * (head_dim // 64) if mx else 4
     row_bytes = (head_dim // 2 if query.fp4 else head_dim) + scale_bytes
     num_blocks, block_kv, kv_heads, width = kv_cache.shape
@@ -374,10 +375,10 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache: torch.Tensor, weights: torch.Tensor, c
     (1-D ``context_lens [B]``: ``[0, context_lens[b] - next_n + t]``) of the pages ``block_table[b]``.
     With varlen ``indices`` (next_n == 1, B query tokens) each token reads its own row of
     ``block_table [B, max_blocks]`` as upstream does; ``indices`` only groups the tokens into requests.
-    An E4M3 query with int16-packed UE8M0 scales (DeepGEMM-Ascend's form) reads the MXFP8 cache
-    ``[num_blocks, block_kv (64 or 128), 1, D + D/32]`` (per page the values, then per token its int16
-    scale pairs); ``use_ascend_kv_layout`` (DeepGEMM-Ascend's keyword): pages in the cube's fractal order
-    (``PagedKV``)."""
+    A query with int16-packed UE8M0 scales, E4M3 or packed FP4 (DeepGEMM-Ascend's forms), reads the MX
+    cache ``[num_blocks, block_kv (64 or 128), 1, D_storage + 2 * (D/64)]`` (per page the values, then per
+    token its int16 scale pairs); ``use_ascend_kv_layout`` (DeepGEMM-Ascend's keyword): pages in the
+    cube's fractal order (``PagedKV``)."""
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
                   logits_dtype, indices, False, use_ascend_kv_layout)
 

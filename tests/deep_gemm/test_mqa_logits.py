@@ -256,3 +256,34 @@ def test_paged_metadata_and_logits_refuse_impossible_lengths():
     ks, ke = _ranges(s, s_kv, False)
     with pytest.raises(ValueError, match=r"max_seqlen_k: expected a value in \[0, 2147483647\], got 1099511627776"):
         deep_gemm.fp8_mqa_logits(qq[0], qkv, torch.randn(s, h), ks, ke, clean_logits=False, max_seqlen_k=2**40)
+
+
+@pytest.mark.parametrize(("head_dim", "backend"), [(128, "host"), (64, "reference")])
+def test_paged_fp4_int16_scales_read_the_mx_cache(monkeypatch, head_dim, backend):
+    """An FP4 query with int16-packed scales (DeepGEMM-Ascend's form) reads the MX cache, 2 * D/64 scale
+    bytes a token: at D = 128 byte for byte NVIDIA's FP4 rows (the host kernel serves it), at D = 64 34-byte
+    rows (the reference serves it). Against logits built from the dense values by hand."""
+    from deep_gemm import _dispatch, formats
+    from deep_gemm.attention import PagedKV, Quantised
+    monkeypatch.setenv("DG_BACKEND", "host")
+    pages, block_kv, heads, ctx = 3, 64, 4, 150
+    codes = torch.randint(0, 16, (pages, block_kv, head_dim), dtype=torch.uint8)
+    exps = torch.randint(124, 130, (pages, block_kv, head_dim // 32), dtype=torch.uint8)
+    cache = torch.cat([formats.pack_fp4_codes(codes).view(torch.uint8).view(pages, -1),
+                       exps.view(pages, -1)], 1).view(pages, block_kv, 1, -1)
+    assert cache.size(-1) == head_dim // 2 + head_dim // 32
+    kv = formats.unpack_fp4(formats.pack_fp4_codes(codes)) * torch.exp2(exps.float() - 127).repeat_interleave(32, -1)
+    q_codes = formats.pack_fp4_codes(torch.randint(0, 16, (1, 1, heads, head_dim), dtype=torch.uint8))
+    q_exps = torch.randint(124, 130, (1, 1, heads, head_dim // 32), dtype=torch.uint8)
+    q = formats.unpack_fp4(q_codes) * torch.exp2(q_exps.float() - 127).repeat_interleave(32, -1)
+    weights, lens, table = torch.randn(1, heads), torch.tensor([[ctx]], dtype=torch.int32), \
+        torch.tensor([[2, 0, 1]], dtype=torch.int32)
+    query = Quantised(q_codes, q_exps.float(), True, False)
+    assert _dispatch.TABLE.serves("paged_mqa_logits", q.device, query, PagedKV(cache, True, head_dim, True),
+                                  weights, lens, table, torch.empty(1, ctx), True) == backend
+    meta = torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32)
+    got = deep_gemm.fp8_fp4_paged_mqa_logits((q_codes, q_exps.view(torch.int16)), cache, weights, lens, table,
+                                             meta, ctx, clean_logits=True)
+    keys = kv[table[0].long()].reshape(-1, head_dim)[:ctx]
+    want = ((q[0, 0] @ keys.T).relu() * weights[0, :, None]).sum(0)
+    assert calc_diff(got[0], want) < 1e-9

@@ -6,7 +6,8 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 
     mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits) -> None
 
-- ``q``: E4M3 ``[S, H, D]`` (``H <= 128``, ``D`` in 32/64/128), unscaled or with per-32 UE8M0 scales;
+- ``q``: E4M3 ``[S, H, D]`` (``H <= 128``, ``D`` in 32/64/128; 64/128 with any per-32 scales: the MX
+  product's K step is 64), unscaled or with per-32 UE8M0 scales;
   ``kv``: E4M3 ``[S_kv, D]`` with one FP32 scale per token or per-32 UE8M0 scales. Unscaled q over
   per-token scales runs ``asc_mmad``; any per-32 scales (DeepGEMM-Ascend's MXFP8 form: both) run
   ``asc_mmad_mx`` (``DG_MX``) with the scales re-packed on the device into int16 pairs, MN-major (the
@@ -55,8 +56,21 @@ def unsupported_query(q, kv_fp4: bool, logits: torch.Tensor) -> str | None:
     return None
 
 
+MX_MIN_HEAD_DIM = 64  # one asc_mmad_mx K step: an L0 MX scale fractal holds 2 UE8M0 (64 K-elements) a row
+
+
+def uses_mx(q, kv) -> bool:
+    """Whether the contiguous form runs the MX product: any per-32 scales (FP4 has them on both)."""
+    return q.sf is not None or not kv.per_token_sf
+
+
 def unsupported(q, kv, weights, logits) -> str | None:
-    return unsupported_query(q, kv.fp4, logits)
+    reason = unsupported_query(q, kv.fp4, logits)
+    if reason is None and uses_mx(q, kv) and head_dim_of(q) < MX_MIN_HEAD_DIM:
+        # CANN's MX matmuls pad K to 64 (asc_copy_l12l0a_mx moves scales in (16, 2, 16) fractals; ops-tensor
+        # "Block Mmad Mx": K aligned to MXFP_DIVISOR_SIZE = 64); the asc_mmad_mx page states no K = 32 form
+        reason = f"per-32 scales (the MX product) at head dim >= {MX_MIN_HEAD_DIM}, got {head_dim_of(q)}"
+    return reason
 
 
 def data(op) -> torch.Tensor:
@@ -93,7 +107,7 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
             logits.fill_(float("-inf"))
         return
     tiles = -(-seq_len // tokens_per_tile(heads)) * -(-seq_len_kv // KV_BLOCK)
-    mx = q.sf is not None or not kv.per_token_sf
+    mx = uses_mx(q, kv)
     kv_sf = kv.sf.float().contiguous() if kv.per_token_sf else weights  # placeholder: not read
     q_mx = mx_pairs(q, seq_len * heads, head_dim) if mx else ks  # placeholders: not read
     kv_mx = mx_pairs(kv, seq_len_kv, head_dim) if mx else ks

@@ -11,9 +11,10 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   values, then their FP32 scales; any page stride, a multiple of 4 bytes), or DeepGEMM-Ascend's MXFP8
   form: q with per-32 UE8M0 scales over the MXFP8 cache ``[num_pages, block_kv, 1, D + D/32]`` (per
   page the values, then int16 scale pairs; row-major or, ``PagedKV.nz``, in the cube's fractal order),
-  every scale applied by the cube (``asc_mmad_mx``, ``DG_MX``); or packed E2M1 q (per-32 scales) over the
-  FP4 cache ``[num_pages, block_kv, 1, D/2 + 4]`` (values, then per token an int32 of four UE8M0: the
-  same row-major MX layout, 4 scale bytes per token; ``DG_QK_FP4``).
+  every scale applied by the cube (``asc_mmad_mx``, ``DG_MX``); or packed E2M1 q (per-32 scales) over
+  the same MX cache holding E2M1 (``D/2 + D/32`` bytes a row, both page layouts) or over NVIDIA's FP4
+  cache ``[num_pages, block_kv, 1, D/2 + 4]`` (values, then per token an int32 of four UE8M0: the
+  row-major MX layout with 4 scale bytes per token; ``DG_QK_FP4``).
 - ``context_lens`` int32 ``[B, next_n]`` (the public op turns upstream's 1-D ``[B]`` form into this on
   the device); ``block_table`` int32 ``[B, max_pages]``, row b serving every query row of entry b
   (with varlen ``indices`` each token is its own entry, as upstream indexes it). Both are read by the
@@ -61,7 +62,8 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
     lens = context_lens.contiguous()
     mx = kv_cache.mx or q.fp4  # the FP4 cache's int32 words are 4 UE8M0 per token: two pairs, row-major
     q_mx = mx_pairs(q, batch * next_n * heads, head_dim) if mx else lens  # placeholder: not read
-    sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 else {}
+    # NVIDIA's FP4 cache keeps 4 scale bytes per token at any D; the MX cache 2 * D/64 (the kernel's default)
+    sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 and not kv_cache.mx else {}
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
            {**defines(heads, head_dim, logits, clean=clean_logits, mx=mx, kv_nz=kv_cache.nz, qk_fp4=q.fp4),
             "DG_BLOCK_KV": block_kv, **sf_row})(

@@ -18,43 +18,56 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     """q, kv: objects with ``dequantized()`` (``[S, H, D]`` and ``[S_kv, D]`` FP32).
 
     Uncompressed: column j is KV position j, written for ``ks[i] <= j < ke[i]`` (others -inf when
-    ``clean_logits``, else untouched). Compressed: column t is position ``ks[i] + t``, ``t < ke[i] - ks[i]``."""
+    ``clean_logits``, else untouched). Compressed: column t is position ``ks[i] + t``, ``t < ke[i] - ks[i]``.
+    As the Ascend kernel, the ranges are clamped to ``[0, S_kv)`` with tensor ops only (no host read)."""
     q, kv = q.dequantized(), kv.dequantized()
     full = _scores(q, kv, weights)
-    positions = torch.arange(kv.size(0), device=q.device)
-    inside = (positions[None, :] >= ks[:, None]) & (positions[None, :] < ke[:, None])
+    seq_len_kv = kv.size(0)
+    start, end = ks.long().clamp_min(0)[:, None], ke.long().clamp_max(seq_len_kv)[:, None]
     if not compressed:
+        positions = torch.arange(seq_len_kv, device=q.device)[None, :]
+        inside = (positions >= start) & (positions < end)
         if clean_logits:
             logits.copy_(full.masked_fill(~inside, float("-inf")).to(logits.dtype))
         else:
             logits.copy_(torch.where(inside, full.to(logits.dtype), logits))
         return
-    for i, (s, e) in enumerate(zip(ks.tolist(), ke.tolist(), strict=True)):
-        if e > s:
-            logits[i, :e - s] = full[i, s:e].to(logits.dtype)
+    if seq_len_kv == 0:
+        return
+    positions = start + torch.arange(logits.size(1), device=q.device)[None, :]  # column t: position ks + t
+    picked = full.gather(1, positions.clamp_max(seq_len_kv - 1))
+    logits.copy_(torch.where(positions < end, picked.to(logits.dtype), logits))
 
 
 def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor,
                      logits: torch.Tensor, clean_logits: bool) -> None:
     """q ``[B, next_n, H, D]`` and the paged cache (objects with ``dequantized()``); row (b, t) of logits
     sees positions ``[0, context_lens[b, t])`` through ``block_table[b]``; the rest is -inf when
-    ``clean_logits``, else untouched."""
+    ``clean_logits``, else untouched. As the Ascend kernel, with tensor ops only (no host read): lengths
+    are clamped to ``[0, min(block_table capacity, logits width)]``, and a position whose page id is
+    outside ``[0, num_blocks)`` scores 0."""
     q, kv_pages = q.dequantized(), kv_cache.dequantized()
     batch, next_n = context_lens.shape
-    block_kv = kv_pages.size(1)
+    num_blocks, block_kv, head_dim = kv_pages.shape
+    if num_blocks == 0:  # no page to read (as the Ascend entry point): only the clean rows change
+        if clean_logits:
+            logits.fill_(float("-inf"))
+        return
+    capacity = min(block_table.size(1) * block_kv, logits.size(1))
+    positions = torch.arange(capacity, device=q.device)  # a length past capacity covers them all
+    ids = block_table[:, positions // block_kv].long()  # [B, capacity]
+    live = (ids >= 0) & (ids < num_blocks)
+    flat = kv_pages.reshape(-1, head_dim)
+    rows = logits[:, :capacity].view(batch, next_n, capacity)
     for b in range(batch):
-        lens = context_lens[b].tolist()
-        longest = max(lens) if lens else 0
-        if longest == 0 and not clean_logits:
-            continue
-        pages = block_table[b][:-(-longest // block_kv)].long()
-        kv = kv_pages[pages].reshape(-1, kv_pages.size(-1))[:longest]
+        kv = flat[ids[b].clamp(0, num_blocks - 1) * block_kv + positions % block_kv]
         scores = _scores(q[b], kv, weights[b * next_n:(b + 1) * next_n])
-        for t, length in enumerate(lens):
-            row = logits[b * next_n + t]
-            row[:length] = scores[t, :length].to(logits.dtype)
-            if clean_logits:
-                row[length:] = float("-inf")
+        scores = torch.where(live[b], scores, torch.zeros((), device=q.device))
+        inside = positions[None, :] < context_lens[b][:, None]
+        rest = torch.full_like(rows[b], float("-inf")) if clean_logits else rows[b]
+        rows[b] = torch.where(inside, scores.to(logits.dtype), rest)
+    if clean_logits:
+        logits[:, capacity:] = float("-inf")
 
 
 def _request_runs(context_lens: torch.Tensor, indices: torch.Tensor | None) -> list[tuple[int, int, int]]:

@@ -15,6 +15,7 @@ from deep_gemm.ascend.mqa_logits import mqa_logits
 from deep_gemm.attention import Quantised
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_custom_dims_cast_to_fp8
+from tests.testkit.host_reads import DeviceOnly, mark
 
 SENTINEL = 2.0 ** 100  # exact in FP32 and BF16, and never a logit at these scales
 
@@ -76,12 +77,12 @@ def test_bf16_logits():
 
 
 # DeepGEMM-Ascend's own form (MXFP8 q and KV) at two shape classes (one / several tokens per tile, KV
-# tails), then a per-32-scaled q over per-token KV scales (D = 32: half a scale pair) and an unscaled q
+# tails), then a per-32-scaled q over per-token KV scales and an unscaled q
 # over per-32 KV scales (scales also applied by the cube: 2^0 on the unscaled side; the first case's
 # lowering)
 @pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim", "q_mx", "kv_mx", "dtype"), [
     (5, 300, 8, 128, True, True, torch.float32), (3, 90, 64, 64, True, True, torch.bfloat16),
-    (7, 260, 4, 32, True, False, torch.float32), (4, 200, 8, 128, False, True, torch.float32)])
+    (7, 260, 4, 64, True, False, torch.float32), (4, 200, 8, 128, False, True, torch.float32)])
 def test_mxfp8_forms(s, s_kv, heads, head_dim, q_mx, kv_mx, dtype):
     _check(s, s_kv, heads, head_dim, clean=True, dtype=dtype, q_mx=q_mx, kv_mx=kv_mx)
 
@@ -132,10 +133,10 @@ def test_public_op_on_ascend_reads_no_device_values(monkeypatch):
     ks, ke = _ranges(s, s_kv)
     logits_args = (q, kv, weights, ks, ke, torch.empty(s, s_kv), False, True)
     assert _dispatch.TABLE.serves("mqa_logits", ks.device, *logits_args) == "ascend"
-    for name in ("item", "tolist", "any", "__bool__"):
-        monkeypatch.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
-    got = deep_gemm.fp8_mqa_logits(q.data, (kv.data, kv.sf), weights, ks, ke)
-    monkeypatch.undo()
+    with DeviceOnly():
+        q_data, kv_data, kv_sf, w, starts, ends = mark(q.data.clone(), kv.data.clone(), kv.sf.clone(),
+                                                      weights.clone(), ks.clone(), ke.clone())
+        got = deep_gemm.fp8_mqa_logits(q_data, (kv_data, kv_sf), w, starts, ends)
     want = torch.empty(s, s_kv)
     reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
     assert torch.equal(torch.isinf(got), torch.isinf(want))
@@ -150,6 +151,9 @@ def test_unserved_forms_raise_before_writing():
     ks, ke = torch.zeros(4, dtype=torch.int32), torch.full((4,), 64, dtype=torch.int32)
     with pytest.raises(NotImplementedError, match="fp8_mqa_logits on Ascend"):
         mqa_logits(too_many_heads, kv, torch.randn(4, 129), ks, ke, logits, False, True)
+    mx_q, _, _ = _inputs(4, 64, 4, 32, q_mx=True)  # per-32 scales at D = 32: below the MX product's K step
+    with pytest.raises(NotImplementedError, match="head dim >= 64, got 32"):
+        mqa_logits(mx_q, kv, weights, ks, ke, logits, False, True)
     assert torch.all(logits == SENTINEL)
 
 

@@ -17,6 +17,7 @@ from deep_gemm.ascend.paged_mqa_logits import paged_mqa_logits
 from deep_gemm.attention import PagedKV, Quantised
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_custom_dims_cast_to_fp8
+from tests.testkit.host_reads import DeviceOnly, mark
 
 SENTINEL = 2.0 ** 100  # exact in FP32 and BF16, and never a logit at these scales
 
@@ -112,16 +113,32 @@ def test_pages_outside_the_cache_score_exactly_zero():
     assert torch.equal(logits[1], torch.zeros(64))
 
 
-def _mxfp8_cache(num_pages, block_kv, head_dim, nz):
-    """DeepGEMM-Ascend's MXFP8 cache and the FP32 values it stands for: per page the E4M3 values, then per
-    token its int16 pairs of UE8M0 per-32 exponents (low byte: the first 32); with ``nz``
-    (use_ascend_kv_layout) values [D/32, block_kv, 32] and pairs [block_kv/16, D/64, 16] per page."""
-    values = torch.randn(num_pages, block_kv, head_dim).to(torch.float8_e4m3fn)
+def _marked(*args):
+    """Copies of ``args`` (tensors, tuples of tensors, None) marked device-only for ``DeviceOnly``; the
+    originals stay unmarked for the reference run."""
+    def copy(x):
+        if isinstance(x, tuple):
+            return tuple(copy(t) for t in x)
+        return None if x is None else mark(x.clone())[0]
+    return tuple(copy(x) for x in args)
+
+
+def _mxfp8_cache(num_pages, block_kv, head_dim, nz, fp4=False):
+    """DeepGEMM-Ascend's MX cache and the FP32 values it stands for: per page the E4M3 (``fp4``: packed
+    E2M1) values, then per token its int16 pairs of UE8M0 per-32 exponents (low byte: the first 32); with
+    ``nz`` (use_ascend_kv_layout) values [bytes/32, block_kv, 32] and pairs [block_kv/16, D/64, 16] per page."""
+    if fp4:
+        codes = torch.randint(0, 16, (num_pages, block_kv, head_dim), dtype=torch.uint8)
+        values = formats.pack_fp4_codes(codes).view(torch.uint8)
+        plain = formats.unpack_fp4(values)
+    else:
+        values = torch.randn(num_pages, block_kv, head_dim).to(torch.float8_e4m3fn)
+        plain = values.float()
     exponents = torch.randint(122, 132, (num_pages, block_kv, head_dim // 32), dtype=torch.uint8)
-    dense = values.float() * torch.pow(2.0, exponents.float() - 127).repeat_interleave(32, -1)
+    dense = plain * torch.pow(2.0, exponents.float() - 127).repeat_interleave(32, -1)
     words = exponents.view(torch.int16)
     if nz:
-        values = values.view(num_pages, block_kv, head_dim // 32, 32).transpose(1, 2)
+        values = values.view(num_pages, block_kv, values.size(-1) // 32, 32).transpose(1, 2)
         words = words.view(num_pages, block_kv // 16, 16, -1).transpose(2, 3)
     page = torch.cat([values.contiguous().view(torch.uint8).view(num_pages, -1),
                       words.contiguous().view(torch.uint8).view(num_pages, -1)], 1)
@@ -148,11 +165,10 @@ def test_mxfp8_cache_in_both_page_layouts(monkeypatch, batch, next_n, heads, hea
     logits = torch.empty(batch * next_n, max_ctx, dtype=torch.bfloat16)
     assert _dispatch.TABLE.serves("paged_mqa_logits", q.device, query, kv, weights, lens, table, logits,
                                   True) == "ascend"
-    for name in ("item", "tolist", "any", "__bool__"):
-        monkeypatch.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
-    got = deep_gemm.fp8_fp4_paged_mqa_logits((q, q_exp.view(torch.int16)), cache, weights, lens, table, meta, max_ctx,
-                                             clean_logits=True, logits_dtype=torch.bfloat16, use_ascend_kv_layout=nz)
-    monkeypatch.undo()
+    with DeviceOnly():
+        got = deep_gemm.fp8_fp4_paged_mqa_logits(*_marked((q, q_exp.view(torch.int16)), cache, weights, lens, table,
+                                                          meta), max_ctx, clean_logits=True,
+                                                 logits_dtype=torch.bfloat16, use_ascend_kv_layout=nz)
     want = torch.empty(batch * next_n, max_ctx)
     reference.paged_mqa_logits(query, kv, weights, lens, table, want, True)
     assert torch.equal(torch.isinf(got), torch.isinf(want))
@@ -184,6 +200,35 @@ def test_fp4_q_over_the_fp4_cache(batch, next_n, heads, head_dim, block_kv, max_
     assert calc_diff(got[finite], want[finite]) < 1e-3
 
 
+# DeepGEMM-Ascend's FP4 form: packed E2M1 q with int16-packed scales selects its MX cache (2 * D/64 scale
+# bytes per token: 34-byte rows at D = 64), in both page layouts (D = 64 fractal, D = 128 rows)
+@pytest.mark.parametrize(("head_dim", "nz"), [(64, True), (128, False)])
+def test_fp4_q_over_the_mx_cache_in_both_page_layouts(monkeypatch, head_dim, nz):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    batch, heads, block_kv, max_ctx = 2, 8, 64, 150
+    pages = -(-max_ctx // block_kv)
+    cache, dense = _mxfp8_cache(batch * pages + 1, block_kv, head_dim, nz, fp4=True)
+    assert cache.size(-1) == head_dim // 2 + 2 * (head_dim // 64)
+    table = torch.randperm(batch * pages + 1)[:batch * pages].view(batch, pages).to(torch.int32)
+    q = formats.pack_fp4_codes(torch.randint(0, 16, (batch, 1, heads, head_dim), dtype=torch.uint8))
+    q_exp = torch.randint(124, 130, (batch, 1, heads, head_dim // 32), dtype=torch.uint8)
+    weights, lens = torch.randn(batch, heads), _lengths(batch, 1, max_ctx)
+    meta = torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32)
+    query = Quantised(q, torch.pow(2.0, q_exp.float() - 127), True, False)
+    kv = PagedKV(cache, True, head_dim, True, nz)
+    assert torch.equal(kv.dequantized(), dense), "the reference reads the cache as built"
+    assert _dispatch.TABLE.serves("paged_mqa_logits", q.device, query, kv, weights, lens, table,
+                                  torch.empty(batch, max_ctx), True) == "ascend"
+    with DeviceOnly():
+        got = deep_gemm.fp8_fp4_paged_mqa_logits(*_marked((q, q_exp.view(torch.int16)), cache, weights, lens, table,
+                                                          meta), max_ctx, clean_logits=True, use_ascend_kv_layout=nz)
+    want = torch.empty(batch, max_ctx)
+    reference.paged_mqa_logits(query, kv, weights, lens, table, want, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
+
+
 @pytest.mark.parametrize("form", ["2d", "1d", "varlen"])
 def test_public_op_on_ascend_reads_no_device_values(monkeypatch, form):
     monkeypatch.setenv("DG_BACKEND", "ascend")
@@ -196,11 +241,9 @@ def test_public_op_on_ascend_reads_no_device_values(monkeypatch, form):
     elif form == "varlen":
         indices = torch.tensor([0, 0, 1], dtype=torch.int32)
     meta = torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32)
-    for name in ("item", "tolist", "any", "__bool__"):
-        monkeypatch.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
-    got = deep_gemm.fp8_paged_mqa_logits(q.data, kv.cache, weights, lens, table, meta, max_ctx, clean_logits=True,
-                                         indices=indices)
-    monkeypatch.undo()
+    with DeviceOnly():
+        got = deep_gemm.fp8_paged_mqa_logits(*_marked(q.data, kv.cache, weights, lens, table, meta), max_ctx,
+                                             clean_logits=True, indices=_marked(indices)[0])
     if form == "1d":  # upstream's 1-D form: row (b, t) sees positions [0, lens[b] - next_n + t]
         lens = lens[:, None] - (next_n - 1) + torch.arange(next_n, dtype=torch.int32)
     want = torch.empty(batch * next_n, max_ctx)
@@ -235,9 +278,8 @@ def test_metadata_on_ascend_matches_the_host_schedule(form, rows, next_n, num_sm
     want = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms, indices=indices)
     with pytest.MonkeyPatch.context() as m:
         m.setenv("DG_BACKEND", "ascend")
-        for name in ("item", "tolist", "any", "__bool__"):
-            m.setattr(torch.Tensor, name, lambda *_, n=name: pytest.fail(f"host read ({n}) on the Ascend path"))
-        got = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, num_sms, indices=indices)
+        with DeviceOnly():
+            got = deep_gemm.get_paged_mqa_logits_metadata(*_marked(lens), 64, num_sms, indices=_marked(indices)[0])
     assert torch.equal(got, want)
 
 
@@ -259,7 +301,7 @@ def test_lanes_read_gm_only_through_counted_loads():
 
 
 def test_mxfp8_cache_inputs_are_checked_before_any_kernel():
-    """use_ascend_kv_layout needs the MXFP8 query; the MXFP8 cache takes DeepGEMM-Ascend's page sizes and rows."""
+    """use_ascend_kv_layout needs a scaled query; the MX cache takes DeepGEMM-Ascend's page sizes and rows."""
     q = torch.zeros(1, 1, 4, 64, dtype=torch.float8_e4m3fn)
     args = (torch.ones(1, 4), torch.ones(1, 1, dtype=torch.int32), torch.zeros(1, 2, dtype=torch.int32),
             torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32), 64)
@@ -271,3 +313,6 @@ def test_mxfp8_cache_inputs_are_checked_before_any_kernel():
         deep_gemm.fp8_fp4_paged_mqa_logits((q, sf), torch.zeros(2, 32, 1, 66, dtype=torch.uint8), *args)
     with pytest.raises(ValueError, match=r"kv_cache.*\[num_blocks, block_kv, 1, 66\]"):
         deep_gemm.fp8_fp4_paged_mqa_logits((q, sf), torch.zeros(2, 64, 1, 68, dtype=torch.uint8), *args)
+    fp4_q = torch.zeros(1, 1, 4, 32, dtype=torch.int8)  # packed E2M1, D = 64: the MX cache's rows are 32 + 2
+    with pytest.raises(ValueError, match=r"kv_cache.*\[num_blocks, block_kv, 1, 34\]"):
+        deep_gemm.fp8_fp4_paged_mqa_logits((fp4_q, sf), torch.zeros(2, 64, 1, 36, dtype=torch.uint8), *args)
