@@ -24,6 +24,7 @@ from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
 from .ascend import m_grouped_fp8_mx_gemm as ascend_m_grouped_fp8
 from .ascend import mqa_logits as ascend_mqa
 from .ascend import paged_mqa_logits as ascend_paged_mqa
+from .ascend import permute_rows as ascend_permute_rows
 
 
 # ---- adapters: canonical arguments -> host entry points -------------------------------------------
@@ -184,6 +185,8 @@ _ASCEND = {
                         "the tensors' strides; c is d accumulates in the FixPipe store"),
     "fp8_bmm": Impl(ascend_fp8_einsum.fp8_bmm, "fp8_einsum's expressions: FP8 with power-of-two scales, K granularity "
                     "32 or 128, any M/N granularity; c None or d (FP32)", ascend_fp8_einsum.accepts),
+    "permute_rows": Impl(ascend_permute_rows.permute_rows, "every dtype and row size; rows of [G, N, ...], "
+                         "permutation entries clamped into range in the kernel"),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)
