@@ -133,3 +133,12 @@ struct DgSfLayoutArgs {
   __gm__ void* out;
   int64_t batch, mn, cols, sk, gran, isb, ism, isk, osb, osm, osk;
 };
+
+// dg_paged_mqa_metadata (paged_mqa_metadata.asc): out [num_sms + 1, 2] int32, the paged MQA logits schedule
+// of context_lens [rows] (requests grouped by DG_META_GROUPING; indices read only for grouping 2).
+struct DgPagedMqaMetadataArgs {
+  __gm__ int32_t* context_lens;
+  __gm__ int32_t* indices;
+  __gm__ int32_t* out;
+  int64_t rows, next_n, num_sms;
+};
