@@ -24,6 +24,9 @@ from .ascend import m_grouped_bf16_gemm as ascend_m_grouped
 from .ascend import m_grouped_fp8_mx_gemm as ascend_m_grouped_fp8
 from .ascend import mqa_logits as ascend_mqa
 from .ascend import paged_mqa_logits as ascend_paged_mqa
+from .ascend import paged_mqa_metadata as ascend_paged_mqa_metadata
+from .ascend import permute_rows as ascend_permute_rows
+from .ascend import sf_layout_ops as ascend_sf
 
 
 # ---- adapters: canonical arguments -> host entry points -------------------------------------------
@@ -186,6 +189,15 @@ _ASCEND = {
                         "the tensors' strides; c is d accumulates in the FixPipe store"),
     "fp8_bmm": Impl(ascend_fp8_einsum.fp8_bmm, "fp8_einsum's expressions: FP8 with power-of-two scales, K granularity "
                     "32 or 128, any M/N granularity; c None or d (FP32)", ascend_fp8_einsum.accepts),
+    "permute_rows": Impl(ascend_permute_rows.permute_rows, "every dtype and row size; rows of [G, N, ...], "
+                         "permutation entries clamped into range in the kernel"),
+    "paged_mqa_logits_metadata": Impl(ascend_paged_mqa_metadata.paged_mqa_metadata, "contiguous int32 context_lens "
+                                      "[B, next_n] or [B], varlen indices; negative lengths count as 0"),
+    "sf_copy": Impl(ascend_sf.sf_copy, "FP32 scales, any strides, row broadcast by gran_mn", ascend_sf.copy_accepts),
+    "sf_pack_ue8m0": Impl(ascend_sf.sf_pack_ue8m0, "FP32 scales -> int32 or int16 words, any strides, row broadcast "
+                          "by gran_mn", ascend_sf.pack_accepts),
+    "sf_unpack_ue8m0": Impl(ascend_sf.sf_unpack_ue8m0, "int32 or int16 words -> FP32, any strides",
+                            ascend_sf.unpack_accepts),
 }
 for _name, _impl in _ASCEND.items():
     TABLE.add_ascend(_name, _impl)

@@ -216,40 +216,6 @@ class PagedKV:
         return values.view(torch.float8_e4m3fn).float() * scales.view(torch.float32).unsqueeze(-1)
 
 
-def _schedule_on_device(context_lens: torch.Tensor, indices: torch.Tensor | None, num_sms: int) -> torch.Tensor:
-    """``get_paged_mqa_logits_metadata``'s schedule with tensor ops only (the Ascend path: no host read;
-    negative lengths count as 0). Per flattened query row t: the request it belongs to (``next_n`` rows
-    per entry, a run of equal ``indices``, or one row for 1-D lengths); the last row of a request carries
-    its weight, so the prefix over rows is non-decreasing and a worker's request is the row where the
-    prefix first exceeds its work offset."""
-    device, rows = context_lens.device, context_lens.numel()
-    lens = context_lens.flatten().clamp_min(0).long()
-    t = torch.arange(rows, device=device)
-    if indices is not None:
-        ids = indices.long()
-        first = torch.ones(rows, dtype=torch.bool, device=device)
-        first[1:] = ids[1:] != ids[:-1]
-    else:
-        first = t % (context_lens.size(1) if context_lens.dim() == 2 else 1) == 0
-    last = torch.ones(rows, dtype=torch.bool, device=device)
-    last[:-1] = first[1:]
-    start = torch.cummax(torch.where(first, t, torch.zeros_like(t)), 0).values
-    weight = torch.where(last, (lens + SPLIT_KV - 1) // SPLIT_KV * (t - start + 1), torch.zeros_like(t))
-    prefix = torch.cumsum(weight, 0)
-    total = prefix[-1:] if rows else torch.zeros(1, dtype=torch.long, device=device)
-    worker = torch.arange(num_sms + 1, device=device)
-    work = worker * (total // num_sms) + torch.minimum(worker, total % num_sms)
-    row = torch.searchsorted(prefix, work, right=True)
-    inside = row < rows
-    at = row.clamp_max(max(rows - 1, 0))
-    if rows:
-        split = (work - (prefix[at] - weight[at])) // (at - start[at] + 1)
-        first_row = start[at]
-    else:
-        split = first_row = torch.zeros_like(work)
-    return torch.stack([torch.where(inside, first_row, rows), torch.where(inside, split, 0)], 1).to(torch.int32)
-
-
 def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int,
                                   indices: torch.Tensor | None = None) -> torch.Tensor:
     """int32 ``[num_sms + 1, 2]``: entry i = (first query row of a request, 256-token KV split of it) where
@@ -272,8 +238,8 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
         v.shape("indices", indices, (context_lens.size(0),))
         if context_lens.dim() != 2 or context_lens.size(1) != 1:
             raise v.fail("context_lens", "shape [tokens, 1] with indices (varlen)", tuple(context_lens.shape))
-    if _lib.on_ascend(context_lens.device):
-        return _schedule_on_device(context_lens, indices, num_sms)
+    if _lib.on_ascend(context_lens.device):   # the Ascend kernel reads the lengths (no host read; negative -> 0)
+        return _dispatch.run("paged_mqa_logits_metadata", context_lens.device, context_lens, indices, num_sms)
     lens = context_lens.flatten().tolist()
     if any(x < 0 for x in lens):
         raise v.fail("context_lens", "lengths >= 0", f"{min(lens)} at flat index {lens.index(min(lens))}")

@@ -171,7 +171,8 @@ def test_cast_back_any_ue8m0_byte(monkeypatch, codes, backend):
 
 
 @FUZZ
-@given(codes=st.lists(st.integers(0, 255), min_size=8, max_size=8), backend=st.sampled_from(["reference", "host"]))
+@given(codes=st.lists(st.integers(0, 255), min_size=8, max_size=8),
+       backend=st.sampled_from(["reference", "host", "ascend"]))
 def test_deep_gemm_sf_unpack_any_ue8m0_byte(monkeypatch, codes, backend):
     monkeypatch.setenv("DG_BACKEND", backend)
     words = torch.tensor(codes, dtype=torch.uint8).view(torch.int32).view(1, 2)

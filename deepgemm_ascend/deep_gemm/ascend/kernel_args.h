@@ -116,3 +116,29 @@ struct DgBf16EinsumArgs {
   int64_t batches, k_batches, m, n, k, lda, ldb, ldd;
   int64_t a_batch_stride, b_batch_stride, d_batch_stride, a_k_batch_stride, b_k_batch_stride;
 };
+
+// dg_permute_rows (permute_rows.asc): out[g, i] = src[g, perm[i]] (perm clamped into [0, rows)), rows of
+// row_words Word elements (Word picked by DG_WORD_BYTES), both tensors dense.
+struct DgPermuteRowsArgs {
+  __gm__ void* src;
+  __gm__ void* out;
+  __gm__ int64_t* perm;
+  int64_t groups, rows, row_words;
+};
+
+// dg_sf_layout (sf_layout_ops.asc): the sf_copy / sf_pack_ue8m0 / sf_unpack_ue8m0 ops (DG_SF_MODE 0 / 1 / 2)
+// between src and out [B, MN, cols] at any element strides (is* / os*); row m of out reads row m / gran of src.
+struct DgSfLayoutArgs {
+  __gm__ void* src;
+  __gm__ void* out;
+  int64_t batch, mn, cols, sk, gran, isb, ism, isk, osb, osm, osk;
+};
+
+// dg_paged_mqa_metadata (paged_mqa_metadata.asc): out [num_sms + 1, 2] int32, the paged MQA logits schedule
+// of context_lens [rows] (requests grouped by DG_META_GROUPING; indices read only for grouping 2).
+struct DgPagedMqaMetadataArgs {
+  __gm__ int32_t* context_lens;
+  __gm__ int32_t* indices;
+  __gm__ int32_t* out;
+  int64_t rows, next_n, num_sms;
+};

@@ -26,7 +26,7 @@ def test_every_op_with_an_ascend_kernel_is_in_the_table():
                       "mqa_logits", "paged_mqa_logits",
                       "m_grouped_fp8_fp4_gemm_nt", "m_grouped_bf16_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
                       "k_grouped_fp8_gemm_tn", "hc_prenorm_gemm", "bf16_einsum",
-                      "fp8_bmm"}
+                      "fp8_bmm", "permute_rows", "paged_mqa_logits_metadata", "sf_copy", "sf_pack_ue8m0", "sf_unpack_ue8m0"}
 
 
 def _ascend_sf(mn: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
