@@ -189,8 +189,8 @@ _ASCEND = {
                         "the tensors' strides; c is d accumulates in the FixPipe store"),
     "fp8_bmm": Impl(ascend_fp8_einsum.fp8_bmm, "fp8_einsum's expressions: FP8 with power-of-two scales, K granularity "
                     "32 or 128, any M/N granularity; c None or d (FP32)", ascend_fp8_einsum.accepts),
-    "permute_rows": Impl(ascend_permute_rows.permute_rows, "every dtype and row size; rows of [G, N, ...], "
-                         "permutation entries clamped into range in the kernel"),
+    "permute_rows": Impl(ascend_permute_rows.permute_rows, "every dtype and row size; rows of [G, N, ...], one "
+                         "integer entry per row, clamped into range in the kernel", ascend_permute_rows.accepts),
     "paged_mqa_logits_metadata": Impl(ascend_paged_mqa_metadata.paged_mqa_metadata, "contiguous int32 context_lens "
                                       "[B, next_n] or [B], varlen indices; negative lengths count as 0"),
     "sf_copy": Impl(ascend_sf.sf_copy, "FP32 scales, any strides, row broadcast by gran_mn", ascend_sf.copy_accepts),

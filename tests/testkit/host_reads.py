@@ -53,3 +53,9 @@ def mark(*tensors):
         if t is not None:
             t._device_only = True
     return tensors
+
+
+def guarding(*args) -> DeviceOnly:
+    """Marks every tensor in ``args`` (nested in tuples and lists too) device-only; returns the mode to enter."""
+    mark(*[x for x in tree_leaves(args) if isinstance(x, T)])
+    return DeviceOnly()

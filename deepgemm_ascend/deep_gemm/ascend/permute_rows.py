@@ -29,6 +29,12 @@ def _word_bytes(row_bytes: int, *tensors: torch.Tensor) -> int:
     return 1
 
 
+def accepts(t: torch.Tensor, perm: torch.Tensor) -> bool:
+    """One integer entry per row of a ``[G, N, ...]`` tensor: the kernel reads ``perm[i]`` for every row."""
+    return (t.dim() >= 2 and perm.dim() == 1 and perm.numel() == t.size(1)
+            and not perm.dtype.is_floating_point and not perm.dtype.is_complex and perm.dtype != torch.bool)
+
+
 def permute_rows(t: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     src = t.contiguous()
     out = torch.empty_like(src, memory_format=torch.contiguous_format)

@@ -56,14 +56,17 @@ def _rows_cover(src: torch.Tensor, out: torch.Tensor, gran: int) -> bool:
     return src.dim() == out.dim() and src.shape[:-2] == out.shape[:-2] and src.size(-2) * gran >= out.size(-2)
 
 
+# The kernel moves 4-byte FP32 scales and 2- or 4-byte words at element strides: any other dtype would
+# move its reads or writes past the tensors, so those forms stay on the reference.
 def copy_accepts(sf, out, gran_mn) -> bool:
-    return _rows_cover(sf, out, gran_mn) and sf.size(-1) >= out.size(-1)
+    return (_rows_cover(sf, out, gran_mn) and sf.dtype == out.dtype == torch.float32
+            and sf.size(-1) >= out.size(-1))
 
 
 def pack_accepts(sf, out, gran_mn) -> bool:
-    return _rows_cover(sf, out, gran_mn) and out.dtype in (torch.int32, torch.int16)
+    return _rows_cover(sf, out, gran_mn) and sf.dtype == torch.float32 and out.dtype in (torch.int32, torch.int16)
 
 
 def unpack_accepts(packed, out) -> bool:
-    return (_rows_cover(packed, out, 1) and packed.dtype in (torch.int32, torch.int16)
+    return (_rows_cover(packed, out, 1) and packed.dtype in (torch.int32, torch.int16) and out.dtype == torch.float32
             and out.size(-1) <= packed.size(-1) * packed.element_size())

@@ -72,4 +72,5 @@ def kernels() -> list[AscendKernelSpec]:
     specs += mhc_specs()
     from .check_cases_engram import specs as engram_specs
     specs += engram_specs()
-    return [AscendKernelSpec(name, build, "vector") for name, build in specs]
+    # (name, build) is a vector kernel; a third field names another kind (the mHC projection's cube kernel)
+    return [AscendKernelSpec(s[0], s[1], s[2] if len(s) > 2 else "vector") for s in specs]

@@ -17,7 +17,8 @@ BF16, FP32, SUMS = 1.6e-2, 1e-5, 1e-4
 
 
 def kernel_specs() -> list:
-    """``(name, build)`` of every mHC lowering the table serves at DeepSeek's 4 streams."""
+    """``(name, build[, kind])`` of every mHC lowering the table serves at DeepSeek's 4 streams (vector
+    kernels unless a kind is given)."""
     from . import mhc_mix, mhc_post_bwd, mhc_pre_fuse, mhc_projection, mhc_sinkhorn, mhc_streams
 
     return [
@@ -27,7 +28,7 @@ def kernel_specs() -> list:
         ("mhc_pre_split_mixes_m4", lambda: mhc_mix.build_split_mixes(M)),
         ("mhc_norm_m4", lambda: mhc_mix.build_norm(M3)),
         ("mhc_projection_m4", lambda: mhc_projection.build(M3)),
-        ("mhc_projection_cube_m4", lambda: mhc_projection.build_cube(M3)),
+        ("mhc_projection_cube_m4", lambda: mhc_projection.build_cube(M3), "cube"),
         ("mhc_projection_sqrsum", mhc_projection.build_sqrsum),
         ("mhc_sinkhorn_m4_r10", lambda: mhc_sinkhorn.build(M, 10)),
         ("mhc_pre_apply_mix_m4", lambda: mhc_streams.build_apply_mix(M)),

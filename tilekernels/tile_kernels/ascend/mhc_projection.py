@@ -4,15 +4,18 @@
 For the flattened BF16 residual ``r (T, K = m * H)`` and FP32 ``fn (m3, K)`` (TF32 values, as the callers
 pass them): ``mul = r @ fn.T`` and ``sqrsum = sum_k r^2``, FP32.
 
-Cube path (``cube_accepts``: K a multiple of 16): a TF32 value is the exact sum of two BF16
-halves (``split_tf32``: 8 + 3 significant bits), so ``mul = r @ hi.T + r @ lo.T`` with every product exact
+Cube path (``cube_accepts``: K a multiple of 16): a TF32 value of magnitude at least 2^-123 is the exact
+sum of two BF16 halves (``split_tf32``: 8 + 3 significant bits; below that the low half's last bit falls
+under BF16's smallest subnormal step and rounds, and the tiniest values may lose it, so the product is
+no longer exact there: mHC weights are nowhere near that range, and the callers pass ``tf32_operand(fn)``
+(an arbitrary FP32 ``fn`` would lose its low 13 bits)), so ``mul = r @ hi.T + r @ lo.T`` with every product exact
 and both GEMMs accumulated in one FP32 L0C tile; only the summation order differs from the reference's
 GEMM (upstream compares the normalised result at 1e-3). A cube core owns 32 tokens and walks K in
 256-column L1 tiles, then the K tail in 16-column ones (no padding in K, so nothing stale enters a sum);
 L0C leaves in whole 32-row tiles (into an output padded to them, of which the caller keeps ``t`` rows) and
 its columns past ``m3`` are never copied out, so stale L1 rows never reach a result.
-The halves are both nonzero and of ``fn``'s sign wherever ``fn`` is (``hi`` is truncated, and where the low
-half would be 0 one unit moves from ``hi`` to ``lo``), so an infinite residual gives the reference's
+The halves are both nonzero and of ``fn``'s sign wherever ``fn`` is (down to the same 2^-123: ``hi`` is
+truncated, and where the low half would be 0 one unit moves from ``hi`` to ``lo``), so an infinite residual gives the reference's
 +-Inf rather than ``Inf * 0 = NaN``; NaN propagates as in torch. The square sum stays on the vector cores
 (``build_sqrsum``: SIMT, compensated), a second pass over ``r``; the split is a few element-wise
 device ops on ``fn`` per call.
@@ -165,7 +168,8 @@ def build_sqrsum():
 
 
 def split_tf32(fn):
-    """``(hi, lo)`` BF16 with ``hi + lo == fn`` exactly for TF32 ``fn``: ``hi`` truncated toward zero (so ``lo``
+    """``(hi, lo)`` BF16 with ``hi + lo == fn`` exactly for TF32 ``fn`` with ``|fn| >= 2^-123`` (the module
+    docstring says what happens below): ``hi`` truncated toward zero (so ``lo``
     has ``fn``'s sign), and where that leaves ``lo = 0`` one unit of ``hi``'s last place moves to ``lo``;
     non-finite ``fn`` in both halves (``r * Inf`` twice gives the reference's product)."""
     import torch
