@@ -24,14 +24,17 @@ from .m_grouped_bf16_gemm import launch
 def accepts(a, b, d: torch.Tensor, c: torch.Tensor | None) -> bool:
     if a.fp4 or b.fp4 or a.sf is None or b.sf is None or unsupported(a, b) is not None:
         return False
-    return c is None or (c.data_ptr() == d.data_ptr() and c.stride() == d.stride() and d.dtype == torch.float32)
+    # c is d, or (the op's validation) memory disjoint from it with d's dtype: either way an FP32 d takes it
+    return c is None or d.dtype == torch.float32
 
 
 def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
     g, m, n, k = a.groups, a.mn, b.mn, a.k
     if min(g, m, n) == 0:
         return
-    if k == 0:  # an empty sum: d = c (c is d) or zeros
+    if c is not None and c.data_ptr() != d.data_ptr():
+        d.copy_(c)  # a separate c: d starts as c and the products accumulate onto it in the FixPipe store
+    if k == 0:  # an empty sum: d = c or zeros
         if c is None:
             d.zero_()
         return
