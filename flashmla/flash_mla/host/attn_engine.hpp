@@ -363,9 +363,13 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
         splits = std::min<int64_t>({(threads + rows - 1) / rows, std::max<int64_t>(1, max_blocks / 2), max_splits});
     }
     const size_t o_size = (size_t)sh.Hp * sh.dv;
-    std::vector<float> part_o, part_m, part_l;
+    // part_o is the PV product's accumulator: 64-byte aligned like the scratch (brgemm on AMX runs
+    // slower on operands that split cache lines)
+    Buffer part_o_mem;
+    float* part_o = nullptr;
+    std::vector<float> part_m, part_l;
     if (splits > 1) {
-        part_o.resize((size_t)rows * splits * o_size);
+        part_o = part_o_mem.get<float>((size_t)rows * splits * o_size);
         part_m.resize((size_t)rows * splits * sh.Hp);
         part_l.resize((size_t)rows * splits * sh.Hp);
     }
@@ -391,7 +395,7 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
         const dj::Range rg = dj::split_range(nblk, splits, part);
         float *o, *m, *l;
         if (splits > 1) {
-            o = part_o.data() + (size_t)item * o_size;
+            o = part_o + (size_t)item * o_size;
             m = part_m.data() + (size_t)item * sh.Hp;
             l = part_l.data() + (size_t)item * sh.Hp;
         } else {
@@ -420,7 +424,7 @@ void run_attention(const Shape& sh, const Source& src, int64_t rows, const float
                 if (pm == NEG_INF) continue;
                 const float w = std::exp2(pm - m[h]);
                 l[h] += part_l[item * sh.Hp + h] * w;
-                const float* po = part_o.data() + item * o_size + (size_t)h * sh.dv;
+                const float* po = part_o + item * o_size + (size_t)h * sh.dv;
                 float* dst = o + (size_t)h * sh.dv;
                 for (int d = 0; d < sh.dv; ++d) dst[d] += po[d] * w;
             }
