@@ -188,7 +188,8 @@ _ASCEND = {
     "bf16_einsum": Impl(ascend_einsum.bf16_einsum, "every expression of einsum.BF16_EXPRS as a batched cube GEMM at "
                         "the tensors' strides; c is d accumulates in the FixPipe store"),
     "fp8_bmm": Impl(ascend_fp8_einsum.fp8_bmm, "fp8_einsum's expressions: FP8 with power-of-two scales, K granularity "
-                    "32 or 128, any M/N granularity; c (d itself or a separate tensor) with an FP32 d", ascend_fp8_einsum.accepts),
+                    "32 or 128, any M/N granularity; c (d itself or a separate tensor) added in FP32, then rounded "
+                    "once into a BF16 d", ascend_fp8_einsum.accepts),
     "permute_rows": Impl(ascend_permute_rows.permute_rows, "every dtype and row size; rows of [G, N, ...], one "
                          "integer entry per row, clamped into range in the kernel", ascend_permute_rows.accepts),
     "paged_mqa_logits_metadata": Impl(ascend_paged_mqa_metadata.paged_mqa_metadata, "contiguous int32 context_lens "

@@ -57,8 +57,8 @@ first with ``fp4_to_fp8.asc`` (one extra vector launch).
   accumulated by the FixPipe store (store-mode atomic add).
 - ``fp8_einsum.fp8_bmm(a, b, d, c)`` serves ``fp8_einsum`` (``fp8_bmm`` in the table):
   ``m_grouped_bf16_gemm.asc`` with ``DG_MX`` + ``DG_MASKED`` (every batch full) over the einsum's
-  strided views; ``c`` (``d`` itself, or a separate tensor copied into an FP32 ``d`` first) by
-  ``DG_ACCUMULATE`` (FixPipe atomic add).
+  strided views; ``c`` (``d`` itself, or a separate tensor copied into an FP32 ``d`` first; with a BF16
+  ``d`` an FP32 copy of ``c``, rounded into ``d`` after) by ``DG_ACCUMULATE`` (FixPipe atomic add).
 - ``hc_prenorm_gemm.hc_prenorm_gemm(a, b, d, sqr_sum, num_splits)`` serves ``tf32_hc_prenorm_gemm``: mixed
   kernel ``hc_prenorm_gemm.asc``, A widened BF16 -> FP32 on the vector cores straight into L1 (their
   squared sums on the way), HF32 products on the cube, split-K partials as upstream returns them.

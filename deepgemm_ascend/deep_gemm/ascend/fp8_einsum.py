@@ -9,8 +9,9 @@ Entry point (the dispatch table's Ascend column for ``fp8_bmm``; the canonical a
 ``a`` / ``b`` are QuantOperands over ``[G, MN, K]`` views of the einsum's tensors (K-major or MN-major:
 ``bhd,bhr->hdr`` reads both MN-major), ``d`` the ``[G, M, N]`` view of the output. Scales follow the recipe
 (any M/N granularity, K granularity 32 or 128) and must be powers of two (UE8M0, the Ascend MX contract;
-checked on the twin's CPU tensors). ``c`` is None or ``d`` with an FP32 ``d`` (``accepts``); with ``c`` the
-FixPipe store adds to ``d``.
+checked on the twin's CPU tensors). With ``c`` the FixPipe store adds the products onto an FP32 tensor
+that starts as ``c``: ``d`` itself where ``d`` is FP32, else an FP32 copy of ``c`` that is then rounded
+into the BF16 ``d`` once (``bf16(c + a b)``, the reference's single rounding).
 """
 from __future__ import annotations
 
@@ -22,15 +23,20 @@ from .m_grouped_bf16_gemm import launch
 
 
 def accepts(a, b, d: torch.Tensor, c: torch.Tensor | None) -> bool:
-    if a.fp4 or b.fp4 or a.sf is None or b.sf is None or unsupported(a, b) is not None:
-        return False
-    # c is d, or (the op's validation) memory disjoint from it with d's dtype: either way an FP32 d takes it
-    return c is None or d.dtype == torch.float32
+    return not (a.fp4 or b.fp4 or a.sf is None or b.sf is None or unsupported(a, b) is not None)
 
 
 def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
     g, m, n, k = a.groups, a.mn, b.mn, a.k
     if min(g, m, n) == 0:
+        return
+    if c is not None and d.dtype != torch.float32:
+        # BF16 d: the sum is formed in FP32 and rounded once, as the reference does (a BF16 atomic add
+        # onto c would round c and the product separately)
+        acc = torch.empty((g, m, n), dtype=torch.float32, device=d.device)
+        acc.copy_(c)
+        fp8_bmm(a, b, acc, acc)
+        d.copy_(acc)
         return
     if c is not None and c.data_ptr() != d.data_ptr():
         d.copy_(c)  # a separate c: d starts as c and the products accumulate onto it in the FixPipe store

@@ -61,23 +61,27 @@ def test_fp8_einsum_matches_the_reference_path(monkeypatch, expr, recipe, dims, 
     assert calc_diff(d, want) < 1e-5
 
 
-def test_a_separate_c_accumulates_on_the_ascend_kernel(monkeypatch):
-    """``d = a b + c`` with c a tensor of its own (FP32 d): d starts as c, the products add onto it."""
+@pytest.mark.parametrize(("dtype", "in_place"), [(torch.float32, False), (torch.bfloat16, False),
+                                                 (torch.bfloat16, True)])
+def test_c_accumulates_on_the_ascend_kernel(monkeypatch, dtype, in_place):
+    """``d = a b + c`` with c a tensor of its own (FP32 d: d starts as c, the products add onto it) or, with a
+    BF16 d, also c = d (the sum formed in FP32 and rounded once)."""
     a = _quantised((5, 3, 130), (5, 3, 2))
     b = _quantised((3, 40, 130), (3, 1, 2))
     monkeypatch.setenv("DG_BACKEND", "reference")
-    product = torch.empty(5, 3, 40)
+    product = torch.empty(5, 3, 40, dtype=dtype)
     deep_gemm.fp8_einsum("bhr,hdr->bhd", a, b, product)
-    c = torch.randn(5, 3, 40) * float(product.abs().mean())  # of the product's size, so a lost c shows
+    c = (torch.randn(5, 3, 40) * float(product.float().abs().mean())).to(dtype)  # of the product's size
     c_before = c.clone()
-    want = torch.empty(5, 3, 40)
+    want = torch.empty(5, 3, 40, dtype=dtype)
     deep_gemm.fp8_einsum("bhr,hdr->bhd", a, b, want, c=c)
     monkeypatch.setenv("DG_BACKEND", "ascend")
-    d = torch.full((5, 3, 40), float("nan"))
+    d = c if in_place else torch.full((5, 3, 40), float("nan"), dtype=dtype)
     served = []
     monkeypatch.setattr(_dispatch.TABLE, "run", lambda name, device, *args: served.append(
         _dispatch.TABLE.serves(name, device, *args)) or type(_dispatch.TABLE).run(_dispatch.TABLE, name, device, *args))
     deep_gemm.fp8_einsum("bhr,hdr->bhd", a, b, d, c=c)
     assert served == ["ascend"]
-    assert torch.equal(c, c_before)
+    if not in_place:
+        assert torch.equal(c, c_before)
     assert calc_diff(d, want) < 1e-5 and calc_diff(d, product) > 1e-2
