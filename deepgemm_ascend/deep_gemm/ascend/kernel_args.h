@@ -81,6 +81,7 @@ struct DgPagedMqaLogitsArgs {
   __gm__ fp8_e4m3fn_t* q;
   __gm__ uint8_t* cache;
   __gm__ uint16_t* q_mx_sf;  // DG_MX: q's UE8M0 int16 pairs, MN-major (pair p of row r at p * ld + r)
+  __gm__ uint16_t* kv_unit_sf;  // DG_KV_UNIT_SF: block_kv rows of kQkPairs int16 pairs of 2^0 (0x7F7F)
   __gm__ float* weights;
   __gm__ int32_t* context_lens;
   __gm__ int32_t* block_table;

@@ -7,8 +7,10 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
     paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, clean_logits) -> None
 
 - ``q``: E4M3 ``[B, next_n, H, D]`` (``H <= 128``, ``D`` in 32/64/128); ``kv_cache`` a ``PagedKV``:
-  unscaled q over the uint8 cache ``[num_pages, block_kv, 1, D + 4]`` (per page ``block_kv`` rows of
-  values, then their FP32 scales; any page stride, a multiple of 4 bytes), or DeepGEMM-Ascend's MXFP8
+  q over the uint8 cache ``[num_pages, block_kv, 1, D + 4]`` (per page ``block_kv`` rows of
+  values, then their FP32 scales; any page stride, a multiple of 4 bytes) — unscaled, or with per-32
+  power-of-two scales (``D >= 64``) through the MX product with unit KV scales (``DG_KV_UNIT_SF``, the
+  page's FP32 scale applied by the lanes after it) —, or DeepGEMM-Ascend's MXFP8
   form: q with per-32 UE8M0 scales over the MXFP8 cache ``[num_pages, block_kv, 1, D + D/32]`` (per
   page the values, then int16 scale pairs; row-major or, ``PagedKV.nz``, in the cube's fractal order),
   every scale applied by the cube (``asc_mmad_mx``, ``DG_MX``); or packed E2M1 q (per-32 scales) over
@@ -23,9 +25,8 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 - ``logits`` ``[B * next_n, max_context_len]`` FP32 or BF16 (``stride(1) == 1``), written for the
   positions below each row's length; with ``clean_logits`` the rest of the row is -inf, without it
   untouched.
-- Other forms (scaled FP8 queries over the FP32-scaled cache, other head shapes; ``unsupported``
-  names why) go to the
-  reference through the table's ``accepts``; called directly, ``paged_mqa_logits`` raises
+- Other forms (unscaled queries over the MX cache, other head shapes; ``unsupported`` names why) go to
+  the reference through the table's ``accepts``; called directly, ``paged_mqa_logits`` raises
   ``NotImplementedError``.
 """
 from __future__ import annotations
@@ -34,13 +35,21 @@ import torch
 
 from .. import runtime
 from ._launch import args, kernel, num_cube_cores
-from .mqa_logits import KV_BLOCK, data, defines, head_dim_of, mx_pairs, tokens_per_tile, unsupported_query
+from .mqa_logits import (KV_BLOCK, MX_MIN_HEAD_DIM, data, defines, head_dim_of, mx_pairs, tokens_per_tile,
+                         unsupported_query)
 
 
 def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:
-    if not q.fp4 and (q.sf is not None) != kv_cache.mx:
-        return "scaled FP8 queries only over the MXFP8 cache"
+    if not q.fp4 and q.sf is None and kv_cache.mx:
+        return "per-32 query scales over the MXFP8 cache"
+    if unit_kv_scales(q, kv_cache) and head_dim_of(q) < MX_MIN_HEAD_DIM:
+        return f"per-32 query scales (the MX product) at head dim >= {MX_MIN_HEAD_DIM}, got {head_dim_of(q)}"
     return unsupported_query(q, kv_cache.fp4, logits)
+
+
+def unit_kv_scales(q, kv_cache) -> bool:
+    """Scaled E4M3 q over the fused FP32-scaled cache: the MX product with 2^0 KV scales."""
+    return not q.fp4 and q.sf is not None and not kv_cache.mx
 
 
 def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor,
@@ -60,15 +69,20 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
         return
     tiles = batch * -(-next_n // tokens_per_tile(heads)) * -(-width // KV_BLOCK)
     lens = context_lens.contiguous()
-    mx = kv_cache.mx or q.fp4  # the FP4 cache's int32 words are 4 UE8M0 per token: two pairs, row-major
+    unit = unit_kv_scales(q, kv_cache)
+    mx = kv_cache.mx or q.fp4 or unit  # the FP4 cache's int32 words are 4 UE8M0 per token: two pairs, row-major
     q_mx = mx_pairs(q, batch * next_n * heads, head_dim) if mx else lens  # placeholder: not read
+    # 2^0 pairs for one page's rows, read as the MX cache's scale rows would be
+    unit_sf = torch.full((block_kv, -(-head_dim // 64)), 0x7F7F, dtype=torch.int16, device=q.data.device) \
+        if unit else lens  # placeholder: not read
     # NVIDIA's FP4 cache keeps 4 scale bytes per token at any D; the MX cache 2 * D/64 (the kernel's default)
     sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 and not kv_cache.mx else {}
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
            {**defines(heads, head_dim, logits, clean=clean_logits, mx=mx, kv_nz=kv_cache.nz, qk_fp4=q.fp4),
-            "DG_BLOCK_KV": block_kv, **sf_row})(
+            "DG_BLOCK_KV": block_kv, "DG_KV_UNIT_SF": int(unit), **sf_row})(
         min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
-        args("DgPagedMqaLogitsArgs", q=data(q), cache=cache, q_mx_sf=q_mx, weights=weights.float().contiguous(),
+        args("DgPagedMqaLogitsArgs", q=data(q), cache=cache, q_mx_sf=q_mx, kv_unit_sf=unit_sf,
+             weights=weights.float().contiguous(),
              context_lens=lens, block_table=block_table, logits=logits, batch=batch, next_n=next_n, width=width,
              ld_logits=logits.stride(0), bt_ld=block_table.stride(0), bt_cols=block_table.size(1),
              num_pages=num_pages, page_stride=cache.stride(0), ld_q_mx_sf=q_mx.stride(-1) if mx else 0))

@@ -176,6 +176,35 @@ def test_mxfp8_cache_in_both_page_layouts(monkeypatch, batch, next_n, heads, hea
     assert calc_diff(got[finite].float(), want[finite]) < 1e-3
 
 
+# E4M3 q with per-32 power-of-two scales (FP32) over upstream's fused FP32-scaled cache: the MX product with
+# 2^0 KV scales, the page's scale after it; two shape classes with KV tails (one token a tile at 64 heads,
+# several at 8 with next_n 2)
+@pytest.mark.parametrize(("batch", "next_n", "heads", "head_dim", "block_kv", "max_ctx"),
+                         [(2, 1, 64, 128, 64, 300), (2, 2, 8, 64, 32, 150)])
+def test_scaled_fp8_q_over_the_fused_cache(monkeypatch, batch, next_n, heads, head_dim, block_kv, max_ctx):
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    q, kv, weights, table = _inputs(batch, next_n, heads, head_dim, block_kv, max_ctx)
+    q_sf = torch.exp2(torch.randint(-5, 6, (batch, next_n, heads, head_dim // 32)).float())
+    query = Quantised(q.data, q_sf, False, False)
+    lens = _lengths(batch, next_n, max_ctx)
+    meta = torch.zeros(deep_gemm.get_num_sms() + 1, 2, dtype=torch.int32)
+    assert _dispatch.TABLE.serves("paged_mqa_logits", q.data.device, query, kv, weights, lens, table,
+                                  torch.empty(batch * next_n, max_ctx), True) == "ascend"
+    # q_sf stays unmarked: on CPU tensors the op checks FP32 scales are powers of two (NPU tensors skip
+    # that read, _operands.sf_to_fp32); every other input is device-only
+    q_data, *rest = _marked(q.data, kv.cache, weights, lens, table, meta)
+    with DeviceOnly():
+        got = deep_gemm.fp8_fp4_paged_mqa_logits((q_data, q_sf), *rest, max_ctx, clean_logits=True)
+    want = torch.empty(batch * next_n, max_ctx)
+    reference.paged_mqa_logits(query, kv, weights, lens, table, want, True)
+    unscaled = torch.empty(batch * next_n, max_ctx)
+    reference.paged_mqa_logits(q, kv, weights, lens, table, unscaled, True)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    finite = torch.isfinite(want)
+    assert calc_diff(got[finite], want[finite]) < 1e-3
+    assert calc_diff(got[finite], unscaled[finite]) > 1e-2, "the query's scales are applied"
+
+
 # FP4 q (per-32 scales) over the FP4 cache (per page the packed values, then per token an int32 of four
 # UE8M0 exponents), two shape classes with KV tails
 @pytest.mark.parametrize(("batch", "next_n", "heads", "head_dim", "block_kv", "max_ctx"),
