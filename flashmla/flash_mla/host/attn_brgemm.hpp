@@ -80,12 +80,12 @@ inline bool qk_block(const uint16_t* const* krow, int nt, int dqk, int Hp, const
     return true;
 }
 
-// V of the block as VNNI words [nt / 2][dv]: word [j][d] = (V[2j][d], V[2j+1][d]).
-inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv) {
+// V of the block as VNNI words [nt / 2][dv] (rows ldv words apart): word [j][d] = (V[2j][d], V[2j+1][d]).
+inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv, int ldv) {
     for (int j = 0; j < nt / 2; ++j) {
         const uint16_t* a = vrow[2 * j];
         const uint16_t* b = vrow[2 * j + 1];
-        uint32_t* dst = vw + (int64_t)j * dv;
+        uint32_t* dst = vw + (int64_t)j * ldv;
         int d = 0;
 #ifdef DJ_HAVE_AVX512
         for (; d + 16 <= dv; d += 16) {
@@ -125,22 +125,23 @@ inline void transpose_p(const uint32_t* pp, int nt, int Hp, int H, uint32_t* pw)
         for (int j = 0; j < np; ++j) pw[(int64_t)h * (BT / 2) + j] = pp[(int64_t)j * Hp + h];
 }
 
-// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H. False after an error was reported.
-inline bool pv_block(const uint32_t* pp, const uint16_t* const* vrow, int nt, int H, int Hp, int dv,
+// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H (O's rows and packed V's ld apart). False
+// after an error was reported.
+inline bool pv_block(const uint32_t* pp, const uint16_t* const* vrow, int nt, int H, int Hp, int dv, int ld,
                      const float* rescale, uint32_t* pw, uint32_t* vw, float* o) {
     transpose_p(pp, nt, Hp, H, pw);
-    pack_v(vw, vrow, nt, dv);
+    pack_v(vw, vrow, nt, dv, ld);
     for (int h = 0; h < H; ++h) {
         const float r = rescale[h];
         if (r == 1.0f) continue;   // the running max did not move
-        float* row = o + (int64_t)h * dv;
+        float* row = o + (int64_t)h * ld;
         int d = 0;
 #ifdef DJ_HAVE_AVX512
         for (; d + 16 <= dv; d += 16) _mm512_storeu_ps(row + d, _mm512_mul_ps(_mm512_loadu_ps(row + d), _mm512_set1_ps(r)));
 #endif
         for (; d < dv; ++d) row[d] *= r;
     }
-    return dj::brgemm::gemm(H, dv, nt, reinterpret_cast<const uint16_t*>(pw), BT, vw, dv, o, dv, true);
+    return dj::brgemm::gemm(H, dv, nt, reinterpret_cast<const uint16_t*>(pw), BT, vw, ld, o, ld, true);
 }
 
 }  // namespace brg
