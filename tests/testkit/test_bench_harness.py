@@ -200,3 +200,12 @@ def test_schedule_runs_a_file_past_its_share_at_the_least_budget_and_skips_once_
     reason = s.start("b.py::t2")
     assert reason.startswith("skipped for time: the 50 s bench session (BENCH_SESSION_BUDGET_S) is spent")
     assert s.skipped == [("b.py::t2", reason)]
+
+
+def test_brgemm_peak_loop_runs_every_tile():
+    """The brgemm peak loop compiles and reads a positive rate at each tile (a few MFLOP each here)."""
+    if "brgemm" not in peaks.me.present_engines(peaks.cpu_flags()):
+        pytest.skip("torch exports no brgemm micro-kernel here")
+    rates = [peaks.brgemm_peak_gflops(tiles=(tile,), flops_per_tile_set=2e6) for tile in peaks.BRGEMM_TILES]
+    assert all(r > 0 for r in rates)
+    assert peaks.brgemm_peak_gflops(flops_per_tile_set=2e6) > 0
