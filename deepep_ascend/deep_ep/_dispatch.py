@@ -6,6 +6,8 @@ under ``EP_BACKEND=ascend``, gloo and the Ascend twin); ``EP_BACKEND`` forces on
 entry lacks raises ``deepjit.BackendUnavailableError`` naming it."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from deepjit import BackendTable, Impl
@@ -62,6 +64,10 @@ def _cast_ascend(x: torch.Tensor, round_scale: bool, threads: int):
     return per_token_cast_to_fp8(x, round_scale)
 
 
+def _row_words(t: torch.Tensor) -> bool:
+    return math.prod(t.shape[1:]) * t.element_size() % 4 == 0
+
+
 def _gather_ref(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
     """Rows ``ids`` (int32 global ids) of the table split over ``peers`` (``rows_per_peer`` rows each)."""
     flat = ids.long()
@@ -95,9 +101,18 @@ TABLE.register("low_latency", reference=_no_low_latency_engine,
                          lambda session, *_: session.transport_kind == "shm"),
                ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers, equal all-to-all splits",
                            kernels=ascend_kernels.LOW_LATENCY))
+def _gather_ascend(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
+    from .ascend.gather import gather_rows
+    return gather_rows(peers[0], ids)
+
+
 TABLE.register("engram_gather", reference=_gather_ref,
                host=Impl(_gather_host, "contiguous peer tables",
-                         lambda peers, *_: all(t.is_contiguous() for t in peers)))
+                         lambda peers, *_: all(t.is_contiguous() for t in peers)),
+               ascend=Impl(_gather_ascend, "one table (all-gathered on the device) of rows of whole 32-bit words; "
+                           "out-of-range ids give zero rows",
+                           lambda peers, *_: len(peers) == 1 and _row_words(peers[0]),
+                           kernels=ascend_kernels.GATHER))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
                host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0),
                ascend=Impl(_cast_ascend, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0,

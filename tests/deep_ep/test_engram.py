@@ -1,6 +1,8 @@
 """EngramBuffer: a table sharded over the ranks, fetched by global entry id; checked against the
 all-gathered table indexed directly (BF16 and FP8 with replicated scales), over shared memory and
-over the collective transport; bad arguments and a fetch before any write are refused."""
+over the collective transport, and on the Ascend path (the device table and the gather kernel on the twin,
+no host read of the ids, zero rows for out-of-range ids); bad arguments and a fetch before any write are
+refused."""
 import torch
 import torch.distributed as dist
 
@@ -64,6 +66,60 @@ def _engram(rank, world):
     return out
 
 
+def _engram_ascend(rank, world):
+    """EP_BACKEND=ascend: the table all-gathered on the device and fetched by the gather kernel on the twin,
+    with no host read of the ids; an out-of-range id gives a zero row (the host path refuses it)."""
+    import deep_ep
+    from deep_ep import _dispatch
+    from deep_ep.utils.math import per_token_cast_to_fp8
+    from tests.testkit.host_reads import DeviceOnly, mark
+    served = []
+    for use_fp8 in (False, True):
+        dtype = torch.float8_e4m3fn if use_fp8 else torch.bfloat16
+        packs = HIDDEN // 128 if use_fp8 else 0
+        gpu_bytes, storage_bytes = deep_ep.EngramBuffer.get_storage_size_hint(
+            dist.group.WORLD, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
+        buf = deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, 2, 16, explicitly_destroy=True)
+        buf.set_config(ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
+        g = torch.Generator().manual_seed(rank)
+        storages, sfs, tables = [], [] if use_fp8 else None, []
+        for n in ENTRIES:
+            local = torch.randn(n, HIDDEN, generator=g).bfloat16()
+            if use_fp8:
+                local, local_sf = per_token_cast_to_fp8(local)
+                every = [None] * world
+                dist.all_gather_object(every, local_sf)
+                sfs.append(torch.cat(every))
+            storages.append(local)
+            every = [None] * world
+            dist.all_gather_object(every, local.view(torch.uint8))
+            tables.append(torch.cat(every).view(dtype))
+        buf.write(storages, sfs)
+        indices = torch.stack([torch.randint(0, world * n, (TOKENS, PER_TOKEN), generator=g, dtype=torch.int32)
+                               for n in ENTRIES])
+        indices[1, 2, 0] = world * ENTRIES[1]   # out of range
+        indices[0, 5, 2] = -1
+        served.append(_dispatch.TABLE.serves("engram_gather", indices.device, [buf._tables[0]],
+                                             buf._tables[0].shape[0], indices[0].reshape(-1), 1))
+        with DeviceOnly():
+            hooks = buf.fetch(mark(indices.clone())[0])
+        for layer in range(len(ENTRIES)):
+            got = hooks[layer]()
+            data, sf = got if use_fp8 else (got, None)
+            flat = indices[layer].reshape(-1).long()
+            inside = (flat >= 0) & (flat < world * ENTRIES[layer])
+            row_bytes = HIDDEN * dtype.itemsize
+            want = torch.zeros(flat.numel(), row_bytes, dtype=torch.uint8)
+            want[inside] = tables[layer].view(torch.uint8)[flat[inside]]
+            assert torch.equal(data.view(torch.uint8).reshape(flat.numel(), row_bytes), want)
+            if use_fp8:
+                want_sf = torch.zeros(flat.numel(), packs)
+                want_sf[inside] = sfs[layer][flat[inside]]
+                assert torch.equal(sf.reshape(flat.numel(), packs), want_sf)
+        buf.destroy()
+    return served
+
+
 def _refused(fragment, fn, *args, **kwargs):
     try:
         fn(*args, **kwargs)
@@ -73,8 +129,11 @@ def _refused(fragment, fn, *args, **kwargs):
     raise AssertionError(f"expected a ValueError saying {fragment!r}")
 
 
-def test_engram_over_shared_memory_and_over_collectives():
-    """Shared memory, then the collective transport forced (the path between hosts): one spawn."""
-    steps = (_engram,), (with_env, {"EP_TRANSPORT": "dist"}, _engram)
-    assert run_ranks(in_sequence, 2, *steps, timeout=180) == [[{False: True, True: True},
-                                                               {False: False, True: False}]] * 2
+def test_engram_over_shared_memory_over_collectives_and_on_ascend():
+    """Shared memory, then the collective transport forced (the path between hosts), then the Ascend
+    path on the twin: one spawn."""
+    steps = (_engram,), (with_env, {"EP_TRANSPORT": "dist"}, _engram), (with_env, {"EP_BACKEND": "ascend"},
+                                                                        _engram_ascend)
+    assert run_ranks(in_sequence, 2, *steps, timeout=240) == [[{False: True, True: True},
+                                                               {False: False, True: False},
+                                                               ["ascend", "ascend"]]] * 2

@@ -1,7 +1,8 @@
 """deep_ep's Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``, through
 ``codegen.cases()``): each runs one kernel's entry point on CPU tensors (so on the twin) and compares it,
 bit for bit, with a plain-torch statement of what it does (row scatters in list order, the reference FP8
-cast of deep_ep/utils/math.py, the combine sum in FP32 in list order).
+cast of deep_ep/utils/math.py, the combine sum in FP32 in list order, the Engram row gather with zero rows
+for out-of-range ids).
 
 Each kernel runs at a test shape and at the DeepSeek-V3/V4 EP8 shapes of codegen.py (hidden 7168, top-8
 of 256 experts over 8 ranks): 4096 tokens prefill and 128 decode per rank.
@@ -94,6 +95,19 @@ def _combine(t, p, num_rows, h, weighted, num_bias, from_first):
     return run
 
 
+def _gather(table_rows, n, h):
+    def run() -> list[str]:
+        from .gather import gather_rows
+        torch.manual_seed(0)
+        table = torch.randn(table_rows, h).bfloat16()
+        ids = torch.randint(-2, table_rows + 2, (n,), dtype=torch.int32)
+        inside = (ids >= 0) & (ids < table_rows)
+        want = torch.zeros(n, h, dtype=torch.bfloat16)
+        want[inside] = table[ids[inside].long()]
+        return _same("out", gather_rows(table, ids), want)
+    return run
+
+
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
 
@@ -103,7 +117,9 @@ def cases() -> list:
             ("ep_per_token_cast_fp8_ue8m0_6_h256", _fp8_pack(6, 1, 256, True)),
             ("ep_combine_reduce_bias2_5x3_h40", _combine(5, 3, 12, 40, False, 2, False)),
             ("ep_combine_partial_5x3_h40", _combine(5, 3, 12, 40, False, 0, True)),
-            ("ep_ll_combine_weighted_5x3_h40", _combine(5, 3, 12, 40, True, 0, False))]
+            ("ep_ll_combine_weighted_5x3_h40", _combine(5, 3, 12, 40, True, 0, False)),
+            ("ep_engram_gather_70_of_30_h48", _gather(30, 70, 48)),
+            (f"ep_engram_gather_{DECODE * TOPK}_of_1024_h{HIDDEN}", _gather(1024, DECODE * TOPK, HIDDEN))]
     for phase, t in (("prefill", TOKENS), ("decode", DECODE)):
         rows = t * TOPK
         runs += [(f"ep_pack_bf16_r{RANKS}_{phase}_{t}t_h{HIDDEN}", _scatter(t, RANKS, rows, HIDDEN, torch.bfloat16, False)),

@@ -45,6 +45,11 @@ def _ll_combine():
     return reduce.build(H, K, True, 0, False)
 
 
+def _gather_bf16():
+    from . import gather
+    return gather.build(H * 2)
+
+
 def _cast_ue8m0():
     from . import fp8_pack
     return fp8_pack.build(H, 1, True)
@@ -55,6 +60,7 @@ ENGINE = (_spec("ep_pack_bf16_r8", _pack_bf16), _spec("ep_unpack_expanded_bf16_k
           _spec("ep_combine_partial_k8", _combine_partial))
 LOW_LATENCY = (_spec("ep_ll_unpack_fp8_k8", _ll_unpack_fp8), _spec("ep_ll_combine_weighted_k8", _ll_combine))
 CAST = (_spec("ep_per_token_cast_fp8_ue8m0", _cast_ue8m0),)
+GATHER = (_spec("ep_engram_gather_bf16", _gather_bf16),)
 
 
 def cases() -> list:
@@ -65,4 +71,4 @@ def cases() -> list:
 
 def kernels() -> list[AscendKernelSpec]:
     """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend check them)."""
-    return [*ENGINE, *LOW_LATENCY, *CAST]
+    return [*ENGINE, *LOW_LATENCY, *CAST, *GATHER]

@@ -7,7 +7,11 @@ call gives the ``[T, entries * hidden]`` rows (and, for FP8 tables, the ``[T, en
 scales from the replicated scale table).
 
 Over shared memory the shards live in a ``deepjit.symm`` window and a fetch reads the peers' rows
-in place; across hosts ``write`` all-gathers the table, so fetches are local reads either way.
+in place; across hosts ``write`` all-gathers the table, so fetches are local reads either way. On the
+Ascend path (NPU tensors, or CPU tensors under ``EP_BACKEND=ascend``) the table is all-gathered on the
+device (HCCL; gloo on the twin) and a fetch is one vector-kernel gather per table (``ascend/gather.py``)
+that reads no value back to the host: ids are checked for range only off the Ascend path, and there an
+out-of-range id gives a zero row.
 """
 from __future__ import annotations
 
@@ -26,6 +30,10 @@ from ..engine.layout import ALLOCATION_ALIGNMENT
 from ..transport import choose_transport
 from ..utils.math import align
 from .base import BufferBase
+
+
+def _on_ascend(device) -> bool:
+    return LIB.backend_for(device, has_ascend=True) == "ascend"
 
 
 class EngramBuffer(BufferBase):
@@ -56,7 +64,7 @@ class EngramBuffer(BufferBase):
         self._window = None
         self._tables: list[torch.Tensor] | None = None   # all-gathered layers (collective transports)
         self._sfs: list[torch.Tensor] | None = None
-        if choose_transport(group, "cpu", LIB.backend_for(torch.device("cpu")) == "host") == "shm":
+        if choose_transport(group, "cpu", LIB.backend_for(torch.device("cpu"), has_ascend=True) == "host") == "shm":
             self._window = SymmetricWindow.create(group, max(num_rdma_storage_bytes, 1), name_hint="deep_ep_engram",
                                                   num_signals=0, timeout_s=float(num_gpu_timeout_secs))
         self.num_scaleout_ranks, self.num_scaleup_ranks = self.get_logical_domain_size()
@@ -143,11 +151,11 @@ class EngramBuffer(BufferBase):
         elif sfs is not None:
             raise ValueError("sfs must be None for BF16 tables")
         dist.barrier(group=self.group)  # no rank still reads the previous table
-        if self._window is not None:
+        if self._window is not None and not _on_ascend(storages[0].device):
             for view, t in zip(self._layer_views(self.rank_idx), storages, strict=True):
                 view.copy_(t)
         else:
-            self._tables = []
+            self._tables = []   # on the storages' device
             for t in storages:
                 raw = t.contiguous().view(torch.uint8)  # gloo moves bytes of any dtype
                 parts = [torch.empty_like(raw) for _ in range(self.num_ranks)]
@@ -169,23 +177,25 @@ class EngramBuffer(BufferBase):
         if indices.shape[1] > max_tokens:
             raise V.fail("indices", f"at most num_max_tokens ({max_tokens}) tokens", f"shape {tuple(indices.shape)}")
         V.integer("num_qps", num_qps, 0, self.num_allocated_qps)
-        for layer, n in enumerate(entries):
-            bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)
-            if bool(bad.any()):
-                where = bad.nonzero()[0].tolist()
-                raise ValueError(f"indices[{layer}, {where[0]}, {where[1]}] = {int(indices[layer][tuple(where)])} is "
-                                 f"out of range [0, {self.num_ranks * n})")
+        device = self._tables[0].device if self._tables is not None else torch.device("cpu")
+        if not _on_ascend(device):   # a host read: the Ascend kernel gives zero rows instead
+            for layer, n in enumerate(entries):
+                bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)
+                if bool(bad.any()):
+                    where = bad.nonzero()[0].tolist()
+                    raise ValueError(f"indices[{layer}, {where[0]}, {where[1]}] = {int(indices[layer][tuple(where)])} "
+                                     f"is out of range [0, {self.num_ranks * n})")
         T = indices.shape[1]
-        cpu = torch.device("cpu")
         results = []
         for layer, n in enumerate(entries):
             ids = indices[layer].reshape(-1)
-            peers = (list(self._tables[layer].split(n)) if self._window is None
-                     else [self._layer_views(peer)[layer] for peer in range(self.num_ranks)])
-            out = TABLE.run("engram_gather", cpu, peers, n, ids, self._threads).view(T, per_token * hidden)
+            # the all-gathered table is one peer of all its rows; the window's shards are read in place
+            peers, rows = (([self._tables[layer]], self._tables[layer].shape[0]) if self._tables is not None
+                           else ([self._layer_views(peer)[layer] for peer in range(self.num_ranks)], n))
+            out = TABLE.run("engram_gather", device, peers, rows, ids, self._threads).view(T, per_token * hidden)
             if packs:
                 scales = self._sfs[layer]
-                sf = TABLE.run("engram_gather", cpu, [scales], scales.shape[0], ids, self._threads)
+                sf = TABLE.run("engram_gather", device, [scales], scales.shape[0], ids, self._threads)
                 sf = sf.view(T, per_token * packs)
                 if use_tma_aligned_col_major_sf:
                     sf = sf.T.contiguous().T
