@@ -69,7 +69,7 @@ class DSAConfig:
         if self.index_head_dim not in (64, 128):
             raise V.fail("index_head_dim", "64 or 128 (deep_gemm MQA logits, RoPE on 64)", self.index_head_dim)
         if 128 % self.index_n_heads:
-            raise ValueError(f"index_n_heads must divide 128 (deep_gemm MQA logits), got {self.index_n_heads}")
+            raise V.fail("index_n_heads", "a divisor of 128 (deep_gemm MQA logits)", self.index_n_heads)
 
 
 @dataclass
@@ -250,8 +250,8 @@ class DSA:
         if not isinstance(cache, DSACache):
             raise V.fail("cache", "a DSACache", type(cache).__name__, TypeError)
         if cache.index_head_dim != self.cfg.index_head_dim:
-            raise ValueError(f"cache: built for index_head_dim {cache.index_head_dim}, the layer's config has "
-                             f"{self.cfg.index_head_dim}")
+            raise V.fail("cache", f"a cache built for the layer config's index_head_dim {self.cfg.index_head_dim}",
+                         f"one built for index_head_dim {cache.index_head_dim}")
 
     # ---- the two phases ----------------------------------------------------------------------------
     def prefill(self, x: torch.Tensor, cache: DSACache, seq: int, return_topk: bool = False):
@@ -261,7 +261,8 @@ class DSA:
         self._check_cache(cache)
         V.integer("seq", seq, 0, cache.batch - 1)
         if int(cache.seq_lens[seq]):
-            raise ValueError(f"seq {seq} already holds {int(cache.seq_lens[seq])} tokens; prefill starts a sequence")
+            raise V.fail("seq", "an empty sequence of cache (prefill starts a sequence)",
+                         f"seq {seq}, which already holds {int(cache.seq_lens[seq])} tokens")
         t = x.shape[0]
         if not 0 < t <= cache.max_seq_len:
             raise V.fail("x", f"1 to {cache.max_seq_len} (the cache's max_seq_len) tokens", t)
@@ -287,7 +288,8 @@ class DSA:
         b = x.shape[0]
         pos = cache.seq_lens.long()
         if int(pos.max()) >= cache.max_seq_len:
-            raise ValueError(f"a sequence is full (max_seq_len {cache.max_seq_len})")
+            raise V.fail("cache", f"room for one more token in every sequence (max_seq_len {cache.max_seq_len})",
+                         f"sequence {int(pos.argmax())} full")
         x = x.contiguous()
         q, latent, q_idx, head_weights, key = self._project(x, pos)
         cache.write(cache.slots(torch.arange(b), pos), latent, key)

@@ -128,25 +128,26 @@ def rebalance_experts(weight: torch.Tensor, num_replicas: int, num_groups: int, 
     if weight.shape[1] == 0:
         raise V.fail("weight", "[num_layers, num_logical_experts] with at least one expert", tuple(weight.shape))
     if weight.is_complex() or weight.dtype == torch.bool:
-        raise TypeError(f"weight must hold real loads, got {weight.dtype}")
+        raise V.fail("weight", "real loads (a real dtype)", weight.dtype, TypeError)
     weight = weight.float().cpu()
     if not bool(torch.isfinite(weight).all()) or bool((weight < 0).any()):
-        raise ValueError("weight must hold finite loads >= 0")
+        raise V.fail("weight", "finite loads >= 0", "a non-finite load" if not bool(torch.isfinite(weight).all())
+                     else f"a negative load (min {float(weight.min())})")
     num_replicas, num_groups = _positive_int("num_replicas", num_replicas), _positive_int("num_groups", num_groups)
     num_nodes, num_gpus = _positive_int("num_nodes", num_nodes), _positive_int("num_gpus", num_gpus)
     layers, num_logical = weight.shape
     if num_replicas % num_gpus:
-        raise ValueError(f"num_replicas ({num_replicas}) must be a multiple of num_gpus ({num_gpus})")
+        raise V.fail("num_replicas", f"a multiple of num_gpus ({num_gpus})", num_replicas)
     if num_groups % num_nodes == 0:
         if num_logical % num_groups:
-            raise ValueError(f"num_logical_experts ({num_logical}) must be a multiple of num_groups ({num_groups})")
+            raise V.fail("weight", f"a number of logical experts (dim 1) that is a multiple of num_groups ({num_groups})",
+                         f"shape {tuple(weight.shape)}")
         if num_gpus % num_nodes:
-            raise ValueError(f"num_gpus ({num_gpus}) must be a multiple of num_nodes ({num_nodes})")
+            raise V.fail("num_gpus", f"a multiple of num_nodes ({num_nodes})", num_gpus)
     else:  # global policy: one group, one node
         num_groups = num_nodes = 1
     if num_replicas // num_nodes < num_logical // num_nodes:
-        raise ValueError(f"num_replicas ({num_replicas}) must be at least the number of logical experts "
-                         f"({num_logical})")
+        raise V.fail("num_replicas", f"at least the number of logical experts ({num_logical})", num_replicas)
     phy2log, replica, count = _rebalance_hierarchical(weight, num_replicas, num_groups, num_nodes, num_gpus)
     width = int(count.max())
     log2phy = torch.full((layers, num_logical * width), -1, dtype=torch.int64)
@@ -182,20 +183,26 @@ class ExpertPlan:
             V.tensor(f"plan.{name}", t, dtypes=(torch.int64,), ndim=dim)
         num_physical = p2l.shape[0]
         if num_physical % num_ranks or num_physical < num_logical:
-            raise ValueError(f"plan has {num_physical} physical experts: expected a multiple of the group size "
-                             f"({num_ranks}) and at least n_routed_experts ({num_logical})")
+            raise V.fail("plan.physical_to_logical", f"a number of physical experts that is a multiple of the group "
+                         f"size ({num_ranks}) and at least n_routed_experts ({num_logical})",
+                         f"{num_physical} physical experts")
         if l2p.shape[0] != num_logical or cnt.shape[0] != num_logical:
-            raise ValueError(f"plan.logical_to_physical / logical_count must have {num_logical} rows (n_routed_experts), "
-                             f"got {l2p.shape[0]} / {cnt.shape[0]}")
+            name, t = ("plan.logical_to_physical", l2p) if l2p.shape[0] != num_logical else ("plan.logical_count", cnt)
+            raise V.fail(name, f"{num_logical} rows (n_routed_experts)", f"shape {tuple(t.shape)}")
         if bool(((p2l < 0) | (p2l >= num_logical)).any()):
-            raise ValueError(f"plan.physical_to_logical must hold expert ids in [0, {num_logical})")
+            raise V.fail("plan.physical_to_logical", f"expert ids in [0, {num_logical})",
+                         f"values in [{int(p2l.min())}, {int(p2l.max())}]")
         if not torch.equal(cnt, torch.bincount(p2l, minlength=num_logical)) or bool((cnt < 1).any()):
-            raise ValueError("plan.logical_count must count each expert's physical slots, at least one each")
+            raise V.fail("plan.logical_count", "each expert's count of physical slots in plan.physical_to_logical, at "
+                         "least one each", "an expert without a slot" if bool((cnt < 1).any())
+                         else "counts that disagree with plan.physical_to_logical")
         if l2p.shape[1] < int(cnt.max()):
-            raise ValueError("plan.logical_to_physical has fewer columns than the largest replica count")
+            raise V.fail("plan.logical_to_physical", f"at least {int(cnt.max())} columns (the largest replica count)",
+                         f"shape {tuple(l2p.shape)}")
         used = torch.arange(l2p.shape[1]) < cnt[:, None]
         slots = l2p[used]
         if bool(((l2p[~used]) != -1).any()) or bool(((slots < 0) | (slots >= num_physical)).any()) \
                 or torch.unique(slots).numel() != num_physical \
                 or not torch.equal(p2l[slots], torch.arange(num_logical).repeat_interleave(cnt)):
-            raise ValueError("plan.logical_to_physical must list each expert's own physical slots, then -1")
+            raise V.fail("plan.logical_to_physical", "each expert's own physical slots, then -1",
+                         "maps that disagree with plan.physical_to_logical and plan.logical_count")

@@ -116,7 +116,8 @@ def _check_weights(cfg: MoEConfig, w: MoEWeights) -> None:
         t = getattr(w, name)
         V.tensor(f"weights.{name}", t, dtypes=(dtype,), shape=shape)
     if not s and (w.shared_w13 is not None or w.shared_w2 is not None):
-        raise ValueError("weights.shared_w13/shared_w2 given but cfg.n_shared_experts is 0")
+        raise V.fail("weights.shared_w13" if w.shared_w13 is not None else "weights.shared_w2",
+                     "None when cfg.n_shared_experts is 0", "a tensor")
 
 
 class MoE:
@@ -134,8 +135,8 @@ class MoE:
         self.group = group
         self.rank, self.num_ranks = (group.rank(), group.size()) if group is not None else (0, 1)
         if cfg.n_routed_experts % self.num_ranks:
-            raise ValueError(f"n_routed_experts ({cfg.n_routed_experts}) must be divisible by the group size "
-                             f"({self.num_ranks})")
+            raise V.fail("group", f"a size that divides cfg.n_routed_experts ({cfg.n_routed_experts})",
+                         f"size {self.num_ranks}")
         self.gate = weights.gate.contiguous()
         self.gate_bias = weights.gate_bias.contiguous()
         self.apply_plan(plan, weights)
@@ -242,8 +243,8 @@ class MoE:
         V.tensor("x", x, dtypes=(torch.bfloat16,), device=self.gate.device, like="the layer's weights")
         V.tensor("x", x, shape=(None, self.cfg.hidden))
         if self.buffer is not None and x.shape[0] > self.num_max_tokens_per_rank:
-            raise ValueError(f"x has {x.shape[0]} tokens, more than num_max_tokens_per_rank "
-                             f"({self.num_max_tokens_per_rank})")
+            raise V.fail("x", f"at most num_max_tokens_per_rank ({self.num_max_tokens_per_rank}) tokens",
+                         f"{x.shape[0]} tokens")
 
     # ---- forward ---------------------------------------------------------------------------------
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

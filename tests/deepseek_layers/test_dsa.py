@@ -131,10 +131,16 @@ def test_bad_sequence_state_is_refused(small):
     with pytest.raises(ValueError, match="seq: expected"):
         layer.prefill(x, cache, 2)
     layer.prefill(x, cache, 0)
-    with pytest.raises(ValueError, match="already holds"):
+    with pytest.raises(ValueError, match=r"^seq: expected an empty sequence .*, got seq 0, which already holds 8 tokens$"):
         layer.prefill(x, cache, 0)
     with pytest.raises(ValueError, match=r"x: expected shape \(2, 256\)"):
         layer.decode(randn(3, cfg.dim).bfloat16(), cache)
+    cache.seq_lens[1] = 64
+    with pytest.raises(ValueError, match=r"^cache: expected room for one more token in every sequence "
+                                         r"\(max_seq_len 64\), got sequence 1 full$"):
+        layer.decode(randn(2, cfg.dim).bfloat16(), cache)
+    with pytest.raises(ValueError, match=r"^index_n_heads: expected a divisor of 128 .*, got 3$"):
+        DSAConfig(**{**cfg.__dict__, "index_n_heads": 3}).validate()
     with pytest.raises(ValueError, match="n_heads"):
         DSA(DSAConfig(**{**cfg.__dict__, "n_heads": 32}), DSAWeights.random(cfg))
     w = DSAWeights.random(cfg)
@@ -154,9 +160,9 @@ def test_foreign_device_and_cache_are_refused_before_any_write(small):
         layer.decode(torch.empty(1, cfg.dim, dtype=torch.bfloat16, device="meta"), cache)
     other = DSACache(DSAConfig(**{**cfg.__dict__, "index_head_dim": 64}), batch=1, max_seq_len=64)
     x = randn(8, cfg.dim).bfloat16()
-    with pytest.raises(ValueError, match="cache: built for index_head_dim 64.* 128"):
+    with pytest.raises(ValueError, match="^cache: expected .*index_head_dim 128, got one built for index_head_dim 64$"):
         layer.prefill(x, other, 0)
-    with pytest.raises(ValueError, match="cache: built for index_head_dim 64.* 128"):
+    with pytest.raises(ValueError, match="^cache: expected .*index_head_dim 128, got one built for index_head_dim 64$"):
         layer.decode(x[:1], other)
     with pytest.raises(TypeError, match="cache: expected a DSACache"):
         layer.decode(x[:1], None)

@@ -164,12 +164,13 @@ def test_balance_against_greedy_baselines(num_groups, num_nodes):
 
 
 @pytest.mark.parametrize("args,match", [
-    ((torch.ones(2, 8), 12, 2, 1, 8), "num_replicas \\(12\\) must be a multiple of num_gpus \\(8\\)"),
-    ((torch.ones(2, 8), 4, 1, 1, 2), "at least the number of logical experts"),
-    ((torch.ones(2, 9), 12, 2, 1, 2), "multiple of num_groups"),
-    ((torch.ones(2, 8), 12, 4, 4, 6), "num_gpus \\(6\\) must be a multiple of num_nodes \\(4\\)"),
+    ((torch.ones(2, 8), 12, 2, 1, 8), r"^num_replicas: expected a multiple of num_gpus \(8\), got 12$"),
+    ((torch.ones(2, 8), 4, 1, 1, 2), r"^num_replicas: expected at least the number of logical experts \(8\), got 4$"),
+    ((torch.ones(2, 9), 12, 2, 1, 2), r"^weight: expected .* multiple of num_groups \(2\), got shape \(2, 9\)$"),
+    ((torch.ones(2, 8), 12, 4, 4, 6), r"^num_gpus: expected a multiple of num_nodes \(4\), got 6$"),
     ((torch.ones(8), 8, 1, 1, 1), "weight: expected a 2-D tensor"),
-    ((-torch.ones(1, 8), 8, 1, 1, 1), "finite loads >= 0"),
+    ((-torch.ones(1, 8), 8, 1, 1, 1), r"^weight: expected finite loads >= 0, got a negative load \(min -1.0\)$"),
+    ((torch.tensor([[1.0, float("nan")]]), 2, 1, 1, 1), "^weight: expected finite loads >= 0, got a non-finite load$"),
     ((torch.ones(1, 8), 8, 0, 1, 1), "num_groups: expected a value >= 1"),
 ])
 def test_bad_arguments_are_refused(args, match):

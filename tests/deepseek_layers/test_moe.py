@@ -139,6 +139,9 @@ def test_bad_config_and_weights():
         MoE(GROUPED, MoEWeights(None, w.gate_bias, w.w13, w.w2, w.shared_w13, w.shared_w2))
     with pytest.raises(ValueError, match="num_topk|n_activated"):
         MoE(MoEConfig(**{**GROUPED.__dict__, "n_activated_experts": 0}), w)
+    with pytest.raises(ValueError, match="^weights.shared_w13: expected None when cfg.n_shared_experts is 0, "
+                                         "got a tensor$"):
+        MoE(MoEConfig(**{**GROUPED.__dict__, "n_shared_experts": 0}), w)
 
 
 def test_input_on_another_device_is_refused(layer):

@@ -119,9 +119,12 @@ def _good_plan() -> ExpertPlan:
 
 @pytest.mark.parametrize("change,match", [
     (dict(physical_to_logical=torch.arange(16).int()), "plan.physical_to_logical: expected dtype torch.int64"),
-    (dict(logical_count=torch.ones(15, dtype=torch.int64)), "must have 16 rows"),
-    (dict(physical_to_logical=torch.full((20,), 3)), "logical_count must count"),
-    (dict(physical_to_logical=torch.arange(20)), r"expert ids in \[0, 16\)"),
+    (dict(logical_count=torch.ones(15, dtype=torch.int64)),
+     r"^plan.logical_count: expected 16 rows \(n_routed_experts\), got shape \(15,\)$"),
+    (dict(physical_to_logical=torch.full((20,), 3)), "^plan.logical_count: expected each expert's count of physical "
+                                                     "slots in plan.physical_to_logical, at least one each, got "),
+    (dict(physical_to_logical=torch.arange(20)),
+     r"^plan.physical_to_logical: expected expert ids in \[0, 16\), got values in \[0, 19\]$"),
 ])
 def test_bad_plan_is_refused(weights, change, match):
     layer = MoE(CFG, weights)
@@ -135,9 +138,11 @@ def test_inconsistent_maps_are_refused(weights):
     swapped = plan.logical_to_physical.clone()
     e = int(plan.logical_count.argmax())  # an expert with two replicas: point both at one slot
     swapped[e, 1] = swapped[e, 0]
-    with pytest.raises(ValueError, match="logical_to_physical must list each expert's own physical slots"):
+    with pytest.raises(ValueError, match="^plan.logical_to_physical: expected each expert's own physical slots, then -1, "
+                                         "got "):
         MoE(CFG, weights, plan=dataclasses.replace(plan, logical_to_physical=swapped))
-    with pytest.raises(ValueError, match="multiple of the group size"):
+    with pytest.raises(ValueError, match=r"^plan.physical_to_logical: expected .* multiple of the group size \(2\) "
+                                         r"and at least n_routed_experts \(16\), got 17 physical experts$"):
         ExpertPlan.from_rebalance(rebalance_experts(torch.ones(1, 16), 17, 1, 1, 1)).validate(16, 2)
     with pytest.raises(TypeError, match="plan: expected"):
         MoE(CFG, weights, plan=rebalance_experts(torch.ones(1, 16), 16, 1, 1, 1))

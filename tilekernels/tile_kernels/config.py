@@ -4,6 +4,8 @@ but the shapes of persistent-grid partials (engram_gate_bwd's grad_w_partial) do
 import functools
 import os
 
+from deepjit import validation as C
+
 from ._lib import set_threads, threads
 
 
@@ -14,9 +16,9 @@ def get_device_num_sms() -> int:
 
 def set_num_sms(num_sms: int) -> None:
     if isinstance(num_sms, bool) or not isinstance(num_sms, int):
-        raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
+        raise C.fail("num_sms", "an int", type(num_sms).__name__, TypeError)
     if not 0 < num_sms <= get_device_num_sms():
-        raise ValueError(f"num_sms must be in [1, {get_device_num_sms()}], got {num_sms}")
+        raise C.fail("num_sms", f"a value in [1, {get_device_num_sms()}] (the device's core count)", num_sms)
     set_threads(num_sms)
 
 

@@ -122,3 +122,11 @@ def test_grad_w_reduce_host_is_reference(host, blocks, dtypes):
     else:
         torch.testing.assert_close(gwh, ref_wh, rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(gwe, ref_we, rtol=1e-6, atol=1e-6)
+
+
+def test_set_num_sms_refuses_bad_counts():
+    n = tile_kernels.get_device_num_sms()
+    with pytest.raises(TypeError, match="^num_sms: expected an int, got float$"):
+        tile_kernels.set_num_sms(2.0)
+    with pytest.raises(ValueError, match=rf"^num_sms: expected a value in \[1, {n}\] .*, got {n + 1}$"):
+        tile_kernels.set_num_sms(n + 1)

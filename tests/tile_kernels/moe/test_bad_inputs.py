@@ -16,7 +16,8 @@ def test_out_of_range_expert_ids(bad):
     idx[1, 1] = bad
     for call in (lambda: M.group_count(idx, 8), lambda: M.aux_fi(idx, 8, 2), lambda: M.get_fused_mapping(idx, 8, 0, 4),
                  lambda: M.inplace_unique_group_indices(idx, 8)):
-        with pytest.raises(ValueError, match="entries must be -1 or in"):
+        with pytest.raises(ValueError, match=rf": expected entries -1 or in \[0, 8\), got values in \[{min(bad, 0)}, "
+                                             rf"{max(bad, 0)}\]$"):
             call()
     assert idx[1, 1] == bad  # untouched
 
@@ -31,13 +32,13 @@ def test_expand_reduce_positions(rows, k, pos):
     if -1 <= pos < 16:
         M.expand_to_fused(x, t2p, p2e)
     else:
-        with pytest.raises(ValueError, match="token_topk_to_pos"):
+        with pytest.raises(ValueError, match=r"^token_topk_to_pos: expected entries -1 or in \[0, 16\)"):
             M.expand_to_fused(x, t2p, p2e)
     xe = torch.zeros(16, 256)
     if -1 <= pos < 16:
         M.reduce_fused(xe, None, t2p)
     else:
-        with pytest.raises(ValueError, match="token_topk_to_pos"):
+        with pytest.raises(ValueError, match=r"^token_topk_to_pos: expected entries -1 or in \[0, 16\)"):
             M.reduce_fused(xe, None, t2p)
 
 
@@ -47,10 +48,11 @@ def test_expand_refuses_two_slots_on_one_position(monkeypatch, backend_name):
     x = torch.randn(3, 256, dtype=torch.bfloat16)
     t2p = torch.tensor([[0, 1], [2, -1], [1, 3]], dtype=torch.int32)  # (0, 1) and (2, 0) both on row 1
     p2e = torch.zeros(4, dtype=torch.int32)
-    with pytest.raises(ValueError, match=r"maps 2 slots \(token, k\) \[\[0, 1\], \[2, 0\]\] to position 1"):
+    with pytest.raises(ValueError, match=r"^token_topk_to_pos: expected each position the target of at most one slot, "
+                                         r"got 2 slots \(token, k\) \[\[0, 1\], \[2, 0\]\] mapped to position 1$"):
         M.expand_to_fused(x, t2p, p2e)
     sf = torch.ones(3, 2)
-    with pytest.raises(ValueError, match="to position 1"):
+    with pytest.raises(ValueError, match="^token_topk_to_pos: expected .* mapped to position 1$"):
         M.expand_to_fused_with_sf((x, sf), 128, t2p, p2e)
 
 
@@ -58,9 +60,9 @@ def test_router_argument_errors():
     logits, bias = torch.randn(4, 16), torch.zeros(16)
     base = dict(num_topk=4, num_topk_groups=0, num_groups=0, use_shared_as_routed=False, num_shared_experts=0,
                 routed_scaling_factor=1.0, ep_rank=0, num_ep_ranks=1, tp_rank=0, num_tp_ranks=1, scoring_func="sigmoid")
-    with pytest.raises(ValueError, match="scoring_func"):
+    with pytest.raises(ValueError, match=r"^scoring_func: expected one of \[.*'sigmoid'.*\], got 'relu'$"):
         M.top2_sum_gate(logits, bias, **{**base, "scoring_func": "relu"})
-    with pytest.raises(ValueError, match="identity"):
+    with pytest.raises(ValueError, match=r"^scoring_func: expected .*does not support 'identity'\), got 'identity'$"):
         M.top2_sum_gate(logits, bias, **{**base, "scoring_func": "identity"})
     with pytest.raises(ValueError, match="bias: expected shape"):
         M.top2_sum_gate(logits, torch.zeros(15), **base)
@@ -68,11 +70,13 @@ def test_router_argument_errors():
         M.top2_sum_gate(logits.double(), bias, **base)
     with pytest.raises(ValueError, match="num_topk"):
         M.top2_sum_gate(logits, bias, **{**base, "num_topk": 17})
-    with pytest.raises(ValueError, match="num_groups"):
+    with pytest.raises(ValueError, match="^num_groups: expected a count dividing the 16 experts into at most 32 groups "
+                                         "of 2 to 32, got 3$"):
         M.top2_sum_gate(logits, bias, **{**base, "num_groups": 3, "num_topk_groups": 1})
     with pytest.raises(ValueError, match="tp_rank"):
         M.top2_sum_gate(logits, bias, **{**base, "tp_rank": 1})
-    with pytest.raises(ValueError, match="unmapped_topk_idx"):
+    with pytest.raises(ValueError, match=r"^unmapped_topk_idx: expected a tensor \(the fixed selections\) when "
+                                         r"fix_routing_mask is given, got None$"):
         M.top2_sum_gate(logits, bias, **base, fix_routing_mask=torch.ones(4, dtype=torch.bool))
     with pytest.raises(ValueError, match="mask: expected shape"):
         M.top2_sum_gate(logits, bias, **base, mask=torch.ones(5, dtype=torch.bool))

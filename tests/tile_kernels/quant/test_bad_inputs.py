@@ -20,7 +20,8 @@ def test_unknown_format(fmt):
 @settings(max_examples=40, deadline=None)
 @given(npc=st.integers(1, 600).filter(lambda n: n not in (16, 32, 64, 128, 512)))
 def test_channel_block_not_supported(npc):
-    with pytest.raises(ValueError, match="num_per_channels"):
+    with pytest.raises(ValueError, match=rf"^num_per_channels: expected 16, 32, 64, 128 or the hidden size \(512, .*\), "
+                                         rf"got {npc}$"):
         Q.per_token_cast(torch.randn(4, 512), "e4m3", npc)
 
 
@@ -41,16 +42,19 @@ def test_per_channel_shape_rules(rows, cols):
     if rows % 128 == 0 and cols % 64 == 0:
         Q.per_channel_cast(x, "e4m3", 128)
     else:
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError, match=rf"^x: expected a token count \(dim 0\) divisible by 128 .*, "
+                                             rf"got shape \({rows}, {cols}\)$"):
             Q.per_channel_cast(x, "e4m3", 128)
 
 
 def test_messages_name_argument_and_values():
-    with pytest.raises(ValueError, match=r"block_size entries must be 32 or 128, got \(64, 128\)"):
+    with pytest.raises(ValueError, match=r"^block_size: expected entries 32 or 128, got \(64, 128\)$"):
         Q.per_block_cast(torch.zeros(128, 128), "e4m3", (64, 128))
-    with pytest.raises(ValueError, match="use_packed_ue8m0"):
+    with pytest.raises(ValueError, match="^use_packed_ue8m0: expected False unless use_tma_aligned_col_major_sf=True, "
+                                         "got True with use_tma_aligned_col_major_sf=False$"):
         Q.per_token_cast(torch.zeros(4, 128), "e4m3", 128, use_packed_ue8m0=True)
-    with pytest.raises(ValueError, match="x_block_size"):
+    with pytest.raises(ValueError, match=r"^x_block_size: expected a \(rows, cols\) tuple when x is a \(data, sf\) pair, "
+                                         r"got None$"):
         Q.per_token_cast(ref.cast(torch.zeros(4, 128), "e4m3", (1, 128)), "e4m3", 128)
     q, sf = ref.cast(torch.zeros(4, 128), "e4m3", (1, 128))
     with pytest.raises(ValueError, match=r"x\[1\]: expected shape \(4, 4\)"):
@@ -59,7 +63,7 @@ def test_messages_name_argument_and_values():
         Q.cast_back((q, sf), "fp16", (1, 128))
     with pytest.raises(ValueError, match="sf: expected shape"):
         Q.per_token_cast_with_precomputed_sf(torch.zeros(4, 128), "e4m3", 64, torch.ones(4, 1))
-    with pytest.raises(ValueError, match="pos_to_token_topk entries"):
+    with pytest.raises(ValueError, match=r"^pos_to_token_topk: expected entries in \[-1, 4\) .*, got values in \[0, 99\]$"):
         Q.swiglu_forward_and_per_token_cast(torch.zeros(4, 256, dtype=torch.bfloat16), "e4m3", 128,
                                             torch.tensor([0, 1, 2, 99], dtype=torch.int32), torch.ones(2, 2))
 

@@ -28,6 +28,9 @@ def test_rejects_bad_layout():
         tile_kernels.transpose.batched_transpose(torch.zeros(4, 4))
     with pytest.raises(ValueError, match="unit stride"):
         tile_kernels.transpose.transpose(torch.zeros(64, 64).T)
+    with pytest.raises(TypeError, match=r"^x: expected an element size of 1, 2, 4 or 8 bytes, got 16 bytes "
+                                        r"\(torch.complex128\)$"):
+        tile_kernels.transpose.batched_transpose(torch.zeros(2, 2, 2, dtype=torch.complex128))
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.int32, torch.float64])

@@ -21,19 +21,19 @@ def engram_hash(ngram_token_ids: torch.Tensor, multipliers: torch.Tensor, vocab_
     C.tensor("ngram_token_ids", ngram_token_ids, dtypes=(torch.int32,), ndim=2, contiguous=True)
     t, n = ngram_token_ids.shape
     if n < 2:
-        raise ValueError(f"ngram_token_ids needs at least 2 columns (max n-gram size), got {n}")
+        raise C.fail("ngram_token_ids", "at least 2 columns (the max n-gram size)", f"shape {tuple(ngram_token_ids.shape)}")
     C.tensor("multipliers", multipliers, dtypes=(torch.int64,), ndim=2, contiguous=True)
     if multipliers.shape[1] != n:
-        raise ValueError(f"multipliers must have shape (L, {n}), got {tuple(multipliers.shape)}")
+        raise C.fail("multipliers", f"shape (L, {n})", tuple(multipliers.shape))
     num_layers = multipliers.shape[0]
     C.tensor("vocab_sizes", vocab_sizes, dtypes=(torch.int32,), ndim=3, contiguous=True)
     if vocab_sizes.shape[:2] != (num_layers, n - 1):
-        raise ValueError(f"vocab_sizes must have shape ({num_layers}, {n - 1}, M), got {tuple(vocab_sizes.shape)}")
+        raise C.fail("vocab_sizes", f"shape ({num_layers}, {n - 1}, M)", tuple(vocab_sizes.shape))
     m = vocab_sizes.shape[2]
     C.tensor("offsets", offsets, dtypes=(torch.int32,), shape=(num_layers, (n - 1) * m), contiguous=True)
     # no host read of a device tensor (graph capture): the Ascend kernel writes the offset for vocab sizes <= 0
     if vocab_sizes.device.type == "cpu" and vocab_sizes.numel() and int(vocab_sizes.min()) <= 0:
-        raise ValueError("vocab_sizes entries must be positive")
+        raise C.fail("vocab_sizes", "positive entries", f"min {int(vocab_sizes.min())}")
     return TABLE.run("engram_hash", ngram_token_ids.device, ngram_token_ids, multipliers, vocab_sizes, offsets)
 
 

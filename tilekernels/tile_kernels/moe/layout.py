@@ -30,7 +30,7 @@ def _index_range(name: str, t: torch.Tensor, hi: int) -> None:
     if t.numel():
         lo_v, hi_v = (int(v) for v in torch.aminmax(t))  # one pass over the indices
         if lo_v < -1 or hi_v >= hi:
-            raise ValueError(f"{name} entries must be -1 or in [0, {hi}), got values in [{lo_v}, {hi_v}]")
+            raise C.fail(name, f"entries -1 or in [0, {hi})", f"values in [{lo_v}, {hi_v}]")
 
 
 _GROUP_COUNT, _AUX_FI, _MASK_TP, _UNIQUE = 0, 1, 2, 3
@@ -171,8 +171,8 @@ def _check_fused_mapping_values(topk_idx, num_experts: int, num_expanded_tokens:
         counts = torch.bincount(topk_idx[topk_idx >= 0], minlength=num_experts)
         need = int(((counts + alignment - 1) // alignment * alignment).sum())
         if need > num_expanded_tokens:
-            raise ValueError(f"num_expanded_tokens ({num_expanded_tokens}) is smaller than the {need} aligned "
-                             f"positions the routing needs")
+            raise C.fail("num_expanded_tokens", f"0 or at least the {need} aligned positions the routing needs",
+                         num_expanded_tokens)
 
 
 def _fused_mapping_host(topk_idx, num_experts, num_expanded_tokens, alignment, force_no_sync):
@@ -200,7 +200,7 @@ TABLE.register("get_fused_mapping", reference=ref.get_fused_mapping, host=_fused
 def _check_maps(token_topk_to_pos, pos_to_expert, num_tokens: int):
     C.tensor("token_topk_to_pos", token_topk_to_pos, dtypes=(torch.int32,), ndim=2, contiguous=True)
     if token_topk_to_pos.shape[0] != num_tokens:
-        raise ValueError(f"token_topk_to_pos must have {num_tokens} rows (one per token), got {token_topk_to_pos.shape[0]}")
+        raise C.fail("token_topk_to_pos", f"{num_tokens} rows (one per token)", f"shape {tuple(token_topk_to_pos.shape)}")
     C.tensor("pos_to_expert", pos_to_expert, dtypes=(torch.int32,), ndim=1, contiguous=True)
 
 
@@ -221,8 +221,8 @@ def _one_slot_per_position(token_topk_to_pos: torch.Tensor, num_rows: int) -> No
         if int(counts.max()) > 1:
             row = int(counts.argmax())
             slots = (token_topk_to_pos == row).nonzero().tolist()
-            raise ValueError(f"token_topk_to_pos maps {int(counts[row])} slots (token, k) {slots} to position {row}; "
-                             f"each position must be the target of at most one slot")
+            raise C.fail("token_topk_to_pos", "each position the target of at most one slot",
+                         f"{int(counts[row])} slots (token, k) {slots} mapped to position {row}")
 
 
 def _expand_rows(x: torch.Tensor, token_topk_to_pos: torch.Tensor, num_rows: int) -> torch.Tensor:
@@ -257,15 +257,17 @@ def expand_to_fused_with_sf(x, num_per_channels: int, token_topk_to_pos: torch.T
     """Expands data and per-token scales; the output sf is row-major or (col-major flag) a
     column-major view of padded storage (hidden_sf, align(P, 4))."""
     if not isinstance(x, (tuple, list)) or len(x) != 2:
-        raise TypeError("x must be a (data, sf) pair")
+        raise C.fail("x", "a (data, sf) pair", f"a {type(x).__name__} of length {len(x)}"
+                     if isinstance(x, (tuple, list)) else type(x).__name__, TypeError)
     data, sf = x
     C.tensor("x[0]", data, ndim=2, contiguous=True)
     C.choice("num_per_channels", num_per_channels, (32, 128))
     C.tensor("x[1]", sf, dtypes=(torch.float32, torch.int32), ndim=2, contiguous=True)
     if sf.shape[0] != data.shape[0]:
-        raise ValueError(f"x[1] must have one row per token ({data.shape[0]}), got {sf.shape[0]}")
+        raise C.fail("x[1]", f"one row per token ({data.shape[0]})", f"shape {tuple(sf.shape)}")
     if sf.dtype == torch.int32 and not use_tma_aligned_col_major_sf:
-        raise ValueError("packed UE8M0 (int32) scales need use_tma_aligned_col_major_sf=True")
+        raise C.fail("use_tma_aligned_col_major_sf", "True for packed UE8M0 (int32) scales x[1]",
+                     repr(use_tma_aligned_col_major_sf))
     _check_maps(token_topk_to_pos, pos_to_expert, data.shape[0])
     _check_slots(token_topk_to_pos, pos_to_expert.shape[0])
     return TABLE.run("expand_to_fused_with_sf", data.device, (data, sf), num_per_channels, token_topk_to_pos,
@@ -300,12 +302,13 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
     x_sf = None
     if isinstance(x, (tuple, list)):
         if len(x) != 2:
-            raise TypeError("x must be a tensor or a (data, x_sf) pair")
+            raise C.fail("x", "a tensor or a (data, x_sf) pair", f"a {type(x).__name__} of length {len(x)}", TypeError)
         x, x_sf = x
     C.tensor("x" if x_sf is None else "x[0]", x, dtypes=tuple(_DT), ndim=2, contiguous=True)
     rows, hidden = x.shape
     if hidden % 256:
-        raise ValueError(f"x's hidden size must be a multiple of 256, got {hidden}")
+        raise C.fail("x" if x_sf is None else "x[0]", "a hidden size (dim 1) that is a multiple of 256",
+                     f"shape {tuple(x.shape)}")
     C.optional("x[1]", x_sf, dtypes=(torch.float32,), shape=(rows,), contiguous=True)
     C.tensor("token_topk_to_pos", token_topk_to_pos, dtypes=(torch.int32,), ndim=2, contiguous=True)
     num_tokens = token_topk_to_pos.shape[0]
@@ -314,7 +317,8 @@ def reduce_fused(x: Union[torch.Tensor, tuple], topk_weights: torch.Tensor | Non
     C.choice("fp8_format", fp8_format, ("", "e4m3"))
     C.optional("sf", sf, dtypes=(torch.float32,), shape=(1,))
     if sf is not None and fp8_format != "e4m3":
-        raise ValueError("sf (an output scale) is only used with fp8_format='e4m3'")
+        raise C.fail("sf", "None unless fp8_format='e4m3' (sf is the output scale of an E4M3 result)",
+                     f"a tensor with fp8_format={fp8_format!r}")
     if token_topk_to_pos.device.type == "cpu":  # no host read of a device tensor: the Ascend kernel skips
         _index_range("token_topk_to_pos", token_topk_to_pos, rows)  # positions outside [0, rows) like -1
     out_dtype = torch.float8_e4m3fn if fp8_format == "e4m3" else x.dtype

@@ -38,7 +38,7 @@ def topk_sum_and_topk_group_idx(scores: torch.Tensor, num_topk_sum: int, num_top
     C.integer("num_topk_sum", num_topk_sum, 1, min(2, eg))
     C.integer("num_topk_groups", num_topk_groups, 1, g)
     if g > 32:
-        raise ValueError(f"at most 32 groups are supported, got {g}")
+        raise C.fail("scores", "at most 32 groups (dim 1)", f"shape {tuple(scores.shape)}")
     return TABLE.run("topk_sum_and_topk_group_idx", scores.device, scores, num_topk_sum, num_topk_groups)
 
 
@@ -68,26 +68,26 @@ def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_t
     t, e = logits.shape
     C.tensor("bias", bias, dtypes=(torch.float32,), shape=(e,), contiguous=True)
     if not isinstance(scoring_func, str):
-        raise TypeError(f"scoring_func must be a str, got {type(scoring_func).__name__}")
+        raise C.fail("scoring_func", "a str", type(scoring_func).__name__, TypeError)
     scoring = ScoringFunc.from_str(scoring_func)
     if scoring == ScoringFunc.IDENTITY:
-        raise ValueError("scoring_func 'identity' is not supported by top2_sum_gate")
+        raise C.fail("scoring_func", "'sigmoid', 'sqrtsoftplus' or 'softmax' (top2_sum_gate does not support "
+                     "'identity')", repr(scoring_func))
     if e % 4:
-        raise ValueError(f"the routed expert count must be a multiple of 4, got {e}")
+        raise C.fail("logits", "a routed expert count (dim 1) that is a multiple of 4", f"shape {tuple(logits.shape)}")
     C.integer("num_topk", num_topk, 1, min(32, e))
     C.integer("num_groups", num_groups, 0)
     C.integer("num_topk_groups", num_topk_groups, 0)
     if num_groups != num_topk_groups:
         if num_groups == 0 or num_groups > 32 or e % num_groups or e // num_groups > 32 or e // num_groups < 2:
-            raise ValueError(f"num_groups must divide the {e} experts into at most 32 groups of 2 to 32, got {num_groups}")
+            raise C.fail("num_groups", f"a count dividing the {e} experts into at most 32 groups of 2 to 32", num_groups)
         C.integer("num_topk_groups", num_topk_groups, 1, num_groups)
     use_shared = bool(use_shared_as_routed)
     s = 0
     if use_shared:
         s = C.integer("num_shared_experts", num_shared_experts, 1, 2)
         if num_topk % s:
-            raise ValueError(f"with shared experts as routed, num_topk ({num_topk}) must be a multiple of "
-                             f"num_shared_experts ({s})")
+            raise C.fail("num_topk", f"a multiple of num_shared_experts ({s}) with shared experts as routed", num_topk)
     C.number("routed_scaling_factor", routed_scaling_factor)
     C.integer("num_ep_ranks", num_ep_ranks, 1)
     C.integer("ep_rank", ep_rank, 0, num_ep_ranks - 1)
@@ -97,30 +97,35 @@ def top2_sum_gate(logits: torch.Tensor, bias: torch.Tensor, num_topk: int, num_t
     C.optional("fix_routing_mask", fix_routing_mask, dtypes=(torch.bool,), shape=(t,), contiguous=True)
     C.optional("unmapped_topk_idx", unmapped_topk_idx, dtypes=(torch.int64,), shape=(t, num_topk), last_stride_one=True)
     if fix_routing_mask is not None and unmapped_topk_idx is None:
-        raise ValueError("fix_routing_mask needs unmapped_topk_idx (the fixed selections)")
+        raise C.fail("unmapped_topk_idx", "a tensor (the fixed selections) when fix_routing_mask is given", None)
     if (to_physical_map is None) != (logical_count is None):
-        raise ValueError("to_physical_map and logical_count must be given together")
+        missing, given = ("logical_count", "to_physical_map") if logical_count is None else \
+            ("to_physical_map", "logical_count")
+        raise C.fail(missing, f"a tensor ({given} is given: the two go together)", None)
     extra = 0
     if to_physical_map is not None:
         C.tensor("to_physical_map", to_physical_map, dtypes=(torch.int32,), ndim=2, contiguous=True)
         if to_physical_map.shape[0] != e + s:
-            raise ValueError(f"to_physical_map must have {e + s} rows (routed + shared), got {to_physical_map.shape[0]}")
+            raise C.fail("to_physical_map", f"{e + s} rows (routed + shared)", f"shape {tuple(to_physical_map.shape)}")
         C.tensor("logical_count", logical_count, dtypes=(torch.int32,), shape=(e + s,), contiguous=True)
         extra = to_physical_map.shape[1] - 1
         if s > extra:
-            raise ValueError(f"to_physical_map needs at least {s} extra columns for the shared experts, got {extra}")
+            raise C.fail("to_physical_map", f"at least {s} extra columns (after the first) for the shared experts",
+                         f"{extra} (shape {tuple(to_physical_map.shape)})")
     # value checks on CPU tensors only (no host read of a device tensor: graph capture); the Ascend kernel
     # clamps replica counts into [1, extra + 1] and fixed ids into [0, E)
     on_host = logits.device.type == "cpu"
     if on_host and logical_count is not None and logical_count.numel() and (
             int(logical_count.min()) < 1 or int(logical_count.max()) > extra + 1):
-        raise ValueError(f"logical_count entries must be in [1, {extra + 1}]")
+        raise C.fail("logical_count", f"entries in [1, {extra + 1}]",
+                     f"values in [{int(logical_count.min())}, {int(logical_count.max())}]")
     if on_host and fix_routing_mask is not None and bool(fix_routing_mask.any()):
         fixed = unmapped_topk_idx[fix_routing_mask]
         if fixed.numel() and (int(fixed.min()) < 0 or int(fixed.max()) >= e):
-            raise ValueError(f"unmapped_topk_idx rows selected by fix_routing_mask must hold expert ids in [0, {e})")
+            raise C.fail("unmapped_topk_idx", f"expert ids in [0, {e}) in the rows fix_routing_mask selects",
+                         f"values in [{int(fixed.min())}, {int(fixed.max())}]")
     if (e + extra) // num_ep_ranks == 0:
-        raise ValueError(f"num_ep_ranks ({num_ep_ranks}) exceeds the expert count ({e + extra})")
+        raise C.fail("num_ep_ranks", f"at most the expert count ({e + extra})", num_ep_ranks)
     C.same_device(logits=logits, bias=bias, mask=mask, fix_routing_mask=fix_routing_mask,
                   to_physical_map=to_physical_map, logical_count=logical_count, unmapped_topk_idx=unmapped_topk_idx)
     return TABLE.run("top2_sum_gate", logits.device, logits, bias, num_topk, num_topk_groups, num_groups, use_shared,

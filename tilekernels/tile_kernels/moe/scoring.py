@@ -1,5 +1,7 @@
 from enum import IntEnum
 
+from deepjit import validation as C
+
 
 class ScoringFunc(IntEnum):
     SIGMOID = 0
@@ -15,4 +17,4 @@ class ScoringFunc(IntEnum):
         try:
             return ScoringFunc[label.upper()]
         except KeyError:
-            raise ValueError(f"scoring_func must be one of {[str(s) for s in ScoringFunc]}, got {label!r}") from None
+            raise C.fail("scoring_func", f"one of {[str(s) for s in ScoringFunc]}", repr(label)) from None

@@ -30,8 +30,9 @@ from .types import QuantTensor
 
 def _check_precomputed_sf(sf, rows: int, hidden: int, block: tuple[int, int], col: bool, packed: bool):
     if col or packed:
-        raise ValueError("a precomputed sf must be row-major FP32: use_tma_aligned_col_major_sf and "
-                         "use_packed_ue8m0 must be False")
+        flag, value = ("use_tma_aligned_col_major_sf", col) if col else ("use_packed_ue8m0", packed)
+        raise C.fail(flag, "False with a precomputed sf (it must be row-major FP32: use_tma_aligned_col_major_sf "
+                     "and use_packed_ue8m0 both False)", repr(value))
     want = (-(-rows // block[0]), -(-hidden // block[1]))
     C.tensor("sf", sf, dtypes=(torch.float32,), shape=want, contiguous=True)
 
@@ -43,9 +44,11 @@ def _cast(op: str, x, fmt: str, block: tuple[int, int], x_block_size, col: bool,
     kind, data, in_sf, in_block = check_quant_input("x", x, x_block_size)
     rows, hidden = data.shape[0], logical_hidden(data)
     if packed and not col:
-        raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+        raise C.fail("use_packed_ue8m0", "False unless use_tma_aligned_col_major_sf=True",
+                     f"{packed!r} with use_tma_aligned_col_major_sf={col!r}")
     if fmt == "e2m1" and hidden % 2:
-        raise ValueError(f"e2m1 packs two values per byte: hidden must be even, got {hidden}")
+        raise C.fail("x" if kind == "float" else "x[0]", "an even hidden size with fmt 'e2m1' (it packs two values "
+                     "per byte)", f"hidden {hidden}")
     if sf is not None:
         _check_precomputed_sf(sf, rows, hidden, block, col, packed)
         C.same_device(x=data, sf=sf)
@@ -102,10 +105,11 @@ def _check_per_token(x, fmt, num_per_channels, x_block_size):
     hidden = logical_hidden(data) if isinstance(x, (tuple, list)) else data.shape[1]
     whole_row = num_per_channels == hidden and hidden % 64 == 0
     if num_per_channels not in (16, 32, 64, 128) and not whole_row:
-        raise ValueError(f"num_per_channels must be 16, 32, 64, 128 or the hidden size ({hidden}, a multiple of 64),"
-                         f" got {num_per_channels}")
+        raise C.fail("num_per_channels", f"16, 32, 64, 128 or the hidden size ({hidden}, a multiple of 64)",
+                     num_per_channels)
     if whole_row and num_per_channels not in (16, 32, 64, 128) and isinstance(x, (tuple, list)):
-        raise ValueError("a whole-row scale (num_per_channels == hidden) is not supported for (data, sf) inputs")
+        raise C.fail("num_per_channels", "16, 32, 64 or 128 for a (data, sf) input x (a whole-row scale, "
+                     "num_per_channels == hidden, is not supported for one)", num_per_channels)
     return fmt
 
 
@@ -124,7 +128,7 @@ def per_token_cast_with_sf_only(x, fmt: str, num_per_channels: int, x_block_size
                                 use_packed_ue8m0: bool = False) -> torch.Tensor:
     fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
     if fmt == "e5m6":
-        raise ValueError("fmt 'e5m6' has no scale-only variant")
+        raise C.fail("fmt", "'e4m3' or 'e2m1' (fmt 'e5m6' has no scale-only variant)", repr(fmt))
     return _cast("per_token_cast_with_sf_only", x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
                  use_packed_ue8m0, sf_only=True)
 
@@ -134,19 +138,20 @@ def per_token_cast_with_precomputed_sf(x, fmt: str, num_per_channels: int, sf: t
                                        use_packed_ue8m0: bool = False) -> torch.Tensor:
     fmt = _check_per_token(x, fmt, num_per_channels, x_block_size)
     if fmt == "e5m6":
-        raise ValueError("fmt 'e5m6' has no precomputed-sf variant")
+        raise C.fail("fmt", "'e4m3' or 'e2m1' (fmt 'e5m6' has no precomputed-sf variant)", repr(fmt))
     return _cast("per_token_cast_with_precomputed_sf", x, fmt, (1, num_per_channels), x_block_size, use_tma_aligned_col_major_sf, round_sf,
                  use_packed_ue8m0, sf=sf)
 
 
 def _cast_e5m6(x, num_per_channels, x_block_size, col, round_sf, packed):
     if x_block_size is not None or isinstance(x, (tuple, list)):
-        raise ValueError("fmt 'e5m6' takes a plain BF16/FP32 tensor and x_block_size=None")
+        raise C.fail("x", "a plain BF16/FP32 tensor and x_block_size=None with fmt 'e5m6'",
+                     "a (data, sf) pair" if isinstance(x, (tuple, list)) else f"x_block_size={x_block_size!r}")
     C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, last_stride_one=True)
     hidden = x.shape[1]
     if num_per_channels != hidden or hidden % 8:
-        raise ValueError(f"fmt 'e5m6' needs a whole-row scale (num_per_channels == hidden) and hidden % 8 == 0, "
-                         f"got num_per_channels={num_per_channels}, hidden={hidden}")
+        raise C.fail("num_per_channels", "the hidden size with fmt 'e5m6' (a whole-row scale), and hidden % 8 == 0",
+                     f"{num_per_channels} (hidden {hidden})")
     return TABLE.run("cast_to_e5m6", x.device, x, num_per_channels, col, round_sf, packed)
 
 
@@ -158,9 +163,9 @@ def _check_per_block(x, fmt, block_size):
     C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, contiguous=True)
     bm, bk = check_block("block_size", block_size)
     if bm not in (32, 128) or bk not in (32, 128):
-        raise ValueError(f"block_size entries must be 32 or 128, got {tuple(block_size)}")
+        raise C.fail("block_size", "entries 32 or 128", tuple(block_size))
     if x.shape[1] % 64:
-        raise ValueError(f"x's hidden size must be a multiple of 64, got {x.shape[1]}")
+        raise C.fail("x", "a hidden size (dim 1) that is a multiple of 64", f"shape {tuple(x.shape)}")
     return fmt, (bm, bk)
 
 
@@ -189,8 +194,8 @@ def _check_per_channel(x, fmt, num_per_tokens, allowed_npt, dtypes=(torch.bfloat
     C.tensor("x", x, dtypes=dtypes, ndim=2, contiguous=True)
     C.choice("num_per_tokens", num_per_tokens, allowed_npt)
     if x.shape[0] % 128 or x.shape[1] % 64:
-        raise ValueError(f"x must have a token count divisible by 128 and a hidden size divisible by 64, "
-                         f"got shape {tuple(x.shape)}")
+        raise C.fail("x", "a token count (dim 0) divisible by 128 and a hidden size (dim 1) divisible by 64",
+                     f"shape {tuple(x.shape)}")
 
 
 def per_channel_cast(x: torch.Tensor, fmt: str, num_per_tokens: int, round_sf: bool = False) -> QuantTensor:
@@ -221,23 +226,24 @@ def per_channel_cast_fused(x: Union[torch.Tensor, QuantTensor], fmt: str, num_pe
                  contiguous=True)
     else:
         if num_per_channels is not None:
-            raise ValueError(f"num_per_channels must be None for a plain tensor x, got {num_per_channels}")
+            raise C.fail("num_per_channels", "None for a plain tensor x", num_per_channels)
         data = C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, contiguous=True)
     if data.shape[1] % 64:
-        raise ValueError(f"x's hidden size must be a multiple of 64, got {data.shape[1]}")
+        raise C.fail("x[0]" if is_quant else "x", "a hidden size (dim 1) that is a multiple of 64",
+                     f"shape {tuple(data.shape)}")
     if pos_to_token is not None:
         C.tensor("pos_to_token", pos_to_token, dtypes=(torch.int32,), ndim=1, contiguous=True)
         if pos_to_token.shape[0] % 16:
-            raise ValueError(f"pos_to_token's length must be a multiple of 16, got {pos_to_token.shape[0]}")
+            raise C.fail("pos_to_token", "a length that is a multiple of 16", f"shape {tuple(pos_to_token.shape)}")
         if pos_to_token.device.type == "cpu" and pos_to_token.numel():  # no host read of a device tensor: the
             # Ascend row gather writes zero rows for entries outside [0, num_tokens)
             if int(pos_to_token.max()) >= data.shape[0]:
-                raise ValueError(f"pos_to_token entries must be < num_tokens ({data.shape[0]}), "
-                                 f"got {int(pos_to_token.max())}")
+                raise C.fail("pos_to_token", f"entries < num_tokens ({data.shape[0]})", f"max {int(pos_to_token.max())}")
             if int(pos_to_token.min()) < -1:
-                raise ValueError(f"pos_to_token entries must be >= -1, got {int(pos_to_token.min())}")
+                raise C.fail("pos_to_token", "entries >= -1", f"min {int(pos_to_token.min())}")
     elif data.shape[0] % 128:
-        raise ValueError(f"x's token count must be a multiple of 128 without pos_to_token, got {data.shape[0]}")
+        raise C.fail("x[0]" if is_quant else "x", "a token count (dim 0) that is a multiple of 128 without "
+                     "pos_to_token", f"shape {tuple(data.shape)}")
     return TABLE.run("per_channel_cast_fused", data.device, x, num_per_tokens, num_per_channels, round_sf, pos_to_token)
 
 
@@ -256,13 +262,15 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
     C.choice("fmt", fmt, ("bf16", "fp32"))
     C.choice("x_special_fmt", x_special_fmt, (None, "e5m6"))
     if not isinstance(x, (tuple, list)) or len(x) != 2:
-        raise TypeError(f"x must be a (data, sf) pair, got {type(x).__name__}")
+        raise C.fail("x", "a (data, sf) pair", f"a {type(x).__name__} of length {len(x)}"
+                     if isinstance(x, (tuple, list)) else type(x).__name__, TypeError)
     block = check_block("x_block_size", x_block_size)
     if x_special_fmt == "e5m6":
         data, sf = x
         C.tensor("x[0]", data, dtypes=(torch.uint8,), ndim=2, contiguous=True)
         if data.shape[1] % 3:
-            raise ValueError(f"E5M6 data holds 3 bytes per 2 values: its width must be a multiple of 3, got {data.shape[1]}")
+            raise C.fail("x[0]", "E5M6 data of a width that is a multiple of 3 (3 bytes per 2 values)",
+                         f"width {data.shape[1]}")
         C.tensor("x[1]", sf, dtypes=(torch.float32, torch.int32), ndim=2)
         rows, hidden = data.shape[0], data.shape[1] * 2 // 3
         if hidden % 8:  # the E5M6 cast's rule: its codes pack 8 values into 3 words
@@ -270,12 +278,13 @@ def cast_back(x: QuantTensor, fmt: str, x_block_size: tuple[int, int], x_special
                          f"width {data.shape[1]} (hidden {hidden})")
         blocks = (-(-rows // block[0]), -(-hidden // block[1]))
         if sf.shape[0] != blocks[0] or sf.shape[1] < (blocks[1] if sf.dtype == torch.float32 else -(-blocks[1] // 4)):
-            raise ValueError(f"x[1] must cover {blocks} scale blocks, got shape {tuple(sf.shape)}")
+            raise C.fail("x[1]", f"a shape covering {blocks} scale blocks", tuple(sf.shape))
         return TABLE.run("cast_back_from_e5m6", data.device, tuple(x), fmt, block)
     # int16 packed scales too: what the casts produce on Ascend
     kind, data, sf, _ = check_quant_input("x", tuple(x), block, packed=(torch.int32, torch.int16))
     if logical_hidden(data) % 64:
-        raise ValueError(f"x's hidden size must be a multiple of 64, got {logical_hidden(data)}")
+        raise C.fail("x[0]", "a hidden size that is a multiple of 64", f"{logical_hidden(data)} (shape "
+                     f"{tuple(data.shape)})")
     return TABLE.run("cast_back", data.device, (data, sf), fmt, block)
 
 

@@ -21,13 +21,13 @@ def logical_hidden(t: torch.Tensor) -> int:
 
 def check_fmt(fmt, allowed=("e4m3", "e2m1")) -> str:
     if not isinstance(fmt, str):
-        raise TypeError(f"fmt must be a str, got {type(fmt).__name__}")
+        raise C.fail("fmt", "a str", type(fmt).__name__, TypeError)
     return C.choice("fmt", fmt, allowed)
 
 
 def check_block(name: str, block) -> tuple[int, int]:
     if not isinstance(block, (tuple, list)) or len(block) != 2:
-        raise TypeError(f"{name} must be a (rows, cols) tuple, got {block!r}")
+        raise C.fail(name, "a (rows, cols) tuple", repr(block), TypeError)
     return C.integer(f"{name}[0]", block[0], 1), C.integer(f"{name}[1]", block[1], 1)
 
 
@@ -50,18 +50,18 @@ def check_quant_input(name: str, x, x_block_size, allow_fp4: bool = True,
     packed-UE8M0 scale dtypes accepted."""
     if isinstance(x, (tuple, list)):
         if len(x) != 2:
-            raise TypeError(f"{name} must be a tensor or a (data, sf) pair, got a sequence of {len(x)}")
+            raise C.fail(name, "a tensor or a (data, sf) pair", f"a {type(x).__name__} of length {len(x)}", TypeError)
         q, sf = x
         C.tensor(f"{name}[0]", q, dtypes=DATA_DTYPES if allow_fp4 else DATA_DTYPES[:1], ndim=2, last_stride_one=True)
         if x_block_size is None:
-            raise ValueError(f"x_block_size is required when {name} is a (data, sf) pair")
+            raise C.fail("x_block_size", f"a (rows, cols) tuple when {name} is a (data, sf) pair", None)
         block = check_block("x_block_size", x_block_size)
         check_sf_for(f"{name}[1]", sf, q.shape[0], logical_hidden(q), block, packed)
         C.same_device(data=q, sf=sf)
         return "quant", q, sf, block
     C.tensor(name, x, dtypes=(torch.bfloat16, torch.float32), ndim=2, last_stride_one=True)
     if x_block_size is not None:
-        raise ValueError(f"x_block_size must be None for a plain tensor {name}, got {x_block_size!r}")
+        raise C.fail("x_block_size", f"None for a plain tensor {name}", repr(x_block_size))
     return "float", x, None, None
 
 

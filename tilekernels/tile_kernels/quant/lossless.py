@@ -21,7 +21,8 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
     FP4 value times ``2^(E_in - E_out)`` is exact in E4M3, so ``cast_back`` is unchanged."""
     C.choice("fmt", fmt, ("e4m3",))
     if not isinstance(x, (tuple, list)) or len(x) != 2:
-        raise TypeError("x must be an FP4 (data, sf) pair")
+        raise C.fail("x", "an FP4 (data, sf) pair", f"a {type(x).__name__} of length {len(x)}"
+                     if isinstance(x, (tuple, list)) else type(x).__name__, TypeError)
     q, sf = x
     C.tensor("x[0]", q, dtypes=(torch.int8,), ndim=2, contiguous=True)
     ib, ob = check_block("x_block_size", x_block_size), check_block("out_block_size", out_block_size)
@@ -29,12 +30,14 @@ def per_block_cast_lossless(x, fmt: str, x_block_size: tuple[int, int], out_bloc
     check_sf_for("x[1]", sf, rows, hidden, ib)
     C.same_device(**{"x[0]": q, "x[1]": sf})
     if hidden % 32:
-        raise ValueError(f"hidden must be a multiple of 32, got {hidden}")
+        raise C.fail("x[0]", "a hidden size (2 * dim 1, packed FP4) that is a multiple of 32",
+                     f"{hidden} (shape {tuple(q.shape)})")
     if not is_power_of_two(ib[1]) or ob[0] % ib[0] or ob[1] % ib[1]:
-        raise ValueError(f"out_block_size {ob} must be a multiple of x_block_size {ib}, whose column count must be a "
-                         f"power of two")
+        raise C.fail("out_block_size", f"a multiple of x_block_size {ib} (whose column count must be a power of two)",
+                     ob)
     if use_packed_ue8m0 and not use_tma_aligned_col_major_sf:
-        raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+        raise C.fail("use_packed_ue8m0", "False unless use_tma_aligned_col_major_sf=True",
+                     f"{use_packed_ue8m0!r} with use_tma_aligned_col_major_sf={use_tma_aligned_col_major_sf!r}")
     return TABLE.run("per_block_cast_lossless", q.device, q, sf, ib, ob, use_tma_aligned_col_major_sf, use_packed_ue8m0)
 
 

@@ -27,7 +27,8 @@ def _args(name: str, **fields):
 
 def _check_routing(p2tt, topk_weights, p2e, rows: int, name_w: str = "topk_weights"):
     if (p2tt is None) != (topk_weights is None):
-        raise ValueError(f"pos_to_token_topk and {name_w} must be given together")
+        missing, given = (name_w, "pos_to_token_topk") if topk_weights is None else ("pos_to_token_topk", name_w)
+        raise C.fail(missing, f"a tensor ({given} is given: the two go together)", None)
     if p2tt is not None:
         C.tensor("pos_to_token_topk", p2tt, dtypes=(torch.int32,), shape=(rows,), contiguous=True)
         C.tensor(name_w, topk_weights, dtypes=(torch.float32,), ndim=2, contiguous=True)
@@ -36,7 +37,8 @@ def _check_routing(p2tt, topk_weights, p2e, rows: int, name_w: str = "topk_weigh
         if p2tt.numel() and p2tt.device.type == "cpu":
             lo, hi = int(p2tt.min()), int(p2tt.max())
             if lo < -1 or hi >= topk_weights.numel():
-                raise ValueError(f"pos_to_token_topk entries must be in [-1, {topk_weights.numel()}), got [{lo}, {hi}]")
+                raise C.fail("pos_to_token_topk", f"entries in [-1, {topk_weights.numel()}) (-1 or an index into "
+                             f"{name_w})", f"values in [{lo}, {hi}]")
     if p2e is not None:
         C.tensor("pos_to_expert", p2e, dtypes=(torch.int32,), shape=(rows,), contiguous=True)
 
@@ -46,7 +48,7 @@ def _clamp_arg(swiglu_clamp_value):
         return None
     c = C.number("swiglu_clamp_value", swiglu_clamp_value)
     if not c > 0:
-        raise ValueError(f"swiglu_clamp_value must be positive, got {c}")
+        raise C.fail("swiglu_clamp_value", "a positive number", c)
     return c
 
 
@@ -64,21 +66,24 @@ def swiglu_forward_and_per_token_cast(x: torch.Tensor, fmt: str, num_per_channel
     C.tensor("x", x, dtypes=(torch.bfloat16, torch.float32), ndim=2, contiguous=True)
     rows, h2 = x.shape
     if h2 % 256:
-        raise ValueError(f"x's width 2*H must have H % 128 == 0, got width {h2}")
+        raise C.fail("x", "a width 2*H with H % 128 == 0", f"shape {tuple(x.shape)}")
     h = h2 // 2
     C.integer("num_per_channels", num_per_channels, 1)
     if num_per_channels not in (128, h):
-        raise ValueError(f"num_per_channels must be 128 or H ({h}), got {num_per_channels}")
+        raise C.fail("num_per_channels", f"128 or H ({h})", num_per_channels)
     if use_tma_aligned_col_major_sf and num_per_channels != 128:
-        raise ValueError("use_tma_aligned_col_major_sf needs num_per_channels == 128")
+        raise C.fail("use_tma_aligned_col_major_sf", "False unless num_per_channels == 128",
+                     f"{use_tma_aligned_col_major_sf!r} with num_per_channels={num_per_channels}")
     if use_packed_ue8m0 and not use_tma_aligned_col_major_sf:
-        raise ValueError("use_packed_ue8m0=True requires use_tma_aligned_col_major_sf=True")
+        raise C.fail("use_packed_ue8m0", "False unless use_tma_aligned_col_major_sf=True",
+                     f"{use_packed_ue8m0!r} with use_tma_aligned_col_major_sf={use_tma_aligned_col_major_sf!r}")
     _check_routing(pos_to_token_topk, topk_weights, pos_to_expert, rows)
     clamp = _clamp_arg(swiglu_clamp_value)
     if clamped_count is not None:
         C.tensor("clamped_count", clamped_count, dtypes=(torch.int64,), shape=(3,), contiguous=True)
         if clamp is None:
-            raise ValueError("clamped_count needs swiglu_clamp_value")
+            raise C.fail("clamped_count", "None unless swiglu_clamp_value is given", "a tensor with "
+                         "swiglu_clamp_value=None")
     clamp_min = None if sf_clamp_min is None else C.number("sf_clamp_min", sf_clamp_min)
     return TABLE.run("swiglu_forward_and_per_token_cast", x.device, x, num_per_channels, pos_to_token_topk,
                      topk_weights, pos_to_expert, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0, clamp,
@@ -126,19 +131,21 @@ def swiglu_backward_and_per_token_cast(x, grad_out: torch.Tensor, weight: torch.
                                        swiglu_clamp_value: float | None = None):
     """Returns ``(out, (x_grad_q, x_grad_sf), x_grad, weight_grad)`` for E4M3 ``x = (q, sf)``."""
     if not isinstance(x, (tuple, list)) or len(x) != 2:
-        raise TypeError("x must be an E4M3 (data, sf) pair")
+        raise C.fail("x", "an E4M3 (data, sf) pair", f"a {type(x).__name__} of length {len(x)}"
+                     if isinstance(x, (tuple, list)) else type(x).__name__, TypeError)
     q, sf = x
     C.tensor("x[0]", q, dtypes=(torch.float8_e4m3fn,), ndim=(2, 3), contiguous=True)
     C.choice("num_per_channels", num_per_channels, (32, 128))
     h2 = q.shape[-1]
     if h2 % (2 * num_per_channels):
-        raise ValueError(f"x's width 2*H must have H % num_per_channels == 0, got width {h2}")
+        raise C.fail("x[0]", f"a width 2*H with H % num_per_channels ({num_per_channels}) == 0",
+                     f"shape {tuple(q.shape)}")
     h = h2 // 2
     rows = q.numel() // h2 if h2 else 0
     C.tensor("x[1]", sf, dtypes=(torch.float32,), shape=(rows, h2 // num_per_channels), contiguous=True)
     C.tensor("grad_out", grad_out, dtypes=(torch.bfloat16, torch.float32), contiguous=True)
     if grad_out.numel() != rows * h or grad_out.shape[-1] != h:
-        raise ValueError(f"grad_out must hold ({rows}, {h}) values, got shape {tuple(grad_out.shape)}")
+        raise C.fail("grad_out", f"({rows}, {h}) values (last dim {h})", f"shape {tuple(grad_out.shape)}")
     C.tensor("token_topk_to_pos", token_topk_to_pos, dtypes=(torch.int32,), ndim=2, contiguous=True)
     C.tensor("weight", weight, dtypes=(torch.float32,), shape=tuple(token_topk_to_pos.shape), contiguous=True)
     _check_routing(pos_to_token_topk, weight, None, rows, name_w="weight")
@@ -188,7 +195,7 @@ def swiglu_forward_and_per_channel_cast_and_transpose(x: torch.Tensor, fmt: str,
     C.choice("num_per_tokens", num_per_tokens, (32, 128))
     rows, h2 = x.shape
     if rows % 128 or h2 % 128:
-        raise ValueError(f"x must have T % 128 == 0 and 2H % 128 == 0, got shape {tuple(x.shape)}")
+        raise C.fail("x", "a shape (T, 2H) with T % 128 == 0 and 2H % 128 == 0", tuple(x.shape))
     clamp = _clamp_arg(swiglu_clamp_value)
     return TABLE.run("swiglu_forward_and_per_channel_cast_and_transpose", x.device, x, num_per_tokens, round_sf,
                      without_transpose, clamp)

@@ -27,7 +27,7 @@ def transform_sf(sf: torch.Tensor) -> torch.Tensor:
     if sf.dtype == torch.float32:
         return sf
     if sf.dtype not in (torch.int32, torch.int16):
-        raise TypeError(f"sf must be float32, int32 or int16 (packed UE8M0), got {sf.dtype}")
+        raise TypeError(f"sf: expected dtype torch.float32, torch.int32 or torch.int16 (packed UE8M0), got {sf.dtype}")
     rows, words = sf.shape
     # Each word holds consecutive UE8M0 bytes (low byte first) for one row.
     # contiguous() keeps odd strides on size-1 dims; as_strided pins the row-major layout.
@@ -45,7 +45,7 @@ def dequantize(q: torch.Tensor, sf: torch.Tensor, block_size: tuple[int, int]) -
 def cast_back(x: QuantTensor, fmt: str, block_size: tuple[int, int] = (32, 32)) -> torch.Tensor:
     q, sf = x
     if q.dtype not in (torch.float8_e4m3fn, torch.int8):
-        raise TypeError(f"x data must be float8_e4m3fn or int8 (packed FP4), got {q.dtype}")
+        raise TypeError(f"x[0]: expected dtype torch.float8_e4m3fn or torch.int8 (packed FP4), got {q.dtype}")
     return dequantize(q, sf, block_size).to(torch.float32 if fmt == "fp32" else torch.bfloat16)
 
 
@@ -113,10 +113,10 @@ def cast(x: Union[torch.Tensor, QuantTensor], fmt: str, block_size: tuple[int, i
         xf = dequantize(x[0], x[1], x_block_size)
     else:
         if x.dtype not in (torch.bfloat16, torch.float32):
-            raise TypeError(f"x must be bfloat16 or float32, got {x.dtype}")
+            raise TypeError(f"x: expected dtype torch.bfloat16 or torch.float32, got {x.dtype}")
         xf = x.to(torch.float32)
     if fmt not in FMT_DTYPE:
-        raise ValueError(f"fmt must be 'e4m3' or 'e2m1', got {fmt!r}")
+        raise ValueError(f"fmt: expected 'e4m3' or 'e2m1', got {fmt!r}")
     m, k = xf.shape
     if sf is not None:
         return quantize(xf, sf.reciprocal(), fmt, block_size)

@@ -55,9 +55,9 @@ def pack_e2m1(codes: torch.Tensor) -> torch.Tensor:
 def unpack_from_e2m1fn_x2(x: torch.Tensor, out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Packed FP4 bytes (int8/uint8, last dim n) -> values (last dim 2n)."""
     if x.dtype not in (torch.int8, torch.uint8):
-        raise TypeError(f"x must have dtype torch.int8 or torch.uint8, got {x.dtype}")
+        raise TypeError(f"x: expected dtype torch.int8 or torch.uint8, got {x.dtype}")
     if x.dim() == 0:
-        raise ValueError("x must have at least 1 dimension so the last dim can be doubled")
+        raise ValueError("x: expected at least 1 dimension (the last dim is doubled), got a 0-D tensor")
     b = x.view(torch.uint8)
     codes = torch.stack([b & 0xF, b >> 4], dim=-1).reshape(*x.shape[:-1], x.shape[-1] * 2)
     return e2m1_decode(codes, out_dtype)

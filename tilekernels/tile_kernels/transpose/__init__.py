@@ -17,7 +17,7 @@ def batched_transpose(x: torch.Tensor) -> torch.Tensor:
     """``x (B, M, N)`` (unit column stride, row stride any multiple of 4) -> contiguous ``(B, N, M)``."""
     C.tensor("x", x, ndim=3, last_stride_one=True)
     if x.element_size() not in (1, 2, 4, 8):
-        raise TypeError(f"x's element size must be 1, 2, 4 or 8 bytes, got {x.element_size()}")
+        raise C.fail("x", "an element size of 1, 2, 4 or 8 bytes", f"{x.element_size()} bytes ({x.dtype})", TypeError)
     return TABLE.run("batched_transpose", x.device, x)
 
 

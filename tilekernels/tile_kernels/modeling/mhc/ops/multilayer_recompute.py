@@ -13,11 +13,12 @@ def mhc_multilayer_recompute(initial_residual: torch.Tensor, pre_mix_list, layer
     num_layers = len(pre_mix_list)
     num_post = len(post_mix_list)
     if num_post not in (num_layers - 1, num_layers):
-        raise ValueError(f"post_mix_list must hold {num_layers - 1} or {num_layers} entries, got {num_post}")
+        raise C.fail("post_mix_list", f"{num_layers - 1} or {num_layers} entries (one per layer in pre_mix_list, "
+                     "the last optional)", f"{num_post} entries")
     for name, lst, n in (("layer_output_list", layer_output_list, num_post), ("comb_mix_list", comb_mix_list, num_post),
                          ("layer_input_list", layer_input_list, num_layers), ("residual_list", residual_list, num_post)):
         if len(lst) != n:
-            raise ValueError(f"{name} must hold {n} entries, got {len(lst)}")
+            raise C.fail(name, f"{n} entries", f"{len(lst)} entries")
     C.tensor("initial_residual", initial_residual, dtypes=(torch.bfloat16,), ndim=4)
     with torch.no_grad():
         r = initial_residual

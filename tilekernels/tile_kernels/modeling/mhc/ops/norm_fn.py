@@ -68,7 +68,7 @@ def mhc_pre_norm_fn(residual: torch.Tensor, mhc_fn: torch.Tensor, mhc_norm_weigh
     m, h = residual.shape[-2:]
     C.tensor("mhc_fn", mhc_fn, dtypes=(torch.float32,), ndim=2)
     if mhc_fn.shape[1] != m * h:
-        raise ValueError(f"mhc_fn must have {m * h} columns (mhc_mult * hidden), got shape {tuple(mhc_fn.shape)}")
+        raise C.fail("mhc_fn", f"{m * h} columns (mhc_mult * hidden)", f"shape {tuple(mhc_fn.shape)}")
     C.optional("mhc_norm_weight", mhc_norm_weight, dtypes=(torch.float32,), shape=(m * h,))
     C.number("mhc_norm_eps", mhc_norm_eps)
     C.integer("n_splits", n_splits, 1)

@@ -28,7 +28,7 @@ def mhc_pre_split_mixes(input_mixes: torch.Tensor, mhc_scale: torch.Tensor, mhc_
     m3 = mhc_mult * (mhc_mult + 2)
     C.tensor("input_mixes", input_mixes, dtypes=(torch.float32,), ndim=3)
     if input_mixes.shape[-1] != m3:
-        raise ValueError(f"input_mixes must end in mhc_mult*(mhc_mult+2) = {m3}, got shape {tuple(input_mixes.shape)}")
+        raise C.fail("input_mixes", f"a last dim of mhc_mult*(mhc_mult+2) = {m3}", f"shape {tuple(input_mixes.shape)}")
     C.tensor("mhc_scale", mhc_scale, dtypes=(torch.float32,), shape=(3,))
     C.tensor("mhc_base", mhc_base, dtypes=(torch.float32,), shape=(m3,))
     return MHCPreSplitMixes.apply(input_mixes, mhc_scale, mhc_base, mhc_mult, C.number("mhc_post_mult_value",

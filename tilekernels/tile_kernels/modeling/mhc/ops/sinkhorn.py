@@ -25,7 +25,7 @@ def sinkhorn_normalize(x: torch.Tensor, repeat: int = 10, eps: float = 1e-6) -> 
     """Softmax over the last dim, then alternating column / row normalisation of ``(..., m, m)``."""
     C.tensor("x", x, dtypes=(torch.float32,), ndim=range(2, 9))
     if x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"x must end in a square (m, m) matrix, got shape {tuple(x.shape)}")
+        raise C.fail("x", "a square (m, m) matrix in the last two dims", f"shape {tuple(x.shape)}")
     C.integer("repeat", repeat, 1)
     C.number("eps", eps)
     return _SinkhornNormalize.apply(x, repeat, eps)
