@@ -64,20 +64,21 @@ def _cast_ascend(x: torch.Tensor, round_scale: bool, threads: int):
     return per_token_cast_to_fp8(x, round_scale)
 
 
-def _row_words(t: torch.Tensor) -> bool:
-    return math.prod(t.shape[1:]) * t.element_size() % 4 == 0
-
-
 def _gather_ref(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
-    """Rows ``ids`` (int32 global ids) of the table split over ``peers`` (``rows_per_peer`` rows each)."""
-    flat = ids.long()
-    out = torch.empty((flat.numel(), *peers[0].shape[1:]), dtype=peers[0].dtype)
-    owner = flat // rows_per_peer
+    """Rows ``ids`` (int32 global ids) of the table split over ``peers`` (``rows_per_peer`` rows each); an id
+    outside the table gives a zero row. Tensor ops on the peers' device only (no host read): rows move as
+    bytes, selected with ``where``."""
+    flat = ids.reshape(-1).long()
+    width = math.prod(peers[0].shape[1:]) * peers[0].element_size()
+    out = torch.zeros(flat.numel(), width, dtype=torch.uint8, device=peers[0].device)
+    owner = torch.div(flat, max(rows_per_peer, 1), rounding_mode="floor")   # empty peers: no hit below
     for peer, table in enumerate(peers):
-        rows = (owner == peer).nonzero().squeeze(1)
-        if rows.numel():
-            out[rows] = table[flat[rows] - peer * rows_per_peer]
-    return out
+        local = flat - peer * rows_per_peer
+        hit = (owner == peer) & (local < table.shape[0])
+        if table.shape[0] and width:
+            rows = table.contiguous().view(torch.uint8).reshape(table.shape[0], width)
+            out = torch.where(hit[:, None], rows[torch.where(hit, local, 0)], out)
+    return out.view(peers[0].dtype).reshape(flat.numel(), *peers[0].shape[1:])
 
 
 def _gather_host(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
@@ -106,12 +107,16 @@ def _gather_ascend(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Ten
     return gather_rows(peers[0], ids)
 
 
+def _gather_ascend_accepts(peers: list[torch.Tensor], rows_per_peer: int, *_) -> bool:
+    from .ascend.gather import accepts
+    return accepts(peers, rows_per_peer)
+
+
 TABLE.register("engram_gather", reference=_gather_ref,
                host=Impl(_gather_host, "contiguous peer tables",
                          lambda peers, *_: all(t.is_contiguous() for t in peers)),
-               ascend=Impl(_gather_ascend, "one table (all-gathered on the device) of rows of whole 32-bit words; "
-                           "out-of-range ids give zero rows",
-                           lambda peers, *_: len(peers) == 1 and _row_words(peers[0]),
+               ascend=Impl(_gather_ascend, "one table (all-gathered on the device) of rows of whole 32-bit words, "
+                           "up to 64 KiB; out-of-range ids give zero rows", _gather_ascend_accepts,
                            kernels=ascend_kernels.GATHER))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
                host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0),

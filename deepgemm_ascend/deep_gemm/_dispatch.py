@@ -176,7 +176,8 @@ _ASCEND = {
     "mqa_logits": Impl(ascend_mqa.mqa_logits, "E4M3 q (unscaled or per-32 UE8M0) over E4M3 KV (per-token or "
                        "per-32 UE8M0 scales: DeepGEMM-Ascend's MXFP8 form), FP4 q over FP4 KV, <= 128 heads",
                        lambda q, kv, weights, ks, ke, logits, *_: ascend_mqa.unsupported(q, kv, weights, logits) is None),
-    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "unscaled E4M3 q over the fused FP8 cache, or "
+    "paged_mqa_logits": Impl(ascend_paged_mqa.paged_mqa_logits, "E4M3 q (unscaled, or per-32 power-of-two scales at "
+                             "D >= 64) over the fused FP8 cache, or "
                              "DeepGEMM-Ascend's MXFP8 q over its MXFP8 cache (both page layouts), or FP4 q over the FP4 "
                              "cache, <= 128 heads",
                              lambda *args: ascend_paged_mqa.unsupported(*args[:6]) is None),

@@ -20,3 +20,20 @@ def test_host_gathers_the_reference_rows(peers, rows, width, count, dtype, seed)
     assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
     expected = torch.cat(tables)[ids.long()] if count else want  # every peer's rows in global-id order
     assert torch.equal(got.view(torch.uint8), expected.view(torch.uint8))
+
+
+@settings(max_examples=10, deadline=None)
+@given(peers=st.integers(1, 3), rows=st.integers(0, 6), width=st.integers(1, 9),
+       dtype=st.sampled_from([torch.bfloat16, torch.float8_e4m3fn]), seed=st.integers(0, 2**16))
+def test_reference_gives_zero_rows_for_ids_outside_the_table(peers, rows, width, dtype, seed):
+    """The reference serves the Ascend path's odd-width rows, where ids are not range-checked on the host:
+    ids outside [0, peers * rows) give zero rows, never stale memory."""
+    g = torch.Generator().manual_seed(seed)
+    tables = [(torch.rand(rows, width, generator=g) + 1).to(dtype) for _ in range(peers)]  # no zero value
+    ids = torch.randint(-3, peers * rows + 3, (30,), generator=g, dtype=torch.int32)
+    got = TABLE["engram_gather"].reference.fn(tables, rows, ids, 2)
+    inside = (ids >= 0) & (ids < peers * rows)
+    want = torch.zeros(30, width * dtype.itemsize, dtype=torch.uint8)
+    if rows:
+        want[inside] = torch.cat(tables).view(torch.uint8)[ids[inside].long()]
+    assert got.dtype == dtype and torch.equal(got.view(torch.uint8), want)

@@ -2,7 +2,8 @@
 where the CPU has them) against torch's BF16 matmul and against the same op on the best other
 engine this CPU has (avx512bf16 or fma), each pair timed interleaved in the same run (Bench.paired:
 other processes' load slows both sides of a ratio or neither). The share column is of the brgemm
-peak measured in this run (a loop of brgemm calls on one L1-resident tile, testkit/peaks.py).
+peak measured in this run (loops of brgemm calls on one cache-resident tile, the best of a few tile
+shapes, testkit/peaks.py).
 
 Targets (issue 34): BF16/FP8 prefill >= 1.0x torch BF16 at 4096x7168x2048 and 4096x4096x7168;
 FP8 at M = 64 >= 1.0x; FP8 at M = 4 >= 1.5x torch BF16 (half the bytes); no op slower than on

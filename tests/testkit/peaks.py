@@ -7,6 +7,7 @@ multiply-add, and FP32 kernels run on it too), ``brgemm`` loops of oneDNN brgemm
 cache-resident BF16 tile, the best of a few tile shapes (AMX tiles where the CPU has them)."""
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -176,18 +177,21 @@ def fma_peak_gflops() -> float:
     return _register_loop_gflops("fma_peak", _FMA_LOOP, per_iter)
 
 
-def brgemm_peak_gflops(tiles=BRGEMM_TILES, flops_per_tile_set: float = 2e10) -> float:
-    """The best of the tiles' register-loop rates (each run long enough for about
-    ``flops_per_tile_set`` / 1e9 GFLOP per thread)."""
+def brgemm_tile_rate(kernel, threads: int, tile: tuple[int, int, int], flops_per_tile: float):
+    """``(GFLOP/s, iterations, sink)`` of the compiled brgemm loop at one ``(m, n, k)`` tile, each thread
+    running about ``flops_per_tile`` FLOP; ``sink[t]`` is C[0, 0] of thread t's tile after its last run."""
+    m, n, k = tile
+    iters = max(1, int(flops_per_tile / (2 * m * n * k)))
+    sink = torch.zeros(threads, dtype=torch.float64)
+    seconds = _best(functools.partial(kernel, sink, iters, threads, m, n, k), warmup=1, reps=5)
+    return threads * iters * 2 * m * n * k / seconds / 1e9, iters, sink
+
+
+def brgemm_peak_gflops(tiles=BRGEMM_TILES, flops_per_tile: float = 2e10) -> float:
+    """The best of the tiles' loop rates (about ``flops_per_tile`` FLOP per thread each)."""
     kernel = _compile_loop("brgemm_peak", _BRGEMM_LOOP, "brgemm")
     threads = os.cpu_count() or 1
-    sink = torch.zeros(threads, dtype=torch.float64)
-    best = 0.0
-    for m, n, k in tiles:
-        iters = max(1, int(flops_per_tile_set / (2 * m * n * k)))
-        seconds = _best(lambda: kernel(sink, iters, threads, m, n, k), warmup=1, reps=5)
-        best = max(best, threads * iters * 2 * m * n * k / seconds / 1e9)
-    return best
+    return max(brgemm_tile_rate(kernel, threads, tile, flops_per_tile)[0] for tile in tiles)
 
 
 # engine -> its peak loop; an engine present without a loop is reported unmeasured

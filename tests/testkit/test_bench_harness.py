@@ -203,9 +203,12 @@ def test_schedule_runs_a_file_past_its_share_at_the_least_budget_and_skips_once_
 
 
 def test_brgemm_peak_loop_runs_every_tile():
-    """The brgemm peak loop compiles and reads a positive rate at each tile (a few MFLOP each here)."""
+    """The brgemm peak loop computes its tile at every shape: C = sum over k of 1.0 * 2^-7, accumulated
+    over the iterations after the first."""
     if "brgemm" not in peaks.me.present_engines(peaks.cpu_flags()):
         pytest.skip("torch exports no brgemm micro-kernel here")
-    rates = [peaks.brgemm_peak_gflops(tiles=(tile,), flops_per_tile_set=2e6) for tile in peaks.BRGEMM_TILES]
-    assert all(r > 0 for r in rates)
-    assert peaks.brgemm_peak_gflops(flops_per_tile_set=2e6) > 0
+    kernel = peaks._compile_loop("brgemm_peak", peaks._BRGEMM_LOOP, "brgemm")
+    for m, n, k in peaks.BRGEMM_TILES:
+        rate, iters, sink = peaks.brgemm_tile_rate(kernel, 2, (m, n, k), 2 * m * n * k * 3)
+        assert iters == 3 and rate > 0
+        assert sink.tolist() == [iters * k / 128] * 2, (m, n, k)

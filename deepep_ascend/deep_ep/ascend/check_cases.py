@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 RANKS, HIDDEN, TOPK, TOKENS, DECODE = 8, 7168, 8, 4096, 128
+ENGRAM_ROWS, ENGRAM_PER_TOKEN = 4096, 2   # the all-gathered table's rows, entries fetched per token
 
 
 def _same(name: str, got: torch.Tensor, want: torch.Tensor) -> list[str]:
@@ -118,8 +119,7 @@ def cases() -> list:
             ("ep_combine_reduce_bias2_5x3_h40", _combine(5, 3, 12, 40, False, 2, False)),
             ("ep_combine_partial_5x3_h40", _combine(5, 3, 12, 40, False, 0, True)),
             ("ep_ll_combine_weighted_5x3_h40", _combine(5, 3, 12, 40, True, 0, False)),
-            ("ep_engram_gather_70_of_30_h48", _gather(30, 70, 48)),
-            (f"ep_engram_gather_{DECODE * TOPK}_of_1024_h{HIDDEN}", _gather(1024, DECODE * TOPK, HIDDEN))]
+            ("ep_engram_gather_70_of_30_h48", _gather(30, 70, 48))]
     for phase, t in (("prefill", TOKENS), ("decode", DECODE)):
         rows = t * TOPK
         runs += [(f"ep_pack_bf16_r{RANKS}_{phase}_{t}t_h{HIDDEN}", _scatter(t, RANKS, rows, HIDDEN, torch.bfloat16, False)),
@@ -131,5 +131,7 @@ def cases() -> list:
                   _combine(t, TOPK, rows, HIDDEN, False, 1, False)),
                  (f"ep_combine_partial_k{TOPK}_{phase}_{t}t_h{HIDDEN}", _combine(t, TOPK, rows, HIDDEN, False, 0, True)),
                  (f"ep_ll_combine_weighted_k{TOPK}_{phase}_{t}t_h{HIDDEN}",
-                  _combine(t, TOPK, rows, HIDDEN, True, 0, False))]
+                  _combine(t, TOPK, rows, HIDDEN, True, 0, False)),
+                 (f"ep_engram_gather_{phase}_{t}t_x{ENGRAM_PER_TOKEN}_of_{ENGRAM_ROWS}_h{HIDDEN}",
+                  _gather(ENGRAM_ROWS, t * ENGRAM_PER_TOKEN, HIDDEN))]
     return [SourceCase(name, "vector", fn) for name, fn in runs]

@@ -70,5 +70,6 @@ def cases() -> list:
 
 
 def kernels() -> list[AscendKernelSpec]:
-    """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend check them)."""
+    """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend and, for the
+    Engram gather, tests/deep_ep/test_engram.py check them)."""
     return [*ENGINE, *LOW_LATENCY, *CAST, *GATHER]

@@ -3,8 +3,8 @@ global entry ids in the table all-gathered on the device.
 
 ``Out[i] = Table[ids[i]]`` for ``0 <= ids[i] < table_rows``; any other id gives a zero row (ids are
 not read back on the host on the Ascend path, so the kernel keeps every read inside ``Table``). Rows
-travel as 32-bit words: only rows of whole words (``row_bytes(t) % 4 == 0``; TileLang 0.1.15 cannot
-clear a byte tile outside a VF). A core takes a tile of ids and moves each row GM -> UB -> GM.
+travel as 32-bit words: only rows of whole words, at most ``MAX_ROW_BYTES`` (``accepts``; TileLang 0.1.15
+cannot clear a byte tile outside a VF). A core takes a tile of ids and moves each row GM -> UB -> GM.
 
 The id count and the table's row count are symbolic (``T.dynamic``): one kernel per row size serves
 every fetch, its grid sized at launch (deepjit.tilelang_route.dims).
@@ -12,11 +12,19 @@ every fetch, its grid sized at launch (deepjit.tilelang_route.dims).
 No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` annotations.
 """
 import functools
-import math
 
 from deepjit.tilelang_route.ub import padded
 
+from .scatter import raw_rows, row_bytes
+
 IDS_PER_CORE_TILE = 64
+MAX_ROW_BYTES = 64 * 1024   # two rows staged in UB per core
+
+
+def accepts(peers, rows_per_peer: int) -> bool:
+    """One table (the engram_gather table op's peers are then that table) of whole-word rows that fit UB."""
+    return len(peers) == 1 and rows_per_peer == peers[0].shape[0] and row_bytes(peers[0]) % 4 == 0 \
+        and row_bytes(peers[0]) <= MAX_ROW_BYTES
 
 
 @functools.cache
@@ -56,11 +64,6 @@ def build(row_bytes: int):
     return gather_rows
 
 
-def row_bytes(t) -> int:
-    """Bytes of one row (dimension 0) of ``t``."""
-    return math.prod(t.shape[1:]) * t.element_size()
-
-
 def gather_rows(table, ids):
     """``table[ids]`` (``ids`` int32, any shape; out-of-range ids give zero rows) as a new tensor of
     ``ids.numel()`` rows shaped like ``table``'s, whose rows are whole 32-bit words."""
@@ -75,11 +78,5 @@ def gather_rows(table, ids):
         return out
     if table.shape[0] == 0:
         return out.zero_()
-    LIB.run_tilelang(build, (width,), _words(table.contiguous(), width), flat, _words(out, width))
+    LIB.run_tilelang(build, (width,), raw_rows(table, width), flat, raw_rows(out, width))
     return out
-
-
-def _words(t, width: int):
-    """``t``'s rows as int32 words, a view of its storage."""
-    import torch
-    return t.view(torch.uint8).reshape(t.shape[0], width).view(torch.int32)

@@ -73,9 +73,9 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
 
     from .._lib import LIB
 
-    n, width = src.shape[0], _row_bytes(src)
-    if not out.is_contiguous() or _row_bytes(out) != width:
-        raise ValueError(f"out must be contiguous with rows of {width} bytes like src, got {_row_bytes(out)} bytes, "
+    n, width = src.shape[0], row_bytes(src)
+    if not out.is_contiguous() or row_bytes(out) != width:
+        raise ValueError(f"out must be contiguous with rows of {width} bytes like src, got {row_bytes(out)} bytes, "
                          f"contiguous={out.is_contiguous()}")
     num_zero = 0 if zero_ranges is None else zero_ranges.shape[0]
     if num_zero and width % 4:
@@ -87,16 +87,16 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
         pos = torch.full((1, 1), -1, dtype=torch.int32, device=out.device)
         n = 1
     zeros = zero_ranges if num_zero else torch.zeros(1, 2, dtype=torch.int32, device=out.device)  # one empty range
-    LIB.run_tilelang(build, (width, pos.shape[1]), _raw(src, width), pos.contiguous(), zeros.contiguous(), _raw(out, width))
+    LIB.run_tilelang(build, (width, pos.shape[1]), raw_rows(src, width), pos.contiguous(), zeros.contiguous(), raw_rows(out, width))
 
 
-def _raw(t, width: int):
+def raw_rows(t, width: int):
     """``t``'s rows as int32 words (or bytes), a view of its storage."""
     import torch
     raw = t.contiguous().view(torch.uint8).reshape(t.shape[0], width)
     return raw.view(torch.int32) if width % 4 == 0 else raw
 
 
-def _row_bytes(t) -> int:
+def row_bytes(t) -> int:
     """Bytes of one row (dimension 0) of ``t``."""
     return math.prod(t.shape[1:]) * t.element_size()

@@ -150,10 +150,13 @@ class EngramBuffer(BufferBase):
                 V.tensor(f"sfs[{layer}]", sf, dtypes=(torch.float32, torch.int32), shape=shape)  # every rank's
         elif sfs is not None:
             raise ValueError("sfs must be None for BF16 tables")
+        device = V.same_device(*((f"storages[{i}]", t) for i, t in enumerate(storages)),
+                               *((f"sfs[{i}]", sf) for i, sf in enumerate(sfs or ())))
         dist.barrier(group=self.group)  # no rank still reads the previous table
-        if self._window is not None and not _on_ascend(storages[0].device):
+        if self._window is not None and not _on_ascend(device):
             for view, t in zip(self._layer_views(self.rank_idx), storages, strict=True):
                 view.copy_(t)
+            self._tables = None   # fetches read the window, not a table of an earlier write
         else:
             self._tables = []   # on the storages' device
             for t in storages:
@@ -178,6 +181,8 @@ class EngramBuffer(BufferBase):
             raise V.fail("indices", f"at most num_max_tokens ({max_tokens}) tokens", f"shape {tuple(indices.shape)}")
         V.integer("num_qps", num_qps, 0, self.num_allocated_qps)
         device = self._tables[0].device if self._tables is not None else torch.device("cpu")
+        if indices.device != device:
+            raise V.fail("indices", f"device {device} (the written table's)", indices.device)
         if not _on_ascend(device):   # a host read: the Ascend kernel gives zero rows instead
             for layer, n in enumerate(entries):
                 bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)

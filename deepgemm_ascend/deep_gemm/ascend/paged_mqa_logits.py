@@ -35,8 +35,16 @@ import torch
 
 from .. import runtime
 from ._launch import args, kernel, num_cube_cores
-from .mqa_logits import (KV_BLOCK, MX_MIN_HEAD_DIM, data, defines, head_dim_of, mx_pairs, tokens_per_tile,
-                         unsupported_query)
+from .mqa_logits import (
+    KV_BLOCK,
+    MX_MIN_HEAD_DIM,
+    data,
+    defines,
+    head_dim_of,
+    mx_pairs,
+    tokens_per_tile,
+    unsupported_query,
+)
 
 
 def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:

@@ -7,7 +7,7 @@
 //       into its slot of the kb scratch (gathered prefill tokens, the zero rows of invalid tokens).
 //   PV: O[h][:] = O[h][:] * rescale[h] + P[h][:] . V   A = P as BF16 rows [h][t] (the softmax's
 //       token-pair words transposed), B = V in VNNI words of the full d_v width, C = O (accumulated
-//       after the rescale).
+//       after the rescale); O's and packed V's rows are Shape::ldo() = d_v + O_PAD apart.
 #pragma once
 
 #include <cstdint>

@@ -85,3 +85,5 @@ def test_c_accumulates_on_the_ascend_kernel(monkeypatch, dtype, in_place):
     if not in_place:
         assert torch.equal(c, c_before)
     assert calc_diff(d, want) < 1e-5 and calc_diff(d, product) > 1e-2
+    if dtype == torch.bfloat16:  # rounded once, as the reference: bf16(bf16(ab) + c) would differ in ~30 %
+        assert (d != want).float().mean() < 0.01

@@ -26,7 +26,7 @@ FAMILIES = {  # every Ascend kernel module of each library: a case prefix that e
                      "engram_gate_bwd", "engram_hash", "cast_to_e5m6", "cast_back_from_e5m6",
                      "expand_to_fused_with_sf", "per_channel_cast_fused", "per_block_cast_lossless"),
     "deep_ep": ("ep_pack_bf16", "ep_unpack", "ep_pack_fp8", "ep_per_token_cast_fp8_ue8m0", "ep_combine_reduce",
-                "ep_combine_partial", "ep_ll_combine"),
+                "ep_combine_partial", "ep_ll_combine", "ep_engram_gather"),
 }
 
 
