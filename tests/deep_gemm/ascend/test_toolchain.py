@@ -139,8 +139,8 @@ def _sf_call():
      ("DG_CLEAN 1", "DG_COMPRESSED 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_KV_TOKEN_SF 1", "DG_LOGITS_FP32 1",
       "DG_MX 0", "DG_QK_FP4 0")),
     (paged_mqa_logits, _paged_call, "dg_fp8_paged_mqa_logits",
-     ("DG_BLOCK_KV 32", "DG_CLEAN 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_KV_NZ 0", "DG_LOGITS_FP32 0", "DG_MX 0",
-      "DG_QK_FP4 0")),
+     ("DG_BLOCK_KV 32", "DG_CLEAN 0", "DG_HEADS 8", "DG_HEAD_DIM 64", "DG_KV_NZ 0", "DG_KV_UNIT_SF 0", "DG_LOGITS_FP32 0",
+      "DG_MX 0", "DG_QK_FP4 0")),
     (sf_layout, _sf_call, "dg_sf_transform", ("DG_FLOAT_INPUT 1", "DG_GROUPING 2")),
 ])
 def test_glue_kernels_command_lines(tmp_path, toolkit, monkeypatch, module, call, entry, defines):
