@@ -14,6 +14,7 @@ from deepjit import BackendTable, Impl
 
 from ._lib import LIB, kernel
 from .ascend import codegen as ascend_kernels
+from .ascend import gather as ascend_gather
 from .utils.math import per_token_cast_to_fp8
 
 
@@ -102,21 +103,11 @@ TABLE.register("low_latency", reference=_no_low_latency_engine,
                          lambda session, *_: session.transport_kind == "shm"),
                ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers, equal all-to-all splits",
                            kernels=ascend_kernels.LOW_LATENCY))
-def _gather_ascend(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tensor, threads: int):
-    from .ascend.gather import gather_rows
-    return gather_rows(peers[0], ids)
-
-
-def _gather_ascend_accepts(peers: list[torch.Tensor], rows_per_peer: int, *_) -> bool:
-    from .ascend.gather import accepts
-    return accepts(peers, rows_per_peer)
-
-
 TABLE.register("engram_gather", reference=_gather_ref,
                host=Impl(_gather_host, "contiguous peer tables",
                          lambda peers, *_: all(t.is_contiguous() for t in peers)),
-               ascend=Impl(_gather_ascend, "one table (all-gathered on the device) of rows of whole 32-bit words, "
-                           "up to 64 KiB; out-of-range ids give zero rows", _gather_ascend_accepts,
+               ascend=Impl(ascend_gather.gather, "one table (all-gathered on the device) of rows of whole 32-bit words, "
+                           "up to 64 KiB; out-of-range ids give zero rows", ascend_gather.accepts,
                            kernels=ascend_kernels.GATHER))
 TABLE.register("per_token_cast_to_fp8", reference=_cast_ref,
                host=Impl(_cast_host, "hidden % 128 == 0", lambda x, *_: x.shape[1] % 128 == 0),

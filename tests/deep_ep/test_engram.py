@@ -11,19 +11,42 @@ from tests.testkit.distributed import in_sequence, run_ranks, with_env
 ENTRIES, HIDDEN, TOKENS, PER_TOKEN = [40, 24], 256, 16, 3
 
 
-def _engram(rank, world):
+def _buffer(dtype, packs):
+    """An EngramBuffer sized by its own hints for ENTRIES / HIDDEN / TOKENS / PER_TOKEN."""
     import deep_ep
+    gpu_bytes, storage_bytes = deep_ep.EngramBuffer.get_storage_size_hint(
+        dist.group.WORLD, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
+    qps, depth, restrict = deep_ep.EngramBuffer.get_theoretical_config(dist.group.WORLD, len(ENTRIES), TOKENS,
+                                                                       PER_TOKEN)
+    return deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, qps, depth, restrict,
+                                explicitly_destroy=True), qps
+
+
+def _shards(g, world, dtype, use_fp8):
+    """This rank's random shards (and replicated scales for FP8) and every layer's all-gathered table, built
+    by hand: ``(storages, sfs, tables)``."""
     from deep_ep.utils.math import per_token_cast_to_fp8
+    storages, sfs, tables = [], [] if use_fp8 else None, []
+    for n in ENTRIES:
+        local = torch.randn(n, HIDDEN, generator=g).bfloat16()
+        if use_fp8:
+            local, local_sf = per_token_cast_to_fp8(local)
+            every = [None] * world
+            dist.all_gather_object(every, local_sf)
+            sfs.append(torch.cat(every))
+        storages.append(local)
+        every = [None] * world
+        dist.all_gather_object(every, local.view(torch.uint8))
+        tables.append(torch.cat(every).view(dtype))
+    return storages, sfs, tables
+
+
+def _engram(rank, world):
     out = {}
     for use_fp8 in (False, True):
         dtype = torch.float8_e4m3fn if use_fp8 else torch.bfloat16
         packs = HIDDEN // 128 if use_fp8 else 0
-        gpu_bytes, storage_bytes = deep_ep.EngramBuffer.get_storage_size_hint(
-            dist.group.WORLD, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
-        qps, depth, restrict = deep_ep.EngramBuffer.get_theoretical_config(dist.group.WORLD, len(ENTRIES), TOKENS,
-                                                                           PER_TOKEN)
-        buf = deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, qps, depth, restrict,
-                                   explicitly_destroy=True)
+        buf, qps = _buffer(dtype, packs)
         no_ids = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
         _refused("dtype: expected one of", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, torch.float16, packs)
         _refused("num_sf_packs", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, 1 - bool(packs))
@@ -31,19 +54,7 @@ def _engram(rank, world):
         _refused("before fetch", buf.fetch, no_ids)  # configured, nothing written yet
         _refused("storages must be a list of 2", buf.write, [torch.zeros(ENTRIES[0], HIDDEN, dtype=dtype)])
         g = torch.Generator().manual_seed(rank)
-        storages, sfs, tables, scale_tables = [], [] if use_fp8 else None, [], []
-        for n in ENTRIES:
-            local = torch.randn(n, HIDDEN, generator=g).bfloat16()
-            if use_fp8:
-                local, local_sf = per_token_cast_to_fp8(local)
-                every = [None] * world
-                dist.all_gather_object(every, local_sf)
-                sfs.append(torch.cat(every))
-                scale_tables.append(sfs[-1])
-            storages.append(local)
-            every = [None] * world
-            dist.all_gather_object(every, local.view(torch.uint8))
-            tables.append(torch.cat(every).view(dtype))
+        storages, sfs, tables = _shards(g, world, dtype, use_fp8)
         buf.write(storages, sfs)
         for _ in range(2):
             indices = torch.stack([torch.randint(0, world * n, (TOKENS, PER_TOKEN), generator=g, dtype=torch.int32)
@@ -55,7 +66,7 @@ def _engram(rank, world):
                 flat = indices[layer].reshape(-1).long()
                 assert torch.equal(data.view(torch.uint8), tables[layer][flat].reshape(TOKENS, -1).view(torch.uint8))
                 if use_fp8:
-                    assert torch.equal(sf, scale_tables[layer][flat].reshape(TOKENS, -1))
+                    assert torch.equal(sf, sfs[layer][flat].reshape(TOKENS, -1))
         _refused("num_qps: expected a value in", buf.fetch, no_ids, num_qps=qps + 1)
         _refused("indices: expected shape (2, *, 3)", buf.fetch, no_ids[:, :, :1])
         bad = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
@@ -69,31 +80,16 @@ def _engram(rank, world):
 def _engram_ascend(rank, world):
     """EP_BACKEND=ascend: the table all-gathered on the device and fetched by the gather kernel on the twin,
     with no host read of the ids; an out-of-range id gives a zero row (the host path refuses it)."""
-    import deep_ep
     from deep_ep import _dispatch
-    from deep_ep.utils.math import per_token_cast_to_fp8
     from tests.testkit.host_reads import DeviceOnly, mark
     served = []
     for use_fp8 in (False, True):
         dtype = torch.float8_e4m3fn if use_fp8 else torch.bfloat16
         packs = HIDDEN // 128 if use_fp8 else 0
-        gpu_bytes, storage_bytes = deep_ep.EngramBuffer.get_storage_size_hint(
-            dist.group.WORLD, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
-        buf = deep_ep.EngramBuffer(dist.group.WORLD, gpu_bytes, storage_bytes, True, 2, 16, explicitly_destroy=True)
+        buf, _ = _buffer(dtype, packs)
         buf.set_config(ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
         g = torch.Generator().manual_seed(rank)
-        storages, sfs, tables = [], [] if use_fp8 else None, []
-        for n in ENTRIES:
-            local = torch.randn(n, HIDDEN, generator=g).bfloat16()
-            if use_fp8:
-                local, local_sf = per_token_cast_to_fp8(local)
-                every = [None] * world
-                dist.all_gather_object(every, local_sf)
-                sfs.append(torch.cat(every))
-            storages.append(local)
-            every = [None] * world
-            dist.all_gather_object(every, local.view(torch.uint8))
-            tables.append(torch.cat(every).view(dtype))
+        storages, sfs, tables = _shards(g, world, dtype, use_fp8)
         buf.write(storages, sfs)
         indices = torch.stack([torch.randint(0, world * n, (TOKENS, PER_TOKEN), generator=g, dtype=torch.int32)
                                for n in ENTRIES])

@@ -10,6 +10,8 @@ from deep_gemm.attention import PagedKV, Quantised
 from deep_gemm.utils import per_custom_dims_cast_to_fp8
 from tests.testkit.host_reads import DeviceOnly, mark
 
+from ._paged import fused_fp8_cache
+
 SENTINEL = 2.0 ** 100
 
 
@@ -35,17 +37,9 @@ def test_contiguous_ranges_clamped_without_host_reads():
         assert (got != SENTINEL).any() and (got == SENTINEL).any() != clean
 
 
-def _cache(num_pages, block_kv, head_dim):
-    values, sf = per_custom_dims_cast_to_fp8(torch.randn(num_pages * block_kv, head_dim), (0,), False)
-    cache = torch.empty(num_pages, block_kv * (head_dim + 4), dtype=torch.uint8)
-    cache[:, :block_kv * head_dim] = values.view(torch.uint8).view(num_pages, -1)
-    cache[:, block_kv * head_dim:] = sf.view(torch.uint8).view(num_pages, -1)
-    return cache.view(num_pages, block_kv, 1, head_dim + 4)
-
-
 def test_paged_lengths_clamped_and_bad_pages_score_zero_without_host_reads():
     batch, next_n, heads, head_dim, block_kv, num_pages, width = 3, 2, 2, 32, 32, 5, 100
-    cache = _cache(num_pages + 1, block_kv, head_dim)
+    cache = fused_fp8_cache(num_pages + 1, block_kv, head_dim)
     cache[num_pages].zero_()  # the oracle's stand-in for a page outside the cache: scores exactly 0
     q = Quantised(torch.randn(batch, next_n, heads, head_dim).to(torch.float8_e4m3fn), None, False, False)
     weights = torch.randn(batch * next_n, heads)

@@ -21,8 +21,9 @@ IDS_PER_CORE_TILE = 64
 MAX_ROW_BYTES = 64 * 1024   # two rows staged in UB per core
 
 
-def accepts(peers, rows_per_peer: int) -> bool:
-    """One table (the engram_gather table op's peers are then that table) of whole-word rows that fit UB."""
+def accepts(peers, rows_per_peer: int, *_) -> bool:
+    """The engram_gather table op's Ascend column: one table (all-gathered on the device) of whole-word rows
+    that fit UB."""
     return len(peers) == 1 and rows_per_peer == peers[0].shape[0] and row_bytes(peers[0]) % 4 == 0 \
         and row_bytes(peers[0]) <= MAX_ROW_BYTES
 
@@ -62,6 +63,11 @@ def build(row_bytes: int):
                         T.copy(x[0, 0:width], Out[r0 + r, 0:width])
 
     return gather_rows
+
+
+def gather(peers, rows_per_peer: int, ids, threads: int):
+    """The engram_gather table op (``accepts``): rows ``ids`` of the one table in ``peers``."""
+    return gather_rows(peers[0], ids)
 
 
 def gather_rows(table, ids):

@@ -16,19 +16,10 @@ from deep_gemm import _dispatch, formats, reference
 from deep_gemm.ascend.paged_mqa_logits import paged_mqa_logits
 from deep_gemm.attention import PagedKV, Quantised
 from deep_gemm.testing import calc_diff
-from deep_gemm.utils import per_custom_dims_cast_to_fp8
+from tests.deep_gemm._paged import fused_fp8_cache
 from tests.testkit.host_reads import DeviceOnly, mark
 
 SENTINEL = 2.0 ** 100  # exact in FP32 and BF16, and never a logit at these scales
-
-
-def _cache(num_pages, block_kv, head_dim):
-    """A fused cache of random pages: per page block_kv E4M3 rows, then their FP32 scales."""
-    values, sf = per_custom_dims_cast_to_fp8(torch.randn(num_pages * block_kv, head_dim), (0,), False)
-    cache = torch.empty(num_pages, block_kv * (head_dim + 4), dtype=torch.uint8)
-    cache[:, :block_kv * head_dim] = values.view(torch.uint8).view(num_pages, -1)
-    cache[:, block_kv * head_dim:] = sf.view(torch.uint8).view(num_pages, -1)
-    return cache.view(num_pages, block_kv, 1, head_dim + 4)
 
 
 def _inputs(batch, next_n, heads, head_dim, block_kv, max_ctx):
@@ -37,7 +28,7 @@ def _inputs(batch, next_n, heads, head_dim, block_kv, max_ctx):
     table = torch.randperm(num_pages)[:batch * pages].view(batch, pages).to(torch.int32)
     q = torch.randn(batch, next_n, heads, head_dim).to(torch.float8_e4m3fn)
     weights = torch.randn(batch * next_n, heads)
-    return Quantised(q, None, False, False), PagedKV(_cache(num_pages, block_kv, head_dim), False, head_dim), \
+    return Quantised(q, None, False, False), PagedKV(fused_fp8_cache(num_pages, block_kv, head_dim), False, head_dim), \
         weights, table
 
 
