@@ -1,0 +1,46 @@
+"""One ``backend`` fixture per library: the same public-contract test runs on the reference, the host
+kernels and the Ascend kernels (on deepjit's Ascend twin, CPU tensors).
+
+Under ``"ascend"`` the library's backend table is watched: the first call of the test that the table
+would send anywhere but the Ascend kernel (an op with no Ascend column, or a form its ``accepts``
+declines) skips the test with the op's name -- before that call runs, so a skipped case costs nothing
+and the reference is never counted twice as a pass. Each served call is recorded in ``served``."""
+from __future__ import annotations
+
+import pytest
+
+from deepjit.backend_table import BackendUnavailableError
+
+
+class Backend(str):
+    """The backend's name (tests compare it with ``==``) and, under ``"ascend"``, the table calls served."""
+
+    served: list[str]
+
+
+def make_backend_fixture(prefix: str, table, names: list[str]):
+    """A parametrised ``backend`` fixture over ``names`` for the library whose backend table is ``table``
+    and whose environment prefix is ``prefix`` (``<prefix>_BACKEND``)."""
+
+    @pytest.fixture(params=names)
+    def backend(request, monkeypatch):
+        name = Backend(request.param)
+        name.served = []
+        monkeypatch.setenv(f"{prefix}_BACKEND", request.param)
+        if request.param == "ascend":
+            select = table.select
+
+            def ascend_only(op, device, *args, **kwargs):
+                try:
+                    chosen, fn = select(op, device, *args, **kwargs)
+                except BackendUnavailableError:
+                    pytest.skip(f"{op}: no Ascend kernel")
+                if chosen != "ascend":
+                    pytest.skip(f"{op}: this form is served by the {chosen} on Ascend")
+                name.served.append(op)
+                return chosen, fn
+
+            monkeypatch.setattr(table, "select", ascend_only)
+        return name
+
+    return backend
