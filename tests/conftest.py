@@ -24,7 +24,8 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    from tests.testkit import npu
+    from tests.testkit import backends, npu
+    backends.deselect_unlisted(config, items)
     if npu.ON_TWIN:  # NPU_TESTS_ON_TWIN=1: the npu tests run on the Ascend twin (see tests/testkit/npu.py)
         npu.force_ascend()
         off = pytest.mark.skip(reason="NPU_TESTS_ON_TWIN=1 runs only the npu-marked tests")

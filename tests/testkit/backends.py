@@ -44,3 +44,20 @@ def make_backend_fixture(prefix: str, table, names: list[str]):
         return name
 
     return backend
+
+
+def deselect_unlisted(config, items) -> None:
+    """``@pytest.mark.backends("reference", "host", why=...)`` keeps a test off the other backends of its
+    ``backend`` fixture: those cases are deselected at collection (reported as deselected, never as
+    passed or skipped). ``why`` is required: for example a shape too large for the twin, whose Ascend
+    kernel a smaller case of the same file covers."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("backends")
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+        if marker is not None and not marker.kwargs.get("why"):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.backends needs why=...")
+        (dropped if marker is not None and param is not None and param not in marker.args else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
