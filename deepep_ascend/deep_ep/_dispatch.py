@@ -13,8 +13,8 @@ import torch
 from deepjit import BackendTable, Impl
 
 from ._lib import LIB, kernel
-from .ascend import codegen as ascend_kernels
 from .ascend import gather as ascend_gather
+from .ascend import kernel_specs as ascend_kernels
 from .utils.math import per_token_cast_to_fp8
 
 

@@ -1,6 +1,7 @@
 """Every library's backend table: each op has a reference and a host entry (or is listed below with
 the reason it has none), forcing a backend an op lacks raises naming the op, and each package
-registers its table's Ascend kernels through the deepjit.ascend_kernels entry point."""
+registers its table's Ascend kernels through the deepjit.ascend_kernels entry point and its twin-check
+module through the deepjit.ascend_checks entry point."""
 import importlib
 import importlib.metadata
 import inspect
@@ -12,7 +13,7 @@ import pytest
 import tomllib
 
 from deepjit import BackendUnavailableError
-from deepjit.tilelang_route import codegen_all, samples
+from deepjit.tilelang_route import ascend_check, codegen_all, samples
 from deepjit.tilelang_route.lowering import AscendKernelSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -226,10 +227,14 @@ def test_forcing_reference_and_host(monkeypatch, folder, name, module, prefix):
     assert all(table.backend(e.name, "cpu") == "host" for e in table)
 
 
+def _project(folder: str) -> dict:
+    with open(os.path.join(ROOT, folder, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]
+
+
 @pytest.mark.parametrize("folder,name,module,prefix", LIBRARIES)
 def test_the_entry_point_lists_the_tables_ascend_kernels(folder, name, module, prefix):
-    with open(os.path.join(ROOT, folder, "pyproject.toml"), "rb") as f:
-        project = tomllib.load(f)["project"]
+    project = _project(folder)
     value = project["entry-points"][codegen_all.ENTRY_POINT_GROUP][name]
     ep = importlib.metadata.EntryPoint(name, value, codegen_all.ENTRY_POINT_GROUP)
     specs = ep.load()()
@@ -237,6 +242,35 @@ def test_the_entry_point_lists_the_tables_ascend_kernels(folder, name, module, p
     if not any(e.ascend is not None for e in _table(module)):
         assert specs == []
     assert project["optional-dependencies"]["npu"] == ["torch-npu"]
+
+
+def _check_registration(project: dict, name: str) -> list[str]:
+    """What is wrong with a package's ``deepjit.ascend_checks`` registration (nothing: empty)."""
+    group = ascend_check.CHECKS_ENTRY_POINT_GROUP
+    value = project.get("entry-points", {}).get(group, {}).get(name)
+    if value is None:
+        return [f"{name}: no {group} entry point"]
+    if not callable(getattr(importlib.metadata.EntryPoint(name, value, group).load(), "cases", None)):
+        return [f"{name}: {value} has no cases()"]
+    return []
+
+
+@pytest.mark.parametrize("folder,name,module,prefix", LIBRARIES)
+def test_the_check_entry_point_names_the_twin_check_module(folder, name, module, prefix):
+    """make ascend-check finds each library's cases through this entry point (as installed: make setup
+    reinstalls when a pyproject.toml changes)."""
+    project = _project(folder)
+    assert _check_registration(project, name) == []
+    installed = {ep.name: ep.value for ep in ascend_check.registered_checks()}
+    assert installed.get(name) == project["entry-points"][ascend_check.CHECKS_ENTRY_POINT_GROUP][name]
+
+
+def test_a_missing_check_registration_is_named():
+    project = _project("deepgemm_ascend")
+    group = project["entry-points"].pop(ascend_check.CHECKS_ENTRY_POINT_GROUP)
+    assert _check_registration(project, "deep_gemm") == ["deep_gemm: no deepjit.ascend_checks entry point"]
+    project["entry-points"][ascend_check.CHECKS_ENTRY_POINT_GROUP] = {**group, "deep_gemm": "deep_gemm.ascend"}
+    assert _check_registration(project, "deep_gemm") == ["deep_gemm: deep_gemm.ascend has no cases()"]
 
 
 def fake_kernels():

@@ -136,17 +136,17 @@ def _registry(monkeypatch, name, specs=None, error=None):
 
 
 def test_codegen_driver_fails_loudly_and_skips_missing(tmp_path, monkeypatch, capsys):
-    wrong_kind = _registry(monkeypatch, "fake_lib_a.ascend.codegen",
+    wrong_kind = _registry(monkeypatch, "fake_lib_a.ascend.kernel_specs",
                            [AscendKernelSpec("add", samples.vector_add, "cube")])
-    broken = _registry(monkeypatch, "fake_lib_b.ascend.codegen",
+    broken = _registry(monkeypatch, "fake_lib_b.ascend.kernel_specs",
                        [AscendKernelSpec("bad", lambda: samples.vector_add(n=1000), "vector")])
     with pytest.raises(SystemExit) as exc:
-        codegen_all.run(str(tmp_path), modules=[wrong_kind, broken, "no_such_library.ascend.codegen"])
+        codegen_all.run(str(tmp_path), modules=[wrong_kind, broken, "no_such_library.ascend.kernel_specs"])
     assert exc.value.code == 1
     out = capsys.readouterr().out
     assert "lowered to a vector kernel, declared cube" in out
     assert "fake_lib_b.bad" in out and "must be a multiple" in out
-    assert "note: no_such_library.ascend.codegen not found; skipped" in out
+    assert "note: no_such_library.ascend.kernel_specs not found; skipped" in out
 
 
 def test_codegen_command_line(tmp_path, capsys):

@@ -65,7 +65,8 @@ first with ``fp4_to_fp8.asc`` (one extra vector launch).
 - ``sf_layout.transform_sf(sf, mn, k_blocks, gran_mn, grouping, ends, alignment)``: the vector kernel
   ``sf_layout.asc`` behind ``transform_sf_into_required_layout`` and
   ``transform_k_grouped_sf_into_required_layout`` on the Ascend path.
-- ``codegen.cases()``: every kernel above at one shape, for ``make ascend-check``.
+- ``twin_checks.py``: every kernel above at one shape (``cases()``) and at the published shapes
+  (``published_shapes()``), for ``make ascend-check``.
 
 Shared pieces: ``cube_gemm.h`` (the cube pipeline for one output tile and the FixPipe stores),
 ``mx_gemm.h`` (its MX block-scaled form), ``_launch.py`` (kernel handles, grid sizing, compile-time

@@ -2,12 +2,15 @@
 kernel that has a reference runs on the CPU twin and is compared with it; each line also gives a
 roofline estimate from the twin's counters at dav-3510's published rates.
 
-Kernels come from DeepJIT's samples, the conformance suite and each library's
-``<import name>.ascend.codegen``: its ``cases()`` are run -- conformance ``Case`` objects (a TileLang
-build + inputs + reference) and ``SourceCase`` objects (a hand-written package ``.asc`` kernel run
-through the library's own entry point, which compares with its reference; the twin's counters of
-every launch it makes give the roofline); plain ``kernels()`` specs without a reference are listed as
-not checked. The run fails (exit status 1) when any kernel mismatches or errors, after trying them all.
+Kernels come from DeepJIT's samples, the conformance suite and each library's twin-check module, the
+module its package registers in the ``deepjit.ascend_checks`` entry point group
+(``[project.entry-points."deepjit.ascend_checks"]`` in its pyproject.toml, e.g.
+``deep_gemm = "deep_gemm.ascend.twin_checks"``): its ``cases()`` are run -- conformance ``Case`` objects
+(a TileLang build + inputs + reference) and ``SourceCase`` objects (a hand-written package ``.asc``
+kernel run through the library's own entry point, which compares with its reference; the twin's
+counters of every launch it makes give the roofline). The kernels of a library that registers kernel
+specs (``deepjit.ascend_kernels``) but no twin-check module are listed as not checked. The run fails
+(exit status 1) when any kernel mismatches or errors, after trying them all.
 A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
 shapes, each run whole on the twin (``--no-published`` skips it).
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 import time
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 import torch
 
 from ..backends.ascend_twin import timeline, timeline_report
-from .codegen_all import registered
+from .codegen_all import registered as registered_kernels
 from .conformance import CASES as CONFORMANCE_CASES
 from .conformance import Case, check_outputs
 from .conformance.samples import CASES as SAMPLE_CASES
@@ -297,11 +301,21 @@ def run_case(case: Case, seed: int = 0) -> dict:
             "estimate": result.estimate() if hasattr(result, "estimate") else None, "operand": operand}
 
 
+CHECKS_ENTRY_POINT_GROUP = "deepjit.ascend_checks"
+
+
+def registered_checks() -> list[importlib.metadata.EntryPoint]:
+    """The installed packages' twin-check modules (``cases()``, optionally ``published_shapes()``), by library."""
+    return sorted(importlib.metadata.entry_points(group=CHECKS_ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
 def _library_modules(module_names: Sequence[str] | None, log):
-    """``(library, module)`` for each ``<import name>.ascend.codegen`` (default: each library with a
-    ``deepjit.ascend_kernels`` entry point) that imports; the missing ones are noted."""
+    """``(library, module)`` for each twin-check module: the ``deepjit.ascend_checks`` entry points, or the
+    modules named (``module_names``; one that does not exist is noted and skipped)."""
     if module_names is None:
-        module_names = [f"{ep.name}.ascend.codegen" for ep in registered()]
+        for ep in registered_checks():
+            yield ep.name, ep.load()
+        return
     for name in module_names:
         try:
             module = importlib.import_module(name)
@@ -314,22 +328,32 @@ def _library_modules(module_names: Sequence[str] | None, log):
 
 
 def library_published(module_names: Sequence[str] | None = None, log=print) -> list[tuple[str, PublishedShape]]:
-    """``(library, shape)`` for every library whose codegen module registers ``published_shapes()``."""
+    """``(library, shape)`` for every twin-check module that has ``published_shapes()``."""
     return [(library, shape) for library, module in _library_modules(module_names, log)
             if hasattr(module, "published_shapes") for shape in module.published_shapes()]
 
 
 def library_cases(module_names: Sequence[str] | None = None, log=print) -> list[tuple[str, Case]]:
-    """``(library, case)`` for every library that registers ``cases()`` in ``<import name>.ascend.codegen``
-    (default: each library with a ``deepjit.ascend_kernels`` entry point); the others are noted."""
+    """``(library, case)`` for every twin-check module (default: the ``deepjit.ascend_checks`` entry points).
+    Noted as not checked: each kernel of a library whose ``deepjit.ascend_kernels`` entry point has no
+    twin-check module beside it, and of a named module with ``kernels()`` but no ``cases()``."""
     found = []
     for library, module in _library_modules(module_names, log):
         if hasattr(module, "cases"):
             found += [(library, c) for c in module.cases()]
         elif hasattr(module, "kernels"):
-            for spec in module.kernels():
-                log(f"note: {library}.{spec.name} has no reference registered (no cases()); not checked")
+            _note_unchecked(library, module.kernels(), "no cases()", log)
+    if module_names is None:
+        checked = {ep.name for ep in registered_checks()}
+        for ep in registered_kernels():
+            if ep.name not in checked:
+                _note_unchecked(ep.name, ep.load()(), f"no {CHECKS_ENTRY_POINT_GROUP} entry point", log)
     return found
+
+
+def _note_unchecked(library: str, specs, why: str, log) -> None:
+    for spec in specs:
+        log(f"note: {library}.{spec.name} has no reference registered ({why}); not checked")
 
 
 def all_cases(log=print) -> list[tuple[str, Case]]:

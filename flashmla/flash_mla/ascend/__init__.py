@@ -19,8 +19,8 @@ deepjit's Ascend CPU twin, where the tests run it.
 - ``dense_attn.asc`` (``fmla_dense_attn``) with ``dense_attn_vec.h``, launched by ``dense_attn.py``: the
   dense decode over a paged BF16/FP16 cache and the varlen attention forward, one kernel (GQA/MQA query
   rows packed into the cube's M, per-row causal key limits; upstream's Ascend port has neither op).
-- ``codegen.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
-  roofline estimate from the twin's counters).
+- ``twin_checks.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
+  roofline estimate from the twin's counters) and published shapes.
 
 Pipelining (twin timeline, an estimate): no PIPE_ALL barrier inside a work item; the vector cores
 load step j + 2's records and run step j + 1's softmax before they accumulate step j (4 K / P pairs

@@ -71,21 +71,49 @@ def test_command_line_runs_the_samples(run_on_twin, capsys, tmp_path):
 
 
 def test_library_registries(monkeypatch):
+    """Modules named explicitly (instead of the entry points): cases run, specs without cases and missing
+    modules are noted."""
     import sys
     import types
     notes = []
-    with_cases = types.ModuleType("fake_lib_c.ascend.codegen")
+    with_cases = types.ModuleType("fake_lib_c.ascend.twin_checks")
     with_cases.cases = lambda: [BY_NAME["copy_ragged_1d"]]
-    specs_only = types.ModuleType("fake_lib_d.ascend.codegen")
+    specs_only = types.ModuleType("fake_lib_d.ascend.kernel_specs")
     specs_only.kernels = lambda: [BY_NAME["copy_ragged_1d"].spec()]
-    monkeypatch.setitem(sys.modules, "fake_lib_c.ascend.codegen", with_cases)
-    monkeypatch.setitem(sys.modules, "fake_lib_d.ascend.codegen", specs_only)
-    found = ascend_check.library_cases(["fake_lib_c.ascend.codegen", "fake_lib_d.ascend.codegen",
-                                        "no_such_lib.ascend.codegen"], log=notes.append)
+    monkeypatch.setitem(sys.modules, "fake_lib_c.ascend.twin_checks", with_cases)
+    monkeypatch.setitem(sys.modules, "fake_lib_d.ascend.kernel_specs", specs_only)
+    found = ascend_check.library_cases(["fake_lib_c.ascend.twin_checks", "fake_lib_d.ascend.kernel_specs",
+                                        "no_such_lib.ascend.twin_checks"], log=notes.append)
     assert [(lib, c.name) for lib, c in found] == [("fake_lib_c", "copy_ragged_1d")]
     assert any("fake_lib_d.copy_ragged_1d has no reference" in n for n in notes)
-    assert any("no_such_lib.ascend.codegen not found" in n for n in notes)
+    assert any("no_such_lib.ascend.twin_checks not found" in n for n in notes)
     assert torch.is_tensor(BY_NAME["copy_ragged_1d"].inputs(torch.Generator().manual_seed(0))[0])
+
+
+def _fake_specs():
+    return [BY_NAME["copy_ragged_1d"].spec()]
+
+
+def test_libraries_are_found_through_their_check_entry_points(monkeypatch):
+    """By default a library's cases and published shapes come from the module its ``deepjit.ascend_checks``
+    entry point names, whatever its name; a library with kernel specs and no such entry point is noted."""
+    import sys
+    import types
+    from importlib.metadata import EntryPoint
+    checks = types.ModuleType("fake_lib_e.anywhere")
+    checks.cases = lambda: [BY_NAME["copy_ragged_1d"]]
+    checks.published_shapes = lambda: [ascend_check.PublishedShape("copy_big", "vector", lambda: None)]
+    monkeypatch.setitem(sys.modules, "fake_lib_e.anywhere", checks)
+    monkeypatch.setattr(ascend_check, "registered_checks", lambda: [
+        EntryPoint("fake_lib_e", "fake_lib_e.anywhere", ascend_check.CHECKS_ENTRY_POINT_GROUP)])
+    monkeypatch.setattr(ascend_check, "registered_kernels", lambda: [
+        EntryPoint(lib, f"{__name__}:_fake_specs", "deepjit.ascend_kernels") for lib in ("fake_lib_e", "fake_lib_f")])
+    notes = []
+    found = ascend_check.library_cases(log=notes.append)
+    assert [(lib, c.name) for lib, c in found] == [("fake_lib_e", "copy_ragged_1d")]
+    assert notes == ["note: fake_lib_f.copy_ragged_1d has no reference registered (no deepjit.ascend_checks entry "
+                     "point); not checked"]
+    assert [(lib, s.name) for lib, s in ascend_check.library_published()] == [("fake_lib_e", "copy_big")]
 
 
 def test_published_shape_errors_fail(capsys):

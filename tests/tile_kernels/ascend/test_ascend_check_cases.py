@@ -1,5 +1,5 @@
-"""``make ascend-check`` runs tile_kernels' and deep_ep's Ascend kernels (their ``codegen.cases()``, found
-through each package's ``deepjit.ascend_kernels`` entry point) on the twin against the reference, at test
+"""``make ascend-check`` runs tile_kernels' and deep_ep's Ascend kernels (their ``twin_checks.cases()``, found
+through each package's ``deepjit.ascend_checks`` entry point) on the twin against the reference, at test
 shapes and at DeepSeek-V3/V4 shapes (hidden 7168, 256 experts top-8, 4096 tokens prefill, 128 decode)."""
 import torch
 
@@ -32,7 +32,7 @@ FAMILIES = {  # every Ascend kernel module of each library: a case prefix that e
 
 def _listed():
     notes = []
-    found = ascend_check.library_cases(["tile_kernels.ascend.codegen", "deep_ep.ascend.codegen"], log=notes.append)
+    found = [(lib, c) for lib, c in ascend_check.library_cases(log=notes.append) if lib in FAMILIES]
     return found, notes
 
 

@@ -1,4 +1,4 @@
-"""What every ``make ascend-check`` case module of tile_kernels shares (check_cases.py and the family
+"""What every ``make ascend-check`` case module of tile_kernels shares (twin_checks.py and the family
 modules it gathers): the DeepSeek-V3/V4 shapes and the comparison against the reference."""
 from __future__ import annotations
 

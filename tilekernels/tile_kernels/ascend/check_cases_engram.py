@@ -1,7 +1,8 @@
-"""``make ascend-check`` cases and ``make ascend-codegen`` specs of the Engram kernels (ascend/engram.py), the
-E5M6 casts (ascend/e5m6.py), expand_to_fused_with_sf, per_channel_cast_fused and per_block_cast_lossless, at a test shape and at
+"""``make ascend-check`` cases of the Engram kernels (ascend/engram.py), the E5M6 casts (ascend/e5m6.py),
+expand_to_fused_with_sf, per_channel_cast_fused and per_block_cast_lossless, at a test shape and at
 DeepSeek shapes: 4096 tokens prefill and 128 decode, hidden 7168; Engram with hc = 4 streams and 2 hash
-layers of 3-grams x 8 heads; the MoE side top-8 of 256 experts (scales per 128 channels).
+layers of 3-grams x 8 heads (kernel_specs.py's settings); the MoE side top-8 of 256 experts (scales per
+128 channels).
 
 Bit-exact where upstream's tests compare bits (fused_weight, the hash, the E5M6 casts, the expansion and the
 per-channel cast: every NaN one pattern, as _case_kit.differences); the gate and the weight reduction within
@@ -12,31 +13,7 @@ from __future__ import annotations
 import torch
 
 from ._case_kit import DECODE, HIDDEN, TOKENS, TOPK, calc_diff_differences, differences, gate_inputs
-
-HC, HASH_LAYERS, NGRAM, HASH_HEADS = 4, 2, 3, 8
-EPS, CLAMP = 1e-20, 1e-6
-
-
-def specs() -> list[tuple]:
-    """(name, builder) of every kernel here, for ``codegen.kernels``. Symbolic shapes except the lossless
-    cast, whose lowering keys on the rows and hidden size (here DeepSeek's 4096 x 7168 prefill); the gate
-    kernels key on eps / clamp too (see ascend/engram.py), the E5M6 cast-back on its row block; the
-    static-shape block cast they call is listed under its own names."""
-    from . import channel_cast_fused, e5m6, engram, lossless
-
-    return [
-        ("engram_fused_weight_bf16", lambda: engram.build_fused_weight("bfloat16", "bfloat16")),
-        ("engram_grad_w_reduce_bf16", lambda: engram.build_grad_w_reduce("bfloat16", "bfloat16")),
-        ("engram_gate_fwd_hc4", lambda: engram.build_gate_fwd(HC, EPS, CLAMP)),
-        ("engram_gate_bwd_rows_hc4", lambda: engram.build_gate_bwd_rows(HC, CLAMP)),
-        ("engram_gate_bwd_hc4", lambda: engram.build_gate_bwd(HC)),
-        ("engram_hash_l2_n3_m8", lambda: engram.build_hash(HASH_LAYERS, NGRAM, HASH_HEADS)),
-        ("cast_to_e5m6_bf16_round_sf", lambda: e5m6.build_cast("bfloat16", True)),
-        ("cast_back_from_e5m6_bf16_ue8m0", lambda: e5m6.build_cast_back("bfloat16", True, 1)),
-        ("gather_rows", channel_cast_fused.build_gather),
-        ("per_block_cast_lossless_128x128_ue8m0", lambda: lossless.build(
-            TOKENS, HIDDEN, (1, 32), (128, 128), "packed4", (HIDDEN // 128, TOKENS), 4)),
-    ]
+from .kernel_specs import CLAMP, EPS, HASH_HEADS, HASH_LAYERS, HC, NGRAM
 
 
 def _engram(t, h, nb):
@@ -130,7 +107,7 @@ def _casts(t, h, k=TOPK):
 
 
 def cases() -> list[tuple]:
-    """(name, run) pairs; check_cases.cases makes them SourceCases."""
+    """(name, run) pairs; twin_checks.cases makes them SourceCases."""
     runs = []
     for label, (t, h, nb) in (("37x4x300", (37, 300, 5)), (f"prefill_{TOKENS}x{HC}x{HIDDEN}", (TOKENS, HIDDEN, 24)),
                               (f"decode_{DECODE}x{HC}x{HIDDEN}", (DECODE, HIDDEN, 24))):

@@ -1,6 +1,5 @@
-"""The mHC kernels for ``make ascend-codegen`` (``kernel_specs``: every lowering the table serves, m = 4;
-token count and hidden size are symbolic) and ``make ascend-check`` (``runs``: each kernel on the twin
-against the reference, through check_cases.cases()).
+"""The mHC kernels' ``make ascend-check`` cases (``runs``: each kernel on the twin against the reference,
+through twin_checks.cases()), at the settings kernel_specs.py lowers them with (m = 4).
 
 Shapes: a test shape with tails (37 tokens, hidden 300) and DeepSeek-V4's mHC: 4 streams of hidden 7168
 (K = 28672 for the projection), 4096 tokens prefill and 128 decode. Tolerances are upstream's (its mHC
@@ -11,31 +10,9 @@ from __future__ import annotations
 import torch
 
 from ._case_kit import DECODE, HIDDEN, TOKENS, _compare, differences
+from .kernel_specs import M3, M
 
-M, M3 = 4, 24
 BF16, FP32, SUMS = 1.6e-2, 1e-5, 1e-4
-
-
-def kernel_specs() -> list:
-    """``(name, build[, kind])`` of every mHC lowering the table serves at DeepSeek's 4 streams (vector
-    kernels unless a kind is given)."""
-    from . import mhc_mix, mhc_post_bwd, mhc_pre_fuse, mhc_projection, mhc_sinkhorn, mhc_streams
-
-    return [
-        ("mhc_pre_big_fuse_mixes_m4_r10", lambda: mhc_pre_fuse.build_pre_mixes(M, 10)),
-        ("mhc_expand", mhc_streams.build_expand),
-        ("mhc_head_compute_mix_m4", lambda: mhc_mix.build_head_mix(M)),
-        ("mhc_pre_split_mixes_m4", lambda: mhc_mix.build_split_mixes(M)),
-        ("mhc_norm_m4", lambda: mhc_mix.build_norm(M3)),
-        ("mhc_projection_m4", lambda: mhc_projection.build(M3)),
-        ("mhc_projection_cube_m4", lambda: mhc_projection.build_cube(M3), "cube"),
-        ("mhc_projection_sqrsum", mhc_projection.build_sqrsum),
-        ("mhc_sinkhorn_m4_r10", lambda: mhc_sinkhorn.build(M, 10)),
-        ("mhc_pre_apply_mix_m4", lambda: mhc_streams.build_apply_mix(M)),
-        ("mhc_post_m4", lambda: mhc_streams.build_post(M)),
-        ("mhc_post_bwd_m4_bf16", lambda: mhc_post_bwd.build(M, "bfloat16")),
-        ("mhc_post_bwd_m4_fp32", lambda: mhc_post_bwd.build(M, "float32")),
-    ]
 
 
 def _specials(x: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """deep_ep's TileLang Ascend kernels at representative shapes (EP8, hidden 7168, top-8 of 256 experts; the
-token and row counts are symbolic), for ``make ascend-codegen`` through the backend table's Ascend column
-(the ``deepjit.ascend_kernels`` entry point). Every one is a vector-core (AIV) kernel."""
+token and row counts are symbolic): the specs of the backend table's Ascend column, which ``make ascend-codegen``
+lowers through the ``deepjit.ascend_kernels`` entry point (the table's ``ascend_kernels``). Every one is a
+vector-core (AIV) kernel; their twin checks are in twin_checks.py."""
 from deepjit.tilelang_route import AscendKernelSpec
 
 R, H, K = 8, 7168, 8
@@ -62,14 +63,3 @@ LOW_LATENCY = (_spec("ep_ll_unpack_fp8_k8", _ll_unpack_fp8), _spec("ep_ll_combin
 CAST = (_spec("ep_per_token_cast_fp8_ue8m0", _cast_ue8m0),)
 GATHER = (_spec("ep_engram_gather_bf16", _gather_bf16),)
 
-
-def cases() -> list:
-    """``make ascend-check``: every kernel above on the twin against its reference (check_cases.py)."""
-    from .check_cases import cases as all_cases
-    return all_cases()
-
-
-def kernels() -> list[AscendKernelSpec]:
-    """Every kernel above (``make ascend-check`` lists them; the twin tests in tests/deep_ep/ascend and, for the
-    Engram gather, tests/deep_ep/test_engram.py check them)."""
-    return [*ENGINE, *LOW_LATENCY, *CAST, *GATHER]

@@ -1,12 +1,11 @@
-"""deep_gemm's hand-written Ascend kernels for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
-found through the package's ``deepjit.ascend_kernels`` entry point): each case runs one kernel on the
-twin through its entry point at a modest shape, compares it with ``deep_gemm.reference`` at upstream's
-tolerance and leaves the roofline to the twin's counters of the launch. The shapes are small enough for
-the twin on a few CPU cores, so their rooflines say little about the kernels at the sizes that matter:
-``published_shapes()`` gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, MQA
-logits prefill / decode at 8192 KV), each a run of the whole shape.
-
-``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
+"""deep_gemm's twin checks for ``make ascend-check`` (deepjit.tilelang_route.ascend_check, found through the
+package's ``deepjit.ascend_checks`` entry point): each case runs one hand-written kernel on the twin through
+its entry point at a modest shape, compares it with ``deep_gemm.reference`` at upstream's tolerance and
+leaves the roofline to the twin's counters of the launch. The shapes are small enough for the twin on a few
+CPU cores, so their rooflines say little about the kernels at the sizes that matter: ``published_shapes()``
+gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, MQA logits prefill / decode at
+8192 KV), each a run of the whole shape. The package has no TileLang kernels, so nothing of it is lowered
+by ``make ascend-codegen``."""
 from __future__ import annotations
 
 import torch
@@ -298,6 +297,3 @@ def _seeded(fn):
         return fn()
     return run
 
-
-def kernels() -> list:
-    return []

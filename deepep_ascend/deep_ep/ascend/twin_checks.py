@@ -1,11 +1,11 @@
-"""deep_ep's Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``, through
-``codegen.cases()``): each runs one kernel's entry point on CPU tensors (so on the twin) and compares it,
-bit for bit, with a plain-torch statement of what it does (row scatters in list order, the reference FP8
-cast of deep_ep/utils/math.py, the combine sum in FP32 in list order, the Engram row gather with zero rows
-for out-of-range ids).
+"""deep_ep's twin checks: its Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``,
+``cases()``, found through the package's ``deepjit.ascend_checks`` entry point): each runs one kernel's
+entry point on CPU tensors (so on the twin) and compares it, bit for bit, with a plain-torch statement of
+what it does (row scatters in list order, the reference FP8 cast of deep_ep/utils/math.py, the combine sum
+in FP32 in list order, the Engram row gather with zero rows for out-of-range ids).
 
-Each kernel runs at a test shape and at the DeepSeek-V3/V4 EP8 shapes of codegen.py (hidden 7168, top-8
-of 256 experts over 8 ranks): 4096 tokens prefill and 128 decode per rank.
+Each kernel runs at a test shape and at the DeepSeek-V3/V4 EP8 shapes of kernel_specs.py (hidden 7168,
+top-8 of 256 experts over 8 ranks): 4096 tokens prefill and 128 decode per rank.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """tile_kernels' TileLang Ascend kernels at representative shapes, for ``make ascend-codegen``
-(``deepjit.tilelang_route.codegen_all``), and their ``make ascend-check`` cases (``cases()``, in
-check_cases.py: each kernel on the twin against the reference). Every one is a vector-core (AIV) kernel."""
+(``deepjit.tilelang_route.codegen_all``, through the package's ``deepjit.ascend_kernels`` entry point).
+Every one is a vector-core (AIV) kernel unless its spec names another kind. Their ``make ascend-check``
+cases (each kernel on the twin against the reference) are in twin_checks.py; its mHC and Engram families
+(mhc_cases.py, check_cases_engram.py) take the settings below from here, so they check what is lowered."""
 from deepjit.tilelang_route import AscendKernelSpec
 
 from . import block_cast, cast_back, channel_cast, expand, fused_mapping, reduce, routing, swiglu_backward, transpose
@@ -8,11 +10,52 @@ from . import moe_topk_gate as gate_kernels
 from . import routing_helpers as helper_kernels
 
 TOKENS, HIDDEN = 4096, 7168
+M, M3 = 4, 24  # mHC: DeepSeek-V4's 4 streams and their 4 * (2 + 4) mixes
+HC, HASH_LAYERS, NGRAM, HASH_HEADS = 4, 2, 3, 8  # Engram: 4 streams, 2 hash layers of 3-grams x 8 heads
+EPS, CLAMP = 1e-20, 1e-6
 
 
-def cases() -> list:
-    from .check_cases import cases as all_cases
-    return all_cases()
+def _mhc() -> list:
+    """Every mHC lowering the table serves at DeepSeek's 4 streams; token count and hidden size are symbolic."""
+    from . import mhc_mix, mhc_post_bwd, mhc_pre_fuse, mhc_projection, mhc_sinkhorn, mhc_streams
+
+    return [
+        ("mhc_pre_big_fuse_mixes_m4_r10", lambda: mhc_pre_fuse.build_pre_mixes(M, 10)),
+        ("mhc_expand", mhc_streams.build_expand),
+        ("mhc_head_compute_mix_m4", lambda: mhc_mix.build_head_mix(M)),
+        ("mhc_pre_split_mixes_m4", lambda: mhc_mix.build_split_mixes(M)),
+        ("mhc_norm_m4", lambda: mhc_mix.build_norm(M3)),
+        ("mhc_projection_m4", lambda: mhc_projection.build(M3)),
+        ("mhc_projection_cube_m4", lambda: mhc_projection.build_cube(M3), "cube"),
+        ("mhc_projection_sqrsum", mhc_projection.build_sqrsum),
+        ("mhc_sinkhorn_m4_r10", lambda: mhc_sinkhorn.build(M, 10)),
+        ("mhc_pre_apply_mix_m4", lambda: mhc_streams.build_apply_mix(M)),
+        ("mhc_post_m4", lambda: mhc_streams.build_post(M)),
+        ("mhc_post_bwd_m4_bf16", lambda: mhc_post_bwd.build(M, "bfloat16")),
+        ("mhc_post_bwd_m4_fp32", lambda: mhc_post_bwd.build(M, "float32")),
+    ]
+
+
+def _engram() -> list:
+    """The Engram kernels, the E5M6 casts, the fused per-channel cast's row gather and the lossless block cast.
+    Symbolic shapes except the lossless cast, whose lowering keys on the rows and hidden size (here
+    DeepSeek's 4096 x 7168 prefill); the gate kernels key on eps / clamp too (see engram.py), the E5M6
+    cast-back on its row block; the static-shape block cast they call is listed under its own names."""
+    from . import channel_cast_fused, e5m6, engram, lossless
+
+    return [
+        ("engram_fused_weight_bf16", lambda: engram.build_fused_weight("bfloat16", "bfloat16")),
+        ("engram_grad_w_reduce_bf16", lambda: engram.build_grad_w_reduce("bfloat16", "bfloat16")),
+        ("engram_gate_fwd_hc4", lambda: engram.build_gate_fwd(HC, EPS, CLAMP)),
+        ("engram_gate_bwd_rows_hc4", lambda: engram.build_gate_bwd_rows(HC, CLAMP)),
+        ("engram_gate_bwd_hc4", lambda: engram.build_gate_bwd(HC)),
+        ("engram_hash_l2_n3_m8", lambda: engram.build_hash(HASH_LAYERS, NGRAM, HASH_HEADS)),
+        ("cast_to_e5m6_bf16_round_sf", lambda: e5m6.build_cast("bfloat16", True)),
+        ("cast_back_from_e5m6_bf16_ue8m0", lambda: e5m6.build_cast_back("bfloat16", True, 1)),
+        ("gather_rows", channel_cast_fused.build_gather),
+        ("per_block_cast_lossless_128x128_ue8m0", lambda: lossless.build(
+            TOKENS, HIDDEN, (1, 32), (128, 128), "packed4", (HIDDEN // 128, TOKENS), 4)),
+    ]
 
 
 def kernels() -> list[AscendKernelSpec]:
@@ -68,9 +111,6 @@ def kernels() -> list[AscendKernelSpec]:
         ("topk_sum_and_topk_group_idx_g8x32_top2_4", lambda: helper_kernels.build_topk_group(8, 32, 2, 4)),
         ("moe_topk_gate_forward_256x8_bias", lambda: gate_kernels.build(256, 8, 0, gate_kernels.Options(bias=True))),
     ]
-    from .mhc_cases import kernel_specs as mhc_specs
-    specs += mhc_specs()
-    from .check_cases_engram import specs as engram_specs
-    specs += engram_specs()
+    specs += _mhc() + _engram()
     # (name, build) is a vector kernel; a third field names another kind (the mHC projection's cube kernel)
     return [AscendKernelSpec(s[0], s[1], s[2] if len(s) > 2 else "vector") for s in specs]

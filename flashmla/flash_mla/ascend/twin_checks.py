@@ -1,12 +1,11 @@
-"""flash_mla's hand-written Ascend kernels for ``make ascend-check`` (deepjit.tilelang_route.ascend_check,
-found through the package's ``deepjit.ascend_kernels`` entry point; ``SourceCase`` arrives with the
-hand-written-kernel support of ascend_check): each case runs ``sparse_mla.asc`` (every cache format,
-d_qk 512 and 576), ``dense_attn.asc`` or ``kv_relayout.asc`` on the twin through its entry point at a
-modest shape (64 heads: one full cube block; DeepSeek's dense MLA decode: 128 query heads over one kv
-head, d_qk 576 / d_v 512, page 64) and compares it with ``flash_mla.reference`` at upstream's cos-diff
+"""flash_mla's twin checks for ``make ascend-check`` (deepjit.tilelang_route.ascend_check, found through
+the package's ``deepjit.ascend_checks`` entry point): each ``SourceCase`` runs ``sparse_mla.asc`` (every
+cache format, d_qk 512 and 576), ``dense_attn.asc`` or ``kv_relayout.asc`` on the twin through its entry
+point at a modest shape (64 heads: one full cube block; DeepSeek's dense MLA decode: 128 query heads over
+one kv head, d_qk 576 / d_v 512, page 64) and compares it with ``flash_mla.reference`` at upstream's cos-diff
 and lse tolerances (the relayout byte for byte); the roofline comes from the twin's counters of the launch.
-
-``kernels()`` is empty: the package has no TileLang kernels for ``make ascend-codegen`` to lower."""
+``published_shapes()`` adds rooflines at upstream's benchmark shapes. The package has no TileLang kernels,
+so nothing of it is lowered by ``make ascend-codegen``."""
 from __future__ import annotations
 
 import torch
@@ -196,6 +195,3 @@ def published_shapes() -> list:
                                  _seeded(_dense_decode_published)))
     return shapes
 
-
-def kernels() -> list:
-    return []

@@ -1,5 +1,6 @@
-"""tile_kernels' Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``, through
-``codegen.cases()``): each runs one kernel's entry point on CPU tensors (so on the twin), runs the reference
+"""tile_kernels' twin checks: its Ascend kernels as ``make ascend-check`` cases (``ascend_check.SourceCase``,
+``cases()``, found through the package's ``deepjit.ascend_checks`` entry point): each runs one kernel's entry
+point on CPU tensors (so on the twin), runs the reference
 on the same inputs and returns the differences. Bit-exact (every NaN one pattern, as the twin tests compare)
 except where upstream's tests use a tolerance (the routers' weights, the weight gradient).
 
@@ -225,7 +226,7 @@ def _routing(tokens, experts, k, hidden, groups=GROUPS, topk_groups=TOPK_GROUPS)
 
 
 def _variants(tokens, experts, k, hidden, groups=GROUPS, topk_groups=TOPK_GROUPS):
-    """The other forms codegen.py lowers: the router with every option, the BF16 transpose, the scaled FP8
+    """The other forms kernel_specs.py lowers: the router with every option, the BF16 transpose, the scaled FP8
     reduce and the FP32-gradient backward with rounded scales."""
     from ..quant import swiglu as sw
     from ..reference import moe as ref_moe
