@@ -5,7 +5,9 @@ own bisheng step, :func:`install` makes DeepJIT's Ascend toolchain compile, cach
 the binary, so hand-written and generated kernels share one cache and one key scheme.
 Libraries register their TileLang Ascend kernels for ``make ascend-codegen`` through the
 ``deepjit.ascend_kernels`` entry point group (a callable returning :class:`AscendKernelSpec`
-entries, their backend table's ``ascend_kernels``); see ``codegen_all``.
+entries, their backend table's ``ascend_kernels``); see ``codegen_all``. Their ``make ascend-check``
+cases come through the ``deepjit.ascend_checks`` group (each library's twin-check module); see
+``ascend_check``.
 
 A per-pipe timeline estimate of any twin launch: run it inside ``timeline_recording()`` (or with
 ``DJ_TWIN_TIMELINE=1``); ``last_estimate()`` then gives it (an estimate, never a measurement), as does
