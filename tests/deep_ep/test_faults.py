@@ -60,7 +60,9 @@ def _bad_inputs(rank, world):
     _, _, _, handle, _ = buf.dispatch(x, own, num_experts=E)
     if rank == 1:
         own[0, 0] = -1
-        expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "topk_idx was modified")
+        expect_error(lambda: buf.dispatch(x, handle=handle), ValueError,
+                     "handle: expected a handle whose topk_idx is unchanged since its dispatch (a handle replays one "
+                     "routing only: dispatch again for a new one), got topk_idx modified in place")
     else:
         expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "rejected")
     # Wrong dtypes are caught before anything moves.

@@ -267,12 +267,16 @@ def _fuzz_ids(rank, world):
 
     check()
     x, idx = refs.make_x(4, LH, seed=1), refs.make_routing(4, K, E, seed=1)[0]
-    for bad_call, fragment in ((lambda: buf.low_latency_dispatch(x, idx.int(), LM, E), "topk_idx must be int64"),
-                               (lambda: buf.low_latency_dispatch(x, idx[:3], LM, E), "topk_idx must be int64"),
-                               (lambda: buf.low_latency_dispatch(x, idx, LM, 0), "num_experts"),
+    want_idx = "topk_idx: expected int64 of shape (4, num_topk <= 64) on cpu, got "
+    for bad_call, fragment in ((lambda: buf.low_latency_dispatch(x, idx.int(), LM, E), f"{want_idx}torch.int32 (4, {K})"),
+                               (lambda: buf.low_latency_dispatch(x, idx[:3], LM, E), f"{want_idx}torch.int64 (3, {K})"),
+                               (lambda: buf.low_latency_dispatch(x, idx, LM, 0),
+                                f"num_experts: expected a positive multiple of the number of ranks ({world}), got 0"),
                                (lambda: buf.low_latency_dispatch(x, idx, LM, E, torch.zeros(3, dtype=torch.int32)),
-                                "cumulative_local_expert_recv_stats"),
-                               (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E), "hidden")):
+                                f"cumulative_local_expert_recv_stats: expected a contiguous int32 tensor of shape "
+                                f"({E // world},) on cpu, got torch.int32 (3,)"),
+                               (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E),
+                                "x: expected a hidden size that is a multiple of 128 and at most 32768, got hidden 200")):
         expect_error(bad_call, ValueError, fragment)
     # combine with an equal but strided topk_idx (a transposed copy) gives the same result
     w = torch.rand(4, K, dtype=torch.float32)
