@@ -89,13 +89,29 @@ def test_ep_buffer_arguments(group):
     _refused(ValueError, "defer_epilogue: expected False unless async_with_compute_stream=True, got True",
              _check_async_flags, None, False, False, True)
     _refused(TypeError, "previous_event: expected an EventHandle, got int", _check_async_flags, 3, False, True, False)
-    buf = deep_ep.EPBuffer(group, num_max_tokens_per_rank=4, hidden=128, num_topk=2, explicitly_destroy=True)
+    plan = deep_ep.BufferAllocator()
+    slots = plan.allocate((2, 8), torch.float32)
+    buf, other = (deep_ep.EPBuffer(group, num_max_tokens_per_rank=4, hidden=128, num_topk=2, explicitly_destroy=True,
+                                   lb_allocation_plan_or_num_bytes=p) for p in (plan, 0))
     try:
-        x, idx = torch.zeros(4, 128, dtype=torch.bfloat16), torch.zeros(4, 2, dtype=torch.int64)
+        x, idx = torch.zeros(4, 128, dtype=torch.bfloat16), torch.tensor([[0, 1]] * 4)
         _refused(ValueError, "do_handle_copy: expected False (EPBuffer keeps topk_idx by reference), got True",
                  buf.dispatch, x, idx, num_experts=2, do_handle_copy=True)
+        recv_x, _, _, handle, _ = buf.dispatch(x, idx, num_experts=2)
+        _refused(ValueError, "handle: expected a handle this buffer made, got a handle of another buffer",
+                 other.dispatch, x, handle=handle)
+        _refused(ValueError, "handle: expected a handle this buffer made, got a handle of another buffer",
+                 other.combine, recv_x, handle)
+        if buf._session.transport_kind == "shm":   # the LB region is the window's: offsets are checked
+            _refused(ValueError, "redundant_expert_weights[0]: expected a contiguous tensor planned in the buffer's "
+                     "LB region (lb_allocation_plan_or_num_bytes), got a tensor outside it", buf.lb_prefetch_weights,
+                     [torch.zeros(2, 8)], [torch.zeros(2, 8)], torch.full((1, 2), -1, dtype=torch.int32))
+            _refused(ValueError, "redundant_expert_grads: expected a contiguous tensor planned in the buffer's LB "
+                     "region (lb_allocation_plan_or_num_bytes), got strides (1, 2)", buf.lb_reduce_grads,
+                     slots.view(8, 2).t(), torch.zeros(2, 8), torch.full((1, 2), -1, dtype=torch.int32))
     finally:
         buf.destroy()
+        other.destroy()
     _refused(ValueError, "num_cpu_bytes: expected a non-negative int, got -1",
              deep_ep.ElasticBuffer, group, num_bytes=1 << 20, num_cpu_bytes=-1)
     _refused(ValueError, "num_bytes: expected GPU + CPU bytes, more than num_cpu_bytes (4096), got 4096",

@@ -156,7 +156,7 @@ class EPBuffer(BufferBase):
         def check():
             _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue)
             if handle is not None and handle._owner is not self:
-                raise ValueError("handle was made by a different buffer")
+                raise V.fail("handle", "a handle this buffer made", "a handle of another buffer")
             a = check_dispatch(R, x, topk_idx, topk_weights, stats, num_experts,
                                num_max_tokens_per_rank if num_max_tokens_per_rank is not None or handle is not None
                                else self.num_max_tokens_per_rank, expert_alignment, handle, do_cpu_sync, do_expand,
@@ -244,7 +244,7 @@ class EPBuffer(BufferBase):
         def check():
             _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue)
             if isinstance(handle, EPHandle) and handle._owner is not self:
-                raise ValueError("handle was made by a different buffer")
+                raise V.fail("handle", "a handle this buffer made", "a handle of another buffer")
             c = check_combine(x, handle, topk_weights, bias, multi)
             engine.check_combine_capacity(handle, multi)
             state["args"] = c

@@ -39,12 +39,12 @@ def _check_mapping(buf, mapping: torch.Tensor, num_redundant: int, num_local: in
                      f"rank {int(own.nonzero()[0, 0])} hosting its own expert {int(mapping[own][0])}")
 
 
-def _offset(buf, t: torch.Tensor) -> int:
+def _offset(buf, t: torch.Tensor, name: str) -> int:
     storage = buf.lb_storage
     off = t.data_ptr() - storage.data_ptr()
     if storage is None or not t.is_contiguous() or off < 0 or off + t.numel() * t.element_size() > storage.numel():
-        raise ValueError("redundant tensors must be contiguous tensors planned in the buffer's LB region "
-                         "(lb_allocation_plan_or_num_bytes)")
+        raise V.fail(name, "a contiguous tensor planned in the buffer's LB region (lb_allocation_plan_or_num_bytes)",
+                     "a tensor outside it" if t.is_contiguous() else f"strides {t.stride()}")
     return buf.num_bytes + off
 
 
@@ -65,7 +65,7 @@ def lb_prefetch_weights(buf, redundant_expert_weights: Union[torch.Tensor, Seque
                 raise V.fail(f"redundant_expert_weights[{i}]", f"{s.dtype} rows of shape {tuple(s.shape[1:])} like "
                              f"expert_weights[{i}]", f"{d.dtype} {tuple(d.shape[1:])}")
         _check_mapping(buf, redundancy_mapping, dsts[0].shape[0], srcs[0].shape[0])
-        state["offsets"] = [_offset(buf, d) for d in dsts] if session.transport_kind == "shm" else None
+        state["offsets"] = [_offset(buf, d, f"redundant_expert_weights[{i}]") for i, d in enumerate(dsts)] if session.transport_kind == "shm" else None
         return [21, len(dsts), dsts[0].shape[0], srcs[0].shape[0]]
 
     session.start("lb_prefetch_weights", ("operation", "tensors", "redundant slots", "local experts"), check)
@@ -117,7 +117,7 @@ def lb_reduce_grads(buf, redundant_expert_grads: torch.Tensor, expert_grads: tor
             raise V.fail("redundant_expert_grads", f"width {expert_grads.shape[1]} like expert_grads",
                          redundant_expert_grads.shape[1])
         _check_mapping(buf, redundancy_mapping, redundant_expert_grads.shape[0], expert_grads.shape[0])
-        state["offset"] = _offset(buf, redundant_expert_grads) if session.transport_kind == "shm" else None
+        state["offset"] = _offset(buf, redundant_expert_grads, "redundant_expert_grads") if session.transport_kind == "shm" else None
         return [23, redundant_expert_grads.shape[0], expert_grads.shape[0], expert_grads.shape[1]]
 
     session.start("lb_reduce_grads", ("operation", "redundant slots", "local experts", "width"), check)

@@ -53,9 +53,7 @@ class HostEngine(Engine):
                            exp_pos=exp_pos, err=self._err)
         kernel("ep_dispatch_plan")(descriptors.address(args))
         code, t, k, value = self._err.tolist()
-        if code == 1:
-            raise ValueError(expert_id_error(code, t, k, value, a.num_experts))
-        if code == 2:
+        if code in (1, 2):
             raise ValueError(expert_id_error(code, t, k, value, a.num_experts))
         return RoutePlan(a.hidden, R, e_local, dst_slot, within, exp_pos,
                          torch.cat([send_count[:, None], expert_count], 1))
