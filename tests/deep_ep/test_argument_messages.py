@@ -117,6 +117,12 @@ def test_ep_buffer_arguments(group):
     _refused(ValueError, "num_bytes: expected GPU + CPU bytes, more than num_cpu_bytes (4096), got 4096",
              deep_ep.ElasticBuffer, group, num_bytes=4096, num_cpu_bytes=4096)
     _refused(ValueError, "num_max_inflight_tensors: expected a positive int, got 0", deep_ep.PPBuffer, group, 1024, 0)
+    pp = deep_ep.PPBuffer(group, 1024, 2, explicitly_destroy=True)
+    try:
+        _refused(ValueError, "x: expected a contiguous tensor, got strides (1, 4)", pp.send, torch.zeros(4, 4).t(), 0)
+        _refused(ValueError, "x: expected a contiguous tensor, got list", pp.recv, [0.0], 0)
+    finally:
+        pp.destroy()
 
 
 def test_v1_buffer_arguments(group):
