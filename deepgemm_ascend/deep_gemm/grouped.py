@@ -98,7 +98,8 @@ def _layout_or_m_indices(grouped_layout, m_indices):
             raise TypeError("grouped_layout: expected a tensor (or the older keyword m_indices), got None")
         return grouped_layout
     if grouped_layout is not None:
-        raise TypeError("grouped_layout and m_indices name the same argument; pass one")
+        raise v.fail("m_indices", "None with grouped_layout given (they name the same argument; pass one)", "a tensor",
+                     TypeError)
     return m_indices
 
 

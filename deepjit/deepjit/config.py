@@ -34,7 +34,7 @@ class Config:
         object.__setattr__(self, "python_library_root", root)
         object.__setattr__(self, "env_prefix", check_prefix(env_prefix, "environment prefix"))
         if not isinstance(extra_signature, (str, bytes)):
-            raise TypeError(f"extra_signature must be str or bytes, got {type(extra_signature).__name__}")
+            raise TypeError(f"extra_signature: expected str or bytes, got {type(extra_signature).__name__}")
         object.__setattr__(self, "extra_signature", extra_signature)
         dirs = tuple(_absolute_normalised(d, "JIT include directory must not be empty",
                                           "JIT include directory must be absolute") for d in include_dirs)
@@ -42,7 +42,7 @@ class Config:
         prefixes = tuple(include_prefixes)
         for p in prefixes:
             if not isinstance(p, str):
-                raise TypeError(f"include_prefixes must hold str, got {type(p).__name__}")
+                raise TypeError(f"include_prefixes: expected str entries, got {type(p).__name__}")
         object.__setattr__(self, "include_prefixes", prefixes)
 
     def __setattr__(self, name, value):

@@ -132,7 +132,8 @@ def _converter(struct_name: str, field: str, ctype):
         if not isinstance(value, int):
             raise TypeError(f"{where}: expected an int, got {type(value).__name__}")
         if not lo <= value <= hi:
-            raise ValueError(f"{where}: {value} does not fit the declared {ctype.__name__.removeprefix('c_')}")
+            raise ValueError(f"{where}: expected a value that fits the declared {ctype.__name__.removeprefix('c_')}, "
+                             f"got {value}")
         return int(value)
     return integer
 
@@ -177,7 +178,7 @@ def check_layout(where: str, struct_cls: type[ctypes.Structure], compiled: tuple
     (``(C++ name, sizeof, [(dotted field, offset)])``) disagree; ``where`` names the kernel or probe."""
     name, size, fields = compiled
     if struct_cls.__name__ != name.rsplit("::", 1)[-1]:
-        raise TypeError(f"{where} takes struct {name}, got a {struct_cls.__name__}")
+        raise TypeError(f"{where}: expected struct {name}, got a {struct_cls.__name__}")
     ours = {f: off for f, off, _ in layout(struct_cls)}
     theirs = dict(fields)
     for field in dict.fromkeys([*ours, *theirs]):

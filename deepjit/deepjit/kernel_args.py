@@ -33,6 +33,7 @@ import ctypes
 import torch
 
 from . import descriptors
+from . import validation as V
 
 
 class KernelArgs:
@@ -74,8 +75,8 @@ def pack(struct_cls: type[ctypes.Structure], **values) -> KernelArgs:
     struct = descriptors.pack(struct_cls, **_addresses(values, "", referenced))
     devices = {t.device for t in referenced.values()}
     if len(devices) > 1:
-        raise ValueError(f"{struct_cls.__name__}: pointer fields name tensors on several devices: "
-                         + ", ".join(f"{f} on {t.device}" for f, t in referenced.items()))
+        raise V.fail(struct_cls.__name__, "pointer fields naming tensors on one device",
+                     ", ".join(f"{f} on {t.device}" for f, t in referenced.items()))
     device = next(iter(devices), torch.device("cpu"))
     host = torch.frombuffer(bytearray(bytes(struct)), dtype=torch.uint8)
     tensor = host if device.type == "cpu" else host.pin_memory().to(device, non_blocking=True)

@@ -59,7 +59,7 @@ class KernelLibrary:
 
     def set_num_threads(self, n: int) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-            raise ValueError(f"num_sms / thread count must be a positive int, got {n!r}")
+            raise ValueError(f"num_sms: expected a positive int (the thread count), got {n!r}")
         self._num_threads = n
 
     # ---- backend choice ---------------------------------------------------------------------------
@@ -68,7 +68,7 @@ class KernelLibrary:
         if name is None or value == "":
             return None
         if value not in BACKEND_NAMES:
-            raise ValueError(f"{name} must be one of {', '.join(BACKEND_NAMES)}, got {value!r}")
+            raise ValueError(f"{name}: expected one of {', '.join(BACKEND_NAMES)}, got {value!r}")
         return value
 
     def host_available(self) -> bool:
@@ -88,11 +88,12 @@ class KernelLibrary:
         kind = getattr(device, "type", device)
         if forced is not None:
             if forced == "host" and kind != "cpu":
-                raise ValueError(f"{self.env.prefix}_BACKEND=host needs CPU tensors, got device {device}")
+                raise ValueError(f"{self.env.prefix}_BACKEND: expected a backend for device {device} (host needs CPU "
+                                 f"tensors), got 'host'")
             if forced == "ascend":
                 if kind not in ("npu", "cpu"):
-                    raise ValueError(f"{self.env.prefix}_BACKEND=ascend needs NPU tensors (or CPU tensors for the "
-                                     f"Ascend twin), got device {device}")
+                    raise ValueError(f"{self.env.prefix}_BACKEND: expected a backend for device {device} (ascend "
+                                     f"needs NPU tensors, or CPU tensors for the Ascend twin), got 'ascend'")
                 if not has_ascend:
                     raise NotImplementedError(f"{self.env.prefix}_BACKEND=ascend: {self.name} has no Ascend kernel "
                                               f"for {op or 'this op'}")
@@ -126,9 +127,9 @@ class KernelLibrary:
         tensors. ``options`` are the chosen toolchain's compiler options."""
         is_primfunc = hasattr(relative_path, "buffer_map")
         if is_primfunc and defines:
-            raise ValueError("defines apply to package sources, not to a TileLang PrimFunc")
+            raise ValueError(f"defines: expected none for a TileLang PrimFunc (they apply to package sources), got {defines!r}")
         if not is_primfunc and not isinstance(relative_path, str):
-            raise TypeError(f"relative_path must be a package-relative path or a TileLang PrimFunc, "
+            raise TypeError(f"relative_path: expected a package-relative path or a TileLang PrimFunc, "
                             f"got {type(relative_path).__name__}")
         if is_primfunc:
             import tvm
@@ -244,10 +245,11 @@ class AscendKernelHandle:
         devices = {a.device.type for a in args if isinstance(a, KernelArgs) or (hasattr(a, "data_ptr")
                                                                                  and hasattr(a, "device"))}
         if len(devices) > 1:
-            raise ValueError(f"{self.library.name}.{self.name}: tensor arguments on several devices {sorted(devices)}")
+            raise ValueError(f"{self.library.name}.{self.name}: expected tensor arguments on one device, got "
+                             f"{sorted(devices)}")
         twin = devices != {"npu"}
         if devices - {"cpu", "npu"}:
-            raise ValueError(f"{self.library.name}.{self.name}: Ascend kernels take NPU or CPU tensors, "
+            raise ValueError(f"{self.library.name}.{self.name}: expected NPU or CPU tensors (an Ascend kernel), "
                              f"got {sorted(devices)}")
         from .backends.ascend.options import AscendLaunchOptions
 
@@ -262,7 +264,8 @@ class AscendKernelHandle:
             args = arguments_by_name(self.params, self.source, args, values)
         if options is None or options.num_blocks is None:
             if grid is None:
-                raise ValueError(f"{self.library.name}.{self.name}: AscendLaunchOptions.num_blocks is required")
+                raise ValueError(f"options: expected AscendLaunchOptions.num_blocks or a grid for "
+                                 f"{self.library.name}.{self.name}, got num_blocks None")
             options = (options or AscendLaunchOptions()).override_with(AscendLaunchOptions(num_blocks=grid))
         if not twin:  # the NPU kernel reads the struct's bytes; the twin also guards the tensors it names
             args = tuple(a.tensor if isinstance(a, KernelArgs) else a for a in args)

@@ -42,7 +42,7 @@ class Options:
         if other is None:
             return self
         if not isinstance(other, type(self)):
-            raise TypeError(f"options must be {type(self).__name__}, got {type(other).__name__}")
+            raise TypeError(f"options: expected {type(self).__name__}, got {type(other).__name__}")
         changes = {}
         for f in dataclasses.fields(self):
             new = getattr(other, f.name)

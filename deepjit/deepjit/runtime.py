@@ -26,7 +26,7 @@ class Runtime:
 
     def __init__(self, config: Config, backend: Union[str, type] = "host"):
         if not isinstance(config, Config):
-            raise TypeError(f"config must be deepjit.Config, got {type(config).__name__}")
+            raise TypeError(f"config: expected a deepjit.Config, got {type(config).__name__}")
         self.env = Env(config.env_prefix)
         backend_cls = get_backend(backend) if isinstance(backend, str) else backend
         self.backend: Backend = backend_cls(self.env, config)
@@ -198,7 +198,7 @@ def register_python_api(module, lazy_jit: LazyInit[Runtime]) -> None:
     so it follows a later ``lazy_jit.reset(...)``; an initialisation error (a missing toolkit, say)
     surfaces from the first ``get_jit()``, not from the import that registered it."""
     if not isinstance(lazy_jit, LazyInit):
-        raise TypeError(f"lazy_jit must be a deepjit.LazyInit (see create_lazy_jit), got {type(lazy_jit).__name__}")
+        raise TypeError(f"lazy_jit: expected a deepjit.LazyInit (see create_lazy_jit), got {type(lazy_jit).__name__}")
 
     def get_jit() -> Runtime:
         return lazy_jit.get()

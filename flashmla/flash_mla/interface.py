@@ -73,17 +73,19 @@ def flash_mla_with_kvcache(
     check.one_of("q.shape[3] (d_qk)", d_qk, check.SUPPORTED_D_QK)
     fmt = check.quantized_cache("k_cache", k_cache, d_qk, q.device)
     if fmt is KVCacheFormat.V41_FP4:
-        raise ValueError("k_cache: the V4.1 FP4 format (288 B/token) is only allowed as extra_k_cache")
+        raise V.fail("k_cache", "a format other than V4.1 FP4 (288 B/token is only allowed as extra_k_cache)",
+                     "a V4.1 FP4 cache")
     check.slot_indices("indices", indices, b, s_q, k_cache.shape[0] * k_cache.shape[1], q.device)
     topk = indices.shape[-1]
     check.lengths("topk_length", topk_length, b, topk, q.device)
     check.attn_sink(attn_sink, h_q, q.device)
     scopes = [KVScope(k_cache, fmt, fmt.placement(kv_layout), indices, topk_length)]
     if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
-        raise ValueError("extra_k_cache and extra_indices_in_kvcache: give both or neither, got "
-                         f"{'extra_k_cache' if extra_k_cache is not None else 'extra_indices_in_kvcache'} alone")
+        given, missing = (("extra_k_cache", "extra_indices_in_kvcache") if extra_k_cache is not None
+                          else ("extra_indices_in_kvcache", "extra_k_cache"))
+        raise V.fail(missing, f"a tensor with {given} (give both or neither)", None)
     if extra_k_cache is None and extra_topk_length is not None:
-        raise ValueError("extra_topk_length: only valid with extra_k_cache, which is None")
+        raise V.fail("extra_topk_length", "None without extra_k_cache (it is only valid with one)", "a tensor")
     extra_page = extra_topk = None
     if extra_k_cache is not None:
         efmt = check.quantized_cache("extra_k_cache", extra_k_cache, d_qk, q.device)
@@ -103,22 +105,22 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
                   enable_batch_invariant, sparse_args):
     given = [n for n, v in sparse_args.items() if v is not None]
     if given:
-        raise ValueError(f"{', '.join(given)}: only valid in sparse mode (indices given), but indices is None")
+        raise V.fail(", ".join(given), "None without indices (only valid in sparse mode)", "a value")
     # is_fp8_kvcache defaults to True in the latest API and to False in the 2026-04 one, which still had
     # this dense path: accept either, the cache dtype decides
     if k_cache.dtype in check.CACHE_DTYPES:
-        raise ValueError(f"k_cache: dense mode (indices None) has no FP8 path; got a {k_cache.dtype} cache "
-                         f"without indices")
+        raise V.fail("k_cache", "a BF16/FP16 cache in dense mode (indices None has no FP8 path)",
+                     f"a {k_cache.dtype} cache without indices")
     b, s_q, h_q, d_qk = q.shape
     check.tensor("k_cache", k_cache, (q.dtype,), 4, q.device)
     check.last_stride_one("k_cache", k_cache)
     nb, p, h_kv, d = k_cache.shape
     if d != d_qk:
-        raise ValueError(f"k_cache: head dim must equal q's ({d_qk}), got {d}")
+        raise V.fail("k_cache", f"head dim {d_qk} like q", d)
     if head_dim_v > d_qk:
         raise V.fail("head_dim_v", f"a value <= d_qk ({d_qk})", head_dim_v)
     if h_kv < 1 or h_q % h_kv:
-        raise ValueError(f"k_cache: num_heads_k ({h_kv}) must divide num_heads_q ({h_q})")
+        raise V.fail("k_cache", f"num_heads_k dividing num_heads_q ({h_q})", h_kv)
     check.tensor("block_table", block_table, (torch.int32,), 2, q.device)
     check.last_stride_one("block_table", block_table)
     if block_table.shape[0] != b:
@@ -132,8 +134,8 @@ def _dense_decode(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, sm_s
     if used is not None and used.any():
         ids = block_table[used]
         if int(ids.min()) < 0 or int(ids.max()) >= nb:
-            raise ValueError(f"block_table: the blocks covering cache_seqlens must lie in [0, {nb}), "
-                             f"got range [{int(ids.min())}, {int(ids.max())}]")
+            raise V.fail("block_table", f"blocks covering cache_seqlens in [0, {nb})",
+                         f"range [{int(ids.min())}, {int(ids.max())}]")
     record_or_check(meta, FlashMLASchedMeta.Config(b, s_q, h_q, p, h_kv, causal, is_fp8_kvcache, None, None, None,
                                                    enable_batch_invariant), q.device)
     return _dispatch.run("dense_decode", q.device, q, k_cache, block_table, cache_seqlens, head_dim_v, sm_scale, causal)
@@ -182,11 +184,11 @@ def _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, dropout_p, deterministi
     check.tensor("k", k, (q.dtype,), 3, q.device)
     check.tensor("v", v, (q.dtype,), 3, q.device)
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k: head dim must equal q's ({q.shape[-1]}), got {k.shape[-1]}")
+        raise V.fail("k", f"head dim {q.shape[-1]} like q", k.shape[-1])
     if v.shape[0] != k.shape[0] or v.shape[1] != k.shape[1]:
         raise ValueError(f"v: expected [{k.shape[0]}, {k.shape[1]}, d_v] like k, got {tuple(v.shape)}")
     if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
-        raise ValueError(f"k: num kv heads ({k.shape[1]}) must divide num q heads ({q.shape[1]})")
+        raise V.fail("k", f"num kv heads dividing num q heads ({q.shape[1]})", k.shape[1])
     for name, cu, total in (("cu_seqlens_qo", cu_seqlens_qo, q.shape[0]), ("cu_seqlens_kv", cu_seqlens_kv, k.shape[0])):
         check.tensor(name, cu, (torch.int32,), 1, q.device)
         if cu.numel() < 1:
@@ -236,7 +238,7 @@ def _flash_attn_varlen_backward(do, q, k, v, out, lse, cu_seqlens_qo, cu_seqlens
     scale = _check_varlen(q, k, v, cu_seqlens_qo, cu_seqlens_kv, 0.0, False, softmax_scale)
     causal = check.flag("causal", causal)
     if q.shape[1] != k.shape[1]:
-        raise ValueError(f"flash_attn_varlen backward: needs h_q == h_kv as upstream, got {q.shape[1]} and {k.shape[1]}")
+        raise V.fail("k", f"h_kv == h_q ({q.shape[1]}) in flash_attn_varlen backward, as upstream", f"h_kv {k.shape[1]}")
     _out_buffer(do, "do", (q.shape[0], q.shape[1], v.shape[-1]), q.dtype, q.device)
     buffers = (("dq", dq, q), ("dk", dk, k), ("dv", dv, v))
     inputs = (("do", do), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse), ("cu_seqlens_qo", cu_seqlens_qo),

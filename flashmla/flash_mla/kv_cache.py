@@ -25,7 +25,7 @@ from ._operands import (  # noqa: F401  (re-exported: the formats' public home i
 def _infer(cache: torch.Tensor, fmt, placement: str | None) -> tuple[KVCacheFormat, str]:
     fmt = KVCacheFormat.from_bytes_per_token(cache.shape[-1]) if fmt is None else _as_format(fmt)
     if cache.shape[-1] != fmt.bytes_per_token:
-        raise ValueError(f"k_cache: {fmt.name} needs bytes_per_token {fmt.bytes_per_token}, got {cache.shape[-1]}")
+        raise V.fail("k_cache", f"bytes_per_token {fmt.bytes_per_token} for {fmt.name}", cache.shape[-1])
     return fmt, fmt.placement(placement)
 
 

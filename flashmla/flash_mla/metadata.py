@@ -55,5 +55,5 @@ def record_or_check(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config, d
     for field in dataclasses.fields(config):
         want, got = getattr(meta.config, field.name), getattr(config, field.name)
         if want != got:
-            raise ValueError(f"tile_scheduler_metadata: config.{field.name} was {want!r} on the first call, got {got!r}; "
-                             f"use one FlashMLASchedMeta per shape configuration")
+            raise ValueError(f"tile_scheduler_metadata: expected config.{field.name} {want!r} as on the first call "
+                             f"(use one FlashMLASchedMeta per shape configuration), got {got!r}")

@@ -73,7 +73,7 @@ def quantized_cache(name: str, t: torch.Tensor, d_qk: int, device) -> KVCacheFor
     if p < 1:
         raise V.fail(name, "page_block_size (dim 1) >= 1", p)
     if fmt.d_qk != d_qk:
-        raise ValueError(f"{name}: a {fmt.name} cache ({bpt} B/token) holds d_qk {fmt.d_qk}, but q has d_qk {d_qk}")
+        raise V.fail(name, f"a cache holding q's d_qk {d_qk}", f"a {fmt.name} cache ({bpt} B/token) that holds d_qk {fmt.d_qk}")
     if t.stride(-1) != 1 or (p > 1 and t.stride(1) != bpt):
         raise ValueError(f"{name}: expected stride(-1) == 1 and stride(1) == bytes_per_token ({bpt}), "
                          f"got strides {t.stride()}")

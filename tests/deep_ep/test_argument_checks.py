@@ -1,6 +1,8 @@
 """Argument checks without processes: fuzzed bad dispatch/combine arguments raise ValueError or
 TypeError naming the argument, and the host plan kernel rejects bad expert ids without touching
 anything out of bounds."""
+import re
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -27,24 +29,33 @@ def test_good_arguments_pass():
 MUTATIONS = {
     "x dtype": (lambda a: a.update(x=torch.zeros(4, 128)), TypeError, "x: expected dtype"),
     "x 3-D": (lambda a: a.update(x=torch.zeros(1, 4, 128, dtype=torch.bfloat16)), ValueError, "x: expected a 2-D tensor"),
-    "x row bytes": (lambda a: a.update(x=torch.zeros(4, 4, dtype=torch.bfloat16)), ValueError, "multiple of 16"),
-    "x strided": (lambda a: a.update(x=torch.zeros(4, 256, dtype=torch.bfloat16)[:, ::2]), ValueError, "stride"),
+    "x row bytes": (lambda a: a.update(x=torch.zeros(4, 4, dtype=torch.bfloat16)), ValueError,
+                    "x: expected row bytes that are a multiple of 16, got hidden 4 x 2 bytes"),
+    "x strided": (lambda a: a.update(x=torch.zeros(4, 256, dtype=torch.bfloat16)[:, ::2]), ValueError,
+                  "x: expected contiguous rows (stride 1 along hidden), got strides (256, 2)"),
     "topk dtype": (lambda a: a.update(topk_idx=a["topk_idx"].int()), TypeError, "topk_idx: expected dtype"),
-    "topk rows": (lambda a: a.update(topk_idx=a["topk_idx"][:3]), ValueError, "one row per token"),
-    "topk wide": (lambda a: a.update(topk_idx=torch.zeros(4, 65, dtype=torch.int64)), ValueError, "num_topk"),
-    "weights shape": (lambda a: a.update(topk_weights=torch.ones(4, 3)), ValueError, "topk_weights must have shape"),
+    "topk rows": (lambda a: a.update(topk_idx=a["topk_idx"][:3]), ValueError,
+                  "topk_idx: expected one row per token (4), got shape (3, 2)"),
+    "topk wide": (lambda a: a.update(topk_idx=torch.zeros(4, 65, dtype=torch.int64)), ValueError,
+                  "topk_idx: expected num_topk (dim 1) in [1, 64], got shape (4, 65)"),
+    "weights shape": (lambda a: a.update(topk_weights=torch.ones(4, 3)), ValueError,
+                      "topk_weights: expected shape (4, 2) like topk_idx, got (4, 3)"),
     "weights dtype": (lambda a: a.update(topk_weights=torch.ones(4, 2, dtype=torch.float64)), TypeError,
                       "topk_weights: expected dtype"),
-    "experts uneven": (lambda a: a.update(num_experts=7), ValueError, "divisible"),
+    "experts uneven": (lambda a: a.update(num_experts=7), ValueError,
+                       "num_experts: expected a multiple of the number of ranks (2): experts are split evenly, got 7"),
     "experts type": (lambda a: a.update(num_experts=8.0), TypeError, "num_experts: expected an int"),
-    "capacity": (lambda a: a.update(num_max_tokens_per_rank=3), ValueError, "exceeds num_max_tokens_per_rank"),
+    "capacity": (lambda a: a.update(num_max_tokens_per_rank=3), ValueError,
+                 "x: expected at most num_max_tokens_per_rank (3) tokens, the capacity every rank agreed on, got 4 tokens"),
     "alignment": (lambda a: a.update(expert_alignment=0), ValueError, "expert_alignment: expected a value >= 1"),
-    "padding": (lambda a: a.update(do_zero_padding=True), ValueError, "requires do_expand"),
+    "padding": (lambda a: a.update(do_zero_padding=True), ValueError,
+                "do_zero_padding: expected False unless do_expand=True, got True with do_expand=False"),
     "stats": (lambda a: a.update(stats=torch.zeros(3, dtype=torch.int32)), ValueError,
-              "cumulative_local_expert_recv_stats must have shape [4]"),
-    "no experts": (lambda a: a.update(num_experts=None), ValueError, "num_experts is required"),
+              "cumulative_local_expert_recv_stats: expected shape (4,), got (3,)"),
+    "no experts": (lambda a: a.update(num_experts=None), ValueError,
+                   "num_experts: expected an int without a cached handle, got None"),
     "fp8 scales rows": (lambda a: a.update(x=(torch.zeros(4, 128, dtype=torch.float8_e4m3fn), torch.ones(3, 1))),
-                        ValueError, "x[1] (scales) must have 4 rows"),
+                        ValueError, "x[1] (scales): expected 4 rows like x[0], got shape (3, 1)"),
     "fp8 scales dtype": (lambda a: a.update(x=(torch.zeros(4, 128, dtype=torch.float8_e4m3fn),
                                                torch.ones(4, 1, dtype=torch.float64))), TypeError, "x[1] (scales)"),
 }
@@ -77,10 +88,12 @@ def test_plan_kernel_rejects_bad_ids(T, K, ranks, bad_value, data):
     row = idx[t].tolist()
     duplicate = bad_value >= 0 and row.count(bad_value) > 1
     if bad_value < -1 or bad_value >= E:
-        with pytest.raises(ValueError, match="out of range"):
+        with pytest.raises(ValueError, match=re.escape(f"topk_idx: expected expert ids in [-1, {E}), got "
+                                                       f"topk_idx[{t}, {k}] = {bad_value}")):
             engine.plan(a)
     elif duplicate:
-        with pytest.raises(ValueError, match="twice"):
+        with pytest.raises(ValueError, match=re.escape(f"topk_idx: expected each expert at most once per token, got "
+                                                       f"expert {bad_value} twice in topk_idx[{t}] (slot ")):
             engine.plan(a)
     else:
         plan = engine.plan(a)
@@ -89,12 +102,17 @@ def test_plan_kernel_rejects_bad_ids(T, K, ranks, bad_value, data):
 
 
 @pytest.mark.parametrize("change, fragment", [
-    (dict(x=torch.zeros(2, 32768 + 128, dtype=torch.bfloat16)), "at most 32768"),
-    (dict(x=torch.zeros(2, 192, dtype=torch.bfloat16)), "multiple of 128"),
-    (dict(idx=torch.zeros(2, 65, dtype=torch.int64)), "num_topk <= 64"),
-    (dict(M=1), "exceeds num_max_dispatch_tokens_per_rank"),
-    (dict(E=7), "multiple of the number of ranks"),
-    (dict(stats=torch.zeros(8, dtype=torch.int32)[::2]), "contiguous int32"),
+    (dict(x=torch.zeros(2, 32768 + 128, dtype=torch.bfloat16)),
+     "x: expected a hidden size that is a multiple of 128 and at most 32768, got hidden 32896"),
+    (dict(x=torch.zeros(2, 192, dtype=torch.bfloat16)),
+     "x: expected a hidden size that is a multiple of 128 and at most 32768, got hidden 192"),
+    (dict(idx=torch.zeros(2, 65, dtype=torch.int64)),
+     "topk_idx: expected int64 of shape (2, num_topk <= 64) on cpu, got torch.int64 (2, 65)"),
+    (dict(M=1), "x: expected at most num_max_dispatch_tokens_per_rank (1) tokens, got 2 tokens"),
+    (dict(M=0), "num_max_dispatch_tokens_per_rank: expected a positive int, got 0"),
+    (dict(E=7), "num_experts: expected a positive multiple of the number of ranks (2), got 7"),
+    (dict(stats=torch.zeros(8, dtype=torch.int32)[::2]), "cumulative_local_expert_recv_stats: expected a contiguous "
+     "int32 tensor of shape (4,) on cpu, got torch.int32 (4,) strides (2,)"),
 ])
 def test_low_latency_dispatch_checks_shared_by_both_engines(change, fragment):
     """One check for the host and the Ascend low-latency dispatch (engine/checks.py)."""
@@ -104,5 +122,5 @@ def test_low_latency_dispatch_checks_shared_by_both_engines(change, fragment):
     a.update(change)
     if "x" in change:
         a["idx"] = torch.zeros(a["x"].shape[0], 2, dtype=torch.int64)
-    with pytest.raises(ValueError, match=fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
         check_low_latency_dispatch(R, a["x"], a["idx"], a["M"], a["E"], a["stats"])

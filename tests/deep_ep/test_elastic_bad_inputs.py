@@ -165,7 +165,8 @@ def test_agrs_inplace_tensor_refuses_without_taking_a_slot(buf, case):
 def test_all_gather_refuses_without_taking_a_slot(buf, t):
     with buf.agrs_new_session():
         before = _next_slot(buf)
-        _refused(lambda: buf.all_gather(t), ("all_gather",))
+        _refused(lambda: buf.all_gather(t), ("t: expected a tensor or a non-empty sequence of tensors, got an empty sequence",
+                                            *(f"t[{i}]: expected a" for i in range(3))))
         assert _next_slot(buf) == before
         x = buf.agrs_get_inplace_tensor((4, 8), BF16)   # and the slot still gathers
         x.fill_(3)

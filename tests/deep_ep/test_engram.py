@@ -49,10 +49,11 @@ def _engram(rank, world):
         buf, qps = _buffer(dtype, packs)
         no_ids = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
         _refused("dtype: expected one of", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, torch.float16, packs)
-        _refused("num_sf_packs", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, 1 - bool(packs))
+        _refused(f"num_sf_packs: expected {'> 0 (scale packs per entry)' if use_fp8 else 0} for a {dtype} table, "
+                 f"got {1 - bool(packs)}", buf.set_config, ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, 1 - bool(packs))
         buf.set_config(ENTRIES, HIDDEN, TOKENS, PER_TOKEN, dtype, packs)
         _refused("before fetch", buf.fetch, no_ids)  # configured, nothing written yet
-        _refused("storages must be a list of 2", buf.write, [torch.zeros(ENTRIES[0], HIDDEN, dtype=dtype)])
+        _refused("storages: expected a list of 2 layers, got a list of 1", buf.write, [torch.zeros(ENTRIES[0], HIDDEN, dtype=dtype)])
         g = torch.Generator().manual_seed(rank)
         storages, sfs, tables = _shards(g, world, dtype, use_fp8)
         buf.write(storages, sfs)
@@ -71,7 +72,8 @@ def _engram(rank, world):
         _refused("indices: expected shape (2, *, 3)", buf.fetch, no_ids[:, :, :1])
         bad = torch.zeros(len(ENTRIES), TOKENS, PER_TOKEN, dtype=torch.int32)
         bad[1, 2, 0] = world * ENTRIES[1]
-        _refused("indices[1, 2, 0]", buf.fetch, bad)
+        _refused(f"indices: expected entries in [0, {world * ENTRIES[1]}) for layer 1, got indices[1, 2, 0] = "
+                 f"{world * ENTRIES[1]}", buf.fetch, bad)
         out[use_fp8] = buf._window is not None
         buf.destroy()
     return out

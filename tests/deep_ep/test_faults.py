@@ -35,27 +35,34 @@ def _bad_inputs(rank, world):
     big_idx, _ = refs.make_routing(big, K, E, seed=5)
     if rank == 1:
         expect_error(lambda: buf.dispatch(refs.make_x(big, H, 0), big_idx, num_experts=E), ValueError,
-                "num_tokens (37) exceeds num_max_tokens_per_rank (32)")
+                "x: expected at most num_max_tokens_per_rank (32) tokens, the capacity every rank agreed on, "
+                "got 37 tokens")
     else:
         expect_error(lambda: buf.dispatch(refs.make_x(big, H, 0), big_idx, num_experts=E), ValueError,
-                "rank 1 rejected", "exceeds")
+                "rank 1 rejected", "at most num_max_tokens_per_rank")
     # Expert id out of range on rank 0, a duplicate expert on rank 1.
     bad = idx.clone()
     if rank == 0:
         bad[3, 1] = E
-        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, f"topk_idx[3, 1] = {E} is out of range")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError,
+                     f"topk_idx: expected expert ids in [-1, {E}), got topk_idx[3, 1] = {E}")
     else:
         bad[2, 1] = bad[2, 0] if bad[2, 0] >= 0 else 0
         bad[2, 0] = bad[2, 1]
-        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "selects expert", "twice")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError,
+                     "topk_idx: expected each expert at most once per token, got expert", "twice in topk_idx[2]")
     # Experts that do not split evenly are rejected on every rank.
-    expect_error(lambda: buf.dispatch(x, idx, num_experts=E + 1), ValueError, "divisible by the number of ranks")
+    expect_error(lambda: buf.dispatch(x, idx, num_experts=E + 1), ValueError,
+                 f"num_experts: expected a multiple of the number of ranks ({world}): experts are split evenly, "
+                 f"got {E + 1}")
     # A cached handle whose topk_idx changed in place.
     own = idx.clone()
     _, _, _, handle, _ = buf.dispatch(x, own, num_experts=E)
     if rank == 1:
         own[0, 0] = -1
-        expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "topk_idx was modified")
+        expect_error(lambda: buf.dispatch(x, handle=handle), ValueError,
+                     "handle: expected a handle whose topk_idx is unchanged since its dispatch (a handle replays one "
+                     "routing only: dispatch again for a new one), got topk_idx modified in place")
     else:
         expect_error(lambda: buf.dispatch(x, handle=handle), ValueError, "rejected")
     # Wrong dtypes are caught before anything moves.

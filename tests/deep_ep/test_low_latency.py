@@ -104,14 +104,16 @@ def _rejections(rank, world):
     bad = idx.clone()
     bad[2, 1] = E if rank == 0 else bad[2, 1]
     expect_error(lambda: buf.low_latency_dispatch(x, bad, LM, E), ValueError,
-            "topk_idx[2, 1] = 8 is out of range" if rank == 0 else "rank 0 rejected")
+            "topk_idx: expected expert ids in [-1, 8), got topk_idx[2, 1] = 8" if rank == 0 else "rank 0 rejected")
     many = LM + 3 if rank == 1 else LM
     expect_error(lambda: buf.low_latency_dispatch(refs.make_x(many, LH, 2), refs.make_routing(many, K, E, 3)[0], LM, E),
-            ValueError, "exceeds num_max_dispatch_tokens_per_rank" if rank == 1 else "rank 1 rejected")
+            ValueError, f"x: expected at most num_max_dispatch_tokens_per_rank ({LM}) tokens, got {LM + 3} tokens"
+            if rank == 1 else "rank 1 rejected")
     other = idx.roll(1, 0) if rank == 1 else idx
     expect_error(lambda: buf.low_latency_combine(recv, other, w, handle), ValueError,
-            "must be the one given" if rank == 1 else "rank 1 rejected")
-    expect_error(lambda: buf.low_latency_update_mask_buffer(0, True), ValueError, "enable_shrink=True")
+            "topk_idx: expected the one given to the low_latency_dispatch that made the handle" if rank == 1 else "rank 1 rejected")
+    expect_error(lambda: buf.low_latency_update_mask_buffer(0, True), ValueError,
+                 "enable_shrink: expected True at construction for the low-latency mask, got False")
     # The buffer still works and gives the same result, also after a normal dispatch and combine
     # on the same region (the low-latency kernels then first meet the peers at a barrier).
     recv, _, handle, _, _ = buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False)
@@ -196,9 +198,12 @@ def _shrink(rank, world):
         return True
     buf._ep._session.transport.window.timeout_s = 1.0  # V1 Buffer has no timeout argument
     mask = torch.empty(world, dtype=torch.int32)
-    expect_error(lambda: buf.low_latency_query_mask_buffer(torch.empty(world, dtype=torch.float32)), ValueError, "mask_status")
-    expect_error(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError, "cannot mask itself")
-    expect_error(lambda: buf.low_latency_update_mask_buffer(world, True), ValueError, "rank must be in")
+    expect_error(lambda: buf.low_latency_query_mask_buffer(torch.empty(world, dtype=torch.float32)), ValueError,
+                 f"mask_status: expected an int32 tensor of shape ({world},), got torch.float32 ({world},)")
+    expect_error(lambda: buf.low_latency_update_mask_buffer(rank, True), ValueError,
+                 f"rank: expected another rank than this one ({rank}) with mask=True: a rank cannot mask itself, "
+                 f"got {rank}")
+    expect_error(lambda: buf.low_latency_update_mask_buffer(world, True), ValueError, f"rank: expected an int in [0, {world}), got {world}")
     for manual in (False, True):
         if manual:
             buf.low_latency_clean_mask_buffer()
@@ -250,21 +255,28 @@ def _fuzz_ids(rank, world):
         x = refs.make_x(T, LH, seed=T)
         row = idx[t].tolist()
         if bad_value < -1 or bad_value >= E:
-            expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, f"topk_idx[{t}, {k}]", "out of range")
+            expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError,
+                         f"topk_idx: expected expert ids in [-1, {E}), got topk_idx[{t}, {k}] = {bad_value}")
         elif bad_value >= 0 and row.count(bad_value) > 1:
-            expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError, "twice")
+            expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), ValueError,
+                         f"topk_idx: expected each expert at most once per token, got expert {bad_value} twice in "
+                         f"topk_idx[{t}]")
         else:
             _, count, _, _, _ = buf.low_latency_dispatch(x, idx, LM, E)
             assert torch.equal(count, torch.bincount(idx[idx >= 0], minlength=E).int())
 
     check()
     x, idx = refs.make_x(4, LH, seed=1), refs.make_routing(4, K, E, seed=1)[0]
-    for bad_call, fragment in ((lambda: buf.low_latency_dispatch(x, idx.int(), LM, E), "topk_idx must be int64"),
-                               (lambda: buf.low_latency_dispatch(x, idx[:3], LM, E), "topk_idx must be int64"),
-                               (lambda: buf.low_latency_dispatch(x, idx, LM, 0), "num_experts"),
+    want_idx = "topk_idx: expected int64 of shape (4, num_topk <= 64) on cpu, got "
+    for bad_call, fragment in ((lambda: buf.low_latency_dispatch(x, idx.int(), LM, E), f"{want_idx}torch.int32 (4, {K})"),
+                               (lambda: buf.low_latency_dispatch(x, idx[:3], LM, E), f"{want_idx}torch.int64 (3, {K})"),
+                               (lambda: buf.low_latency_dispatch(x, idx, LM, 0),
+                                f"num_experts: expected a positive multiple of the number of ranks ({world}), got 0"),
                                (lambda: buf.low_latency_dispatch(x, idx, LM, E, torch.zeros(3, dtype=torch.int32)),
-                                "cumulative_local_expert_recv_stats"),
-                               (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E), "hidden")):
+                                f"cumulative_local_expert_recv_stats: expected a contiguous int32 tensor of shape "
+                                f"({E // world},) on cpu, got torch.int32 (3,)"),
+                               (lambda: buf.low_latency_dispatch(refs.make_x(4, 200, 1), idx, LM, E),
+                                "x: expected a hidden size that is a multiple of 128 and at most 32768, got hidden 200")):
         expect_error(bad_call, ValueError, fragment)
     # combine with an equal but strided topk_idx (a transposed copy) gives the same result
     w = torch.rand(4, K, dtype=torch.float32)

@@ -1,6 +1,7 @@
 """deepjit's three TileLang Ascend samples (vector, cube and mixed kernels) run on the Ascend twin
 through run_on_twin and match torch: the add bit-exactly, the BF16 GEMMs to FP32 tolerance; a
 launch after the first compile takes well under a few seconds."""
+import re
 import time
 
 import pytest
@@ -46,7 +47,7 @@ def test_gemm_matches_torch(name):
 def test_run_on_twin_checks_its_tensors():
     func = samples.vector_add(16384)
     a = torch.zeros(16384)
-    with pytest.raises(TypeError, match="takes 3 tensors"):
+    with pytest.raises(TypeError, match=r": expected 3 tensors \("):
         run_on_twin(func, a, a)
     with pytest.raises(ValueError, match=r"tensor C: expected shape \(16384,\), got \(8,\)"):
         run_on_twin(func, a, a, torch.zeros(8))
@@ -68,5 +69,5 @@ def test_library_ascend_kernel_from_a_primfunc_runs_on_the_twin(tmp_path, monkey
     c = torch.zeros(8192)
     counters = kernel.launch(None, a, b, c)  # TileLang's grid is the default block count
     assert torch.equal(c, a + b) and counters.num_blocks == 4
-    with pytest.raises(ValueError, match="defines apply to package sources"):
+    with pytest.raises(ValueError, match=re.escape("defines: expected none for a TileLang PrimFunc (they apply to package sources), got")):
         lib.ascend_kernel("vector_add", samples.vector_add(), {"X": 1})

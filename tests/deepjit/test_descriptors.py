@@ -92,7 +92,7 @@ def test_a_name_mismatch_is_caught_before_the_launch():
 
 def test_values_are_checked_as_the_declared_type():
     args_t = D.struct_type(HEADER, "Args")
-    with pytest.raises(ValueError, match="Args.small: 65536 does not fit the declared ushort"):
+    with pytest.raises(ValueError, match="Args.small: expected a value that fits the declared ushort, got 65536"):
         D.pack(args_t, **_values(small=65536))
     with pytest.raises(TypeError, match="Args.q_b: expected an int, got float"):
         D.pack(args_t, **_values(q_b=1.5))

@@ -116,9 +116,9 @@ def test_layout_the_parser_misreads_fails_naming_the_field(lib):
 
 def test_a_struct_kernel_refuses_positional_arguments_and_the_wrong_struct(lib):
     kernel = lib.ascend_kernel("kargs_scale", "ascend/scale.asc")
-    with pytest.raises(TypeError, match=r"takes one KargsScaleArgs"):
+    with pytest.raises(TypeError, match=r"kernel \w+: expected one KargsScaleArgs \(deepjit\.kernel_args\.pack\), got \d+ arguments"):
         kernel(1, torch.ones(4), torch.ones(4), 0, 4, ctypes.c_float(1.0))
-    with pytest.raises(TypeError, match=r"takes struct KargsScaleArgs, got a KargsPackedArgs"):
+    with pytest.raises(TypeError, match=r": expected struct \S*KargsScaleArgs, got a KargsPackedArgs"):
         kernel(1, kernel_args.pack(_struct(lib, "KargsPackedArgs"), n=1, x=torch.ones(1)))
 
 
@@ -126,7 +126,7 @@ def test_pack_names_a_missing_or_unknown_field_and_mixed_devices(lib):
     with pytest.raises(TypeError, match=r"no field z in the C\+\+ struct; missing scale"):
         kernel_args.pack(_struct(lib), x=torch.ones(1), out={"y": torch.ones(1), "y_offset": 0}, x_offset=0, n=1,
                          z=1.0)
-    with pytest.raises(ValueError, match=r"several devices: x on cpu, out\.y on meta"):
+    with pytest.raises(ValueError, match=r"\w+: expected pointer fields naming tensors on one device, got x on cpu, out\.y on meta"):
         kernel_args.pack(_struct(lib), x=torch.ones(1), out={"y": torch.ones(1, device="meta"), "y_offset": 0},
                          x_offset=0, n=1, scale=1.0)
     args = _scale(lib, torch.ones(2), torch.ones(3), n=2)

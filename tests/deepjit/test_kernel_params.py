@@ -52,13 +52,13 @@ def test_a_float_parameter_gets_four_bytes():
 
 def test_declared_types_check_the_value():
     assert to_ctype(0, 2, "float").value == 2.0
-    with pytest.raises(TypeError, match="declares 'int32_t', got float"):
+    with pytest.raises(TypeError, match="expected an int for the declared 'int32_t', got float"):
         to_ctype(0, 1.5, "int32_t")
-    with pytest.raises(ValueError, match="does not fit the declared 'uint8_t'"):
+    with pytest.raises(ValueError, match="expected a value that fits the declared 'uint8_t', got"):
         to_ctype(0, 256, "uint8_t")
-    with pytest.raises(TypeError, match="declares 'half'; pass a ctypes or numpy scalar"):
+    with pytest.raises(TypeError, match="expected a ctypes or numpy scalar of the declared 'half', got"):
         to_ctype(0, 1.0, "half")
-    with pytest.raises(TypeError, match="declares a pointer"):
+    with pytest.raises(TypeError, match=r"expected a pointer \(the kernel declares one\), got"):
         to_ctype(0, 1.0, "ptr")
     assert isinstance(to_ctype(0, ctypes.c_double(1.0), "float"), ctypes.c_double)   # explicit ctypes win
 

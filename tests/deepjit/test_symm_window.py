@@ -98,9 +98,9 @@ def test_window_views_signals_and_failures():
         assert out["kernel_round"] == 0
         assert "kernel wait" in out["kernel_timeout"] and "local rank 1" in out["kernel_timeout"]
         assert len(out["bound_errors"]) == 3
-        assert "exceeds the window's 4096 data bytes" in out["bound_errors"][0]
-        assert "multiple of 4" in out["bound_errors"][1]
-        assert "local rank index in [0, 3)" in out["bound_errors"][2]
+        assert out["bound_errors"][0] == "shape: expected a view inside the window's 4096 data bytes from offset 0, got 8000 bytes"
+        assert out["bound_errors"][1] == "offset: expected a non-negative multiple of 4 for torch.int32, got 2"
+        assert out["bound_errors"][2] == "peer: expected a local rank index in [0, 3), got 3"
         assert "rank 1 has (8192, 256)" in out["mismatch"]
     msg, seconds = outs[0]["timeout"]
     assert "lane 5 written by local rank 1" in msg and "test wait" in msg and 0.25 < seconds < 5

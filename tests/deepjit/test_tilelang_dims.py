@@ -95,7 +95,7 @@ def test_symbolic_stride_of_a_strided_tensor_comes_off_the_tensor():
                 T.copy(X[r, :], x)
                 T.copy(x, Y[r, :])
 
-    with pytest.raises(ValueError, match="tensor X: stride 0 must be 64 elements, got 32"):
+    with pytest.raises(ValueError, match="tensor X: expected stride 0 of 64 elements, got 32"):
         run_on_twin(copy_fixed_stride, torch.zeros(4, 32), torch.zeros(4, 32))
 
 

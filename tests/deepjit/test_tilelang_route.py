@@ -37,7 +37,7 @@ def test_entry_and_kind_from_source():
 
 
 def test_spec_validation():
-    with pytest.raises(ValueError, match="kind must be one of"):
+    with pytest.raises(ValueError, match="kind: expected one of"):
         AscendKernelSpec("x", lambda: None, "simt")
     with pytest.raises(ValueError, match="letters, digits, or underscores"):
         AscendKernelSpec("bad-name", lambda: None, "cube")
@@ -145,7 +145,7 @@ def test_codegen_driver_fails_loudly_and_skips_missing(tmp_path, monkeypatch, ca
     assert exc.value.code == 1
     out = capsys.readouterr().out
     assert "lowered to a vector kernel, declared cube" in out
-    assert "fake_lib_b.bad" in out and "must be a multiple" in out
+    assert "fake_lib_b.bad" in out and "n: expected a multiple of tile * num_blocks = 8192, got 1000" in out
     assert "note: no_such_library.ascend.kernel_specs not found; skipped" in out
 
 

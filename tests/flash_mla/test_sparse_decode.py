@@ -135,7 +135,7 @@ def test_metadata_config_is_recorded_and_checked():
     flash_mla.flash_mla_with_kvcache(*args)
     assert meta.have_initialized and meta.config.topk == 64 and meta.config.h_q == 64 and meta.config.b == 2
     flash_mla.flash_mla_with_kvcache(*args)  # same shapes: fine
-    with pytest.raises(ValueError, match="config.topk was 64 .* got 32"):
+    with pytest.raises(ValueError, match="expected config.topk 64 as on the first call .* got 32"):
         flash_mla.flash_mla_with_kvcache(q, scopes[0].cache, None, None, 512, meta, None, None, False, True,
                                          scopes[0].indices[:, :, :32].contiguous())
     with pytest.raises(ValueError, match="config.enable_batch_invariant"):

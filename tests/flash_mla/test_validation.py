@@ -43,12 +43,12 @@ def test_bad_bytes_per_token(bpt):
 @given(st.sampled_from([656, 584]))
 def test_format_dims_must_match_q(bpt):
     d_qk = 512 if bpt == 656 else 576
-    _raises(ValueError, "holds d_qk", q=torch.zeros(B, S_Q, H_Q, d_qk, dtype=torch.bfloat16),
+    _raises(ValueError, rf"k_cache: expected a cache holding q's d_qk {d_qk}, got a \w+ cache \({bpt} B/token\) that holds d_qk", q=torch.zeros(B, S_Q, H_Q, d_qk, dtype=torch.bfloat16),
             k_cache=torch.zeros(2, 4, 1, bpt, dtype=torch.uint8))
 
 
 def test_fp4_main_cache_and_bad_strides():
-    _raises(ValueError, "only allowed as extra_k_cache", k_cache=make_cache(KVCacheFormat.V41_FP4, 2, 4))
+    _raises(ValueError, r"k_cache: expected a format other than V4.1 FP4 \(288 B/token is only allowed as extra_k_cache\), got a V4.1 FP4 cache", k_cache=make_cache(KVCacheFormat.V41_FP4, 2, 4))
     padded = torch.zeros(2, 4, 1, 600, dtype=torch.uint8)[..., :528]
     _raises(ValueError, "stride\\(1\\) == bytes_per_token", k_cache=padded)
     overlapping = torch.zeros(8 * 528, dtype=torch.uint8).as_strided((2, 4, 1, 528), (100, 528, 528, 1))
@@ -100,18 +100,18 @@ def test_mode_flags_and_sparse_only_arguments():
     _raises(ValueError, "causal: expected False in sparse mode", causal=True)
     _raises(ValueError, "is_fp8_kvcache: expected True", is_fp8_kvcache=False)
     _raises(TypeError, "tile_scheduler_metadata", tile_scheduler_metadata=torch.zeros(4, 8, dtype=torch.int32))
-    _raises(ValueError, "give both or neither", extra_k_cache=CACHE)
-    _raises(ValueError, "extra_topk_length: only valid with extra_k_cache",
+    _raises(ValueError, r"extra_indices_in_kvcache: expected a tensor with extra_k_cache \(give both or neither\), got None", extra_k_cache=CACHE)
+    _raises(ValueError, r"extra_topk_length: expected None without extra_k_cache \(it is only valid with one\), got a tensor",
             extra_topk_length=torch.zeros(B, dtype=torch.int32))
     _raises(ValueError, "attn_sink: expected shape", attn_sink=torch.zeros(H_Q + 1))
     _raises(TypeError, "attn_sink: expected dtype", attn_sink=torch.zeros(H_Q, dtype=torch.bfloat16))
-    _raises(ValueError, "only valid in sparse mode", indices=None, attn_sink=torch.zeros(H_Q))
+    _raises(ValueError, r"attn_sink: expected None without indices \(only valid in sparse mode\), got a value", indices=None, attn_sink=torch.zeros(H_Q))
 
 
 def test_metadata_mismatch_leaves_nothing_half_done():
     meta = flash_mla.get_mla_metadata()[0]
     flash_mla.flash_mla_with_kvcache(**_decode_args(tile_scheduler_metadata=meta))
-    _raises(ValueError, "config.b was 2", tile_scheduler_metadata=meta,
+    _raises(ValueError, "tile_scheduler_metadata: expected config.b 2 as on the first call", tile_scheduler_metadata=meta,
             q=torch.zeros(B + 1, S_Q, H_Q, 512, dtype=torch.bfloat16),
             indices=torch.zeros(B + 1, S_Q, TOPK, dtype=torch.int32))
     assert meta.config.b == B
@@ -145,13 +145,13 @@ def test_dense_decode_bad_block_table():
     q = torch.zeros(1, 1, 16, 576, dtype=torch.bfloat16)
     k_cache = torch.zeros(2, 64, 1, 576, dtype=torch.bfloat16)
     meta = flash_mla.get_mla_metadata()[0]
-    with pytest.raises(ValueError, match="block_table: the blocks covering cache_seqlens"):
+    with pytest.raises(ValueError, match=r"block_table: expected blocks covering cache_seqlens in \[0, 2\), got range \[0, 5\]"):
         flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 5]], dtype=torch.int32),
                                          torch.tensor([100], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
     with pytest.raises(ValueError, match="cache_seqlens: expected values in"):
         flash_mla.flash_mla_with_kvcache(q, k_cache, torch.tensor([[0, 1]], dtype=torch.int32),
                                          torch.tensor([129], dtype=torch.int32), 512, meta, is_fp8_kvcache=False)
-    with pytest.raises(ValueError, match="dense mode \\(indices None\\) has no FP8 path"):
+    with pytest.raises(ValueError, match=r"k_cache: expected a BF16/FP16 cache in dense mode \(indices None has no FP8 path\), got a torch\.\w+ cache without indices"):
         flash_mla.flash_mla_with_kvcache(q, CACHE, None, None, 512, meta)
     with pytest.raises(ValueError, match="dropout_p"):
         flash_mla.flash_attn_varlen_func(q[0], q[0], q[0], torch.tensor([0, 1], dtype=torch.int32),

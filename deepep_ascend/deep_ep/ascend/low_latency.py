@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from deepjit import validation as V
+
 from ..engine.checks import check_low_latency_combine, check_low_latency_dispatch
 from . import routing
 from .fp8_pack import pack_fp8
@@ -50,8 +52,8 @@ class AscendLowLatencyEngine:
 
     @mask.setter
     def mask(self, value):
-        raise ValueError("enable_shrink needs low_latency_mode=True over shared memory (ranks of one host, host "
-                         "kernels); the Ascend engine has no rank masks")
+        raise V.fail("enable_shrink", "False on the Ascend engine (it has no rank masks; enable_shrink needs "
+                     "low_latency_mode=True over shared memory: ranks of one host, host kernels)", True)
 
     # ---- dispatch ---------------------------------------------------------------------------------
     def dispatch(self, x: torch.Tensor, topk_idx, M: int, num_experts: int, stats, use_fp8: bool,

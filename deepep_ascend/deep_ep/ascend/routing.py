@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..engine.checks import expert_id_error
 from ..engine.plan import RoutePlan
 
 ERR_RANGE, ERR_DUPLICATE = 1, 2
@@ -60,8 +61,6 @@ def _first_error(mask: torch.Tensor, idx: torch.Tensor, code: int) -> torch.Tens
 def error_message(words: list[int], num_experts: int) -> str | None:
     code, t, k, low, high = words
     value = high * 2 ** 32 + low
-    if code == ERR_RANGE:
-        return f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in [-1, {num_experts})"
-    if code == ERR_DUPLICATE:
-        return f"topk_idx[{t}] selects expert {value} twice (slot {k}): a token may select each expert at most once"
+    if code in (ERR_RANGE, ERR_DUPLICATE):
+        return expert_id_error(code, t, k, value, num_experts)
     return None

@@ -60,13 +60,13 @@ class AgrsSessions:
         for name, value in (("num_max_session_bytes", num_max_session_bytes),
                             ("num_max_all_gathers_per_session", num_max_all_gathers)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise V.fail(name, "a positive int", repr(value))
         if num_max_session_bytes > num_region_bytes:
-            raise ValueError(f"num_max_session_bytes ({num_max_session_bytes}) exceeds the buffer's {num_region_bytes} "
-                             f"bytes; size the buffer with get_agrs_buffer_size_hint(...)")
+            raise V.fail("num_max_session_bytes", f"at most the buffer's {num_region_bytes} bytes (size the buffer with "
+                         f"get_agrs_buffer_size_hint(...))", num_max_session_bytes)
         if num_max_all_gathers > MAX_ALL_GATHERS_PER_SESSION:
-            raise ValueError(f"num_max_all_gathers_per_session must be <= {MAX_ALL_GATHERS_PER_SESSION}, got "
-                             f"{num_max_all_gathers}")
+            raise V.fail("num_max_all_gathers_per_session", f"a value <= {MAX_ALL_GATHERS_PER_SESSION}",
+                         num_max_all_gathers)
         self._session = session
         self.rank, self.num_ranks = session.rank, session.num_ranks
         self.num_max_session_bytes = align(num_max_session_bytes, 32)
@@ -134,18 +134,19 @@ class AgrsSessions:
 
         def check():
             if not tensors:
-                raise ValueError("all_gather: pass a tensor or a non-empty sequence of tensors")
+                raise V.fail("t", "a tensor or a non-empty sequence of tensors", "an empty sequence")
             offset = self._offset
             for i, t in enumerate(tensors):
                 if not isinstance(t, torch.Tensor):
-                    raise TypeError(f"all_gather: t[{i}] must be a tensor, got {type(t).__name__}")
+                    raise V.fail(f"t[{i}]", "a tensor", type(t).__name__, TypeError)
                 if t.device.type != "cpu" or not t.is_contiguous():
-                    raise ValueError(f"all_gather: t[{i}] must be a contiguous CPU tensor")
+                    raise V.fail(f"t[{i}]", "a contiguous CPU tensor", f"device {t.device}, shape {tuple(t.shape)}, strides {t.stride()}")
                 nbytes = t.numel() * t.element_size()
                 where = t.data_ptr() - base
                 if 0 <= where < self.num_max_session_bytes and where != offset + nbytes * rank:
-                    raise ValueError(f"all_gather: t[{i}] lies in the AGRS buffer but not at this rank's shard of "
-                                     f"the next slot (take it from agrs_get_inplace_tensor in the same order)")
+                    raise V.fail(f"t[{i}]", "a tensor outside the AGRS buffer or this rank's shard of the next slot (take it "
+                                 "from agrs_get_inplace_tensor in the same order)",
+                                 f"byte {where} of the buffer, the shard being at {offset + nbytes * rank}")
                 plan.append((t, offset, nbytes))
                 offset += align(nbytes * R, 32)
             for t, off, nbytes in plan:   # this rank's shards into place before the handshake says so

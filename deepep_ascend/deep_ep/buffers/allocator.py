@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import validation as V
+
 from ..engine.layout import ALLOCATION_ALIGNMENT
 from ..utils.math import align
 
@@ -28,8 +30,7 @@ class BufferAllocator:
         if self.materialized:
             raise RuntimeError("BufferAllocator.materialize called twice")
         if storage.dtype != torch.uint8 or storage.numel() < self.num_bytes:
-            raise ValueError(f"storage must be uint8 with at least {self.num_bytes} bytes, got {storage.dtype} "
-                             f"with {storage.numel()}")
+            raise V.fail("storage", f"uint8 with at least {self.num_bytes} bytes", f"{storage.dtype} with {storage.numel()}")
         for placeholder, offset in self._planned:
             nbytes = placeholder.numel() * placeholder.element_size()
             view = storage[offset:offset + nbytes].view(placeholder.dtype).view(placeholder.shape)

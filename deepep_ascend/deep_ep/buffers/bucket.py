@@ -15,6 +15,8 @@ from typing import Union
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from ..engine.session import CommSession
 from ..utils.event import EventHandle, EventOverlap
 from .allocator import BufferAllocator
@@ -33,7 +35,7 @@ class BucketBuffer(BufferBase):
         plan = allocation_plan_or_num_bytes if isinstance(allocation_plan_or_num_bytes, BufferAllocator) else None
         self.num_bytes = plan.num_bytes if plan is not None else int(allocation_plan_or_num_bytes)
         if self.num_bytes <= 0:
-            raise ValueError(f"BucketBuffer needs a positive size, got {self.num_bytes}")
+            raise V.fail("allocation_plan_or_num_bytes", "a positive size", self.num_bytes)
         # Storage and a staging area of the same size for session() inputs.
         self.contexts = [CommSession(g, 2 * self.num_bytes, float(num_gpu_timeout_secs)) for g in self.groups]
         main = self.contexts[0]
@@ -62,7 +64,7 @@ class BucketBuffer(BufferBase):
         for i, g in enumerate(self.groups):
             if g is group:
                 return i
-        raise ValueError("group is not one of this BucketBuffer's groups")
+        raise V.fail("group", "one of this BucketBuffer's groups", "another group")
 
     def get_theoretical_num_sms(self, op: str, group=None) -> int:
         return 0
@@ -93,10 +95,10 @@ class BucketBuffer(BufferBase):
             return off
         return None
 
-    def _stage(self, t: torch.Tensor) -> int:
+    def _stage(self, t: torch.Tensor, name: str) -> int:
         if not self._in_session:
-            raise ValueError("tensor is not registered in this BucketBuffer's storage; allocate it with the "
-                             "BufferAllocator plan or call inside `with buffer.session():`")
+            raise V.fail(name, "a tensor in this BucketBuffer's storage (allocate it with the BufferAllocator plan) "
+                         "or a call inside `with buffer.session():`", "a tensor not registered in the storage")
         nbytes = t.numel() * t.element_size()
         off = self.num_bytes + (self._staged + 63) // 64 * 64
         if off + nbytes > 2 * self.num_bytes:
@@ -118,7 +120,7 @@ class BucketBuffer(BufferBase):
         """FP32 sources of R shards; this rank's shard becomes the scaled sum (in place);
         ``.wait()`` returns that shard."""
         if comm_precision not in ("fp32", "bf16"):
-            raise ValueError(f"comm_precision must be 'fp32' or 'bf16', got {comm_precision!r}")
+            raise V.fail("comm_precision", "'fp32' or 'bf16'", repr(comm_precision))
         return self._run("reduce_scatter", srcs, None, group, scale, comm_precision)
 
     def all_reduce(self, srcs, scale: float = 1.0, group=None, num_sms: int | None = None) -> EventOverlap:
@@ -136,23 +138,22 @@ class BucketBuffer(BufferBase):
 
         def check():
             if not srcs or len(srcs) > 64:
-                raise ValueError(f"{op}: pass 1 to 64 tensors, got {len(srcs)}")
+                raise V.fail("srcs", "1 to 64 tensors", len(srcs))
             if dst_list is not None and len(dst_list) != len(srcs):
-                raise ValueError(f"{op}: dsts must match srcs in number, got {len(dst_list)} vs {len(srcs)}")
+                raise V.fail("dsts", f"{len(srcs)} tensors like srcs", len(dst_list))
             for i, s in enumerate(srcs):
                 if not isinstance(s, torch.Tensor):
-                    raise TypeError(f"{op}: srcs[{i}] must be a tensor, got {type(s).__name__}")
+                    raise V.fail(f"srcs[{i}]", "a tensor", type(s).__name__, TypeError)
                 if op != "all_gather" and s.dtype != torch.float32:
-                    raise TypeError(f"{op}: srcs[{i}] must be float32, got {s.dtype}")
+                    raise V.fail(f"srcs[{i}]", f"dtype torch.float32 for {op}", s.dtype, TypeError)
                 if op == "reduce_scatter" and s.numel() % R:
-                    raise ValueError(f"{op}: srcs[{i}] has {s.numel()} elements, not a multiple of {R} ranks")
+                    raise V.fail(f"srcs[{i}]", f"a number of elements that is a multiple of the {R} ranks", s.numel())
                 if dst_list is not None and dst_list[i].numel() != R * s.numel():
-                    raise ValueError(f"all_gather: dsts[{i}] must hold {R} x {s.numel()} elements, got "
-                                     f"{dst_list[i].numel()}")
+                    raise V.fail(f"dsts[{i}]", f"{R} x {s.numel()} elements", dst_list[i].numel())
             placed, where = [], 0
-            for s in srcs:
+            for i, s in enumerate(srcs):
                 off = self._offset(s)
-                placed.append((off, False) if off is not None else (self._stage(s), True))
+                placed.append((off, False) if off is not None else (self._stage(s, f"srcs[{i}]"), True))
                 # Peers read each other at the same offsets: the offsets are part of the collective
                 # contract (an in-place gather's shards differ by rank, their gathered tensor does not).
                 common = off - _rank_shift(op, dst_list, off, s, R, rank) if off is not None else -1
@@ -190,8 +191,8 @@ class BucketBuffer(BufferBase):
                 else:
                     start = off - rank * n * s.element_size()
                     if start < 0 or start + R * n * s.element_size() > self.num_bytes:
-                        raise ValueError(f"all_gather: srcs[{i}] is not this rank's shard of a registered gathered "
-                                         f"tensor (pass dsts, or register R x its size)")
+                        raise V.fail(f"srcs[{i}]", "this rank's shard of a registered gathered tensor (pass dsts, or "
+                                     "register R x its size)", f"byte {off} of the storage")
                     out = self.storage[start:start + R * n * s.element_size()].view(s.dtype)
                     mine = off
                 if shm:

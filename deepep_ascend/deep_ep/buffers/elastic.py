@@ -33,9 +33,9 @@ class ElasticBuffer(EPBuffer):
                  num_allocated_qps: int = 0, num_cpu_timeout_secs: int = 300, num_gpu_timeout_secs: int = 100,
                  explicitly_destroy: bool = False):
         if isinstance(num_cpu_bytes, bool) or not isinstance(num_cpu_bytes, int) or num_cpu_bytes < 0:
-            raise ValueError(f"num_cpu_bytes must be a non-negative int, got {num_cpu_bytes!r}")
+            raise V.fail("num_cpu_bytes", "a non-negative int", repr(num_cpu_bytes))
         if num_cpu_bytes and (num_bytes is None or num_bytes <= num_cpu_bytes):
-            raise ValueError(f"num_bytes (GPU + CPU bytes) must exceed num_cpu_bytes ({num_cpu_bytes}), got {num_bytes!r}")
+            raise V.fail("num_bytes", f"GPU + CPU bytes, more than num_cpu_bytes ({num_cpu_bytes})", repr(num_bytes))
         total = num_bytes
         if num_bytes is not None:
             num_bytes -= num_cpu_bytes
@@ -126,7 +126,7 @@ class ElasticBuffer(EPBuffer):
         """``(num_gpu_bytes, num_cpu_bytes)``: fetched rows (``num_max_tokens_per_rank`` counts
         entries fetched at once) and this rank's table, entries 32-byte aligned, each 2 MiB aligned."""
         if not isinstance(dtype, torch.dtype):
-            raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+            raise V.fail("dtype", "a torch.dtype", type(dtype).__name__, TypeError)
         entry = align(hidden * dtype.itemsize, 32)
         return (align(entry * num_max_tokens_per_rank, ALLOCATION_ALIGNMENT),
                 align(entry * num_entries, ALLOCATION_ALIGNMENT))
@@ -136,13 +136,14 @@ class ElasticBuffer(EPBuffer):
         globally replicated ``sf [num_ranks * num_entries, packs]``); barriers before and after."""
         self._check_alive()
         if self._engram is None:
-            raise ValueError("engram_write needs a buffer built with num_cpu_bytes > 0 (see "
-                             "get_engram_storage_size_hint)")
+            raise V.fail("num_cpu_bytes", "a value > 0 at construction for engram_write (see "
+                         "get_engram_storage_size_hint)", 0)
         V.tensor("storage", storage, dtypes=(torch.bfloat16, torch.float8_e4m3fn), ndim=2, contiguous=True)
         if 0 in storage.shape:
             raise V.fail("storage", "a non-empty [num_entries, hidden] tensor", f"shape {tuple(storage.shape)}")
         if (sf is not None) != (storage.dtype == torch.float8_e4m3fn):
-            raise ValueError("sf (the replicated scaling factors) must be given exactly when storage is FP8")
+            raise V.fail("sf", f"the replicated scaling factors exactly when storage is FP8 (storage: {storage.dtype})",
+                         "None" if sf is None else "a tensor")
         if sf is not None:   # every rank's scales, [num_ranks * num_entries, packs]: all checked before set_config
             V.tensor("sf", sf, dtypes=(torch.float32, torch.int32), shape=(self.group.size() * storage.shape[0], None))
             if sf.shape[1] == 0:
@@ -168,8 +169,8 @@ class ElasticBuffer(EPBuffer):
         T, per_token = indices.shape
         rows = self._engram._config[2]
         if T * per_token > rows:
-            raise ValueError(f"indices ask for {T * per_token} entries, more than the {rows} the buffer's GPU part "
-                             f"holds (num_bytes - num_cpu_bytes = {self.num_gpu_bytes})")
+            raise V.fail("indices", f"at most the {rows} entries the buffer's GPU part holds (num_bytes - num_cpu_bytes = "
+                         f"{self.num_gpu_bytes})", f"{T * per_token} entries")
         V.integer("num_qps", num_qps, 0, self._engram.num_allocated_qps)
         got = self._engram.fetch(indices.reshape(1, T * per_token, 1), num_qps, False)[0]()
         data, sf = got if isinstance(got, tuple) else (got, None)

@@ -88,7 +88,7 @@ class EngramBuffer(BufferBase):
         """``(num_gpu_bytes, num_rdma_storage_bytes)``: the fetch outputs of every layer plus this
         rank's share of the scale table, and this rank's shards, each 2 MiB aligned."""
         if not isinstance(dtype, torch.dtype):
-            raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+            raise V.fail("dtype", "a torch.dtype", type(dtype).__name__, TypeError)
         itemsize = dtype.itemsize
         layers = len(num_entries_per_layer)
         fetched = layers * num_max_tokens * num_entries_per_token * (hidden * itemsize + num_sf_packs * 4)
@@ -108,17 +108,22 @@ class EngramBuffer(BufferBase):
         self._check_alive()
         V.choice("dtype", dtype, (torch.bfloat16, torch.float8_e4m3fn))
         if (dtype == torch.float8_e4m3fn) != (num_sf_packs > 0):
-            raise ValueError("FP8 tables need num_sf_packs > 0 (scale packs per entry); BF16 tables need 0")
+            raise V.fail("num_sf_packs", f"{'> 0 (scale packs per entry)' if dtype == torch.float8_e4m3fn else 0} for a "
+                         f"{dtype} table", num_sf_packs)
         entries = [int(n) for n in num_entries_per_layer]
         if not entries or any(n <= 0 for n in entries) or hidden <= 0 or num_max_tokens <= 0 \
                 or num_entries_per_token <= 0:
-            raise ValueError("num_entries_per_layer (non-empty), hidden, num_max_tokens and num_entries_per_token "
-                             "must be positive")
+            name, value = next(((n, v) for n, v, bad in (
+                ("num_entries_per_layer", entries, not entries or any(n <= 0 for n in entries)),
+                ("hidden", hidden, hidden <= 0), ("num_max_tokens", num_max_tokens, num_max_tokens <= 0),
+                ("num_entries_per_token", num_entries_per_token, True)) if bad))
+            raise V.fail(name, "a non-empty list of positive counts" if name == "num_entries_per_layer" else
+                         "a positive int", value)
         need = self.get_storage_size_hint(self.group, entries, hidden, num_max_tokens, num_entries_per_token,
                                           dtype, num_sf_packs)[1]
         if need > self.num_rdma_storage_bytes:
-            raise ValueError(f"num_rdma_storage_bytes ({self.num_rdma_storage_bytes}) is below the {need} bytes this "
-                             f"configuration needs; size it with get_storage_size_hint(...)")
+            raise V.fail("num_rdma_storage_bytes", f"at least the {need} bytes this configuration needs (size it with "
+                         f"get_storage_size_hint(...))", self.num_rdma_storage_bytes)
         self._config = (entries, hidden, num_max_tokens, num_entries_per_token, dtype, num_sf_packs)
         self._written = False
 
@@ -138,18 +143,20 @@ class EngramBuffer(BufferBase):
             raise ValueError("call set_config(...) before write")
         entries, hidden, _, _, dtype, packs = self._config
         if not isinstance(storages, (list, tuple)) or len(storages) != len(entries):
-            raise ValueError(f"storages must be a list of {len(entries)} layers, got {type(storages).__name__}")
+            raise V.fail("storages", f"a list of {len(entries)} layers", f"a {type(storages).__name__}"
+                         + (f" of {len(storages)}" if isinstance(storages, (list, tuple)) else ""))
         for layer, (t, n) in enumerate(zip(storages, entries, strict=True)):
             V.tensor(f"storages[{layer}]", t, dtypes=(dtype,), shape=(n, hidden))
         if packs:
             if not isinstance(sfs, (list, tuple)) or len(sfs) != len(entries):
-                raise ValueError(f"FP8 tables need sfs: {len(entries)} replicated scale tables")
+                raise V.fail("sfs", f"a list of {len(entries)} replicated scale tables for an FP8 table", f"a {type(sfs).__name__}"
+                             + (f" of {len(sfs)}" if isinstance(sfs, (list, tuple)) else ""))
             for layer, (sf, n) in enumerate(zip(sfs, entries, strict=True)):
                 shape = (self.num_ranks * n, packs)
                 # A pack is an opaque 4-byte element: FP32 scales or four packed UE8M0 exponents.
                 V.tensor(f"sfs[{layer}]", sf, dtypes=(torch.float32, torch.int32), shape=shape)  # every rank's
         elif sfs is not None:
-            raise ValueError("sfs must be None for BF16 tables")
+            raise V.fail("sfs", "None for a BF16 table", f"a {type(sfs).__name__}")
         device = V.same_device(*((f"storages[{i}]", t) for i, t in enumerate(storages)),
                                *((f"sfs[{i}]", sf) for i, sf in enumerate(sfs or ())))
         dist.barrier(group=self.group)  # no rank still reads the previous table
@@ -188,8 +195,8 @@ class EngramBuffer(BufferBase):
                 bad = (indices[layer] < 0) | (indices[layer] >= self.num_ranks * n)
                 if bool(bad.any()):
                     where = bad.nonzero()[0].tolist()
-                    raise ValueError(f"indices[{layer}, {where[0]}, {where[1]}] = {int(indices[layer][tuple(where)])} "
-                                     f"is out of range [0, {self.num_ranks * n})")
+                    raise V.fail("indices", f"entries in [0, {self.num_ranks * n}) for layer {layer}",
+                                 f"indices[{layer}, {where[0]}, {where[1]}] = {int(indices[layer][tuple(where)])}")
         T = indices.shape[1]
         results = []
         for layer, n in enumerate(entries):

@@ -8,6 +8,8 @@ from typing import Union
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from .. import _dispatch, comm
 from ..engine import layout
 from ..engine.checks import check_combine, check_dispatch
@@ -56,12 +58,12 @@ class EPBuffer(BufferBase):
         self.num_cpu_timeout_secs = num_cpu_timeout_secs
         if num_bytes is None:
             if num_max_tokens_per_rank <= 0 or hidden <= 0:
-                raise ValueError("pass num_bytes, or the MoE shape (num_max_tokens_per_rank > 0 and hidden > 0); got "
-                                 f"num_bytes=None, num_max_tokens_per_rank={num_max_tokens_per_rank}, hidden={hidden}")
+                raise V.fail("num_bytes", "a size, or the MoE shape (num_max_tokens_per_rank > 0 and hidden > 0)",
+                             f"None with num_max_tokens_per_rank={num_max_tokens_per_rank}, hidden={hidden}")
             num_bytes = layout.buffer_size_hint(self.num_ranks, num_max_tokens_per_rank, hidden, num_topk,
                                                 use_fp8_dispatch, allow_multiple_reduction)
         if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes <= 0:
-            raise ValueError(f"num_bytes must be a positive int, got {num_bytes!r}")
+            raise V.fail("num_bytes", "a positive int", repr(num_bytes))
         self.num_bytes = num_bytes
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
         _check_same_shape_on_every_rank(group, num_max_tokens_per_rank, hidden)
@@ -135,7 +137,7 @@ class EPBuffer(BufferBase):
         or only the ``EventOverlap`` with ``defer_epilogue=True`` (its ``wait()`` returns the four)."""
         self._check_alive()
         if do_handle_copy:
-            raise ValueError("do_handle_copy must be False (EPBuffer keeps topk_idx by reference)")
+            raise V.fail("do_handle_copy", "False (EPBuffer keeps topk_idx by reference)", repr(do_handle_copy))
         return self._dispatch(x, topk_idx, topk_weights, cumulative_local_expert_recv_stats, num_experts,
                               num_max_tokens_per_rank, expert_alignment, num_sms, previous_event,
                               async_with_compute_stream, allocate_on_comm_stream, handle, do_cpu_sync, do_expand,
@@ -154,7 +156,7 @@ class EPBuffer(BufferBase):
         def check():
             _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue)
             if handle is not None and handle._owner is not self:
-                raise ValueError("handle was made by a different buffer")
+                raise V.fail("handle", "a handle this buffer made", "a handle of another buffer")
             a = check_dispatch(R, x, topk_idx, topk_weights, stats, num_experts,
                                num_max_tokens_per_rank if num_max_tokens_per_rank is not None or handle is not None
                                else self.num_max_tokens_per_rank, expert_alignment, handle, do_cpu_sync, do_expand,
@@ -242,7 +244,7 @@ class EPBuffer(BufferBase):
         def check():
             _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue)
             if isinstance(handle, EPHandle) and handle._owner is not self:
-                raise ValueError("handle was made by a different buffer")
+                raise V.fail("handle", "a handle this buffer made", "a handle of another buffer")
             c = check_combine(x, handle, topk_weights, bias, multi)
             engine.check_combine_capacity(handle, multi)
             state["args"] = c
@@ -302,11 +304,11 @@ class EPBuffer(BufferBase):
 
 def _check_async_flags(previous_event, async_mode, allocate_on_comm_stream, defer_epilogue):
     if previous_event is not None and not allocate_on_comm_stream:
-        raise ValueError("previous_event requires allocate_on_comm_stream=True")
+        raise V.fail("previous_event", "None unless allocate_on_comm_stream=True", "an event")
     if defer_epilogue and not async_mode:
-        raise ValueError("defer_epilogue=True requires async_with_compute_stream=True")
+        raise V.fail("defer_epilogue", "False unless async_with_compute_stream=True", repr(defer_epilogue))
     if previous_event is not None and not isinstance(previous_event, EventHandle):
-        raise TypeError(f"previous_event must be an EventHandle, got {type(previous_event).__name__}")
+        raise V.fail("previous_event", "an EventHandle", type(previous_event).__name__, TypeError)
 
 
 def _replan(plan):

@@ -13,6 +13,8 @@ from typing import Union
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from ..utils.event import EventHandle, EventOverlap
 
 
@@ -26,22 +28,23 @@ def lb_storage(buf) -> torch.Tensor:
 def _check_mapping(buf, mapping: torch.Tensor, num_redundant: int, num_local: int) -> None:
     R = buf.num_ranks
     if not isinstance(mapping, torch.Tensor) or mapping.dtype != torch.int32 or tuple(mapping.shape) != (R, num_redundant):
-        raise ValueError(f"redundancy_mapping must be int32 of shape {(R, num_redundant)}, got "
-                         f"{getattr(mapping, 'dtype', type(mapping))} {tuple(getattr(mapping, 'shape', ()))}")
+        raise V.fail("redundancy_mapping", f"int32 of shape {(R, num_redundant)}",
+                     f"{getattr(mapping, 'dtype', type(mapping))} {tuple(getattr(mapping, 'shape', ()))}")
     bad = (mapping < -1) | (mapping >= R * num_local)
     if bool(bad.any()):
-        raise ValueError(f"redundancy_mapping entries must be in [-1, {R * num_local}), got {mapping[bad][0].item()}")
+        raise V.fail("redundancy_mapping", f"entries in [-1, {R * num_local})", mapping[bad][0].item())
     own = (mapping >= 0) & (mapping // num_local == torch.arange(R, dtype=torch.int32)[:, None])
     if bool(own.any()):
-        raise ValueError("redundancy_mapping: a rank must not host its own experts")
+        raise V.fail("redundancy_mapping", "rows naming other ranks' experts (a rank must not host its own experts)",
+                     f"rank {int(own.nonzero()[0, 0])} hosting its own expert {int(mapping[own][0])}")
 
 
-def _offset(buf, t: torch.Tensor) -> int:
+def _offset(buf, t: torch.Tensor, name: str) -> int:
     storage = buf.lb_storage
     off = t.data_ptr() - storage.data_ptr()
     if storage is None or not t.is_contiguous() or off < 0 or off + t.numel() * t.element_size() > storage.numel():
-        raise ValueError("redundant tensors must be contiguous tensors planned in the buffer's LB region "
-                         "(lb_allocation_plan_or_num_bytes)")
+        raise V.fail(name, "a contiguous tensor planned in the buffer's LB region (lb_allocation_plan_or_num_bytes)",
+                     "a tensor outside it" if t.is_contiguous() else f"strides {t.stride()}")
     return buf.num_bytes + off
 
 
@@ -56,13 +59,13 @@ def lb_prefetch_weights(buf, redundant_expert_weights: Union[torch.Tensor, Seque
 
     def check():
         if len(dsts) != len(srcs):
-            raise ValueError(f"redundant_expert_weights and expert_weights must pair up, got {len(dsts)} and {len(srcs)}")
+            raise V.fail("redundant_expert_weights", f"{len(srcs)} tensors like expert_weights", len(dsts))
         for i, (d, s) in enumerate(zip(dsts, srcs, strict=True)):
             if d.dtype != s.dtype or d.shape[1:] != s.shape[1:]:
-                raise ValueError(f"pair {i}: redundant slot {d.dtype} {tuple(d.shape[1:])} must match expert "
-                                 f"{s.dtype} {tuple(s.shape[1:])}")
+                raise V.fail(f"redundant_expert_weights[{i}]", f"{s.dtype} rows of shape {tuple(s.shape[1:])} like "
+                             f"expert_weights[{i}]", f"{d.dtype} {tuple(d.shape[1:])}")
         _check_mapping(buf, redundancy_mapping, dsts[0].shape[0], srcs[0].shape[0])
-        state["offsets"] = [_offset(buf, d) for d in dsts] if session.transport_kind == "shm" else None
+        state["offsets"] = [_offset(buf, d, f"redundant_expert_weights[{i}]") for i, d in enumerate(dsts)] if session.transport_kind == "shm" else None
         return [21, len(dsts), dsts[0].shape[0], srcs[0].shape[0]]
 
     session.start("lb_prefetch_weights", ("operation", "tensors", "redundant slots", "local experts"), check)
@@ -109,11 +112,12 @@ def lb_reduce_grads(buf, redundant_expert_grads: torch.Tensor, expert_grads: tor
     def check():
         for name, t in (("redundant_expert_grads", redundant_expert_grads), ("expert_grads", expert_grads)):
             if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.dim() != 2:
-                raise ValueError(f"{name} must be a 2-D float32 tensor, got {getattr(t, 'dtype', type(t))}")
+                raise V.fail(name, "a 2-D float32 tensor", f"{getattr(t, 'dtype', type(t))} {tuple(getattr(t, 'shape', ()))}")
         if redundant_expert_grads.shape[1] != expert_grads.shape[1]:
-            raise ValueError("redundant_expert_grads and expert_grads must have the same width")
+            raise V.fail("redundant_expert_grads", f"width {expert_grads.shape[1]} like expert_grads",
+                         redundant_expert_grads.shape[1])
         _check_mapping(buf, redundancy_mapping, redundant_expert_grads.shape[0], expert_grads.shape[0])
-        state["offset"] = _offset(buf, redundant_expert_grads) if session.transport_kind == "shm" else None
+        state["offset"] = _offset(buf, redundant_expert_grads, "redundant_expert_grads") if session.transport_kind == "shm" else None
         return [23, redundant_expert_grads.shape[0], expert_grads.shape[0], expert_grads.shape[1]]
 
     session.start("lb_reduce_grads", ("operation", "redundant slots", "local experts", "width"), check)

@@ -34,9 +34,10 @@ class Config:
                  num_max_nvl_chunked_recv_tokens: int = 256, num_max_rdma_chunked_send_tokens: int = 6,
                  num_max_rdma_chunked_recv_tokens: int = 256):
         if num_sms % 2:
-            raise ValueError(f"Config.num_sms must be even, got {num_sms}")
+            raise V.fail("num_sms", "an even number", num_sms)
         if num_max_nvl_chunked_send_tokens >= num_max_nvl_chunked_recv_tokens:
-            raise ValueError("Config: NVL send chunk must be smaller than the NVL receive chunk")
+            raise V.fail("num_max_nvl_chunked_send_tokens", f"a value < num_max_nvl_chunked_recv_tokens "
+                         f"({num_max_nvl_chunked_recv_tokens})", num_max_nvl_chunked_send_tokens)
         self.num_sms = num_sms
         self.num_max_nvl_chunked_send_tokens = num_max_nvl_chunked_send_tokens
         self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
@@ -148,13 +149,13 @@ class Buffer:
                  allow_nvlink_for_low_latency_mode: bool = True, allow_mnnvl: bool = False,
                  explicitly_destroy: bool = False, enable_shrink: bool = False, comm=None):
         if group is None and comm is None:
-            raise ValueError("Buffer needs a torch.distributed group (mpi4py comm is not supported here)")
+            raise V.fail("group", "a torch.distributed group (mpi4py comm is not supported here)", None)
         group = group if group is not None else dist.group.WORLD
         for name, value in (("num_nvl_bytes", num_nvl_bytes), ("num_rdma_bytes", num_rdma_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value % 128:
-                raise ValueError(f"{name} must be a non-negative multiple of 128, got {value!r}")
+                raise V.fail(name, "a non-negative multiple of 128", repr(value))
         if num_nvl_bytes + num_rdma_bytes == 0:
-            raise ValueError("Buffer needs num_nvl_bytes or num_rdma_bytes > 0")
+            raise V.fail("num_nvl_bytes", "a value > 0, or num_rdma_bytes > 0", "0 with num_rdma_bytes 0")
         self.group = group
         self.rank = group.rank()
         self.group_size = group.size()
@@ -175,27 +176,27 @@ class Buffer:
         self.enable_shrink = bool(enable_shrink)
         if enable_shrink:
             if self._ll is None:
-                raise ValueError("enable_shrink needs low_latency_mode=True over shared memory (ranks of one host, "
-                                 "host kernels)")
+                raise V.fail("enable_shrink", "False unless low_latency_mode=True over shared memory (ranks of one "
+                             "host, host kernels)", f"True with low_latency_mode={low_latency_mode!r}")
             self._ll.mask = torch.zeros(self.group_size, dtype=torch.int32)
 
     # ---- configuration -----------------------------------------------------------------------
     @classmethod
     def set_num_sms(cls, new_num_sms: int) -> None:
         if new_num_sms % 2:
-            raise ValueError(f"num_sms must be even, got {new_num_sms}")
+            raise V.fail("new_num_sms", "an even number", new_num_sms)
         cls.num_sms = new_num_sms
 
     @staticmethod
     def get_dispatch_config(num_ranks: int) -> Config:
         if num_ranks not in _V1_TABLE:
-            raise ValueError(f"no dispatch config for {num_ranks} ranks; known: {_V1_TABLE}")
+            raise V.fail("num_ranks", f"one of {_V1_TABLE} (the ranks with a dispatch config)", num_ranks)
         return Config(Buffer.num_sms, 6, 256, 6, 128)
 
     @staticmethod
     def get_combine_config(num_ranks: int) -> Config:
         if num_ranks not in _V1_TABLE:
-            raise ValueError(f"no combine config for {num_ranks} ranks; known: {_V1_TABLE}")
+            raise V.fail("num_ranks", f"one of {_V1_TABLE} (the ranks with a combine config)", num_ranks)
         return Config(Buffer.num_sms, 4, 256, 6, 128)
 
     @staticmethod
@@ -228,20 +229,21 @@ class Buffer:
         window, which peers write into; with collective transports, bytes only this rank sees.
         The NVL and RDMA buffers are one region here, ``max(num_nvl_bytes, num_rdma_bytes)`` long."""
         if not isinstance(dtype, torch.dtype):
-            raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+            raise V.fail("dtype", "a torch.dtype", type(dtype).__name__, TypeError)
         itemsize = dtype.itemsize
         total = self._ep.num_bytes
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= total or offset % itemsize:
-            raise ValueError(f"offset must be a multiple of {itemsize} in [0, {total}], got {offset!r}")
+            raise V.fail("offset", f"a multiple of {itemsize} in [0, {total}]", repr(offset))
         shape = ((total - offset) // itemsize,) if size is None else \
             (tuple(size) if isinstance(size, (tuple, list, torch.Size)) else (size,))
         numel = 1
         for s in shape:
             if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-                raise ValueError(f"size must be non-negative ints, got {size!r}")
+                raise V.fail("size", "non-negative ints", repr(size))
             numel *= s
         if offset + numel * itemsize > total:
-            raise ValueError(f"{numel} elements of {dtype} at offset {offset} exceed the buffer's {total} bytes")
+            raise V.fail("size", f"at most the buffer's {total} bytes from offset {offset}",
+                         f"{numel} elements of {dtype}")
         session = self._ep._session
         if session.transport_kind == "shm":
             return session.transport.region(self.rank, dtype, shape, offset)
@@ -260,9 +262,10 @@ class Buffer:
         """Per rank / per expert token counts and the token-to-rank mask (a pure function of topk_idx)."""
         R = self.group_size
         if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 2 or topk_idx.dtype != torch.int64:
-            raise TypeError(f"topk_idx must be a 2-D int64 tensor, got {getattr(topk_idx, 'dtype', type(topk_idx))}")
+            raise V.fail("topk_idx", "a 2-D int64 tensor", f"{getattr(topk_idx, 'dtype', type(topk_idx))} "
+                         f"{tuple(getattr(topk_idx, 'shape', ()))}", TypeError)
         if num_experts % R:
-            raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({R})")
+            raise V.fail("num_experts", f"a multiple of the number of ranks ({R})", num_experts)
         valid = topk_idx >= 0
         rank_of = torch.where(valid, topk_idx // (num_experts // R), R)
         is_token_in_rank = torch.zeros(topk_idx.shape[0], R + 1, dtype=torch.bool, device=topk_idx.device)
@@ -293,31 +296,32 @@ class Buffer:
         prev = previous_event.event if isinstance(previous_event, EventOverlap) else previous_event
         if handle is not None:
             if topk_idx is not None or topk_weights is not None:
-                raise ValueError("topk_idx and topk_weights must be None with a cached handle")
+                name = "topk_idx" if topk_idx is not None else "topk_weights"
+                raise V.fail(name, "None with a cached handle", "a tensor")
             if not isinstance(handle, LegacyHandle):
-                raise TypeError(f"handle must be the handle a non-cached dispatch returned, got {type(handle).__name__}")
+                raise V.fail("handle", "the handle a non-cached dispatch returned", type(handle).__name__, TypeError)
             recv_x, _, _, event = self._dispatch_parts(x, None, None, None, handle.cap, None, expert_alignment,
                                                        prev, async_finish, handle.parts, handle)
             (recv_x,), event = _first_rows([recv_x], handle.num_rows, event, self._ep._session)
             return recv_x, None, None, None, None, event
         if is_token_in_rank is None or num_tokens_per_expert is None:
-            raise ValueError("is_token_in_rank and num_tokens_per_expert (from get_dispatch_layout) are required "
-                             "without a cached handle")
+            name = "is_token_in_rank" if is_token_in_rank is None else "num_tokens_per_expert"
+            raise V.fail(name, "a tensor from get_dispatch_layout without a cached handle", None)
         if (topk_idx is None) != (topk_weights is None):
-            raise ValueError("topk_idx and topk_weights must be given together or both omitted")
+            name, other = ("topk_weights", "topk_idx") if topk_weights is None else ("topk_idx", "topk_weights")
+            raise V.fail(name, f"a tensor with {other} (both given or both omitted)", None)
         x_data = x[0] if isinstance(x, tuple) else x
         R = self.group_size
         T = x_data.shape[0]
         if not isinstance(is_token_in_rank, torch.Tensor) or tuple(is_token_in_rank.shape) != (T, R):
-            raise ValueError(f"is_token_in_rank must have shape {(T, R)}, got "
-                             f"{tuple(getattr(is_token_in_rank, 'shape', ()))}")
+            raise V.fail("is_token_in_rank", f"shape {(T, R)}", tuple(getattr(is_token_in_rank, 'shape', ())))
         if not isinstance(num_tokens_per_expert, torch.Tensor) or num_tokens_per_expert.dim() != 1 \
                 or num_tokens_per_expert.shape[0] % R or num_tokens_per_expert.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"num_tokens_per_expert must be a 1-D int tensor of num_experts (a multiple of {R}) "
-                             f"counts, got {getattr(num_tokens_per_expert, 'dtype', type(num_tokens_per_expert))} "
-                             f"{tuple(getattr(num_tokens_per_expert, 'shape', ()))}")
+            raise V.fail("num_tokens_per_expert", f"a 1-D int tensor of num_experts (a multiple of {R}) counts",
+                         f"{getattr(num_tokens_per_expert, 'dtype', type(num_tokens_per_expert))} "
+                         f"{tuple(getattr(num_tokens_per_expert, 'shape', ()))}")
         if isinstance(num_worst_tokens, bool) or not isinstance(num_worst_tokens, int) or num_worst_tokens < 0:
-            raise ValueError(f"num_worst_tokens must be a non-negative int, got {num_worst_tokens!r}")
+            raise V.fail("num_worst_tokens", "a non-negative int", repr(num_worst_tokens))
         num_experts = num_tokens_per_expert.shape[0]
         per_expert = None
         if topk_idx is None:
@@ -337,8 +341,8 @@ class Buffer:
             received = handle.tokens.sum(0)           # per destination rank
             worst = int(received.max())
             if worst > num_worst_tokens:
-                raise ValueError(f"num_worst_tokens={num_worst_tokens} is smaller than the {worst} tokens rank "
-                                 f"{int(received.argmax())} receives")
+                raise V.fail("num_worst_tokens", f"at least the {worst} tokens rank {int(received.argmax())} receives",
+                             num_worst_tokens)
             rows = num_worst_tokens
             counts = []
         else:
@@ -414,15 +418,15 @@ class Buffer:
         """Plain sum over the ranks that received each token (+ biases), in rank order; weights
         are summed the same way."""
         if not isinstance(handle, LegacyHandle):
-            raise TypeError(f"handle must be the handle dispatch returned, got {type(handle).__name__}")
+            raise V.fail("handle", "the handle dispatch returned", type(handle).__name__, TypeError)
         prev = previous_event.event if isinstance(previous_event, EventOverlap) else previous_event
         n = handle.num_received
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] < n:
-            raise ValueError(f"x must have the {handle.num_rows} rows dispatch returned, got "
-                             f"{tuple(getattr(x, 'shape', ()))}")
+            raise V.fail("x", f"a 2-D tensor of the {handle.num_rows} rows dispatch returned",
+                         tuple(getattr(x, 'shape', ())))
         if topk_weights is not None and (not isinstance(topk_weights, torch.Tensor) or topk_weights.shape[0] < n):
-            raise ValueError(f"topk_weights must have the {handle.num_rows} rows dispatch returned, got "
-                             f"{tuple(getattr(topk_weights, 'shape', ()))}")
+            raise V.fail("topk_weights", f"the {handle.num_rows} rows dispatch returned",
+                         tuple(getattr(topk_weights, 'shape', ())))
         x = x[:n]
         topk_weights = None if topk_weights is None else topk_weights[:n]
         if len(handle.parts) == 1:
@@ -452,7 +456,7 @@ class Buffer:
     # ---- shrink / fault masks (enable_shrink=True) --------------------------------------------
     def _shrink_mask(self) -> torch.Tensor:
         if not self.enable_shrink:
-            raise ValueError("the low-latency mask needs a Buffer created with enable_shrink=True")
+            raise V.fail("enable_shrink", "True at construction for the low-latency mask", False)
         return self._ll.mask
 
     def low_latency_update_mask_buffer(self, rank: int, mask: bool = False) -> None:
@@ -461,9 +465,9 @@ class Buffer:
         Ranks that time out or die inside a low-latency kernel are masked automatically."""
         table = self._shrink_mask()
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.group_size:
-            raise ValueError(f"rank must be in [0, {self.group_size}), got {rank!r}")
+            raise V.fail("rank", f"an int in [0, {self.group_size})", repr(rank))
         if rank == self.rank and mask:
-            raise ValueError("a rank cannot mask itself")
+            raise V.fail("rank", f"another rank than this one ({self.rank}) with mask=True: a rank cannot mask itself", rank)
         table[rank] = int(bool(mask))
 
     def low_latency_query_mask_buffer(self, mask_status: torch.Tensor) -> None:
@@ -471,9 +475,9 @@ class Buffer:
         table = self._shrink_mask()
         if not isinstance(mask_status, torch.Tensor) or mask_status.dtype != torch.int32 \
                 or tuple(mask_status.shape) != (self.group_size,):
-            raise ValueError(f"mask_status must be an int32 tensor of shape ({self.group_size},), got "
-                             f"{getattr(mask_status, 'dtype', type(mask_status))} "
-                             f"{tuple(getattr(mask_status, 'shape', ()))}")
+            raise V.fail("mask_status", f"an int32 tensor of shape ({self.group_size},)",
+                         f"{getattr(mask_status, 'dtype', type(mask_status))} "
+                         f"{tuple(getattr(mask_status, 'shape', ()))}")
         mask_status.copy_(table)
 
     def low_latency_clean_mask_buffer(self) -> None:
@@ -486,13 +490,14 @@ class Buffer:
                              return_recv_hook: bool = False):
         """Returns ``(recv_x, recv_count, handle, event, hook)`` with ``recv_x`` packed per local expert."""
         if not self.low_latency_mode:
-            raise ValueError("low_latency_dispatch needs a Buffer created with low_latency_mode=True")
+            raise V.fail("low_latency_mode", "True at construction for low_latency_dispatch", False)
         if async_finish and return_recv_hook:
-            raise ValueError("async_finish and return_recv_hook cannot both be set")
+            raise V.fail("return_recv_hook", "False with async_finish=True (they cannot both be set)", True)
         if use_ue8m0 and not round_scale:
-            raise ValueError("use_ue8m0=True requires round_scale=True")
+            raise V.fail("use_ue8m0", "False unless round_scale=True", f"{use_ue8m0!r} with round_scale={round_scale!r}")
         if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16 or x.dim() != 2:
-            raise TypeError(f"x must be a 2-D BF16 tensor, got {getattr(x, 'dtype', type(x))}")
+            raise V.fail("x", "a 2-D BF16 tensor", f"{getattr(x, 'dtype', type(x))} {tuple(getattr(x, 'shape', ()))}",
+                         TypeError)
         R, M, H = self.group_size, num_max_dispatch_tokens_per_rank, x.shape[1]
         if self._ll is not None:
             return self._ll_dispatch(x, topk_idx, M, num_experts, cumulative_local_expert_recv_stats, use_fp8,
@@ -579,7 +584,7 @@ class Buffer:
         ``use_logfmt``: the rows travel in upstream's lossy LogFMT-10 format (host/logfmt.hpp) over
         shared memory; across hosts (the collective path) they stay BF16."""
         if zero_copy and use_logfmt:
-            raise ValueError("zero_copy and use_logfmt cannot be combined (as upstream)")
+            raise V.fail("use_logfmt", "False with zero_copy=True (they cannot be combined, as upstream)", True)
         if zero_copy:
             x = self._zero_copy
         if isinstance(out, torch.Tensor):
@@ -596,12 +601,16 @@ class Buffer:
                                                logfmt=bool(use_logfmt))
             return combined, event or EventOverlap(), (lambda: None) if return_recv_hook else None
         if not isinstance(handle, LowLatencyHandle) or getattr(handle, "ep_handle", None) is None:
-            raise ValueError("handle must come from low_latency_dispatch (call its hook first in hook mode)")
+            raise V.fail("handle", "a handle from low_latency_dispatch (call its hook first in hook mode)",
+                         "a handle whose hook was not called" if isinstance(handle, LowLatencyHandle)
+                         else type(handle).__name__)
         ep_handle = handle.ep_handle
         e_local, RM, H = x.shape
         if not isinstance(topk_weights, torch.Tensor) or topk_weights.dtype != torch.float32 \
                 or tuple(topk_weights.shape) != tuple(topk_idx.shape):
-            raise ValueError(f"topk_weights must be float32 of shape {tuple(topk_idx.shape)}")
+            raise V.fail("topk_weights", f"float32 of shape {tuple(topk_idx.shape)}",
+                         f"{getattr(topk_weights, 'dtype', type(topk_weights))} "
+                         f"{tuple(getattr(topk_weights, 'shape', ()))}")
         expanded = x.reshape(e_local * RM, H)  # the packed layout is the expanded layout
         combined, _, event = self._ep._combine(expanded, ep_handle, None, None, None, async_finish, False, False,
                                                multiple_reduction=False, slot_weights=topk_weights.contiguous())

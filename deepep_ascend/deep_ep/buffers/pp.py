@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from ..utils.event import EventHandle, EventOverlap
 from ..utils.math import align
 from .base import BufferBase
@@ -20,7 +22,7 @@ class PPBuffer(BufferBase):
         for name, value in (("num_max_tensor_bytes", num_max_tensor_bytes),
                             ("num_max_inflight_tensors", num_max_inflight_tensors)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise V.fail(name, "a positive int", repr(value))
         self.group = group
         self.rank_idx = group.rank()
         self.num_ranks = group.size()
@@ -36,14 +38,13 @@ class PPBuffer(BufferBase):
     def _check(self, x: torch.Tensor, peer: int, name: str) -> int:
         self._check_alive()
         if not isinstance(x, torch.Tensor) or not x.is_contiguous():
-            raise ValueError("x must be a contiguous tensor")
+            raise V.fail("x", "a contiguous tensor", f"strides {x.stride()}" if isinstance(x, torch.Tensor) else type(x).__name__)
         nbytes = x.numel() * x.element_size()
         if nbytes > self.num_max_tensor_bytes:
-            raise ValueError(f"x has {nbytes} bytes, more than num_max_tensor_bytes ({self.num_max_tensor_bytes})")
+            raise V.fail("x", f"at most num_max_tensor_bytes ({self.num_max_tensor_bytes}) bytes", f"{nbytes} bytes")
         neighbours = {(self.rank_idx + 1) % self.num_ranks, (self.rank_idx - 1) % self.num_ranks}
         if peer not in neighbours:
-            raise ValueError(f"{name} must be a ring neighbour of rank {self.rank_idx} ({sorted(neighbours)}), "
-                             f"got {peer}")
+            raise V.fail(name, f"a ring neighbour of rank {self.rank_idx} ({sorted(neighbours)})", peer)
         return dist.get_global_rank(self.group, peer)
 
     def send(self, x: torch.Tensor, dst_rank_idx: int, num_sms=None) -> EventOverlap:

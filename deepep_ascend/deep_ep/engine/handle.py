@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import validation as V
+
 
 class EPHandle:
     """Public fields follow upstream (see the spec, section 3.4); fields starting with ``_`` hold
@@ -42,8 +44,8 @@ class EPHandle:
 
     def check_topk_idx(self) -> None:
         if self._topk_idx_version is not None and self._topk_idx._version != self._topk_idx_version:
-            raise ValueError("handle: topk_idx was modified in place after the dispatch that made this handle; "
-                             "a handle replays one routing only, dispatch again for a new one")
+            raise V.fail("handle", "a handle whose topk_idx is unchanged since its dispatch (a handle replays one "
+                         "routing only: dispatch again for a new one)", "topk_idx modified in place")
 
     @property
     def num_topk(self) -> int:

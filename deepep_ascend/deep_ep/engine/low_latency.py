@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import torch
 
 from deepjit import descriptors
+from deepjit import validation as V
 from deepjit.host_memory import OutputPool
 
 from .._lib import kernel, launch_args
 from ..utils.math import align
-from .checks import check_low_latency_combine, check_low_latency_dispatch
+from .checks import check_low_latency_combine, check_low_latency_dispatch, expert_id_error
 
 SIG_WORDS = 16
 SIG_ERR = 8
@@ -133,10 +134,7 @@ class LowLatencyEngine:
                                  f"{self.transport.message(seq, peer)}")
             if code in (1, 2):
                 t, k, value = row[SIG_ERR + 1: SIG_ERR + 4]
-                what = (f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in [-1, {row[4]})"
-                        if code == 1 else
-                        f"topk_idx[{t}] selects expert {value} twice (slot {k}): a token may select each expert "
-                        f"at most once")
+                what = expert_id_error(code, t, k, value, row[4])
                 raise ValueError(what if peer == self.rank else f"deep_ep {op}: rank {peer} rejected its arguments: "
                                                                  f"{what}")
         mine = sigs[self.rank]
@@ -195,7 +193,7 @@ class LowLatencyEngine:
         T, H = x.shape
         check_low_latency_dispatch(R, x, topk_idx, M, num_experts, stats)
         if x.stride(1) != 1:
-            raise ValueError("x must have contiguous rows (stride(1) == 1)")
+            raise V.fail("x", "contiguous rows (stride(1) == 1)", f"strides {x.stride()}")
         e_local, K = num_experts // R, topk_idx.shape[1]
         blocks = H // 128
         packs = -(-blocks // 4) if use_ue8m0 else blocks

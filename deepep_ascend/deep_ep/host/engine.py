@@ -11,7 +11,7 @@ from deepjit.host_memory import OutputPool
 
 from .._lib import kernel, launch_args
 from ..engine.base import DispatchOutputs, Engine, expert_starts
-from ..engine.checks import CombineArgs, DispatchArgs
+from ..engine.checks import CombineArgs, DispatchArgs, expert_id_error
 from ..engine.layout import COUNTS_BYTES, RowLayout, SlotLayout, combine_bytes, dispatch_bytes
 from ..engine.plan import RoutePlan
 from ..utils.math import align
@@ -53,12 +53,8 @@ class HostEngine(Engine):
                            exp_pos=exp_pos, err=self._err)
         kernel("ep_dispatch_plan")(descriptors.address(args))
         code, t, k, value = self._err.tolist()
-        if code == 1:
-            raise ValueError(f"topk_idx[{t}, {k}] = {value} is out of range: expert ids must be in "
-                             f"[-1, {a.num_experts})")
-        if code == 2:
-            raise ValueError(f"topk_idx[{t}] selects expert {value} twice (slot {k}): a token may select each "
-                             f"expert at most once")
+        if code in (1, 2):
+            raise ValueError(expert_id_error(code, t, k, value, a.num_experts))
         return RoutePlan(a.hidden, R, e_local, dst_slot, within, exp_pos,
                          torch.cat([send_count[:, None], expert_count], 1))
 

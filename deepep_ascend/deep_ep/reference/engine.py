@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ..engine.base import Engine, ReturnedRows
-from ..engine.checks import CombineArgs, DispatchArgs
+from ..engine.checks import CombineArgs, DispatchArgs, expert_id_error
 from ..engine.plan import RoutePlan
 
 
@@ -39,14 +39,12 @@ class ReferenceEngine(Engine):
         bad = (idx < -1) | (idx >= a.num_experts)
         if bool(bad.any()):
             t, k = (int(v) for v in bad.nonzero()[0])
-            raise ValueError(f"topk_idx[{t}, {k}] = {int(idx[t, k])} is out of range: expert ids must be in "
-                             f"[-1, {a.num_experts})")
+            raise ValueError(expert_id_error(1, t, k, int(idx[t, k]), a.num_experts))
         same = (idx[:, :, None] == idx[:, None, :]) & (idx[:, :, None] >= 0)
         dup = same & torch.ones(K, K, dtype=torch.bool, device=idx.device).tril(-1)
         if bool(dup.any()):
             t, k, _ = (int(v) for v in dup.nonzero()[0])
-            raise ValueError(f"topk_idx[{t}] selects expert {int(idx[t, k])} twice (slot {k}): a token may select "
-                             f"each expert at most once")
+            raise ValueError(expert_id_error(2, t, k, int(idx[t, k]), a.num_experts))
         valid = idx >= 0
         owner = torch.where(valid, idx // e_local, R)
         in_rank = torch.zeros(T, R + 1, dtype=torch.bool, device=idx.device).scatter_(1, owner, True)[:, :R]

@@ -12,6 +12,7 @@ import os
 
 import torch.distributed as dist
 
+from deepjit import validation as V
 from deepjit.symm import host_identity
 
 CHOICES = ("auto", "shm", "hybrid", "dist")
@@ -20,7 +21,7 @@ CHOICES = ("auto", "shm", "hybrid", "dist")
 def forced_transport() -> str:
     value = os.environ.get("EP_TRANSPORT", "auto") or "auto"
     if value not in CHOICES:
-        raise ValueError(f"EP_TRANSPORT must be one of {', '.join(CHOICES)}, got {value!r}")
+        raise V.fail("EP_TRANSPORT", f"one of {', '.join(CHOICES)}", repr(value))
     return value
 
 
@@ -30,14 +31,16 @@ def choose_transport(group, device_type: str, host_kernels: bool) -> str:
     dist.all_gather_object(hosts, (host_identity(), forced_transport(), host_kernels), group=group)
     forced = {h[1] for h in hosts}
     if len(forced) != 1:
-        raise ValueError(f"EP_TRANSPORT differs across ranks: {[h[1] for h in hosts]}")
+        raise V.fail("EP_TRANSPORT", "one value on every rank", [h[1] for h in hosts])
     wanted = forced.pop()
     one_host = len({h[0] for h in hosts}) == 1
     can_window = device_type == "cpu" and all(h[2] for h in hosts)
     if wanted in ("shm", "hybrid") and not can_window:
-        raise ValueError(f"EP_TRANSPORT={wanted} needs CPU tensors and host kernels on every rank")
+        kernels = "" if all(h[2] for h in hosts) else ", a rank without host kernels"
+        raise V.fail("EP_TRANSPORT", "'auto' or 'dist' unless every rank has CPU tensors and host kernels",
+                     f"{wanted!r} with {device_type} tensors{kernels}")
     if wanted == "shm" and not one_host:
-        raise ValueError("EP_TRANSPORT=shm is impossible here: ranks span several hosts")
+        raise V.fail("EP_TRANSPORT", "'auto', 'hybrid' or 'dist' where ranks span several hosts", repr(wanted))
     if wanted == "auto":
         return ("shm" if one_host else "hybrid") if can_window else "dist"
     return wanted

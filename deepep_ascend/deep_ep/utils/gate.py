@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import validation as V
+
 __all__ = ["generate_rank_count", "generate_topk_idx", "get_precise_unbalanced_scores", "get_random_unbalanced_scores",
            "get_scores_by_factor", "get_unbalanced_scores", "map_unbalanced_ratio_to_factor"]
 
@@ -14,7 +16,9 @@ def generate_topk_idx(rank_count: torch.Tensor, num_tokens: int, num_experts: in
     """``[num_tokens, num_topk]`` expert ids: for token t, ``rank_count[t, r]`` distinct random
     experts of rank r, ranks in order."""
     if tuple(rank_count.shape) != (num_tokens, num_ranks) or bool((rank_count.sum(1) != num_topk).any()):
-        raise ValueError(f"rank_count must be [{num_tokens}, {num_ranks}] with rows summing to {num_topk}")
+        raise V.fail("rank_count", f"shape ({num_tokens}, {num_ranks}) with rows summing to num_topk ({num_topk})",
+                     f"shape {tuple(rank_count.shape)}" if tuple(rank_count.shape) != (num_tokens, num_ranks)
+                     else f"row sums {sorted(set(rank_count.sum(1).tolist()))}")
     per_rank = num_experts // num_ranks
     dev = rank_count.device
     experts = torch.arange(num_experts, device=dev).view(1, num_ranks, per_rank).expand(num_tokens, -1, -1)
@@ -30,7 +34,7 @@ def generate_rank_count(num_tokens: int, num_experts: int, num_ranks: int, num_t
     rank 0 (the special rank) is among them for about ``ratio`` times as many tokens as each other
     rank, and the other ranks are touched equally often, to within one token."""
     if ratio < 1.0:
-        raise ValueError(f"ratio must be >= 1, got {ratio}")
+        raise V.fail("ratio", "a value >= 1", ratio)
     per_rank, normal_ranks = num_experts // num_ranks, num_ranks - 1
     scores = torch.rand(num_tokens, num_experts, dtype=torch.float32, device=device)
     ranks = torch.topk(scores, num_topk, dim=1).indices // per_rank
@@ -64,7 +68,7 @@ def generate_rank_count(num_tokens: int, num_experts: int, num_ranks: int, num_t
         count.scatter_add_(1, dealt, share)
     count[:, 0] = torch.where(has_special, num_topk // touched + (num_topk % touched > 0).long(), 0)
     if bool((count > per_rank).any()):
-        raise ValueError(f"num_topk={num_topk} does not fit the {per_rank} experts per rank at ratio {ratio}")
+        raise V.fail("num_topk", f"a count that fits the {per_rank} experts per rank at ratio {ratio}", num_topk)
     return count[torch.randperm(num_tokens, device=device)].int()
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from deepjit import validation as V
+
 
 def align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
@@ -18,7 +20,7 @@ def per_token_cast_to_fp8(x: torch.Tensor, use_ue8m0: bool = False) -> tuple[tor
     rounded up to powers of two."""
     t, h = x.shape
     if h % 128:
-        raise ValueError(f"per_token_cast_to_fp8: hidden must be a multiple of 128, got {h}")
+        raise V.fail("x", "a hidden size (dim 1) that is a multiple of 128", f"shape {tuple(x.shape)}")
     blocks = x.float().view(t, h // 128, 128)
     amax = blocks.abs().amax(dim=2).clamp(min=1e-4)
     scale = amax / 448.0
@@ -74,7 +76,7 @@ def inplace_unique(x: torch.Tensor, num_slots: int) -> None:
     """Each row of ``x`` (ids in ``[0, num_slots)``, -1 for none) replaced in place by its distinct
     ids, largest first, then -1."""
     if x.dim() != 2:
-        raise ValueError(f"x must be 2-D, got {x.dim()}-D")
+        raise V.fail("x", "a 2-D tensor", f"shape {tuple(x.shape)}")
     present = torch.zeros(x.shape[0], num_slots + 1, dtype=torch.bool, device=x.device)
     present.scatter_(1, x.masked_fill(x < 0, num_slots).long(), True)
     ids = torch.arange(num_slots, device=x.device, dtype=x.dtype).expand(x.shape[0], -1)

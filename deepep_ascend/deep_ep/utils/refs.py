@@ -13,6 +13,8 @@ import math
 import torch
 import torch.distributed as dist
 
+from deepjit import validation as V
+
 from .envs import get_global_seed
 
 __all__ = ["combine", "dispatch", "generate_pre_combine_data", "ordered_accumulate"]
@@ -33,7 +35,7 @@ def dispatch(x, topk_idx: torch.Tensor, topk_weights: torch.Tensor | None, num_m
     token's whole weight row, ``recv_src_token_idx`` int32 ``src_rank * num_max_tokens_per_rank + i``."""
     rank, num_ranks = dist.get_rank(), dist.get_world_size()
     if num_experts % num_ranks:
-        raise ValueError(f"num_experts ({num_experts}) must be divisible by the number of ranks ({num_ranks})")
+        raise V.fail("num_experts", f"a multiple of the number of ranks ({num_ranks})", num_experts)
     per_rank = num_experts // num_ranks
     x, sf = x if isinstance(x, tuple) else (x, None)
     owner = torch.where(topk_idx >= 0, topk_idx // per_rank, -1)
@@ -96,7 +98,7 @@ def combine(y: torch.Tensor, topk_idx: torch.Tensor, num_scaleout_ranks: int, nu
     """``y [T, K, H]`` -> ``[T, H]``. ``reduce_in_local``: partial sums per rank first (multiple
     reduction); ``reduce_in_scaleup`` (requires it): then per scale-up domain (hybrid mode)."""
     if reduce_in_scaleup and not reduce_in_local:
-        raise ValueError("reduce_in_scaleup=True requires reduce_in_local=True")
+        raise V.fail("reduce_in_scaleup", "False unless reduce_in_local=True", f"{reduce_in_scaleup!r} with reduce_in_local={reduce_in_local!r}")
     per_rank = num_experts // (num_scaleout_ranks * num_scaleup_ranks)
     if reduce_in_local:
         y = _grouped_reduce(y, topk_idx // per_rank)

@@ -25,19 +25,21 @@ def _declared(index: int, value, declared: str):
     if declared == POINTER:
         if isinstance(value, int) and value >= 0:
             return ctypes.c_void_p(value)
-        raise TypeError(f"argument {index}: the kernel declares a pointer, got {type(value).__name__} {value!r}")
+        raise TypeError(f"argument {index}: expected a pointer (the kernel declares one), got {type(value).__name__} "
+                        f"{value!r}")
     ctype = SCALARS.get(declared)
     if ctype is None:
-        raise TypeError(f"argument {index}: the kernel declares {declared!r}; pass a ctypes or numpy scalar of it")
+        raise TypeError(f"argument {index}: expected a ctypes or numpy scalar of the declared {declared!r}, got "
+                        f"{type(value).__name__} {value!r}")
     if ctype in (ctypes.c_float, ctypes.c_double):
         return ctype(value)
     if isinstance(value, float):
-        raise TypeError(f"argument {index}: the kernel declares {declared!r}, got float {value!r}")
+        raise TypeError(f"argument {index}: expected an int for the declared {declared!r}, got float {value!r}")
     bits = 8 * ctypes.sizeof(ctype)
     signed = ctype(-1).value == -1 if ctype is not ctypes.c_bool else False
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     if not low <= value <= high:
-        raise ValueError(f"argument {index} = {value} does not fit the declared {declared!r}")
+        raise ValueError(f"argument {index}: expected a value that fits the declared {declared!r}, got {value}")
     return ctype(value)
 
 
@@ -56,15 +58,16 @@ def to_ctype(index: int, value, declared: str | None = None):
     if isinstance(value, np.generic):
         ctype = _NUMPY_CTYPES.get(value.dtype)
         if ctype is None:
-            raise TypeError(f"argument {index}: unsupported numpy scalar type {value.dtype}")
+            raise TypeError(f"argument {index}: expected a numpy scalar of a supported type, got {value.dtype}")
         return ctype(value.item())
     if isinstance(value, bool):
-        raise TypeError(f"argument {index}: pass a bool as ctypes.c_bool or an int of the kernel's width")
+        raise TypeError(f"argument {index}: expected ctypes.c_bool or an int of the kernel's width for a bool, got "
+                        f"{value!r}")
     if declared is not None and isinstance(value, (int, float)):
         return _declared(index, value, declared)
     if isinstance(value, int):
         if not -(1 << 63) <= value < (1 << 63):
-            raise ValueError(f"argument {index} = {value} does not fit in int64")
+            raise ValueError(f"argument {index}: expected a value that fits in int64, got {value}")
         return ctypes.c_int64(value)
     if isinstance(value, float):
         return ctypes.c_double(value)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import validation as V
 from ..backends.ascend_twin import windows as twin_windows
 from .window import SymmetricWindow
 
@@ -51,10 +52,10 @@ class DeviceWindow:
 
         for name, value in (("num_bytes", num_bytes), ("num_flags", num_flags)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+                raise V.fail(name, "a non-negative int", repr(value))
         device = torch.device(device)
         if device.type not in ("cpu", "npu"):
-            raise ValueError(f"device must be cpu (the Ascend twin) or npu, got {device}")
+            raise V.fail("device", "cpu (the Ascend twin) or npu", device)
         if not dist.is_initialized():
             raise RuntimeError("DeviceWindow.create needs an initialised torch.distributed process group")
         group = group if group is not None else dist.group.WORLD
@@ -73,8 +74,8 @@ class DeviceWindow:
             # by group rank: only a group whose ranks are the world's (in order) maps one onto the other
             if self.num_ranks != dist.get_world_size() or any(                          # pragma: npu
                     dist.get_global_rank(group, r) != r for r in range(self.num_ranks)):
-                raise ValueError("DeviceWindow on NPU needs the WORLD group (CANN SHMEM PEs are world ranks), "
-                                 f"got a group of {self.num_ranks} of {dist.get_world_size()} ranks")
+                raise V.fail("group", "the WORLD group for a DeviceWindow on NPU (CANN SHMEM PEs are world "
+                             "ranks)", f"a group of {self.num_ranks} of {dist.get_world_size()} ranks")
             self._npu = _NpuHeapObject(self.window_bytes, self.num_ranks)          # pragma: npu
             self.timeout_s = 0.0 if timeout_s is None else float(timeout_s)
             self.bases = torch.tensor(self._npu.peer_addresses(), dtype=torch.int64).to(device)
@@ -84,9 +85,9 @@ class DeviceWindow:
             if self._window.num_local_ranks != self.num_ranks:
                 ranks = self._window.local_ranks
                 self._window.destroy()
-                raise ValueError(f"DeviceWindow {name_hint!r}: the twin's window is host shared memory, so every "
-                                 f"rank must run on this host; only group ranks {ranks} of {self.num_ranks} do "
-                                 f"(use the HCCL transport for groups that span hosts)")
+                raise V.fail("group", f"ranks all on this host for DeviceWindow {name_hint!r} (the twin's window is "
+                             f"host shared memory; use the HCCL transport for groups that span hosts)",
+                             f"only group ranks {ranks} of {self.num_ranks} here")
             self.timeout_s = self._window.timeout_s
             self.bases = self._window.data_ptrs()
             self._own_flags().zero_()
@@ -135,20 +136,20 @@ class DeviceWindow:
     @staticmethod
     def _bytes(name: str, t: torch.Tensor) -> torch.Tensor:
         if not isinstance(t, torch.Tensor) or not t.is_contiguous() or t.numel() == 0:
-            raise ValueError(f"{name} must be a non-empty contiguous tensor, got "
-                             f"{type(t).__name__ if not isinstance(t, torch.Tensor) else tuple(t.shape)}")
+            raise V.fail(name, "a non-empty contiguous tensor", type(t).__name__ if not isinstance(t, torch.Tensor)
+                         else f"shape {tuple(t.shape)}, strides {t.stride()}")
         return t.view(-1).view(torch.uint8)
 
     def _check_range(self, op: str, peer: int, offset: int, num_bytes: int, flag: int, num_blocks: int) -> None:
         if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.num_ranks:
-            raise ValueError(f"DeviceWindow.{op}: peer must be a rank in [0, {self.num_ranks}), got {peer!r}")
+            raise V.fail("peer", f"a rank in [0, {self.num_ranks}) for DeviceWindow.{op}", repr(peer))
         if not isinstance(offset, int) or offset < 0 or offset + num_bytes > self.num_data_bytes:
-            raise ValueError(f"DeviceWindow.{op}: bytes [{offset}, {offset + num_bytes}) exceed the window's "
-                             f"{self.num_data_bytes} data bytes")
+            raise V.fail("offset", f"a byte range inside the window's {self.num_data_bytes} data bytes for "
+                         f"DeviceWindow.{op}", f"bytes [{offset}, {offset + num_bytes})")
         if not isinstance(flag, int) or not 0 <= flag < self.num_flags:
-            raise ValueError(f"DeviceWindow.{op}: flag must be in [0, {self.num_flags}), got {flag!r}")
+            raise V.fail("flag", f"a flag in [0, {self.num_flags}) for DeviceWindow.{op}", repr(flag))
         if not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ValueError(f"DeviceWindow.{op}: num_blocks must be a positive int, got {num_blocks!r}")
+            raise V.fail("num_blocks", f"a positive int for DeviceWindow.{op}", repr(num_blocks))
 
     # ---- host views (tests, debugging; never on a hot path) -----------------------------------------
     def data(self, rank: int, dtype: torch.dtype, shape, offset: int = 0) -> torch.Tensor:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from .. import validation as V
 from .errors import PeerAbortedError, PeerDiedError, PeerTimeoutError, SymmetricWindowError
 from .kernels import entry_points, notify_kernel, wait_kernel
 
@@ -167,12 +168,12 @@ class SymmetricWindow:
         import torch.distributed as dist
 
         if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0:
-            raise ValueError(f"num_bytes must be a non-negative int, got {num_bytes!r}")
+            raise V.fail("num_bytes", "a non-negative int", repr(num_bytes))
         if isinstance(num_signals, bool) or not isinstance(num_signals, int) or num_signals < 0:
-            raise ValueError(f"num_signals must be a non-negative int, got {num_signals!r}")
+            raise V.fail("num_signals", "a non-negative int", repr(num_signals))
         reserve_bytes = num_bytes if reserve_bytes is None else reserve_bytes
         if isinstance(reserve_bytes, bool) or not isinstance(reserve_bytes, int) or not 0 <= reserve_bytes:
-            raise ValueError(f"reserve_bytes must be a non-negative int, got {reserve_bytes!r}")
+            raise V.fail("reserve_bytes", "a non-negative int", repr(reserve_bytes))
         if not dist.is_initialized():
             raise RuntimeError("SymmetricWindow.create needs an initialised torch.distributed process group")
         group = group if group is not None else dist.group.WORLD
@@ -186,9 +187,8 @@ class SymmetricWindow:
         local_ranks = [r for r in range(world) if infos[r][0] == me[0]]
         for r in local_ranks:
             if infos[r][3:5] != (num_bytes, num_signals):
-                raise ValueError(f"SymmetricWindow.create: every local rank must pass the same num_bytes and "
-                                 f"num_signals; rank {rank} has ({num_bytes}, {num_signals}), "
-                                 f"rank {r} has {infos[r][3:5]}")
+                raise V.fail("num_bytes", "the same num_bytes and num_signals on every local rank",
+                             f"rank {rank} has ({num_bytes}, {num_signals}), rank {r} has {infos[r][3:5]}")
         leader = infos[local_ranks[0]]
         hint = re.sub(r"[^A-Za-z0-9_]", "_", name_hint)[:32]
         token = f"dj-symm-{hint}-{_pid_namespace()}-{leader[1]}-{leader[2]}-{leader[5]}"
@@ -356,7 +356,7 @@ class SymmetricWindow:
 
     def _check_peer(self, peer: int):
         if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < self.num_local_ranks:
-            raise ValueError(f"peer must be a local rank index in [0, {self.num_local_ranks}), got {peer!r}")
+            raise V.fail("peer", f"a local rank index in [0, {self.num_local_ranks})", repr(peer))
 
     def tensor(self, peer: int, dtype: torch.dtype, shape: Sequence[int], offset: int = 0) -> torch.Tensor:
         """A view of ``shape``/``dtype`` at byte ``offset`` of local peer ``peer``'s data region."""
@@ -367,13 +367,13 @@ class SymmetricWindow:
         numel = 1
         for s in shape:
             if s < 0:
-                raise ValueError(f"shape must be non-negative, got {shape}")
+                raise V.fail("shape", "non-negative sizes", shape)
             numel *= s
         if offset < 0 or offset % itemsize:
-            raise ValueError(f"offset must be a non-negative multiple of {itemsize} for {dtype}, got {offset}")
+            raise V.fail("offset", f"a non-negative multiple of {itemsize} for {dtype}", offset)
         if offset + numel * itemsize > self.num_bytes:
-            raise ValueError(f"view of {numel * itemsize} bytes at offset {offset} exceeds the window's "
-                             f"{self.num_bytes} data bytes")
+            raise V.fail("shape", f"a view inside the window's {self.num_bytes} data bytes from offset {offset}",
+                         f"{numel * itemsize} bytes")
         start = self.header_bytes + offset
         return self._bases[peer][start:start + numel * itemsize].view(dtype).view(shape)
 
@@ -383,7 +383,7 @@ class SymmetricWindow:
         (used to hand out window memory as operation outputs and reuse it once released)."""
         self._check_usable()
         if offset < 0 or num_bytes < 0 or offset + num_bytes > self.num_bytes:
-            raise ValueError(f"range [{offset}, {offset + num_bytes}) exceeds the window's {self.num_bytes} data bytes")
+            raise V.fail("offset", f"a range inside the window's {self.num_bytes} data bytes", f"[{offset}, {offset + num_bytes})")
         # Through a memoryview, which the tensor's storage keeps alive: the export it holds keeps the
         # mapping in place after destroy() while a caller still uses the view (frombuffer on the mmap
         # itself holds no export, so destroy() would unmap memory a caller still reads).
@@ -407,7 +407,7 @@ class SymmetricWindow:
     def signal_address(self, peer: int, slot: int) -> int:
         self._check_peer(peer)
         if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.num_signals:
-            raise ValueError(f"signal slot must be in [0, {self.num_signals}), got {slot!r}")
+            raise V.fail("slot", f"a signal slot in [0, {self.num_signals})", repr(slot))
         return self._line_address(peer, _FIRST_SIGNAL_LINE + self.num_local_ranks + slot)
 
     def _addresses(self, key, make) -> torch.Tensor:

@@ -76,7 +76,7 @@ def bind(places: ShapeVars, tensors) -> dict[str, int]:
     for name, where in places:
         seen = [(i, d, int(tensors[i].shape[d] if d >= 0 else tensors[i].stride(-1 - d))) for i, d in where]
         if len({v for _, _, v in seen}) > 1:
-            raise ValueError(f"symbolic dimension {name}: tensors disagree on its size: "
+            raise ValueError(f"symbolic dimension {name}: expected one size across the tensors, got "
                              + ", ".join(f"argument {i} dim {d} = {v}" for i, d, v in seen))
         values[name] = seen[0][2]
     return values

@@ -54,7 +54,7 @@ def parse_arch(arch: str) -> int:
     """``dav-3510`` -> 3510."""
     digits = str(arch).removeprefix("dav-")
     if not digits.isdigit():
-        raise ValueError(f"expected an Ascend architecture like 'dav-3510', got {arch!r}")
+        raise ValueError(f"arch: expected an Ascend architecture like 'dav-3510', got {arch!r}")
     return int(digits)
 
 

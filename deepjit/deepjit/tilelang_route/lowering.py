@@ -24,9 +24,9 @@ class AscendKernelSpec:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"AscendKernelSpec {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+            raise ValueError(f"kind: expected one of {KINDS} (AscendKernelSpec {self.name!r}), got {self.kind!r}")
         if not re.fullmatch(r"[A-Za-z0-9_]+", self.name or ""):
-            raise ValueError(f"AscendKernelSpec name must contain only letters, digits, or underscores, got {self.name!r}")
+            raise ValueError(f"name: expected only letters, digits, or underscores (an AscendKernelSpec), got {self.name!r}")
 
 
 @dataclass(frozen=True)

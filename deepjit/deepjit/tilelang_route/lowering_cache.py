@@ -117,7 +117,7 @@ def cached_lowering(builder, *args, disk_cache: DiskCache | None = None) -> Cach
     ``args`` must be hashable values whose ``repr`` names them fully (ints, floats, strings, tuples,
     frozen dataclasses). ``disk_cache`` defaults to ``DJ_JIT_CACHE_DIR``'s."""
     if not callable(builder):
-        raise TypeError(f"cached_lowering: builder must be callable, got {type(builder).__name__}")
+        raise TypeError(f"builder: expected a callable (cached_lowering), got {type(builder).__name__}")
     disk_cache = disk_cache or DiskCache.from_env(Env("DJ"))
     key = lowering_key(builder, args)
     entry = disk_cache.entry(TAG, key)

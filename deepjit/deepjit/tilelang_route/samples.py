@@ -12,7 +12,7 @@ def vector_add(n: int = 16384, tile: int = 1024, num_blocks: int = 8, threads: i
     import tilelang.ascend.language as T
 
     if n % (tile * num_blocks):
-        raise ValueError(f"n must be a multiple of tile * num_blocks = {tile * num_blocks}, got {n}")
+        raise ValueError(f"n: expected a multiple of tile * num_blocks = {tile * num_blocks}, got {n}")
 
     @T.prim_func
     def vector_add(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32")):
@@ -34,7 +34,7 @@ def vector_add(n: int = 16384, tile: int = 1024, num_blocks: int = 8, threads: i
 
 def _check_tiles(m, n, k, block_m, block_n, block_k):
     if m % block_m or n % block_n or k % block_k:
-        raise ValueError(f"shape {m}x{n}x{k} must be a multiple of the tile {block_m}x{block_n}x{block_k}")
+        raise ValueError(f"m, n, k: expected multiples of the tile {block_m}x{block_n}x{block_k}, got {m}x{n}x{k}")
 
 
 def gemm_nt(m: int = 256, n: int = 256, k: int = 256, block_m: int = 128, block_n: int = 128, block_k: int = 64):

@@ -97,7 +97,7 @@ def check_tensors(specs: TensorSpecs, tensors, kernel: str) -> None:
 
     if len(tensors) != len(specs):
         what = "tensors" if all(shape is not None for _, shape, _ in specs) else "arguments"
-        raise TypeError(f"{kernel} takes {len(specs)} {what} ({', '.join(n for n, _, _ in specs)}), "
+        raise TypeError(f"{kernel}: expected {len(specs)} {what} ({', '.join(n for n, _, _ in specs)}), "
                         f"got {len(tensors)} arguments")
     for (name, shape, dtype), t in zip(specs, tensors, strict=True):
         if shape is None:
@@ -111,7 +111,7 @@ def check_tensors(specs: TensorSpecs, tensors, kernel: str) -> None:
         if dtype != got:
             raise ValueError(f"{kernel}: tensor {name}: expected dtype {dtype}, got {got}")
         if not t.is_contiguous():
-            raise ValueError(f"{kernel}: tensor {name}: must be contiguous")
+            raise ValueError(f"{kernel}: tensor {name}: expected a contiguous tensor, got strides {tuple(t.stride())}")
 
 
 def _check_tensors(func, tensors) -> None:
@@ -120,7 +120,7 @@ def _check_tensors(func, tensors) -> None:
     check_tensors(specs, tensors, kernel)
     for (name, shape, _), t, param in zip(specs, tensors, func.params, strict=True):
         if shape is not None and t.device.type != "cpu":
-            raise ValueError(f"tensor {name}: the twin runs on CPU tensors, got device {t.device}")
+            raise ValueError(f"tensor {name}: expected a CPU tensor (the twin runs on CPU tensors), got device {t.device}")
         # A T.StridedTensor's constant strides address the tensor as they say: the (contiguous) tensor's
         # must be the same (its symbolic strides are read off the tensor by dims.bind).
         buf = func.buffer_map[param] if shape is not None else None
@@ -130,7 +130,7 @@ def _check_tensors(func, tensors) -> None:
                 continue
             want = int(stride.value) if d == len(buf.strides) - 1 else int(stride.value) // per_torch_element
             if want != t.stride(d):
-                raise ValueError(f"{kernel}: tensor {name}: stride {d} must be {want} elements, got {t.stride(d)}")
+                raise ValueError(f"{kernel}: tensor {name}: expected stride {d} of {want} elements, got {t.stride(d)}")
 
 
 def kernel_param_names(prim_func) -> tuple[str, ...]:

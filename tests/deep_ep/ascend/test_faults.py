@@ -30,20 +30,22 @@ def _bad_ids(rank, world):
     bad = idx.clone()
     if rank == 0:
         bad[3, 1] = E
-        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, f"topk_idx[3, 1] = {E} is out of range")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError,
+                     f"topk_idx: expected expert ids in [-1, {E}), got topk_idx[3, 1] = {E}")
     else:
-        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "rank 0 rejected", "out of range")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "rank 0 rejected", "expected expert ids in")
     bad = idx.clone()
     if rank == 1:
         bad[2] = 5
-        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "topk_idx[2] selects expert 5 twice")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError,
+                     "topk_idx: expected each expert at most once per token, got expert 5 twice in topk_idx[2]")
     else:
-        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "rank 1 rejected", "twice")
+        expect_error(lambda: buf.dispatch(x, bad, num_experts=E), ValueError, "rank 1 rejected", "twice in topk_idx[2]")
     for culprit, value in ((0, 2 ** 62), (1, -2 ** 62 - 5)):  # int64 ids past int32 are reported as given
         bad = idx.clone()
         bad[4, 1] = value if rank == culprit else bad[4, 1]
         expect_error(lambda bad=bad: buf.dispatch(x, bad, num_experts=E), ValueError,
-                     f"topk_idx[4, 1] = {value} is out of range", *([] if rank == culprit else ["rejected"]))
+                     f"topk_idx: expected expert ids in [-1, {E}), got topk_idx[4, 1] = {value}", *([] if rank == culprit else ["rejected"]))
     check_case(buf, Case(None, True, False, num_bias=1), rank, world, H, E, M, K, seed=3)
     buf.destroy()
     return True

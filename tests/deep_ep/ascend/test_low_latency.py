@@ -33,12 +33,13 @@ def _fixed_sizes(rank, world):
         other[0, 0] = (other[0, 0] + 1) % E
     weights = torch.ones(idx.shape, dtype=torch.float32)
     expect_error(lambda: buf.low_latency_combine(recv, other, weights, handle), ValueError,
-                 "must be the one given" if rank == 1 else "rank 1 rejected")
+                 "topk_idx: expected the one given to the low_latency_dispatch that made the handle" if rank == 1 else "rank 1 rejected")
     buf.destroy()
     assert shapes[0] == shapes[1] == ((E // world, world * LM, LH), (E // world, world * LM)), shapes
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, E)
     expect_error(lambda: deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, enable_shrink=True),
-                 ValueError, "enable_shrink needs", "shared memory")
+                 ValueError, "enable_shrink: expected False on the Ascend engine (it has no rank masks; enable_shrink "
+                 "needs low_latency_mode=True over shared memory: ranks of one host, host kernels), got True")
     dist.barrier()
     return _oracle_exact(rank, world)
 

@@ -11,6 +11,7 @@ sizes, under inference mode and a BF16 default dtype):
 Over shared memory and over the collective (cross-host) transport.
 """
 import random
+import re
 
 import pytest
 import torch
@@ -62,15 +63,20 @@ def _engram(rank, world):
                     assert fetched_sf.stride() == ((1, num_tokens) if col_major else (fetched_sf.shape[1], 1))
                 else:
                     assert fetched_sf is None
-        with pytest.raises(ValueError, match="out of range"):
+        with pytest.raises(ValueError, match=re.escape(f"indices: expected entries in [0, {world * num_entries}) for "
+                                                       f"layer 0, got indices[0, 0, 0] = {world * num_entries}")):
             buf.engram_fetch(torch.full((1, 1), world * num_entries, dtype=torch.int32))
-        with pytest.raises(ValueError, match="more than"):
+        with pytest.raises(ValueError, match=re.escape(f"indices: expected at most the {gpu // (HIDDEN * 2)} entries the "
+                                                       f"buffer's GPU part holds (num_bytes - num_cpu_bytes = {gpu}), got "
+                                                       f"{gpu // (HIDDEN * 2) + 1} entries")):
             buf.engram_fetch(torch.zeros((gpu // (HIDDEN * 2) + 1, 1), dtype=torch.int32))
-        with pytest.raises(ValueError, match="sf"):
+        with pytest.raises(ValueError, match=re.escape("sf: expected the replicated scaling factors exactly when storage "
+                                                       "is FP8 (storage: torch.bfloat16), got a tensor")):
             buf.engram_write(torch.zeros((num_entries, HIDDEN), dtype=torch.bfloat16), sf=torch.zeros(1, 1))
         buf.destroy()
         plain = deep_ep.ElasticBuffer(dist.group.WORLD, num_bytes=2 << 20, explicitly_destroy=True)
-        with pytest.raises(ValueError, match="num_cpu_bytes"):
+        with pytest.raises(ValueError, match=re.escape("num_cpu_bytes: expected a value > 0 at construction for "
+                                                       "engram_write (see get_engram_storage_size_hint), got 0")):
             plain.engram_write(torch.zeros((num_entries, HIDDEN), dtype=torch.bfloat16))
         plain.destroy()
     return True
@@ -145,7 +151,8 @@ def _agrs(rank, world):
         buf.destroy_agrs_session()
         assert checked >= 10, checked
         with buf.agrs_new_session():
-            with pytest.raises(ValueError, match="shard"):
+            with pytest.raises(ValueError, match=re.escape("t[0]: expected a tensor outside the AGRS buffer or this "
+                                                           "rank's shard of the next slot")):
                 slot = buf.agrs_get_inplace_tensor((7,), torch.float32)
                 buf.all_gather(slot[1:])
             out, handle = buf.all_gather(_tensor(0, rank))

@@ -3,6 +3,7 @@ sizes): every rank replays one global, randomly timed schedule of sends to a rin
 the matching receives (FIFO per pair, more sends in flight than the in-flight limit), under
 inference mode and a BF16 default dtype; received tensors equal what was sent; ``barrier``."""
 import random
+import re
 
 import pytest
 import torch
@@ -56,7 +57,9 @@ def _pp(rank, world):
                     buf.pp_recv(got, peer)
                     assert torch.equal(got, tensor), (rank, peer)
             buf.barrier()
-        with pytest.raises(ValueError, match="ring neighbour"):
+        ring = sorted({(rank + 1) % world, (rank - 1) % world})
+        with pytest.raises(ValueError, match=re.escape(f"dst_rank_idx: expected a ring neighbour of rank {rank} ({ring}), "
+                                                       f"got {rank}")):
             buf.pp_send(torch.zeros(SHAPE, dtype=torch.bfloat16), rank)
         buf.barrier(use_comm_stream=True, with_cpu_sync=True, sequential=True)
         buf.destroy()

@@ -155,11 +155,12 @@ def wait_timeout() -> float:
 def _tensor_span(index: int | str, t) -> tuple[int, int]:
     """(address, bytes) of the memory a tensor argument's elements occupy."""
     if t.device.type != "cpu":
-        raise TypeError(f"argument {index}: the Ascend twin runs on CPU tensors, got device {t.device}")
+        raise TypeError(f"argument {index}: expected a CPU tensor (the Ascend twin runs on CPU tensors), got device "
+                        f"{t.device}")
     if t.numel() == 0:
         return t.data_ptr(), 0
     if any(s < 0 for s in t.stride()):
-        raise ValueError(f"argument {index}: negative strides are not supported")
+        raise ValueError(f"argument {index}: expected non-negative strides, got {tuple(t.stride())}")
     extent = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
     return t.data_ptr(), extent * t.element_size()
 
@@ -225,10 +226,10 @@ class TwinKernel:
         packed = [a for a in args if isinstance(a, KernelArgs)]
         if self.args_struct is None:
             if packed:
-                raise TypeError(f"kernel {self.name} takes no argument struct, got {packed[0]!r}")
+                raise TypeError(f"kernel {self.name}: expected no argument struct, got {packed[0]!r}")
             return args, []
         if len(args) != 1 or not packed:
-            raise TypeError(f"kernel {self.name} takes one {self.args_struct[0]} (deepjit.kernel_args.pack), "
+            raise TypeError(f"kernel {self.name}: expected one {self.args_struct[0]} (deepjit.kernel_args.pack), "
                             f"got {len(args)} arguments")
         struct_cls = type(packed[0].struct)
         if struct_cls not in self._checked_structs:
@@ -245,7 +246,7 @@ class TwinKernel:
         """Runs every block; returns the launch's counters. ``options.num_blocks`` is required;
         ``num_launch_timeout_secs`` (> 0) stops a launch that runs longer at its next intrinsic."""
         if not isinstance(options, AscendLaunchOptions):
-            raise TypeError(f"options must be AscendLaunchOptions, got {type(options).__name__}")
+            raise TypeError(f"options: expected AscendLaunchOptions, got {type(options).__name__}")
         options.validate(False)
         args, referenced = self._struct_arg(args)
         payload = pack_ascend_args(args, self.param_types)

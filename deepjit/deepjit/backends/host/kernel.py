@@ -60,28 +60,28 @@ class HostKernel:
         if kind == "ptr":
             if hasattr(value, "data_ptr") and hasattr(value, "device"):  # a torch tensor (torch is not imported here)
                 if value.device.type != "cpu":
-                    raise TypeError(f"kernel {self.name}: argument {i} must be a CPU tensor, got device {value.device}")
+                    raise TypeError(f"kernel {self.name}: argument {i}: expected a CPU tensor, got device {value.device}")
                 return value.data_ptr()
             if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
                 return value
-            raise TypeError(f"kernel {self.name}: argument {i} must be a tensor, an address or None, "
+            raise TypeError(f"kernel {self.name}: argument {i}: expected a tensor, an address or None, "
                             f"got {type(value).__name__}")
         if kind[0] in "iu":
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"kernel {self.name}: argument {i} must be int ({kind}), got {type(value).__name__}")
+                raise TypeError(f"kernel {self.name}: argument {i}: expected an int ({kind}), got {type(value).__name__}")
             lo, hi = _INT_RANGES[kind]
             if not lo <= value <= hi:
-                raise ValueError(f"kernel {self.name}: argument {i} = {value} out of range for {kind}")
+                raise ValueError(f"kernel {self.name}: argument {i}: expected a value in [{lo}, {hi}] ({kind}), got {value}")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"kernel {self.name}: argument {i} must be float ({kind}), got {type(value).__name__}")
+            raise TypeError(f"kernel {self.name}: argument {i}: expected a float ({kind}), got {type(value).__name__}")
         return float(value)
 
     def launch(self, options, *args):
         if self._fn is None:
             raise DeepJITError("kernel must be loaded before launch")
         if len(args) != len(self.arg_types):
-            raise TypeError(f"kernel {self.name} takes {len(self.arg_types)} arguments "
+            raise TypeError(f"kernel {self.name}: expected {len(self.arg_types)} arguments "
                             f"({', '.join(self.arg_types)}), got {len(args)}")
         converted = [self._convert(i, k, a) for i, (k, a) in enumerate(zip(self.arg_types, args, strict=True))]
         if self._launch_lock is None:

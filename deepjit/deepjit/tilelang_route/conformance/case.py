@@ -38,11 +38,11 @@ class Case:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"Case {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+            raise ValueError(f"kind: expected one of {KINDS} (Case {self.name!r}), got {self.kind!r}")
         if self.check not in CHECKS:
-            raise ValueError(f"Case {self.name!r}: check must be one of {CHECKS}, got {self.check!r}")
+            raise ValueError(f"check: expected one of {CHECKS} (Case {self.name!r}), got {self.check!r}")
         if not re.fullmatch(r"[A-Za-z0-9_]+", self.name):
-            raise ValueError(f"Case name must contain only letters, digits, or underscores, got {self.name!r}")
+            raise ValueError(f"name: expected only letters, digits, or underscores (a Case), got {self.name!r}")
 
     def spec(self) -> AscendKernelSpec:
         return AscendKernelSpec(self.name, self.build, self.kind)
