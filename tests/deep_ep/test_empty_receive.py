@@ -1,5 +1,7 @@
 """A rank that receives no token at all (every token routed to another rank's experts): dispatch
-hands it empty outputs and combine still returns every token, on the shared-memory transport."""
+hands it empty outputs and combine still returns every token, on the host engine (shared memory) and
+the Ascend engine."""
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -27,5 +29,8 @@ def _all_to_rank0(rank, world):
     return True
 
 
-def test_rank_without_tokens_gets_empty_outputs():
-    assert run_ranks(_all_to_rank0, 2, timeout=120) == [True, True]
+@pytest.mark.parametrize("backend, timeout", [("host", 120), ("ascend", 600)])
+def test_rank_without_tokens_gets_empty_outputs(backend, timeout):
+    """``ascend``: the NPU engine over gloo, its kernels on the Ascend twin (zero-row splits in every
+    all-to-all)."""
+    assert run_ranks(_all_to_rank0, 2, timeout=timeout, env={"EP_BACKEND": backend}) == [True, True]
