@@ -39,10 +39,13 @@ class AscendEngine(Engine):
         # EP_ASCEND_TRANSPORT=symm: the token-major steps through the symmetric window (symm_steps.py)
         self.symm = symm_steps.SymmSteps(self, group, timeout_s) if symm_steps.wanted() else None
 
-    def _on_window(self, do_expand: bool, hidden: int) -> bool:
-        """The window path: token-major layouts whose rows (up to 4-byte elements, so dispatch and combine
-        decide alike) fit the exchange's UB row buffer; wider rows keep the collective path."""
-        return self.symm is not None and not do_expand and hidden * 4 <= symm_exchange.MAX_ROW_BYTES
+    def _on_window(self, hidden: int) -> bool:
+        """The window path: rows (up to 4-byte elements, so dispatch and combine decide alike) that fit the
+        exchange's UB row buffer; wider rows keep the collective path."""
+        return self.symm is not None and hidden * 4 <= symm_exchange.MAX_ROW_BYTES
+
+    def counts_on_host(self, a: DispatchArgs) -> bool:
+        return not self._on_window(a.hidden)
 
     def destroy(self) -> None:
         if self.symm is not None:
@@ -58,7 +61,7 @@ class AscendEngine(Engine):
         counts = plan.send_counts
         C = counts.shape[1]
         err = self._err if a.handle is None else torch.zeros(routing.ERR_WORDS, dtype=torch.int32, device=counts.device)
-        if self._on_window(a.do_expand, a.hidden):
+        if self._on_window(a.hidden):
             self.symm.exchange_counts(a, plan, err)
             return
         words = torch.cat([counts.reshape(-1).to(self.exchange.device, torch.int32),
@@ -79,7 +82,7 @@ class AscendEngine(Engine):
     def send(self, a: DispatchArgs, plan: RoutePlan) -> None:
         R, K, M = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         T, dev, ex = a.num_tokens, a.x.device, self.exchange
-        if self._on_window(a.do_expand, a.hidden):
+        if self._on_window(a.hidden):
             self.symm.send(a, plan, _per_destination(a, plan))
             return
         send, recv = plan.send_tokens.tolist(), plan.recv_tokens.tolist()
@@ -109,7 +112,7 @@ class AscendEngine(Engine):
         self._got = got
 
     def receive(self, a: DispatchArgs, plan: RoutePlan, out) -> None:
-        if self._on_window(a.do_expand, a.hidden):
+        if self._on_window(a.hidden):
             self.symm.receive(a, plan, out)
             return
         R, K, M, n = self.num_ranks, a.num_topk, a.num_max_tokens_per_rank, plan.num_rows
@@ -130,26 +133,34 @@ class AscendEngine(Engine):
             if out.recv_topk_weights is not None:
                 out.recv_topk_weights[:n] = got["w"][:n]
         else:
-            has = local >= 0
-            expert_base = plan.expert_base.long().to(dev)
-            rows = torch.where(has, expert_base[src_rank[:, None], local.clamp(min=0)] + within, -1)
-            meta[:n, 2:] = rows.int()
-            slots = meta[:, 2:]                          # every output row's slots; -1 past the received rows
-            zero = self._padding(a, plan)
-            m = slots.shape[0]
-            scatter_rows(got["x"][:m], slots, out.recv_x, zero)
-            if sf is not None:
-                target = sf if sf.is_contiguous() else torch.empty(sf.shape, dtype=sf.dtype, device=dev)
-                scatter_rows(got["sf"][:m], slots, target, zero)
-                if target is not sf:
-                    sf.copy_(target)
-            if out.recv_topk_weights is not None:
-                E = out.recv_topk_weights.shape[0]
-                w = torch.zeros(E + 1, dtype=torch.float32, device=dev)
-                w.index_copy_(0, torch.where(has, rows, E).reshape(-1), got["w"][:n].reshape(-1))
-                out.recv_topk_weights.copy_(w[:E])
+            self.unpack_expanded(a, plan, out, got, src_rank, local, within)
         if a.stats is not None:
             a.stats += out.true_per_expert.to(dev)
+
+    def unpack_expanded(self, a: DispatchArgs, plan: RoutePlan, out, got: dict, src_rank, local, within) -> None:
+        """The first ``len(src_rank)`` received rows (``got``: rows of both transports' receive staging, in
+        arrival order) into the per-expert layout: row ``i``'s slot ``k`` goes to its local expert
+        ``local[i, k]`` (-1: none) at index ``within[i, k]`` among that expert's rows from its source."""
+        dev, n = a.x.device, src_rank.shape[0]
+        has = local >= 0
+        expert_base = plan.expert_base.long().to(dev)
+        rows = torch.where(has, expert_base[src_rank[:, None], local.clamp(min=0)] + within, -1)
+        meta, sf = out.recv_src_metadata, out.recv_sf
+        meta[:n, 2:] = rows.int()
+        slots = meta[:, 2:]                          # every output row's slots; -1 past the received rows
+        zero = self._padding(a, plan)
+        m = slots.shape[0]
+        scatter_rows(got["x"][:m], slots, out.recv_x, zero)
+        if sf is not None:
+            target = sf if sf.is_contiguous() else torch.empty(sf.shape, dtype=sf.dtype, device=dev)
+            scatter_rows(got["sf"][:m], slots, target, zero)
+            if target is not sf:
+                sf.copy_(target)
+        if out.recv_topk_weights is not None:
+            E = out.recv_topk_weights.shape[0]
+            w = torch.zeros(E + 1, dtype=torch.float32, device=dev)
+            w.index_copy_(0, torch.where(has, rows, E).reshape(-1), got["w"][:n].reshape(-1))
+            out.recv_topk_weights.copy_(w[:E])
 
     def _padding(self, a: DispatchArgs, plan: RoutePlan) -> torch.Tensor:
         """``[E_local, 2]`` int32 ``(first padding row, count)`` per local expert (counts 0 without
@@ -163,8 +174,8 @@ class AscendEngine(Engine):
 
     # ---- combine -----------------------------------------------------------------------------
     def combine_send(self, c: CombineArgs, multiple_reduction: bool) -> None:
-        if self._on_window(c.handle.do_expand, c.handle._plan.hidden):
-            self.symm.combine_send(c)
+        if self._on_window(c.handle._plan.hidden):
+            self.symm.combine_send(c, multiple_reduction)
             return
         h, plan, ex = c.handle, c.handle._plan, self.exchange
         n, K = plan.num_rows, h.num_topk

@@ -1,11 +1,13 @@
 """The Ascend engine's dispatch / combine steps over the symmetric window (``EP_ASCEND_TRANSPORT=symm``):
 the count rows, the payloads and the combined rows move by the kernels of symm_exchange.py, so the
-token-major dispatch without CPU sync and its combine read nothing back on the host and call no
+dispatch without CPU sync (token-major or expanded) and its combine read nothing back on the host and call no
 ``all_to_all``. Outputs are whole-capacity tensors: which rows hold tokens is decided on the device
 from the exchanged row starts (bucketize / where), never by a host-sized slice.
 
-The engine keeps its collective steps for what this does not cover yet (expanded layouts) and for
-groups that share no symmetric memory. The ``topk_idx`` error words travel with the counts but are
+Token-major and expanded layouts both move this way (expanded rows are unpacked into the per-expert
+layout by the engine's kernel, from the exchanged counts, on the device). The engine keeps its
+collective steps for rows wider than the exchange's UB row buffer and for groups that share no
+symmetric memory. The ``topk_idx`` error words travel with the counts but are
 read (and raised) only with ``EP_ASCEND_CHECKS=1``: invalid ids are dropped on the device otherwise,
 as deep_gemm's Ascend path clamps bad layouts.
 """
@@ -16,6 +18,7 @@ import os
 import torch
 
 from . import routing
+from .reduce import combine_reduce
 from .symm_exchange import SymmExchange
 
 
@@ -106,42 +109,76 @@ class SymmSteps:
         eng = self.engine
         R, K, M = eng.num_ranks, a.num_topk, a.num_max_tokens_per_rank
         got, eng._got = eng._got, None
-        cap = out.recv_x.shape[0]
+        meta = out.recv_src_metadata
+        cap = meta.shape[0]                       # received-row capacity (expanded outputs have more rows)
         held, src = _holders(plan.row_start, cap, R)
         ints = got["ints"][:cap]
-        meta = out.recv_src_metadata
         meta[:, 0] = torch.where(held, src * M + ints[:, 0], -1).int()
         meta[:, 1] = torch.where(held, src * K + ints[:, 1], -1).int()
-        _rows(out.recv_x).copy_(_rows(got["x"][:cap]))
-        if out.recv_sf is not None:
-            out.recv_sf.copy_(got["sf"][:cap])
-        out.recv_topk_idx.copy_(torch.where(held[:, None], ints[:, 2:2 + K], -1))
-        if out.recv_topk_weights is not None:
-            out.recv_topk_weights.copy_(torch.where(held[:, None], got["w"][:cap], 0.0))
+        local = torch.where(held[:, None], ints[:, 2:2 + K], -1)
+        if a.do_expand:
+            eng.unpack_expanded(a, plan, out, got, src, local, ints[:, 2 + K:])
+        else:
+            _rows(out.recv_x).copy_(_rows(got["x"][:cap]))
+            if out.recv_sf is not None:
+                out.recv_sf.copy_(got["sf"][:cap])
+            out.recv_topk_idx.copy_(local)
+            if out.recv_topk_weights is not None:
+                out.recv_topk_weights.copy_(torch.where(held[:, None], got["w"][:cap], 0.0))
         if a.stats is not None:
             a.stats += out.true_per_expert.to(a.x.device)
 
     # ---- combine -----------------------------------------------------------------------------
-    def combine_send(self, c) -> None:
-        """Every received row back to its source, at the slot it came from: ``engine._back`` in the
-        collective transport's layout (rows from each rank back to back in rank order), so the
-        engine's reduction is the same."""
+    def combine_send(self, c, multiple_reduction: bool) -> None:
+        """Received rows back to their sources, into ``engine._back`` in the collective transport's layout
+        (rows from each rank back to back in rank order), so the engine's reduction is the same: one row
+        per received token (token-major, or an expanded token's local slots summed from the first, as the
+        collective path sums them), or with ``multiple_reduction=False`` every expanded (token, slot) row."""
         eng = self.engine
         h, plan = c.handle, c.handle._plan
-        R, T = eng.num_ranks, h._topk_idx.shape[0]
-        rows = c.x.shape[0]
-        ex = self._ready(h.num_max_tokens_per_rank, plan.hidden * 2, c.x.device)
+        R, T, dev = eng.num_ranks, h._topk_idx.shape[0], c.x.device
+        x, w = c.x, c.topk_weights
+        if h.do_expand:
+            slots = h.recv_src_metadata[:, 2:]
+            if not multiple_reduction:
+                self._pairs_back(c, slots)
+                return
+            x = combine_reduce(c.x, slots, from_first=True)
+            if w is not None:
+                s = slots.long()
+                w = torch.where(s >= 0, w[s.clamp(min=0)], 0.0)
+        rows = x.shape[0]
+        ex = self._ready(h.num_max_tokens_per_rank, plan.hidden * 2, dev)
         held, src = _holders(plan.row_start, rows, R)
-        i = torch.arange(rows, device=c.x.device)
-        slot = i - plan.row_start.long()[src]
-        back_pos = torch.where(held[:, None] & (src[:, None] == torch.arange(R, device=c.x.device)[None, :]),
+        slot = torch.arange(rows, device=dev) - plan.row_start.long()[src]
+        back_pos = torch.where(held[:, None] & (src[:, None] == torch.arange(R, device=dev)[None, :]),
                                slot[:, None], -1).int().contiguous()
         counts = plan.recv_tokens.int().contiguous()
-        back, _ = self._move(ex, "back", c.x, back_pos, counts, T * R)
+        back, _ = self._move(ex, "back", x, back_pos, counts, T * R)
         back_w = None
-        if c.topk_weights is not None:
-            back_w, _ = self._move(ex, "back_w", c.topk_weights[:rows].float(), back_pos, counts, T * R)
+        if w is not None:
+            back_w, _ = self._move(ex, "back_w", w[:rows].float(), back_pos, counts, T * R)
         eng._back = (back, back_w, True)
+
+    def _pairs_back(self, c, slots) -> None:
+        """Every (received token, local slot) row back to its source, in (token, slot) order per source."""
+        eng = self.engine
+        h, plan = c.handle, c.handle._plan
+        R, T, K, dev = eng.num_ranks, h._topk_idx.shape[0], h.num_topk, c.x.device
+        m = slots.shape[0]
+        held, src = _holders(plan.row_start, m, R)
+        s = slots.long()
+        has = (s >= 0) & held[:, None]
+        per_row = has.sum(1)
+        before = torch.cat([per_row.new_zeros(1), torch.cumsum(per_row, 0)])          # pairs before each row
+        first = before[plan.row_start.long().clamp(max=m)]                           # first pair of each source
+        at = before[:m, None] + torch.cumsum(has.long(), 1) - 1 - first[src][:, None]  # [m, K] within its source
+        pos = torch.where(has[:, :, None] & (src[:, None, None] == torch.arange(R, device=dev)),
+                          at[:, :, None], -1).reshape(m * K, R).int().contiguous()
+        ex = self._ready(h.num_max_tokens_per_rank * K, plan.hidden * 2, dev)
+        rows = c.x[s.clamp(min=0)].reshape(m * K, plan.hidden)
+        back, _ = self._move(ex, "back_pairs", rows, pos, plan.recv_pairs.int().contiguous(), T * K)
+        eng._back = (back, None, False)
 
     def destroy(self) -> None:
         if self.exchange is not None:

@@ -75,6 +75,12 @@ class Engine:
     def check_combine_capacity(self, handle, multiple_reduction: bool) -> None:
         pass
 
+    def counts_on_host(self, a: DispatchArgs) -> bool:
+        """Whether this dispatch's exchanged counts may be read on the host to size and pad its outputs; an
+        engine that moves them on the device only (the Ascend window path) says False, and then only a
+        dispatch with ``do_cpu_sync`` reads them (outputs otherwise take their worst-case sizes)."""
+        return True
+
     # ---- the steps ---------------------------------------------------------------------------
     def plan(self, a: DispatchArgs) -> RoutePlan:
         raise NotImplementedError
@@ -108,12 +114,16 @@ class Engine:
         aligned = (true + al - 1) // al * al
         psum_rank = torch.cumsum(plan.recv_counts[:, 0].long(), 0).int()
         pad_rows = None
+        on_host = self.counts_on_host(a) or a.do_cpu_sync
         if a.do_expand:
             starts = expert_starts(aligned, a.packed_stride)
             psum_expert = (starts + true).int()
             plan.expert_base = (starts[None, :] + torch.cumsum(per_expert, 0) - per_expert).int().contiguous()
-            plan.num_expanded = e_local * a.packed_stride if a.packed_stride else int(aligned.sum())
-            if a.do_zero_padding:
+            if a.packed_stride:
+                plan.num_expanded = e_local * a.packed_stride
+            elif on_host:
+                plan.num_expanded = int(aligned.sum())
+            if a.do_zero_padding and self.counts_on_host(a):  # the Ascend kernels pad from the counts
                 gaps = aligned - true
                 first = torch.repeat_interleave(starts + true, gaps)
                 offset = torch.arange(int(gaps.sum())) - torch.repeat_interleave(torch.cumsum(gaps, 0) - gaps, gaps)
@@ -129,6 +139,8 @@ class Engine:
             exp_rows = align(R * M * min(K, e_local) + (al - 1) * e_local, al)
         if a.packed_stride:
             exp_rows = e_local * a.packed_stride
+        elif a.do_expand and not on_host:
+            plan.num_expanded = exp_rows  # every output row may hold a token: combine takes them all
         data_rows = exp_rows if a.do_expand else rows
         packs = 0 if a.sf is None else a.sf.shape[1]
         sf_rows = align(data_rows, 4) if a.col_major_sf else data_rows
@@ -169,5 +181,5 @@ class Engine:
 def expert_starts(aligned: torch.Tensor, packed_stride: int = 0) -> torch.Tensor:
     """First expanded row of each local expert: aligned counts back to back, or a fixed stride."""
     if packed_stride:
-        return torch.arange(aligned.shape[0]) * packed_stride
+        return torch.arange(aligned.shape[0], device=aligned.device) * packed_stride
     return torch.cumsum(aligned, 0) - aligned

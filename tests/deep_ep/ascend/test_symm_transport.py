@@ -1,15 +1,15 @@
 """Across 2 real processes: the window exchange alone (test_symm_exchange.py's rounds), then EPBuffer
-dispatch and combine with ``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm``: the token-major steps move
-counts and rows through the symmetric window by the kernels (ascend/symm_steps.py) and match the
-oracle of tests/deep_ep/refs.py bit for bit (cases.py: BF16 with weights and a bias, with CPU sync;
-without CPU sync, cached); the dispatch without CPU sync and its combine run with every input and
-every buffer the kernels write marked device-only (any host read of them, or of what is computed
-from them, raises)."""
+dispatch and combine with ``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm``: the steps move counts and
+rows through the symmetric window by the kernels (ascend/symm_steps.py) and match the oracle of
+tests/deep_ep/refs.py bit for bit (every case of cases.py: token-major and expanded, BF16 and FP8,
+with and without CPU sync, cached, and an expanded combine without multiple reduction); token-major
+and expanded dispatches without CPU sync and their combines run with every input and every buffer the
+kernels write marked device-only (any host read of them, or of what is computed from them, raises)."""
 import torch
 
 from tests.testkit.distributed import run_ranks
 
-from ..cases import CASES, check_case
+from ..cases import CASES, Case, check_case
 from .test_symm_exchange import DeviceOnly, _mark, exchange_round_trips
 
 HIDDEN, E, M, K = 128, 8, 10, 3
@@ -27,7 +27,7 @@ def _cases(rank, world):
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
                            explicitly_destroy=True, num_cpu_timeout_secs=60)
     assert isinstance(buf._engine, AscendEngine) and buf._engine.symm is not None
-    for i in (0, 3):
+    for i in range(len(CASES)):  # token-major and expanded, with and without CPU sync
         check_case(buf, CASES[i], rank, world, HIDDEN, E, M, K, seed=i + 1)
     # No host read on the dispatch without CPU sync nor on its combine.
     T = M - 3 * rank
@@ -48,9 +48,14 @@ def _cases(rank, world):
         with DeviceOnly():
             recv_x, recv_idx, recv_w, handle, _ = buf.dispatch(x, idx, w, num_experts=E, do_cpu_sync=False)
             combined, combined_w, _ = buf.combine(recv_x, handle, recv_w)
+            # Expanded (alignment 4, zero padding): the per-expert unpack and its combine, on the device too.
+            ex_x, _, ex_w, ex_handle, _ = buf.dispatch(x, idx, w, num_experts=E, do_cpu_sync=False, do_expand=True,
+                                                       expert_alignment=4, do_zero_padding=True)
+            ex_combined, ex_combined_w, _ = buf.combine(ex_x, ex_handle, ex_w)
     finally:
         CollectiveExchange.staging = staging
-    for t in (idx, w, x, recv_x, recv_idx, recv_w, combined, combined_w, *handle.__dict__.values()):
+    for t in (idx, w, x, recv_x, recv_idx, recv_w, combined, combined_w, ex_x, ex_w, ex_combined, ex_combined_w,
+              *handle.__dict__.values(), *ex_handle.__dict__.values()):
         if isinstance(t, torch.Tensor):
             t.__dict__.pop("_device_only", None)
     # Each token comes back as the sum over its ranks of its own row (bf16 partials, as upstream).
@@ -58,12 +63,24 @@ def _cases(rank, world):
     copies = torch.stack([(ranks == r).any(1) for r in range(world)], 1).sum(1)
     want = (x.float() * copies[:, None]).bfloat16()
     ok = torch.equal(combined, want) and bool(torch.equal(combined_w, torch.where(idx >= 0, w, 0.0)))
+    # Expanded: each receiving rank sums the token's slots it holds into one BF16 partial; the source adds
+    # the partials in FP32 and rounds once.
+    partials = [(x.float() * (ranks == r).sum(1, keepdim=True)).bfloat16().float() for r in range(world)]
+    ok = ok and torch.equal(ex_combined, sum(partials).bfloat16())
+    ok = ok and bool(torch.equal(ex_combined_w, torch.where(idx >= 0, w, 0.0)))
     window = buf._engine.symm.exchange.window
     buf.destroy()
-    return rounds, ok, window._window._destroyed
+    # Expanded rows sent back one per (token, slot) and reduced once at the source, without CPU sync.
+    single = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
+                              allow_multiple_reduction=False, explicitly_destroy=True, num_cpu_timeout_secs=60)
+    check_case(single, Case(None, False, True, 8, zero_padding=True, cpu_sync=False, num_bias=2), rank, world,
+               HIDDEN, E, M, K, seed=9, multiple_reduction=False)
+    destroyed = window._window._destroyed and single._engine.symm.exchange is not None
+    single.destroy()
+    return rounds, ok, destroyed
 
 
-def test_window_exchange_and_token_major_dispatch_combine():
+def test_window_exchange_and_dispatch_combine():
     outs = run_ranks(_cases, 2, timeout=600, env={"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"})
     exchanged = {"x": (True, True, True), "ids": (True, True, True), "back": (True, True)}
     for rounds, ok, destroyed in outs:
