@@ -106,6 +106,9 @@ def test_ep_buffer_arguments(group):
             _refused(ValueError, "redundant_expert_weights[0]: expected a contiguous tensor planned in the buffer's "
                      "LB region (lb_allocation_plan_or_num_bytes), got a tensor outside it", buf.lb_prefetch_weights,
                      [torch.zeros(2, 8)], [torch.zeros(2, 8)], torch.full((1, 2), -1, dtype=torch.int32))
+            _refused(ValueError, "redundant_expert_weights[0]: expected a tensor planned in the buffer's LB region, "
+                     "got a buffer created without one (lb_allocation_plan_or_num_bytes)", other.lb_prefetch_weights,
+                     [torch.zeros(2, 8)], [torch.zeros(2, 8)], torch.full((1, 2), -1, dtype=torch.int32))
             _refused(ValueError, "redundant_expert_grads: expected a contiguous tensor planned in the buffer's LB "
                      "region (lb_allocation_plan_or_num_bytes), got strides (1, 2)", buf.lb_reduce_grads,
                      slots.view(8, 2).t(), torch.zeros(2, 8), torch.full((1, 2), -1, dtype=torch.int32))

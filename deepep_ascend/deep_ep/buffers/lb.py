@@ -41,8 +41,11 @@ def _check_mapping(buf, mapping: torch.Tensor, num_redundant: int, num_local: in
 
 def _offset(buf, t: torch.Tensor, name: str) -> int:
     storage = buf.lb_storage
+    if storage is None:
+        raise V.fail(name, "a tensor planned in the buffer's LB region", "a buffer created without one "
+                     "(lb_allocation_plan_or_num_bytes)")
     off = t.data_ptr() - storage.data_ptr()
-    if storage is None or not t.is_contiguous() or off < 0 or off + t.numel() * t.element_size() > storage.numel():
+    if not t.is_contiguous() or off < 0 or off + t.numel() * t.element_size() > storage.numel():
         raise V.fail(name, "a contiguous tensor planned in the buffer's LB region (lb_allocation_plan_or_num_bytes)",
                      "a tensor outside it" if t.is_contiguous() else f"strides {t.stride()}")
     return buf.num_bytes + off
