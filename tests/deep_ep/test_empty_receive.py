@@ -29,8 +29,10 @@ def _all_to_rank0(rank, world):
     return True
 
 
-@pytest.mark.parametrize("backend, timeout", [("host", 120), ("ascend", 600)])
-def test_rank_without_tokens_gets_empty_outputs(backend, timeout):
+@pytest.mark.parametrize("env, timeout", [({}, 120), ({"EP_BACKEND": "ascend"}, 600),
+                                          ({"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"}, 600)],
+                         ids=["default", "ascend", "ascend-window"])
+def test_rank_without_tokens_gets_empty_outputs(env, timeout):
     """``ascend``: the NPU engine over gloo, its kernels on the Ascend twin (zero-row splits in every
-    all-to-all)."""
-    assert run_ranks(_all_to_rank0, 2, timeout=timeout, env={"EP_BACKEND": backend}) == [True, True]
+    all-to-all); ``ascend-window``: the same engine over the symmetric window (zero-row exchanges)."""
+    assert run_ranks(_all_to_rank0, 2, timeout=timeout, env=env) == [True, True]

@@ -12,6 +12,10 @@ collective transport and the row work done by the TileLang kernels.
 - combine sends one partial per (token, rank) (summed locally from the first slot, as upstream)
   or every (token, slot) row back, and the reduce kernel adds them at the source in upstream's order.
 
+With ``EP_ASCEND_TRANSPORT=symm`` the counts and rows move through the symmetric window instead
+(symm_steps.py: kernel-initiated writes into the peers' windows, no host read without ``do_cpu_sync``);
+the unpack and reduce kernels and the row layouts are the same.
+
 Kernel shapes depend on the token count and the capacities, not on the routing, so repeated
 steps reuse their kernels and a step of fixed size (the low-latency layout) can be captured.
 """
@@ -36,7 +40,8 @@ class AscendEngine(Engine):
         self.exchange = CollectiveExchange(group, device, timeout_s)
         self._got: dict | None = None
         self._back = None
-        # EP_ASCEND_TRANSPORT=symm: the token-major steps through the symmetric window (symm_steps.py)
+        # EP_ASCEND_TRANSPORT=symm: dispatch / combine (token-major and expanded) through the symmetric window
+        # for rows that fit its UB row buffer (symm_steps.py)
         self.symm = symm_steps.SymmSteps(self, group, timeout_s) if symm_steps.wanted() else None
 
     def _on_window(self, hidden: int) -> bool:

@@ -16,6 +16,8 @@ and flag. Ranks on several hosts without a supernode keep the collective transpo
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .._lib import LIB
@@ -61,8 +63,8 @@ class SymmExchange:
         equal row sizes; ``pos`` int32 ``[N, R]``; ``counts`` int32 ``[R]``; ``row_start`` int32 ``[R + 1]``.
         Only shapes are checked on the host; positions and counts are clamped by the kernels."""
         R = self.num_ranks
-        row_bytes = rows[0].numel() * rows.element_size() if rows.dim() > 1 else rows.element_size()
-        out_row = out[0].numel() * out.element_size() if out.dim() > 1 else out.element_size()
+        row_bytes = math.prod(rows.shape[1:]) * rows.element_size()   # from the shape: either may have 0 rows
+        out_row = math.prod(out.shape[1:]) * out.element_size()
         if not rows.is_contiguous() or not out.is_contiguous() or row_bytes != out_row:
             raise ValueError(f"rows and out must be contiguous with equal row sizes, got {row_bytes} and {out_row} "
                              f"bytes")

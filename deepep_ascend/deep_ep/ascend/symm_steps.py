@@ -82,8 +82,12 @@ class SymmSteps:
         plan.recv_counts = plan.all_counts[:, eng.rank].contiguous()
         tokens = plan.recv_counts[:, 0].long()
         plan.row_start = torch.cat([tokens.new_zeros(1), torch.cumsum(tokens, 0)]).int()
-        # The received-row count is read only where the caller asked for a CPU sync (it sizes the outputs).
-        plan.num_rows = int(plan.row_start[-1]) if a.do_cpu_sync else R * M
+        # The received-row count is read only where the caller asked for a CPU sync (it sizes the outputs); a
+        # cached dispatch keeps its handle's row count (its outputs and its combine's check use it).
+        if a.handle is not None:
+            plan.num_rows = a.handle.num_recv_tokens
+        else:
+            plan.num_rows = int(plan.row_start[-1]) if a.do_cpu_sync else R * M
 
     def send(self, a, plan, per_destination) -> None:
         """``per_destination``: the engine's ``(ints [T * R, 2 + 2K], weights [T * R, K] or None)`` rows,

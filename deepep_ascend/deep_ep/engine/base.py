@@ -123,7 +123,7 @@ class Engine:
                 plan.num_expanded = e_local * a.packed_stride
             elif on_host:
                 plan.num_expanded = int(aligned.sum())
-            if a.do_zero_padding and self.counts_on_host(a):  # the Ascend kernels pad from the counts
+            if a.do_zero_padding and self.counts_on_host(a):  # no host read where counts stay on the device
                 gaps = aligned - true
                 first = torch.repeat_interleave(starts + true, gaps)
                 offset = torch.arange(int(gaps.sum())) - torch.repeat_interleave(torch.cumsum(gaps, 0) - gaps, gaps)

@@ -27,8 +27,19 @@ def _cases(rank, world):
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
                            explicitly_destroy=True, num_cpu_timeout_secs=60)
     assert isinstance(buf._engine, AscendEngine) and buf._engine.symm is not None
-    for i in range(len(CASES)):  # token-major and expanded, with and without CPU sync
-        check_case(buf, CASES[i], rank, world, HIDDEN, E, M, K, seed=i + 1)
+    # Token-major and expanded, with and without CPU sync; and a token-major dispatch cached from a CPU-sync
+    # handle (its combine takes the handle's row count).
+    for i, case in enumerate((*CASES, Case(None, True, False, cached=True))):
+        check_case(buf, case, rank, world, HIDDEN, E, M, K, seed=i + 1)
+    # A rank with no token (rank 1), without CPU sync: empty outputs for it, token-major and expanded.
+    no_tokens = []
+    for expand in (False, True):
+        T0 = 0 if rank == 1 else 4
+        idx0, _ = refs.make_routing(T0, K, E, 5 + rank)
+        x0 = refs.make_x(T0, HIDDEN, 5 + rank, None)
+        rx0, _, _, h0, _ = buf.dispatch(x0, idx0, num_experts=E, do_cpu_sync=False, do_expand=expand)
+        back0, _, _ = buf.combine(rx0, h0)
+        no_tokens.append(tuple(back0.shape) == (T0, HIDDEN))
     # No host read on the dispatch without CPU sync nor on its combine.
     T = M - 3 * rank
     idx, w = refs.make_routing(T, K, E, 77 + rank)
@@ -58,31 +69,40 @@ def _cases(rank, world):
               *handle.__dict__.values(), *ex_handle.__dict__.values()):
         if isinstance(t, torch.Tensor):
             t.__dict__.pop("_device_only", None)
+    # Without CPU sync every expanded output row may hold a token: combine takes no fewer rows.
+    try:
+        buf.combine(ex_x[:1], ex_handle)
+        short_refused = False
+    except ValueError as exc:
+        short_refused = "x: expected the" in str(exc)
     # Each token comes back as the sum over its ranks of its own row (bf16 partials, as upstream).
     ranks = torch.where(idx >= 0, idx // (E // world), -1)
     copies = torch.stack([(ranks == r).any(1) for r in range(world)], 1).sum(1)
     want = (x.float() * copies[:, None]).bfloat16()
-    ok = torch.equal(combined, want) and bool(torch.equal(combined_w, torch.where(idx >= 0, w, 0.0)))
+    checks = {"token-major": torch.equal(combined, want)
+              and bool(torch.equal(combined_w, torch.where(idx >= 0, w, 0.0)))}
     # Expanded: each receiving rank sums the token's slots it holds into one BF16 partial; the source adds
     # the partials in FP32 and rounds once.
     partials = [(x.float() * (ranks == r).sum(1, keepdim=True)).bfloat16().float() for r in range(world)]
-    ok = ok and torch.equal(ex_combined, sum(partials).bfloat16())
-    ok = ok and bool(torch.equal(ex_combined_w, torch.where(idx >= 0, w, 0.0)))
+    checks["expanded"] = torch.equal(ex_combined, sum(partials).bfloat16()) \
+        and bool(torch.equal(ex_combined_w, torch.where(idx >= 0, w, 0.0)))
+    checks["short x refused"] = short_refused
+    checks["no tokens"] = no_tokens == [True, True]
     window = buf._engine.symm.exchange.window
     buf.destroy()
+    checks["window destroyed"] = window._window._destroyed
     # Expanded rows sent back one per (token, slot) and reduced once at the source, without CPU sync.
     single = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
                               allow_multiple_reduction=False, explicitly_destroy=True, num_cpu_timeout_secs=60)
     check_case(single, Case(None, False, True, 8, zero_padding=True, cpu_sync=False, num_bias=2), rank, world,
                HIDDEN, E, M, K, seed=9, multiple_reduction=False)
-    destroyed = window._window._destroyed and single._engine.symm.exchange is not None
     single.destroy()
-    return rounds, ok, destroyed
+    return rounds, checks
 
 
 def test_window_exchange_and_dispatch_combine():
     outs = run_ranks(_cases, 2, timeout=600, env={"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"})
     exchanged = {"x": (True, True, True), "ids": (True, True, True), "back": (True, True)}
-    for rounds, ok, destroyed in outs:
+    for rounds, checks in outs:
         assert rounds == [exchanged, exchanged], rounds
-        assert ok and destroyed
+        assert all(checks.values()), checks
