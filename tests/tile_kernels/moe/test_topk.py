@@ -1,4 +1,5 @@
-"""topk_gate and topk_sum_and_topk_group_idx: exact against the stable-sort references."""
+"""topk_gate and topk_sum_and_topk_group_idx on every backend (the Ascend kernels on the twin included):
+exact against the stable-sort references, with ties, -0.0 == 0.0, -inf and NaN scores and empty inputs."""
 import pytest
 import torch
 
@@ -17,7 +18,11 @@ def test_stable_topk_by_hand():
 
 @pytest.mark.parametrize("experts,k", [(72, 6), (32, 6), (16, 6), (108, 6), (256, 8)])
 def test_topk_gate(backend, experts, k):
-    for scores in (torch.randn(301, experts), torch.randint(0, 5, (301, experts)).float()):  # the second has ties
+    s = torch.randn(301, experts)
+    s[0] = 0.0                     # a row of ties: the smaller index first
+    s[1, ::2] = -float("inf")
+    s[2, 5], s[2, 7] = -0.0, 0.0   # -0.0 == 0.0: a tie too
+    for scores in (s, torch.randint(0, 5, (301, experts)).float()):  # the second has ties
         assert_equal(tile_kernels.moe.topk_gate(scores, k), ref.stable_topk(scores, k))
     assert tile_kernels.moe.topk_gate(torch.empty(0, experts), k).shape == (0, k)
 
@@ -58,6 +63,9 @@ def test_topk_gate_nan_ranks_first(backend):
     scores[0, 3] = float("nan")
     scores[1, 10] = scores[1, 2] = float("nan")
     scores[2] = float("nan")
+    scores[3, 7], scores[3, 9], scores[3, 11] = float("nan"), float("inf"), -float("inf")
+    scores[3, 39] = float("nan")   # the last expert
     out = tile_kernels.moe.topk_gate(scores, 5)
     assert out[0, 0] == 3 and out[1, :2].tolist() == [2, 10] and out[2].tolist() == [0, 1, 2, 3, 4]
+    assert out[3, :3].tolist() == [7, 39, 9]  # NaN (by index) ranks above +inf
     assert torch.equal(out, ref.stable_topk(scores, 5))
