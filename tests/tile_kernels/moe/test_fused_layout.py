@@ -11,6 +11,8 @@ from tile_kernels.reference.moe import get_fused_mapping as ref_mapping
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal
 
+from .._twin import product, twin_subset
+
 M = tile_kernels.moe
 
 
@@ -93,10 +95,10 @@ def test_expand_to_fused_with_sf(backend, npc, col, round_sf, packed):
     assert_equal(out_sf, sf_ref)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("fp8_out", [False, True])
-@pytest.mark.parametrize("weights", [False, True])
-@pytest.mark.parametrize("with_x_sf", [False, True])
+@pytest.mark.parametrize("dtype,fp8_out,weights,with_x_sf", twin_subset(
+    product([torch.float32, torch.bfloat16], [False, True], [False, True], [False, True]),
+    [(torch.float32, False, False, False), (torch.bfloat16, True, True, True)],
+    why="the twin runs the two cases that take each form once"))
 def test_reduce_fused(backend, dtype, fp8_out, weights, with_x_sf):
     idx, (p2e, _, _, t2p, *_) = _mapping(tokens=100, alignment=16)
     x = torch.randn(p2e.shape[0], 256).to(dtype)

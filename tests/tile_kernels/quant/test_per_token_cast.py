@@ -10,6 +10,8 @@ from tile_kernels import torch as ref
 from tile_kernels.testing import clear_unused_sf
 from tile_kernels.testing.numeric import assert_equal, calc_diff, check_bias
 
+from .._twin import twin_subset
+
 LAYOUTS = [(False, False, False), (False, True, False), (True, True, True), (True, False, False)]
 
 
@@ -104,9 +106,14 @@ def test_empty_input(backend):
     assert backend != "ascend" or backend.served == ["per_token_cast"]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (True, True, True), (False, True, False),
-                                                 (False, True, True), (True, False, False)])
+E5M6_LAYOUTS = [(False, False, False), (True, True, True), (False, True, False), (False, True, True),
+                (True, False, False)]
+
+
+@pytest.mark.parametrize("dtype,col,round_sf,packed", twin_subset(
+    [(d, *lay) for lay in E5M6_LAYOUTS for d in (torch.float32, torch.bfloat16)],
+    [((torch.float32, torch.bfloat16)[i % 2], *lay) for i, lay in enumerate(E5M6_LAYOUTS)],
+    why="the twin runs each scale layout once, the input dtypes alternating"))
 def test_e5m6(backend, dtype, col, round_sf, packed):
     from tile_kernels.testing.generator import generate_e5m6_inputs
     for x, special in generate_e5m6_inputs(24, 256, dtype):
