@@ -7,6 +7,8 @@ import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal
 
+from .._twin import twin_subset
+
 
 def test_stable_topk_by_hand():
     s = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0]])
@@ -27,9 +29,13 @@ def test_topk_gate(backend, experts, k):
     assert tile_kernels.moe.topk_gate(torch.empty(0, experts), k).shape == (0, k)
 
 
-@pytest.mark.parametrize("experts,groups", [(72, 4), (72, 8), (256, 8), (256, 16)])
-@pytest.mark.parametrize("num_sum", [1, 2])
-@pytest.mark.parametrize("num_topk_groups", [2, 4])
+GROUPINGS = [(72, 4), (72, 8), (256, 8), (256, 16)]
+
+
+@pytest.mark.parametrize("experts,groups,num_sum,num_topk_groups", twin_subset(
+    [(*g, s, k) for k in (2, 4) for s in (1, 2) for g in GROUPINGS],
+    [(*g, 1 + i % 2, 2 + 2 * (i // 2)) for i, g in enumerate(GROUPINGS)],
+    why="the twin runs each grouping once, num_sum and num_topk_groups varying"))
 def test_topk_sum_and_topk_group_idx(backend, experts, groups, num_sum, num_topk_groups):
     scores = torch.randn(200, groups, experts // groups)
     out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, num_topk_groups)

@@ -1,5 +1,6 @@
 """cast_back / per_token_cast_back: bit-exact against the reference dequantisation, and close to
-the original data."""
+the original data. The cases taking ``backend`` run on every backend; the Ascend twin runs each form once
+(the Ascend int16 scales and the forms left to the reference: tests/tile_kernels/ascend/test_cast_back.py)."""
 import pytest
 import torch
 

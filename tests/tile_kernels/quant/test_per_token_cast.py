@@ -71,10 +71,13 @@ def test_non_contiguous_rows_give_identical_results(host, fmt):
     assert_equal(a[1], b[1])
 
 
-@pytest.mark.parametrize("in_fmt", ["e4m3", "e2m1"])
-@pytest.mark.parametrize("x_block", [(128, 128), (32, 32)])
-@pytest.mark.parametrize("npc", [32, 128])
-@pytest.mark.parametrize("col,round_sf,packed", [(False, True, False), (True, True, True)])
+QUANT_LAYOUTS = [(False, True, False), (True, True, True)]
+
+
+@pytest.mark.parametrize("in_fmt,x_block,npc,col,round_sf,packed", twin_subset(
+    [(f, b, n, *lay) for f in ("e4m3", "e2m1") for b in ((128, 128), (32, 32)) for n in (32, 128)
+     for lay in QUANT_LAYOUTS],
+    [("e4m3", (128, 128), 32, *QUANT_LAYOUTS[0]), ("e2m1", (32, 32), 128, *QUANT_LAYOUTS[1])], why="the twin runs the cases that take each form once"))
 def test_quant_tensor_input(backend, in_fmt, x_block, npc, col, round_sf, packed):
     x = ref.cast(torch.randn(150, 512), in_fmt, x_block, round_sf=round_sf, use_tma_aligned_col_major_sf=col,
                  use_packed_ue8m0=packed)

@@ -1,4 +1,5 @@
-"""SwiGLU backward fused with the per-token cast of the input gradient."""
+"""SwiGLU backward fused with the per-token cast of the input gradient, on every backend; the Ascend twin
+runs the cases that take each form once (its kernel's forms: tests/tile_kernels/ascend/test_swiglu_backward_cast.py)."""
 import pytest
 import torch
 

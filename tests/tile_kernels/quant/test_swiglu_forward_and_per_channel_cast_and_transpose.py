@@ -1,3 +1,6 @@
+"""SwiGLU forward fused with the per-channel cast (transposed or not), against reference swiglu + cast, on
+every backend; the Ascend twin runs the cases that take each form once. The Ascend kernel's NaN/Inf and
+tails are in tests/tile_kernels/ascend/test_transpose.py."""
 import pytest
 import torch
 
