@@ -1,7 +1,10 @@
-"""Shared fixtures of the tile_kernels tests: a per-test seed and a switch between the host
-kernels and the reference path of the public ops."""
+"""Shared fixtures of the tile_kernels tests: a per-test seed and the ``backend`` switch of the public ops
+(reference, host kernels and the Ascend kernels on deepjit's Ascend twin; tests/testkit/backends.py)."""
 import pytest
 import torch
+
+import tile_kernels._dispatch
+from tests.testkit.backends import make_backend_fixture
 
 
 @pytest.fixture(autouse=True)
@@ -9,11 +12,7 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(params=["host", "reference"])
-def backend(request, monkeypatch):
-    """Runs the test once on the host kernels and once on the reference path (TK_BACKEND)."""
-    monkeypatch.setenv("TK_BACKEND", request.param)
-    return request.param
+backend = make_backend_fixture("TK", tile_kernels._dispatch.TABLE, ["host", "reference", "ascend"])
 
 
 @pytest.fixture

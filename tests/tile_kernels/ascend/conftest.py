@@ -1,6 +1,12 @@
-"""Helpers of the Ascend kernel tests: every kernel runs on deepjit's Ascend CPU twin (CPU tensors) and
-is compared with tile_kernels' reference; the Ascend int16 packed-UE8M0 expectation is built from the
-reference's FP32 scales."""
+"""tests/tile_kernels/ascend/: only what is specific to the Ascend kernels, on deepjit's Ascend CPU twin (CPU
+tensors) against tile_kernels' reference: tile and block boundaries of a kernel, its flags and sync modes,
+no host reads and the clamping of unvalidated device values, the Ascend-only forms (int16 packed UE8M0
+scales, kernel entry points the public ops do not expose), ascend-check cases, which forms the table serves
+on Ascend, the every-op-has-an-Ascend-column check, and the NPU tests (test_npu*.py). Each op's
+public-contract cases (tails, empty inputs, NaN/Inf, the op's forms) live in its main test file under
+tests/tile_kernels/<area>/ and run there on every backend, Ascend included (the ``backend`` fixture).
+
+Helpers: the Ascend int16 packed-UE8M0 expectation is built from the reference's FP32 scales."""
 import torch
 import torch.nn.functional as F
 

@@ -58,3 +58,19 @@ def test_public_cast_back_checks_int16_scale_shape():
     q = torch.zeros(4, 320, dtype=torch.float8_e4m3fn)
     with pytest.raises(ValueError, match=r"x\[1\].*\(4, 5\)"):
         tile_kernels.quant.per_token_cast_back((q, torch.zeros(4, 3, dtype=torch.int16)), "bf16", 32)
+
+
+def test_tiles_past_ub_go_to_the_reference(monkeypatch):
+    """int32-packed (128, 128) scales: a core's smallest tile is 128 x 512 (one scale word of K-blocks), whose
+    FP32 output alone overflows UB. The table sends that form (and a re-quantisation reading it) to the
+    reference; the BF16 output fits and stays on the kernel."""
+    import tile_kernels
+    from tile_kernels import _dispatch
+    monkeypatch.setenv("TK_BACKEND", "ascend")
+    x = ref.cast(torch.randn(150, 512), "e4m3", (128, 128), round_sf=True, use_tma_aligned_col_major_sf=True,
+                 use_packed_ue8m0=True)
+    assert _dispatch.TABLE.serves("cast_back", x[0].device, x, "fp32", (128, 128)) == "reference"
+    assert _dispatch.TABLE.serves("cast_back", x[0].device, x, "bf16", (128, 128)) == "ascend"
+    assert _dispatch.TABLE.serves("per_token_cast", x[0].device, "quant", x, "e4m3", (1, 128), (128, 128), False,
+                                  False, False, None, False, None) == "reference"
+    assert_equal(tile_kernels.quant.cast_back(x, "fp32", (128, 128)), ref.cast_back(x, "fp32", (128, 128)))

@@ -1,6 +1,8 @@
-"""The scale-only, precomputed-scale and clamp_min forms of the casts on the Ascend twin, through the public
-ops with TK_BACKEND=ascend: bit-exact against the reference cast at ragged sizes, for plain and (data, sf)
-inputs, per-token and per-block blocks, E4M3 and E2M1."""
+"""Cast forms on the Ascend twin that the public-op files do not run on every backend: a precomputed scale
+on a (data, sf) input, the kernel's clamp_min, and per_channel_cast_and_transpose served by the Ascend cast.
+Bit-exact against the reference cast. The scale-only and precomputed-scale forms of plain inputs run on
+every backend in tests/tile_kernels/quant/test_per_token_cast.py (test_sf_only_and_precomputed_sf) and
+test_per_block_cast.py (test_variants)."""
 import pytest
 import torch
 
@@ -24,32 +26,11 @@ def _x(rows=37, hidden=320):
     return x
 
 
-@pytest.mark.parametrize("fmt,npc,round_sf", [("e4m3", 128, False), ("e2m1", 32, True)])
-def test_per_token_sf_only_and_precomputed(fmt, npc, round_sf):
-    x = _x()
-    sf = Q.per_token_cast_with_sf_only(x, fmt, npc, round_sf=round_sf)
-    assert_equal(sf, ref.cast(x, fmt, (1, npc), round_sf=round_sf)[1])
-    sf = sf * 1.5  # a scale the cast would not pick: x is quantised with exactly 1 / sf
-    assert _dispatch.TABLE.serves("per_token_cast_with_precomputed_sf", x.device, "plain", x, fmt, (1, npc), None, False,
-                             round_sf, False, sf, False, None) == "ascend"
-    assert_equal(Q.per_token_cast_with_precomputed_sf(x, fmt, npc, sf, round_sf=round_sf),
-                 ref.cast(x, fmt, (1, npc), sf=sf))
-
-
 def test_per_token_precomputed_from_quant_input():
     xq = ref.cast(_x(), "e4m3", (1, 128), round_sf=True)
     sf = torch.rand(37, 3) + 0.01
     assert_equal(Q.per_token_cast_with_precomputed_sf(xq, "e4m3", 128, sf, x_block_size=(1, 128)),
                  ref.cast(xq, "e4m3", (1, 128), sf=sf, x_block_size=(1, 128)))
-
-
-@pytest.mark.parametrize("block", [(128, 128), (32, 32)])
-def test_per_block_sf_only_and_precomputed(block):
-    x = _x(150, 192)
-    sf = Q.per_block_cast_with_sf_only(x, "e4m3", block)
-    assert_equal(sf, ref.cast(x, "e4m3", block)[1])
-    sf = sf * 0.75
-    assert_equal(Q.per_block_cast_with_precomputed_sf(x, "e4m3", block, sf), ref.cast(x, "e4m3", block, sf=sf))
 
 
 @pytest.mark.parametrize("clamp_min", [0.0, 0.5])

@@ -15,7 +15,7 @@ from .inputs import fused_positions
 
 
 def _inputs(sf_dtype, tokens=37, k=3, hidden=96, num_rows=126):
-    """One token/row shape for every case (and test_expand_to_fused's, test_unvalidated_device_values'): the
+    """One token/row shape for every case (and test_unvalidated_device_values'): the
     expansion's static lowerings (data rows, 4-byte scale rows) are shared."""
     pos = fused_positions(tokens, k, num_rows, torch.Generator().manual_seed(1))
     data = torch.randn(tokens, hidden).to(torch.float8_e4m3fn)

@@ -1,8 +1,10 @@
-"""The transposes on the Ascend twin (TK_BACKEND=ascend, CPU tensors): ``batched_transpose`` / ``transpose``
-(ascend/transpose.py) and the two ``*_and_transpose`` casts, whose one kernel (ascend/channel_cast.py) writes
-the E4M3 data transposed. Every result is bit-exact against the reference (NaN payloads included for the
-transpose, which moves bits); tails in both tile dimensions, empty inputs, NaN and +-Inf; each call's
-backend is recorded from the table and asserted."""
+"""The transposes on the Ascend twin (TK_BACKEND=ascend, CPU tensors): the element sizes
+``batched_transpose``'s kernel (ascend/transpose.py) leaves to the reference, and the two ``*_and_transpose``
+casts, whose one kernel (ascend/channel_cast.py) writes the E4M3 data transposed: bit-exact against the
+reference (every NaN one pattern: a NaN's sign is no part of the cast's contract), NaN and +-Inf, empty
+inputs and the kernel's tails; each call's backend is recorded from the table and asserted. The transposes'
+public cases (NaN payloads as bits, tails, strided rows, empty inputs) run on every backend in
+tests/tile_kernels/transpose/test_transpose.py."""
 import pytest
 import torch
 
@@ -29,48 +31,6 @@ def served(monkeypatch):
 
     monkeypatch.setattr(_dispatch.TABLE, "select", recording)
     return calls
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def _special(shape, dtype) -> torch.Tensor:
-    """Random values with NaN (two payloads), +-Inf and -0.0 at fixed places."""
-    x = torch.randn(shape) * 4
-    flat = x.view(-1)
-    flat[:4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
-    x = x.to(dtype)
-    if dtype == torch.float32:
-        x.view(-1).view(torch.int32)[-1] = 0x7FA00001  # a signalling-NaN payload must survive as bits
-    return x
-
-
-@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("shape", [(3, 37, 45), (2, 130, 260)])  # within one tile; several tiles with tails
-def test_batched_transpose_bit_exact(served, dtype, shape):
-    x = _special(shape, dtype)
-    out = tile_kernels.transpose.batched_transpose(x)
-    assert out.shape == (shape[0], shape[2], shape[1]) and out.is_contiguous() and out.dtype == dtype
-    assert torch.equal(_bits(out), _bits(x.transpose(1, 2).contiguous()))
-    assert served == [("batched_transpose", "ascend")]
-
-
-def test_transpose_2d_and_strided_rows(served):
-    wide = _special((67, 2 * 96), torch.bfloat16)
-    x = wide[:, :96]  # row stride 2N
-    assert torch.equal(_bits(tile_kernels.transpose.transpose(x)), _bits(x.T.contiguous()))
-    ints = torch.randint(-2**31, 2**31 - 1, (5, 129, 3), dtype=torch.int32)  # any 4-byte type
-    assert torch.equal(tile_kernels.transpose.batched_transpose(ints), ints.transpose(1, 2).contiguous())
-    assert served == [("batched_transpose", "ascend")] * 2
-
-
-@pytest.mark.parametrize("shape", [(0, 5, 7), (2, 0, 7), (2, 5, 0)])
-def test_empty(served, shape):
-    x = torch.zeros(shape, dtype=torch.bfloat16)
-    out = tile_kernels.transpose.batched_transpose(x)
-    assert out.shape == (shape[0], shape[2], shape[1])
-    assert served == [("batched_transpose", "ascend")]
 
 
 def test_eight_byte_elements_take_the_reference(served):

@@ -21,7 +21,9 @@ from tile_kernels.torch import (
     sinkhorn_normalize_ref,
 )
 
-# every test runs on the host kernels and on the reference path
+from .._twin import twin_subset
+
+# every test runs on every backend (the Ascend kernels on the twin included)
 pytestmark = pytest.mark.usefixtures("backend")
 
 M = 4
@@ -74,8 +76,8 @@ def _norm_fn_data(n1=96, hidden=1280, normw=False):
     return residual, fn, w, torch.randn(1, n1, M3)
 
 
-@pytest.mark.parametrize("hidden", [1280, 2560])
-@pytest.mark.parametrize("normw", [False, True])
+@pytest.mark.parametrize("hidden,normw", twin_subset(
+    [(h, n) for n in (False, True) for h in (1280, 2560)], [(1280, False), (2560, True)], why="the twin runs the cases that take each form once"))
 def test_norm_fn_with_gradient_handover(hidden, normw):
     residual, fn, w, g = _norm_fn_data(hidden=hidden, normw=normw)
     r_a, r_b = _pair(residual)

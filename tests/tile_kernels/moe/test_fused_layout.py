@@ -1,5 +1,7 @@
-"""get_fused_mapping consistency, expand_to_fused(_with_sf) and reduce_fused against the references
-(and the references against loops)."""
+"""get_fused_mapping consistency, expand_to_fused(_with_sf) and reduce_fused against the references (and
+the references against loops), on every backend (the Ascend kernels on the twin included): -1 slots, rows
+no slot maps, no tokens, every data dtype, weights, x_sf, E4M3 output and ``out=``. The kernels' sync
+modes, UB chunks and E4M3-input reduce forms are in tests/tile_kernels/ascend/."""
 import pytest
 import torch
 
@@ -8,6 +10,8 @@ from tile_kernels import torch as ref
 from tile_kernels.reference.moe import get_fused_mapping as ref_mapping
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal
+
+from .._twin import product, twin_subset
 
 M = tile_kernels.moe
 
@@ -35,6 +39,15 @@ def test_get_fused_mapping_consistency(backend, alignment):
                 assert p2e[p] == idx[t, j] and p2t[p] == t and p2tt[p] == t * k + j
     pad = p2e < 0
     assert p2t[pad].eq(-1).all() and p2tt[pad].eq(-1).all()
+    assert backend != "ascend" or backend.served == ["get_fused_mapping"]
+
+
+def test_get_fused_mapping_no_tokens(backend):
+    idx = torch.empty(0, 4, dtype=torch.int64)
+    out, expect = M.get_fused_mapping(idx, 6, 0, 8), ref_mapping(idx, 6, 0, 8)
+    for a, b in zip(out[:7], expect[:7], strict=True):
+        assert_equal(a, b)
+    assert out[7] == expect[7]
 
 
 @pytest.mark.parametrize("tokens,experts", [(300, 9), (6000, 40)])  # 6000 x 6: split over threads by token
@@ -82,10 +95,10 @@ def test_expand_to_fused_with_sf(backend, npc, col, round_sf, packed):
     assert_equal(out_sf, sf_ref)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("fp8_out", [False, True])
-@pytest.mark.parametrize("weights", [False, True])
-@pytest.mark.parametrize("with_x_sf", [False, True])
+@pytest.mark.parametrize("dtype,fp8_out,weights,with_x_sf", twin_subset(
+    product([torch.float32, torch.bfloat16], [False, True], [False, True], [False, True]),
+    [(torch.float32, False, False, False), (torch.bfloat16, True, True, True)],
+    why="the twin runs the two cases that take each form once"))
 def test_reduce_fused(backend, dtype, fp8_out, weights, with_x_sf):
     idx, (p2e, _, _, t2p, *_) = _mapping(tokens=100, alignment=16)
     x = torch.randn(p2e.shape[0], 256).to(dtype)

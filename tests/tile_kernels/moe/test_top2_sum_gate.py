@@ -1,5 +1,7 @@
 """The DeepSeek router: hand-computed cases on 4 experts for the reference, then the host kernel
-against the reference over upstream's grid."""
+against the reference over upstream's grid; all-zero and NaN/+-Inf logits on every backend (the Ascend
+kernel on the twin included). The Ascend kernel's options and tile edges are in
+tests/tile_kernels/ascend/test_top2_sum_gate.py."""
 import math
 
 import pytest
@@ -110,13 +112,15 @@ def test_all_zero_logits_are_stable(backend):
 
 @pytest.mark.parametrize("groups", [(0, 0), (8, 4)])
 @pytest.mark.parametrize("scoring", ["sigmoid", "sqrtsoftplus", "softmax"])
-def test_nan_ranks_first_as_in_the_reference(host, groups, scoring):
-    """NaN logits or biases rank above every number (torch's sort order), ties to the lower id; a
-    row of NaN picks experts 0..k-1. The kernel used to skip NaN and leave slots unset."""
+def test_nan_ranks_first_as_in_the_reference(backend, groups, scoring):
+    """NaN logits or biases rank above every number (+inf included; torch's sort order), ties to the lower
+    id; a row of NaN picks experts 0..k-1. The host kernel used to skip NaN and leave slots unset."""
     experts, k = 64, 6
     logits, bias = torch.randn(8, experts), torch.randn(experts) * 0.1
     logits[0, 5] = logits[1, 40] = logits[1, 3] = float("nan")
     logits[2] = float("nan")
+    logits[3, 7], logits[3, 9], logits[3, experts - 1] = float("nan"), float("inf"), float("nan")
+    logits[4, 11] = -float("inf")
     for b in (bias, bias.index_fill(0, torch.tensor([7, 50]), float("nan"))):
         args = (logits, b, k, groups[1], groups[0], False, 0, 2.5, 0, 1, 0, 1, scoring)
         idx, w = gate(*args)

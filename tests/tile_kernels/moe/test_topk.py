@@ -1,10 +1,13 @@
-"""topk_gate and topk_sum_and_topk_group_idx: exact against the stable-sort references."""
+"""topk_gate and topk_sum_and_topk_group_idx on every backend (the Ascend kernels on the twin included):
+exact against the stable-sort references, with ties, -0.0 == 0.0, -inf and NaN scores and empty inputs."""
 import pytest
 import torch
 
 import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal
+
+from .._twin import twin_subset
 
 
 def test_stable_topk_by_hand():
@@ -17,14 +20,22 @@ def test_stable_topk_by_hand():
 
 @pytest.mark.parametrize("experts,k", [(72, 6), (32, 6), (16, 6), (108, 6), (256, 8)])
 def test_topk_gate(backend, experts, k):
-    for scores in (torch.randn(301, experts), torch.randint(0, 5, (301, experts)).float()):  # the second has ties
+    s = torch.randn(301, experts)
+    s[0] = 0.0                     # a row of ties: the smaller index first
+    s[1, ::2] = -float("inf")
+    s[2, 5], s[2, 7] = -0.0, 0.0   # -0.0 == 0.0: a tie too
+    for scores in (s, torch.randint(0, 5, (301, experts)).float()):  # the second has ties
         assert_equal(tile_kernels.moe.topk_gate(scores, k), ref.stable_topk(scores, k))
     assert tile_kernels.moe.topk_gate(torch.empty(0, experts), k).shape == (0, k)
 
 
-@pytest.mark.parametrize("experts,groups", [(72, 4), (72, 8), (256, 8), (256, 16)])
-@pytest.mark.parametrize("num_sum", [1, 2])
-@pytest.mark.parametrize("num_topk_groups", [2, 4])
+GROUPINGS = [(72, 4), (72, 8), (256, 8), (256, 16)]
+
+
+@pytest.mark.parametrize("experts,groups,num_sum,num_topk_groups", twin_subset(
+    [(*g, s, k) for k in (2, 4) for s in (1, 2) for g in GROUPINGS],
+    [(*g, 1 + i % 2, 2 + 2 * (i // 2)) for i, g in enumerate(GROUPINGS)],
+    why="the twin runs each grouping once, num_sum and num_topk_groups varying"))
 def test_topk_sum_and_topk_group_idx(backend, experts, groups, num_sum, num_topk_groups):
     scores = torch.randn(200, groups, experts // groups)
     out = tile_kernels.moe.topk_sum_and_topk_group_idx(scores, num_sum, num_topk_groups)
@@ -58,6 +69,9 @@ def test_topk_gate_nan_ranks_first(backend):
     scores[0, 3] = float("nan")
     scores[1, 10] = scores[1, 2] = float("nan")
     scores[2] = float("nan")
+    scores[3, 7], scores[3, 9], scores[3, 11] = float("nan"), float("inf"), -float("inf")
+    scores[3, 39] = float("nan")   # the last expert
     out = tile_kernels.moe.topk_gate(scores, 5)
     assert out[0, 0] == 3 and out[1, :2].tolist() == [2, 10] and out[2].tolist() == [0, 1, 2, 3, 4]
+    assert out[3, :3].tolist() == [7, 39, 9]  # NaN (by index) ranks above +inf
     assert torch.equal(out, ref.stable_topk(scores, 5))

@@ -1,5 +1,6 @@
 """cast_back / per_token_cast_back: bit-exact against the reference dequantisation, and close to
-the original data."""
+the original data. The cases taking ``backend`` run on every backend; the Ascend twin runs each form once
+(the Ascend int16 scales and the forms left to the reference: tests/tile_kernels/ascend/test_cast_back.py)."""
 import pytest
 import torch
 
@@ -7,11 +8,15 @@ import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing.numeric import assert_equal, calc_diff
 
+from .._twin import twin_subset
 
-@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
-@pytest.mark.parametrize("npc", [128, "H"])
-@pytest.mark.parametrize("out", ["fp32", "bf16"])
-@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (True, True, True)])
+LAYOUTS = [(False, False, False), (True, True, True)]
+
+
+@pytest.mark.parametrize("fmt,npc,out,col,round_sf,packed", twin_subset(
+    [(f, n, o, *lay) for f in ("e4m3", "e2m1") for n in (128, "H") for o in ("fp32", "bf16") for lay in LAYOUTS],
+    [("e4m3", 128, "fp32", *LAYOUTS[0]), ("e2m1", "H", "bf16", *LAYOUTS[1])],
+    why="the twin runs the two cases that take each form once"))
 def test_per_token_round_trip(backend, fmt, npc, out, col, round_sf, packed):
     x = torch.randn(77, 640, dtype=torch.bfloat16)
     npc = 640 if npc == "H" else npc
@@ -23,9 +28,12 @@ def test_per_token_round_trip(backend, fmt, npc, out, col, round_sf, packed):
 
 
 # FP4 packs two columns per byte, so per-column (128, 1) scales exist only for E4M3.
-@pytest.mark.parametrize("fmt,block", [("e4m3", (128, 1)), ("e4m3", (128, 128)), ("e4m3", (32, 32)),
-                                       ("e2m1", (128, 128)), ("e2m1", (32, 32))])
-@pytest.mark.parametrize("round_sf", [False, True])
+BLOCK_FORMS = [("e4m3", (128, 1)), ("e4m3", (128, 128)), ("e4m3", (32, 32)), ("e2m1", (128, 128)), ("e2m1", (32, 32))]
+
+
+@pytest.mark.parametrize("fmt,block,round_sf", twin_subset(
+    [(*f, r) for r in (False, True) for f in BLOCK_FORMS], [(*f, i % 2 == 1) for i, f in enumerate(BLOCK_FORMS)],
+    why="the twin runs each block form once, round_sf alternating"))
 def test_block_scales(backend, block, round_sf, fmt):
     x = torch.randn(200, 256)
     q, sf = ref.cast(x, fmt, block, round_sf=round_sf)

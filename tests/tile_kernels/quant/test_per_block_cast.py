@@ -1,5 +1,6 @@
 """per_block_cast (+ scale-only, precomputed): bit-exact against the reference with (bm, bk) blocks,
-on row counts that leave partial blocks."""
+on row counts that leave partial blocks. test_variants runs on every backend (the Ascend kernel on the
+twin included); the Ascend-only int16 packed scales are in tests/tile_kernels/ascend/test_per_block_cast.py."""
 import pytest
 import torch
 
@@ -24,14 +25,19 @@ def test_per_block_cast(host, dtype, fmt, block, col, round_sf, packed):
         check_bias(ref.cast_back((q, sf), "fp32", block), x.float())
 
 
-@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
-def test_variants(backend, fmt):
+@pytest.mark.parametrize("fmt,block", [("e4m3", (128, 128)), ("e2m1", (128, 128)), ("e4m3", (32, 32))])
+def test_variants(backend, fmt, block):
     x = torch.randn(130, 256)
-    q_ref, sf_ref = ref.cast(x, fmt, (128, 128))
-    assert_equal(tile_kernels.quant.per_block_cast_with_sf_only(x, fmt, (128, 128)), sf_ref)
-    q = tile_kernels.quant.per_block_cast_with_precomputed_sf(x, fmt, (128, 128), sf_ref)
-    assert_equal(q, ref.cast(x, fmt, (128, 128), sf=sf_ref))
-    assert_equal(tile_kernels.quant.per_block_cast(x, fmt, (128, 128))[0], q_ref)
+    q_ref, sf_ref = ref.cast(x, fmt, block)
+    assert_equal(tile_kernels.quant.per_block_cast_with_sf_only(x, fmt, block), sf_ref)
+    for scale in (sf_ref, sf_ref * 0.75):  # a scale the cast would not pick: x is quantised with exactly 1 / sf
+        q = tile_kernels.quant.per_block_cast_with_precomputed_sf(x, fmt, block, scale)
+        assert_equal(q, ref.cast(x, fmt, block, sf=scale))
+    q, sf = tile_kernels.quant.per_block_cast(x, fmt, block)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)
+    assert backend != "ascend" or backend.served == ["per_block_cast_with_sf_only"] + \
+        ["per_block_cast_with_precomputed_sf"] * 2 + ["per_block_cast"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -7,6 +7,8 @@ from tile_kernels import torch as ref
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal, check_bias
 
+from .._twin import twin_subset
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("round_sf", [False, True])
@@ -30,9 +32,9 @@ def test_per_channel_cast_and_transpose(backend, npt, round_sf):
     assert_equal(sf, sf_ref)
 
 
-@pytest.mark.parametrize("quant_input", [False, True])
-@pytest.mark.parametrize("expand", [False, True])
-@pytest.mark.parametrize("round_sf", [False, True])
+@pytest.mark.parametrize("quant_input,expand,round_sf", twin_subset(
+    [(q, e, r) for r in (False, True) for e in (False, True) for q in (False, True)],
+    [(False, False, False), (True, True, True)], why="the twin runs the two cases that take each form once"))
 def test_per_channel_cast_fused(backend, quant_input, expand, round_sf):
     tokens, hidden = 256, 512
     x = torch.randn(tokens, hidden, dtype=torch.bfloat16)

@@ -1,5 +1,7 @@
 """per_token_cast and its scale-only / precomputed-scale variants: bit-exact against the
-reference cast with block (1, num_per_channels), on ragged sizes and every scale layout."""
+reference cast with block (1, num_per_channels), on ragged sizes and every scale layout. The cases taking
+``backend`` run on every backend (the Ascend kernels on the twin included); the Ascend-only int16 packed
+scales are in tests/tile_kernels/ascend/test_per_token_cast.py."""
 import pytest
 import torch
 
@@ -7,6 +9,8 @@ import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.testing import clear_unused_sf
 from tile_kernels.testing.numeric import assert_equal, calc_diff, check_bias
+
+from .._twin import twin_subset
 
 LAYOUTS = [(False, False, False), (False, True, False), (True, True, True), (True, False, False)]
 
@@ -34,6 +38,28 @@ def test_float_input(host, dtype, fmt, npc, col, round_sf, packed):
         check_bias(ref.cast_back((q, sf), "fp32", (1, npc)), x.float())
 
 
+FORMS = [  # dtype, fmt, npc, col, round_sf: each scale form once on every backend (the grid above: host only)
+    (torch.float32, "e4m3", 128, False, False),
+    (torch.float32, "e4m3", 128, True, False),
+    (torch.float32, "e2m1", 32, False, True),
+    (torch.float32, "e4m3", 576, False, False),   # one block per row
+    (torch.bfloat16, "e2m1", 16, False, False),
+]
+
+
+@pytest.mark.parametrize("dtype,fmt,npc,col,round_sf", FORMS)
+def test_forms(backend, dtype, fmt, npc, col, round_sf):
+    x = torch.randn(37, 576) * 3
+    x[0, :6] = torch.tensor([-0.0, 0.0, 1e-30, -7.0, 0.25, 2.5])  # signed zero, tiny, E2M1 ties
+    x[1] = 0.0  # an all-zero row: amax clamps to the format's minimum
+    x = x.to(dtype)
+    q, sf = tile_kernels.quant.per_token_cast(x, fmt, npc, use_tma_aligned_col_major_sf=col, round_sf=round_sf)
+    q_ref, sf_ref = ref.cast(x, fmt, (1, npc), round_sf=round_sf, use_tma_aligned_col_major_sf=col)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)
+    assert backend != "ascend" or backend.served == ["per_token_cast"]
+
+
 @pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
 def test_non_contiguous_rows_give_identical_results(host, fmt):
     wide = torch.randn(40, 2 * 256, dtype=torch.bfloat16)
@@ -45,10 +71,13 @@ def test_non_contiguous_rows_give_identical_results(host, fmt):
     assert_equal(a[1], b[1])
 
 
-@pytest.mark.parametrize("in_fmt", ["e4m3", "e2m1"])
-@pytest.mark.parametrize("x_block", [(128, 128), (32, 32)])
-@pytest.mark.parametrize("npc", [32, 128])
-@pytest.mark.parametrize("col,round_sf,packed", [(False, True, False), (True, True, True)])
+QUANT_LAYOUTS = [(False, True, False), (True, True, True)]
+
+
+@pytest.mark.parametrize("in_fmt,x_block,npc,col,round_sf,packed", twin_subset(
+    [(f, b, n, *lay) for f in ("e4m3", "e2m1") for b in ((128, 128), (32, 32)) for n in (32, 128)
+     for lay in QUANT_LAYOUTS],
+    [("e4m3", (128, 128), 32, *QUANT_LAYOUTS[0]), ("e2m1", (32, 32), 128, *QUANT_LAYOUTS[1])], why="the twin runs the cases that take each form once"))
 def test_quant_tensor_input(backend, in_fmt, x_block, npc, col, round_sf, packed):
     x = ref.cast(torch.randn(150, 512), in_fmt, x_block, round_sf=round_sf, use_tma_aligned_col_major_sf=col,
                  use_packed_ue8m0=packed)
@@ -59,26 +88,36 @@ def test_quant_tensor_input(backend, in_fmt, x_block, npc, col, round_sf, packed
         assert_equal(sf, sf_ref)
 
 
-@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
-def test_sf_only_and_precomputed_sf(backend, fmt):
+@pytest.mark.parametrize("fmt,npc,round_sf", [("e4m3", 64, False), ("e2m1", 64, False), ("e2m1", 32, True)])
+def test_sf_only_and_precomputed_sf(backend, fmt, npc, round_sf):
     x = torch.randn(65, 384, dtype=torch.bfloat16)
-    q_ref, sf_ref = ref.cast(x, fmt, (1, 64))
-    sf = tile_kernels.quant.per_token_cast_with_sf_only(x, fmt, 64)
+    x[1] = 0.0  # an all-zero row
+    q_ref, sf_ref = ref.cast(x, fmt, (1, npc), round_sf=round_sf)
+    sf = tile_kernels.quant.per_token_cast_with_sf_only(x, fmt, npc, round_sf=round_sf)
     assert_equal(sf, sf_ref)
     # A given scale quantises with 1/sf (not amax-based like a fresh cast), as the reference does.
     for scale in (sf_ref, sf_ref * 2):
-        q = tile_kernels.quant.per_token_cast_with_precomputed_sf(x, fmt, 64, scale)
-        assert_equal(q, ref.cast(x, fmt, (1, 64), sf=scale))
+        q = tile_kernels.quant.per_token_cast_with_precomputed_sf(x, fmt, npc, scale, round_sf=round_sf)
+        assert_equal(q, ref.cast(x, fmt, (1, npc), sf=scale))
+    assert backend != "ascend" or backend.served == ["per_token_cast_with_sf_only"] + \
+        ["per_token_cast_with_precomputed_sf"] * 2
 
 
 def test_empty_input(backend):
     q, sf = tile_kernels.quant.per_token_cast(torch.empty(0, 256), "e4m3", 128)
     assert q.shape == (0, 256) and sf.shape == (0, 2)
+    assert backend != "ascend" or backend.served == ["per_token_cast"]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("col,round_sf,packed", [(False, False, False), (True, True, True), (False, True, False),
-                                                 (False, True, True), (True, False, False)])
+E5M6_LAYOUTS = [(False, False, False), (True, True, True), (False, True, False), (False, True, True),
+                (True, False, False)]
+
+
+@pytest.mark.parametrize("dtype,col,round_sf,packed", twin_subset(
+    [(d, *lay) for lay in E5M6_LAYOUTS for d in (torch.float32, torch.bfloat16)],
+    [(torch.float32, *E5M6_LAYOUTS[0]), (torch.bfloat16, *E5M6_LAYOUTS[1])],
+    why="the twin runs both input dtypes, plain and packed scales: tests/tile_kernels/ascend/test_e5m6.py runs "
+        "its kernel on every layout"))
 def test_e5m6(backend, dtype, col, round_sf, packed):
     from tile_kernels.testing.generator import generate_e5m6_inputs
     for x, special in generate_e5m6_inputs(24, 256, dtype):

@@ -1,4 +1,5 @@
-"""SwiGLU backward fused with the per-token cast of the input gradient."""
+"""SwiGLU backward fused with the per-token cast of the input gradient, on every backend; the Ascend twin
+runs the cases that take each form once (its kernel's forms: tests/tile_kernels/ascend/test_swiglu_backward_cast.py)."""
 import pytest
 import torch
 
@@ -7,10 +8,12 @@ from tile_kernels import torch as ref
 from tile_kernels.testing.generator import generate_topk_idx
 from tile_kernels.testing.numeric import assert_equal
 
+from .._twin import product, twin_subset
 
-@pytest.mark.parametrize("npc", [32, 128])
-@pytest.mark.parametrize("clamp", [None, 1.0])
-@pytest.mark.parametrize("round_sf", [False, True])
+
+@pytest.mark.parametrize("npc,clamp,round_sf", twin_subset(
+    product([32, 128], [None, 1.0], [False, True]), [(32, None, False), (128, 1.0, True)],
+    why="the twin runs the two cases that take each form once"))
 def test_swiglu_backward(backend, npc, clamp, round_sf):
     hidden = 256
     idx = generate_topk_idx({"num_send_tokens": 40, "num_topk": 4, "num_experts": 6, "num_ep_ranks": 2})

@@ -17,6 +17,7 @@ from deepjit.tilelang_route.ub import padded
 from ._tiles import tile_shape
 
 OUT_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+UB_BYTES = 248 * 1024  # dav-3510's vector-core Unified Buffer: the data, scale and output tiles together
 
 
 def _e2m1_value(T, code):
@@ -87,6 +88,33 @@ def build(m: int, k: int, e2m1: bool, fmt: str, bm: int, bk: int, layout: str, s
             T.copy(out[0:rows, 0:cols], Out[r0:r0 + rows, c0:c0 + cols])
 
     return cast_back
+
+
+def _kernel_form(sf):
+    """``(per_word, layout)`` of the scales as the kernel reads them."""
+    import torch
+
+    if sf.dtype in (torch.int16, torch.int32):
+        return sf.element_size(), "packed"
+    return 1, "col" if sf.stride(0) == 1 and sf.shape[1] > 1 else "row"
+
+
+def accepts(x, fmt: str, x_block_size: tuple[int, int], x_special_fmt=None) -> bool:
+    """Whether a core's tiles fit UB. The smallest tile is ``bm`` rows by one scale word of K-blocks: with
+    int32-packed (128, 128) scales 128 x 512, whose FP32 output alone is 256 KiB (the reference serves it)."""
+    import torch
+
+    q, sf = x
+    e2m1 = q.dtype == torch.int8
+    m, k = q.shape[0], q.shape[1] * (2 if e2m1 else 1)
+    bm, bk = x_block_size
+    per_word, layout = _kernel_form(sf)
+    br, bc = tile_shape(m, k, bm, bk, 4, per_word)
+    nmb, nkb = br // bm, bc // bk
+    sf_bytes = {"row": nmb * padded(nkb, 4) * 4, "col": nkb * padded(nmb, 4) * 4,
+                "packed": -(-nkb // per_word) * padded(nmb * per_word, 1)}[layout]
+    out_bytes = 4 if fmt == "fp32" else 2
+    return br * padded(bc // 2 if e2m1 else bc, 1) + sf_bytes + br * padded(bc, out_bytes) * out_bytes <= UB_BYTES
 
 
 def cast_back(x, fmt: str, x_block_size: tuple[int, int], x_special_fmt=None):

@@ -69,7 +69,9 @@ def _ascend_cast(kind, x, fmt, block, in_block, col, round_sf, packed, sf, sf_on
 
 
 _ASCEND_CAST = Impl(_ascend_cast, "E4M3/E2M1 from BF16/FP32 or a (data, sf) input; FP32 row/col-major or int16 "
-                                  "packed UE8M0 scales; scale-only, precomputed-scale and clamp_min forms")
+                                  "packed UE8M0 scales; scale-only, precomputed-scale and clamp_min forms",
+                   lambda kind, x, fmt, block, in_block, *_: kind != "quant" or
+                   ascend_cast_back.accepts(tuple(x), "fp32", in_block))
 _CAST = "BF16/FP32 input or a (data, sf) input cast back first; every block shape, format and sf layout"
 for _op in ("per_token_cast", "per_token_cast_with_sf_only", "per_token_cast_with_precomputed_sf", "per_block_cast",
             "per_block_cast_with_sf_only", "per_block_cast_with_precomputed_sf", "per_channel_cast"):
@@ -292,7 +294,8 @@ TABLE.register("cast_back_from_e5m6", reference=ref_e5m6.cast_back_from_e5m6,
                host=host.cast_back_from_e5m6)
 TABLE.register("cast_back", reference=ref.cast_back,
                host=Impl(host.cast_back, "FP32 or int32 packed scales", lambda x, *_: x[1].dtype != torch.int16),
-               ascend=Impl(ascend_cast_back.cast_back, "E4M3/E2M1; FP32 row/col-major, int16 or int32 packed scales"))
+               ascend=Impl(ascend_cast_back.cast_back, "E4M3/E2M1; FP32 row/col-major, int16 or int32 packed scales "
+                           "(tiles within UB)", ascend_cast_back.accepts))
 
 
 def per_token_cast_back(x: QuantTensor, fmt: str, num_per_channels: int, x_special_fmt: str | None = None) -> torch.Tensor:

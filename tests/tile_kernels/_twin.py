@@ -1,0 +1,17 @@
+"""Which cases of a parametrised grid also run on the Ascend twin: the twin simulates every core, so a grid
+that crosses a kernel's flags runs there only on the cases that cover each flag value once."""
+import itertools
+
+import pytest
+
+
+def twin_subset(grid, on_twin, why: str) -> list:
+    """The cases of ``grid`` (an iterable of tuples), those not in ``on_twin`` marked
+    ``backends("host", "reference", why=why)``."""
+    off = pytest.mark.backends("host", "reference", why=why)
+    on_twin = {tuple(c) for c in on_twin}
+    return [case if case in on_twin else pytest.param(*case, marks=off) for case in map(tuple, grid)]
+
+
+def product(*axes) -> list:
+    return list(itertools.product(*axes))
