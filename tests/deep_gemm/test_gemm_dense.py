@@ -23,7 +23,8 @@ def _fp8_fn(layout):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
 def test_fp8_fp4_layouts(backend, kind, layout):
-    for m, n, k in SHAPES[1:2] if layout != "nt" else SHAPES:
+    # one shape on the twin (and for nn/tn/tt): the Ascend MX kernel's tails are in ascend/test_fp8_mx_gemm.py
+    for m, n, k in SHAPES[1:2] if layout != "nt" or backend == "ascend" else SHAPES:
         for a_mn, b_mn in ((False, False), (m % 2 == 0, True)) if layout == "nt" else ((False, False),):
             case = generate_normal(m, n, k, kind, a_mn, b_mn)
             a, b = to_layout(layout, case.a, case.b)
@@ -122,7 +123,8 @@ def test_non_power_of_two_scales(backend):
 @pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_bf16_layouts(backend, layout, out_dtype):
-    for m, n, k in SHAPES:
+    # one shape on the twin: the Ascend BF16 kernel's tails are in ascend/test_bf16_gemm.py
+    for m, n, k in SHAPES[1:2] if backend == "ascend" else SHAPES:
         case = generate_normal(m, n, k, "bf16", accumulate=out_dtype == torch.float32, out_dtype=out_dtype)
         a, b = to_layout(layout, case.a, case.b)
         getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, case.d, c=case.c)

@@ -40,7 +40,8 @@ def _check_valid_rows(case, kind):
 @pytest.mark.parametrize("use_psum_layout", [False, True])
 def test_m_grouped_contiguous(backend, kind, layout, use_psum_layout):
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
-    for num_groups, expected_m, n, k in SHAPES:
+    # on the twin one shape class: the Ascend kernels' tiles and tails are in ascend/test_m_grouped_*.py
+    for num_groups, expected_m, n, k in SHAPES[:1] if backend == "ascend" else SHAPES:
         for b_mn_major in (False, True) if layout == "nt" else (False,):
             case = generate_m_grouped_contiguous(num_groups, expected_m, n, k, kind, use_psum_layout, b_mn_major)
             case.d.fill_(5.0)
