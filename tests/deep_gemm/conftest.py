@@ -1,8 +1,11 @@
-"""deep_gemm test settings: run every test on each available CPU path.
+"""deep_gemm test settings: run every public-contract test on each path.
 
-``backend`` parametrises over "reference" and "host" (host only where ``deep_gemm.host`` exists)
-by setting ``DG_BACKEND`` for the duration of the test, so the host kernels are checked by the
-same tests as the reference. Tests that do not take the fixture run on the default path."""
+``backend`` parametrises over "reference", "host" (only where ``deep_gemm.host`` exists) and "ascend"
+(the Ascend kernels on deepjit's Ascend twin, CPU tensors) by setting ``DG_BACKEND`` for the duration of
+the test; under "ascend" a call the table would serve elsewhere skips the case naming the op (see
+tests/testkit/backends.py). Tests that do not take the fixture run on the default path; a test that cannot
+run on every backend says which with ``@pytest.mark.backends(..., why=...)``. What only the Ascend
+kernels have (tile boundaries, flags, no host reads, Ascend defaults and forms) lives in ``ascend/``."""
 import importlib.util
 import os
 import random
@@ -10,15 +13,13 @@ import random
 import pytest
 import torch
 
+import deep_gemm._dispatch
 from deep_gemm import runtime
+from tests.testkit.backends import make_backend_fixture
 
-BACKENDS = ["reference"] + (["host"] if importlib.util.find_spec("deep_gemm.host") is not None else [])
+BACKENDS = ["reference"] + (["host"] if importlib.util.find_spec("deep_gemm.host") is not None else []) + ["ascend"]
 
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch):
-    monkeypatch.setenv("DG_BACKEND", request.param)
-    return request.param
+backend = make_backend_fixture("DG", deep_gemm._dispatch.TABLE, BACKENDS)
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,6 @@
-"""K-grouped GEMMs (weight gradients): aligned ks_cpu and psum layouts, empty groups, packed scales."""
+"""K-grouped GEMMs (weight gradients) on every backend, the Ascend twin included: aligned ks_cpu and psum
+layouts (passed explicitly: the Ascend path defaults to psum), empty groups, c separate or in place, packed
+scales."""
 import warnings
 
 import pytest
@@ -44,11 +46,12 @@ def test_k_grouped(backend, kind, gran_k, use_psum_layout):
 
 
 def test_k_grouped_separate_c_and_packed_scales(backend):
+    """The ks_cpu layout (grouped_layout = ks_cpu), passed explicitly: the Ascend path's default is psum."""
     deep_gemm.set_mk_alignment_for_contiguous_layout(128)
     case = generate_k_grouped_contiguous(3, 64, 64, [100, 256, 130], "fp8", 32)
     d0 = torch.empty_like(case.c)
     deep_gemm.k_grouped_fp8_gemm_tn_contiguous(case.a, case.b, d0, case.ks_cpu, case.grouped_layout, c=case.c,
-                                               recipe=(1, 1, 32))
+                                               recipe=(1, 1, 32), use_psum_layout=False)
     assert calc_diff(d0, case.ref_d) < 1e-3
 
     def pack(sf, ks):   # per group, 4 K-blocks of that group per int32 word
@@ -63,7 +66,8 @@ def test_k_grouped_separate_c_and_packed_scales(backend):
     a = (case.a[0], pack(case.a[1], case.ks_cpu))
     b = (case.b[0], pack(case.b[1], case.ks_cpu))
     d1 = torch.empty_like(case.c)
-    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d1, case.ks_cpu, case.grouped_layout, c=case.c, recipe=(1, 1, 32))
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(a, b, d1, case.ks_cpu, case.grouped_layout, c=case.c, recipe=(1, 1, 32),
+                                               use_psum_layout=False)
     assert torch.equal(d0, d1)
 
 
@@ -71,7 +75,8 @@ def test_k_grouped_nt_forwards_without_warning(backend):
     deep_gemm.set_mk_alignment_for_contiguous_layout(128)
     case = generate_k_grouped_contiguous(2, 32, 48, [128, 256], "fp8", 128)
     d_tn = case.c.clone()
-    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(case.a, case.b, d_tn, case.ks_cpu, case.grouped_layout, c=d_tn)
+    psum = dict(use_psum_layout=False)    # the ks_cpu layout on every path (Ascend's default is psum)
+    deep_gemm.k_grouped_fp8_gemm_tn_contiguous(case.a, case.b, d_tn, case.ks_cpu, case.grouped_layout, c=d_tn, **psum)
 
     def flatten(data, ks):   # NVIDIA's SM90 form: each group's block stored K-major and flattened
         parts, offset = [], 0
@@ -85,11 +90,11 @@ def test_k_grouped_nt_forwards_without_warning(backend):
     d_nt = case.c.clone()
     with warnings.catch_warnings():   # upstream's API keeps the nt form without a DeprecationWarning
         warnings.simplefilter("error")
-        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d_nt, case.ks_cpu, case.grouped_layout, c=d_nt)
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d_nt, case.ks_cpu, case.grouped_layout, c=d_nt, **psum)
     assert torch.equal(d_nt, d_tn)
     d_ascend = case.c.clone()     # DeepGEMM-Ascend's form: [M, sum_K] operands
     deep_gemm.k_grouped_fp8_gemm_nt_contiguous((case.a[0].t(), case.a[1].t()), (case.b[0].t(), case.b[1].t()),
-                                               d_ascend, case.ks_cpu, case.grouped_layout, c=d_ascend)
+                                               d_ascend, case.ks_cpu, case.grouped_layout, c=d_ascend, **psum)
     assert torch.equal(d_ascend, d_tn)
 
 
@@ -101,3 +106,22 @@ def test_k_grouped_all_empty_keeps_c(backend):
     deep_gemm.k_grouped_bf16_gemm_tn_contiguous(torch.empty(0, 8, dtype=torch.bfloat16),
                                                 torch.empty(0, 16, dtype=torch.bfloat16), d, [0, 0], layout, c=c)
     assert torch.equal(d, c)
+
+
+def test_k_grouped_bf16_separate_c_and_empty_groups(backend):
+    """BF16 with c separate from d: empty groups first, between and last (d takes c there), c untouched."""
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    ks = [0, 64, 0, 96, 0]
+    a, b = torch.randn(sum(ks), 40).bfloat16(), torch.randn(sum(ks), 24).bfloat16()
+    c = torch.randn(len(ks), 40, 24)
+    c_before, want, row = c.clone(), c.clone(), 0
+    for g, k in enumerate(ks):
+        want[g] += a[row:row + k].float().t() @ b[row:row + k].float()
+        row += k
+    d = torch.full_like(c, float("nan"))
+    deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=torch.int32), c=c,
+                                                use_psum_layout=False)
+    assert calc_diff(d, want) < 1e-5
+    torch.testing.assert_close(d, want, rtol=1e-5, atol=1e-4)
+    assert torch.equal(c, c_before)
+    assert backend != "ascend" or backend.served == ["k_grouped_bf16_gemm_tn"]

@@ -1,4 +1,5 @@
-"""M-grouped contiguous GEMMs (m_indices and psum layouts) and masked GEMMs."""
+"""M-grouped contiguous GEMMs (m_indices and psum layouts, passed explicitly: the Ascend path defaults to psum)
+and masked GEMMs, on every backend, the Ascend twin included."""
 import pytest
 import torch
 from hypothesis import given, settings
@@ -9,7 +10,9 @@ from deep_gemm import grouped
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_m_grouped_contiguous, generate_m_grouped_masked, threshold
 
-KINDS = ["fp8", "fp8_1d1d", "fp8xfp4", "fp4"]
+from ._kinds import FP8_ANY_SCALES, fp8_kind
+
+KINDS = [FP8_ANY_SCALES, "fp8_1d1d", "fp8xfp4", "fp4"]
 ALIGNMENT = 32      # small shapes: DeepSeek-V3 expert GEMMs (N, K) scaled down
 SHAPES = [(4, 40, 192, 256), (2, 70, 128, 384)]
 
@@ -37,7 +40,8 @@ def _check_valid_rows(case, kind):
 @pytest.mark.parametrize("use_psum_layout", [False, True])
 def test_m_grouped_contiguous(backend, kind, layout, use_psum_layout):
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
-    for num_groups, expected_m, n, k in SHAPES:
+    # on the twin one shape class: the Ascend kernels' tiles and tails are in ascend/test_m_grouped_*.py
+    for num_groups, expected_m, n, k in SHAPES[:1] if backend == "ascend" else SHAPES:
         for b_mn_major in (False, True) if layout == "nt" else (False,):
             case = generate_m_grouped_contiguous(num_groups, expected_m, n, k, kind, use_psum_layout, b_mn_major)
             case.d.fill_(5.0)
@@ -51,24 +55,25 @@ def test_m_grouped_contiguous(backend, kind, layout, use_psum_layout):
 
 def test_psum_gap_rows_untouched_without_zero_padding(backend):
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
-    case = generate_m_grouped_contiguous(3, 40, 128, 128, "fp8", True)
+    kind = fp8_kind(backend)
+    case = generate_m_grouped_contiguous(3, 40, 128, 128, kind, True)
     case.d.fill_(5.0)
-    _run(case, "fp8", "nt", use_psum_layout=True, ensure_zero_padding=False)
-    _check_valid_rows(case, "fp8")
+    _run(case, kind, "nt", use_psum_layout=True, ensure_zero_padding=False)
+    _check_valid_rows(case, kind)
     padding = torch.ones(case.d.size(0), dtype=torch.bool)
     for s, e in case.valid_rows:
         padding[s:e] = False
     assert bool((case.d[padding] == 5.0).all())
 
 
-@pytest.mark.parametrize("kind", ["fp8", "bf16"])
+@pytest.mark.parametrize("kind", [FP8_ANY_SCALES, "bf16"])
 def test_m_indices_without_zero_padding_computes_all_of_d(backend, kind):
     """Upstream's non-psum check: its kernels compute each alignment block with the group of its first row,
     so with zero A padding every row of D, padding included, matches ``a @ b[g].T``."""
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
     case = generate_m_grouped_contiguous(3, 40, 128, 128, kind)
     case.d.fill_(5.0)
-    _run(case, kind, "nt", ensure_zero_padding=False)
+    _run(case, kind, "nt", use_psum_layout=False, ensure_zero_padding=False)   # m_indices (Ascend's default: psum)
     assert calc_diff(case.d, case.ref_d) < threshold(kind)
 
 
@@ -89,7 +94,8 @@ def test_m_indices_padding_rows_and_partial_last_block(backend, m):
     groups = _block_groups(m_indices, ALIGNMENT)
     for zero_padding in (False, True):
         d = torch.full((m, 48), 5.0).bfloat16()
-        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, ensure_zero_padding=zero_padding)
+        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, ensure_zero_padding=zero_padding,
+                                                    use_psum_layout=False)
         for i in range(m):
             g = int(m_indices[i]) if zero_padding else int(groups[i])
             want = (a[i].float() @ b[g].float().t()).bfloat16() if g >= 0 else torch.full((48,), 0.0 if zero_padding
@@ -111,7 +117,8 @@ def test_m_indices_blocks_mixing_groups_are_computed_as_upstream(backend, m):
     groups = _block_groups(m_indices, ALIGNMENT)
     for zero_padding in (False, True):
         d = torch.full((m, 48), 5.0).bfloat16()
-        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, ensure_zero_padding=zero_padding)
+        deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, ensure_zero_padding=zero_padding,
+                                                    use_psum_layout=False)
         for i in range(m):
             g = int(groups[i]) if int(m_indices[i]) >= 0 or not zero_padding else -1
             if g >= 0:
@@ -124,16 +131,17 @@ def test_m_indices_blocks_mixing_groups_are_computed_as_upstream(backend, m):
 def test_psum_counts_form_matches_end_rows(backend, monkeypatch):
     """DeepGEMM-Ascend's documented psum form (per-group row counts), selected explicitly."""
     deep_gemm.set_mk_alignment_for_contiguous_layout(ALIGNMENT)
-    ends = generate_m_grouped_contiguous(4, 40, 128, 256, "fp8", True, psum_form="end_rows")
+    kind = fp8_kind(backend)
+    ends = generate_m_grouped_contiguous(4, 40, 128, 256, kind, True, psum_form="end_rows")
     torch.manual_seed(0)
     import random
     random.seed(0)
     deep_gemm.set_psum_layout_form("counts")
     try:
-        counts = generate_m_grouped_contiguous(4, 40, 128, 256, "fp8", True, psum_form="counts")
+        counts = generate_m_grouped_contiguous(4, 40, 128, 256, kind, True, psum_form="counts")
         assert not torch.equal(counts.grouped_layout, ends.grouped_layout)
-        _run(counts, "fp8", "nt", use_psum_layout=True)
-        _check_valid_rows(counts, "fp8")
+        _run(counts, kind, "nt", use_psum_layout=True)
+        _check_valid_rows(counts, kind)
     finally:
         deep_gemm.set_psum_layout_form("end_rows")
     monkeypatch.setenv("DG_PSUM_LAYOUT_FORM", "counts")

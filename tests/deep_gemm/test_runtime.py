@@ -8,6 +8,8 @@ from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import generate_normal
 
 
+@pytest.mark.backends("reference", "host", why="the SM count is the host worker threads there; the Ascend SM count "
+                       "(AI cores) is in ascend/test_ascend_defaults.py")
 def test_num_sms_maps_to_worker_threads(backend):
     default = deep_gemm.get_num_sms()
     try:

@@ -1,4 +1,4 @@
-"""Dense paths: paged decode (host vs reference) and the varlen prefill functions (vs torch SDPA)."""
+"""Dense paths: paged decode (host and Ascend twin vs reference) and the varlen prefill functions (vs torch SDPA)."""
 import math
 
 import pytest
@@ -30,9 +30,10 @@ def _dense_case(b, s_q, h_q, h_kv, mean_sk, page, dtype, seed):
 @pytest.mark.parametrize("b,s_q,h_q,h_kv,causal,dtype", [
     (3, 1, 128, 1, False, torch.bfloat16),
     (2, 3, 9, 3, True, torch.bfloat16),
-    (2, 2, 16, 2, True, torch.float16),   # fp16 runs the reference path
+    (2, 2, 16, 2, True, torch.float16),   # fp16: the reference path on the host, the kernel on Ascend
 ])
-def test_dense_decode(b, s_q, h_q, h_kv, causal, dtype):
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
+def test_dense_decode(backend, b, s_q, h_q, h_kv, causal, dtype):
     q, k_cache, block_table, seqlens = _dense_case(b, s_q, h_q, h_kv, 150, 64, dtype, seed=h_q)
     meta, _ = flash_mla.get_mla_metadata()
     # positional form of the 2026-04 API, which passed is_fp8_kvcache=False; the latest default (True) also works
@@ -45,6 +46,7 @@ def test_dense_decode(b, s_q, h_q, h_kv, causal, dtype):
     assert_close(out, ref_out, DENSE_OUT, "out")
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
     assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all())
+    assert backend != "ascend" or backend.served == ["dense_decode"] * 2
 
 
 def _sdpa(q, k, v, cu_q, cu_k, scale, causal):
@@ -96,7 +98,8 @@ def test_packed_variants_slice_the_last_dim():
     assert torch.equal(out2, ref[0])
 
 
-def test_varlen_host_matches_reference_gqa_and_empty_rows():
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
+def test_varlen_matches_reference_gqa_and_empty_rows(backend):
     # GQA 8/2 heads; sequence 0 has more queries than keys, so its first causal row sees nothing.
     g = torch.Generator().manual_seed(7)
     cu_q = torch.tensor([0, 3, 23, 100], dtype=torch.int32)
@@ -109,3 +112,4 @@ def test_varlen_host_matches_reference_gqa_and_empty_rows():
     assert_close(out, ref_out, (1e-3, 8.01 / 128, 7e-6), "out")
     assert_close(lse, ref_lse, (1e-6, 2.01 / 65536, None), "lse")
     assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all())
+    assert backend != "ascend" or backend.served == ["varlen_attention"]

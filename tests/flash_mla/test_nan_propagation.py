@@ -1,10 +1,11 @@
 """NaN and +-Inf in q reach the outputs as in the reference (and upstream's GPU kernels, whose max is
 IEEE): a NaN logit gives NaN out, lse and max_logits; a +inf one NaN out and +inf lse/max; a row of
 -inf logits is empty. Hypothesis plants the values at random positions; the comparison is
-NaN-for-NaN and Inf-for-Inf, finite elements within upstream's tolerances."""
+NaN-for-NaN and Inf-for-Inf, finite elements within upstream's tolerances. On the host kernels and the Ascend
+kernels (deepjit's twin); the ``backend`` fixture holds for every example (hence the health check off)."""
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import flash_mla
@@ -17,6 +18,9 @@ from .test_sparse_decode import _run as decode_run
 from .test_sparse_prefill import _case as prefill_case
 
 SPECIALS = st.sampled_from([float("nan"), float("inf"), float("-inf")])
+FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # backend only sets the path: the same for every example
+HOST_ONLY = ("compares with the reference itself; hypothesis on the twin costs about 0.5 s an example, so the "
+             "Ascend sparse kernel's specials are the deterministic cases below and ascend/test_nan_logits.py")
 
 
 def _plant(t: torch.Tensor, positions, values) -> torch.Tensor:
@@ -26,10 +30,11 @@ def _plant(t: torch.Tensor, positions, values) -> torch.Tensor:
     return flat.view(t.shape)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=12, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(positions=st.lists(st.integers(0, 2 ** 31), min_size=1, max_size=4), data=st.data())
 @pytest.mark.parametrize("s_q", [3, 1])  # 1 row: split-KV, the partial states merge
-def test_sparse_prefill_specials_in_q(s_q, positions, data):
+@pytest.mark.backends("host", why=HOST_ONLY)
+def test_sparse_prefill_specials_in_q(backend, s_q, positions, data):
     values = data.draw(st.lists(SPECIALS, min_size=len(positions), max_size=len(positions)))
     q, kv, idx, topk_length = prefill_case(s_q, 300, 64, 512, 130, seed=s_q, lengths=True)
     q = _plant(q, positions, values)
@@ -40,17 +45,45 @@ def test_sparse_prefill_specials_in_q(s_q, positions, data):
     assert_close(lse, ref[2], PREFILL_STAT, "lse")
 
 
-def test_sparse_prefill_nan_query_row_is_nan_not_empty():
+def test_sparse_prefill_nan_query_row_is_nan_not_empty(backend):
     q, kv, idx, _ = prefill_case(2, 128, 64, 512, 64, seed=3)
     q[1, 5, 7] = float("nan")
     out, max_logits, lse = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.5)
     assert bool(out[1, 5].isnan().all()) and lse[1, 5].isnan() and max_logits[1, 5].isnan()
     assert not out[0].isnan().any() and not lse[0].isnan().any()
+    assert backend != "ascend" or backend.served == ["sparse_prefill"]
 
 
-@settings(max_examples=10, deadline=None)
+def test_sparse_prefill_inf_logit_gives_inf_lse(backend):
+    """A +inf logit: NaN out, lse = max_logits = +inf (not NaN from inf - inf); other rows untouched."""
+    q, kv, idx, _ = prefill_case(2, 128, 64, 512, 64, seed=3)
+    kv[:, :, 7] = kv[:, :, 7].abs() + 0.125      # every key positive at dim 7: q's +inf there gives +inf logits
+    q[1, 5, 7] = float("inf")
+    out, max_logits, lse = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.5)
+    assert bool(out[1, 5].isnan().all()) and lse[1, 5] == float("inf") and max_logits[1, 5] == float("inf")
+    assert bool(lse[0].isfinite().all()) and bool(lse[1, :5].isfinite().all())
+    assert backend != "ascend" or backend.served == ["sparse_prefill"]
+
+
+def test_dense_decode_inf_logit_gives_inf_lse(backend):
+    """The dense kernels likewise: a +inf logit gives NaN out and lse +inf for its row only."""
+    g = torch.Generator().manual_seed(1)
+    q = (torch.randn(2, 1, 16, 576, generator=g) / 10).bfloat16()
+    q[0, 0, 3, 0] = float("inf")
+    k_cache = (torch.randn(4, 16, 1, 576, generator=g) / 10).bfloat16()
+    k_cache[..., 0] = k_cache[..., 0].abs() + 0.125
+    table, lens = torch.tensor([[2, 0], [1, 3]], dtype=torch.int32), torch.tensor([32, 21], dtype=torch.int32)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, table, lens, 512, flash_mla.get_mla_metadata()[0],
+                                                is_fp8_kvcache=False)
+    assert bool(out[0, 0, 3].isnan().all()) and lse[0, 3, 0] == float("inf")
+    assert not out[1].isnan().any() and bool(lse[1].isfinite().all()) and bool(lse[0, :3].isfinite().all())
+    assert backend != "ascend" or backend.served == ["dense_decode"]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(positions=st.lists(st.integers(0, 2 ** 31), min_size=1, max_size=4), data=st.data())
-def test_sparse_decode_specials_in_q(positions, data):
+@pytest.mark.backends("host", why=HOST_ONLY)
+def test_sparse_decode_specials_in_q(backend, positions, data):
     values = data.draw(st.lists(SPECIALS, min_size=len(positions), max_size=len(positions)))
     fmt = KVCacheFormat.V32_FP8
     q, scopes = decode_case(fmt, None, 2, 1, 64, 100, 64, 8, seed=5, ragged=True)
@@ -77,9 +110,10 @@ def _upstream_dense_decode(q, k_cache, table, lens, d_v, scale):
     return out, lse
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=12, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(positions=st.lists(st.integers(0, 2 ** 31), min_size=1, max_size=3), data=st.data())
-def test_dense_decode_specials_in_the_cache(positions, data):
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
+def test_dense_decode_specials_in_the_cache(backend, positions, data):
     """NaN in a read cache element counts as 0 (upstream's reference), +-inf reaches the logits and values."""
     values = data.draw(st.lists(SPECIALS, min_size=len(positions), max_size=len(positions)))
     g = torch.Generator().manual_seed(len(positions))
@@ -98,9 +132,10 @@ def test_dense_decode_specials_in_the_cache(positions, data):
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
 
 
-def test_sparse_decode_reads_a_nan_cache_element_as_zero():
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
+def test_sparse_decode_reads_a_nan_cache_element_as_zero(backend):
     """Upstream's decode reference zeroes NaN in the gathered tokens (its prefill one does not): a NaN FP8 code
-    in a read token gives what a 0 code gives, on the host as in the reference."""
+    in a read token gives what a 0 code gives, on the kernels as in the reference."""
     from flash_mla._operands import _flat_bytes
     fmt = KVCacheFormat.V41_FP8
     q, scopes = decode_case(fmt, "interleaved", 2, 1, 64, 16, 16, 4, seed=4, ragged=False)

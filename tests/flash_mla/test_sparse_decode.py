@@ -1,4 +1,6 @@
-"""flash_mla_with_kvcache in sparse mode: host kernels against the FP32 reference, every format."""
+"""flash_mla_with_kvcache in sparse mode: the host kernels and the Ascend kernels (on deepjit's twin) against the
+FP32 reference, every format; the Ascend kernel's own cases (head blocks, cube cores, bytes read) are in
+ascend/test_sparse_decode.py."""
 import math
 
 import pytest
@@ -67,8 +69,9 @@ CASES = [  # fmt, placement, h_q, page, s_q, sink, ragged
 ]
 
 
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
 @pytest.mark.parametrize("fmt,placement,h_q,page,s_q,with_sink,ragged", CASES)
-def test_host_matches_reference(fmt, placement, h_q, page, s_q, with_sink, ragged):
+def test_matches_reference(backend, fmt, placement, h_q, page, s_q, with_sink, ragged):
     b, topk = 3, 150
     num_blocks = max(2, 600 // page)
     q, scopes = _case(fmt, placement, b, s_q, h_q, topk, page, num_blocks, seed=h_q + page, ragged=ragged)
@@ -85,10 +88,12 @@ def test_host_matches_reference(fmt, placement, h_q, page, s_q, with_sink, ragge
     assert not torch.isnan(out).any()
     if ragged:  # request 0 read nothing: zero output, lse +inf
         assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all())
+    assert backend != "ascend" or backend.served == ["sparse_decode"]
 
 
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
 @pytest.mark.parametrize("extra_fmt,extra_placement", [(F.V41_FP4, "interleaved"), (F.V41_FP8, "interleaved")])
-def test_extra_cache_one_softmax(extra_fmt, extra_placement):
+def test_extra_cache_one_softmax(backend, extra_fmt, extra_placement):
     q, scopes = _case(F.V41_FP8, "interleaved", 2, 2, 64, 70, 5, 40, seed=3, ragged=True,
                       extra=(extra_fmt, extra_placement, 90, 3, 50))
     sink = torch.randn(64)
@@ -116,13 +121,14 @@ def test_split_kv_single_request_and_batch_invariance():
     assert torch.equal(alone[0], batched[0])
 
 
-def test_all_invalid_rows_and_reference_backend(monkeypatch):
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
+def test_all_invalid_rows(backend):
     q, scopes = _case(F.MODEL1_FP8, None, 2, 1, 64, 64, 16, 8, seed=9, ragged=False)
     scopes[0].indices[1] = -1
     out, lse = _run(q, scopes)
     assert out[1].abs().max() == 0 and bool((lse[1] == math.inf).all())
-    monkeypatch.setenv("FMLA_BACKEND", "reference")
-    ref_out, ref_lse = _run(q, scopes)
+    assert backend != "ascend" or backend.served == ["sparse_decode"]
+    ref_out, ref_lse = reference.sparse_decode(q, scopes, F.MODEL1_FP8.d_qk ** -0.5, 512, None)
     assert_close(out, ref_out, DECODE_OUT, "out")
     assert_close(lse, ref_lse, DECODE_LSE, "lse")
 

@@ -1,4 +1,6 @@
-"""flash_mla_sparse_fwd: host kernels against the FP32 reference."""
+"""flash_mla_sparse_fwd: the host kernels and the Ascend kernels (on deepjit's twin) against the FP32 reference; the
+Ascend kernel's own cases (head blocks, the running max across steps, its entry point) are in
+ascend/test_sparse_prefill.py."""
 import math
 
 import pytest
@@ -33,7 +35,8 @@ def _case(s_q, s_kv, h_q, d_qk, topk, seed, lengths=False, empty_rows=False):
     (3, 600, 128, 512, 200, True, False),
     (1, 300, 64, 576, 130, False, True),     # one row: split-KV across threads
 ])
-def test_host_matches_reference(s_q, s_kv, h_q, d_qk, topk, sink, lengths):
+@pytest.mark.backends("host", "ascend", why="compares with the reference itself")
+def test_matches_reference(backend, s_q, s_kv, h_q, d_qk, topk, sink, lengths):
     q, kv, idx, topk_length = _case(s_q, s_kv, h_q, d_qk, topk, seed=s_q * 7 + h_q, lengths=lengths,
                                     empty_rows=s_q > 2)
     attn_sink = None
@@ -49,6 +52,15 @@ def test_host_matches_reference(s_q, s_kv, h_q, d_qk, topk, sink, lengths):
     assert_close(lse, ref[2], PREFILL_STAT, "lse")
     if s_q > 2:
         assert out[0].abs().max() == 0 and bool((lse[0] == math.inf).all()) and bool((max_logits[0] == -math.inf).all())
+    assert backend != "ascend" or backend.served == ["sparse_prefill"]
+
+
+def test_no_query_row_gives_empty_outputs(backend):
+    q, kv, idx, _ = _case(2, 64, 64, 512, 32, seed=2)
+    out, max_logits, lse = flash_mla.flash_mla_sparse_fwd(q[:0], kv, idx[:0], 0.5)
+    assert out.shape == (0, 64, 512) and out.dtype == torch.bfloat16
+    assert max_logits.shape == lse.shape == (0, 64) and max_logits.dtype == lse.dtype == torch.float32
+    assert backend != "ascend" or backend.served == ["sparse_prefill"]
 
 
 def test_lse_is_natural_log():

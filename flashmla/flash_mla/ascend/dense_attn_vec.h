@@ -146,7 +146,8 @@ __simt_vf__ __launch_bounds__(1024) inline void rescale_vf(__ubuf__ float* acc, 
 }
 
 // out = acc / l (elem_t), lse = m + log(l) into slot r * 8 of `lse` (one 32-byte slot per row for its
-// own store); a row that saw no key (l == 0: never a step, or every key masked) gets out 0, lse +inf.
+// own store); a row that saw no key (l == 0: never a step, or every key masked) gets out 0, lse +inf; a +inf
+// logit (m = +inf, l NaN from inf - inf) gets lse +inf, as the reference and the host kernels.
 __simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, __ubuf__ elem_t* out,
                                                           __ubuf__ float* m, __ubuf__ float* l,
                                                           __ubuf__ float* lse, uint32_t steps) {
@@ -155,7 +156,7 @@ __simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, _
     const uint32_t r = i / kDv;
     const bool empty = steps == 0 || l[r] == 0.0f;
     out[i] = FMLA_TO_ELEM(empty ? 0.0f : acc[i] / l[r]);
-    if (i % kDv == 0) lse[r * 8] = empty ? inf : m[r] + logf(l[r]);
+    if (i % kDv == 0) lse[r * 8] = empty || m[r] == inf ? inf : m[r] + logf(l[r]);
   }
 }
 

@@ -208,7 +208,7 @@ __simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, _
   for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
     const uint32_t r = i / kD;
     const bool empty = l[r] == 0.0f;
-    const float row_lse = empty ? inf : m[r] + logf(l[r]);
+    const float row_lse = empty || m[r] == inf ? inf : m[r] + logf(l[r]);  // +inf logit: lse +inf (l is NaN)
     float v = 0.0f;
     if (!empty) {
       v = acc[i] / l[r];

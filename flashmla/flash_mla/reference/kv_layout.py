@@ -16,6 +16,7 @@ def relayout_reference(quant_k_cache: torch.Tensor, fmt: KVCacheFormat, to: str)
     if to == "interleaved":
         buf = rec.reshape(nb, p * s.bytes_per_token)
     else:
-        buf = torch.cat([rec[:, :, :s.data_bytes].reshape(nb, -1), rec[:, :, s.data_bytes:].reshape(nb, -1)], dim=1)
+        buf = torch.cat([rec[:, :, :s.data_bytes].reshape(nb, p * s.data_bytes),   # explicit sizes: nb may be 0
+                         rec[:, :, s.data_bytes:].reshape(nb, p * s.scale_bytes)], dim=1)
     return buf.contiguous().view(nb, p, 1, s.bytes_per_token).view(quant_k_cache.dtype)
 

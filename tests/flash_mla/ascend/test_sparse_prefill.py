@@ -1,15 +1,16 @@
 """flash_mla's Ascend sparse prefill (flash_mla/ascend/sparse_mla.asc over BF16 kv rows) on deepjit's
 Ascend twin against the FP32 reference at upstream's prefill tolerances: d_qk 512 and 576, topk
 64..128, partial last steps, strided heads, out-of-range and negative ids, topk_length, rows without a
-valid token and an attention sink with +-inf entries. 16 heads through the entry point; 64 through
-flash_mla_sparse_fwd with FMLA_BACKEND=ascend."""
+valid token and an attention sink with +-inf entries, 16 heads through the entry point; the running max across
+steps. The public op (64 and 128 heads, both d_qk, no query row) runs on every backend in
+tests/flash_mla/test_sparse_prefill.py."""
 import math
 
 import pytest
 import torch
 
 import flash_mla
-from flash_mla import _dispatch, reference
+from flash_mla import reference
 from flash_mla.ascend import sparse_attn
 from tests.testkit.npu import DEVICE
 
@@ -68,32 +69,11 @@ def test_running_max_moves_across_steps(monkeypatch, rising, shift, skip):
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
 
 
-@pytest.mark.parametrize("d_qk", [512, 576])
-def test_served_through_the_table(monkeypatch, d_qk):
-    monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, kv, idx, topk_length = _case(3, 150, 64, d_qk, 96, seed=5, lengths=True)
-    sink = _sink(64, 5)
-    assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.3, 512, sink, topk_length) == "ascend"
-    got = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.3, 512, sink, topk_length)
-    _compare(got, reference.sparse_prefill(q, kv, idx, 0.3, 512, sink, topk_length))
-
-
 def test_no_index_per_row_is_a_value_error_before_launch():
     # with no step the cube core would wait for a K tile forever
     q, kv, idx, _ = _case(2, 64, 16, 512, 64, seed=2)
     with pytest.raises(ValueError, match="topk >= 1"):
         sparse_attn.sparse_prefill(q, kv, idx[..., :0], 0.5, 512, None, None)
-
-
-def test_no_query_row_gives_empty_outputs_as_the_reference(monkeypatch):
-    monkeypatch.setenv("FMLA_BACKEND", "ascend")
-    q, kv, idx, _ = _case(2, 64, 64, 512, 32, seed=2)
-    q, idx = q[:0], idx[:0]
-    assert _dispatch.TABLE.serves("sparse_prefill", q.device, q, kv, idx, 0.5, 512, None, None) == "ascend"
-    got = flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.5)
-    ref = reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
-    for a, r in zip(got, ref, strict=True):
-        assert a.shape == r.shape and a.dtype == r.dtype and a.numel() == 0
 
 
 @pytest.mark.npu
