@@ -11,6 +11,8 @@ import pytest
 
 from deepjit.backend_table import BackendUnavailableError
 
+NAMES = ("reference", "host", "ascend")
+
 
 class Backend(str):
     """The backend's name (tests compare it with ``==``) and, under ``"ascend"``, the table calls served."""
@@ -55,9 +57,16 @@ def deselect_unlisted(config, items) -> None:
     for item in items:
         marker = item.get_closest_marker("backends")
         param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
-        if marker is not None and not marker.kwargs.get("why"):
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.backends needs why=...")
-        (dropped if marker is not None and param is not None and param not in marker.args else kept).append(item)
+        if marker is not None:
+            if not marker.kwargs.get("why"):
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.backends needs why=...")
+            unknown = set(marker.args) - set(NAMES)
+            if unknown or not marker.args:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.backends takes some of {NAMES}, got "
+                                        f"{marker.args}")
+            if param is None:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.backends on a test without the backend fixture")
+        (dropped if marker is not None and param not in marker.args else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
