@@ -1,12 +1,14 @@
 """The suite's backend fixture machinery (tests/testkit/backends.py), on pytest's own test runner: the
 ``backends`` marker deselects the other backends and refuses a marker it cannot apply; under "ascend" a
-call the table serves elsewhere skips the test, naming the op."""
+call the table serves elsewhere skips the test, naming the op, and a case that reaches no Ascend kernel
+is reported as skipped."""
 import textwrap
 
 pytest_plugins = ["pytester"]
 
 _CONFTEST = textwrap.dedent('''
     import pytest
+    from tests.conftest import pytest_runtest_makereport  # noqa: F401 (the suite's report hook)
     from tests.testkit import backends
 
     def pytest_configure(config):
@@ -59,6 +61,15 @@ def test_ascend_skips_a_call_served_elsewhere_and_records_the_rest(pytester):
     ''')
     result.assert_outcomes(passed=5, skipped=1)
     result.stdout.fnmatch_lines(["*elsewhere: this form is served by the reference on Ascend*"])
+
+
+def test_an_ascend_case_that_reaches_no_kernel_is_not_a_pass(pytester):
+    result = _run(pytester, '''
+        def test_argument_check_only(backend):
+            assert backend in ("reference", "host", "ascend")
+    ''')
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*no call of this case reached an Ascend kernel*"])
 
 
 def test_marker_misuse_is_refused(pytester):

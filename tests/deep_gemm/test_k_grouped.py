@@ -109,7 +109,9 @@ def test_k_grouped_all_empty_keeps_c(backend):
 
 
 def test_k_grouped_bf16_separate_c_and_empty_groups(backend):
-    """BF16 with c separate from d: empty groups first, between and last (d takes c there), c untouched."""
+    """The public op with c separate from d (it copies c into d and accumulates in place; the kernel's own
+    separate-c form is tested in ascend/test_k_grouped_bf16_gemm.py): empty groups first, between and last
+    (d takes c there), c untouched."""
     deep_gemm.set_mk_alignment_for_contiguous_layout(32)
     ks = [0, 64, 0, 96, 0]
     a, b = torch.randn(sum(ks), 40).bfloat16(), torch.randn(sum(ks), 24).bfloat16()

@@ -9,8 +9,10 @@ def twin_subset(grid, on_twin, why: str) -> list:
     """The cases of ``grid`` (an iterable of tuples), those not in ``on_twin`` marked
     ``backends("host", "reference", why=why)``."""
     off = pytest.mark.backends("host", "reference", why=why)
+    grid = [tuple(c) for c in grid]
     on_twin = {tuple(c) for c in on_twin}
-    return [case if case in on_twin else pytest.param(*case, marks=off) for case in map(tuple, grid)]
+    assert on_twin <= set(grid), f"twin cases not in the grid: {on_twin - set(grid)}"
+    return [case if case in on_twin else pytest.param(*case, marks=off) for case in grid]
 
 
 def product(*axes) -> list:

@@ -1,7 +1,7 @@
 """A NaN logit on flash_mla's Ascend sparse kernels (twin) gives what the reference gives: NaN out, lse and
 max_logits for its row, not an empty row (out 0, lse +inf). The kernels' maxima select NaN explicitly (a
 plain float max drops it); other rows are untouched. NaN / Inf in q and in the cache through the public ops (a
-NaN cache element read as 0 in decode included) run on every backend in tests/flash_mla/test_nan_propagation.py."""
+NaN cache element read as 0 in decode included) run on the host and Ascend kernels in tests/flash_mla/test_nan_propagation.py."""
 
 from flash_mla import reference
 from flash_mla.ascend import sparse_attn

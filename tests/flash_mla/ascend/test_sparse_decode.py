@@ -5,7 +5,7 @@ d_qk 576, MODEL1, V4.1 FP8 main / FP4 or FP8 extra caches in both placements), a
 call the entry point with 16 heads (the kernel's smallest head block, one compile per d_qk); the
 table cases go through flash_mla_with_kvcache with FMLA_BACKEND=ascend at 64 / 128 heads (64 per
 cube block) and assert the Ascend kernel served each format. Every format through the public op at 64 and 128
-heads, and rows with no valid token, run on every backend in tests/flash_mla/test_sparse_decode.py."""
+heads, and rows with no valid token, run on the host and Ascend kernels in tests/flash_mla/test_sparse_decode.py."""
 import math
 
 import pytest

@@ -97,8 +97,8 @@ def test_expand_to_fused_with_sf(backend, npc, col, round_sf, packed):
 
 @pytest.mark.parametrize("dtype,fp8_out,weights,with_x_sf", twin_subset(
     product([torch.float32, torch.bfloat16], [False, True], [False, True], [False, True]),
-    [(torch.float32, False, False, False), (torch.bfloat16, True, True, True)],
-    why="the twin runs the two cases that take each form once"))
+    [(torch.float32, False, False, False), (torch.bfloat16, True, True, True), (torch.bfloat16, False, True, False)],
+    why="the twin runs the cases that take each form once, and BF16 in and out (the MoE combine)"))
 def test_reduce_fused(backend, dtype, fp8_out, weights, with_x_sf):
     idx, (p2e, _, _, t2p, *_) = _mapping(tokens=100, alignment=16)
     x = torch.randn(p2e.shape[0], 256).to(dtype)
