@@ -149,7 +149,8 @@ def test_swiglu_backward_writes_no_gradient_out_of_range(monkeypatch):
 
 def test_router_clamps_fixed_ids_and_replica_counts(monkeypatch):
     monkeypatch.setenv("DJ_TWIN_POISON", "1")
-    logits, bias, mask, fix, phys, count, unmapped = router_options(True, True, True, 2)  # test_top2_sum_gate's last
+    # the last option case of tests/tile_kernels/moe/test_top2_sum_gate.py
+    logits, bias, mask, fix, phys, count, unmapped = router_options(True, True, True, 2)
     fix[:4] = True
     unmapped[0, 1], unmapped[1, 0], unmapped[3, 2] = 32, 1 << 40, -6
     count[2], count[5] = 0, 9
