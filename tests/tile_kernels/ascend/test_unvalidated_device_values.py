@@ -122,7 +122,7 @@ def test_reduce_skips_out_of_range_positions(monkeypatch):
 
 def test_swiglu_weights_out_of_range_as_minus_one(monkeypatch):
     monkeypatch.setenv("DJ_TWIN_POISON", "1")
-    x, p2tt, w = swiglu_forward_inputs(torch.float32, 384, True, seed=384 + 128)  # test_swiglu_forward_cast's case 2
+    x, p2tt, w = swiglu_forward_inputs(torch.float32, 384, True, seed=384 + 128)  # test_swiglu_forward_cast.py's case
     p2tt[3], p2tt[9] = w.numel(), 1 << 30
     q, sf = _ascend("swiglu_forward_and_per_token_cast")(x, 128, p2tt, w, None, True, True, True, 0.5, None, None)
     y = ref_swiglu.swiglu_forward(x, _as_minus_one(p2tt, w.numel()), w, 0.5)
