@@ -1,7 +1,8 @@
 """The DeepSeek router: hand-computed cases on 4 experts for the reference, then the host kernel
 against the reference over upstream's grid; on every backend (the Ascend kernel on the twin included):
 each scoring function with group limits, shared experts, routed scaling and EP/TP masking, the options
-(token mask, fixed routing, unmapped ids written back, physical replicas), all-zero and NaN/+-Inf logits.
+(token mask, fixed routing, unmapped ids written back, a strided one too, physical replicas), all-zero and
+NaN/+-Inf logits.
 The Ascend kernel's clamping of unvalidated device values is in
 tests/tile_kernels/ascend/test_unvalidated_device_values.py."""
 import math
@@ -155,6 +156,26 @@ def test_options_match_reference(backend, use_mask, use_fix, use_unmapped, map_c
         assert torch.equal(unmapped, un_ref)  # written back as the reference writes it
     if mask is not None:
         assert bool((idx[~mask] == -1).all()) and bool((w[~mask] == 0).all())
+
+
+def test_strided_unmapped_topk_idx_is_written_in_place(backend):
+    """A row-strided ``unmapped_topk_idx`` (columns of a wider buffer) is written as the reference writes it
+    (the Ascend kernel through a dense copy written back); the rest of the buffer stays untouched."""
+    logits, bias = torch.randn(9, 16), torch.zeros(16)
+    mask = torch.arange(9) % 3 != 0
+    fix = torch.arange(9) % 4 == 1
+    buffer = torch.full((9, 5), 7, dtype=torch.int64)
+    buffer[:, 1:3] = torch.randint(0, 16, (9, 2))
+    unmapped = buffer[:, 1:3]
+    assert not unmapped.is_contiguous()
+    args = (logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax")
+    un_ref = unmapped.clone()
+    want = ref.top2_sum_gate(*args, mask, fix, None, None, un_ref)
+    idx, w = gate(*args, mask=mask, fix_routing_mask=fix, unmapped_topk_idx=unmapped)
+    assert backend != "ascend" or backend.served == ["top2_sum_gate"]
+    assert torch.equal(idx, want[0]) and torch.allclose(w, want[1])
+    assert torch.equal(unmapped, un_ref)
+    assert bool((buffer[:, 0] == 7).all()) and bool((buffer[:, 3:] == 7).all())
 
 
 def test_all_zero_logits_are_stable(backend):
