@@ -1,13 +1,13 @@
-"""tile_kernels.ascend.channel_cast_fused on the Ascend twin: per_channel_cast_fused bit-exact against the
-reference (every NaN one pattern: a NaN's sign is no part of the contract) for a gathered BF16 input with
--1 rows and a NaN, a gathered E4M3 (data, sf) input re-scaled, and an FP32 input without a gather
-(round_sf), row counts that are not multiples of the 128-token block; the row gather alone keeps every bit;
-the public op reaches it with TK_BACKEND=ascend."""
+"""tile_kernels.ascend.channel_cast_fused on the Ascend twin, what the public-op cases in
+tests/tile_kernels/quant/test_per_channel_cast.py (every backend, the Ascend kernel asserted to serve them)
+cannot express: per_channel_cast_fused bit-exact against the reference with every NaN one pattern (a NaN's
+sign is no part of the contract; assert_same) for a gathered BF16 input with -1 rows, a NaN and an Inf, a
+gathered E4M3 (data, sf) input re-scaled, and an FP32 input without a gather (round_sf), at row counts off
+the kernel's 128-token block; and the kernel's row gather (an entry point the public op does not expose)
+keeping every bit, NaN payloads included."""
 import pytest
 import torch
 
-import tile_kernels
-from tile_kernels import _dispatch
 from tile_kernels.ascend import channel_cast_fused as ccf
 from tile_kernels.quant.cast_ops import _cast_fused_ref
 from tile_kernels.reference import cast as ref
@@ -49,15 +49,3 @@ def test_gather_keeps_bits_and_zeroes_unmapped_rows():
     want = torch.where((pos >= 0).unsqueeze(1), x.view(torch.int32)[pos.clamp(min=0).long()], 0)
     assert_equal(ccf.gather_rows(x, pos).view(torch.int32), want)
     assert not ccf.gather_rows(torch.zeros(0, 64), torch.full((16,), -1, dtype=torch.int32)).any()
-
-
-def test_public_op(monkeypatch):
-    monkeypatch.setenv("TK_BACKEND", "ascend")
-    x, npt, npc, round_sf, pos = _inputs("bf16_gather")
-    assert _dispatch.TABLE.serves("per_channel_cast_fused", x.device, x, npt, npc, round_sf, pos) == "ascend"
-    q, sf = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, pos_to_token=pos)
-    q_ref, sf_ref = _cast_fused_ref(x, npt, npc, round_sf, pos)
-    assert_same(q, q_ref)
-    assert_same(sf, sf_ref)
-    empty = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, pos_to_token=torch.zeros(0, dtype=torch.int32))
-    assert empty[0].shape == (0, 256) and empty[1].shape == (0, 256)

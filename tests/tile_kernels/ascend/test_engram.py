@@ -1,12 +1,13 @@
-"""tile_kernels.ascend.engram on the Ascend twin against the reference: fused_weight bit-exact,
-grad_w_reduce and engram_gate_fwd within upstream's calc_diff bounds (1e-10, 2e-10), at tails (hidden
-sizes past a core's tile, partial counts past a staging step), empty inputs and NaN/Inf inputs (the same
-entries non-finite as in the reference). Through the public ops, TK_BACKEND=ascend reaches the kernels; the
-forms they leave to the reference (non-contiguous gradient outputs, hidden size 0) go there."""
+"""tile_kernels.ascend.engram's kernel entry points on the Ascend twin against the reference, at the
+kernels' tile boundaries: hidden sizes past a core's tile, partial counts past a staging step, token
+ranges per block (more blocks than tokens), hash rows past a core's tile, with zero-size and NaN/Inf
+inputs inside those tiles (the same entries non-finite as in the reference); fused_weight bit-exact,
+grad_w_reduce, engram_gate_fwd and engram_gate_bwd within upstream's calc_diff bounds; and the forms the
+table leaves to the reference on Ascend. The public ops' contract (through the table, the Ascend kernels
+serving it) runs on every backend in tests/tile_kernels/engram/."""
 import pytest
 import torch
 
-import tile_kernels
 from tile_kernels import _dispatch
 from tile_kernels.ascend import engram
 from tile_kernels.ascend._case_kit import calc_diff_differences, gate_inputs
@@ -59,32 +60,6 @@ def test_gate_fwd(t, hc, h, special):
     assert_equal(unsaved[0], got[0])
 
 
-def test_public_ops_reach_the_kernels(monkeypatch):
-    monkeypatch.setenv("TK_BACKEND", "ascend")
-    wh, we = _weights(4, 256, torch.bfloat16, torch.bfloat16)
-    assert _dispatch.TABLE.serves("fused_weight", wh.device, wh, we) == "ascend"
-    fused = tile_kernels.engram.fused_weight(wh, we)
-    assert_equal(fused.nan_to_num(7.0), ref.fused_weight(wh, we).nan_to_num(7.0))
-
-    x, k, v, w = gate_inputs(5, 4, 256)
-    assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, x, k, v, w, 1e-20, 1e-6, True) == "ascend"
-    out = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)
-    assert_close(out[1], ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1], 2e-10)
-    empty_h = torch.zeros(5, 4, 0, dtype=torch.bfloat16)
-    assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, empty_h, empty_h, empty_h[:, 0], w[:, :0], 1e-20, 1e-6,
-                             True) == "reference"
-
-    partial, gh, ge = torch.randn(3, 4, 256), torch.zeros(4, 256), torch.zeros(4, 256)
-    we = we.float()  # the (BF16, FP32) lowering test_grad_w_reduce builds
-    assert _dispatch.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, gh, ge) == "ascend"
-    tile_kernels.engram.grad_w_reduce(partial, wh, we, gh, ge)
-    want_h, want_e = torch.zeros(4, 256), torch.zeros(4, 256)
-    ref.grad_w_reduce(partial, wh, we, want_h, want_e)
-    assert_close(gh, want_h, 1e-10)
-    strided = torch.zeros(256, 4).T
-    assert _dispatch.TABLE.serves("grad_w_reduce", x.device, partial, wh, we, strided, ge) == "reference"
-
-
 @pytest.mark.parametrize("t,hc,h,nb,special", [(7, 4, 300, 3, True), (2, 4, 1100, 5, False), (0, 4, 64, 2, False)])
 def test_gate_bwd(t, hc, h, nb, special):
     """Two token ranges per block and more blocks than tokens (empty ranges: zero partials); a NaN / inf row
@@ -102,22 +77,6 @@ def test_gate_bwd(t, hc, h, nb, special):
         assert_close(a, b, 1e-8)
     empty = [i for i in range(nb) if t * i // nb == t * (i + 1) // nb]
     assert not got[3][empty].any()  # a block with no tokens: zeros
-
-
-def test_gate_bwd_through_the_table(monkeypatch):
-    monkeypatch.setenv("TK_BACKEND", "ascend")
-    x, k, v, w = gate_inputs(4, 4, 128, seed=2)
-    grad = torch.randn(4, 4, 128).bfloat16()
-    saved = tile_kernels.engram.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:]
-    nb = tile_kernels.config.get_num_sms()
-    assert _dispatch.TABLE.serves("engram_gate_bwd", x.device, grad, x, k, v, w, *saved, 1e-6, nb) == "ascend"
-    got = tile_kernels.engram.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6)
-    want = ref.engram_gate_bwd(grad, x, k, v, w, *saved, 1e-6, nb)
-    for a, b in zip(got, want, strict=True):
-        assert_close(a, b, 1e-8)
-    wide = gate_inputs(2, 65, 64)  # more rows a token than a core's UB plan: the reference
-    assert _dispatch.TABLE.serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
-    assert _dispatch.TABLE.serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, nb) == "reference"
 
 
 def _hash_inputs(num_layers, t, n, m, seed=0):
@@ -138,11 +97,24 @@ def test_engram_hash(num_layers, t, n, m):
     assert_equal(engram.engram_hash(*args), ref.engram_hash_ref(*args))
 
 
-def test_engram_hash_through_the_table(monkeypatch):
+def test_forms_left_to_the_reference(monkeypatch):
+    """The forms the Ascend kernels leave to the reference: hidden size 0, a non-contiguous gradient output,
+    more rows a token than a core's UB plan, a hash table past a core's UB budget (the public ops on the
+    kernels' forms: tests/tile_kernels/engram/, on every backend)."""
     monkeypatch.setenv("TK_BACKEND", "ascend")
-    args = _hash_inputs(2, 9, 3, 4, seed=1)
-    assert _dispatch.TABLE.serves("engram_hash", args[0].device, *args) == "ascend"
-    assert_equal(tile_kernels.engram.engram_hash(*args), ref.engram_hash_ref(*args))
-    wide = _hash_inputs(4, 3, 5, 2048)  # 4 x 4 x 2048 table entries: past a core's UB budget
-    assert _dispatch.TABLE.serves("engram_hash", args[0].device, *wide) == "reference"
-    assert_equal(tile_kernels.engram.engram_hash(*wide), ref.engram_hash_ref(*wide))
+    serves = _dispatch.TABLE.serves
+    wh, we = _weights(4, 256, torch.bfloat16, torch.float32)
+    x, k, v, w = gate_inputs(5, 4, 256)
+    empty_h = torch.zeros(5, 4, 0, dtype=torch.bfloat16)
+    assert serves("engram_gate_fwd", x.device, x, k, v, w, 1e-20, 1e-6, True) == "ascend"
+    assert serves("engram_gate_fwd", x.device, empty_h, empty_h, empty_h[:, 0], w[:, :0], 1e-20, 1e-6,
+                  True) == "reference"
+    partial, gh, ge = torch.randn(3, 4, 256), torch.zeros(4, 256), torch.zeros(4, 256)
+    assert serves("grad_w_reduce", x.device, partial, wh, we, gh, ge) == "ascend"
+    assert serves("grad_w_reduce", x.device, partial, wh, we, torch.zeros(256, 4).T, ge) == "reference"
+    saved = ref.engram_gate_fwd(x, k, v, w, 1e-20, 1e-6)[1:]
+    wide = gate_inputs(2, 65, 64)
+    assert serves("engram_gate_fwd", x.device, *wide, 1e-20, 1e-6, True) == "reference"
+    assert serves("engram_gate_bwd", x.device, wide[0], *wide, *saved, 1e-6, 4) == "reference"
+    assert serves("engram_hash", x.device, *_hash_inputs(2, 9, 3, 4, seed=1)) == "ascend"
+    assert serves("engram_hash", x.device, *_hash_inputs(4, 3, 5, 2048)) == "reference"

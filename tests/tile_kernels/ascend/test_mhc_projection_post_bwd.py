@@ -2,7 +2,10 @@
 Ascend twin against the references, and the public mHC ops end to end under TK_BACKEND=ascend:
 mhc_pre_norm_fn, mhc_pre_big_fuse (projection, fused norm / split / Sinkhorn, apply-mix), mhc_post's backward and
 mhc_multilayer_recompute. Tolerances are upstream's: the normalised projections at 1e-3, d_post / d_comb at
-1e-4, the rest torch.testing.assert_close's defaults."""
+1e-4, the rest torch.testing.assert_close's defaults. Here for the kernels' tiles (ragged token tiles, K
+tails, the cube's whole fractals and TF32 halves), the reference compositions the public ops are checked
+against on Ascend, and bad inputs refused before any launch; the public ops' empty and zero-width inputs
+run on every backend in tests/tile_kernels/mhc/test_mhc_ops.py."""
 import pytest
 import torch
 
@@ -116,8 +119,6 @@ def test_pre_norm_fn_and_big_fuse(ascend):
     pre, post_mix, comb = mhc.mhc_pre_split_mixes(mixes, scale, base, M, 2.0, 1e-6)
     composed = (post_mix, mhc.sinkhorn_normalize(comb, 10, 1e-6), mhc.mhc_pre_apply_mix(residual, pre))
     assert all(torch.equal(a, b) for a, b in zip(got, composed, strict=True))
-    empty = torch.empty(1, 0, M, 300, dtype=torch.bfloat16)
-    assert [t.shape for t in mhc.mhc_pre_big_fuse(empty, fn, *args)] == [(1, 0, M, 1), (1, 0, M, M), (1, 0, 300)]
 
 
 def test_post_autograd_and_recompute(ascend):
@@ -131,14 +132,6 @@ def test_post_autograd_and_recompute(ascend):
     want = post._post_bwd_ref(x, residual, post_mix, comb, d_o)
     for i, (t, w) in enumerate(zip(ins, want, strict=True)):
         _close(t.grad, w, **(SUMS if i >= 2 else {}))
-    empty = torch.empty(1, 0, M, 256, dtype=torch.bfloat16)
-    grads = mhc.mhc_post_bwd(empty[:, :, 0], empty, torch.empty(1, 0, M, 1), torch.empty(1, 0, M, M), empty,
-                             fuse_grad_acc=False)
-    assert [g.shape for g in grads] == [(1, 0, 256), (1, 0, M, 256), (1, 0, M, 1), (1, 0, M, M)]
-    flat = torch.empty(1, 2, M, 0, dtype=torch.bfloat16)  # zero width: the width sums are 0, as the reference's
-    grads = mhc.mhc_post_bwd(flat[:, :, 0], flat, post_mix[:, :2], comb[:, :2], flat, fuse_grad_acc=False)
-    for g, w in zip(grads, post._post_bwd_ref(flat[:, :, 0], flat, post_mix[:, :2], comb[:, :2], flat), strict=True):
-        assert torch.equal(g, w)
     # two layers of the residual stream: apply-mix and post kernels in turn
     pre = [torch.rand(1, 5, M, 1) for _ in range(2)]
     layer_in = [torch.empty(1, 5, 256, dtype=torch.bfloat16) for _ in range(2)]

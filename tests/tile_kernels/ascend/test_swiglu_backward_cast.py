@@ -4,7 +4,10 @@ out, x_grad and its E4M3 cast bit-exact against the reference backward and cast,
 upstream's tolerance (its row sum's order is torch's), at ragged row counts, BF16/FP32 grad_out, -1 rows
 (zero gradient: the amax floor), the clamp, 32- and 128-channel scales over one or two column chunks (the
 last ragged), a NaN gradient (its blocks' NaN scale), 3-D inputs. The npu-marked test runs two of the
-cases on NPU tensors."""
+cases on NPU tensors. Here, not in tests/tile_kernels/quant/, because each case asserts the kernel's single
+fused launch (no cast kernel after the backward) and its column chunks; the op's contract runs on every
+backend in tests/tile_kernels/quant/test_swiglu_backward_and_per_token_cast.py (these FP32, 3-D and NaN
+forms there on host and reference)."""
 import pytest
 import torch
 

@@ -122,7 +122,7 @@ def test_reduce_skips_out_of_range_positions(monkeypatch):
 
 def test_swiglu_weights_out_of_range_as_minus_one(monkeypatch):
     monkeypatch.setenv("DJ_TWIN_POISON", "1")
-    x, p2tt, w = swiglu_forward_inputs(torch.float32, 384, True, seed=384 + 128)  # test_swiglu_forward_cast's case 2
+    x, p2tt, w = swiglu_forward_inputs(torch.float32, 384, True, seed=384 + 128)  # test_swiglu_forward_cast.py's case
     p2tt[3], p2tt[9] = w.numel(), 1 << 30
     q, sf = _ascend("swiglu_forward_and_per_token_cast")(x, 128, p2tt, w, None, True, True, True, 0.5, None, None)
     y = ref_swiglu.swiglu_forward(x, _as_minus_one(p2tt, w.numel()), w, 0.5)
@@ -149,7 +149,8 @@ def test_swiglu_backward_writes_no_gradient_out_of_range(monkeypatch):
 
 def test_router_clamps_fixed_ids_and_replica_counts(monkeypatch):
     monkeypatch.setenv("DJ_TWIN_POISON", "1")
-    logits, bias, mask, fix, phys, count, unmapped = router_options(True, True, True, 2)  # test_top2_sum_gate's last
+    # the last option case of tests/tile_kernels/moe/test_top2_sum_gate.py
+    logits, bias, mask, fix, phys, count, unmapped = router_options(True, True, True, 2)
     fix[:4] = True
     unmapped[0, 1], unmapped[1, 0], unmapped[3, 2] = 32, 1 << 40, -6
     count[2], count[5] = 0, 9

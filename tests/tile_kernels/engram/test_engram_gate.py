@@ -1,5 +1,6 @@
 """Engram gate forward/backward against the autograd of the reference, the weight reduction, and
-the modeling autograd function (including main_grad accumulation)."""
+the modeling autograd function (including main_grad accumulation), on every backend (the Ascend kernels on
+the twin included; their tile tails are in tests/tile_kernels/ascend/test_engram.py)."""
 import pytest
 import torch
 
@@ -44,6 +45,7 @@ def test_forward(backend):
         assert calc_diff(a.float(), b.float()) < 2e-10
     out_nosave = E.engram_gate_fwd(x, k, v, E.fused_weight(wh, we), EPS, CLAMP, save_for_backward=False)
     assert torch.equal(out_nosave[0], outs[0]) and out_nosave[1:] == (None, None, None, None)
+    assert backend != "ascend" or backend.served == ["fused_weight", "engram_gate_fwd"] * 2
 
 
 @pytest.mark.parametrize("num_sms", [1, 2])
@@ -65,15 +67,19 @@ def test_backward(backend, num_sms):
     for a, b in ((gx, leaves[0].grad), (gk, leaves[1].grad), (gv, leaves[2].grad),
                  (partial.sum(0) * we.float(), leaves[3].grad), (partial.sum(0) * wh.float(), leaves[4].grad)):
         assert calc_diff(a.float(), b.float()) < 1e-8
+    assert backend != "ascend" or backend.served == ["fused_weight", "engram_gate_bwd"]
 
 
-def test_grad_w_reduce():
+@pytest.mark.parametrize("we_dtype", [torch.bfloat16, torch.float32])
+def test_grad_w_reduce(backend, we_dtype):
     _, _, _, wh, we = _inputs()
+    we = we.to(we_dtype)
     partial = torch.randn(4, *wh.shape)
     gwh, gwe = torch.randn(wh.shape), torch.randn(wh.shape)
     exp_wh, exp_we = gwh + partial.sum(0) * we.float(), gwe + partial.sum(0) * wh.float()
     E.grad_w_reduce(partial, wh, we, gwh, gwe)
     assert calc_diff(gwh, exp_wh) < 1e-10 and calc_diff(gwe, exp_we) < 1e-10
+    assert backend != "ascend" or backend.served == ["grad_w_reduce"]
 
 
 def test_modeling_autograd_and_main_grad(backend):

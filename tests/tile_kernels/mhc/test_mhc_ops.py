@@ -1,4 +1,5 @@
-"""mHC ops, forward and backward, against the autograd of the references (upstream tolerances)."""
+"""mHC ops, forward and backward, against the autograd of the references (upstream tolerances), empty
+and zero-width inputs included."""
 import pytest
 import torch
 
@@ -205,3 +206,34 @@ def test_head_compute_mix_many_tokens():
     with torch.no_grad():
         torch.testing.assert_close(mhc_head_compute_mix(x, scale, base, 1e-6),
                                    mhc_head_compute_mix_ref(x, scale, base, 1e-6), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n0,n1", [(0, 7), (1, 0)])
+def test_empty_inputs(n0, n1):
+    """No tokens: every op answers with its shapes (the fused forward and the post backward too)."""
+    from tile_kernels.modeling.mhc.ops import mhc_post_bwd, mhc_pre_big_fuse
+
+    empty = torch.empty(n0, n1, M, 256, dtype=torch.bfloat16)
+    assert mhc_pre_apply_mix(empty, torch.empty(n0, n1, M, 1)).shape == (n0, n1, 256)
+    assert expand_to_mhc(empty[..., 0, :].contiguous(), M).shape == empty.shape
+    assert sinkhorn_normalize(torch.empty(n0, n1, M, M)).shape == (n0, n1, M, M)
+    pre, post, comb = mhc_pre_split_mixes(torch.empty(n0, n1, M3), torch.rand(3), torch.rand(M3), M, 1.0, 1e-6)
+    assert pre.shape == post.shape == (n0, n1, M, 1) and comb.shape == (n0, n1, M, M)
+    assert mhc_post(empty[:, :, 0], empty, torch.empty(n0, n1, M, 1), torch.empty(n0, n1, M, M)).shape == empty.shape
+    fn = torch.randn(M3, M * 256) * 1e-4
+    fused = mhc_pre_big_fuse(empty, fn, torch.rand(3), torch.rand(M3), 1e-6, 1e-6, 1e-6, 2.0, 10)
+    assert [t.shape for t in fused] == [(n0, n1, M, 1), (n0, n1, M, M), (n0, n1, 256)]
+    grads = mhc_post_bwd(empty[:, :, 0], empty, torch.empty(n0, n1, M, 1), torch.empty(n0, n1, M, M), empty,
+                         fuse_grad_acc=False)
+    assert [g.shape for g in grads] == [(n0, n1, 256), (n0, n1, M, 256), (n0, n1, M, 1), (n0, n1, M, M)]
+
+
+def test_post_backward_of_zero_width():
+    """Hidden size 0: the width sums are 0, as the reference's."""
+    from tile_kernels.modeling.mhc.ops import mhc_post_bwd, post
+
+    flat = torch.empty(1, 2, M, 0, dtype=torch.bfloat16)
+    post_mix, comb = torch.randn(1, 2, M, 1), torch.randn(1, 2, M, M)
+    grads = mhc_post_bwd(flat[:, :, 0], flat, post_mix, comb, flat, fuse_grad_acc=False)
+    for g, w in zip(grads, post._post_bwd_ref(flat[:, :, 0], flat, post_mix, comb, flat), strict=True):
+        assert torch.equal(g, w)

@@ -27,6 +27,7 @@ def test_group_count(backend, params):
     idx = generate_topk_idx(params)
     out = M.group_count(idx, params["num_experts"])
     assert out.dtype == torch.int32 and out.tolist() == _counts(idx, params["num_experts"])
+    assert backend != "ascend" or backend.served == ["group_count"]
 
 
 @pytest.mark.parametrize("params", PARAMS)
@@ -36,6 +37,7 @@ def test_aux_fi(backend, params):
     for aux_k in (1, params["num_topk"]):
         expect = torch.tensor([c * e / (idx.shape[0] * aux_k) for c in _counts(idx, e)], dtype=torch.float32)
         assert calc_diff(M.aux_fi(idx, e, aux_k), expect) < 2e-7
+    assert backend != "ascend" or backend.served == ["aux_fi"] * 2
 
 
 @pytest.mark.parametrize("shape", [(100, 6), (601, 9), (3, 1), pytest.param((4096, 8), marks=LARGE),
@@ -69,6 +71,7 @@ def test_mask_indices_by_tp(backend, tp):
             v -= (v // per_dp) * (per_dp - per_gpu)
             expect.append(v if v >= 0 else -1)
         assert out.flatten().tolist() == expect
+    assert backend != "ascend" or backend.served == ["mask_indices_by_tp"] * tp
 
 
 @pytest.mark.parametrize("num_groups", [8, 16, 72])
@@ -87,3 +90,4 @@ def test_inplace_unique_group_indices(backend, num_groups, num_topk):
         expect.append(out)
     M.inplace_unique_group_indices(groups, num_groups)
     assert groups.tolist() == expect
+    assert backend != "ascend" or backend.served == ["inplace_unique_group_indices"]

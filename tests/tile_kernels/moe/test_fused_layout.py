@@ -90,6 +90,7 @@ def test_expand_to_fused_with_sf(backend, npc, col, round_sf, packed):
     if packed:
         sf = ((sf.view(torch.int32) >> 23) & 0xFF).to(torch.uint8).view(torch.int32).contiguous()
     out, out_sf = M.expand_to_fused_with_sf((data, sf), npc, t2p, p2e, col)
+    assert backend != "ascend" or backend.served[-1:] == ["expand_to_fused_with_sf"]
     out_ref, sf_ref = ref.expand_to_fused_with_sf((data, sf), npc, t2p, p2e, col)
     assert_equal(out, out_ref)
     assert_equal(out_sf, sf_ref)

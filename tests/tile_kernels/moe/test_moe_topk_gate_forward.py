@@ -1,7 +1,11 @@
 """The V4.1 router ``moe_topk_gate_forward``: the reference by hand on a few experts, then the host
 kernel bit for bit against the reference at tails (token and expert counts off any block size), with
 every optional input, NaN/Inf where the op allows them, and upstream's own checks (selection equal to
-torch's FP32 formula, weights and scores within allclose, random rows distinct and uniform)."""
+torch's FP32 formula, weights and scores within allclose, random rows distinct and uniform). On every
+backend (the Ascend kernel on the twin included): every option at token rows past its 64-row tile and
+expert counts off its 8-lane block, strided outputs, 256 experts top-8 without options, NaN/Inf biases
+and non-finite unrouted rows; no tokens (answered before any backend). The kernel's clamping of unchecked device values is in
+tests/tile_kernels/ascend/test_moe_topk_gate.py."""
 import math
 import os
 
@@ -10,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from tile_kernels.moe import moe_topk_gate, moe_topk_gate_forward
+from tile_kernels.reference import moe_topk_gate as ref
 from tile_kernels.reference.moe_topk_gate import random_rows, sqrt_softplus
 
 
@@ -147,6 +152,104 @@ def test_nan_and_inf_where_the_op_allows_them():
     kw["mask"][5], kw["force_random"][5] = True, False
     with pytest.raises(ValueError, match="logits"):
         moe_topk_gate_forward(logits, k, False, 0, 1.0, 0, **_clone(kw))
+
+
+ALL_OPTIONS = (36, 4, 1)      # experts, top-k, shared: one Ascend lowering with every option
+REF_ARGS = ("mask", "bias", "image_bias", "image_token_mask", "fix_routing_mask", "to_physical_map", "logical_count",
+            "unmapped_topk_idx", "force_random")
+
+
+def _seeded_inputs(tokens, experts, k, shared, seed, options=True):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(tokens, experts, generator=g) * 4
+    if not options:
+        return logits, {}
+    extra = 3
+    kw = dict(mask=torch.rand(tokens, generator=g) > 0.2, bias=torch.randn(experts, generator=g) * 0.1,
+              image_bias=torch.randn(experts, generator=g) * 0.1,
+              image_token_mask=torch.rand(tokens, generator=g) < 0.5,
+              fix_routing_mask=torch.rand(tokens, generator=g) < 0.3,
+              force_random=torch.rand(tokens, generator=g) < 0.25,
+              to_physical_map=torch.randperm((experts + shared) * extra, generator=g).to(torch.int32).view(-1, extra),
+              logical_count=torch.randint(1, extra + 1, (experts + shared,), dtype=torch.int32, generator=g))
+    un = torch.stack([torch.randperm(experts, generator=g)[:k] for _ in range(tokens)]) if tokens else \
+        torch.empty(0, k, dtype=torch.int64)
+    kw["unmapped_topk_idx"] = torch.cat([un, torch.full((tokens, 2), 9, dtype=torch.int64)], 1)[:, :k]  # a slice
+    return logits, kw
+
+
+def _against_reference(backend, logits, k, shared, scale, ep_rank, kw, out_strided=False):
+    """The public op on ``backend`` against the reference: ids and unmapped ids exact, weights and scores to
+    upstream's allclose (the Ascend kernel's FP32 sqrt(softplus) against the reference's FP64-rounded one;
+    the host kernel is bit-exact: test_host_matches_reference_bit_for_bit). Returns the op's
+    (ids, weights, unmapped, scores)."""
+    t, e = logits.shape
+    width = k + shared
+    outs = []
+    for _ in range(2):
+        if out_strided:
+            outs.append((torch.full((t, width + 2), 5, dtype=torch.int64)[:, 1:-1], torch.full((t, width + 2), 5.0)[:, 1:-1]))
+        else:
+            outs.append((torch.full((t, width), 5, dtype=torch.int64), torch.full((t, width), 5.0)))
+    scores, scores_ref = torch.full((t, e), 7.0), torch.full((t, e), 7.0)
+    kw_ref = _clone(kw)
+    ids, w = moe_topk_gate_forward(logits, k, shared > 0, shared, scale, ep_rank, **kw, out=outs[0], scores=scores)
+    assert ids is outs[0][0] and w is outs[0][1]
+    assert backend != "ascend" or backend.served == ["moe_topk_gate_forward"]
+    ref.moe_topk_gate_forward(logits, k, shared, scale, ep_rank, *[kw_ref.get(n) for n in REF_ARGS], *outs[1],
+                              scores_ref)
+    assert torch.equal(ids, outs[1][0])
+    assert torch.allclose(w, outs[1][1], equal_nan=True)
+    if "unmapped_topk_idx" in kw:
+        assert torch.equal(kw["unmapped_topk_idx"], kw_ref["unmapped_topk_idx"])
+    assert torch.allclose(scores, scores_ref, equal_nan=True)
+    return ids, w, kw.get("unmapped_topk_idx"), scores
+
+
+@pytest.mark.parametrize("tokens,out_strided", [(70, False), (37, True)])  # 70: past the Ascend 64-row tile
+def test_every_option_matches_reference(backend, tokens, out_strided):
+    experts, k, shared = ALL_OPTIONS
+    logits, kw = _seeded_inputs(tokens, experts, k, shared, tokens)
+    ids, _, _, scores = _against_reference(backend, logits, k, shared, 1 / 3, 5, kw, out_strided)
+    forced = kw["force_random"] & kw["mask"]
+    assert forced.any() and (ids[forced] >= 0).all()          # the random draws were compared exactly
+    assert (scores[~kw["mask"] | forced] == 0).all()
+
+
+@pytest.mark.parametrize("tokens", [70, 33])
+def test_plain_router_at_256_experts(backend, tokens):
+    """DeepSeek's 256 experts top-8, no option (the Ascend ascend-check lowering)."""
+    logits, kw = _seeded_inputs(tokens, 256, 8, 0, 7, options=False)
+    logits[0, :12] = 0.5  # a tie: the smaller expert id first
+    _against_reference(backend, logits, 8, 0, 2.5, 0, kw)
+
+
+def test_no_tokens():
+    """The op answers before any backend is chosen (no launch), with every option given."""
+    experts, k, shared = ALL_OPTIONS
+    logits, kw = _seeded_inputs(0, experts, k, shared, 1)
+    ids, w, _, scores = _against_reference(None, logits, k, shared, 1.0, 0, kw)
+    assert ids.shape == (0, k + shared) and w.shape == (0, k + shared) and scores.shape == (0, experts)
+
+
+def test_nan_and_inf_on_every_backend(backend):
+    """NaN biases rank first (torch's sort), then +Inf; unrouted rows may hold any logits; finite extremes;
+    with every option on."""
+    experts, k, shared = ALL_OPTIONS
+    logits, kw = _seeded_inputs(12, experts, k, shared, 3)
+    kw["bias"] = kw["bias"].index_fill(0, torch.tensor([4, 9]), float("nan")).index_fill(
+        0, torch.tensor([1]), float("inf")).index_fill(0, torch.tensor([2]), -float("inf"))
+    kw["image_token_mask"][:] = False
+    kw["fix_routing_mask"][:] = False
+    kw["mask"][:2] = False
+    kw["mask"][2:5] = True
+    kw["force_random"][:4] = False
+    kw["force_random"][2] = True
+    logits[0, 3], logits[1, :] = float("nan"), float("inf")      # unrouted rows
+    logits[2, 5] = -float("inf")                                 # a forced row
+    logits[3, 6], logits[4, 7] = 1e30, -1e30                     # sqrt(x) and 0
+    _, _, unmapped, _ = _against_reference(backend, logits, k, shared, 1.0, 0, kw)
+    assert unmapped[3, :3].tolist() == [4, 9, 1]                 # NaN, NaN, +Inf first
 
 
 def _near_ties(scores, bias, k):

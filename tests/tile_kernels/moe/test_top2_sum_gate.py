@@ -1,7 +1,10 @@
 """The DeepSeek router: hand-computed cases on 4 experts for the reference, then the host kernel
-against the reference over upstream's grid; all-zero and NaN/+-Inf logits on every backend (the Ascend
-kernel on the twin included). The Ascend kernel's options and tile edges are in
-tests/tile_kernels/ascend/test_top2_sum_gate.py."""
+against the reference over upstream's grid; on every backend (the Ascend kernel on the twin included):
+each scoring function with group limits, shared experts, routed scaling and EP/TP masking, the options
+(token mask, fixed routing, unmapped ids written back, a strided one too, physical replicas), all-zero and
+NaN/+-Inf logits.
+The Ascend kernel's clamping of unvalidated device values is in
+tests/tile_kernels/ascend/test_unvalidated_device_values.py."""
 import math
 
 import pytest
@@ -10,6 +13,8 @@ import torch
 import tile_kernels
 from tile_kernels import torch as ref
 from tile_kernels.reference.topk import scores_of
+
+from ..ascend.inputs import router_options
 
 gate = tile_kernels.moe.top2_sum_gate
 
@@ -101,6 +106,76 @@ def test_host_matches_reference(host, groups, experts, shared, k, scoring, fix_r
         assert torch.equal(um_a.sort(1).values, um_b.sort(1).values)
         assert torch.allclose(w.sort(1).values, w_ref.sort(1).values)
         assert (idx >= 0).any()
+
+
+CASES = [  # scoring, experts, k, (num_groups, num_topk_groups), shared, scale, (ep_rank, ep), (tp_rank, tp)
+    ("sigmoid", 64, 6, (8, 2), 1, 2.5, (0, 1), (0, 1)),
+    ("softmax", 64, 4, (0, 0), 0, 1.0, (1, 2), (1, 2)),
+    ("sqrtsoftplus", 72, 8, (4, 2), 2, 1.5, (0, 4), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("scoring,experts,k,groups,shared,scale,ep,tp", CASES)
+def test_matches_reference(backend, scoring, experts, k, groups, shared, scale, ep, tp):
+    """Indices exact, weights to upstream's allclose (the Ascend cores' exp/log differ from torch's by
+    rounding)."""
+    # seeded: near-ties from the global RNG state (which earlier tests move) could rank the other way there
+    g = torch.Generator().manual_seed(experts + k)
+    logits, bias = torch.randn(37, experts, generator=g), torch.randn(experts, generator=g) * 0.1
+    logits[0, :8] = 0.5  # ties in the ranking: the smaller expert id first
+    args = (logits, bias, k, groups[1], groups[0], shared > 0, shared, scale, ep[0], ep[1], tp[0], tp[1], scoring)
+    idx, w = gate(*args)
+    assert backend != "ascend" or backend.served == ["top2_sum_gate"]
+    idx_ref, w_ref = ref.top2_sum_gate(*args)
+    assert torch.equal(idx, idx_ref)
+    assert torch.allclose(w, w_ref)
+
+
+OPTION_CASES = [  # mask, fix_routing_mask (with unmapped_topk_idx), unmapped_topk_idx, to_physical_map columns
+    (True, False, False, 0),
+    (False, True, True, 0),
+    (True, True, True, 0),
+    (False, False, True, 0),
+    (False, False, False, 3),
+    (True, True, True, 2),
+]
+
+
+@pytest.mark.parametrize("use_mask,use_fix,use_unmapped,map_cols", OPTION_CASES)
+def test_options_match_reference(backend, use_mask, use_fix, use_unmapped, map_cols):
+    logits, bias, mask, fix, phys, count, unmapped = router_options(use_mask, use_fix, use_unmapped, map_cols)
+    args = (logits, bias, 4, 2, 4, True, 1, 1.5, 1, 2, 1, 2, "sigmoid")
+    un_ref = None if unmapped is None else unmapped.clone()
+    idx, w = gate(*args, mask=mask, fix_routing_mask=fix, to_physical_map=phys, logical_count=count,
+                  unmapped_topk_idx=unmapped)
+    assert backend != "ascend" or backend.served == ["top2_sum_gate"]
+    idx_ref, w_ref = ref.top2_sum_gate(*args, mask, fix, phys, count, un_ref)
+    assert torch.equal(idx, idx_ref)
+    assert torch.allclose(w, w_ref)
+    if unmapped is not None:
+        assert torch.equal(unmapped, un_ref)  # written back as the reference writes it
+    if mask is not None:
+        assert bool((idx[~mask] == -1).all()) and bool((w[~mask] == 0).all())
+
+
+def test_strided_unmapped_topk_idx_is_written_in_place(backend):
+    """A row-strided ``unmapped_topk_idx`` (columns of a wider buffer) is written as the reference writes it
+    (the Ascend kernel through a dense copy written back); the rest of the buffer stays untouched."""
+    logits, bias = torch.randn(9, 16), torch.zeros(16)
+    mask = torch.arange(9) % 3 != 0
+    fix = torch.arange(9) % 4 == 1
+    buffer = torch.full((9, 5), 7, dtype=torch.int64)
+    buffer[:, 1:3] = torch.randint(0, 16, (9, 2))
+    unmapped = buffer[:, 1:3]
+    assert not unmapped.is_contiguous()
+    args = (logits, bias, 2, 0, 0, False, 0, 1.0, 0, 1, 0, 1, "softmax")
+    un_ref = unmapped.clone()
+    want = ref.top2_sum_gate(*args, mask, fix, None, None, un_ref)
+    idx, w = gate(*args, mask=mask, fix_routing_mask=fix, unmapped_topk_idx=unmapped)
+    assert backend != "ascend" or backend.served == ["top2_sum_gate"]
+    assert torch.equal(idx, want[0]) and torch.allclose(w, want[1])
+    assert torch.equal(unmapped, un_ref)
+    assert bool((buffer[:, 0] == 7).all()) and bool((buffer[:, 3:] == 7).all())
 
 
 def test_all_zero_logits_are_stable(backend):

@@ -82,3 +82,10 @@ def test_lossless_scales_on_another_device():
     # meta is the only other device here; it is refused as dataless or as another device, by name either way
     with pytest.raises((ValueError, TypeError), match=r"x\[1\]: expected (device cpu|a tensor with data)"):
         Q.per_block_cast_lossless((q, torch.ones(4, 4, device="meta")), "e4m3", (1, 32), (4, 128))
+
+
+def test_e5m6_cast_back_refuses_a_hidden_size_off_8():
+    """Width 18 (a multiple of 3, hidden 12): no E5M6 cast makes it (8 codes pack into 3 words); refused by name."""
+    q = torch.zeros(4, 18, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"x\[0\].*multiple of 8.*width 18"):
+        tile_kernels.quant.cast_back((q, torch.ones(4, 1)), "fp32", (1, 12), x_special_fmt="e5m6")

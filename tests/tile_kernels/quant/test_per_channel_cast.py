@@ -52,6 +52,15 @@ def test_per_channel_cast_fused(backend, quant_input, expand, round_sf):
         else:
             x = x[: topk_idx.shape[0]].contiguous()
     q, sf = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, round_sf, npc, pos_to_token)
+    assert backend != "ascend" or backend.served[-1:] == ["per_channel_cast_fused"]  # after get_fused_mapping
     q_ref, sf_ref = ref.per_channel_cast_fused(x, 128, npc, round_sf, pos_to_token)
     assert_equal(q, q_ref)
     assert_equal(sf, sf_ref)
+
+
+def test_per_channel_cast_fused_no_positions(backend):
+    """An empty pos_to_token: no rows out, the input's width kept (no launch on any backend)."""
+    x = torch.randn(40, 256, dtype=torch.bfloat16)
+    q, sf = tile_kernels.quant.per_channel_cast_fused(x, "e4m3", 128, pos_to_token=torch.zeros(0, dtype=torch.int32))
+    assert q.shape == (0, 256) and q.dtype == torch.float8_e4m3fn
+    assert sf.shape == (0, 256)

@@ -1,5 +1,7 @@
 """SwiGLU forward fused with the per-token cast: exact against reference swiglu + cast, with
-routing weights, clamping (and its counts), skipped rows, every scale layout, any thread count."""
+routing weights, clamping (and its counts), skipped rows, every scale layout, any thread count, BF16 and
+FP32 input; on every backend (the Ascend twin runs each form once; its int16 packed scales are in
+tests/tile_kernels/ascend/test_swiglu_forward_cast.py)."""
 import pytest
 import torch
 
@@ -22,7 +24,7 @@ def _routing(tokens: int, topk: int, experts: int):
 SCALE_FORMS = [(128, False, False, False), (128, True, True, True), ("H", False, False, False), ("H", False, True, False)]
 
 
-# a clamp with counts is served by the reference on Ascend (test_swiglu_forward_cast.py: the clamp there)
+# a clamp with counts is served by the reference on Ascend (the clamp without counts: the test below)
 @pytest.mark.parametrize("clamp,npc,col,round_sf,packed,num_sms", twin_subset(
     [(c, *f, n) for n in (1, 2) for f in SCALE_FORMS for c in (None, 10.0, 0.5)],
     [(None, *f, 1 + i % 2) for i, f in enumerate(SCALE_FORMS)],
@@ -63,3 +65,29 @@ def test_without_routing_and_sf_clamp_min(backend):
     assert_equal(q, q_ref)
     assert_equal(sf, sf_ref)
     assert float(sf.max()) < 1e-4 / 448  # the lowered clamp actually took effect
+    assert backend != "ascend" or backend.served == ["swiglu_forward_and_per_token_cast"]
+
+
+@pytest.mark.parametrize("dtype,hidden,npc,weighted,clamp,col,round_sf,sf_clamp_min", [
+    (torch.bfloat16, 256, 256, True, 10.0, False, True, 1e-3),  # a clamp without counts, whole-row scales
+    (torch.float32, 128, 128, False, None, True, False, None),  # FP32 input, column-major scales
+])
+def test_ragged_rows_fp32_input_and_clamp_without_counts(backend, dtype, hidden, npc, weighted, clamp, col, round_sf,
+                                                         sf_clamp_min):
+    """37 rows, one saturating (exp of -100: silu gives -0), padding rows -1 (weight 0)."""
+    g = torch.Generator().manual_seed(hidden + npc)
+    x = (torch.randn(37, 2 * hidden, generator=g) * 4).to(dtype)
+    x[2, :hidden] = -100.0
+    p2tt = w = None
+    if weighted:
+        p2tt = torch.randperm(52, generator=g)[:37].int()
+        p2tt[[0, 5]] = -1
+        w = torch.rand(13, 4, generator=g)
+    q, sf = tile_kernels.quant.swiglu_forward_and_per_token_cast(
+        x, "e4m3", npc, p2tt, w, use_tma_aligned_col_major_sf=col, round_sf=round_sf, swiglu_clamp_value=clamp,
+        sf_clamp_min=sf_clamp_min)
+    assert backend != "ascend" or backend.served == ["swiglu_forward_and_per_token_cast"]
+    q_ref, sf_ref = ref.cast(ref.swiglu_forward(x, p2tt, w, clamp), "e4m3", (1, npc), round_sf=round_sf,
+                             use_tma_aligned_col_major_sf=col, clamp_min=sf_clamp_min)
+    assert_equal(q, q_ref)
+    assert_equal(sf, sf_ref)
