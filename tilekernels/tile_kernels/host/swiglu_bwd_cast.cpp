@@ -91,13 +91,16 @@ void tk_swiglu_bwd_cast(const tk::SwigluBwdCastArgs* a, int64_t threads) {
                 int64_t j = 0;
                 float amax = 0.0f;
 #ifdef DJ_HAVE_AVX512
+                // the lanes' max drops NaN: tracked apart, a NaN in the block makes amax NaN (torch's amax)
                 __m512 m = _mm512_setzero_ps();
+                __mmask16 nan = 0;
                 for (; j + 16 <= npc; j += 16) {
                     const __m512 v = _mm512_loadu_ps(gk + j);
+                    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
                     m = _mm512_max_ps(m, tk::abs16(v));
                     _mm256_storeu_si256(reinterpret_cast<__m256i*>(xg + p * H2 + k * npc + j), dj::f32x16_to_bf16(v));
                 }
-                amax = _mm512_reduce_max_ps(m);
+                amax = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
 #endif
                 for (; j < npc; ++j) {
                     amax = tk::amax_step(amax, std::fabs(gk[j]));
