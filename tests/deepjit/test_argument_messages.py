@@ -7,7 +7,6 @@ import ctypes
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 import deepjit
 from deepjit.backends.args import to_ctype
@@ -15,80 +14,72 @@ from deepjit.backends.host.options import HostCompilerOptions
 from deepjit.symm import DeviceWindow, SymmetricWindow
 from deepjit.tilelang_route.hook import parse_arch
 from deepjit.tilelang_route.lowering import AscendKernelSpec
-
-
-def _refused(exc, message, call, *args, **kwargs):
-    with pytest.raises(exc) as info:
-        call(*args, **kwargs)
-    assert type(info.value) is exc and str(info.value) == message, repr(info.value)
+from tests.testkit.distributed import one_rank_group
+from tests.testkit.errors import refused
 
 
 def test_config_runtime_and_options():
-    _refused(TypeError, "extra_signature: expected str or bytes, got int", deepjit.Config, "/lib", "TST",
+    refused(TypeError, "extra_signature: expected str or bytes, got int", deepjit.Config, "/lib", "TST",
              extra_signature=3)
-    _refused(TypeError, "include_prefixes: expected str entries, got int", deepjit.Config, "/lib", "TST",
+    refused(TypeError, "include_prefixes: expected str entries, got int", deepjit.Config, "/lib", "TST",
              include_prefixes=("a/", 3))
-    _refused(TypeError, "config: expected a deepjit.Config, got dict", deepjit.Runtime, {})
-    _refused(TypeError, "options: expected HostCompilerOptions, got int", HostCompilerOptions().override_with, 3)
+    refused(TypeError, "config: expected a deepjit.Config, got dict", deepjit.Runtime, {})
+    refused(TypeError, "options: expected HostCompilerOptions, got int", HostCompilerOptions().override_with, 3)
 
 
 def test_launch_argument_packing():
-    _refused(TypeError, "argument 1: expected a numpy scalar of a supported type, got complex64", to_ctype, 1,
+    refused(TypeError, "argument 1: expected a numpy scalar of a supported type, got complex64", to_ctype, 1,
              np.complex64(1))
-    _refused(TypeError, "argument 2: expected ctypes.c_bool or an int of the kernel's width for a bool, got True",
+    refused(TypeError, "argument 2: expected ctypes.c_bool or an int of the kernel's width for a bool, got True",
              to_ctype, 2, True)
-    _refused(ValueError, f"argument 3: expected a value that fits in int64, got {1 << 63}", to_ctype, 3, 1 << 63)
+    refused(ValueError, f"argument 3: expected a value that fits in int64, got {1 << 63}", to_ctype, 3, 1 << 63)
     assert to_ctype(0, ctypes.c_bool(True)).value is True
 
 
 def test_tilelang_route_names():
-    _refused(ValueError, "arch: expected an Ascend architecture like 'dav-3510', got 'dav-x'", parse_arch, "dav-x")
-    _refused(ValueError, "name: expected only letters, digits, or underscores (an AscendKernelSpec), got 'a-b'",
+    refused(ValueError, "arch: expected an Ascend architecture like 'dav-3510', got 'dav-x'", parse_arch, "dav-x")
+    refused(ValueError, "name: expected only letters, digits, or underscores (an AscendKernelSpec), got 'a-b'",
              AscendKernelSpec, "a-b", lambda: None, "vector")
 
 
 def test_window_sizes_before_any_group_is_touched():
-    _refused(ValueError, "num_bytes: expected a non-negative int, got -1", SymmetricWindow.create, None, -1)
-    _refused(ValueError, "num_signals: expected a non-negative int, got 1.5", SymmetricWindow.create, None, 64,
+    refused(ValueError, "num_bytes: expected a non-negative int, got -1", SymmetricWindow.create, None, -1)
+    refused(ValueError, "num_signals: expected a non-negative int, got 1.5", SymmetricWindow.create, None, 64,
              num_signals=1.5)
-    _refused(ValueError, "reserve_bytes: expected a non-negative int, got -8", SymmetricWindow.create, None, 64,
+    refused(ValueError, "reserve_bytes: expected a non-negative int, got -8", SymmetricWindow.create, None, 64,
              reserve_bytes=-8)
-    _refused(ValueError, "num_flags: expected a non-negative int, got True", DeviceWindow.create, None, 64, True)
-    _refused(ValueError, "device: expected cpu (the Ascend twin) or npu, got cuda", DeviceWindow.create, None, 64,
+    refused(ValueError, "num_flags: expected a non-negative int, got True", DeviceWindow.create, None, 64, True)
+    refused(ValueError, "device: expected cpu (the Ascend twin) or npu, got cuda", DeviceWindow.create, None, 64,
              device="cuda")
 
 
 @pytest.fixture(scope="module")
 def group():
-    assert not dist.is_initialized(), "this module makes its own one-rank group"
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield dist.group.WORLD
-    finally:
-        dist.destroy_process_group()
+    with one_rank_group() as g:
+        yield g
 
 
 def test_window_arguments(group):
     win = SymmetricWindow.create(group, 256, name_hint="argmsg", num_signals=4, timeout_s=5)
     try:
-        _refused(ValueError, "shape: expected non-negative sizes, got (2, -1)", win.tensor, 0, torch.int8, (2, -1))
-        _refused(ValueError, "offset: expected a range inside the window's 256 data bytes, got [200, 264)",
+        refused(ValueError, "shape: expected non-negative sizes, got (2, -1)", win.tensor, 0, torch.int8, (2, -1))
+        refused(ValueError, "offset: expected a range inside the window's 256 data bytes, got [200, 264)",
                  win.own_tensor, 200, 64)
-        _refused(ValueError, "slot: expected a signal slot in [0, 4), got 4", win.signal_address, 0, 4)
+        refused(ValueError, "slot: expected a signal slot in [0, 4), got 4", win.signal_address, 0, 4)
     finally:
         win.destroy()
     dev = DeviceWindow.create(group, 256, 8, name_hint="argmsgd", device="cpu")
     try:
         src = torch.zeros(16, dtype=torch.uint8)
-        _refused(ValueError, "src: expected a non-empty contiguous tensor, got shape (0,), strides (1,)",
+        refused(ValueError, "src: expected a non-empty contiguous tensor, got shape (0,), strides (1,)",
                  dev.put_signal, src[:0], 0, 0, 0)
-        _refused(ValueError, "peer: expected a rank in [0, 1) for DeviceWindow.put_signal, got 1",
+        refused(ValueError, "peer: expected a rank in [0, 1) for DeviceWindow.put_signal, got 1",
                  dev.put_signal, src, 1, 0, 0)
-        _refused(ValueError, "offset: expected a byte range inside the window's 256 data bytes for "
+        refused(ValueError, "offset: expected a byte range inside the window's 256 data bytes for "
                  "DeviceWindow.put_signal, got bytes [248, 264)", dev.put_signal, src, 0, 248, 0)
-        _refused(ValueError, "flag: expected a flag in [0, 8) for DeviceWindow.wait_get, got 8",
+        refused(ValueError, "flag: expected a flag in [0, 8) for DeviceWindow.wait_get, got 8",
                  dev.wait_get, src, 0, 8, 1)
-        _refused(ValueError, "num_blocks: expected a positive int for DeviceWindow.wait_get, got 0",
+        refused(ValueError, "num_blocks: expected a positive int for DeviceWindow.wait_get, got 0",
                  dev.wait_get, src, 0, 0, 1, num_blocks=0)
     finally:
         dev.destroy()

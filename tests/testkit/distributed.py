@@ -7,6 +7,7 @@ within ``timeout`` seconds fails the test instead of hanging CI, and all ranks a
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -121,3 +122,16 @@ def with_env(rank: int, world_size: int, env: dict, fn: Callable, *args) -> Any:
     """An ``in_sequence`` step under extra environment variables (``in_sequence`` undoes them after)."""
     os.environ.update(env)
     return fn(rank, world_size, *args)
+
+
+@contextlib.contextmanager
+def one_rank_group():
+    """A one-rank gloo group over a HashStore in this process (single-rank checks need no spawn); the
+    process must not have a group already."""
+    import torch.distributed as dist
+    assert not dist.is_initialized(), "a one-rank group needs a process without a default group"
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()

@@ -114,7 +114,8 @@ class Engine:
         aligned = (true + al - 1) // al * al
         psum_rank = torch.cumsum(plan.recv_counts[:, 0].long(), 0).int()
         pad_rows = None
-        on_host = self.counts_on_host(a) or a.do_cpu_sync
+        engine_reads = self.counts_on_host(a)
+        on_host = engine_reads or a.do_cpu_sync
         if a.do_expand:
             starts = expert_starts(aligned, a.packed_stride)
             psum_expert = (starts + true).int()
@@ -123,7 +124,7 @@ class Engine:
                 plan.num_expanded = e_local * a.packed_stride
             elif on_host:
                 plan.num_expanded = int(aligned.sum())
-            if a.do_zero_padding and self.counts_on_host(a):  # no host read where counts stay on the device
+            if a.do_zero_padding and engine_reads:  # no host read where counts stay on the device
                 gaps = aligned - true
                 first = torch.repeat_interleave(starts + true, gaps)
                 offset = torch.arange(int(gaps.sum())) - torch.repeat_interleave(torch.cumsum(gaps, 0) - gaps, gaps)

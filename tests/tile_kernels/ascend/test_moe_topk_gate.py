@@ -9,27 +9,14 @@ from tile_kernels import _dispatch
 from tile_kernels.ascend import moe_topk_gate as gate
 from tile_kernels.reference import moe_topk_gate as ref
 
-ALL_OPTIONS = (36, 4, 1)      # experts, top-k, shared: one lowering with every option
+from ..moe.test_moe_topk_gate_forward import ALL_OPTIONS, REF_ARGS, _seeded_inputs
 
 
 def _inputs(tokens, experts, k, shared, seed):
-    g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(tokens, experts, generator=g) * 4
-    extra = 3
-    kw = dict(mask=torch.rand(tokens, generator=g) > 0.2, bias=torch.randn(experts, generator=g) * 0.1,
-              image_bias=torch.randn(experts, generator=g) * 0.1,
-              image_token_mask=torch.rand(tokens, generator=g) < 0.5,
-              fix_routing_mask=torch.rand(tokens, generator=g) < 0.3,
-              force_random=torch.rand(tokens, generator=g) < 0.25,
-              to_physical_map=torch.randperm((experts + shared) * extra, generator=g).to(torch.int32).view(-1, extra),
-              logical_count=torch.randint(1, extra + 1, (experts + shared,), dtype=torch.int32, generator=g))
-    kw["unmapped_topk_idx"] = torch.stack([torch.randperm(experts, generator=g)[:k] for _ in range(tokens)]) \
-        if tokens else torch.empty(0, k, dtype=torch.int64)
+    """The main file's seeded router inputs (every option), with a contiguous ``unmapped_topk_idx`` (same values)."""
+    logits, kw = _seeded_inputs(tokens, experts, k, shared, seed)
+    kw["unmapped_topk_idx"] = kw["unmapped_topk_idx"].contiguous()
     return logits, kw
-
-
-ARGS = ("mask", "bias", "image_bias", "image_token_mask", "fix_routing_mask", "to_physical_map", "logical_count",
-        "unmapped_topk_idx", "force_random")
 
 
 def _run(fn, logits, k, shared, scale, ep_rank, kw, out_strided=False):
@@ -45,7 +32,7 @@ def _run(fn, logits, k, shared, scale, ep_rank, kw, out_strided=False):
     un = kw.get("unmapped_topk_idx")
     if un is not None:  # a column slice of a wider buffer, as upstream allows
         un = torch.cat([un, torch.full((t, 2), 9, dtype=torch.int64)], 1)[:, :k]
-    a = {n: kw.get(n) for n in ARGS} | {"unmapped_topk_idx": un}
+    a = {n: kw.get(n) for n in REF_ARGS} | {"unmapped_topk_idx": un}
     fn(logits, k, shared, scale, ep_rank, a["mask"], a["bias"], a["image_bias"], a["image_token_mask"],
        a["fix_routing_mask"], a["to_physical_map"], a["logical_count"], a["unmapped_topk_idx"], a["force_random"],
        idx, w, scores)
