@@ -187,13 +187,15 @@ __simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float*
   alpha[r] = a;
 }
 
-// acc = acc * alpha[row] + o for this core's kRows x kD accumulator (o: the step's P.V, FP32); a
-// factor of 1 (the reference max did not move) is an add.
-__simt_vf__ __launch_bounds__(1024) inline void rescale_vf(__ubuf__ float* acc, __ubuf__ float* o,
-                                                           __ubuf__ float* alpha, uint32_t first) {
+// The accumulator from a drained O (this core's kRows x kD rows of the steps' P.V summed in L0C since
+// the last drain): acc = (acc + o) * alpha[row] where a step's reference max moved (`scaled`), acc + o
+// after the last step; o alone where acc holds nothing yet (`first`). A factor of 1 leaves the sum as it is.
+__simt_vf__ __launch_bounds__(1024) inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o,
+                                                        __ubuf__ float* alpha, uint32_t first, uint32_t scaled) {
   for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
-    const float a = alpha[i / kD];
-    acc[i] = first ? o[i] : a == 1.0f ? acc[i] + o[i] : acc[i] * a + o[i];
+    const float a = scaled ? alpha[i / kD] : 1.0f;
+    const float v = first ? o[i] : acc[i] + o[i];
+    acc[i] = a == 1.0f ? v : v * a;
   }
 }
 
