@@ -69,6 +69,27 @@ def test_running_max_moves_across_steps(monkeypatch, rising, shift, skip):
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
 
 
+def test_items_per_block_with_one_core_rescaling():
+    # 70 rows on the twin's 32 cube cores: blocks 0..5 run three work items as one stream of steps (two Q
+    # buffers, two row-statistics sets, out stored while the next item runs); heads 0..7 (the first vector
+    # core's rows) see logits that rise by 10 a step, so O leaves L0C at their rescale while the second
+    # core's factors stay 1; odd rows read the steps shuffled, and a sink applies per head.
+    g = torch.Generator().manual_seed(5)
+    s_q, s_kv, topk, h_q = 70, 256, 256, 16
+    assert s_q > sparse_attn.LIB.num_cube_cores(torch.device("cpu")) * 2
+    u = torch.full((512,), 512 ** -0.5)
+    q = torch.randn(s_q, h_q, 512, generator=g) / 10
+    q[:, :8] += u
+    c = 20.0 * (torch.arange(s_kv) // 64)  # logit shift of the first 8 heads = c * |u|^2 * sm_scale(0.5)
+    kv = (torch.randn(s_kv, 512, generator=g) / 10 + c.view(-1, 1) * u).bfloat16().view(s_kv, 1, 512)
+    q = q.bfloat16()
+    rows = [torch.arange(topk) if r % 2 == 0 else torch.randperm(topk, generator=g) for r in range(s_q)]
+    idx = torch.stack(rows).view(s_q, 1, topk).to(torch.int32)
+    attn_sink = _sink(h_q, 5)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None))
+
+
 def test_no_index_per_row_is_a_value_error_before_launch():
     # with no step the cube core would wait for a K tile forever
     q, kv, idx, _ = _case(2, 64, 16, 512, 64, seed=2)
