@@ -22,12 +22,13 @@ deepjit's Ascend CPU twin, where the tests run it.
 - ``twin_checks.py``: the ``make ascend-check`` cases (the kernel on the twin vs the reference, with the
   roofline estimate from the twin's counters) and published shapes.
 
-Pipelining (twin timeline, an estimate): no PIPE_ALL barrier inside a work item; the vector cores
-load step j + 2's records and run step j + 1's softmax before they accumulate step j (4 K / P pairs
-in L1), L0A / L0B are split in halves, and each L0C region has its own FixPipe event. The kernel is
-then FixPipe-bound: O_j ([kHg, 512] FP32) drains from L0C to UB every step.
+Pipelining (twin timeline, an estimate): no PIPE_ALL barrier inside a block's stream of steps (its work
+items run back to back); the vector cores push step t + 2's K and load step t + 3's records before the
+softmax of step t + 1, L0A / L0B are split in halves, and each L0C region has its own FixPipe event. O
+([kHg, 512] FP32) stays in L0C while the steps' softmax factors are 1 (the vector cores' per-step
+decision goes through the block's SSBuffer) and drains to UB once an item and once a moved reference
+max, as TileLang's FlashMLA port for the 950 does. At the published prefill shape the kernel is then
+cube-bound on the timeline (see deepjit/README.md's validation table).
 
-Not done yet (performance, hardware only): keeping O in L0C across the steps whose softmax factor is
-1 (the rescale skip makes most steps such; the cube would need the vector cores' per-step decision),
-which would remove most of that FixPipe traffic, and a register-API softmax (now SIMT, 8 lanes per head).
+Not done yet (performance, hardware only): a register-API softmax (now SIMT, 8 lanes per head).
 """
