@@ -125,6 +125,20 @@ def test_cache_entry_records_the_twin_toolchain(lib):
     assert meta["compiler_info"]["name"] == "ascend-twin" and meta["compiler_info"]["version"]
     assert rt.cache_key(lib.source("ascend/probe.asc")) in path
     assert rt.cache_key(lib.source("ascend/probe.asc")) != lib.host_runtime.cache_key(lib.source("ascend/probe.asc"))
+    assert " -g " not in f" {meta['command']} "   # debug info only on request (below)
+
+
+def test_debug_info_on_request(tmp_path, monkeypatch):
+    """<PREFIX>_JIT_KERNEL_DEBUG_INFO gives twin builds -g (gdb on a twin kernel); it changes the key."""
+    pkg = tmp_path / "twindebug"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    plain = deepjit.KernelLibrary("twindebug", "TWD", str(pkg / "__init__.py"), "0.1").ascend_runtime(twin=True)
+    monkeypatch.setenv("TWD_JIT_KERNEL_DEBUG_INFO", "1")
+    debug = deepjit.KernelLibrary("twindebug", "TWD", str(pkg / "__init__.py"), "0.1").ascend_runtime(twin=True)
+    assert "-g" not in plain.default_compiler_options.get_flags()
+    assert "-g" in debug.default_compiler_options.get_flags()
+    assert plain.cache_key(PROBE) != debug.cache_key(PROBE)
 
 
 @pytest.mark.parametrize("mode, pattern", [

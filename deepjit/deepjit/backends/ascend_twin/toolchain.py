@@ -120,7 +120,9 @@ class AscendTwinBackend(Backend):
         return config
 
     def default_compiler_options(self) -> TwinCompilerOptions:
-        return TwinCompilerOptions(optimize_level=self.env.get_str("JIT_TWIN_OPT_LEVEL", "1"), debug_info=True,
+        # -g is about a third of a twin build's compile time (the suite builds hundreds): on request only
+        return TwinCompilerOptions(optimize_level=self.env.get_str("JIT_TWIN_OPT_LEVEL", "1"),
+                                   debug_info=self.env.get_bool("JIT_KERNEL_DEBUG_INFO"),
                                    cpp_standard=self.env.get_str("JIT_TWIN_CPP_STANDARD", "20"),
                                    cxx_flags=DEFAULT_CXX_FLAGS, extra_cxx_flags=())
 
