@@ -201,6 +201,8 @@ def _masks(rank, world):
                      f"rank: expected another rank than this one ({rank}) with mask=True")
         expect_error(lambda: window.low_latency_query_mask_buffer(torch.empty(world)), ValueError,
                      f"mask_status: expected an int32 tensor of shape ({world},)")
+        # a bounded wait, so a kernel that waited for the masked rank would show (and not hang the test)
+        window._ll.window.window.timeout_s = 4.0  # the V1 Buffer has no timeout argument
         for b in (window, host):
             b.low_latency_update_mask_buffer(dead, True)
             b.low_latency_query_mask_buffer(mask)
@@ -224,7 +226,7 @@ def _masks(rank, world):
         window.low_latency_clean_mask_buffer()
         window.low_latency_query_mask_buffer(mask)
         out["clean"] = mask.tolist() == [0] * world
-        window._ll.window.window.timeout_s = 1.0  # the V1 Buffer has no timeout argument
+        window._ll.window.window.timeout_s = 1.0
         start = time.monotonic()
         timed_out = _round(window, x, idx, w, E, FORMATS[0], all_x)
         out["timeout bounded"] = time.monotonic() - start < 5
