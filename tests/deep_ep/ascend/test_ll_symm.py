@@ -25,6 +25,7 @@ from tests.testkit.host_reads import DeviceOnly, mark
 from .. import refs
 from ..faults import expect_error
 from ..test_low_latency import LH, LM, K, _buffer, _expert_output, _gather, _oracle_exact
+from .test_low_latency import _two_in_flight
 
 SYMM = {"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"}
 FORMATS = ((False, False), (True, False), (True, True))   # (use_fp8, round_scale)
@@ -156,13 +157,14 @@ def _window_vs_collective_and_host(rank, world):
     assert isinstance(window._ll, AscendLowLatencyEngine) and window._ll.window is not None
     assert isinstance(collective._ll, AscendLowLatencyEngine) and collective._ll.window is None
     assert not isinstance(host._ll, AscendLowLatencyEngine)
-    same = []
+    same, first = [], None
     # Uneven token counts, then a step where rank 1 has no token.
     for case, tokens in enumerate((LM - rank, 0 if rank == 1 else LM - 2)):
         x, idx, w = _inputs(rank, E, 40 + 10 * case, tokens)
         all_x = _gather(x)
         for fmt in FORMATS:
             got = [_round(b, x, idx, w, E, fmt, all_x, guard=b is window) for b in (window, collective, host)]
+            first = first or (x, idx, w, all_x, got[1])
             same.append(_same(got[0], got[1]) and _same(got[0], got[2]))
             if rank == 1 and case == 1:
                 same.append(tuple(got[0]["combined"].shape) == (0, LH))
@@ -170,9 +172,21 @@ def _window_vs_collective_and_host(rank, world):
     seq = window._ll.window.seq
     for b in (window, collective, host):
         b.destroy()
-    # and the oracle of the low-latency tests (its own buffer, through the window)
+    # and the oracle of the low-latency tests (its own buffer, through the window), and two dispatches in
+    # flight in hook mode (each unpacks its own tokens)
     with _env(**SYMM):
         same.append(_oracle_exact(rank, world))
+        same.append(_two_in_flight(rank, world))
+    # Ranks on two hosts (simulated): no window can span them, the collectives serve, and shrink is refused
+    with _env(DJ_SYMM_HOST_ID=f"sim-host-{rank}", **SYMM):
+        apart = _make(world, E)
+        same.append(apart._ll.window is None)
+        x, idx, w, all_x, want = first
+        same.append(_same(_round(apart, x, idx, w, E, FORMATS[0], all_x), want))
+        apart.destroy()
+        expect_error(lambda: _make(world, E, shrink=True), ValueError,
+                     "enable_shrink: expected False on the Ascend engine without EP_ASCEND_TRANSPORT=symm",
+                     "enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric memory")
     return same, seq
 
 
