@@ -55,11 +55,12 @@ struct EpLLRecvArgs {
   int32_t seq, shrink;
 };
 
-// ep_ll_mask (ll_mask.asc): op 0 mask[rank] := value, op 1 buf := mask, op 2 mask := buf (R int32 words).
+// ep_ll_mask (ll_mask.asc): op 0 mask[rank] := value, op 1 buf := mask, op 2 mask := buf (R int32 words);
+// ranks left unmasked learn that this rank has consumed their rows up to exchange seq.
 struct EpLLMaskArgs {
   __gm__ int32_t* buf;
   __gm__ int64_t* symm_bases;
   int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
   int32_t symm_rank, symm_num_ranks;
-  int32_t op, rank, value, pad;
+  int32_t op, rank, value, seq;
 };

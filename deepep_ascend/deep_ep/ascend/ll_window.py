@@ -12,7 +12,9 @@ The mask (int32 ``[R]``, 1 = masked) is the first data words of this rank's wind
 on the device, skip masked ranks (neither sent to nor waited for; their rows of ``out`` are left as they
 were) and, in shrink mode, mask a rank whose wait times out instead of failing. ``set_mask`` /
 ``read_mask`` / ``write_mask`` are one-block kernels (ll_mask.asc), so the mask stays device memory
-(CANN SHMEM on an NPU) and no step reads it on the host.
+(CANN SHMEM on an NPU) and no step reads it on the host. Unmasking a rank also tells it that this rank
+is done with its rows up to the last exchange (its region here is free): a rank masked while alive
+takes part again once both sides have unmasked each other at the same point of their call sequences.
 
 The window is created collectively with the engine (the buffer's construction) and grows collectively
 at the first call that needs more rows or wider rows (every rank makes the same calls with the same
@@ -118,7 +120,7 @@ class LowLatencyWindow:
             buf = torch.zeros(self.num_ranks, dtype=torch.int32, device=dev)
         LIB.ascend_kernel("ep_ll_mask", "ascend/ll_mask.asc", {})(
             1, _kernel_args("EpLLMaskArgs", buf=buf, **self.window.kernel_fields(), op=op, rank=rank, value=value,
-                            pad=0))
+                            seq=self.seq))
 
     def set_mask(self, rank: int, value: int) -> None:
         self._mask_op(0, rank=rank, value=value)

@@ -249,6 +249,18 @@ def _masks(rank, world):
         out["timeout as manual"] = _same(timed_out, manual[FORMATS[0]])
         again = _round(window, x, idx, w, E, FORMATS[1], all_x)  # masked now: not waited for again
         out["after timeout"] = _same(again, manual[FORMATS[1]])
+        # A live rank masked by a peer: rank 0 masks rank 1, whose waits for rank 0 time out and mask it in turn;
+        # cleaned (the failed rank masked again), both take part again at once
+        if rank == 0:
+            window.low_latency_update_mask_buffer(1, True)
+        one_sided = _round(window, x, idx, w, E, FORMATS[0], all_x)
+        window.low_latency_query_mask_buffer(mask)
+        out["masked in turn"] = mask.tolist() == [0, 1, 1] if rank == 0 else mask.tolist() == [1, 0, 1]
+        out["alone"] = not _same(one_sided, manual[FORMATS[0]])
+        window._ll.window.window.timeout_s = 4.0  # rank 1 is a timeout behind rank 0 here
+        window.low_latency_clean_mask_buffer()
+        window.low_latency_update_mask_buffer(dead, True)
+        out["rejoined"] = _same(_round(window, x, idx, w, E, FORMATS[0], all_x), manual[FORMATS[0]])
     dist.barrier()
     window.destroy()
     host.destroy()
@@ -259,5 +271,5 @@ def test_shrink_masks_on_three_ranks_match_the_host_engine():
     outs = run_ranks(_masks, 3, timeout=600, env=SYMM)
     assert outs[2] == {"alive": True}, outs[2]
     for out in outs[:2]:
-        assert len(out) == 16 and all(out.values()), out
+        assert len(out) == 19 and all(out.values()), {k: v for k, v in out.items() if not v}
 
