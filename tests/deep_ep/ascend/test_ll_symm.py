@@ -187,7 +187,38 @@ def _window_vs_collective_and_host(rank, world):
         expect_error(lambda: _make(world, E, shrink=True), ValueError,
                      "enable_shrink: expected False on the Ascend engine without EP_ASCEND_TRANSPORT=symm",
                      "enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric memory")
+    same.append(_late(rank, world, E, first))
     return same, seq
+
+
+def _late(rank, world, E, first):
+    """Without shrink a wait that times out fails the step on every rank (naming the rank and flag) and the
+    buffer is broken, as on the collective path."""
+    import deep_ep
+    from deep_ep.ascend.ll_window import LowLatencyWindow
+    from deepjit.backends.ascend_twin.kernel import TwinLaunchError
+    x, idx, w, all_x, _ = first
+    buf = _make(world, E, **SYMM)
+    _round(buf, x, idx, w, E, FORMATS[0], all_x)  # the window has its size
+    buf._ll.window.window.timeout_s = 1.0
+    on_time = LowLatencyWindow.exchange
+    if rank == 1:  # late past the handshake, inside the exchange
+        late = [3]
+
+        def exchange(*a):
+            time.sleep(late.pop() if late else 0)
+            return on_time(*a)
+        LowLatencyWindow.exchange = exchange
+    start = time.monotonic()
+    try:
+        msg = expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False), TwinLaunchError,
+                           "dj_symm::signal_wait_until", "a peer never signalled it")
+    finally:
+        LowLatencyWindow.exchange = on_time
+    elapsed = time.monotonic() - start
+    expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E), deep_ep.BufferBrokenError, "destroy it")
+    buf.destroy()
+    return f"rank {rank} waited" in msg and elapsed < 2 + 4 * rank
 
 
 def test_window_matches_collective_and_host_engine_bit_for_bit_without_host_reads():
