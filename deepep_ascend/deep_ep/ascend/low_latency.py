@@ -277,10 +277,15 @@ class AscendLowLatencyEngine:
 
 def _window(session):
     """The low-latency window over the session's group, or None where the group spans hosts the window
-    cannot (they keep the collectives)."""
+    cannot (they keep the collectives): on the twin ranks of several hosts (every rank sees it), on an NPU
+    peers whose windows CANN SHMEM cannot address (several hosts without a supernode)."""
     try:
         return LowLatencyWindow(session.group, session.device, session.timeout_s)
     except ValueError as exc:
         if "all on this host" in str(exc):
+            return None
+        raise
+    except RuntimeError as exc:                                                        # pragma: npu
+        if "use the HCCL transport" in str(exc):
             return None
         raise
