@@ -101,7 +101,8 @@ TABLE.register("dispatch_combine", reference=_reference_engine,
 TABLE.register("low_latency", reference=_no_low_latency_engine,
                host=Impl(_low_latency_engine, "ranks of one host over shared memory",
                          lambda session, *_: session.transport_kind == "shm"),
-               ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers, equal all-to-all splits",
+               ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers: equal all-to-all splits, or the symmetric "
+                           "window (EP_ASCEND_TRANSPORT=symm; shrink masks there)",
                            kernels=ascend_kernels.LOW_LATENCY))
 TABLE.register("engram_gather", reference=_gather_ref,
                host=Impl(_gather_host, "contiguous peer tables",

@@ -31,3 +31,36 @@ struct EpSymmRecvArgs {
   int64_t out_rows, row_bytes, max_rows, region_bytes;
   int32_t seq, pad;
 };
+
+// ep_ll_send (ll_send.asc): row i of rows goes to every unmasked rank d with pos[i, d] >= 0, at slot
+// pos[i, d] of region `rank` of d's inbox (ll_window.h). shrink: a timed-out wait masks the peer.
+struct EpLLSendArgs {
+  __gm__ uint8_t* rows;
+  __gm__ int32_t* pos;
+  __gm__ int64_t* symm_bases;
+  int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
+  int32_t symm_rank, symm_num_ranks;
+  int64_t num_rows, row_bytes, max_rows, region_bytes;
+  int32_t seq, shrink;
+};
+
+// ep_ll_recv (ll_recv.asc): the first rows_per_source slots of every unmasked source's region into out,
+// source s at rows [s * rows_per_source, ...).
+struct EpLLRecvArgs {
+  __gm__ uint8_t* out;
+  __gm__ int64_t* symm_bases;
+  int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
+  int32_t symm_rank, symm_num_ranks;
+  int64_t rows_per_source, row_bytes, max_rows, region_bytes;
+  int32_t seq, shrink;
+};
+
+// ep_ll_mask (ll_mask.asc): op 0 mask[rank] := value, op 1 buf := mask, op 2 mask := buf (R int32 words);
+// ranks left unmasked learn that this rank has consumed their rows up to exchange seq.
+struct EpLLMaskArgs {
+  __gm__ int32_t* buf;
+  __gm__ int64_t* symm_bases;
+  int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
+  int32_t symm_rank, symm_num_ranks;
+  int32_t op, rank, value, seq;
+};

@@ -12,6 +12,21 @@ weighted, in top-k order, from 0 in FP32 (the reduce kernel), as upstream.
 
 Expert ids outside ``[-1, num_experts)`` and repeated ones are treated as -1 here (checking them
 would read the device); the normal dispatch reports them.
+
+Transports: the payload, scale and metadata rows and the combine's rows move with equal-split
+``all_to_all_single`` collectives (transport.py: any group, across hosts), or, with
+``EP_ASCEND_TRANSPORT=symm`` and ranks that share symmetric memory, by kernel-initiated writes into the
+peers' symmetric windows (ll_window.py: the same row layout, so the results are the same bit for bit;
+no host read, no collective). A group the window cannot span (ranks on several hosts on the twin) keeps
+the collectives.
+
+Shrink mode (``enable_shrink=True``) needs the window: the rank mask lives in it, on the device, and the
+kernels skip masked ranks (neither sent to nor waited for; their slots read as empty, their experts add
+nothing to a combined token) and mask a rank whose wait times out instead of failing. The collectives
+cannot leave a rank out of an ``all_to_all`` (a dead rank fails it for everyone), so the collective
+transport refuses ``enable_shrink``. In shrink mode the operations skip the argument handshake (a
+collective every rank must join, which a failed rank never does): a rank's bad arguments raise on that
+rank only, and its peers mask it when their waits time out, as upstream's kernels would.
 """
 from __future__ import annotations
 
@@ -24,8 +39,10 @@ from deepjit import validation as V
 from ..engine.checks import check_low_latency_combine, check_low_latency_dispatch
 from . import routing
 from .fp8_pack import pack_fp8
+from .ll_window import LowLatencyWindow
 from .reduce import combine_reduce
 from .scatter import scatter_rows
+from .symm_steps import wanted as _symm_wanted
 from .transport import CollectiveExchange
 
 _DISPATCH_NAMES = ("operation", "hidden", "num_topk", "num_max_dispatch_tokens_per_rank", "num_experts", "FP8 options")
@@ -45,15 +62,49 @@ class AscendLowLatencyEngine:
         self.session = session
         self.rank, self.num_ranks = session.rank, session.num_ranks
         self.exchange = CollectiveExchange(session.group, session.device, session.timeout_s)
+        self.window = _window(session) if _symm_wanted() else None
+        self.shrink = False
 
+    # ---- shrink mode: the rank mask in the window ---------------------------------------------------
     @property
     def mask(self):
         return None
 
     @mask.setter
     def mask(self, value):
-        raise V.fail("enable_shrink", "False on the Ascend engine (it has no rank masks; enable_shrink needs "
-                     "low_latency_mode=True over shared memory: ranks of one host, host kernels)", True)
+        """The buffer's ``enable_shrink=True`` (``value``: the initial all-zero mask)."""
+        if self.window is None:
+            raise V.fail("enable_shrink", "False on the Ascend engine without EP_ASCEND_TRANSPORT=symm (the rank "
+                         "mask lives in the low-latency symmetric window; all_to_all collectives cannot leave a "
+                         "rank out; enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric "
+                         "memory)", True)
+        self.window.write_mask(value)
+        self.shrink = True
+
+    def update_mask(self, rank: int, masked: bool) -> None:
+        self.window.set_mask(rank, int(bool(masked)))
+
+    def query_mask(self, out: torch.Tensor) -> None:
+        win_dev = torch.device(self.window.window.device)
+        if out.device == win_dev and out.is_contiguous():
+            self.window.read_mask(out)
+        else:
+            out.copy_(self.window.read_mask())
+
+    def clean_mask(self) -> None:
+        self.window.write_mask(torch.zeros(self.num_ranks, dtype=torch.int32))
+
+    def destroy(self) -> None:
+        if self.window is not None:
+            self.window.destroy()
+            self.window = None
+
+    def _start(self, op: str, names: tuple, check) -> list:
+        """The handshake (arguments agreed on every rank), or in shrink mode the local checks only."""
+        if not self.shrink:
+            return self.session.start(op, names, check)
+        self.session.start_own_handshake()
+        return check()
 
     # ---- dispatch ---------------------------------------------------------------------------------
     def dispatch(self, x: torch.Tensor, topk_idx, M: int, num_experts: int, stats, use_fp8: bool,
@@ -66,7 +117,7 @@ class AscendLowLatencyEngine:
             check_low_latency_dispatch(R, x, topk_idx, M, num_experts, stats)
             return [1, H, topk_idx.shape[1], M, num_experts, int(use_fp8) | int(round_scale) << 1 | int(use_ue8m0) << 2]
 
-        self.session.start("low_latency_dispatch", _DISPATCH_NAMES, check)
+        self._start("low_latency_dispatch", _DISPATCH_NAMES, check)
         K, e_local, dev, ex = topk_idx.shape[1], num_experts // R, x.device, self.exchange
         plan, _ = routing.plan(topk_idx, H, num_experts, R)
         idx = torch.where(plan.within >= 0, topk_idx, -1)
@@ -87,15 +138,18 @@ class AscendLowLatencyEngine:
                           torch.where(here, plan.within[:, None, :].long(), -1)], 2).reshape(T * R, 1 + 2 * K)
         send_meta = ex.staging("ll_send_meta", slots + 1, (1 + 2 * K,), torch.int64).fill_(-1)
         send_meta.index_copy_(0, torch.where(pos >= 0, pos, slots).reshape(-1).long(), meta)
-        splits = [M] * R
         got_x = ex.staging("ll_recv_x", slots, (H,), send_x.dtype)
-        ex.all_to_all(got_x, send_x, splits, splits)
-        got_sf = None
-        if use_fp8:
-            got_sf = ex.staging("ll_recv_sf", slots, (H // 128,), torch.float32)
-            ex.all_to_all(got_sf, send_sf, splits, splits)
+        got_sf = ex.staging("ll_recv_sf", slots, (H // 128,), torch.float32) if use_fp8 else None
         got_meta = ex.staging("ll_recv_meta", slots, (1 + 2 * K,), torch.int64)
-        ex.all_to_all(got_meta, send_meta, splits, splits)
+        if self.window is not None:
+            self.session.guard(lambda: self._dispatch_window(send_x, send_sf, send_meta, got_x, got_sf, got_meta, M,
+                                                             H, K))
+        else:
+            splits = [M] * R
+            ex.all_to_all(got_x, send_x, splits, splits)
+            if use_fp8:
+                ex.all_to_all(got_sf, send_sf, splits, splits)
+            ex.all_to_all(got_meta, send_meta, splits, splits)
 
         recv_x = torch.empty(e_local, slots, H, dtype=send_x.dtype, device=dev)
         packs = -(-(H // 128) // 4) if use_ue8m0 else H // 128
@@ -116,6 +170,23 @@ class AscendLowLatencyEngine:
             finish()
         recv = (recv_x, recv_sf) if use_fp8 else recv_x
         return recv, recv_count, src_info, layout_range, state, finish
+
+    def _dispatch_window(self, send_x, send_sf, send_meta, got_x, got_sf, got_meta, M, H, K) -> None:
+        """The packed slots through the window: slot ``d * M + i`` to rank ``d``'s slot ``i`` (the rows of
+        slots that hold a token; every metadata row, so unused slots arrive as -1)."""
+        R, win, dev = self.num_ranks, self.window, send_x.device
+        win.ready(M * K, max(2 * H, (1 + 2 * K) * 8))   # the combine's rows too: it never grows the window
+        slots = R * M
+        j = torch.arange(slots, device=dev)
+        own = (j // M)[:, None] == torch.arange(R, device=dev)[None, :]
+        meta_pos = torch.where(own, (j % M)[:, None], -1).int()
+        used = (send_meta[:slots, 0] >= 0)[:, None]
+        row_pos = torch.where(used, meta_pos, -1).contiguous()
+        got_meta.fill_(-1)   # a masked source's slots read as empty
+        win.exchange(send_x, row_pos, got_x, M, self.shrink)
+        if send_sf is not None:
+            win.exchange(send_sf, row_pos, got_sf, M, self.shrink)
+        win.exchange(send_meta[:slots], meta_pos.contiguous(), got_meta, M, self.shrink)
 
     def _unpack(self, got_x, got_sf, got_meta, M, e_local, K, use_ue8m0, recv_x, recv_sf, src_info, layout_range,
                 recv_count, stats, state):
@@ -163,7 +234,7 @@ class AscendLowLatencyEngine:
             check_low_latency_combine(x, topk_idx, topk_weights, state.topk_idx, (e_local, R * M, H), out)
             return [2, H, state.topk_idx.shape[1], M, num_experts]
 
-        self.session.start("low_latency_combine", _COMBINE_NAMES, check)
+        self._start("low_latency_combine", _COMBINE_NAMES, check)
         T, K = state.topk_idx.shape
         out = torch.empty(T, H, dtype=torch.bfloat16, device=x.device) if out is None else out
 
@@ -187,9 +258,34 @@ class AscendLowLatencyEngine:
         send = ex.staging("ll_back_send", slots * K, (H,), torch.bfloat16)
         scatter_rows(x.view(e_local * slots, H), inv[:-1, None], send)
         back = ex.staging("ll_back_recv", slots * K, (H,), torch.bfloat16)
-        ex.all_to_all(back, send, [M * K] * R, [M * K] * R)
         valid = state.topk_idx >= 0
+        if self.window is not None:
+            j = torch.arange(slots * K, device=dev)
+            to = ((j // (M * K))[:, None] == torch.arange(R, device=dev)[None, :]) & has.reshape(-1, 1)
+            self.window.exchange(send, torch.where(to, (j % (M * K))[:, None], -1).int().contiguous(), back, M * K,
+                                 self.shrink)
+            if self.shrink:  # a masked rank's experts add nothing (its rows did not come)
+                masked = self.window.read_mask()
+                valid = valid & (masked[torch.where(valid, state.topk_idx // e_local, 0)] == 0)
+        else:
+            ex.all_to_all(back, send, [M * K] * R, [M * K] * R)
         owner = torch.where(valid, state.topk_idx // e_local, 0)
         slot = torch.gather(state.dst_slot.long(), 1, owner)
         pos = torch.where(valid, (owner * M + slot) * K + torch.arange(K, device=dev)[None, :], -1).int()
         combine_reduce(back, pos, topk_weights, out=out)
+
+
+def _window(session):
+    """The low-latency window over the session's group, or None where the group spans hosts the window
+    cannot (they keep the collectives): on the twin ranks of several hosts (every rank sees it), on an NPU
+    peers whose windows CANN SHMEM cannot address (several hosts without a supernode)."""
+    try:
+        return LowLatencyWindow(session.group, session.device, session.timeout_s)
+    except ValueError as exc:
+        if "all on this host" in str(exc):
+            return None
+        raise
+    except RuntimeError as exc:                                                        # pragma: npu
+        if "use the HCCL transport" in str(exc):
+            return None
+        raise

@@ -254,6 +254,8 @@ class Buffer:
     def destroy(self) -> None:
         if not self.explicitly_destroy:
             raise RuntimeError("destroy() needs a Buffer created with explicitly_destroy=True")
+        if self._ll is not None and hasattr(self._ll, "destroy"):
+            self._ll.destroy()
         self._ep.destroy()
 
     # ---- normal kernels ----------------------------------------------------------------------
@@ -468,7 +470,10 @@ class Buffer:
             raise V.fail("rank", f"an int in [0, {self.group_size})", repr(rank))
         if rank == self.rank and mask:
             raise V.fail("rank", f"another rank than this one ({self.rank}) with mask=True: a rank cannot mask itself", rank)
-        table[rank] = int(bool(mask))
+        if table is None:  # the Ascend engine: the mask is device memory in its low-latency window
+            self._ll.update_mask(rank, mask)
+        else:
+            table[rank] = int(bool(mask))
 
     def low_latency_query_mask_buffer(self, mask_status: torch.Tensor) -> None:
         """Writes the mask into ``mask_status`` ([num_ranks] int32; 1 = masked)."""
@@ -478,10 +483,17 @@ class Buffer:
             raise V.fail("mask_status", f"an int32 tensor of shape ({self.group_size},)",
                          f"{getattr(mask_status, 'dtype', type(mask_status))} "
                          f"{tuple(getattr(mask_status, 'shape', ()))}")
-        mask_status.copy_(table)
+        if table is None:
+            self._ll.query_mask(mask_status)
+        else:
+            mask_status.copy_(table)
 
     def low_latency_clean_mask_buffer(self) -> None:
-        self._shrink_mask().zero_()
+        table = self._shrink_mask()
+        if table is None:
+            self._ll.clean_mask()
+        else:
+            table.zero_()
 
     def low_latency_dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, num_max_dispatch_tokens_per_rank: int,
                              num_experts: int, cumulative_local_expert_recv_stats: torch.Tensor | None = None,

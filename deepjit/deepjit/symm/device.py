@@ -5,7 +5,9 @@ A kernel gets every rank's window base as a table (``bases[rank]``, an int64 ten
 the rank count and a wait timeout -- ``kernel_fields()``, the ``symm_*`` fields of its argument struct
 -- and reaches peers through ``dj_symm/device.h``: ``remote`` (an address in a peer's window, used by
 the ordinary data movers), ``signal_op`` (set / add a peer's flag after the data) and
-``signal_wait_until_ge`` (a bounded wait on an own flag; a timeout fails naming rank and flag).
+``signal_wait_until_ge`` (a bounded wait on an own flag; a timeout fails naming rank and flag), and
+``signal_wait_until_ge_for`` (the same wait answering whether the flag got there, for callers that
+recover from a silent peer themselves: deep_ep's low-latency shrink mode masks it).
 
 Where the memory lives:
 

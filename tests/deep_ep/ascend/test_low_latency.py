@@ -2,7 +2,7 @@
 (``[E_local, R * M]`` rows per expert, whatever the routing) and equal all-to-all splits; bit-exact
 against the all-gather oracle of tests/deep_ep/test_low_latency.py on 3 ranks (BF16, FP8 cast fused
 into the pack with FP32 and power-of-two scales, the weighted combine in slot order); shrink masks,
-which need shared memory, are refused."""
+which need the symmetric window (test_ll_symm.py), are refused over the collectives."""
 import torch.distributed as dist
 
 from tests.testkit.distributed import run_ranks
@@ -38,8 +38,9 @@ def _fixed_sizes(rank, world):
     assert shapes[0] == shapes[1] == ((E // world, world * LM, LH), (E // world, world * LM)), shapes
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, E)
     expect_error(lambda: deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, enable_shrink=True),
-                 ValueError, "enable_shrink: expected False on the Ascend engine (it has no rank masks; enable_shrink "
-                 "needs low_latency_mode=True over shared memory: ranks of one host, host kernels), got True")
+                 ValueError, "enable_shrink: expected False on the Ascend engine without EP_ASCEND_TRANSPORT=symm (the "
+                 "rank mask lives in the low-latency symmetric window; all_to_all collectives cannot leave a rank out; "
+                 "enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric memory), got True")
     dist.barrier()
     return _oracle_exact(rank, world)
 

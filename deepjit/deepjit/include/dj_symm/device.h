@@ -47,4 +47,18 @@ __aicore__ inline int32_t signal_wait_until_ge(const Window& w, int32_t flag, in
   return aclshmem_signal_wait_until(own_flag(w, flag), ACLSHMEM_CMP_GE, value);
 }
 
+// Bounded, without failing: polls the own flag (cache line invalidated each time) against the system
+// counter (50 MHz) until it reaches `value` or `timeout_ns` (0: the window's) passes; whether it got there.
+// npu: not compiled on this project's CI.
+__aicore__ inline bool signal_wait_until_ge_for(const Window& w, int32_t flag, int32_t value, int64_t timeout_ns) {
+  __gm__ int32_t* p = own_flag(w, flag);
+  const int64_t limit = (timeout_ns > 0 ? timeout_ns : w.timeout_ns) / 20;
+  const int64_t start = int64_t(AscendC::GetSystemCycle());
+  for (;;) {
+    dcci(p, cache_line_t::SINGLE_CACHE_LINE);
+    if (*reinterpret_cast<__gm__ volatile int32_t*>(p) >= value) return true;
+    if (limit > 0 && int64_t(AscendC::GetSystemCycle()) - start > limit) return false;
+  }
+}
+
 }  // namespace dj_symm

@@ -10,6 +10,7 @@
 //                                  (release: the data stores before it are seen first)  ACLSHMEM_SIGNAL_SET/ADD, pe)
 //   signal_wait_until_ge(w, flag, v)  wait until this rank's flag >= v          ~ aclshmem_signal_wait_until(sig,
 //                                                                                  ACLSHMEM_CMP_GE, v)
+//   signal_wait_until_ge_for(w, flag, v, ns)  the same, bounded: whether it got there (no launch failure)
 // Data moves with the ordinary GM data movers (asc_copy_ub2gm_align to remote(...)): on the twin
 // check_gm covers the windows as it covers tensors (dj_twin/symm.h), so a stray access fails naming
 // the window. A wait that runs past the window's timeout fails the launch naming the rank and flag
@@ -105,6 +106,35 @@ __aicore__ inline int32_t signal_wait_until_ge(const Window& w, int32_t flag, in
     if (waited > limit)
       ::dj_twin::fail("dj_symm::signal_wait_until: rank %d waited %.3f s for flag %d of its window to reach %d "
                       "(it holds %d): a peer never signalled it", w.rank, double(waited) * 1e-9, flag, value, seen);
+    if (polls < 64) {
+      sched_yield();
+      continue;
+    }
+    const timespec nap{0, 1000000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(p), FUTEX_WAIT, uint32_t(seen), &nap, nullptr, 0);
+  }
+}
+
+// signal_wait_until_ge with an outcome instead of a failure: whether this rank's flag `flag` reached `value`
+// within `timeout_ns` (0: the window's timeout). For callers that recover from a silent peer themselves
+// (deep_ep's low-latency shrink mode masks it); the launch goes on either way.
+__aicore__ inline bool signal_wait_until_ge_for(const Window& w, int32_t flag, int32_t value, int64_t timeout_ns) {
+  __gm__ int32_t* p = flag_address(w, w.rank, flag, "dj_symm::signal_wait_until_ge_for");
+  ::dj_twin::Core& c = ::dj_twin::core();
+  const int64_t start = now_ns();
+  const int64_t limit = timeout_ns > 0 ? timeout_ns
+                                       : (w.timeout_ns > 0 ? w.timeout_ns : int64_t(c.launch->wait_timeout_s * 1e9));
+  for (int64_t polls = 0;; ++polls) {
+    const int32_t seen = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    if (seen >= value) {
+      c.counters.wait_ns += uint64_t(now_ns() - start);
+      return true;
+    }
+    ::dj_twin::poll();
+    if (now_ns() - start > limit) {
+      c.counters.wait_ns += uint64_t(now_ns() - start);
+      return false;
+    }
     if (polls < 64) {
       sched_yield();
       continue;
