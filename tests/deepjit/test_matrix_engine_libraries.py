@@ -1,7 +1,7 @@
 """The libraries' host GEMM-family kernels on each matrix engine this machine has, forced through
 DJ_HOST_MATRIX: a representative subset of their tests (dense, mixed precision, grouped with empty
-groups, k-grouped, MQA logits, einsum, flash_mla's micro-kernel and sparse attention) run in a fresh
-interpreter, since the engine is read when a library's runtime is made. Engines absent, and the
+groups, k-grouped (the host engine's tails and the public ops), MQA logits, einsum, flash_mla's
+micro-kernel and sparse attention) run in a fresh interpreter, since the engine is read when a library's runtime is made. Engines absent, and the
 automatic one (the rest of the suite runs on it), are skipped with the reason; the full files pass the same way (``DJ_HOST_MATRIX=fma pytest tests/deep_gemm ...``)."""
 import os
 import subprocess
@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SUBSET = [
     ("tests/deep_gemm/host/test_gemm.py", "(bf16_gemm and (1-33-128 or 77-100-300)) or c_alpha or mixed_precision "
                                           "or m_grouped or k_grouped"),
+    ("tests/deep_gemm/test_k_grouped.py", "host and (True-fp8-32 or True-bf16 or packed_scales)"),
     ("tests/deep_gemm/host/test_gemm_small_groups.py", "not contiguous_small_ragged_groups or 40-352 or bf16"),
     ("tests/deep_gemm/host/test_mqa_logits.py", "5-64 or 16-64-1 or 12-16-2"),
     ("tests/deep_gemm/test_einsum_misc.py", "ragged and host and not hc_prenorm"),

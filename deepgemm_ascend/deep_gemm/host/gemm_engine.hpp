@@ -21,7 +21,9 @@
 // spent on padding rows; this path is bound by converting B (FP8 through byte tables).
 //
 // On the brgemm matrix engine (DJ_HAVE_BRGEMM, deepjit/host/brgemm.hpp) every job whose A is K-major
-// keeps A as plain BF16 rows and runs oneDNN's micro-kernel (AMX tiles where the CPU has them).
+// keeps A as plain BF16 rows and runs oneDNN's micro-kernel (AMX tiles where the CPU has them); an
+// MN-major A (K-grouped GEMMs' [K, M] operands) is transposed into such rows once (mn_rows_to_bf16),
+// and an MN-major B's K rows are interleaved into the VNNI panels (pack_mnmajor).
 // Many rows (group_task): each task packs 256 columns of B into its own L2-resident scratch and runs
 // all rows of its range against them, 32 rows x 512 K per call (A's chunk in L1, B from L2, the
 // packed B never goes to memory). Few rows (panel_task): one 32-wide B panel and all rows per call.
@@ -122,10 +124,62 @@ struct Output {
     float alpha = 1.0f;
 };
 
+// Rows [mn0, mn0 + mv) x K [k0, k0 + kv) of an MN-major operand, unscaled, as BF16 rows `ld` apart:
+// a transpose (brgemm's A as plain rows from K-grouped GEMMs' MN-major operands). 32 rows x 32 K at
+// a time in registers: K rows 2p, 2p + 1 interleaved into words (as pack_mnmajor does), then a 16 x 16
+// word transpose leaves each row's 32 K values in one register. FP4 needs mn0 even (runs start on a byte).
+inline void mn_rows_to_bf16(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t k0, int64_t kv,
+                            uint16_t* out, int64_t ld) {
+#ifdef DJ_HAVE_AVX512
+    const ConvertTables& t = tables();
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                        39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    alignas(64) uint16_t fp4[32];
+    for (int64_t r0 = 0; r0 < mv; r0 += 32) {
+        const int64_t rv = std::min<int64_t>(32, mv - r0);
+        const __mmask32 rm = rv >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << rv) - 1);
+        // K row k's 32 values of these rows as BF16 (zero past K)
+        const auto load = [&](int64_t k) -> __m512i {
+            if (k >= kv) return _mm512_setzero_si512();
+            const uint8_t* col = op.col_base(g, k0 + k);
+            if (op.type == kBF16) return _mm512_maskz_loadu_epi16(rm, reinterpret_cast<const uint16_t*>(col) + mn0 + r0);
+            if (op.type == kE4M3) return e4m3x32_to_bf16(_mm256_maskz_loadu_epi8(rm, col + mn0 + r0), t);
+            to_bf16(col, op.type, mn0 + r0, rv, fp4);
+            return _mm512_maskz_loadu_epi16(rm, fp4);
+        };
+        for (int64_t c = 0; c < kv; c += 32) {
+            const int64_t cv = std::min<int64_t>(32, kv - c);
+            const __mmask32 cm = cv >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << cv) - 1);
+            __m512i v0[16], v1[16], tr[16];
+            for (int p = 0; p < 16; ++p) {
+                const __m512i x = load(c + 2 * p), y = load(c + 2 * p + 1);
+                v0[p] = _mm512_permutex2var_epi16(x, lo, y);   // word r: K pair p of row r (rows 0-15)
+                v1[p] = _mm512_permutex2var_epi16(x, hi, y);   // rows 16-31
+            }
+            transpose16_words(v0, tr);
+            for (int64_t r = 0; r < std::min<int64_t>(16, rv); ++r)
+                _mm512_mask_storeu_epi16(out + (r0 + r) * ld + c, cm, tr[r]);
+            transpose16_words(v1, tr);
+            for (int64_t r = 16; r < rv; ++r) _mm512_mask_storeu_epi16(out + (r0 + r) * ld + c, cm, tr[r - 16]);
+        }
+    }
+#else
+    uint16_t col[32];
+    for (int64_t r0 = 0; r0 < mv; r0 += 32) {
+        const int64_t rv = std::min<int64_t>(32, mv - r0);
+        for (int64_t k = 0; k < kv; ++k) {
+            to_bf16(op.col_base(g, k0 + k), op.type, mn0 + r0, rv, col);
+            for (int64_t r = 0; r < rv; ++r) out[(r0 + r) * ld + k] = col[r];
+        }
+    }
+#endif
+}
+
 // Rows [mn0, mn0 + mv) x K [k0, k0 + kv) of group g as BF16 rows `ld` apart, nrows of them
 // (rows past mv and K past kv up to kcp zero). k_first and kb0 locate the scale blocks of folded
-// operands: element k uses block kb0 + (k - k_first) / gk. Rows are K-contiguous in the operand
-// or gathered element by element (layouts that are neither K- nor MN-major).
+// operands: element k uses block kb0 + (k - k_first) / gk. Rows are K-contiguous in the operand,
+// transposed from an MN-major one (mn_rows_to_bf16) or gathered element by element (other layouts).
 inline void rows_to_bf16(const Operand& op, int64_t g, int64_t mn0, int64_t mv, int64_t nrows, int64_t k0,
                          int64_t kv, int64_t kcp, int64_t k_first, int64_t kb0, uint16_t* out, int64_t ld) {
     // Scale segments are the same for every row and scale rows advance by counting, so the
@@ -133,13 +187,15 @@ inline void rows_to_bf16(const Operand& op, int64_t g, int64_t mn0, int64_t mv, 
     const int64_t kb_first = op.fold ? (k0 - k_first) / op.gk : 0;
     const int64_t first_end = op.fold ? std::min(kv, k_first + (kb_first + 1) * op.gk - k0) : kv;
     int64_t sf_row = op.fold ? mn0 / op.gmn : 0, sf_rem = op.fold ? mn0 % op.gmn : 0;
+    const bool transposed = !op.k_major() && op.mn_major() && (op.type != kE2M1 || mn0 % 2 == 0);
+    if (transposed) mn_rows_to_bf16(op, g, mn0, mv, k0, kv, out, ld);
     for (int64_t r = 0; r < nrows; ++r) {
         uint16_t* t = out + r * ld;
         int64_t done = 0;
         if (r < mv) {
             const int64_t mn = mn0 + r;
             done = kv;
-            if (!op.k_major())
+            if (!op.k_major() && !transposed)
                 for (int64_t k = 0; k < kv; ++k) t[k] = op.element(g, mn, k0 + k);
             if (!op.fold) {
                 if (op.k_major()) to_bf16(op.row_base(g, mn), op.type, k0, kv, t);
@@ -374,7 +430,10 @@ inline void block_scales(const Operand& op, int64_t g, int64_t mn0, int64_t mv, 
 // d[row, col] = alpha * acc + c for a tile of rows x cols, acc with row stride ldc. stream: BF16
 // rows of whole aligned lines (no c) go out with non-temporal stores: a large output is not read
 // back into the cache first (measured: the epilogue of a prefill GEMM ~35% quicker).
-// The caller fences (_mm_sfence) before its results are read by another thread.
+// The caller fences (_mm_sfence) before its results are read by another thread. c's rows are
+// requested kCAhead rows ahead: each row is a short run from memory (K-grouped GEMMs' FP32 c, read
+// once) that the hardware prefetchers start too late (measured ~12% off an epilogue-bound call).
+constexpr int64_t kCAhead = 4;
 inline void epilogue(const Output& o, int64_t g, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
                      const float* acc, int64_t ldc, bool stream = false) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -382,6 +441,11 @@ inline void epilogue(const Output& o, int64_t g, int64_t row0, int64_t col0, int
         const int64_t drow = g * o.dsg + (row0 + r) * o.dsm + col0;
         const int64_t crow = g * o.csg + (row0 + r) * o.csm + col0;
         int64_t j = 0;
+        if (o.c != nullptr && r + kCAhead < rows) {
+            const int64_t elem = o.c_type == 1 ? 4 : 2;
+            const char* next = reinterpret_cast<const char*>(o.c) + (crow + kCAhead * o.csm) * elem;
+            for (int64_t l = 0; l < cols * elem; l += 64) __builtin_prefetch(next + l, 0, 3);
+        }
 #ifdef DJ_HAVE_AVX512
         const __m512 alpha = _mm512_set1_ps(o.alpha);
         uint16_t* dbf = reinterpret_cast<uint16_t*>(o.d) + drow;
@@ -562,7 +626,8 @@ public:
                      (!a.sf || !b.sf || a.gk % b.gk == 0 || b.gk % a.gk == 0);
 #endif
 #ifdef DJ_HAVE_BRGEMM
-        brgemm_ = a.k_major() && kc_ % 32 == 0;   // A as plain rows; K blocks never overlap there
+        // A as plain rows (MN-major A, as K-grouped GEMMs have, transposed into them); K blocks never overlap there
+        brgemm_ = (a.k_major() || a.mn_major()) && kc_ % 32 == 0;
         if (brgemm_ && !promote_) kc_ = KC_BRGEMM;
 #if defined(DJ_HAVE_AVX512_BF16) && defined(__AVX512VBMI__)
         // E4M3 B converted as plain rows through E4M3Tables (tr_task): a folded scale must be one
@@ -595,13 +660,15 @@ public:
                 for (int64_t c0 = 0; c0 < n_; c0 += kStreamCols) tasks.push_back({static_cast<int64_t>(j), 4, 0, c0});
                 continue;
             }
-            p.plain = (brgemm_ || (p.small && job.m % 32 != 0)) && a_.k_major();   // rows_to_bf16 gathers other majors
+            // rows_to_bf16 transposes MN-major A (brgemm) and gathers other majors element by element
+            p.plain = brgemm_ || (p.small && job.m % 32 != 0 && a_.k_major());
             p.rows = p.small && !p.plain && b_.k_major();
             // brgemm reads plain BF16 A where it lies (K even: calls then cover K exactly), unless its
             // rows lie an even number of cache lines apart (K = 2048: 4 KiB): the 32 rows of a call
             // would then share a few L1 sets and evict each other; the copy's rows are 1 line longer.
             const bool spread = (a_.smn * 2) % 64 != 0 || (a_.smn * 2 / 64) % 2 == 1;
-            p.a_direct = brgemm_ && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0 && (spread || p.small);
+            p.a_direct = brgemm_ && a_.k_major() && a_.type == kBF16 && a_.sf == nullptr && job.klen % 2 == 0 &&
+                         (spread || p.small);
             p.group = brgemm_ && !p.small && p.plain;
             p.tr = tr_ok_ && p.small && p.plain && job.m <= kTrMaxRows;
             if (p.tr) p.a_direct = false;
