@@ -177,3 +177,20 @@ def test_lanes_read_gm_only_through_counted_loads():
     assert routes["simt_gm_load"] == working + idle
     assert routes["simt_gm_store"] == s * s_kv * 4
     assert torch.all(torch.isinf(logits[4:]))
+
+
+def test_scores_leave_l0c_as_bf16_for_fp32_logits():
+    """FixPipe rounds the ReLU'd scores to BF16 on the way to UB (as DeepGEMM-Ascend's indexer), FP32 logits
+    too: one tile (4 tokens x 32 heads = 128 rows, 256 KV positions) moves 128 x 256 x 2 bytes L0C -> UB, half
+    what FP32 scores would; the logits still hold upstream's tolerance against the reference."""
+    from deepjit.tilelang_route import ascend_check
+    s, s_kv, heads, head_dim = 4, 256, 32, 128
+    q, kv, weights = _inputs(s, s_kv, heads, head_dim)
+    ks, ke = torch.zeros(s, dtype=torch.int32), torch.full((s,), s_kv, dtype=torch.int32)
+    logits = torch.empty(s, s_kv)
+    with ascend_check.recorded_launches() as launches:
+        mqa_logits(q, kv, weights, ks, ke, logits, False, True)
+    assert ascend_check._summed_counters(launches)[0]["routes"]["l0c_to_ub"] == 128 * 256 * 2
+    want = torch.empty(s, s_kv)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+    assert calc_diff(logits, want) < 1e-3

@@ -277,3 +277,34 @@ def test_dependent_vector_chain_pays_latency_per_step(twin_runtime, dependent):
     # the chain pays 5 cycles a step (50); the independent adds overlap, leaving the ALU's 10 x 2 cycles
     # (above their 3 steps x 5)
     assert est.cycles == pytest.approx(10 * 5 if dependent else 10 * 2)
+
+
+# 64 lanes: each loads its own float of x (asc_ldcg, streamed), the same 32 floats of w (asc_ldca: one
+# 128-byte line, which the first lane's first load brings into the data cache and every later load hits)
+# and stores its float of y (asc_stcg).
+SIMT_LANES = re.search(r"SIMT = r'''(.*?)'''", (Path(__file__).parent / "test_l2_model.py").read_text(),
+                       re.S).group(1)
+
+
+@pytest.mark.parametrize("l2_model", [False, True])
+def test_simt_cached_loads_that_hit_take_no_l2_bandwidth(twin_runtime, monkeypatch, l2_model):
+    from deepjit.backends.ascend_twin.kernel import L2_MODEL_ENV
+    if l2_model:
+        monkeypatch.setenv(L2_MODEL_ENV, "1")
+    else:
+        monkeypatch.delenv(L2_MODEL_ENV, raising=False)
+    w, x, y = torch.arange(32.0), torch.arange(64.0), torch.zeros(64)
+    with timeline.recording():
+        result = launch_source(twin_runtime, "l2_simt", SIMT_LANES, w, x, y, num_blocks=1)
+    assert torch.equal(y, x + w.sum())
+    # the counters keep every byte a lane asked for: 64 x (4 + 32 x 4 + 4)
+    routes = result.counters["routes"]
+    assert routes["simt_gm_load"] + routes["simt_gm_store"] == 64 * (4 + 32 * 4 + 4)
+    # the timeline puts through L2 only what leaves the core: x and y by their bytes (64 x 4 each) and w's one
+    # line once (asc_ldca reads the Data Cache first, L2 only on a miss: asc-devkit asc_ldca.md); before,
+    # all 64 x 32 x 4 bytes of w
+    simt = [e for e in result.traces[0].events if e.type == "simt"]
+    assert sum(e.m for e in simt) == 64 * 4 + 128 + 64 * 4
+    # hand-timed: SIMT GM bytes at 10 B/cycle, lane ops free, shared paths wide: 640 / 10 cycles
+    costs = replace(COSTS, simt_gm_bytes_per_cycle=10, simt_lane_ops_per_cycle=1e9)
+    assert result.estimate(costs).cycles == pytest.approx((64 * 4 + 128 + 64 * 4) / 10)

@@ -325,16 +325,19 @@ inline uint64_t count_vector_ops(uint64_t elements, VecClass cls = VecClass::Sim
   c.counters.vector_ops += elements;
   return c.timeline ? timeline_vector(*c.timeline, c.vec_flow, cls, src_step) : 0;
 }
-inline void count_move(Route route, size_t bytes) {
+// l2_bytes: for a SIMT access, the bytes the timeline puts through L2 (a cached load that hit the data
+// cache: none; touch_gm's return); the counters count `bytes` either way.
+inline void count_move(Route route, size_t bytes, uint64_t l2_bytes) {
   Core& c = core();
   Counters& k = c.counters;
   k.route_bytes[int(route)] += bytes;
   if (c.timeline) {
-    if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE) timeline_simt(*c.timeline, 0, bytes);
+    if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE) timeline_simt(*c.timeline, 0, l2_bytes);
     else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), 0, 0, bytes);
   }
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
 }
+inline void count_move(Route route, size_t bytes) { count_move(route, bytes, bytes); }
 // How a GM access reaches L2 (the L2 model's L2 bytes, l2_model.h): a data mover fetches each line of
 // one instruction once; a streaming SIMT access (asc_ldcg / asc_stcg / asc_stwt) moves its bytes (the
 // lanes of a warp coalesce into whole lines; the twin runs lanes one after another, so lines are not
@@ -381,11 +384,20 @@ inline bool first_touch_in_move(Core& c, uint64_t tag) {
 }
 
 // Records the GM bytes [p, p + bytes) a core accesses for the L2 model; call it next to check_gm.
-inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmAccess::Mover) {
+// Returns the bytes the access takes from L2, which the timeline charges a SIMT access (count_move):
+// `bytes`, except for a cached SIMT load (asc_ldca), whose data-cache hits take none and whose misses
+// take a line each. asc-devkit's SIMT API docs (asc_ldca.md, "使能Cache Hints的Load/Store函数"): asc_ldca
+// loads from the Data Cache first and tries L2 only on a miss (then caches the data in both); the
+// DCache best practice (asc-devkit docs, "DCache访问优化") uses it so that hot data stays in the DCache
+// and is not reloaded. The data-cache filter therefore runs for cached loads whenever the launch
+// records a timeline, with or without the L2 model.
+inline uint64_t touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmAccess::Mover) {
   Core& c = core();
-  if (!c.launch->l2_model || bytes == 0) return;
+  const bool model = c.launch->l2_model;
+  if (bytes == 0 || !(model || (how == GmAccess::SimtCached && c.timeline))) return bytes;
   const uint64_t addr = reinterpret_cast<uintptr_t>(p);
   const uint64_t first = addr / kL2LineBytes, last = (addr + bytes - 1) / kL2LineBytes;
+  uint64_t cached_miss = 0;
   if (how == GmAccess::SimtStream) c.l2_bytes += bytes;
   for (uint64_t line = first; line <= last; ++line) {
     const uint64_t tag = (line + 1) << 1 | uint64_t(write);
@@ -399,10 +411,14 @@ inline void touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmA
       for (int w = way < 4 ? way : 3; w > 0; --w) set[w] = set[w - 1];  // move to front (LRU within the set)
       set[0] = tag;
       if (way < 4) continue;
-      if (how == GmAccess::SimtCached) c.l2_bytes += kL2LineBytes;
+      if (how == GmAccess::SimtCached) {
+        cached_miss += kL2LineBytes;
+        if (model) c.l2_bytes += kL2LineBytes;
+      }
     }
-    trace_line(c, line, write);
+    if (model) trace_line(c, line, write);
   }
+  return how == GmAccess::SimtCached ? cached_miss : bytes;
 }
 
 // Set while a core runs SIMT lanes (asc_vf_call): max / min / the vector structs used by scalar code

@@ -503,8 +503,8 @@ namespace dj_twin {
 template <typename T>
 inline T simt_gm_load(const T* address, const char* op, GmAccess how) {
   check_gm(address, sizeof(T), op);
-  touch_gm(address, sizeof(T), false, how);
-  count_move(Route::SIMT_GM_LOAD, sizeof(T));
+  const uint64_t l2 = touch_gm(address, sizeof(T), false, how);
+  count_move(Route::SIMT_GM_LOAD, sizeof(T), l2);
   return *address;
 }
 template <typename T>
