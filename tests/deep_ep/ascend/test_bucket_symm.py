@@ -8,6 +8,7 @@ A rank that never arrives fails the waiting kernel naming rank and flag."""
 import contextlib
 import os
 import re
+import time
 
 import pytest
 import torch
@@ -100,9 +101,15 @@ def _bits(a: dict, b: dict) -> list:
                                b[k].view(torch.uint8) if b[k].numel() else b[k])]
 
 
-def _against_host(rank, world):
+def _against_host(rank, world, full=True):
     from deep_ep.ascend.bucket_window import BucketWindow
     win, tw = _make(world, **SYMM)
+    if not full:  # the window against the host engine only
+        host, th = _make(world, EP_BACKEND=None, EP_ASCEND_TRANSPORT=None)
+        bits = _bits(_steps(win, tw, rank, world, guard=True), _steps(host, th, rank, world, guard=False))
+        win.destroy()
+        host.destroy()
+        return bits
     assert isinstance(win._win, BucketWindow)
     assert win.storage.data_ptr() == win._win.window.data(rank, torch.uint8, (1,)).data_ptr()
     host, th = _make(world, EP_BACKEND=None, EP_ASCEND_TRANSPORT=None)
@@ -115,9 +122,59 @@ def _against_host(rank, world):
     # the BF16 communication precision rounds the terms: it differs from FP32 somewhere
     differs = not torch.equal(got_h["scatter16"], _fp32_scatter(rank, world))
     bad = _refusals(win, tw, rank, world)
+    bad.append(_late_reader(win, tw, rank, world))
     for b in (win, host, coll):
         b.destroy()
+    bad.append(_late_arrival(rank, world))
     return _bits(got_w, got_h), _bits(got_w, got_c), seq, differs, bad
+
+
+def _late_reader(buf, t, rank, world):
+    """Rank 1 reads its peers late (past the handshake): rank 0 must not overwrite its in-place all-reduce
+    source before every rank has read it (the departure flags)."""
+    from deep_ep.ascend.bucket_window import BucketWindow
+    on_time = BucketWindow.reduce
+    if rank == 1:
+        def reduce(*a, **k):
+            time.sleep(0.3)
+            return on_time(*a, **k)
+        BucketWindow.reduce = reduce
+    try:
+        t["reduced2"].copy_(_rand(rank, 7, 9))
+        buf.all_reduce(t["reduced2"], scale=0.5).wait()
+    finally:
+        BucketWindow.reduce = on_time
+    want = torch.zeros(7)
+    for r in range(world):
+        want += _rand(r, 7, 9)
+    return torch.equal(t["reduced2"], want * 0.5)
+
+
+def _late_arrival(rank, world):
+    """A rank late past the handshake (inside the collective) fails the waiting kernels after the window's
+    timeout, naming rank and flag; the buffer is then broken."""
+    import deep_ep
+    from deep_ep.ascend.bucket_window import BucketWindow
+    from deepjit.backends.ascend_twin.kernel import TwinLaunchError
+
+    from ..faults import expect_error
+    buf, t = _make(world, **SYMM)
+    buf._win.window.timeout_s = 1.0
+    on_time = BucketWindow.arrive
+    if rank == 1:
+        def arrive(self):
+            time.sleep(2.5)
+            return on_time(self)
+        BucketWindow.arrive = arrive
+    try:
+        # rank 0 waits for rank 1's arrival (flag 1); rank 1, late, then waits for rank 0's departure (flag R)
+        msg = expect_error(lambda: buf.all_reduce(t["reduced2"]), TwinLaunchError, "dj_symm::signal_wait_until",
+                           f"rank {rank} waited", f"for flag {1 if rank == 0 else world} of its window")
+    finally:
+        BucketWindow.arrive = on_time
+    expect_error(lambda: buf.all_reduce(t["reduced2"]), deep_ep.BufferBrokenError)
+    buf.destroy()
+    return bool(msg)
 
 
 def _fp32_scatter(rank, world):
@@ -158,3 +215,7 @@ def test_bucket_window_matches_host_two_ranks():
     for bits_host, bits_coll, seq, differs, bad in run_ranks(_against_host, 2, timeout=180):
         assert bits_host == [] and bits_coll == []
         assert seq == 10 and differs and all(bad)
+
+
+def test_bucket_window_matches_host_three_ranks():
+    assert run_ranks(_against_host, 3, False, timeout=180) == [[]] * 3
