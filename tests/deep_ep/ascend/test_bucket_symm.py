@@ -126,6 +126,10 @@ def _against_host(rank, world, full=True):
     for b in (win, host, coll):
         b.destroy()
     bad.append(_late_arrival(rank, world))
+    # Ranks on two hosts (simulated): no window spans them, the collectives serve with the same bits
+    apart, ta = _make(world, DJ_SYMM_HOST_ID=f"sim-host-{rank}", **SYMM)
+    bad.append(apart._win is None and _bits(_steps(apart, ta, rank, world, guard=False), got_h) == [])
+    apart.destroy()
     return _bits(got_w, got_h), _bits(got_w, got_c), seq, differs, bad
 
 
