@@ -76,7 +76,7 @@ def _steps(buf, t, rank, world, guard):
     dst = torch.empty(world, N, dtype=torch.bfloat16)
     plain = [_rand(rank, 3 * world, 6), _rand(rank, 10, 7), torch.empty(0)]
     if guard:
-        mark(*t.values(), dst, *plain, buf.storage)
+        mark(*t.values(), dst, *plain, buf.storage, buf._all)  # the storage and the staging area behind it
     with scope():
         got["gather"] = buf.all_gather(t["gathered"][rank * N:(rank + 1) * N]).wait()
         got["gather_dst"] = buf.all_gather([t["shard"]], dsts=[dst]).wait()[0]
@@ -97,7 +97,7 @@ def _steps(buf, t, rank, world, guard):
     got.update(big=t["big"], reduced=t["reduced"], reduced2=t["reduced2"], dst=dst, plain0=plain[0], plain1=plain[1],
                gathered=t["gathered"])
     out = {k: v.clone() for k, v in got.items()}
-    _unmark(*got.values(), *t.values(), dst, *plain, buf.storage, *out.values())
+    _unmark(*got.values(), *t.values(), dst, *plain, buf.storage, buf._all, *out.values())
     return out
 
 
