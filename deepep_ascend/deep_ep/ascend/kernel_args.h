@@ -64,3 +64,19 @@ struct EpLLMaskArgs {
   int32_t symm_rank, symm_num_ranks;
   int32_t op, rank, value, seq;
 };
+
+// ep_bucket (bucket.asc): one step of a BucketBuffer collective over the symmetric window
+// (deep_ep/ascend/bucket_window.py). op 0: tell every rank this rank reached step seq (its flag
+// flag_base + rank := seq), then wait for every rank's flag flag_base + p to reach seq. op 1 (gather):
+// rank p's num_bytes at data byte src_offset + p * src_step of its window to out + p * num_bytes, for
+// every p but skip_rank. op 2 (reduce): out[i] = scale * (sum over p in rank order of rank p's FP32 element
+// i at data byte src_offset), accumulated in FP32 from 0; bf16: each term rounded to BF16 first.
+struct EpBucketArgs {
+  __gm__ uint8_t* out;
+  __gm__ int64_t* symm_bases;
+  int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
+  int32_t symm_rank, symm_num_ranks;
+  int64_t src_offset, src_step, num_bytes, num_elems;
+  float scale;
+  int32_t op, flag_base, seq, bf16, skip_rank;
+};

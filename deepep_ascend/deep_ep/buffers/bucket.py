@@ -5,6 +5,12 @@ a registered tensor at offset o on one rank is at offset o on every peer: gather
 read the peers' memory directly. Across hosts the same operations go through collectives.
 Reductions add the ranks' contributions in rank order in FP32, so every rank and both transports
 produce identical bits.
+
+Under ``EP_BACKEND=ascend`` with ``EP_ASCEND_TRANSPORT=symm`` the storage is this rank's symmetric
+device window (deep_ep/ascend/bucket_window.py) and the collectives are Ascend kernels reading the peers'
+windows (bucket.asc), with flags in the window for completion: same results, bit for bit, and nothing
+read back on the host. Without the window (a group over several hosts, or no ``symm``) the Ascend
+engine keeps its storage on the group's device and uses ``torch.distributed`` collectives there.
 """
 from __future__ import annotations
 
@@ -39,10 +45,13 @@ class BucketBuffer(BufferBase):
         # Storage and a staging area of the same size for session() inputs.
         self.contexts = [CommSession(g, 2 * self.num_bytes, float(num_gpu_timeout_secs)) for g in self.groups]
         main = self.contexts[0]
-        if main.transport_kind == "shm":
+        self._win = _bucket_window(main, 2 * self.num_bytes)
+        if self._win is not None:
+            self._all = self._win.storage()
+        elif main.transport_kind == "shm":
             self._all = main.transport.region(main.rank, torch.uint8, (2 * self.num_bytes,))
         else:
-            self._all = torch.zeros(2 * self.num_bytes, dtype=torch.uint8)
+            self._all = torch.zeros(2 * self.num_bytes, dtype=torch.uint8, device=main.device)
         self.storage = self._all[: self.num_bytes]
         self._in_session = False
         self._staged = 0
@@ -54,6 +63,9 @@ class BucketBuffer(BufferBase):
     def _release(self) -> None:
         if not self._destroyed:
             self.storage = self._all = None
+            if self._win is not None:
+                self._win.destroy()
+                self._win = None
             for c in self.contexts:
                 c.destroy()
         super()._release()
@@ -88,7 +100,7 @@ class BucketBuffer(BufferBase):
     # ---- placement ---------------------------------------------------------------------------
     def _offset(self, t: torch.Tensor) -> int | None:
         """Byte offset of ``t`` inside the storage (or the staging area), None if outside."""
-        if not t.is_contiguous() or t.device.type != "cpu":
+        if not t.is_contiguous() or t.device != self._all.device:
             return None
         off = t.data_ptr() - self._all.data_ptr()
         if 0 <= off and off + t.numel() * t.element_size() <= self._all.numel():
@@ -148,8 +160,18 @@ class BucketBuffer(BufferBase):
                     raise V.fail(f"srcs[{i}]", f"dtype torch.float32 for {op}", s.dtype, TypeError)
                 if op == "reduce_scatter" and s.numel() % R:
                     raise V.fail(f"srcs[{i}]", f"a number of elements that is a multiple of the {R} ranks", s.numel())
-                if dst_list is not None and dst_list[i].numel() != R * s.numel():
-                    raise V.fail(f"dsts[{i}]", f"{R} x {s.numel()} elements", dst_list[i].numel())
+                if dst_list is not None:
+                    d = dst_list[i]
+                    if not isinstance(d, torch.Tensor):
+                        raise V.fail(f"dsts[{i}]", "a tensor", type(d).__name__, TypeError)
+                    if d.numel() != R * s.numel():
+                        raise V.fail(f"dsts[{i}]", f"{R} x {s.numel()} elements", d.numel())
+                    if d.dtype != s.dtype:
+                        raise V.fail(f"dsts[{i}]", f"dtype {s.dtype} like srcs[{i}]", d.dtype, TypeError)
+                    if not d.is_contiguous() or d.device != self._all.device:
+                        raise V.fail(f"dsts[{i}]", f"a contiguous tensor on the storage's device {self._all.device}",
+                                     f"{'a non-contiguous tensor' if not d.is_contiguous() else 'a tensor'} on "
+                                     f"{d.device}")
             placed, where = [], 0
             for i, s in enumerate(srcs):
                 off = self._offset(s)
@@ -166,7 +188,8 @@ class BucketBuffer(BufferBase):
         ctx.start(op, _SIGNATURE, check)
         results = ctx.guard(lambda: self._execute(ctx, op, srcs, dst_list, state["placed"], scale, precision, R,
                                                   rank))
-        ctx.start(op, ("operation",), lambda: [4])  # every rank has finished reading its peers
+        if not (self._win is not None and ctx is self.contexts[0]):  # the window's kernels waited for that
+            ctx.start(op, ("operation",), lambda: [4])  # every rank has finished reading its peers
         if op != "all_gather":
             for acc, target in results:
                 target.copy_(acc)
@@ -176,33 +199,38 @@ class BucketBuffer(BufferBase):
         event.num_sms = 0
         return event
 
+    def _gather_out(self, i, s, dsts, off, staged, R, rank):
+        """Where source ``i``'s gathered tensor goes, and the storage offset of rank 0's shard in it
+        (None: every rank's shard sits at ``off``)."""
+        n, es = s.numel(), s.element_size()
+        if dsts is not None:
+            return dsts[i].view(-1), None
+        if staged:
+            return torch.empty(R * n, dtype=s.dtype, device=self._all.device), None
+        start = off - rank * n * es
+        if start < 0 or start + R * n * es > self.num_bytes:
+            raise V.fail(f"srcs[{i}]", "this rank's shard of a registered gathered tensor (pass dsts, or "
+                         "register R x its size)", f"byte {off} of the storage")
+        return self.storage[start:start + R * n * es].view(s.dtype), start
+
     def _execute(self, ctx, op, srcs, dsts, placed, scale, precision, R, rank):
+        if self._win is not None and ctx is self.contexts[0]:
+            return self._execute_window(op, srcs, dsts, placed, scale, precision, R, rank)
         shm = ctx.transport_kind == "shm" and ctx is self.contexts[0]
+        dev = self._all.device
         results = []
         for i, (s, (off, staged)) in enumerate(zip(srcs, placed, strict=True)):
             n = s.numel()
             if op == "all_gather":
-                if dsts is not None:
-                    out = dsts[i].view(-1)
-                    mine = off
-                elif staged:
-                    out = torch.empty(R * n, dtype=s.dtype)
-                    mine = off
-                else:
-                    start = off - rank * n * s.element_size()
-                    if start < 0 or start + R * n * s.element_size() > self.num_bytes:
-                        raise V.fail(f"srcs[{i}]", "this rank's shard of a registered gathered tensor (pass dsts, or "
-                                     "register R x its size)", f"byte {off} of the storage")
-                    out = self.storage[start:start + R * n * s.element_size()].view(s.dtype)
-                    mine = off
+                out, start = self._gather_out(i, s, dsts, off, staged, R, rank)
                 if shm:
                     for p in range(R):
-                        peer_off = mine if (dsts is not None or staged) else start + p * n * s.element_size()
+                        peer_off = off if start is None else start + p * n * s.element_size()
                         if not (p == rank and out.data_ptr() == s.data_ptr()):
                             out[p * n:(p + 1) * n].copy_(self._view(ctx, p, peer_off, s.dtype, n))
                 else:
-                    parts = [torch.empty(n, dtype=s.dtype) for _ in range(R)]
-                    dist.all_gather(parts, s.reshape(-1).contiguous(), group=ctx.group)
+                    parts = [torch.empty(n, dtype=s.dtype, device=dev) for _ in range(R)]
+                    dist.all_gather(parts, s.reshape(-1).contiguous().to(dev), group=ctx.group)
                     torch.cat(parts, out=out)
                 results.append(out.view(-1))
                 continue
@@ -212,15 +240,15 @@ class BucketBuffer(BufferBase):
             if shm:
                 parts = [self._view(ctx, p, off + first * 4, torch.float32, shard) for p in range(R)]
             else:
-                src = s.reshape(-1).contiguous()
+                src = s.reshape(-1).contiguous().to(dev)
                 if op == "reduce_scatter":
-                    parts_t = torch.empty(R, shard, dtype=torch.float32)
+                    parts_t = torch.empty(R, shard, dtype=torch.float32, device=dev)
                     dist.all_to_all_single(parts_t, src.view(R, shard), group=ctx.group)
                 else:
-                    parts_t = torch.empty(R, n, dtype=torch.float32)
+                    parts_t = torch.empty(R, n, dtype=torch.float32, device=dev)
                     dist.all_gather(list(parts_t), src, group=ctx.group)
                 parts = list(parts_t)
-            acc = torch.zeros(shard, dtype=torch.float32)
+            acc = torch.zeros(shard, dtype=torch.float32, device=dev)
             for part in parts:
                 acc += part.bfloat16().float() if precision == "bf16" else part
             acc *= scale
@@ -228,8 +256,48 @@ class BucketBuffer(BufferBase):
             results.append((acc, target))
         return results
 
+    def _execute_window(self, op, srcs, dsts, placed, scale, precision, R, rank):
+        """The same results from the window's kernels: every source sits at the same offset of every
+        rank's window (the handshake compared them); nothing is read on the host."""
+        win, results = self._win, []
+        win.arrive()
+        for i, (s, (off, staged)) in enumerate(zip(srcs, placed, strict=True)):
+            n, es = s.numel(), s.element_size()
+            if op == "all_gather":
+                out, start = self._gather_out(i, s, dsts, off, staged, R, rank)
+                in_place = start is not None and out.data_ptr() + rank * n * es == s.data_ptr()
+                win.gather(out, off if start is None else start, 0 if start is None else n * es, n * es,
+                           rank if in_place else -1)
+                results.append(out.view(-1))
+                continue
+            shard = n // R if op == "reduce_scatter" else n
+            first = rank * shard if op == "reduce_scatter" else 0
+            acc = torch.empty(shard, dtype=torch.float32, device=self._all.device)
+            win.reduce(acc, off + first * 4, scale, precision == "bf16")
+            results.append((acc, s.reshape(-1)[first:first + shard]))
+        win.depart()
+        return results
+
 
 def _rank_shift(op, dsts, off, s, num_ranks, rank) -> int:
     """How far this rank's source sits from the offset every rank shares (its shard position for an
     in-place all-gather, else 0)."""
     return rank * s.numel() * s.element_size() if op == "all_gather" and dsts is None else 0
+
+
+def _bucket_window(session, num_bytes: int):
+    """The symmetric window for the storage, or None: not the Ascend engine with
+    ``EP_ASCEND_TRANSPORT=symm``, or a group the window cannot span (ranks on several hosts)."""
+    from ..ascend.symm_steps import wanted
+    if session.backend != "ascend" or not wanted():
+        return None
+    if session.device.type != "cpu":
+        # CANN SHMEM windows have no torch view of their own memory here yet: device storage and HCCL collectives
+        return None                                                                       # pragma: npu
+    from ..ascend.bucket_window import BucketWindow
+    try:
+        return BucketWindow(session.group, num_bytes, session.device, session.timeout_s)
+    except ValueError as exc:
+        if "all on this host" in str(exc):
+            return None
+        raise
