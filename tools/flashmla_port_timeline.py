@@ -70,15 +70,17 @@ def main() -> int:
     flops = 4 * nq * 64 * topk * 512
     print(f"{est.seconds * 1e6:.1f} us, {flops / est.seconds / 1e12:.1f} TFLOP/s (estimate)")
     if not args.no_check:
+        # the first 32 queries (all of them would gather [nq, top-k, 512] FP32 rows: 5.4 GB at the default shape)
+        n = min(nq, 32)
         scale = 512 ** -0.5
-        rows = kv.float()[idx.long()]
-        s = torch.einsum("qhd,qkd->qhk", q.float(), rows) * scale
+        rows = kv.float()[idx[:n].long()]
+        s = torch.einsum("qhd,qkd->qhk", q[:n].float(), rows) * scale
         ref_lse = torch.logsumexp(s, -1)
         p = torch.exp(s - torch.logaddexp(ref_lse, sink)[..., None])
         ref = torch.einsum("qhk,qkd->qhd", p, rows)
-        print(f"max |out - ref| {(out.float() - ref).abs().max().item():.2e}, "
-              f"max |max - ref| {(mx - s.amax(-1)).abs().max().item():.2e}, "
-              f"max |lse - ref| {(lse - ref_lse).abs().max().item():.2e}")
+        print(f"first {n} queries: max |out - ref| {(out[:n].float() - ref).abs().max().item():.2e}, "
+              f"max |max - ref| {(mx[:n] - s.amax(-1)).abs().max().item():.2e}, "
+              f"max |lse - ref| {(lse[:n] - ref_lse).abs().max().item():.2e}")
     return 0
 
 

@@ -19,7 +19,7 @@
 
 namespace ep_ll {
 
-constexpr int64_t kMaskBytes = 512;   // up to 64 ranks, padded to whole data-mover blocks
+constexpr int64_t kMaskBytes = 512;   // up to 128 ranks (int32 words), padded to whole data-mover blocks
 
 __aicore__ inline int64_t inbox_offset(int64_t data_offset, int32_t source, int64_t region_bytes) {
   return data_offset + kMaskBytes + int64_t(source) * region_bytes;

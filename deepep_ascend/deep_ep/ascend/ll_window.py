@@ -32,7 +32,7 @@ from deepjit import validation as V
 from .._lib import LIB
 from .symm_exchange import MAX_ROW_BYTES, _kernel_args, _row_stride
 
-MASK_BYTES = 512   # ll_window.h kMaskBytes: up to 64 ranks
+MASK_BYTES = 512   # ll_window.h kMaskBytes: up to 128 ranks
 
 
 class LowLatencyWindow:

@@ -78,6 +78,9 @@ class AscendLowLatencyEngine:
                          "mask lives in the low-latency symmetric window; all_to_all collectives cannot leave a "
                          "rank out; enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric "
                          "memory)", True)
+        if not self.window.window.timeout_s > 0:   # a dead rank is found by a wait timing out
+            raise V.fail("enable_shrink", "a low-latency window with a timeout (masks come from waits that time "
+                         "out)", f"timeout {self.window.window.timeout_s} s")
         self.window.write_mask(value)
         self.shrink = True
 

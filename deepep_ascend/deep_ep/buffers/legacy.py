@@ -456,7 +456,9 @@ class Buffer:
         """Nothing to clean: every operation's handshake already separates it from the previous one."""
 
     # ---- shrink / fault masks (enable_shrink=True) --------------------------------------------
-    def _shrink_mask(self) -> torch.Tensor:
+    def _shrink_mask(self) -> torch.Tensor | None:
+        """The host engine's mask table, or None where the engine keeps it on the device (Ascend: in its
+        low-latency window, read and written by its update_mask / query_mask / clean_mask)."""
         if not self.enable_shrink:
             raise V.fail("enable_shrink", "True at construction for the low-latency mask", False)
         return self._ll.mask
