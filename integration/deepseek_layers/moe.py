@@ -9,8 +9,8 @@ Per call, on the activations ``x`` [T, hidden] BF16:
 3. dispatch to the experts' ranks (deep_ep ``EPBuffer.dispatch``, expanded layout, each expert's
    rows aligned to deep_gemm's M alignment); without a process group the same expert-major layout
    is built locally (tile_kernels ``get_fused_mapping`` + ``expand_to_fused_with_sf``);
-4. gate/up projection: deep_gemm M-grouped FP8 GEMM (psum layout after a dispatch, ``m_indices``
-   locally);
+4. gate/up projection: deep_gemm M-grouped FP8 GEMM (psum layout: each expert's rows, the padding
+   between experts neither computed nor zeroed);
 5. SwiGLU times the row's routing weight, cast to FP8 per token (tile_kernels
    ``swiglu_forward_and_per_token_cast``): the weight is applied here, before the down projection,
    as DeepEP V2's expanded layout expects (its combine only sums);
@@ -276,12 +276,16 @@ class MoE:
         return self.buffer.combine(y, handle, bias=shared)[0]
 
     def _forward_local(self, x, xq, topk_idx, topk_weights) -> torch.Tensor:
-        pos_to_expert, _, pos_to_token_topk, token_topk_to_pos, *_ = get_fused_mapping(
+        pos_to_expert, _, pos_to_token_topk, token_topk_to_pos, expert_start, *_ = get_fused_mapping(
             topk_idx, self.num_physical_experts, 0, self.alignment)
-        self.local_expert_recv_stats += torch.bincount(topk_idx[topk_idx >= 0], minlength=self.num_physical_experts
-                                                       ).to(torch.int32)
+        counts = torch.bincount(topk_idx[topk_idx >= 0], minlength=self.num_physical_experts).to(torch.int32)
+        self.local_expert_recv_stats += counts
         expanded = expand_to_fused_with_sf(xq, BLOCK, token_topk_to_pos, pos_to_expert)
-        y = self._experts(expanded, pos_to_expert, False, (pos_to_token_topk, pos_to_expert), topk_weights)
+        # A psum layout of each expert's real rows: with m_indices, every aligned block holding a row is
+        # computed whole (padding too) or its padding zeroed; at decode (~12 rows per 128-row block)
+        # that was ~10x the rows, and the grouped GEMMs never took their few-row path.
+        psum = counts if deep_gemm.get_psum_layout_form() == "counts" else expert_start + counts
+        y = self._experts(expanded, psum, True, (pos_to_token_topk, pos_to_expert), topk_weights)
         out = reduce_fused(y, None, token_topk_to_pos)
         shared = self.shared_expert(x, xq)
         return out if shared is None else shared + out
