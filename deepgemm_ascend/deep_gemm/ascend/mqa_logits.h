@@ -5,7 +5,7 @@
 // A tile is kQTokens query tokens x all DG_HEADS heads (rows (token, head), at most 128) against
 // kKvBlock KV positions, the whole head dim DG_HEAD_DIM (32..128) in one K step:
 //   GM --MTE2 nd2nz--> L1 (2 stages: Q rows, KV rows, E4M3, C0 = 32) --MTE1--> L0A/L0B (2 stages)
-//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe (ReLU, F32->BF16), dual destination SPLIT_N--> UB of both vector cores
+//   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe (ReLU; F32->BF16 with BF16 logits), dual destination SPLIT_N--> UB of both vector cores
 // Vector core s receives every row for the KV columns [s * N16/2, (s + 1) * N16/2) of the tile, in one of
 // two UB stages, row-major with kKvBlock/2 scores per row. Its SIMT lanes (one per KV column) form
 //   logit[t, j] = scale[j] * sum_h weights[t, h] * relu(score[(t, h), j])
@@ -51,12 +51,12 @@ using LogitT = float;
 using LogitT = bfloat16_t;
 #endif
 // The score tiles FixPipe hands to the vector cores: BF16 (ReLU, then F322BF16 on the way out of L0C: half
-// FixPipe's output bytes and the UB stages), as DeepGEMM-Ascend's indexer rounds them, for FP32 logits too
-// (the head sum and the KV scale stay FP32 on the vector side). BF16, not FP16: an E4M3 dot product over
-// 128 dims reaches 448 * 448 * 128, past FP16's range. DG_SCORES_BF16=0 keeps FP32 scores (the paged
-// kernel's choice with FP32 logits: paged_mqa_logits.asc says why).
+// FixPipe's output bytes and the UB stages) where the logits are BF16, as DeepGEMM-Ascend's indexer rounds
+// them; FP32 (NVIDIA DeepGEMM's form) where the logits are FP32, as NVIDIA's kernel keeps them: a short row
+// whose heads cancel misses upstream's tolerance with BF16 scores. BF16, not FP16: an E4M3 dot product over
+// 128 dims reaches 448 * 448 * 128, past FP16's range.
 #ifndef DG_SCORES_BF16
-#define DG_SCORES_BF16 1
+#define DG_SCORES_BF16 (!DG_LOGITS_FP32)
 #endif
 #if DG_SCORES_BF16
 using ScoreT = bfloat16_t;

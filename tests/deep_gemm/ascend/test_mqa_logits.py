@@ -179,18 +179,37 @@ def test_lanes_read_gm_only_through_counted_loads():
     assert torch.all(torch.isinf(logits[4:]))
 
 
-def test_scores_leave_l0c_as_bf16_for_fp32_logits():
-    """FixPipe rounds the ReLU'd scores to BF16 on the way to UB (as DeepGEMM-Ascend's indexer), FP32 logits
-    too: one tile (4 tokens x 32 heads = 128 rows, 256 KV positions) moves 128 x 256 x 2 bytes L0C -> UB, half
-    what FP32 scores would; the logits still hold upstream's tolerance against the reference."""
+@pytest.mark.parametrize(("logits_dtype", "score_bytes"), [(torch.bfloat16, 2), (torch.float32, 4)])
+def test_scores_leave_l0c_in_the_logits_precision(logits_dtype, score_bytes):
+    """FixPipe rounds the ReLU'd scores to BF16 on the way to UB where the logits are BF16 (DeepGEMM-Ascend's
+    indexer) and keeps them FP32 for FP32 logits (NVIDIA's form): one tile (4 tokens x 32 heads = 128 rows,
+    256 KV positions) moves 128 x 256 x 2 or 4 bytes L0C -> UB."""
     from deepjit.tilelang_route import ascend_check
     s, s_kv, heads, head_dim = 4, 256, 32, 128
     q, kv, weights = _inputs(s, s_kv, heads, head_dim)
     ks, ke = torch.zeros(s, dtype=torch.int32), torch.full((s,), s_kv, dtype=torch.int32)
-    logits = torch.empty(s, s_kv)
+    logits = torch.empty(s, s_kv, dtype=logits_dtype)
     with ascend_check.recorded_launches() as launches:
         mqa_logits(q, kv, weights, ks, ke, logits, False, True)
-    assert ascend_check._summed_counters(launches)[0]["routes"]["l0c_to_ub"] == 128 * 256 * 2
-    want = torch.empty(s, s_kv)
+    assert ascend_check._summed_counters(launches)[0]["routes"]["l0c_to_ub"] == 128 * 256 * score_bytes
+    want = torch.empty(s, s_kv, dtype=logits_dtype)
     reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
     assert calc_diff(logits, want) < 1e-3
+
+
+def test_fp32_logits_of_cancelling_heads_hold_upstreams_bound():
+    """Short rows (one to three logits) whose weighted heads nearly cancel: with FP32 logits each row holds
+    the paged tests' calc_diff < 1e-5 against the reference (BF16-rounded scores miss it)."""
+    s, s_kv, heads, head_dim = 3, 64, 32, 128
+    q, kv, _ = _inputs(s, s_kv, heads, head_dim)
+    weights = torch.randn(s, heads)
+    weights[:, heads // 2:] = -weights[:, :heads // 2]    # pairs of heads with opposite weights
+    q.data[:, heads // 2:] = q.data[:, :heads // 2]        # ... and equal scores, up to the last head's nudge
+    q.data[:, -1] = (q.data[:, -1].float() * 1.125).to(torch.float8_e4m3fn)
+    ks = torch.zeros(s, dtype=torch.int32)
+    ke = torch.arange(1, s + 1, dtype=torch.int32)
+    got, want = torch.empty(s, s_kv), torch.empty(s, s_kv)
+    mqa_logits(q, kv, weights, ks, ke, got, False, True)
+    reference.mqa_logits(q, kv, weights, ks, ke, want, False, True)
+    for t in range(s):
+        assert calc_diff(got[t, :t + 1], want[t, :t + 1]) < 1e-5, t
