@@ -90,6 +90,20 @@ def test_items_per_block_with_one_core_rescaling():
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None))
 
 
+@pytest.mark.parametrize("topk", [64, 128])
+def test_sink_per_item_with_short_items(monkeypatch, topk):
+    # 16 heads per block and a grid of 2: 48 heads are three head groups, so a block's consecutive items
+    # (one or two steps each) belong to different groups and need different sinks; the vector cores
+    # issue loads up to three steps ahead, i.e. up to three items ahead here.
+    monkeypatch.setattr(sparse_attn, "HEADS_PER_BLOCK", 16)
+    monkeypatch.setattr(sparse_attn.LIB, "num_cube_cores", lambda _dev: 2)
+    h_q = 48
+    q, kv, idx, _ = _case(4, 150, h_q, 512, topk, seed=topk)
+    attn_sink = _sink(h_q, topk)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None))
+
+
 def test_no_index_per_row_is_a_value_error_before_launch():
     # with no step the cube core would wait for a K tile forever
     q, kv, idx, _ = _case(2, 64, 16, 512, 64, seed=2)
