@@ -2,7 +2,7 @@
 Ascend twin against the FP32 reference at upstream's prefill tolerances: d_qk 512 and 576, topk
 64..128, partial last steps, strided heads, out-of-range and negative ids, topk_length, rows without a
 valid token and an attention sink with +-inf entries, 16 heads through the entry point; the running max across
-steps. The public op (64 and 128 heads, both d_qk, no query row) runs on the host and Ascend kernels in
+steps; several head groups per block with one- and two-step items (each item its own sink). The public op (64 and 128 heads, both d_qk, no query row) runs on the host and Ascend kernels in
 tests/flash_mla/test_sparse_prefill.py."""
 import math
 
