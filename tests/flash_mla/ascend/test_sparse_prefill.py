@@ -2,7 +2,7 @@
 Ascend twin against the FP32 reference at upstream's prefill tolerances: d_qk 512 and 576, topk
 64..128, partial last steps, strided heads, out-of-range and negative ids, topk_length, rows without a
 valid token and an attention sink with +-inf entries, 16 heads through the entry point; the running max across
-steps. The public op (64 and 128 heads, both d_qk, no query row) runs on the host and Ascend kernels in
+steps; several head groups per block with one- and two-step items (each item its own sink). The public op (64 and 128 heads, both d_qk, no query row) runs on the host and Ascend kernels in
 tests/flash_mla/test_sparse_prefill.py."""
 import math
 
@@ -86,6 +86,20 @@ def test_items_per_block_with_one_core_rescaling():
     rows = [torch.arange(topk) if r % 2 == 0 else torch.randperm(topk, generator=g) for r in range(s_q)]
     idx = torch.stack(rows).view(s_q, 1, topk).to(torch.int32)
     attn_sink = _sink(h_q, 5)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None))
+
+
+@pytest.mark.parametrize("topk", [64, 128])
+def test_sink_per_item_with_short_items(monkeypatch, topk):
+    # 16 heads per block and a grid of 2: 48 heads are three head groups, so a block's consecutive items
+    # (one or two steps each) belong to different groups and need different sinks; the vector cores
+    # issue loads up to three steps ahead, i.e. up to three items ahead here.
+    monkeypatch.setattr(sparse_attn, "HEADS_PER_BLOCK", 16)
+    monkeypatch.setattr(sparse_attn.LIB, "num_cube_cores", lambda _dev: 2)
+    h_q = 48
+    q, kv, idx, _ = _case(4, 150, h_q, 512, topk, seed=topk)
+    attn_sink = _sink(h_q, topk)
     got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None)
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, attn_sink, None))
 
