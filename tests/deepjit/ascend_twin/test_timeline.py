@@ -338,20 +338,24 @@ extern "C" __global__ __vector__ void simt_work(__gm__ float* out, uint32_t n) {
 '''
 
 
-@pytest.mark.parametrize("n", [16, 64])
+# n = 16384: 2^20 UB loads in one VF, past half the packed field (dj_twin/timeline.h): the run goes on in a
+# second event, the counts add up
+@pytest.mark.parametrize("n", [16, 64, 16384])
 def test_simt_lane_arithmetic_and_ub_accesses_cost_per_warp_instruction(twin_runtime, n):
     out = torch.zeros(64)
     with timeline.recording():
         result = launch_source(twin_runtime, "simt_work", SIMT_WORK, out, n)
     assert torch.equal(out, torch.full((64,), 4.0 * n))
-    (run,) = [e for e in result.traces[0].events if e.type == "simt"]
+    runs = [e for e in result.traces[0].events if e.type == "simt"]
+    assert len(runs) == (1 if n < 16384 else 3)
     # per lane: n declared ALU + 2n float2 element ops; n UB loads and one UB store
-    assert run.n == 64 * 3 * n and run.m == 0
-    assert timeline.simt_memory(run) == {"ub_load": 64 * n, "ub_store": 64, "gm": 0}
+    assert sum(e.n for e in runs) == 64 * 3 * n and sum(e.m for e in runs) == 0
+    memory = [timeline.simt_memory(e) for e in runs]
+    assert {k: sum(m[k] for m in memory) for k in memory[0]} == {"ub_load": 64 * n, "ub_store": 64, "gm": 0}
     # hand-timed: 32 lane instructions a cycle (one warp instruction), every kind alike: the two warps
     # issue 2 x (3n ALU + n loads + 1 store) warp instructions
     costs = replace(COSTS, simt_lane_ops_per_cycle=32)
-    assert timeline.schedule([_trace([run], kind="AIV")], "simt", costs).cycles == pytest.approx(2 * (4 * n + 1))
+    assert timeline.schedule([_trace(runs, kind="AIV")], "simt", costs).cycles == pytest.approx(2 * (4 * n + 1))
 
 
 def test_simt_event_cost_scales_with_each_instruction_kind():
@@ -361,3 +365,8 @@ def test_simt_event_cost_scales_with_each_instruction_kind():
             e = timeline.simt_event(**{kind: n})
             # n lane instructions of any kind: n / 32 warp instructions, one a cycle
             assert timeline.schedule([_trace([e], kind="AIV")], "simt", costs).cycles == pytest.approx(n / 32)
+
+
+def test_simt_memory_fields_unpack_at_their_widths():
+    e = timeline.simt_event(ub_load=(1 << 19) + 3, ub_store=(1 << 19) + 5, gm=(1 << 23) + 7)
+    assert timeline.simt_memory(e) == {"ub_load": (1 << 19) + 3, "ub_store": (1 << 19) + 5, "gm": (1 << 23) + 7}

@@ -85,12 +85,13 @@ inline uint64_t timeline_vector(Timeline& t, VecDataflow& flow, VecClass cls, ui
 }
 
 // SIMT work of one lane: `ops` ALU operations, `gm_bytes` through L2 and `mem` memory instructions, already
-// packed as Ev::Simt's depth (UB loads, UB stores << 20, GM accesses << 40: the fields are wide enough for
-// one merged run's lane accesses, 2^20 per class, far above a run's UB size / 1 B; a run merging more
-// would carry into the next field, which costs the same per instruction in timeline.py).
+// packed as Ev::Simt's depth (UB loads, UB stores << 20, GM accesses << 40). A run whose count of any kind
+// reached half its field (2^19, 2^19, 2^23) goes on in a new event, so no field overflows (one call adds
+// far less than the other half).
 inline constexpr uint64_t kSimtUbLoad = 1, kSimtUbStore = uint64_t(1) << 20, kSimtGmAccess = uint64_t(1) << 40;
+inline constexpr uint64_t kSimtHalfFull = (uint64_t(1) << 19) | (uint64_t(1) << 39) | (uint64_t(1) << 63);
 inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes, uint64_t mem = 0) {
-  if (!t.empty() && t.back().type == uint8_t(Ev::Simt)) {
+  if (!t.empty() && t.back().type == uint8_t(Ev::Simt) && !(t.back().depth & kSimtHalfFull)) {
     TimelineEvent& e = t.back();
     e.n += ops;
     e.m += gm_bytes;
