@@ -27,6 +27,12 @@
 #include <simt_api/asc_simt.h>
 #include <simt_api/asc_bf16.h>
 
+// The twin's timeline sees a SIMT lane's plain arithmetic and UB reads only as the kernel declares them
+// (deepjit simt_api/asc_simt.h); elsewhere the declaration is nothing.
+#ifndef DJ_SIMT_WORK
+#define DJ_SIMT_WORK(alu, ub_loads, ub_stores) ((void)0)
+#endif
+
 #ifndef DG_HEADS
 #define DG_HEADS 32
 #endif
@@ -251,6 +257,9 @@ __simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
 // applied the ReLU). Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data
 // cache), counted as GM bytes.
 __simt_callee__ inline float head_sum(__ubuf__ ScoreT* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
+  // Per head, besides the weight's asc_ldca (counted by the twin): one UB score load, one FMA, and for
+  // BF16 scores a widening to FP32 (the fully unrolled loop's addresses are immediate offsets).
+  DJ_SIMT_WORK(kHeads * (sizeof(ScoreT) == 4 ? 1 : 2), kHeads, 0);
   float sum = 0.0f;
   for (uint32_t h = 0; h < kHeads; ++h) sum += asc_ldca(weights + h) * float(scores[(t * kHeads + h) * kHalfCols + j]);
   return sum;

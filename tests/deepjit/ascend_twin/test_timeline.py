@@ -149,7 +149,7 @@ def test_blocks_beyond_the_chip_run_in_a_second_wave():
 
 
 # A source tag of costs.py's docstring, or the words that say there is none and how the number was chosen.
-_CITATION = re.compile(r"\[(TL|TLFA|CANN|DEVKIT|DS|950PR)\b|no public source|estimate")
+_CITATION = re.compile(r"\[(TL|TLFA|CANN|DEVKIT|DS|950PR|SIMT)\b|no public source|estimate")
 
 
 def test_table_cites_a_source_for_every_rate():
@@ -308,3 +308,65 @@ def test_simt_cached_loads_that_hit_take_no_l2_bandwidth(twin_runtime, monkeypat
     # hand-timed: SIMT GM bytes at 10 B/cycle, lane ops free, shared paths wide: 640 / 10 cycles
     costs = replace(COSTS, simt_gm_bytes_per_cycle=10, simt_lane_ops_per_cycle=1e9)
     assert result.estimate(costs).cycles == pytest.approx((64 * 4 + 128 + 64 * 4) / 10)
+
+
+# SIMT lanes' plain work: 64 lanes, each N times reading a float of UB through a plain pointer and
+# multiply-adding it (declared: DJ_SIMT_WORK, one ALU instruction and one UB load an iteration) and adding a
+# float2 (counted by the twin itself: two lane operations), then storing its sum to UB (declared: one store).
+SIMT_WORK = r'''
+#include <c_api/asc_simd.h>
+#include <simt_api/asc_simt.h>
+__simt_vf__ __launch_bounds__(64) inline void work(__ubuf__ float* ub, uint32_t n) {
+  const uint32_t i = threadIdx.x;
+  float sum = 0.0f;
+  float2 acc = make_float2(0.0f, 0.0f);
+  for (uint32_t k = 0; k < n; ++k) {
+    DJ_SIMT_WORK(1, 1, 0);
+    sum += 2.0f * ub[(i + k) % 64];
+    acc = acc + make_float2(1.0f, 1.0f);
+  }
+  DJ_SIMT_WORK(0, 0, 1);
+  ub[64 + i] = sum + acc.x + acc.y;
+}
+extern "C" __global__ __vector__ void simt_work(__gm__ float* out, uint32_t n) {
+  __ubuf__ float* ub = (__ubuf__ float*)0;
+  for (int i = 0; i < 64; ++i) ub[i] = 1.0f;
+  asc_vf_call<work>(cce::dim3(64), ub, n);
+  asc_sync();
+  asc_copy_ub2gm(out, ub + 64, 64 * sizeof(float));
+}
+'''
+
+
+# n = 16384: 2^20 UB loads in one VF, past half the packed field (dj_twin/timeline.h): the run goes on in a
+# second event, the counts add up
+@pytest.mark.parametrize("n", [16, 64, 16384])
+def test_simt_lane_arithmetic_and_ub_accesses_cost_per_warp_instruction(twin_runtime, n):
+    out = torch.zeros(64)
+    with timeline.recording():
+        result = launch_source(twin_runtime, "simt_work", SIMT_WORK, out, n)
+    assert torch.equal(out, torch.full((64,), 4.0 * n))
+    runs = [e for e in result.traces[0].events if e.type == "simt"]
+    assert len(runs) == (1 if n < 16384 else 3)
+    # per lane: n declared ALU + 2n float2 element ops; n UB loads and one UB store
+    assert sum(e.n for e in runs) == 64 * 3 * n and sum(e.m for e in runs) == 0
+    memory = [timeline.simt_memory(e) for e in runs]
+    assert {k: sum(m[k] for m in memory) for k in memory[0]} == {"ub_load": 64 * n, "ub_store": 64, "gm": 0}
+    # hand-timed: 32 lane instructions a cycle (one warp instruction), every kind alike: the two warps
+    # issue 2 x (3n ALU + n loads + 1 store) warp instructions
+    costs = replace(COSTS, simt_lane_ops_per_cycle=32)
+    assert timeline.schedule([_trace(runs, kind="AIV")], "simt", costs).cycles == pytest.approx(2 * (4 * n + 1))
+
+
+def test_simt_event_cost_scales_with_each_instruction_kind():
+    costs = replace(COSTS, simt_lane_ops_per_cycle=32, simt_gm_bytes_per_cycle=1e9)
+    for n in (32, 320, 3200):
+        for kind in ("alu", "ub_load", "ub_store", "gm"):
+            e = timeline.simt_event(**{kind: n})
+            # n lane instructions of any kind: n / 32 warp instructions, one a cycle
+            assert timeline.schedule([_trace([e], kind="AIV")], "simt", costs).cycles == pytest.approx(n / 32)
+
+
+def test_simt_memory_fields_unpack_at_their_widths():
+    e = timeline.simt_event(ub_load=(1 << 19) + 3, ub_store=(1 << 19) + 5, gm=(1 << 23) + 7)
+    assert timeline.simt_memory(e) == {"ub_load": (1 << 19) + 3, "ub_store": (1 << 19) + 5, "gm": (1 << 23) + 7}

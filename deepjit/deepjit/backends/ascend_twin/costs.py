@@ -18,6 +18,11 @@ Sources:
   [TLFA] tile-ai/tilelang examples/ascend/flash_attention/core.py (commit 0e4ad53c): the measured per-VF
         cycle counts its authors annotate (``T.SimdVF(latency=...)``) for the MHA kernel whose 950 time
         (26.8 us) its README publishes.
+  [SIMT] Huawei CANN 9.0.0 Ascend C programming guide, SIMT "Thread Architecture"
+        (hiascend.com .../programug/Ascendcopdevg/atlas_ascendc_10_10065.html): a thread block runs on one
+        AIV, split into warps of 32 threads that execute the same instruction; each AIV has four warp
+        schedulers (warp id % 4). No public source gives a SIMT instruction's issue rate, ALU width or
+        UB access throughput.
 """
 from __future__ import annotations
 
@@ -103,8 +108,14 @@ class CostTable:
     vector_latency: float = 6.0
     # One recorded instruction costs the scalar unit one issue cycle [TL "Scalar -> one cycle per atomic task"].
     scalar_issue: float = 1.0
-    # SIMT: one 32-lane warp instruction a cycle per AIV (no published issue rate; ascend_check.Rates's
-    # estimate).
+    # SIMT: lane instructions a cycle per AIV. The timeline charges a SIMT run its warp instructions, each
+    # lane's ALU operations and memory instructions (UB loads / stores, asc_ldcg / ldca / stcg / stwt) alike,
+    # counted per lane and divided by the warp size: 32 threads a warp [SIMT]. One warp instruction a cycle
+    # per AIV is an estimate (no public source gives the issue rate; [SIMT]'s four warp schedulers would allow
+    # up to four a cycle if each had its own 32-wide ALU and UB port, which nothing published says), as
+    # ascend_check.Rates assumed. A warp's UB access (32 lanes x <= 8 bytes) fits the 256 B/cycle UB <->
+    # register path of the vector core [TL valu_bandwidth], so UB bandwidth never binds beyond this issue
+    # rate (estimate: bank conflicts are not modelled).
     simt_lane_ops_per_cycle: float = 32
     # SIMT lanes' GM bytes: no public source; estimate: one 128-byte line a cycle.
     simt_gm_bytes_per_cycle: float = 128

@@ -47,7 +47,8 @@ class Event:
     id: int = 0
     n: int = 0
     m: int = 0
-    depth: int = 0   # vector: the longest chain of dependent register instructions in the run
+    depth: int = 0   # vector: the longest chain of dependent register instructions in the run; simt: its
+    #                  lane memory instructions (simt_memory)
 
 
 def vector_instructions(e: Event) -> dict:
@@ -67,6 +68,20 @@ def vector_cycles(e: Event, costs: CostTable) -> float:
     k, c = vector_instructions(e), costs.vector_cycles
     alu = k["simple"] * c["simple"] + k["special"] * c["special"] + k["divide"] * c["divide"]
     return max(alu, k["load"] * c["load"], k["store"] * c["store"], e.depth * costs.vector_latency)
+
+
+def simt_memory(e: Event) -> dict:
+    """A merged SIMT event's lane memory instructions by kind (dj_twin/timeline.h timeline_simt's packing)."""
+    return {"ub_load": e.depth & (1 << 20) - 1, "ub_store": e.depth >> 20 & (1 << 20) - 1, "gm": e.depth >> 40}
+
+
+def simt_memory_instructions(e: Event) -> int:
+    """Every lane memory instruction costs one lane slot of the SIMT issue (costs.py), whatever its kind."""
+    return sum(simt_memory(e).values())
+
+
+def simt_event(alu: int = 0, gm_bytes: int = 0, ub_load: int = 0, ub_store: int = 0, gm: int = 0) -> Event:
+    return Event("simt", PIPE_V, n=alu, m=gm_bytes, depth=ub_load | ub_store << 20 | gm << 40)
 
 
 def parse_events(raw: bytes) -> list[Event]:
@@ -280,7 +295,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             s.free[PIPE_V] = s.done[PIPE_V] = end
         elif t == "simt":
             start = pipe_start(s, PIPE_V)
-            end = start + e.n / costs.simt_lane_ops_per_cycle
+            end = start + (e.n + simt_memory_instructions(e)) / costs.simt_lane_ops_per_cycle
             if e.m:
                 end = max(end, ledger.transfer(start, e.m, costs.simt_gm_bytes_per_cycle,
                                                [("l2", 1.0), ("hbm", s.trace.hbm_read_share), (s.port, 1.0)]))

@@ -14,6 +14,7 @@
 //   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
 //   dj_twin::count_move(Route, size_t)             bytes by source -> destination (added; also counts the pipe)
 //   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
+//   dj_twin::count_simt_work(alu, ub_ld, ub_st)    a lane's declared plain work, timeline only (added)
 //   dj_twin::touch_gm(p, bytes, write, GmAccess)   GM lines for the L2 model (added; next to check_gm)
 //   dj_twin::begin_gm_move()                       a data mover's instruction starts (added; L2 model)
 //   check_gm also accepts the live symmetric windows, accessed in place (added; dj_twin/symm.h, dj_symm/device.h)
@@ -332,7 +333,8 @@ inline void count_move(Route route, size_t bytes, uint64_t l2_bytes) {
   Counters& k = c.counters;
   k.route_bytes[int(route)] += bytes;
   if (c.timeline) {
-    if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE) timeline_simt(*c.timeline, 0, l2_bytes);
+    if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE)
+      timeline_simt(*c.timeline, 0, l2_bytes, kSimtGmAccess);  // one lane's access: one memory instruction
     else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), 0, 0, bytes);
   }
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
@@ -429,6 +431,15 @@ inline void count_simt_ops(uint64_t ops) {
   Core& c = core();
   c.counters.simt_ops += ops;
   if (c.timeline) timeline_simt(*c.timeline, ops, 0);
+}
+// A SIMT lane's plain work the twin cannot see (lanes are host code: built-in arithmetic and plain
+// dereferences of __ubuf__ pointers run uncounted), declared by the kernel through asc_simt.h's
+// DJ_SIMT_WORK: `alu` ALU instructions, `ub_loads` / `ub_stores` UB accesses of this lane. Timeline only
+// (the counters' simt_ops stay the twin-implemented ops); one branch when no timeline is recorded.
+inline void count_simt_work(uint64_t alu, uint64_t ub_loads, uint64_t ub_stores) {
+  if (!tls_in_simt) return;
+  Core& c = core();
+  if (c.timeline) timeline_simt(*c.timeline, alu, 0, ub_loads * kSimtUbLoad + ub_stores * kSimtUbStore);
 }
 
 // An on/off environment switch: set, non-empty and not "0".

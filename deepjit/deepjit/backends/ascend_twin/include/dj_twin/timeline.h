@@ -20,7 +20,8 @@ enum class Ev : uint8_t {
   Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), n = MACs
   Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
                    // id = divide; depth = the longest chain of dependent instructions in the run
-  Simt,            // pipe = PIPE_V, n = lane ops, m = GM bytes the lanes moved
+  Simt,            // pipe = PIPE_V, n = lane ALU ops, m = GM bytes the lanes moved (through L2), depth = lane
+                   // memory instructions (UB loads | UB stores << 20 | GM accesses << 40)
   Set,             // a = src pipe, b = dst pipe, id = event id (asc_sync_notify)
   Wait,            // a = src pipe, b = dst pipe, id = event id (asc_sync_wait)
   Barrier,         // pipe = the barrier's pipe (PIPE_ALL: every pipe and the scalar unit)
@@ -83,13 +84,21 @@ inline uint64_t timeline_vector(Timeline& t, VecDataflow& flow, VecClass cls, ui
   return step;
 }
 
-inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes) {
-  if (!t.empty() && t.back().type == uint8_t(Ev::Simt)) {
-    t.back().n += ops;
-    t.back().m += gm_bytes;
+// SIMT work of one lane: `ops` ALU operations, `gm_bytes` through L2 and `mem` memory instructions, already
+// packed as Ev::Simt's depth (UB loads, UB stores << 20, GM accesses << 40). A run whose count of any kind
+// reached half its field (2^19, 2^19, 2^23) goes on in a new event, so no field overflows (one call adds
+// far less than the other half).
+inline constexpr uint64_t kSimtUbLoad = 1, kSimtUbStore = uint64_t(1) << 20, kSimtGmAccess = uint64_t(1) << 40;
+inline constexpr uint64_t kSimtHalfFull = (uint64_t(1) << 19) | (uint64_t(1) << 39) | (uint64_t(1) << 63);
+inline void timeline_simt(Timeline& t, uint64_t ops, uint64_t gm_bytes, uint64_t mem = 0) {
+  if (!t.empty() && t.back().type == uint8_t(Ev::Simt) && !(t.back().depth & kSimtHalfFull)) {
+    TimelineEvent& e = t.back();
+    e.n += ops;
+    e.m += gm_bytes;
+    e.depth += mem;
     return;
   }
-  t.push_back({uint8_t(Ev::Simt), 1 /* PIPE_V */, 0, 0, 0, ops, gm_bytes, 0});
+  t.push_back({uint8_t(Ev::Simt), 1 /* PIPE_V */, 0, 0, 0, ops, gm_bytes, mem});
 }
 
 }  // namespace dj_twin

@@ -17,6 +17,10 @@
 // max/min/rsqrt (simt_api/math.h) and each lane's shuffle or warp reduction (one op each), all only
 // inside asc_vf_call, and the GM bytes of asc_ldcg / asc_ldca / asc_stcg / asc_stwt. Built-in scalar arithmetic (a + b on floats / ints)
 // and plain dereferences of __gm__ pointers are not seen by the twin and count nothing.
+// Timeline (dj_twin/timeline.h Ev::Simt): every asc_ldcg / asc_ldca / asc_stcg / asc_stwt is also one lane
+// memory instruction; a lane's plain arithmetic and __ubuf__ dereferences are charged only where the
+// kernel declares them with DJ_SIMT_WORK(alu, ub_loads, ub_stores) (a twin extension: a kernel meant for
+// bisheng too defines it empty when undefined, `#ifndef DJ_SIMT_WORK`).
 #pragma once
 
 #include <sys/mman.h>
@@ -42,6 +46,8 @@ using cce::dim3;
 namespace dj_twin {
 struct Index3 { uint32_t x = 0, y = 0, z = 0; };
 }  // namespace dj_twin
+
+#define DJ_SIMT_WORK(alu, ub_loads, ub_stores) ::dj_twin::count_simt_work((alu), (ub_loads), (ub_stores))
 
 inline thread_local ::dj_twin::Index3 threadIdx;
 inline thread_local ::dj_twin::Index3 blockDim;
