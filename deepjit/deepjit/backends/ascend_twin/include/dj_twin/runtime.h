@@ -391,12 +391,10 @@ inline bool first_touch_in_move(Core& c, uint64_t tag) {
 // take a line each. asc-devkit's SIMT API docs (asc_ldca.md, "使能Cache Hints的Load/Store函数"): asc_ldca
 // loads from the Data Cache first and tries L2 only on a miss (then caches the data in both); the
 // DCache best practice (asc-devkit docs, "DCache访问优化") uses it so that hot data stays in the DCache
-// and is not reloaded. The data-cache filter therefore runs for cached loads whenever the launch
-// records a timeline, with or without the L2 model.
+// and is not reloaded. A launch that records a timeline always runs the L2 model (launch.h).
 inline uint64_t touch_gm(const void* p, size_t bytes, bool write, GmAccess how = GmAccess::Mover) {
   Core& c = core();
-  const bool model = c.launch->l2_model;
-  if (bytes == 0 || !(model || (how == GmAccess::SimtCached && c.timeline))) return bytes;
+  if (bytes == 0 || !c.launch->l2_model) return bytes;
   const uint64_t addr = reinterpret_cast<uintptr_t>(p);
   const uint64_t first = addr / kL2LineBytes, last = (addr + bytes - 1) / kL2LineBytes;
   uint64_t cached_miss = 0;
@@ -415,10 +413,10 @@ inline uint64_t touch_gm(const void* p, size_t bytes, bool write, GmAccess how =
       if (way < 4) continue;
       if (how == GmAccess::SimtCached) {
         cached_miss += kL2LineBytes;
-        if (model) c.l2_bytes += kL2LineBytes;
+        c.l2_bytes += kL2LineBytes;
       }
     }
-    if (model) trace_line(c, line, write);
+    trace_line(c, line, write);
   }
   return how == GmAccess::SimtCached ? cached_miss : bytes;
 }
