@@ -271,6 +271,9 @@ class MoE:
             start = -(-end // self.alignment) * self.alignment
         # each expanded row carries its own weight: a [rows, 1] weight table indexed by the row itself
         pos_to_token_topk = torch.where(pos_to_expert >= 0, torch.arange(rows, dtype=torch.int32), -1)
+        if deep_gemm.get_psum_layout_form() == "counts":   # deep_ep gives end rows: the same placement as counts
+            starts = torch.cat([psum.new_zeros(1), (psum[:-1] + self.alignment - 1) // self.alignment * self.alignment])
+            psum = psum - starts
         y = self._experts(recv_x, psum, True, (pos_to_token_topk, pos_to_expert), recv_weights.view(-1, 1))
         shared = self.shared_expert(x, xq)
         return self.buffer.combine(y, handle, bias=shared)[0]

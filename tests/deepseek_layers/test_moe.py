@@ -8,6 +8,7 @@ import torch.distributed as dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import deep_gemm
 from deepseek_layers.moe import MoE, MoEConfig, MoEWeights
 from tests.deepseek_layers import references as ref
 from tests.testkit.distributed import run_ranks
@@ -88,9 +89,17 @@ def _ep_rank(rank: int, world: int, num_tokens: list[int]):
         assert layer.num_local_experts == GROUPED.n_routed_experts // world
         out = _check_against_reference(layer, GROUPED, w, x)
         again = layer(x)  # the buffer is reused across calls
+        # DeepGEMM-Ascend's psum form (counts) places the groups as the end rows do: the same bits
+        deep_gemm.set_psum_layout_form("counts")
+        try:
+            counts_form, local_counts_form = layer(x), MoE(GROUPED, w)(x)
+        finally:
+            deep_gemm.set_psum_layout_form("end_rows")
     finally:
         layer.destroy()
     assert_bitwise_equal(again, out, "second call")
+    assert_bitwise_equal(counts_form, out, "EP output with the counts psum form")
+    assert_bitwise_equal(local_counts_form, local, "local output with the counts psum form")
     assert calc_diff(out, local) < 1e-5
     # no shared expert (combine without bias), and the last rank sends no tokens but still serves experts
     w = MoEWeights.random(PLAIN, seed=8)
