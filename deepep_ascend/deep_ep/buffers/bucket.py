@@ -6,11 +6,12 @@ read the peers' memory directly. Across hosts the same operations go through col
 Reductions add the ranks' contributions in rank order in FP32, so every rank and both transports
 produce identical bits.
 
-Under ``EP_BACKEND=ascend`` with ``EP_ASCEND_TRANSPORT=symm`` the storage is this rank's symmetric
-device window (deep_ep/ascend/bucket_window.py) and the collectives are Ascend kernels reading the peers'
+Under ``EP_BACKEND=ascend`` with ``EP_ASCEND_TRANSPORT=symm`` and CPU tensors (the twin) the storage is
+this rank's symmetric device window (deep_ep/ascend/bucket_window.py) and the collectives are Ascend kernels reading the peers'
 windows (bucket.asc), with flags in the window for completion: same results, bit for bit, and nothing
 read back on the host. Without the window (a group over several hosts, or no ``symm``) the Ascend
-engine keeps its storage on the group's device and uses ``torch.distributed`` collectives there.
+engine keeps its storage on the group's device and uses ``torch.distributed`` collectives there; so
+does an NPU for now (deepjit's DeviceWindow has no torch view of CANN SHMEM memory yet).
 """
 from __future__ import annotations
 
@@ -260,11 +261,14 @@ class BucketBuffer(BufferBase):
         """The same results from the window's kernels: every source sits at the same offset of every
         rank's window (the handshake compared them); nothing is read on the host."""
         win, results = self._win, []
+        # the gathered tensors' checks before the first kernel (arrive)
+        outs = [self._gather_out(i, s, dsts, off, staged, R, rank) if op == "all_gather" else None
+                for i, (s, (off, staged)) in enumerate(zip(srcs, placed, strict=True))]
         win.arrive()
-        for i, (s, (off, staged)) in enumerate(zip(srcs, placed, strict=True)):
+        for i, (s, (off, _)) in enumerate(zip(srcs, placed, strict=True)):
             n, es = s.numel(), s.element_size()
             if op == "all_gather":
-                out, start = self._gather_out(i, s, dsts, off, staged, R, rank)
+                out, start = outs[i]
                 in_place = start is not None and out.data_ptr() + rank * n * es == s.data_ptr()
                 win.gather(out, off if start is None else start, 0 if start is None else n * es, n * es,
                            rank if in_place else -1)

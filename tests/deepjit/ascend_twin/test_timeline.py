@@ -353,6 +353,35 @@ def test_simt_lane_arithmetic_and_ub_accesses_cost_per_warp_instruction(twin_run
     assert timeline.schedule([_trace(runs, kind="AIV")], "simt", costs).cycles == pytest.approx(2 * (4 * n + 1))
 
 
+# One declaration past the packed 20-bit fields (dj_twin/timeline.h): split across events, the counts add up.
+SIMT_BIG = r'''
+#include <c_api/asc_simd.h>
+#include <simt_api/asc_simt.h>
+__simt_vf__ __launch_bounds__(32) inline void big(__ubuf__ float* ub) {
+  DJ_SIMT_WORK(5, 3u << 20, (1u << 19) + 7);
+  ub[threadIdx.x] = 1.0f;
+}
+extern "C" __global__ __vector__ void simt_big(__gm__ float* out) {
+  __ubuf__ float* ub = (__ubuf__ float*)0;
+  asc_vf_call<big>(cce::dim3(32), ub);
+  asc_sync();
+  asc_copy_ub2gm(out, ub, 32 * sizeof(float));
+}
+'''
+
+
+def test_one_large_simt_declaration_is_counted_whole(twin_runtime):
+    out = torch.zeros(32)
+    with timeline.recording():
+        result = launch_source(twin_runtime, "simt_big", SIMT_BIG, out)
+    assert torch.equal(out, torch.ones(32))
+    runs = [e for e in result.traces[0].events if e.type == "simt"]
+    memory = [timeline.simt_memory(e) for e in runs]
+    assert sum(e.n for e in runs) == 32 * 5
+    assert {k: sum(m[k] for m in memory) for k in memory[0]} == {
+        "ub_load": 32 * (3 << 20), "ub_store": 32 * ((1 << 19) + 7), "gm": 0}
+
+
 def test_simt_event_cost_scales_with_each_instruction_kind():
     costs = replace(COSTS, simt_lane_ops_per_cycle=32, simt_gm_bytes_per_cycle=1e9)
     for n in (32, 320, 3200):

@@ -44,6 +44,7 @@
 // launch error).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <condition_variable>
@@ -437,7 +438,14 @@ inline void count_simt_ops(uint64_t ops) {
 inline void count_simt_work(uint64_t alu, uint64_t ub_loads, uint64_t ub_stores) {
   if (!tls_in_simt) return;
   Core& c = core();
-  if (c.timeline) timeline_simt(*c.timeline, alu, 0, ub_loads * kSimtUbLoad + ub_stores * kSimtUbStore);
+  if (!c.timeline) return;
+  // the packed 20-bit fields take far less than half their range a call (timeline_simt's overflow check)
+  constexpr uint64_t kPart = uint64_t(1) << 16;
+  do {
+    const uint64_t loads = std::min(ub_loads, kPart), stores = std::min(ub_stores, kPart);
+    timeline_simt(*c.timeline, alu, 0, loads * kSimtUbLoad + stores * kSimtUbStore);
+    alu = 0, ub_loads -= loads, ub_stores -= stores;
+  } while (ub_loads | ub_stores);
 }
 
 // An on/off environment switch: set, non-empty and not "0".

@@ -42,7 +42,8 @@ struct TimelineEvent {
   uint32_t id;
   uint64_t n;
   uint64_t m;
-  uint64_t depth;  // Vector: its register dataflow's critical path, in instructions (0 for other events)
+  uint64_t depth;  // Vector: its register dataflow's critical path, in instructions; Simt: its packed
+                   // memory-instruction counts (above); 0 for other events
 };
 static_assert(sizeof(TimelineEvent) == 32, "timeline.py reads 32-byte events");
 
