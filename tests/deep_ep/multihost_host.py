@@ -45,6 +45,9 @@ def _drop(rank, world, ranks_per_host, how, ifname):
     buf.dispatch(x, idx, w, num_experts=E)
     dist.barrier()
     if rank // ranks_per_host == 1:
+        # a rank leaves gloo's barrier before its last message has reached every peer: drop out only once the
+        # survivors are past it (else one of them fails in the barrier, outside the dispatch under test)
+        time.sleep(2)
         if how == "exit":
             os._exit(0)   # the whole host goes away, without a word to anyone (nor to its launcher)
         if rank % ranks_per_host == 0:
