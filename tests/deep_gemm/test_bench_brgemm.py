@@ -32,6 +32,11 @@ CASES = [("bf16", 4096, 7168, 2048), ("bf16", 4096, 4096, 7168), ("fp8", 4096, 7
          ("fp8", 4, 7168, 2048), ("bf16", 4, 7168, 2048)]
 
 
+def _require_brgemm() -> None:
+    if me.unavailable("brgemm", cpu_flags(), "DJ_HOST_MATRIX") or bf16_engine() != "brgemm":
+        pytest.skip("measures the brgemm engine: run where it is available, without forcing another engine")
+
+
 def _other_engine() -> str:
     return next(e for e in me.present_engines(cpu_flags()) if e != "brgemm")
 
@@ -57,8 +62,7 @@ def _operands(kind, m, n, k):
 
 @pytest.mark.parametrize("kind,m,n,k", CASES)
 def test_bench_brgemm_gemm(bench, monkeypatch, kind, m, n, k):
-    if me.unavailable("brgemm", cpu_flags(), "DJ_HOST_MATRIX") or bf16_engine() != "brgemm":
-        pytest.skip("measures the brgemm engine: run where it is available, without forcing another engine")
+    _require_brgemm()
     a, sfa, b, sfb = _operands(kind, m, n, k)
     d = torch.empty(m, n, dtype=torch.bfloat16)
     ab, bt = torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16().T
@@ -100,8 +104,7 @@ def _k_grouped_operands(kind, m, n, ks):
 
 @pytest.mark.parametrize("kind,m,n,ks", KG_CASES)
 def test_bench_brgemm_k_grouped(bench, monkeypatch, kind, m, n, ks):
-    if me.unavailable("brgemm", cpu_flags(), "DJ_HOST_MATRIX") or bf16_engine() != "brgemm":
-        pytest.skip("measures the brgemm engine: run where it is available, without forcing another engine")
+    _require_brgemm()
     a, sfa, b, sfb = _k_grouped_operands(kind, m, n, ks)
     d = torch.zeros(len(ks), m, n)
     total = sum(ks)

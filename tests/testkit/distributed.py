@@ -135,3 +135,19 @@ def one_rank_group():
         yield dist.group.WORLD
     finally:
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def environ(**values):
+    """``os.environ`` with ``values`` (None: unset) inside: a buffer picks its engines at construction."""
+    saved = dict(os.environ)
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -6,7 +6,6 @@ elements) matches the host engine and the Ascend engine's collective fallback bi
 back on the host (tests/testkit/host_reads.py), and bad inputs are refused by name before any kernel runs.
 A rank that never arrives fails the waiting kernel naming rank and flag."""
 import contextlib
-import os
 import re
 import time
 
@@ -14,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import environ, run_ranks
 from tests.testkit.host_reads import DeviceOnly, mark
 
 SYMM = {"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"}
@@ -22,25 +21,10 @@ N = 96   # elements per rank's shard (not a multiple of the kernels' tiles: 3 x 
 BIG = 17000   # past one gather tile (64 KiB) and two reduction tiles (8192 elements) per rank
 
 
-@contextlib.contextmanager
-def _env(**values):
-    saved = dict(os.environ)
-    for k, v in values.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def _make(world, **env):
     """A bucket with: a gathered tensor (world x N), an all-reduced pair, a reduce-scattered tensor."""
     import deep_ep
-    with _env(**env):
+    with environ(**env):
         plan = deep_ep.BufferAllocator()
         t = {"gathered": plan.allocate((world * N,), torch.float32),
              "shard": plan.allocate((N,), torch.bfloat16),

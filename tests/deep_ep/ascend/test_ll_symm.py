@@ -13,13 +13,12 @@ shared-memory windows:
 Without the window (the collective transport) ``enable_shrink`` is refused.
 """
 import contextlib
-import os
 import time
 
 import torch
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import environ, run_ranks
 from tests.testkit.host_reads import DeviceOnly, mark
 
 from .. import refs
@@ -31,25 +30,9 @@ SYMM = {"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"}
 FORMATS = ((False, False), (True, False), (True, True))   # (use_fp8, round_scale)
 
 
-@contextlib.contextmanager
-def _env(**values):
-    """``os.environ`` with ``values`` (None: unset) inside: a buffer picks its engines at construction."""
-    saved = dict(os.environ)
-    for k, v in values.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def _make(world, E, shrink=False, **env):
     import deep_ep
-    with _env(**env):
+    with environ(**env):
         if not shrink:
             return _buffer(world, E)
         hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, E)
@@ -174,11 +157,11 @@ def _window_vs_collective_and_host(rank, world):
         b.destroy()
     # and the oracle of the low-latency tests (its own buffer, through the window), and two dispatches in
     # flight in hook mode (each unpacks its own tokens)
-    with _env(**SYMM):
+    with environ(**SYMM):
         same.append(_oracle_exact(rank, world))
         same.append(_two_in_flight(rank, world))
     # Ranks on two hosts (simulated): no window can span them, the collectives serve, and shrink is refused
-    with _env(DJ_SYMM_HOST_ID=f"sim-host-{rank}", **SYMM):
+    with environ(DJ_SYMM_HOST_ID=f"sim-host-{rank}", **SYMM):
         apart = _make(world, E)
         same.append(apart._ll.window is None)
         x, idx, w, all_x, want = first
