@@ -7,10 +7,12 @@
 //   GM --MTE2 nd2nz--> L1 (2 stages: Q rows, KV rows, E4M3, C0 = 32) --MTE1--> L0A/L0B (2 stages)
 //   --M asc_mmad--> L0C FP32 (2 stages) --FixPipe (ReLU; F32->BF16 with BF16 logits), dual destination SPLIT_N--> UB of both vector cores
 // Vector core s receives every row for the KV columns [s * N16/2, (s + 1) * N16/2) of the tile, in one of
-// two UB stages, row-major with kKvBlock/2 scores per row. Its SIMT lanes (one per KV column) form
+// two UB stages, row-major with kKvBlock/2 scores per row, and forms
 //   logit[t, j] = scale[j] * sum_h weights[t, h] * relu(score[(t, h), j])
-// (the per-token KV scale is positive, so it factors out of the ReLU) and store straight to GM, only
-// inside the token's KV range; with `clean` the other columns of the row get -inf.
+// (the per-token KV scale is positive, so it factors out of the ReLU) in two passes: SIMD reduces the heads
+// (head_sums_vf: per head a broadcast weight times a whole score row, as DeepGEMM-Ascend's indexer does;
+// the tile's weights come to UB by MTE2), then SIMT lanes (one per KV column) scale the sums and store
+// straight to GM, only inside the token's KV range; with `clean` the other columns of the row get -inf.
 //
 // DG_MX: the MXFP8 form (DeepGEMM-Ascend's own): q rows and KV rows each carry one UE8M0 exponent per 32
 // elements, int16 pairs MN-major (as mx_gemm.h), loaded beside the data and applied by the cube itself
@@ -100,11 +102,15 @@ constexpr uint32_t kQkL1Stage = kQkL1QStage + kQkL1KvStage;  // one Q and one KV
 constexpr uint32_t kKvFreeFlag = 2;  // MTE1 -> MTE2 / MTE2 -> MTE1 ids 2, 3: the KV stages (0, 1: Q)
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
 constexpr uint32_t kScoreStage = kQRows * kHalfCols * sizeof(ScoreT);  // bytes of one UB stage
+// UB behind the two score stages: the tile's weights (two stages, FP32 [token][head]), then the head sums
+// (FP32 [token][kHalfCols]) the SIMT pass reads
+constexpr uint32_t kWeightStage = kQTokens * kHeads * 4 < 32 ? 32 : (kQTokens * kHeads * 4 + 31) / 32 * 32;
+constexpr uint32_t kWeightsUb = 2 * kScoreStage, kSumsUb = kWeightsUb + 2 * kWeightStage;
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
 static_assert(kQkRowBytes % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32 (FP4: 64), at most 128");
 static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
 static_assert(2 * kQkL1A <= 64 * 1024 && 2 * kQkL1B <= 64 * 1024, "stages exceed L0A / L0B");
-static_assert(2 * kScoreStage <= 248 * 1024, "score stages exceed UB");
+static_assert(kSumsUb + kQTokens * kHalfCols * 4 <= 248 * 1024, "score stages, weights and sums exceed UB");
 static_assert(2 * kQkL0C * 4 <= 256 * 1024, "two score tiles exceed L0C");
 // the flag helpers of cube_gemm.h set up kL0CStages L0C stages; this header alternates two
 static_assert(kL0CStages == 2, "cube_gemm.h's defaults (two L0C stages) with the MQA kernels");
@@ -237,10 +243,68 @@ __aicore__ inline void qk_drain_ub() {
   }
 }
 
-// Vector side, start: both UB stages free for the cube core.
+// Vector side, start: both UB stages free for the cube core, both weight stages free for MTE2.
 __aicore__ inline void logits_begin() {
   asc_sync_intra_arrive(PIPE_V, 0);
   asc_sync_intra_arrive(PIPE_V, 1);
+  asc_sync_notify(PIPE_V, PIPE_MTE2, 0);
+  asc_sync_notify(PIPE_V, PIPE_MTE2, 1);
+}
+// ... and end: the weight stages' flags consumed.
+__aicore__ inline void logits_end() {
+  asc_sync_wait(PIPE_V, PIPE_MTE2, 0);
+  asc_sync_wait(PIPE_V, PIPE_MTE2, 1);
+}
+
+// SIMD: sums[t][j] = sum_h w[t][h] * score[(t, h), j] over the stage's kHalfCols columns, for the tile's
+// `tokens` tokens (FixPipe applied the ReLU), heads in order with fused multiply-adds in FP32. Per head one
+// broadcast weight load, the score row (BF16: one register, widened in its even and odd halves, so the
+// two accumulators hold the even and odd columns and the store interleaves them back; FP32: two registers),
+// two multiply-adds. Columns past the core's share are summed too (stale UB); nothing reads them.
+__simd_vf__ inline void head_sums_vf(__ubuf__ ScoreT* scores, __ubuf__ float* w, __ubuf__ float* sums, uint32_t tokens) {
+  const vector_bool all = asc_create_mask_b32(PAT_ALL);
+  for (uint32_t t = 0; t < tokens; ++t) {
+    vector_float acc0, acc1, wv, lo, hi;
+    asc_duplicate_scalar(acc0, 0.0f, all);
+    asc_duplicate_scalar(acc1, 0.0f, all);
+    for (uint32_t h = 0; h < kHeads; ++h) {
+      asc_loadalign_brc_elem(wv, w, int32_t(t * kHeads + h));
+#if DG_SCORES_BF16
+      vector_bfloat16_t s;
+      asc_loadalign(s, scores, int32_t((t * kHeads + h) * kHalfCols));
+      asc_bfloat162float(lo, s, all);
+      asc_bfloat162float_v2(hi, s, all);
+#else
+      asc_loadalign(lo, scores, int32_t((t * kHeads + h) * kHalfCols));
+      asc_loadalign(hi, scores, int32_t((t * kHeads + h) * kHalfCols + 64));
+#endif
+      asc_mula(acc0, lo, wv, all);
+      asc_mula(acc1, hi, wv, all);
+    }
+#if DG_SCORES_BF16
+    asc_storealign_intlv(sums, acc0, acc1, int32_t(t * kHalfCols));
+#else
+    asc_storealign(sums + t * kHalfCols, acc0, all);
+    asc_storealign(sums + t * kHalfCols + 64, acc1, all);
+#endif
+  }
+}
+static_assert(kHalfCols == 128, "head_sums_vf covers a stage row with two FP32 registers");
+
+// A tile's head sums into `sums`: its `tokens` weight rows (FP32, `weights` at the tile's first token) to
+// weight stage u by MTE2, the scores of UB stage u (waited for here) reduced, and the score stage handed
+// back to the cube core. The caller flips u.
+__aicore__ inline void tile_head_sums(__ubuf__ uint8_t* ub, uint32_t u, __gm__ float* weights, uint32_t tokens) {
+  __ubuf__ float* w = (__ubuf__ float*)(ub + kWeightsUb + u * kWeightStage);
+  const uint32_t bytes = tokens * kHeads * 4;
+  asc_sync_wait(PIPE_V, PIPE_MTE2, u);  // its last reader, the head sums of two tiles back, ran
+  asc_copy_gm2ub_align(w, weights, 1, bytes, 0, 0, 0, asc_load_l2_cache_mode::NORMAL_FIRST_VICTIM, bytes, bytes);
+  asc_sync_notify(PIPE_MTE2, PIPE_V, u);
+  asc_sync_intra_wait(PIPE_V, u);
+  asc_sync_wait(PIPE_MTE2, PIPE_V, u);
+  head_sums_vf((__ubuf__ ScoreT*)(ub + u * kScoreStage), w, (__ubuf__ float*)(ub + kSumsUb), tokens);
+  asc_sync_intra_arrive(PIPE_V, u);
+  asc_sync_notify(PIPE_V, PIPE_MTE2, u);
 }
 
 // The SIMT helpers below are __simt_callee__ functions (what a SIMT VF may call), so they take
@@ -251,18 +315,6 @@ __simt_callee__ inline void store_logit(__gm__ LogitT* p, float v) {
   if constexpr (DG_LOGITS_FP32) w = v;
   else w = __float2bfloat16_rn(v);
   asc_stcg(p, w);
-}
-
-// sum_h weights[h] * scores[(t, h), j] for token t of the tile (rows kHalfCols scores apart; FixPipe
-// applied the ReLU). Every lane of the tile reads the same weights: asc_ldca (kept in the SIMT data
-// cache), counted as GM bytes.
-__simt_callee__ inline float head_sum(__ubuf__ ScoreT* scores, uint32_t t, uint32_t j, __gm__ float* weights) {
-  // Per head, besides the weight's asc_ldca (counted by the twin): one UB score load, one FMA, and for
-  // BF16 scores a widening to FP32 (the fully unrolled loop's addresses are immediate offsets).
-  DJ_SIMT_WORK(kHeads * (sizeof(ScoreT) == 4 ? 1 : 2), kHeads, 0);
-  float sum = 0.0f;
-  for (uint32_t h = 0; h < kHeads; ++h) sum += asc_ldca(weights + h) * float(scores[(t * kHeads + h) * kHalfCols + j]);
-  return sum;
 }
 
 // One logit (or -inf) of KV position p in the logits row `row` of a token whose positions

@@ -158,11 +158,12 @@ def test_unserved_forms_raise_before_writing():
 
 
 def test_lanes_read_gm_only_through_counted_loads():
-    """The SIMT lanes' GM reads (scales, weights, ranges) are asc_ldcg / asc_ldca, which the twin counts, so a
-    plain __gm__ dereference would lower this count. 32 heads: tiles of 4 tokens; tokens 0..3 attend to all
-    300 positions, 4..5 to none (their tile has no cube work, its lanes only read the ranges and write -inf).
-    Per position (one lane each): its scale once per tile with work; per token ks and ke; per token of a tile
-    with work its 32 weights. Every logit is stored once (clean)."""
+    """The SIMT lanes' GM reads (scales, ranges) are asc_ldcg / asc_ldca, which the twin counts, so a plain
+    __gm__ dereference would lower this count; the weights reach UB by MTE2 (the SIMD head sums read them
+    there). 32 heads: tiles of 4 tokens; tokens 0..3 attend to all 300 positions (two KV tiles), 4..5 to none
+    (their tiles have no cube work: the lanes only read the ranges and write -inf). Per position (one lane
+    each): its scale once per tile with work; per token ks and ke. Per tile with work each vector core loads
+    the 4 x 32 FP32 weights. Every logit is stored once (clean)."""
     from deepjit.tilelang_route import ascend_check
     s, s_kv, heads = 6, 300, 32
     q, kv, weights = _inputs(s, s_kv, heads, 32)
@@ -172,9 +173,10 @@ def test_lanes_read_gm_only_through_counted_loads():
     with ascend_check.recorded_launches() as launches:
         mqa_logits(q, kv, weights, ks, ke, logits, False, True)
     routes = ascend_check._summed_counters(launches)[0]["routes"]
-    working = s_kv * 4 + 4 * s_kv * (2 * 4 + heads * 4)
+    working = s_kv * 4 + 4 * s_kv * 2 * 4
     idle = 2 * s_kv * 2 * 4
     assert routes["simt_gm_load"] == working + idle
+    assert routes["gm_to_ub"] == 2 * 2 * 4 * heads * 4
     assert routes["simt_gm_store"] == s * s_kv * 4
     assert torch.all(torch.isinf(logits[4:]))
 

@@ -304,10 +304,11 @@ def test_metadata_on_ascend_matches_the_host_schedule(form, rows, next_n, num_sm
 
 
 def test_lanes_read_gm_only_through_counted_loads():
-    """The SIMT lanes' GM reads (page ids, scales in the pages, lengths, weights) are asc_ldca / asc_ldcg,
-    which the twin counts, so a plain __gm__ dereference would lower this count. 2 entries x 2 rows, every
-    row 200 long (pages of 64, one KV tile each, no clean): per position (one lane) its page id and its
-    scale; per row of the entry its length and its 32 weights. Every logit is stored once."""
+    """The SIMT lanes' GM reads (page ids, scales in the pages, lengths) are asc_ldca / asc_ldcg, which the
+    twin counts, so a plain __gm__ dereference would lower this count; the weights reach UB by MTE2 (the SIMD
+    head sums read them there). 2 entries x 2 rows, every row 200 long (pages of 64, one KV tile each, no
+    clean): per position (one lane) its page id and its scale; per row of the entry its length. Per tile
+    each vector core loads the entry's 2 x 32 FP32 weights. Every logit is stored once."""
     from deepjit.tilelang_route import ascend_check
     batch, next_n, heads, ctx = 2, 2, 32, 200
     q, kv, weights, table = _inputs(batch, next_n, heads, 32, 64, ctx)
@@ -316,7 +317,8 @@ def test_lanes_read_gm_only_through_counted_loads():
     with ascend_check.recorded_launches() as launches:
         paged_mqa_logits(q, kv, weights, lens, table, logits, False)
     routes = ascend_check._summed_counters(launches)[0]["routes"]
-    assert routes["simt_gm_load"] == batch * ctx * (2 * 4 + next_n * (4 + heads * 4))
+    assert routes["simt_gm_load"] == batch * ctx * (2 * 4 + next_n * 4)
+    assert routes["gm_to_ub"] == batch * 2 * next_n * heads * 4
     assert routes["simt_gm_store"] == batch * next_n * ctx * 4
 
 

@@ -192,3 +192,13 @@ inline void vcvt(D& dst, S src, vector_bool m, C... controls) {
   out.step = dj_twin::count_vector_ops(ns > nd ? ns : nd, dj_twin::VecClass::Simple, djv::step_of(src, m));
   dst = out;
 }
+
+// asc_bfloat162float / _v2: the even / odd BF16 elements of src widened to FP32 (exact); asc-devkit's reg API
+// implements them as vcvt(dst, src, mask, PART_EVEN / PART_ODD, MODE_ZEROING) (docs "asc_bfloat162float":
+// 数据读取索引为偶数 / 奇数的位置).
+inline void asc_bfloat162float(vector_float& dst, vector_bfloat16_t src, vector_bool m) {
+  vcvt(dst, src, m, PART_EVEN, MODE_ZEROING);
+}
+inline void asc_bfloat162float_v2(vector_float& dst, vector_bfloat16_t src, vector_bool m) {
+  vcvt(dst, src, m, PART_ODD, MODE_ZEROING);
+}

@@ -272,6 +272,10 @@ inline void vmadd(V& d, V a, V b, vector_bool m, Mode mode) {
       if (!djv::active<V>(m, i)) d.e[i] = acc.e[i];
 }
 
+// asc_mula: dst += src0 * src1, fused; asc-devkit's reg API implements it as vmula(dst, src0, src1, mask,
+// MODE_ZEROING) (include/c_api/reg_compute: "asc_mula"), so lanes the mask leaves out become 0.
+DJ_TWIN_TMPL inline void asc_mula(V& d, V a, V b, vector_bool m) { vmula(d, a, b, m, MODE_ZEROING); }
+
 // ---- logic and shifts ----
 DJ_TWIN_TMPL inline void asc_and(V& d, V a, V b, vector_bool m) { djv::bitwise(d, a, b, m, [](auto x, auto y) { return x & y; }); }
 DJ_TWIN_TMPL inline void asc_or(V& d, V a, V b, vector_bool m) { djv::bitwise(d, a, b, m, [](auto x, auto y) { return x | y; }); }
