@@ -85,7 +85,18 @@ int main() {
   emit(h0.e, 64);
   emit(h1.e, 64);
 
-  // 6. A load past the end of UB stops the launch with the op and offset named.
+  // 6. C API forms: asc_bfloat162float / _v2 widen the even / odd BF16 elements; asc_mula (d += a * b, fused)
+  // under the 37-lane tail mask zeroes the other lanes.
+  vector_float ev, od, fused = r;
+  asc_bfloat162float(ev, b, all32);
+  asc_bfloat162float_v2(od, b, all32);
+  uint32_t lanes = 37;
+  asc_mula(fused, r, r, asc_update_mask_b32(lanes));
+  emit(ev.e, 64);
+  emit(od.e, 64);
+  emit(fused.e, 64);
+
+  // 7. A load past the end of UB stops the launch with the op and offset named.
   if (sigsetjmp(core.exit_jmp, 1) == 0) {
     (void)V::vlds_norm(reinterpret_cast<float*>(ub + sizeof ub - 128), 0);
     std::fprintf(stderr, "no error\n");

@@ -1,6 +1,7 @@
 """The twin's vector register API (c_api/reg*.h) through TileLang's simd_inst.h wrappers, on one fake AIV
 core: casts (f32->bf16 RNE + pack, f32->e4m3 saturating in the four byte parts, bf16->f32 even/odd +
-interleave), tail-masked max/min/sum, compare/select/axpy, and the UB bounds check. Compared with torch."""
+interleave; the C API's asc_bfloat162float / _v2), tail-masked max/min/sum, compare/select/axpy, a
+tail-masked asc_mula, and the UB bounds check. Compared with torch."""
 import pathlib
 import shutil
 import subprocess
@@ -37,7 +38,8 @@ def run(binary, x):
         return a
     res = dict(bf16=take(np.uint16, 64), e4m3=take(np.uint8, 256), max=take(np.uint32, 2), min=take(np.uint32, 2),
                sum=take(np.float32, 1), count=take(np.uint32, 1), sel=take(np.float32, 64),
-               wide=take(np.float32, 128))
+               wide=take(np.float32, 128), even=take(np.float32, 64), odd=take(np.float32, 64),
+               mula=take(np.float32, 64))
     assert pos == len(out)
     return res, proc.stderr.decode()
 
@@ -73,5 +75,12 @@ def test_vec_ops_match_torch(binary, seed):
 
     b = torch.stack([x.repeat(2)[i] * float(i + 1) for i in range(128)]).to(torch.bfloat16)
     np.testing.assert_array_equal(res["wide"], b.float().numpy())
+
+    np.testing.assert_array_equal(res["even"], b.float().numpy()[0::2])
+    np.testing.assert_array_equal(res["odd"], b.float().numpy()[1::2])
+    xd = x.double().numpy()
+    want_mula = (xd * xd + xd).astype(np.float32)  # one rounding, as the fused multiply-add
+    want_mula[37:] = 0.0
+    np.testing.assert_array_equal(res["mula"], want_mula)
 
     assert "asc_loadalign: buffer UB offset 253824, 256 bytes, is outside [0, 253952)" in err
