@@ -103,7 +103,7 @@ constexpr uint32_t kKvFreeFlag = 2;  // MTE1 -> MTE2 / MTE2 -> MTE1 ids 2, 3: th
 constexpr uint32_t kQkL0C = kQRows * kKvBlock;           // floats per L0C stage
 constexpr uint32_t kScoreStage = kQRows * kHalfCols * sizeof(ScoreT);  // bytes of one UB stage
 // UB behind the two score stages: the tile's weights (two stages, FP32 [token][head]), then the head sums
-// (FP32 [token][kHalfCols]) the SIMT pass reads
+// (FP32 [token][kHalfCols]) the SIMT pass reads (mqa_logits.asc's SIMD rows use that space otherwise)
 constexpr uint32_t kWeightStage = kQTokens * kHeads * 4 < 32 ? 32 : (kQTokens * kHeads * 4 + 31) / 32 * 32;
 constexpr uint32_t kWeightsUb = 2 * kScoreStage, kSumsUb = kWeightsUb + 2 * kWeightStage;
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
@@ -256,55 +256,78 @@ __aicore__ inline void logits_end() {
   asc_sync_wait(PIPE_V, PIPE_MTE2, 1);
 }
 
-// SIMD: sums[t][j] = sum_h w[t][h] * score[(t, h), j] over the stage's kHalfCols columns, for the tile's
-// `tokens` tokens (FixPipe applied the ReLU), heads in order with fused multiply-adds in FP32. Per head one
-// broadcast weight load, the score row (BF16: one register, widened in its even and odd halves, so the
-// two accumulators hold the even and odd columns and the store interleaves them back; FP32: two registers),
-// two multiply-adds. Columns past the core's share are summed too (stale UB); nothing reads them.
-__simd_vf__ inline void head_sums_vf(__ubuf__ ScoreT* scores, __ubuf__ float* w, __ubuf__ float* sums, uint32_t tokens) {
+// SIMD: acc = sum_h w[t][h] * score[(t, h), :] over the stage's kHalfCols columns for token t of the tile
+// (FixPipe applied the ReLU), heads in order with fused multiply-adds in FP32. Per head one broadcast weight
+// load, the score row (BF16: one register, widened in its even and odd halves, so acc0 / acc1 hold the even
+// / odd columns; FP32: two registers, columns [0, 64) / [64, 128)), two multiply-adds. Columns past the
+// core's share are summed too (stale UB); nothing keeps them.
+__simd_callee__ inline void head_sum_regs(vector_float& acc0, vector_float& acc1, __ubuf__ ScoreT* scores,
+                                          __ubuf__ float* w, uint32_t t) {
   const vector_bool all = asc_create_mask_b32(PAT_ALL);
-  for (uint32_t t = 0; t < tokens; ++t) {
-    vector_float acc0, acc1, wv, lo, hi;
-    asc_duplicate_scalar(acc0, 0.0f, all);
-    asc_duplicate_scalar(acc1, 0.0f, all);
-    for (uint32_t h = 0; h < kHeads; ++h) {
-      asc_loadalign_brc_elem(wv, w, int32_t(t * kHeads + h));
+  vector_float wv, lo, hi;
+  asc_duplicate_scalar(acc0, 0.0f, all);
+  asc_duplicate_scalar(acc1, 0.0f, all);
+  for (uint32_t h = 0; h < kHeads; ++h) {
+    asc_loadalign_brc_elem(wv, w, int32_t(t * kHeads + h));
 #if DG_SCORES_BF16
-      vector_bfloat16_t s;
-      asc_loadalign(s, scores, int32_t((t * kHeads + h) * kHalfCols));
-      asc_bfloat162float(lo, s, all);
-      asc_bfloat162float_v2(hi, s, all);
+    vector_bfloat16_t sc;
+    asc_loadalign(sc, scores, int32_t((t * kHeads + h) * kHalfCols));
+    asc_bfloat162float(lo, sc, all);
+    asc_bfloat162float_v2(hi, sc, all);
 #else
-      asc_loadalign(lo, scores, int32_t((t * kHeads + h) * kHalfCols));
-      asc_loadalign(hi, scores, int32_t((t * kHeads + h) * kHalfCols + 64));
+    asc_loadalign(lo, scores, int32_t((t * kHeads + h) * kHalfCols));
+    asc_loadalign(hi, scores, int32_t((t * kHeads + h) * kHalfCols + 64));
 #endif
-      asc_mula(acc0, lo, wv, all);
-      asc_mula(acc1, hi, wv, all);
-    }
+    asc_mula(acc0, lo, wv, all);
+    asc_mula(acc1, hi, wv, all);
+  }
+}
+static_assert(kHalfCols == 128, "head_sum_regs covers a stage row with two FP32 registers");
+
+// The head sums of the tile's `tokens` tokens, FP32 [token][kHalfCols] in natural column order.
+__simd_vf__ inline void head_sums_vf(__ubuf__ ScoreT* scores, __ubuf__ float* w, __ubuf__ float* sums, uint32_t tokens) {
+  for (uint32_t t = 0; t < tokens; ++t) {
+    vector_float acc0, acc1;
+    head_sum_regs(acc0, acc1, scores, w, t);
 #if DG_SCORES_BF16
     asc_storealign_intlv(sums, acc0, acc1, int32_t(t * kHalfCols));
 #else
+    const vector_bool all = asc_create_mask_b32(PAT_ALL);
     asc_storealign(sums + t * kHalfCols, acc0, all);
     asc_storealign(sums + t * kHalfCols + 64, acc1, all);
 #endif
   }
 }
-static_assert(kHalfCols == 128, "head_sums_vf covers a stage row with two FP32 registers");
 
-// A tile's head sums into `sums`: its `tokens` weight rows (FP32, `weights` at the tile's first token) to
-// weight stage u by MTE2, the scores of UB stage u (waited for here) reduced, and the score stage handed
-// back to the cube core. The caller flips u.
-__aicore__ inline void tile_head_sums(__ubuf__ uint8_t* ub, uint32_t u, __gm__ float* weights, uint32_t tokens) {
+// A tile's inputs of the vector side: its `tokens` weight rows (FP32, `weights` at the tile's first token)
+// to weight stage u by MTE2 (with `extra_bytes` more from `extra` to `extra_ub`, which the same flags
+// guard), then the scores of UB stage u and those loads waited for. tile_inputs_end hands both stages back
+// (the cube core's score stage, MTE2's weight stage) once the vector core read them; the caller flips u.
+__aicore__ inline __ubuf__ float* tile_inputs_begin(__ubuf__ uint8_t* ub, uint32_t u, __gm__ float* weights,
+                                                   uint32_t tokens, __ubuf__ float* extra_ub = nullptr,
+                                                   __gm__ float* extra = nullptr, uint32_t extra_bytes = 0) {
   __ubuf__ float* w = (__ubuf__ float*)(ub + kWeightsUb + u * kWeightStage);
   const uint32_t bytes = tokens * kHeads * 4;
-  asc_sync_wait(PIPE_V, PIPE_MTE2, u);  // its last reader, the head sums of two tiles back, ran
+  asc_sync_wait(PIPE_V, PIPE_MTE2, u);  // their last reader, the vector work of two tiles back, ran
   asc_copy_gm2ub_align(w, weights, 1, bytes, 0, 0, 0, asc_load_l2_cache_mode::NORMAL_FIRST_VICTIM, bytes, bytes);
+  if (extra_bytes)
+    asc_copy_gm2ub_align(extra_ub, extra, 1, extra_bytes, 0, 0, 0, asc_load_l2_cache_mode::NORMAL_FIRST_VICTIM,
+                         extra_bytes, extra_bytes);
   asc_sync_notify(PIPE_MTE2, PIPE_V, u);
   asc_sync_intra_wait(PIPE_V, u);
   asc_sync_wait(PIPE_MTE2, PIPE_V, u);
-  head_sums_vf((__ubuf__ ScoreT*)(ub + u * kScoreStage), w, (__ubuf__ float*)(ub + kSumsUb), tokens);
+  return w;
+}
+__aicore__ inline void tile_inputs_end(uint32_t u) {
   asc_sync_intra_arrive(PIPE_V, u);
   asc_sync_notify(PIPE_V, PIPE_MTE2, u);
+}
+
+// A tile's head sums into the sums buffer (kSumsUb) for the SIMT pass.
+__aicore__ inline void tile_head_sums(__ubuf__ uint8_t* ub, uint32_t u, __gm__ float* weights, uint32_t tokens) {
+  __ubuf__ float* w = tile_inputs_begin(ub, u, weights, tokens);
+  head_sums_vf((__ubuf__ ScoreT*)(ub + u * kScoreStage), w, (__ubuf__ float*)(ub + kSumsUb), tokens);
+  tile_inputs_end(u);
 }
 
 // The SIMT helpers below are __simt_callee__ functions (what a SIMT VF may call), so they take

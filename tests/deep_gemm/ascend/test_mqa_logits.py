@@ -59,7 +59,9 @@ def _check(s, s_kv, heads, head_dim, clean, compressed=False, dtype=torch.float3
         assert calc_diff(got[written].float(), want[written].float()) < 1e-3
 
 
-@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"), [(7, 300, 4, 32), (5, 520, 32, 128), (3, 90, 128, 64)])
+# one head: 128 tokens a tile, whose FP32 SIMD rows fit one UB stage only (two tiles per core with grid 2)
+@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"),
+                         [(7, 300, 4, 32), (5, 520, 32, 128), (3, 90, 128, 64), (300, 300, 1, 32)])
 def test_shapes_clean(s, s_kv, heads, head_dim):
     _check(s, s_kv, heads, head_dim, clean=True)
 
@@ -157,28 +159,42 @@ def test_unserved_forms_raise_before_writing():
     assert torch.all(logits == SENTINEL)
 
 
-def test_lanes_read_gm_only_through_counted_loads():
-    """The SIMT lanes' GM reads (scales, ranges) are asc_ldcg / asc_ldca, which the twin counts, so a plain
-    __gm__ dereference would lower this count; the weights reach UB by MTE2 (the SIMD head sums read them
-    there). 32 heads: tiles of 4 tokens; tokens 0..3 attend to all 300 positions (two KV tiles), 4..5 to none
-    (their tiles have no cube work: the lanes only read the ranges and write -inf). Per position (one lane
-    each): its scale once per tile with work; per token ks and ke. Per tile with work each vector core loads
-    the 4 x 32 FP32 weights. Every logit is stored once (clean)."""
+def _ranged_launch(clean):
+    """32 heads: tiles of 4 tokens; tokens 0..3 attend to all 300 positions (two KV tiles), 4..5 to none
+    (their tiles have no cube work)."""
     from deepjit.tilelang_route import ascend_check
     s, s_kv, heads = 6, 300, 32
     q, kv, weights = _inputs(s, s_kv, heads, 32)
     ks = torch.zeros(s, dtype=torch.int32)
     ke = torch.tensor([s_kv] * 4 + [0] * 2, dtype=torch.int32)
-    logits = torch.empty(s, s_kv)
+    logits = torch.full((s, s_kv), SENTINEL)
     with ascend_check.recorded_launches() as launches:
-        mqa_logits(q, kv, weights, ks, ke, logits, False, True)
-    routes = ascend_check._summed_counters(launches)[0]["routes"]
-    working = s_kv * 4 + 4 * s_kv * 2 * 4
-    idle = 2 * s_kv * 2 * 4
-    assert routes["simt_gm_load"] == working + idle
+        mqa_logits(q, kv, weights, ks, ke, logits, False, clean)
+    return ascend_check._summed_counters(launches)[0]["routes"], logits, s, s_kv, heads
+
+
+def test_lanes_read_gm_only_through_counted_loads():
+    """Without clean the SIMT lanes finish the logits: their GM reads (scales, ranges) are asc_ldcg /
+    asc_ldca, which the twin counts, so a plain __gm__ dereference would lower this count. Per position (one
+    lane each): its scale once per tile with work; per token ks and ke; tiles without work are skipped. Per
+    tile with work each vector core loads the 4 x 32 FP32 weights by MTE2 (the SIMD head sums read them in
+    UB). Only the in-range logits are stored."""
+    routes, logits, s, s_kv, heads = _ranged_launch(False)
+    assert routes["simt_gm_load"] == s_kv * 4 + 4 * s_kv * 2 * 4
     assert routes["gm_to_ub"] == 2 * 2 * 4 * heads * 4
-    assert routes["simt_gm_store"] == s * s_kv * 4
-    assert torch.all(torch.isinf(logits[4:]))
+    assert routes["simt_gm_store"] == 4 * s_kv * 4
+    assert torch.all(logits[4:] == SENTINEL)
+
+
+def test_clean_rows_are_finished_by_simd_and_stored_by_mte3():
+    """With clean (uncompressed) no SIMT lane runs: per tile with work each vector core loads the 4 x 32 FP32
+    weights and its span's KV scales (300 positions in all) by MTE2, and every row span, -inf rows of the
+    tiles without work included, leaves UB once by MTE3."""
+    routes, logits, s, s_kv, heads = _ranged_launch(True)
+    assert "simt_gm_load" not in routes and "simt_gm_store" not in routes
+    assert routes["gm_to_ub"] == 2 * 2 * 4 * heads * 4 + s_kv * 4
+    assert routes["ub_to_gm"] == s * s_kv * 4
+    assert torch.all(torch.isinf(logits[4:]) & (logits[4:] < 0))
 
 
 @pytest.mark.parametrize(("logits_dtype", "score_bytes"), [(torch.bfloat16, 2), (torch.float32, 4)])

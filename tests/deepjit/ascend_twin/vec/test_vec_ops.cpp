@@ -86,7 +86,7 @@ int main() {
   emit(h1.e, 64);
 
   // 6. C API forms: asc_bfloat162float / _v2 widen the even / odd BF16 elements; asc_mula (d += a * b, fused)
-  // under the 37-lane tail mask zeroes the other lanes.
+  // under the 37-lane tail mask zeroes the other lanes; asc_float2bfloat16_rn / _v2 narrow.
   vector_float ev, od, fused = r;
   asc_bfloat162float(ev, b, all32);
   asc_bfloat162float_v2(od, b, all32);
@@ -95,6 +95,12 @@ int main() {
   emit(ev.e, 64);
   emit(od.e, 64);
   emit(fused.e, 64);
+  // asc_float2bfloat16_rn / _v2: x rounded to BF16 (RNE) in the even / odd elements, the others 0.
+  vector_bfloat16_t nev, nod;
+  asc_float2bfloat16_rn(nev, r, all32);
+  asc_float2bfloat16_rn_v2(nod, r, all32);
+  emit(nev.e, 128);
+  emit(nod.e, 128);
 
   // 7. A load past the end of UB stops the launch with the op and offset named.
   if (sigsetjmp(core.exit_jmp, 1) == 0) {

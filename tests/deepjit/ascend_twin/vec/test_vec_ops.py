@@ -1,7 +1,7 @@
 """The twin's vector register API (c_api/reg*.h) through TileLang's simd_inst.h wrappers, on one fake AIV
 core: casts (f32->bf16 RNE + pack, f32->e4m3 saturating in the four byte parts, bf16->f32 even/odd +
-interleave; the C API's asc_bfloat162float / _v2), tail-masked max/min/sum, compare/select/axpy, a
-tail-masked asc_mula, and the UB bounds check. Compared with torch."""
+interleave; the C API's asc_bfloat162float / _v2 and asc_float2bfloat16_rn / _v2), tail-masked
+max/min/sum, compare/select/axpy, a tail-masked asc_mula, and the UB bounds check. Compared with torch."""
 import pathlib
 import shutil
 import subprocess
@@ -39,7 +39,7 @@ def run(binary, x):
     res = dict(bf16=take(np.uint16, 64), e4m3=take(np.uint8, 256), max=take(np.uint32, 2), min=take(np.uint32, 2),
                sum=take(np.float32, 1), count=take(np.uint32, 1), sel=take(np.float32, 64),
                wide=take(np.float32, 128), even=take(np.float32, 64), odd=take(np.float32, 64),
-               mula=take(np.float32, 64))
+               mula=take(np.float32, 64), narrow_even=take(np.uint16, 128), narrow_odd=take(np.uint16, 128))
     assert pos == len(out)
     return res, proc.stderr.decode()
 
@@ -82,5 +82,9 @@ def test_vec_ops_match_torch(binary, seed):
     want_mula = (xd * xd + xd).astype(np.float32)  # one rounding, as the fused multiply-add
     want_mula[37:] = 0.0
     np.testing.assert_array_equal(res["mula"], want_mula)
+
+    np.testing.assert_array_equal(res["narrow_even"][0::2], bf)
+    np.testing.assert_array_equal(res["narrow_odd"][1::2], bf)
+    assert not res["narrow_even"][1::2].any() and not res["narrow_odd"][0::2].any()
 
     assert "asc_loadalign: buffer UB offset 253824, 256 bytes, is outside [0, 253952)" in err

@@ -202,3 +202,13 @@ inline void asc_bfloat162float(vector_float& dst, vector_bfloat16_t src, vector_
 inline void asc_bfloat162float_v2(vector_float& dst, vector_bfloat16_t src, vector_bool m) {
   vcvt(dst, src, m, PART_ODD, MODE_ZEROING);
 }
+
+// asc_float2bfloat16_rn / _v2: FP32 rounded to nearest even (non-saturating: overflow to +-inf, NaN stays NaN)
+// into the even / odd BF16 elements, the other elements 0; asc-devkit: vcvt(dst, src, mask, ROUND_R,
+// RS_DISABLE, PART_EVEN / PART_ODD, MODE_ZEROING) (docs "asc_float2bfloat16": _v2 结果写入dst的奇数索引位置).
+inline void asc_float2bfloat16_rn(vector_bfloat16_t& dst, vector_float src, vector_bool m) {
+  vcvt(dst, src, m, ROUND_R, RS_DISABLE, PART_EVEN, MODE_ZEROING);
+}
+inline void asc_float2bfloat16_rn_v2(vector_bfloat16_t& dst, vector_float src, vector_bool m) {
+  vcvt(dst, src, m, ROUND_R, RS_DISABLE, PART_ODD, MODE_ZEROING);
+}
