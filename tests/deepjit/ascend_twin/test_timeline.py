@@ -305,6 +305,34 @@ def test_simt_cached_loads_that_hit_take_no_l2_bandwidth(twin_runtime):
     assert result.estimate(costs).cycles == pytest.approx((64 * 4 + 128 + 64 * 4) / 10)
 
 
+# 32 lanes each stream one float of w (asc_ldcg: one 128-byte line in all), then read it again through the
+# data cache (asc_ldca).
+SIMT_STREAM_THEN_CACHED = r'''
+#include <c_api/asc_simd.h>
+#include <simt_api/asc_simt.h>
+__simt_vf__ __launch_bounds__(32) inline void lanes(__gm__ float* w, __gm__ float* y) {
+  const uint32_t i = threadIdx.x;
+  const float a = asc_ldcg(w + i);
+  asc_stcg(y + i, a + asc_ldca(w + i));
+}
+extern "C" __global__ __vector__ void stream_then_cached(__gm__ float* w, __gm__ float* y) {
+  asc_vf_call<lanes>(cce::dim3(32), w, y);
+}
+'''
+
+
+def test_streamed_loads_leave_the_data_cache_alone(twin_runtime):
+    """asc_ldcg bypasses the SIMT data cache (asc-devkit: __ldg with L1CacheType::NON_CACHEABLE), so the
+    asc_ldca of the same line that follows misses once (one line from L2) and then hits: 128 (streamed
+    loads) + 128 (the miss) + 128 (streamed stores) bytes through L2."""
+    w, y = torch.arange(32.0), torch.zeros(32)
+    with timeline.recording():
+        result = launch_source(twin_runtime, "stream_then_cached", SIMT_STREAM_THEN_CACHED, w, y, num_blocks=1)
+    assert torch.equal(y, 2 * w)
+    simt = [e for e in result.traces[0].events if e.type == "simt"]
+    assert sum(e.m for e in simt) == 3 * 128
+
+
 # SIMT lanes' plain work: 64 lanes, each N times reading a float of UB through a plain pointer and
 # multiply-adding it (declared: DJ_SIMT_WORK, one ALU instruction and one UB load an iteration) and adding a
 # float2 (counted by the twin itself: two lane operations), then storing its sum to UB (declared: one store).

@@ -197,7 +197,10 @@ struct Core {
   };
   std::vector<MoveLine> move_lines;      // kMoveLines entries once the model is on
   uint32_t move_id = 1;
-  uint64_t recent_lines[64][4] = {};     // sets of 4 tags, most recent first
+  // SIMT lines, sets of 4 tags, most recent first: the data cache asc_ldca reads through, and the lines
+  // streaming accesses (asc_ldcg / asc_stcg / asc_stwt, which bypass that cache) touched lately
+  uint64_t dcache_lines[64][4] = {};
+  uint64_t stream_lines[64][4] = {};
   Timeline* timeline = nullptr;          // the event stream when the launch records one (dj_twin/timeline.h)
   VecDataflow vec_flow;                  // its vector register dataflow (dj_twin/timeline.h)
   const char* core_name() const;
@@ -344,8 +347,11 @@ inline void count_move(Route route, size_t bytes) { count_move(route, bytes, byt
 // How a GM access reaches L2 (the L2 model's L2 bytes, l2_model.h): a data mover fetches each line of
 // one instruction once; a streaming SIMT access (asc_ldcg / asc_stcg / asc_stwt) moves its bytes (the
 // lanes of a warp coalesce into whole lines; the twin runs lanes one after another, so lines are not
-// seen together); a cached SIMT load (asc_ldca) is served by the core's data cache when it hit the
-// line shortly before (a 256-line, 4-way filter stands for that cache).
+// seen together, so a filter of recent lines drops the repeats a warp would coalesce); a cached SIMT load
+// (asc_ldca) is served by the core's data cache when it hit the line shortly before (a 256-line, 4-way
+// filter stands for that cache). Streaming accesses neither fill nor hit that cache: asc-devkit implements
+// asc_ldcg as __ldg<L2_CACHE_HINT_NORMAL_FV, L1CacheType::NON_CACHEABLE> (device_functions.h), and asc_ldcg.md
+// reads L2 ("从L2 Cache加载缓存的数据"); they keep a filter of their own.
 enum class GmAccess : uint8_t { Mover, SimtStream, SimtCached };
 
 // A data mover calls this once before its accesses: its lines count once per instruction.
@@ -406,7 +412,8 @@ inline uint64_t touch_gm(const void* p, size_t bytes, bool write, GmAccess how =
       if (!first_touch_in_move(c, tag)) continue;
       c.l2_bytes += kL2LineBytes;
     } else {
-      uint64_t* set = c.recent_lines[(line * 0x9E3779B97F4A7C15ull) >> 58];  // a hashed set: tensors' ends align
+      uint64_t (&lines)[64][4] = how == GmAccess::SimtCached ? c.dcache_lines : c.stream_lines;
+      uint64_t* set = lines[(line * 0x9E3779B97F4A7C15ull) >> 58];  // a hashed set: tensors' ends align
       int way = 0;
       while (way < 4 && set[way] != tag) ++way;
       for (int w = way < 4 ? way : 3; w > 0; --w) set[w] = set[w - 1];  // move to front (LRU within the set)
