@@ -9,10 +9,12 @@
 // Vector core s receives every row for the KV columns [s * N16/2, (s + 1) * N16/2) of the tile, in one of
 // two UB stages, row-major with kKvBlock/2 scores per row, and forms
 //   logit[t, j] = scale[j] * sum_h weights[t, h] * relu(score[(t, h), j])
-// (the per-token KV scale is positive, so it factors out of the ReLU) in two passes: SIMD reduces the heads
-// (head_sums_vf: per head a broadcast weight times a whole score row, as DeepGEMM-Ascend's indexer does;
-// the tile's weights come to UB by MTE2), then SIMT lanes (one per KV column) scale the sums and store
-// straight to GM, only inside the token's KV range; with `clean` the other columns of the row get -inf.
+// (the per-token KV scale is positive, so it factors out of the ReLU). SIMD reduces the heads (head_sum_regs:
+// per head a broadcast weight times a whole score row, as DeepGEMM-Ascend's indexer does; the tile's weights
+// come to UB by MTE2). Clean, uncompressed prefill rows are then finished by SIMD too and stored by MTE3
+// (mqa_logits.asc, logits_row_vf); the other forms (and the paged kernel) store the head sums to UB, and SIMT
+// lanes (one per KV column) scale them and store straight to GM, only inside the token's KV range; with
+// `clean` the other columns of the row get -inf.
 //
 // DG_MX: the MXFP8 form (DeepGEMM-Ascend's own): q rows and KV rows each carry one UE8M0 exponent per 32
 // elements, int16 pairs MN-major (as mx_gemm.h), loaded beside the data and applied by the cube itself
@@ -263,7 +265,8 @@ __aicore__ inline void logits_end() {
 // core's share are summed too (stale UB); nothing keeps them.
 __simd_callee__ inline void head_sum_regs(vector_float& acc0, vector_float& acc1, __ubuf__ ScoreT* scores,
                                           __ubuf__ float* w, uint32_t t) {
-  const vector_bool all = asc_create_mask_b32(PAT_ALL);
+  // every lane of either width: asc-devkit documents the conversions' mask as the source operand's (BF16)
+  const vector_bool all = asc_create_mask_b16(PAT_ALL);
   vector_float wv, lo, hi;
   asc_duplicate_scalar(acc0, 0.0f, all);
   asc_duplicate_scalar(acc1, 0.0f, all);

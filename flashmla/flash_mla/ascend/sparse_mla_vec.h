@@ -17,6 +17,14 @@
 #include <simt_api/asc_simt.h>
 #include <simt_api/asc_bf16.h>
 
+// The twin's timeline sees a SIMT lane's plain arithmetic, math functions and UB reads only as the kernel
+// declares them (deepjit simt_api/asc_simt.h); elsewhere the declaration is nothing. The counts below are
+// per lane and by hand from this source (an estimate of what the compiler keeps: a division or modulo by a
+// constant as 2 instructions, expf / logf as 15 each, an FP32 division as 10).
+#ifndef DJ_SIMT_WORK
+#define DJ_SIMT_WORK(alu, ub_loads, ub_stores) ((void)0)
+#endif
+
 #ifndef FMLA_HG
 #define FMLA_HG 64
 #endif
@@ -88,11 +96,24 @@ __aicore__ inline float e2m1_value(uint32_t c) {
   return (c & 8u) ? -v : v;
 }
 
+// A dequantised element's lane work by format (ALU, UB loads), besides its loop, index arithmetic, valid[]
+// load, format compares, BF16 rounding and store: the decoders above (e4m3_value ~12, e8m0_value ~3,
+// bf16_at / f32_at 3 / 6 after their 2 / 4 byte loads, e2m1_value ~6 with its table load).
+__aicore__ inline uint32_t dequant_alu(int32_t fmt) {
+  return fmt == kFmtBf16 ? 3u : fmt == kFmtFp8 ? 18u : fmt == kFmtFp4 ? 22u : fmt == kFmtV32 ? 22u : 19u;
+}
+__aicore__ inline uint32_t dequant_loads(int32_t fmt) {
+  return fmt == kFmtBf16 ? 2u : fmt == kFmtFp8 ? 2u : fmt == kFmtFp4 ? 3u : fmt == kFmtV32 ? 5u : 2u;
+}
+
 // Dims [0, kDqk) of `count` gathered records (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk);
 // a token with valid[t] == 0 becomes a zero row (its record was not loaded).
 __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
                                                           __ubuf__ int32_t* valid, uint32_t count, int32_t fmt) {
   for (uint32_t i = threadIdx.x; i < count * kDqk; i += blockDim.x) {
+    // loop 2, t and d 4, the record address 2, the valid branch 1, format compares 2, rounding 1, the
+    // store's address 1; UB: valid[t], one store
+    DJ_SIMT_WORK(13 + dequant_alu(fmt), 1 + dequant_loads(fmt), 1);
     const uint32_t t = i / kDqk, d = i % kDqk;
     const __ubuf__ uint8_t* r = raw + t * kRawSlot;
     float v = 0.0f;
@@ -147,6 +168,8 @@ __aicore__ inline float ref_max(float m_old, __ubuf__ float* part_row) {
 __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
                                                                         __ubuf__ float* part, float scale) {
   const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  // setup 3; per token: loop 2, valid load + branch, s load, scale, nan_max 4; part's store
+  DJ_SIMT_WORK(3 + kSegLen * 8 + 1, kSegLen * 2, 1);
   float mx = bits_to_float(0xFF800000u);
   for (uint32_t t = t0; t < t0 + kSegLen; ++t)
     if (valid[t]) mx = nan_max(mx, s[r * kTile + t] * scale);
@@ -158,6 +181,11 @@ __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__
                                                                         __ubuf__ bfloat16_t* p, __ubuf__ float* psum,
                                                                         float scale) {
   const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  // setup 3; ref_max: m and the row's kSegs parts loaded, nan_max 4 each, the skip test 5; per token: loop
+  // 2, valid load + branch, s load, scale and subtract, expf, the sum, p's NZ address 5, rounding, store;
+  // psum's store
+  DJ_SIMT_WORK(3 + kSegs * 4 + 5 + 1 + kSegLen * (2 + 1 + 2 + 15 + 1 + 5 + 1), 1 + kSegs + kSegLen * 2,
+               kSegLen + 1);
   const float m_new = ref_max(m[r], part + r * kSegs);
   const bool none = m_new == bits_to_float(0xFF800000u);
   float sum = 0.0f;
@@ -173,6 +201,9 @@ __simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float*
                                                                  __ubuf__ float* m, __ubuf__ float* l,
                                                                  __ubuf__ float* alpha, __ubuf__ float* top) {
   const uint32_t r = threadIdx.x;
+  // ref_max (as softmax_exp_vf), the parts' max and sums (nan_max 4 + add + loop 2 each, 2 loads), the
+  // factor (compares 3, expf), top (load, nan_max), m, l (load, fma), alpha: 4 stores
+  DJ_SIMT_WORK(kSegs * 4 + 6 + kSegs * 7 + 3 + 15 + 4 + 1, 1 + kSegs + 2 * kSegs + 2, 4);
   const float m_old = m[r], m_new = ref_max(m_old, part + r * kSegs);
   float mx = part[r * kSegs], sum = psum[r * kSegs];
   for (uint32_t c = 1; c < kSegs; ++c) {
@@ -193,6 +224,8 @@ __simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float*
 __simt_vf__ __launch_bounds__(1024) inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o,
                                                         __ubuf__ float* alpha, uint32_t first, uint32_t scaled) {
   for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
+    // loop 2, alpha's row 1, add, the factor's compare and product 2, selects 2; UB: alpha, o, acc, store
+    DJ_SIMT_WORK(8, 3, 1);
     const float a = scaled ? alpha[i / kD] : 1.0f;
     const float v = first ? o[i] : acc[i] + o[i];
     acc[i] = a == 1.0f ? v : v * a;
@@ -208,6 +241,10 @@ __simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, _
                                                           int32_t has_sink) {
   const float inf = bits_to_float(0x7F800000u);
   for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
+    // loop 2, the row 1, compares 3, logf and the add (every lane of a row computes its lse), the division,
+    // with a sink expf, a subtract, an add and a second division; rounding, the lse test 2; UB: l, m, acc
+    // (+ sink), the store
+    DJ_SIMT_WORK(2 + 1 + 3 + 16 + 10 + (has_sink ? 27 : 0) + 1 + 2, 3 + (has_sink ? 1 : 0), 1);
     const uint32_t r = i / kD;
     const bool empty = l[r] == 0.0f;
     const float row_lse = empty || m[r] == inf ? inf : m[r] + logf(l[r]);  // +inf logit: lse +inf (l is NaN)

@@ -59,11 +59,18 @@ def _check(s, s_kv, heads, head_dim, clean, compressed=False, dtype=torch.float3
         assert calc_diff(got[written].float(), want[written].float()) < 1e-3
 
 
-# one head: 128 tokens a tile, whose FP32 SIMD rows fit one UB stage only (two tiles per core with grid 2)
-@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"),
-                         [(7, 300, 4, 32), (5, 520, 32, 128), (3, 90, 128, 64), (300, 300, 1, 32)])
+@pytest.mark.parametrize(("s", "s_kv", "heads", "head_dim"), [(7, 300, 4, 32), (5, 520, 32, 128), (3, 90, 128, 64)])
 def test_shapes_clean(s, s_kv, heads, head_dim):
     _check(s, s_kv, heads, head_dim, clean=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_head_rows_reuse_their_ub_stage(monkeypatch, dtype):
+    """One head: 128 tokens a tile, whose FP32 SIMD rows fit one UB stage only (BF16: two); six tiles over two
+    blocks, so each core stores three tiles' rows through it."""
+    from deep_gemm import runtime
+    monkeypatch.setattr(runtime, "ascend_blocks", lambda cores: 2)
+    _check(300, 300, 1, 32, clean=True, dtype=dtype)
 
 
 def test_untouched_outside_ranges_without_clean():
@@ -76,6 +83,12 @@ def test_compressed_rows():
 
 def test_bf16_logits():
     _check(6, 200, 16, 64, clean=True, dtype=torch.bfloat16)
+
+
+def test_bf16_logits_through_the_simt_epilogue():
+    """BF16 logits in the forms the SIMT lanes finish: without clean, and compressed."""
+    _check(19, 260, 8, 64, clean=False, dtype=torch.bfloat16)
+    _check(9, 300, 8, 64, clean=False, compressed=True, dtype=torch.bfloat16)
 
 
 # DeepGEMM-Ascend's own form (MXFP8 q and KV) at two shape classes (one / several tokens per tile, KV

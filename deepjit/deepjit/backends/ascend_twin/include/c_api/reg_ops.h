@@ -273,8 +273,15 @@ inline void vmadd(V& d, V a, V b, vector_bool m, Mode mode) {
 }
 
 // asc_mula: dst += src0 * src1, fused; asc-devkit's reg API implements it as vmula(dst, src0, src1, mask,
-// MODE_ZEROING) (include/c_api/reg_compute: "asc_mula"), so lanes the mask leaves out become 0.
-DJ_TWIN_TMPL inline void asc_mula(V& d, V a, V b, vector_bool m) { vmula(d, a, b, m, MODE_ZEROING); }
+// MODE_ZEROING) (include/c_api/reg_compute: "asc_mula"), so lanes the mask leaves out become 0. Its
+// overloads: int16 / uint16 / half / bfloat16 / int32 / uint32 / float.
+DJ_TWIN_TMPL inline void asc_mula(V& d, V a, V b, vector_bool m) {
+  using K = dj_twin::vreg::Kind;
+  static_assert(V::kind == K::S16 || V::kind == K::U16 || V::kind == K::F16 || V::kind == K::BF16 ||
+                    V::kind == K::S32 || V::kind == K::U32 || V::kind == K::F32,
+                "asc_mula takes int16 / uint16 / half / bfloat16 / int32 / uint32 / float registers");
+  vmula(d, a, b, m, MODE_ZEROING);
+}
 
 // ---- logic and shifts ----
 DJ_TWIN_TMPL inline void asc_and(V& d, V a, V b, vector_bool m) { djv::bitwise(d, a, b, m, [](auto x, auto y) { return x & y; }); }
