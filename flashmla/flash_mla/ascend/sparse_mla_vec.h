@@ -136,6 +136,18 @@ __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw,
   }
 }
 
+// A BF16 row of kDqk zeros (an invalid token's K / V row: its probability is 0, and 0 x stale data could be
+// NaN), by SIMD stores.
+__simd_vf__ inline void zero_row_vf(__ubuf__ bfloat16_t* row) {
+  const vector_bool all = asc_create_mask_b16(PAT_ALL);
+  vector_bfloat16_t zero;
+  asc_duplicate_scalar(zero, bfloat16_t(0.0f), all);
+  for (uint32_t c = 0; c < kDqk; c += 128) {
+    uint32_t n = kDqk - c < 128 ? kDqk - c : 128;
+    asc_storealign(row + c, zero, asc_update_mask_b16(n));
+  }
+}
+
 // The reference max of the online softmax moves only when a step's max exceeds it by more than
 // this (natural-log units; FMLA_RESCALE_SKIP, 0 = always move): probabilities stay <= e^8 in FP32 /
 // BF16 (no precision lost, BF16 is relative), and the accumulator's factor is exactly 1 on such steps.

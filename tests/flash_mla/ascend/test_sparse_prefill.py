@@ -119,3 +119,22 @@ def test_on_the_npu():
     got = flash_mla.flash_mla_sparse_fwd(q.to(dev), kv.to(dev), idx.to(dev), 0.3, 512, sink.to(dev),
                                          topk_length.to(dev))
     _compare([t.cpu() for t in got], reference.sparse_prefill(q, kv, idx, 0.3, 512, sink, topk_length))
+
+
+def test_an_invalid_tokens_row_never_reads_the_slots_last_record(monkeypatch):
+    """BF16 rows are pushed to L1 from the gather slots themselves: an invalid token's slot still holds the
+    record an earlier item loaded there, which must not reach P . V (0 x NaN). One block runs both rows: row
+    0's token 5 is an all-NaN kv row (its outputs NaN, as the reference's), row 1's token 5 is invalid (-1)
+    and its outputs stay finite."""
+    monkeypatch.setattr(sparse_attn.LIB, "num_cube_cores", lambda device: 1)
+    g = torch.Generator().manual_seed(11)
+    s_q, s_kv, topk, h_q = 2, 128, 64, 16
+    q = (torch.randn(s_q, h_q, 512, generator=g) / 10).bfloat16()
+    kv = (torch.randn(s_kv, 1, 512, generator=g) / 10).bfloat16()
+    kv[100] = float("nan")
+    idx = torch.stack([torch.arange(topk), torch.arange(topk) + 1]).to(torch.int32)
+    idx[0, 5], idx[1, 5] = 100, -1
+    idx = idx.view(s_q, 1, topk)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
+    assert bool(got[0][0].isnan().all()) and bool(got[0][1].isfinite().all())
