@@ -244,30 +244,63 @@ __simt_vf__ __launch_bounds__(1024) inline void fold_vf(__ubuf__ float* acc, __u
   }
 }
 
-// The outputs of this core's rows: out = acc / l (divided again by 1 + exp(sink - lse) with a sink),
-// lse = m + log(l) (m the reference max l is relative to); a row without a valid token gets out 0,
-// lse +inf (its m stays -inf).
-__simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, __ubuf__ bfloat16_t* out,
-                                                          __ubuf__ float* m, __ubuf__ float* l,
-                                                          __ubuf__ float* lse, __ubuf__ float* sink,
-                                                          int32_t has_sink) {
-  const float inf = bits_to_float(0x7F800000u);
-  for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
-    // loop 2, the row 1, compares 3, logf and the add (every lane of a row computes its lse), the division,
-    // with a sink expf, a subtract, an add and a second division; rounding, the lse test 2; UB: l, m, acc
-    // (+ sink), the store
-    DJ_SIMT_WORK(2 + 1 + 3 + 16 + 10 + (has_sink ? 27 : 0) + 1 + 2, 3 + (has_sink ? 1 : 0), 1);
-    const uint32_t r = i / kD;
-    const bool empty = l[r] == 0.0f;
-    const float row_lse = empty || m[r] == inf ? inf : m[r] + logf(l[r]);  // +inf logit: lse +inf (l is NaN)
-    float v = 0.0f;
-    if (!empty) {
-      v = acc[i] / l[r];
-      if (has_sink) v = v / (1.0f + expf(sink[r] - row_lse));
+// The outputs of this core's rows, by SIMD in two passes: finish_rows_vf, every row at once (one lane a
+// row): lse = m + log(l) (m the reference max l is relative to), +inf for a row without a valid token (l 0,
+// its m stays -inf) or with a +inf logit (m +inf, l NaN); the row's output factor f = 1 / l, divided by
+// 1 + exp(sink - lse) with a sink, 0 for a row without a valid token (selected last: its sink may be
+// +-inf). finish_out_vf: out = acc * f in BF16, 128 columns a step (even and odd columns widened apart,
+// rounded into BF16's even and odd elements and OR-ed back together).
+__simd_vf__ inline void finish_rows_vf(__ubuf__ float* m, __ubuf__ float* l, __ubuf__ float* sink, int32_t has_sink,
+                                       __ubuf__ float* lse, __ubuf__ float* factor) {
+  uint32_t rows = kRows;
+  const vector_bool live = asc_update_mask_b32(rows);
+  vector_float mv, lv, row_lse, f, inf, one, zero;
+  asc_loadalign(mv, m);
+  asc_loadalign(lv, l);
+  asc_duplicate_scalar(inf, bits_to_float(0x7F800000u), live);
+  asc_duplicate_scalar(one, 1.0f, live);
+  asc_duplicate_scalar(zero, 0.0f, live);
+  vector_bool empty, m_inf;
+  asc_eq_scalar(empty, lv, 0.0f, live);
+  asc_eq_scalar(m_inf, mv, bits_to_float(0x7F800000u), live);
+  asc_ln(row_lse, lv, live);
+  asc_add(row_lse, row_lse, mv, live);
+  asc_select(row_lse, inf, row_lse, empty);
+  asc_select(row_lse, inf, row_lse, m_inf);
+  asc_div(f, one, lv, live);
+  if (has_sink) {
+    vector_float sv, d;
+    asc_loadalign(sv, sink);
+    asc_sub(d, sv, row_lse, live);
+    asc_exp(d, d, live);
+    asc_add(d, d, one, live);
+    asc_div(f, f, d, live);
+  }
+  asc_select(f, zero, f, empty);
+  asc_storealign(lse, row_lse, live);
+  asc_storealign(factor, f, live);
+}
+
+__simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* factor, __ubuf__ bfloat16_t* out) {
+  const vector_bool all = asc_create_mask_b16(PAT_ALL);  // every lane of either width
+  static_assert(kD % 128 == 0, "finish_out_vf: 128 columns a step");
+  for (uint32_t r = 0; r < kRows; ++r) {
+    vector_float f;
+    asc_loadalign_brc_elem(f, factor, int32_t(r));
+    for (uint32_t c = 0; c < kD; c += 128) {
+      vector_float even, odd;
+      asc_loadalign_deintlv(even, odd, acc, int32_t(r * kD + c));
+      asc_mul(even, even, f, all);
+      asc_mul(odd, odd, f, all);
+      vector_bfloat16_t lo, hi;
+      asc_float2bfloat16_rn(lo, even, all);
+      asc_float2bfloat16_rn_v2(hi, odd, all);
+      vector_uint16_t both;
+      asc_or(both, (vector_uint16_t&)lo, (vector_uint16_t&)hi, all);
+      asc_storealign((__ubuf__ uint16_t*)out + r * kD + c, both, all);
     }
-    out[i] = __float2bfloat16_rn(v);
-    if (i % kD == 0) lse[r] = row_lse;
   }
 }
+static_assert(kRows <= 64, "finish_rows_vf: one lane a row");
 
 }  // namespace fmla_ascend

@@ -36,3 +36,17 @@ def test_decode_nan_logit_gives_a_nan_row():
     assert bool(out[1, 0, 3].isnan().all()) and lse[1, 3, 0].isnan()
     assert not out[0].isnan().any()
 
+
+
+def test_prefill_inf_logit_gives_an_inf_lse():
+    """A +inf logit: the row's reference max is +inf and its sum NaN (inf - inf), and lse is +inf as the
+    reference has it (m = +inf selects it), not NaN."""
+    q, kv, idx, _ = prefill_case(2, 200, 16, 512, 128, seed=8)
+    q[1, 5] = 1e20  # (row 1, head 5) . a token whose elements are all large: a +inf FP32 logit
+    kv[int(idx[1, 0, 3]), 0] = 1e20
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    ref = reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    assert ref[2][1, 5] == float("inf")
+    for name, a, r, tol in zip(("out", "max_logits", "lse"), got, ref, (PREFILL_OUT, PREFILL_STAT, PREFILL_STAT),
+                               strict=True):
+        assert_close(a, r, tol, name)
