@@ -9,6 +9,14 @@
 #include <simt_api/asc_bf16.h>
 #include <simt_api/asc_fp16.h>
 
+// The twin's timeline sees a SIMT lane's plain arithmetic, math functions and UB accesses only as the kernel
+// declares them (deepjit simt_api/asc_simt.h); elsewhere the declaration is nothing. Counts per lane, by hand
+// from this source, as sparse_mla_vec.h counts (a division or modulo by a constant 2 instructions, by a
+// runtime value 4, expf / logf 15, an FP32 division 10).
+#ifndef DJ_SIMT_WORK
+#define DJ_SIMT_WORK(alu, ub_loads, ub_stores) ((void)0)
+#endif
+
 #ifndef FMLA_DQK
 #define FMLA_DQK 576
 #endif
@@ -66,9 +74,12 @@ __aicore__ inline float nan_max(float a, float b) { return a != a ? a : b != b ?
 __simt_vf__ __launch_bounds__(512) inline void clean_tile_vf(__ubuf__ elem_t* tile, uint32_t width,
                                                              uint32_t loaded, uint32_t nan_to_zero) {
   for (uint32_t i = threadIdx.x; i < kTileHalf * width; i += blockDim.x) {
+    DJ_SIMT_WORK(7, 0, 0);  // loop 2, the row 4, its compare
     if (i / width >= loaded) {
+      DJ_SIMT_WORK(1, 0, 1);
       tile[i] = FMLA_TO_ELEM(0.0f);
     } else if (nan_to_zero) {
+      DJ_SIMT_WORK(4, 1, 1);  // load, widening, compare, select (the store counted whether taken or not)
       const float v = FMLA_ELEM_VALUE(tile[i]);
       if (v != v) tile[i] = FMLA_TO_ELEM(0.0f);
     }
@@ -77,8 +88,13 @@ __simt_vf__ __launch_bounds__(512) inline void clean_tile_vf(__ubuf__ elem_t* ti
 
 // Rows r >= count of this core's [kRows, kDqk] Q block become zero (padding rows past the sequence).
 __simt_vf__ __launch_bounds__(512) inline void zero_rows_vf(__ubuf__ elem_t* q, uint32_t count) {
-  for (uint32_t i = threadIdx.x; i < kRows * kDqk; i += blockDim.x)
-    if (i / kDqk >= count) q[i] = FMLA_TO_ELEM(0.0f);
+  for (uint32_t i = threadIdx.x; i < kRows * kDqk; i += blockDim.x) {
+    DJ_SIMT_WORK(5, 0, 0);  // loop 2, the row 2, its compare
+    if (i / kDqk >= count) {
+      DJ_SIMT_WORK(1, 0, 1);
+      q[i] = FMLA_TO_ELEM(0.0f);
+    }
+  }
 }
 
 // The step's reference max of a row: the old one unless the step's max passes it by kRescaleSkip.
@@ -100,6 +116,8 @@ __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__
                                                                         int32_t p0, __ubuf__ float* part,
                                                                         float scale) {
   const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  // setup 3 and lim[r]; per key: loop 2, the limit compare 2, s load, scale, nan_max 4; part's store
+  DJ_SIMT_WORK(3 + kSegLen * 9 + 1, 1 + kSegLen, 1);
   float mx = neg_inf();
   for (uint32_t t = t0; t < t0 + kSegLen; ++t)
     if (p0 + int32_t(t) < lim[r]) mx = nan_max(mx, s[r * kTile + t] * scale);
@@ -111,6 +129,9 @@ __simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__
                                                                         __ubuf__ float* m, __ubuf__ elem_t* p,
                                                                         __ubuf__ float* psum, float scale) {
   const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
+  // setup 3; ref_max: m and the row's kSegs parts, nan_max 4 each, the skip test 5; lim[r]; per key: loop 2,
+  // the limit compare 2, s load, scale and subtract, expf, the sum, p's NZ address 5, rounding, store; psum
+  DJ_SIMT_WORK(3 + kSegs * 4 + 5 + 1 + kSegLen * (2 + 2 + 2 + 15 + 1 + 5 + 1), 2 + kSegs + kSegLen, kSegLen + 1);
   const float m_new = ref_max(m[r], part + r * kSegs);
   const bool none = m_new == neg_inf();
   float sum = 0.0f;
@@ -126,6 +147,8 @@ __simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float*
                                                                  __ubuf__ float* m, __ubuf__ float* l,
                                                                  __ubuf__ float* alpha) {
   const uint32_t r = threadIdx.x;
+  // ref_max, the psum loop (load, add, loop 2), the factor (compares 3, expf), l (load, fma): 3 stores
+  DJ_SIMT_WORK(kSegs * 4 + 5 + kSegs * 3 + 18 + 1, 1 + kSegs + kSegs + 1, 3);
   const float m_old = m[r], m_new = ref_max(m_old, part + r * kSegs);
   float sum = 0.0f;
   for (uint32_t c = 0; c < kSegs; ++c) sum += psum[r * kSegs + c];
@@ -140,6 +163,7 @@ __simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float*
 __simt_vf__ __launch_bounds__(1024) inline void rescale_vf(__ubuf__ float* acc, __ubuf__ float* o,
                                                            __ubuf__ float* alpha, uint32_t first) {
   for (uint32_t i = threadIdx.x; i < kRows * kDv; i += blockDim.x) {
+    DJ_SIMT_WORK(6, 3, 1);  // loop 2, the row, the compare, select, fma; alpha, acc, o; the store
     const float a = alpha[i / kDv];
     acc[i] = first ? o[i] : a == 1.0f ? acc[i] + o[i] : acc[i] * a + o[i];
   }
@@ -153,10 +177,14 @@ __simt_vf__ __launch_bounds__(1024) inline void finish_vf(__ubuf__ float* acc, _
                                                           __ubuf__ float* lse, uint32_t steps) {
   const float inf = bits_to_float(0x7F800000u);
   for (uint32_t i = threadIdx.x; i < kRows * kDv; i += blockDim.x) {
+    DJ_SIMT_WORK(19, 2, 1);  // loop 2, the row, compares 3, the division, rounding, i % kDv == 0 2; l, acc; out
     const uint32_t r = i / kDv;
     const bool empty = steps == 0 || l[r] == 0.0f;
     out[i] = FMLA_TO_ELEM(empty ? 0.0f : acc[i] / l[r]);
-    if (i % kDv == 0) lse[r * 8] = empty || m[r] == inf ? inf : m[r] + logf(l[r]);
+    if (i % kDv == 0) {
+      DJ_SIMT_WORK(18, 1, 1);  // m, its compare, logf and the add; the lse store
+      lse[r * 8] = empty || m[r] == inf ? inf : m[r] + logf(l[r]);
+    }
   }
 }
 
