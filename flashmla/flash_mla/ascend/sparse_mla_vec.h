@@ -1,7 +1,7 @@
-// flash_mla/ascend/sparse_mla_vec.h — the vector-core (SIMT) pieces of sparse_mla.asc: token
-// dequantisation into BF16 rows, the online-softmax step and the final normalisation, each an
-// asc_vf_call region over Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc
-// owns the UB map).
+// flash_mla/ascend/sparse_mla_vec.h — the vector-core pieces of sparse_mla.asc: token dequantisation
+// into BF16 rows and the online-softmax step (SIMT, asc_vf_call regions), the zeroing of an invalid
+// token's BF16 row and the final normalisation (SIMD), over Unified Buffer pointers (no on-chip base
+// literals here: sparse_mla.asc owns the UB map).
 //
 // Token formats (the FormatSpec codes of _operands.py, records in [data | scales] order; a
 // block-split record is gathered into that order): 0 = V3.2 (656 B: 512 e4m3, 4 fp32 scales one per
@@ -20,7 +20,7 @@
 // The twin's timeline sees a SIMT lane's plain arithmetic, math functions and UB reads only as the kernel
 // declares them (deepjit simt_api/asc_simt.h); elsewhere the declaration is nothing. The counts below are
 // per lane and by hand from this source (an estimate of what the compiler keeps: a division or modulo by a
-// constant as 2 instructions, expf / logf as 15 each, an FP32 division as 10).
+// constant as 2 instructions, expf as 15).
 #ifndef DJ_SIMT_WORK
 #define DJ_SIMT_WORK(alu, ub_loads, ub_stores) ((void)0)
 #endif
@@ -100,14 +100,15 @@ __aicore__ inline float e2m1_value(uint32_t c) {
 // load, format compares, BF16 rounding and store: the decoders above (e4m3_value ~12, e8m0_value ~3,
 // bf16_at / f32_at 3 / 6 after their 2 / 4 byte loads, e2m1_value ~6 with its table load).
 __aicore__ inline uint32_t dequant_alu(int32_t fmt) {
-  return fmt == kFmtBf16 ? 3u : fmt == kFmtFp8 ? 18u : fmt == kFmtFp4 ? 22u : fmt == kFmtV32 ? 22u : 19u;
+  return fmt == kFmtFp8 ? 18u : fmt == kFmtFp4 ? 22u : fmt == kFmtV32 ? 22u : 19u;
 }
 __aicore__ inline uint32_t dequant_loads(int32_t fmt) {
-  return fmt == kFmtBf16 ? 2u : fmt == kFmtFp8 ? 2u : fmt == kFmtFp4 ? 3u : fmt == kFmtV32 ? 5u : 2u;
+  return fmt == kFmtFp8 ? 2u : fmt == kFmtFp4 ? 3u : fmt == kFmtV32 ? 5u : 2u;
 }
 
-// Dims [0, kDqk) of `count` gathered records (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk);
-// a token with valid[t] == 0 becomes a zero row (its record was not loaded).
+// Dims [0, kDqk) of `count` gathered quantised records (raw + t * kRawSlot) as BF16 rows of kDqk
+// (k + t * kDqk); a token with valid[t] == 0 becomes a zero row (its record was not loaded). BF16 records
+// need no pass (sparse_mla.asc gather_finish).
 __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
                                                           __ubuf__ int32_t* valid, uint32_t count, int32_t fmt) {
   for (uint32_t i = threadIdx.x; i < count * kDqk; i += blockDim.x) {
@@ -118,9 +119,7 @@ __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw,
     const __ubuf__ uint8_t* r = raw + t * kRawSlot;
     float v = 0.0f;
     if (valid[t]) {
-      if (fmt == kFmtBf16) {
-        v = bf16_at(r + 2 * d);
-      } else if (fmt == kFmtFp8) {
+      if (fmt == kFmtFp8) {
         v = e4m3_value(r[d]) * e8m0_value(r[512 + d / 32]);
       } else if (fmt == kFmtFp4) {
         const uint32_t byte = r[d / 2];
@@ -130,7 +129,7 @@ __simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw,
       } else {  // MODEL1
         v = d < 448 ? e4m3_value(r[d]) * e8m0_value(r[576 + d / 64]) : bf16_at(r + 448 + 2 * (d - 448));
       }
-      if (fmt != kFmtBf16 && v != v) v = 0.0f;
+      if (v != v) v = 0.0f;
     }
     k[i] = __float2bfloat16_rn(v);
   }
@@ -245,13 +244,16 @@ __simt_vf__ __launch_bounds__(1024) inline void fold_vf(__ubuf__ float* acc, __u
 }
 
 // The outputs of this core's rows, by SIMD in two passes: finish_rows_vf, every row at once (one lane a
-// row): lse = m + log(l) (m the reference max l is relative to), +inf for a row without a valid token (l 0,
-// its m stays -inf) or with a +inf logit (m +inf, l NaN); the row's output factor f = 1 / l, divided by
-// 1 + exp(sink - lse) with a sink, 0 for a row without a valid token (selected last: its sink may be
-// +-inf). finish_out_vf: out = acc * f in BF16, 128 columns a step (even and odd columns widened apart,
-// rounded into BF16's even and odd elements and OR-ed back together).
+// row): lse = m + log(l) (m the reference max l is relative to), +inf for an empty row (l 0: no valid
+// token, or only -inf logits; its m stays -inf) or with a +inf logit (m +inf, l NaN); the row's output
+// factor f = 1 / l, divided by 1 + exp(sink - lse) with a sink; and its `keep` flag, 0 for an empty row.
+// finish_out_vf: out = acc * f in BF16, 128 columns a step (even and odd columns widened apart, rounded
+// into BF16's even and odd elements and OR-ed back together), 0 where keep is 0: an empty row's acc may
+// hold 0 x inf = NaN from P . V over -inf V rows, and its out is 0 as the reference's.
+constexpr uint32_t kKeepOffset = 64;  // floats from the factors to the keep flags (32-byte aligned)
 __simd_vf__ inline void finish_rows_vf(__ubuf__ float* m, __ubuf__ float* l, __ubuf__ float* sink, int32_t has_sink,
                                        __ubuf__ float* lse, __ubuf__ float* factor) {
+  static_assert(kRows <= kKeepOffset, "finish_rows_vf: one lane a row, the flags behind the factors");
   uint32_t rows = kRows;
   const vector_bool live = asc_update_mask_b32(rows);
   vector_float mv, lv, row_lse, f, inf, one, zero;
@@ -276,22 +278,31 @@ __simd_vf__ inline void finish_rows_vf(__ubuf__ float* m, __ubuf__ float* l, __u
     asc_add(d, d, one, live);
     asc_div(f, f, d, live);
   }
-  asc_select(f, zero, f, empty);
+  vector_float keep;
+  asc_select(keep, zero, one, empty);
   asc_storealign(lse, row_lse, live);
   asc_storealign(factor, f, live);
+  asc_storealign(factor + kKeepOffset, keep, live);
 }
 
 __simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* factor, __ubuf__ bfloat16_t* out) {
   const vector_bool all = asc_create_mask_b16(PAT_ALL);  // every lane of either width
   static_assert(kD % 128 == 0, "finish_out_vf: 128 columns a step");
+  vector_float zero;
+  asc_duplicate_scalar(zero, 0.0f, all);
   for (uint32_t r = 0; r < kRows; ++r) {
-    vector_float f;
+    vector_float f, keep;
     asc_loadalign_brc_elem(f, factor, int32_t(r));
+    asc_loadalign_brc_elem(keep, factor, int32_t(kKeepOffset + r));
+    vector_bool empty;
+    asc_eq_scalar(empty, keep, 0.0f, all);
     for (uint32_t c = 0; c < kD; c += 128) {
       vector_float even, odd;
       asc_loadalign_deintlv(even, odd, acc, int32_t(r * kD + c));
       asc_mul(even, even, f, all);
       asc_mul(odd, odd, f, all);
+      asc_select(even, zero, even, empty);
+      asc_select(odd, zero, odd, empty);
       vector_bfloat16_t lo, hi;
       asc_float2bfloat16_rn(lo, even, all);
       asc_float2bfloat16_rn_v2(hi, odd, all);
@@ -301,6 +312,5 @@ __simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* facto
     }
   }
 }
-static_assert(kRows <= 64, "finish_rows_vf: one lane a row");
 
 }  // namespace fmla_ascend

@@ -37,7 +37,6 @@ def test_decode_nan_logit_gives_a_nan_row():
     assert not out[0].isnan().any()
 
 
-
 def test_prefill_inf_logit_gives_an_inf_lse():
     """A +inf logit: the row's reference max is +inf and its sum NaN (inf - inf), and lse is +inf as the
     reference has it (m = +inf selects it), not NaN."""

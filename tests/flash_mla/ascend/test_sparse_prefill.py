@@ -138,3 +138,19 @@ def test_an_invalid_tokens_row_never_reads_the_slots_last_record(monkeypatch):
     got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
     _compare(got, reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None))
     assert bool(got[0][0].isnan().all()) and bool(got[0][1].isfinite().all())
+
+
+def test_a_row_of_minus_inf_logits_is_empty_even_over_infinite_values():
+    """Row 1's tokens are all -inf kv rows and its q positive: every logit is -inf, so the row is empty (out 0,
+    lse +inf, as the reference's) although its P . V accumulates 0 x -inf = NaN."""
+    g = torch.Generator().manual_seed(12)
+    s_q, s_kv, topk, h_q = 2, 128, 64, 16
+    q = (torch.randn(s_q, h_q, 512, generator=g) / 10).bfloat16()
+    q[1] = 0.5
+    kv = (torch.randn(s_kv, 1, 512, generator=g) / 10).bfloat16()
+    kv[64:] = float("-inf")
+    idx = torch.stack([torch.arange(topk), torch.arange(topk) + 64]).to(torch.int32).view(s_q, 1, topk)
+    got = sparse_attn.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    ref = reference.sparse_prefill(q, kv, idx, 0.5, 512, None, None)
+    _compare(got, ref)
+    assert bool((got[0][1] == 0).all()) and bool((got[2][1] == math.inf).all())
