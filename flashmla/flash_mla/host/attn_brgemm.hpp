@@ -21,11 +21,33 @@ namespace brg {
 
 constexpr int kMinRun = 16;   // equally spaced rows read in place from this many on (fewer: copied)
 
-// Q of one row as VNNI words [dqk / 2][Hp]; zero for heads past H.
+#ifdef DJ_HAVE_AVX512
+// 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
+DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
+    __m512i v[16], t[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
+    dj::gemm::transpose16_words(v, t);
+    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
+}
+#endif
+
+// Q of one row as VNNI words [dqk / 2][Hp]; zero for heads past H. Transposed 16 x 16 words at a
+// time where it can: word by word this was about 5 % of the sparse decode.
 inline void pack_q(uint32_t* qw, const uint16_t* const* qv, int H, int Hp, int dqk) {
-    for (int p = 0; p < dqk / 2; ++p) {
+    const int np = dqk / 2;
+    int h0 = 0;
+#ifdef DJ_HAVE_AVX512
+    for (; h0 + 16 <= H && np % 16 == 0; h0 += 16)
+        for (int p0 = 0; p0 < np; p0 += 16) {
+            __m512i v[16], t[16];
+            for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(qv[h0 + i] + 2 * p0);
+            dj::gemm::transpose16_words(v, t);
+            for (int c = 0; c < 16; ++c) _mm512_storeu_si512(qw + (int64_t)(p0 + c) * Hp + h0, t[c]);
+        }
+#endif
+    for (int p = 0; p < np; ++p) {
         uint32_t* dst = qw + (int64_t)p * Hp;
-        for (int h = 0; h < H; ++h) std::memcpy(dst + h, qv[h] + 2 * p, 4);
+        for (int h = h0; h < H; ++h) std::memcpy(dst + h, qv[h] + 2 * p, 4);
         for (int h = H; h < Hp; ++h) dst[h] = 0;
     }
 }
@@ -41,10 +63,10 @@ inline int run_end(const uint16_t* const* rows, int i, int n, int64_t* stride) {
     return j;
 }
 
-// S^T[t][h] (scaled by scale_log2) for the block's nt rows krow[0..nt); kb: BT slots of MAX_DQK.
+// S^T[t][h] (unscaled: the softmax applies the scale) for the block's nt rows krow[0..nt); kb: BT slots of MAX_DQK.
 // False after an error was reported.
 inline bool qk_block(const uint16_t* const* krow, int nt, int dqk, int Hp, const uint32_t* qw, uint16_t* kb,
-                     float scale_log2, float* s) {
+                     float* s) {
     const auto slot = [&](int t) { return kb + (int64_t)t * MAX_DQK; };
     const auto product = [&](int i, int j, const uint16_t* a, int64_t lda) {
         return dj::brgemm::gemm(j - i, Hp, dqk, a, lda, qw, Hp, s + (int64_t)i * Hp, Hp, false);
@@ -69,15 +91,7 @@ inline bool qk_block(const uint16_t* const* krow, int nt, int dqk, int Hp, const
         if (stretch < 0) stretch = i;
         i = end;
     }
-    if (stretch >= 0 && !product(stretch, nt, slot(stretch), MAX_DQK)) return false;
-    const int64_t count = (int64_t)nt * Hp;
-    int64_t e = 0;
-#ifdef DJ_HAVE_AVX512
-    const __m512 sc = _mm512_set1_ps(scale_log2);
-    for (; e + 16 <= count; e += 16) _mm512_storeu_ps(s + e, _mm512_mul_ps(_mm512_loadu_ps(s + e), sc));
-#endif
-    for (; e < count; ++e) s[e] *= scale_log2;
-    return true;
+    return stretch < 0 || product(stretch, nt, slot(stretch), MAX_DQK);
 }
 
 // V of the block as VNNI words [nt / 2][dv] (rows ldv words apart): word [j][d] = (V[2j][d], V[2j+1][d]).
@@ -98,15 +112,6 @@ inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv, in
     }
 }
 
-#ifdef DJ_HAVE_AVX512
-// 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
-DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-    __m512i v[16], t[16];
-    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
-    dj::gemm::transpose16_words(v, t);
-    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
-}
-#endif
 
 // P rows for brgemm: pw[h][j] (rows of BT / 2 words = BT bf16) = pp[j][h] (the softmax's token-pair
 // words [nt / 2][Hp]), h < H.
@@ -125,12 +130,11 @@ inline void transpose_p(const uint32_t* pp, int nt, int Hp, int H, uint32_t* pw)
         for (int j = 0; j < np; ++j) pw[(int64_t)h * (BT / 2) + j] = pp[(int64_t)j * Hp + h];
 }
 
-// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H (O's rows and packed V's ld apart). False
-// after an error was reported.
-inline bool pv_block(const uint32_t* pp, const uint16_t* const* vrow, int nt, int H, int Hp, int dv, int ld,
-                     const float* rescale, uint32_t* pw, uint32_t* vw, float* o) {
+// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H, V packed by pack_v into vw (O's rows and
+// packed V's ld apart). False after an error was reported.
+inline bool pv_block(const uint32_t* pp, int nt, int H, int Hp, int dv, int ld, const float* rescale, uint32_t* pw,
+                     const uint32_t* vw, float* o) {
     transpose_p(pp, nt, Hp, H, pw);
-    pack_v(vw, vrow, nt, dv, ld);
     for (int h = 0; h < H; ++h) {
         const float r = rescale[h];
         if (r == 1.0f) continue;   // the running max did not move
