@@ -85,6 +85,33 @@ DJ_INLINE void e2m1_chunk(uint16_t* dst, const uint8_t* src, float scale) {
     const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(bytes), shift), _mm512_set1_epi32(15));
     store_bf16x16(dst, _mm512_mul_ps(_mm512_permutexvar_ps(codes, table), _mm512_set1_ps(scale)), scale);
 }
+#if defined(DJ_HAVE_AVX512_BF16)
+// 32 E4M3 codes times an FP32 scale whose products are normal (|scale| >= 2^-110), the values of
+// e4m3_chunk: each code's exact FP32 value is formed on the bits (a table for the 7 subnormal codes),
+// so a chunk costs about half of e4m3x16_to_f32's path (V3.2's dequantisation).
+DJ_INLINE void e4m3_scaled_chunk32(uint16_t* dst, const uint8_t* src, __m512 scale) {
+    // FP32 bits of m * 2^-9 for the subnormal codes m = 1..7 (m = 0 stays 0)
+    const __m512i subnormal = _mm512_setr_epi32(0, 0x3B000000, 0x3B800000, 0x3BC00000, 0x3C000000, 0x3C200000,
+                                                0x3C400000, 0x3C600000, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i bytes = _mm256_loadu_si256((const __m256i*)src);
+    __m512 x[2];
+    for (int half = 0; half < 2; ++half) {
+        const __m512i c = _mm512_cvtepu8_epi32(half ? _mm256_extracti128_si256(bytes, 1) : _mm256_castsi256_si128(bytes));
+        const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi32(0x7F));
+        // normal codes: the exponent rebased by 127 - 7, the 3 mantissa bits on top of FP32's 23
+        __m512i v = _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23));
+        v = _mm512_mask_permutexvar_epi32(v, _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(8)), mag, subnormal);
+        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
+        const __m512 p = _mm512_mul_ps(_mm512_castsi512_ps(v), scale);
+        x[half] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, p, _CMP_ORD_Q), p);   // NaN (a NaN scale) -> 0
+    }
+    // NaN codes -> +0, as the FP32 path sanitises them
+    const __mmask32 code_ok = _mm256_cmpneq_epi8_mask(_mm256_and_si256(bytes, _mm256_set1_epi8(0x7F)),
+                                                      _mm256_set1_epi8(0x7F));
+    _mm512_storeu_si512(dst, _mm512_maskz_mov_epi16(code_ok, (__m512i)_mm512_cvtne2ps_pbh(x[1], x[0])));
+}
+#endif
+
 // `chunks` runs of 32 E4M3 codes, run i times the power of two 2^(e - 127) of UE8M0 scale byte
 // e = scales[i / per_scale]. Where every product is a normal BF16 (10 <= e <= 246 for all the
 // token's scales) it is exact, so it is formed on the bits: the BF16 bits of the code's value (its
@@ -156,6 +183,12 @@ inline void dequant_token(const CacheDesc& c, int64_t t, uint16_t* dst) {
     case V32_FP8: {
         float s[4];
         std::memcpy(s, scales, 16);
+#if defined(DJ_HAVE_AVX512_BF16)
+        if (std::fabs(s[0]) >= 0x1p-110f && std::fabs(s[1]) >= 0x1p-110f && std::fabs(s[2]) >= 0x1p-110f &&
+            std::fabs(s[3]) >= 0x1p-110f) {
+            for (int i = 0; i < 16; ++i) e4m3_scaled_chunk32(dst + 32 * i, data + 32 * i, _mm512_set1_ps(s[i / 4]));
+        } else
+#endif
         for (int i = 0; i < 32; ++i) e4m3_chunk(dst + 16 * i, data + 16 * i, s[i / 8]);
         copy_bf16(dst + 512, data + 528, 64);  // the RoPE part follows the scales in the record
         break;
