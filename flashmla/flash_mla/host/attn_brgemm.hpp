@@ -1,13 +1,14 @@
 // The attention engine's two products on the brgemm matrix engine (deepjit/host/brgemm.hpp: oneDNN's
 // micro-kernel, AMX tiles where the CPU has them). Included by attn_engine.hpp under DJ_HAVE_BRGEMM.
 //   QK: S^T[t][h] = K[t] . Q[h]   A = the block's K rows (BF16, K contiguous), B = Q in VNNI words
-//       of the full head width (word [p][h] = (q[h][2p], q[h][2p+1])), C = S^T [nt][Hp].
+//       of the full head width (word [p][h] = (q[h][2p], q[h][2p+1])), C = S^T [nt][Hp] (unscaled).
 //       brgemm wants A rows equally spaced: runs of equally spaced rows (a page of a dense cache, a
 //       varlen sequence, the decode's dequantised rows) are read in place, any other row is copied
 //       into its slot of the kb scratch (gathered prefill tokens, the zero rows of invalid tokens).
 //   PV: O[h][:] = O[h][:] * rescale[h] + P[h][:] . V   A = P as BF16 rows [h][t] (the softmax's
-//       token-pair words transposed), B = V in VNNI words of the full d_v width, C = O (accumulated
-//       after the rescale); O's and packed V's rows are Shape::ldo() = d_v + O_PAD apart.
+//       token-pair words transposed), B = V in VNNI words of the full d_v width (pack_v, called by
+//       the engine as the rows are filled), C = O (accumulated after the rescale); O's and packed
+//       V's rows are Shape::ldo() = d_v + O_PAD apart.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +21,6 @@ namespace fmla {
 namespace brg {
 
 constexpr int kMinRun = 16;   // equally spaced rows read in place from this many on (fewer: copied)
-
-#ifdef DJ_HAVE_AVX512
-// 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
-DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-    __m512i v[16], t[16];
-    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
-    dj::gemm::transpose16_words(v, t);
-    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
-}
-#endif
 
 // Q of one row as VNNI words [dqk / 2][Hp]; zero for heads past H. Transposed 16 x 16 words at a
 // time where it can: word by word this was about 5 % of the sparse decode.
@@ -63,8 +54,8 @@ inline int run_end(const uint16_t* const* rows, int i, int n, int64_t* stride) {
     return j;
 }
 
-// S^T[t][h] (unscaled: the softmax applies the scale) for the block's nt rows krow[0..nt); kb: BT slots of MAX_DQK.
-// False after an error was reported.
+// S^T[t][h] (unscaled: the softmax applies the scale) for the block's nt rows krow[0..nt); kb: BT
+// slots of MAX_DQK. False after an error was reported.
 inline bool qk_block(const uint16_t* const* krow, int nt, int dqk, int Hp, const uint32_t* qw, uint16_t* kb,
                      float* s) {
     const auto slot = [&](int t) { return kb + (int64_t)t * MAX_DQK; };
@@ -112,6 +103,15 @@ inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv, in
     }
 }
 
+#ifdef DJ_HAVE_AVX512
+// 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
+DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
+    __m512i v[16], t[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
+    dj::gemm::transpose16_words(v, t);
+    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
+}
+#endif
 
 // P rows for brgemm: pw[h][j] (rows of BT / 2 words = BT bf16) = pp[j][h] (the softmax's token-pair
 // words [nt / 2][Hp]), h < H.

@@ -12,7 +12,8 @@
 //   4. O[h][:] = O[h][:] * rescale[h] + P[h][t] V[t][:]  on the same micro-kernel in its rescale mode:
 //      P is broadcast as token pairs, V is packed into K-pair panels of 32 dims (8 heads x 32 dims).
 // On the brgemm matrix engine (DJ_HAVE_BRGEMM) steps 2 and 4 run on oneDNN's micro-kernel instead,
-// one call per product of the block (attn_brgemm.hpp); the softmax and the rest are the same code.
+// one call per product of the block (attn_brgemm.hpp); S comes out unscaled (the softmax scales it),
+// and V is packed as its rows arrive in step 1. The softmax and the rest are the same code.
 // Threads take (row, KV split) items; when there are fewer rows than threads a row's blocks are split
 // and the partial results merged by log-sum-exp.
 #pragma once
