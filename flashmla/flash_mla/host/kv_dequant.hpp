@@ -106,8 +106,8 @@ DJ_INLINE void e4m3_scaled_chunk32(uint16_t* dst, const uint8_t* src, __m512 sca
         x[half] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, p, _CMP_ORD_Q), p);   // NaN (a NaN scale) -> 0
     }
     // NaN codes -> +0, as the FP32 path sanitises them
-    const __mmask32 code_ok = _mm256_cmpneq_epi8_mask(_mm256_and_si256(bytes, _mm256_set1_epi8(0x7F)),
-                                                      _mm256_set1_epi8(0x7F));
+    const __mmask32 code_ok = _mm512_cmpneq_epi16_mask(
+        _mm512_and_si512(_mm512_cvtepu8_epi16(bytes), _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7F));
     _mm512_storeu_si512(dst, _mm512_maskz_mov_epi16(code_ok, (__m512i)_mm512_cvtne2ps_pbh(x[1], x[0])));
 }
 #endif
