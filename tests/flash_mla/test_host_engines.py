@@ -153,3 +153,30 @@ def test_fp8_dequantisation_every_code_and_scale(engine, placement):
     assert kept.float().mean() > 0.8
     got = out[:, 0]
     assert all(torch.equal(got[:, h][kept], v[kept]) for h in (0, 63))
+
+
+# FP32 scales of V3.2 tiles: products normal or not (below 2^-110 the one-instruction BF16 conversion
+# would flush them), rounding in BF16, and negative
+V32_SCALES = [1.0, 0.1, 3.7e-3, 2.0 ** -115, 1.0e-35, 1.0e3, 7.25e30, -0.3]
+
+
+def test_fp8_dequantisation_v32_every_code_and_scale(engine):
+    # as above for V3.2 FP8 (4 FP32 scales of 128 codes each): every code meets every scale
+    fmt = KVCacheFormat.V32_FP8
+    cache = make_cache(fmt, 2, 8, seed=4)
+    flat, p = _flat_bytes(cache), cache.shape[1]
+    codes = torch.arange(256, dtype=torch.uint8).repeat(2)
+    for t in range(16):
+        data = (t // p) * cache.stride(0) + (t % p) * 656
+        flat[data:data + 512] = codes.roll(128 * (t // 8))
+        scales = torch.tensor([V32_SCALES[(t + j) % 8] for j in range(4)], dtype=torch.float32)
+        flat[data + 512:data + 528] = scales.view(torch.uint8)
+    idx = torch.arange(16, dtype=torch.int32).view(16, 1, 1)
+    q = torch.zeros(16, 1, 64, 576, dtype=torch.bfloat16)
+    meta, _ = flash_mla.get_mla_metadata()
+    out, _ = flash_mla.flash_mla_with_kvcache(q, cache, None, None, 512, meta, None, None, False, True, idx)
+    v = flash_mla.dequantize_k_cache(cache, fmt).view(-1, 576)[:16, :512].nan_to_num(nan=0.0)
+    kept = (v.abs() >= 2.0 ** -126) | (v == 0)
+    assert kept.float().mean() > 0.7
+    got = out[:, 0]
+    assert all(torch.equal(got[:, h][kept], v[kept]) for h in (0, 63))

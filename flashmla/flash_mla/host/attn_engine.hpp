@@ -12,7 +12,8 @@
 //   4. O[h][:] = O[h][:] * rescale[h] + P[h][t] V[t][:]  on the same micro-kernel in its rescale mode:
 //      P is broadcast as token pairs, V is packed into K-pair panels of 32 dims (8 heads x 32 dims).
 // On the brgemm matrix engine (DJ_HAVE_BRGEMM) steps 2 and 4 run on oneDNN's micro-kernel instead,
-// one call per product of the block (attn_brgemm.hpp); the softmax and the rest are the same code.
+// one call per product of the block (attn_brgemm.hpp); S comes out unscaled (the softmax scales it),
+// and V is packed as its rows arrive in step 1. The softmax and the rest are the same code.
 // Threads take (row, KV split) items; when there are fewer rows than threads a row's blocks are split
 // and the partial results merged by log-sum-exp.
 #pragma once
@@ -144,72 +145,104 @@ inline void pack_v(uint32_t* vp, const uint16_t* const* vrow, int nt, int dv) {
     }
 }
 
-// Causal masking: head h may attend token number tok0 + t only while tok0 + t <= limit[h].
-inline void mask_block(float* s, int nt, int Hp, int64_t tok0, const int32_t* limit) {
+// Causal masking: head h may attend token number tok0 + t only while tok0 + t <= limit[h]; the
+// visible logits are multiplied by `scale` (the softmax then takes scale 1: a masked -inf must not
+// meet a zero scale).
+inline void mask_block(float* s, int nt, int Hp, int64_t tok0, const int32_t* limit, float scale) {
     for (int t = 0; t < nt; ++t) {
         float* row = s + (int64_t)t * Hp;
 #ifdef FMLA_VECTOR
         const __m512i pos = _mm512_set1_epi32((int32_t)(tok0 + t));
+        const __m512 sc = _mm512_set1_ps(scale);
         for (int h = 0; h < Hp; h += 16) {
             const __mmask16 hide = _mm512_cmplt_epi32_mask(_mm512_loadu_si512(limit + h), pos);
-            _mm512_storeu_ps(row + h, _mm512_mask_mov_ps(_mm512_loadu_ps(row + h), hide, _mm512_set1_ps(NEG_INF)));
+            _mm512_storeu_ps(row + h, _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_loadu_ps(row + h), sc), hide,
+                                                         _mm512_set1_ps(NEG_INF)));
         }
 #else
-        for (int h = 0; h < Hp; ++h)
-            if (limit[h] < tok0 + t) row[h] = NEG_INF;
+        for (int h = 0; h < Hp; ++h) row[h] = limit[h] < tok0 + t ? NEG_INF : row[h] * scale;
 #endif
     }
 }
 
 // ---- online softmax over one block, across heads --------------------------------------------------
-// s: S^T [nt][Hp] in base-2 logits; valid[t]: token usable. Updates m (running max) and l (running
-// sum), writes the per-head rescale of O and P as bf16 token pairs pp[nt/2][Hp].
-inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, float* m, float* l, float* rescale,
-                          uint32_t* pp) {
+// s: S^T [nt][Hp] logits, times `scale` in base 2 (the brgemm path scales here, saving a pass over
+// S); valid[t]: token usable. Updates m (running max) and l (running sum), writes the per-head
+// rescale of O and P as bf16 token pairs pp[nt/2][Hp].
 #ifdef FMLA_VECTOR
-    for (int h = 0; h < Hp; h += 16) {
-        // The running max propagates NaN like torch.amax (max_ps alone would drop it).
-        __m512 mx = _mm512_set1_ps(NEG_INF);
-        __mmask16 nan = 0;
-        for (int t = 0; t < nt; ++t)
-            if (valid[t]) {
-                const __m512 x = _mm512_loadu_ps(s + (int64_t)t * Hp + h);
-                mx = _mm512_max_ps(mx, x);
-                nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-            }
-        const __m512 m_old = _mm512_loadu_ps(m + h);
-        nan |= _mm512_cmp_ps_mask(m_old, m_old, _CMP_UNORD_Q);
-        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx), nan, _mm512_set1_ps(NAN));
-        const __mmask16 none = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(NEG_INF), _CMP_EQ_OQ);
-        const __m512 m_use = _mm512_mask_mov_ps(m_new, none, _mm512_setzero_ps());
-        const __m512 r = exp2_ps(_mm512_sub_ps(m_old, m_use));
-        __m512 sum = _mm512_setzero_ps();
-        for (int t = 0; t < nt; t += 2) {
-            __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(s + (int64_t)t * Hp + h), m_use));
-            __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(s + (int64_t)(t + 1) * Hp + h), m_use));
-            if (!valid[t]) p0 = _mm512_setzero_ps();
-            if (!valid[t + 1]) p1 = _mm512_setzero_ps();
-            sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));
-            const __m512i b0 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p0));
-            const __m512i b1 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p1));
-            _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + h, _mm512_or_si512(b0, _mm512_slli_epi32(b1, 16)));
-        }
-        _mm512_storeu_ps(m + h, m_new);
-        _mm512_storeu_ps(l + h, _mm512_fmadd_ps(_mm512_loadu_ps(l + h), r, sum));
-        _mm512_storeu_ps(rescale + h, r);
+// NC chunks of 16 heads at once, so that S is read along its rows.
+template <int NC>
+DJ_INLINE void softmax_heads(const float* s, const uint8_t* valid, bool all_valid, int nt, int Hp, __m512 sc,
+                             float* m, float* l, float* rescale, uint32_t* pp) {
+    // bf16 words of two vectors p0, p1 after cvtne2ps (p0 low) -> 32-bit words (p0[i], p1[i])
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i abs_bits = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512 mx[NC], m_use[NC], sum[NC];
+    __m512i mag[NC];   // largest |x| bits: above +inf's means a NaN was seen (max_ps alone drops NaN)
+    for (int c = 0; c < NC; ++c) {
+        mx[c] = _mm512_set1_ps(NEG_INF);
+        mag[c] = _mm512_setzero_si512();
     }
+    for (int t = 0; t < nt; ++t)
+        if (all_valid || valid[t])
+            for (int c = 0; c < NC; ++c) {
+                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + (int64_t)t * Hp + 16 * c), sc);
+                mx[c] = _mm512_max_ps(mx[c], x);
+                mag[c] = _mm512_max_epu32(mag[c], _mm512_and_si512(_mm512_castps_si512(x), abs_bits));
+            }
+    for (int c = 0; c < NC; ++c) {
+        // the running max propagates NaN like torch.amax
+        const __m512 m_old = _mm512_loadu_ps(m + 16 * c);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag[c], _mm512_set1_epi32(0x7F800000)) |
+                              _mm512_cmp_ps_mask(m_old, m_old, _CMP_UNORD_Q);
+        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx[c]), nan, _mm512_set1_ps(NAN));
+        const __mmask16 none = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(NEG_INF), _CMP_EQ_OQ);
+        m_use[c] = _mm512_mask_mov_ps(m_new, none, _mm512_setzero_ps());
+        _mm512_storeu_ps(m + 16 * c, m_new);
+        _mm512_storeu_ps(rescale + 16 * c, exp2_ps(_mm512_sub_ps(m_old, m_use[c])));
+        sum[c] = _mm512_setzero_ps();
+    }
+    for (int t = 0; t < nt; t += 2)
+        for (int c = 0; c < NC; ++c) {
+            const float* row = s + (int64_t)t * Hp + 16 * c;
+            __m512 p0 = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(row), sc, m_use[c]));
+            __m512 p1 = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(row + Hp), sc, m_use[c]));
+            if (!all_valid) {
+                if (!valid[t]) p0 = _mm512_setzero_ps();
+                if (!valid[t + 1]) p1 = _mm512_setzero_ps();
+            }
+            sum[c] = _mm512_add_ps(sum[c], _mm512_add_ps(p0, p1));
+            _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + 16 * c,
+                                _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(p1, p0)));
+        }
+    for (int c = 0; c < NC; ++c)
+        _mm512_storeu_ps(l + 16 * c, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * c), _mm512_loadu_ps(rescale + 16 * c),
+                                                     sum[c]));
+}
+#endif
+
+inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
+                          float* rescale, uint32_t* pp) {
+#ifdef FMLA_VECTOR
+    bool all_valid = true;
+    for (int t = 0; t < nt; ++t) all_valid &= valid[t] != 0;
+    const __m512 sc = _mm512_set1_ps(scale);
+    int h = 0;
+    for (; h + 64 <= Hp; h += 64) softmax_heads<4>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+    for (; h < Hp; h += 16) softmax_heads<1>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
 #else
     for (int h = 0; h < Hp; ++h) {
         float mx = NEG_INF;
         for (int t = 0; t < nt; ++t)
-            if (valid[t]) mx = nan_max(mx, s[(int64_t)t * Hp + h]);
+            if (valid[t]) mx = nan_max(mx, s[(int64_t)t * Hp + h] * scale);
         const float m_new = nan_max(m[h], mx);
         const float m_use = m_new == NEG_INF ? 0.0f : m_new;
         const float r = exp2_scalar(m[h] - m_use);
         float sum = 0.0f;
         for (int t = 0; t < nt; t += 2) {
-            const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] - m_use) : 0.0f;
-            const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] - m_use) : 0.0f;
+            const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] * scale - m_use) : 0.0f;
+            const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] * scale - m_use) : 0.0f;
             sum += p0 + p1;
             pp[(int64_t)(t / 2) * Hp + h] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
         }
@@ -309,17 +342,33 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         const int64_t t0 = blk * BT;
         const int n = (int)std::min<int64_t>(BT, ntok - t0);
         const int nt = (n + TILE_T - 1) / TILE_T * TILE_T;
-        src.fill(row, t0, n, krow, vrow, valid, kb);
-        // gathered tokens are random accesses: fetch the next block's while this one computes, a few
-        // tokens per tile so the outstanding misses stay within what the core can track
         const int next_n = blk + 1 < blk_end ? (int)std::min<int64_t>(BT, ntok - t0 - BT) : 0;
+#ifdef DJ_HAVE_BRGEMM
+        // V is packed 16 tokens at a time right after their K rows arrive, while those are in L1
+        // (3 % of the sparse decode against packing the block's rows from L2 later)
+        int packed = 0;
+        for (int c = 0; c < n; c += 16) {
+            const int k = std::min(16, n - c);
+            src.fill(row, t0 + c, k, krow + c, vrow + c, valid + c, kb + (int64_t)c * MAX_DQK);
+            const int upto = (c + k) & ~1;
+            brg::pack_v(vp + (int64_t)(packed / 2) * sh.ldo(), vrow + packed, upto - packed, sh.dv, sh.ldo());
+            packed = upto;
+        }
+#else
+        src.fill(row, t0, n, krow, vrow, valid, kb);
+#endif
         for (int t = n; t < nt; ++t) {
             krow[t] = vrow[t] = kZeroRow;
             valid[t] = 0;
         }
+#ifdef DJ_HAVE_BRGEMM
+        brg::pack_v(vp + (int64_t)(packed / 2) * sh.ldo(), vrow + packed, nt - packed, sh.dv, sh.ldo());
+#endif
         bool any = false;
         for (int t = 0; t < n; ++t) any |= valid[t] != 0;
         if (!any) continue;
+        // gathered tokens are random accesses: fetch the next block's while this one computes, a few
+        // tokens per tile so the outstanding misses stay within what the core can track
 #ifdef DJ_HAVE_BRGEMM
         // one call per product: the next block's tokens are asked for in thirds between the steps
         const auto prefetch_third = [&](int k) {
@@ -327,12 +376,12 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
             if (b > a) src.prefetch(row, t0 + BT + a, b - a);
         };
         prefetch_third(0);
-        if (!brg::qk_block(krow, nt, sh.dqk, sh.Hp, qp, kb, sh.scale_log2, s)) return;
+        if (!brg::qk_block(krow, nt, sh.dqk, sh.Hp, qp, kb, s)) return;
         prefetch_third(1);
-        if (limit) mask_block(s, nt, sh.Hp, t0, limit);
-        softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
+        if (limit) mask_block(s, nt, sh.Hp, t0, limit, sh.scale_log2);
+        softmax_block(s, valid, nt, sh.Hp, limit ? 1.0f : sh.scale_log2, m, l, rescale, pp);
         prefetch_third(2);
-        if (!brg::pv_block(pp, vrow, nt, sh.H, sh.Hp, sh.dv, sh.ldo(), rescale, pw, vp, o)) return;
+        if (!brg::pv_block(pp, nt, sh.H, sh.Hp, sh.dv, sh.ldo(), rescale, pw, vp, o)) return;
 #else
         for (int t0l = 0; t0l < nt; t0l += TILE_T) {
             if (t0l < next_n) src.prefetch(row, t0 + BT + t0l, std::min(TILE_T, next_n - t0l));
@@ -340,8 +389,8 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
                 dj::gemm::micro_kernel_rows<TILE_T, dj::gemm::Combine::Promote>(
                     np, krow + t0l, qp + (int64_t)h * np, s + (int64_t)t0l * sh.Hp + h, sh.Hp, false, scale, kOnes);
         }
-        if (limit) mask_block(s, nt, sh.Hp, t0, limit);
-        softmax_block(s, valid, nt, sh.Hp, m, l, rescale, pp);
+        if (limit) mask_block(s, nt, sh.Hp, t0, limit, 1.0f);
+        softmax_block(s, valid, nt, sh.Hp, 1.0f, m, l, rescale, pp);  // the S tile applied the scale
         pack_v(vp, vrow, nt, sh.dv);
         for (int d = 0; d < sh.dv; d += TILE_H)
             for (int h = 0; h < sh.Hp; h += TILE_T)
