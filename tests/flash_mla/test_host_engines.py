@@ -123,14 +123,17 @@ def test_sparse_decode_tails(engine, fmt, h_q, topk):
 
 
 # UE8M0 scale bytes spanning the BF16-exact fast path (10 ..= 246) and the FP32 path either side;
-# 246 keeps the largest code (448) finite.
+# 246 keeps the largest code (448) finite. A token takes the fast path only when all its 16 scale bytes
+# are in range: tokens 0..7 roll IN_RANGE, tokens 8..15 roll SCALE_BYTES (the FP32 path).
 SCALE_BYTES = [0, 1, 5, 9, 10, 11, 30, 60, 100, 127, 150, 200, 230, 240, 245, 246]
+IN_RANGE = [10, 11, 20, 30, 45, 60, 80, 100, 115, 127, 150, 200, 230, 240, 245, 246]
 
 
 @pytest.mark.parametrize("placement", ["interleaved", "block_split"])
 def test_fp8_dequantisation_every_code_and_scale(engine, placement):
-    # 16 tokens of V4.1 FP8 (32 codes per scale byte): every code meets every scale byte once; a zero
-    # query makes each row's one valid token weigh 1, so out is its dequantised V exactly
+    # 16 tokens of V4.1 FP8 (32 codes per scale byte, each code twice a token): every code meets every
+    # byte of IN_RANGE (tokens 0..7) and of SCALE_BYTES (8..15); a zero query makes each row's one valid
+    # token weigh 1, so out is its dequantised V exactly
     fmt = KVCacheFormat.V41_FP8
     cache = make_cache(fmt, 2, 8, placement, seed=3)
     flat, p = _flat_bytes(cache), cache.shape[1]
@@ -140,7 +143,7 @@ def test_fp8_dequantisation_every_code_and_scale(engine, placement):
         data = base + slot * (528 if placement == "interleaved" else 512)
         scales = data + 512 if placement == "interleaved" else base + p * 512 + slot * 16
         flat[data:data + 512] = codes
-        flat[scales:scales + 16] = torch.tensor(SCALE_BYTES, dtype=torch.uint8).roll(t)
+        flat[scales:scales + 16] = torch.tensor(IN_RANGE if t < 8 else SCALE_BYTES, dtype=torch.uint8).roll(t)
     idx = torch.arange(16, dtype=torch.int32).view(16, 1, 1)
     q = torch.zeros(16, 1, 64, 512, dtype=torch.bfloat16)
     meta, _ = flash_mla.get_mla_metadata()
@@ -180,3 +183,18 @@ def test_fp8_dequantisation_v32_every_code_and_scale(engine):
     assert kept.float().mean() > 0.7
     got = out[:, 0]
     assert all(torch.equal(got[:, h][kept], v[kept]) for h in (0, 63))
+
+
+@pytest.mark.parametrize("scale", [0.5, -0.5, 1e30])
+def test_sparse_prefill_huge_logits(engine, scale):
+    """Logits of ~1e10 (and, scaled by 1e30, past FP32's range): each row's max token weighs exactly its
+    share (out 1.0, lse finite) and an overflowing scale gives NaN as the reference's inf - inf, on every
+    engine (the softmax subtracts the max from the very value it was taken from)."""
+    q = torch.full((2, 64, 512), 2.0 ** 12, dtype=torch.bfloat16)
+    kv = torch.full((64, 1, 512), 2.0 ** 12, dtype=torch.bfloat16)  # q . k = 2^33 ~ 8.6e9
+    idx = torch.arange(64, dtype=torch.int32).view(1, 1, 64).expand(2, 1, 64).contiguous()
+    out, max_logits, lse = flash_mla.flash_mla_sparse_fwd(q, kv, idx, scale, 512)
+    ref = reference.sparse_prefill(q, kv, idx, scale, 512, None, None)
+    assert_close(out, ref[0], PREFILL_OUT, f"out ({engine})")
+    assert_close(max_logits, ref[1], PREFILL_STAT, f"max_logits ({engine})")
+    assert_close(lse, ref[2], PREFILL_STAT, f"lse ({engine})")

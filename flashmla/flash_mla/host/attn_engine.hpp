@@ -167,12 +167,12 @@ inline void mask_block(float* s, int nt, int Hp, int64_t tok0, const int32_t* li
 
 // ---- online softmax over one block, across heads --------------------------------------------------
 // s: S^T [nt][Hp] logits, times `scale` in base 2 (the brgemm path scales here, saving a pass over
-// S); valid[t]: token usable. Updates m (running max) and l (running sum), writes the per-head
-// rescale of O and P as bf16 token pairs pp[nt/2][Hp].
+// S; the valid tokens' scaled logits are left in s); valid[t]: token usable. Updates m (running max) and
+// l (running sum), writes the per-head rescale of O and P as bf16 token pairs pp[nt/2][Hp].
 #ifdef FMLA_VECTOR
 // NC chunks of 16 heads at once, so that S is read along its rows.
 template <int NC>
-DJ_INLINE void softmax_heads(const float* s, const uint8_t* valid, bool all_valid, int nt, int Hp, __m512 sc,
+DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int nt, int Hp, __m512 sc,
                              float* m, float* l, float* rescale, uint32_t* pp) {
     // bf16 words of two vectors p0, p1 after cvtne2ps (p0 low) -> 32-bit words (p0[i], p1[i])
     const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
@@ -187,7 +187,11 @@ DJ_INLINE void softmax_heads(const float* s, const uint8_t* valid, bool all_vali
     for (int t = 0; t < nt; ++t)
         if (all_valid || valid[t])
             for (int c = 0; c < NC; ++c) {
-                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + (int64_t)t * Hp + 16 * c), sc);
+                // the scaled logit goes back into S: the exponent below subtracts the max from this very
+                // value (an FMA of the unscaled one could exceed the max by half an ulp: exp2 > 1, inf)
+                float* at = s + (int64_t)t * Hp + 16 * c;
+                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(at), sc);
+                _mm512_storeu_ps(at, x);
                 mx[c] = _mm512_max_ps(mx[c], x);
                 mag[c] = _mm512_max_epu32(mag[c], _mm512_and_si512(_mm512_castps_si512(x), abs_bits));
             }
@@ -206,8 +210,8 @@ DJ_INLINE void softmax_heads(const float* s, const uint8_t* valid, bool all_vali
     for (int t = 0; t < nt; t += 2)
         for (int c = 0; c < NC; ++c) {
             const float* row = s + (int64_t)t * Hp + 16 * c;
-            __m512 p0 = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(row), sc, m_use[c]));
-            __m512 p1 = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(row + Hp), sc, m_use[c]));
+            __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row), m_use[c]));  // invalid tokens: zeroed below
+            __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row + Hp), m_use[c]));
             if (!all_valid) {
                 if (!valid[t]) p0 = _mm512_setzero_ps();
                 if (!valid[t + 1]) p1 = _mm512_setzero_ps();
@@ -222,7 +226,7 @@ DJ_INLINE void softmax_heads(const float* s, const uint8_t* valid, bool all_vali
 }
 #endif
 
-inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
+inline void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
                           float* rescale, uint32_t* pp) {
 #ifdef FMLA_VECTOR
     bool all_valid = true;
@@ -235,14 +239,18 @@ inline void softmax_block(const float* s, const uint8_t* valid, int nt, int Hp, 
     for (int h = 0; h < Hp; ++h) {
         float mx = NEG_INF;
         for (int t = 0; t < nt; ++t)
-            if (valid[t]) mx = nan_max(mx, s[(int64_t)t * Hp + h] * scale);
+            if (valid[t]) {  // scaled in place, as the vector path: exp2 below takes the max from this value
+                float& x = s[(int64_t)t * Hp + h];
+                x *= scale;
+                mx = nan_max(mx, x);
+            }
         const float m_new = nan_max(m[h], mx);
         const float m_use = m_new == NEG_INF ? 0.0f : m_new;
         const float r = exp2_scalar(m[h] - m_use);
         float sum = 0.0f;
         for (int t = 0; t < nt; t += 2) {
-            const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] * scale - m_use) : 0.0f;
-            const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] * scale - m_use) : 0.0f;
+            const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] - m_use) : 0.0f;
+            const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] - m_use) : 0.0f;
             sum += p0 + p1;
             pp[(int64_t)(t / 2) * Hp + h] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
         }
