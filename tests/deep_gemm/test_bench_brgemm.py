@@ -60,13 +60,22 @@ def _operands(kind, m, n, k):
     return a, sfa, b, sfb
 
 
+def _record_against_torch_and_other(bench, label, shape, flops, run, ours, other, m, n, k, reps):
+    """Times run(ours) paired with torch's BF16 matmul of an m x n x k problem, then with run(other)."""
+    ab, bt = torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16().T
+    out = torch.empty(m, n, dtype=torch.bfloat16)
+    t, t0 = Bench.paired(lambda: run(ours), lambda: torch.matmul(ab, bt, out=out), reps)
+    bench.record("deep_gemm", label, shape, t, flops=flops, baseline="torch bf16 matmul", baseline_seconds=t0)
+    t, t1 = Bench.paired(lambda: run(ours), lambda: run(other), reps)
+    bench.record("deep_gemm", label, shape, t, flops=flops, baseline=f"same op on {_other_engine()}",
+                 baseline_seconds=t1)
+
+
 @pytest.mark.parametrize("kind,m,n,k", CASES)
 def test_bench_brgemm_gemm(bench, monkeypatch, kind, m, n, k):
     _require_brgemm()
     a, sfa, b, sfb = _operands(kind, m, n, k)
     d = torch.empty(m, n, dtype=torch.bfloat16)
-    ab, bt = torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16().T
-    out = torch.empty(m, n, dtype=torch.bfloat16)
     ours, other = _on_engine("brgemm"), _on_engine(_other_engine())
 
     def run(getter):
@@ -75,13 +84,8 @@ def test_bench_brgemm_gemm(bench, monkeypatch, kind, m, n, k):
 
     monkeypatch.setattr(GEMM_MODULE, "kernel", ours)
     reps = 3 if m >= 1024 else 60   # decode calls take ~2 ms: more pairs filter the load out
-    flops, shape = 2 * m * n * k, f"{m}x{n}x{k}"
-    t, t0 = Bench.paired(lambda: run(ours), lambda: torch.matmul(ab, bt, out=out), reps)
-    bench.record("deep_gemm", f"{kind} gemm on brgemm", shape, t, flops=flops, baseline="torch bf16 matmul",
-                 baseline_seconds=t0)
-    t, t1 = Bench.paired(lambda: run(ours), lambda: run(other), reps)
-    bench.record("deep_gemm", f"{kind} gemm on brgemm", shape, t, flops=flops,
-                 baseline=f"same op on {_other_engine()}", baseline_seconds=t1)
+    _record_against_torch_and_other(bench, f"{kind} gemm on brgemm", f"{m}x{n}x{k}", 2 * m * n * k, run, ours,
+                                    other, m, n, k, reps)
 
 
 KG_CASES = [("bf16", 7168, 2048, (2048, 2560, 3072, 2560)), ("fp8", 7168, 2048, (2048, 2560, 3072, 2560)),
@@ -108,8 +112,6 @@ def test_bench_brgemm_k_grouped(bench, monkeypatch, kind, m, n, ks):
     a, sfa, b, sfb = _k_grouped_operands(kind, m, n, ks)
     d = torch.zeros(len(ks), m, n)
     total = sum(ks)
-    ab, bt = torch.randn(m, total).bfloat16(), torch.randn(n, total).bfloat16().T
-    out = torch.empty(m, n, dtype=torch.bfloat16)
     ours, other = _on_engine("brgemm"), _on_engine(_other_engine())
 
     def run(getter):
@@ -117,10 +119,5 @@ def test_bench_brgemm_k_grouped(bench, monkeypatch, kind, m, n, ks):
         H.k_grouped_gemm(a, sfa, b, sfb, d, d, ks)
 
     monkeypatch.setattr(GEMM_MODULE, "kernel", ours)
-    flops, shape = 2 * m * n * total, f"{m}x{n}x{total} ({len(ks)} groups)"
-    t, t0 = Bench.paired(lambda: run(ours), lambda: torch.matmul(ab, bt, out=out), 3)
-    bench.record("deep_gemm", f"{kind} k_grouped on brgemm", shape, t, flops=flops, baseline="torch bf16 matmul",
-                 baseline_seconds=t0)
-    t, t1 = Bench.paired(lambda: run(ours), lambda: run(other), 3)
-    bench.record("deep_gemm", f"{kind} k_grouped on brgemm", shape, t, flops=flops,
-                 baseline=f"same op on {_other_engine()}", baseline_seconds=t1)
+    _record_against_torch_and_other(bench, f"{kind} k_grouped on brgemm", f"{m}x{n}x{total} ({len(ks)} groups)",
+                                    2 * m * n * total, run, ours, other, m, n, total, 3)

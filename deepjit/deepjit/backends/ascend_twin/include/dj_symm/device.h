@@ -87,51 +87,20 @@ inline int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// aclshmem_signal_wait_until(sig, ACLSHMEM_CMP_GE, value) on this rank's flag `flag`; returns the value
-// seen. Spins briefly, then sleeps on the word (peers' signal_op wakes it) at most 1 ms at a time, so a
-// failure of another core of the launch stops it and the timeout is honoured.
-__aicore__ inline int32_t signal_wait_until_ge(const Window& w, int32_t flag, int32_t value) {
-  __gm__ int32_t* p = flag_address(w, w.rank, flag, "dj_symm::signal_wait_until");
+// Waits until the flag word at p reaches `value` or `limit_ns` passes: spins briefly, then sleeps on the
+// word (peers' signal_op wakes it) at most 1 ms at a time, so a failure of another core of the launch stops
+// it. Returns whether it was reached; `seen` is the last value read. The wait counts as the core's wait time.
+__aicore__ inline bool wait_flag_ge(__gm__ int32_t* p, int32_t value, int64_t limit_ns, int32_t& seen) {
   ::dj_twin::Core& c = ::dj_twin::core();
   const int64_t start = now_ns();
-  const int64_t limit = w.timeout_ns > 0 ? w.timeout_ns : int64_t(c.launch->wait_timeout_s * 1e9);
   for (int64_t polls = 0;; ++polls) {
-    const int32_t seen = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    if (seen >= value) {
-      c.counters.wait_ns += uint64_t(now_ns() - start);
-      return seen;
-    }
-    ::dj_twin::poll();
-    const int64_t waited = now_ns() - start;
-    if (waited > limit)
-      ::dj_twin::fail("dj_symm::signal_wait_until: rank %d waited %.3f s for flag %d of its window to reach %d "
-                      "(it holds %d): a peer never signalled it", w.rank, double(waited) * 1e-9, flag, value, seen);
-    if (polls < 64) {
-      sched_yield();
-      continue;
-    }
-    const timespec nap{0, 1000000};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(p), FUTEX_WAIT, uint32_t(seen), &nap, nullptr, 0);
-  }
-}
-
-// signal_wait_until_ge with an outcome instead of a failure: whether this rank's flag `flag` reached `value`
-// within `timeout_ns` (0: the window's timeout). For callers that recover from a silent peer themselves
-// (deep_ep's low-latency shrink mode masks it); the launch goes on either way.
-__aicore__ inline bool signal_wait_until_ge_for(const Window& w, int32_t flag, int32_t value, int64_t timeout_ns) {
-  __gm__ int32_t* p = flag_address(w, w.rank, flag, "dj_symm::signal_wait_until_ge_for");
-  ::dj_twin::Core& c = ::dj_twin::core();
-  const int64_t start = now_ns();
-  const int64_t limit = timeout_ns > 0 ? timeout_ns
-                                       : (w.timeout_ns > 0 ? w.timeout_ns : int64_t(c.launch->wait_timeout_s * 1e9));
-  for (int64_t polls = 0;; ++polls) {
-    const int32_t seen = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    seen = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     if (seen >= value) {
       c.counters.wait_ns += uint64_t(now_ns() - start);
       return true;
     }
     ::dj_twin::poll();
-    if (now_ns() - start > limit) {
+    if (now_ns() - start > limit_ns) {
       c.counters.wait_ns += uint64_t(now_ns() - start);
       return false;
     }
@@ -142,6 +111,32 @@ __aicore__ inline bool signal_wait_until_ge_for(const Window& w, int32_t flag, i
     const timespec nap{0, 1000000};
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(p), FUTEX_WAIT, uint32_t(seen), &nap, nullptr, 0);
   }
+}
+
+// The window's wait limit: its own timeout, else the launch's.
+__aicore__ inline int64_t window_timeout_ns(const Window& w) {
+  return w.timeout_ns > 0 ? w.timeout_ns : int64_t(::dj_twin::core().launch->wait_timeout_s * 1e9);
+}
+
+// aclshmem_signal_wait_until(sig, ACLSHMEM_CMP_GE, value) on this rank's flag `flag`; returns the value
+// seen. A flag not reached within the window's timeout fails the launch, naming the rank and the flag.
+__aicore__ inline int32_t signal_wait_until_ge(const Window& w, int32_t flag, int32_t value) {
+  __gm__ int32_t* p = flag_address(w, w.rank, flag, "dj_symm::signal_wait_until");
+  const int64_t limit = window_timeout_ns(w);
+  int32_t seen = 0;
+  if (!wait_flag_ge(p, value, limit, seen))
+    ::dj_twin::fail("dj_symm::signal_wait_until: rank %d waited %.3f s for flag %d of its window to reach %d "
+                    "(it holds %d): a peer never signalled it", w.rank, double(limit) * 1e-9, flag, value, seen);
+  return seen;
+}
+
+// signal_wait_until_ge with an outcome instead of a failure: whether this rank's flag `flag` reached `value`
+// within `timeout_ns` (0: the window's timeout). For callers that recover from a silent peer themselves
+// (deep_ep's low-latency shrink mode masks it); the launch goes on either way.
+__aicore__ inline bool signal_wait_until_ge_for(const Window& w, int32_t flag, int32_t value, int64_t timeout_ns) {
+  __gm__ int32_t* p = flag_address(w, w.rank, flag, "dj_symm::signal_wait_until_ge_for");
+  int32_t seen = 0;
+  return wait_flag_ge(p, value, timeout_ns > 0 ? timeout_ns : window_timeout_ns(w), seen);
 }
 
 }  // namespace dj_symm
