@@ -155,91 +155,166 @@ __simd_vf__ inline void zero_row_vf(__ubuf__ bfloat16_t* row) {
 #endif
 constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
 
-// One online-softmax step for this core's kRows heads over a tile of kTile logits (s: FP32,
-// row-major, kTile per row; invalid tokens get probability 0), in three SIMT calls (a call boundary
-// is the lanes' barrier) so kSegs lanes share each row:
-//   softmax_max_vf:  part[r * kSegs + c] = max of segment c (kTile / kSegs tokens) of row r;
-//   softmax_exp_vf:  the step's reference max (ref_max, from m and the row's parts), the BF16
-//                    probabilities in the NZ order of the cube's A operand for this core's rows,
-//                    p[(t / 16) * kRows * 16 + r * 16 + t % 16], and the segment sums psum;
-//   softmax_stat_vf: per row the new reference max m, the sum l (relative to m), the true running
-//                    max `top` and the previous accumulator's factor alpha.
-constexpr uint32_t kSegs = 8, kSegLen = kTile / kSegs;
+// One online-softmax step for this core's kRows heads over a tile of kTile logits (s: FP32, row-major, kTile
+// per row, one register a row; invalid tokens get probability 0), by SIMD in four calls (a call boundary
+// orders one call's UB stores before the next one's loads). Scratch `part` holds three 64-float slots:
+// kPartMax (the rows' step maxima), kPartNan (1 where a valid logit is NaN) and kPartSum (the rows' sums).
+//   softmax_max_vf:  per row, the step's max of the scaled valid logits and its NaN flag;
+//   softmax_stat_vf: every row at once (one lane a row): the step's reference max m (the old one unless the
+//                    step's max passes it by more than kRescaleSkip), the true running max `top` and the
+//                    accumulator's factor alpha;
+//   softmax_exp_vf:  per row, the BF16 probabilities exp(x - m) in the NZ order of the cube's A operand for
+//                    this core's rows, p[(t / 16) * kRows * 16 + r * 16 + t % 16], and their sum;
+//   softmax_sum_vf:  every row at once: l = l * alpha + sum (l relative to m).
+// The chip's max may drop NaN, so NaN is carried by an explicit flag and selects: a NaN logit makes its row's
+// m, top, l, lse and out NaN, as the reference's torch max and exp do.
+constexpr uint32_t kPartMax = 0, kPartNan = 64, kPartSum = 128, kPartFloats = 192;
+static_assert(kTile == 64, "softmax: one FP32 register (64 lanes) a row of logits");
+static_assert(kRows <= 64, "softmax_stat_vf: one lane a row");
 
-// max that keeps NaN, as the reference's torch max does (the device's float max returns the other
-// operand): a NaN logit then makes its row's m, l, lse and out NaN instead of an empty row.
-__aicore__ inline float nan_max(float a, float b) { return a != a ? a : b != b ? b : max(a, b); }
+__aicore__ inline float neg_inf() { return bits_to_float(0xFF800000u); }
 
-__aicore__ inline float ref_max(float m_old, __ubuf__ float* part_row) {
-  float mx = part_row[0];
-  for (uint32_t c = 1; c < kSegs; ++c) mx = nan_max(mx, part_row[c]);
-  return m_old != bits_to_float(0xFF800000u) && mx <= m_old + kRescaleSkip ? m_old : nan_max(m_old, mx);
+// d = the NaN-keeping max of a and b on the lanes of m (lanes where either is NaN take the NaN).
+__simd_callee__ inline void nan_max_regs(vector_float& d, vector_float a, vector_float b, vector_bool m) {
+  vector_bool a_nan, b_nan;
+  asc_ne(a_nan, a, a, m);
+  asc_ne(b_nan, b, b, m);
+  vector_float mx;
+  asc_max(mx, a, b, m);
+  asc_select(mx, b, mx, b_nan);
+  asc_select(d, a, mx, a_nan);
 }
 
-__simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_max_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
-                                                                        __ubuf__ float* part, float scale) {
-  const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
-  // setup 3; per token: loop 2, valid load + branch, s load, scale, nan_max 4; part's store
-  DJ_SIMT_WORK(3 + kSegLen * 8 + 1, kSegLen * 2, 1);
-  float mx = bits_to_float(0xFF800000u);
-  for (uint32_t t = t0; t < t0 + kSegLen; ++t)
-    if (valid[t]) mx = nan_max(mx, s[r * kTile + t] * scale);
-  part[i] = mx;
+// The lanes of this step's valid tokens (valid: one int32 a token).
+__simd_callee__ inline vector_bool valid_lanes(__ubuf__ int32_t* valid, vector_bool all) {
+  vector_int32_t v;
+  asc_loadalign(v, valid);
+  vector_bool live;
+  asc_ne_scalar(live, v, 0, all);
+  return live;
 }
 
-__simt_vf__ __launch_bounds__(kRows * kSegs) inline void softmax_exp_vf(__ubuf__ float* s, __ubuf__ int32_t* valid,
-                                                                        __ubuf__ float* part, __ubuf__ float* m,
-                                                                        __ubuf__ bfloat16_t* p, __ubuf__ float* psum,
-                                                                        float scale) {
-  const uint32_t i = threadIdx.x, r = i / kSegs, t0 = (i % kSegs) * kSegLen;
-  // setup 3; ref_max: m and the row's kSegs parts loaded, nan_max 4 each, the skip test 5; per token: loop
-  // 2, valid load + branch, s load, scale and subtract, expf, the sum, p's NZ address 5, rounding, store;
-  // psum's store
-  DJ_SIMT_WORK(3 + kSegs * 4 + 5 + 1 + kSegLen * (2 + 1 + 2 + 15 + 1 + 5 + 1), 1 + kSegs + kSegLen * 2,
-               kSegLen + 1);
-  const float m_new = ref_max(m[r], part + r * kSegs);
-  const bool none = m_new == bits_to_float(0xFF800000u);
-  float sum = 0.0f;
-  for (uint32_t t = t0; t < t0 + kSegLen; ++t) {
-    const float e = valid[t] && !none ? expf(s[r * kTile + t] * scale - m_new) : 0.0f;
-    sum += e;
-    p[(t / 16) * kRows * 16 + r * 16 + t % 16] = __float2bfloat16_rn(e);
+__simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, __ubuf__ int32_t* valid, __ubuf__ float* part, float scale) {
+  const vector_bool all = asc_create_mask_b32(PAT_ALL);
+  const vector_bool live = valid_lanes(valid, all);
+  vector_float lowest, one, zero;
+  asc_duplicate_scalar(lowest, neg_inf(), all);
+  asc_duplicate_scalar(one, 1.0f, all);
+  asc_duplicate_scalar(zero, 0.0f, all);
+  for (uint32_t r = 0; r < kRows; ++r) {
+    vector_float x, mx, flag;
+    asc_loadalign(x, s + r * kTile);
+    asc_muls(x, x, scale, all);
+    vector_bool nan;
+    asc_ne(nan, x, x, live);  // only valid lanes can be true
+    asc_select(x, x, lowest, live);
+    asc_reduce_max(mx, x, all);
+    asc_select(flag, one, zero, nan);
+    asc_reduce_max(flag, flag, all);
+    asc_storealign_1st(part + kPartMax + r, mx);
+    asc_storealign_1st(part + kPartNan + r, flag);
   }
-  psum[i] = sum;
 }
 
-__simt_vf__ __launch_bounds__(kRows) inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* psum,
-                                                                 __ubuf__ float* m, __ubuf__ float* l,
-                                                                 __ubuf__ float* alpha, __ubuf__ float* top) {
-  const uint32_t r = threadIdx.x;
-  // ref_max (as softmax_exp_vf), the parts' max and sums (nan_max 4 + add + loop 2 each, 2 loads), the
-  // factor (compares 3, expf), top (load, nan_max), m, l (load, fma), alpha: 4 stores
-  DJ_SIMT_WORK(kSegs * 4 + 6 + kSegs * 7 + 3 + 15 + 4 + 1, 1 + kSegs + 2 * kSegs + 2, 4);
-  const float m_old = m[r], m_new = ref_max(m_old, part + r * kSegs);
-  float mx = part[r * kSegs], sum = psum[r * kSegs];
-  for (uint32_t c = 1; c < kSegs; ++c) {
-    mx = nan_max(mx, part[r * kSegs + c]);
-    sum += psum[r * kSegs + c];
+__simd_vf__ inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* m, __ubuf__ float* alpha,
+                                        __ubuf__ float* top) {
+  uint32_t rows = kRows;
+  const vector_bool live = asc_update_mask_b32(rows);
+  vector_float m_old, mx, flag, running, nan, one;
+  asc_loadalign(m_old, m);
+  asc_loadalign(mx, part + kPartMax);
+  asc_loadalign(flag, part + kPartNan);
+  asc_loadalign(running, top);
+  asc_duplicate_scalar(nan, bits_to_float(0x7FC00000u), live);
+  asc_duplicate_scalar(one, 1.0f, live);
+  vector_bool has_nan;
+  asc_ne_scalar(has_nan, flag, 0.0f, live);
+  asc_select(mx, nan, mx, has_nan);
+  nan_max_regs(running, running, mx, live);
+  // the old reference stays while mx <= m_old + kRescaleSkip (false for a NaN; from m_old -inf only an mx of
+  // -inf stays, which the max would give too)
+  vector_float moved, limit, m_new;
+  nan_max_regs(moved, m_old, mx, live);
+  asc_add_scalar(limit, m_old, kRescaleSkip, live);
+  vector_bool stays;
+  asc_le(stays, mx, limit, live);
+  asc_select(m_new, m_old, moved, stays);
+  // alpha = exp(m_old - m_new), exactly 1 where m did not move (0 from m_old -inf to a larger m: acc and l
+  // hold nothing yet)
+  vector_float a;
+  asc_exp_sub(a, m_old, m_new, live);
+  vector_bool same;
+  asc_eq(same, m_new, m_old, live);
+  asc_select(a, one, a, same);
+  asc_storealign(m, m_new, live);
+  asc_storealign(alpha, a, live);
+  asc_storealign(top, running, live);
+}
+
+__simd_vf__ inline void softmax_exp_vf(__ubuf__ float* s, __ubuf__ int32_t* valid, __ubuf__ float* m,
+                                       __ubuf__ bfloat16_t* p, __ubuf__ float* part, float scale) {
+  const vector_bool all = asc_create_mask_b32(PAT_ALL);
+  const vector_bool live = valid_lanes(valid, all);
+  uint32_t tile = kTile;
+  const vector_bool row_b16 = asc_update_mask_b16(tile);  // the 64 BF16 lanes of a row
+  vector_float zero;
+  asc_duplicate_scalar(zero, 0.0f, all);
+  for (uint32_t r = 0; r < kRows; ++r) {
+    vector_float x, ref, e, sum;
+    asc_loadalign(x, s + r * kTile);
+    asc_muls(x, x, scale, all);
+    asc_loadalign_brc_elem(ref, m, int32_t(r));
+    asc_exp_sub(e, x, ref, all);
+    // a row without a finite reference (m -inf: no valid token, or only -inf logits) has no probabilities
+    vector_bool none;
+    asc_eq_scalar(none, ref, neg_inf(), all);
+    asc_select(e, zero, e, none);
+    asc_select(e, e, zero, live);
+    asc_reduce_sum(sum, e, all);
+    asc_storealign_1st(part + kPartSum + r, sum);
+    // BF16 into the even elements, packed to the low 64 lanes, stored one 16-token column block of the NZ
+    // tile every kRows blocks
+    vector_bfloat16_t rounded;
+    asc_float2bfloat16_rn(rounded, e, all);
+    vector_uint16_t packed;
+    asc_pack_to_low(packed, (vector_uint32_t&)rounded);
+    asc_storealign((__ubuf__ uint16_t*)p + r * 16, packed, uint16_t(kRows), uint16_t(0), row_b16);
   }
-  float a = 1.0f;
-  if (m_new != m_old) a = m_old == bits_to_float(0xFF800000u) ? 0.0f : expf(m_old - m_new);
-  top[r] = nan_max(top[r], mx);
-  m[r] = m_new;
-  l[r] = l[r] * a + sum;
-  alpha[r] = a;
+}
+
+__simd_vf__ inline void softmax_sum_vf(__ubuf__ float* part, __ubuf__ float* l, __ubuf__ float* alpha) {
+  uint32_t rows = kRows;
+  const vector_bool live = asc_update_mask_b32(rows);
+  vector_float lv, a, sum;
+  asc_loadalign(lv, l);
+  asc_loadalign(a, alpha);
+  asc_loadalign(sum, part + kPartSum);
+  asc_mul(lv, lv, a, live);
+  asc_add(lv, lv, sum, live);
+  asc_storealign(l, lv, live);
 }
 
 // The accumulator from a drained O (this core's kRows x kD rows of the steps' P.V summed in L0C since
-// the last drain): acc = (acc + o) * alpha[row] where a step's reference max moved (`scaled`), acc + o
-// after the last step; o alone where acc holds nothing yet (`first`). A factor of 1 leaves the sum as it is.
-__simt_vf__ __launch_bounds__(1024) inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o,
-                                                        __ubuf__ float* alpha, uint32_t first, uint32_t scaled) {
-  for (uint32_t i = threadIdx.x; i < kRows * kD; i += blockDim.x) {
-    // loop 2, alpha's row 1, add, the factor's compare and product 2, selects 2; UB: alpha, o, acc, store
-    DJ_SIMT_WORK(8, 3, 1);
-    const float a = scaled ? alpha[i / kD] : 1.0f;
-    const float v = first ? o[i] : acc[i] + o[i];
-    acc[i] = a == 1.0f ? v : v * a;
+// the last drain), by SIMD: acc = (acc + o) * alpha[row] where a step's reference max moved (`scaled`),
+// acc + o after the last step; o alone where acc holds nothing yet (`first`). A factor of 1 leaves the sum
+// as it is (x * 1 = x, NaN and inf included).
+__simd_vf__ inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o, __ubuf__ float* alpha, uint32_t first,
+                                uint32_t scaled) {
+  const vector_bool all = asc_create_mask_b32(PAT_ALL);
+  static_assert(kD % 64 == 0, "fold_vf: 64 columns a register");
+  for (uint32_t r = 0; r < kRows; ++r) {
+    vector_float a;
+    if (scaled) asc_loadalign_brc_elem(a, alpha, int32_t(r));
+    for (uint32_t c = 0; c < kD; c += 64) {
+      vector_float v, prev;
+      asc_loadalign(v, o + r * kD + c);
+      if (!first) {
+        asc_loadalign(prev, acc + r * kD + c);
+        asc_add(v, prev, v, all);
+      }
+      if (scaled) asc_mul(v, v, a, all);
+      asc_storealign(acc + r * kD + c, v, all);
+    }
   }
 }
 

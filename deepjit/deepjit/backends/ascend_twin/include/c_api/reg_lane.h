@@ -96,17 +96,18 @@ template <class T> inline T wrap_add(T a, T b) { return T(uint64_t(a) + uint64_t
 template <class T> inline T wrap_sub(T a, T b) { return T(uint64_t(a) - uint64_t(b)); }
 template <class T> inline T wrap_mul(T a, T b) { return T(uint64_t(a) * uint64_t(b)); }
 
-// max/min with max(-0, +0) = +0 (min(-0, +0) = -0) and NaN propagation.
+// max/min with max(-0, +0) = +0 (min(-0, +0) = -0) and NaN propagation (NaN dropped under
+// DJ_TWIN_MAX_DROPS_NAN, dj_twin/runtime.h).
 template <class T> inline T vmax(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a) || std::isnan(b)) return NAN;
+    if (std::isnan(a) || std::isnan(b)) return !dj_twin::g_max_drops_nan ? T(NAN) : std::isnan(a) ? b : a;
     if (a == b) return std::signbit(a) ? b : a;
   }
   return a > b ? a : b;
 }
 template <class T> inline T vmin(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a) || std::isnan(b)) return NAN;
+    if (std::isnan(a) || std::isnan(b)) return !dj_twin::g_max_drops_nan ? T(NAN) : std::isnan(a) ? b : a;
     if (a == b) return std::signbit(a) ? a : b;
   }
   return a < b ? a : b;

@@ -3,7 +3,8 @@
 //    rounded to the lane precision; inactive lanes count as 0) into lane 0, other lanes 0; 16-bit (and
 //    TileLang's 8-bit) integer sources accumulate in the wider destination type.
 //  - asc_reduce_max/min: the extreme value in lane 0 and its index (smallest on ties, the first NaN if
-//    any) in lane 1 stored as the destination's raw bits; inactive lanes count as -inf/+inf (the type's
+//    any; NaN lanes skipped under DJ_TWIN_MAX_DROPS_NAN, dj_twin/runtime.h) in lane 1 stored as the
+//    destination's raw bits; inactive lanes count as -inf/+inf (the type's
 //    lowest/highest for integers); all inactive -> lane 0 = -inf/+inf, index 0.
 //  - *_datablock: the same per 32-byte block, result j in lane j (no index).
 //  - asc_pair_reduce_sum: lane i = src[2i] + src[2i+1] (inactive as 0) for the low half, high half 0.
@@ -44,7 +45,10 @@ template <class V> inline std::pair<calc_t<V>, int> extreme(const V& src, const 
     if (!active<V>(m, lo + i)) continue;
     const calc_t<V> x = get(src, lo + i);
     if constexpr (is_float_v<V>) {
-      if (std::isnan(x)) return {x, i};
+      if (std::isnan(x)) {
+        if (dj_twin::g_max_drops_nan) continue;  // DJ_TWIN_MAX_DROPS_NAN (dj_twin/runtime.h)
+        return {x, i};
+      }
     }
     bool better = !found || (want_max ? x > best : x < best);
     if (found && x == best && is_float_v<V>) {

@@ -316,6 +316,7 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   const bool timeline = g_timeline_on || env_flag("DJ_TWIN_TIMELINE");
   state->launch.l2_model = env_flag("DJ_TWIN_L2") || timeline;
   state->launch.allow_unpaired_flags = env_flag("DJ_TWIN_ALLOW_UNPAIRED_FLAGS");
+  g_max_drops_nan = env_flag("DJ_TWIN_MAX_DROPS_NAN");
   // Tensors: each in its own guarded region, the data's kGmAlign-aligned end at the upper guard; the
   // up to kGmAlign - 1 bytes of slack after a ragged end hold a pattern checked after the launch, so a direct
   // store past the tensor is caught even where it does not reach the guard page.

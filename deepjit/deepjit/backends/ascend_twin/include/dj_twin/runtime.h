@@ -461,6 +461,11 @@ inline bool env_flag(const char* name) {
   return raw && *raw && std::strcmp(raw, "0") != 0;
 }
 
+// AscendC's reg docs leave the NaN result of asc_max / asc_min / asc_reduce_max / asc_reduce_min open. The twin
+// propagates NaN; with DJ_TWIN_MAX_DROPS_NAN=1 (read at each launch) they return the other operand instead (as
+// the chip's scalar max does), so a test can prove that a kernel's explicit NaN handling holds either way.
+inline bool g_max_drops_nan = false;
+
 inline bool is_aic() { return core().kind == CoreKind::AIC; }
 inline bool is_aiv() { return core().kind == CoreKind::AIV; }
 
