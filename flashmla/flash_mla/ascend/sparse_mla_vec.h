@@ -1,6 +1,6 @@
 // flash_mla/ascend/sparse_mla_vec.h — the vector-core pieces of sparse_mla.asc: token dequantisation
-// into BF16 rows and the online-softmax step (SIMT, asc_vf_call regions), the zeroing of an invalid
-// token's BF16 row and the final normalisation (SIMD), over Unified Buffer pointers (no on-chip base
+// into BF16 rows (SIMT, an asc_vf_call region), the zeroing of an invalid token's BF16 row, the online-softmax
+// step, the accumulator fold and the final normalisation (SIMD), over Unified Buffer pointers (no on-chip base
 // literals here: sparse_mla.asc owns the UB map).
 //
 // Token formats (the FormatSpec codes of _operands.py, records in [data | scales] order; a
