@@ -102,6 +102,24 @@ int main() {
   emit(nev.e, 128);
   emit(nod.e, 128);
 
+  // 6b. asc_e4m32float / _v2 / _v3 / _v4 over every E4M3 code (byte b = b): FP32 lane i of quarter k holds
+  // code 4i + k.
+  __ubuf__ uint8_t* codes = ub + 12288;
+  for (int i = 0; i < 256; ++i) codes[i] = uint8_t(i);
+  vector_fp8_e4m3fn_t q;
+  asc_loadalign(q, codes);
+  vector_float quarter[4];
+  asc_e4m32float(quarter[0], q, asc_create_mask_b8(PAT_ALL));
+  asc_e4m32float_v2(quarter[1], q, asc_create_mask_b8(PAT_ALL));
+  asc_e4m32float_v3(quarter[2], q, asc_create_mask_b8(PAT_ALL));
+  asc_e4m32float_v4(quarter[3], q, asc_create_mask_b8(PAT_ALL));
+  for (auto& v : quarter) emit(v.e, 64);
+  // under a 37-lane FP32 mask the other lanes are 0
+  uint32_t e4_lanes = 37;
+  vector_float masked;
+  asc_e4m32float_v3(masked, q, asc_update_mask_b32(e4_lanes));
+  emit(masked.e, 64);
+
   // 7. A load past the end of UB stops the launch with the op and offset named.
   if (sigsetjmp(core.exit_jmp, 1) == 0) {
     (void)V::vlds_norm(reinterpret_cast<float*>(ub + sizeof ub - 128), 0);

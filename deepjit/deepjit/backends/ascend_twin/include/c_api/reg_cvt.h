@@ -212,3 +212,21 @@ inline void asc_float2bfloat16_rn(vector_bfloat16_t& dst, vector_float src, vect
 inline void asc_float2bfloat16_rn_v2(vector_bfloat16_t& dst, vector_float src, vector_bool m) {
   vcvt(dst, src, m, ROUND_R, RS_DISABLE, PART_ODD, MODE_ZEROING);
 }
+
+// asc_e4m32float / _v2 / _v3 / _v4: E4M3FN widened to FP32 (exact: subnormals kept, S.1111.111 NaN) from
+// quarter 0 / 1 / 2 / 3 of src (1:4 width ratio: FP32 lane i <- byte 4i + quarter), masked-off lanes 0;
+// asc-devkit's reg API expands them to vcvt(dst, src, mask, PART_P0 / PART_P1 / PART_P2 / PART_P3,
+// MODE_ZEROING) (impl/c_api/instr_impl/npu_arch_3510/vector_compute_impl/vconv/asc_e4m32float_impl.h; docs
+// "asc_e4m32float": 数据读取索引0 / 1 / 2 / 3的位置).
+inline void asc_e4m32float(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
+  vcvt(dst, src, m, PART_P0, MODE_ZEROING);
+}
+inline void asc_e4m32float_v2(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
+  vcvt(dst, src, m, PART_P1, MODE_ZEROING);
+}
+inline void asc_e4m32float_v3(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
+  vcvt(dst, src, m, PART_P2, MODE_ZEROING);
+}
+inline void asc_e4m32float_v4(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
+  vcvt(dst, src, m, PART_P3, MODE_ZEROING);
+}
