@@ -1,7 +1,7 @@
 // flash_mla/ascend/sparse_mla_vec.h — the vector-core pieces of sparse_mla.asc: token dequantisation
-// into BF16 rows and the online-softmax step (SIMT, asc_vf_call regions), the zeroing of an invalid
-// token's BF16 row and the final normalisation (SIMD), over Unified Buffer pointers (no on-chip base
-// literals here: sparse_mla.asc owns the UB map).
+// into BF16 rows (SIMD for the FP8 formats, SIMT lanes for V4.1 FP4), the online-softmax step (SIMT,
+// asc_vf_call regions), the zeroing of an invalid token's BF16 row and the final normalisation (SIMD), over
+// Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc owns the UB map).
 //
 // Token formats (the FormatSpec codes of _operands.py, records in [data | scales] order; a
 // block-split record is gathered into that order): 0 = V3.2 (656 B: 512 e4m3, 4 fp32 scales one per
@@ -96,42 +96,160 @@ __aicore__ inline float e2m1_value(uint32_t c) {
   return (c & 8u) ? -v : v;
 }
 
-// A dequantised element's lane work by format (ALU, UB loads), besides its loop, index arithmetic, valid[]
-// load, format compares, BF16 rounding and store: the decoders above (e4m3_value ~12, e8m0_value ~3,
-// bf16_at / f32_at 3 / 6 after their 2 / 4 byte loads, e2m1_value ~6 with its table load).
-__aicore__ inline uint32_t dequant_alu(int32_t fmt) {
-  return fmt == kFmtFp8 ? 18u : fmt == kFmtFp4 ? 22u : fmt == kFmtV32 ? 22u : 19u;
-}
-__aicore__ inline uint32_t dequant_loads(int32_t fmt) {
-  return fmt == kFmtFp8 ? 2u : fmt == kFmtFp4 ? 3u : fmt == kFmtV32 ? 5u : 2u;
-}
-
-// Dims [0, kDqk) of `count` gathered quantised records (raw + t * kRawSlot) as BF16 rows of kDqk
-// (k + t * kDqk); a token with valid[t] == 0 becomes a zero row (its record was not loaded). BF16 records
-// need no pass (sparse_mla.asc gather_finish).
-__simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
-                                                          __ubuf__ int32_t* valid, uint32_t count, int32_t fmt) {
+// The V4.1 FP4 records' dequantisation, by SIMT lanes: dims [0, kDqk) of `count` gathered records
+// (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk); a token with valid[t] == 0 becomes a zero row
+// (its record was not loaded). The FP8 formats go by SIMD (dequant_fp8_vf below); BF16 records need no pass
+// (sparse_mla.asc gather_finish).
+__simt_vf__ __launch_bounds__(512) inline void dequant_fp4_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
+                                                              __ubuf__ int32_t* valid, uint32_t count) {
   for (uint32_t i = threadIdx.x; i < count * kDqk; i += blockDim.x) {
-    // loop 2, t and d 4, the record address 2, the valid branch 1, format compares 2, rounding 1, the
-    // store's address 1; UB: valid[t], one store
-    DJ_SIMT_WORK(13 + dequant_alu(fmt), 1 + dequant_loads(fmt), 1);
+    // loop 2, t and d 4, the record address 2, the valid branch 1, rounding 1, the store's address 1; the
+    // element (e2m1_value ~6 with its table load, e4m3_value ~12, the nibble select 2, product, NaN test
+    // 1): 22; UB: valid[t], the data and scale bytes, the table, one store
+    DJ_SIMT_WORK(11 + 22, 4, 1);
     const uint32_t t = i / kDqk, d = i % kDqk;
     const __ubuf__ uint8_t* r = raw + t * kRawSlot;
     float v = 0.0f;
     if (valid[t]) {
-      if (fmt == kFmtFp8) {
-        v = e4m3_value(r[d]) * e8m0_value(r[512 + d / 32]);
-      } else if (fmt == kFmtFp4) {
-        const uint32_t byte = r[d / 2];
-        v = e2m1_value((d & 1u) ? byte >> 4 : byte & 15u) * e4m3_value(r[256 + d / 16]);
-      } else if (fmt == kFmtV32) {
-        v = d < 512 ? e4m3_value(r[d]) * f32_at(r + 512 + 4 * (d / 128)) : bf16_at(r + 528 + 2 * (d - 512));
-      } else {  // MODEL1
-        v = d < 448 ? e4m3_value(r[d]) * e8m0_value(r[576 + d / 64]) : bf16_at(r + 448 + 2 * (d - 448));
-      }
+      const uint32_t byte = r[d / 2];
+      v = e2m1_value((d & 1u) ? byte >> 4 : byte & 15u) * e4m3_value(r[256 + d / 16]);
       if (v != v) v = 0.0f;
     }
     k[i] = __float2bfloat16_rn(v);
+  }
+}
+
+// The FP8 formats' dequantisation by SIMD registers (dims [0, kDqk) of `count` gathered records as BF16
+// rows, as dequant_fp4_vf), bit for bit what the SIMT lanes computed: code in FP32 times its scale in FP32,
+// rounded once to BF16 (nearest even), NaN -> 0, an invalid token's row 0.
+//  - 256 codes a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
+//    in FP32 lane i, so lane i of every part lies in dims [4i, 4i + 4) and a scale group of G dims covers
+//    the lanes i with i / (G / 4) constant: the scales of a chunk come from a register `table` (scale j in
+//    32-bit lane j) by the register gather at index (64 * chunk + i) >> log2(G / 4).
+//  - FP32 -> BF16 of parts 0 and 2 into the even / odd elements of register `a` (element 2i: dim 4i, 2i + 1:
+//    dim 4i + 2), parts 1 and 3 into `b` (dims 4i + 1, 4i + 3), OR-ed; the interleaving store then writes
+//    a0 b0 a1 b1 ... = dims 0, 1, 2, 3, ... of the chunk.
+//  - NaN -> 0 and the invalid token's zero row in BF16: an element is zeroed where (bits & 0x7FFF) >= thr,
+//    thr = 0x7F81 (the smallest NaN magnitude) for a valid token and 0 (everything) for an invalid one, so
+//    a finite -0 stays -0 as the SIMT product did, and the RoPE dims (BF16 as loaded) go through the same
+//    test.
+//  - scales: V4.1 FP8 16 and MODEL1 7 e8m0 bytes, one a 32-bit lane by the unpacking load (asc_loadalign_
+//    unpack4: byte j in the low byte of lane j, the rest 0), to FP32 bits as e8m0_value: b << 23, 2^-127
+//    for 0, NaN for 255; V3.2 4 FP32 scales as loaded (the register's lanes 4.. are the RoPE dims: the V3.2
+//    RoPE comes from that same register, shifted down 8 BF16 lanes by the register gather).
+//  - MODEL1: dims 448..511 are BF16 RoPE (record bytes 448..575), the last 64 of the second chunk's 256: its
+//    `a` and `b` elements 96..127 take the even / odd RoPE elements, which the deinterleaving load from
+//    record byte 64 puts exactly there (element j of the pair <- BF16 element 2j / 2j + 1 from byte 64).
+//    The second chunk's codes and scale lanes past dim 447 (RoPE bytes, the pad byte) are computed and
+//    dropped by that select.
+struct DequantConsts {
+  vector_bool all, head96, rope64;
+  vector_uint32_t idx[2];                     // scale lanes of chunks 0 and 1
+  vector_uint16_t zero, magnitude, nan_min, rope_idx;
+  vector_uint32_t e8m0_min, e8m0_nan;
+};
+
+// Dims [256 * c, 256 * c + 256) of a record: the codes at `codes`, the scales by lane from `table`, into the
+// BF16 registers a / b (see above).
+__simd_callee__ inline void e4m3_chunk(vector_uint16_t& a, vector_uint16_t& b, __ubuf__ uint8_t* codes,
+                                       vector_uint32_t table, const DequantConsts& c, uint32_t chunk) {
+  vector_uint8_t q;
+  asc_loadalign(q, codes);
+  vector_uint32_t scale;
+  asc_gather(scale, table, c.idx[chunk]);
+  vector_float p0, p1, p2, p3;
+  asc_e4m32float(p0, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v2(p1, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v3(p2, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v4(p3, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_mul(p0, p0, (vector_float&)scale, c.all);
+  asc_mul(p1, p1, (vector_float&)scale, c.all);
+  asc_mul(p2, p2, (vector_float&)scale, c.all);
+  asc_mul(p3, p3, (vector_float&)scale, c.all);
+  vector_bfloat16_t e0, e1, e2, e3;
+  asc_float2bfloat16_rn(e0, p0, c.all);
+  asc_float2bfloat16_rn_v2(e2, p2, c.all);
+  asc_float2bfloat16_rn(e1, p1, c.all);
+  asc_float2bfloat16_rn_v2(e3, p3, c.all);
+  asc_or(a, (vector_uint16_t&)e0, (vector_uint16_t&)e2, c.all);
+  asc_or(b, (vector_uint16_t&)e1, (vector_uint16_t&)e3, c.all);
+}
+
+// BF16 elements (as bits) whose magnitude bits reach thr become +0.
+__simd_callee__ inline void zero_from(vector_uint16_t& x, vector_uint16_t thr, const DequantConsts& c) {
+  vector_uint16_t mag;
+  asc_and(mag, x, c.magnitude, c.all);
+  vector_bool drop;
+  asc_ge(drop, mag, thr, c.all);
+  asc_select(x, c.zero, x, drop);
+}
+
+__simd_vf__ inline void dequant_fp8_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
+                                       uint32_t count, int32_t fmt) {
+  static_assert(kRawSlot >= 64 + 2 * 256, "dequant_fp8_vf: MODEL1's RoPE load reads record bytes 64..575");
+  DequantConsts c;
+  c.all = asc_create_mask_b8(PAT_ALL);
+  uint32_t n = 96;
+  c.head96 = asc_update_mask_b16(n);
+  n = 64;
+  c.rope64 = asc_update_mask_b16(n);
+  // log2 of the lanes per scale group: 32 dims (V4.1) 8 lanes, 64 (MODEL1) 16, 128 (V3.2) 32
+  const int16_t shift = fmt == kFmtFp8 ? 3 : fmt == kFmtModel1 ? 4 : 5;
+  for (uint32_t h = 0; h < 2; ++h) {
+    vector_int32_t lane;
+    asc_arange(lane, int32_t(64 * h));
+    asc_shiftright_scalar(lane, lane, shift, c.all);
+    c.idx[h] = (vector_uint32_t&)lane;
+  }
+  asc_duplicate_scalar(c.zero, uint16_t(0), c.all);
+  asc_duplicate_scalar(c.magnitude, uint16_t(0x7FFF), c.all);
+  asc_duplicate_scalar(c.nan_min, uint16_t(0x7F81), c.all);
+  asc_duplicate_scalar(c.e8m0_min, 0x00400000u, c.all);
+  asc_duplicate_scalar(c.e8m0_nan, 0x7FC00000u, c.all);
+  vector_int16_t rope_lane;
+  asc_arange(rope_lane, int16_t(8));
+  c.rope_idx = (vector_uint16_t&)rope_lane;
+  const uint32_t scale_at = fmt == kFmtModel1 ? 576u : 512u;
+  for (uint32_t t = 0; t < count; ++t) {
+    __ubuf__ uint8_t* r = raw + t * kRawSlot;
+    __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
+    // thr: 0x7F81 for a valid token (valid[t] is 0 or 1; its low BF16-sized half), 0 for an invalid one
+    vector_uint16_t ok, thr;
+    asc_loadalign_brc_elem(ok, (__ubuf__ uint16_t*)(valid + t));
+    asc_mul(thr, ok, c.nan_min, c.all);
+    vector_uint32_t table;
+    if (fmt == kFmtV32) {
+      asc_loadalign(table, (__ubuf__ uint32_t*)(r + scale_at));
+    } else {
+      vector_uint8_t bytes;
+      asc_loadalign_unpack4(bytes, r + scale_at);
+      vector_uint32_t b = (vector_uint32_t&)bytes;
+      vector_bool lowest, nan;
+      asc_eq_scalar(lowest, b, 0u, c.all);
+      asc_eq_scalar(nan, b, 255u, c.all);
+      asc_shiftleft_scalar(table, b, int16_t(23), c.all);
+      asc_select(table, c.e8m0_min, table, lowest);
+      asc_select(table, c.e8m0_nan, table, nan);
+    }
+    for (uint32_t h = 0; h < 2; ++h) {
+      vector_uint16_t a, b;
+      e4m3_chunk(a, b, r + 256 * h, table, c, h);
+      if (fmt == kFmtModel1 && h == 1) {  // dims 448..511: the RoPE
+        vector_uint16_t even, odd;
+        asc_loadalign_deintlv(even, odd, (__ubuf__ uint16_t*)(r + 64));
+        asc_select(a, a, even, c.head96);
+        asc_select(b, b, odd, c.head96);
+      }
+      zero_from(a, thr, c);
+      zero_from(b, thr, c);
+      asc_storealign_intlv(out + 256 * h, a, b);
+    }
+    if (kDqk > 512 && fmt == kFmtV32) {  // dims 512..575: record bytes 528..655, BF16 lanes 8..71 of `table`
+      vector_uint16_t rope;
+      asc_gather(rope, (vector_uint16_t&)table, c.rope_idx);
+      zero_from(rope, thr, c);
+      asc_storealign(out + 512, rope, c.rope64);
+    }
   }
 }
 
