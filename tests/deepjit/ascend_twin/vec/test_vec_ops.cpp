@@ -120,6 +120,17 @@ int main() {
   asc_e4m32float_v3(masked, q, asc_update_mask_b32(e4_lanes));
   emit(masked.e, 64);
 
+  // 6c. asc_e2m1x22bfloat16 / _v2 / _v3 / _v4 over every byte (both nibbles: every E2M1 pair): BF16 elements
+  // 2k, 2k + 1 of quarter p hold the low, high nibble of byte 4k + p.
+  vector_fp4x2_e2m1_t pairs;
+  asc_loadalign(pairs, codes);
+  vector_bfloat16_t fp4[4];
+  asc_e2m1x22bfloat16(fp4[0], pairs, asc_create_mask_b8(PAT_ALL));
+  asc_e2m1x22bfloat16_v2(fp4[1], pairs, asc_create_mask_b8(PAT_ALL));
+  asc_e2m1x22bfloat16_v3(fp4[2], pairs, asc_create_mask_b8(PAT_ALL));
+  asc_e2m1x22bfloat16_v4(fp4[3], pairs, asc_create_mask_b8(PAT_ALL));
+  for (auto& v : fp4) emit(v.e, 128);
+
   // 7. A load past the end of UB stops the launch with the op and offset named.
   if (sigsetjmp(core.exit_jmp, 1) == 0) {
     (void)V::vlds_norm(reinterpret_cast<float*>(ub + sizeof ub - 128), 0);
