@@ -1,7 +1,7 @@
 // flash_mla/ascend/sparse_mla_vec.h — the vector-core pieces of sparse_mla.asc: token dequantisation
-// into BF16 rows (SIMD for the FP8 formats, SIMT lanes for V4.1 FP4), the online-softmax step (SIMT,
-// asc_vf_call regions), the zeroing of an invalid token's BF16 row and the final normalisation (SIMD), over
-// Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc owns the UB map).
+// into BF16 rows (SIMD), the online-softmax step (SIMT, asc_vf_call regions), the zeroing of an invalid
+// token's BF16 row and the final normalisation (SIMD), over Unified Buffer pointers (no on-chip base
+// literals here: sparse_mla.asc owns the UB map).
 //
 // Token formats (the FormatSpec codes of _operands.py, records in [data | scales] order; a
 // block-split record is gathered into that order): 0 = V3.2 (656 B: 512 e4m3, 4 fp32 scales one per
@@ -64,64 +64,11 @@ __aicore__ inline float bits_to_float(uint32_t b) {
   return v.f;
 }
 
-// E4M3FN (bias 7, no inf, S.1111.111 = NaN) to FP32, exactly.
-__aicore__ inline float e4m3_value(uint32_t b) {
-  const uint32_t s = (b >> 7) & 1u, e = (b >> 3) & 15u, m = b & 7u;
-  float v;
-  if (e == 15u && m == 7u) v = bits_to_float(0x7FC00000u);
-  else if (e == 0u) v = float(m) * (1.0f / 512.0f);
-  else v = bits_to_float(((e + 120u) << 23) | (m << 20));
-  return s ? -v : v;
-}
-
-// E8M0 (2^(b - 127), 0xFF = NaN) to FP32.
-__aicore__ inline float e8m0_value(uint32_t b) {
-  if (b == 255u) return bits_to_float(0x7FC00000u);
-  if (b == 0u) return bits_to_float(0x00400000u);  // 2^-127, a subnormal
-  return bits_to_float(b << 23);
-}
-
-// Little-endian BF16 / FP32 at r.
-__aicore__ inline float bf16_at(const __ubuf__ uint8_t* r) {
-  return bits_to_float((uint32_t(r[0]) | (uint32_t(r[1]) << 8)) << 16);
-}
-__aicore__ inline float f32_at(const __ubuf__ uint8_t* r) {
-  return bits_to_float(uint32_t(r[0]) | (uint32_t(r[1]) << 8) | (uint32_t(r[2]) << 16) | (uint32_t(r[3]) << 24));
-}
-
-// E2M1 code (bit 3 = sign) to FP32.
-__aicore__ inline float e2m1_value(uint32_t c) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = mag[c & 7u];
-  return (c & 8u) ? -v : v;
-}
-
-// The V4.1 FP4 records' dequantisation, by SIMT lanes: dims [0, kDqk) of `count` gathered records
-// (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk); a token with valid[t] == 0 becomes a zero row
-// (its record was not loaded). The FP8 formats go by SIMD (dequant_fp8_vf below); BF16 records need no pass
-// (sparse_mla.asc gather_finish).
-__simt_vf__ __launch_bounds__(512) inline void dequant_fp4_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
-                                                              __ubuf__ int32_t* valid, uint32_t count) {
-  for (uint32_t i = threadIdx.x; i < count * kDqk; i += blockDim.x) {
-    // loop 2, t and d 4, the record address 2, the valid branch 1, rounding 1, the store's address 1; the
-    // element (e2m1_value ~6 with its table load, e4m3_value ~12, the nibble select 2, product, NaN test
-    // 1): 22; UB: valid[t], the data and scale bytes, the table, one store
-    DJ_SIMT_WORK(11 + 22, 4, 1);
-    const uint32_t t = i / kDqk, d = i % kDqk;
-    const __ubuf__ uint8_t* r = raw + t * kRawSlot;
-    float v = 0.0f;
-    if (valid[t]) {
-      const uint32_t byte = r[d / 2];
-      v = e2m1_value((d & 1u) ? byte >> 4 : byte & 15u) * e4m3_value(r[256 + d / 16]);
-      if (v != v) v = 0.0f;
-    }
-    k[i] = __float2bfloat16_rn(v);
-  }
-}
-
-// The FP8 formats' dequantisation by SIMD registers (dims [0, kDqk) of `count` gathered records as BF16
-// rows, as dequant_fp4_vf), bit for bit what the SIMT lanes computed: code in FP32 times its scale in FP32,
-// rounded once to BF16 (nearest even), NaN -> 0, an invalid token's row 0.
+// The quantised records' dequantisation by SIMD registers: dims [0, kDqk) of `count` gathered records
+// (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk), as the reference's gather: code in FP32 times
+// its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a zero row
+// (its record was not loaded). BF16 records need no pass (sparse_mla.asc gather_finish).
+//  FP8 formats:
 //  - 256 codes a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
 //    in FP32 lane i, so lane i of every part lies in dims [4i, 4i + 4) and a scale group of G dims covers
 //    the lanes i with i / (G / 4) constant: the scales of a chunk come from a register `table` (scale j in
@@ -131,20 +78,26 @@ __simt_vf__ __launch_bounds__(512) inline void dequant_fp4_vf(__ubuf__ uint8_t* 
 //    a0 b0 a1 b1 ... = dims 0, 1, 2, 3, ... of the chunk.
 //  - NaN -> 0 and the invalid token's zero row in BF16: an element is zeroed where (bits & 0x7FFF) >= thr,
 //    thr = 0x7F81 (the smallest NaN magnitude) for a valid token and 0 (everything) for an invalid one, so
-//    a finite -0 stays -0 as the SIMT product did, and the RoPE dims (BF16 as loaded) go through the same
+//    a finite -0 stays -0 as the product is, and the RoPE dims (BF16 as loaded) go through the same
 //    test.
 //  - scales: V4.1 FP8 16 and MODEL1 7 e8m0 bytes, one a 32-bit lane by the unpacking load (asc_loadalign_
-//    unpack4: byte j in the low byte of lane j, the rest 0), to FP32 bits as e8m0_value: b << 23, 2^-127
-//    for 0, NaN for 255; V3.2 4 FP32 scales as loaded (the register's lanes 4.. are the RoPE dims: the V3.2
+//    unpack4: byte j in the low byte of lane j, the rest 0), to FP32 bits 2^(b - 127): b << 23, 2^-127
+//    (subnormal) for 0, NaN for 255; V3.2 4 FP32 scales as loaded (the register's lanes 4.. are the RoPE dims: the V3.2
 //    RoPE comes from that same register, shifted down 8 BF16 lanes by the register gather).
 //  - MODEL1: dims 448..511 are BF16 RoPE (record bytes 448..575), the last 64 of the second chunk's 256: its
 //    `a` and `b` elements 96..127 take the even / odd RoPE elements, which the deinterleaving load from
 //    record byte 64 puts exactly there (element j of the pair <- BF16 element 2j / 2j + 1 from byte 64).
 //    The second chunk's codes and scale lanes past dim 447 (RoPE bytes, the pad byte) are computed and
 //    dropped by that select.
+//  V4.1 FP4 (256 bytes of E2M1 pairs, 32 E4M3 scales one per 16 dims), 128 dims a step: the unpacking load
+//    puts payload byte k in byte 4k, so asc_e2m1x22bfloat16's quarter 0 gives BF16 element i = dim i of the
+//    step (the pair of byte i / 2) in order; widened to FP32 even / odd (dims 2j, 2j + 1 in lane j: scale
+//    (2j) / 16 = j / 8 of the step's 8, by the register gather as above) from a table of the scales widened
+//    by asc_e4m32float from the same unpacking load (E4M3 scale j in FP32 lane j), multiplied, rounded into
+//    BF16 even / odd elements, OR-ed, zeroed as above and stored as they are.
 struct DequantConsts {
   vector_bool all, head96, rope64;
-  vector_uint32_t idx[2];                     // scale lanes of chunks 0 and 1
+  vector_uint32_t idx[4];                     // scale lanes of chunks 0 .. 3 (FP8: 0, 1)
   vector_uint16_t zero, magnitude, nan_min, rope_idx;
   vector_uint32_t e8m0_min, e8m0_nan;
 };
@@ -184,18 +137,39 @@ __simd_callee__ inline void zero_from(vector_uint16_t& x, vector_uint16_t thr, c
   asc_select(x, c.zero, x, drop);
 }
 
-__simd_vf__ inline void dequant_fp8_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
-                                       uint32_t count, int32_t fmt) {
-  static_assert(kRawSlot >= 64 + 2 * 256, "dequant_fp8_vf: MODEL1's RoPE load reads record bytes 64..575");
+// V4.1 FP4's 128 dims [128 * chunk, +128) of a record (r) into BF16 bits.
+__simd_callee__ inline void e2m1_chunk(vector_uint16_t& x, __ubuf__ uint8_t* r, vector_uint32_t table,
+                                       const DequantConsts& c, uint32_t chunk) {
+  vector_uint8_t q;
+  asc_loadalign_unpack4(q, r + 64 * chunk);
+  vector_bfloat16_t v;
+  asc_e2m1x22bfloat16(v, (vector_fp4x2_e2m1_t&)q, c.all);
+  vector_uint32_t scale;
+  asc_gather(scale, table, c.idx[chunk]);
+  vector_float even, odd;
+  asc_bfloat162float(even, v, c.all);
+  asc_bfloat162float_v2(odd, v, c.all);
+  asc_mul(even, even, (vector_float&)scale, c.all);
+  asc_mul(odd, odd, (vector_float&)scale, c.all);
+  vector_bfloat16_t lo, hi;
+  asc_float2bfloat16_rn(lo, even, c.all);
+  asc_float2bfloat16_rn_v2(hi, odd, c.all);
+  asc_or(x, (vector_uint16_t&)lo, (vector_uint16_t&)hi, c.all);
+}
+
+__simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
+                                   uint32_t count, int32_t fmt) {
+  static_assert(kRawSlot >= 64 + 2 * 256, "dequant_vf: MODEL1's RoPE load reads record bytes 64..575");
   DequantConsts c;
   c.all = asc_create_mask_b8(PAT_ALL);
   uint32_t n = 96;
   c.head96 = asc_update_mask_b16(n);
   n = 64;
   c.rope64 = asc_update_mask_b16(n);
-  // log2 of the lanes per scale group: 32 dims (V4.1) 8 lanes, 64 (MODEL1) 16, 128 (V3.2) 32
-  const int16_t shift = fmt == kFmtFp8 ? 3 : fmt == kFmtModel1 ? 4 : 5;
-  for (uint32_t h = 0; h < 2; ++h) {
+  // log2 of the lanes per scale group: 32 dims (V4.1 FP8) 8 lanes, 64 (MODEL1) 16, 128 (V3.2) 32; FP4 (16
+  // dims, two a lane) 8
+  const int16_t shift = fmt == kFmtFp8 || fmt == kFmtFp4 ? 3 : fmt == kFmtModel1 ? 4 : 5;
+  for (uint32_t h = 0; h < (fmt == kFmtFp4 ? 4u : 2u); ++h) {
     vector_int32_t lane;
     asc_arange(lane, int32_t(64 * h));
     asc_shiftright_scalar(lane, lane, shift, c.all);
@@ -218,6 +192,18 @@ __simd_vf__ inline void dequant_fp8_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_
     asc_loadalign_brc_elem(ok, (__ubuf__ uint16_t*)(valid + t));
     asc_mul(thr, ok, c.nan_min, c.all);
     vector_uint32_t table;
+    if (fmt == kFmtFp4) {
+      vector_uint8_t bytes;
+      asc_loadalign_unpack4(bytes, r + 256);
+      asc_e4m32float((vector_float&)table, (vector_fp8_e4m3fn_t&)bytes, c.all);
+      for (uint32_t h = 0; h < kD / 128; ++h) {
+        vector_uint16_t x;
+        e2m1_chunk(x, r, table, c, h);
+        zero_from(x, thr, c);
+        asc_storealign(out + 128 * h, x, c.all);
+      }
+      continue;
+    }
     if (fmt == kFmtV32) {
       asc_loadalign(table, (__ubuf__ uint32_t*)(r + scale_at));
     } else {

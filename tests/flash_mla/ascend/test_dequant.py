@@ -1,10 +1,10 @@
-"""The Ascend sparse decode kernel's FP8 token dequantisation (SIMD registers: sparse_mla_vec.h dequant_fp8_vf)
-bit for bit, on deepjit's twin: each row reads one valid token among -1 ids, so its softmax weight is 1 and
-out is that token's dequantised V exactly; q is 0 on the V dims (a NaN or inf left in K would make the row
-NaN) and random on V3.2's RoPE dims, which only lse sees. The tokens carry every E4M3 code at every position
-modulo 4 (a wrong quarter order moves values), a different scale in each group (a wrong scale lane scales
-by its neighbour's), NaN codes (0x7F, 0xFF: 0), a NaN scale (E8M0 0xFF, FP32 NaN: the group is 0), E8M0 0
-(2^-127: subnormal products), RoPE NaN (0) and -0 (kept)."""
+"""The Ascend sparse decode kernel's token dequantisation (SIMD registers: sparse_mla_vec.h dequant_vf) bit for
+bit, on deepjit's twin: each row reads one valid token among -1 ids, so its softmax weight is 1 and out is
+that token's dequantised V exactly; q is 0 on the V dims (a NaN or inf left in K would make the row NaN) and
+random on V3.2's RoPE dims, which only lse sees. The tokens carry every E4M3 code (FP4: every E2M1 pair) at
+every position modulo 4 (a wrong quarter order moves values), a different scale in each group (a wrong scale
+lane scales by its neighbour's), NaN codes (0x7F, 0xFF: 0), a NaN scale (E8M0 0xFF, FP32 NaN, E4M3 0x7F /
+0xFF: the group is 0), E8M0 0 (2^-127: subnormal products), RoPE NaN (0) and -0 (kept)."""
 import torch
 
 import flash_mla
@@ -34,10 +34,17 @@ def _records(fmt: KVCacheFormat, placement):
             data, scales = base + slot * s.data_bytes, base + p * s.data_bytes + slot * s.scale_bytes
         else:
             data = base + slot * s.bytes_per_token
-            scales = data + {F.V41_FP8: 512, F.MODEL1_FP8: 576, F.V32_FP8: 512}[fmt]
-        n_codes = 448 if fmt is F.MODEL1_FP8 else 512
+            scales = data + {F.V41_FP8: 512, F.MODEL1_FP8: 576, F.V32_FP8: 512, F.V41_FP4: 256}[fmt]
+        n_codes = {F.MODEL1_FP8: 448, F.V41_FP4: 256}.get(fmt, 512)
         flat[data:data + n_codes] = codes.roll(t)[:n_codes]
-        if fmt is F.V32_FP8:
+        if fmt is F.V41_FP4:  # E4M3 scales: every 8th code (+-0, a subnormal, +-256), one NaN group
+            sc = torch.arange(0, 256, 8, dtype=torch.uint8).roll(5 * t)
+            sc[1] = 0x01
+            if t == NAN_SCALE_TOKEN:
+                sc[2] = 0x7F
+                sc[5] = 0xFF
+            flat[scales:scales + 32] = sc
+        elif fmt is F.V32_FP8:
             sc = torch.tensor([F32[(t + j) % 8] for j in range(4)], dtype=torch.float32)
             if t == NAN_SCALE_TOKEN:
                 sc[1] = float("nan")
@@ -50,7 +57,7 @@ def _records(fmt: KVCacheFormat, placement):
             flat[scales:scales + n] = sc
             if fmt is F.MODEL1_FP8:
                 flat[scales + 7] = 0xFF  # the pad byte: never a scale
-        if fmt is not F.V41_FP8:  # 64 BF16 RoPE dims: MODEL1 V dims 448..511, V3.2 K dims 512..575
+        if fmt in (F.MODEL1_FP8, F.V32_FP8):  # 64 BF16 RoPE dims: MODEL1 V dims 448..511, V3.2 K dims 512..575
             rope = torch.randn(64, generator=g).bfloat16()
             rope[7] = -0.0
             if t == NAN_ROPE_TOKEN:
@@ -69,15 +76,20 @@ def _check(fmt: KVCacheFormat, placement=None):
     if fmt is F.V32_FP8:
         q[..., 512:] = torch.randn(TOKENS, 1, 16, 64, generator=torch.Generator().manual_seed(23)).bfloat16()
     scopes = [KVScope(cache, fmt, fmt.placement(placement), idx, None)]
+    if fmt is F.V41_FP4:  # an extra cache: the main one (V4.1 FP8) reads nothing
+        main = make_cache(F.V41_FP8, 1, 2)
+        scopes.insert(0, KVScope(main, F.V41_FP8, "interleaved", torch.full((TOKENS, 1, 64), -1, dtype=torch.int32),
+                                 None))
     scale = fmt.d_qk ** -0.5
     out, lse = sparse_attn.sparse_decode(q, scopes, scale, 512, None, False)
     ref_out, ref_lse = reference.sparse_decode(q, scopes, scale, 512, None)
     k = flash_mla.dequantize_k_cache(cache, fmt, placement).view(-1, fmt.d_qk)[:TOKENS].nan_to_num(nan=0.0)
     assert torch.equal(ref_out[:, 0], k[:, None, :512].expand(TOKENS, 16, 512))
     # the cases are there: a zero group from the NaN scale, NaN codes, subnormal and -0 values
-    group = {F.V41_FP8: 32, F.MODEL1_FP8: 64, F.V32_FP8: 128}[fmt]
+    group = {F.V41_FP8: 32, F.MODEL1_FP8: 64, F.V32_FP8: 128, F.V41_FP4: 16}[fmt]
     assert not k[NAN_SCALE_TOKEN, 2 * group if fmt is not F.V32_FP8 else group:][:group].any()
-    assert ((k[:, :512].abs() < 2.0 ** -126) & (k[:, :512] != 0)).any()
+    if fmt is not F.V41_FP4:  # E2M1 x E4M3 products stay normal
+        assert ((k[:, :512].abs() < 2.0 ** -126) & (k[:, :512] != 0)).any()
     assert (k[:, :512].view(torch.int16) == -32768).any()
     mismatch = (out != ref_out).flatten(1).any(-1)
     assert not mismatch.any(), f"dequantised V differs for tokens {mismatch.nonzero().flatten().tolist()}"
@@ -100,3 +112,7 @@ def test_model1():
 
 def test_v32():
     _check(F.V32_FP8)
+
+
+def test_v41_fp4():
+    _check(F.V41_FP4, "interleaved")
