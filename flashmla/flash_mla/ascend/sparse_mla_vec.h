@@ -1,7 +1,7 @@
 // flash_mla/ascend/sparse_mla_vec.h — the vector-core pieces of sparse_mla.asc: token dequantisation
-// into BF16 rows (SIMT, an asc_vf_call region), the zeroing of an invalid token's BF16 row and the accumulator
-// fold (SIMD), over Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc owns the UB map). The
-// online softmax and the final normalisation are online_softmax.h's.
+// into BF16 rows, the zeroing of an invalid token's BF16 row and the accumulator fold, all SIMD register code
+// over Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc owns the UB map); the online
+// softmax and the final normalisation are online_softmax.h's.
 //
 // Token formats (the FormatSpec codes of _operands.py, records in [data | scales] order; a
 // block-split record is gathered into that order): 0 = V3.2 (656 B: 512 e4m3, 4 fp32 scales one per
@@ -15,16 +15,6 @@
 #pragma once
 
 #include <flash_mla/ascend/online_softmax.h>
-#include <simt_api/asc_simt.h>
-#include <simt_api/asc_bf16.h>
-
-// The twin's timeline sees a SIMT lane's plain arithmetic, math functions and UB reads only as the kernel
-// declares them (deepjit simt_api/asc_simt.h); elsewhere the declaration is nothing. The counts below are
-// per lane and by hand from this source (an estimate of what the compiler keeps: a division or modulo by a
-// constant as 2 instructions, expf as 15).
-#ifndef DJ_SIMT_WORK
-#define DJ_SIMT_WORK(alu, ub_loads, ub_stores) ((void)0)
-#endif
 
 #ifndef FMLA_HG
 #define FMLA_HG 64
@@ -65,74 +55,178 @@ __aicore__ inline float bits_to_float(uint32_t b) {
   return v.f;
 }
 
-// E4M3FN (bias 7, no inf, S.1111.111 = NaN) to FP32, exactly.
-__aicore__ inline float e4m3_value(uint32_t b) {
-  const uint32_t s = (b >> 7) & 1u, e = (b >> 3) & 15u, m = b & 7u;
-  float v;
-  if (e == 15u && m == 7u) v = bits_to_float(0x7FC00000u);
-  else if (e == 0u) v = float(m) * (1.0f / 512.0f);
-  else v = bits_to_float(((e + 120u) << 23) | (m << 20));
-  return s ? -v : v;
+// The quantised records' dequantisation by SIMD registers: dims [0, kDqk) of `count` gathered records
+// (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk), as the reference's gather: code in FP32 times
+// its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a zero row
+// (its record was not loaded). BF16 records need no pass (sparse_mla.asc gather_finish).
+//  FP8 formats:
+//  - 256 codes a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
+//    in FP32 lane i, so lane i of every part lies in dims [4i, 4i + 4) and a scale group of G dims covers
+//    the lanes i with i / (G / 4) constant: the scales of a chunk come from a register `table` (scale j in
+//    32-bit lane j) by the register gather at index (64 * chunk + i) >> log2(G / 4).
+//  - FP32 -> BF16 of parts 0 and 2 into the even / odd elements of register `a` (element 2i: dim 4i, 2i + 1:
+//    dim 4i + 2), parts 1 and 3 into `b` (dims 4i + 1, 4i + 3), OR-ed; the interleaving store then writes
+//    a0 b0 a1 b1 ... = dims 0, 1, 2, 3, ... of the chunk.
+//  - NaN -> 0 and the invalid token's zero row in BF16: an element is zeroed where (bits & 0x7FFF) >= thr,
+//    thr = 0x7F81 (the smallest NaN magnitude) for a valid token and 0 (everything) for an invalid one, so
+//    a finite -0 stays -0 as the product is, and the RoPE dims (BF16 as loaded) go through the same
+//    test.
+//  - scales: V4.1 FP8 16 and MODEL1 7 e8m0 bytes, one a 32-bit lane by the unpacking load (asc_loadalign_
+//    unpack4: byte j in the low byte of lane j, the rest 0), to FP32 bits 2^(b - 127): b << 23, 2^-127
+//    (subnormal) for 0, NaN for 255; V3.2 4 FP32 scales as loaded (the register's lanes 4.. are the RoPE dims: the V3.2
+//    RoPE comes from that same register, shifted down 8 BF16 lanes by the register gather).
+//  - MODEL1: dims 448..511 are BF16 RoPE (record bytes 448..575), the last 64 of the second chunk's 256: its
+//    `a` and `b` elements 96..127 take the even / odd RoPE elements, which the deinterleaving load from
+//    record byte 64 puts exactly there (element j of the pair <- BF16 element 2j / 2j + 1 from byte 64).
+//    The second chunk's codes and scale lanes past dim 447 (RoPE bytes, the pad byte) are computed and
+//    dropped by that select.
+//  V4.1 FP4 (256 bytes of E2M1 pairs, 32 E4M3 scales one per 16 dims), 128 dims a step: the unpacking load
+//    puts payload byte k in byte 4k, so asc_e2m1x22bfloat16's quarter 0 gives BF16 element i = dim i of the
+//    step (the pair of byte i / 2) in order; widened to FP32 even / odd (dims 2j, 2j + 1 in lane j: scale
+//    (2j) / 16 = j / 8 of the step's 8, by the register gather as above) from a table of the scales widened
+//    by asc_e4m32float from the same unpacking load (E4M3 scale j in FP32 lane j), multiplied, rounded into
+//    BF16 even / odd elements, OR-ed, zeroed as above and stored as they are.
+struct DequantConsts {
+  vector_bool all, head96, rope64;
+  vector_uint32_t idx[4];                     // scale lanes of chunks 0 .. 3 (FP8: 0, 1)
+  vector_uint16_t zero, magnitude, nan_min, rope_idx;
+  vector_uint32_t e8m0_min, e8m0_nan;
+};
+
+// Dims [256 * c, 256 * c + 256) of a record: the codes at `codes`, the scales by lane from `table`, into the
+// BF16 registers a / b (see above).
+__simd_callee__ inline void e4m3_chunk(vector_uint16_t& a, vector_uint16_t& b, __ubuf__ uint8_t* codes,
+                                       vector_uint32_t table, const DequantConsts& c, uint32_t chunk) {
+  vector_uint8_t q;
+  asc_loadalign(q, codes);
+  vector_uint32_t scale;
+  asc_gather(scale, table, c.idx[chunk]);
+  vector_float p0, p1, p2, p3;
+  asc_e4m32float(p0, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v2(p1, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v3(p2, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v4(p3, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_mul(p0, p0, (vector_float&)scale, c.all);
+  asc_mul(p1, p1, (vector_float&)scale, c.all);
+  asc_mul(p2, p2, (vector_float&)scale, c.all);
+  asc_mul(p3, p3, (vector_float&)scale, c.all);
+  vector_bfloat16_t e0, e1, e2, e3;
+  asc_float2bfloat16_rn(e0, p0, c.all);
+  asc_float2bfloat16_rn_v2(e2, p2, c.all);
+  asc_float2bfloat16_rn(e1, p1, c.all);
+  asc_float2bfloat16_rn_v2(e3, p3, c.all);
+  asc_or(a, (vector_uint16_t&)e0, (vector_uint16_t&)e2, c.all);
+  asc_or(b, (vector_uint16_t&)e1, (vector_uint16_t&)e3, c.all);
 }
 
-// E8M0 (2^(b - 127), 0xFF = NaN) to FP32.
-__aicore__ inline float e8m0_value(uint32_t b) {
-  if (b == 255u) return bits_to_float(0x7FC00000u);
-  if (b == 0u) return bits_to_float(0x00400000u);  // 2^-127, a subnormal
-  return bits_to_float(b << 23);
+// BF16 elements (as bits) whose magnitude bits reach thr become +0.
+__simd_callee__ inline void zero_from(vector_uint16_t& x, vector_uint16_t thr, const DequantConsts& c) {
+  vector_uint16_t mag;
+  asc_and(mag, x, c.magnitude, c.all);
+  vector_bool drop;
+  asc_ge(drop, mag, thr, c.all);
+  asc_select(x, c.zero, x, drop);
 }
 
-// Little-endian BF16 / FP32 at r.
-__aicore__ inline float bf16_at(const __ubuf__ uint8_t* r) {
-  return bits_to_float((uint32_t(r[0]) | (uint32_t(r[1]) << 8)) << 16);
-}
-__aicore__ inline float f32_at(const __ubuf__ uint8_t* r) {
-  return bits_to_float(uint32_t(r[0]) | (uint32_t(r[1]) << 8) | (uint32_t(r[2]) << 16) | (uint32_t(r[3]) << 24));
-}
-
-// E2M1 code (bit 3 = sign) to FP32.
-__aicore__ inline float e2m1_value(uint32_t c) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = mag[c & 7u];
-  return (c & 8u) ? -v : v;
-}
-
-// A dequantised element's lane work by format (ALU, UB loads), besides its loop, index arithmetic, valid[]
-// load, format compares, BF16 rounding and store: the decoders above (e4m3_value ~12, e8m0_value ~3,
-// bf16_at / f32_at 3 / 6 after their 2 / 4 byte loads, e2m1_value ~6 with its table load).
-__aicore__ inline uint32_t dequant_alu(int32_t fmt) {
-  return fmt == kFmtFp8 ? 18u : fmt == kFmtFp4 ? 22u : fmt == kFmtV32 ? 22u : 19u;
-}
-__aicore__ inline uint32_t dequant_loads(int32_t fmt) {
-  return fmt == kFmtFp8 ? 2u : fmt == kFmtFp4 ? 3u : fmt == kFmtV32 ? 5u : 2u;
+// V4.1 FP4's 128 dims [128 * chunk, +128) of a record (r) into BF16 bits.
+__simd_callee__ inline void e2m1_chunk(vector_uint16_t& x, __ubuf__ uint8_t* r, vector_uint32_t table,
+                                       const DequantConsts& c, uint32_t chunk) {
+  vector_uint8_t q;
+  asc_loadalign_unpack4(q, r + 64 * chunk);
+  vector_bfloat16_t v;
+  asc_e2m1x22bfloat16(v, (vector_fp4x2_e2m1_t&)q, c.all);
+  vector_uint32_t scale;
+  asc_gather(scale, table, c.idx[chunk]);
+  vector_float even, odd;
+  asc_bfloat162float(even, v, c.all);
+  asc_bfloat162float_v2(odd, v, c.all);
+  asc_mul(even, even, (vector_float&)scale, c.all);
+  asc_mul(odd, odd, (vector_float&)scale, c.all);
+  vector_bfloat16_t lo, hi;
+  asc_float2bfloat16_rn(lo, even, c.all);
+  asc_float2bfloat16_rn_v2(hi, odd, c.all);
+  asc_or(x, (vector_uint16_t&)lo, (vector_uint16_t&)hi, c.all);
 }
 
-// Dims [0, kDqk) of `count` gathered quantised records (raw + t * kRawSlot) as BF16 rows of kDqk
-// (k + t * kDqk); a token with valid[t] == 0 becomes a zero row (its record was not loaded). BF16 records
-// need no pass (sparse_mla.asc gather_finish).
-__simt_vf__ __launch_bounds__(512) inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k,
-                                                          __ubuf__ int32_t* valid, uint32_t count, int32_t fmt) {
-  for (uint32_t i = threadIdx.x; i < count * kDqk; i += blockDim.x) {
-    // loop 2, t and d 4, the record address 2, the valid branch 1, format compares 2, rounding 1, the
-    // store's address 1; UB: valid[t], one store
-    DJ_SIMT_WORK(13 + dequant_alu(fmt), 1 + dequant_loads(fmt), 1);
-    const uint32_t t = i / kDqk, d = i % kDqk;
-    const __ubuf__ uint8_t* r = raw + t * kRawSlot;
-    float v = 0.0f;
-    if (valid[t]) {
-      if (fmt == kFmtFp8) {
-        v = e4m3_value(r[d]) * e8m0_value(r[512 + d / 32]);
-      } else if (fmt == kFmtFp4) {
-        const uint32_t byte = r[d / 2];
-        v = e2m1_value((d & 1u) ? byte >> 4 : byte & 15u) * e4m3_value(r[256 + d / 16]);
-      } else if (fmt == kFmtV32) {
-        v = d < 512 ? e4m3_value(r[d]) * f32_at(r + 512 + 4 * (d / 128)) : bf16_at(r + 528 + 2 * (d - 512));
-      } else {  // MODEL1
-        v = d < 448 ? e4m3_value(r[d]) * e8m0_value(r[576 + d / 64]) : bf16_at(r + 448 + 2 * (d - 448));
+__simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
+                                   uint32_t count, int32_t fmt) {
+  static_assert(kRawSlot >= 64 + 2 * 256, "dequant_vf: MODEL1's RoPE load reads record bytes 64..575");
+  DequantConsts c;
+  c.all = asc_create_mask_b8(PAT_ALL);
+  uint32_t n = 96;
+  c.head96 = asc_update_mask_b16(n);
+  n = 64;
+  c.rope64 = asc_update_mask_b16(n);
+  // log2 of the lanes per scale group: 32 dims (V4.1 FP8) 8 lanes, 64 (MODEL1) 16, 128 (V3.2) 32; FP4 (16
+  // dims, two a lane) 8
+  const int16_t shift = fmt == kFmtFp8 || fmt == kFmtFp4 ? 3 : fmt == kFmtModel1 ? 4 : 5;
+  for (uint32_t h = 0; h < (fmt == kFmtFp4 ? 4u : 2u); ++h) {
+    vector_int32_t lane;
+    asc_arange(lane, int32_t(64 * h));
+    asc_shiftright_scalar(lane, lane, shift, c.all);
+    c.idx[h] = (vector_uint32_t&)lane;
+  }
+  asc_duplicate_scalar(c.zero, uint16_t(0), c.all);
+  asc_duplicate_scalar(c.magnitude, uint16_t(0x7FFF), c.all);
+  asc_duplicate_scalar(c.nan_min, uint16_t(0x7F81), c.all);
+  asc_duplicate_scalar(c.e8m0_min, 0x00400000u, c.all);
+  asc_duplicate_scalar(c.e8m0_nan, 0x7FC00000u, c.all);
+  vector_int16_t rope_lane;
+  asc_arange(rope_lane, int16_t(8));
+  c.rope_idx = (vector_uint16_t&)rope_lane;
+  const uint32_t scale_at = fmt == kFmtModel1 ? 576u : 512u;
+  for (uint32_t t = 0; t < count; ++t) {
+    __ubuf__ uint8_t* r = raw + t * kRawSlot;
+    __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
+    // thr: 0x7F81 for a valid token (valid[t] is 0 or 1; its low BF16-sized half), 0 for an invalid one
+    vector_uint16_t ok, thr;
+    asc_loadalign_brc_elem(ok, (__ubuf__ uint16_t*)(valid + t));
+    asc_mul(thr, ok, c.nan_min, c.all);
+    vector_uint32_t table;
+    if (fmt == kFmtFp4) {
+      vector_uint8_t bytes;
+      asc_loadalign_unpack4(bytes, r + 256);
+      asc_e4m32float((vector_float&)table, (vector_fp8_e4m3fn_t&)bytes, c.all);
+      for (uint32_t h = 0; h < kD / 128; ++h) {
+        vector_uint16_t x;
+        e2m1_chunk(x, r, table, c, h);
+        zero_from(x, thr, c);
+        asc_storealign(out + 128 * h, x, c.all);
       }
-      if (v != v) v = 0.0f;
+      continue;
     }
-    k[i] = __float2bfloat16_rn(v);
+    if (fmt == kFmtV32) {
+      asc_loadalign(table, (__ubuf__ uint32_t*)(r + scale_at));
+    } else {
+      vector_uint8_t bytes;
+      asc_loadalign_unpack4(bytes, r + scale_at);
+      vector_uint32_t b = (vector_uint32_t&)bytes;
+      vector_bool lowest, nan;
+      asc_eq_scalar(lowest, b, 0u, c.all);
+      asc_eq_scalar(nan, b, 255u, c.all);
+      asc_shiftleft_scalar(table, b, int16_t(23), c.all);
+      asc_select(table, c.e8m0_min, table, lowest);
+      asc_select(table, c.e8m0_nan, table, nan);
+    }
+    for (uint32_t h = 0; h < 2; ++h) {
+      vector_uint16_t a, b;
+      e4m3_chunk(a, b, r + 256 * h, table, c, h);
+      if (fmt == kFmtModel1 && h == 1) {  // dims 448..511: the RoPE
+        vector_uint16_t even, odd;
+        asc_loadalign_deintlv(even, odd, (__ubuf__ uint16_t*)(r + 64));
+        asc_select(a, a, even, c.head96);
+        asc_select(b, b, odd, c.head96);
+      }
+      zero_from(a, thr, c);
+      zero_from(b, thr, c);
+      asc_storealign_intlv(out + 256 * h, a, b);
+    }
+    if (kDqk > 512 && fmt == kFmtV32) {  // dims 512..575: record bytes 528..655, BF16 lanes 8..71 of `table`
+      vector_uint16_t rope;
+      asc_gather(rope, (vector_uint16_t&)table, c.rope_idx);
+      zero_from(rope, thr, c);
+      asc_storealign(out + 512, rope, c.rope64);
+    }
   }
 }
 

@@ -101,6 +101,39 @@ int main() {
   asc_float2bfloat16_rn_v2(nod, r, all32);
   emit(nev.e, 128);
   emit(nod.e, 128);
+  // asc_float2half_rn: x rounded to FP16 (RNE, overflow to inf) in the even elements, the others 0.
+  vector_half hev;
+  asc_float2half_rn(hev, r, all32);
+  emit(hev.e, 128);
+
+  // 6b. asc_e4m32float / _v2 / _v3 / _v4 over every E4M3 code (byte b = b): FP32 lane i of quarter k holds
+  // code 4i + k.
+  __ubuf__ uint8_t* codes = ub + 12288;
+  for (int i = 0; i < 256; ++i) codes[i] = uint8_t(i);
+  vector_fp8_e4m3fn_t q;
+  asc_loadalign(q, codes);
+  vector_float quarter[4];
+  asc_e4m32float(quarter[0], q, asc_create_mask_b8(PAT_ALL));
+  asc_e4m32float_v2(quarter[1], q, asc_create_mask_b8(PAT_ALL));
+  asc_e4m32float_v3(quarter[2], q, asc_create_mask_b8(PAT_ALL));
+  asc_e4m32float_v4(quarter[3], q, asc_create_mask_b8(PAT_ALL));
+  for (auto& v : quarter) emit(v.e, 64);
+  // under a 37-lane FP32 mask the other lanes are 0
+  uint32_t e4_lanes = 37;
+  vector_float masked;
+  asc_e4m32float_v3(masked, q, asc_update_mask_b32(e4_lanes));
+  emit(masked.e, 64);
+
+  // 6c. asc_e2m1x22bfloat16 / _v2 / _v3 / _v4 over every byte (both nibbles: every E2M1 pair): BF16 elements
+  // 2k, 2k + 1 of quarter p hold the low, high nibble of byte 4k + p.
+  vector_fp4x2_e2m1_t pairs;
+  asc_loadalign(pairs, codes);
+  vector_bfloat16_t fp4[4];
+  asc_e2m1x22bfloat16(fp4[0], pairs, asc_create_mask_b8(PAT_ALL));
+  asc_e2m1x22bfloat16_v2(fp4[1], pairs, asc_create_mask_b8(PAT_ALL));
+  asc_e2m1x22bfloat16_v3(fp4[2], pairs, asc_create_mask_b8(PAT_ALL));
+  asc_e2m1x22bfloat16_v4(fp4[3], pairs, asc_create_mask_b8(PAT_ALL));
+  for (auto& v : fp4) emit(v.e, 128);
 
   // 7. A load past the end of UB stops the launch with the op and offset named.
   if (sigsetjmp(core.exit_jmp, 1) == 0) {

@@ -1,7 +1,8 @@
 """The twin's vector register API (c_api/reg*.h) through TileLang's simd_inst.h wrappers, on one fake AIV
 core: casts (f32->bf16 RNE + pack, f32->e4m3 saturating in the four byte parts, bf16->f32 even/odd +
-interleave; the C API's asc_bfloat162float / _v2 and asc_float2bfloat16_rn / _v2), tail-masked
-max/min/sum, compare/select/axpy, a tail-masked asc_mula, and the UB bounds check. Compared with torch."""
+interleave; the C API's asc_bfloat162float / _v2, asc_float2bfloat16_rn / _v2, asc_float2half_rn,
+asc_e4m32float / _v2 .. _v4 over every E4M3 code and asc_e2m1x22bfloat16 / _v2 .. _v4 over every E2M1 pair), tail-masked max/min/sum,
+compare/select/axpy, a tail-masked asc_mula, and the UB bounds check. Compared with torch."""
 import pathlib
 import shutil
 import subprocess
@@ -40,7 +41,10 @@ def run(binary, x):
     res = dict(bf16=take(np.uint16, 64), e4m3=take(np.uint8, 256), max=take(np.uint32, 2), min=take(np.uint32, 2),
                sum=take(np.float32, 1), count=take(np.uint32, 1), sel=take(np.float32, 64),
                wide=take(np.float32, 128), even=take(np.float32, 64), odd=take(np.float32, 64),
-               mula=take(np.float32, 64), narrow_even=take(np.uint16, 128), narrow_odd=take(np.uint16, 128))
+               mula=take(np.float32, 64), narrow_even=take(np.uint16, 128), narrow_odd=take(np.uint16, 128),
+               half_even=take(np.uint16, 128),
+               e4m3_quarters=take(np.uint32, 256), e4m3_masked=take(np.uint32, 64),
+               e2m1_quarters=take(np.uint16, 512))
     assert pos == len(out)
     return res, proc.stderr.decode()
 
@@ -94,5 +98,26 @@ def test_vec_ops_match_torch(binary, seed):
     np.testing.assert_array_equal(res["narrow_even"][0::2], bf)
     np.testing.assert_array_equal(res["narrow_odd"][1::2], bf)
     assert not res["narrow_even"][1::2].any() and not res["narrow_odd"][0::2].any()
+    half = x.to(torch.float16).view(torch.int16).numpy().view(np.uint16)  # 1000 exact, 1e-40 -> 0
+    np.testing.assert_array_equal(res["half_even"][0::2], half)
+    assert not res["half_even"][1::2].any()
+
+    # asc_e4m32float quarter k, lane i: code 4i + k widened exactly (subnormals, +-0; 0x7F / 0xFF NaN)
+    want_e4 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
+    got_e4 = res["e4m3_quarters"].reshape(4, 64).T.reshape(-1).view(np.float32)  # [i, k] -> code 4i + k
+    nan = np.isnan(want_e4)
+    assert list(np.flatnonzero(nan)) == [0x7F, 0xFF] and np.isnan(got_e4[nan]).all()
+    np.testing.assert_array_equal(got_e4[~nan].view(np.uint32), want_e4[~nan].view(np.uint32))  # -0 too
+    np.testing.assert_array_equal(res["e4m3_masked"][:37], got_e4.view(np.uint32)[2::4][:37])
+    assert not res["e4m3_masked"][37:].any()
+
+    # asc_e2m1x22bfloat16 quarter p, elements 2k / 2k + 1: the low / high nibble of byte 4k + p, exactly
+    # (E2M1: S.EE.M, bias 1, 0x1 the subnormal 0.5; no inf / NaN)
+    e2m1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    e2m1 = torch.cat([e2m1, -e2m1])
+    nibbles = torch.stack([torch.arange(256) & 15, torch.arange(256) >> 4], dim=1)  # [byte, low / high]
+    want_fp4 = e2m1[nibbles].bfloat16().view(torch.int16).numpy().view(np.uint16)
+    got_fp4 = res["e2m1_quarters"].reshape(4, 64, 2).transpose(1, 0, 2).reshape(256, 2)  # [4k + p, nibble]
+    np.testing.assert_array_equal(got_fp4, want_fp4)  # -0 (0x8) too
 
     assert "asc_loadalign: buffer UB offset 253824, 256 bytes, is outside [0, 253952)" in err
