@@ -3,7 +3,8 @@ deepjit's Ascend twin (CPU tensors, FMLA_BACKEND=ascend) through flash_attn_varl
 FP32 reference at upstream's varlen tolerances at DeepSeek's MHA-prefill head dims (d_qk 192, d_v 128,
 one compiled kernel): an MHA class and a GQA class (4 query heads per kv head), causal (bottom-right) and not, sequences off the
 64-key step, an empty sequence and a query row with no visible key (s_q > s_k under the causal mask:
-out 0, lse +inf as the reference); lse stored head-major as upstream."""
+out 0, lse +inf as the reference); lse stored head-major as upstream. Also FP16 inputs, logits that move the
+softmax's reference max every step, and a NaN value row left in UB by an earlier item."""
 import math
 
 import pytest
@@ -62,6 +63,48 @@ def test_more_items_than_cube_cores_and_reference_dtypes(monkeypatch):
     assert_close(lse, ref_lse, VARLEN_LSE, "lse")
     f = (q.float(), k.float(), v.float(), cu_q, cu_k, 0.125, True)
     assert _dispatch.TABLE.serves("varlen_attention", q.device, *f) == "reference"
+
+
+def test_fp16_inputs(monkeypatch):
+    """FP16 q / k / v run the FP16 kernel (P and out rounded to FP16)."""
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, k, v, cu_q, cu_k = (t.half() if t.is_floating_point() else t
+                           for t in _case([3, 9], [70, 12], 4, 2, 192, 128, seed=11))
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, q, k, v, cu_q, cu_k, 0.1, True) == "ascend"
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 70, causal=True)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, True)
+    assert out.dtype == torch.float16
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+
+
+def test_growing_logits_rescale_the_accumulator(monkeypatch):
+    """Logits that grow by more than the rescale skip (8) from one 64-key step to the next: the reference max
+    moves every step and the accumulator is rescaled by exp(m_old - m_new) each time."""
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, k, v, cu_q, cu_k = _case([4], [250], 2, 1, 192, 128, seed=12)
+    q[:] = 0.05
+    k[:] = (torch.arange(250).float() * 0.3).view(250, 1, 1).bfloat16()  # logit p: 0.05 * 192 * 0.3p / sqrt(192)
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 4, 250, causal=False)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)
+    assert float(ref_lse.max()) > 40  # about 13 nats a step
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+
+
+def test_stale_nan_value_rows_stay_out_of_later_items(monkeypatch):
+    """Sequence 0's value row 20 is NaN (its rows' outputs are NaN, as the reference's). Sequence 32 runs next
+    on the same block (33 items over 32 cube cores) with 5 keys: its tile's rows past them still hold sequence
+    0's rows in UB and must be zeroed (0 x NaN would poison P . V) -- its output stays finite."""
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    lens_k = [40] + [3] * 31 + [5]
+    q, k, v, cu_q, cu_k = _case([1] * 33, lens_k, 1, 1, 192, 128, seed=13)
+    v[20] = float("nan")
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 1, 40, causal=False)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)
+    assert bool(out[0].isnan().all()) and not out[1:].isnan().any()
+    assert_close(out[1:], ref_out[1:], VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
 
 
 def test_kernel_clamps_cu_seqlens():
