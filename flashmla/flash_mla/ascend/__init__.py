@@ -1,6 +1,6 @@
 """flash_mla's Ascend 950 (dav-3510) kernels: sparse MLA decode and prefill, and convert_kv_layout.
 
-Hand-written AscendC against the C API (``c_api/asc_simd.h`` + the SIMT API), not TileLang-Ascend:
+Hand-written AscendC against the C API (``c_api/asc_simd.h``: its register API, SIMD), not TileLang-Ascend:
 the op is one mixed cube + vector kernel whose vector side gathers tokens record by record through
 ``indices`` (data and scales of a token in one burst, or two from a block-split block),
 dequantises the V3.2 / MODEL1 / V4.1 FP8 / FP4 records in the Unified Buffer and hands them to the
@@ -10,6 +10,8 @@ for the cube pipeline and FixPipe, and the same source compiles for the NPU (bis
 deepjit's Ascend CPU twin, where the tests run it.
 
 - ``sparse_mla.asc`` (``fmla_sparse_mla``) with ``sparse_mla_vec.h``: the kernel, serving both ops.
+- ``online_softmax.h``: the vector cores' online-softmax step and final normalisation, shared by the sparse
+  and dense kernels.
 - ``kv_relayout.asc`` (``fmla_kv_relayout``) with ``kv_relayout.py``: ``convert_kv_layout`` on the
   vector cores (MTE only: strided bursts between the two V4.1 placements, two UB buffers).
 - ``kernel_args.h``: one named argument struct per kernel.
@@ -30,5 +32,6 @@ decision goes through the block's SSBuffer) and drains to UB once an item and on
 max, as TileLang's FlashMLA port for the 950 does. At the published prefill shape the kernel is then
 cube-bound on the timeline (see deepjit/README.md's validation table).
 
-Not done yet (performance, hardware only): a register-API softmax (now SIMT, 8 lanes per head).
+The vector side is register (SIMD) code throughout: the FP8 / FP4 dequantisation, the softmax (one register a
+row), the fold and the outputs.
 """
