@@ -209,8 +209,9 @@ __simd_vf__ inline void softmax_sum_vf(__ubuf__ float* part, __ubuf__ float* l, 
 // reference max l is relative to), +inf for an empty row (l 0: nothing counted, or only -inf logits; its m stays
 // -inf) or with a +inf logit (m +inf, l NaN); the row's output factor f = 1 / l, divided by 1 + exp(sink - lse)
 // where a sink is given (null: none); and its keep flag (factor + kKeepOffset), 0 for an empty row.
-// finish_out_vf: out = acc * f rounded to Elem, Cols columns a row, 0 where keep is 0 (an empty row's acc may
-// hold 0 x inf = NaN from P . V over -inf V rows; its out is 0 as the reference's).
+// finish_out_vf: out = (acc + o) * f rounded to Elem, Cols columns a row (acc or o null: the other alone), 0
+// where keep is 0 (an empty row's sum may hold 0 x inf = NaN from P . V over -inf V rows; its out is 0 as the
+// reference's). out may overlay o (its rows in place: an out row is stored after the o rows it covers are read).
 template <uint32_t Rows>
 __simd_vf__ inline void finish_rows_vf(__ubuf__ float* m, __ubuf__ float* l, __ubuf__ float* sink, __ubuf__ float* lse,
                                        __ubuf__ float* factor) {
@@ -247,7 +248,8 @@ __simd_vf__ inline void finish_rows_vf(__ubuf__ float* m, __ubuf__ float* l, __u
 }
 
 template <uint32_t Rows, uint32_t Cols, class Elem>
-__simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* factor, __ubuf__ Elem* out) {
+__simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* o, __ubuf__ float* factor,
+                                      __ubuf__ Elem* out) {
   static_assert(Cols % 64 == 0, "finish_out_vf: 64 columns a register");
   const vector_bool all = asc_create_mask_b32(PAT_ALL);
   uint32_t width = 64;
@@ -262,7 +264,12 @@ __simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* facto
     asc_eq_scalar(empty, keep, 0.0f, all);
     for (uint32_t c = 0; c < Cols; c += 64) {
       vector_float x;
-      asc_loadalign(x, acc + r * Cols + c);
+      asc_loadalign(x, acc ? acc + r * Cols + c : o + r * Cols + c);
+      if (acc && o) {
+        vector_float y;
+        asc_loadalign(y, o + r * Cols + c);
+        asc_add(x, x, y, all);
+      }
       asc_mul(x, x, f, all);
       asc_select(x, zero, x, empty);
       vector_uint16_t packed;
