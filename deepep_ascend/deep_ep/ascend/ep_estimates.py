@@ -23,6 +23,7 @@ tests draw them so), experts split evenly across the ranks, every slot valid.
 """
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import queue
@@ -97,10 +98,10 @@ def _rank(rank: int, world: int, port: int, results, mode: str, tokens: int, hid
 
 def _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s) -> dict:
     import torch.distributed as dist
-    from deepjit.tilelang_route.ascend_check import PublishedShape, run_published
 
     import deep_ep
     from deep_ep.utils.math import per_token_cast_to_fp8
+    from deepjit.tilelang_route.ascend_check import PublishedShape, run_published
 
     idx, w = routing(tokens, experts, topk, seed=1000 + rank)
     x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(rank)).bfloat16()
@@ -188,3 +189,28 @@ def estimate(mode: str, ranks: int, tokens: int, fp8: bool = False, **shape) -> 
         us = slow["estimate"].seconds * 1e6
         out[phase] = {**slow, "us": us, "gbps": slow["bytes"] / us / 1e3, "ranks_us": [t * 1e6 for t in times]}
     return out
+
+
+REMOTE_MODEL = ("remote-window stores/loads charged as local GM traffic (L2, HBM share, AI-core port); "
+                "no UB link, no cross-rank wait")
+
+
+@functools.cache
+def _cached(mode: str, ranks: int, tokens: int, fp8: bool) -> dict:
+    return estimate(mode, ranks, tokens, fp8=fp8)
+
+
+def published_shape_outcome(mode: str, phase: str, ranks: int, tokens: int, fp8: bool) -> dict:
+    """One ``ascend_check`` multi-rank outcome: the slowest rank's, beside the published figures."""
+    o = _cached(mode, ranks, tokens, fp8)[phase]
+    full = TOKENS if mode == "normal" else LL_TOKENS
+    scope = f"slowest of {ranks} ranks, {tokens} tokens/rank" + ("" if tokens == full else f" (not {full}: reduced)")
+    pubs = PUBLISHED[(mode, phase)]
+    beside = "; ".join(f"{p.us:.0f} us, " * (p.us is not None) + f"{p.gbps:.0f} GB/s [{p.source}]" for p in pubs)
+    note = (f"estimate, not a measurement: {o['us']:.1f} us, {o['gbps']:.1f} GB/s algorithm bandwidth ({scope}) | "
+            f"published (measured on other hardware): {beside} | {REMOTE_MODEL}")
+    extra = {"ranks": ranks, "tokens_per_rank": tokens, "full_shape_tokens": full, "fp8": fp8,
+             "algorithm_bytes": o["bytes"], "algorithm_gbps": o["gbps"], "ranks_us": o["ranks_us"],
+             "published": [vars(p) for p in pubs], "remote_traffic": REMOTE_MODEL}
+    return {"estimate": o["estimate"], "roofline": o["roofline"], "operand": o["operand"], "note": note,
+            "extra": extra}
