@@ -196,20 +196,21 @@ REMOTE_MODEL = ("remote-window stores/loads charged as local GM traffic (L2, HBM
 
 
 @functools.cache
-def _cached(mode: str, ranks: int, tokens: int, fp8: bool) -> dict:
-    return estimate(mode, ranks, tokens, fp8=fp8)
+def _cached(mode: str, ranks: int, tokens: int, fp8: bool, experts: int) -> dict:
+    return estimate(mode, ranks, tokens, fp8=fp8, experts=experts)
 
 
-def published_shape_outcome(mode: str, phase: str, ranks: int, tokens: int, fp8: bool) -> dict:
+def published_shape_outcome(mode: str, phase: str, ranks: int, tokens: int, fp8: bool, experts: int = EXPERTS) -> dict:
     """One ``ascend_check`` multi-rank outcome: the slowest rank's, beside the published figures."""
-    o = _cached(mode, ranks, tokens, fp8)[phase]
+    o = _cached(mode, ranks, tokens, fp8, experts)[phase]
     full = TOKENS if mode == "normal" else LL_TOKENS
-    scope = f"slowest of {ranks} ranks, {tokens} tokens/rank" + ("" if tokens == full else f" (not {full}: reduced)")
+    scope = (f"slowest of {ranks} ranks, {tokens} tokens/rank" + ("" if tokens == full else f" (not {full}: reduced)")
+             + ("" if experts == EXPERTS else f", {experts} experts (not {EXPERTS}: reduced)"))
     pubs = PUBLISHED[(mode, phase)]
     beside = "; ".join(f"{p.us:.0f} us, " * (p.us is not None) + f"{p.gbps:.0f} GB/s [{p.source}]" for p in pubs)
     note = (f"estimate, not a measurement: {o['us']:.1f} us, {o['gbps']:.1f} GB/s algorithm bandwidth ({scope}) | "
             f"published (measured on other hardware): {beside} | {REMOTE_MODEL}")
-    extra = {"ranks": ranks, "tokens_per_rank": tokens, "full_shape_tokens": full, "fp8": fp8,
+    extra = {"ranks": ranks, "tokens_per_rank": tokens, "full_shape_tokens": full, "experts": experts, "fp8": fp8,
              "algorithm_bytes": o["bytes"], "algorithm_gbps": o["gbps"], "ranks_us": o["ranks_us"],
              "published": [vars(p) for p in pubs], "remote_traffic": REMOTE_MODEL}
     return {"estimate": o["estimate"], "roofline": o["roofline"], "operand": o["operand"], "note": note,

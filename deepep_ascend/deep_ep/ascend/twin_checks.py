@@ -140,7 +140,9 @@ def cases() -> list:
 # The EP8 window dispatch/combine estimates (ep_estimates.py), each rank a process. 8 processes at 4096
 # tokens x 7168 need more memory than a 24 GiB, 2-core host has (and ~10 min): the normal shapes run at
 # EP_ESTIMATE_TOKENS tokens per rank (default 512, every other dimension DeepSeek's); set it to 4096 on a
-# larger host. Low latency runs at its full 128 tokens.
+# larger host. Low latency runs at its full 128 tokens but, by default, over 64 experts (8 a rank: its
+# [experts/rank, ranks x 128, 7168] outputs at 32 experts a rank took ~4.8 GB a process, 8 of them more
+# than the host has; EP_ESTIMATE_LL_EXPERTS=256 on a larger host). Top-8 either way.
 def published_shapes() -> list:
     import functools
     import os
@@ -150,8 +152,9 @@ def published_shapes() -> list:
     from .ep_estimates import LL_TOKENS, published_shape_outcome
 
     tokens = int(os.environ.get("EP_ESTIMATE_TOKENS", "512"))
-    runs = [("normal", tokens, False), ("normal", tokens, True), ("low_latency", LL_TOKENS, True)]
-    return [PublishedShape(f"ep_window_{mode}_{phase}_ep{RANKS}_{t}t_h{HIDDEN}_{'fp8' if fp8 else 'bf16'}",
-                           "vector", functools.partial(published_shape_outcome, mode, phase, RANKS, t, fp8),
+    ll_experts = int(os.environ.get("EP_ESTIMATE_LL_EXPERTS", "64"))
+    runs = [("normal", tokens, False, 256), ("normal", tokens, True, 256), ("low_latency", LL_TOKENS, True, ll_experts)]
+    return [PublishedShape(f"ep_window_{mode}_{phase}_ep{RANKS}_{t}t_h{HIDDEN}_top{TOPK}of{e}_{'fp8' if fp8 else 'bf16'}",
+                           "vector", functools.partial(published_shape_outcome, mode, phase, RANKS, t, fp8, e),
                            multi_rank=True)
-            for mode, t, fp8 in runs for phase in ("dispatch", "combine")]
+            for mode, t, fp8, e in runs for phase in ("dispatch", "combine")]
