@@ -12,7 +12,8 @@ counters of every launch it makes give the roofline). The kernels of a library t
 specs (``deepjit.ascend_kernels``) but no twin-check module are listed as not checked. The run fails
 (exit status 1) when any kernel mismatches or errors, after trying them all.
 A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
-shapes, each run whole on the twin (``--no-published`` skips it).
+shapes, each run whole on the twin (``--no-published`` skips it); a ``multi_rank`` one spawns rank processes of
+its own (deep_ep's EP8 window dispatch/combine: ``--no-multi-rank`` skips those).
 
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
