@@ -207,7 +207,7 @@ def published_shape_outcome(mode: str, phase: str, ranks: int, tokens: int, fp8:
     scope = (f"slowest of {ranks} ranks, {tokens} tokens/rank" + ("" if tokens == full else f" (not {full}: reduced)")
              + ("" if experts == EXPERTS else f", {experts} experts (not {EXPERTS}: reduced)"))
     pubs = PUBLISHED[(mode, phase)]
-    beside = "; ".join(f"{p.us:.0f} us, " * (p.us is not None) + f"{p.gbps:.0f} GB/s [{p.source}]" for p in pubs)
+    beside = "; ".join(("" if p.us is None else f"{p.us:.0f} us, ") + f"{p.gbps:.0f} GB/s [{p.source}]" for p in pubs)
     note = (f"estimate, not a measurement: {o['us']:.1f} us, {o['gbps']:.1f} GB/s algorithm bandwidth ({scope}) | "
             f"published (measured on other hardware): {beside} | {REMOTE_MODEL}")
     extra = {"ranks": ranks, "tokens_per_rank": tokens, "full_shape_tokens": full, "experts": experts, "fp8": fp8,
