@@ -135,3 +135,26 @@ def cases() -> list:
                  (f"ep_engram_gather_{phase}_{t}t_x{ENGRAM_PER_TOKEN}_of_{ENGRAM_ROWS}_h{HIDDEN}",
                   _gather(ENGRAM_ROWS, t * ENGRAM_PER_TOKEN, HIDDEN))]
     return [SourceCase(name, "vector", fn) for name, fn in runs]
+
+
+# The EP8 window dispatch/combine estimates (ep_estimates.py), each rank a process. 8 processes at 4096
+# tokens x 7168 need more memory than a 24 GiB, 2-core host has (and ~10 min): the normal shapes run at
+# EP_ESTIMATE_TOKENS tokens per rank (default 512, every other dimension DeepSeek's); set it to 4096 on a
+# larger host. Low latency runs at its full 128 tokens but, by default, over 64 experts (8 a rank: its
+# [experts/rank, ranks x 128, 7168] outputs at 32 experts a rank took ~4.8 GB a process, 8 of them more
+# than the host has; EP_ESTIMATE_LL_EXPERTS=256 on a larger host). Top-8 either way.
+def published_shapes() -> list:
+    import functools
+    import os
+
+    from deepjit.tilelang_route.ascend_check import PublishedShape
+
+    from .ep_estimates import LL_TOKENS, published_shape_outcome
+
+    tokens = int(os.environ.get("EP_ESTIMATE_TOKENS", "512"))
+    ll_experts = int(os.environ.get("EP_ESTIMATE_LL_EXPERTS", "64"))
+    runs = [("normal", tokens, False, 256), ("normal", tokens, True, 256), ("low_latency", LL_TOKENS, True, ll_experts)]
+    return [PublishedShape(f"ep_window_{mode}_{phase}_ep{RANKS}_{t}t_h{HIDDEN}_top{TOPK}of{e}_{'fp8' if fp8 else 'bf16'}",
+                           "vector", functools.partial(published_shape_outcome, mode, phase, RANKS, t, fp8, e),
+                           multi_rank=True)
+            for mode, t, fp8, e in runs for phase in ("dispatch", "combine")]

@@ -12,7 +12,8 @@ counters of every launch it makes give the roofline). The kernels of a library t
 specs (``deepjit.ascend_kernels``) but no twin-check module are listed as not checked. The run fails
 (exit status 1) when any kernel mismatches or errors, after trying them all.
 A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
-shapes, each run whole on the twin (``--no-published`` skips it).
+shapes, each run whole on the twin (``--no-published`` skips it); a ``multi_rank`` one spawns rank processes of
+its own (deep_ep's EP8 window dispatch/combine: ``--no-multi-rank`` skips those).
 
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
@@ -108,10 +109,14 @@ class SourceCase:
 class PublishedShape:
     """A library kernel's roofline at a published (benchmark) shape: ``run()`` launches the kernel on the
     whole shape on the twin (no correctness check; the L2 model sees every wave, including what later
-    waves find in L2 from earlier ones)."""
+    waves find in L2 from earlier ones). ``multi_rank``: the kernel runs in rank processes of its own
+    (deep_ep's window transport), which ``run()`` spawns; it returns the outcome ``run_published`` would
+    (``estimate``, ``roofline``, ``operand``), the slowest rank's, plus ``extra`` (fields for results.json)
+    and ``note`` (a line to print)."""
     name: str
     kind: str
     run: Callable[[], object]
+    multi_rank: bool = False
 
 
 # The twin's byte counters by route (backends/ascend_twin/kernel.py ROUTES): HBM traffic is only the
@@ -249,6 +254,10 @@ def _summed_counters(launches) -> tuple[dict | None, int, str]:
 
 def run_published(case: PublishedShape) -> dict:
     """The roofline of one published shape: ``{"seconds", "roofline"}``."""
+    if case.multi_rank:  # its ranks recorded their own launches
+        start = time.perf_counter()
+        outcome = dict(case.run())
+        return {**outcome, "seconds": time.perf_counter() - start}
     with l2_modelled(), timeline.recording(), recorded_launches() as launches:
         start = time.perf_counter()
         case.run()
@@ -427,6 +436,8 @@ def run_published_shapes(shapes: Sequence[tuple[str, PublishedShape]], only: str
             f"{format_roofline(outcome['roofline'])}")
         if outcome.get("estimate") is not None:
             log(f"     {timeline_report.format_estimate(outcome['estimate'], outcome['operand'])}")
+        if outcome.get("note"):
+            log(f"     {outcome['note']}")
         if results is not None:
             results.append({**outcome, "name": label, "library": library, "kernel": case.name, "shape": "published"})
     return failed
@@ -441,8 +452,9 @@ def write_results(results: list, out_dir: str, log=print) -> str:
     records = []
     for r in results:
         est = r.get("estimate")
-        records.append(timeline_report.record(r.get("library", ""), r.get("kernel", r.get("name", "")),
-                                              r.get("shape", ""), est, r.get("roofline"), r.get("operand", "bf16")))
+        records.append({**timeline_report.record(r.get("library", ""), r.get("kernel", r.get("name", "")),
+                                                 r.get("shape", ""), est, r.get("roofline"), r.get("operand", "bf16")),
+                        **r.get("extra", {})})
         if est is not None and est.segments:
             name = r.get("name", r.get("kernel", "kernel")).replace("/", "_")
             suffix = "" if r.get("shape") == "test" else f".{r.get('shape')}"
@@ -460,6 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="only kernels whose '<library>.<name>' contains this text")
     parser.add_argument("--no-published", action="store_true", help="skip the published-shape rooflines")
+    parser.add_argument("--no-multi-rank", action="store_true",
+                        help="skip the published shapes that spawn rank processes (deep_ep's EP8 window estimates)")
     parser.add_argument("--out", default=os.path.join("build", "ascend-check"),
                         help="where results.json and the pipe charts go (default build/ascend-check)")
     args = parser.parse_args(argv)
@@ -471,7 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = exc.code
         results += getattr(exc, "results", [])
     if not args.no_published:
-        failed = run_published_shapes(library_published(log=lambda _: None), only=args.only, results=results)
+        shapes = [(lib, s) for lib, s in library_published(log=lambda _: None)
+                  if not (args.no_multi_rank and s.multi_rank)]
+        failed = run_published_shapes(shapes, only=args.only, results=results)
         if failed:
             print("failed published shapes: " + ", ".join(failed))
             status = 1
