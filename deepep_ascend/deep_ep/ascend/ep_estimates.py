@@ -69,8 +69,7 @@ def routing(tokens: int, experts: int, topk: int, seed: int) -> tuple[torch.Tens
     return idx.long(), weights.float()
 
 
-def algorithm_bytes(mode: str, idx: torch.Tensor, hidden: int, num_ranks: int, experts: int,
-                    fp8: bool, recv_rows: int) -> dict:
+def algorithm_bytes(mode: str, idx: torch.Tensor, hidden: int, fp8: bool, recv_rows: int) -> dict:
     """DeepEP's bytes of one rank's dispatch and combine (module docstring)."""
     if mode == "low_latency":
         sel = int((idx >= 0).sum())
@@ -135,7 +134,7 @@ def _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s) -
         recv_rows = (out["d"][0][0] if fp8 else out["d"][0]).shape[0] if mode == "normal" else 0
     finally:
         buf.destroy()
-    nbytes = algorithm_bytes(mode, idx, hidden, world, experts, fp8, recv_rows)
+    nbytes = algorithm_bytes(mode, idx, hidden, fp8, recv_rows)
     return {name: {**p, "bytes": nbytes[name]} for name, p in phases.items()}
 
 
@@ -150,8 +149,10 @@ def run_ranks(mode: str, ranks: int, tokens: int, hidden: int = HIDDEN, topk: in
     """Each rank's ``{"dispatch": outcome, "combine": outcome}`` (run_published's, plus ``bytes``)."""
     ctx = mp.get_context("spawn")
     results, port = ctx.Queue(), _free_port()
+    # a rank's own waits time out before the parent gives up on it, so their error is what gets reported
+    rank_timeout_s = max(timeout_s - 30, timeout_s // 2)
     procs = [ctx.Process(target=_rank, args=(r, ranks, port, results, mode, tokens, hidden, topk, experts, fp8,
-                                             timeout_s), daemon=True) for r in range(ranks)]
+                                             rank_timeout_s), daemon=True) for r in range(ranks)]
     for p in procs:
         p.start()
     got, deadline = {}, time.monotonic() + timeout_s
@@ -196,8 +197,18 @@ REMOTE_MODEL = ("remote-window stores/loads charged as local GM traffic (L2, HBM
 
 
 @functools.cache
+def _run_once(mode: str, ranks: int, tokens: int, fp8: bool, experts: int) -> tuple[dict | None, Exception | None]:
+    try:
+        return estimate(mode, ranks, tokens, fp8=fp8, experts=experts), None
+    except Exception as exc:  # kept, so the other phase of a failed run fails at once instead of running again
+        return None, exc
+
+
 def _cached(mode: str, ranks: int, tokens: int, fp8: bool, experts: int) -> dict:
-    return estimate(mode, ranks, tokens, fp8=fp8, experts=experts)
+    outcome, error = _run_once(mode, ranks, tokens, fp8, experts)
+    if error is not None:
+        raise error
+    return outcome
 
 
 def published_shape_outcome(mode: str, phase: str, ranks: int, tokens: int, fp8: bool, experts: int = EXPERTS) -> dict:

@@ -16,9 +16,6 @@
 #ifndef FMLA_FP16
 #define FMLA_FP16 0
 #endif
-#ifndef FMLA_RESCALE_SKIP
-#define FMLA_RESCALE_SKIP 8
-#endif
 
 namespace fmla_dense {
 
@@ -38,9 +35,6 @@ constexpr uint32_t kM = 64;                  // query rows (token x head of one 
 constexpr uint32_t kRows = kM / 2;           // rows per vector core (FixPipe SPLIT_M)
 constexpr uint32_t kTile = 64;               // keys per step (QK tile width, PV depth)
 constexpr uint32_t kTileHalf = kTile / 2;    // keys each vector core loads
-// The reference max of the online softmax moves only when a step's max passes it by more than this
-// (natural log): probabilities stay <= e^8 in FP32 / BF16 and most steps leave the accumulator unscaled.
-constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
 
 static_assert(kDqk % 16 == 0 && kDqk <= 576, "d_qk: a multiple of 16, at most 576");
 static_assert(kDv % 16 == 0 && kDv <= 512 && kDv <= kDqk, "d_v: a multiple of 16, at most 512 and d_qk");

@@ -25,6 +25,14 @@
 namespace fmla_softmax {
 
 constexpr uint32_t kTile = 64;  // logits a row per step: one FP32 register
+
+// The reference max of the online softmax moves only when a step's max exceeds it by more than this
+// (natural-log units; FMLA_RESCALE_SKIP, 0 = always move): probabilities stay <= e^skip in FP32 / BF16 (no
+// precision lost, BF16 is relative), and the accumulator's factor is exactly 1 on such steps.
+#ifndef FMLA_RESCALE_SKIP
+#define FMLA_RESCALE_SKIP 8
+#endif
+constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
 constexpr uint32_t kPartMax = 0, kPartNan = 64, kPartSum = 128, kPartFloats = 192;
 constexpr uint32_t kKeepOffset = 64;  // finish_rows_vf: floats from the factors to the keep flags
 
@@ -256,25 +264,31 @@ __simd_vf__ inline void finish_out_vf(__ubuf__ float* acc, __ubuf__ float* o, __
   const vector_bool half16 = asc_update_mask_b16(width);  // the packed 64 16-bit lanes
   vector_float zero;
   asc_duplicate_scalar(zero, 0.0f, all);
+  constexpr uint32_t kRegs = Cols / 64;
   for (uint32_t r = 0; r < Rows; ++r) {
     vector_float f, keep;
     asc_loadalign_brc_elem(f, factor, int32_t(r));
     asc_loadalign_brc_elem(keep, factor, int32_t(kKeepOffset + r));
     vector_bool empty;
     asc_eq_scalar(empty, keep, 0.0f, all);
-    for (uint32_t c = 0; c < Cols; c += 64) {
-      vector_float x;
-      asc_loadalign(x, acc ? acc + r * Cols + c : o + r * Cols + c);
+    vector_float x[kRegs];
+    for (uint32_t k = 0; k < kRegs; ++k) {
+      asc_loadalign(x[k], acc ? acc + r * Cols + 64 * k : o + r * Cols + 64 * k);
       if (acc && o) {
         vector_float y;
-        asc_loadalign(y, o + r * Cols + c);
-        asc_add(x, x, y, all);
+        asc_loadalign(y, o + r * Cols + 64 * k);
+        asc_add(x[k], x[k], y, all);
       }
-      asc_mul(x, x, f, all);
-      asc_select(x, zero, x, empty);
+    }
+    // out row r may overlay o rows <= r (their bytes all loaded by now); overlapping UB accesses in one
+    // vector function are ordered only by a memory barrier (asc-devkit reg load / store: asc_mem_bar)
+    if (o) asc_mem_bar(VLD_VST);
+    for (uint32_t k = 0; k < kRegs; ++k) {
+      asc_mul(x[k], x[k], f, all);
+      asc_select(x[k], zero, x[k], empty);
       vector_uint16_t packed;
-      round_to_elem(packed, x, all, Elem{});
-      asc_storealign((__ubuf__ uint16_t*)out + r * Cols + c, packed, half16);
+      round_to_elem(packed, x[k], all, Elem{});
+      asc_storealign((__ubuf__ uint16_t*)out + r * Cols + 64 * k, packed, half16);
     }
   }
 }

@@ -151,6 +151,7 @@ __simd_callee__ inline void e2m1_chunk(vector_uint16_t& x, __ubuf__ uint8_t* r, 
 __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
                                    uint32_t count, int32_t fmt) {
   static_assert(kRawSlot >= 64 + 2 * 256, "dequant_vf: MODEL1's RoPE load reads record bytes 64..575");
+  static_assert(kRawSlot >= 512 + 256, "dequant_vf: V3.2's scale table load reads record bytes 512..767");
   DequantConsts c;
   c.all = asc_create_mask_b8(PAT_ALL);
   uint32_t n = 96;
@@ -242,25 +243,16 @@ __simd_vf__ inline void zero_row_vf(__ubuf__ bfloat16_t* row) {
   }
 }
 
-// The reference max of the online softmax moves only when a step's max exceeds it by more than
-// this (natural-log units; FMLA_RESCALE_SKIP, 0 = always move): probabilities stay <= e^8 in FP32 /
-// BF16 (no precision lost, BF16 is relative), and the accumulator's factor is exactly 1 on such steps.
-#ifndef FMLA_RESCALE_SKIP
-#define FMLA_RESCALE_SKIP 8
-#endif
-constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
-
 // The accumulator from a drained O (this core's kRows x kD rows of the steps' P.V summed in L0C since
-// the last drain), by SIMD: acc = (acc + o) * alpha[row] where a step's reference max moved (`scaled`),
-// acc + o after the last step; o alone where acc holds nothing yet (`first`). A factor of 1 leaves the sum
-// as it is (x * 1 = x, NaN and inf included).
-__simd_vf__ inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o, __ubuf__ float* alpha, uint32_t first,
-                                uint32_t scaled) {
+// the last drain) when a step moved a reference max, by SIMD: acc = (acc + o) * alpha[row]; o * alpha[row]
+// where acc holds nothing yet (`first`). (An item's last O is added by its outputs: online_softmax.h
+// finish_out_vf.)
+__simd_vf__ inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o, __ubuf__ float* alpha, uint32_t first) {
   const vector_bool all = asc_create_mask_b32(PAT_ALL);
   static_assert(kD % 64 == 0, "fold_vf: 64 columns a register");
   for (uint32_t r = 0; r < kRows; ++r) {
     vector_float a;
-    if (scaled) asc_loadalign_brc_elem(a, alpha, int32_t(r));
+    asc_loadalign_brc_elem(a, alpha, int32_t(r));
     for (uint32_t c = 0; c < kD; c += 64) {
       vector_float v, prev;
       asc_loadalign(v, o + r * kD + c);
@@ -268,7 +260,7 @@ __simd_vf__ inline void fold_vf(__ubuf__ float* acc, __ubuf__ float* o, __ubuf__
         asc_loadalign(prev, acc + r * kD + c);
         asc_add(v, prev, v, all);
       }
-      if (scaled) asc_mul(v, v, a, all);
+      asc_mul(v, v, a, all);
       asc_storealign(acc + r * kD + c, v, all);
     }
   }

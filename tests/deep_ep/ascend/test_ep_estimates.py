@@ -11,9 +11,9 @@ from deep_ep.ascend import ep_estimates
 
 def test_algorithm_bytes_follow_deepep_benchmarks():
     idx = torch.tensor([[0, 5, -1], [1, 2, 3]])
-    ll = ep_estimates.algorithm_bytes("low_latency", idx, 256, 2, 8, True, 0)
+    ll = ep_estimates.algorithm_bytes("low_latency", idx, 256, True, 0)
     assert ll == {"dispatch": 5 * (256 + 8 + 16), "combine": 5 * 512}
-    normal = ep_estimates.algorithm_bytes("normal", idx, 256, 2, 8, True, recv_rows=3)
+    normal = ep_estimates.algorithm_bytes("normal", idx, 256, True, recv_rows=3)
     assert normal == {"dispatch": 3 * 512 * (1 + 4 / 128) / 2, "combine": 3 * 512}
 
 

@@ -12,6 +12,7 @@ import torch
 
 import flash_mla
 from flash_mla import _dispatch, reference
+from flash_mla._lib import LIB
 from tests.testkit.npu import DEVICE
 
 from ..compare import assert_close
@@ -92,6 +93,24 @@ def test_growing_logits_rescale_the_accumulator(monkeypatch):
     assert_close(lse, ref_lse, VARLEN_LSE, "lse")
 
 
+@pytest.mark.parametrize("max_drops_nan", ["0", "1"])
+def test_nan_logit_gives_a_nan_row(monkeypatch, max_drops_nan):
+    """A NaN query element makes its row's logits NaN: out and lse NaN there, as the reference's, with the
+    twin's register max propagating NaN and dropping it (DJ_TWIN_MAX_DROPS_NAN: the docs leave it open);
+    the other rows are untouched."""
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    monkeypatch.setenv("DJ_TWIN_MAX_DROPS_NAN", max_drops_nan)
+    q, k, v, cu_q, cu_k = _case([3, 2], [70, 9], 4, 2, 192, 128, seed=14)
+    q[1, 2, 5] = float("nan")
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 3, 70, causal=False)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)
+    assert bool(ref_out[1, 2].isnan().all()) and int(ref_out.isnan().sum()) == 128
+    assert torch.equal(out.isnan(), ref_out.isnan()) and torch.equal(lse.isnan(), ref_lse.isnan())
+    assert int(lse.isnan().sum()) == 1
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+
+
 def test_stale_nan_value_rows_stay_out_of_later_items(monkeypatch):
     """Sequence 0's value row 20 is NaN (its rows' outputs are NaN, as the reference's). Sequence 32 runs next
     on the same block (33 items over 32 cube cores) with 5 keys: its tile's rows past them still hold sequence
@@ -99,6 +118,7 @@ def test_stale_nan_value_rows_stay_out_of_later_items(monkeypatch):
     monkeypatch.setenv("FMLA_BACKEND", "ascend")
     lens_k = [40] + [3] * 31 + [5]
     q, k, v, cu_q, cu_k = _case([1] * 33, lens_k, 1, 1, 192, 128, seed=13)
+    assert LIB.num_cube_cores(q.device) == 32  # items 0 and 32 share block 0
     v[20] = float("nan")
     out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 1, 40, causal=False)
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)

@@ -63,6 +63,8 @@ def inputs(seed):
     x = (torch.rand(64, generator=g) * 6 - 3)
     # RNE ties for bf16 (odd and even mantissa), e4m3 overflow (saturates) and a subnormal.
     x[40:46] = torch.tensor([1.00390625, 1.01171875, -1.00390625, 1000.0, -1000.0, 1e-40])
+    # FP16: overflow to inf (7e4; 65520 rounds up to it), a subnormal, a tie to even (1 + 2^-11)
+    x[46:50] = torch.tensor([7e4, 65520.0, 3e-6, 1.00048828125])
     x[3] = x[11] = x[:37].max()  # a tied maximum: the smallest index wins
     return x
 
@@ -99,6 +101,7 @@ def test_vec_ops_match_torch(binary, seed):
     np.testing.assert_array_equal(res["narrow_odd"][1::2], bf)
     assert not res["narrow_even"][1::2].any() and not res["narrow_odd"][0::2].any()
     half = x.to(torch.float16).view(torch.int16).numpy().view(np.uint16)  # 1000 exact, 1e-40 -> 0
+    assert list(half[46:50]) == [0x7C00, 0x7C00, 0x0032, 0x3C00]  # inf, inf, a subnormal, the tie to even
     np.testing.assert_array_equal(res["half_even"][0::2], half)
     assert not res["half_even"][1::2].any()
 
