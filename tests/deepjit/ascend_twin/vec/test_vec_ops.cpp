@@ -142,5 +142,20 @@ int main() {
   } else {
     std::fprintf(stderr, "%s\n", launch.message);
   }
+  // 8. A whole-register (NORM) load or store off the 32-byte grid stops the launch with the op and offset named.
+  launch.failed = false;
+  if (sigsetjmp(core.exit_jmp, 1) == 0) {
+    (void)V::vlds_norm(reinterpret_cast<float*>(ub + 16), 0);
+    std::fprintf(stderr, "no error\n");
+  } else {
+    std::fprintf(stderr, "%s\n", launch.message);
+  }
+  launch.failed = false;
+  if (sigsetjmp(core.exit_jmp, 1) == 0) {
+    asc_storealign(reinterpret_cast<__ubuf__ float*>(ub + 4), r, all32);
+    std::fprintf(stderr, "no error\n");
+  } else {
+    std::fprintf(stderr, "%s\n", launch.message);
+  }
   return 0;
 }

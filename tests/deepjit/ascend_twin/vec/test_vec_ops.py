@@ -1,8 +1,9 @@
 """The twin's vector register API (c_api/reg*.h) through TileLang's simd_inst.h wrappers, on one fake AIV
 core: casts (f32->bf16 RNE + pack, f32->e4m3 saturating in the four byte parts, bf16->f32 even/odd +
 interleave; the C API's asc_bfloat162float / _v2, asc_float2bfloat16_rn / _v2, asc_float2half_rn,
-asc_e4m32float / _v2 .. _v4 over every E4M3 code and asc_e2m1x22bfloat16 / _v2 .. _v4 over every E2M1 pair), tail-masked max/min/sum,
-compare/select/axpy, a tail-masked asc_mula, and the UB bounds check. Compared with torch."""
+asc_e4m32float / _v2 .. _v4 over every E4M3 code and asc_e2m1x22bfloat16 / _v2 .. _v4 over every E2M1 pair),
+tail-masked max/min/sum, compare/select/axpy, a tail-masked asc_mula, and the UB bounds and 32-byte alignment
+checks. Compared with torch."""
 import pathlib
 import shutil
 import subprocess
@@ -124,3 +125,6 @@ def test_vec_ops_match_torch(binary, seed):
     np.testing.assert_array_equal(got_fp4, want_fp4)  # -0 (0x8) too
 
     assert "asc_loadalign: buffer UB offset 253824, 256 bytes, is outside [0, 253952)" in err
+    assert "asc_loadalign: UB offset 16 is not 32-byte aligned" in err
+    assert "asc_storealign: UB offset 4 is not 32-byte aligned" in err
+    assert "no error" not in err

@@ -24,6 +24,13 @@ template <class T> inline uint8_t* ub_write(T* p, size_t bytes, const char* op) 
   check(Mem::UB, p, bytes, op);
   return reinterpret_cast<uint8_t*>(p);
 }
+// The NORM forms move a whole register between it and a 32-byte aligned UB address (AscendC StoreAlign's
+// alignment table: DIST_NORM_B8 / B16 / B32, 32 bytes; the C API names the operand dst_align32b): an
+// unaligned one fails naming the op and offset.
+template <class T> inline void ub_aligned32(const T* p, const char* op) {
+  const int64_t off = onchip_offset(Mem::UB, p);
+  if (off % 32) fail("%s: UB offset %lld is not 32-byte aligned", op, (long long)off);
+}
 
 // Lane i of v <- the `width` bytes at q (little endian, zero- or sign-extended to the lane width).
 template <class V> inline void set_raw(V& v, int i, const uint8_t* q, int width) {
@@ -46,6 +53,7 @@ template <class V> inline void store_active(uint8_t* q, const V& v, const mask& 
 
 DJ_TWIN_LOAD_TMPL inline void asc_loadalign(V& d, __ubuf__ T* src, int32_t offset = 0) {
   const uint8_t* q = djv::ub_read(src + offset, djv::VL, "asc_loadalign");
+  djv::ub_aligned32(src + offset, "asc_loadalign");
   std::memcpy(d.e, q, djv::VL);
   d.step = dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Load);
 }
@@ -167,6 +175,7 @@ inline void asc_gather_datablock(D& d, __ubuf__ T* base, I idx) {
 template <class T, class V, class = djv::if_reg<V>>
 inline void asc_storealign(__ubuf__ T* dst, V src, int32_t offset, vector_bool m) {
   uint8_t* q = djv::ub_write(dst + offset, djv::VL, "asc_storealign");
+  djv::ub_aligned32(dst + offset, "asc_storealign");
   djv::store_active(q, src, m);
   dj_twin::count_vector_ops(V::lanes, dj_twin::VecClass::Store, djv::step_of(src, m));
 }
@@ -178,6 +187,7 @@ template <class T, class V, class = djv::if_reg<V>>
 inline void asc_storealign(__ubuf__ T* dst, V src, uint16_t block_stride, uint16_t repeat_stride, vector_bool m) {
   (void)repeat_stride;
   constexpr int per = 32 / V::width;
+  djv::ub_aligned32(dst, "asc_storealign(block stride)");
   uint8_t* base = reinterpret_cast<uint8_t*>(dst);
   for (int b = 0; b < djv::VL / 32; ++b) {
     bool any = false;
