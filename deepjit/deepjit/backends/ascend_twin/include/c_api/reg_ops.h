@@ -104,7 +104,7 @@ DJ_TWIN_TMPL inline void asc_abs_sub(V& d, V a, V b, vector_bool m) {
 DJ_TWIN_TMPL inline void asc_prelu(V& d, V a, V b, vector_bool m) {
   djv::binary(d, a, b, m, [](auto x, auto y) { return x > 0 ? x : djv::mul(x, y); });
 }
-// exp(src0 - src1) (the deprecated asc_exp_sub; TileLang's vexpdif).
+// exp(src0 - src1) (asc_exp_sub on FP32 operands; only its half overload is deprecated; TileLang's vexpdif).
 DJ_TWIN_TMPL inline void asc_exp_sub(V& d, V a, V b, vector_bool m) {
   djv::binary(d, a, b, m, [](float x, float y) { return djv::ftz(std::exp(x - y)); }, dj_twin::VecClass::Special);
 }
