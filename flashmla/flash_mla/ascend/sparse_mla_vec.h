@@ -47,14 +47,6 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
   return fmt == kFmtModel1 ? 576u : fmt == kFmtFp8 ? 512u : fmt == kFmtFp4 ? 256u : record_bytes(fmt);
 }
 
-__aicore__ inline float bits_to_float(uint32_t b) {
-  union {
-    uint32_t u;
-    float f;
-  } v{b};
-  return v.f;
-}
-
 // The quantised records' dequantisation by SIMD registers: dims [0, kDqk) of `count` gathered records
 // (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk), as the reference's gather: code in FP32 times
 // its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a zero row

@@ -135,27 +135,19 @@ int main() {
   asc_e2m1x22bfloat16_v4(fp4[3], pairs, asc_create_mask_b8(PAT_ALL));
   for (auto& v : fp4) emit(v.e, 128);
 
-  // 7. A load past the end of UB stops the launch with the op and offset named.
-  if (sigsetjmp(core.exit_jmp, 1) == 0) {
-    (void)V::vlds_norm(reinterpret_cast<float*>(ub + sizeof ub - 128), 0);
-    std::fprintf(stderr, "no error\n");
-  } else {
-    std::fprintf(stderr, "%s\n", launch.message);
-  }
-  // 8. A whole-register (NORM) load or store off the 32-byte grid stops the launch with the op and offset named.
-  launch.failed = false;
-  if (sigsetjmp(core.exit_jmp, 1) == 0) {
-    (void)V::vlds_norm(reinterpret_cast<float*>(ub + 16), 0);
-    std::fprintf(stderr, "no error\n");
-  } else {
-    std::fprintf(stderr, "%s\n", launch.message);
-  }
-  launch.failed = false;
-  if (sigsetjmp(core.exit_jmp, 1) == 0) {
-    asc_storealign(reinterpret_cast<__ubuf__ float*>(ub + 4), r, all32);
-    std::fprintf(stderr, "no error\n");
-  } else {
-    std::fprintf(stderr, "%s\n", launch.message);
-  }
+  // 7. A load past the end of UB, and 8. a whole-register (NORM) load or store off the 32-byte grid, each stop
+  // the launch with the op and offset named.
+  auto report = [&](auto access) {
+    launch.failed = false;
+    if (sigsetjmp(core.exit_jmp, 1) == 0) {
+      access();
+      std::fprintf(stderr, "no error\n");
+    } else {
+      std::fprintf(stderr, "%s\n", launch.message);
+    }
+  };
+  report([&] { (void)V::vlds_norm(reinterpret_cast<float*>(ub + sizeof ub - 128), 0); });
+  report([&] { (void)V::vlds_norm(reinterpret_cast<float*>(ub + 16), 0); });
+  report([&] { asc_storealign(reinterpret_cast<__ubuf__ float*>(ub + 4), r, all32); });
   return 0;
 }

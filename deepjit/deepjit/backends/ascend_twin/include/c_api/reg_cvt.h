@@ -221,38 +221,25 @@ inline void asc_float2half_rn(vector_half& dst, vector_float src, vector_bool m)
   vcvt(dst, src, m, ROUND_R, RS_DISABLE, PART_EVEN, MODE_ZEROING);
 }
 
+// A 1:4 widening and its three siblings: NAME reads part P0 of src, NAME_v2 / _v3 / _v4 parts P1 / P2 / P3,
+// masked-off lanes 0 (MODE_ZEROING).
+#define DJ_TWIN_QUARTER_WIDENING(NAME, D, S)                                                            \
+  inline void NAME(D& dst, S src, vector_bool m) { vcvt(dst, src, m, PART_P0, MODE_ZEROING); }     \
+  inline void NAME##_v2(D& dst, S src, vector_bool m) { vcvt(dst, src, m, PART_P1, MODE_ZEROING); } \
+  inline void NAME##_v3(D& dst, S src, vector_bool m) { vcvt(dst, src, m, PART_P2, MODE_ZEROING); } \
+  inline void NAME##_v4(D& dst, S src, vector_bool m) { vcvt(dst, src, m, PART_P3, MODE_ZEROING); }
+
 // asc_e4m32float / _v2 / _v3 / _v4: E4M3FN widened to FP32 (exact: subnormals kept, S.1111.111 NaN) from
 // quarter 0 / 1 / 2 / 3 of src (1:4 width ratio: FP32 lane i <- byte 4i + quarter), masked-off lanes 0;
 // asc-devkit's reg API expands them to vcvt(dst, src, mask, PART_P0 / PART_P1 / PART_P2 / PART_P3,
 // MODE_ZEROING) (impl/c_api/instr_impl/npu_arch_3510/vector_compute_impl/vconv/asc_e4m32float_impl.h; docs
 // "asc_e4m32float": 数据读取索引0 / 1 / 2 / 3的位置).
-inline void asc_e4m32float(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P0, MODE_ZEROING);
-}
-inline void asc_e4m32float_v2(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P1, MODE_ZEROING);
-}
-inline void asc_e4m32float_v3(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P2, MODE_ZEROING);
-}
-inline void asc_e4m32float_v4(vector_float& dst, vector_fp8_e4m3fn_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P3, MODE_ZEROING);
-}
+DJ_TWIN_QUARTER_WIDENING(asc_e4m32float, vector_float, vector_fp8_e4m3fn_t)
 
 // asc_e2m1x22bfloat16 / _v2 / _v3 / _v4: E2M1 pairs widened to BF16 (exact) from byte quarter 0 / 1 / 2 / 3
 // of src (1:4 width ratio: BF16 elements 2k and 2k + 1 <- the low and high nibble of byte 4k + quarter),
 // masked-off elements 0; asc-devkit's reg API expands them to vcvt(dst, src, mask, PART_P0 / PART_P1 /
 // PART_P2 / PART_P3, MODE_ZEROING) (impl/c_api/instr_impl/npu_arch_3510/vector_compute_impl/vconv/
 // asc_e2m1x22bfloat16_impl.h; docs "asc_e2m1x22bfloat16": 写入索引0 / 1 / 2 / 3的位置).
-inline void asc_e2m1x22bfloat16(vector_bfloat16_t& dst, vector_fp4x2_e2m1_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P0, MODE_ZEROING);
-}
-inline void asc_e2m1x22bfloat16_v2(vector_bfloat16_t& dst, vector_fp4x2_e2m1_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P1, MODE_ZEROING);
-}
-inline void asc_e2m1x22bfloat16_v3(vector_bfloat16_t& dst, vector_fp4x2_e2m1_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P2, MODE_ZEROING);
-}
-inline void asc_e2m1x22bfloat16_v4(vector_bfloat16_t& dst, vector_fp4x2_e2m1_t src, vector_bool m) {
-  vcvt(dst, src, m, PART_P3, MODE_ZEROING);
-}
+DJ_TWIN_QUARTER_WIDENING(asc_e2m1x22bfloat16, vector_bfloat16_t, vector_fp4x2_e2m1_t)
+#undef DJ_TWIN_QUARTER_WIDENING
