@@ -86,6 +86,7 @@ def test_growing_logits_rescale_the_accumulator(monkeypatch):
     q, k, v, cu_q, cu_k = _case([4], [250], 2, 1, 192, 128, seed=12)
     q[:] = 0.05
     k[:] = (torch.arange(250).float() * 0.3).view(250, 1, 1).bfloat16()  # logit p: 0.05 * 192 * 0.3p / sqrt(192)
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, q, k, v, cu_q, cu_k, 0.1, False) == "ascend"
     out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 4, 250, causal=False)
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)
     assert float(ref_lse.max()) > 40  # about 13 nats a step
@@ -102,6 +103,7 @@ def test_nan_logit_gives_a_nan_row(monkeypatch, max_drops_nan):
     monkeypatch.setenv("DJ_TWIN_MAX_DROPS_NAN", max_drops_nan)
     q, k, v, cu_q, cu_k = _case([3, 2], [70, 9], 4, 2, 192, 128, seed=14)
     q[1, 2, 5] = float("nan")
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, q, k, v, cu_q, cu_k, 0.1, False) == "ascend"
     out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 3, 70, causal=False)
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)
     assert bool(ref_out[1, 2].isnan().all()) and int(ref_out.isnan().sum()) == 128
@@ -120,6 +122,7 @@ def test_stale_nan_value_rows_stay_out_of_later_items(monkeypatch):
     q, k, v, cu_q, cu_k = _case([1] * 33, lens_k, 1, 1, 192, 128, seed=13)
     assert LIB.num_cube_cores(q.device) == 32  # items 0 and 32 share block 0
     v[20] = float("nan")
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, q, k, v, cu_q, cu_k, 0.1, False) == "ascend"
     out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 1, 40, causal=False)
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, False)
     assert bool(out[0].isnan().all()) and not out[1:].isnan().any()
