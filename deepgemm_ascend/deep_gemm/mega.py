@@ -25,6 +25,7 @@ import torch
 
 from . import _dispatch, formats, runtime
 from . import _validate as v
+from .ascend import mega_moe as ascend_mega
 from .grouped import m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous
 from .utils.math import align, ceil_div
 
@@ -102,24 +103,38 @@ class SymmBuffer:
         self.bf16 = mma_type == "bf16xbf16"
         self._views, num_bytes = _layout(num_ranks, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
                                          num_ring_tokens, self.bf16)
-        self.window = SymmetricWindow.create(group, num_bytes, name_hint="mega_moe")
-        if self.window.num_local_ranks != num_ranks:
-            self.window.destroy()
-            raise v.fail("group", "ranks that all live on this host (the CPU Mega MoE is intra-host)",
-                         f"{self.window.num_local_ranks} of {num_ranks} ranks local")
+        self.device = torch.device("npu" if dist.get_backend(group) == "hccl" else "cpu")
+        self.on_ascend = ascend_mega.on_ascend(self.device)
+        if self.on_ascend:
+            self.window = ascend_mega.create_window(group, num_bytes, self.device, num_experts, num_topk,
+                                                    num_max_tokens_per_rank)
+            self._own_rank = self.window.rank
+            self.seq, self.workspaces, self.failed = 0, {}, None
+        else:
+            self.window = SymmetricWindow.create(group, num_bytes, name_hint="mega_moe")
+            if self.window.num_local_ranks != num_ranks:
+                self.window.destroy()
+                raise v.fail("group", "ranks that all live on this host (the CPU Mega MoE is intra-host)",
+                             f"{self.window.num_local_ranks} of {num_ranks} ranks local")
+            self._own_rank = self.window.local_rank
         for name in self._views:
-            setattr(self, name, self.view(self.window.local_rank, name))
-        self.x_sf = self.view(self.window.local_rank, "x_sf") if not self.bf16 else None
+            setattr(self, name, self.view(self._own_rank, name))
+        self.x_sf = self.view(self._own_rank, "x_sf") if not self.bf16 else None
         for name in ("l1_acts_sf", "l2_acts_sf"):
             if name in self._views:
                 setattr(self, name, getattr(self, name).t())          # MN-major, strides (1, R_sf)
-        self.buffer = self.window.tensor(self.window.local_rank, torch.int8, (num_bytes,))
+        self.buffer = self._tensor(self._own_rank, torch.int8, (num_bytes,), 0)
         self.buffer.zero_()
         self.window.barrier()
 
+    def _tensor(self, peer: int, dtype: torch.dtype, shape, offset: int) -> torch.Tensor:
+        if self.on_ascend:
+            return self.window.data(peer, dtype, shape, offset)
+        return self.window.tensor(peer, dtype, shape, offset)
+
     def view(self, peer: int, name: str) -> torch.Tensor:
         offset, dtype, shape = self._views[name]
-        return self.window.tensor(peer, dtype, shape, offset)
+        return self._tensor(peer, dtype, shape, offset)
 
     def destroy(self) -> None:
         if getattr(self, "window", None) is not None:
@@ -215,7 +230,7 @@ def swiglu_apply_weight_to_fp8(l1_out: torch.Tensor, topk_weights: torch.Tensor,
 def _expert_rows(buf: SymmBuffer):
     """Per local expert, the (source rank, token, slot) triples routed here, in that order."""
     e_local = buf.num_experts // buf.num_ranks
-    first = buf.window.local_rank * e_local
+    first = buf._own_rank * e_local
     picks = [[] for _ in range(e_local)]
     for peer in range(buf.num_ranks):
         tokens = int(buf.view(peer, "num_tokens")[0])
@@ -227,7 +242,7 @@ def _expert_rows(buf: SymmBuffer):
 
 
 def _run(y, l1, l2, buf: SymmBuffer, stats, activation_clamp, bf16: bool) -> None:
-    buf.view(buf.window.local_rank, "num_tokens")[0] = y.size(0)
+    buf.view(buf._own_rank, "num_tokens")[0] = y.size(0)
     buf.window.barrier()
     try:
         _compute_and_send(l1, l2, buf, stats, activation_clamp, bf16)
@@ -310,6 +325,11 @@ def _check_call(y, buf, stats, activation, activation_clamp, fast_math):
     if stats is not None:
         v.tensor("cumulative_local_expert_recv_stats", stats, (torch.int32,), 1)
         v.shape("cumulative_local_expert_recv_stats", stats, (e_local,))
+    if buf.on_ascend:  # the ids stay on the device: the kernels treat ids outside [0, E) as masked
+        if y.device.type != buf.device.type or (stats is not None and stats.device != y.device):
+            raise v.fail("y / cumulative_local_expert_recv_stats", f"tensors on the buffer's device {buf.device}",
+                         f"{y.device}" + ("" if stats is None else f" / {stats.device}"))
+        return e_local
     idx = buf.topk_idx[:y.size(0)]
     if y.size(0) and bool(((idx < -1) | (idx >= buf.num_experts)).any()):
         raise v.fail("sym_buffer.topk_idx", f"expert ids in [-1, {buf.num_experts})", idx.tolist())
@@ -337,8 +357,12 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
                             ("l2_weights[1]", sf2, (e_local, h, ceil_div(inter, 128)))):
         v.tensor(name, sf, (torch.int32,), 3)
         v.shape(name, sf, shape)
-    l1 = (_deinterleave(w1), _deinterleave(_utccp(sf1, inverse=True)))
     l2 = (w2, _utccp(sf2, inverse=True))
+    if sym_buffer.on_ascend:  # its SwiGLU step reads the interleaved L1 columns
+        ascend_mega.run(y, (w1, _utccp(sf1, inverse=True)), l2, sym_buffer, cumulative_local_expert_recv_stats,
+                        activation_clamp)
+        return
+    l1 = (_deinterleave(w1), _deinterleave(_utccp(sf1, inverse=True)))
     _run(y, l1, l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, bf16=False)
 
 
@@ -354,5 +378,8 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
     v.shape("l1_weights", l1_weights, (e_local, 2 * inter, h))
     v.tensor("l2_weights", l2_weights, (torch.bfloat16,), 3)
     v.shape("l2_weights", l2_weights, (e_local, h, inter))
+    if sym_buffer.on_ascend:
+        ascend_mega.run(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp)
+        return
     _run(y, _deinterleave(l1_weights), l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp,
          bf16=True)

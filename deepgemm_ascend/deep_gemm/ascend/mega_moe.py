@@ -1,0 +1,153 @@
+"""Mega MoE on Ascend: ``fp8_fp4_mega_moe`` / ``bf16_mega_moe`` with a ``SymmBuffer`` made under the Ascend
+backend (NPU groups, or ``DG_BACKEND=ascend`` on CPU tensors: the twin), whose window is a
+``deepjit.symm.DeviceWindow``: every rank's inputs and combine slots sit in symmetric memory that the
+kernels of every rank read and write directly.
+
+One call is a chain of kernels on the rank's stream, none of which the host waits on or reads back:
+
+1. ``mega_moe_comm.asc`` op 0 (arrive + count): each rank publishes its token count and sets its arrival
+   flag on every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local
+   expert are counted;
+2. op 1 (pull): the pairs are pulled from the peers' windows into the psum layout (expert e's rows from
+   ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot: the host path's order),
+   with their top-k weights and sources; the psum ends and the receive stats are written;
+3. the L1 M-grouped GEMM (``m_grouped_*_gemm_nt_contiguous``, psum layout, Ascend kernel) over the
+   gate/up-interleaved weights as ``transform_weights_for_mega_moe`` leaves them;
+4. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
+   scales (FP8 x FP4) or BF16;
+5. the L2 M-grouped GEMM;
+6. op 2 (send): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block then
+   adds 1 to its sent flag on every rank;
+7. op 3 (reduce): once every rank's blocks have sent, ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
+
+Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = SEND_GRID x the calls whose
+rows rank p has sent. A rank reaches call n + 1 only after its reduce of call n, which waited for every
+peer's sends of call n, which come after their pulls: no rank's inputs or slots are overwritten while a
+peer still reads them. A peer that never arrives or never sends fails every waiting rank's kernel after the
+window's timeout, naming the rank and the flag.
+
+Not yet as DeepGEMM-Ascend does it: the steps are separate launches, not one persistent kernel overlapping
+the pulls and sends with the cube's work; the rows are pulled whole (no ring of ``num_ring_tokens``
+waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import runtime
+from .._lib import LIB
+from ._launch import args, kernel
+
+SEND_GRID = 8        # blocks of the send step: every rank's, so the sent flags count to seq * SEND_GRID
+REDUCE_GRID = 8
+MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
+MAX_EXPERTS = 4096   # and [R, E_l] counts in UB
+
+
+def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
+                  max_tokens: int, timeout_s: float | None = None):
+    """The SymmBuffer's window on the Ascend path (twin windows only: see the module docstring)."""
+    from deepjit.symm import DeviceWindow
+
+    from .. import _validate as v
+    if device.type == "npu":
+        raise NotImplementedError("Mega MoE on NPU tensors needs torch views of the CANN SHMEM window for the "
+                                  "SymmBuffer's inputs; they are not built (the kernels run on the Ascend twin)")
+    if num_topk > MAX_TOPK:
+        raise v.fail("num_topk", f"at most {MAX_TOPK} on Ascend", num_topk)
+    if num_experts > MAX_EXPERTS:
+        raise v.fail("num_experts", f"at most {MAX_EXPERTS} on Ascend", num_experts)
+    num_ranks = group.size()
+    if num_ranks * max_tokens * num_topk >= 2 ** 31:
+        raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
+                     f"{num_ranks} x {max_tokens} x {num_topk}")
+    return DeviceWindow.create(group, num_bytes, num_flags=2 * num_ranks, name_hint="mega_moe", device=device,
+                               timeout_s=timeout_s)
+
+
+def capacity(buf, alignment: int) -> int:
+    """Rows of the pulled layout: every (token, slot) of every rank in one expert's share, plus each
+    expert's start alignment -- no routing can overflow it (the kernels clamp to it regardless)."""
+    e_local = buf.num_experts // buf.num_ranks
+    rows = buf.num_ranks * buf.num_max_tokens_per_rank * buf.num_topk + e_local * alignment
+    return -(-rows // alignment) * alignment
+
+
+class Workspace:
+    """The per-call tensors of the Ascend path, sized by the buffer alone (made once per device)."""
+
+    def __init__(self, buf, device, alignment: int):
+        m, h, inter, e_local = capacity(buf, alignment), buf.hidden, buf.intermediate_hidden, buf.num_experts // buf.num_ranks
+        act = torch.bfloat16 if buf.bf16 else torch.float8_e4m3fn
+        self.alignment, self.m = alignment, m
+        self.a = torch.empty(m, h, dtype=act, device=device)
+        self.a_sf = None if buf.bf16 else torch.empty(m, h // 128, dtype=torch.int32, device=device)
+        self.weights = torch.empty(m, dtype=torch.float32, device=device)
+        self.src = torch.empty(m, dtype=torch.int32, device=device)
+        self.counts = torch.empty(buf.num_ranks, e_local, dtype=torch.int32, device=device)
+        self.ends = torch.empty(e_local, dtype=torch.int32, device=device)
+        self.l1_out = torch.empty(m, 2 * inter, dtype=torch.bfloat16, device=device)
+        self.l2_out = torch.empty(m, h, dtype=torch.bfloat16, device=device)
+        self.dummy = torch.zeros(8, dtype=torch.int32, device=device)
+
+
+def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.Tensor | None) -> None:
+    offsets = {name: buf._views[name][0] for name in ("num_tokens", "x", "topk_idx", "topk_weights", "combine")}
+    offsets["x_sf"] = buf._views["x_sf"][0] if not buf.bf16 else 0
+    kernel("dg_mega_moe_comm", "ascend/mega_moe_comm.asc", {})(
+        grid, args("DgMegaMoeCommArgs", a=ws.a.view(torch.uint8), a_sf=ws.dummy if ws.a_sf is None else ws.a_sf,
+                   weights=ws.weights, src=ws.src, counts=ws.counts, ends=ws.ends,
+                   stats=ws.dummy if stats is None else stats, l2_out=ws.l2_out.view(torch.uint8),
+                   y=(y if y.numel() else ws.dummy).view(torch.uint8).reshape(-1), **buf.window.kernel_fields(),
+                   **{f"off_{name}": off for name, off in offsets.items()},
+                   num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m,
+                   hidden=buf.hidden, row_bytes=buf.hidden * ws.a.element_size(),
+                   sf_words=0 if buf.bf16 else buf.hidden // 128, topk=buf.num_topk, num_experts=buf.num_experts,
+                   alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None),
+                   send_grid=SEND_GRID))
+
+
+def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_clamp: float | None) -> None:
+    """One Mega MoE call on the Ascend path (weights as ``transform_weights_for_mega_moe`` leaves them, the L1
+    scale rows back in weight-row order)."""
+    if buf.failed is not None:
+        raise RuntimeError(f"this Mega MoE SymmBuffer is broken: an earlier call failed ({buf.failed}); its window's "
+                           f"flags no longer agree across ranks -- destroy it and make a new one")
+    alignment = runtime.mk_alignment_for(y.device)
+    ws = buf.workspaces.get((y.device, alignment))
+    if ws is None:
+        ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
+    buf.seq += 1
+    try:
+        _steps(y, l1, l2, buf, ws, stats, activation_clamp)
+    except BaseException as exc:
+        buf.failed = f"{type(exc).__name__}: {exc}"
+        raise
+
+
+def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp) -> None:
+    from ..grouped import m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous
+    from .mega_swiglu import swiglu_quant
+
+    _comm(buf, ws, 0, buf.num_ranks, y, stats)
+    _comm(buf, ws, 1, buf.num_ranks, y, stats)
+    old_form = runtime.get_psum_layout_form()
+    runtime.set_psum_layout_form("end_rows")
+    try:
+        if buf.bf16:
+            m_grouped_bf16_gemm_nt_contiguous(ws.a, l1, ws.l1_out, ws.ends, use_psum_layout=True)
+            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, False)
+            m_grouped_bf16_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, use_psum_layout=True)
+        else:
+            m_grouped_fp8_fp4_gemm_nt_contiguous((ws.a, ws.a_sf), l1, ws.l1_out, ws.ends, recipe=(1, 1, 32),
+                                                 use_psum_layout=True)
+            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, True)
+            m_grouped_fp8_fp4_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, recipe=(1, 1, 32), use_psum_layout=True)
+    finally:
+        runtime.set_psum_layout_form(old_form)
+    _comm(buf, ws, 2, SEND_GRID, y, stats)
+    _comm(buf, ws, 3, REDUCE_GRID, y, stats)
+
+
+def on_ascend(device) -> bool:
+    return LIB.backend_for(device, has_ascend=True, op="deep_gemm.fp8_fp4_mega_moe") == "ascend"

@@ -1,0 +1,147 @@
+"""Mega MoE on the Ascend path (``DG_BACKEND=ascend``, CPU tensors: the twin) across 2 and 3 real processes:
+the SymmBuffer's window is a DeviceWindow that every rank's kernels read and write (deep_gemm/ascend/
+mega_moe.py). Each rank checks its output against the unfused pipeline of tests/deep_gemm/test_mega_moe.py
+(gloo collectives, the public grouped GEMMs and the torch SwiGLU step) run on the host path."""
+import os
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.testing import calc_diff
+from tests.testkit import run_ranks
+
+from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs
+
+
+def _fill(buf, num_tokens, x, x_sf, topk_idx, topk_weights, bf16):
+    buf.x[:num_tokens].copy_(x)
+    if not bf16:
+        buf.x_sf[:num_tokens].copy_(x_sf)
+    buf.topk_idx[:num_tokens].copy_(topk_idx)
+    buf.topk_weights[:num_tokens].copy_(topk_weights)
+
+
+def _rank(rank, num_ranks, bf16, masked, clamp):
+    import torch.distributed as dist
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    num_tokens = 0 if (num_ranks == 3 and rank == 1) else 24 + 5 * rank   # a rank without tokens takes part too
+    (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, max(num_tokens, 1), bf16, masked)
+    x, topk_idx, topk_weights = x[:num_tokens], topk_idx[:num_tokens], topk_weights[:num_tokens]
+    x_sf = None if x_sf is None else x_sf[:num_tokens]
+    os.environ["DG_BACKEND"] = "ascend"
+    buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS - EXPERTS % num_ranks, 100, 3, HIDDEN, INTER,
+                                                 mma_type="bf16xbf16" if bf16 else "fp8xfp4")
+    assert buf.on_ascend
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    stats = torch.full((buf.num_experts // num_ranks,), 5, dtype=torch.int32)
+    y = torch.empty(num_tokens, HIDDEN, dtype=torch.bfloat16)
+    for _ in range(2):                  # the second call reuses the buffer (stale slots must not leak)
+        _fill(buf, num_tokens, x, x_sf, topk_idx, topk_weights, bf16)
+        if bf16:
+            deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, stats, activation_clamp=clamp)
+        else:
+            deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, stats, activation_clamp=clamp)
+    buf.destroy()
+    os.environ["DG_BACKEND"] = "host"
+    ref, ref_stats = _baseline(rank, num_ranks, x, x_sf, l1, l2, topk_idx, topk_weights, clamp, bf16)
+    assert torch.equal(stats, 5 + 2 * ref_stats), f"rank {rank}: stats {stats.tolist()} vs {ref_stats.tolist()}"
+    if num_tokens:
+        diff = calc_diff(y, ref)
+        assert diff < 1e-4, f"rank {rank}: calc_diff {diff}"
+        assert y.abs().sum() > 0
+    return True
+
+
+@pytest.mark.parametrize("num_ranks,bf16,masked,clamp", [(2, False, False, None), (3, False, True, 10.0),
+                                                          (2, True, True, None)])
+def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp):
+    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, timeout=300))
+
+
+def _silent_peer(rank, num_ranks, stage):
+    """A warm call on every rank, then rank 2 goes silent: it never arrives (``stage`` "arrive") or arrives and
+    pulls but never sends (``stage`` "send"). Ranks 0 and 1 fail within the window's timeout, naming
+    themselves and the flag they waited on, and refuse further calls on the buffer; the window's shared-memory
+    names are gone on every rank."""
+    import time
+
+    import torch.distributed as dist
+
+    from deep_gemm.ascend import mega_moe as ascend_mega
+    from deepjit.backends.ascend_twin.kernel import TwinLaunchError
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 16, False, False)
+    os.environ["DG_BACKEND"] = "ascend"
+    buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, 6, 16, 3, HIDDEN, INTER)
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    y = torch.empty(16, HIDDEN, dtype=torch.bfloat16)
+    _fill(buf, 16, x, x_sf, topk_idx % 6, topk_weights, False)
+    deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf)          # compiles every kernel under the long timeout
+    buf.window.timeout_s = 1.0
+    names = list(buf.window._window._paths)
+    out = {"names": [n for n in names if os.path.exists(n)]}
+    if rank == 2:
+        if stage == "send":                                # arrive + count and pull, then nothing
+            buf.seq += 1
+            ws = next(iter(buf.workspaces.values()))
+            for op in (0, 1):
+                ascend_mega._comm(buf, ws, op, buf.num_ranks, y, None)
+    else:
+        start = time.monotonic()
+        try:
+            deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf)
+            out["error"] = "no error"
+        except TwinLaunchError as exc:
+            out["error"] = str(exc)
+        out["seconds"] = time.monotonic() - start
+        try:
+            deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf)
+        except RuntimeError as exc:
+            out["broken"] = str(exc)
+    dist.barrier()
+    buf.destroy()
+    return out
+
+
+@pytest.mark.parametrize("stage,flag", [("arrive", 2), ("send", 3 + 2)])
+def test_a_silent_peer_fails_the_others_within_the_timeout(stage, flag):
+    outs = run_ranks(_silent_peer, 3, stage, timeout=300)
+    for rank, out in enumerate(outs):
+        assert out["names"] == [], out["names"]
+        if rank < 2:
+            assert f"rank {rank} waited" in out["error"] and f"flag {flag} of its window" in out["error"], out["error"]
+            assert out["seconds"] < 10, out["seconds"]
+            assert "SymmBuffer is broken" in out["broken"] and "destroy it" in out["broken"], out
+
+
+def _without_host_reads(rank, num_ranks):
+    """The second call runs with its routing inputs, the stats, y and every workspace the kernels write marked
+    device-only (tests/testkit/host_reads.py): any host read of them, or of anything computed from them, raises
+    (graph capture on an NPU forbids it). Its output equals the first, unguarded call's."""
+    import torch.distributed as dist
+
+    from tests.testkit.host_reads import DeviceOnly, mark
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 20, False, True)
+    os.environ["DG_BACKEND"] = "ascend"
+    buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS, 20, 3, HIDDEN, INTER)
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    stats = torch.zeros(EXPERTS // num_ranks, dtype=torch.int32)
+    first, y = torch.empty(20, HIDDEN, dtype=torch.bfloat16), torch.empty(20, HIDDEN, dtype=torch.bfloat16)
+    _fill(buf, 20, x, x_sf, topk_idx, topk_weights, False)
+    deep_gemm.fp8_fp4_mega_moe(first, l1t, l2t, buf, stats, activation_clamp=10.0)
+    ws, = buf.workspaces.values()
+    guarded = (buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, stats, y, *vars(ws).values())
+    mark(*[t for t in guarded if isinstance(t, torch.Tensor)])
+    with DeviceOnly():
+        deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, stats, activation_clamp=10.0)
+    for t in guarded:
+        if isinstance(t, torch.Tensor):
+            t.__dict__.pop("_device_only", None)
+    buf.destroy()
+    return torch.equal(y, first) and bool(y.abs().sum() > 0)
+
+
+def test_no_host_reads():
+    assert run_ranks(_without_host_reads, 2, timeout=300) == [True, True]
