@@ -145,3 +145,33 @@ def _without_host_reads(rank, num_ranks):
 
 def test_no_host_reads():
     assert run_ranks(_without_host_reads, 2, timeout=300) == [True, True]
+
+
+def _refusals(rank, num_ranks):
+    import torch.distributed as dist
+    os.environ["DG_BACKEND"] = "ascend"
+    group, out = dist.group.WORLD, []
+    for kwargs, fragment in (({"num_topk": 33, "num_experts": 64}, "num_topk: expected at most 32 on Ascend, got 33"),
+                             ({"num_experts": 8192}, "num_experts: expected at most 4096 on Ascend, got 8192")):
+        args = {"num_experts": 8, "num_max_tokens_per_rank": 16, "num_topk": 3, "hidden": HIDDEN,
+                "intermediate_hidden": INTER, **kwargs}
+        try:
+            deep_gemm.get_symm_buffer_for_mega_moe(group, **args)
+            out.append(f"no error for {kwargs}")
+        except ValueError as exc:
+            out.append(fragment in str(exc) or str(exc))
+    buf = deep_gemm.get_symm_buffer_for_mega_moe(group, 8, 16, 3, HIDDEN, INTER, mma_type="bf16xbf16")
+    try:  # stats without data (meta): refused before any kernel runs
+        deep_gemm.bf16_mega_moe(torch.empty(4, HIDDEN, dtype=torch.bfloat16), torch.empty(8, 2 * INTER, HIDDEN).bfloat16(),
+                                torch.empty(8, HIDDEN, INTER).bfloat16(), buf,
+                                torch.zeros(8, dtype=torch.int32, device="meta"))
+        out.append("no error for meta stats")
+    except TypeError as exc:
+        out.append("cumulative_local_expert_recv_stats: expected a tensor with data" in str(exc) or str(exc))
+    out.append(buf.seq == 0)
+    buf.destroy()
+    return out
+
+
+def test_ascend_limits_are_refused_before_any_kernel():
+    assert run_ranks(_refusals, 1, timeout=120) == [[True, True, True, True]]
