@@ -33,13 +33,21 @@ UB_BYTES = 248 * 1024   # dav-3510's Unified Buffer
 MAX_TILE_ROWS = 16      # rows a tile at most: enough to amortise a step's setup, few enough to spread rows
 
 
-def _tile_rows_that_fit(inter: int, to_fp8: bool) -> int:
-    """Rows a tile whose two input and two output UB stages fit (mega_swiglu.asc's UB map)."""
-    sf_pitch = -(-(inter // 32) // 32) * 32 if to_fp8 else 0   # a row's scale bytes, 32-byte aligned in UB
+def _ub_bytes(rows: int, inter: int, to_fp8: bool) -> int:
+    """mega_swiglu.asc's UB map for tiles of ``rows`` rows: two input stages (BF16 rows, then their FP32 weights
+    32-byte aligned) and two output stages (act rows, then FP8's scale bytes, 32-byte aligned a row)."""
+    sf_pitch = -(-(inter // 32) // 32) * 32 if to_fp8 else 0
     out_row = (inter if to_fp8 else 2 * inter) + sf_pitch
+    return 2 * (rows * 4 * inter + -(-4 * rows // 32) * 32 + rows * out_row)
+
+
+def _tile_rows_that_fit(inter: int, to_fp8: bool) -> int:
     rows = MAX_TILE_ROWS
-    while rows > 1 and 2 * (rows * 4 * inter + -(-4 * rows // 32) * 32 + rows * out_row) > UB_BYTES:
+    while rows > 1 and _ub_bytes(rows, inter, to_fp8) > UB_BYTES:
         rows -= 1
+    if _ub_bytes(rows, inter, to_fp8) > UB_BYTES:
+        raise v.fail("l1_out", f"an I whose row fits the kernel's UB stages ({UB_BYTES} bytes for two input and two "
+                     f"output rows)", f"I = {inter} ({_ub_bytes(1, inter, to_fp8)} bytes)")
     return rows
 
 

@@ -205,6 +205,8 @@ def test_bad_arguments():
         swiglu_quant(l1, w, ends, -1.0, True)
     with pytest.raises(ValueError, match="gran: expected a power of two"):
         swiglu_quant(l1, w, ends, None, True, gran=3)
+    with pytest.raises(ValueError, match="l1_out: expected an I whose row fits"):
+        swiglu_quant(torch.zeros(1, 2 * 32768, dtype=torch.bfloat16), torch.ones(1), ends, None, True)
     act = torch.empty(4, 256, dtype=torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="act_sf: expected shape"):
         swiglu_quant_into(l1, w, ends, None, act, torch.empty(4, 3, dtype=torch.int32))
