@@ -144,6 +144,18 @@ struct DgPagedMqaMetadataArgs {
   int64_t rows, next_n, num_sms;
 };
 
+// dg_mega_swiglu (mega_swiglu.asc): Mega MoE's SwiGLU step. Rows [0, clamp(ends[num_groups - 1], 0, m)) of l1_out
+// (BF16 [m, 2 * inter], gate / up interleaved in blocks of gran columns) times weights[row] to act: FP8 E4M3
+// [m, inter] with UE8M0 bytes per 32 columns in act_sf (int32 [m, inter / 128]), or BF16 [m, inter] (to_fp8 0,
+// act_sf unused); the other rows are not written. max_tile_rows sizes the UB stages (the host's choice).
+struct DgMegaSwigluArgs {
+  __gm__ bfloat16_t* l1_out;
+  __gm__ float* weights;
+  __gm__ int32_t* ends;
+  __gm__ void* act;
+  __gm__ uint32_t* act_sf;
+  int64_t m, inter, num_groups, gran, max_tile_rows, to_fp8, has_clamp;
+  float clamp;
 // dg_mega_moe_comm (mega_moe_comm.asc): Mega MoE's window steps (op 0 arrive + count, 1 pull, 2 send, 3
 // reduce; deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data;
 // a [m_cap, row_bytes] pulled x rows, a_sf [m_cap, sf_words] (sf_words 0 in BF16 mode), weights / src

@@ -206,6 +206,24 @@ def _hc_prenorm() -> list[str]:
     return _close("d", d.sum(0), want_d, 1e-8) + _close("sqr_sum", sqr.sum(0), want_sqr, 1e-8)
 
 
+def _mega_swiglu() -> list[str]:
+    """Mega MoE's SwiGLU step to FP8 on 200 of 256 rows (``ends[-1]``), against deep_gemm.mega's reference on the
+    de-interleaved L1 output: dequantised values and the UE8M0 scales."""
+    from .. import mega
+    from ..utils.math import unpack_ue8m0_from_int
+    from .mega_swiglu import swiglu_quant
+    m, inter, rows = 256, 1024, 200
+    natural = (torch.randn(m, 2 * inter) * 4).bfloat16()
+    l1 = natural[:, mega._interleave_order(2 * inter, 8)]
+    w = torch.rand(m)
+    act, act_sf = swiglu_quant(l1, w, torch.tensor([rows // 2, rows], dtype=torch.int32), 10.0, True)
+    want, want_sf = mega.swiglu_apply_weight_to_fp8(natural[:rows], w[:rows], 10.0)
+    sf, ref_sf = unpack_ue8m0_from_int(act_sf[:rows]), unpack_ue8m0_from_int(want_sf)
+    bad = int((sf != ref_sf).sum())
+    return _close("act", act[:rows].float() * sf.repeat_interleave(32, 1),
+                  want.float() * ref_sf.repeat_interleave(32, 1), 1e-5) + ([f"act_sf: {bad} scales differ"] if bad else [])
+
+
 def cases() -> list:
     from deepjit.tilelang_route.ascend_check import SourceCase
     runs = [("bf16_gemm_nt_512x512x512", "cube", _bf16_gemm), ("fp8_mx_gemm_nt_512x512x512", "cube", _fp8_gemm()),
@@ -219,7 +237,8 @@ def cases() -> list:
             ("sf_transform_4096x2048", "vector", _sf_transform),
             ("tf32_hc_prenorm_gemm_256x24x28672_16splits", "mix", _hc_prenorm),
             ("bf16_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _bf16_einsum),
-            ("fp8_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _fp8_einsum)]
+            ("fp8_einsum_bhr_hdr_bhd_64x8x1024x512", "cube", _fp8_einsum),
+            ("mega_swiglu_fp8_200of256x1024", "vector", _mega_swiglu)]
     return [SourceCase(name, kind, _seeded(fn)) for name, kind, fn in runs]
 
 

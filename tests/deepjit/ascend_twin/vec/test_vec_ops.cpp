@@ -135,6 +135,25 @@ int main() {
   asc_e2m1x22bfloat16_v4(fp4[3], pairs, asc_create_mask_b8(PAT_ALL));
   for (auto& v : fp4) emit(v.e, 128);
 
+  // 6d. asc_float2e4m3_rn / _sat, quarters _v2 .. _v4: x with specials in lanes 50..55 (+-inf, NaN, 500, the
+  // overflow tie 464, a value below E4M3's smallest subnormal); lane i's code in byte `quarter` of its 32-bit lane.
+  __ubuf__ float* sx = reinterpret_cast<float*>(ub + 16384);
+  for (int i = 0; i < 64; ++i) sx[i] = x[i];
+  const float specials[] = {__builtin_inff(), -__builtin_inff(), __builtin_nanf(""), 500.0f, 464.0f, 1e-4f};
+  for (int i = 0; i < 6; ++i) sx[50 + i] = specials[i];
+  vector_float s;
+  asc_loadalign(s, sx);
+  vector_fp8_e4m3fn_t narrowed[8];
+  asc_float2e4m3_rn(narrowed[0], s, all32);
+  asc_float2e4m3_rn_v2(narrowed[1], s, all32);
+  asc_float2e4m3_rn_v3(narrowed[2], s, all32);
+  asc_float2e4m3_rn_v4(narrowed[3], s, all32);
+  asc_float2e4m3_rn_sat(narrowed[4], s, all32);
+  asc_float2e4m3_rn_sat_v2(narrowed[5], s, all32);
+  asc_float2e4m3_rn_sat_v3(narrowed[6], s, all32);
+  asc_float2e4m3_rn_sat_v4(narrowed[7], s, all32);
+  for (auto& v : narrowed) emit(v.e, 256);
+
   // 7. A load past the end of UB, and 8. a whole-register (NORM) load or store off the 32-byte grid, each stop
   // the launch with the op and offset named.
   auto report = [&](auto access) {

@@ -1,7 +1,8 @@
 """The twin's vector register API (c_api/reg*.h) through TileLang's simd_inst.h wrappers, on one fake AIV
 core: casts (f32->bf16 RNE + pack, f32->e4m3 saturating in the four byte parts, bf16->f32 even/odd +
 interleave; the C API's asc_bfloat162float / _v2, asc_float2bfloat16_rn / _v2, asc_float2half_rn,
-asc_e4m32float / _v2 .. _v4 over every E4M3 code and asc_e2m1x22bfloat16 / _v2 .. _v4 over every E2M1 pair),
+asc_e4m32float / _v2 .. _v4 over every E4M3 code, asc_e2m1x22bfloat16 / _v2 .. _v4 over every E2M1 pair,
+asc_float2e4m3_rn / _rn_sat and their _v2 .. _v4 quarters with +-inf, NaN and overflow),
 tail-masked max/min/sum, compare/select/axpy, a tail-masked asc_mula, and the UB bounds and 32-byte alignment
 checks. Compared with torch."""
 import pathlib
@@ -45,7 +46,7 @@ def run(binary, x):
                mula=take(np.float32, 64), narrow_even=take(np.uint16, 128), narrow_odd=take(np.uint16, 128),
                half_even=take(np.uint16, 128),
                e4m3_quarters=take(np.uint32, 256), e4m3_masked=take(np.uint32, 64),
-               e2m1_quarters=take(np.uint16, 512))
+               e2m1_quarters=take(np.uint16, 512), e4m3_narrowed=take(np.uint8, 8 * 256))
     assert pos == len(out)
     return res, proc.stderr.decode()
 
@@ -123,6 +124,25 @@ def test_vec_ops_match_torch(binary, seed):
     want_fp4 = e2m1[nibbles].bfloat16().view(torch.int16).numpy().view(np.uint16)
     got_fp4 = res["e2m1_quarters"].reshape(4, 64, 2).transpose(1, 0, 2).reshape(256, 2)  # [4k + p, nibble]
     np.testing.assert_array_equal(got_fp4, want_fp4)  # -0 (0x8) too
+
+    # asc_float2e4m3_rn(_sat) quarter p: lane i's code in byte 4i + p. In range both modes are torch's RNE cast;
+    # non-saturating (docs "asc_float2e4m3"): overflow (past 464, the tie to even that stays 448) and +-inf give
+    # E4M3FN's NaN 0x7F | sign, NaN stays NaN; saturating: +-448 for those, NaN 0.
+    s = x.clone()
+    s[50:56] = torch.tensor([float("inf"), float("-inf"), float("nan"), 500.0, 464.0, 1e-4])
+    sat = s.to(torch.float8_e4m3fn).view(torch.uint8).numpy()  # torch saturates overflow and inf, keeps NaN
+    nan = np.isnan(s.numpy())
+    sat_want = np.where(nan, 0, sat)
+    over = ~nan & ((s.abs() > 464).numpy())
+    rn_want = np.where(over, 0x7F | (np.signbit(s.numpy()) * 0x80), sat)
+    got = res["e4m3_narrowed"].reshape(8, 64, 4)
+    for p in range(4):
+        rn, rn_sat = got[p, :, p], got[4 + p, :, p]
+        np.testing.assert_array_equal(rn[~nan], rn_want[~nan])
+        assert (rn[nan] & 0x7F == 0x7F).all()
+        np.testing.assert_array_equal(rn_sat, sat_want)
+    assert list(rn_want[50:56]) == [0x7F, 0xFF, 0x7F, 0x7F, 0x7E, 0x00]
+    assert list(sat_want[50:56]) == [0x7E, 0xFE, 0x00, 0x7E, 0x7E, 0x00]
 
     assert "asc_loadalign: buffer UB offset 253824, 256 bytes, is outside [0, 253952)" in err
     assert "asc_loadalign: UB offset 16 is not 32-byte aligned" in err

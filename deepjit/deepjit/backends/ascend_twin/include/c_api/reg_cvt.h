@@ -221,6 +221,25 @@ inline void asc_float2half_rn(vector_half& dst, vector_float src, vector_bool m)
   vcvt(dst, src, m, ROUND_R, RS_DISABLE, PART_EVEN, MODE_ZEROING);
 }
 
+// asc_float2e4m3_rn / _v2 / _v3 / _v4: FP32 rounded to nearest even into E4M3FN byte quarter 0 / 1 / 2 / 3
+// (1:4 width ratio: FP32 lane i -> byte 4i + quarter, the lane's byte `quarter`), masked-off lanes 0; asc-devkit's
+// reg API expands them to vcvt(dst, src, mask, ROUND_R, RS_DISABLE, PART_P0 .. PART_P3, MODE_ZEROING)
+// (impl/c_api/instr_impl/npu_arch_3510/vector_compute_impl/vconv/asc_float2e4m3_impl.h). Docs "asc_float2e4m3":
+// non-saturating, overflow and +-inf give the format's inf (E4M3FN has none: its NaN, S.1111.111), NaN stays NaN;
+// the _sat forms (RS_ENABLE) give +-448 for overflow and +-inf and 0 for NaN.
+#define DJ_TWIN_E4M3_NARROWING(SUFFIX, PART)                                                              \
+  inline void asc_float2e4m3_rn##SUFFIX(vector_fp8_e4m3fn_t& dst, vector_float src, vector_bool m) {     \
+    vcvt(dst, src, m, ROUND_R, RS_DISABLE, PART, MODE_ZEROING);                                           \
+  }                                                                                                       \
+  inline void asc_float2e4m3_rn_sat##SUFFIX(vector_fp8_e4m3fn_t& dst, vector_float src, vector_bool m) { \
+    vcvt(dst, src, m, ROUND_R, RS_ENABLE, PART, MODE_ZEROING);                                            \
+  }
+DJ_TWIN_E4M3_NARROWING(, PART_P0)
+DJ_TWIN_E4M3_NARROWING(_v2, PART_P1)
+DJ_TWIN_E4M3_NARROWING(_v3, PART_P2)
+DJ_TWIN_E4M3_NARROWING(_v4, PART_P3)
+#undef DJ_TWIN_E4M3_NARROWING
+
 // A 1:4 widening and its three siblings: NAME reads part P0 of src, NAME_v2 / _v3 / _v4 parts P1 / P2 / P3,
 // masked-off lanes 0 (MODE_ZEROING).
 #define DJ_TWIN_QUARTER_WIDENING(NAME, D, S)                                                            \
