@@ -156,6 +156,8 @@ struct DgMegaSwigluArgs {
   __gm__ uint32_t* act_sf;
   int64_t m, inter, num_groups, gran, max_tile_rows, to_fp8, has_clamp;
   float clamp;
+};
+
 // dg_mega_moe_comm (mega_moe_comm.asc): Mega MoE's window steps (op 0 arrive + count, 1 pull, 2 send, 3
 // reduce; deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data;
 // a [m_cap, row_bytes] pulled x rows, a_sf [m_cap, sf_words] (sf_words 0 in BF16 mode), weights / src
