@@ -193,16 +193,55 @@ def _utccp(sf: torch.Tensor, inverse: bool = False) -> torch.Tensor:
     return _dispatch.run("permute_rows", sf.device, sf, torch.argsort(order) if inverse else order)
 
 
+# DeepGEMM-Ascend's FP8 x FP4 layout: weights [E_l, N / 256, 256, K / 2] (N-blocks of its BLOCK_N = 256), L1 gate
+# and up interleaved in 128-row halves of each block; scales int16 UE8M0 pairs [E_l, N / 256, K / 64, 256] (each
+# block's rows contiguous per K pair) with +6 on every exponent byte but NaN's 255 (its FP4 dequantisation
+# yields value / 64), so a byte must be <= 248 before.
+ASCEND_BLOCK_N, ASCEND_GRAN, ASCEND_SF_BIAS = 256, 128, 6
+
+
+def _to_ascend_layout(w: torch.Tensor, sf: torch.Tensor, interleave: bool):
+    """(w [E, N, K/2], sf [E, N, K/128] int32 or [E, N, K/64] int16 packed UE8M0) -> DeepGEMM-Ascend's layout."""
+    e, n, half_k = w.shape
+    if n % ASCEND_BLOCK_N or (2 * half_k) % 64:
+        raise v.fail("weights", f"N a multiple of {ASCEND_BLOCK_N} and K of 64 (DeepGEMM-Ascend's Mega MoE layout)",
+                     f"N {n}, K {2 * half_k}")
+    if interleave:
+        w, sf = _interleave(w, ASCEND_GRAN), _interleave(sf, ASCEND_GRAN)
+    exps = sf.contiguous().view(-1).view(torch.uint8).view(e, n, -1)[..., :half_k * 2 // 32]   # a byte per 32 K
+    too_big = exps.ne(255) & exps.gt(254 - ASCEND_SF_BIAS)
+    if bool(too_big.any()):                                                    # a load-time check
+        raise v.fail("weight scales", f"UE8M0 exponent bytes <= {254 - ASCEND_SF_BIAS} or 255 (DeepGEMM-Ascend adds "
+                     f"{ASCEND_SF_BIAS})", int(exps[too_big].max()))
+    biased = torch.where(exps.eq(255), exps, exps + ASCEND_SF_BIAS).contiguous().view(torch.int16)
+    blocks = n // ASCEND_BLOCK_N
+    sf4 = biased.view(e, blocks, ASCEND_BLOCK_N, -1).transpose(2, 3).contiguous()
+    return w.reshape(e, blocks, ASCEND_BLOCK_N, half_k), sf4
+
+
+def _from_ascend_layout(w4: torch.Tensor, sf4: torch.Tensor):
+    """DeepGEMM-Ascend's layout -> (w [E, N, K/2] in its row order, sf int16 [E, N, K/64] pairs, unbiased): views and
+    one element-wise pass over the scales on their device, no host read."""
+    e, blocks, rows, half_k = w4.shape
+    exps = sf4.transpose(2, 3).reshape(e, blocks * rows, -1).contiguous().view(torch.uint8)
+    unbiased = torch.where(exps.eq(255), exps, exps - ASCEND_SF_BIAS)
+    return w4.reshape(e, blocks * rows, half_k), unbiased.view(torch.int16)
+
+
 def transform_weights_for_mega_moe(l1_weights, l2_weights, activation: str = "swiglu"):
     """Upstream's kernel layout: L1 gate/up interleaved in 8-row groups (weights and SF), SF rows of L1
-    and L2 reordered per 128 rows for UTCCP; BF16 weights only get the L1 interleave."""
+    and L2 reordered per 128 rows for UTCCP; BF16 weights only get the L1 interleave. FP8 x FP4 weights on
+    the Ascend path (NPU tensors, or ``DG_BACKEND=ascend``) take DeepGEMM-Ascend's layout instead (above);
+    both Mega MoE ops accept either."""
     if activation != "swiglu":
         raise v.fail("activation", "'swiglu'", repr(activation))
     if isinstance(l1_weights, (tuple, list)):
         w1, sf1 = v.pair("l1_weights", l1_weights)
         w2, sf2 = v.pair("l2_weights", l2_weights)
         for name, t in (("l1_weights[1]", sf1), ("l2_weights[1]", sf2)):
-            v.tensor(name, t, (torch.int32,), 3)
+            v.tensor(name, t, tuple(formats.PACKED_SF_DTYPES), 3)
+        if ascend_mega.on_ascend(w1.device):
+            return _to_ascend_layout(w1, sf1, True), _to_ascend_layout(w2, sf2, False)
         return (_interleave(w1), _utccp(_interleave(sf1))), (w2, _utccp(sf2))
     v.tensor("l1_weights", l1_weights, ndim=3)
     return _interleave(l1_weights), l2_weights
@@ -349,20 +388,30 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
     h, inter = sym_buffer.hidden, sym_buffer.intermediate_hidden
     w1, sf1 = v.pair("l1_weights", l1_weights)
     w2, sf2 = v.pair("l2_weights", l2_weights)
-    for name, w, shape in (("l1_weights[0]", w1, (e_local, 2 * inter, h // 2)),
-                           ("l2_weights[0]", w2, (e_local, h, inter // 2))):
-        v.tensor(name, w, formats.FP4_DTYPES, 3)
-        v.shape(name, w, shape)
-    for name, sf, shape in (("l1_weights[1]", sf1, (e_local, 2 * inter, ceil_div(h, 128))),
-                            ("l2_weights[1]", sf2, (e_local, h, ceil_div(inter, 128)))):
-        v.tensor(name, sf, (torch.int32,), 3)
-        v.shape(name, sf, shape)
-    l2 = (w2, _utccp(sf2, inverse=True))
+    if isinstance(w1, torch.Tensor) and w1.dim() == 4:   # DeepGEMM-Ascend's layout
+        blocks = ASCEND_BLOCK_N
+        if (2 * inter) % blocks or h % blocks:
+            raise v.fail("l1_weights", f"upstream's layout: DeepGEMM-Ascend's needs hidden and 2 x intermediate "
+                         f"multiples of {blocks}", f"hidden {h}, intermediate {inter}")
+        for name, w, sf, n, k in (("l1_weights", w1, sf1, 2 * inter, h), ("l2_weights", w2, sf2, h, inter)):
+            v.tensor(f"{name}[0]", w, formats.FP4_DTYPES, 4)
+            v.shape(f"{name}[0]", w, (e_local, n // blocks, blocks, k // 2))
+            v.tensor(f"{name}[1]", sf, (torch.int16,), 4)
+            v.shape(f"{name}[1]", sf, (e_local, n // blocks, k // 64, blocks))
+        (w1, sf1), l2, gran = _from_ascend_layout(w1, sf1), _from_ascend_layout(w2, sf2), ASCEND_GRAN
+    else:
+        for name, w, shape in (("l1_weights[0]", w1, (e_local, 2 * inter, h // 2)),
+                               ("l2_weights[0]", w2, (e_local, h, inter // 2))):
+            v.tensor(name, w, formats.FP4_DTYPES, 3)
+            v.shape(name, w, shape)
+        for name, sf, n, k in (("l1_weights[1]", sf1, 2 * inter, h), ("l2_weights[1]", sf2, h, inter)):
+            v.tensor(name, sf, tuple(formats.PACKED_SF_DTYPES), 3)   # 4 (int32) or 2 (int16) K-blocks of 32 a word
+            v.shape(name, sf, (e_local, n, ceil_div(k, 32 * formats.PACKED_SF_DTYPES[sf.dtype])))
+        sf1, l2, gran = _utccp(sf1, inverse=True), (w2, _utccp(sf2, inverse=True)), 8
     if sym_buffer.on_ascend:  # its SwiGLU step reads the interleaved L1 columns
-        ascend_mega.run(y, (w1, _utccp(sf1, inverse=True)), l2, sym_buffer, cumulative_local_expert_recv_stats,
-                        activation_clamp)
+        ascend_mega.run(y, (w1, sf1), l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, gran)
         return
-    l1 = (_deinterleave(w1), _deinterleave(_utccp(sf1, inverse=True)))
+    l1 = (_deinterleave(w1, gran), _deinterleave(sf1, gran))
     _run(y, l1, l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, bf16=False)
 
 
@@ -379,7 +428,7 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
     v.tensor("l2_weights", l2_weights, (torch.bfloat16,), 3)
     v.shape("l2_weights", l2_weights, (e_local, h, inter))
     if sym_buffer.on_ascend:
-        ascend_mega.run(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp)
+        ascend_mega.run(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, 8)
         return
     _run(y, _deinterleave(l1_weights), l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp,
          bf16=True)

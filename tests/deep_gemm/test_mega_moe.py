@@ -7,7 +7,15 @@ import pytest
 import torch
 
 import deep_gemm
-from deep_gemm.mega import _deinterleave, _interleave, _utccp, combine_topk, swiglu_apply_weight_to_fp8
+from deep_gemm.mega import (
+    _deinterleave,
+    _from_ascend_layout,
+    _interleave,
+    _to_ascend_layout,
+    _utccp,
+    combine_topk,
+    swiglu_apply_weight_to_fp8,
+)
 from deep_gemm.utils import align, per_token_cast_to_fp4, per_token_cast_to_fp8
 from tests.testkit import run_ranks
 
@@ -98,7 +106,7 @@ def _baseline(rank, num_ranks, x, x_sf, l1, l2, topk_idx, topk_weights, clamp, b
     return combine_topk(slots, topk_idx), torch.tensor(per_expert, dtype=torch.int32)
 
 
-def _rank(rank, num_ranks, bf16, masked, clamp):
+def _rank(rank, num_ranks, bf16, masked, clamp, ascend_layout=False):
     import torch.distributed as dist
     deep_gemm.set_mk_alignment_for_contiguous_layout(32)
     num_tokens = 40 + 7 * rank
@@ -107,6 +115,8 @@ def _rank(rank, num_ranks, bf16, masked, clamp):
                                                  mma_type="bf16xbf16" if bf16 else "fp8xfp4")
     assert buf.num_max_tokens_per_rank == 384 and buf.x.shape == (384, HIDDEN)
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    if ascend_layout:   # DeepGEMM-Ascend's layout (what the transform gives on the Ascend path) on the host path
+        l1t, l2t = _to_ascend_layout(*l1, True), _to_ascend_layout(*l2, False)
     stats = torch.full((EXPERTS // num_ranks,), 5, dtype=torch.int32)
     y = torch.empty(num_tokens, HIDDEN, dtype=torch.bfloat16)
     for _ in range(2):                  # the second call reuses the buffer (stale slots must not leak)
@@ -127,10 +137,37 @@ def _rank(rank, num_ranks, bf16, masked, clamp):
     return True
 
 
-@pytest.mark.parametrize("num_ranks,bf16,masked,clamp", [(2, False, False, None), (4, False, True, 10.0),
-                                                          (2, True, True, None)])
-def test_mega_moe_matches_unfused(num_ranks, bf16, masked, clamp):
-    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, timeout=240))
+@pytest.mark.parametrize("num_ranks,bf16,masked,clamp,ascend_layout", [(2, False, False, None, False),
+                                                                        (4, False, True, 10.0, False),
+                                                                        (2, True, True, None, False),
+                                                                        (2, False, True, None, True)])
+def test_mega_moe_matches_unfused(num_ranks, bf16, masked, clamp, ascend_layout):
+    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, ascend_layout, timeout=240))
+
+
+def test_ascend_weight_layout():
+    """DeepGEMM-Ascend's FP8 x FP4 Mega MoE layout: 256-row blocks, L1 gate / up in 128-row halves, int16 scale
+    pairs [E, N / 256, K / 64, 256] with +6 on every exponent byte but 255; the op's inverse restores both."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randint(-128, 128, (2, 512, 64), dtype=torch.int8, generator=gen)      # K = 128
+    exps = torch.randint(100, 141, (2, 512, 4), dtype=torch.uint8, generator=gen)   # 4 K-blocks of 32
+    exps[1, 300, 2] = 255
+    sf = exps.view(torch.int32)                                                      # [2, 512, 1] packed
+    w4, sf4 = _to_ascend_layout(w, sf, True)
+    assert w4.shape == (2, 2, 256, 64) and sf4.shape == (2, 2, 2, 256) and sf4.dtype == torch.int16
+    assert torch.equal(w4[0, 0, :128], w[0, :128]) and torch.equal(w4[0, 0, 128:], w[0, 256:384])
+    assert torch.equal(w4[1, 1, :128], w[1, 128:256]) and torch.equal(w4[1, 1, 128:], w[1, 384:])
+    pairs = sf4.view(torch.uint8).view(2, 2, 2, 256, 2)                             # [E, block, K pair, row, byte]
+    assert torch.equal(pairs[0, 1, 1, 130], exps[0, 384 + 2, 2:4] + 6)               # block 1 row 130: up row 258
+    assert int(pairs[1, 0, 1, 128 + 44, 0]) == 255                                  # up row 44 (row 300), NaN kept
+    back, sf_back = _from_ascend_layout(w4, sf4)
+    assert torch.equal(_deinterleave(back, 128), w)
+    assert torch.equal(_deinterleave(sf_back, 128).view(torch.uint8), exps)          # 255 kept, the rest unbiased
+    l2w4, l2sf4 = _to_ascend_layout(w, sf, False)                                    # L2: blocks only
+    assert torch.equal(l2w4.reshape(2, 512, 64), w)
+    exps[0, 7, 1] = 249
+    with pytest.raises(ValueError, match="exponent bytes <= 248 or 255"):
+        _to_ascend_layout(w, exps.view(torch.int32), True)
 
 
 @pytest.mark.parametrize("backend", ["host", "reference"])

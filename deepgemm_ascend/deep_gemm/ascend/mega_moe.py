@@ -107,9 +107,9 @@ def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.
                    send_grid=SEND_GRID))
 
 
-def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_clamp: float | None) -> None:
-    """One Mega MoE call on the Ascend path (weights as ``transform_weights_for_mega_moe`` leaves them, the L1
-    scale rows back in weight-row order)."""
+def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_clamp: float | None, gran: int) -> None:
+    """One Mega MoE call on the Ascend path: L1 gate / up rows interleaved in blocks of ``gran`` (8 upstream, 128
+    DeepGEMM-Ascend), scales in weight-row order."""
     if buf.failed is not None:
         raise RuntimeError(f"this Mega MoE SymmBuffer is broken: an earlier call failed ({buf.failed}); its window's "
                            f"flags no longer agree across ranks -- destroy it and make a new one")
@@ -119,13 +119,13 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
         ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
     buf.seq += 1
     try:
-        _steps(y, l1, l2, buf, ws, stats, activation_clamp)
+        _steps(y, l1, l2, buf, ws, stats, activation_clamp, gran)
     except BaseException as exc:
         buf.failed = f"{type(exc).__name__}: {exc}"
         raise
 
 
-def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp) -> None:
+def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) -> None:
     from ..grouped import m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous
     from .mega_swiglu import swiglu_quant
 
@@ -136,12 +136,12 @@ def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp) -> None:
     try:
         if buf.bf16:
             m_grouped_bf16_gemm_nt_contiguous(ws.a, l1, ws.l1_out, ws.ends, use_psum_layout=True)
-            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, False)
+            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, False, gran)
             m_grouped_bf16_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, use_psum_layout=True)
         else:
             m_grouped_fp8_fp4_gemm_nt_contiguous((ws.a, ws.a_sf), l1, ws.l1_out, ws.ends, recipe=(1, 1, 32),
                                                  use_psum_layout=True)
-            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, True)
+            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, True, gran)
             m_grouped_fp8_fp4_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, recipe=(1, 1, 32), use_psum_layout=True)
     finally:
         runtime.set_psum_layout_form(old_form)

@@ -22,18 +22,20 @@ def _fill(buf, num_tokens, x, x_sf, topk_idx, topk_weights, bf16):
     buf.topk_weights[:num_tokens].copy_(topk_weights)
 
 
-def _rank(rank, num_ranks, bf16, masked, clamp):
+def _rank(rank, num_ranks, bf16, masked, clamp, layout):
     import torch.distributed as dist
     deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    os.environ["DG_BACKEND"] = "ascend" if layout == "ascend" else "host"   # the transform's layout follows the path
     num_tokens = 0 if (num_ranks == 3 and rank == 1) else 24 + 5 * rank   # a rank without tokens takes part too
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, max(num_tokens, 1), bf16, masked)
     x, topk_idx, topk_weights = x[:num_tokens], topk_idx[:num_tokens], topk_weights[:num_tokens]
     x_sf = None if x_sf is None else x_sf[:num_tokens]
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    assert bf16 or l1t[0].dim() == (4 if layout == "ascend" else 3)
     os.environ["DG_BACKEND"] = "ascend"
     buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS - EXPERTS % num_ranks, 100, 3, HIDDEN, INTER,
                                                  mma_type="bf16xbf16" if bf16 else "fp8xfp4")
     assert buf.on_ascend
-    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
     stats = torch.full((buf.num_experts // num_ranks,), 5, dtype=torch.int32)
     y = torch.empty(num_tokens, HIDDEN, dtype=torch.bfloat16)
     for _ in range(2):                  # the second call reuses the buffer (stale slots must not leak)
@@ -53,10 +55,13 @@ def _rank(rank, num_ranks, bf16, masked, clamp):
     return True
 
 
-@pytest.mark.parametrize("num_ranks,bf16,masked,clamp", [(2, False, False, None), (3, False, True, 10.0),
-                                                          (2, True, True, None)])
-def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp):
-    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, timeout=300))
+@pytest.mark.parametrize("num_ranks,bf16,masked,clamp,layout", [(2, False, False, None, "ascend"),
+                                                                 (3, False, True, 10.0, "ascend"),
+                                                                 (2, False, True, None, "upstream"),
+                                                                 (2, True, True, None, "upstream")])
+def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp, layout):
+    """FP8 x FP4 weights in DeepGEMM-Ascend's layout (the Ascend path's transform) and in upstream's."""
+    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, layout, timeout=300))
 
 
 def _silent_peer(rank, num_ranks, stage):
