@@ -5,29 +5,30 @@ kernels of every rank read and write directly.
 
 One call is a chain of kernels on the rank's stream, none of which the host waits on or reads back:
 
-1. ``mega_moe_comm.asc`` op 0 (arrive + count): each rank publishes its token count and sets its arrival
-   flag on every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local
-   expert are counted;
-2. op 1 (pull): the pairs are pulled from the peers' windows into the psum layout (expert e's rows from
-   ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot: the host path's order),
-   with their top-k weights and sources; the psum ends and the receive stats are written;
+1. ``mega_moe_comm.asc`` op 0 (dispatch): each rank publishes its token count and sets its arrival flag on
+   every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert are
+   counted, and (after a grid barrier on a window flag) pulled from the peers' windows into the psum
+   layout (expert e's rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot:
+   the host path's order), with their top-k weights and sources; the psum ends and the receive stats are
+   written;
 3. the L1 M-grouped GEMM (``m_grouped_*_gemm_nt_contiguous``, psum layout, Ascend kernel) over the
    gate/up-interleaved weights as ``transform_weights_for_mega_moe`` leaves them;
 4. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
    scales (FP8 x FP4) or BF16;
 5. the L2 M-grouped GEMM;
-6. op 2 (send): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block then
-   adds 1 to its sent flag on every rank;
-7. op 3 (reduce): once every rank's blocks have sent, ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
+6. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
+   1 to its sent flag on every rank, and once every rank's blocks have sent,
+   ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
 
-Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = SEND_GRID x the calls whose
-rows rank p has sent. A rank reaches call n + 1 only after its reduce of call n, which waited for every
-peer's sends of call n, which come after their pulls: no rank's inputs or slots are overwritten while a
-peer still reads them. A peer that never arrives or never sends fails every waiting rank's kernel after the
-window's timeout, naming the rank and the flag.
+Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose
+rows rank p has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's blocks have written. A
+rank reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n,
+which come after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A
+peer that never arrives or never sends fails every waiting rank's kernel after the window's timeout, naming
+the rank and the flag. Each step's blocks wait for one another, so its grid is at most the vector cores.
 
-Not yet as DeepGEMM-Ascend does it: the steps are separate launches, not one persistent kernel overlapping
-the pulls and sends with the cube's work; the rows are pulled whole (no ring of ``num_ring_tokens``
+Not yet as DeepGEMM-Ascend does it: the steps are separate launches around the GEMM and SwiGLU kernels, not
+one persistent kernel overlapping the pulls and sends with the cube's work; the rows are pulled whole (no ring of ``num_ring_tokens``
 waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
 """
 from __future__ import annotations
@@ -38,8 +39,7 @@ from .. import runtime
 from .._lib import LIB
 from ._launch import args, kernel
 
-SEND_GRID = 8        # blocks of the send step: every rank's, so the sent flags count to seq * SEND_GRID
-REDUCE_GRID = 8
+COMBINE_GRID = 8     # blocks of the combine step, the same on every rank: the sent flags count to seq * 8
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_EXPERTS = 4096   # and [R, E_l] counts in UB
 
@@ -61,7 +61,7 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
     if num_ranks * max_tokens * num_topk >= 2 ** 31:
         raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
                      f"{num_ranks} x {max_tokens} x {num_topk}")
-    return DeviceWindow.create(group, num_bytes, num_flags=2 * num_ranks, name_hint="mega_moe", device=device,
+    return DeviceWindow.create(group, num_bytes, num_flags=2 * num_ranks + 1, name_hint="mega_moe", device=device,
                                timeout_s=timeout_s)
 
 
@@ -91,6 +91,11 @@ class Workspace:
         self.dummy = torch.zeros(8, dtype=torch.int32, device=device)
 
 
+def dispatch_grid(buf, device) -> int:
+    """A block per source rank, at most every vector core (the blocks then take several ranks each)."""
+    return min(buf.num_ranks, LIB.num_vector_cores(device))
+
+
 def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.Tensor | None) -> None:
     offsets = {name: buf._views[name][0] for name in ("num_tokens", "x", "topk_idx", "topk_weights", "combine")}
     offsets["x_sf"] = buf._views["x_sf"][0] if not buf.bf16 else 0
@@ -103,8 +108,7 @@ def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.
                    num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m,
                    hidden=buf.hidden, row_bytes=buf.hidden * ws.a.element_size(),
                    sf_words=0 if buf.bf16 else buf.hidden // 128, topk=buf.num_topk, num_experts=buf.num_experts,
-                   alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None),
-                   send_grid=SEND_GRID))
+                   alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None), pad=0))
 
 
 def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_clamp: float | None, gran: int) -> None:
@@ -129,8 +133,7 @@ def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) ->
     from ..grouped import m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous
     from .mega_swiglu import swiglu_quant
 
-    _comm(buf, ws, 0, buf.num_ranks, y, stats)
-    _comm(buf, ws, 1, buf.num_ranks, y, stats)
+    _comm(buf, ws, 0, dispatch_grid(buf, y.device), y, stats)
     old_form = runtime.get_psum_layout_form()
     runtime.set_psum_layout_form("end_rows")
     try:
@@ -145,8 +148,7 @@ def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) ->
             m_grouped_fp8_fp4_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, recipe=(1, 1, 32), use_psum_layout=True)
     finally:
         runtime.set_psum_layout_form(old_form)
-    _comm(buf, ws, 2, SEND_GRID, y, stats)
-    _comm(buf, ws, 3, REDUCE_GRID, y, stats)
+    _comm(buf, ws, 1, min(COMBINE_GRID, LIB.num_vector_cores(y.device)), y, stats)
 
 
 def on_ascend(device) -> bool:

@@ -65,8 +65,8 @@ def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp, layout):
 
 
 def _silent_peer(rank, num_ranks, stage):
-    """A warm call on every rank, then rank 2 goes silent: it never arrives (``stage`` "arrive") or arrives and
-    pulls but never sends (``stage`` "send"). Ranks 0 and 1 fail within the window's timeout, naming
+    """A warm call on every rank, then rank 2 goes silent: it never arrives (``stage`` "arrive") or dispatches
+    but never combines (``stage`` "send"). Ranks 0 and 1 fail within the window's timeout, naming
     themselves and the flag they waited on, and refuse further calls on the buffer; the window's shared-memory
     names are gone on every rank."""
     import time
@@ -87,11 +87,10 @@ def _silent_peer(rank, num_ranks, stage):
     names = list(buf.window._window._paths)
     out = {"names": [n for n in names if os.path.exists(n)]}
     if rank == 2:
-        if stage == "send":                                # arrive + count and pull, then nothing
+        if stage == "send":                                # the dispatch step, then nothing
             buf.seq += 1
             ws = next(iter(buf.workspaces.values()))
-            for op in (0, 1):
-                ascend_mega._comm(buf, ws, op, buf.num_ranks, y, None)
+            ascend_mega._comm(buf, ws, 0, ascend_mega.dispatch_grid(buf, y.device), y, None)
     else:
         start = time.monotonic()
         try:
