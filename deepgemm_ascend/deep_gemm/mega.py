@@ -1,8 +1,9 @@
 """Mega MoE: EP dispatch -> L1 GEMM -> SwiGLU -> L2 GEMM -> EP combine, across the local ranks of a group.
 
-The buffer lives in a ``deepjit.symm.SymmetricWindow`` (the shared-memory windows deep_ep also uses):
-every rank's inputs (``x``, ``x_sf``, ``topk_idx``, ``topk_weights``) and its combine slots are mapped
-by every local peer. One call:
+On the host path the buffer lives in a ``deepjit.symm.SymmetricWindow`` (the shared-memory windows deep_ep
+also uses); on the Ascend path in a ``deepjit.symm.DeviceWindow`` read and written by kernels
+(``ascend/mega_moe.py``, which has its own account of a call). Every rank's inputs (``x``, ``x_sf``, ``topk_idx``, ``topk_weights``) and its combine slots are mapped
+by every local peer. One call on the host path:
 1. each rank publishes its token count, then all ranks meet;
 2. each rank pulls, from every peer's window, the (token, top-k slot) pairs routed to its experts --
    ordered by source rank, token, slot -- into a psum-grouped layout per local expert;
@@ -15,7 +16,9 @@ with separate collectives. ``fast_math`` is accepted and has no effect on CPU (e
 
 Weights are the upstream forms: L1 ``([E_l, 2I, H/2] FP4, SF)`` with gate rows then up rows, L2
 ``([E_l, H, I/2] FP4, SF)``, SFs packed UE8M0 for ``(1, 32)``; ``transform_weights_for_mega_moe``
-interleaves gate/up in 8-row groups and reorders SF rows for UTCCP, and the op undoes both.
+interleaves gate/up in 8-row groups and reorders SF rows for UTCCP (or, on the Ascend path, gives
+DeepGEMM-Ascend's layout), and the host path undoes that before its GEMMs; the Ascend path keeps the
+interleave (its SwiGLU kernel reads it) and undoes only the scale order.
 """
 from __future__ import annotations
 
@@ -107,7 +110,7 @@ class SymmBuffer:
         self.on_ascend = ascend_mega.on_ascend(self.device)
         if self.on_ascend:
             self.window = ascend_mega.create_window(group, num_bytes, self.device, num_experts, num_topk,
-                                                    num_max_tokens_per_rank)
+                                                    num_max_tokens_per_rank, intermediate_hidden, self.bf16)
             self._own_rank = self.window.rank
             self.seq, self.workspaces, self.failed = 0, {}, None
         else:
@@ -139,6 +142,7 @@ class SymmBuffer:
     def destroy(self) -> None:
         if getattr(self, "window", None) is not None:
             self.window.destroy()
+        self.workspaces = {}   # the Ascend path's per-call tensors (capacity rows: GBs at serving sizes)
         self.window = self.buffer = self.group = None
         self.x = self.x_sf = self.topk_idx = self.topk_weights = self.combine = None
 
@@ -200,18 +204,22 @@ def _utccp(sf: torch.Tensor, inverse: bool = False) -> torch.Tensor:
 ASCEND_BLOCK_N, ASCEND_GRAN, ASCEND_SF_BIAS = 256, 128, 6
 
 
-def _to_ascend_layout(w: torch.Tensor, sf: torch.Tensor, interleave: bool):
+def _ascend_layout_fits(w1: torch.Tensor, w2: torch.Tensor) -> bool:
+    """DeepGEMM-Ascend's layout needs N-blocks of 256 rows and K pairs of 64 in both layers (2I always fits)."""
+    return all(w.dim() == 3 and w.shape[1] % ASCEND_BLOCK_N == 0 and (2 * w.shape[2]) % 64 == 0 for w in (w1, w2))
+
+
+def _to_ascend_layout(w: torch.Tensor, sf: torch.Tensor, interleave: bool, name: str = "l1_weights"):
     """(w [E, N, K/2], sf [E, N, K/128] int32 or [E, N, K/64] int16 packed UE8M0) -> DeepGEMM-Ascend's layout."""
     e, n, half_k = w.shape
-    if n % ASCEND_BLOCK_N or (2 * half_k) % 64:
-        raise v.fail("weights", f"N a multiple of {ASCEND_BLOCK_N} and K of 64 (DeepGEMM-Ascend's Mega MoE layout)",
-                     f"N {n}, K {2 * half_k}")
+    words = -(-2 * half_k // (32 * formats.PACKED_SF_DTYPES[sf.dtype]))
+    v.shape(f"{name}[1]", sf, (e, n, words))
     if interleave:
         w, sf = _interleave(w, ASCEND_GRAN), _interleave(sf, ASCEND_GRAN)
     exps = sf.contiguous().view(-1).view(torch.uint8).view(e, n, -1)[..., :half_k * 2 // 32]   # a byte per 32 K
     too_big = exps.ne(255) & exps.gt(254 - ASCEND_SF_BIAS)
     if bool(too_big.any()):                                                    # a load-time check
-        raise v.fail("weight scales", f"UE8M0 exponent bytes <= {254 - ASCEND_SF_BIAS} or 255 (DeepGEMM-Ascend adds "
+        raise v.fail(f"{name}[1]", f"UE8M0 exponent bytes <= {254 - ASCEND_SF_BIAS} or 255 (DeepGEMM-Ascend adds "
                      f"{ASCEND_SF_BIAS})", int(exps[too_big].max()))
     biased = torch.where(exps.eq(255), exps, exps + ASCEND_SF_BIAS).contiguous().view(torch.int16)
     blocks = n // ASCEND_BLOCK_N
@@ -224,7 +232,8 @@ def _from_ascend_layout(w4: torch.Tensor, sf4: torch.Tensor):
     one element-wise pass over the scales on their device, no host read."""
     e, blocks, rows, half_k = w4.shape
     exps = sf4.transpose(2, 3).reshape(e, blocks * rows, -1).contiguous().view(torch.uint8)
-    unbiased = torch.where(exps.eq(255), exps, exps - ASCEND_SF_BIAS)
+    # bytes below the bias (never made by the transform) clamp to exponent 0 rather than wrap
+    unbiased = torch.where(exps.eq(255), exps, exps.clamp(min=ASCEND_SF_BIAS) - ASCEND_SF_BIAS)
     return w4.reshape(e, blocks * rows, half_k), unbiased.view(torch.int16)
 
 
@@ -240,8 +249,8 @@ def transform_weights_for_mega_moe(l1_weights, l2_weights, activation: str = "sw
         w2, sf2 = v.pair("l2_weights", l2_weights)
         for name, t in (("l1_weights[1]", sf1), ("l2_weights[1]", sf2)):
             v.tensor(name, t, tuple(formats.PACKED_SF_DTYPES), 3)
-        if ascend_mega.on_ascend(w1.device):
-            return _to_ascend_layout(w1, sf1, True), _to_ascend_layout(w2, sf2, False)
+        if ascend_mega.on_ascend(w1.device) and _ascend_layout_fits(w1, w2):   # else upstream's (both are taken)
+            return _to_ascend_layout(w1, sf1, True), _to_ascend_layout(w2, sf2, False, "l2_weights")
         return (_interleave(w1), _utccp(_interleave(sf1))), (w2, _utccp(sf2))
     v.tensor("l1_weights", l1_weights, ndim=3)
     return _interleave(l1_weights), l2_weights
@@ -368,11 +377,22 @@ def _check_call(y, buf, stats, activation, activation_clamp, fast_math):
         if y.device.type != buf.device.type or (stats is not None and stats.device != y.device):
             raise v.fail("y / cumulative_local_expert_recv_stats", f"tensors on the buffer's device {buf.device}",
                          f"{y.device}" + ("" if stats is None else f" / {stats.device}"))
+        if stats is not None:   # the kernel adds to e_local consecutive words
+            v.contiguous("cumulative_local_expert_recv_stats", stats)
         return e_local
     idx = buf.topk_idx[:y.size(0)]
     if y.size(0) and bool(((idx < -1) | (idx >= buf.num_experts)).any()):
         raise v.fail("sym_buffer.topk_idx", f"expert ids in [-1, {buf.num_experts})", idx.tolist())
     return e_local
+
+
+def _check_ascend_weights(y: torch.Tensor, **weights: torch.Tensor) -> None:
+    """The Ascend GEMMs take dense expert groups on y's device: refused here, before the dispatch kernel runs
+    (a failure after it leaves the peers waiting)."""
+    for name, w in weights.items():
+        if w.device != y.device:
+            raise v.fail(name, f"a tensor on y's device {y.device}", w.device)
+        v.contiguous(name, w)
 
 
 def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBuffer,
@@ -390,9 +410,9 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
     w2, sf2 = v.pair("l2_weights", l2_weights)
     if isinstance(w1, torch.Tensor) and w1.dim() == 4:   # DeepGEMM-Ascend's layout
         blocks = ASCEND_BLOCK_N
-        if (2 * inter) % blocks or h % blocks:
-            raise v.fail("l1_weights", f"upstream's layout: DeepGEMM-Ascend's needs hidden and 2 x intermediate "
-                         f"multiples of {blocks}", f"hidden {h}, intermediate {inter}")
+        if h % blocks:
+            raise v.fail("l1_weights", f"upstream's layout: DeepGEMM-Ascend's needs hidden a multiple of {blocks}",
+                         f"hidden {h}")
         for name, w, sf, n, k in (("l1_weights", w1, sf1, 2 * inter, h), ("l2_weights", w2, sf2, h, inter)):
             v.tensor(f"{name}[0]", w, formats.FP4_DTYPES, 4)
             v.shape(f"{name}[0]", w, (e_local, n // blocks, blocks, k // 2))
@@ -409,6 +429,7 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
             v.shape(name, sf, (e_local, n, ceil_div(k, 32 * formats.PACKED_SF_DTYPES[sf.dtype])))
         sf1, l2, gran = _utccp(sf1, inverse=True), (w2, _utccp(sf2, inverse=True)), 8
     if sym_buffer.on_ascend:  # its SwiGLU step reads the interleaved L1 columns
+        _check_ascend_weights(y, l1_weights=w1, l2_weights=w2)
         ascend_mega.run(y, (w1, sf1), l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, gran)
         return
     l1 = (_deinterleave(w1, gran), _deinterleave(sf1, gran))
@@ -428,6 +449,7 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
     v.tensor("l2_weights", l2_weights, (torch.bfloat16,), 3)
     v.shape("l2_weights", l2_weights, (e_local, h, inter))
     if sym_buffer.on_ascend:
+        _check_ascend_weights(y, l1_weights=l1_weights, l2_weights=l2_weights)
         ascend_mega.run(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, 8)
         return
     _run(y, _deinterleave(l1_weights), l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp,

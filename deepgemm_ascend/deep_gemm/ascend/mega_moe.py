@@ -11,12 +11,12 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
    layout (expert e's rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot:
    the host path's order), with their top-k weights and sources; the psum ends and the receive stats are
    written;
-3. the L1 M-grouped GEMM (``m_grouped_*_gemm_nt_contiguous``, psum layout, Ascend kernel) over the
+2. the L1 M-grouped GEMM (``m_grouped_*_gemm_nt_contiguous``, psum layout, Ascend kernel) over the
    gate/up-interleaved weights as ``transform_weights_for_mega_moe`` leaves them;
-4. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
+3. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
    scales (FP8 x FP4) or BF16;
-5. the L2 M-grouped GEMM;
-6. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
+4. the L2 M-grouped GEMM;
+5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
    1 to its sent flag on every rank, and once every rank's blocks have sent,
    ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
 
@@ -40,16 +40,19 @@ from .._lib import LIB
 from ._launch import args, kernel
 
 COMBINE_GRID = 8     # blocks of the combine step, the same on every rank: the sent flags count to seq * 8
+# (int32 flags: a buffer refuses the call that would take seq * grid past 2^31)
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_EXPERTS = 4096   # and [R, E_l] counts in UB
 
 
 def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
-                  max_tokens: int, timeout_s: float | None = None):
-    """The SymmBuffer's window on the Ascend path (twin windows only: see the module docstring)."""
+                  max_tokens: int, intermediate_hidden: int, bf16: bool):
+    """The SymmBuffer's window on the Ascend path (twin windows only: see the module docstring), after the
+    Ascend limits are checked."""
     from deepjit.symm import DeviceWindow
 
     from .. import _validate as v
+    from .mega_swiglu import tile_rows_that_fit
     if device.type == "npu":
         raise NotImplementedError("Mega MoE on NPU tensors needs torch views of the CANN SHMEM window for the "
                                   "SymmBuffer's inputs; they are not built (the kernels run on the Ascend twin)")
@@ -57,12 +60,15 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
         raise v.fail("num_topk", f"at most {MAX_TOPK} on Ascend", num_topk)
     if num_experts > MAX_EXPERTS:
         raise v.fail("num_experts", f"at most {MAX_EXPERTS} on Ascend", num_experts)
+    tile_rows_that_fit(intermediate_hidden, not bf16, "intermediate_hidden")
+    if LIB.num_vector_cores(device) < COMBINE_GRID:
+        raise v.fail("device", f"at least {COMBINE_GRID} vector cores (the combine step's fixed grid)",
+                     LIB.num_vector_cores(device))
     num_ranks = group.size()
     if num_ranks * max_tokens * num_topk >= 2 ** 31:
         raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
                      f"{num_ranks} x {max_tokens} x {num_topk}")
-    return DeviceWindow.create(group, num_bytes, num_flags=2 * num_ranks + 1, name_hint="mega_moe", device=device,
-                               timeout_s=timeout_s)
+    return DeviceWindow.create(group, num_bytes, num_flags=2 * num_ranks + 1, name_hint="mega_moe", device=device)
 
 
 def capacity(buf, alignment: int) -> int:
@@ -117,6 +123,9 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
     if buf.failed is not None:
         raise RuntimeError(f"this Mega MoE SymmBuffer is broken: an earlier call failed ({buf.failed}); its window's "
                            f"flags no longer agree across ranks -- destroy it and make a new one")
+    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device)) >= 2 ** 31:
+        raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
+                           f"would wrap -- destroy it and make a new one")
     alignment = runtime.mk_alignment_for(y.device)
     ws = buf.workspaces.get((y.device, alignment))
     if ws is None:
@@ -148,7 +157,7 @@ def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) ->
             m_grouped_fp8_fp4_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, recipe=(1, 1, 32), use_psum_layout=True)
     finally:
         runtime.set_psum_layout_form(old_form)
-    _comm(buf, ws, 1, min(COMBINE_GRID, LIB.num_vector_cores(y.device)), y, stats)
+    _comm(buf, ws, 1, COMBINE_GRID, y, stats)
 
 
 def on_ascend(device) -> bool:

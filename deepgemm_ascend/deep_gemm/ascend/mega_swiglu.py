@@ -41,12 +41,13 @@ def _ub_bytes(rows: int, inter: int, to_fp8: bool) -> int:
     return 2 * (rows * 4 * inter + -(-4 * rows // 32) * 32 + rows * out_row)
 
 
-def _tile_rows_that_fit(inter: int, to_fp8: bool) -> int:
+def tile_rows_that_fit(inter: int, to_fp8: bool, name: str = "l1_out") -> int:
+    """Rows a tile can hold at this I; an I whose one row does not fit is refused, naming ``name``."""
     rows = MAX_TILE_ROWS
     while rows > 1 and _ub_bytes(rows, inter, to_fp8) > UB_BYTES:
         rows -= 1
     if _ub_bytes(rows, inter, to_fp8) > UB_BYTES:
-        raise v.fail("l1_out", f"an I whose row fits the kernel's UB stages ({UB_BYTES} bytes for two input and two "
+        raise v.fail(name, f"an I whose row fits the kernel's UB stages ({UB_BYTES} bytes for two input and two "
                      f"output rows)", f"I = {inter} ({_ub_bytes(1, inter, to_fp8)} bytes)")
     return rows
 
@@ -102,7 +103,7 @@ def swiglu_quant_into(l1_out: torch.Tensor, weights: torch.Tensor, ends: torch.T
     v.output("act", act, *inputs)
     if to_fp8:
         v.output("act_sf", act_sf, *inputs, ("act", act))
-    fit = _tile_rows_that_fit(inter, to_fp8)
+    fit = tile_rows_that_fit(inter, to_fp8)
     rows = fit if max_tile_rows is None else min(v.integer("max_tile_rows", max_tile_rows, 1), fit)
     vector_cores = LIB.num_vector_cores(device)
     blocks = min(m, vector_cores if grid is None else v.integer("grid", grid, 1, vector_cores))

@@ -185,10 +185,11 @@ def test_nan_and_inf(monkeypatch, max_drops_nan, clamp):
     assert scale_bytes[0, 0] == 254 and scale_bytes[1, 3] == 254 and scale_bytes[2, 1] == 254
 
 
-def test_other_interleave_granularity():
-    l1, w = _exact_inputs(9, 256, seed=19, gran=4)
-    act, act_sf = swiglu_quant(l1, w, torch.tensor([9], dtype=torch.int32), None, True, gran=4)
-    _assert_fp8_equal(act, act_sf, *_reference(l1, w, 9, None, True, gran=4), 9)
+@pytest.mark.parametrize("gran", [4, 128])   # 128: DeepGEMM-Ascend's Mega MoE layout (gate / up per 256-row block)
+def test_other_interleave_granularity(gran):
+    l1, w = _exact_inputs(9, 256, seed=19, gran=gran)
+    act, act_sf = swiglu_quant(l1, w, torch.tensor([9], dtype=torch.int32), None, True, gran=gran)
+    _assert_fp8_equal(act, act_sf, *_reference(l1, w, 9, None, True, gran=gran), 9)
 
 
 def test_bad_arguments():
