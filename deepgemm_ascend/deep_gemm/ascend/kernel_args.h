@@ -161,7 +161,7 @@ struct DgMegaSwigluArgs {
 // dg_mega_moe_comm (mega_moe_comm.asc): Mega MoE's window steps (op 0 dispatch, 1 combine;
 // deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data;
 // a [m_cap, row_bytes] pulled x rows, a_sf [m_cap, sf_words] (sf_words 0 in BF16 mode), weights / src
-// [m_cap] per pulled row, counts [R, num_experts / R], ends and stats [num_experts / R], l2_out [m_cap,
+// [m_cap] per pulled row, counts [R * units_per_rank, num_experts / R], ends and stats [num_experts / R], l2_out [m_cap,
 // hidden] BF16, y [num_tokens, hidden] BF16.
 struct DgMegaMoeCommArgs {
   __gm__ uint8_t* a;
@@ -178,5 +178,5 @@ struct DgMegaMoeCommArgs {
   int32_t symm_rank, symm_num_ranks;
   int64_t off_num_tokens, off_x, off_x_sf, off_topk_idx, off_topk_weights, off_combine;
   int64_t num_tokens, max_tokens, m_cap, hidden, row_bytes, sf_words, topk;
-  int32_t num_experts, alignment, seq, op, has_stats, pad;
+  int32_t num_experts, alignment, seq, op, has_stats, units_per_rank;
 };

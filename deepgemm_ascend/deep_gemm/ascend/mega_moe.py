@@ -7,7 +7,8 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
 
 1. ``mega_moe_comm.asc`` op 0 (dispatch): each rank publishes its token count and sets its arrival flag on
    every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert are
-   counted, and (after a grid barrier on a window flag) pulled from the peers' windows into the psum
+   counted by chunks of each rank's tokens spread over the vector cores, and (after a grid barrier on a
+   window flag) pulled from the peers' windows into the psum
    layout (expert e's rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot:
    the host path's order), with their top-k weights and sources; the psum ends and the receive stats are
    written;
@@ -42,7 +43,7 @@ from ._launch import args, kernel
 COMBINE_GRID = 8     # blocks of the combine step, the same on every rank: the sent flags count to seq * 8
 # (int32 flags: a buffer refuses the call that would take seq * grid past 2^31)
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
-MAX_EXPERTS = 4096   # and [R, E_l] counts in UB
+MAX_COUNTS = 4096    # and [units, E_l] counts in UB (units >= R, and R x E_l = num_experts)
 
 
 def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
@@ -58,8 +59,8 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
                                   "SymmBuffer's inputs; they are not built (the kernels run on the Ascend twin)")
     if num_topk > MAX_TOPK:
         raise v.fail("num_topk", f"at most {MAX_TOPK} on Ascend", num_topk)
-    if num_experts > MAX_EXPERTS:
-        raise v.fail("num_experts", f"at most {MAX_EXPERTS} on Ascend", num_experts)
+    if num_experts > MAX_COUNTS:
+        raise v.fail("num_experts", f"at most {MAX_COUNTS} on Ascend", num_experts)
     tile_rows_that_fit(intermediate_hidden, not bf16, "intermediate_hidden")
     if LIB.num_vector_cores(device) < COMBINE_GRID:
         raise v.fail("device", f"at least {COMBINE_GRID} vector cores (the combine step's fixed grid)",
@@ -90,16 +91,24 @@ class Workspace:
         self.a_sf = None if buf.bf16 else torch.empty(m, h // 128, dtype=torch.int32, device=device)
         self.weights = torch.empty(m, dtype=torch.float32, device=device)
         self.src = torch.empty(m, dtype=torch.int32, device=device)
-        self.counts = torch.empty(buf.num_ranks, e_local, dtype=torch.int32, device=device)
+        self.units_per_rank = units_per_rank(buf, device)
+        self.counts = torch.empty(buf.num_ranks * self.units_per_rank, e_local, dtype=torch.int32, device=device)
         self.ends = torch.empty(e_local, dtype=torch.int32, device=device)
         self.l1_out = torch.empty(m, 2 * inter, dtype=torch.bfloat16, device=device)
         self.l2_out = torch.empty(m, h, dtype=torch.bfloat16, device=device)
         self.dummy = torch.zeros(8, dtype=torch.int32, device=device)
 
 
+def units_per_rank(buf, device) -> int:
+    """Token chunks per source rank in the dispatch step: enough units to give every vector core one, as far as
+    their counts fit the kernel's UB."""
+    cores, e_local = LIB.num_vector_cores(device), buf.num_experts // buf.num_ranks
+    return max(1, min(cores // buf.num_ranks, MAX_COUNTS // (buf.num_ranks * e_local)))
+
+
 def dispatch_grid(buf, device) -> int:
-    """A block per source rank, at most every vector core (the blocks then take several ranks each)."""
-    return min(buf.num_ranks, LIB.num_vector_cores(device))
+    """A block per unit, at most every vector core (the blocks then take several units each)."""
+    return min(buf.num_ranks * units_per_rank(buf, device), LIB.num_vector_cores(device))
 
 
 def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.Tensor | None) -> None:
@@ -114,7 +123,8 @@ def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.
                    num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m,
                    hidden=buf.hidden, row_bytes=buf.hidden * ws.a.element_size(),
                    sf_words=0 if buf.bf16 else buf.hidden // 128, topk=buf.num_topk, num_experts=buf.num_experts,
-                   alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None), pad=0))
+                   alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None),
+                   units_per_rank=ws.units_per_rank))
 
 
 def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_clamp: float | None, gran: int) -> None:
