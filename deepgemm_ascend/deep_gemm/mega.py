@@ -22,6 +22,7 @@ interleave (its SwiGLU kernel reads it) and undoes only the scale order.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -299,6 +300,15 @@ def _run(y, l1, l2, buf: SymmBuffer, stats, activation_clamp, bf16: bool) -> Non
         raise
     buf.window.barrier()
     y.copy_(combine_topk(buf.combine[:, :y.size(0)], buf.topk_idx[:y.size(0)]))
+    _debug_zero(buf)
+
+
+def _debug_zero(buf: SymmBuffer) -> None:
+    """``DG_COMM_KERNEL_DEBUG=1`` (upstream's switch): the rank's whole buffer is zeroed after each call, so a
+    call that reads what an earlier one left shows up. Safe then: no peer reads this rank's window after its
+    combine (their pulls came before their sends, which this rank's combine waited for)."""
+    if os.environ.get("DG_COMM_KERNEL_DEBUG", "0") not in ("", "0"):
+        buf.buffer.zero_()
 
 
 def _compute_and_send(l1, l2, buf: SymmBuffer, stats, activation_clamp, bf16: bool) -> None:
@@ -431,6 +441,7 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
     if sym_buffer.on_ascend:  # its SwiGLU step reads the interleaved L1 columns
         _check_ascend_weights(y, l1_weights=w1, l2_weights=w2)
         ascend_mega.run(y, (w1, sf1), l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, gran)
+        _debug_zero(sym_buffer)
         return
     l1 = (_deinterleave(w1, gran), _deinterleave(sf1, gran))
     _run(y, l1, l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, bf16=False)
@@ -451,6 +462,7 @@ def bf16_mega_moe(y: torch.Tensor, l1_weights: torch.Tensor, l2_weights: torch.T
     if sym_buffer.on_ascend:
         _check_ascend_weights(y, l1_weights=l1_weights, l2_weights=l2_weights)
         ascend_mega.run(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, 8)
+        _debug_zero(sym_buffer)
         return
     _run(y, _deinterleave(l1_weights), l2_weights, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp,
          bf16=True)

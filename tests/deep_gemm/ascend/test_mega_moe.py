@@ -50,6 +50,8 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
+    if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
+        assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
     os.environ["DG_BACKEND"] = "host"
     ref, ref_stats = _baseline(rank, num_ranks, x, x_sf, l1, l2, topk_idx, topk_weights, clamp, bf16)
@@ -69,7 +71,8 @@ def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp, layout, alignment)
     """FP8 x FP4 weights in DeepGEMM-Ascend's layout (the Ascend path's transform) and in upstream's; the Ascend
     default psum alignment (256) and a small one; with 3 ranks, one without tokens and expert ids past the
     buffer's experts (masked on the device)."""
-    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, layout, alignment, timeout=300))
+    debug = {"DG_COMM_KERNEL_DEBUG": "1"} if layout == "upstream" and not bf16 else {}
+    assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, layout, alignment, timeout=300, env=debug))
 
 
 def _silent_peer(rank, num_ranks, stage):
