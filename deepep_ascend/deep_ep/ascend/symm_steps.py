@@ -13,6 +13,7 @@ as deep_gemm's Ascend path clamps bad layouts.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -64,7 +65,7 @@ class SymmSteps:
         C = plan.send_counts.shape[1]
         widths = [a.hidden * max(a.x.element_size(), 2), (2 + 2 * K) * 8, K * 4, (R * C + routing.ERR_WORDS) * 4]
         if a.sf is not None:
-            widths.append(a.sf[0].numel() * a.sf.element_size())
+            widths.append(math.prod(a.sf.shape[1:]) * a.sf.element_size())   # not sf[0]: a rank may have no token
         ex = self._ready(M, max(widths), a.x.device)
         # Every rank's whole count matrix row goes to every rank (the V1 facade reports all of them).
         row = torch.cat([plan.send_counts.reshape(-1).int(), err.int()])
