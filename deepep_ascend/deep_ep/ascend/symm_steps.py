@@ -1,4 +1,5 @@
-"""The Ascend engine's dispatch / combine steps over the symmetric window (``EP_ASCEND_TRANSPORT=symm``):
+"""The Ascend engine's dispatch / combine steps over the symmetric window (the default where the ranks
+share one: transport_choice.py):
 the count rows, the payloads and the combined rows move by the kernels of symm_exchange.py, so the
 dispatch without CPU sync (token-major or expanded) and its combine read nothing back on the host and call no
 ``all_to_all``. Outputs are whole-capacity tensors: which rows hold tokens is decided on the device
@@ -7,7 +8,7 @@ from the exchanged row starts (bucketize / where), never by a host-sized slice.
 Token-major and expanded layouts both move this way (expanded rows are unpacked into the per-expert
 layout by the engine's kernel, from the exchanged counts, on the device). The engine keeps its
 collective steps for rows wider than the exchange's UB row buffer and for groups that share no
-symmetric memory. The ``topk_idx`` error words travel with the counts but are
+symmetric memory (or ``EP_ASCEND_TRANSPORT=hccl``). The ``topk_idx`` error words travel with the counts but are
 read (and raised) only with ``EP_ASCEND_CHECKS=1``: invalid ids are dropped on the device otherwise,
 as deep_gemm's Ascend path clamps bad layouts.
 """
@@ -21,10 +22,6 @@ import torch
 from . import routing
 from .reduce import combine_reduce
 from .symm_exchange import SymmExchange
-
-
-def wanted() -> bool:
-    return os.environ.get("EP_ASCEND_TRANSPORT", "") == "symm"
 
 
 def checks_on() -> bool:
