@@ -5,7 +5,8 @@ shared-memory windows:
 - dispatch and combine through the window match the equal-split ``all_to_all`` path
   (``EP_ASCEND_TRANSPORT=hccl``) and the host engine
   bit for bit (BF16, FP8 with FP32 and power-of-two scales, uneven token counts, a rank with no token),
-  on 2 ranks, and the oracle of tests/deep_ep/test_low_latency.py on 3 ranks;
+  on 2 ranks, and the oracle of tests/deep_ep/test_low_latency.py on 3 ranks; rows wider than the window's
+  UB row buffer take the collectives (same bits);
 - they read nothing back on the host (the device-only guard of tests/testkit/host_reads.py over the
   inputs, every staging buffer the kernels write and the mask they read);
 - shrink masks (``enable_shrink=True``), on 3 ranks with the last one failed: masked by hand, its tokens
@@ -153,6 +154,15 @@ def _window_vs_collective_and_host(rank, world):
             same.append(_same(got[0], got[1]) and _same(got[0], got[2]))
             if rank == 1 and case == 1:
                 same.append(tuple(got[0]["combined"].shape) == (0, LH))
+    # Rows wider than the window's UB row buffer take the collectives, per call (the bound lowered below H's rows)
+    from deep_ep.ascend import low_latency
+    bound, low_latency.MAX_ROW_BYTES = low_latency.MAX_ROW_BYTES, 2 * LH - 1
+    try:
+        before = window._ll.window.seq
+        x, idx, w, all_x, want = first
+        same.append(_same(_round(window, x, idx, w, E, FORMATS[0], all_x), want) and window._ll.window.seq == before)
+    finally:
+        low_latency.MAX_ROW_BYTES = bound
     # The window's exchanges ran (not the collectives)
     seq = window._ll.window.seq
     for b in (window, collective, host):
