@@ -30,7 +30,9 @@ def _host_engine(session, rank: int, num_ranks: int, region_bytes: int):
 
 def _ascend_engine(session, rank: int, num_ranks: int, region_bytes: int):
     from .ascend.engine import AscendEngine
-    return AscendEngine(session.group, session.device, rank, num_ranks, region_bytes, session.timeout_s)
+    from .ascend.transport_choice import uses_window
+    return AscendEngine(session.group, session.device, rank, num_ranks, region_bytes, session.timeout_s,
+                        window=uses_window(session))
 
 
 def _no_low_latency_engine(session, region_bytes: int):
@@ -96,13 +98,14 @@ def _gather_host(peers: list[torch.Tensor], rows_per_peer: int, ids: torch.Tenso
 TABLE = BackendTable(LIB)
 TABLE.register("dispatch_combine", reference=_reference_engine,
                host=Impl(_host_engine, "every transport (shared memory, gloo, hybrid)"),
-               ascend=Impl(_ascend_engine, "collectives over the group (HCCL; gloo on the twin)",
+               ascend=Impl(_ascend_engine, "kernel-initiated writes into the peers' symmetric windows where the ranks "
+                           "share one, else collectives (HCCL; gloo on the twin): EP_ASCEND_TRANSPORT=auto|symm|hccl",
                            kernels=ascend_kernels.ENGINE))
 TABLE.register("low_latency", reference=_no_low_latency_engine,
                host=Impl(_low_latency_engine, "ranks of one host over shared memory",
                          lambda session, *_: session.transport_kind == "shm"),
-               ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers: equal all-to-all splits, or the symmetric "
-                           "window (EP_ASCEND_TRANSPORT=symm; shrink masks there)",
+               ascend=Impl(_ascend_low_latency_engine, "fixed-size buffers: the symmetric window where the ranks share "
+                           "one (shrink masks there), else equal all-to-all splits (EP_ASCEND_TRANSPORT)",
                            kernels=ascend_kernels.LOW_LATENCY))
 TABLE.register("engram_gather", reference=_gather_ref,
                host=Impl(_gather_host, "contiguous peer tables",

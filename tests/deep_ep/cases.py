@@ -49,9 +49,10 @@ def on(device, t):
 
 
 def check_case(buf, case: Case, rank: int, R: int, hidden: int, num_experts: int, M: int, topk: int, seed: int,
-               multiple_reduction: bool = True, device: str = "cpu"):
-    """The buffer's tensors on ``device`` (its group's device); the oracle on CPU copies."""
-    T = max(1, M - 3 * rank)  # ragged on purpose
+               multiple_reduction: bool = True, device: str = "cpu", num_tokens: int | None = None):
+    """The buffer's tensors on ``device`` (its group's device); the oracle on CPU copies. ``num_tokens``: this
+    rank's token count (default ragged on purpose, at least one)."""
+    T = max(1, M - 3 * rank) if num_tokens is None else num_tokens
     e_local = num_experts // R
     topk_idx, topk_weights = refs.make_routing(T, topk, num_experts, seed * 100 + rank)
     x = refs.make_x(T, hidden, seed * 100 + rank, case.fp8)

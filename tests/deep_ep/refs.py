@@ -6,6 +6,8 @@ from the biases in FP32, add each receiving rank's partial at its last top-k slo
 to BF16 once, one final BF16 rounding)."""
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -36,7 +38,7 @@ def make_x(num_tokens: int, hidden: int, seed: int, fp8: str | None = None):
 
 
 def _a2a(tensor: torch.Tensor, send_counts: list[int], recv_counts: list[int], group) -> torch.Tensor:
-    rows = tensor.reshape(tensor.shape[0], -1)
+    rows = tensor.reshape(tensor.shape[0], math.prod(tensor.shape[1:]))  # not -1: a rank may send no row
     raw = rows.view(torch.uint8) if rows.dtype.itemsize == 1 else rows
     if raw.dtype in (torch.float8_e4m3fn,):
         raw = raw.view(torch.uint8)

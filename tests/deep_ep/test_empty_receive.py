@@ -1,6 +1,6 @@
 """A rank that receives no token at all (every token routed to another rank's experts): dispatch
 hands it empty outputs and combine still returns every token, on the host engine (shared memory) and
-the Ascend engine."""
+the Ascend engine (its default symmetric window, and its collectives)."""
 import pytest
 import torch
 import torch.distributed as dist
@@ -29,10 +29,11 @@ def _all_to_rank0(rank, world):
     return True
 
 
-@pytest.mark.parametrize("env, timeout", [({}, 120), ({"EP_BACKEND": "ascend"}, 600),
-                                          ({"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"}, 600)],
-                         ids=["default", "ascend", "ascend-window"])
+@pytest.mark.parametrize("env, timeout", [({}, 120), ({"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "hccl"}, 600),
+                                          ({"EP_BACKEND": "ascend"}, 600)],
+                         ids=["default", "ascend-hccl", "ascend-window"])
 def test_rank_without_tokens_gets_empty_outputs(env, timeout):
-    """``ascend``: the NPU engine over gloo, its kernels on the Ascend twin (zero-row splits in every
-    all-to-all); ``ascend-window``: the same engine over the symmetric window (zero-row exchanges)."""
+    """``ascend-hccl``: the NPU engine's collectives over gloo, its kernels on the Ascend twin (zero-row splits
+    in every all-to-all); ``ascend-window``: the same engine over its default symmetric window (zero-row
+    exchanges)."""
     assert run_ranks(_all_to_rank0, 2, timeout=timeout, env=env) == [True, True]

@@ -1,4 +1,5 @@
-"""BucketBuffer's storage in a symmetric window (``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm``): the
+"""BucketBuffer's storage in a symmetric window (``EP_BACKEND=ascend`` on the twin where the window serves:
+transport_choice.py): the
 storage (and the session staging area behind it) is this rank's window data, the same size and offsets
 on every rank, so a collective is kernels reading the peers' windows directly (bucket.asc): no
 collective, no host read of the payload.

@@ -1,6 +1,7 @@
 """The dispatch / combine engine for NPU tensors (and CPU tensors under ``EP_BACKEND=ascend``, its
-kernels then on the Ascend twin): the steps of ``engine.base.Engine``, with the data moved by the
-collective transport and the row work done by the TileLang kernels.
+kernels then on the Ascend twin): the steps of ``engine.base.Engine``, the row work done by the
+TileLang kernels, the data moved through the symmetric window where the ranks share one (the default:
+transport_choice.py) and otherwise by the collective transport, whose steps are:
 
 - ``plan`` computes the routing on the device (ascend/routing.py); ``exchange_counts`` is the one
   read back: every rank's count rows and ``topk_idx`` error words;
@@ -12,9 +13,10 @@ collective transport and the row work done by the TileLang kernels.
 - combine sends one partial per (token, rank) (summed locally from the first slot, as upstream)
   or every (token, slot) row back, and the reduce kernel adds them at the source in upstream's order.
 
-With ``EP_ASCEND_TRANSPORT=symm`` the counts and rows move through the symmetric window instead
-(symm_steps.py: kernel-initiated writes into the peers' windows, no host read without ``do_cpu_sync``);
-the unpack and reduce kernels and the row layouts are the same.
+Through the window (``EP_ASCEND_TRANSPORT=auto`` where the ranks share one, or ``symm``) the counts and
+rows move instead by kernel-initiated writes into the peers' windows (symm_steps.py: no host read without
+``do_cpu_sync``, no ``all_to_all``); the unpack and reduce kernels and the row layouts are the same.
+Rows wider than the exchange's UB row buffer take the collective steps whatever the choice.
 
 Kernel shapes depend on the token count and the capacities, not on the routing, so repeated
 steps reuse their kernels and a step of fixed size (the low-latency layout) can be captured.
@@ -35,14 +37,15 @@ from .transport import CollectiveExchange
 class AscendEngine(Engine):
     """The steps on the device; staging buffers are sized per call (nothing lives in a fixed region)."""
 
-    def __init__(self, group, device: torch.device, rank: int, num_ranks: int, region_bytes: int, timeout_s: float):
+    def __init__(self, group, device: torch.device, rank: int, num_ranks: int, region_bytes: int, timeout_s: float,
+                 window: bool = False):
         super().__init__(rank, num_ranks, region_bytes)
         self.exchange = CollectiveExchange(group, device, timeout_s)
         self._got: dict | None = None
         self._back = None
-        # EP_ASCEND_TRANSPORT=symm: dispatch / combine (token-major and expanded) through the symmetric window
-        # for rows that fit its UB row buffer (symm_steps.py)
-        self.symm = symm_steps.SymmSteps(self, group, timeout_s) if symm_steps.wanted() else None
+        # window (transport_choice.py, collective): dispatch / combine (token-major and expanded) through the
+        # symmetric window for rows that fit its UB row buffer (symm_steps.py)
+        self.symm = symm_steps.SymmSteps(self, group, timeout_s) if window else None
 
     def _on_window(self, hidden: int) -> bool:
         """The window path: rows (up to 4-byte elements, so dispatch and combine decide alike) that fit the

@@ -1,6 +1,6 @@
-"""The low-latency kernels' symmetric window (``EP_ASCEND_TRANSPORT=symm``): what replaces the
-equal-split ``all_to_all`` of ascend/low_latency.py for ranks that share symmetric memory, and where
-the shrink mode's rank mask lives.
+"""The low-latency kernels' symmetric window (the default where the ranks share one: transport_choice.py):
+what replaces the equal-split ``all_to_all`` of ascend/low_latency.py for ranks that share symmetric
+memory, and where the shrink mode's rank mask lives.
 
 Low-latency slots are fixed per rank pair, so an exchange needs no counts: ``exchange(rows, pos, out,
 rows_per_source)`` puts row ``i`` at slot ``pos[i, d]`` of this rank's region of every rank ``d``'s

@@ -13,12 +13,13 @@ weighted, in top-k order, from 0 in FP32 (the reduce kernel), as upstream.
 Expert ids outside ``[-1, num_experts)`` and repeated ones are treated as -1 here (checking them
 would read the device); the normal dispatch reports them.
 
-Transports: the payload, scale and metadata rows and the combine's rows move with equal-split
-``all_to_all_single`` collectives (transport.py: any group, across hosts), or, with
-``EP_ASCEND_TRANSPORT=symm`` and ranks that share symmetric memory, by kernel-initiated writes into the
-peers' symmetric windows (ll_window.py: the same row layout, so the results are the same bit for bit;
-no host read, no collective). A group the window cannot span (ranks on several hosts on the twin) keeps
-the collectives.
+Transports (transport_choice.py): where the ranks share symmetric memory (the default,
+``EP_ASCEND_TRANSPORT=auto``, or ``symm``) the payload, scale and metadata rows and the combine's rows
+move by kernel-initiated writes into the peers' symmetric windows (ll_window.py: no host read, no
+collective); otherwise (``hccl``, or a group the window cannot span: ranks on several hosts) with
+equal-split ``all_to_all_single`` collectives (transport.py: any group). Both have the same row layout,
+so the results are the same bit for bit. Rows wider than the window's UB row buffer take the
+collectives per call (except in shrink mode, which needs the window: those are refused).
 
 Shrink mode (``enable_shrink=True``) needs the window: the rank mask lives in it, on the device, and the
 kernels skip masked ranks (neither sent to nor waited for; their slots read as empty, their experts add
@@ -42,8 +43,9 @@ from .fp8_pack import pack_fp8
 from .ll_window import LowLatencyWindow
 from .reduce import combine_reduce
 from .scatter import scatter_rows
-from .symm_steps import wanted as _symm_wanted
+from .symm_exchange import MAX_ROW_BYTES
 from .transport import CollectiveExchange
+from .transport_choice import uses_window
 
 _DISPATCH_NAMES = ("operation", "hidden", "num_topk", "num_max_dispatch_tokens_per_rank", "num_experts", "FP8 options")
 _COMBINE_NAMES = ("operation", "hidden", "num_topk", "num_max_dispatch_tokens_per_rank", "num_experts")
@@ -62,7 +64,8 @@ class AscendLowLatencyEngine:
         self.session = session
         self.rank, self.num_ranks = session.rank, session.num_ranks
         self.exchange = CollectiveExchange(session.group, session.device, session.timeout_s)
-        self.window = _window(session) if _symm_wanted() else None
+        self.window = (LowLatencyWindow(session.group, session.device, session.timeout_s) if uses_window(session)
+                       else None)
         self.shrink = False
 
     # ---- shrink mode: the rank mask in the window ---------------------------------------------------
@@ -74,10 +77,10 @@ class AscendLowLatencyEngine:
     def mask(self, value):
         """The buffer's ``enable_shrink=True`` (``value``: the initial all-zero mask)."""
         if self.window is None:
-            raise V.fail("enable_shrink", "False on the Ascend engine without EP_ASCEND_TRANSPORT=symm (the rank "
+            raise V.fail("enable_shrink", "False on the Ascend engine without the symmetric window (the rank "
                          "mask lives in the low-latency symmetric window; all_to_all collectives cannot leave a "
-                         "rank out; enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric "
-                         "memory)", True)
+                         "rank out; enable_shrink needs ranks that share symmetric memory and EP_ASCEND_TRANSPORT "
+                         "auto or symm, not hccl)", True)
         if not self.window.window.timeout_s > 0:   # a dead rank is found by a wait timing out
             raise V.fail("enable_shrink", "a low-latency window with a timeout (masks come from waits that time "
                          "out)", f"timeout {self.window.window.timeout_s} s")
@@ -144,7 +147,7 @@ class AscendLowLatencyEngine:
         got_x = ex.staging("ll_recv_x", slots, (H,), send_x.dtype)
         got_sf = ex.staging("ll_recv_sf", slots, (H // 128,), torch.float32) if use_fp8 else None
         got_meta = ex.staging("ll_recv_meta", slots, (1 + 2 * K,), torch.int64)
-        if self.window is not None:
+        if self._on_window(H, K):
             self.session.guard(lambda: self._dispatch_window(send_x, send_sf, send_meta, got_x, got_sf, got_meta, M,
                                                              H, K))
         else:
@@ -173,6 +176,11 @@ class AscendLowLatencyEngine:
             finish()
         recv = (recv_x, recv_sf) if use_fp8 else recv_x
         return recv, recv_count, src_info, layout_range, state, finish
+
+    def _on_window(self, H: int, K: int) -> bool:
+        """The window for rows that fit its UB row buffer (dispatch and combine decide alike, from the H and K
+        every rank agreed on); wider rows take the collectives, except in shrink mode (the window refuses them)."""
+        return self.window is not None and (self.shrink or max(2 * H, (1 + 2 * K) * 8) <= MAX_ROW_BYTES)
 
     def _dispatch_window(self, send_x, send_sf, send_meta, got_x, got_sf, got_meta, M, H, K) -> None:
         """The packed slots through the window: slot ``d * M + i`` to rank ``d``'s slot ``i`` (the rows of
@@ -262,7 +270,7 @@ class AscendLowLatencyEngine:
         scatter_rows(x.view(e_local * slots, H), inv[:-1, None], send)
         back = ex.staging("ll_back_recv", slots * K, (H,), torch.bfloat16)
         valid = state.topk_idx >= 0
-        if self.window is not None:
+        if self._on_window(H, K):
             j = torch.arange(slots * K, device=dev)
             to = ((j // (M * K))[:, None] == torch.arange(R, device=dev)[None, :]) & has.reshape(-1, 1)
             self.window.exchange(send, torch.where(to, (j % (M * K))[:, None], -1).int().contiguous(), back, M * K,
@@ -277,18 +285,3 @@ class AscendLowLatencyEngine:
         pos = torch.where(valid, (owner * M + slot) * K + torch.arange(K, device=dev)[None, :], -1).int()
         combine_reduce(back, pos, topk_weights, out=out)
 
-
-def _window(session):
-    """The low-latency window over the session's group, or None where the group spans hosts the window
-    cannot (they keep the collectives): on the twin ranks of several hosts (every rank sees it), on an NPU
-    peers whose windows CANN SHMEM cannot address (several hosts without a supernode)."""
-    try:
-        return LowLatencyWindow(session.group, session.device, session.timeout_s)
-    except ValueError as exc:
-        if "all on this host" in str(exc):
-            return None
-        raise
-    except RuntimeError as exc:                                                        # pragma: npu
-        if "use the HCCL transport" in str(exc):
-            return None
-        raise

@@ -1,4 +1,5 @@
-"""The Ascend engine's dispatch / combine steps over the symmetric window (``EP_ASCEND_TRANSPORT=symm``):
+"""The Ascend engine's dispatch / combine steps over the symmetric window (the default where the ranks
+share one: transport_choice.py):
 the count rows, the payloads and the combined rows move by the kernels of symm_exchange.py, so the
 dispatch without CPU sync (token-major or expanded) and its combine read nothing back on the host and call no
 ``all_to_all``. Outputs are whole-capacity tensors: which rows hold tokens is decided on the device
@@ -7,12 +8,13 @@ from the exchanged row starts (bucketize / where), never by a host-sized slice.
 Token-major and expanded layouts both move this way (expanded rows are unpacked into the per-expert
 layout by the engine's kernel, from the exchanged counts, on the device). The engine keeps its
 collective steps for rows wider than the exchange's UB row buffer and for groups that share no
-symmetric memory. The ``topk_idx`` error words travel with the counts but are
+symmetric memory (or ``EP_ASCEND_TRANSPORT=hccl``). The ``topk_idx`` error words travel with the counts but are
 read (and raised) only with ``EP_ASCEND_CHECKS=1``: invalid ids are dropped on the device otherwise,
 as deep_gemm's Ascend path clamps bad layouts.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -20,10 +22,6 @@ import torch
 from . import routing
 from .reduce import combine_reduce
 from .symm_exchange import SymmExchange
-
-
-def wanted() -> bool:
-    return os.environ.get("EP_ASCEND_TRANSPORT", "") == "symm"
 
 
 def checks_on() -> bool:
@@ -64,7 +62,7 @@ class SymmSteps:
         C = plan.send_counts.shape[1]
         widths = [a.hidden * max(a.x.element_size(), 2), (2 + 2 * K) * 8, K * 4, (R * C + routing.ERR_WORDS) * 4]
         if a.sf is not None:
-            widths.append(a.sf[0].numel() * a.sf.element_size())
+            widths.append(math.prod(a.sf.shape[1:]) * a.sf.element_size())   # not sf[0]: a rank may have no token
         ex = self._ready(M, max(widths), a.x.device)
         # Every rank's whole count matrix row goes to every rank (the V1 facade reports all of them).
         row = torch.cat([plan.send_counts.reshape(-1).int(), err.int()])

@@ -6,10 +6,11 @@ read the peers' memory directly. Across hosts the same operations go through col
 Reductions add the ranks' contributions in rank order in FP32, so every rank and both transports
 produce identical bits.
 
-Under ``EP_BACKEND=ascend`` with ``EP_ASCEND_TRANSPORT=symm`` and CPU tensors (the twin) the storage is
+Under ``EP_BACKEND=ascend`` with CPU tensors (the twin) on ranks of one host (``EP_ASCEND_TRANSPORT=auto``, the
+default, or ``symm``: deep_ep/ascend/transport_choice.py) the storage is
 this rank's symmetric device window (deep_ep/ascend/bucket_window.py) and the collectives are Ascend kernels reading the peers'
 windows (bucket.asc), with flags in the window for completion: same results, bit for bit, and nothing
-read back on the host. Without the window (a group over several hosts, or no ``symm``) the Ascend
+read back on the host. Without the window (a group over several hosts, or ``hccl``) the Ascend
 engine keeps its storage on the group's device and uses ``torch.distributed`` collectives there; so
 does an NPU for now (deepjit's DeviceWindow has no torch view of CANN SHMEM memory yet).
 """
@@ -290,18 +291,15 @@ def _rank_shift(op, dsts, off, s, num_ranks, rank) -> int:
 
 
 def _bucket_window(session, num_bytes: int):
-    """The symmetric window for the storage, or None: not the Ascend engine with
-    ``EP_ASCEND_TRANSPORT=symm``, or a group the window cannot span (ranks on several hosts)."""
-    from ..ascend.symm_steps import wanted
-    if session.backend != "ascend" or not wanted():
+    """The symmetric window for the storage, or None: not the Ascend engine, or its choice of the collectives
+    (``EP_ASCEND_TRANSPORT=hccl``, or a group the window cannot span: ranks on several hosts)."""
+    if session.backend != "ascend":
+        return None
+    from ..ascend.transport_choice import uses_window
+    if not uses_window(session):
         return None
     if session.device.type != "cpu":
         # CANN SHMEM windows have no torch view of their own memory here yet: device storage and HCCL collectives
         return None                                                                       # pragma: npu
     from ..ascend.bucket_window import BucketWindow
-    try:
-        return BucketWindow(session.group, num_bytes, session.device, session.timeout_s)
-    except ValueError as exc:
-        if "all on this host" in str(exc):
-            return None
-        raise
+    return BucketWindow(session.group, num_bytes, session.device, session.timeout_s)

@@ -2,9 +2,10 @@
 deep_ep/ascend/bucket_window.py and bucket.asc) in real processes over gloo and the twin's shared-memory
 windows: the storage is the window, every collective (all-gather in place and into ``dsts``, all-reduce,
 reduce-scatter in FP32 and BF16 communication precision, several tensors at once, inside a session, zero
-elements) matches the host engine and the Ascend engine's collective fallback bit for bit, reads nothing
-back on the host (tests/testkit/host_reads.py), and bad inputs are refused by name before any kernel runs.
-A rank that never arrives fails the waiting kernel naming rank and flag."""
+elements) matches the host engine and the Ascend engine's collectives (``EP_ASCEND_TRANSPORT=hccl``) bit for
+bit, reads nothing back on the host (tests/testkit/host_reads.py), and bad inputs are refused by name before
+any kernel runs. A rank that never arrives fails the waiting kernel naming rank and flag. Ranks on two hosts
+(simulated) take the collectives by default."""
 import contextlib
 import re
 import time
@@ -103,7 +104,7 @@ def _against_host(rank, world, full=True):
     assert isinstance(win._win, BucketWindow)
     assert win.storage.data_ptr() == win._win.window.data(rank, torch.uint8, (1,)).data_ptr()
     host, th = _make(world, EP_BACKEND=None, EP_ASCEND_TRANSPORT=None)
-    coll, tc = _make(world, EP_BACKEND="ascend", EP_ASCEND_TRANSPORT=None)
+    coll, tc = _make(world, EP_BACKEND="ascend", EP_ASCEND_TRANSPORT="hccl")
     assert host._win is None and coll._win is None
     got_w = _steps(win, tw, rank, world, guard=True)
     got_h = _steps(host, th, rank, world, guard=False)
@@ -116,8 +117,8 @@ def _against_host(rank, world, full=True):
     for b in (win, host, coll):
         b.destroy()
     bad.append(_late_arrival(rank, world))
-    # Ranks on two hosts (simulated): no window spans them, the collectives serve with the same bits
-    apart, ta = _make(world, DJ_SYMM_HOST_ID=f"sim-host-{rank}", **SYMM)
+    # Ranks on two hosts (simulated): no window spans them, the default takes the collectives with the same bits
+    apart, ta = _make(world, DJ_SYMM_HOST_ID=f"sim-host-{rank}", EP_BACKEND="ascend", EP_ASCEND_TRANSPORT=None)
     bad.append(apart._win is None and _bits(_steps(apart, ta, rank, world, guard=False), got_h) == [])
     apart.destroy()
     return _bits(got_w, got_h), _bits(got_w, got_c), seq, differs, bad

@@ -1,4 +1,4 @@
-"""Faults on the NPU transport (``EP_BACKEND=ascend`` over gloo): bad ``topk_idx`` values, found on the
+"""Faults on the NPU's collective transport (``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=hccl`` over gloo): bad ``topk_idx`` values, found on the
 device and carried by the one count exchange, raise on every rank (the offending one names the
 slot, the others name that rank) and the buffer keeps working; a peer that is late past the
 timeout, or dies inside the payload exchange, makes every live rank raise within the timeout, and
@@ -18,7 +18,9 @@ from ..cases import Case, check_case
 from ..faults import expect_error, read_outcome, record_outcome
 
 H, E, M, K = 128, 8, 6, 2
-ENV = {"EP_BACKEND": "ascend"}
+# The collective path's own behaviour (the count exchange that carries the error words, all_to_all patched,
+# CollectiveError types): pinned, as the twin's default is the window (its faults: test_ll_symm.py, test_symm_*).
+ENV = {"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "hccl"}
 
 
 def _bad_ids(rank, world):

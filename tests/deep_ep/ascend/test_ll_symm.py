@@ -2,15 +2,18 @@
 EP_ASCEND_TRANSPORT=symm``, deep_ep/ascend/ll_window.py), in real processes over gloo and the twin's
 shared-memory windows:
 
-- dispatch and combine through the window match the equal-split ``all_to_all`` path and the host engine
+- dispatch and combine through the window match the equal-split ``all_to_all`` path
+  (``EP_ASCEND_TRANSPORT=hccl``) and the host engine
   bit for bit (BF16, FP8 with FP32 and power-of-two scales, uneven token counts, a rank with no token),
-  on 2 ranks, and the oracle of tests/deep_ep/test_low_latency.py on 3 ranks;
+  on 2 ranks, and the oracle of tests/deep_ep/test_low_latency.py on 3 ranks; rows wider than the window's
+  UB row buffer take the collectives (same bits);
 - they read nothing back on the host (the device-only guard of tests/testkit/host_reads.py over the
   inputs, every staging buffer the kernels write and the mask they read);
 - shrink masks (``enable_shrink=True``), on 3 ranks with the last one failed: masked by hand, its tokens
   are neither sent nor awaited, its slots read as empty and its experts add nothing, the same results as
   the host engine with the same mask; query and clean; masked automatically when a wait times out.
-Without the window (the collective transport) ``enable_shrink`` is refused.
+Without the window (the collective transport) ``enable_shrink`` is refused. Ranks on two hosts (simulated):
+the default (``auto``) takes the collectives, ``symm`` is refused naming EP_ASCEND_TRANSPORT.
 """
 import contextlib
 import time
@@ -135,7 +138,7 @@ def _window_vs_collective_and_host(rank, world):
     from deep_ep.ascend.low_latency import AscendLowLatencyEngine
     E = 4 * world
     window = _make(world, E, **SYMM)
-    collective = _make(world, E, EP_BACKEND="ascend", EP_ASCEND_TRANSPORT=None)
+    collective = _make(world, E, EP_BACKEND="ascend", EP_ASCEND_TRANSPORT="hccl")
     host = _make(world, E, EP_BACKEND=None, EP_ASCEND_TRANSPORT=None)
     assert isinstance(window._ll, AscendLowLatencyEngine) and window._ll.window is not None
     assert isinstance(collective._ll, AscendLowLatencyEngine) and collective._ll.window is None
@@ -151,6 +154,15 @@ def _window_vs_collective_and_host(rank, world):
             same.append(_same(got[0], got[1]) and _same(got[0], got[2]))
             if rank == 1 and case == 1:
                 same.append(tuple(got[0]["combined"].shape) == (0, LH))
+    # Rows wider than the window's UB row buffer take the collectives, per call (the bound lowered below H's rows)
+    from deep_ep.ascend import low_latency
+    bound, low_latency.MAX_ROW_BYTES = low_latency.MAX_ROW_BYTES, 2 * LH - 1
+    try:
+        before = window._ll.window.seq
+        x, idx, w, all_x, want = first
+        same.append(_same(_round(window, x, idx, w, E, FORMATS[0], all_x), want) and window._ll.window.seq == before)
+    finally:
+        low_latency.MAX_ROW_BYTES = bound
     # The window's exchanges ran (not the collectives)
     seq = window._ll.window.seq
     for b in (window, collective, host):
@@ -160,16 +172,19 @@ def _window_vs_collective_and_host(rank, world):
     with environ(**SYMM):
         same.append(_oracle_exact(rank, world))
         same.append(_two_in_flight(rank, world))
-    # Ranks on two hosts (simulated): no window can span them, the collectives serve, and shrink is refused
-    with environ(DJ_SYMM_HOST_ID=f"sim-host-{rank}", **SYMM):
+    # Ranks on two hosts (simulated): no window can span them, so the default takes the collectives (and shrink
+    # is refused), and the window forced is refused on every rank
+    with environ(DJ_SYMM_HOST_ID=f"sim-host-{rank}", EP_BACKEND="ascend", EP_ASCEND_TRANSPORT=None):
         apart = _make(world, E)
         same.append(apart._ll.window is None)
         x, idx, w, all_x, want = first
         same.append(_same(_round(apart, x, idx, w, E, FORMATS[0], all_x), want))
         apart.destroy()
         expect_error(lambda: _make(world, E, shrink=True), ValueError,
-                     "enable_shrink: expected False on the Ascend engine without EP_ASCEND_TRANSPORT=symm",
-                     "enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric memory")
+                     "enable_shrink: expected False on the Ascend engine without the symmetric window",
+                     "enable_shrink needs ranks that share symmetric memory")
+        expect_error(lambda: _make(world, E, EP_ASCEND_TRANSPORT="symm"), ValueError,
+                     "EP_ASCEND_TRANSPORT: expected 'auto' or 'hccl' for ranks on several hosts", "got 'symm'")
     same.append(_late(rank, world, E, first))
     return same, seq
 

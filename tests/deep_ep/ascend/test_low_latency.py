@@ -1,11 +1,12 @@
-"""V1 low-latency mode with ``EP_BACKEND=ascend`` (deep_ep/ascend/low_latency.py): fixed-size outputs
-(``[E_local, R * M]`` rows per expert, whatever the routing) and equal all-to-all splits; bit-exact
-against the all-gather oracle of tests/deep_ep/test_low_latency.py on 3 ranks (BF16, FP8 cast fused
-into the pack with FP32 and power-of-two scales, the weighted combine in slot order); shrink masks,
-which need the symmetric window (test_ll_symm.py), are refused over the collectives."""
+"""V1 low-latency mode with ``EP_BACKEND=ascend`` (deep_ep/ascend/low_latency.py) over its default
+transport (the symmetric window on the twin): fixed-size outputs (``[E_local, R * M]`` rows per expert,
+whatever the routing); bit-exact against the all-gather oracle of tests/deep_ep/test_low_latency.py on 3
+ranks (BF16, FP8 cast fused into the pack with FP32 and power-of-two scales, the weighted combine in slot
+order); shrink masks, which need the window (test_ll_symm.py), are refused over the collectives
+(``EP_ASCEND_TRANSPORT=hccl``; test_ll_symm.py compares the two transports bit for bit)."""
 import torch.distributed as dist
 
-from tests.testkit.distributed import run_ranks
+from tests.testkit.distributed import environ, run_ranks
 
 from ..faults import expect_error
 from ..test_low_latency import LH, LM, _buffer, _oracle_exact
@@ -18,7 +19,7 @@ def _fixed_sizes(rank, world):
     from deep_ep.ascend.low_latency import AscendLowLatencyEngine
     E = 4 * world
     buf = _buffer(world, E)
-    assert isinstance(buf._ll, AscendLowLatencyEngine)
+    assert isinstance(buf._ll, AscendLowLatencyEngine) and buf._ll.window is not None   # the default on the twin
     shapes = []
     for tokens in (LM, 1):  # a full and an almost empty step have the same output shapes
         idx = torch.full((tokens, 2), -1, dtype=torch.int64)
@@ -37,10 +38,12 @@ def _fixed_sizes(rank, world):
     buf.destroy()
     assert shapes[0] == shapes[1] == ((E // world, world * LM, LH), (E // world, world * LM)), shapes
     hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(LM, LH, world, E)
-    expect_error(lambda: deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, enable_shrink=True),
-                 ValueError, "enable_shrink: expected False on the Ascend engine without EP_ASCEND_TRANSPORT=symm (the "
-                 "rank mask lives in the low-latency symmetric window; all_to_all collectives cannot leave a rank out; "
-                 "enable_shrink needs EP_ASCEND_TRANSPORT=symm with ranks that share symmetric memory), got True")
+    with environ(EP_ASCEND_TRANSPORT="hccl"):
+        expect_error(lambda: deep_ep.Buffer(dist.group.WORLD, 0, hint, low_latency_mode=True, enable_shrink=True),
+                     ValueError, "enable_shrink: expected False on the Ascend engine without the symmetric window (the "
+                     "rank mask lives in the low-latency symmetric window; all_to_all collectives cannot leave a rank "
+                     "out; enable_shrink needs ranks that share symmetric memory and EP_ASCEND_TRANSPORT auto or "
+                     "symm, not hccl), got True")
     dist.barrier()
     return _oracle_exact(rank, world)
 

@@ -1,11 +1,15 @@
 """Across 2 real processes: the window exchange alone (test_symm_exchange.py's rounds), then EPBuffer
-dispatch and combine with ``EP_BACKEND=ascend EP_ASCEND_TRANSPORT=symm``: the steps move counts and
-rows through the symmetric window by the kernels (ascend/symm_steps.py) and match the oracle of
-tests/deep_ep/refs.py bit for bit (every case of cases.py: token-major and expanded, BF16 and FP8,
-with and without CPU sync, cached, and an expanded combine without multiple reduction); token-major
-and expanded dispatches without CPU sync and their combines run with every input and every buffer the
-kernels write marked device-only (any host read of them, or of what is computed from them, raises)."""
+dispatch and combine with ``EP_BACKEND=ascend`` and the default transport choice, which is the window on
+the twin's one host: the steps move counts and rows through the symmetric window by the kernels
+(ascend/symm_steps.py) and match the oracle of tests/deep_ep/refs.py bit for bit (every case of cases.py:
+token-major and expanded, BF16 and FP8, with and without CPU sync, cached, and an expanded combine without
+multiple reduction); token-major and expanded dispatches without CPU sync and their combines run with every
+input and every buffer the kernels write marked device-only (any host read of them, or of what is computed
+from them, raises). Across 3 processes with ``EP_ASCEND_TRANSPORT=symm``, one rank without tokens: token-major
+and expanded, BF16 and FP8, without CPU sync, under the same guard, against the same oracle. The choice rule
+alone: test_transport_choice.py."""
 import torch
+from torch.utils._pytree import tree_leaves
 
 from tests.testkit.distributed import run_ranks
 
@@ -26,7 +30,7 @@ def _cases(rank, world):
 
     buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
                            explicitly_destroy=True, num_cpu_timeout_secs=60)
-    assert isinstance(buf._engine, AscendEngine) and buf._engine.symm is not None
+    assert isinstance(buf._engine, AscendEngine) and buf._engine.symm is not None   # auto's choice here
     # Token-major and expanded, with and without CPU sync; and a token-major dispatch cached from a CPU-sync
     # handle (its combine takes the handle's row count).
     for i, case in enumerate((*CASES, Case(None, True, False, cached=True))):
@@ -101,8 +105,88 @@ def _cases(rank, world):
 
 
 def test_window_exchange_and_dispatch_combine():
-    outs = run_ranks(_cases, 2, timeout=600, env={"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"})
+    outs = run_ranks(_cases, 2, timeout=600, env={"EP_BACKEND": "ascend"})
     exchanged = {"x": (True, True, True), "ids": (True, True, True), "back": (True, True)}
     for rounds, checks in outs:
         assert rounds == [exchanged, exchanged], rounds
         assert all(checks.values()), checks
+
+
+def _reachable(obj, seen=None) -> dict:
+    """Every tensor reachable from ``obj`` through tuples, lists, dicts and deep_ep objects, by id."""
+    seen = {} if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        seen[id(obj)] = obj
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            _reachable(o, seen)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            _reachable(o, seen)
+    elif type(obj).__module__.startswith("deep_ep") and hasattr(obj, "__dict__") and id(obj) not in seen:
+        seen[id(obj)] = None
+        for o in vars(obj).values():
+            _reachable(o, seen)
+    return seen
+
+
+class _Guarded:
+    """``check_case``'s buffer with each dispatch and combine run under the device-only guard: their inputs,
+    what the kernels write (the engine's staging buffers) and, for a combine, what its dispatch left marked in
+    the handle are device memory. ``check_case`` reads the results on the host in between (unmarked)."""
+
+    def __init__(self, buf):
+        self.buf, self._held = buf, {}
+
+    def _run(self, fn, args, kwargs, held=()):
+        from deep_ep.ascend.transport import CollectiveExchange
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)] + list(held)
+        _mark(*inputs)
+        staging = CollectiveExchange.staging
+        CollectiveExchange.staging = lambda ex, *a: _mark(staging(ex, *a))[0]
+        try:
+            with DeviceOnly():
+                out = fn(*args, **kwargs)
+        finally:
+            CollectiveExchange.staging = staging
+        reached = [t for t in _reachable(out).values() if t is not None]
+        marked = [t for t in reached if getattr(t, "_device_only", False)]
+        for t in (*inputs, *reached):
+            t.__dict__.pop("_device_only", None)
+        return out, marked
+
+    def dispatch(self, *args, **kwargs):
+        out, marked = self._run(self.buf.dispatch, args, kwargs)
+        self._held[id(out[3])] = marked
+        return out
+
+    def combine(self, x, handle, *args, **kwargs):
+        held = self._held.pop(id(handle))
+        return self._run(lambda y, *a, **k: self.buf.combine(y, handle, *a, **k), (x, *args), kwargs, held)[0]
+
+
+THREE_RANK_CASES = (Case(None, True, False, cpu_sync=False), Case(None, True, True, 4, zero_padding=True, cpu_sync=False),
+                    Case("float", True, False, cpu_sync=False, num_bias=1), Case("float", False, True, cpu_sync=False))
+
+
+def _three_ranks(rank, world):
+    import torch.distributed as dist
+
+    import deep_ep
+    buf = deep_ep.EPBuffer(dist.group.WORLD, num_max_tokens_per_rank=M, hidden=HIDDEN, num_topk=K,
+                           explicitly_destroy=True, num_cpu_timeout_secs=60)
+    assert buf._engine.symm is not None
+    guarded = _Guarded(buf)
+    for i, case in enumerate(THREE_RANK_CASES):  # rank 1 has no token
+        check_case(guarded, case, rank, world, HIDDEN, 3 * 4, M, K, seed=20 + i, num_tokens=0 if rank == 1 else M - rank)
+    assert not guarded._held
+    seq = buf._engine.symm.exchange.seq
+    buf.destroy()
+    return seq
+
+
+def test_window_dispatch_combine_on_three_ranks_without_host_reads():
+    seqs = run_ranks(_three_ranks, 3, timeout=600, env={"EP_BACKEND": "ascend", "EP_ASCEND_TRANSPORT": "symm"})
+    # every step through the window (one exchange, never regrown): per dispatch the counts, x, sf (FP8), ints
+    # and weights; per combine the rows and the weights (when given): 6 + 6 + 7 + 5
+    assert seqs == [24] * 3, seqs
