@@ -17,13 +17,45 @@
 
 #include <stdint.h>
 
+#include <c_api/asc_simd.h>
+
 namespace ep_symm {
 
 constexpr int64_t kCountBytes = 512;          // two banks of up to 64 ranks
-constexpr int64_t kRowBufferBytes = 96 * 1024;  // UB staging of one row
-constexpr int64_t kWordsAt = 128 * 1024;        // UB offset of the count / row_start words
+constexpr int64_t kRowBufferBytes = 96 * 1024;  // UB staging of one row (RowPipe keeps two)
+constexpr int64_t kWordsAt = 2 * kRowBufferBytes;  // UB offset of the count / row_start / mask words
 
 __aicore__ inline int64_t row_stride(int64_t row_bytes) { return (row_bytes + 31) / 32 * 32; }
+
+// Rows GM -> UB -> GM (either end may be a window) through two UB row buffers, so the load of a row
+// overlaps the store of the one before: buffer b's load waits for its previous store (MTE3 -> MTE2 flag b),
+// its store for its load (MTE2 -> MTE3 flag b). drain() ends the run: every store done, as the scalar unit
+// sees it (it may then signal a peer, or tell a source its region is free: the loads came before). The
+// buffers are the kernel's UB bytes [0, 2 * kRowBufferBytes) (`ub`: its UB base; the .asc owns the literal).
+struct RowPipe {
+  __ubuf__ uint8_t* ub;
+  int32_t b = 0;
+  __aicore__ inline explicit RowPipe(__ubuf__ uint8_t* ub_base) : ub(ub_base) {
+    asc_sync_notify(PIPE_MTE3, PIPE_MTE2, 0);
+    asc_sync_notify(PIPE_MTE3, PIPE_MTE2, 1);
+  }
+  __aicore__ inline void move(__gm__ uint8_t* dst, __gm__ uint8_t* src, uint32_t bytes) {
+    __ubuf__ uint8_t* buf = ub + b * kRowBufferBytes;
+    asc_sync_wait(PIPE_MTE3, PIPE_MTE2, b);
+    asc_copy_gm2ub_align(buf, src, bytes);
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, b);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, b);
+    asc_copy_ub2gm_align(dst, buf, bytes);
+    asc_sync_notify(PIPE_MTE3, PIPE_MTE2, b);
+    b ^= 1;
+  }
+  __aicore__ inline void drain() {
+    asc_sync_wait(PIPE_MTE3, PIPE_MTE2, 0);
+    asc_sync_wait(PIPE_MTE3, PIPE_MTE2, 1);
+    asc_sync_notify(PIPE_MTE3, PIPE_S, 2);
+    asc_sync_wait(PIPE_MTE3, PIPE_S, 2);
+  }
+};
 
 // Region `source` of the inbox: a fixed place whatever this exchange's row width (a source may write its
 // region for the next exchange while a receiving block still reads another source's region of this one).
