@@ -40,7 +40,7 @@ from .. import runtime
 from .._lib import LIB
 from ._launch import args, kernel
 
-COMBINE_GRID = 8     # blocks of the combine step, the same on every rank: the sent flags count to seq * 8
+COMBINE_GRID = 32    # blocks of the combine step, the same on every rank: the sent flags count to seq * 32
 # (int32 flags: a buffer refuses the call that would take seq * grid past 2^31)
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_COUNTS = 4096    # and [units, E_l] counts in UB (units >= R, and R x E_l = num_experts)
