@@ -24,10 +24,10 @@ ENGINES = me.present_engines(cpu_identity()[1])
 
 
 class _OnEngine:
-    """flash_mla's library with every host kernel built on ``engine``."""
+    """flash_mla's library with every host kernel built on ``engine`` (for the ``march`` target if given)."""
 
-    def __init__(self, lib, engine: str):
-        self._lib, self._options = lib, HostCompilerOptions(matrix_engine=engine)
+    def __init__(self, lib, engine: str, march: str | None = None):
+        self._lib, self._options = lib, HostCompilerOptions(matrix_engine=engine, march=march)
 
     def host_kernel(self, name, path, defines=None, options=None):
         return self._lib.host_kernel(name, path, defines, self._options)
@@ -104,6 +104,18 @@ def test_varlen_tails(engine, h_q, h_kv, d_qk, d_v):
 
 @pytest.mark.parametrize("fmt,h_q,topk", [(KVCacheFormat.V32_FP8, 128, 150), (KVCacheFormat.V41_FP8, 64, 300)])
 def test_sparse_decode_tails(engine, fmt, h_q, topk):
+    _check_sparse_decode_tails(fmt, h_q, topk, engine)
+
+
+@pytest.mark.skipif("brgemm" not in ENGINES, reason="needs the brgemm engine")
+def test_sparse_decode_brgemm_without_avx512(monkeypatch):
+    """brgemm built for an AVX2 target, as on a CPU without AVX-512: the scalar softmax and dequantisation
+    feed oneDNN's products."""
+    monkeypatch.setattr(fmla_host, "LIB", _OnEngine(fmla_host.LIB, "brgemm", march="x86-64-v3"))
+    _check_sparse_decode_tails(KVCacheFormat.V41_FP8, 64, 300, "brgemm, x86-64-v3")
+
+
+def _check_sparse_decode_tails(fmt, h_q, topk, engine):
     g = torch.Generator().manual_seed(h_q + topk)
     b, page, num_blocks = 3, 64, 8
     cache = make_cache(fmt, num_blocks, page, seed=h_q)

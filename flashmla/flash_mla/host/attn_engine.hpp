@@ -70,7 +70,7 @@ struct Buffer {
 };
 
 struct Scratch {
-    Buffer qp, s, pp, pw, vp, kb, o, m, l, rescale, limit;
+    Buffer qp, s, pp, vp, kb, o, m, l, rescale, limit;
 };
 
 inline Scratch& thread_scratch() {
@@ -174,10 +174,17 @@ inline void mask_block(float* s, int nt, int Hp, int64_t tok0, const int32_t* li
 // ---- online softmax over one block, across heads --------------------------------------------------
 // s: S^T [nt][Hp] logits, times `scale` in base 2 (the brgemm path scales here, saving a pass over
 // S; the valid tokens' scaled logits are left in s); valid[t]: token usable. Updates m (running max) and
-// l (running sum), writes the per-head rescale of O and P as bf16 token pairs pp[nt/2][Hp].
+// l (running sum), writes the per-head rescale of O and P as bf16 token-pair words (P[2j][h], P[2j+1][h])
+// in one of two layouts:
+//   PairRows  p[j * Hp + h]       the vector micro-kernel's broadcast operand
+//   HeadRows  p[h * BT / 2 + j]   brgemm's A operand of the PV product (rows of BT bf16); written from
+//                                 registers, it saves a pass over P (the sparse decode ran 3 % faster)
+enum class PLayout { PairRows, HeadRows };
+
 #ifdef FMLA_VECTOR
-// NC chunks of 16 heads at once, so that S is read along its rows.
-template <int NC>
+// NC chunks of 16 heads at once, so that S is read along its rows. HeadRows takes one chunk (NC 1), its
+// 16 x 16 blocks of words transposed in registers on the way out.
+template <int NC, PLayout L>
 DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int nt, int Hp, __m512 sc,
                              float* m, float* l, float* rescale, uint32_t* pp) {
     // bf16 words of two vectors p0, p1 after cvtne2ps (p0 low) -> 32-bit words (p0[i], p1[i])
@@ -213,34 +220,54 @@ DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int
         _mm512_storeu_ps(rescale + 16 * c, exp2_ps(_mm512_sub_ps(m_old, m_use[c])));
         sum[c] = _mm512_setzero_ps();
     }
-    for (int t = 0; t < nt; t += 2)
-        for (int c = 0; c < NC; ++c) {
-            const float* row = s + (int64_t)t * Hp + 16 * c;
-            __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row), m_use[c]));  // invalid tokens: zeroed below
-            __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row + Hp), m_use[c]));
-            if (!all_valid) {
-                if (!valid[t]) p0 = _mm512_setzero_ps();
-                if (!valid[t + 1]) p1 = _mm512_setzero_ps();
-            }
-            sum[c] = _mm512_add_ps(sum[c], _mm512_add_ps(p0, p1));
-            _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + 16 * c,
-                                _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(p1, p0)));
+    // the words of tokens t, t + 1 for chunk c
+    const auto pair_words = [&](int t, int c) {
+        const float* row = s + (int64_t)t * Hp + 16 * c;
+        __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row), m_use[c]));  // invalid tokens: zeroed below
+        __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row + Hp), m_use[c]));
+        if (!all_valid) {
+            if (!valid[t]) p0 = _mm512_setzero_ps();
+            if (!valid[t + 1]) p1 = _mm512_setzero_ps();
         }
+        sum[c] = _mm512_add_ps(sum[c], _mm512_add_ps(p0, p1));
+        return _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
+    };
+    if constexpr (L == PLayout::PairRows) {
+        for (int t = 0; t < nt; t += 2)
+            for (int c = 0; c < NC; ++c) _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + 16 * c, pair_words(t, c));
+    } else {
+        static_assert(NC == 1, "HeadRows transposes one chunk of 16 heads");
+        for (int j0 = 0; j0 < nt / 2; j0 += 16) {
+            __m512i w[16], rows[16];
+            for (int i = 0; i < 16; ++i) w[i] = j0 + i < nt / 2 ? pair_words(2 * (j0 + i), 0) : _mm512_setzero_si512();
+            dj::gemm::transpose16_words(w, rows);
+            for (int h = 0; h < 16; ++h) _mm512_storeu_si512(pp + (int64_t)h * (BT / 2) + j0, rows[h]);
+        }
+    }
     for (int c = 0; c < NC; ++c)
         _mm512_storeu_ps(l + 16 * c, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * c), _mm512_loadu_ps(rescale + 16 * c),
                                                      sum[c]));
 }
 #endif
 
-inline void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
-                          float* rescale, uint32_t* pp) {
+template <PLayout L>
+void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
+                   float* rescale, uint32_t* pp) {
 #ifdef FMLA_VECTOR
     bool all_valid = true;
     for (int t = 0; t < nt; ++t) all_valid &= valid[t] != 0;
     const __m512 sc = _mm512_set1_ps(scale);
     int h = 0;
-    for (; h + 64 <= Hp; h += 64) softmax_heads<4>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
-    for (; h < Hp; h += 16) softmax_heads<1>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+    if constexpr (L == PLayout::PairRows) {
+        for (; h + 64 <= Hp; h += 64)
+            softmax_heads<4, L>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+        for (; h < Hp; h += 16)
+            softmax_heads<1, L>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+    } else {
+        for (; h < Hp; h += 16)
+            softmax_heads<1, L>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h,
+                                pp + (int64_t)h * (BT / 2));
+    }
 #else
     for (int h = 0; h < Hp; ++h) {
         float mx = NEG_INF;
@@ -258,7 +285,8 @@ inline void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float 
             const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] - m_use) : 0.0f;
             const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] - m_use) : 0.0f;
             sum += p0 + p1;
-            pp[(int64_t)(t / 2) * Hp + h] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
+            const int64_t at = L == PLayout::PairRows ? (int64_t)(t / 2) * Hp + h : (int64_t)h * (BT / 2) + t / 2;
+            pp[at] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
         }
         m[h] = m_new;
         l[h] = l[h] * r + sum;
@@ -337,11 +365,8 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
                     const uint32_t* qp, const int32_t* limit, Scratch& sc, float* o, float* m, float* l) {
     const int64_t ntok = src.num_tokens(row);
     float* s = sc.s.get<float>((size_t)BT * sh.Hp);
-    uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);
+    uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);    // P words, either layout
     uint32_t* vp = sc.vp.get<uint32_t>((size_t)(BT / 2) * sh.ldo());   // vector path: (dv / TILE_H) panels
-#ifdef DJ_HAVE_BRGEMM
-    uint32_t* pw = sc.pw.get<uint32_t>((size_t)sh.H * (BT / 2));
-#endif
     uint16_t* kb = sc.kb.get<uint16_t>((size_t)BT * MAX_DQK);  // decode dequantises at MAX_DQK row stride
     float* rescale = sc.rescale.get<float>(sh.Hp);
     const uint16_t* krow[BT];
@@ -392,8 +417,8 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
 #ifdef DJ_HAVE_BRGEMM
         if (!brg::qk_block(krow, nt, sh.dqk, sh.Hp, qp, kb, s)) return;
         if (limit) mask_block(s, nt, sh.Hp, t0, limit, sh.scale_log2);
-        softmax_block(s, valid, nt, sh.Hp, limit ? 1.0f : sh.scale_log2, m, l, rescale, pp);
-        if (!brg::pv_block(pp, nt, sh.H, sh.Hp, sh.dv, sh.ldo(), rescale, pw, vp, o)) return;
+        softmax_block<PLayout::HeadRows>(s, valid, nt, sh.Hp, limit ? 1.0f : sh.scale_log2, m, l, rescale, pp);
+        if (!brg::pv_block(pp, nt, sh.H, sh.dv, sh.ldo(), rescale, vp, o)) return;
 #else
         // gathered tokens are random accesses: fetch the next block's while this one computes, a few
         // tokens per tile so the outstanding misses stay within what the core can track
@@ -404,7 +429,7 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
                     np, krow + t0l, qp + (int64_t)h * np, s + (int64_t)t0l * sh.Hp + h, sh.Hp, false, scale, kOnes);
         }
         if (limit) mask_block(s, nt, sh.Hp, t0, limit, 1.0f);
-        softmax_block(s, valid, nt, sh.Hp, 1.0f, m, l, rescale, pp);  // the S tile applied the scale
+        softmax_block<PLayout::PairRows>(s, valid, nt, sh.Hp, 1.0f, m, l, rescale, pp);  // the S tile applied the scale
         pack_v(vp, vrow, nt, sh.dv);
         for (int d = 0; d < sh.dv; d += TILE_H)
             for (int h = 0; h < sh.Hp; h += TILE_T)
