@@ -117,13 +117,19 @@ DJ_INLINE void e4m3_scaled_chunk32(uint16_t* dst, const uint8_t* src, __m512 sca
 // `chunks` runs of 32 E4M3 codes, run i times the power of two 2^(e - 127) of UE8M0 scale byte
 // e = scales[i / per_scale]. Where every product is a normal BF16 (10 <= e <= 246 for all the
 // token's scales) it is exact, so it is formed on the bits: the BF16 bits of the code's value (its
-// exponent rebased, a table for the 7 subnormal codes) plus (e - 127) << 7, with the constants set up
-// once per token (the per-run form was most of the decode's dequantisation). Other scales take the
-// FP32 path above (the same values there).
+// exponent rebased, a table for the 7 subnormal codes) plus (e - 127) << 7, the offsets set up once
+// per token (the per-run form was most of the decode's dequantisation; adding the offset after the
+// table, masked, took 1.2x fewer instructions than offsetting the table per run). Zero and NaN codes
+// give +0 (the FP32 path: -0 for code 0x80, a sign that no product's sum carries). Other scales take
+// the FP32 path above (the same values there).
 DJ_INLINE void e4m3_ue8m0_runs(uint16_t* dst, const uint8_t* src, const uint8_t* scales, int chunks, int per_scale) {
     const int nscales = chunks / per_scale;
     bool normal = true;
-    for (int i = 0; i < nscales; ++i) normal &= scales[i] >= 10 && scales[i] <= 246;
+    int16_t off[16];   // the scales' exponent offsets, (e - 127) << 7
+    for (int i = 0; i < nscales; ++i) {
+        normal &= scales[i] >= 10 && scales[i] <= 246;
+        off[i] = static_cast<int16_t>((static_cast<int>(scales[i]) - 127) * 128);
+    }
     if (!normal) {
         for (int i = 0; i < chunks; ++i) {
             const float sc = dj::ue8m0_to_f32(scales[i / per_scale]);
@@ -135,18 +141,19 @@ DJ_INLINE void e4m3_ue8m0_runs(uint16_t* dst, const uint8_t* src, const uint8_t*
     // BF16 bits of m * 2^-9 for the subnormal codes m = 1..7 (16-bit lanes; m = 0 stays 0)
     const __m512i subnormal = _mm512_setr_epi32(0x3B000000, 0x3BC03B80, 0x3C203C00, 0x3C603C40, 0, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 0, 0, 0);
-    const __m512i low7 = _mm512_set1_epi16(0x7F), sign_bit = _mm512_set1_epi16(0x80), eight = _mm512_set1_epi16(8);
+    const __m512i low7 = _mm512_set1_epi16(0x7F), one = _mm512_set1_epi16(1), eight = _mm512_set1_epi16(8);
+    const __m512i bias = _mm512_set1_epi16(120 << 7), sign_bit = _mm512_set1_epi16((int16_t)0x8000);
     for (int i = 0; i < chunks; ++i) {
-        const __m512i off = _mm512_set1_epi16(static_cast<int16_t>((static_cast<int>(scales[i / per_scale]) - 127) * 128));
-        const __m512i table = _mm512_mask_add_epi16(subnormal, 0xFEu, subnormal, off);
         const __m512i c = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(src + 32 * i)));
         const __m512i mag = _mm512_and_si512(c, low7);
-        // normal codes: the exponent rebased by 127 - 7, the 3 mantissa bits on top of BF16's 7
-        __m512i v = _mm512_add_epi16(_mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(120 << 7)), off);
-        v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, eight), mag, table);
-        v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(c, sign_bit), 8));
-        // NaN codes +0, as the FP32 path sanitises them
-        _mm512_storeu_si512(dst + 32 * i, _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(mag, low7), v));
+        // the code's value: normal codes with the exponent rebased by 127 - 7 and the 3 mantissa bits
+        // on top of BF16's 7, subnormal ones from the table, then the sign
+        __m512i v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), bias);
+        v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, eight), mag, subnormal);
+        v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(c, 8), sign_bit, 0xF8);   // v | (c << 8 & sign)
+        // times the scale; magnitudes 0 and 0x7F (NaN) -> +0
+        const __mmask32 live = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(mag, one), _mm512_set1_epi16(0x7E));
+        _mm512_storeu_si512(dst + 32 * i, _mm512_maskz_add_epi16(live, v, _mm512_set1_epi16(off[i / per_scale])));
     }
 }
 #else
