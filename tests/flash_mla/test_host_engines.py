@@ -1,10 +1,10 @@
-"""The host attention kernels on every matrix engine this CPU has (brgemm, avx512bf16, fma), built on
-the engine named whatever the process defaults to, against the reference at tails: head counts not
-a multiple of 16, token counts not a multiple of the 128-token block or of the 32-token transpose,
-d_qk and d_v off the tile sizes. The cases also walk the brgemm engine's ways to its A operand: K
-rows equally spaced in place (dense pages of 16 and 64 tokens, a varlen sequence, a strided KV, a
-run of consecutive prefill ids), rows copied (gathered ids, a reversed run, repeats, runs shorter
-than 16) and invalid ids in between."""
+"""The host attention kernels on every matrix engine this CPU has (brgemm, avx512bf16, fma; brgemm also
+for older targets than this CPU), built on the engine named whatever the process defaults to, against
+the reference at tails: head counts not a multiple of 16, token counts not a multiple of the token block
+(128, 256 on brgemm) or of the 32-token transpose, d_qk and d_v off the tile sizes. The cases also
+walk the brgemm engine's ways to its A operand: K rows equally spaced in place (dense pages of 16 and
+64 tokens, a varlen sequence, a strided KV, a run of consecutive prefill ids), rows copied (gathered
+ids, a reversed run, repeats, runs shorter than 16) and invalid ids in between."""
 import math
 
 import pytest
@@ -21,6 +21,13 @@ from flash_mla.reference.sparse import KVScope
 from .compare import DECODE_LSE, DECODE_OUT, DENSE_OUT, PREFILL_OUT, PREFILL_STAT, assert_close, make_cache
 
 ENGINES = me.present_engines(cpu_identity()[1])
+_FLAGS = set(cpu_identity()[1].split())
+# brgemm also built for older targets, as it runs on CPUs without their instructions: AVX2 only (the
+# scalar softmax and dequantisation) and AVX-512 without VBMI and BF16 (the word-arithmetic dequantisation)
+_OLDER = {"x86-64-v3": {"avx2", "fma", "bmi2", "movbe"},
+          "skylake-avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}}
+BUILDS = [(e, None) for e in ENGINES] + [("brgemm", m) for m, need in _OLDER.items()
+                                         if "brgemm" in ENGINES and need <= _FLAGS]
 
 
 class _OnEngine:
@@ -36,10 +43,11 @@ class _OnEngine:
         return getattr(self._lib, name)
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=BUILDS, ids=lambda b: b[0] if b[1] is None else f"{b[0]}-{b[1]}")
 def engine(request, monkeypatch):
-    monkeypatch.setattr(fmla_host, "LIB", _OnEngine(fmla_host.LIB, request.param))
-    return request.param
+    name, march = request.param
+    monkeypatch.setattr(fmla_host, "LIB", _OnEngine(fmla_host.LIB, name, march))
+    return name if march is None else f"{name}, {march}"
 
 
 def _prefill_ids(s_kv: int, topk: int, g: torch.Generator) -> torch.Tensor:
@@ -104,18 +112,6 @@ def test_varlen_tails(engine, h_q, h_kv, d_qk, d_v):
 
 @pytest.mark.parametrize("fmt,h_q,topk", [(KVCacheFormat.V32_FP8, 128, 150), (KVCacheFormat.V41_FP8, 64, 300)])
 def test_sparse_decode_tails(engine, fmt, h_q, topk):
-    _check_sparse_decode_tails(fmt, h_q, topk, engine)
-
-
-@pytest.mark.skipif("brgemm" not in ENGINES, reason="needs the brgemm engine")
-def test_sparse_decode_brgemm_without_avx512(monkeypatch):
-    """brgemm built for an AVX2 target, as on a CPU without AVX-512: the scalar softmax and dequantisation
-    feed oneDNN's products."""
-    monkeypatch.setattr(fmla_host, "LIB", _OnEngine(fmla_host.LIB, "brgemm", march="x86-64-v3"))
-    _check_sparse_decode_tails(KVCacheFormat.V41_FP8, 64, 300, "brgemm, x86-64-v3")
-
-
-def _check_sparse_decode_tails(fmt, h_q, topk, engine):
     g = torch.Generator().manual_seed(h_q + topk)
     b, page, num_blocks = 3, 64, 8
     cache = make_cache(fmt, num_blocks, page, seed=h_q)

@@ -29,7 +29,9 @@ inline CacheDesc make_cache(const void* base, int64_t block_stride, int64_t page
 
 // Data and scale addresses of physical token `t`.
 DJ_INLINE void token_address(const CacheDesc& c, int64_t t, const uint8_t** data, const uint8_t** scales) {
-    const int64_t blk = t / c.page, slot = t % c.page;
+    // ids and pages are below 2^31: a 32-bit division (the 64-bit one cost 5 % of a V4.1 token)
+    const uint32_t id = static_cast<uint32_t>(t), page = static_cast<uint32_t>(c.page);
+    const int64_t blk = id / page, slot = id % page;
     const uint8_t* bb = c.base + blk * c.block_stride;
     if (c.block_split) {
         *data = bb + slot * c.data_bytes;
@@ -114,6 +116,25 @@ DJ_INLINE void e4m3_scaled_chunk32(uint16_t* dst, const uint8_t* src, __m512 sca
 }
 #endif
 
+#if defined(__AVX512VBMI__)
+// BF16 bits of the E4M3 magnitudes 0..127 (unscaled; NaN 0x7F as 0), split into high and low bytes.
+struct E4m3Bytes {
+    alignas(64) uint8_t hi[128];
+    alignas(64) uint8_t lo[128];
+};
+constexpr E4m3Bytes make_e4m3_bytes() {
+    constexpr uint16_t subnormal[8] = {0, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};  // m * 2^-9
+    E4m3Bytes t{};
+    for (int m = 0; m < 127; ++m) {
+        const uint16_t b = m < 8 ? subnormal[m] : static_cast<uint16_t>((((m >> 3) + 120) << 7) | ((m & 7) << 4));
+        t.hi[m] = static_cast<uint8_t>(b >> 8);
+        t.lo[m] = static_cast<uint8_t>(b & 0xFF);
+    }
+    return t;
+}
+inline constexpr E4m3Bytes kE4m3Bf16 = make_e4m3_bytes();
+#endif
+
 // `chunks` runs of 32 E4M3 codes, run i times the power of two 2^(e - 127) of UE8M0 scale byte
 // e = scales[i / per_scale]. Where every product is a normal BF16 (10 <= e <= 246 for all the
 // token's scales) it is exact, so it is formed on the bits: the BF16 bits of the code's value (its
@@ -138,12 +159,36 @@ DJ_INLINE void e4m3_ue8m0_runs(uint16_t* dst, const uint8_t* src, const uint8_t*
         }
         return;
     }
+    int i = 0;
+#if defined(__AVX512VBMI__)
+    // two runs at a time: the BF16 bits of 64 codes' magnitudes looked up as bytes (a high and a low
+    // table of 128 bytes), the sign ORed into the high bytes, bytes paired into words by unpacking (in
+    // 128-bit lanes, put back in order by two qword permutes); 2x the rate of the words' arithmetic
+    const __m512i hi0 = _mm512_load_si512(kE4m3Bf16.hi), hi1 = _mm512_load_si512(kE4m3Bf16.hi + 64);
+    const __m512i lo0 = _mm512_load_si512(kE4m3Bf16.lo), lo1 = _mm512_load_si512(kE4m3Bf16.lo + 64);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (; i + 2 <= chunks; i += 2) {
+        const __m512i c = _mm512_loadu_si512(src + 32 * i);
+        const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi8(0x7F));
+        const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, mag, hi1), c,
+                                                     _mm512_set1_epi8((char)0x80), 0xF8);   // | (c & sign)
+        const __m512i lo = _mm512_permutex2var_epi8(lo0, mag, lo1);
+        const __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
+        // times the scales; magnitudes 0 and 0x7F (NaN) -> +0
+        const __mmask64 live = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(mag, _mm512_set1_epi8(1)), _mm512_set1_epi8(0x7E));
+        _mm512_storeu_si512(dst + 32 * i, _mm512_maskz_add_epi16((__mmask32)live, _mm512_permutex2var_epi64(a, first, b),
+                                                                 _mm512_set1_epi16(off[i / per_scale])));
+        _mm512_storeu_si512(dst + 32 * i + 32,
+                            _mm512_maskz_add_epi16((__mmask32)(live >> 32), _mm512_permutex2var_epi64(a, second, b),
+                                                   _mm512_set1_epi16(off[(i + 1) / per_scale])));
+    }
+#endif
     // BF16 bits of m * 2^-9 for the subnormal codes m = 1..7 (16-bit lanes; m = 0 stays 0)
     const __m512i subnormal = _mm512_setr_epi32(0x3B000000, 0x3BC03B80, 0x3C203C00, 0x3C603C40, 0, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 0, 0, 0);
     const __m512i low7 = _mm512_set1_epi16(0x7F), one = _mm512_set1_epi16(1), eight = _mm512_set1_epi16(8);
     const __m512i bias = _mm512_set1_epi16(120 << 7), sign_bit = _mm512_set1_epi16((int16_t)0x8000);
-    for (int i = 0; i < chunks; ++i) {
+    for (; i < chunks; ++i) {
         const __m512i c = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(src + 32 * i)));
         const __m512i mag = _mm512_and_si512(c, low7);
         // the code's value: normal codes with the exponent rebased by 127 - 7 and the 3 mantissa bits
