@@ -191,13 +191,17 @@ DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int
     const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                            21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i abs_bits = _mm512_set1_epi32(0x7FFFFFFF);
-    __m512 mx[NC], m_use[NC], sum[NC];
-    __m512i mag[NC];   // largest |x| bits: above +inf's means a NaN was seen (max_ps alone drops NaN)
-    for (int c = 0; c < NC; ++c) {
-        mx[c] = _mm512_set1_ps(NEG_INF);
-        mag[c] = _mm512_setzero_si512();
-    }
-    for (int t = 0; t < nt; ++t)
+    // the maxima of A token rows at a time kept apart, so that NC * A chains run side by side (one
+    // chunk's single chain of maxima was bound by their latency: a third of the softmax's time)
+    constexpr int A = NC < 4 ? 4 / NC : 1;
+    __m512 mx[NC][A], m_use[NC], sum[NC];
+    __m512i mag[NC][A];   // largest |x| bits: above +inf's means a NaN was seen (max_ps alone drops NaN)
+    for (int c = 0; c < NC; ++c)
+        for (int a = 0; a < A; ++a) {
+            mx[c][a] = _mm512_set1_ps(NEG_INF);
+            mag[c][a] = _mm512_setzero_si512();
+        }
+    const auto take = [&](int t, int a) {
         if (all_valid || valid[t])
             for (int c = 0; c < NC; ++c) {
                 // the scaled logit goes back into S: the exponent below subtracts the max from this very
@@ -205,15 +209,25 @@ DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int
                 float* at = s + (int64_t)t * Hp + 16 * c;
                 const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(at), sc);
                 _mm512_storeu_ps(at, x);
-                mx[c] = _mm512_max_ps(mx[c], x);
-                mag[c] = _mm512_max_epu32(mag[c], _mm512_and_si512(_mm512_castps_si512(x), abs_bits));
+                mx[c][a] = _mm512_max_ps(mx[c][a], x);
+                mag[c][a] = _mm512_max_epu32(mag[c][a], _mm512_and_si512(_mm512_castps_si512(x), abs_bits));
             }
+    };
+    int t = 0;
+    for (; t + A <= nt; t += A)
+        for (int a = 0; a < A; ++a) take(t + a, a);
+    for (; t < nt; ++t) take(t, 0);
+    for (int c = 0; c < NC; ++c)
+        for (int a = 1; a < A; ++a) {
+            mx[c][0] = _mm512_max_ps(mx[c][0], mx[c][a]);
+            mag[c][0] = _mm512_max_epu32(mag[c][0], mag[c][a]);
+        }
     for (int c = 0; c < NC; ++c) {
         // the running max propagates NaN like torch.amax
         const __m512 m_old = _mm512_loadu_ps(m + 16 * c);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag[c], _mm512_set1_epi32(0x7F800000)) |
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag[c][0], _mm512_set1_epi32(0x7F800000)) |
                               _mm512_cmp_ps_mask(m_old, m_old, _CMP_UNORD_Q);
-        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx[c]), nan, _mm512_set1_ps(NAN));
+        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx[c][0]), nan, _mm512_set1_ps(NAN));
         const __mmask16 none = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(NEG_INF), _CMP_EQ_OQ);
         m_use[c] = _mm512_mask_mov_ps(m_new, none, _mm512_setzero_ps());
         _mm512_storeu_ps(m + 16 * c, m_new);
