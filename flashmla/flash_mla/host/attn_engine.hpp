@@ -253,7 +253,9 @@ DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int
         static_assert(NC == 1, "HeadRows transposes one chunk of 16 heads");
         for (int j0 = 0; j0 < nt / 2; j0 += 16) {
             __m512i w[16], rows[16];
-            for (int i = 0; i < 16; ++i) w[i] = j0 + i < nt / 2 ? pair_words(2 * (j0 + i), 0) : _mm512_setzero_si512();
+            const int n = std::min(16, nt / 2 - j0);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) w[i] = i < n ? pair_words(2 * (j0 + i), 0) : _mm512_setzero_si512();
             dj::gemm::transpose16_words(w, rows);
             for (int h = 0; h < 16; ++h) _mm512_storeu_si512(pp + (int64_t)h * (BT / 2) + j0, rows[h]);
         }
