@@ -1,10 +1,10 @@
-"""The host attention kernels on every matrix engine this CPU has (brgemm, avx512bf16, fma), built on
-the engine named whatever the process defaults to, against the reference at tails: head counts not
-a multiple of 16, token counts not a multiple of the 128-token block or of the 32-token transpose,
-d_qk and d_v off the tile sizes. The cases also walk the brgemm engine's ways to its A operand: K
-rows equally spaced in place (dense pages of 16 and 64 tokens, a varlen sequence, a strided KV, a
-run of consecutive prefill ids), rows copied (gathered ids, a reversed run, repeats, runs shorter
-than 16) and invalid ids in between."""
+"""The host attention kernels on every matrix engine this CPU has (brgemm, avx512bf16, fma; brgemm also
+for older targets than this CPU), built on the engine named whatever the process defaults to, against
+the reference at tails: head counts not a multiple of 16, token counts not a multiple of the token block
+(128, 256 on brgemm) or of the 32-token transpose, d_qk and d_v off the tile sizes. The cases also
+walk the brgemm engine's ways to its A operand: K rows equally spaced in place (dense pages of 16 and
+64 tokens, a varlen sequence, a strided KV, a run of consecutive prefill ids), rows copied (gathered
+ids, a reversed run, repeats, runs shorter than 16) and invalid ids in between."""
 import math
 
 import pytest
@@ -21,13 +21,20 @@ from flash_mla.reference.sparse import KVScope
 from .compare import DECODE_LSE, DECODE_OUT, DENSE_OUT, PREFILL_OUT, PREFILL_STAT, assert_close, make_cache
 
 ENGINES = me.present_engines(cpu_identity()[1])
+_FLAGS = set(cpu_identity()[1].split())
+# brgemm also built for older targets, as it runs on CPUs without their instructions: AVX2 only (the
+# scalar softmax and dequantisation) and AVX-512 without VBMI and BF16 (the word-arithmetic dequantisation)
+_OLDER = {"x86-64-v3": {"avx2", "fma", "bmi2", "movbe"},
+          "skylake-avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}}
+BUILDS = [(e, None) for e in ENGINES] + [("brgemm", m) for m, need in _OLDER.items()
+                                         if "brgemm" in ENGINES and need <= _FLAGS]
 
 
 class _OnEngine:
-    """flash_mla's library with every host kernel built on ``engine``."""
+    """flash_mla's library with every host kernel built on ``engine`` (for the ``march`` target if given)."""
 
-    def __init__(self, lib, engine: str):
-        self._lib, self._options = lib, HostCompilerOptions(matrix_engine=engine)
+    def __init__(self, lib, engine: str, march: str | None = None):
+        self._lib, self._options = lib, HostCompilerOptions(matrix_engine=engine, march=march)
 
     def host_kernel(self, name, path, defines=None, options=None):
         return self._lib.host_kernel(name, path, defines, self._options)
@@ -36,10 +43,11 @@ class _OnEngine:
         return getattr(self._lib, name)
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=BUILDS, ids=lambda b: b[0] if b[1] is None else f"{b[0]}-{b[1]}")
 def engine(request, monkeypatch):
-    monkeypatch.setattr(fmla_host, "LIB", _OnEngine(fmla_host.LIB, request.param))
-    return request.param
+    name, march = request.param
+    monkeypatch.setattr(fmla_host, "LIB", _OnEngine(fmla_host.LIB, name, march))
+    return name if march is None else f"{name}, {march}"
 
 
 def _prefill_ids(s_kv: int, topk: int, g: torch.Generator) -> torch.Tensor:

@@ -175,11 +175,16 @@ def test_host_dequantisation_is_bit_exact(fmt, placement):
 
 def test_host_fp4_dequantisation_is_bit_exact():
     cache = make_cache(F.V41_FP4, 3, 4, "interleaved", seed=12)
-    idx = torch.tensor([[[5]], [[11]]], dtype=torch.int32)
+    # token 7's E4M3 scales: zero, subnormal, tiny, huge and NaN (its 16 values then 0, as NaN is sanitised)
+    flat = _flat_bytes(cache)
+    scales = cache.stride(0) + 3 * 288 + 256
+    flat[scales:scales + 6] = torch.tensor([0x00, 0x01, 0x07, 0x08, 0x7E, 0x7F], dtype=torch.uint8)
+    idx = torch.tensor([[[5]], [[11]], [[7]]], dtype=torch.int32)
     main = make_cache(F.V41_FP8, 1, 2)
-    q = torch.randn(2, 1, 64, 512).bfloat16()
+    q = torch.randn(3, 1, 64, 512).bfloat16()
     meta, _ = flash_mla.get_mla_metadata()
     out, _ = flash_mla.flash_mla_with_kvcache(q, main, None, None, 512, meta, None, None, False, True,
-                                              torch.full((2, 1, 1), -1, dtype=torch.int32), None, cache, idx)
-    v = flash_mla.dequantize_k_cache(cache).view(-1, 512)[[5, 11]]
-    assert torch.equal(out[:, 0], v.unsqueeze(1).expand(2, 64, 512))
+                                              torch.full((3, 1, 1), -1, dtype=torch.int32), None, cache, idx)
+    v = flash_mla.dequantize_k_cache(cache).view(-1, 512)[[5, 11, 7]].nan_to_num(nan=0.0)
+    assert v[2, 80:96].eq(0).all() and v[2, :80].ne(0).any()
+    assert torch.equal(out[:, 0], v.unsqueeze(1).expand(3, 64, 512))

@@ -5,8 +5,8 @@
 //       brgemm wants A rows equally spaced: runs of equally spaced rows (a page of a dense cache, a
 //       varlen sequence, the decode's dequantised rows) are read in place, any other row is copied
 //       into its slot of the kb scratch (gathered prefill tokens, the zero rows of invalid tokens).
-//   PV: O[h][:] = O[h][:] * rescale[h] + P[h][:] . V   A = P as BF16 rows [h][t] (the softmax's
-//       token-pair words transposed), B = V in VNNI words of the full d_v width (pack_v, called by
+//   PV: O[h][:] = O[h][:] * rescale[h] + P[h][:] . V   A = P as BF16 rows [h][t] (the softmax writes
+//       them so, PLayout::HeadRows), B = V in VNNI words of the full d_v width (pack_v, called by
 //       the engine as the rows are filled), C = O (accumulated after the rescale); O's and packed
 //       V's rows are Shape::ldo() = d_v + O_PAD apart.
 #pragma once
@@ -103,38 +103,10 @@ inline void pack_v(uint32_t* vw, const uint16_t* const* vrow, int nt, int dv, in
     }
 }
 
-#ifdef DJ_HAVE_AVX512
-// 16 x 16 32-bit words: dst[c * ldd + r] = src[r * lds + c].
-DJ_INLINE void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-    __m512i v[16], t[16];
-    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(src + i * lds);
-    dj::gemm::transpose16_words(v, t);
-    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(dst + c * ldd, t[c]);
-}
-#endif
-
-// P rows for brgemm: pw[h][j] (rows of BT / 2 words = BT bf16) = pp[j][h] (the softmax's token-pair
-// words [nt / 2][Hp]), h < H.
-inline void transpose_p(const uint32_t* pp, int nt, int Hp, int H, uint32_t* pw) {
-    const int np = nt / 2;
-    int h0 = 0;
-#ifdef DJ_HAVE_AVX512
-    for (; h0 + 16 <= H; h0 += 16) {
-        int j0 = 0;
-        for (; j0 + 16 <= np; j0 += 16) transpose16(pp + (int64_t)j0 * Hp + h0, Hp, pw + (int64_t)h0 * (BT / 2) + j0, BT / 2);
-        for (int h = h0; h < h0 + 16; ++h)
-            for (int j = j0; j < np; ++j) pw[(int64_t)h * (BT / 2) + j] = pp[(int64_t)j * Hp + h];
-    }
-#endif
-    for (int h = h0; h < H; ++h)
-        for (int j = 0; j < np; ++j) pw[(int64_t)h * (BT / 2) + j] = pp[(int64_t)j * Hp + h];
-}
-
-// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H, V packed by pack_v into vw (O's rows and
-// packed V's ld apart). False after an error was reported.
-inline bool pv_block(const uint32_t* pp, int nt, int H, int Hp, int dv, int ld, const float* rescale, uint32_t* pw,
-                     const uint32_t* vw, float* o) {
-    transpose_p(pp, nt, Hp, H, pw);
+// O[h][:] = O[h][:] * rescale[h] + P[h][:] . V for h < H: P as the softmax's HeadRows words (rows of BT
+// bf16), V packed by pack_v into vw (O's rows and packed V's ld apart). False after an error was reported.
+inline bool pv_block(const uint32_t* pw, int nt, int H, int dv, int ld, const float* rescale, const uint32_t* vw,
+                     float* o) {
     for (int h = 0; h < H; ++h) {
         const float r = rescale[h];
         if (r == 1.0f) continue;   // the running max did not move

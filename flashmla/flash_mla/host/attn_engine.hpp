@@ -33,7 +33,13 @@
 
 namespace fmla {
 
-constexpr int BT = 128;          // tokens per block
+// Tokens per block. On brgemm 256: the PV product reads and writes all of O per call, and over 128
+// tokens that traffic held it to 0.7x of its rate over 256 (measured on a Xeon with AMX).
+#ifdef DJ_HAVE_BRGEMM
+constexpr int BT = 256;
+#else
+constexpr int BT = 128;
+#endif
 constexpr int TILE_T = 8;        // S tile: tokens (O tile: heads)
 constexpr int TILE_H = dj::gemm::NR;  // S tile: heads (O tile: dims); heads are padded to a multiple
 constexpr int MAX_DQK = 576;
@@ -64,7 +70,7 @@ struct Buffer {
 };
 
 struct Scratch {
-    Buffer qp, s, pp, pw, vp, kb, o, m, l, rescale, limit;
+    Buffer qp, s, pp, vp, kb, o, m, l, rescale, limit;
 };
 
 inline Scratch& thread_scratch() {
@@ -168,23 +174,34 @@ inline void mask_block(float* s, int nt, int Hp, int64_t tok0, const int32_t* li
 // ---- online softmax over one block, across heads --------------------------------------------------
 // s: S^T [nt][Hp] logits, times `scale` in base 2 (the brgemm path scales here, saving a pass over
 // S; the valid tokens' scaled logits are left in s); valid[t]: token usable. Updates m (running max) and
-// l (running sum), writes the per-head rescale of O and P as bf16 token pairs pp[nt/2][Hp].
+// l (running sum), writes the per-head rescale of O and P as bf16 token-pair words (P[2j][h], P[2j+1][h])
+// in one of two layouts:
+//   PairRows  p[j * Hp + h]       the vector micro-kernel's broadcast operand
+//   HeadRows  p[h * BT / 2 + j]   brgemm's A operand of the PV product (rows of BT bf16); written from
+//                                 registers, it saves a pass over P (the sparse decode ran 3 % faster)
+enum class PLayout { PairRows, HeadRows };
+
 #ifdef FMLA_VECTOR
-// NC chunks of 16 heads at once, so that S is read along its rows.
-template <int NC>
+// NC chunks of 16 heads at once, so that S is read along its rows. HeadRows takes one chunk (NC 1), its
+// 16 x 16 blocks of words transposed in registers on the way out.
+template <int NC, PLayout L>
 DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int nt, int Hp, __m512 sc,
                              float* m, float* l, float* rescale, uint32_t* pp) {
     // bf16 words of two vectors p0, p1 after cvtne2ps (p0 low) -> 32-bit words (p0[i], p1[i])
     const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                            21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i abs_bits = _mm512_set1_epi32(0x7FFFFFFF);
-    __m512 mx[NC], m_use[NC], sum[NC];
-    __m512i mag[NC];   // largest |x| bits: above +inf's means a NaN was seen (max_ps alone drops NaN)
-    for (int c = 0; c < NC; ++c) {
-        mx[c] = _mm512_set1_ps(NEG_INF);
-        mag[c] = _mm512_setzero_si512();
-    }
-    for (int t = 0; t < nt; ++t)
+    // the maxima of A token rows at a time kept apart, so that NC * A chains run side by side (one
+    // chunk's single chain of maxima was bound by their latency: a third of the softmax's time)
+    constexpr int A = NC < 4 ? 4 / NC : 1;
+    __m512 mx[NC][A], m_use[NC], sum[NC];
+    __m512i mag[NC][A];   // largest |x| bits: above +inf's means a NaN was seen (max_ps alone drops NaN)
+    for (int c = 0; c < NC; ++c)
+        for (int a = 0; a < A; ++a) {
+            mx[c][a] = _mm512_set1_ps(NEG_INF);
+            mag[c][a] = _mm512_setzero_si512();
+        }
+    const auto take = [&](int t, int a) {
         if (all_valid || valid[t])
             for (int c = 0; c < NC; ++c) {
                 // the scaled logit goes back into S: the exponent below subtracts the max from this very
@@ -192,49 +209,81 @@ DJ_INLINE void softmax_heads(float* s, const uint8_t* valid, bool all_valid, int
                 float* at = s + (int64_t)t * Hp + 16 * c;
                 const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(at), sc);
                 _mm512_storeu_ps(at, x);
-                mx[c] = _mm512_max_ps(mx[c], x);
-                mag[c] = _mm512_max_epu32(mag[c], _mm512_and_si512(_mm512_castps_si512(x), abs_bits));
+                mx[c][a] = _mm512_max_ps(mx[c][a], x);
+                mag[c][a] = _mm512_max_epu32(mag[c][a], _mm512_and_si512(_mm512_castps_si512(x), abs_bits));
             }
+    };
+    int t = 0;
+    for (; t + A <= nt; t += A)
+        for (int a = 0; a < A; ++a) take(t + a, a);
+    for (; t < nt; ++t) take(t, 0);
+    for (int c = 0; c < NC; ++c)
+        for (int a = 1; a < A; ++a) {
+            mx[c][0] = _mm512_max_ps(mx[c][0], mx[c][a]);
+            mag[c][0] = _mm512_max_epu32(mag[c][0], mag[c][a]);
+        }
     for (int c = 0; c < NC; ++c) {
         // the running max propagates NaN like torch.amax
         const __m512 m_old = _mm512_loadu_ps(m + 16 * c);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag[c], _mm512_set1_epi32(0x7F800000)) |
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag[c][0], _mm512_set1_epi32(0x7F800000)) |
                               _mm512_cmp_ps_mask(m_old, m_old, _CMP_UNORD_Q);
-        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx[c]), nan, _mm512_set1_ps(NAN));
+        const __m512 m_new = _mm512_mask_mov_ps(_mm512_max_ps(m_old, mx[c][0]), nan, _mm512_set1_ps(NAN));
         const __mmask16 none = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(NEG_INF), _CMP_EQ_OQ);
         m_use[c] = _mm512_mask_mov_ps(m_new, none, _mm512_setzero_ps());
         _mm512_storeu_ps(m + 16 * c, m_new);
         _mm512_storeu_ps(rescale + 16 * c, exp2_ps(_mm512_sub_ps(m_old, m_use[c])));
         sum[c] = _mm512_setzero_ps();
     }
-    for (int t = 0; t < nt; t += 2)
-        for (int c = 0; c < NC; ++c) {
-            const float* row = s + (int64_t)t * Hp + 16 * c;
-            __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row), m_use[c]));  // invalid tokens: zeroed below
-            __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row + Hp), m_use[c]));
-            if (!all_valid) {
-                if (!valid[t]) p0 = _mm512_setzero_ps();
-                if (!valid[t + 1]) p1 = _mm512_setzero_ps();
-            }
-            sum[c] = _mm512_add_ps(sum[c], _mm512_add_ps(p0, p1));
-            _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + 16 * c,
-                                _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(p1, p0)));
+    // the words of tokens t, t + 1 for chunk c
+    const auto pair_words = [&](int t, int c) {
+        const float* row = s + (int64_t)t * Hp + 16 * c;
+        __m512 p0 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row), m_use[c]));  // invalid tokens: zeroed below
+        __m512 p1 = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(row + Hp), m_use[c]));
+        if (!all_valid) {
+            if (!valid[t]) p0 = _mm512_setzero_ps();
+            if (!valid[t + 1]) p1 = _mm512_setzero_ps();
         }
+        sum[c] = _mm512_add_ps(sum[c], _mm512_add_ps(p0, p1));
+        return _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
+    };
+    if constexpr (L == PLayout::PairRows) {
+        for (int t = 0; t < nt; t += 2)
+            for (int c = 0; c < NC; ++c) _mm512_storeu_si512(pp + (int64_t)(t / 2) * Hp + 16 * c, pair_words(t, c));
+    } else {
+        static_assert(NC == 1, "HeadRows transposes one chunk of 16 heads");
+        for (int j0 = 0; j0 < nt / 2; j0 += 16) {
+            __m512i w[16], rows[16];
+            const int n = std::min(16, nt / 2 - j0);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) w[i] = i < n ? pair_words(2 * (j0 + i), 0) : _mm512_setzero_si512();
+            dj::gemm::transpose16_words(w, rows);
+            for (int h = 0; h < 16; ++h) _mm512_storeu_si512(pp + (int64_t)h * (BT / 2) + j0, rows[h]);
+        }
+    }
     for (int c = 0; c < NC; ++c)
         _mm512_storeu_ps(l + 16 * c, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * c), _mm512_loadu_ps(rescale + 16 * c),
                                                      sum[c]));
 }
 #endif
 
-inline void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
-                          float* rescale, uint32_t* pp) {
+template <PLayout L>
+void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float scale, float* m, float* l,
+                   float* rescale, uint32_t* pp) {
 #ifdef FMLA_VECTOR
     bool all_valid = true;
     for (int t = 0; t < nt; ++t) all_valid &= valid[t] != 0;
     const __m512 sc = _mm512_set1_ps(scale);
     int h = 0;
-    for (; h + 64 <= Hp; h += 64) softmax_heads<4>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
-    for (; h < Hp; h += 16) softmax_heads<1>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+    if constexpr (L == PLayout::PairRows) {
+        for (; h + 64 <= Hp; h += 64)
+            softmax_heads<4, L>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+        for (; h < Hp; h += 16)
+            softmax_heads<1, L>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h, pp + h);
+    } else {
+        for (; h < Hp; h += 16)
+            softmax_heads<1, L>(s + h, valid, all_valid, nt, Hp, sc, m + h, l + h, rescale + h,
+                                pp + (int64_t)h * (BT / 2));
+    }
 #else
     for (int h = 0; h < Hp; ++h) {
         float mx = NEG_INF;
@@ -252,7 +301,8 @@ inline void softmax_block(float* s, const uint8_t* valid, int nt, int Hp, float 
             const float p0 = valid[t] ? exp2_scalar(s[(int64_t)t * Hp + h] - m_use) : 0.0f;
             const float p1 = valid[t + 1] ? exp2_scalar(s[(int64_t)(t + 1) * Hp + h] - m_use) : 0.0f;
             sum += p0 + p1;
-            pp[(int64_t)(t / 2) * Hp + h] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
+            const int64_t at = L == PLayout::PairRows ? (int64_t)(t / 2) * Hp + h : (int64_t)h * (BT / 2) + t / 2;
+            pp[at] = (uint32_t)dj::f32_to_bf16(p0) | ((uint32_t)dj::f32_to_bf16(p1) << 16);
         }
         m[h] = m_new;
         l[h] = l[h] * r + sum;
@@ -331,11 +381,8 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
                     const uint32_t* qp, const int32_t* limit, Scratch& sc, float* o, float* m, float* l) {
     const int64_t ntok = src.num_tokens(row);
     float* s = sc.s.get<float>((size_t)BT * sh.Hp);
-    uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);
+    uint32_t* pp = sc.pp.get<uint32_t>((size_t)(BT / 2) * sh.Hp);    // P words, either layout
     uint32_t* vp = sc.vp.get<uint32_t>((size_t)(BT / 2) * sh.ldo());   // vector path: (dv / TILE_H) panels
-#ifdef DJ_HAVE_BRGEMM
-    uint32_t* pw = sc.pw.get<uint32_t>((size_t)sh.H * (BT / 2));
-#endif
     uint16_t* kb = sc.kb.get<uint16_t>((size_t)BT * MAX_DQK);  // decode dequantises at MAX_DQK row stride
     float* rescale = sc.rescale.get<float>(sh.Hp);
     const uint16_t* krow[BT];
@@ -353,10 +400,18 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         const int next_n = blk + 1 < blk_end ? (int)std::min<int64_t>(BT, ntok - t0 - BT) : 0;
 #ifdef DJ_HAVE_BRGEMM
         // V is packed 16 tokens at a time right after their K rows arrive, while those are in L1
-        // (3 % of the sparse decode against packing the block's rows from L2 later)
+        // (3 % of the sparse decode against packing the block's rows from L2 later). Gathered tokens
+        // are asked for kAhead tokens before they are filled, running on into the next block: asked
+        // for a block ahead, between the products, they were partly evicted by the products' operands
+        // before use (the decode's dequantisation and the products both ran 10 % faster this way).
+        constexpr int kAhead = 32;
+        const int64_t stream_end = t0 + n + next_n;
+        if (blk == blk_begin) src.prefetch(row, t0, std::min(kAhead, n));
         int packed = 0;
         for (int c = 0; c < n; c += 16) {
             const int k = std::min(16, n - c);
+            const int64_t ahead = t0 + c + kAhead;
+            if (ahead < stream_end) src.prefetch(row, ahead, (int)std::min<int64_t>(16, stream_end - ahead));
             src.fill(row, t0 + c, k, krow + c, vrow + c, valid + c, kb + (int64_t)c * MAX_DQK);
             const int upto = (c + k) & ~1;
             brg::pack_v(vp + (int64_t)(packed / 2) * sh.ldo(), vrow + packed, upto - packed, sh.dv, sh.ldo());
@@ -375,22 +430,14 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
         bool any = false;
         for (int t = 0; t < n; ++t) any |= valid[t] != 0;
         if (!any) continue;
+#ifdef DJ_HAVE_BRGEMM
+        if (!brg::qk_block(krow, nt, sh.dqk, sh.Hp, qp, kb, s)) return;
+        if (limit) mask_block(s, nt, sh.Hp, t0, limit, sh.scale_log2);
+        softmax_block<PLayout::HeadRows>(s, valid, nt, sh.Hp, limit ? 1.0f : sh.scale_log2, m, l, rescale, pp);
+        if (!brg::pv_block(pp, nt, sh.H, sh.dv, sh.ldo(), rescale, vp, o)) return;
+#else
         // gathered tokens are random accesses: fetch the next block's while this one computes, a few
         // tokens per tile so the outstanding misses stay within what the core can track
-#ifdef DJ_HAVE_BRGEMM
-        // one call per product: the next block's tokens are asked for in thirds between the steps
-        const auto prefetch_third = [&](int k) {
-            const int a = next_n * k / 3, b = next_n * (k + 1) / 3;
-            if (b > a) src.prefetch(row, t0 + BT + a, b - a);
-        };
-        prefetch_third(0);
-        if (!brg::qk_block(krow, nt, sh.dqk, sh.Hp, qp, kb, s)) return;
-        prefetch_third(1);
-        if (limit) mask_block(s, nt, sh.Hp, t0, limit, sh.scale_log2);
-        softmax_block(s, valid, nt, sh.Hp, limit ? 1.0f : sh.scale_log2, m, l, rescale, pp);
-        prefetch_third(2);
-        if (!brg::pv_block(pp, nt, sh.H, sh.Hp, sh.dv, sh.ldo(), rescale, pw, vp, o)) return;
-#else
         for (int t0l = 0; t0l < nt; t0l += TILE_T) {
             if (t0l < next_n) src.prefetch(row, t0 + BT + t0l, std::min(TILE_T, next_n - t0l));
             for (int h = 0; h < sh.Hp; h += TILE_H)
@@ -398,7 +445,7 @@ void run_row_blocks(const Shape& sh, const Source& src, int64_t row, int64_t blk
                     np, krow + t0l, qp + (int64_t)h * np, s + (int64_t)t0l * sh.Hp + h, sh.Hp, false, scale, kOnes);
         }
         if (limit) mask_block(s, nt, sh.Hp, t0, limit, 1.0f);
-        softmax_block(s, valid, nt, sh.Hp, 1.0f, m, l, rescale, pp);  // the S tile applied the scale
+        softmax_block<PLayout::PairRows>(s, valid, nt, sh.Hp, 1.0f, m, l, rescale, pp);  // the S tile applied the scale
         pack_v(vp, vrow, nt, sh.dv);
         for (int d = 0; d < sh.dv; d += TILE_H)
             for (int h = 0; h < sh.Hp; h += TILE_T)
