@@ -79,10 +79,24 @@ class SymmBuffer:
     layout parity; the CPU path computes in private tensors) and ``combine`` (``[topk, T_max, H]`` BF16)."""
 
     def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
-                 intermediate_hidden: int, num_ring_tokens: int, mma_type: str = "fp8xfp4", activation: str = "swiglu"):
+                 intermediate_hidden: int, num_ring_tokens: int | None = None, mma_type: str = "fp8xfp4",
+                 activation: str = "swiglu", *, num_shared_experts: int = 0, base=None):
+        """Upstream's signature; DeepGEMM-Ascend's keywords ``num_shared_experts`` (0 only: its fused shared
+        experts are not provided) and ``base`` (None only) are taken too, and ``num_ring_tokens`` defaults as
+        ``get_symm_buffer_for_mega_moe`` sizes it (the Ascend constructor has no such argument)."""
         import torch.distributed as dist
 
         from deepjit.symm import SymmetricWindow
+        if num_shared_experts != 0:
+            raise v.fail("num_shared_experts", "0 (DeepGEMM-Ascend's fused shared experts are not provided)",
+                         num_shared_experts)
+        if base is not None:
+            raise v.fail("base", "None (reusing another buffer's allocation is not provided)", type(base).__name__)
+        if num_ring_tokens is None:
+            v.integer("num_max_tokens_per_rank", num_max_tokens_per_rank, 1)
+            v.integer("num_experts", num_experts, 1)
+            num_ring_tokens = _default_ring(num_max_tokens_per_rank, num_experts, num_topk,
+                                            dist.get_world_size(group))
         if activation != "swiglu":
             raise v.fail("activation", "'swiglu'", repr(activation))
         if mma_type not in MMA_TYPES:
@@ -157,6 +171,12 @@ def get_ring_limit_for_mega_moe(num_max_tokens_per_rank: int, num_experts_per_ra
     return min(per_expert, most), most
 
 
+def _default_ring(tokens: int, num_experts: int, num_topk: int, num_ranks: int) -> int:
+    """Upstream's ring: the prefill budget from 6144 tokens a rank, else one expert's wave, within the limits."""
+    low, high = get_ring_limit_for_mega_moe(tokens, max(1, num_experts // num_ranks), num_topk, num_ranks)
+    return min(max(align(768 * 1024, TOKEN_ALIGNMENT) if tokens >= 6144 else low, low), high)
+
+
 def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
                                  intermediate_hidden: int, use_fp8_dispatch: bool | None = None,
                                  mma_type: str = "fp8xfp4", activation: str = "swiglu") -> SymmBuffer:
@@ -171,8 +191,7 @@ def get_symm_buffer_for_mega_moe(group, num_experts: int, num_max_tokens_per_ran
             raise v.fail("use_fp8_dispatch", f"{mma_type.startswith('fp8')} (agreeing with mma_type {mma_type!r})",
                          use_fp8_dispatch)
         warnings.warn("use_fp8_dispatch is deprecated; pass mma_type", DeprecationWarning, stacklevel=2)
-    low, high = get_ring_limit_for_mega_moe(tokens, max(1, num_experts // num_ranks), num_topk, num_ranks)
-    ring = min(max(align(768 * 1024, TOKEN_ALIGNMENT) if tokens >= 6144 else low, low), high)
+    ring = _default_ring(tokens, num_experts, num_topk, num_ranks)
     return SymmBuffer(group, num_experts, tokens, num_topk, hidden, intermediate_hidden, ring, mma_type, activation)
 
 
@@ -408,8 +427,12 @@ def _check_ascend_weights(y: torch.Tensor, **weights: torch.Tensor) -> None:
 def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBuffer,
                      cumulative_local_expert_recv_stats: torch.Tensor | None = None, recipe=(1, 1, 32),
                      activation: str = "swiglu", activation_clamp: float | None = None,
-                     fast_math: bool = True) -> None:
-    """FP8 activations x FP4 weights; inputs are read from ``sym_buffer``'s first ``y.size(0)`` rows."""
+                     fast_math: bool = True, *, shared_l1_weights=None, shared_l2_weights=None) -> None:
+    """FP8 activations x FP4 weights; inputs are read from ``sym_buffer``'s first ``y.size(0)`` rows.
+    DeepGEMM-Ascend's ``shared_l1_weights`` / ``shared_l2_weights`` are taken as None only."""
+    for name, w in (("shared_l1_weights", shared_l1_weights), ("shared_l2_weights", shared_l2_weights)):
+        if w is not None:
+            raise v.fail(name, "None (DeepGEMM-Ascend's fused shared experts are not provided)", type(w).__name__)
     e_local = _check_call(y, sym_buffer, cumulative_local_expert_recv_stats, activation, activation_clamp, fast_math)
     if sym_buffer.bf16:
         raise v.fail("sym_buffer", "a buffer made with mma_type 'fp8xfp4'", sym_buffer.mma_type)

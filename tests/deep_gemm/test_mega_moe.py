@@ -186,3 +186,42 @@ def test_weight_transform_round_trip(monkeypatch, backend):
     moved = _utccp(sf)
     assert torch.equal(moved[0, 1], sf[0, 32]) and torch.equal(moved[0, 4], sf[0, 1])
     assert torch.equal(_utccp(moved, inverse=True), sf)
+
+
+def _ascend_call_forms(rank, num_ranks):
+    """DeepGEMM-Ascend's constructor form (no ring argument; num_shared_experts=0, base=None) and its op keywords
+    (shared expert weights None) are taken; what they would add is refused naming the argument."""
+    import torch.distributed as dist
+    out = []
+    buf = deep_gemm.SymmBuffer(dist.group.WORLD, EXPERTS, 16, TOPK, HIDDEN, INTER, num_shared_experts=0,
+                               mma_type="fp8xfp4", activation="swiglu", base=None)
+    ring = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS, 16, TOPK, HIDDEN, INTER)
+    out.append(buf.num_ring_tokens == deep_gemm.mega._default_ring(16, EXPERTS, TOPK, num_ranks) > 0)
+    ring.destroy()
+    (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 8, False, False)
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    buf.x[:8].copy_(x)
+    buf.x_sf[:8].copy_(x_sf)
+    buf.topk_idx[:8].copy_(topk_idx)
+    buf.topk_weights[:8].copy_(topk_weights)
+    y = torch.empty(8, HIDDEN, dtype=torch.bfloat16)
+    deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, None, (1, 1, 32), "swiglu", None, True, shared_l1_weights=None,
+                               shared_l2_weights=None)
+    out.append(bool(y.abs().sum() > 0))
+    for call, fragment in (
+            (lambda: deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, shared_l1_weights=l1t), "shared_l1_weights: expected None"),
+            (lambda: deep_gemm.SymmBuffer(dist.group.WORLD, EXPERTS, 16, TOPK, HIDDEN, INTER, num_shared_experts=1),
+             "num_shared_experts: expected 0"),
+            (lambda: deep_gemm.SymmBuffer(dist.group.WORLD, EXPERTS, 16, TOPK, HIDDEN, INTER, base=buf.buffer),
+             "base: expected None")):
+        try:
+            call()
+            out.append("no error")
+        except ValueError as exc:
+            out.append(fragment in str(exc) or str(exc))
+    buf.destroy()
+    return out
+
+
+def test_deepgemm_ascend_call_forms():
+    assert run_ranks(_ascend_call_forms, 1, timeout=120) == [[True] * 5]
