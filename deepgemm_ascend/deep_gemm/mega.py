@@ -82,8 +82,9 @@ class SymmBuffer:
                  intermediate_hidden: int, num_ring_tokens: int | None = None, mma_type: str = "fp8xfp4",
                  activation: str = "swiglu", *, num_shared_experts: int = 0, base=None):
         """Upstream's signature; DeepGEMM-Ascend's keywords ``num_shared_experts`` (0 only: its fused shared
-        experts are not provided) and ``base`` (None only) are taken too, and ``num_ring_tokens`` defaults as
-        ``get_symm_buffer_for_mega_moe`` sizes it (the Ascend constructor has no such argument)."""
+        experts are not provided) and ``base`` (None only) are taken too, and ``num_ring_tokens`` defaults by
+        ``get_symm_buffer_for_mega_moe``'s rule applied to the token count as given (the Ascend constructor has
+        no such argument)."""
         import torch.distributed as dist
 
         from deepjit.symm import SymmetricWindow
@@ -93,8 +94,9 @@ class SymmBuffer:
         if base is not None:
             raise v.fail("base", "None (reusing another buffer's allocation is not provided)", type(base).__name__)
         if num_ring_tokens is None:
-            v.integer("num_max_tokens_per_rank", num_max_tokens_per_rank, 1)
-            v.integer("num_experts", num_experts, 1)
+            for name, value in (("num_max_tokens_per_rank", num_max_tokens_per_rank), ("num_experts", num_experts),
+                                ("num_topk", num_topk)):
+                v.integer(name, value, 1)
             num_ring_tokens = _default_ring(num_max_tokens_per_rank, num_experts, num_topk,
                                             dist.get_world_size(group))
         if activation != "swiglu":

@@ -195,9 +195,8 @@ def _ascend_call_forms(rank, num_ranks):
     out = []
     buf = deep_gemm.SymmBuffer(dist.group.WORLD, EXPERTS, 16, TOPK, HIDDEN, INTER, num_shared_experts=0,
                                mma_type="fp8xfp4", activation="swiglu", base=None)
-    ring = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS, 16, TOPK, HIDDEN, INTER)
-    out.append(buf.num_ring_tokens == deep_gemm.mega._default_ring(16, EXPERTS, TOPK, num_ranks) > 0)
-    ring.destroy()
+    low, high = deep_gemm.mega.get_ring_limit_for_mega_moe(16, EXPERTS // num_ranks, TOPK, num_ranks)
+    out.append(0 < low <= buf.num_ring_tokens <= high)   # within upstream's ring limits for the count as given
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 8, False, False)
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
     buf.x[:8].copy_(x)

@@ -175,16 +175,21 @@ def test_host_dequantisation_is_bit_exact(fmt, placement):
 
 def test_host_fp4_dequantisation_is_bit_exact():
     cache = make_cache(F.V41_FP4, 3, 4, "interleaved", seed=12)
-    # token 7's E4M3 scales: zero, subnormal, tiny, huge and NaN (its 16 values then 0, as NaN is sanitised)
+    # token 6's E4M3 scales: zero, subnormal, tiny, huge and the largest (no NaN: the fast path converts them);
+    # token 7's the same and NaN (its 16 values then 0, as NaN is sanitised; the token takes the exact path)
     flat = _flat_bytes(cache)
-    scales = cache.stride(0) + 3 * 288 + 256
-    flat[scales:scales + 6] = torch.tensor([0x00, 0x01, 0x07, 0x08, 0x7E, 0x7F], dtype=torch.uint8)
-    idx = torch.tensor([[[5]], [[11]], [[7]]], dtype=torch.int32)
+    edges = [0x00, 0x01, 0x07, 0x08, 0x7E, 0x77]
+    for slot, last in ((2, 0x77), (3, 0x7F)):
+        scales = cache.stride(0) + slot * 288 + 256
+        flat[scales:scales + 6] = torch.tensor(edges[:5] + [last], dtype=torch.uint8)
+    tokens = [5, 11, 6, 7]
+    idx = torch.tensor(tokens, dtype=torch.int32).view(4, 1, 1)
     main = make_cache(F.V41_FP8, 1, 2)
-    q = torch.randn(3, 1, 64, 512).bfloat16()
+    q = torch.randn(4, 1, 64, 512).bfloat16()
     meta, _ = flash_mla.get_mla_metadata()
     out, _ = flash_mla.flash_mla_with_kvcache(q, main, None, None, 512, meta, None, None, False, True,
-                                              torch.full((3, 1, 1), -1, dtype=torch.int32), None, cache, idx)
-    v = flash_mla.dequantize_k_cache(cache).view(-1, 512)[[5, 11, 7]].nan_to_num(nan=0.0)
-    assert v[2, 80:96].eq(0).all() and v[2, :80].ne(0).any()
-    assert torch.equal(out[:, 0], v.unsqueeze(1).expand(3, 64, 512))
+                                              torch.full((4, 1, 1), -1, dtype=torch.int32), None, cache, idx)
+    v = flash_mla.dequantize_k_cache(cache).view(-1, 512)[tokens].nan_to_num(nan=0.0)
+    assert v[3, 80:96].eq(0).all() and v[3, :80].ne(0).any()
+    assert v[2, :16].eq(0).all() and v[2, 16:96].ne(0).any() and not v[2].isnan().any()
+    assert torch.equal(out[:, 0], v.unsqueeze(1).expand(4, 64, 512))

@@ -34,15 +34,13 @@ CHOICES = ("auto", "symm", "hccl")
 _IS_INITIALIZED = 2   # aclshmemx_init_status_t ACLSHMEM_STATUS_IS_INITIALIZED
 
 
-def requested() -> str:
-    value = os.environ.get("EP_ASCEND_TRANSPORT", "") or "auto"
-    if value not in CHOICES:
-        raise V.fail("EP_ASCEND_TRANSPORT", f"one of {', '.join(CHOICES)}", repr(value))
-    return value
-
-
 def decide(device_type: str, ranks: list) -> bool:
-    """Whether the window serves, from every rank's ``(host, EP_ASCEND_TRANSPORT, CANN SHMEM ready)``."""
+    """Whether the window serves, from every rank's ``(host, EP_ASCEND_TRANSPORT, CANN SHMEM ready)``. A bad or
+    differing value raises here, on every rank alike (after the gather, so no rank is left waiting in it)."""
+    bad = [(i, r[1]) for i, r in enumerate(ranks) if r[1] not in CHOICES]
+    if bad:
+        raise V.fail("EP_ASCEND_TRANSPORT", f"one of {', '.join(CHOICES)} on every rank",
+                     ", ".join(f"{v!r} on rank {i}" for i, v in bad))
     values = {r[1] for r in ranks}
     if len(values) != 1:
         raise V.fail("EP_ASCEND_TRANSPORT", "one value on every rank", [r[1] for r in ranks])
@@ -68,8 +66,12 @@ def uses_window(session) -> bool:
     got = getattr(session, "_ascend_window", None)
     if got is None:
         group, device = session.group, session.device
-        value = requested()
-        me = (host_identity(), value, device.type != "cpu" and value != "hccl" and _shmem_ready(group))
+        value = os.environ.get("EP_ASCEND_TRANSPORT", "") or "auto"   # checked by decide, on every rank
+        try:
+            ready = device.type != "cpu" and value in ("auto", "symm") and _shmem_ready(group)
+        except Exception:  # noqa: BLE001 - a probe that fails counts as not ready; no rank may skip the gather
+            ready = False
+        me = (host_identity(), value, ready)
         ranks = [None] * group.size()
         dist.all_gather_object(ranks, me, group=group)
         got = session._ascend_window = decide(device.type, ranks)

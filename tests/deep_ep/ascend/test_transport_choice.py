@@ -3,9 +3,12 @@ EP_ASCEND_TRANSPORT, CANN SHMEM ready)``: ``auto`` takes the window on the twin'
 with CANN SHMEM initialised everywhere, the collectives otherwise; ``hccl`` always the collectives; ``symm``
 the window or a ValueError naming EP_ASCEND_TRANSPORT where none can exist. The runs: test_symm_transport.py
 (auto and symm on one host), test_ll_symm.py (two simulated hosts)."""
+import types
+
 import pytest
 
-from deep_ep.ascend.transport_choice import decide, requested
+from deep_ep.ascend.transport_choice import decide
+from tests.testkit.distributed import run_ranks
 
 
 def _ranks(value, hosts=("a", "a"), ready=(False, False)):
@@ -32,18 +35,31 @@ def test_choice(device, ranks, window):
     ("npu", _ranks("symm", ready=(True, False)), "EP_ASCEND_TRANSPORT: expected 'auto' or 'hccl' unless every rank "
                                                  "has initialised CANN SHMEM"),
     ("cpu", [("a", "auto", False), ("a", "hccl", False)], "EP_ASCEND_TRANSPORT: expected one value on every rank"),
+    ("cpu", [("a", "auto", False), ("a", "shm", False)], "EP_ASCEND_TRANSPORT: expected one of auto, symm, hccl on "
+                                                         "every rank, got 'shm' on rank 1"),
 ])
 def test_refusals(device, ranks, message):
     with pytest.raises(ValueError, match=message):
         decide(device, ranks)
 
 
-def test_requested(monkeypatch):
-    monkeypatch.delenv("EP_ASCEND_TRANSPORT", raising=False)
-    assert requested() == "auto"
-    for value in ("auto", "symm", "hccl"):
-        monkeypatch.setenv("EP_ASCEND_TRANSPORT", value)
-        assert requested() == value
-    monkeypatch.setenv("EP_ASCEND_TRANSPORT", "shm")
-    with pytest.raises(ValueError, match="EP_ASCEND_TRANSPORT: expected one of auto, symm, hccl, got 'shm'"):
-        requested()
+def _one_bad_value(rank, world):
+    """Rank 1 sets a value that is not a choice: both ranks raise the same ValueError (after the gather, so rank 0
+    is not left waiting in it)."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    from deep_ep.ascend.transport_choice import uses_window
+    os.environ["EP_ASCEND_TRANSPORT"] = "shm" if rank == 1 else "auto"
+    try:
+        uses_window(types.SimpleNamespace(group=dist.group.WORLD, device=torch.device("cpu")))
+    except ValueError as exc:
+        return str(exc)
+    return "no error"
+
+
+def test_a_bad_value_on_one_rank_fails_every_rank():
+    for msg in run_ranks(_one_bad_value, 2, timeout=120):
+        assert "EP_ASCEND_TRANSPORT: expected one of auto, symm, hccl on every rank, got 'shm' on rank 1" in msg, msg
