@@ -29,8 +29,9 @@ peer that never arrives or never sends fails every waiting rank's kernel after t
 the rank and the flag. Each step's blocks wait for one another, so its grid is at most the vector cores.
 
 Not yet as DeepGEMM-Ascend does it: the steps are separate launches around the GEMM and SwiGLU kernels, not
-one persistent kernel overlapping the pulls and sends with the cube's work; the rows are pulled whole (no ring of ``num_ring_tokens``
-waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
+one persistent kernel overlapping the pulls and sends with the cube's work; the rows are pulled whole (no
+ring of ``num_ring_tokens`` waves); the FP4 weights are widened to FP8 each call (the 950's MX mmad takes no
+FP8 x FP4 pair); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
 """
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ class Workspace:
     """The per-call tensors of the Ascend path, sized by the buffer alone (made once per device)."""
 
     def __init__(self, buf, device, alignment: int):
-        m, h, inter, e_local = capacity(buf, alignment), buf.hidden, buf.intermediate_hidden, buf.num_experts // buf.num_ranks
+        m, h, inter = capacity(buf, alignment), buf.hidden, buf.intermediate_hidden
+        e_local = buf.num_experts // buf.num_ranks
         act = torch.bfloat16 if buf.bf16 else torch.float8_e4m3fn
         self.alignment, self.m = alignment, m
         self.a = torch.empty(m, h, dtype=act, device=device)
