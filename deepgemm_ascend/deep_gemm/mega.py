@@ -420,9 +420,8 @@ def _check_call(y, buf, stats, activation, activation_clamp, fast_math):
 def _check_ascend_weights(y: torch.Tensor, **weights: torch.Tensor) -> None:
     """The Ascend GEMMs take dense expert groups on y's device: refused here, before the dispatch kernel runs
     (a failure after it leaves the peers waiting)."""
+    v.same_device([("y", y), *weights.items()])
     for name, w in weights.items():
-        if w.device != y.device:
-            raise v.fail(name, f"a tensor on y's device {y.device}", w.device)
         v.contiguous(name, w)
 
 

@@ -52,6 +52,15 @@ def _inputs(rank, num_ranks, num_tokens, bf16, masked):
         _fp4_weights(l2), topk_idx, topk_weights
 
 
+def fill(buf, num_tokens, x, x_sf, topk_idx, topk_weights, bf16):
+    """A call's inputs into the buffer's first ``num_tokens`` rows, as upstream's callers copy them."""
+    buf.x[:num_tokens].copy_(x)
+    if not bf16:
+        buf.x_sf[:num_tokens].copy_(x_sf)
+    buf.topk_idx[:num_tokens].copy_(topk_idx)
+    buf.topk_weights[:num_tokens].copy_(topk_weights)
+
+
 def _baseline(rank, num_ranks, x, x_sf, l1, l2, topk_idx, topk_weights, clamp, bf16):
     import torch.distributed as dist
     t_max, e_local = 512, EXPERTS // num_ranks
@@ -122,11 +131,7 @@ def _rank(rank, num_ranks, bf16, masked, clamp, ascend_layout=False):
     stats = torch.full((EXPERTS // num_ranks,), 5, dtype=torch.int32)
     y = torch.empty(num_tokens, HIDDEN, dtype=torch.bfloat16)
     for _ in range(2):                  # the second call reuses the buffer (stale slots must not leak)
-        buf.x[:num_tokens].copy_(x)
-        if not bf16:
-            buf.x_sf[:num_tokens].copy_(x_sf)
-        buf.topk_idx[:num_tokens].copy_(topk_idx)
-        buf.topk_weights[:num_tokens].copy_(topk_weights)
+        fill(buf, num_tokens, x, x_sf, topk_idx, topk_weights, bf16)
         if bf16:
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, stats, activation_clamp=clamp)
         else:
@@ -199,10 +204,7 @@ def _ascend_call_forms(rank, num_ranks):
     out.append(0 < low <= buf.num_ring_tokens <= high)   # within upstream's ring limits for the count as given
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 8, False, False)
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
-    buf.x[:8].copy_(x)
-    buf.x_sf[:8].copy_(x_sf)
-    buf.topk_idx[:8].copy_(topk_idx)
-    buf.topk_weights[:8].copy_(topk_weights)
+    fill(buf, 8, x, x_sf, topk_idx, topk_weights, False)
     y = torch.empty(8, HIDDEN, dtype=torch.bfloat16)
     deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, None, (1, 1, 32), "swiglu", None, True, shared_l1_weights=None,
                                shared_l2_weights=None)

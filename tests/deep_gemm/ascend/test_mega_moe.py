@@ -11,15 +11,7 @@ import deep_gemm
 from deep_gemm.testing import calc_diff
 from tests.testkit import run_ranks
 
-from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs
-
-
-def _fill(buf, num_tokens, x, x_sf, topk_idx, topk_weights, bf16):
-    buf.x[:num_tokens].copy_(x)
-    if not bf16:
-        buf.x_sf[:num_tokens].copy_(x_sf)
-    buf.topk_idx[:num_tokens].copy_(topk_idx)
-    buf.topk_weights[:num_tokens].copy_(topk_weights)
+from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs, fill
 
 
 def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
@@ -45,7 +37,7 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
     for tokens, inputs, call_stats in ((30, first, None),
                                        (num_tokens, (x, x_sf, topk_idx, topk_weights), stats)):
         y = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16)
-        _fill(buf, tokens, *inputs, bf16)
+        fill(buf, tokens, *inputs, bf16)
         if bf16:
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
         else:
@@ -92,7 +84,7 @@ def _silent_peer(rank, num_ranks, stage):
     buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, 6, 16, 3, HIDDEN, INTER)
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
     y = torch.empty(16, HIDDEN, dtype=torch.bfloat16)
-    _fill(buf, 16, x, x_sf, topk_idx % 6, topk_weights, False)
+    fill(buf, 16, x, x_sf, topk_idx % 6, topk_weights, False)
     deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf)          # compiles every kernel under the long timeout
     buf.window.timeout_s = 1.0
     names = list(buf.window._window._paths)
@@ -144,7 +136,7 @@ def _without_host_reads(rank, num_ranks):
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
     stats = torch.zeros(EXPERTS // num_ranks, dtype=torch.int32)
     first, y = torch.empty(20, HIDDEN, dtype=torch.bfloat16), torch.empty(20, HIDDEN, dtype=torch.bfloat16)
-    _fill(buf, 20, x, x_sf, topk_idx, topk_weights, False)
+    fill(buf, 20, x, x_sf, topk_idx, topk_weights, False)
     deep_gemm.fp8_fp4_mega_moe(first, l1t, l2t, buf, stats, activation_clamp=10.0)
     ws, = buf.workspaces.values()
     guarded = (buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights, stats, y, *vars(ws).values())
