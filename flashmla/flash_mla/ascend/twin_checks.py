@@ -31,21 +31,26 @@ def _stat(name: str, got: torch.Tensor, want: torch.Tensor, rel: float) -> list[
 
 
 def _scope(fmt: KVCacheFormat, b: int, topk: int, blocks: int, page: int = 64, placement: str | None = None,
-           s_q: int = 1) -> KVScope:
+           s_q: int = 1, full: bool = False) -> KVScope:
+    """A cache of ``blocks`` pages and top-k indices into it: 10 % invalid and per-request top-k lengths,
+    or (``full``) every index valid and no lengths, as a fixed-top-k benchmark reads."""
     k = (torch.randn(blocks, page, 1, fmt.d_qk) / 10).bfloat16()
     idx = torch.randint(0, blocks * page, (b, s_q, topk), dtype=torch.int32)
-    idx[torch.rand(idx.shape) < 0.1] = -1
+    if full:
+        lengths = None
+    else:
+        idx[torch.rand(idx.shape) < 0.1] = -1
+        lengths = torch.randint(topk // 2, topk + 1, (b,), dtype=torch.int32)
     placement = fmt.placement(placement)
-    return KVScope(quantize_k_cache(k, fmt, placement), fmt, placement, idx,
-                   torch.randint(topk // 2, topk + 1, (b,), dtype=torch.int32))
+    return KVScope(quantize_k_cache(k, fmt, placement), fmt, placement, idx, lengths)
 
 
-def _decode_inputs(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int = 1):
+def _decode_inputs(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int = 1, full: bool = False):
     """q, scopes and sink for a decode over main (fmt, placement, topk, blocks) and an optional extra cache."""
     d_qk = main[0].d_qk
     q = torch.randn(b, s_q, h_q, d_qk).clamp(-1, 1).bfloat16()
     caches = [main] if extra is None else [main, extra]
-    scopes = [_scope(f, b, topk, blocks, placement=pl, s_q=s_q) for f, pl, topk, blocks in caches]
+    scopes = [_scope(f, b, topk, blocks, placement=pl, s_q=s_q, full=full) for f, pl, topk, blocks in caches]
     return q, scopes, torch.randn(h_q) + 4
 
 
@@ -167,16 +172,24 @@ def _dense_decode_published() -> None:
 # DeepSeek decode shapes (upstream FlashMLA's sparse decode tests and benchmarks): V3.2, 128 heads of
 # d_qk 576 over top-2048 tokens of the 656 B cache; V4 (MODEL1), 64 heads over top-512 of the main
 # cache plus top-128 of an extra (compressed) cache; one decode token per request, 64 requests.
+# V4.1 decode as measured on the 950 (tile-ai/tilelang examples/ascend/flashmla/RESULTS.md, its first and
+# fifth decode cases): 64 requests of 4 queries, 64 heads, d 512, FP8 main cache (top-128 of 256 tokens a
+# request) and an FP8 or FP4 extra cache (top-512 of 2048 a request), attention sinks, fixed top-k (no
+# lengths); 78.44 / 70.60 us for the reference kernel. Indices here span the whole cache.
 PUBLISHED_DECODE = {
-    "v32": ((KVCacheFormat.V32_FP8, None, 2048, 1024), None, 64, 128),
-    "model1": ((KVCacheFormat.MODEL1_FP8, None, 512, 1024), (KVCacheFormat.MODEL1_FP8, None, 128, 256), 64, 64),
+    "v32": ((KVCacheFormat.V32_FP8, None, 2048, 1024), None, 64, 128, 1),
+    "model1": ((KVCacheFormat.MODEL1_FP8, None, 512, 1024), (KVCacheFormat.MODEL1_FP8, None, 128, 256), 64, 64, 1),
+    "v41_fp8+fp8": ((KVCacheFormat.V41_FP8, "interleaved", 128, 256),
+                    (KVCacheFormat.V41_FP8, "interleaved", 512, 2048), 64, 64, 4),
+    "v41_fp8+fp4": ((KVCacheFormat.V41_FP8, "interleaved", 128, 256),
+                    (KVCacheFormat.V41_FP4, "interleaved", 512, 2048), 64, 64, 4),
 }
 
 
-def _decode_published(main: tuple, extra: tuple | None, b: int, h_q: int):
+def _decode_published(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int):
     def run() -> None:
         from .sparse_attn import sparse_decode
-        q, scopes, sink = _decode_inputs(main, extra, b, h_q)
+        q, scopes, sink = _decode_inputs(main, extra, b, h_q, s_q, full=s_q > 1)
         sparse_decode(q, scopes, q.shape[-1] ** -0.5, 512, sink, False)
     return run
 
@@ -186,10 +199,11 @@ def published_shapes() -> list:
     p = PUBLISHED_PREFILL
     shapes = [PublishedShape(f"sparse_mla_prefill_sq{p['s_q']}_kv{p['s_kv']}_h{p['h_q']}_topk{p['topk']}", "mix",
                              _seeded(_prefill_published))]
-    for name, (main, extra, b, h_q) in PUBLISHED_DECODE.items():
+    for name, (main, extra, b, h_q, s_q) in PUBLISHED_DECODE.items():
         topk = f"{main[2]}+{extra[2]}" if extra else f"{main[2]}"
-        shapes.append(PublishedShape(f"sparse_mla_decode_{name}_b{b}_h{h_q}_topk{topk}", "mix",
-                                     _seeded(_decode_published(main, extra, b, h_q))))
+        sq = f"_sq{s_q}" if s_q > 1 else ""
+        shapes.append(PublishedShape(f"sparse_mla_decode_{name}_b{b}{sq}_h{h_q}_topk{topk}", "mix",
+                                     _seeded(_decode_published(main, extra, b, h_q, s_q))))
     d = PUBLISHED_DENSE_DECODE
     shapes.append(PublishedShape(f"dense_mla_decode_b{d['b']}_sq{d['s_q']}_h128_kv{d['s_k']}", "mix",
                                  _seeded(_dense_decode_published)))
