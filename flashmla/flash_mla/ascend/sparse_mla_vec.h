@@ -51,44 +51,82 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 // (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk), as the reference's gather: code in FP32 times
 // its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a zero row
 // (its record was not loaded). BF16 records need no pass (sparse_mla.asc gather_finish).
-//  FP8 formats:
-//  - 256 codes a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
-//    in FP32 lane i, so lane i of every part lies in dims [4i, 4i + 4) and a scale group of G dims covers
-//    the lanes i with i / (G / 4) constant: the scales of a chunk come from a register `table` (scale j in
-//    32-bit lane j) by the register gather at index (64 * chunk + i) >> log2(G / 4).
-//  - FP32 -> BF16 of parts 0 and 2 into the even / odd elements of register `a` (element 2i: dim 4i, 2i + 1:
-//    dim 4i + 2), parts 1 and 3 into `b` (dims 4i + 1, 4i + 3), OR-ed; the interleaving store then writes
-//    a0 b0 a1 b1 ... = dims 0, 1, 2, 3, ... of the chunk.
-//  - NaN -> 0 and the invalid token's zero row in BF16: an element is zeroed where (bits & 0x7FFF) >= thr,
-//    thr = 0x7F81 (the smallest NaN magnitude) for a valid token and 0 (everything) for an invalid one, so
-//    a finite -0 stays -0 as the product is, and the RoPE dims (BF16 as loaded) go through the same
-//    test.
-//  - scales: V4.1 FP8 16 and MODEL1 7 e8m0 bytes, one a 32-bit lane by the unpacking load (asc_loadalign_
-//    unpack4: byte j in the low byte of lane j, the rest 0), to FP32 bits 2^(b - 127): b << 23, 2^-127
-//    (subnormal) for 0, NaN for 255; V3.2 4 FP32 scales as loaded (the register's lanes 4.. are the RoPE dims: the V3.2
-//    RoPE comes from that same register, shifted down 8 BF16 lanes by the register gather).
-//  - MODEL1: dims 448..511 are BF16 RoPE (record bytes 448..575), the last 64 of the second chunk's 256: its
+//  FP8 codes, 256 a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
+//  in FP32 lane i. An e4m3 value has 4 significant bits, so its FP32 bits end in 16 zero bits and their top
+//  half is the value in BF16: (part 0 >> 16) | part 2 is a register `a` of BF16 elements 2i = dim 4i,
+//  2i + 1 = dim 4i + 2; parts 1 and 3 give `b` (dims 4i + 1, 4i + 3); the interleaving store then writes
+//  a0 b0 a1 b1 ... = dims 0, 1, 2, 3, ... of the chunk.
+//  E8M0 scales (V4.1 FP8: 16, one per 32 dims; MODEL1: 7, one per 64): the scale is scaled in BF16, where
+//  2^(b - 127) is exact for every byte b (b << 7; byte 0 the subnormal 2^-127, 0x0040), and a product of
+//  an e4m3 code and a power of two is exact in FP32: BF16's multiply, rounding that exact product to
+//  nearest even once, gives the reference's bits (subnormal products included, as IEEE rounds them; the
+//  docs do not say whether the vector unit keeps BF16 subnormals, so scales under 2^-117 may flush there).
+//  Two BF16 multiplies a 256-dim chunk instead of four FP32 ones and four roundings. The scale of element
+//  e of a / b in chunk h is scale (e >> 4) + 8h (32 dims) or (e >> 5) + 4h (64 dims): a register gather
+//  from the table's BF16 elements (scale j at element 2j: the low half of 32-bit lane j).
+//  NaN -> 0 without a pass over the output: NaN codes (0x7F, 0xFF) become 0 in the code register (and
+//  0x7F, compare, select: 256 codes at once), a NaN scale (byte 255) and every scale of an invalid token
+//  become 0 in the table, so a product is finite or an overflow's inf as the reference's. A zero that
+//  replaces NaN may carry the code's sign (-0 where the reference writes +0): no sum of products sees it.
+//  V3.2 (4 FP32 scales, any FP32 value: inf x 0 = NaN) keeps the FP32 products and zeroes NaN on the BF16
+//  results: an element is zeroed where (bits & 0x7FFF) >= thr, thr = 0x7F81 (the smallest NaN magnitude)
+//  for a valid token and 0 (everything) for an invalid one; the scales come from a register `table`
+//  (scale j in 32-bit lane j) by the register gather at index (64 * chunk + i) >> 5, and its RoPE from the
+//  same register, shifted down 8 BF16 lanes by the register gather.
+//  MODEL1: dims 448..511 are BF16 RoPE (record bytes 448..575), the last 64 of the second chunk's 256: its
 //    `a` and `b` elements 96..127 take the even / odd RoPE elements, which the deinterleaving load from
-//    record byte 64 puts exactly there (element j of the pair <- BF16 element 2j / 2j + 1 from byte 64).
-//    The second chunk's codes and scale lanes past dim 447 (RoPE bytes, the pad byte) are computed and
-//    dropped by that select.
+//    record byte 64 puts exactly there (element j of the pair <- BF16 element 2j / 2j + 1 from byte 64),
+//    zeroed where NaN as V3.2's results. The second chunk's codes and scale lanes past dim 447 (RoPE bytes,
+//    the pad byte) are computed and dropped by that select.
 //  V4.1 FP4 (256 bytes of E2M1 pairs, 32 E4M3 scales one per 16 dims), 128 dims a step: the unpacking load
 //    puts payload byte k in byte 4k, so asc_e2m1x22bfloat16's quarter 0 gives BF16 element i = dim i of the
-//    step (the pair of byte i / 2) in order; widened to FP32 even / odd (dims 2j, 2j + 1 in lane j: scale
-//    (2j) / 16 = j / 8 of the step's 8, by the register gather as above) from a table of the scales widened
-//    by asc_e4m32float from the same unpacking load (E4M3 scale j in FP32 lane j), multiplied, rounded into
-//    BF16 even / odd elements, OR-ed, zeroed as above and stored as they are.
+//    step (the pair of byte i / 2) in order, multiplied in BF16 by scale (i >> 4) + 8 * step: an E2M1 value
+//    (at most 2 significant bits, 0.5 to 6) times an E4M3 scale (4 bits, 2^-9 to 448) is exact in BF16, never
+//    subnormal. The scale table: E4M3 -> FP32 (exact) from the same unpacking load, its top halves as BF16,
+//    NaN scales and an invalid token's scales 0 (E2M1 has no NaN or inf).
 struct DequantConsts {
   vector_bool all, head96, rope64;
-  vector_uint32_t idx[4];                     // scale lanes of chunks 0 .. 3 (FP8: 0, 1)
+  vector_uint32_t idx[2];                     // V3.2's scale lanes of chunks 0, 1
+  vector_uint16_t sidx[4];                    // E8M0 / FP4 scale elements of chunks 0 .. 3 (FP8: 0, 1)
   vector_uint16_t zero, magnitude, nan_min, rope_idx;
-  vector_uint32_t e8m0_min, e8m0_nan;
+  vector_uint8_t code_mag, code_zero;
+  vector_uint32_t zero32, bf16_min;           // 0; 2^-127 in BF16 (a subnormal) in the low half
 };
 
-// Dims [256 * c, 256 * c + 256) of a record: the codes at `codes`, the scales by lane from `table`, into the
-// BF16 registers a / b (see above).
-__simd_callee__ inline void e4m3_chunk(vector_uint16_t& a, vector_uint16_t& b, __ubuf__ uint8_t* codes,
-                                       vector_uint32_t table, const DequantConsts& c, uint32_t chunk) {
+// The BF16 register of two FP32 registers of e4m3 values: lo's values in the even elements, hi's in the odd.
+__simd_callee__ inline void bf16_pair(vector_uint16_t& x, const vector_float& lo, const vector_float& hi,
+                                      const DequantConsts& c) {
+  vector_uint32_t even;
+  asc_shiftright_scalar(even, (const vector_uint32_t&)lo, int16_t(16), c.all);
+  asc_or((vector_uint32_t&)x, even, (const vector_uint32_t&)hi, c.all);
+}
+
+// Dims [256 * h, 256 * h + 256) of an E8M0-scaled record: the codes at `codes`, BF16 scale elements of
+// `table` by c.sidx[h], into the BF16 registers a / b (see above).
+__simd_callee__ inline void e8m0_chunk(vector_uint16_t& a, vector_uint16_t& b, __ubuf__ uint8_t* codes,
+                                       vector_uint16_t table, const DequantConsts& c, uint32_t h) {
+  vector_uint8_t q, mag;
+  asc_loadalign(q, codes);
+  asc_and(mag, q, c.code_mag, c.all);
+  vector_bool nan;
+  asc_eq(nan, mag, c.code_mag, c.all);
+  asc_select(q, c.code_zero, q, nan);
+  vector_float p0, p1, p2, p3;
+  asc_e4m32float(p0, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v2(p1, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v3(p2, (vector_fp8_e4m3fn_t&)q, c.all);
+  asc_e4m32float_v4(p3, (vector_fp8_e4m3fn_t&)q, c.all);
+  bf16_pair(a, p0, p2, c);
+  bf16_pair(b, p1, p3, c);
+  vector_uint16_t scale;
+  asc_gather(scale, table, c.sidx[h]);
+  asc_mul((vector_bfloat16_t&)a, (vector_bfloat16_t&)a, (vector_bfloat16_t&)scale, c.all);
+  asc_mul((vector_bfloat16_t&)b, (vector_bfloat16_t&)b, (vector_bfloat16_t&)scale, c.all);
+}
+
+// V3.2's dims [256 * c, 256 * c + 256): FP32 products with the FP32 scales by lane from `table`, rounded.
+__simd_callee__ inline void v32_chunk(vector_uint16_t& a, vector_uint16_t& b, __ubuf__ uint8_t* codes,
+                                      vector_uint32_t table, const DequantConsts& c, uint32_t chunk) {
   vector_uint8_t q;
   asc_loadalign(q, codes);
   vector_uint32_t scale;
@@ -120,26 +158,6 @@ __simd_callee__ inline void zero_from(vector_uint16_t& x, vector_uint16_t thr, c
   asc_select(x, c.zero, x, drop);
 }
 
-// V4.1 FP4's 128 dims [128 * chunk, +128) of a record (r) into BF16 bits.
-__simd_callee__ inline void e2m1_chunk(vector_uint16_t& x, __ubuf__ uint8_t* r, vector_uint32_t table,
-                                       const DequantConsts& c, uint32_t chunk) {
-  vector_uint8_t q;
-  asc_loadalign_unpack4(q, r + 64 * chunk);
-  vector_bfloat16_t v;
-  asc_e2m1x22bfloat16(v, (vector_fp4x2_e2m1_t&)q, c.all);
-  vector_uint32_t scale;
-  asc_gather(scale, table, c.idx[chunk]);
-  vector_float even, odd;
-  asc_bfloat162float(even, v, c.all);
-  asc_bfloat162float_v2(odd, v, c.all);
-  asc_mul(even, even, (vector_float&)scale, c.all);
-  asc_mul(odd, odd, (vector_float&)scale, c.all);
-  vector_bfloat16_t lo, hi;
-  asc_float2bfloat16_rn(lo, even, c.all);
-  asc_float2bfloat16_rn_v2(hi, odd, c.all);
-  asc_or(x, (vector_uint16_t&)lo, (vector_uint16_t&)hi, c.all);
-}
-
 __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
                                    uint32_t count, int32_t fmt) {
   static_assert(kRawSlot >= 64 + 2 * 256, "dequant_vf: MODEL1's RoPE load reads record bytes 64..575");
@@ -150,75 +168,110 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
   c.head96 = asc_update_mask_b16(n);
   n = 64;
   c.rope64 = asc_update_mask_b16(n);
-  // log2 of the lanes per scale group: 32 dims (V4.1 FP8) 8 lanes, 64 (MODEL1) 16, 128 (V3.2) 32; FP4 (16
-  // dims, two a lane) 8
-  const int16_t shift = fmt == kFmtFp8 || fmt == kFmtFp4 ? 3 : fmt == kFmtModel1 ? 4 : 5;
-  for (uint32_t h = 0; h < (fmt == kFmtFp4 ? 4u : 2u); ++h) {
+  for (uint32_t h = 0; h < 2; ++h) {   // V3.2: 128 dims a scale, 32 lanes of a quarter
     vector_int32_t lane;
     asc_arange(lane, int32_t(64 * h));
-    asc_shiftright_scalar(lane, lane, shift, c.all);
+    asc_shiftright_scalar(lane, lane, int16_t(5), c.all);
     c.idx[h] = (vector_uint32_t&)lane;
+  }
+  // element e of chunk h: scale (e >> shift) + h * (128 >> shift), at table element twice that
+  const int16_t shift = fmt == kFmtModel1 ? 5 : 4;
+  for (uint32_t h = 0; h < 4; ++h) {
+    vector_int16_t e;
+    asc_arange(e, int16_t(0));
+    asc_shiftright_scalar(e, e, shift, c.all);
+    asc_add_scalar(e, e, int16_t(h * (128u >> shift)), c.all);
+    asc_shiftleft_scalar(e, e, int16_t(1), c.all);
+    c.sidx[h] = (vector_uint16_t&)e;
   }
   asc_duplicate_scalar(c.zero, uint16_t(0), c.all);
   asc_duplicate_scalar(c.magnitude, uint16_t(0x7FFF), c.all);
   asc_duplicate_scalar(c.nan_min, uint16_t(0x7F81), c.all);
-  asc_duplicate_scalar(c.e8m0_min, 0x00400000u, c.all);
-  asc_duplicate_scalar(c.e8m0_nan, 0x7FC00000u, c.all);
+  asc_duplicate_scalar(c.code_mag, uint8_t(0x7F), c.all);
+  asc_duplicate_scalar(c.code_zero, uint8_t(0), c.all);
+  asc_duplicate_scalar(c.zero32, 0u, c.all);
+  asc_duplicate_scalar(c.bf16_min, 0x0040u, c.all);
   vector_int16_t rope_lane;
   asc_arange(rope_lane, int16_t(8));
   c.rope_idx = (vector_uint16_t&)rope_lane;
-  const uint32_t scale_at = fmt == kFmtModel1 ? 576u : 512u;
+  const uint32_t scale_at = fmt == kFmtModel1 ? 576u : fmt == kFmtFp4 ? 256u : 512u;
   for (uint32_t t = 0; t < count; ++t) {
     __ubuf__ uint8_t* r = raw + t * kRawSlot;
     __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
-    // thr: 0x7F81 for a valid token (valid[t] is 0 or 1; its low BF16-sized half), 0 for an invalid one
-    vector_uint16_t ok, thr;
-    asc_loadalign_brc_elem(ok, (__ubuf__ uint16_t*)(valid + t));
-    asc_mul(thr, ok, c.nan_min, c.all);
-    vector_uint32_t table;
-    if (fmt == kFmtFp4) {
-      vector_uint8_t bytes;
-      asc_loadalign_unpack4(bytes, r + 256);
-      asc_e4m32float((vector_float&)table, (vector_fp8_e4m3fn_t&)bytes, c.all);
-      for (uint32_t h = 0; h < kD / 128; ++h) {
-        vector_uint16_t x;
-        e2m1_chunk(x, r, table, c, h);
-        zero_from(x, thr, c);
-        asc_storealign(out + 128 * h, x, c.all);
+    if (fmt == kFmtV32) {
+      // thr: 0x7F81 for a valid token (valid[t] is 0 or 1; its low BF16-sized half), 0 for an invalid one
+      vector_uint16_t ok16, thr;
+      asc_loadalign_brc_elem(ok16, (__ubuf__ uint16_t*)(valid + t));
+      asc_mul(thr, ok16, c.nan_min, c.all);
+      vector_uint32_t table;
+      asc_loadalign(table, (__ubuf__ uint32_t*)(r + scale_at));
+      for (uint32_t h = 0; h < 2; ++h) {
+        vector_uint16_t a, b;
+        v32_chunk(a, b, r + 256 * h, table, c, h);
+        zero_from(a, thr, c);
+        zero_from(b, thr, c);
+        asc_storealign_intlv(out + 256 * h, a, b);
+      }
+      if (kDqk > 512) {  // dims 512..575: record bytes 528..655, BF16 lanes 8..71 of `table`
+        vector_uint16_t rope;
+        asc_gather(rope, (vector_uint16_t&)table, c.rope_idx);
+        zero_from(rope, thr, c);
+        asc_storealign(out + 512, rope, c.rope64);
       }
       continue;
     }
-    if (fmt == kFmtV32) {
-      asc_loadalign(table, (__ubuf__ uint32_t*)(r + scale_at));
+    // the BF16 scales in the low halves of the 32-bit lanes; NaN and an invalid token's scales 0
+    vector_uint32_t ok;
+    asc_loadalign_brc_elem(ok, (__ubuf__ uint32_t*)(valid + t));
+    vector_bool invalid;
+    asc_eq_scalar(invalid, ok, 0u, c.all);
+    vector_uint8_t bytes;
+    asc_loadalign_unpack4(bytes, r + scale_at);
+    vector_uint32_t table, b = (vector_uint32_t&)bytes;
+    vector_bool nan;
+    if (fmt == kFmtFp4) {
+      vector_float f;
+      asc_e4m32float(f, (vector_fp8_e4m3fn_t&)bytes, c.all);
+      asc_ne(nan, f, f, c.all);
+      asc_shiftright_scalar(table, (vector_uint32_t&)f, int16_t(16), c.all);
     } else {
-      vector_uint8_t bytes;
-      asc_loadalign_unpack4(bytes, r + scale_at);
-      vector_uint32_t b = (vector_uint32_t&)bytes;
-      vector_bool lowest, nan;
+      vector_bool lowest;
       asc_eq_scalar(lowest, b, 0u, c.all);
       asc_eq_scalar(nan, b, 255u, c.all);
-      asc_shiftleft_scalar(table, b, int16_t(23), c.all);
-      asc_select(table, c.e8m0_min, table, lowest);
-      asc_select(table, c.e8m0_nan, table, nan);
+      asc_shiftleft_scalar(table, b, int16_t(7), c.all);
+      asc_select(table, c.bf16_min, table, lowest);
+    }
+    asc_select(table, c.zero32, table, nan);
+    asc_select(table, c.zero32, table, invalid);
+    const vector_uint16_t sf = (vector_uint16_t&)table;
+    if (fmt == kFmtFp4) {
+      for (uint32_t h = 0; h < kD / 128; ++h) {
+        vector_uint8_t q;
+        asc_loadalign_unpack4(q, r + 64 * h);
+        vector_bfloat16_t v;
+        asc_e2m1x22bfloat16(v, (vector_fp4x2_e2m1_t&)q, c.all);
+        vector_uint16_t scale;
+        asc_gather(scale, sf, c.sidx[h]);
+        asc_mul(v, v, (vector_bfloat16_t&)scale, c.all);
+        asc_storealign(out + 128 * h, (vector_uint16_t&)v, c.all);
+      }
+      continue;
     }
     for (uint32_t h = 0; h < 2; ++h) {
-      vector_uint16_t a, b;
-      e4m3_chunk(a, b, r + 256 * h, table, c, h);
-      if (fmt == kFmtModel1 && h == 1) {  // dims 448..511: the RoPE
+      vector_uint16_t a, b2;
+      e8m0_chunk(a, b2, r + 256 * h, sf, c, h);
+      if (fmt == kFmtModel1 && h == 1) {  // dims 448..511: the RoPE, NaN zeroed
         vector_uint16_t even, odd;
         asc_loadalign_deintlv(even, odd, (__ubuf__ uint16_t*)(r + 64));
         asc_select(a, a, even, c.head96);
-        asc_select(b, b, odd, c.head96);
+        asc_select(b2, b2, odd, c.head96);
+        vector_uint16_t ok16, thr;
+        asc_loadalign_brc_elem(ok16, (__ubuf__ uint16_t*)(valid + t));
+        asc_mul(thr, ok16, c.nan_min, c.all);
+        zero_from(a, thr, c);
+        zero_from(b2, thr, c);
       }
-      zero_from(a, thr, c);
-      zero_from(b, thr, c);
-      asc_storealign_intlv(out + 256 * h, a, b);
-    }
-    if (kDqk > 512 && fmt == kFmtV32) {  // dims 512..575: record bytes 528..655, BF16 lanes 8..71 of `table`
-      vector_uint16_t rope;
-      asc_gather(rope, (vector_uint16_t&)table, c.rope_idx);
-      zero_from(rope, thr, c);
-      asc_storealign(out + 512, rope, c.rope64);
+      asc_storealign_intlv(out + 256 * h, a, b2);
     }
   }
 }
