@@ -56,7 +56,7 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 //  half is the value in BF16: (part 0 >> 16) | part 2 is a register `a` of BF16 elements 2i = dim 4i,
 //  2i + 1 = dim 4i + 2; parts 1 and 3 give `b` (dims 4i + 1, 4i + 3); the interleaving store then writes
 //  a0 b0 a1 b1 ... = dims 0, 1, 2, 3, ... of the chunk.
-//  E8M0 scales (V4.1 FP8: 16, one per 32 dims; MODEL1: 7, one per 64): the scale is scaled in BF16, where
+//  E8M0 scales (V4.1 FP8: 16, one per 32 dims; MODEL1: 7, one per 64): the product is taken in BF16, where
 //  2^(b - 127) is exact for every byte b (b << 7; byte 0 the subnormal 2^-127, 0x0040), and a product of
 //  an e4m3 code and a power of two is exact in FP32: BF16's multiply, rounding that exact product to
 //  nearest even once, gives the reference's bits (subnormal products included, as IEEE rounds them; the
@@ -221,10 +221,6 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
       continue;
     }
     // the BF16 scales in the low halves of the 32-bit lanes; NaN and an invalid token's scales 0
-    vector_uint32_t ok;
-    asc_loadalign_brc_elem(ok, (__ubuf__ uint32_t*)(valid + t));
-    vector_bool invalid;
-    asc_eq_scalar(invalid, ok, 0u, c.all);
     vector_uint8_t bytes;
     asc_loadalign_unpack4(bytes, r + scale_at);
     vector_uint32_t table, b = (vector_uint32_t&)bytes;
@@ -234,15 +230,15 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
       asc_e4m32float(f, (vector_fp8_e4m3fn_t&)bytes, c.all);
       asc_ne(nan, f, f, c.all);
       asc_shiftright_scalar(table, (vector_uint32_t&)f, int16_t(16), c.all);
-    } else {
-      vector_bool lowest;
-      asc_eq_scalar(lowest, b, 0u, c.all);
+    } else {   // b << 7, at least 2^-127's 0x0040 (only byte 0 is below it)
       asc_eq_scalar(nan, b, 255u, c.all);
       asc_shiftleft_scalar(table, b, int16_t(7), c.all);
-      asc_select(table, c.bf16_min, table, lowest);
+      asc_max(table, table, c.bf16_min, c.all);
     }
     asc_select(table, c.zero32, table, nan);
-    asc_select(table, c.zero32, table, invalid);
+    vector_uint32_t ok;   // valid[t], 0 or 1, in every lane: an invalid token's scales become 0
+    asc_loadalign_brc_elem(ok, (__ubuf__ uint32_t*)(valid + t));
+    asc_mul(table, table, ok, c.all);
     const vector_uint16_t sf = (vector_uint16_t&)table;
     if (fmt == kFmtFp4) {
       for (uint32_t h = 0; h < kD / 128; ++h) {
