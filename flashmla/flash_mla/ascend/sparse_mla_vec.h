@@ -168,7 +168,7 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
   c.head96 = asc_update_mask_b16(n);
   n = 64;
   c.rope64 = asc_update_mask_b16(n);
-  for (uint32_t h = 0; h < 2; ++h) {   // V3.2: 128 dims a scale, 32 lanes of a quarter
+  for (uint32_t h = 0; fmt == kFmtV32 && h < 2; ++h) {   // V3.2: 128 dims a scale, 32 lanes of a quarter
     vector_int32_t lane;
     asc_arange(lane, int32_t(64 * h));
     asc_shiftright_scalar(lane, lane, int16_t(5), c.all);
@@ -176,7 +176,7 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
   }
   // element e of chunk h: scale (e >> shift) + h * (128 >> shift), at table element twice that
   const int16_t shift = fmt == kFmtModel1 ? 5 : 4;
-  for (uint32_t h = 0; h < 4; ++h) {
+  for (uint32_t h = 0; fmt != kFmtV32 && h < (fmt == kFmtFp4 ? 4u : 2u); ++h) {
     vector_int16_t e;
     asc_arange(e, int16_t(0));
     asc_shiftright_scalar(e, e, shift, c.all);
