@@ -2,7 +2,8 @@
 // written against the AscendC C API (c_api/asc_simd.h).
 //
 // One output tile D[m0:m0+BLOCK_M, n0:n0+BLOCK_N] accumulates in FP32 in L0C:
-//   GM --MTE2 (nd2nz / dn2nz)--> L1 (2 stages of BLOCK_K) --MTE1--> L0A/L0B (2 stages of MAD_K)
+//   GM --MTE2 (nd2nz / dn2nz)--> L1 (kL1Stages stages of BLOCK_K, 2 unless a kernel sets DG_L1_STAGES)
+//   --MTE1--> L0A/L0B (2 stages of MAD_K)
 //   --M (asc_mmad)--> L0C (2 tile stages where two fit, so FixPipe of one tile overlaps the next tile's
 //   K loop; a 256 x 256 FP32 tile fills L0C alone, and its FixPipe then waits for the next tile's start).
 // Every buffer hand-off is a pipe flag (asc_sync_notify / asc_sync_wait):
@@ -65,10 +66,16 @@ constexpr uint32_t kFrac = 512;    // bytes per 16 x C0 fractal
 constexpr uint32_t kL1A = kBlockM * kBlockK * 2, kL1B = kBlockN * kBlockK * 2, kL1Stage = kL1A + kL1B;
 constexpr uint32_t kL0A = kBlockM * kMadK * 2, kL0B = kBlockN * kMadK * 2, kL0C = kBlockM * kBlockN * 4;
 constexpr uint32_t kL0CStages = 2 * kL0C <= 256 * 1024 ? 2 : 1, kSwizzleM = DG_SWIZZLE_M;
+// L1 stages of a K block (DG_L1_STAGES, a kernel's choice: more let a tile's first block load while the
+// previous tile's last blocks compute).
+#ifndef DG_L1_STAGES
+#define DG_L1_STAGES 2
+#endif
+constexpr uint32_t kL1Stages = DG_L1_STAGES;
 
 static_assert(kBlockM % 16 == 0 && kBlockN % 16 == 0, "tile M and N are multiples of 16");
 static_assert(kBlockK % kMadK == 0 && kMadK % kC0 == 0, "BLOCK_K is a multiple of MAD_K, MAD_K of C0");
-static_assert(2 * kL1Stage <= 512 * 1024, "two L1 stages exceed L1 (512 KiB)");
+static_assert(kL1Stages * kL1Stage <= 512 * 1024, "the L1 stages exceed L1 (512 KiB)");
 static_assert(2 * kL0A <= 64 * 1024 && 2 * kL0B <= 64 * 1024, "two L0A / L0B stages exceed 64 KiB");
 static_assert(kL0C <= 256 * 1024, "an L0C tile exceeds L0C (256 KiB)");
 static_assert(kSwizzleM >= 1, "a tile panel has at least one M block");
@@ -119,16 +126,14 @@ __aicore__ inline void load_l1(__cbuf__ bfloat16_t* dst, __gm__ bfloat16_t* base
 }
 
 __aicore__ inline void gemm_flags_init() {
-  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, 0);
-  asc_sync_notify(PIPE_MTE1, PIPE_MTE2, 1);
+  for (uint32_t s = 0; s < kL1Stages; ++s) asc_sync_notify(PIPE_MTE1, PIPE_MTE2, s);
   asc_sync_notify(PIPE_M, PIPE_MTE1, 0);
   asc_sync_notify(PIPE_M, PIPE_MTE1, 1);
   for (uint32_t c = 0; c < kL0CStages; ++c) asc_sync_notify(PIPE_FIX, PIPE_M, c);
 }
 
 __aicore__ inline void gemm_flags_drain() {
-  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, 0);
-  asc_sync_wait(PIPE_MTE1, PIPE_MTE2, 1);
+  for (uint32_t s = 0; s < kL1Stages; ++s) asc_sync_wait(PIPE_MTE1, PIPE_MTE2, s);
   asc_sync_wait(PIPE_M, PIPE_MTE1, 0);
   asc_sync_wait(PIPE_M, PIPE_MTE1, 1);
   for (uint32_t c = 0; c < kL0CStages; ++c) asc_sync_wait(PIPE_FIX, PIPE_M, c);
@@ -188,7 +193,7 @@ __aicore__ inline __cc__ float* tile_compute(const Problem& p, __gm__ bfloat16_t
       st.s_l0 ^= 1;
     }
     asc_sync_notify(PIPE_MTE1, PIPE_MTE2, st.s_l1);
-    st.s_l1 ^= 1;
+    st.s_l1 = (st.s_l1 + 1) % kL1Stages;
   }
   asc_sync_notify(PIPE_M, PIPE_FIX, st.s_l0c);
   asc_sync_wait(PIPE_M, PIPE_FIX, st.s_l0c);

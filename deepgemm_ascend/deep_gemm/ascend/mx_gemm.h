@@ -42,7 +42,7 @@ constexpr uint32_t kMxL1DataA = kBlockM * kMxBlockK / kMxPerUnit, kMxL1DataB = k
 constexpr uint32_t kMxL1ScaleA = kBlockM * kPairsPerBlock * 2, kMxL1ScaleB = kBlockN * kPairsPerBlock * 2;
 constexpr uint32_t kMxL1Stage = kMxL1DataA + kMxL1DataB + kMxL1ScaleA + kMxL1ScaleB;
 constexpr uint32_t kMxL0A = kBlockM * kMxMadK / kMxPerUnit, kMxL0B = kBlockN * kMxMadK / kMxPerUnit;
-static_assert(2 * kMxL1Stage <= 512 * 1024 && 2 * kMxL0A <= 64 * 1024 && 2 * kMxL0B <= 64 * 1024,
+static_assert(kL1Stages * kMxL1Stage <= 512 * 1024 && 2 * kMxL0A <= 64 * 1024 && 2 * kMxL0B <= 64 * 1024,
               "MX stages exceed L1 / L0A / L0B");
 static_assert(kMxMadK % kPairK == 0 && kMxMadK % kMxC0 == 0, "an mmad_mx K slice covers whole pairs and C0 columns");
 
@@ -134,7 +134,7 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
       asc_sync_intra_arrive(PIPE_MTE1, 16 + 1);
     }
     asc_sync_notify(PIPE_MTE1, PIPE_MTE2, st.s_l1);
-    st.s_l1 ^= 1;
+    st.s_l1 = (st.s_l1 + 1) % kL1Stages;
   }
   asc_sync_notify(PIPE_M, PIPE_FIX, st.s_l0c);
   asc_sync_wait(PIPE_M, PIPE_FIX, st.s_l0c);
