@@ -63,7 +63,8 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 //  docs do not say whether the vector unit keeps BF16 subnormals, so scales under 2^-117 may flush there).
 //  Two BF16 multiplies a 256-dim chunk instead of four FP32 ones and four roundings. The scale of element
 //  e of a / b in chunk h is scale (e >> 4) + 8h (32 dims) or (e >> 5) + 4h (64 dims): a register gather
-//  from the table's BF16 elements (scale j at element 2j: the low half of 32-bit lane j).
+//  from a table of 8 (V4.1) or 16 (MODEL1) tokens' BF16 scales, built at once from their records by a
+//  gather from UB (e8m0_tokens: 16 or 8 scale bytes a token, MODEL1's pad byte among them).
 //  NaN -> 0 without a pass over the output: NaN codes (0x7F, 0xFF) become 0 in the code register (and
 //  0x7F, compare, select: 256 codes at once), a NaN scale (byte 255) and every scale of an invalid token
 //  become 0 in the table, so a product is finite or an overflow's inf as the reference's. A zero that
@@ -90,7 +91,8 @@ struct DequantConsts {
   vector_uint16_t sidx[4];                    // E8M0 / FP4 scale elements of chunks 0 .. 3 (FP8: 0, 1)
   vector_uint16_t zero, magnitude, nan_min, rope_idx;
   vector_uint8_t code_mag, code_zero;
-  vector_uint32_t zero32, bf16_min;           // 0; 2^-127 in BF16 (a subnormal) in the low half
+  vector_uint32_t zero32;
+  vector_uint16_t bf16_min;                   // 2^-127 in BF16 (a subnormal)
 };
 
 // The BF16 register of two FP32 registers of e4m3 values: lo's values in the even elements, hi's in the odd.
@@ -102,9 +104,9 @@ __simd_callee__ inline void bf16_pair(vector_uint16_t& x, const vector_float& lo
 }
 
 // Dims [256 * h, 256 * h + 256) of an E8M0-scaled record: the codes at `codes`, BF16 scale elements of
-// `table` by c.sidx[h], into the BF16 registers a / b (see above).
+// `table` by `idx`, into the BF16 registers a / b (see above).
 __simd_callee__ inline void e8m0_chunk(vector_uint16_t& a, vector_uint16_t& b, __ubuf__ uint8_t* codes,
-                                       vector_uint16_t table, const DequantConsts& c, uint32_t h) {
+                                       vector_uint16_t table, vector_uint16_t idx, const DequantConsts& c) {
   vector_uint8_t q, mag;
   asc_loadalign(q, codes);
   asc_and(mag, q, c.code_mag, c.all);
@@ -119,7 +121,7 @@ __simd_callee__ inline void e8m0_chunk(vector_uint16_t& a, vector_uint16_t& b, _
   bf16_pair(a, p0, p2, c);
   bf16_pair(b, p1, p3, c);
   vector_uint16_t scale;
-  asc_gather(scale, table, c.sidx[h]);
+  asc_gather(scale, table, idx);
   asc_mul((vector_bfloat16_t&)a, (vector_bfloat16_t&)a, (vector_bfloat16_t&)scale, c.all);
   asc_mul((vector_bfloat16_t&)b, (vector_bfloat16_t&)b, (vector_bfloat16_t&)scale, c.all);
 }
@@ -158,6 +160,63 @@ __simd_callee__ inline void zero_from(vector_uint16_t& x, vector_uint16_t thr, c
   asc_select(x, c.zero, x, drop);
 }
 
+// The E8M0 formats' tokens, the scales of 128 / per of them at once: one register of 16-bit lanes, lane i the
+// BF16 scale (i % per) of token (i / per) of the group (per = 16 V4.1, 8 MODEL1: its 7 and the pad byte),
+// gathered byte by byte from the records (asc_gather from UB), with the tokens' valid flags beside them.
+__simd_callee__ inline void e8m0_tokens(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
+                                        uint32_t count, bool model1, uint32_t scale_at, const DequantConsts& c) {
+  const uint32_t per = model1 ? 8u : 16u, group = 128u / per;
+  const int16_t per_shift = model1 ? 3 : 4;
+  vector_uint16_t at, vat;   // each lane's scale byte (from the group's first record) and valid half-word
+  {
+    vector_int16_t i, tok;
+    asc_arange(i, int16_t(0));
+    asc_shiftright_scalar(tok, i, per_shift, c.all);
+    asc_shiftleft_scalar((vector_int16_t&)vat, tok, int16_t(1), c.all);
+    asc_mul_scalar(tok, tok, int16_t(kRawSlot), c.all);
+    vector_int16_t low;
+    asc_duplicate_scalar(low, int16_t(per - 1), c.all);
+    asc_and(i, i, low, c.all);
+    asc_add(i, i, tok, c.all);
+    asc_add_scalar(i, i, int16_t(scale_at), c.all);
+    at = (vector_uint16_t&)i;
+  }
+  for (uint32_t g0 = 0; g0 < count; g0 += group) {
+    // b << 7, at least 2^-127's 0x0040 (only byte 0 is below it); 255 (NaN) and invalid tokens' scales 0
+    vector_uint16_t sf, ok;
+    asc_gather(sf, raw + g0 * kRawSlot, at, c.all);
+    asc_gather(ok, (__ubuf__ uint16_t*)(valid + g0), vat, c.all);
+    vector_bool nan;
+    asc_eq_scalar(nan, sf, uint16_t(255), c.all);
+    asc_shiftleft_scalar(sf, sf, int16_t(7), c.all);
+    asc_max(sf, sf, c.bf16_min, c.all);
+    asc_select(sf, c.zero, sf, nan);
+    asc_mul(sf, sf, ok, c.all);
+    for (uint32_t tt = 0; tt < group && g0 + tt < count; ++tt) {
+      const uint32_t t = g0 + tt;
+      __ubuf__ uint8_t* r = raw + t * kRawSlot;
+      __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
+      for (uint32_t h = 0; h < 2; ++h) {
+        vector_uint16_t idx, a, b;
+        asc_add_scalar(idx, c.sidx[h], uint16_t(per * tt), c.all);
+        e8m0_chunk(a, b, r + 256 * h, sf, idx, c);
+        if (model1 && h == 1) {  // dims 448..511: the RoPE, NaN zeroed
+          vector_uint16_t even, odd;
+          asc_loadalign_deintlv(even, odd, (__ubuf__ uint16_t*)(r + 64));
+          asc_select(a, a, even, c.head96);
+          asc_select(b, b, odd, c.head96);
+          vector_uint16_t ok16, thr;
+          asc_loadalign_brc_elem(ok16, (__ubuf__ uint16_t*)(valid + t));
+          asc_mul(thr, ok16, c.nan_min, c.all);
+          zero_from(a, thr, c);
+          zero_from(b, thr, c);
+        }
+        asc_storealign_intlv(out + 256 * h, a, b);
+      }
+    }
+  }
+}
+
 __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k, __ubuf__ int32_t* valid,
                                    uint32_t count, int32_t fmt) {
   static_assert(kRawSlot >= 64 + 2 * 256, "dequant_vf: MODEL1's RoPE load reads record bytes 64..575");
@@ -174,14 +233,15 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
     asc_shiftright_scalar(lane, lane, int16_t(5), c.all);
     c.idx[h] = (vector_uint32_t&)lane;
   }
-  // element e of chunk h: scale (e >> shift) + h * (128 >> shift), at table element twice that
+  // element e of chunk h: scale (e >> shift) + h * (128 >> shift), at that table element (E8M0: 16-bit
+  // lanes) or twice it (FP4: the low halves of 32-bit lanes)
   const int16_t shift = fmt == kFmtModel1 ? 5 : 4;
   for (uint32_t h = 0; fmt != kFmtV32 && h < (fmt == kFmtFp4 ? 4u : 2u); ++h) {
     vector_int16_t e;
     asc_arange(e, int16_t(0));
     asc_shiftright_scalar(e, e, shift, c.all);
     asc_add_scalar(e, e, int16_t(h * (128u >> shift)), c.all);
-    asc_shiftleft_scalar(e, e, int16_t(1), c.all);
+    asc_shiftleft_scalar(e, e, int16_t(fmt == kFmtFp4 ? 1 : 0), c.all);
     c.sidx[h] = (vector_uint16_t&)e;
   }
   asc_duplicate_scalar(c.zero, uint16_t(0), c.all);
@@ -190,11 +250,15 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
   asc_duplicate_scalar(c.code_mag, uint8_t(0x7F), c.all);
   asc_duplicate_scalar(c.code_zero, uint8_t(0), c.all);
   asc_duplicate_scalar(c.zero32, 0u, c.all);
-  asc_duplicate_scalar(c.bf16_min, 0x0040u, c.all);
+  asc_duplicate_scalar(c.bf16_min, uint16_t(0x0040), c.all);
   vector_int16_t rope_lane;
   asc_arange(rope_lane, int16_t(8));
   c.rope_idx = (vector_uint16_t&)rope_lane;
   const uint32_t scale_at = fmt == kFmtModel1 ? 576u : fmt == kFmtFp4 ? 256u : 512u;
+  if (fmt == kFmtFp8 || fmt == kFmtModel1) {
+    e8m0_tokens(raw, k, valid, count, fmt == kFmtModel1, scale_at, c);
+    return;
+  }
   for (uint32_t t = 0; t < count; ++t) {
     __ubuf__ uint8_t* r = raw + t * kRawSlot;
     __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
@@ -220,54 +284,29 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
       }
       continue;
     }
-    // the BF16 scales in the low halves of the 32-bit lanes; NaN and an invalid token's scales 0
+    // FP4: the BF16 scales in the low halves of the 32-bit lanes; NaN and an invalid token's scales 0
     vector_uint8_t bytes;
     asc_loadalign_unpack4(bytes, r + scale_at);
-    vector_uint32_t table, b = (vector_uint32_t&)bytes;
+    vector_float f;
+    asc_e4m32float(f, (vector_fp8_e4m3fn_t&)bytes, c.all);
     vector_bool nan;
-    if (fmt == kFmtFp4) {
-      vector_float f;
-      asc_e4m32float(f, (vector_fp8_e4m3fn_t&)bytes, c.all);
-      asc_ne(nan, f, f, c.all);
-      asc_shiftright_scalar(table, (vector_uint32_t&)f, int16_t(16), c.all);
-    } else {   // b << 7, at least 2^-127's 0x0040 (only byte 0 is below it)
-      asc_eq_scalar(nan, b, 255u, c.all);
-      asc_shiftleft_scalar(table, b, int16_t(7), c.all);
-      asc_max(table, table, c.bf16_min, c.all);
-    }
+    asc_ne(nan, f, f, c.all);
+    vector_uint32_t table;
+    asc_shiftright_scalar(table, (vector_uint32_t&)f, int16_t(16), c.all);
     asc_select(table, c.zero32, table, nan);
     vector_uint32_t ok;   // valid[t], 0 or 1, in every lane: an invalid token's scales become 0
     asc_loadalign_brc_elem(ok, (__ubuf__ uint32_t*)(valid + t));
     asc_mul(table, table, ok, c.all);
     const vector_uint16_t sf = (vector_uint16_t&)table;
-    if (fmt == kFmtFp4) {
-      for (uint32_t h = 0; h < kD / 128; ++h) {
-        vector_uint8_t q;
-        asc_loadalign_unpack4(q, r + 64 * h);
-        vector_bfloat16_t v;
-        asc_e2m1x22bfloat16(v, (vector_fp4x2_e2m1_t&)q, c.all);
-        vector_uint16_t scale;
-        asc_gather(scale, sf, c.sidx[h]);
-        asc_mul(v, v, (vector_bfloat16_t&)scale, c.all);
-        asc_storealign(out + 128 * h, (vector_uint16_t&)v, c.all);
-      }
-      continue;
-    }
-    for (uint32_t h = 0; h < 2; ++h) {
-      vector_uint16_t a, b2;
-      e8m0_chunk(a, b2, r + 256 * h, sf, c, h);
-      if (fmt == kFmtModel1 && h == 1) {  // dims 448..511: the RoPE, NaN zeroed
-        vector_uint16_t even, odd;
-        asc_loadalign_deintlv(even, odd, (__ubuf__ uint16_t*)(r + 64));
-        asc_select(a, a, even, c.head96);
-        asc_select(b2, b2, odd, c.head96);
-        vector_uint16_t ok16, thr;
-        asc_loadalign_brc_elem(ok16, (__ubuf__ uint16_t*)(valid + t));
-        asc_mul(thr, ok16, c.nan_min, c.all);
-        zero_from(a, thr, c);
-        zero_from(b2, thr, c);
-      }
-      asc_storealign_intlv(out + 256 * h, a, b2);
+    for (uint32_t h = 0; h < kD / 128; ++h) {
+      vector_uint8_t q;
+      asc_loadalign_unpack4(q, r + 64 * h);
+      vector_bfloat16_t v;
+      asc_e2m1x22bfloat16(v, (vector_fp4x2_e2m1_t&)q, c.all);
+      vector_uint16_t scale;
+      asc_gather(scale, sf, c.sidx[h]);
+      asc_mul(v, v, (vector_bfloat16_t&)scale, c.all);
+      asc_storealign(out + 128 * h, (vector_uint16_t&)v, c.all);
     }
   }
 }
