@@ -26,7 +26,9 @@
 // and an MN-major B's K rows are interleaved into the VNNI panels (pack_mnmajor).
 // Many rows (group_task): each task packs 256 columns of B into its own L2-resident scratch and runs
 // all rows of its range against them, 32 rows x 512 K per call (A's chunk in L1, B from L2, the
-// packed B never goes to memory). Few rows (panel_task): one 32-wide B panel and all rows per call.
+// packed B never goes to memory); where K spans several packings, A's plain copy is one row-major
+// array per packing, so a block of rows reads one contiguous run of it in each pass.
+// Few rows (panel_task): one 32-wide B panel and all rows per call.
 // Few rows (4 to 32) of E4M3 B (tr_task): the transposed product D^T = B . A^T, B's rows converted
 // to plain BF16 rows in L1 (no transpose into panels) as brgemm's A, A^T prepacked once as its B;
 // a task runs a span of 64-column blocks, prefetching B across them, and applies B's scales to
@@ -681,11 +683,20 @@ public:
             p.mpad = ceil_div(job.m, 32) * 32;
             p.nkb = ceil_div(job.klen, kc_);
             p.lda = p.nkb * kc_ + 32;
+            // group_task's copy of A: one row-major array per pass (the group_blocks() K blocks a
+            // task packs at a time), so that a block of rows covers one contiguous run in a pass
+            // rather than 32 short runs a whole row apart: the calls' A comes from L3 in runs the
+            // hardware prefetchers follow (measured at 4096 x 4096 x 7168, 4 passes: BF16 1.07-1.09x,
+            // E4M3 1.06-1.12x quicker). One pass: the layout is the same either way.
+            if (p.group && !p.a_direct && p.nkb > group_blocks()) {
+                p.passes = ceil_div(p.nkb, group_blocks());
+                p.lda = group_blocks() * kc_ + 32;
+            }
             p.a_off = words;
             // A^T as narrow as the rows allow (a multiple of 4): oneDNN's calls cost with the columns
             // (32 x 4 x 128 about 0.8x the time of 32 x 16 x 128).
             p.nw = ceil_div(job.m, 4) * 4;
-            words += round64(p.tr ? p.nkb * kc_ / 2 * p.nw : p.plain ? p.mpad * p.lda / 2 : p.nkb * p.mpad * kc_ / 2);
+            words += round64(p.tr ? p.nkb * kc_ / 2 * p.nw : p.plain ? p.passes * p.mpad * p.lda / 2 : p.nkb * p.mpad * kc_ / 2);
             p.sa_off = words;
             words += round64(p.nkb * p.mpad);
             for (int64_t kb = 0; kb < p.nkb; ++kb)
@@ -775,6 +786,7 @@ private:
         bool stream = false;     // decode rows: stream_task reads B in place
         bool tr = false;         // few rows, E4M3 B on brgemm: tr_task (the transposed product)
         int64_t mpad = 0, nkb = 0, lda = 0, range = 0;
+        int64_t passes = 1;      // plain A: arrays of group_blocks() K blocks each, mpad rows lda apart
         int64_t nw = 0;          // tr: A^T's width (rows rounded up to 4)
         int64_t a_off = 0, b_off = 0, sa_off = 0, sb_off = 0;   // word offsets into run()'s arena
         uint32_t *a = nullptr, *b = nullptr;
@@ -861,7 +873,7 @@ private:
                 pack_a_transposed(job, p, kb, k0, kv, s.tmp.get());
 #endif
             } else if (p.plain) {   // K block kb of each row, zero past K (the B panels are zero there too)
-                uint16_t* out = reinterpret_cast<uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+                uint16_t* out = a_plain(p, kb, r0);
                 rows_to_bf16(a_, job.a_g, job.a_m0 + r0, mv, mv, k0, kv, kcp, job.k0, job.kb0, out, p.lda);
             } else {
                 uint32_t* out = p.a + kb * p.mpad * kc_ / 2 + r0 * kcp / 2;
@@ -1185,9 +1197,15 @@ private:
         }
         lda = p.lda;
         k = kcp_of(job, kb);
-        return reinterpret_cast<const uint16_t*>(p.a) + r0 * p.lda + kb * kc_;
+        return a_plain(p, kb, r0);
     }
 #endif
+    // Row r0 of the plain A copy at the start of K block kb (in pass kb / group_blocks() where the
+    // copy is split into passes).
+    uint16_t* a_plain(const Prepared& p, int64_t kb, int64_t r0) const {
+        const int64_t per = group_blocks(), pass = p.passes > 1 ? kb / per : 0;
+        return reinterpret_cast<uint16_t*>(p.a) + (pass * p.mpad + r0) * p.lda + (kb - pass * per) * kc_;
+    }
 
     // K [k0, k0 + kv) of rows [mn0, mn0 + rows) of a K-major operand, into L1.
     template <int kLocality = 3>
