@@ -130,6 +130,12 @@ def main() -> int:
     args = parser.parse_args()
     if os.environ.get("DJ_TWIN_ALLOW_UNPAIRED_FLAGS") != "1":
         parser.error("set DJ_TWIN_ALLOW_UNPAIRED_FLAGS=1 (the port leaves pre-armed flags set)")
+    if args.decode:  # whole pages (main 256 tokens, extra 64), every top-k index a token of its request
+        if args.batch < 1 or args.sq < 1:
+            parser.error(f"--batch and --sq must be positive, got {args.batch} and {args.sq}")
+        if args.seq < 256 or args.seq % 256 or args.extra_seq < 512 or args.extra_seq % 64:
+            parser.error(f"--seq must be a positive multiple of 256 and --extra-seq a multiple of 64 of at least 512, "
+                         f"got {args.seq} and {args.extra_seq}")
     sys.path.insert(0, os.path.abspath(args.tilelang_root))
 
     import tilelang

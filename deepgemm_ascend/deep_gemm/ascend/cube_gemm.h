@@ -75,7 +75,10 @@ constexpr uint32_t kL1Stages = DG_L1_STAGES;
 
 static_assert(kBlockM % 16 == 0 && kBlockN % 16 == 0, "tile M and N are multiples of 16");
 static_assert(kBlockK % kMadK == 0 && kMadK % kC0 == 0, "BLOCK_K is a multiple of MAD_K, MAD_K of C0");
+static_assert(kL1Stages >= 1, "at least one L1 stage");
+#ifndef DG_MX_STAGES
 static_assert(kL1Stages * kL1Stage <= 512 * 1024, "the L1 stages exceed L1 (512 KiB)");
+#endif
 static_assert(2 * kL0A <= 64 * 1024 && 2 * kL0B <= 64 * 1024, "two L0A / L0B stages exceed 64 KiB");
 static_assert(kL0C <= 256 * 1024, "an L0C tile exceeds L0C (256 KiB)");
 static_assert(kSwizzleM >= 1, "a tile panel has at least one M block");
@@ -139,7 +142,7 @@ __aicore__ inline void gemm_flags_drain() {
   for (uint32_t c = 0; c < kL0CStages; ++c) asc_sync_wait(PIPE_FIX, PIPE_M, c);
 }
 
-// Pipeline state carried from tile to tile (stage indices keep alternating across tiles) and the
+// Pipeline state carried from tile to tile (stage indices keep rotating across tiles) and the
 // cube core's on-chip memories. The kernel source (.asc) takes the bases as null-based pointer
 // literals, the form both bisheng and the twin's rewrite of kernel sources understand.
 struct Stages {

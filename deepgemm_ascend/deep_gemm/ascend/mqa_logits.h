@@ -111,6 +111,7 @@ constexpr uint32_t kWeightsUb = 2 * kScoreStage, kSumsUb = kWeightsUb + 2 * kWei
 static_assert(kHeads >= 1 && kHeads <= kQRows, "1 to 128 heads (one token's heads fit one tile)");
 static_assert(kQkRowBytes % kQkC0 == 0 && kHeadDim <= 128, "head dim a multiple of 32 (FP4: 64), at most 128");
 static_assert(2 * kQkL1Stage <= 512 * 1024, "Q / KV stages exceed L1");
+static_assert(kL1Stages == 2, "cube_gemm.h's two L1 stage flags (MTE1 -> MTE2 0, 1) beside the KV stages' 2, 3");
 static_assert(2 * kQkL1A <= 64 * 1024 && 2 * kQkL1B <= 64 * 1024, "stages exceed L0A / L0B");
 static_assert(kSumsUb + kQTokens * kHalfCols * 4 <= 248 * 1024, "score stages, weights and sums exceed UB");
 static_assert(2 * kQkL0C * 4 <= 256 * 1024, "two score tiles exceed L0C");

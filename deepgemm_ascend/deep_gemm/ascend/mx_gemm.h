@@ -17,11 +17,11 @@
 // [64p, 64p + 64)), so a group may start anywhere and its first K block is loaded from its first row.
 #pragma once
 
-#include <deep_gemm/ascend/cube_gemm.h>
-
 #ifndef DG_AB_FP4
 #define DG_AB_FP4 0
 #endif
+#define DG_MX_STAGES 1  // the MX stages' L1 size is checked below, not as cube_gemm.h's BF16 stages
+#include <deep_gemm/ascend/cube_gemm.h>
 
 namespace dg_ascend {
 

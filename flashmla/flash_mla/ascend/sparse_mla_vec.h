@@ -49,8 +49,8 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 
 // The quantised records' dequantisation by SIMD registers: dims [0, kDqk) of `count` gathered records
 // (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk), as the reference's gather: code in FP32 times
-// its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a zero row
-// (its record was not loaded). BF16 records need no pass (sparse_mla.asc gather_finish).
+// its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a row of
+// zeros (its record was not loaded; the E8M0 and FP4 formats' zeros may be -0, below). BF16 records need no pass (sparse_mla.asc gather_finish).
 //  FP8 codes, 256 a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
 //  in FP32 lane i. An e4m3 value has 4 significant bits, so its FP32 bits end in 16 zero bits and their top
 //  half is the value in BF16: (part 0 >> 16) | part 2 is a register `a` of BF16 elements 2i = dim 4i,
@@ -67,8 +67,9 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 //  gather from UB (e8m0_tokens: 16 or 8 scale bytes a token, MODEL1's pad byte among them).
 //  NaN -> 0 without a pass over the output: NaN codes (0x7F, 0xFF) become 0 in the code register (and
 //  0x7F, compare, select: 256 codes at once), a NaN scale (byte 255) and every scale of an invalid token
-//  become 0 in the table, so a product is finite or an overflow's inf as the reference's. A zero that
-//  replaces NaN may carry the code's sign (-0 where the reference writes +0): no sum of products sees it.
+//  become 0 in the table, so a product is finite or an overflow's inf as the reference's. A zero from a
+//  zeroed scale carries its code's sign (-0 where the reference writes +0): a sum of products differs only
+//  where every term is such a zero, so only the sign of a zero output can differ.
 //  V3.2 (4 FP32 scales, any FP32 value: inf x 0 = NaN) keeps the FP32 products and zeroes NaN on the BF16
 //  results: an element is zeroed where (bits & 0x7FFF) >= thr, thr = 0x7F81 (the smallest NaN magnitude)
 //  for a valid token and 0 (everything) for an invalid one; the scales come from a register `table`
@@ -181,6 +182,8 @@ __simd_callee__ inline void e8m0_tokens(__ubuf__ uint8_t* raw, __ubuf__ bfloat16
     asc_add_scalar(i, i, int16_t(scale_at), c.all);
     at = (vector_uint16_t&)i;
   }
+  // whole groups: the gathers read a group's every record slot and valid flag (count is kTileHalf)
+  static_assert(kTileHalf % 16 == 0, "e8m0_tokens: the slots of whole 8- or 16-token groups");
   for (uint32_t g0 = 0; g0 < count; g0 += group) {
     // b << 7, at least 2^-127's 0x0040 (only byte 0 is below it); 255 (NaN) and invalid tokens' scales 0
     vector_uint16_t sf, ok;

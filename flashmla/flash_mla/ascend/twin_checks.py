@@ -31,26 +31,37 @@ def _stat(name: str, got: torch.Tensor, want: torch.Tensor, rel: float) -> list[
 
 
 def _scope(fmt: KVCacheFormat, b: int, topk: int, blocks: int, page: int = 64, placement: str | None = None,
-           s_q: int = 1, full: bool = False) -> KVScope:
-    """A cache of ``blocks`` pages and top-k indices into it: 10 % invalid and per-request top-k lengths,
-    or (``full``) every index valid and no lengths, as a fixed-top-k benchmark reads."""
+           s_q: int = 1) -> KVScope:
     k = (torch.randn(blocks, page, 1, fmt.d_qk) / 10).bfloat16()
     idx = torch.randint(0, blocks * page, (b, s_q, topk), dtype=torch.int32)
-    if full:
-        lengths = None
-    else:
-        idx[torch.rand(idx.shape) < 0.1] = -1
-        lengths = torch.randint(topk // 2, topk + 1, (b,), dtype=torch.int32)
+    idx[torch.rand(idx.shape) < 0.1] = -1
     placement = fmt.placement(placement)
-    return KVScope(quantize_k_cache(k, fmt, placement), fmt, placement, idx, lengths)
+    return KVScope(quantize_k_cache(k, fmt, placement), fmt, placement, idx,
+                   torch.randint(topk // 2, topk + 1, (b,), dtype=torch.int32))
 
 
-def _decode_inputs(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int = 1, full: bool = False):
+def _varlen_scope(fmt: KVCacheFormat, b: int, s_q: int, topk: int, seq: int, page: int = 64) -> KVScope:
+    """FlashMLA's benchmark caches (``is_varlen``): request r holds max(N(seq, seq / 2), s_q) tokens in its own
+    pages; each query row picks top-k distinct tokens of its request, -1 past a short request's length; no
+    top-k lengths (the loop runs the whole top-k)."""
+    lens = [max(int(torch.normal(float(seq), seq / 2, ())), s_q) for _ in range(b)]
+    stride = -(-max(lens) // page) * page   # tokens a request's pages span
+    k = (torch.randn(b * stride // page, page, 1, fmt.d_qk) / 10).bfloat16()
+    idx = torch.full((b, s_q, topk), -1, dtype=torch.int32)
+    for r in range(b):
+        for q in range(s_q):
+            pos = torch.randperm(lens[r])[:topk]
+            idx[r, q, :len(pos)] = r * stride + pos
+    placement = fmt.placement("interleaved")
+    return KVScope(quantize_k_cache(k, fmt, placement), fmt, placement, idx, None)
+
+
+def _decode_inputs(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int = 1):
     """q, scopes and sink for a decode over main (fmt, placement, topk, blocks) and an optional extra cache."""
     d_qk = main[0].d_qk
     q = torch.randn(b, s_q, h_q, d_qk).clamp(-1, 1).bfloat16()
     caches = [main] if extra is None else [main, extra]
-    scopes = [_scope(f, b, topk, blocks, placement=pl, s_q=s_q, full=full) for f, pl, topk, blocks in caches]
+    scopes = [_scope(f, b, topk, blocks, placement=pl, s_q=s_q) for f, pl, topk, blocks in caches]
     return q, scopes, torch.randn(h_q) + 4
 
 
@@ -172,25 +183,35 @@ def _dense_decode_published() -> None:
 # DeepSeek decode shapes (upstream FlashMLA's sparse decode tests and benchmarks): V3.2, 128 heads of
 # d_qk 576 over top-2048 tokens of the 656 B cache; V4 (MODEL1), 64 heads over top-512 of the main
 # cache plus top-128 of an extra (compressed) cache; one decode token per request, 64 requests.
-# V4.1 decode as measured on the 950 (tile-ai/tilelang examples/ascend/flashmla/RESULTS.md, its first and
-# fifth decode cases): 64 requests of 4 queries, 64 heads, d 512, FP8 main cache (top-128 of 256 tokens a
-# request) and an FP8 or FP4 extra cache (top-512 of 2048 a request), attention sinks, fixed top-k (no
-# lengths); 78.44 / 70.60 us for the reference kernel. Indices here span the whole cache.
 PUBLISHED_DECODE = {
-    "v32": ((KVCacheFormat.V32_FP8, None, 2048, 1024), None, 64, 128, 1),
-    "model1": ((KVCacheFormat.MODEL1_FP8, None, 512, 1024), (KVCacheFormat.MODEL1_FP8, None, 128, 256), 64, 64, 1),
-    "v41_fp8+fp8": ((KVCacheFormat.V41_FP8, "interleaved", 128, 256),
-                    (KVCacheFormat.V41_FP8, "interleaved", 512, 2048), 64, 64, 4),
-    "v41_fp8+fp4": ((KVCacheFormat.V41_FP8, "interleaved", 128, 256),
-                    (KVCacheFormat.V41_FP4, "interleaved", 512, 2048), 64, 64, 4),
+    "v32": ((KVCacheFormat.V32_FP8, None, 2048, 1024), None, 64, 128),
+    "model1": ((KVCacheFormat.MODEL1_FP8, None, 512, 1024), (KVCacheFormat.MODEL1_FP8, None, 128, 256), 64, 64),
 }
 
 
-def _decode_published(main: tuple, extra: tuple | None, b: int, h_q: int, s_q: int):
+def _decode_published(main: tuple, extra: tuple | None, b: int, h_q: int):
     def run() -> None:
         from .sparse_attn import sparse_decode
-        q, scopes, sink = _decode_inputs(main, extra, b, h_q, s_q, full=s_q > 1)
+        q, scopes, sink = _decode_inputs(main, extra, b, h_q)
         sparse_decode(q, scopes, q.shape[-1] ** -0.5, 512, sink, False)
+    return run
+
+
+# V4.1 decode as measured on the 950 (tile-ai/tilelang examples/ascend/flashmla/RESULTS.md, its first and
+# fifth decode cases: 78.44 / 70.60 us for the reference kernel): 64 requests of 4 queries, 64 heads, d 512,
+# attention sinks, an FP8 main cache (top-128, 256 tokens a request) and an FP8 or FP4 extra cache (top-512,
+# 2048 tokens a request), variable cache lengths, no top-k lengths.
+PUBLISHED_V41 = {"b": 64, "s_q": 4, "h_q": 64, "topk": 128, "seq": 256, "extra_topk": 512, "extra_seq": 2048}
+
+
+def _v41_published(extra: KVCacheFormat):
+    def run() -> None:
+        from .sparse_attn import sparse_decode
+        p = PUBLISHED_V41
+        q = torch.randn(p["b"], p["s_q"], p["h_q"], 512).clamp(-1, 1).bfloat16()
+        scopes = [_varlen_scope(KVCacheFormat.V41_FP8, p["b"], p["s_q"], p["topk"], p["seq"]),
+                  _varlen_scope(extra, p["b"], p["s_q"], p["extra_topk"], p["extra_seq"])]
+        sparse_decode(q, scopes, 512 ** -0.5, 512, torch.randn(p["h_q"]) + 4, False)
     return run
 
 
@@ -199,11 +220,14 @@ def published_shapes() -> list:
     p = PUBLISHED_PREFILL
     shapes = [PublishedShape(f"sparse_mla_prefill_sq{p['s_q']}_kv{p['s_kv']}_h{p['h_q']}_topk{p['topk']}", "mix",
                              _seeded(_prefill_published))]
-    for name, (main, extra, b, h_q, s_q) in PUBLISHED_DECODE.items():
+    for name, (main, extra, b, h_q) in PUBLISHED_DECODE.items():
         topk = f"{main[2]}+{extra[2]}" if extra else f"{main[2]}"
-        sq = f"_sq{s_q}" if s_q > 1 else ""
-        shapes.append(PublishedShape(f"sparse_mla_decode_{name}_b{b}{sq}_h{h_q}_topk{topk}", "mix",
-                                     _seeded(_decode_published(main, extra, b, h_q, s_q))))
+        shapes.append(PublishedShape(f"sparse_mla_decode_{name}_b{b}_h{h_q}_topk{topk}", "mix",
+                                     _seeded(_decode_published(main, extra, b, h_q))))
+    v = PUBLISHED_V41
+    for name, extra in (("fp8", KVCacheFormat.V41_FP8), ("fp4", KVCacheFormat.V41_FP4)):
+        shapes.append(PublishedShape(f"sparse_mla_decode_v41_fp8+{name}_b{v['b']}_sq{v['s_q']}_h{v['h_q']}_topk"
+                                     f"{v['topk']}+{v['extra_topk']}_varlen", "mix", _seeded(_v41_published(extra))))
     d = PUBLISHED_DENSE_DECODE
     shapes.append(PublishedShape(f"dense_mla_decode_b{d['b']}_sq{d['s_q']}_h128_kv{d['s_k']}", "mix",
                                  _seeded(_dense_decode_published)))

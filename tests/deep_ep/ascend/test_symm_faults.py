@@ -59,7 +59,7 @@ def _late(rank, world):
     try:
         # rank 0 waits for rank 1's counts; rank 1, late, gets rank 0's counts and then waits for its rows
         msg = expect_error(lambda: buf.dispatch(x, idx, num_experts=E * world // 2), TwinLaunchError,
-                           "dj_symm::signal_wait_until", f"rank {rank} waited", "a peer never signalled it")
+                           "dj_symm::signal_wait_until", f"rank {rank} waited", "for flag", "a peer never signalled it")
     finally:
         SymmExchange.exchange = on_time
     elapsed = time.monotonic() - start

@@ -1,5 +1,5 @@
 """The Ascend sparse decode kernel's token dequantisation (SIMD registers: sparse_mla_vec.h dequant_vf) bit for
-bit, on deepjit's twin: each row reads one valid token among -1 ids, so its softmax weight is 1 and out is
+bit up to the sign of a zero (a zeroed NaN scale's products keep their codes' signs), on deepjit's twin: each row reads one valid token among -1 ids, so its softmax weight is 1 and out is
 that token's dequantised V exactly; q is 0 on the V dims (a NaN or inf left in K would make the row NaN) and
 random on V3.2's RoPE dims, which only lse sees. The tokens carry every E4M3 code (FP4: every E2M1 pair) at
 every position modulo 4 (a wrong quarter order moves values), a different scale in each group (a wrong scale
