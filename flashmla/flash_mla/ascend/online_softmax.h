@@ -7,12 +7,15 @@
 // (dense: key p0 + t counts iff it is < lim[r]); the others get probability 0. A step is four calls (a call
 // boundary orders one call's UB stores before the next one's loads), over scratch `part` (kPartFloats
 // floats: kPartMax the rows' step maxima, kPartNan 1 where a counted logit is NaN, kPartSum the rows' sums):
-//   softmax_max_vf:  per row, the step's max of the scaled counted logits and its NaN flag;
-//   softmax_stat_vf: every row at once (one lane a row): the step's reference max m (the old one unless the
-//                    step's max passes it by more than `skip`, natural-log units: probabilities stay <= e^skip
-//                    and the accumulator's factor is exactly 1 on such steps), the factor alpha of what was
-//                    accumulated against the old m, and the true running max `top` (optional);
-//   softmax_exp_vf:  per row, the probabilities exp(x - m) rounded to Elem (BF16 or FP16) in the NZ order of the
+//   softmax_max_vf:  per row, the step's max of the counted logits and its NaN flag (unscaled: rounding is
+//                    monotone, so scaling the max gives the max of the scaled logits exactly);
+//   softmax_stat_vf: every row at once (one lane a row): the step's scaled max, the step's reference max m (the
+//                    old one unless the step's max passes it by more than `skip`, natural-log units:
+//                    probabilities stay <= e^skip and the accumulator's factor is exactly 1 on such steps), the
+//                    factor alpha of what was accumulated against the old m, the true running max `top`
+//                    (optional), and the exponent reference kPartRef: m, or 0 where m is -inf (no counted
+//                    logit above -inf: exp(x - 0) is then 0 for every counted x, where exp(x - m) would be NaN);
+//   softmax_exp_vf:  per row, the probabilities exp(x - ref) rounded to Elem (BF16 or FP16) in the NZ order of the
 //                    cube's A operand for these rows, p[(t / 16) * Rows * 16 + r * 16 + t % 16], and their sum;
 //   softmax_sum_vf:  every row at once: l = l * alpha + sum (l relative to m).
 // The docs leave the NaN result of the register max and reduce-max open (the twin can run either way,
@@ -33,7 +36,7 @@ constexpr uint32_t kTile = 64;  // logits a row per step: one FP32 register
 #define FMLA_RESCALE_SKIP 8
 #endif
 constexpr float kRescaleSkip = float(FMLA_RESCALE_SKIP);
-constexpr uint32_t kPartMax = 0, kPartNan = 64, kPartSum = 128, kPartFloats = 192;
+constexpr uint32_t kPartMax = 0, kPartNan = 64, kPartSum = 128, kPartRef = 192, kPartFloats = 256;
 constexpr uint32_t kKeepOffset = 64;  // finish_rows_vf: floats from the factors to the keep flags
 
 __aicore__ inline float from_bits(uint32_t b) {
@@ -89,7 +92,7 @@ __simd_callee__ inline void nan_max_regs(vector_float& d, vector_float a, vector
 }
 
 template <uint32_t Rows>
-__simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ float* part, float scale) {
+__simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ float* part) {
   static_assert(Rows <= 64, "one lane a row in softmax_stat_vf");
   const vector_bool all = asc_create_mask_b32(PAT_ALL);
   const vector_bool tile = tile_lanes(live, all);
@@ -103,7 +106,6 @@ __simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ fl
     const vector_bool counted = row_lanes(live, tile, keys, r, all);
     vector_float x, mx, flag;
     asc_loadalign(x, s + r * kTile);
-    asc_muls(x, x, scale, all);
     vector_bool nan;
     asc_ne(nan, x, x, counted);  // only counted lanes can be true
     asc_select(x, x, lowest, counted);
@@ -118,12 +120,13 @@ __simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ fl
 // top: the rows' running max of every counted logit (null: not kept).
 template <uint32_t Rows>
 __simd_vf__ inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* m, __ubuf__ float* alpha,
-                                        __ubuf__ float* top, float skip) {
+                                        __ubuf__ float* top, float skip, float scale) {
   uint32_t rows = Rows;
   const vector_bool lanes = asc_update_mask_b32(rows);
   vector_float m_old, mx, flag, nan, one;
   asc_loadalign(m_old, m);
   asc_loadalign(mx, part + kPartMax);
+  asc_muls(mx, mx, scale, lanes);
   asc_loadalign(flag, part + kPartNan);
   asc_duplicate_scalar(nan, from_bits(0x7FC00000u), lanes);
   asc_duplicate_scalar(one, 1.0f, lanes);
@@ -153,6 +156,12 @@ __simd_vf__ inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* m,
   asc_select(a, one, a, same);
   asc_storealign(m, m_new, lanes);
   asc_storealign(alpha, a, lanes);
+  vector_bool lowest;
+  asc_eq_scalar(lowest, m_new, minus_inf(), lanes);
+  vector_float zero;
+  asc_duplicate_scalar(zero, 0.0f, lanes);
+  asc_select(m_new, zero, m_new, lowest);
+  asc_storealign(part + kPartRef, m_new, lanes);
 }
 
 // 64 FP32 lanes rounded to Elem (nearest even) into the low 64 16-bit lanes of `packed`: the conversion writes
@@ -169,8 +178,8 @@ __simd_callee__ inline void round_to_elem(vector_uint16_t& packed, vector_float 
 }
 
 template <uint32_t Rows, class Elem>
-__simd_vf__ inline void softmax_exp_vf(__ubuf__ float* s, Live live, __ubuf__ float* m, __ubuf__ Elem* p,
-                                       __ubuf__ float* part, float scale) {
+__simd_vf__ inline void softmax_exp_vf(__ubuf__ float* s, Live live, __ubuf__ Elem* p, __ubuf__ float* part,
+                                       float scale) {
   const vector_bool all = asc_create_mask_b32(PAT_ALL);
   const vector_bool tile = tile_lanes(live, all);
   vector_int32_t keys;
@@ -184,12 +193,8 @@ __simd_vf__ inline void softmax_exp_vf(__ubuf__ float* s, Live live, __ubuf__ fl
     vector_float x, ref, e, sum;
     asc_loadalign(x, s + r * kTile);
     asc_muls(x, x, scale, all);
-    asc_loadalign_brc_elem(ref, m, int32_t(r));
+    asc_loadalign_brc_elem(ref, part + kPartRef, int32_t(r));
     asc_exp_sub(e, x, ref, all);
-    // a row without a finite reference (m -inf: nothing counted, or only -inf logits) has no probabilities
-    vector_bool none;
-    asc_eq_scalar(none, ref, minus_inf(), all);
-    asc_select(e, zero, e, none);
     asc_select(e, e, zero, counted);
     asc_reduce_sum(sum, e, all);
     asc_storealign_1st(part + kPartSum + r, sum);
