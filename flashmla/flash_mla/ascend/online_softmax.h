@@ -6,9 +6,11 @@
 // tokens count for row r (`Live`): a tile-wide validity (sparse: one int32 a token) and / or a per-row limit
 // (dense: key p0 + t counts iff it is < lim[r]); the others get probability 0. A step is four calls (a call
 // boundary orders one call's UB stores before the next one's loads), over scratch `part` (kPartFloats
-// floats: kPartMax the rows' step maxima, kPartNan 1 where a counted logit is NaN, kPartSum the rows' sums):
-//   softmax_max_vf:  per row, the step's max of the counted logits and its NaN flag (unscaled: rounding is
-//                    monotone, so scaling the max gives the max of the scaled logits exactly);
+// floats: kPartMax the rows' step maxima, kPartNan 1 where a counted logit is NaN, kPartSum the rows' sums,
+// kPartRef the exponents' references):
+//   softmax_max_vf:  per row, the step's max of the counted logits and its NaN flag (unscaled, or negated
+//                    for a negative scale: rounding is monotone, so |scale| times it is the max of the scaled
+//                    logits exactly);
 //   softmax_stat_vf: every row at once (one lane a row): the step's scaled max, the step's reference max m (the
 //                    old one unless the step's max passes it by more than `skip`, natural-log units:
 //                    probabilities stay <= e^skip and the accumulator's factor is exactly 1 on such steps), the
@@ -92,7 +94,7 @@ __simd_callee__ inline void nan_max_regs(vector_float& d, vector_float a, vector
 }
 
 template <uint32_t Rows>
-__simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ float* part) {
+__simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ float* part, float scale) {
   static_assert(Rows <= 64, "one lane a row in softmax_stat_vf");
   const vector_bool all = asc_create_mask_b32(PAT_ALL);
   const vector_bool tile = tile_lanes(live, all);
@@ -106,6 +108,7 @@ __simd_vf__ inline void softmax_max_vf(__ubuf__ float* s, Live live, __ubuf__ fl
     const vector_bool counted = row_lanes(live, tile, keys, r, all);
     vector_float x, mx, flag;
     asc_loadalign(x, s + r * kTile);
+    if (scale < 0.0f) asc_muls(x, x, -1.0f, all);
     vector_bool nan;
     asc_ne(nan, x, x, counted);  // only counted lanes can be true
     asc_select(x, x, lowest, counted);
@@ -126,7 +129,7 @@ __simd_vf__ inline void softmax_stat_vf(__ubuf__ float* part, __ubuf__ float* m,
   vector_float m_old, mx, flag, nan, one;
   asc_loadalign(m_old, m);
   asc_loadalign(mx, part + kPartMax);
-  asc_muls(mx, mx, scale, lanes);
+  asc_muls(mx, mx, scale < 0.0f ? -scale : scale, lanes);
   asc_loadalign(flag, part + kPartNan);
   asc_duplicate_scalar(nan, from_bits(0x7FC00000u), lanes);
   asc_duplicate_scalar(one, 1.0f, lanes);

@@ -134,3 +134,11 @@ def test_on_the_npu():
     ref_out, ref_lse = reference.sparse_decode(q, scopes, 512 ** -0.5, 512, sink)
     assert_close(out.cpu(), ref_out, DECODE_OUT, "out")
     assert_close(lse.cpu(), ref_lse, DECODE_LSE, "lse")
+
+
+@pytest.mark.parametrize("scale", [-0.3, -40.0, 0.0])
+def test_non_positive_scale(scale):
+    """The step max is taken before scaling (online_softmax.h): a negative scale turns it into the scaled
+    logits' minimum, which must not become the reference max; a zero scale gives uniform weights."""
+    q, scopes = _case(*FP8, 2, 1, 16, 64, 64, 4, seed=5, ragged=False, extra=None)
+    _check(q, scopes, None, scale)
