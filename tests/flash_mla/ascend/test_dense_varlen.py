@@ -149,3 +149,14 @@ def test_on_the_npu():
     ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, 192 ** -0.5, True)
     assert_close(out.cpu(), ref_out, VARLEN_OUT, "out")
     assert_close(lse.cpu(), ref_lse, VARLEN_LSE, "lse")
+
+
+def test_negative_scale(monkeypatch):
+    """The softmax's step max is taken before scaling (online_softmax.h): with a negative scale it is taken
+    over the negated logits (scaled logits of about +-200: exp(x - m) from the wrong side overflows)."""
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, k, v, cu_q, cu_k = _case([6, 9], [40, 70], 2, 2, 192, 128, seed=11)
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 70, softmax_scale=-600.0)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, -600.0, False)
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
