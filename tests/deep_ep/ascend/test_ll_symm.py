@@ -25,7 +25,7 @@ from tests.testkit.distributed import environ, run_ranks
 from tests.testkit.host_reads import DeviceOnly, mark
 
 from .. import refs
-from ..faults import expect_error
+from ..faults import expect_error, late_first_call
 from ..test_low_latency import LH, LM, K, _buffer, _expert_output, _gather, _oracle_exact
 from .test_low_latency import _two_in_flight
 
@@ -201,12 +201,7 @@ def _late(rank, world, E, first):
     buf._ll.window.window.timeout_s = 1.0
     on_time = LowLatencyWindow.exchange
     if rank == 1:  # late past the handshake, inside the exchange
-        late = [3]
-
-        def exchange(*a):
-            time.sleep(late.pop() if late else 0)
-            return on_time(*a)
-        LowLatencyWindow.exchange = exchange
+        LowLatencyWindow.exchange = late_first_call(on_time, 3)
     start = time.monotonic()
     try:
         msg = expect_error(lambda: buf.low_latency_dispatch(x, idx, LM, E, use_fp8=False), TwinLaunchError,
