@@ -96,6 +96,15 @@ struct DequantConsts {
   vector_uint16_t bf16_min;                   // 2^-127 in BF16 (a subnormal)
 };
 
+// 256 e4m3 codes as FP32 by quarters: p_k lane i holds code 4i + k (exact).
+__simd_callee__ inline void widen_e4m3(vector_float& p0, vector_float& p1, vector_float& p2, vector_float& p3,
+                                       const vector_uint8_t& q, vector_bool all) {
+  asc_e4m32float(p0, (const vector_fp8_e4m3fn_t&)q, all);
+  asc_e4m32float_v2(p1, (const vector_fp8_e4m3fn_t&)q, all);
+  asc_e4m32float_v3(p2, (const vector_fp8_e4m3fn_t&)q, all);
+  asc_e4m32float_v4(p3, (const vector_fp8_e4m3fn_t&)q, all);
+}
+
 // The BF16 register of two FP32 registers of e4m3 values: lo's values in the even elements, hi's in the odd.
 __simd_callee__ inline void bf16_pair(vector_uint16_t& x, const vector_float& lo, const vector_float& hi,
                                       const DequantConsts& c) {
@@ -115,10 +124,7 @@ __simd_callee__ inline void e8m0_chunk(vector_uint16_t& a, vector_uint16_t& b, _
   asc_eq(nan, mag, c.code_mag, c.all);
   asc_select(q, c.code_zero, q, nan);
   vector_float p0, p1, p2, p3;
-  asc_e4m32float(p0, (vector_fp8_e4m3fn_t&)q, c.all);
-  asc_e4m32float_v2(p1, (vector_fp8_e4m3fn_t&)q, c.all);
-  asc_e4m32float_v3(p2, (vector_fp8_e4m3fn_t&)q, c.all);
-  asc_e4m32float_v4(p3, (vector_fp8_e4m3fn_t&)q, c.all);
+  widen_e4m3(p0, p1, p2, p3, q, c.all);
   bf16_pair(a, p0, p2, c);
   bf16_pair(b, p1, p3, c);
   vector_uint16_t scale;
@@ -135,10 +141,7 @@ __simd_callee__ inline void v32_chunk(vector_uint16_t& a, vector_uint16_t& b, __
   vector_uint32_t scale;
   asc_gather(scale, table, c.idx[chunk]);
   vector_float p0, p1, p2, p3;
-  asc_e4m32float(p0, (vector_fp8_e4m3fn_t&)q, c.all);
-  asc_e4m32float_v2(p1, (vector_fp8_e4m3fn_t&)q, c.all);
-  asc_e4m32float_v3(p2, (vector_fp8_e4m3fn_t&)q, c.all);
-  asc_e4m32float_v4(p3, (vector_fp8_e4m3fn_t&)q, c.all);
+  widen_e4m3(p0, p1, p2, p3, q, c.all);
   asc_mul(p0, p0, (vector_float&)scale, c.all);
   asc_mul(p1, p1, (vector_float&)scale, c.all);
   asc_mul(p2, p2, (vector_float&)scale, c.all);
