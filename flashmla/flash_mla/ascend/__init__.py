@@ -26,7 +26,9 @@ deepjit's Ascend CPU twin, where the tests run it.
 
 Pipelining (twin timeline, an estimate): no PIPE_ALL barrier inside a block's stream of steps (its work
 items run back to back); the vector cores push step t + 2's K and load step t + 3's records before the
-softmax of step t + 1, L0A / L0B are split in halves, and each L0C region has its own FixPipe event. O
+softmax of step t + 1 and compute an item's outputs behind the next softmax, in two row halves; L0A / L0B
+are a ring of four slots (MTE1 up to three mmads ahead), and each L0C region (O by column halves) has its
+own FixPipe event. O
 ([kHg, 512] FP32) stays in L0C while the steps' softmax factors are 1 (the vector cores' per-step
 decision goes through the block's SSBuffer) and drains to UB once an item and once a moved reference
 max, as TileLang's FlashMLA port for the 950 does. At the published prefill shape the kernel is then
