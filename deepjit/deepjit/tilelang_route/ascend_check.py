@@ -385,6 +385,11 @@ def run(cases: Sequence[tuple[str, Case]], only: str | None = None, log=print) -
             outcome = run_case(case)
         except Exception as exc:  # noqa: BLE001 - an error is a failure of this kernel; keep going
             outcome = {"ok": False, "failures": [f"error: {exc}"], "seconds": 0.0, "roofline": None}
+        est = outcome.get("estimate")
+        if est is not None and est.flag_hazards:   # an illegal set_flag (timeline.schedule): the kernel is wrong
+            outcome["ok"] = False
+            outcome["failures"] = [*outcome.get("failures", []), f"{est.flag_hazards} set(s) of a pipe flag still "
+                                   f"set (illegal: CANN cceapi set_flag & wait_flag), the first: {est.first_flag_hazard}"]
         outcome["name"], outcome["known_gap"] = label, bool(case.known_gap)
         outcome["library"], outcome["kernel"], outcome["shape"] = library, case.name, "test"
         results.append(outcome)
@@ -436,6 +441,8 @@ def run_published_shapes(shapes: Sequence[tuple[str, PublishedShape]], only: str
             f"{format_roofline(outcome['roofline'])}")
         if outcome.get("estimate") is not None:
             log(f"     {timeline_report.format_estimate(outcome['estimate'], outcome['operand'])}")
+            if outcome["estimate"].flag_hazards:   # an illegal set_flag at this shape: the kernel is wrong
+                failed.append(label)
         if outcome.get("note"):
             log(f"     {outcome['note']}")
         if results is not None:

@@ -131,3 +131,23 @@ def test_a_launch_with_nothing_counted_says_so():
     est = ascend_check.roofline({"routes": {}, "cube_macs": 0, "vector_ops": 0, "simt_ops": 0}, "vector", 4, "bf16")
     assert est["bound"] == "none"
     assert "no work counted" in ascend_check.format_roofline(est)
+
+
+def test_a_kernel_that_sets_a_flag_still_set_fails(run_on_twin, capsys, monkeypatch):
+    # the timeline's set_flag check (timeline.schedule: a second set of a pipe flag before its wait is
+    # illegal) makes the case a failure even though its outputs match
+    good = BY_NAME["copy_strided_2d"]
+    real = ascend_check.run_case
+
+    def with_hazard(case, seed=0):
+        outcome = real(case, seed)
+        assert outcome["ok"] and outcome["estimate"] is not None and outcome["estimate"].flag_hazards == 0
+        outcome["estimate"] = dataclasses.replace(outcome["estimate"], flag_hazards=2,
+                                                  first_flag_hazard="flag (mte2 -> vector, 0) set at cycle 9")
+        return outcome
+    monkeypatch.setattr(ascend_check, "run_case", with_hazard)
+    with pytest.raises(SystemExit):
+        ascend_check.run([("deepjit.conformance", good)])
+    out = capsys.readouterr().out
+    assert "FAIL deepjit.conformance.copy_strided_2d" in out and "2 set(s) of a pipe flag still set" in out
+    assert "FLAG HAZARDS: 2" in out

@@ -422,3 +422,39 @@ def test_simt_event_cost_scales_with_each_instruction_kind():
 def test_simt_memory_fields_unpack_at_their_widths():
     e = timeline.simt_event(ub_load=(1 << 19) + 3, ub_store=(1 << 19) + 5, gm=(1 << 23) + 7)
     assert timeline.simt_memory(e) == {"ub_load": (1 << 19) + 3, "ub_store": (1 << 19) + 5, "gm": (1 << 23) + 7}
+
+
+def _runahead(rounds: int, own_ids: bool):
+    """MTE2 loads 100 B a round and flags the vector pipe, which then runs a 50-instruction pass per round;
+    every set precedes every wait in program order. With one flag id the second set finds the flag still
+    set: a hazard. With an id a round, none."""
+    ev = []
+    for i in range(rounds):
+        ev += [Event("move", PIPE_MTE2, a=0, n=100),
+               Event("set", PIPE_MTE2, a=PIPE_MTE2, b=PIPE_V, id=i if own_ids else 0)]
+    for i in range(rounds):
+        ev += [Event("wait", PIPE_V, a=PIPE_MTE2, b=PIPE_V, id=i if own_ids else 0), vector_event(simple=50)]
+    return _trace(ev, kind="AIV")
+
+
+def test_a_flag_set_again_before_its_wait_is_a_hazard():
+    # CANN's set_flag rule: a second set of a flag still set is illegal (the bit is set once; the second
+    # wait never returns). Both sets precede both waits in program order here.
+    est = timeline.schedule([_runahead(2, own_ids=False)], "vector", COSTS)
+    assert est.flag_hazards == 1 and "(mte2 -> vector, 0)" in est.first_flag_hazard
+    assert timeline.schedule([_runahead(2, own_ids=True)], "vector", COSTS).flag_hazards == 0
+
+
+def test_a_set_that_fires_before_the_last_wait_took_the_flag_is_a_hazard():
+    # In program order set, wait, set, wait -- legal as the functional run sees it -- but MTE2 runs ahead:
+    # the second set fires at 2 * 10 + 90 = 110 while the vector pipe, busy with a 200-cycle pass issued
+    # first, takes the first set only at 200.
+    ev = [vector_event(simple=100),
+          Event("move", PIPE_MTE2, a=0, n=1000), Event("set", PIPE_MTE2, a=PIPE_MTE2, b=PIPE_V, id=0),
+          Event("wait", PIPE_V, a=PIPE_MTE2, b=PIPE_V, id=0),
+          Event("move", PIPE_MTE2, a=0, n=1000), Event("set", PIPE_MTE2, a=PIPE_MTE2, b=PIPE_V, id=0),
+          Event("wait", PIPE_V, a=PIPE_MTE2, b=PIPE_V, id=0)]
+    est = timeline.schedule([_trace(ev, kind="AIV")], "vector", COSTS)
+    assert est.flag_hazards == 1
+    # the ping-pongs above hand each flag back before it is set again: no hazard
+    assert timeline.schedule([_pingpong(4, False)], "vector", COSTS).flag_hazards == 0

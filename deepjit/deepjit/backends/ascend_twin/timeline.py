@@ -158,6 +158,7 @@ class CoreState:
     segments: list | None = None
     finish: float = 0.0
     port: object = None
+    consumed: dict = field(default_factory=dict)   # (src, dst, id) -> when its last wait took the flag
 
 
 @dataclass
@@ -175,6 +176,9 @@ class Estimate:
     flops: float
     segments: dict = field(default_factory=dict)  # core label -> [(pipe, start_cycle, end_cycle)] (block 0)
     busiest: str = "none"  # the busiest unit (the bound, unless the kernel is latency-bound)
+    # intra-core flags set while still set (see schedule): their count and the first, described
+    flag_hazards: int = 0
+    first_flag_hazard: str = ""
 
     @property
     def microseconds(self) -> float:
@@ -231,6 +235,12 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
     total_hbm = 0.0
     flops = 0.0
     lat = costs.cross_core_flag_latency
+    # A pipe flag is one bit: set_flag sets it, wait_flag waits for it and clears it, and a second set
+    # before the wait that takes the first is illegal (CANN cceapi "set_flag & wait_flag"; the second set
+    # is lost and the second wait never returns). The twin's functional run counts sets in program order,
+    # so it cannot see a source pipe running ahead of the waiting one; the timeline can: a set that fires
+    # before the flag's previous set was taken is a hazard.
+    hazards: list = []
 
     def occupy(s: CoreState, name: str, start: float, end: float) -> None:
         s.busy[name] += end - start
@@ -304,10 +314,16 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             occupy(s, "simt", start, end)
             s.free[PIPE_V] = s.done[PIPE_V] = end
         elif t == "set":
-            s.flags[(e.a, e.b, e.id)].append(completion(s, e.a))
+            key, fires = (e.a, e.b, e.id), completion(s, e.a)
+            if s.flags[key] or fires < s.consumed.get(key, float("-inf")):
+                hazards.append((s, key, fires))
+            s.flags[key].append(fires)
         elif t == "wait":
-            queue = s.flags[(e.a, e.b, e.id)]
-            hold(s, e.b, queue.popleft() if queue else s.issue)
+            key = (e.a, e.b, e.id)
+            queue = s.flags[key]
+            until = queue.popleft() if queue else s.issue
+            s.consumed[key] = max(until, s.issue if e.b == PIPE_S else max(s.issue, s.free[e.b]))
+            hold(s, e.b, until)
         elif t == "barrier":
             if e.pipe == PIPE_ALL:
                 until = max([s.issue] + [completion(s, p) for p in list(s.free) + list(s.done)])
@@ -364,7 +380,14 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
         raise ValueError(f"timeline: cross-core waits that no recorded arrive satisfies ({names})")
     states = [s for b in order for s in blocks[b]]
     cycles = max((s.finish for s in states), default=0.0)
-    return _estimate(kernel, states, cycles, costs, total_gm, total_hbm, flops, kind)
+    est = _estimate(kernel, states, cycles, costs, total_gm, total_hbm, flops, kind)
+    if hazards:
+        hs, (src, dst, eid), fires = hazards[0]
+        est.flag_hazards = len(hazards)
+        est.first_flag_hazard = (f"block {hs.trace.block} {hs.trace.kind} slot {hs.trace.slot}: "
+                                 f"flag ({PIPE_NAMES.get(src, src)} -> {PIPE_NAMES.get(dst, dst)}, {eid}) set at cycle "
+                                 f"{fires:.0f} before its previous set was waited on")
+    return est
 
 
 def _wake(blocked: list, ready: list) -> None:

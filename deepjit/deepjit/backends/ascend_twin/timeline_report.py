@@ -65,9 +65,11 @@ def format_estimate(est: Estimate | None, operand: str = "bf16") -> str:
     busy = ", ".join(f"{p} {est.busy[p] * 100:.0f}%" + (f" (+{est.waiting[p] * 100:.0f}% waiting)"
                                                          if est.waiting.get(p, 0) >= 0.005 else "")
                      for p in REPORT_PIPES if est.busy.get(p))
+    hazards = (f" | FLAG HAZARDS: {est.flag_hazards} set(s) of a flag still set, the first: {est.first_flag_hazard}"
+               if est.flag_hazards else "")
     return (f"timeline estimate, not a measurement: {est.microseconds:.2f} us, {r['tflops']:.1f} TFLOP/s, "
             f"{r['gbps']:.0f} GB/s, {r['peak_share'] * 100:.0f}% of {_peak_of(est)} peak, {est.bound}-bound | "
-            f"busy: {busy}")
+            f"busy: {busy}{hazards}")
 
 
 def _peak_of(est: Estimate) -> str:
@@ -87,7 +89,7 @@ def record(library: str, kernel: str, shape: str, est: Estimate | None, roofline
         r = rates(est, operand)
         out.update(estimated_us=est.microseconds, bound=est.bound, busiest=est.busiest, peak_share=r["peak_share"],
                    tflops=r["tflops"],
-                   gbps=r["gbps"], busy=est.busy, waiting=est.waiting)
+                   gbps=r["gbps"], busy=est.busy, waiting=est.waiting, flag_hazards=est.flag_hazards)
     return out
 
 
