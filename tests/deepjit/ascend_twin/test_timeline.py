@@ -458,3 +458,13 @@ def test_a_set_that_fires_before_the_last_wait_took_the_flag_is_a_hazard():
     assert est.flag_hazards == 1
     # the ping-pongs above hand each flag back before it is set again: no hazard
     assert timeline.schedule([_pingpong(4, False)], "vector", COSTS).flag_hazards == 0
+
+
+def test_combined_launches_keep_their_flag_hazards():
+    # a case of several launches (ascend_check combines them) fails on a hazard in any one of them
+    from deepjit.backends.ascend_twin import timeline_report
+    bad = timeline.schedule([_runahead(2, own_ids=False)], "vector", COSTS)
+    good = timeline.schedule([_runahead(2, own_ids=True)], "vector", COSTS)
+    both = timeline_report.combine([good, bad, bad])
+    assert both.flag_hazards == 2 and both.first_flag_hazard == bad.first_flag_hazard
+    assert timeline_report.combine([good, good]).flag_hazards == 0

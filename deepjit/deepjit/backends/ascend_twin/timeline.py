@@ -176,7 +176,8 @@ class Estimate:
     flops: float
     segments: dict = field(default_factory=dict)  # core label -> [(pipe, start_cycle, end_cycle)] (block 0)
     busiest: str = "none"  # the busiest unit (the bound, unless the kernel is latency-bound)
-    # intra-core flags set while still set (see schedule): their count and the first, described
+    # pipe flags (set_flag / wait_flag within a core) set while still set (see schedule): their count and the
+    # first one the scheduler met, described
     flag_hazards: int = 0
     first_flag_hazard: str = ""
 

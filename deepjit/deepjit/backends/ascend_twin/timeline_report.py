@@ -34,7 +34,8 @@ def combine(estimates: list[Estimate]) -> Estimate | None:
                     busy=weighted("busy"), waiting=weighted("waiting"), bound=main.bound,
                     gm_bytes=sum(e.gm_bytes for e in estimates), hbm_bytes=sum(e.hbm_bytes for e in estimates),
                     flops=sum(e.flops for e in estimates), segments=main.segments,
-                    busiest=main.busiest)
+                    busiest=main.busiest, flag_hazards=sum(e.flag_hazards for e in estimates),
+                    first_flag_hazard=next((e.first_flag_hazard for e in estimates if e.flag_hazards), ""))
 
 
 def rates(est: Estimate, operand: str = "bf16", costs: CostTable = COSTS_950) -> dict:
