@@ -85,3 +85,24 @@ def test_cast_back_nan(out):
     expect = ref.cast_back((q, unpack_ascend_ue8m0(sf)), out, (1, 32))
     assert not torch.isfinite(expect[0, :64]).any()
     assert_same(y, expect)
+
+
+@pytest.mark.parametrize("round_sf", [False, True])
+def test_e2m1_nan_product_sign(round_sf):
+    """A NaN product's E2M1 code keeps the sign torch's x86 product gives, byte for byte: torch's BF16 NaN
+    (0xFFFF, negative) times a block's positive NaN multiplier is the multiplier's NaN (code +0, where the
+    twin's C++ would return the first operand: -0); with ``round_sf`` an inf block's multiplier is 0 and
+    inf * 0 is x86's default NaN, which is negative (code 0x8, hand-derived)."""
+    x = torch.randn(37, 576) * 3
+    x[2, 5] = float("nan")
+    x[3, 40] = float("inf")
+    x = x.to(torch.bfloat16)
+    assert x.view(torch.int16)[2, 5] == -1   # torch's BF16 NaN: 0xFFFF, negative
+    q, _ = block_cast.per_token_cast(x, "e2m1", 32, round_sf=round_sf)
+    q_ref, _ = ref.cast(x, "e2m1", (1, 32), round_sf=round_sf)
+    b, b_ref = q.view(torch.uint8), q_ref.view(torch.uint8)
+    assert torch.equal(b, b_ref)
+    if round_sf:
+        assert b[3, 20] & 0xF == 0x8     # element 40: the low nibble
+    else:
+        assert b[2, 2] >> 4 == (b_ref[2, 2] >> 4) == 0x0   # element 5: the high nibble

@@ -11,7 +11,8 @@ reference's midpoint table (ties to the even code), sign from the sign bit, even
 nibble. NaN follows torch: a NaN in a block makes its amax and scale NaN (``sf`` rounded through its
 bits becomes 0, so ``sf_inv = 0``) and a NaN element's E4M3 byte is NaN; the kernel therefore reduces
 with a NaN-keeping select and writes E4M3 bytes itself (the device's float max and saturating FP8
-cast drop NaN).
+cast drop NaN). A NaN product's E2M1 code is a zero whose sign is the one torch's x86 product gives
+(``product_sign``), selected explicitly rather than left to the device's NaN propagation.
 
 Scale layouts written (``SfLayout``): ``row`` FP32 ``(Mb, Kb)``; ``col`` FP32 storage ``(Kb, ld)`` (the
 TMA-aligned column-major form, ``ld = align(Mb, 4)``); ``ue8m0`` the Ascend packed UE8M0 ABI: int16
@@ -99,13 +100,28 @@ def exp_f32(T, x):
     return T.if_then_else(x > EXP_MAX, T.infinity("float32"), T.if_then_else(x < EXP_MIN, T.float32(0.0), y))
 
 
-def _e2m1_code(T, v):
+def _sign_bit(T, v):
+    return T.Cast("int32", T.shift_right(T.reinterpret(v, "uint32"), T.uint32(31)))
+
+
+def product_sign(T, x, s_inv, v):
+    """Sign bit of ``v = x * s_inv`` as the reference's torch product on x86 gives it, NaN included: of
+    two NaN operands the second (``s_inv``) comes out, of one NaN that one, and ``inf * 0`` is the
+    default NaN, which is negative. The device's own NaN propagation is not documented (and the
+    twin's C++ returns the first of two NaNs), so a NaN product's sign is selected explicitly."""
+    return T.if_then_else(T.isnan(v), T.if_then_else(T.isnan(s_inv), _sign_bit(T, s_inv),
+                                                     T.if_then_else(T.isnan(x), _sign_bit(T, x), 1)),
+                          _sign_bit(T, v))
+
+
+def _e2m1_code(T, x, s_inv):
+    """E2M1 code (sign in bit 3) of ``x * s_inv``; a NaN product (no E2M1 NaN) is a signed zero code."""
+    v = x * s_inv
     a = T.abs(v)
     code = T.int32(0)
     for bound, inclusive in E2M1_BOUNDS:
         code = code + T.if_then_else(a >= bound if inclusive else a > bound, 1, 0)
-    sign = T.shift_right(T.reinterpret(v, "uint32"), T.uint32(31))
-    return code + T.Cast("int32", sign) * 8
+    return code + product_sign(T, x, s_inv, v) * 8
 
 
 @functools.cache
@@ -217,8 +233,8 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                     if e2m1:
                         for j in T.serial(bk // 2):
                             c = kk * bk + j * 2
-                            lo = _e2m1_code(T, T.Cast("float32", x[r, c]) * s_inv)
-                            hi = _e2m1_code(T, T.Cast("float32", x[r, c + 1]) * s_inv)
+                            lo = _e2m1_code(T, T.Cast("float32", x[r, c]), s_inv)
+                            hi = _e2m1_code(T, T.Cast("float32", x[r, c + 1]), s_inv)
                             q[r, c // 2] = T.Cast("uint8", lo + hi * 16)
                     else:
                         v = T.alloc_var("float32")  # a scalar: SIMT has no vector form of the byte select
