@@ -39,10 +39,15 @@ def _scatter(n, p, out_rows, h, dtype, zero_ranges):
         torch.manual_seed(0)
         src = torch.randn(n, h).to(dtype)
         out = torch.randn(out_rows, h).to(dtype)
-        pos = torch.randperm(out_rows)[:n * p].view(n, p).int()
-        pos[0, -1] = -1
         zero = (torch.tensor([[1, 3], [out_rows - 2, 2]], dtype=torch.int32) if zero_ranges
                 else torch.zeros(0, 2, dtype=torch.int32))
+        # positions avoid the zero ranges, as the dispatch's padding rows are never a received row's slot
+        free = torch.ones(out_rows, dtype=torch.bool)
+        for begin, count in zero.tolist():
+            free[begin:begin + count] = False
+        rows = free.nonzero().flatten()
+        pos = rows[torch.randperm(rows.numel())[:n * p]].view(n, p).int()
+        pos[0, -1] = -1
         want = _scatter_expected(src, pos, out, zero)
         scatter_rows(src, pos, out, zero if zero_ranges else None)
         return _same("out", out, want)
@@ -123,8 +128,8 @@ def cases() -> list:
     for phase, t in (("prefill", TOKENS), ("decode", DECODE)):
         rows = t * TOPK
         runs += [(f"ep_pack_bf16_r{RANKS}_{phase}_{t}t_h{HIDDEN}", _scatter(t, RANKS, rows, HIDDEN, torch.bfloat16, False)),
-                 (f"ep_unpack_expanded_fp8_k{TOPK}_{phase}_{t}t_h{HIDDEN}",
-                  _scatter(t, TOPK, rows, HIDDEN, torch.float8_e4m3fn, True)),
+                 (f"ep_unpack_expanded_fp8_k{TOPK}_{phase}_{t}t_h{HIDDEN}",   # 5 padding rows zeroed
+                  _scatter(t, TOPK, rows + 5, HIDDEN, torch.float8_e4m3fn, True)),
                  (f"ep_pack_fp8_r{RANKS}_{phase}_{t}t_h{HIDDEN}", _fp8_pack(t, RANKS, HIDDEN, False)),
                  (f"ep_per_token_cast_fp8_ue8m0_{phase}_{t}t_h{HIDDEN}", _fp8_pack(t, 1, HIDDEN, True)),
                  (f"ep_combine_reduce_k{TOPK}_bias_{phase}_{t}t_h{HIDDEN}",
