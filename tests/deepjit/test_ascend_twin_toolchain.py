@@ -52,6 +52,13 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
   for (int32_t i = 0; i < half_n; ++i) ub[i] = 2.0f * ub[i] + float(block_idx);
   if (mode == 4) ub[248 * 256 + 40] = 1.0f;
   if (mode == 5) asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID1);
+  if (mode == 11) {
+    asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID2);
+    asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID2);
+    asc_sync_wait(PIPE_V, PIPE_MTE3, EVENT_ID2);
+    asc_sync_wait(PIPE_V, PIPE_MTE3, EVENT_ID2);
+  }
+  if (mode == 12) asc_sync_notify(PIPE_V, PIPE_MTE3, 8);
   if (mode == 6) {
     asc_lock(PIPE_MTE1, 2);
     asc_lock(PIPE_M, 2);
@@ -146,7 +153,9 @@ def test_debug_info_on_request(tmp_path, monkeypatch):
     (2, r"asc_sync_wait\(PIPE_MTE2, PIPE_V, event 3\): no asc_sync_notify"),
     (3, r"block 2, core AIV1: asc_copy_ub2gm_align: global tensor y offset 640, 192 bytes, is outside \[0, 768\)"),
     (4, r"core AIV[01]: buffer UB offset 254112 is outside \[0, 253952\) during a direct access \(SIGSEGV\)"),
-    (5, r"kernel end: asc_sync_notify\(PIPE_V, PIPE_MTE3, event 1\) was set 1 time"),
+    (5, r"kernel end: asc_sync_notify\(PIPE_V, PIPE_MTE3, event 1\) was set and never waited on"),
+    (11, r"asc_sync_notify\(PIPE_V, PIPE_MTE3, event 2\): the flag is still set by an earlier notify"),
+    (12, r"asc_sync_notify\(PIPE_V, PIPE_MTE3, 8\): event id outside \[0, 8\)"),
     (6, r"asc_lock\(PIPE_M, 2\): mutex 2 is already locked \(by PIPE_MTE1\)"),
     (8, r"core AIC: asc_copy_gm2ub_align: UB is not a memory of the AIC core"),
 ])

@@ -2,9 +2,11 @@
 //
 // Within a core (one thread, program order), pipe flags and mutexes cannot order anything, so they
 // are checked for discipline:
-//   asc_sync_notify(src, dst, id) / asc_sync_wait(src, dst, id): a wait consumes one earlier notify
-//     of the same (src, dst, id); a wait with none pending can never be satisfied and is reported at
-//     once; notifies still pending at kernel end are reported.
+//   asc_sync_notify(src, dst, id) / asc_sync_wait(src, dst, id): the flag is one bit per (src, dst, id),
+//     ids EVENT_ID0-7 (asc_sync_notify.md: 8 per pipe pair; a second notify before the wait that clears
+//     the flag is undefined behaviour, as CANN's set_flag rule calls it illegal), so a notify of a flag
+//     still set is reported at once; a wait takes the one earlier notify, a wait with none pending can
+//     never be satisfied and is reported at once; notifies still pending at kernel end are reported.
 //   asc_lock(pipe, id[, mode]) / asc_unlock(pipe, id[, mode]): strictly paired, same id and mode,
 //     never nested for one id (asc_lock.md "约束说明"); a lock still held at kernel end is reported.
 // Across the cores of a block the flags are real counters that block:
@@ -32,7 +34,12 @@ inline void sync_notify(int src, int dst, int id) {
   check_pipe(dst, "asc_sync_notify");
   if (id < 0 || id >= kNumEvents) fail("asc_sync_notify(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
                                        pipe_name(dst), id, kNumEvents);
-  core().flags[src][dst][id] += 1;
+  uint16_t& pending = core().flags[src][dst][id];
+  if (pending != 0)
+    fail("asc_sync_notify(%s, %s, event %d): the flag is still set by an earlier notify that no asc_sync_wait "
+         "has taken; a flag is one bit, so a second notify before the wait is undefined (asc_sync_notify.md)",
+         pipe_name(src), pipe_name(dst), id);
+  pending = 1;
   if (Timeline* t = core().timeline) timeline_push(*t, Ev::Set, src, src, dst, uint32_t(id));
 }
 
@@ -148,8 +155,8 @@ inline void check_sync_at_exit() {
     for (int d = 0; d < kNumPipes; ++d)
       for (int e = 0; e < kNumEvents; ++e)
         if (c.flags[s][d][e])
-          fail("kernel end: asc_sync_notify(%s, %s, event %d) was set %d time(s) more than it was waited on",
-               pipe_name(s), pipe_name(d), e, c.flags[s][d][e]);
+          fail("kernel end: asc_sync_notify(%s, %s, event %d) was set and never waited on", pipe_name(s),
+               pipe_name(d), e);
   for (int m = 0; m < kNumMutexes; ++m)
     if (c.mutex_mode[m] >= 0) fail("kernel end: asc_lock(%s, %d) was never unlocked", pipe_name(c.mutex_pipe[m]), m);
 }

@@ -115,7 +115,7 @@ inline const char* pipe_name(int p) { return p >= 0 && p < kNumPipes ? kPipeName
 enum class CoreKind : uint8_t { AIC = 0, AIV = 1 };
 enum class KernelKind : uint8_t { Vector, Cube, Mix };
 
-inline constexpr int kNumEvents = 16;     // flag ids per (src pipe, dst pipe)
+inline constexpr int kNumEvents = 8;      // flag ids per (src pipe, dst pipe): event_t EVENT_ID0-7 (asc_sync_notify.md)
 inline constexpr int kNumMutexes = 32;    // asc_lock ids [0, 31]
 inline constexpr int kNumIntraIds = 32;   // cross-core flag counters per core
 inline constexpr int kIntraMax = 15;      // 4-bit counters
