@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 
+from deepjit.backends.ascend_twin.timeline import Estimate
 from deepjit.tilelang_route import ascend_check
 from deepjit.tilelang_route.conformance import BY_NAME
 
@@ -151,3 +152,23 @@ def test_a_kernel_that_sets_a_flag_still_set_fails(run_on_twin, capsys, monkeypa
     out = capsys.readouterr().out
     assert "FAIL deepjit.conformance.copy_strided_2d" in out and "2 set(s) of a pipe flag still set" in out
     assert "FLAG HAZARDS: 2" in out
+    # a known twin gap excuses a mismatch, not the kernel's own flag misuse
+    gap = dataclasses.replace(good, name="copy_strided_2d_gap", known_gap="twin: something not implemented")
+    with pytest.raises(SystemExit):
+        ascend_check.run([("deepjit.conformance", gap)])
+    out = capsys.readouterr().out
+    assert "FAIL deepjit.conformance.copy_strided_2d_gap" in out and "XFAIL" not in out
+
+
+def test_a_published_shape_with_a_flag_hazard_fails(capsys, monkeypatch):
+    shape = ascend_check.PublishedShape("copy_big", "vector", lambda: None)
+    est = Estimate("copy", 1850.0, 1e-6, 1, {}, {}, "mte2", 0, 0.0, 0.0, flag_hazards=1,
+                   first_flag_hazard="flag (mte2 -> vector, 0)")
+    monkeypatch.setattr(ascend_check, "run_published", lambda case: {
+        "seconds": 0.0, "roofline": None, "estimate": est, "operand": "bf16"})
+    monkeypatch.setattr(ascend_check.timeline_report, "format_estimate", lambda e, operand: "estimate line")
+    monkeypatch.setattr(ascend_check, "format_roofline", lambda r: "roofline line")
+    assert ascend_check.run_published_shapes([("fake_lib", shape)]) == ["fake_lib.copy_big"]
+    monkeypatch.setattr(ascend_check, "run_published", lambda case: {
+        "seconds": 0.0, "roofline": None, "estimate": dataclasses.replace(est, flag_hazards=0), "operand": "bf16"})
+    assert ascend_check.run_published_shapes([("fake_lib", shape)]) == []
