@@ -34,11 +34,22 @@ def _family(t: int, h: int) -> list:
         g = () if g_dtype is None else (torch.randn(1, t, M, h).to(g_dtype),)
         return (torch.randn(1, t, h).bfloat16(), residual(), torch.randn(1, t, M, 1), torch.randn(1, t, M, M), *g)
 
+    def exact_sums(*args):
+        """The reference's width sums (d_post, d_comb) taken in float64: torch's FP32 einsum on an AMD Zen 4
+        CPU strays up to 4e-4 from the exact sum over 7168 columns (measured at 4096 tokens, where 26 of
+        the 65536 d_comb entries then miss upstream's 1e-4), while the kernel's compensated sum stays
+        within 2e-5 of it; the tolerance is upstream's, the sum it is held to the exact one."""
+        x, residual, _, _, d_o = (a.double() for a in args)   # post._post_bwd_ref's sums, in float64
+        d_post = (d_o * x.unsqueeze(-2)).sum(-1, keepdim=True)
+        d_comb = torch.einsum("abnc,abmc->abmn", d_o, residual)
+        return None, None, d_post.float(), d_comb.float()
+
     def bwd(g_dtype):
-        return [(f"{name}_{g_dtype}", _compare(mhc_post_bwd.post_bwd, post._post_bwd_ref,
+        return [(f"{name}_{g_dtype}", _compare(mhc_post_bwd.post_bwd, reference,
                                                lambda: post_inputs(getattr(torch, g_dtype)), atol, pick))
-                for name, atol, pick in (("mhc_post_bwd_dx_dres", BF16, lambda r: r[:2]),
-                                         ("mhc_post_bwd_dpost_dcomb", SUMS, lambda r: r[2:]))]
+                for name, reference, atol, pick in (
+                    ("mhc_post_bwd_dx_dres", post._post_bwd_ref, BF16, lambda r: r[:2]),
+                    ("mhc_post_bwd_dpost_dcomb", exact_sums, SUMS, lambda r: r[2:]))]
 
     def big_fuse() -> list[str]:
         """post and comb at 1e-4, the BF16 layer input at 1.6e-2, against the references composed."""
