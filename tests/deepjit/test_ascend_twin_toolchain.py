@@ -59,6 +59,7 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
     asc_sync_wait(PIPE_V, PIPE_MTE3, EVENT_ID2);
   }
   if (mode == 12) asc_sync_notify(PIPE_V, PIPE_MTE3, 8);
+  if (mode == 13) asc_sync_wait(PIPE_ALL, PIPE_MTE3, EVENT_ID0);
   if (mode == 6) {
     asc_lock(PIPE_MTE1, 2);
     asc_lock(PIPE_M, 2);
@@ -156,6 +157,7 @@ def test_debug_info_on_request(tmp_path, monkeypatch):
     (5, r"kernel end: asc_sync_notify\(PIPE_V, PIPE_MTE3, event 1\) was set and never waited on"),
     (11, r"asc_sync_notify\(PIPE_V, PIPE_MTE3, event 2\): the flag is still set by an earlier notify"),
     (12, r"asc_sync_notify\(PIPE_V, PIPE_MTE3, 8\): event id outside \[0, 8\)"),
+    (13, r"asc_sync_wait: PIPE_ALL is not a pipe a flag can name"),
     (6, r"asc_lock\(PIPE_M, 2\): mutex 2 is already locked \(by PIPE_MTE1\)"),
     (8, r"core AIC: asc_copy_gm2ub_align: UB is not a memory of the AIC core"),
 ])

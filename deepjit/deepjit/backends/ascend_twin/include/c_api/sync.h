@@ -28,10 +28,16 @@ inline void check_pipe(int pipe, const char* op) {
   if (pipe < 0 || pipe >= kNumPipes) fail("%s: pipe %d is not a pipe_t", op, pipe);
 }
 
+// A flag's two pipes: never PIPE_ALL (asc_sync_notify.md / asc_sync_wait.md: it raises an exception).
+inline void check_flag_pipe(int pipe, const char* op) {
+  check_pipe(pipe, op);
+  if (pipe == PIPE_ALL) fail("%s: PIPE_ALL is not a pipe a flag can name (asc_sync_notify.md)", op);
+}
+
 inline void sync_notify(int src, int dst, int id) {
   poll();
-  check_pipe(src, "asc_sync_notify");
-  check_pipe(dst, "asc_sync_notify");
+  check_flag_pipe(src, "asc_sync_notify");
+  check_flag_pipe(dst, "asc_sync_notify");
   if (id < 0 || id >= kNumEvents) fail("asc_sync_notify(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
                                        pipe_name(dst), id, kNumEvents);
   uint16_t& pending = core().flags[src][dst][id];
@@ -45,8 +51,8 @@ inline void sync_notify(int src, int dst, int id) {
 
 inline void sync_wait(int src, int dst, int id) {
   poll();
-  check_pipe(src, "asc_sync_wait");
-  check_pipe(dst, "asc_sync_wait");
+  check_flag_pipe(src, "asc_sync_wait");
+  check_flag_pipe(dst, "asc_sync_wait");
   if (id < 0 || id >= kNumEvents) fail("asc_sync_wait(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
                                        pipe_name(dst), id, kNumEvents);
   uint16_t& pending = core().flags[src][dst][id];
