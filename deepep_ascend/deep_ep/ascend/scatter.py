@@ -70,7 +70,7 @@ def scatter_rows(src, pos, out, zero_ranges=None) -> None:
     """``out[pos[i, j]] = src[i]`` (``pos`` int32 ``[n, p]``, -1 = none), and the ``[z, 2]`` int32
     ``(begin, count)`` ranges of ``out`` zeroed. ``src`` and ``out`` are contiguous with equal row sizes.
     The ranges must not hold a row that ``pos`` writes (the dispatch zeroes padding rows, which no
-    received row targets): blocks scatter and zero at once, so such a row would end either way."""
+    received row targets): blocks scatter and zero at once, so such a row could end up written or zeroed."""
     import torch
 
     from .._lib import LIB

@@ -105,10 +105,12 @@ def _sign_bit(T, v):
 
 
 def product_sign(T, x, s_inv, v):
-    """Sign bit of ``v = x * s_inv`` as the reference's torch product on x86 gives it, NaN included: of
-    two NaN operands the second (``s_inv``) comes out, of one NaN that one, and ``inf * 0`` is the
-    default NaN, which is negative. The device's own NaN propagation is not documented (and the
-    twin's C++ returns the first of two NaNs), so a NaN product's sign is selected explicitly."""
+    """Sign bit of ``v = x * s_inv`` as torch's vectorised x86 product gives it, NaN included: of two NaN
+    operands the second (``s_inv``) comes out, of one NaN that one, and ``inf * 0`` is the default NaN,
+    which is negative. (Torch's scalar tail and thread-chunk edges return the first of two NaNs, so the
+    reference's sign there depends on the element's position; this follows the loop body.) The device's
+    own NaN propagation is not documented, and the twin's C++ returns the first of two NaNs, so a NaN
+    product's sign is selected explicitly."""
     return T.if_then_else(T.isnan(v), T.if_then_else(T.isnan(s_inv), _sign_bit(T, s_inv),
                                                      T.if_then_else(T.isnan(x), _sign_bit(T, x), 1)),
                           _sign_bit(T, v))

@@ -87,6 +87,7 @@ def _casts(t, h, k=TOPK):
         return differences("out", (got[0].view(torch.uint8), got[1]), want)
 
     def channel_fused():
+        torch.manual_seed(0)   # seeded: its timeline (a flag hazard at 4096 x 7168 once) then repeats
         q, sf = ref_cast.cast(x_in(torch.float32), "e4m3", (1, 128))
         pos = torch.randint(-1, t, (-(-t // 16) * 16 + 16,)).int()
         args = ((q, sf), 128, 128, False, pos)

@@ -40,7 +40,7 @@ inline void sync_notify(int src, int dst, int id) {
   check_flag_pipe(dst, "asc_sync_notify");
   if (id < 0 || id >= kNumEvents) fail("asc_sync_notify(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
                                        pipe_name(dst), id, kNumEvents);
-  uint16_t& pending = core().flags[src][dst][id];
+  uint8_t& pending = core().flags[src][dst][id];
   if (pending != 0)
     fail("asc_sync_notify(%s, %s, event %d): the flag is still set by an earlier notify that no asc_sync_wait "
          "has taken; a flag is one bit, so a second notify before the wait is undefined (asc_sync_notify.md)",
@@ -55,11 +55,11 @@ inline void sync_wait(int src, int dst, int id) {
   check_flag_pipe(dst, "asc_sync_wait");
   if (id < 0 || id >= kNumEvents) fail("asc_sync_wait(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
                                        pipe_name(dst), id, kNumEvents);
-  uint16_t& pending = core().flags[src][dst][id];
+  uint8_t& pending = core().flags[src][dst][id];
   if (pending == 0)
     fail("asc_sync_wait(%s, %s, event %d): no asc_sync_notify of this flag precedes it on this core, so the "
          "wait can never be satisfied", pipe_name(src), pipe_name(dst), id);
-  pending -= 1;
+  pending = 0;
   if (Timeline* t = core().timeline) timeline_push(*t, Ev::Wait, dst, src, dst, uint32_t(id));
 }
 

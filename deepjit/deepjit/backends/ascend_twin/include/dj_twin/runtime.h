@@ -170,7 +170,7 @@ struct Core {
   uint8_t* mem[int(Mem::Count)] = {};    // base of each memory (PROT_NONE when the core lacks it)
   bool has_mem[int(Mem::Count)] = {};
   Counters counters{};
-  uint16_t flags[PIPE_NUM][PIPE_NUM][kNumEvents] = {};  // pending asc_sync_notify counts
+  uint8_t flags[PIPE_NUM][PIPE_NUM][kNumEvents] = {};   // 1: set by asc_sync_notify, not yet waited on
   int8_t mutex_mode[kNumMutexes];        // -1 free, else the lock mode held
   uint8_t mutex_pipe[kNumMutexes] = {};
   uint8_t intra[kNumIntraIds] = {};      // this core's cross-core flag counters (guarded by block->mu)
