@@ -28,19 +28,21 @@ inline void check_pipe(int pipe, const char* op) {
   if (pipe < 0 || pipe >= kNumPipes) fail("%s: pipe %d is not a pipe_t", op, pipe);
 }
 
-// A flag's two pipes: never PIPE_ALL (asc_sync_notify.md / asc_sync_wait.md: it raises an exception).
-inline void check_flag_pipe(int pipe, const char* op) {
-  check_pipe(pipe, op);
-  if (pipe == PIPE_ALL) fail("%s: PIPE_ALL is not a pipe a flag can name (asc_sync_notify.md)", op);
+// The bit of flag (src, dst, id) on this core, after checking it names one: two pipes, neither PIPE_ALL
+// (asc_sync_notify.md / asc_sync_wait.md: it raises an exception), and an id in EVENT_ID0-7.
+inline uint8_t& flag_bit(int src, int dst, int id, const char* op) {
+  for (int pipe : {src, dst}) {
+    check_pipe(pipe, op);
+    if (pipe == PIPE_ALL) fail("%s: PIPE_ALL is not a pipe a flag can name (asc_sync_notify.md)", op);
+  }
+  if (id < 0 || id >= kNumEvents)
+    fail("%s(%s, %s, %d): event id outside [0, %d)", op, pipe_name(src), pipe_name(dst), id, kNumEvents);
+  return core().flags[src][dst][id];
 }
 
 inline void sync_notify(int src, int dst, int id) {
   poll();
-  check_flag_pipe(src, "asc_sync_notify");
-  check_flag_pipe(dst, "asc_sync_notify");
-  if (id < 0 || id >= kNumEvents) fail("asc_sync_notify(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
-                                       pipe_name(dst), id, kNumEvents);
-  uint8_t& pending = core().flags[src][dst][id];
+  uint8_t& pending = flag_bit(src, dst, id, "asc_sync_notify");
   if (pending != 0)
     fail("asc_sync_notify(%s, %s, event %d): the flag is still set by an earlier notify that no asc_sync_wait "
          "has taken; a flag is one bit, so a second notify before the wait is undefined (asc_sync_notify.md)",
@@ -51,11 +53,7 @@ inline void sync_notify(int src, int dst, int id) {
 
 inline void sync_wait(int src, int dst, int id) {
   poll();
-  check_flag_pipe(src, "asc_sync_wait");
-  check_flag_pipe(dst, "asc_sync_wait");
-  if (id < 0 || id >= kNumEvents) fail("asc_sync_wait(%s, %s, %d): event id outside [0, %d)", pipe_name(src),
-                                       pipe_name(dst), id, kNumEvents);
-  uint8_t& pending = core().flags[src][dst][id];
+  uint8_t& pending = flag_bit(src, dst, id, "asc_sync_wait");
   if (pending == 0)
     fail("asc_sync_wait(%s, %s, event %d): no asc_sync_notify of this flag precedes it on this core, so the "
          "wait can never be satisfied", pipe_name(src), pipe_name(dst), id);
