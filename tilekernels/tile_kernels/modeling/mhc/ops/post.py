@@ -63,12 +63,14 @@ def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc: 
     return d_x, d_residual, d_post, d_comb
 
 
-def _post_bwd_ref(x, residual, post_layer_mix, comb_res_mix, d_o):
-    g = d_o.float()
+def _post_bwd_ref(x, residual, post_layer_mix, comb_res_mix, d_o, acc_dtype=torch.float32):
+    """``acc_dtype``: the sums' precision (upstream's FP32; float64 gives the exact sums ascend-check holds
+    the Ascend kernel's width sums to)."""
+    g = d_o.to(acc_dtype)
     d_x = (g * post_layer_mix).sum(-2).to(x.dtype)
-    d_post = (g * x.float().unsqueeze(-2)).sum(-1, keepdim=True)
-    d_comb = torch.einsum("abnc,abmc->abmn", g, residual.float())
-    d_residual = torch.einsum("abmn,abnc->abmc", comb_res_mix, g).to(residual.dtype)
+    d_post = (g * x.to(acc_dtype).unsqueeze(-2)).sum(-1, keepdim=True)
+    d_comb = torch.einsum("abnc,abmc->abmn", g, residual.to(acc_dtype))
+    d_residual = torch.einsum("abmn,abnc->abmc", comb_res_mix.to(acc_dtype), g).to(residual.dtype)
     return d_x, d_residual, d_post, d_comb
 
 
