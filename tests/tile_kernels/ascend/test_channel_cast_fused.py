@@ -49,3 +49,18 @@ def test_gather_keeps_bits_and_zeroes_unmapped_rows():
     want = torch.where((pos >= 0).unsqueeze(1), x.view(torch.int32)[pos.clamp(min=0).long()], 0)
     assert_equal(ccf.gather_rows(x, pos).view(torch.int32), want)
     assert not ccf.gather_rows(torch.zeros(0, 64), torch.full((16,), -1, dtype=torch.int32)).any()
+
+
+def test_gather_sets_no_flag_twice():
+    """Every row gathered from one source row (L2 hits: loads outpace stores): the gather's MTE2 -> MTE3 flag
+    is never set again before MTE3 took it (a load-store pair a row did so 4 times at this shape)."""
+    from deepjit.backends.ascend_twin import timeline
+    from deepjit.tilelang_route.ascend_check import l2_modelled
+
+    x = torch.randint(0, 256, (256, 7168), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    pos = torch.zeros(256, dtype=torch.int32)
+    with l2_modelled(), timeline.recording():
+        out = ccf.gather_rows(x, pos)
+    est = timeline.last_estimate()
+    assert est is not None and est.flag_hazards == 0, est.first_flag_hazard
+    assert_equal(out, x[:1].expand(256, -1).contiguous())

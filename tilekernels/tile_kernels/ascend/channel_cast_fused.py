@@ -3,7 +3,7 @@ reference's steps, each an Ascend kernel.
 
 1. With ``pos_to_token``: a row gather, ``row p = x[pos_to_token[p]]``, zero where -1 (data and, for a
    ``(data, sf)`` input, its FP32 scale rows), by ``build_gather``: a core owns a tile of output rows and
-   moves each gathered row through UB (one DMA in, one out); the -1 rows keep the zeroed output's zeros, and
+   moves them through UB (every row's DMA in, then every row's DMA out); the -1 rows keep the zeroed output's zeros, and
    so do entries outside ``[0, n_src)`` (device values are not validated on the host: graph capture).
    Rows move as bytes, so every bit is kept; sizes are symbolic (one lowering serves every shape and dtype).
 2. A ``(data, sf)`` E4M3 input: the Ascend cast-back to FP32 with its ``(1, num_per_channels)`` blocks.
@@ -33,10 +33,16 @@ def build_gather():
             rows = T.min(ROWS, n_out - r0)
             cols = T.min(COL_BYTES, width - c0)
             T.copy(Pos[r0:r0 + rows], pos[0:rows])
+            # All loads, then all stores: one MTE2 -> MTE3 flag a tile. A load-store pair a row would set
+            # that flag once a row with nothing holding MTE2 back, and a second set before MTE3's wait is
+            # illegal (asc_sync_notify); the timeline saw MTE2 run ahead at 4096 x 7168.
             for r in T.serial(rows):
                 p = pos[r]
                 if T.And(p >= 0, p < n_src):  # -1 and unvalidated out-of-range entries: a zero row
                     T.copy(X[p, c0:c0 + cols], buf[r, 0:cols])
+            for r in T.serial(rows):
+                p = pos[r]
+                if T.And(p >= 0, p < n_src):
                     T.copy(buf[r, 0:cols], Out[r0 + r, c0:c0 + cols])
 
     return gather_rows
