@@ -2,7 +2,8 @@
 name, argument packing, and a hand-written mixed kernel whose modes exercise the launch model
 (blocks, AIC + two AIVs, cross-core flags) and every reported failure: out-of-bounds UB by an
 intrinsic and by a direct dereference, a write past a global tensor, a wait whose flag is never
-set, a set never waited on, a nested lock and a cross-core wait that times out; DJ_TWIN_POISON exposing a
+set, a set never waited on, a notify that may run ahead of the wait for the flag's previous notify, a
+nested lock and a cross-core wait that times out; DJ_TWIN_POISON exposing a
 read of on-chip memory nothing wrote (mode 9 skips the load into UB); the launch timeout (mode 10)."""
 import ctypes
 import json
@@ -60,6 +61,27 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
   }
   if (mode == 12) asc_sync_notify(PIPE_V, PIPE_MTE3, 8);
   if (mode == 13) asc_sync_wait(PIPE_ALL, PIPE_MTE3, EVENT_ID0);
+  if (mode == 14 || mode == 15) {  // 14: nothing keeps MTE2 from setting the flag again before MTE3's wait
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+    if (mode == 15) {              // 15: a flag back from MTE3 orders MTE2's next notify after that wait
+      asc_sync_notify(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+      asc_sync_wait(PIPE_MTE3, PIPE_MTE2, EVENT_ID4);
+    }
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+  }
+  if (mode == 15) {  // ordered through the scalar unit's wait, then by asc_sync()
+    asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID5);
+    asc_sync_wait(PIPE_V, PIPE_MTE3, EVENT_ID5);
+    asc_sync_notify(PIPE_MTE3, PIPE_S, EVENT_ID5);
+    asc_sync_wait(PIPE_MTE3, PIPE_S, EVENT_ID5);
+    asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID5);
+    asc_sync_wait(PIPE_V, PIPE_MTE3, EVENT_ID5);
+    asc_sync();
+    asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID5);
+    asc_sync_wait(PIPE_V, PIPE_MTE3, EVENT_ID5);
+  }
   if (mode == 6) {
     asc_lock(PIPE_MTE1, 2);
     asc_lock(PIPE_M, 2);
@@ -158,6 +180,7 @@ def test_debug_info_on_request(tmp_path, monkeypatch):
     (11, r"asc_sync_notify\(PIPE_V, PIPE_MTE3, event 2\): the flag is still set by an earlier notify"),
     (12, r"asc_sync_notify\(PIPE_V, PIPE_MTE3, 8\): event id outside \[0, 8\)"),
     (13, r"asc_sync_wait: PIPE_ALL is not a pipe a flag can name"),
+    (14, r"asc_sync_notify\(PIPE_MTE2, PIPE_MTE3, event 4\): nothing orders this notify after the asc_sync_wait"),
     (6, r"asc_lock\(PIPE_M, 2\): mutex 2 is already locked \(by PIPE_MTE1\)"),
     (8, r"core AIC: asc_copy_gm2ub_align: UB is not a memory of the AIC core"),
 ])
@@ -167,6 +190,13 @@ def test_failures_are_reported_and_leave_outputs_untouched(probe, mode, pattern)
     with pytest.raises(TwinLaunchError, match=f"launch of probe \\(3 blocks\\) failed: kernel probe, .*{pattern}"):
         probe.launch(AscendLaunchOptions(num_blocks=3), x, y, ctypes.c_int32(64), ctypes.c_int32(mode))
     assert torch.equal(y, torch.full_like(x, -7.0))
+
+
+def test_notifies_ordered_after_the_previous_wait_pass(probe):
+    """A flag's next notify ordered after the wait that took the previous one, by a flag back, by the scalar
+    unit's wait or by asc_sync(), is legal (mode 14, with none of them, fails above)."""
+    x, y, _ = _run(probe, 15)
+    assert torch.equal(y, 2 * x + torch.arange(3, dtype=torch.float32).repeat_interleave(64))
 
 
 def test_cross_core_wait_times_out_naming_the_flag(probe, monkeypatch):

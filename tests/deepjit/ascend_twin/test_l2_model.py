@@ -16,11 +16,10 @@ REREAD = r'''
 #include <c_api/asc_simd.h>
 extern "C" __global__ __vector__ void l2_reread(__gm__ float* x, __gm__ float* y) {
   __ubuf__ uint8_t *ub = (__ubuf__ uint8_t *)0;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2; ++i)
     asc_copy_gm2ub_align(ub, (__gm__ uint8_t*)x, 4, 256, 0, 0, 0, static_cast<asc_load_l2_cache_mode>(0), 256, 256);
-    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, static_cast<event_t>(0));
-    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, static_cast<event_t>(0));
-  }
+  asc_sync_notify(PIPE_MTE2, PIPE_MTE3, static_cast<event_t>(0));
+  asc_sync_wait(PIPE_MTE2, PIPE_MTE3, static_cast<event_t>(0));
   asc_copy_ub2gm_align((__gm__ uint8_t*)y + asc_get_block_idx() * 1024, ub, 4, 256,
                        static_cast<asc_store_l2_cache_mode>(0), 256, 256);
 }

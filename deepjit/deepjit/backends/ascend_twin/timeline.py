@@ -239,8 +239,9 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
     # A pipe flag is one bit: set_flag sets it, wait_flag waits for it and clears it, and a second set
     # before the wait that takes the first is illegal (CANN cceapi "set_flag & wait_flag"; the second set
     # is lost and the second wait never returns). The twin's functional run refuses a second set in
-    # program order but cannot see a source pipe running ahead of the waiting one; the timeline can: a set
-    # that fires before the flag's previous set was taken is a hazard.
+    # program order, and one that nothing within the core orders after the previous set's wait (PipeOrder in
+    # dj_twin/runtime.h); the timeline also sees run-ahead whose order it took from another core: a set that
+    # fires before the flag's previous set was taken is a hazard.
     hazards: list = []
 
     def occupy(s: CoreState, name: str, start: float, end: float) -> None:

@@ -6,7 +6,10 @@
 //     ids EVENT_ID0-7 (asc_sync_notify.md: 8 per pipe pair; a second notify before the wait that clears
 //     the flag is undefined behaviour, as CANN's set_flag rule calls it illegal), so a notify of a flag
 //     still set is reported at once; a wait takes the one earlier notify, a wait with none pending can
-//     never be satisfied and is reported at once; notifies still pending at kernel end are reported.
+//     never be satisfied and is reported at once; notifies still pending at kernel end are reported. The
+//     pipes' order on the chip is tracked beside the program order (PipeOrder): a notify that nothing orders
+//     after the wait that took the flag's previous notify may set the flag again before that wait, and is
+//     reported whatever the timing (a load and a store flag a row, with nothing holding the loads back).
 //   asc_lock(pipe, id[, mode]) / asc_unlock(pipe, id[, mode]): strictly paired, same id and mode,
 //     never nested for one id (asc_lock.md "约束说明"); a lock still held at kernel end is reported.
 // Across the cores of a block the flags are real counters that block:
@@ -48,6 +51,17 @@ inline void sync_notify(int src, int dst, int id) {
          "has taken; a flag is one bit, so a second notify before the wait is undefined (asc_sync_notify.md)",
          pipe_name(src), pipe_name(dst), id);
   pending = 1;
+  if (src != dst) {
+    PipeOrder& o = pipe_order();
+    const uint32_t* clock = issue_clock(o, src);
+    const uint32_t taken = o.taken_at[src][dst][id];
+    if (taken != 0 && clock[dst] < taken)
+      fail("asc_sync_notify(%s, %s, event %d): nothing orders this notify after the asc_sync_wait that took the "
+           "flag's previous notify, so %s can run ahead of %s and set the flag while it is still set, which is "
+           "undefined (asc_sync_notify.md); order it after that wait, e.g. by a flag from %s back to %s",
+           pipe_name(src), pipe_name(dst), id, pipe_name(src), pipe_name(dst), pipe_name(dst), pipe_name(src));
+    std::memcpy(o.at_notify[src][dst][id], clock, sizeof o.at_notify[src][dst][id]);
+  }
   if (Timeline* t = core().timeline) timeline_push(*t, Ev::Set, src, src, dst, uint32_t(id));
 }
 
@@ -58,6 +72,12 @@ inline void sync_wait(int src, int dst, int id) {
     fail("asc_sync_wait(%s, %s, event %d): no asc_sync_notify of this flag precedes it on this core, so the "
          "wait can never be satisfied", pipe_name(src), pipe_name(dst), id);
   pending = 0;
+  if (src != dst) {
+    PipeOrder& o = pipe_order();
+    uint32_t* clock = issue_clock(o, dst);
+    join_clock(clock, o.at_notify[src][dst][id]);
+    o.taken_at[src][dst][id] = ++clock[dst];
+  }
   if (Timeline* t = core().timeline) timeline_push(*t, Ev::Wait, dst, src, dst, uint32_t(id));
 }
 
@@ -71,6 +91,10 @@ inline void lock(int pipe, int id, int mode) {
          id, pipe_name(c.mutex_pipe[id]));
   c.mutex_mode[id] = int8_t(mode);
   c.mutex_pipe[id] = uint8_t(pipe);
+  if (pipe != PIPE_ALL) {   // the lock waits for the previous holder's unlock
+    PipeOrder& o = pipe_order();
+    join_clock(issue_clock(o, pipe), o.at_unlock[id]);
+  }
 }
 
 inline void unlock(int pipe, int id, int mode) {
@@ -83,6 +107,10 @@ inline void unlock(int pipe, int id, int mode) {
     fail("asc_unlock(%s, %d, mode %d): locked with mode %d; a pair must use one mode", pipe_name(pipe), id, mode,
          c.mutex_mode[id]);
   c.mutex_mode[id] = -1;
+  if (pipe != PIPE_ALL) {
+    PipeOrder& o = pipe_order();
+    std::memcpy(o.at_unlock[id], issue_clock(o, pipe), sizeof o.at_unlock[id]);
+  }
 }
 
 // The counter an arrive from this core with `id` increments, per asc_sync_intra_arrive.md.
@@ -146,6 +174,7 @@ inline void intra_wait(int pipe, int id) {
   }
   c.intra[id] -= 1;
   guard.unlock();
+  order_after_other_cores(pipe);
   if (c.timeline) timeline_push(*c.timeline, Ev::IntraWait, pipe, 0, 0, uint32_t(id));
   c.counters.wait_ns += uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
@@ -175,11 +204,14 @@ inline void asc_unlock(int pipe, int mutex_id, int mode = ASC_LOCK_BLOCK) { ::dj
 inline void asc_sync_intra_arrive(int pipe, uint64_t sync_id) { ::dj_twin::intra_arrive(pipe, int(sync_id)); }
 inline void asc_sync_intra_wait(int pipe, uint64_t sync_id) { ::dj_twin::intra_wait(pipe, int(sync_id)); }
 
-// Ordering within one pipe / all pipes: already given by program order (the timeline records them).
+// Ordering within one pipe: given by program order; across all pipes (asc_sync): the scalar's PipeOrder clock.
 namespace dj_twin {
 inline void barrier(int pipe) {
   poll();
-  if (Timeline* t = core().timeline) timeline_push(*t, Ev::Barrier, pipe);
+  Core& c = core();
+  if (pipe == PIPE_ALL && c.order)   // the scalar unit waits for every pipe
+    for (int p = 0; p < kNumPipes; ++p) join_clock(c.order->seen[PIPE_S], c.order->seen[p]);
+  if (Timeline* t = c.timeline) timeline_push(*t, Ev::Barrier, pipe);
 }
 }  // namespace dj_twin
 inline void asc_sync_pipe(pipe_t pipe) { ::dj_twin::barrier(pipe); }
@@ -314,6 +346,7 @@ inline void inter_wait(int pipe, int64_t flag) {
   }
   waited += 1;
   guard.unlock();
+  order_after_other_cores(pipe);
   if (c.timeline) timeline_push(*c.timeline, Ev::InterWait, pipe, kind, 0, uint32_t(flag));
   c.counters.wait_ns += uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());

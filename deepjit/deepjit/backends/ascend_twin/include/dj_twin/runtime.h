@@ -55,6 +55,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -161,6 +162,16 @@ struct GmRun {
 struct Block;
 struct Launch;
 
+// What each pipe of a core is ordered after, as vector clocks over the pipes' flag waits (c_api/sync.h):
+// seen[p][q] is how many of pipe q's waits pipe p's next instruction follows. Program order alone cannot
+// show whether a notify may run ahead of the wait that took the flag's previous notify; these can.
+struct PipeOrder {
+  uint32_t seen[PIPE_NUM][PIPE_NUM] = {};
+  uint32_t at_notify[PIPE_NUM][PIPE_NUM][kNumEvents][PIPE_NUM] = {};  // the source's clock at a pending notify
+  uint32_t taken_at[PIPE_NUM][PIPE_NUM][kNumEvents] = {};  // the destination's count at the wait that took it last
+  uint32_t at_unlock[kNumMutexes][PIPE_NUM] = {};          // the unlocking pipe's clock
+};
+
 struct Core {
   Launch* launch = nullptr;
   Block* block = nullptr;
@@ -174,6 +185,7 @@ struct Core {
   int8_t mutex_mode[kNumMutexes];        // -1 free, else the lock mode held
   uint8_t mutex_pipe[kNumMutexes] = {};
   uint8_t intra[kNumIntraIds] = {};      // this core's cross-core flag counters (guarded by block->mu)
+  std::unique_ptr<PipeOrder> order;      // allocated at the core's first flag or lock (c_api/sync.h)
   // Special registers the intrinsics read (set by asc_set_* in sys_var.h / datamove.h).
   uint64_t ctrl = 0;                     // CTRL (asc_set_ctrl); bit 60 = 0 enables saturation modes
   uint64_t gm2l1_nz_para = 0;            // MTE2_NZ_PARA (asc_set_gm2l1_nz_para)
@@ -253,6 +265,36 @@ inline Core& core() {
     std::abort();
   }
   return *tls_core;
+}
+
+// ---- order between a core's pipes (PipeOrder) --------------------------------------------------------
+// The pipes run concurrently on the chip, each in program order. A pipe's instruction starts only once the
+// scalar unit issued it, so after whatever the scalar waited for; a wait orders its pipe after the notify
+// it takes; asc_sync() orders the scalar after every pipe. A notify of a flag whose previous notify was
+// taken by a wait that nothing orders it after can run ahead of that wait and set the flag while it is still
+// set, which asc_sync_notify.md leaves undefined: it fails whatever the timing.
+inline PipeOrder& pipe_order() {
+  Core& c = core();
+  if (!c.order) c.order = std::make_unique<PipeOrder>();
+  return *c.order;
+}
+
+inline void join_clock(uint32_t* into, const uint32_t* from) {
+  for (int p = 0; p < kNumPipes; ++p) into[p] = std::max(into[p], from[p]);
+}
+
+// Pipe `pipe`'s clock at its next instruction: after what the scalar unit waited for before issuing it.
+inline uint32_t* issue_clock(PipeOrder& o, int pipe) {
+  join_clock(o.seen[pipe], o.seen[PIPE_S]);
+  return o.seen[pipe];
+}
+
+// A wait on another core (cross-core flags, a window signal): what it orders `pipe` after is not recorded
+// here, so it is taken to order `pipe` after everything this core's pipes did so far (no false report).
+inline void order_after_other_cores(int pipe) {
+  Core& c = core();
+  if (!c.order || pipe < 0 || pipe >= kNumPipes || pipe == PIPE_ALL) return;
+  for (int p = 0; p < kNumPipes; ++p) join_clock(c.order->seen[pipe], c.order->seen[p]);
 }
 
 inline const char* Core::core_name() const {
