@@ -37,6 +37,10 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
     }
     asc_sync_intra_arrive(PIPE_S, 0);
     asc_sync_intra_arrive(PIPE_S, 16);
+    if (mode == 16) {
+      asc_sync_intra_arrive(PIPE_S, 1);
+      asc_sync_intra_arrive(PIPE_S, 17);
+    }
     return;
   }
   asc_sync_intra_wait(PIPE_S, 0);
@@ -70,6 +74,19 @@ extern "C" __global__ __mix__(1, 2) void probe(__gm__ float* x, __gm__ float* y,
     }
     asc_sync_notify(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
     asc_sync_wait(PIPE_MTE2, PIPE_MTE3, EVENT_ID4);
+  }
+  if (mode == 16) {  // ordered by a cross-core wait on MTE2, then by a lock MTE2 takes after MTE3 released it
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
+    asc_sync_intra_wait(PIPE_MTE2, 1);
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
+    asc_lock(PIPE_MTE3, 3);
+    asc_unlock(PIPE_MTE3, 3);
+    asc_lock(PIPE_MTE2, 3);
+    asc_unlock(PIPE_MTE2, 3);
+    asc_sync_notify(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
+    asc_sync_wait(PIPE_MTE2, PIPE_MTE3, EVENT_ID6);
   }
   if (mode == 15) {  // ordered through the scalar unit's wait, then by asc_sync()
     asc_sync_notify(PIPE_V, PIPE_MTE3, EVENT_ID5);
@@ -192,10 +209,13 @@ def test_failures_are_reported_and_leave_outputs_untouched(probe, mode, pattern)
     assert torch.equal(y, torch.full_like(x, -7.0))
 
 
-def test_notifies_ordered_after_the_previous_wait_pass(probe):
-    """A flag's next notify ordered after the wait that took the previous one, by a flag back, by the scalar
-    unit's wait or by asc_sync(), is legal (mode 14, with none of them, fails above)."""
-    x, y, _ = _run(probe, 15)
+@pytest.mark.parametrize("mode", [15, 16])
+def test_notifies_ordered_after_the_previous_wait_pass(probe, mode):
+    """A flag's next notify ordered after the wait that took the previous one is legal (mode 14, with nothing
+    ordering it, fails above): mode 15 by a flag back, by the scalar unit's wait or by asc_sync(); mode 16 by a
+    cross-core wait on the notifying pipe (taken to order it after all the core did) or by a lock that pipe
+    takes after the waiting pipe released it."""
+    x, y, _ = _run(probe, mode)
     assert torch.equal(y, 2 * x + torch.arange(3, dtype=torch.float32).repeat_interleave(64))
 
 

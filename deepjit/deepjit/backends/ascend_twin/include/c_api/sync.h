@@ -1,7 +1,7 @@
 // c_api/sync.h — AscendC synchronisation on the twin (docs/zh/api/SIMD-API/C-API/sync/*.md).
 //
-// Within a core (one thread, program order), pipe flags and mutexes cannot order anything, so they
-// are checked for discipline:
+// Within a core (one thread, program order), pipe flags and mutexes order nothing the twin runs, so they
+// are checked for discipline, and for the order they give the chip's concurrent pipes:
 //   asc_sync_notify(src, dst, id) / asc_sync_wait(src, dst, id): the flag is one bit per (src, dst, id),
 //     ids EVENT_ID0-7 (asc_sync_notify.md: 8 per pipe pair; a second notify before the wait that clears
 //     the flag is undefined behaviour, as CANN's set_flag rule calls it illegal), so a notify of a flag
@@ -216,9 +216,21 @@ inline void barrier(int pipe) {
 }  // namespace dj_twin
 inline void asc_sync_pipe(pipe_t pipe) { ::dj_twin::barrier(pipe); }
 inline void asc_sync() { ::dj_twin::barrier(PIPE_ALL); }
-inline void asc_sync_vec() { ::dj_twin::barrier(PIPE_V); }
-inline void asc_sync_mte2(int) { ::dj_twin::barrier(PIPE_MTE2); }
-inline void asc_sync_mte3(int) { ::dj_twin::barrier(PIPE_MTE3); }
+// As asc-devkit's 3510 implementation (instr_impl/npu_arch_3510/sync_impl/asc_sync_pipe_impl.h) defines them:
+// asc_sync_vec is the all-pipe barrier; asc_sync_mte2 / asc_sync_mte3 order the mover's earlier work before
+// the other mover's and the vector pipe's later work through flags `id` of those pairs, then its own pipe.
+inline void asc_sync_vec() { ::dj_twin::barrier(PIPE_ALL); }
+namespace dj_twin {
+inline void mover_sync(int mover, int other, int id) {
+  sync_notify(mover, other, id);
+  sync_notify(mover, PIPE_V, id);
+  sync_wait(mover, other, id);
+  sync_wait(mover, PIPE_V, id);
+  barrier(mover);
+}
+}  // namespace dj_twin
+inline void asc_sync_mte2(int id) { ::dj_twin::mover_sync(PIPE_MTE2, PIPE_MTE3, id); }
+inline void asc_sync_mte3(int id) { ::dj_twin::mover_sync(PIPE_MTE3, PIPE_MTE2, id); }
 
 // ---- cross-block (all-core) flags ----------------------------------------------------------------------
 // asc_sync_inter_arrive(pipe, flag) / asc_sync_inter_wait(pipe, flag) are CrossCoreSetFlag / WaitFlag of
