@@ -174,7 +174,7 @@ inline void intra_wait(int pipe, int id) {
   }
   c.intra[id] -= 1;
   guard.unlock();
-  order_after_other_cores(pipe);
+  order_after_all_pipes(pipe);
   if (c.timeline) timeline_push(*c.timeline, Ev::IntraWait, pipe, 0, 0, uint32_t(id));
   c.counters.wait_ns += uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
@@ -208,10 +208,8 @@ inline void asc_sync_intra_wait(int pipe, uint64_t sync_id) { ::dj_twin::intra_w
 namespace dj_twin {
 inline void barrier(int pipe) {
   poll();
-  Core& c = core();
-  if (pipe == PIPE_ALL && c.order)   // the scalar unit waits for every pipe
-    for (int p = 0; p < kNumPipes; ++p) join_clock(c.order->seen[PIPE_S], c.order->seen[p]);
-  if (Timeline* t = c.timeline) timeline_push(*t, Ev::Barrier, pipe);
+  if (pipe == PIPE_ALL) order_after_all_pipes(PIPE_S);   // the scalar unit waits for every pipe
+  if (Timeline* t = core().timeline) timeline_push(*t, Ev::Barrier, pipe);
 }
 }  // namespace dj_twin
 inline void asc_sync_pipe(pipe_t pipe) { ::dj_twin::barrier(pipe); }
@@ -358,7 +356,7 @@ inline void inter_wait(int pipe, int64_t flag) {
   }
   waited += 1;
   guard.unlock();
-  order_after_other_cores(pipe);
+  order_after_all_pipes(pipe);
   if (c.timeline) timeline_push(*c.timeline, Ev::InterWait, pipe, kind, 0, uint32_t(flag));
   c.counters.wait_ns += uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());

@@ -97,7 +97,7 @@ __aicore__ inline bool wait_flag_ge(__gm__ int32_t* p, int32_t value, int64_t li
     seen = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     if (seen >= value) {
       c.counters.wait_ns += uint64_t(now_ns() - start);
-      ::dj_twin::order_after_other_cores(PIPE_S);   // a peer's signal: what it follows is not tracked here
+      ::dj_twin::order_after_all_pipes(PIPE_S);   // a peer's signal: what it follows is not tracked here
       return true;
     }
     ::dj_twin::poll();

@@ -289,9 +289,10 @@ inline uint32_t* issue_clock(PipeOrder& o, int pipe) {
   return o.seen[pipe];
 }
 
-// A wait on another core (cross-core flags, a window signal): what it orders `pipe` after is not recorded
-// here, so it is taken to order `pipe` after everything this core's pipes did so far (no false report).
-inline void order_after_other_cores(int pipe) {
+// `pipe`'s next instruction follows everything this core's pipes did so far: asc_sync() for the scalar unit,
+// and a wait on another core (cross-core flags, a window signal), whose own order is not recorded here, so
+// it is taken to order that much (no false report).
+inline void order_after_all_pipes(int pipe) {
   Core& c = core();
   if (!c.order || pipe < 0 || pipe >= kNumPipes || pipe == PIPE_ALL) return;
   for (int p = 0; p < kNumPipes; ++p) join_clock(c.order->seen[pipe], c.order->seen[p]);
