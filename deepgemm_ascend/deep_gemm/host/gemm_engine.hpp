@@ -530,11 +530,16 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 // applied per scale block of gb values in FP32: tot += acc * (sa * sb).
 // A rows up to which the stream path runs. Its vdpbf16ps work grows with the rows while brgemm's
 // AMX tiles cost the same for 1-16 rows: on brgemm the packed paths win from about 5 rows, and
-// tr_task (E4M3 B) from 4.
+// tr_task (E4M3 B) from 4. On avx512bf16, E4M3 B is converted once per B row in the panels but once
+// per call here: from 7 rows panel_task is quicker (Zen 4, 2 threads, x 2816 / 7168 x 2048, B read
+// from DRAM: 7 rows 0.92-0.97x the time, 8 rows 0.84-0.89x; B in L3 the panels win from 5 rows).
+// BF16 B stays on the stream path to 8 rows (the panels there: 1.08-1.28x the time).
 #ifdef DJ_HAVE_BRGEMM
 constexpr int64_t kStreamRows = 4;
+constexpr int64_t kStreamRowsFp8 = 4;
 #else
 constexpr int64_t kStreamRows = 8;
+constexpr int64_t kStreamRowsFp8 = 6;
 #endif
 // With E4M3 B on brgemm, tr_task takes over from 4 rows (measured at 4 x 7168 x 2048, one thread:
 // 1.3x the stream path; 3 rows even, 1-2 rows the stream path 1.4x quicker). DG_STREAM_ROWS_TR
@@ -658,7 +663,7 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            if (stream_ok_ && job.m <= (tr_ok_ ? kStreamRowsTr : kStreamRows)) {   // A prepacked for stream_rows, B read in place
+            if (stream_ok_ && job.m <= (tr_ok_ ? kStreamRowsTr : b_.type == kE4M3 ? kStreamRowsFp8 : kStreamRows)) {   // A prepacked for stream_rows, B read in place
                 p.stream = true;
                 p.mpad = 32;
                 p.lda = ceil_div(job.klen, 64) * 64;

@@ -68,10 +68,11 @@ def test_fp8_gemm_layouts(a_mn, b_mn, pow2, m, n, k):
 
 
 @pytest.mark.parametrize("kind,pow2", [("bf16", False), ("fp8", True), ("fp8", False)])
-@pytest.mark.parametrize("m", [1, 3, 4, 7])
+@pytest.mark.parametrize("m", [1, 3, 4, 6, 7, 8])
 def test_decode_rows(kind, pow2, m):
-    """Decode row counts (B streamed row by row where the CPU has the BF16 dot product): K and N
-    tails (K not a multiple of the 64-value chunk, N not of the rows taken at a time), c and alpha."""
+    """Decode row counts (B streamed row by row where the CPU has the BF16 dot product: FP8 B to 6
+    rows, BF16 B to 8; the panels past them): K and N tails (K not a multiple of the 64-value chunk,
+    N not of the rows taken at a time), c and alpha."""
     n, k = 203, 456
     a, sfa, ar = operand(kind, m, k, (1, 128), pow2)
     b, sfb, br = operand(kind, n, k, (128, 128), pow2)
