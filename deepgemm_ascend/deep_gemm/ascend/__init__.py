@@ -32,7 +32,7 @@ twin's CPU tensors only -- where the rows to check come from a layout, only with
 - ``m_grouped_fp8_mx_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, ...)`` and
   ``..._nt_masked(a, b, d, masked_m, ...)`` serve ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum
   and ``m_indices``) and ``m_grouped_fp8_fp4_gemm_nt_masked`` (``m_grouped_bf16_gemm.asc`` with
-  ``DG_MX``).
+  ``DG_MX``; FP8 x K-major FP4 ``m_grouped_fp8_fp4_mx_gemm.asc``, the FP4 widened into L1).
 - ``k_grouped_fp8_mx_gemm.k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, c, groups, gran_k, ...)``
   serves ``k_grouped_fp8_gemm_{tn,nt}_contiguous`` (``bf16_gemm_epilogue.asc``, ``DG_MX`` +
   ``DG_K_GROUPED``) with groups starting at any K row (group-local scale pairs, a partial first K tile).
@@ -43,9 +43,10 @@ host: the K-grouped groups come from ``ks_cpu`` or, with the psum layout alone, 
 
 Served by the reference instead (the table's ``accepts`` sends them there before any entry point above
 is called): K granularities other than 32 / 128, and the MQA logits forms ``mqa_logits.unsupported`` / ``paged_mqa_logits.unsupported`` name.
-The FP4 widening of a mixed pair runs on the GEMM's own vector cores (``fp8_fp4_mx_gemm.asc``, as
-DeepGEMM-Ascend fuses it) for the dense form without c / alpha; the epilogue and M-grouped forms widen
-first with ``fp4_to_fp8.asc`` (one extra vector launch).
+The FP4 widening of a mixed pair runs on the GEMM's own vector cores (``fp4_l1_widen.h``, as
+DeepGEMM-Ascend fuses it) for the dense form without c / alpha (``fp8_fp4_mx_gemm.asc``) and the M-grouped
+FP8 x FP4 forms (``m_grouped_fp8_fp4_mx_gemm.asc``); the epilogue forms, FP4 x FP8 M-grouped and MN-major FP4
+widen first with ``fp4_to_fp8.asc`` (one extra vector launch).
 
 - ``mqa_logits.mqa_logits(q, kv, weights, ks, ke, logits, compressed, clean_logits)`` serves
   ``fp8_mqa_logits`` / ``fp8_fp4_mqa_logits`` (unscaled E4M3 q, per-token-scaled KV) and

@@ -25,20 +25,27 @@ from __future__ import annotations
 import torch
 
 from ._launch import m_blocks, n_blocks, shape_defines
-from .fp8_mx_gemm import ascend_scales, check_mantissa, layout, operands
-from .m_grouped_bf16_gemm import contiguous_layout, launch
+from .fp8_mx_gemm import ascend_scales, check_mantissa, fused_fp4_operand, layout, operands
+from .m_grouped_bf16_gemm import ENTRY, contiguous_layout, launch
+
+FUSED_ENTRY = ("dg_m_grouped_fp8_fp4_mx_gemm", "ascend/m_grouped_fp8_fp4_mx_gemm.asc")
 
 
 def _prepare(a, b, a_rows: torch.Tensor | None = None):
-    """(data a, data b, sfa, sfb, defines); ``a_rows`` (bool ``[M]``) limits A's mantissa check."""
+    """(data a, data b, sfa, sfb, ldb, defines, kernel entry); ``a_rows`` (bool ``[M]``) limits A's mantissa
+    check. FP8 x K-major FP4: the fused kernel, B packed (its vector cores widen it into L1); other mixed
+    pairs have their FP4 side widened first."""
     check_mantissa("a[1]", a.sf, a_rows, a.gran_mn)
     check_mantissa("b[1]", b.sf)
-    da, db, fp4 = operands(a, b)
     sfa = ascend_scales(a.sf, a.mn, a.k, a.gran_mn, a.gran_k)
     sfb = ascend_scales(b.sf, b.mn, b.k, b.gran_mn, b.gran_k)
+    if fused_fp4_operand(a, b) == 2:
+        db = b.data.view(torch.uint8)
+        return a.data, db, sfa, sfb, db.stride(-2), {}, FUSED_ENTRY
+    da, db, fp4 = operands(a, b)
     b_mn, ldb = layout(db)
     defines = {"DG_MX": 1, "DG_AB_FP4": int(fp4), "DG_B_MN_MAJOR": int(b_mn)}
-    return da, db, sfa, sfb, ldb, defines
+    return da, db, sfa, sfb, ldb, defines, ENTRY
 
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_padding: bool,
@@ -47,24 +54,24 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_paddi
     if m == 0 or n == 0:
         return
     layout, layout_defines, m_tiles = contiguous_layout(rows, m, d.device)
-    da, db, sfa, sfb, ldb, defines = _prepare(a, b, rows.row_group >= 0)
+    da, db, sfa, sfb, ldb, defines, entry = _prepare(a, b, rows.row_group >= 0)
     defines.update({"DG_D_FP32": int(d.dtype == torch.float32), "DG_ZERO_PADDING": int(zero_padding),
                     **layout_defines, **shape_defines(compiled_dims, n=n, k=k)})
     launch(da, db, d, layout, m, n, k, g, rows.alignment,
            {"lda": da.stride(0), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(0), "ld_sfa": sfa.stride(-1),
             "ld_sfb": sfb.stride(-1), "sfb_group": sfb.stride(0)},
-           defines, m_tiles * n_blocks(n), sfa, sfb)
+           defines, m_tiles * n_blocks(n), sfa, sfb, entry)
 
 
 def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tensor, compiled_dims: str = "nk") -> None:
     g, m, n, k = a.groups, a.mn, b.mn, a.k
     if min(g, m, n, k) == 0:
         return
-    da, db, sfa, sfb, ldb, defines = _prepare(a, b)
+    da, db, sfa, sfb, ldb, defines, entry = _prepare(a, b)
     defines.update({"DG_MASKED": 1, "DG_D_FP32": int(d.dtype == torch.float32),
                     **shape_defines(compiled_dims, n=n, k=k)})
     launch(da, db, d, masked_m, m, n, k, g, 1,
            {"lda": da.stride(1), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(1), "a_group": da.stride(0),
             "d_group": d.stride(0), "ld_sfa": sfa.stride(-1), "ld_sfb": sfb.stride(-1), "sfa_group": sfa.stride(0),
             "sfb_group": sfb.stride(0)},
-           defines, g * m_blocks(m) * n_blocks(n), sfa, sfb)
+           defines, g * m_blocks(m) * n_blocks(n), sfa, sfb, entry)

@@ -30,8 +30,9 @@ the rank and the flag. Each step's blocks wait for one another, so its grid is a
 
 Not yet as DeepGEMM-Ascend does it: the steps are separate launches around the GEMM and SwiGLU kernels, not
 one persistent kernel overlapping the pulls and sends with the cube's work; the rows are pulled whole (no
-ring of ``num_ring_tokens`` waves); the FP4 weights are widened to FP8 each call (the 950's MX mmad takes no
-FP8 x FP4 pair); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
+ring of ``num_ring_tokens`` waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which
+are not built. The FP4 weights are widened to E4M3 on their way into L1 by the grouped GEMMs' own vector cores
+(the 950's MX mmad takes no FP8 x FP4 pair: ``m_grouped_fp8_fp4_mx_gemm.asc``), not by a launch of their own.
 """
 from __future__ import annotations
 

@@ -84,6 +84,29 @@ def _m_grouped_bf16_m_indices() -> list[str]:
     return _close("d", d, want, 1e-5)
 
 
+def _m_grouped_fp8_fp4() -> list[str]:
+    """FP8 x FP4 in the psum layout (the FP4 B widened into L1 by the vector cores), ragged groups."""
+    from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
+    rows = _psum_rows([200, 0, 188], 256, 768)
+    b = _mx_operand(3 * 256, 512, True)
+    b = QuantOperand(b.data.view(3, 256, 256), b.sf.view(3, 256, 16), True, True, 256, 512, 3, 1, 32)
+    a = _mx_operand(768, 512)
+    d, want = torch.zeros(768, 256, dtype=torch.bfloat16), torch.zeros(768, 256, dtype=torch.bfloat16)
+    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, True)
+    reference.m_grouped_fp8_fp4_gemm_nt(a, b, want, rows, True)
+    return _close("d", d, want, 1e-3)
+
+
+def _psum_rows(counts: list[int], alignment: int, m: int) -> GroupedRows:
+    """The psum layout of ``counts`` rows per group, each group starting aligned."""
+    row_group, ends, start = torch.full((m,), -1, dtype=torch.int64), [], 0
+    for g, c in enumerate(counts):
+        row_group[start:start + c] = g
+        ends.append(start + c)
+        start = -(-(start + c) // alignment) * alignment
+    return GroupedRows(row_group, torch.tensor(ends, dtype=torch.int32), True, alignment)
+
+
 def _k_grouped_bf16() -> list[str]:
     from .k_grouped_bf16_gemm import k_grouped_bf16_gemm_tn_contiguous
     a, b = torch.randn(512, 256).bfloat16(), torch.randn(512, 256).bfloat16()
@@ -230,6 +253,7 @@ def cases() -> list:
             ("fp8_fp4_mx_gemm_nt_512x512x512", "mix", _fp8_gemm(True)),
             ("m_grouped_bf16_gemm_psum_3x768x256x256", "cube", _m_grouped_bf16),
             ("m_grouped_bf16_gemm_m_indices_3x768x256x256", "cube", _m_grouped_bf16_m_indices),
+            ("m_grouped_fp8_fp4_mx_gemm_psum_3x768x256x512", "mix", _m_grouped_fp8_fp4),
             ("k_grouped_bf16_gemm_tn_3x256x256", "mix", _k_grouped_bf16),
             ("fp8_mqa_logits_64q_2048kv_32x128", "mix", _mqa_logits(False, 32)),
             ("mxfp8_mqa_logits_64q_2048kv_64x128", "mix", _mqa_logits(True, 64)),
@@ -250,6 +274,7 @@ GROUPS, GROUP_M, GROUPED_N, GROUPED_K = 8, 512, 4096, 7168
 MQA_KV, MQA_HEADS, MQA_DIM = 8192, 32, 128
 HC_N, HC_K, HC_SPLITS = 24, 4 * 7168, 16  # the mHC pre-norm GEMM (also the test-shape case above)
 MX_MQA_HEADS = 64  # DeepGEMM-Ascend's MXFP8 indexer: 4..64 heads
+MOE_EXPERTS, MOE_TOKENS, MOE_N = 8, 48, 4096   # an EP rank's experts at decode, tokens each, gate + up rows
 
 
 def _bf16_gemm_full() -> None:
@@ -274,6 +299,18 @@ def _m_grouped_full() -> None:
                        GROUP_M)
     a, b = torch.randn(m, GROUPED_K).bfloat16(), torch.randn(GROUPS, GROUPED_N, GROUPED_K).bfloat16()
     m_grouped_bf16_gemm_nt_contiguous(a, b, torch.empty(m, GROUPED_N, dtype=torch.bfloat16), rows, True)
+
+
+def _m_grouped_fp8_fp4_decode() -> None:
+    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128), FP8 activations
+    against FP4 gate / up weights (N = 2 x 2048) over hidden 7168: the weights' bytes dominate."""
+    from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
+    g, n, k = MOE_EXPERTS, MOE_N, GROUPED_K
+    rows = _psum_rows([MOE_TOKENS] * g, 128, g * 128)
+    a = _mx_operand(g * 128, k)
+    b = _mx_operand(g * n, k, True)
+    b = QuantOperand(b.data.view(g, n, k // 2), b.sf.view(g, n, k // 32), True, True, n, k, g, 1, 32)
+    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, torch.empty(g * 128, n, dtype=torch.bfloat16), rows, True)
 
 
 def _mqa_full(s: int, mx: bool = False):
@@ -302,7 +339,9 @@ def published_shapes() -> list:
     shapes = [(f"bf16_gemm_nt_{gemm}", "cube", _bf16_gemm_full),
               (f"fp8_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(False)),
               (f"fp4_mx_gemm_nt_{gemm}", "cube", _mx_gemm_full(True)),
-              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full)]
+              (f"m_grouped_bf16_gemm_psum_{GROUPS}x{GROUP_M}x{GROUPED_N}x{GROUPED_K}", "cube", _m_grouped_full),
+              (f"m_grouped_fp8_fp4_mx_gemm_decode_{MOE_EXPERTS}x{MOE_TOKENS}x{MOE_N}x{GROUPED_K}", "mix",
+               _m_grouped_fp8_fp4_decode)]
     for phase, s in (("prefill", 4096), ("decode", 256)):
         shapes.append((f"fp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s)))
         shapes.append((f"mxfp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MX_MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s, True)))

@@ -16,7 +16,7 @@ def test_every_hand_written_kernel_has_a_case():
     assert len(set(names)) == len(names)
     for prefix in ("bf16_gemm_nt", "fp8_mx_gemm_nt", "m_grouped_bf16", "k_grouped_bf16", "fp8_mqa_logits",
                    "fp8_paged_mqa_logits", "sf_transform", "tf32_hc_prenorm_gemm",
-                   "bf16_einsum", "fp8_einsum", "fp8_fp4_mx_gemm", "mega_swiglu"):
+                   "bf16_einsum", "fp8_einsum", "fp8_fp4_mx_gemm", "m_grouped_fp8_fp4_mx_gemm", "mega_swiglu"):
         assert any(n.startswith(prefix) for n in names), prefix
 
 

@@ -1,12 +1,14 @@
 """deep_gemm's Ascend M-grouped MX GEMMs (deep_gemm/ascend/m_grouped_fp8_mx_gemm.py: m_grouped_bf16_gemm.asc
-with DG_MX) on deepjit's Ascend twin, against deep_gemm.reference at upstream's FP8/FP4 tolerance
-(calc_diff < 1e-3): the psum layout at alignments 128 and 256 with zero-sized and ragged groups, nn
-(B MN-major), and the masked form with empty, partial and full groups (masked_m read in the kernel)."""
+with DG_MX; FP8 x FP4 m_grouped_fp8_fp4_mx_gemm.asc) on deepjit's Ascend twin, against deep_gemm.reference at
+upstream's FP8/FP4 tolerance (calc_diff < 1e-3): the psum layout at alignments 128 and 256 with zero-sized
+and ragged groups, nn (B MN-major), and the masked form with empty, partial and full groups (masked_m read in
+the kernel)."""
 import pytest
 import torch
 
 from deep_gemm import formats, reference
 from deep_gemm._operands import QuantOperand
+from deep_gemm.ascend import fp8_mx_gemm
 from deep_gemm.ascend.m_grouped_fp8_mx_gemm import (
     m_grouped_fp8_fp4_gemm_nt_contiguous,
     m_grouped_fp8_fp4_gemm_nt_masked,
@@ -79,3 +81,42 @@ def test_masked_groups(kind, masked, m, n, k, dtype):
         if rows:
             assert calc_diff(d[i, :rows], ref[i, :rows]) < 1e-3
         assert torch.all(d[i, rows:] == SENTINEL)   # rows past masked_m are not written
+
+
+def _no_widening_launch(monkeypatch):
+    def separate_launch(_data):
+        raise AssertionError("fp4_to_fp8.widen was called")
+    monkeypatch.setattr(fp8_mx_gemm, "widen", separate_launch)
+
+
+@pytest.mark.parametrize("zero_padding", [True, False])
+def test_fp8_x_fp4_widens_inside_the_gemm(monkeypatch, zero_padding):
+    """FP8 x FP4: no widening launch; the block's vector cores widen each tile's B rows of its group into L1
+    (several K blocks with a tail, N tiles with a tail, an empty group, zero tiles the vector cores skip)."""
+    _no_widening_launch(monkeypatch)
+    counts, alignment, m, n, k = [70, 0, 150, 9], 128, 640, 300, 600
+    rows = psum_rows(counts, alignment, m)
+    a, b = _operand((), m, k, False), _operand((len(counts),), n, k, True)
+    d = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
+    ref = d.clone()
+    reference.m_grouped_fp8_fp4_gemm_nt(a, b, ref, rows, zero_padding)
+    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, compiled_dims="")
+    valid = rows.row_group >= 0
+    assert calc_diff(d[valid], ref[valid]) < 1e-3
+    assert torch.equal(d[~valid], ref[~valid])
+
+
+def test_fp8_x_fp4_masked_widens_inside_the_gemm(monkeypatch):
+    _no_widening_launch(monkeypatch)
+    masked, m, n, k = [0, 130, 7], 130, 260, 320
+    g = len(masked)
+    a, b = _operand((g,), m, k, False), _operand((g,), n, k, True)
+    masked_m = torch.tensor(masked, dtype=torch.int32)
+    d = torch.full((g, m, n), SENTINEL, dtype=torch.float32)
+    ref = d.clone()
+    reference.m_grouped_fp8_fp4_gemm_nt_masked(a, b, ref, masked_m)
+    m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, compiled_dims="")
+    for i, rows in enumerate(masked):
+        if rows:
+            assert calc_diff(d[i, :rows], ref[i, :rows]) < 1e-3
+        assert torch.all(d[i, rows:] == SENTINEL)

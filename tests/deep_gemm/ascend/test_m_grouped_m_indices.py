@@ -27,7 +27,7 @@ SENTINEL = 5.0
 SHAPES = [([200, 0, 300], 256, 1024, 72, 200), ([50, 0, 70, 20], 64, 286, 300, 128)]
 # (kind, layout, ensure_zero_padding)
 FORMS = [("bf16", "nt", True), ("bf16", "nt", False), ("bf16", "nn", True), ("fp8_mx", "nt", True),
-         ("fp8_mx", "nn", False), ("fp4", "nt", False)]
+         ("fp8_mx", "nn", False), ("fp4", "nt", False), ("fp8xfp4", "nt", True), ("fp8xfp4", "nt", False)]
 
 
 def _m_indices(counts, alignment: int, m: int) -> torch.Tensor:
@@ -45,7 +45,7 @@ def _operands(kind: str, layout: str, m: int, n: int, k: int, g: int):
         return a, (b.transpose(1, 2).contiguous() if layout == "nn" else b), {}
     fp4 = kind == "fp4"
     qa = cast_operand(a, fp4, 32, False, True)
-    qb = cast_grouped_operand(b, fp4, 32, False, True, mn_major=layout == "nn")
+    qb = cast_grouped_operand(b, fp4 or kind == "fp8xfp4", 32, False, True, mn_major=layout == "nn")
     if layout == "nn":
         qb = (qb[0].transpose(1, 2), qb[1].transpose(1, 2))
     return qa, qb, {"recipe": (1, 1, 32)}
