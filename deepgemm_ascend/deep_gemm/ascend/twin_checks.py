@@ -3,8 +3,8 @@ package's ``deepjit.ascend_checks`` entry point): each case runs one hand-writte
 its entry point at a modest shape, compares it with ``deep_gemm.reference`` at upstream's tolerance and
 leaves the roofline to the twin's counters of the launch. The shapes are small enough for the twin on a few
 CPU cores, so their rooflines say little about the kernels at the sizes that matter: ``published_shapes()``
-gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, MQA logits prefill / decode at
-8192 KV), each a run of the whole shape. The package has no TileLang kernels, so nothing of it is lowered
+gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, an MoE decode FP8 x FP4 grouped
+GEMM of 8 x 48 tokens x 4096 x 7168, MQA logits prefill / decode at 8192 KV), each a run of the whole shape. The package has no TileLang kernels, so nothing of it is lowered
 by ``make ascend-codegen``."""
 from __future__ import annotations
 
