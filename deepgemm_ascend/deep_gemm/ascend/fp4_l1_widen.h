@@ -26,8 +26,8 @@ __aicore__ inline void pipe_barrier(pipe_t src, pipe_t dst) {
 // low nibble first) as E4M3 in L1's NZ order for this core's `half` rows (column block c / 32 holds
 // `half` rows of 32 bytes), zeros elsewhere. One register per row: an UNPACK load puts packed byte k in
 // 16-bit lane k, the table lookup (e2m1_e4m3.h) gives the row's 256 E4M3 bytes in K order, a select
-// zeroes the bytes from kk on, and one block-strided store sends its 8 blocks of 32 bytes `half` blocks
-// apart; rows past `rows` get zeros.
+// zeroes the bytes from kk on (in a K tail only), and one block-strided store sends its 8 blocks of 32
+// bytes `half` blocks apart; rows past `rows` get zeros.
 __simd_vf__ inline void widen_nz_vf(__ubuf__ uint8_t* raw, __ubuf__ uint8_t* nz, uint32_t rows, uint32_t kk,
                                     uint32_t half) {
   static_assert(kMxBlockK == 256, "one 256-byte register per row of a K block");
@@ -44,7 +44,7 @@ __simd_vf__ inline void widen_nz_vf(__ubuf__ uint8_t* raw, __ubuf__ uint8_t* nz,
       vector_uint8_t bytes;
       asc_loadalign_unpack(bytes, raw + r * (kMxBlockK / 2));
       e2m1_widen((vector_uint16_t&)v, (vector_uint16_t&)bytes, t, all16);
-      asc_select(v, v, zero, cols);
+      if (kk < kMxBlockK) asc_select(v, v, zero, cols);  // a whole K block has nothing past it
     }
     asc_storealign(nz + r * 32, v, static_cast<uint16_t>(half), 0, all8);
   }
