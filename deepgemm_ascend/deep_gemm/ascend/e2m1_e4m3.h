@@ -2,53 +2,61 @@
 // registers, exactly (every E2M1 value is an E4M3 value), by a register lookup table over the 16 codes:
 // a byte k of the input in 16-bit lane k becomes, in the same lane, E4M3(low nibble) | E4M3(high nibble)
 // << 8, i.e. the two E4M3 bytes in input order (little endian). Shared by fp4_to_fp8.asc and
-// fp8_fp4_mx_gemm.asc (their former SIMT e2m1_to_e4m3 mapped code by code the same way).
+// fp4_l1_widen.h (the FP8 x FP4 GEMMs' vector cores).
 #pragma once
 
 #include <c_api/asc_simd.h>
 
 namespace dg_ascend {
 
-// Lane i of `lo` holds the E4M3 code of E2M1 code i % 16, `hi` the same shifted left by 8: 0 -> 0,
-// 0.5 -> 0x30 (2^-1), otherwise exponent (c >> 1) and mantissa bit c & 1 rebiased from 1 to 7, i.e.
-// (magnitude << 2) + 0x30; the sign moves from bit 3 to bit 7.
+// Byte lane i of `codes` holds the E4M3 code of E2M1 code i % 16 (all 256 byte lanes, so an index whose
+// upper nibble is not zero still finds its code): 0 -> 0, 0.5 -> 0x30 (2^-1), otherwise exponent (c >> 1)
+// and mantissa bit c & 1 rebiased from 1 to 7, i.e. (magnitude << 2) + 0x30; the sign moves from bit 3
+// to bit 7.
 struct E2m1Table {
-  vector_uint16_t lo, hi, nibble;  // nibble: 0xF in every lane
+  vector_uint8_t codes;
 };
 
 __simd_callee__ inline void e2m1_table(E2m1Table& t, vector_bool all) {
   vector_int16_t lane;
   asc_arange(lane, int16_t(0));
-  vector_uint16_t code, mag, sign, e, seven, eight, zero, half;
-  asc_duplicate_scalar(t.nibble, uint16_t(0xF), all);
+  // 16-bit lane j holds the codes of byte lanes 2j and 2j + 1: E2M1 codes 2j % 16 and (2j + 1) % 16
+  vector_uint16_t code, mag, sign, e, seven, eight, zero, half, nibble, byte;
+  asc_duplicate_scalar(nibble, uint16_t(0xF), all);
   asc_duplicate_scalar(seven, uint16_t(7), all);
   asc_duplicate_scalar(eight, uint16_t(8), all);
   asc_duplicate_scalar(zero, uint16_t(0), all);
   asc_duplicate_scalar(half, uint16_t(0x30), all);
-  asc_and(code, (vector_uint16_t&)lane, t.nibble, all);
-  asc_and(mag, code, seven, all);
-  asc_shiftleft_scalar(e, mag, int16_t(2), all);
-  asc_add_scalar(e, e, uint16_t(0x30), all);
-  vector_bool is0, is1;
-  asc_eq_scalar(is0, mag, uint16_t(0), all);
-  asc_eq_scalar(is1, mag, uint16_t(1), all);
-  asc_select(e, zero, e, is0);
-  asc_select(e, half, e, is1);
-  asc_and(sign, code, eight, all);
-  asc_shiftleft_scalar(sign, sign, int16_t(4), all);
-  asc_or(t.lo, e, sign, all);
-  asc_shiftleft_scalar(t.hi, t.lo, int16_t(8), all);
+  vector_uint16_t pair[2];
+  for (int h = 0; h < 2; ++h) {
+    asc_shiftleft_scalar(code, (vector_uint16_t&)lane, int16_t(1), all);
+    asc_add_scalar(code, code, uint16_t(h), all);
+    asc_and(code, code, nibble, all);
+    asc_and(mag, code, seven, all);
+    asc_shiftleft_scalar(e, mag, int16_t(2), all);
+    asc_add_scalar(e, e, uint16_t(0x30), all);
+    vector_bool is0, is1;
+    asc_eq_scalar(is0, mag, uint16_t(0), all);
+    asc_eq_scalar(is1, mag, uint16_t(1), all);
+    asc_select(e, zero, e, is0);
+    asc_select(e, half, e, is1);
+    asc_and(sign, code, eight, all);
+    asc_shiftleft_scalar(sign, sign, int16_t(4), all);
+    asc_or(pair[h], e, sign, all);
+  }
+  asc_shiftleft_scalar(byte, pair[1], int16_t(8), all);
+  asc_or((vector_uint16_t&)t.codes, pair[0], byte, all);
 }
 
-// bytes: input byte k zero-extended in 16-bit lane k (an UNPACK load of uint8); out: its two E4M3 codes.
+// bytes: input byte b = (high << 4) | low zero-extended in 16-bit lane k (an UNPACK load of uint8); out: its
+// two E4M3 codes. b | b << 4 has low in the low byte's low nibble and high in the high byte (the rest of the
+// low byte is masked by the table's period of 16), so one byte-lane gather looks both up.
 __simd_callee__ inline void e2m1_widen(vector_uint16_t& out, vector_uint16_t bytes, const E2m1Table& t,
                                        vector_bool all) {
-  vector_uint16_t low, high;
-  asc_and(low, bytes, t.nibble, all);
-  asc_shiftright_scalar(high, bytes, int16_t(4), all);
-  asc_gather(low, t.lo, low);
-  asc_gather(high, t.hi, high);
-  asc_or(out, low, high, all);
+  vector_uint16_t index;
+  asc_shiftleft_scalar(index, bytes, int16_t(4), all);
+  asc_or(index, index, bytes, all);
+  asc_gather((vector_uint8_t&)out, t.codes, (vector_uint8_t&)index);
 }
 
 }  // namespace dg_ascend
