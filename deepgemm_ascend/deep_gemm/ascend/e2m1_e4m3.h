@@ -17,35 +17,40 @@ struct E2m1Table {
   vector_uint8_t codes;
 };
 
-__simd_callee__ inline void e2m1_table(E2m1Table& t, vector_bool all) {
-  vector_int16_t lane;
-  asc_arange(lane, int16_t(0));
-  // 16-bit lane j holds the codes of byte lanes 2j and 2j + 1: E2M1 codes 2j % 16 and (2j + 1) % 16
-  vector_uint16_t code, mag, sign, e, seven, eight, zero, half, nibble, byte;
-  asc_duplicate_scalar(nibble, uint16_t(0xF), all);
+// The E4M3 codes of the E2M1 codes (0..15) in the 16-bit lanes of `code`.
+__simd_callee__ inline void e2m1_to_e4m3_codes(vector_uint16_t& out, vector_uint16_t code, vector_bool all) {
+  vector_uint16_t mag, sign, e, seven, eight, zero, half;
   asc_duplicate_scalar(seven, uint16_t(7), all);
   asc_duplicate_scalar(eight, uint16_t(8), all);
   asc_duplicate_scalar(zero, uint16_t(0), all);
   asc_duplicate_scalar(half, uint16_t(0x30), all);
-  vector_uint16_t pair[2];
-  for (int h = 0; h < 2; ++h) {
-    asc_shiftleft_scalar(code, (vector_uint16_t&)lane, int16_t(1), all);
-    asc_add_scalar(code, code, uint16_t(h), all);
-    asc_and(code, code, nibble, all);
-    asc_and(mag, code, seven, all);
-    asc_shiftleft_scalar(e, mag, int16_t(2), all);
-    asc_add_scalar(e, e, uint16_t(0x30), all);
-    vector_bool is0, is1;
-    asc_eq_scalar(is0, mag, uint16_t(0), all);
-    asc_eq_scalar(is1, mag, uint16_t(1), all);
-    asc_select(e, zero, e, is0);
-    asc_select(e, half, e, is1);
-    asc_and(sign, code, eight, all);
-    asc_shiftleft_scalar(sign, sign, int16_t(4), all);
-    asc_or(pair[h], e, sign, all);
-  }
-  asc_shiftleft_scalar(byte, pair[1], int16_t(8), all);
-  asc_or((vector_uint16_t&)t.codes, pair[0], byte, all);
+  asc_and(mag, code, seven, all);
+  asc_shiftleft_scalar(e, mag, int16_t(2), all);
+  asc_add_scalar(e, e, uint16_t(0x30), all);
+  vector_bool is0, is1;
+  asc_eq_scalar(is0, mag, uint16_t(0), all);
+  asc_eq_scalar(is1, mag, uint16_t(1), all);
+  asc_select(e, zero, e, is0);
+  asc_select(e, half, e, is1);
+  asc_and(sign, code, eight, all);
+  asc_shiftleft_scalar(sign, sign, int16_t(4), all);
+  asc_or(out, e, sign, all);
+}
+
+__simd_callee__ inline void e2m1_table(E2m1Table& t, vector_bool all) {
+  // 16-bit lane j holds byte lanes 2j and 2j + 1: the codes of E2M1 codes 2j % 16 and (2j + 1) % 16
+  vector_int16_t lane;
+  asc_arange(lane, int16_t(0));
+  vector_uint16_t nibble, even, odd, lo, hi;
+  asc_duplicate_scalar(nibble, uint16_t(0xF), all);
+  asc_shiftleft_scalar(even, (vector_uint16_t&)lane, int16_t(1), all);
+  asc_add_scalar(odd, even, uint16_t(1), all);
+  asc_and(even, even, nibble, all);
+  asc_and(odd, odd, nibble, all);
+  e2m1_to_e4m3_codes(lo, even, all);
+  e2m1_to_e4m3_codes(hi, odd, all);
+  asc_shiftleft_scalar(hi, hi, int16_t(8), all);
+  asc_or((vector_uint16_t&)t.codes, lo, hi, all);
 }
 
 // bytes: input byte b = (high << 4) | low zero-extended in 16-bit lane k (an UNPACK load of uint8); out: its
