@@ -11,8 +11,9 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   (both K-major: the E2M1 mmad; otherwise widened as below), FP8 x FP4 and FP4 x FP8. Without ``c`` and
   ``alpha`` a K-major FP4 operand of a mixed pair is widened to E4M3 inside the GEMM
   (``fp8_fp4_mx_gemm.asc``: the vector cores write the widened tile straight into the cube's L1, as
-  DeepGEMM-Ascend fuses it); otherwise (``c`` / ``alpha``, an MN-major FP4 operand, the M-grouped
-  forms) the vector-core kernel ``fp4_to_fp8.asc`` widens it first. Either way exact: every E2M1 value
+  DeepGEMM-Ascend fuses it; the M-grouped FP8 x FP4 forms likewise, ``m_grouped_fp8_fp4_mx_gemm.asc``);
+  otherwise (``c`` / ``alpha``, an MN-major FP4 operand, M-grouped FP4 x FP8) the vector-core kernel
+  ``fp4_to_fp8.asc`` widens it first. Either way exact: every E2M1 value
   is an E4M3 value and the per-32 UE8M0 scales stay as they are.
 - Granularity: ``gran_k`` 32, or 128 (each scale repeated over its four 32-blocks); any ``gran_mn``
   (repeated per row). The MX unit holds UE8M0 exponents, so FP32 scales must have a zero mantissa
@@ -103,7 +104,7 @@ def prepare(a, b):
 
 def fused_fp4_operand(a, b) -> int:
     """1 (A) or 2 (B): the K-major FP4 operand of a mixed FP8 / FP4 pair, widened inside the GEMM
-    (fp8_fp4_mx_gemm.asc); 0 for every other pair."""
+    (fp8_fp4_mx_gemm.asc; for B also m_grouped_fp8_fp4_mx_gemm.asc); 0 for every other pair."""
     if a.fp4 != b.fp4:
         fp4 = a if a.fp4 else b
         return (1 if a.fp4 else 2) if fp4.k_major and fp4.data.stride(-1) == 1 else 0

@@ -50,6 +50,8 @@ struct DgFp8MxGemmArgs {
 };
 
 // dg_m_grouped_bf16_gemm (m_grouped_bf16_gemm.asc): M-grouped GEMM over layout's groups; a, b are ABType, d DType.
+// Also dg_m_grouped_fp8_fp4_mx_gemm (m_grouped_fp8_fp4_mx_gemm.asc), whose b is packed FP4: ldb and
+// b_group_stride count bytes there.
 struct DgMGroupedGemmArgs {
   __gm__ void* a;
   __gm__ void* b;

@@ -1,7 +1,29 @@
-// deep_gemm/ascend/m_grouped.h — the M-grouped GEMM's tile walk and cube part, shared by
-// m_grouped_bf16_gemm.asc (cube only: BF16, or MX FP8 / FP4 with DG_MX) and m_grouped_fp8_fp4_mx_gemm.asc
-// (FP8 x packed FP4 B, the FP4 widened into L1 by the block's vector cores). The layouts, the tile order
-// and the zero padding are described in m_grouped_bf16_gemm.asc.
+// deep_gemm/ascend/m_grouped.h — the M-grouped GEMM's tile walk and cube part, D[rows of g] = A[rows of g] .
+// B[g]^T, FixPipe straight to GM, shared by m_grouped_bf16_gemm.asc (cube only: BF16, or MX FP8 / FP4 with
+// DG_MX) and m_grouped_fp8_fp4_mx_gemm.asc (FP8 x packed FP4 B, widened into L1 by the block's vector cores).
+//
+// `layout` (int32 [G], device memory) is read by the kernel only (no host read):
+//   psum: group g's exclusive end row (clamped to [start, M]); it starts at align(layout[g-1], alignment)
+//         (group 0 at 0). A, SFA and D are one [M, ..] matrix, rows global.
+//   masked (DG_MASKED): group g's row count (clamped to [0, M], M = M_max); A, SFA and D are
+//         [G, M, ..] with group strides *_group_stride, rows local to the group.
+//   m_indices (DG_INDEXED): int32 [M], row r's group or -1, as deep_gemm.grouped labels rows: the
+//         group of the first row of r's block of `alignment` rows, or -1 where that block is not
+//         computed (its first row is -1) or, with DG_ZERO_PADDING, where r itself is padding. Rows
+//         global, as psum. An M tile lies in one block (ceil(alignment / BLOCK_M) tiles per block), is
+//         computed with its block's group (a value outside [0, G) counts as -1, so A and B are never
+//         read outside) and skipped where that is -1; with DG_ZERO_PADDING uncomputed tiles and the
+//         -1 rows of computed ones are written as zero (the latter after the tile's own store: both go
+//         through FixPipe in order, so the zeros win).
+// psum / masked: data tiles are numbered group by group, ceil(rows_g / BLOCK_M) x ceil(N / BLOCK_N) per
+// group, so a tile never straddles two groups whatever the alignment, an empty group has no tile, and the
+// persistent grid (any size) walks tiles b, b + grid, ... with a cursor that only moves forward; within a
+// group (and over the m_indices blocks) tiles go in cube_gemm.h's panel order (tile_at).
+// DG_ZERO_PADDING (psum, ensure_zero_padding): after every group's data tiles come zero tiles over each
+// group's padding rows, from its end to the next group's start (to M after the last group), stored from an
+// L0C tile that an mmad of zero-filled L0A / L0B produced, so D's padding rows are written here, once;
+// otherwise only rows of a group are written. (Zero tiles after all the data tiles: numbered within each
+// group, a block could draw only zero tiles while another drew every data tile.)
 #pragma once
 
 #ifndef DG_MX
@@ -53,12 +75,13 @@ using ABType = bfloat16_t;
 constexpr uint32_t kStageL0A = kL0A, kStageL0B = kL0B;
 #endif
 
-// Group g of the layout and the range of tile numbers it owns: [first, first + tiles), the first
-// data_tiles over its rows [start, end), the rest zero tiles over its padding [end, pad_end).
+// Group g of the layout and the range of tile numbers it owns, [first, first + tiles): its data tiles
+// over its rows [start, end), or (`zeros`, DG_ZERO_PADDING) its zero tiles over its padding [end, pad_end).
 struct GroupCursor {
   __gm__ int32_t* layout;
   uint32_t num_groups, alignment, num_n_blocks, m;
-  uint32_t g = 0, start = 0, end = 0, pad_end = 0, first = 0, data_tiles = 0, tiles = 0;
+  bool zeros = false;
+  uint32_t g = 0, start = 0, end = 0, pad_end = 0, first = 0, tiles = 0;
 
   __aicore__ inline void load() {
     // masked: a row count; psum: an end row. Either is clamped to [start, M] (the host reads neither),
@@ -66,17 +89,25 @@ struct GroupCursor {
     const int32_t value = layout[g];
     end = value < 0 ? 0 : min_u32(uint32_t(value), m);
     if (end < start) end = start;
-    const uint32_t rows = end > start ? end - start : 0;
-    data_tiles = tiles = ceil_div(rows, kBlockM) * num_n_blocks;
-    if constexpr (DG_ZERO_PADDING) {
+    if (zeros) {
       pad_end = g + 1 < num_groups ? min_u32(ceil_div(end, alignment) * alignment, m) : m;
-      tiles += ceil_div(pad_end > end ? pad_end - end : 0, kBlockM) * num_n_blocks;
+      tiles = ceil_div(pad_end > end ? pad_end - end : 0, kBlockM) * num_n_blocks;
+    } else {
+      tiles = ceil_div(end - start, kBlockM) * num_n_blocks;
     }
   }
-  // Moves to the group owning tile t; false once t is past the last group's tiles.
+  // Group 0 again, counting `zero_tiles` ones.
+  __aicore__ inline void restart(bool zero_tiles) {
+    zeros = zero_tiles;
+    g = start = first = 0;
+    load();
+  }
+  // Moves to the group owning tile t; false once t is past the last group's tiles (first + tiles is
+  // then the count of them all).
   __aicore__ inline bool seek(uint32_t t) {
     while (t >= first + tiles) {
-      if (++g >= num_groups) return false;
+      if (g + 1 >= num_groups) return false;
+      ++g;
       first += tiles;
       start = DG_MASKED ? 0 : min_u32(ceil_div(end, alignment) * alignment, m);
       load();
@@ -132,9 +163,11 @@ struct GroupOperands {
   __aicore__ inline __cc__ float* tile(const Problem& p, int64_t g, uint32_t m0, uint32_t n0, uint32_t rows,
                                        uint32_t cols, Stages& st) const {
 #if DG_MX
-    return mx_tile_compute<kVecOperand>(p, a + g * a_group_stride, b + g * b_group_stride, sfa + g * sfa_group_stride,
-                           sfb + g * sfb_group_stride, ld_sfa, ld_sfb, 0, 0, m0, n0, rows, cols, st);
+    return mx_tile_compute<kVecOperand>(p, a + g * a_group_stride, b + g * b_group_stride,
+                                        sfa + g * sfa_group_stride, sfb + g * sfb_group_stride, ld_sfa, ld_sfb, 0, 0,
+                                        m0, n0, rows, cols, st);
 #else
+    static_assert(kVecOperand == 0, "only the MX tiles take an operand from the vector cores");
     return tile_compute(p, a + g * a_group_stride, b + g * b_group_stride, m0, n0, rows, cols, st);
 #endif
   }
@@ -149,35 +182,41 @@ struct GroupTile {
 };
 
 // The tiles one block of the persistent grid computes, in order: b, b + grid, ... over the psum / masked
-// groups (GroupCursor) or the m_indices blocks. The cube and, in the fused FP4 kernel, the block's vector
-// cores walk the same sequence.
+// groups' data tiles, then (DG_ZERO_PADDING) over every group's zero tiles, so the grid shares out the
+// data tiles evenly whatever the padding; or over the m_indices blocks. The cube and, in the fused FP4
+// kernel, the block's vector cores walk the same sequence.
 struct TileWalk {
   Problem p;
-  __gm__ int32_t* layout;
-  uint32_t num_groups, alignment, grid, t;
+  uint32_t grid, t;
+  uint32_t base = 0;   // psum / masked: the data tiles' count once the walk is among the zero tiles
   GroupCursor cur;
+  // m_indices: M tiles a block of `alignment` rows holds, M tiles, tiles
+  uint32_t per_block = 0, m_tiles = 0, tiles = 0;
 
-  __aicore__ inline TileWalk(const Problem& problem, __gm__ int32_t* layout_, uint32_t num_groups_, uint32_t alignment_)
-      : p(problem), layout(layout_), num_groups(num_groups_), alignment(alignment_),
-        grid(uint32_t(asc_get_block_num())), t(uint32_t(asc_get_block_idx())),
-        cur{layout_, num_groups_, alignment_, problem.num_n_blocks, problem.m} {
-    if (!DG_INDEXED && num_groups > 0) cur.load();
+  __aicore__ inline TileWalk(const Problem& problem, __gm__ int32_t* layout, uint32_t num_groups, uint32_t alignment)
+      : p(problem), grid(uint32_t(asc_get_block_num())), t(uint32_t(asc_get_block_idx())),
+        cur{layout, num_groups, alignment, problem.num_n_blocks, problem.m} {
+    if constexpr (DG_INDEXED) {
+      per_block = ceil_div(alignment, kBlockM);
+      m_tiles = ceil_div(p.m, alignment) * per_block;
+      tiles = m_tiles * p.num_n_blocks;
+    } else if (num_groups > 0) {
+      cur.restart(false);
+    }
   }
 
   __aicore__ inline bool next(GroupTile& out) {
 #if DG_INDEXED
     // m_indices: an M tile lies in one block of `alignment` rows and takes that block's group.
-    const uint32_t per_block = ceil_div(alignment, kBlockM);
-    const uint32_t m_tiles = ceil_div(p.m, alignment) * per_block, tiles = m_tiles * p.num_n_blocks;
     for (; t < tiles; t += grid) {
       const TileAt at = tile_at(t, m_tiles, p.num_n_blocks);
       const uint32_t mt = at.m_blk, n0 = at.n_blk * kBlockN;
-      const uint32_t block0 = mt / per_block * alignment, m0 = block0 + mt % per_block * kBlockM;
+      const uint32_t block0 = mt / per_block * cur.alignment, m0 = block0 + mt % per_block * kBlockM;
       if (m0 >= p.m) continue;  // past M in the last, partial block
-      const uint32_t rows = min_u32(min_u32(kBlockM, block0 + alignment - m0), p.m - m0);
+      const uint32_t rows = min_u32(min_u32(kBlockM, block0 + cur.alignment - m0), p.m - m0);
       const uint32_t cols = min_u32(p.n - n0, kBlockN);
-      const int32_t g = layout[block0];
-      const bool skipped = g < 0 || uint32_t(g) >= num_groups;
+      const int32_t g = cur.layout[block0];
+      const bool skipped = g < 0 || uint32_t(g) >= cur.num_groups;
       if (skipped && !DG_ZERO_PADDING) continue;
       out = GroupTile{skipped, skipped ? 0 : int64_t(g), m0, n0, rows, cols};
       t += grid;
@@ -185,12 +224,16 @@ struct TileWalk {
     }
     return false;
 #else
-    if (num_groups == 0 || !cur.seek(t)) return false;
-    const uint32_t local = t - cur.first;
+    if (cur.num_groups == 0) return false;
+    while (!cur.seek(t - base)) {
+      if (!DG_ZERO_PADDING || cur.zeros) return false;
+      base += cur.first + cur.tiles;  // every group's data tiles: the zero tiles come next
+      cur.restart(true);
+    }
+    const uint32_t local = t - base - cur.first;
     t += grid;
-    if (DG_ZERO_PADDING && local >= cur.data_tiles) {
-      const uint32_t pad = local - cur.data_tiles, m0 = cur.end + pad / p.num_n_blocks * kBlockM;
-      const uint32_t n0 = pad % p.num_n_blocks * kBlockN;
+    if (cur.zeros) {
+      const uint32_t m0 = cur.end + local / p.num_n_blocks * kBlockM, n0 = local % p.num_n_blocks * kBlockN;
       out = GroupTile{true, 0, m0, n0, min_u32(cur.pad_end - m0, kBlockM), min_u32(p.n - n0, kBlockN)};
       return true;
     }
@@ -220,9 +263,9 @@ __aicore__ inline void cube_tiles(TileWalk& walk, const GroupOperands& ops, __gm
     tile_release(st);
     if constexpr (DG_INDEXED && DG_ZERO_PADDING) {  // the tile's runs of padding rows
       for (uint32_t r = 0; r < j.rows;) {
-        if (walk.layout[j.m0 + r] >= 0) { ++r; continue; }
+        if (walk.cur.layout[j.m0 + r] >= 0) { ++r; continue; }
         uint32_t e = r + 1;
-        while (e < j.rows && walk.layout[j.m0 + e] < 0) ++e;
+        while (e < j.rows && walk.cur.layout[j.m0 + e] < 0) ++e;
         store_zero_rows(dst + int64_t(r) * ldd, e - r, j.cols, ldd, st);
         r = e;
       }

@@ -1,6 +1,7 @@
 """Ascend M-grouped MX block-scaled GEMMs: ``m_grouped_bf16_gemm.asc`` with ``DG_MX`` (the cube part of
 ``mx_gemm.h``) behind ``m_grouped_fp8_fp4_gemm_{nt,nn}_contiguous`` (psum and ``m_indices`` layouts) and
-``m_grouped_fp8_fp4_gemm_nt_masked``.
+``m_grouped_fp8_fp4_gemm_nt_masked``; FP8 x K-major FP4 runs ``m_grouped_fp8_fp4_mx_gemm.asc`` (the same
+tile walk, B's FP4 widened into L1 by the blocks' vector cores: no widening launch).
 
 Entry points (for the dispatch table's Ascend column; the canonical arguments of
 ``deep_gemm.reference.m_grouped_fp8_fp4_gemm_nt`` / ``..._nt_masked``, validated by ``deep_gemm.grouped``)::
@@ -9,8 +10,8 @@ Entry points (for the dispatch table's Ascend column; the canonical arguments of
     m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, compiled_dims="nk") -> None
 
 - Operand pairs, granularities, the scale layout and the mantissa rule are those of
-  ``fp8_mx_gemm.py`` (FP8 x FP8, FP4 x FP4, FP8 x FP4 with the FP4 side widened to E4M3; gran_k 32 or
-  128); ``b`` may be MN-major (``nn``) when FP8.
+  ``fp8_mx_gemm.py`` (FP8 x FP8, FP4 x FP4, FP8 x FP4 and FP4 x FP8 with the FP4 side widened to E4M3;
+  gran_k 32 or 128); ``b`` may be MN-major (``nn``) when FP8.
 - Contiguous: ``a`` ``[M, K]`` K-major, ``b`` ``[G, N, K]``, ``d`` ``[M, N]``; ``rows.layout`` psum
   end rows read by the kernel only; ``zero_padding`` as in ``m_grouped_bf16_gemm.py``. Scale rows of
   psum gaps are never loaded (they may be uninitialised), so the mantissa check skips them; choosing

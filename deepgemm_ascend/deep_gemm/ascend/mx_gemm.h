@@ -73,7 +73,8 @@ __aicore__ inline void mx_load_data(__cbuf__ MxLoad* dst, __gm__ MxLoad* base, i
 // Computes the rows x cols tile at (m0, n0) over K [k_begin, k_begin + p.k), scales from pair
 // pair_begin on, into L0C stage st.s_l0c; returns as tile_compute does (ready for FixPipe, then
 // tile_release).
-// kVecOperand (fp8_fp4_mx_gemm.asc): 0 both operands come from GM by MTE2; 1 (A) or 2 (B): that
+// kVecOperand (fp8_fp4_mx_gemm.asc, m_grouped_fp8_fp4_mx_gemm.asc; fp4_l1_widen.h): 0 both operands
+// come from GM by MTE2; 1 (A) or 2 (B): that
 // operand's stage is written into L1 by the block's vector cores (FP4 widened to E4M3 on the way), so
 // the cube waits for both halves (cross-core flag 0) before reading the stage and hands it back (flag 1)
 // once its MTE1 reads are issued.

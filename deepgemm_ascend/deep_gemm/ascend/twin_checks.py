@@ -4,8 +4,8 @@ its entry point at a modest shape, compares it with ``deep_gemm.reference`` at u
 leaves the roofline to the twin's counters of the launch. The shapes are small enough for the twin on a few
 CPU cores, so their rooflines say little about the kernels at the sizes that matter: ``published_shapes()``
 gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, an MoE decode FP8 x FP4 grouped
-GEMM of 8 x 48 tokens x 4096 x 7168, MQA logits prefill / decode at 8192 KV), each a run of the whole shape. The package has no TileLang kernels, so nothing of it is lowered
-by ``make ascend-codegen``."""
+GEMM of 8 x 48 tokens x 4096 x 7168, MQA logits prefill / decode at 8192 KV), each a run of the whole shape.
+The package has no TileLang kernels, so nothing of it is lowered by ``make ascend-codegen``."""
 from __future__ import annotations
 
 import torch
@@ -13,6 +13,7 @@ import torch
 from .. import reference
 from .._operands import GroupedRows, KGroups, QuantOperand, attach_sf, resolve_recipes
 from ..attention import PagedKV, Quantised
+from ..grouped import _psum_row_groups
 from ..testing import calc_diff
 from ..utils import per_custom_dims_cast_to_fp8
 
@@ -99,12 +100,8 @@ def _m_grouped_fp8_fp4() -> list[str]:
 
 def _psum_rows(counts: list[int], alignment: int, m: int) -> GroupedRows:
     """The psum layout of ``counts`` rows per group, each group starting aligned."""
-    row_group, ends, start = torch.full((m,), -1, dtype=torch.int64), [], 0
-    for g, c in enumerate(counts):
-        row_group[start:start + c] = g
-        ends.append(start + c)
-        start = -(-(start + c) // alignment) * alignment
-    return GroupedRows(row_group, torch.tensor(ends, dtype=torch.int32), True, alignment)
+    row_group, ends = _psum_row_groups(torch.tensor(counts), m, alignment, "counts")
+    return GroupedRows(row_group, ends, True, alignment)
 
 
 def _k_grouped_bf16() -> list[str]:
@@ -302,15 +299,16 @@ def _m_grouped_full() -> None:
 
 
 def _m_grouped_fp8_fp4_decode() -> None:
-    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128), FP8 activations
-    against FP4 gate / up weights (N = 2 x 2048) over hidden 7168: the weights' bytes dominate."""
+    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128, no zero padding, as
+    Mega MoE calls it), FP8 activations against FP4 gate / up weights (N = 2 x 2048) over hidden 7168: the
+    weights' bytes dominate."""
     from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
     g, n, k = MOE_EXPERTS, MOE_N, GROUPED_K
     rows = _psum_rows([MOE_TOKENS] * g, 128, g * 128)
     a = _mx_operand(g * 128, k)
     b = _mx_operand(g * n, k, True)
     b = QuantOperand(b.data.view(g, n, k // 2), b.sf.view(g, n, k // 32), True, True, n, k, g, 1, 32)
-    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, torch.empty(g * 128, n, dtype=torch.bfloat16), rows, True)
+    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, torch.empty(g * 128, n, dtype=torch.bfloat16), rows, False)
 
 
 def _mqa_full(s: int, mx: bool = False):

@@ -530,13 +530,14 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 // applied per scale block of gb values in FP32: tot += acc * (sa * sb).
 // A rows up to which the stream path runs. Its vdpbf16ps work grows with the rows while brgemm's
 // AMX tiles cost the same for 1-16 rows: on brgemm the packed paths win from about 5 rows, and
-// tr_task (E4M3 B) from 4. On avx512bf16, E4M3 B is converted once per B row in the panels but once
-// per call here: from 7 rows panel_task is quicker (Zen 4, 2 threads, x 2816 / 7168 x 2048, B read
-// from DRAM: 7 rows 0.92-0.97x the time, 8 rows 0.84-0.89x; B in L3 the panels win from 5 rows).
-// BF16 B stays on the stream path to 8 rows (the panels there: 1.08-1.28x the time).
+// tr_task (E4M3 B) from 4. On avx512bf16 the stream path reads BF16 B where it lies while the panels
+// copy it, but E4M3 B is converted on both: there panel_task is quicker from 7 rows, its vdpbf16ps
+// broadcasting A against 32 columns (Zen 4, 2 threads, x 2816 / 7168 x 2048, B read from DRAM: 7 rows
+// 0.92-0.97x the time, 8 rows 0.84-0.89x; B in L3 the panels win from 5 rows). BF16 B stays on the
+// stream path to 8 rows (the panels there: 1.08-1.28x the time).
 #ifdef DJ_HAVE_BRGEMM
 constexpr int64_t kStreamRows = 4;
-constexpr int64_t kStreamRowsFp8 = 4;
+constexpr int64_t kStreamRowsFp8 = kStreamRows;
 #else
 constexpr int64_t kStreamRows = 8;
 constexpr int64_t kStreamRowsFp8 = 6;
@@ -663,7 +664,8 @@ public:
             if (job.m <= 0 || n_ <= 0) continue;
             Prepared& p = prep[j];
             p.small = job.m <= SMALL_M;
-            if (stream_ok_ && job.m <= (tr_ok_ ? kStreamRowsTr : b_.type == kE4M3 ? kStreamRowsFp8 : kStreamRows)) {   // A prepacked for stream_rows, B read in place
+            const int64_t stream_max = tr_ok_ ? kStreamRowsTr : b_.type == kE4M3 ? kStreamRowsFp8 : kStreamRows;
+            if (stream_ok_ && job.m <= stream_max) {   // A prepacked for stream_rows, B read in place
                 p.stream = true;
                 p.mpad = 32;
                 p.lda = ceil_div(job.klen, 64) * 64;

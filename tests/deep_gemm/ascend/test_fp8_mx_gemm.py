@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from deep_gemm import formats, reference
 from deep_gemm._operands import QuantOperand
-from deep_gemm.ascend import fp8_mx_gemm
 from deep_gemm.ascend.fp8_mx_gemm import ascend_scales, fp8_gemm_nt
 from deep_gemm.testing import calc_diff
+from tests.deep_gemm.ascend._fp4 import forbid_widening_launch
 
 EXACT, TAILS, MANY = (128, 256, 256), (100, 72, 200), (300, 520, 320)
 
@@ -87,9 +87,7 @@ def test_c_and_alpha(kind, dtype, with_c, alpha):
 @pytest.mark.parametrize("kind", ["fp8xfp4", "fp4xfp8"])
 def test_mixed_pairs_widen_inside_the_gemm(monkeypatch, kind):
     """No separate widening launch: the vector cores of fp8_fp4_mx_gemm.asc widen the FP4 side into L1."""
-    def separate_launch(_data):
-        raise AssertionError("fp4_to_fp8.widen was called")
-    monkeypatch.setattr(fp8_mx_gemm, "widen", separate_launch)
+    forbid_widening_launch(monkeypatch)
     _check(*_pair(kind, *TAILS), torch.bfloat16 if kind == "fp4xfp8" else torch.float32)
 
 

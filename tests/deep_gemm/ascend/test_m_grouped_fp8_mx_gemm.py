@@ -8,15 +8,16 @@ import torch
 
 from deep_gemm import formats, reference
 from deep_gemm._operands import QuantOperand
-from deep_gemm.ascend import fp8_mx_gemm
+from deep_gemm.ascend import m_grouped_bf16_gemm
 from deep_gemm.ascend.m_grouped_fp8_mx_gemm import (
     m_grouped_fp8_fp4_gemm_nt_contiguous,
     m_grouped_fp8_fp4_gemm_nt_masked,
 )
 from deep_gemm.testing import calc_diff
+from tests.deep_gemm.ascend._fp4 import forbid_widening_launch
 from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
-KINDS = {"fp8": (False, False), "fp4": (True, True), "fp8xfp4": (False, True)}
+KINDS = {"fp8": (False, False), "fp4": (True, True), "fp8xfp4": (False, True), "fp4xfp8": (True, False)}
 
 
 def _operand(lead: tuple, mn: int, k: int, fp4: bool, gran_k: int = 32, k_major: bool = True) -> QuantOperand:
@@ -35,6 +36,7 @@ def _operand(lead: tuple, mn: int, k: int, fp4: bool, gran_k: int = 32, k_major:
     ("fp8", [100, 0, 72, 130], 128, 640, 72, 200, 32, True),
     ("fp4", [300, 40], 256, 768, 256, 128, 32, True),
     ("fp8xfp4", [17, 0], 256, 512, 40, 96, 32, True),
+    ("fp4xfp8", [60, 3], 128, 384, 72, 160, 32, True),   # A's FP4 widened first, then the cube kernel
     ("fp8", [130, 5], 256, 768, 90, 264, 128, False),
 ])
 def test_psum_groups(kind, counts, alignment, m, n, k, gran_k, b_k_major):
@@ -83,17 +85,22 @@ def test_masked_groups(kind, masked, m, n, k, dtype):
         assert torch.all(d[i, rows:] == SENTINEL)   # rows past masked_m are not written
 
 
-def _no_widening_launch(monkeypatch):
-    def separate_launch(_data):
-        raise AssertionError("fp4_to_fp8.widen was called")
-    monkeypatch.setattr(fp8_mx_gemm, "widen", separate_launch)
+
+def _fused_on(monkeypatch, cores: int) -> list:
+    """No widening launch, and a grid of ``cores`` blocks (each walking several tiles, its vector cores
+    taking the L1 stages from tile to tile); returns the kernels launched."""
+    forbid_widening_launch(monkeypatch)
+    monkeypatch.setattr(m_grouped_bf16_gemm, "num_cube_cores", lambda _t: cores)
+    seen, real = [], m_grouped_bf16_gemm.kernel
+    monkeypatch.setattr(m_grouped_bf16_gemm, "kernel", lambda name, *rest: seen.append(name) or real(name, *rest))
+    return seen
 
 
-@pytest.mark.parametrize("zero_padding", [True, False])
-def test_fp8_x_fp4_widens_inside_the_gemm(monkeypatch, zero_padding):
+@pytest.mark.parametrize(("zero_padding", "cores"), [(True, 1), (True, 3), (False, 2)])
+def test_fp8_x_fp4_widens_inside_the_gemm(monkeypatch, zero_padding, cores):
     """FP8 x FP4: no widening launch; the block's vector cores widen each tile's B rows of its group into L1
-    (several K blocks with a tail, N tiles with a tail, an empty group, zero tiles the vector cores skip)."""
-    _no_widening_launch(monkeypatch)
+    (3 K blocks with a tail, N tiles with a tail, an empty group, zero tiles the vector cores skip)."""
+    seen = _fused_on(monkeypatch, cores)
     counts, alignment, m, n, k = [70, 0, 150, 9], 128, 640, 300, 600
     rows = psum_rows(counts, alignment, m)
     a, b = _operand((), m, k, False), _operand((len(counts),), n, k, True)
@@ -101,13 +108,14 @@ def test_fp8_x_fp4_widens_inside_the_gemm(monkeypatch, zero_padding):
     ref = d.clone()
     reference.m_grouped_fp8_fp4_gemm_nt(a, b, ref, rows, zero_padding)
     m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, compiled_dims="")
+    assert seen == ["dg_m_grouped_fp8_fp4_mx_gemm"]
     valid = rows.row_group >= 0
     assert calc_diff(d[valid], ref[valid]) < 1e-3
     assert torch.equal(d[~valid], ref[~valid])
 
 
 def test_fp8_x_fp4_masked_widens_inside_the_gemm(monkeypatch):
-    _no_widening_launch(monkeypatch)
+    seen = _fused_on(monkeypatch, 2)
     masked, m, n, k = [0, 130, 7], 130, 260, 320
     g = len(masked)
     a, b = _operand((g,), m, k, False), _operand((g,), n, k, True)
@@ -116,6 +124,7 @@ def test_fp8_x_fp4_masked_widens_inside_the_gemm(monkeypatch):
     ref = d.clone()
     reference.m_grouped_fp8_fp4_gemm_nt_masked(a, b, ref, masked_m)
     m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, compiled_dims="")
+    assert seen == ["dg_m_grouped_fp8_fp4_mx_gemm"]
     for i, rows in enumerate(masked):
         if rows:
             assert calc_diff(d[i, :rows], ref[i, :rows]) < 1e-3

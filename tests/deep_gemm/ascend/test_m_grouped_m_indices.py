@@ -1,6 +1,6 @@
 """The M-grouped contiguous GEMMs with the ``m_indices`` layout (``use_psum_layout=False``) on the Ascend
-path: m_grouped_bf16_gemm.asc with DG_INDEXED (BF16, and MX FP8 / FP4 with DG_MX) on deepjit's twin
-(DG_BACKEND=ascend, CPU tensors), through the public ops, against the reference path at upstream's
+path: m_grouped_bf16_gemm.asc with DG_INDEXED (BF16, and MX FP8 / FP4 with DG_MX; FP8 x FP4 in
+m_grouped_fp8_fp4_mx_gemm.asc) on deepjit's twin (DG_BACKEND=ascend, CPU tensors), through the public ops, against the reference path at upstream's
 tolerances (calc_diff), nt and nn.
 
 Layouts are upstream's: each expert's rows, then -1 up to the alignment, an expert with no rows, and a
@@ -14,6 +14,7 @@ import torch
 import deep_gemm
 from deep_gemm import _dispatch
 from deep_gemm._operands import GroupedRows
+from deep_gemm.ascend import m_grouped_bf16_gemm
 from deep_gemm.ascend import m_grouped_bf16_gemm as ascend_m_grouped
 from deep_gemm.ascend import m_grouped_fp8_mx_gemm as ascend_m_grouped_fp8
 from deep_gemm.grouped import _indexed_row_groups
@@ -57,6 +58,8 @@ def _op(kind: str, layout: str):
 
 
 def _both_paths(monkeypatch, kind, layout, zero_padding, counts, alignment, m, n, k):
+    # a grid of 3 blocks: each walks several tiles (the fused FP8 x FP4 kernel's vector cores with its cube)
+    monkeypatch.setattr(m_grouped_bf16_gemm, "num_cube_cores", lambda _t: 3)
     deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
     a, b, extra = _operands(kind, layout, m, n, k, len(counts))
     m_indices = _m_indices(counts, alignment, m)
