@@ -23,8 +23,9 @@ Entry points take the canonical, already-validated arguments of the matching
 MX block-scaled FP8/FP4 (``mx_gemm.h``: ``asc_mmad_mx``, UE8M0 scales per 32 K in the Ascend layout,
 int16 pairs MN-major; FP8 x FP8, FP4 x FP4, FP8 x FP4 and FP4 x FP8 with the FP4 side widened to
 E4M3 inside the GEMM (``fp8_fp4_mx_gemm.asc`` without c / alpha, ``m_grouped_fp8_fp4_mx_gemm.asc`` for
-FP8 x FP4 groups; K-major FP4) or by ``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales need a zero mantissa, checked on the
-twin's CPU tensors only -- where the rows to check come from a layout, only with ``DG_ASCEND_CHECKS=1``):
+FP8 x FP4 groups; K-major FP4) or by ``fp4_to_fp8.widen(data)`` first; gran_k 32 or 128; FP32 scales
+need a zero mantissa, checked on the twin's CPU tensors only -- where the rows to check come from a layout,
+only with ``DG_ASCEND_CHECKS=1``):
 
 - ``fp8_mx_gemm.fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk")`` serves
   ``fp8_fp4_gemm_{nt,nn,tn,tt}`` (``fp8_mx_gemm.asc``; with ``c`` / ``alpha``

@@ -47,8 +47,8 @@ def m_blocks(m: int, block_m: int = BLOCK_M) -> int:
 
 
 def cube_block_m(m: int, n: int, cores: int) -> int:
-    """BLOCK_M of the GEMMs whose cube tile has no UB side (bf16_gemm.asc, fp8_mx_gemm.asc, the m_grouped
-    kernels, and the fused FP8 x FP4 ones, whose vector cores widen B's rows, not A's; ``m``: all rows, a
+    """BLOCK_M of the GEMMs that hold no D tile in UB (bf16_gemm.asc, fp8_mx_gemm.asc, the m_grouped kernels,
+    and the fused FP8 x FP4 ones, whose vector cores only widen the FP4 operand into L1; ``m``: all rows, a
     bound where groups decide): the wide tile where it still gives every cube core a tile, else 128. The
     wide FP32 tile fills L0C, so its FixPipe no longer overlaps the next tile's K loop (a few % of the
     tile's cube time at K = 4096). The epilogue kernels keep 128: their UB holds two 128 x 256 tiles."""

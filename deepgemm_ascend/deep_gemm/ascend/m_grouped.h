@@ -3,8 +3,8 @@
 // DG_MX) and m_grouped_fp8_fp4_mx_gemm.asc (FP8 x packed FP4 B, widened into L1 by the block's vector cores).
 //
 // `layout` (int32 [G], device memory) is read by the kernel only (no host read):
-//   psum: group g's exclusive end row (clamped to [start, M]); it starts at align(layout[g-1], alignment)
-//         (group 0 at 0). A, SFA and D are one [M, ..] matrix, rows global.
+//   psum: group g's exclusive end row (clamped to [start, M]); it starts at group g - 1's clamped end
+//         aligned up (at most M; group 0 at 0). A, SFA and D are one [M, ..] matrix, rows global.
 //   masked (DG_MASKED): group g's row count (clamped to [0, M], M = M_max); A, SFA and D are
 //         [G, M, ..] with group strides *_group_stride, rows local to the group.
 //   m_indices (DG_INDEXED): int32 [M], row r's group or -1, as deep_gemm.grouped labels rows: the
@@ -17,8 +17,9 @@
 //         through FixPipe in order, so the zeros win).
 // psum / masked: data tiles are numbered group by group, ceil(rows_g / BLOCK_M) x ceil(N / BLOCK_N) per
 // group, so a tile never straddles two groups whatever the alignment, an empty group has no tile, and the
-// persistent grid (any size) walks tiles b, b + grid, ... with a cursor that only moves forward; within a
-// group (and over the m_indices blocks) tiles go in cube_gemm.h's panel order (tile_at).
+// persistent grid (any size) walks tiles b, b + grid, ... with a cursor that only moves forward (restarted
+// once at group 0 for the zero tiles); within a group (and over the m_indices blocks) tiles go in
+// cube_gemm.h's panel order (tile_at).
 // DG_ZERO_PADDING (psum, ensure_zero_padding): after every group's data tiles come zero tiles over each
 // group's padding rows, from its end to the next group's start (to M after the last group), stored from an
 // L0C tile that an mmad of zero-filled L0A / L0B produced, so D's padding rows are written here, once;
@@ -43,6 +44,7 @@
 #ifndef DG_INDEXED
 #define DG_INDEXED 0
 #endif
+static_assert(!(DG_MASKED && DG_ZERO_PADDING), "zero padding is a psum / m_indices form (zero tiles carry no group)");
 #if DG_MX
 #ifndef DG_AB_FP4
 #define DG_AB_FP4 0
@@ -188,7 +190,7 @@ struct GroupTile {
 struct TileWalk {
   Problem p;
   uint32_t grid, t;
-  uint32_t base = 0;   // psum / masked: the data tiles' count once the walk is among the zero tiles
+  uint32_t base = 0;   // psum: the data tiles' count once the walk is among the zero tiles
   GroupCursor cur;
   // m_indices: M tiles a block of `alignment` rows holds, M tiles, tiles
   uint32_t per_block = 0, m_tiles = 0, tiles = 0;

@@ -299,7 +299,7 @@ def _m_grouped_full() -> None:
 
 
 def _m_grouped_fp8_fp4_decode() -> None:
-    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128, no zero padding, as
+    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128, zero padding, as
     Mega MoE calls it), FP8 activations against FP4 gate / up weights (N = 2 x 2048) over hidden 7168: the
     weights' bytes dominate."""
     from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
@@ -308,7 +308,7 @@ def _m_grouped_fp8_fp4_decode() -> None:
     a = _mx_operand(g * 128, k)
     b = _mx_operand(g * n, k, True)
     b = QuantOperand(b.data.view(g, n, k // 2), b.sf.view(g, n, k // 32), True, True, n, k, g, 1, 32)
-    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, torch.empty(g * 128, n, dtype=torch.bfloat16), rows, False)
+    m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, torch.empty(g * 128, n, dtype=torch.bfloat16), rows, True)
 
 
 def _mqa_full(s: int, mx: bool = False):

@@ -85,7 +85,6 @@ def test_masked_groups(kind, masked, m, n, k, dtype):
         assert torch.all(d[i, rows:] == SENTINEL)   # rows past masked_m are not written
 
 
-
 def _fused_on(monkeypatch, cores: int) -> list:
     """No widening launch, and a grid of ``cores`` blocks (each walking several tiles, its vector cores
     taking the L1 stages from tile to tile); returns the kernels launched."""

@@ -1,7 +1,7 @@
 """The M-grouped contiguous GEMMs with the ``m_indices`` layout (``use_psum_layout=False``) on the Ascend
 path: m_grouped_bf16_gemm.asc with DG_INDEXED (BF16, and MX FP8 / FP4 with DG_MX; FP8 x FP4 in
-m_grouped_fp8_fp4_mx_gemm.asc) on deepjit's twin (DG_BACKEND=ascend, CPU tensors), through the public ops, against the reference path at upstream's
-tolerances (calc_diff), nt and nn.
+m_grouped_fp8_fp4_mx_gemm.asc) on deepjit's twin (DG_BACKEND=ascend, CPU tensors), through the public ops,
+against the reference path at upstream's tolerances (calc_diff), nt and nn.
 
 Layouts are upstream's: each expert's rows, then -1 up to the alignment, an expert with no rows, and a
 trailing block of padding. Two shape classes: Ascend's alignment 256 (two M tiles per block, the second
@@ -14,14 +14,13 @@ import torch
 import deep_gemm
 from deep_gemm import _dispatch
 from deep_gemm._operands import GroupedRows
-from deep_gemm.ascend import m_grouped_bf16_gemm
 from deep_gemm.ascend import m_grouped_bf16_gemm as ascend_m_grouped
 from deep_gemm.ascend import m_grouped_fp8_mx_gemm as ascend_m_grouped_fp8
 from deep_gemm.grouped import _indexed_row_groups
 from deep_gemm.testing import calc_diff
 from deep_gemm.testing.generators import cast_grouped_operand, cast_operand, threshold
 
-from .test_m_grouped_fp8_mx_gemm import _operand
+from .test_m_grouped_fp8_mx_gemm import _fused_on, _operand
 
 SENTINEL = 5.0
 # (rows per expert, alignment, M, N, K); M past the experts' aligned rows is padding
@@ -58,8 +57,8 @@ def _op(kind: str, layout: str):
 
 
 def _both_paths(monkeypatch, kind, layout, zero_padding, counts, alignment, m, n, k):
-    if kind == "fp8xfp4":   # a grid of 3 blocks: each walks several tiles, its vector cores with its cube
-        monkeypatch.setattr(m_grouped_bf16_gemm, "num_cube_cores", lambda _t: 3)
+    # fp8xfp4: the fused kernel on a grid of 3 blocks, each walking several tiles, its vector cores with its cube
+    fused = _fused_on(monkeypatch, 3) if kind == "fp8xfp4" else None
     deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
     a, b, extra = _operands(kind, layout, m, n, k, len(counts))
     m_indices = _m_indices(counts, alignment, m)
@@ -69,6 +68,7 @@ def _both_paths(monkeypatch, kind, layout, zero_padding, counts, alignment, m, n
         d = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
         _op(kind, layout)(a, b, d, m_indices, use_psum_layout=False, ensure_zero_padding=zero_padding, **extra)
         out.append(d)
+    assert fused is None or fused == ["dg_m_grouped_fp8_fp4_mx_gemm"]
     return m_indices, *out
 
 
