@@ -32,14 +32,16 @@ def _bf16_gemm() -> list[str]:
     return _close("d", d, want, 1e-5)
 
 
-def _mx_operand(mn: int, k: int, fp4: bool = False) -> QuantOperand:
-    """A K-major MX operand with per-32 power-of-two scales: E4M3, or packed E2M1 pairs (int8)."""
+def _mx_operand(mn: int, k: int, fp4: bool = False, groups: int | None = None) -> QuantOperand:
+    """A K-major MX operand with per-32 power-of-two scales: E4M3, or packed E2M1 pairs (int8); ``groups``
+    of them stacked ``[groups, mn, ..]`` (M-grouped B)."""
+    lead = () if groups is None else (groups,)
     if fp4:
-        data = torch.randint(-128, 128, (mn, k // 2), dtype=torch.int8)
+        data = torch.randint(-128, 128, lead + (mn, k // 2), dtype=torch.int8)
     else:
-        data = (torch.randn(mn, k) * 8).to(torch.float8_e4m3fn)
-    sf = torch.exp2(torch.randint(-6, 7, (mn, k // 32)).float())
-    return QuantOperand(data, sf, fp4, True, mn, k, None, 1, 32)
+        data = (torch.randn(lead + (mn, k)) * 8).to(torch.float8_e4m3fn)
+    sf = torch.exp2(torch.randint(-6, 7, lead + (mn, k // 32)).float())
+    return QuantOperand(data, sf, fp4, True, mn, k, groups, 1, 32)
 
 
 def _fp8_gemm(b_fp4: bool = False):
@@ -89,9 +91,7 @@ def _m_grouped_fp8_fp4() -> list[str]:
     """FP8 x FP4 in the psum layout (the FP4 B widened into L1 by the vector cores), ragged groups."""
     from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
     rows = _psum_rows([200, 0, 188], 256, 768)
-    b = _mx_operand(3 * 256, 512, True)
-    b = QuantOperand(b.data.view(3, 256, 256), b.sf.view(3, 256, 16), True, True, 256, 512, 3, 1, 32)
-    a = _mx_operand(768, 512)
+    a, b = _mx_operand(768, 512), _mx_operand(256, 512, True, groups=3)
     d, want = torch.zeros(768, 256, dtype=torch.bfloat16), torch.zeros(768, 256, dtype=torch.bfloat16)
     m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, True)
     reference.m_grouped_fp8_fp4_gemm_nt(a, b, want, rows, True)
@@ -305,9 +305,7 @@ def _m_grouped_fp8_fp4_decode() -> None:
     from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
     g, n, k = MOE_EXPERTS, MOE_N, GROUPED_K
     rows = _psum_rows([MOE_TOKENS] * g, 128, g * 128)
-    a = _mx_operand(g * 128, k)
-    b = _mx_operand(g * n, k, True)
-    b = QuantOperand(b.data.view(g, n, k // 2), b.sf.view(g, n, k // 32), True, True, n, k, g, 1, 32)
+    a, b = _mx_operand(g * 128, k), _mx_operand(n, k, True, groups=g)
     m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, torch.empty(g * 128, n, dtype=torch.bfloat16), rows, True)
 
 

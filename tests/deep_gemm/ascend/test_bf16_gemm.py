@@ -125,7 +125,7 @@ def test_wide_tiles(monkeypatch, layout, dtype):
     # 2404 rows: 10 wide M blocks, a panel of 8 then a partial one of 2
     for m, n, k in [(300, 520, 200), (100, 72, 200), (2404, 600, 48)]:
         _check(_operand(m, k, a_mn), _operand(n, k, b_mn), dtype)
-    assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)
+    assert seen and all(d["DG_BLOCK_M"] == 256 for _, d in seen)
 
 
 def test_tile_walk_crosses_panels():

@@ -155,4 +155,4 @@ def test_wide_tiles(monkeypatch, kind, dtype):
     seen = force_wide_tiles(monkeypatch, glue)
     for m, n, k in (TAILS, MANY):
         _check(*_pair(kind, m, n, k), dtype)
-    assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)
+    assert seen and all(d["DG_BLOCK_M"] == 256 for _, d in seen)

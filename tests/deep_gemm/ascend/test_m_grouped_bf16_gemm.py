@@ -92,4 +92,4 @@ def test_wide_tiles(monkeypatch):
     for case in CASES[:2]:
         _run(*case)
     test_masked_groups([0, 37, 200], 200, 72, 200, torch.bfloat16)
-    assert seen and all(d["DG_BLOCK_M"] == 256 for d in seen)
+    assert seen and all(d["DG_BLOCK_M"] == 256 for _, d in seen)

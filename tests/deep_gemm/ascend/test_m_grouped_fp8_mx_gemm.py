@@ -16,6 +16,7 @@ from deep_gemm.ascend.m_grouped_fp8_mx_gemm import (
 from deep_gemm.testing import calc_diff
 from tests.deep_gemm.ascend._fp4 import forbid_widening_launch
 from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
+from tests.deep_gemm.ascend._wide import record_kernels
 
 KINDS = {"fp8": (False, False), "fp4": (True, True), "fp8xfp4": (False, True), "fp4xfp8": (True, False)}
 
@@ -87,12 +88,10 @@ def test_masked_groups(kind, masked, m, n, k, dtype):
 
 def _fused_on(monkeypatch, cores: int) -> list:
     """No widening launch, and a grid of ``cores`` blocks (each walking several tiles, its vector cores
-    taking the L1 stages from tile to tile); returns the kernels launched."""
+    taking the L1 stages from tile to tile); returns ``record_kernels``' list of the kernels launched."""
     forbid_widening_launch(monkeypatch)
     monkeypatch.setattr(m_grouped_bf16_gemm, "num_cube_cores", lambda _t: cores)
-    seen, real = [], m_grouped_bf16_gemm.kernel
-    monkeypatch.setattr(m_grouped_bf16_gemm, "kernel", lambda name, *rest: seen.append(name) or real(name, *rest))
-    return seen
+    return record_kernels(monkeypatch, m_grouped_bf16_gemm)
 
 
 @pytest.mark.parametrize(("zero_padding", "cores"), [(True, 1), (True, 3), (False, 2)])
@@ -107,7 +106,7 @@ def test_fp8_x_fp4_widens_inside_the_gemm(monkeypatch, zero_padding, cores):
     ref = d.clone()
     reference.m_grouped_fp8_fp4_gemm_nt(a, b, ref, rows, zero_padding)
     m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, rows, zero_padding, compiled_dims="")
-    assert seen == ["dg_m_grouped_fp8_fp4_mx_gemm"]
+    assert [name for name, _ in seen] == ["dg_m_grouped_fp8_fp4_mx_gemm"]
     valid = rows.row_group >= 0
     assert calc_diff(d[valid], ref[valid]) < 1e-3
     assert torch.equal(d[~valid], ref[~valid])
@@ -123,7 +122,7 @@ def test_fp8_x_fp4_masked_widens_inside_the_gemm(monkeypatch):
     ref = d.clone()
     reference.m_grouped_fp8_fp4_gemm_nt_masked(a, b, ref, masked_m)
     m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, compiled_dims="")
-    assert seen == ["dg_m_grouped_fp8_fp4_mx_gemm"]
+    assert [name for name, _ in seen] == ["dg_m_grouped_fp8_fp4_mx_gemm"]
     for i, rows in enumerate(masked):
         if rows:
             assert calc_diff(d[i, :rows], ref[i, :rows]) < 1e-3
