@@ -38,10 +38,12 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
                                        (num_tokens, (x, x_sf, topk_idx, topk_weights), stats)):
         y = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16)
         fill(buf, tokens, *inputs, bf16)
+        _poison(buf)
         if bf16:
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
+    _padding_untouched(rank, buf)
     if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
         assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
@@ -53,6 +55,27 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
         assert diff < 1e-4, f"rank {rank}: calc_diff {diff}"
         assert y.abs().sum() > 0
     return True
+
+
+def _poison(buf):
+    """NaN in the workspaces' activations and GEMM outputs before a call (none yet on the first): a step that
+    read a row outside the experts' rows -- left unwritten -- would carry NaN into y."""
+    for ws in buf.workspaces.values():
+        for t in (ws.l1_out, ws.l2_out):
+            t.fill_(float("nan"))
+        ws.a.view(torch.uint8).fill_(0xFF)  # NaN in E4M3 and in BF16
+
+
+def _padding_untouched(rank, buf):
+    """The GEMMs leave the rows outside the experts' rows unwritten (no zero padding): still NaN."""
+    ws = next(iter(buf.workspaces.values()))
+    ends, start, inside = ws.ends.tolist(), 0, torch.zeros(ws.m, dtype=torch.bool)
+    for end in ends:
+        inside[start:max(end, start)] = True
+        start = min(-(-max(end, start) // ws.alignment) * ws.alignment, ws.m)
+    for name in ("l1_out", "l2_out"):
+        outside = getattr(ws, name)[~inside]
+        assert outside.numel() and bool(outside.isnan().all()), f"rank {rank}: {name} rows outside the experts written"
 
 
 @pytest.mark.parametrize("num_ranks,bf16,masked,clamp,layout,alignment", [(2, False, False, None, "ascend", 32),
