@@ -8,97 +8,33 @@ within ``timeout`` seconds fails the test instead of hanging CI, and all ranks a
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
-import queue
-import socket
-import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(fn, rank, world_size, port, results, env, args):
-    os.environ.update(env)
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world_size)})
-    import torch
-    import torch.distributed as dist
-    torch.set_num_threads(1)
-    if os.environ.get("DJ_TEST_DEFAULT_DTYPE"):  # e.g. bfloat16, as upstream DeepEP's init_dist sets it
-        torch.set_default_dtype(getattr(torch, os.environ["DJ_TEST_DEFAULT_DTYPE"]))
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
-        value = fn(rank, world_size, *args)
-        results.put((rank, "ok", value))
-    except BaseException:
-        results.put((rank, "error", traceback.format_exc()))
-    finally:
-        try:
-            if dist.is_initialized():
-                dist.destroy_process_group()
-        except Exception:
-            pass
+from deepjit import ranks
+from deepjit.ranks import free_port  # noqa: F401 - tests import it from here
 
 
 class RankFailure(AssertionError):
     pass
 
 
+def _test_rank(rank: int, world_size: int, fn: Callable, *args) -> Any:
+    if os.environ.get("DJ_TEST_DEFAULT_DTYPE"):  # e.g. bfloat16, as upstream DeepEP's init_dist sets it
+        import torch
+        torch.set_default_dtype(getattr(torch, os.environ["DJ_TEST_DEFAULT_DTYPE"]))
+    return fn(rank, world_size, *args)
+
+
 def run_ranks(fn: Callable, world_size: int, *args, timeout: float = 120.0,
               env: dict | None = None) -> list[Any]:
-    """Returns each rank's return value (picklable), in rank order."""
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_worker, args=(fn, r, world_size, port, results, dict(env or {}), args), daemon=True)
-             for r in range(world_size)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + timeout
-    outcome: dict[int, tuple[str, Any]] = {}
+    """Returns each rank's return value (picklable), in rank order (``deepjit.ranks.run``); a failure fails
+    the test."""
     try:
-        while len(outcome) < world_size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                rank, status, value = results.get(timeout=min(remaining, 0.5))
-                outcome[rank] = (status, value)
-            except queue.Empty:
-                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in outcome]
-                if dead:  # died without reporting (segfault, os._exit, kill): give peers a moment, then stop
-                    time.sleep(0.5)
-                    while True:
-                        try:
-                            rank, status, value = results.get_nowait()
-                            outcome[rank] = (status, value)
-                        except queue.Empty:
-                            break
-                    for r in dead:
-                        outcome.setdefault(r, ("error", f"process exited with code {procs[r].exitcode}"))
-                    if any(s == "error" for s, _ in outcome.values()) and len(outcome) < world_size:
-                        deadline = min(deadline, time.monotonic() + 10)
-    finally:
-        for p in procs:
-            p.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    errors = [f"--- rank {r} ---\n{v}" for r, (s, v) in sorted(outcome.items()) if s == "error"]
-    hung = [r for r in range(world_size) if r not in outcome]
-    if hung:
-        errors.append(f"ranks {hung} did not finish within {timeout:.0f} s (killed)")
-    if errors:
-        raise RankFailure("\n".join(errors))
-    return [outcome[r][1] for r in range(world_size)]
+        return ranks.run(_test_rank, world_size, fn, *args, timeout_s=timeout, env=env)
+    except ranks.RankFailure as exc:
+        raise RankFailure(str(exc)) from None
 
 
 def in_sequence(rank: int, world_size: int, *steps: tuple) -> list[Any]:

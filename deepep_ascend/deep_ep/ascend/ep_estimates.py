@@ -24,11 +24,7 @@ tests draw them so), experts split evenly across the ranks, every slot valid.
 from __future__ import annotations
 
 import functools
-import multiprocessing as mp
 import os
-import queue
-import socket
-import time
 from dataclasses import dataclass
 
 import torch
@@ -79,20 +75,10 @@ def algorithm_bytes(mode: str, idx: torch.Tensor, hidden: int, fp8: bool, recv_r
     return {"dispatch": bf16 * ((1 + 4 / 128) / 2 if fp8 else 1), "combine": bf16}
 
 
-def _rank(rank: int, world: int, port: int, results, mode: str, tokens: int, hidden: int, topk: int,
-          experts: int, fp8: bool, timeout_s: int) -> None:
+def _rank(rank: int, world: int, mode: str, tokens: int, hidden: int, topk: int, experts: int, fp8: bool,
+          timeout_s: int) -> dict:
     os.environ.update(ENV)
-    import torch.distributed as dist
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        results.put((rank, "ok", _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s)))
-    except BaseException:  # noqa: BLE001 - reported to the parent, which fails naming the rank
-        import traceback
-        results.put((rank, "error", traceback.format_exc()))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    return _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s)
 
 
 def _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s) -> dict:
@@ -138,45 +124,14 @@ def _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s) -
     return {name: {**p, "bytes": nbytes[name]} for name, p in phases.items()}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(mode: str, ranks: int, tokens: int, hidden: int = HIDDEN, topk: int = TOPK, experts: int = EXPERTS,
               fp8: bool = False, timeout_s: int = 1800) -> list[dict]:
     """Each rank's ``{"dispatch": outcome, "combine": outcome}`` (run_published's, plus ``bytes``)."""
-    ctx = mp.get_context("spawn")
-    results, port = ctx.Queue(), _free_port()
+    from deepjit import ranks as rank_processes
     # a rank's own waits time out before the parent gives up on it, so their error is what gets reported
     rank_timeout_s = max(timeout_s - 30, timeout_s // 2)
-    procs = [ctx.Process(target=_rank, args=(r, ranks, port, results, mode, tokens, hidden, topk, experts, fp8,
-                                             rank_timeout_s), daemon=True) for r in range(ranks)]
-    for p in procs:
-        p.start()
-    got, deadline = {}, time.monotonic() + timeout_s
-    try:
-        while len(got) < ranks and time.monotonic() < deadline:
-            try:
-                rank, status, value = results.get(timeout=1.0)
-            except queue.Empty:
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    break
-                continue
-            if status == "error":
-                raise RuntimeError(f"rank {rank} failed:\n{value}")
-            got[rank] = value
-    finally:
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if len(got) < ranks:
-        raise RuntimeError(f"ranks {sorted(set(range(ranks)) - set(got))} did not report "
-                           f"(exit codes {[p.exitcode for p in procs]})")
-    return [got[r] for r in range(ranks)]
+    return rank_processes.run(_rank, ranks, mode, tokens, hidden, topk, experts, fp8, rank_timeout_s,
+                              timeout_s=timeout_s)
 
 
 def estimate(mode: str, ranks: int, tokens: int, fp8: bool = False, **shape) -> dict:

@@ -343,7 +343,19 @@ def published_shapes() -> list:
         shapes.append((f"mxfp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MX_MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s, True)))
     for phase, m in (("prefill", 4096), ("decode", 128)):
         shapes.append((f"tf32_hc_prenorm_gemm_{phase}_{m}x{HC_N}x{HC_K}_{HC_SPLITS}splits", "mix", _hc_prenorm_full(m)))
-    return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes]
+    return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes] + _mega_moe_shapes()
+
+
+def _mega_moe_shapes() -> list:
+    """A whole ``fp8_fp4_mega_moe`` call on EP8 rank processes (mega_estimates.py), beside DeepSeek's figure."""
+    import functools
+
+    from deepjit.tilelang_route.ascend_check import PublishedShape
+
+    from . import mega_estimates
+    return [PublishedShape(f"fp8_fp4_mega_moe_ep{mega_estimates.RANKS}_{shape.name}", "mix",
+                           functools.partial(mega_estimates.published_shape_outcome, shape), multi_rank=True)
+            for shape in mega_estimates.SHAPES]
 
 
 def _seeded(fn):

@@ -50,8 +50,10 @@ def test_make_ascend_check_command_runs_the_hand_written_cases():
 def test_published_shapes_are_the_issues_benchmark_shapes():
     """make ascend-check's rooflines at the published Ascend 950 figures' shapes (deep_gemm README), and an MoE
     decode GEMM's (FP8 x FP4, the weights' bytes dominating)."""
-    shapes = {s.name: s.kind for s in twin_checks.published_shapes()}
-    assert shapes == {"bf16_gemm_nt_4096x4096x4096": "cube", "fp8_mx_gemm_nt_4096x4096x4096": "cube",
+    published = twin_checks.published_shapes()
+    assert [s.name for s in published if s.multi_rank] == ["fp8_fp4_mega_moe_ep8_v4_flash_batch1"]
+    shapes = {s.name: s.kind for s in published}
+    assert shapes == {"fp8_fp4_mega_moe_ep8_v4_flash_batch1": "mix", "bf16_gemm_nt_4096x4096x4096": "cube", "fp8_mx_gemm_nt_4096x4096x4096": "cube",
                       "fp4_mx_gemm_nt_4096x4096x4096": "cube", "m_grouped_bf16_gemm_psum_8x512x4096x7168": "cube",
                       "m_grouped_fp8_fp4_mx_gemm_decode_8x48x4096x7168": "mix",
                       "fp8_mqa_logits_prefill_4096q_8192kv_32x128": "mix",
