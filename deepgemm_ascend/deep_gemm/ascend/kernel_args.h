@@ -156,7 +156,7 @@ struct DgMegaSwigluArgs {
   __gm__ int32_t* ends;
   __gm__ void* act;
   __gm__ uint32_t* act_sf;
-  int64_t m, inter, num_groups, gran, max_tile_rows, to_fp8, has_clamp;
+  int64_t m, inter, num_groups, gran, max_tile_rows, to_fp8, has_clamp, alignment;
   float clamp;
 };
 

@@ -17,9 +17,9 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
 3. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
    scales (FP8 x FP4) or BF16;
 4. the L2 M-grouped GEMM;
-   both GEMMs without zero padding: no step reads a row outside the experts' rows (the SwiGLU step's
-   outputs there are never read), so nothing is written there -- zeroing them (the psum layout's padding
-   runs to the capacity after the last expert) wrote more bytes than the L2 weights at decode sizes;
+   both GEMMs without zero padding and SwiGLU over the experts' rows alone: no step reads or writes a row
+   outside them -- zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote
+   more bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps;
 5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
    1 to its sent flag on every rank, and once every rank's blocks have sent,
    ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
@@ -165,13 +165,13 @@ def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) ->
         if buf.bf16:
             m_grouped_bf16_gemm_nt_contiguous(ws.a, l1, ws.l1_out, ws.ends, use_psum_layout=True,
                                               ensure_zero_padding=False)
-            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, False, gran)
+            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, False, gran, ws.alignment)
             m_grouped_bf16_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, use_psum_layout=True,
                                               ensure_zero_padding=False)
         else:
             m_grouped_fp8_fp4_gemm_nt_contiguous((ws.a, ws.a_sf), l1, ws.l1_out, ws.ends, recipe=(1, 1, 32),
                                                  use_psum_layout=True, ensure_zero_padding=False)
-            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, True, gran)
+            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, True, gran, ws.alignment)
             m_grouped_fp8_fp4_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, recipe=(1, 1, 32), use_psum_layout=True,
                                                  ensure_zero_padding=False)
     finally:

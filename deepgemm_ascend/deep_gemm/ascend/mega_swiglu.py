@@ -4,21 +4,23 @@ order. CPU tensors run on deepjit's twin.
 
 Entry points::
 
-    swiglu_quant(l1_out, weights, ends, activation_clamp, to_fp8, gran=8) -> (act, act_sf) if to_fp8 else act
-    swiglu_quant_into(l1_out, weights, ends, activation_clamp, act, act_sf=None, gran=8) -> None
+    swiglu_quant(l1_out, weights, ends, activation_clamp, to_fp8, gran=8, alignment=1) -> (act, act_sf) / act
+    swiglu_quant_into(l1_out, weights, ends, activation_clamp, act, act_sf=None, gran=8, alignment=1) -> None
 
 - ``l1_out``: BF16 ``[M, 2 * I]`` dense, ``I % 128 == 0``; column block ``b`` of ``2 * gran`` holds gate columns
   ``[b * gran, (b + 1) * gran)`` then the up columns of the same range (``deep_gemm.mega._interleave_order``).
 - ``weights``: FP32 ``[M]`` (each row's top-k weight); ``ends``: int32 ``[G]`` psum end rows, read only by the kernel
-  (no host read: graph capture): rows ``[0, clamp(ends[G - 1], 0, M))`` are computed, the others are not written.
+  (no host read: graph capture): group g's rows ``[start_g, end_g)`` are computed, the others are not written;
+  ``end_g = clamp(ends[g], start_g, M)``, ``start_g = min(align(end_{g-1}, alignment), M)`` (group 0 at 0), so
+  with ``alignment`` 1 rows ``[0, end_{G-1})`` and with the psum layout's alignment only the experts' rows.
 - ``activation_clamp``: ``None`` or ``c >= 0``: ``gate = min(gate, c)``, ``up = clamp(up, -c, c)``.
 - Per element in FP32: ``act = ((gate * sigmoid(gate)) * up) * weights[row]``, then with ``to_fp8`` E4M3 ``[M, I]``
   and UE8M0 scales per 32 columns packed four to an int32 ``[M, I / 128]`` (block ``4w + j`` in byte ``j``), as
   ``per_token_cast_to_fp8(act, use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)``; else BF16 ``[M, I]``.
 
-``swiglu_quant`` allocates its outputs (rows past ``ends[G - 1]`` hold whatever the allocation held);
+``swiglu_quant`` allocates its outputs (rows outside the groups hold whatever the allocation held);
 ``swiglu_quant_into`` writes caller-given ones (``act`` E4M3 with ``act_sf``, or BF16 with ``act_sf=None``), so rows
-past the end keep what the caller put there.
+outside the groups keep what the caller put there.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def tile_rows_that_fit(inter: int, to_fp8: bool, name: str = "l1_out") -> int:
     return rows
 
 
-def _check_inputs(l1_out, weights, ends, activation_clamp, gran) -> tuple[int, int, float | None]:
+def _check_inputs(l1_out, weights, ends, activation_clamp, gran, alignment) -> tuple[int, int, float | None]:
     v.tensor("l1_out", l1_out, (torch.bfloat16,), 2, contiguous=True)
     m, two_inter = l1_out.shape
     if two_inter % 256 or two_inter == 0:
@@ -63,6 +65,7 @@ def _check_inputs(l1_out, weights, ends, activation_clamp, gran) -> tuple[int, i
     if ends.numel() == 0:
         raise v.fail("ends", "at least one group", "an empty tensor")
     v.integer("gran", gran, 1, 128)
+    v.integer("alignment", alignment, 1, 2 ** 31 - 1)
     if gran & (gran - 1):
         raise v.fail("gran", "a power of two", gran)
     if activation_clamp is not None:
@@ -73,25 +76,26 @@ def _check_inputs(l1_out, weights, ends, activation_clamp, gran) -> tuple[int, i
 
 
 def swiglu_quant(l1_out: torch.Tensor, weights: torch.Tensor, ends: torch.Tensor, activation_clamp: float | None,
-                 to_fp8: bool, gran: int = 8):
-    m, inter, _ = _check_inputs(l1_out, weights, ends, activation_clamp, gran)
+                 to_fp8: bool, gran: int = 8, alignment: int = 1):
+    m, inter, _ = _check_inputs(l1_out, weights, ends, activation_clamp, gran, alignment)
     to_fp8 = v.boolean("to_fp8", to_fp8)
     if to_fp8:
         act = torch.empty(m, inter, dtype=torch.float8_e4m3fn, device=l1_out.device)
         act_sf = torch.empty(m, inter // 128, dtype=torch.int32, device=l1_out.device)
-        swiglu_quant_into(l1_out, weights, ends, activation_clamp, act, act_sf, gran)
+        swiglu_quant_into(l1_out, weights, ends, activation_clamp, act, act_sf, gran, alignment)
         return act, act_sf
     act = torch.empty(m, inter, dtype=torch.bfloat16, device=l1_out.device)
-    swiglu_quant_into(l1_out, weights, ends, activation_clamp, act, None, gran)
+    swiglu_quant_into(l1_out, weights, ends, activation_clamp, act, None, gran, alignment)
     return act
 
 
 def swiglu_quant_into(l1_out: torch.Tensor, weights: torch.Tensor, ends: torch.Tensor,
                       activation_clamp: float | None, act: torch.Tensor, act_sf: torch.Tensor | None = None,
-                      gran: int = 8, *, max_tile_rows: int | None = None, grid: int | None = None) -> None:
+                      gran: int = 8, alignment: int = 1, *, max_tile_rows: int | None = None,
+                      grid: int | None = None) -> None:
     """``swiglu_quant`` into caller-given outputs. ``max_tile_rows`` / ``grid`` override the kernel's tile bound and
     vector-core count (tests reach the multi-tile double-buffered path with them at small shapes)."""
-    m, inter, clamp = _check_inputs(l1_out, weights, ends, activation_clamp, gran)
+    m, inter, clamp = _check_inputs(l1_out, weights, ends, activation_clamp, gran, alignment)
     to_fp8 = act_sf is not None
     device = l1_out.device
     v.tensor("act", act, (torch.float8_e4m3fn,) if to_fp8 else (torch.bfloat16,), shape=(m, inter),
@@ -113,5 +117,5 @@ def swiglu_quant_into(l1_out: torch.Tensor, weights: torch.Tensor, ends: torch.T
         blocks,
         args("DgMegaSwigluArgs", l1_out=l1_out, weights=weights, ends=ends, act=act.view(torch.uint8),
              act_sf=act_sf if to_fp8 else act, m=m, inter=inter, num_groups=ends.numel(), gran=gran,
-             max_tile_rows=rows, to_fp8=int(to_fp8), has_clamp=int(clamp is not None),
+             max_tile_rows=rows, to_fp8=int(to_fp8), has_clamp=int(clamp is not None), alignment=alignment,
              clamp=0.0 if clamp is None else clamp))

@@ -299,8 +299,8 @@ def _m_grouped_full() -> None:
 
 
 def _m_grouped_fp8_fp4_decode() -> None:
-    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128, zero padding, as
-    Mega MoE calls it), FP8 activations against FP4 gate / up weights (N = 2 x 2048) over hidden 7168: the
+    """MoE decode's L1 GEMM on one rank: 8 experts of 48 tokens each (psum, alignment 128, zero padding, the
+    public op's default), FP8 activations against FP4 gate / up weights (N = 2 x 2048) over hidden 7168: the
     weights' bytes dominate."""
     from .m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
     g, n, k = MOE_EXPERTS, MOE_N, GROUPED_K

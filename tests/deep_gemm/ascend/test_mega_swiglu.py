@@ -127,7 +127,8 @@ def _sentinel_outputs(m, inter, to_fp8):
 
 @pytest.mark.parametrize(("last_end", "to_fp8"), [(30, True), (1000, True), (-3, True), (17, False)])
 def test_rows_past_the_last_end_are_untouched(last_end, to_fp8):
-    """Rows [0, clamp(ends[-1], 0, M)) are written, the rest keep the sentinel; ``ends`` is device-only."""
+    """Rows [0, clamp(ends[-1], 5, M)) are written (a last end below the first group's, 5, leaves that group's
+    rows), the rest keep the sentinel; ``ends`` is device-only."""
     m, inter = 45, 256
     l1, w = _exact_inputs(m, inter, seed=11)
     ends = torch.tensor([5, last_end], dtype=torch.int32)
@@ -136,7 +137,7 @@ def test_rows_past_the_last_end_are_untouched(last_end, to_fp8):
     with DeviceOnly():
         swiglu_quant_into(l1, w, ends, None, act, act_sf)
     del ends._device_only
-    rows = min(max(last_end, 0), m)
+    rows = min(max(last_end, 5), m)
     if to_fp8:
         if rows:
             _assert_fp8_equal(act, act_sf, *_reference(l1, w, rows, None, True), rows)
@@ -144,6 +145,34 @@ def test_rows_past_the_last_end_are_untouched(last_end, to_fp8):
     else:
         assert torch.equal(act[:rows].view(torch.int16), _reference(l1, w, rows, None, False).view(torch.int16))
         assert (act[rows:] == 3.0).all()
+
+
+@pytest.mark.parametrize(("to_fp8", "grid"), [(True, 2), (False, 3), (True, 40)])
+def test_only_the_groups_rows_with_an_alignment(to_fp8, grid):
+    """The psum layout (alignment 16): group g's rows from the previous end aligned up; the gaps, an empty group, a
+    decreasing end (empty) and rows past the last group keep the sentinel. Three-row tiles, so groups end mid-tile
+    and cores take tiles of several groups; with 40 cores, most have none."""
+    m, inter, alignment = 90, 256, 16
+    l1, w = _exact_inputs(m, inter, seed=17)
+    ends = torch.tensor([5, 23, 32, 20, 39, 52, 70], dtype=torch.int32)  # [0,5) [16,23) [32,32) [32,32) [32,39) ...
+    groups = [(0, 5), (16, 23), (32, 39), (48, 52), (64, 70)]
+    act, act_sf = _sentinel_outputs(m, inter, to_fp8)
+    mark(ends)
+    with DeviceOnly():
+        swiglu_quant_into(l1, w, ends, None, act, act_sf, alignment=alignment, max_tile_rows=3, grid=grid)
+    del ends._device_only
+    inside = torch.zeros(m, dtype=torch.bool)
+    for start, end in groups:
+        inside[start:end] = True
+    rows = inside.nonzero().flatten()
+    if to_fp8:
+        want, want_sf = _reference(l1, w, m, None, True)
+        _assert_fp8_equal(act[rows], act_sf[rows], want[rows], want_sf[rows], len(rows))
+        assert (act[~inside].view(torch.uint8) == SENTINEL_BYTE).all() and (act_sf[~inside] == SENTINEL_WORD).all()
+    else:
+        want = _reference(l1, w, m, None, False)
+        assert torch.equal(act[rows].view(torch.int16), want[rows].view(torch.int16))
+        assert (act[~inside] == 3.0).all()
 
 
 @pytest.mark.parametrize("to_fp8", [True, False])
