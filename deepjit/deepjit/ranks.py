@@ -67,6 +67,8 @@ def run(fn: Callable, world_size: int, *args, timeout_s: float = 120.0, env: dic
             try:
                 rank, status, value = results.get(timeout=min(remaining, 0.5))
                 outcome[rank] = (status, value)
+                if status == "error":  # its peers may wait on it forever: give them a moment, then stop
+                    deadline = min(deadline, time.monotonic() + 10)
             except queue.Empty:
                 dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in outcome]
                 if dead:  # died without reporting (segfault, os._exit, kill): give peers a moment, then stop

@@ -24,7 +24,6 @@ tests draw them so), experts split evenly across the ranks, every slot valid.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import torch
@@ -73,12 +72,6 @@ def algorithm_bytes(mode: str, idx: torch.Tensor, hidden: int, fp8: bool, recv_r
                 "combine": sel * hidden * 2}
     bf16 = recv_rows * hidden * 2
     return {"dispatch": bf16 * ((1 + 4 / 128) / 2 if fp8 else 1), "combine": bf16}
-
-
-def _rank(rank: int, world: int, mode: str, tokens: int, hidden: int, topk: int, experts: int, fp8: bool,
-          timeout_s: int) -> dict:
-    os.environ.update(ENV)
-    return _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s)
 
 
 def _measure(rank, world, mode, tokens, hidden, topk, experts, fp8, timeout_s) -> dict:
@@ -130,8 +123,8 @@ def run_ranks(mode: str, ranks: int, tokens: int, hidden: int = HIDDEN, topk: in
     from deepjit import ranks as rank_processes
     # a rank's own waits time out before the parent gives up on it, so their error is what gets reported
     rank_timeout_s = max(timeout_s - 30, timeout_s // 2)
-    return rank_processes.run(_rank, ranks, mode, tokens, hidden, topk, experts, fp8, rank_timeout_s,
-                              timeout_s=timeout_s)
+    return rank_processes.run(_measure, ranks, mode, tokens, hidden, topk, experts, fp8, rank_timeout_s,
+                              timeout_s=timeout_s, env=ENV)
 
 
 def estimate(mode: str, ranks: int, tokens: int, fp8: bool = False, **shape) -> dict:

@@ -13,11 +13,16 @@ Published: deepseek-ai/DeepGEMM PR #316 ("Add various optimizations and Mega MoE
 (256 experts, top-6, hidden 4096, intermediate 2048) under EP8, batch 1 (tokens per rank): 56.5 us, averaged over
 the 8 ranks, measured with upstream's one persistent kernel on NVIDIA hardware (upstream's FP8 x FP4 Mega MoE is
 an SM100 kernel), not on a 950. Only batch 1 is run: at batch 512 every rank's 32 experts are busy and the twin
-would execute about 0.2 PFLOP of cube work per rank on this host's cores.
+would execute about 0.15 TFLOP of cube work per rank, 1.2 TFLOP for the 8, on this host's cores.
+
+Not counted: the per-call host-side conversion of the activations' scale rows (``_operands`` / ``fp8_mx_gemm``
+turn the whole workspace's UE8M0 rows into the Ascend scale layout with torch ops, outside any kernel launch),
+and kernel launch overheads (the twin's timeline starts at a launch).
 
 Inputs: FP4 weights drawn directly in DeepGEMM-Ascend's layout (random packed E2M1 bytes, per-32 UE8M0 scales
 near 1: the bytes a transform of random weights would give, without transforming 3 GB); tokens routed to top-k
-distinct experts from uniform random scores, every slot valid.
+distinct experts from uniform random scores, every slot valid. The figure printed beside the published
+mean is the slowest rank's (each rank's combine waits for every peer); the mean over ranks is printed too.
 """
 from __future__ import annotations
 

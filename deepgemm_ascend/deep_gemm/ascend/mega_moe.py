@@ -17,8 +17,8 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
 3. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
    scales (FP8 x FP4) or BF16;
 4. the L2 M-grouped GEMM;
-   both GEMMs without zero padding and SwiGLU over the experts' rows alone: no step reads or writes a row
-   outside them -- zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote
+   both GEMMs without zero padding and SwiGLU over the experts' rows alone: no kernel reads or writes a row
+   outside them (the host-side scale conversions of the GEMM glue read whole scale tensors, element-wise) -- zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote
    more bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps;
 5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
    1 to its sent flag on every rank, and once every rank's blocks have sent,

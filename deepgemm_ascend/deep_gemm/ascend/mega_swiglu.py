@@ -12,7 +12,8 @@ Entry points::
 - ``weights``: FP32 ``[M]`` (each row's top-k weight); ``ends``: int32 ``[G]`` psum end rows, read only by the kernel
   (no host read: graph capture): group g's rows ``[start_g, end_g)`` are computed, the others are not written;
   ``end_g = clamp(ends[g], start_g, M)``, ``start_g = min(align(end_{g-1}, alignment), M)`` (group 0 at 0), so
-  with ``alignment`` 1 rows ``[0, end_{G-1})`` and with the psum layout's alignment only the experts' rows.
+  with ``alignment`` 1 rows ``[0, end_{G-1})`` (the clamped end: ``ends[G - 1]`` for non-decreasing ends, else the
+  largest end before it) and with the psum layout's alignment only the experts' rows.
 - ``activation_clamp``: ``None`` or ``c >= 0``: ``gate = min(gate, c)``, ``up = clamp(up, -c, c)``.
 - Per element in FP32: ``act = ((gate * sigmoid(gate)) * up) * weights[row]``, then with ``to_fp8`` E4M3 ``[M, I]``
   and UE8M0 scales per 32 columns packed four to an int32 ``[M, I / 128]`` (block ``4w + j`` in byte ``j``), as

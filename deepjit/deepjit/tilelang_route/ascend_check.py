@@ -13,7 +13,7 @@ specs (``deepjit.ascend_kernels``) but no twin-check module are listed as not ch
 (exit status 1) when any kernel mismatches or errors, after trying them all.
 A library's ``published_shapes()`` (``PublishedShape``) then add a roofline-only section at its benchmark
 shapes, each run whole on the twin (``--no-published`` skips it); a ``multi_rank`` one spawns rank processes of
-its own (deep_ep's EP8 window dispatch/combine: ``--no-multi-rank`` skips those).
+its own (deep_ep's EP8 window dispatch/combine, deep_gemm's EP8 Mega MoE: ``--no-multi-rank`` skips those).
 
 The roofline is an estimate, not a measurement: the twin counts bytes by route (GM bytes only on
 routes with a GM end; L0C->UB, L1->L0 and UB->L1 on their own units), MACs, vector element-ops and
@@ -110,7 +110,7 @@ class PublishedShape:
     """A library kernel's roofline at a published (benchmark) shape: ``run()`` launches the kernel on the
     whole shape on the twin (no correctness check; the L2 model sees every wave, including what later
     waves find in L2 from earlier ones). ``multi_rank``: the kernel runs in rank processes of its own
-    (deep_ep's window transport), which ``run()`` spawns; it returns the outcome ``run_published`` would
+    (deep_ep's window transport, deep_gemm's Mega MoE), which ``run()`` spawns; it returns the outcome ``run_published`` would
     (``estimate``, ``roofline``, ``operand``), the slowest rank's, plus ``extra`` (fields for results.json)
     and ``note`` (a line to print)."""
     name: str
@@ -481,7 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="only kernels whose '<library>.<name>' contains this text")
     parser.add_argument("--no-published", action="store_true", help="skip the published-shape rooflines")
     parser.add_argument("--no-multi-rank", action="store_true",
-                        help="skip the published shapes that spawn rank processes (deep_ep's EP8 window estimates)")
+                        help="skip the published shapes that spawn rank processes (deep_ep's EP8 window estimates, "
+                             "deep_gemm's EP8 Mega MoE)")
     parser.add_argument("--out", default=os.path.join("build", "ascend-check"),
                         help="where results.json and the pipe charts go (default build/ascend-check)")
     args = parser.parse_args(argv)

@@ -48,8 +48,9 @@ def test_make_ascend_check_command_runs_the_hand_written_cases():
 
 
 def test_published_shapes_are_the_issues_benchmark_shapes():
-    """make ascend-check's rooflines at the published Ascend 950 figures' shapes (deep_gemm README), and an MoE
-    decode GEMM's (FP8 x FP4, the weights' bytes dominating)."""
+    """make ascend-check's rooflines at the published Ascend 950 figures' shapes (deep_gemm README), an MoE
+    decode GEMM's (FP8 x FP4, the weights' bytes dominating) and a whole Mega MoE call on EP8 rank processes
+    (its published figure was measured on NVIDIA hardware)."""
     published = twin_checks.published_shapes()
     assert [s.name for s in published if s.multi_rank] == ["fp8_fp4_mega_moe_ep8_v4_flash_batch1"]
     shapes = {s.name: s.kind for s in published}

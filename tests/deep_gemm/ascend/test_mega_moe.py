@@ -34,6 +34,7 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
     (xa, xa_sf), _, _, idxa, wa = _inputs(rank, num_ranks, 60, bf16, False)
     first = (xa[30:], None if xa_sf is None else xa_sf[30:], idxa[30:] % buf.num_experts, wa[30:])
     stats = torch.full((buf.num_experts // num_ranks,), 5, dtype=torch.int32)
+    swiglu_out = _swiglu_into_nan()
     for tokens, inputs, call_stats in ((30, first, None),
                                        (num_tokens, (x, x_sf, topk_idx, topk_weights), stats)):
         y = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16)
@@ -43,7 +44,7 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
-    _padding_untouched(rank, buf)
+    _padding_untouched(rank, buf, swiglu_out["act"])
     if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
         assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
@@ -58,24 +59,49 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
 
 
 def _poison(buf):
-    """NaN in the workspaces' activations and GEMM outputs before a call (none yet on the first): a step that
-    read a row outside the experts' rows -- left unwritten -- would carry NaN into y."""
+    """NaN in the workspaces' activations, top-k weights and GEMM outputs before a call (none yet on the first),
+    source slot 0 (a valid one) in every row: a kernel that read a row outside the experts' rows -- left
+    unwritten -- would carry NaN or a stray row into y."""
     for ws in buf.workspaces.values():
-        for t in (ws.l1_out, ws.l2_out):
+        for t in (ws.l1_out, ws.l2_out, ws.weights):
             t.fill_(float("nan"))
         ws.a.view(torch.uint8).fill_(0xFF)  # NaN in E4M3 and in BF16
+        ws.src.fill_(0)
 
 
-def _padding_untouched(rank, buf):
-    """The GEMMs leave the rows outside the experts' rows unwritten (no zero padding): still NaN."""
+def _swiglu_into_nan() -> dict:
+    """Mega MoE's SwiGLU step made to write into NaN-filled outputs (kept in the returned dict): the L2 GEMM
+    must not read their rows outside the experts' rows, and the step must not write them."""
+    from deep_gemm.ascend import mega_swiglu
+
+    out = {}
+
+    def run(l1_out, weights, ends, clamp, to_fp8, gran=8, alignment=1):
+        m, inter = l1_out.size(0), l1_out.size(1) // 2
+        if to_fp8:
+            act = torch.full((m, inter), 0xFF, dtype=torch.uint8).view(torch.float8_e4m3fn)
+            act_sf = torch.full((m, inter // 128), -1, dtype=torch.int32)
+        else:
+            act, act_sf = torch.full((m, inter), float("nan"), dtype=torch.bfloat16), None
+        mega_swiglu.swiglu_quant_into(l1_out, weights, ends, clamp, act, act_sf, gran, alignment)
+        out["act"] = act
+        return (act, act_sf) if to_fp8 else act
+
+    mega_swiglu.swiglu_quant = run     # this rank process only; mega_moe.py imports it at each call
+    return out
+
+
+def _padding_untouched(rank, buf, act):
+    """The GEMMs and the SwiGLU step leave the rows outside the experts' rows unwritten: still NaN."""
     ws = next(iter(buf.workspaces.values()))
     ends, start, inside = ws.ends.tolist(), 0, torch.zeros(ws.m, dtype=torch.bool)
     for end in ends:
         inside[start:max(end, start)] = True
         start = min(-(-max(end, start) // ws.alignment) * ws.alignment, ws.m)
-    for name in ("l1_out", "l2_out"):
-        outside = getattr(ws, name)[~inside]
-        assert outside.numel() and bool(outside.isnan().all()), f"rank {rank}: {name} rows outside the experts written"
+    act_nan = act.view(torch.uint8) == 0xFF if act.dtype == torch.float8_e4m3fn else act.isnan()
+    for name, nan in (("l1_out", ws.l1_out.isnan()), ("l2_out", ws.l2_out.isnan()), ("act", act_nan)):
+        outside = nan[~inside]
+        assert outside.numel() and bool(outside.all()), f"rank {rank}: {name} rows outside the experts written"
 
 
 @pytest.mark.parametrize("num_ranks,bf16,masked,clamp,layout,alignment", [(2, False, False, None, "ascend", 32),
