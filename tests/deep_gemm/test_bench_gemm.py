@@ -44,7 +44,7 @@ def _torch_mm(a, b_t):
     return lambda: torch.matmul(a, b_t, out=out)
 
 
-def _vs_torch(bench, case, shape, fn, a, b, reps):
+def _vs_torch(bench, case, shape, fn, a, b, reps, peak="bf16"):
     """Records ``fn`` (d = a . b^T at a's M) against torch's BF16 matmul, paired. Without BF16
     hardware torch takes seconds per prefill call: it then runs on fewer rows of a (Bench.paired_scaled),
     its time scaled to the full FLOPs, and the label names the rows."""
@@ -57,15 +57,16 @@ def _vs_torch(bench, case, shape, fn, a, b, reps):
     sizes = [m // 16, m // 4, m] if m >= 1024 else [m]
     t, t0, rows = Bench.paired_scaled(fn, make, sizes, reps)
     label = "torch bf16 matmul" + ("" if rows == m else f" at M={rows}")
-    bench.record("deep_gemm", case, shape, t, flops=2 * m * n * k, baseline=label, baseline_seconds=t0)
+    bench.record("deep_gemm", case, shape, t, flops=2 * m * n * k, baseline=label, baseline_seconds=t0, peak=peak)
     return t, t0, label
 
 
-def _record_bound(bench, case, shape, flops, baseline, baseline_seconds):
-    """The op's case at the instruction peak: seconds = flops / peak, same baseline."""
-    peak_seconds = flops / (bench.peaks.bf16_peak_gflops * 1e9)
-    bench.record("deep_gemm", case, shape, peak_seconds, flops=flops, baseline=baseline,
-                 baseline_seconds=baseline_seconds)
+def _record_bound(bench, case, shape, flops, baseline, baseline_seconds, engine=None):
+    """The op's case at the instruction peak (of ``engine``, else the BF16 kernels'): seconds = flops / peak,
+    same baseline."""
+    gflops = bench.peaks.engine_peak_gflops(engine) if engine else bench.peaks.bf16_peak_gflops
+    bench.record("deep_gemm", case, shape, flops / (gflops * 1e9), flops=flops, baseline=baseline,
+                 baseline_seconds=baseline_seconds, peak=engine or "bf16")
 
 
 @pytest.mark.parametrize("m", [4096, 64])
@@ -75,13 +76,14 @@ def test_bench_fp8_gemm(bench, m, n, k):
     d = torch.empty(m, n, dtype=torch.bfloat16)
     ab, bb = torch.randn(m, k).bfloat16(), torch.randn(n, k).bfloat16()
     flops, shape = 2 * m * n * k, f"{m}x{n}x{k}"
+    engine = H.gemm_engine(m, 1)   # FP8 B: the engine dg_gemm takes at these rows
     t, t0, label = _vs_torch(bench, "fp8_gemm_nt (pow2 sf)", shape, lambda: H.gemm(a, sfa, b, sfb, d), ab, bb,
-                             _reps(m))
+                             _reps(m), engine)
     if m == 64:   # target: time <= 0.6x torch's, i.e. ratio >= 1.67x
-        _record_bound(bench, "fp8 decode bound (target 1.67x)", shape, flops, label, t0)
+        _record_bound(bench, "fp8 decode bound (target 1.67x)", shape, flops, label, t0, engine)
     if m == 4096 and n == 7168 and k == 2048:
         sfa_f = sfa * 1.3   # non-power-of-two scales: promoted per 128-K block
-        _vs_torch(bench, "fp8_gemm_nt (fp32 sf)", shape, lambda: H.gemm(a, sfa_f, b, sfb, d), ab, bb, _reps(m))
+        _vs_torch(bench, "fp8_gemm_nt (fp32 sf)", shape, lambda: H.gemm(a, sfa_f, b, sfb, d), ab, bb, _reps(m), engine)
         # torch._scaled_mm runs at 0.1 GFLOP/s on some CPUs (20 minutes for this shape): its rate
         # comes from the most rows that fit the time budget, and the label says so.
         one, bt = torch.tensor(1.0), b.T
@@ -92,9 +94,9 @@ def test_bench_fp8_gemm(bench, m, n, k):
 
         rate, rows = Bench.budgeted_baseline(scaled_mm, [16, 64, 256, 1024, m])
         label = "torch._scaled_mm tensor-wise" + ("" if rows == m else f" at M={rows} (full M over budget)")
-        bench.record("deep_gemm", "fp8_gemm_nt vs _scaled_mm", shape, t, flops=flops, baseline=label,
+        bench.record("deep_gemm", "fp8_gemm_nt vs _scaled_mm", shape, t, flops=flops, baseline=label, peak=engine,
                      baseline_seconds=rate * flops)
-        _record_bound(bench, "_scaled_mm bound (target 5x)", shape, flops, label, rate * flops)
+        _record_bound(bench, "_scaled_mm bound (target 5x)", shape, flops, label, rate * flops, engine)
     if m == 64 and n == 7168 and k == 2048:
         # Python cost of the public API path: the same call through deep_gemm.fp8_gemm_nt.
         tp, th = Bench.paired(lambda: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d), lambda: H.gemm(a, sfa, b, sfb, d), 30)
@@ -121,7 +123,7 @@ def test_bench_grouped(bench, n, k):
     sfb = torch.exp2(torch.randint(-8, -4, (g, -(-n // 128), -(-k // 128))).float())
     d = torch.empty(m, n, dtype=torch.bfloat16)
     m_indices = torch.arange(g, dtype=torch.int32).repeat_interleave(rows)
-    dense = lambda: H.gemm(a, sfa, b[0], sfb[0], d)   # noqa: E731
+    dense = lambda: H.gemm(a, sfa, b[0], sfb[0], d)   # noqa: E731 - on brgemm where vdpbf16ps is automatic
     tc, td = Bench.paired(lambda: H.m_grouped_gemm_contiguous(a, sfa, b, sfb, d, m_indices), dense, 2)
     bench.record("deep_gemm", "m_grouped_fp8 contiguous", f"{g}x{rows}x{n}x{k}", tc, flops=2 * m * n * k,
                  baseline="host dense fp8, same rows", baseline_seconds=td)

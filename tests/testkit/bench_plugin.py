@@ -225,13 +225,14 @@ class Bench:
                nbytes: float | None = None, baseline: str | None = None,
                baseline_seconds: float | None = None, peak: str = "bf16") -> Record:
         """Throughput from ``flops`` (TFLOP/s, share of the peak of the engine it ran on: ``peak``
-        "bf16" for the BF16 kernels' engine, "fp32" for FP32 kernels on the FMA engine) or
+        "bf16" for the BF16 kernels' engine, "fp32" for FP32 kernels on the FMA engine, or an engine's
+        name where the op chose one itself, as deep_gemm's FP8 GEMMs do by rows) or
         ``nbytes`` (GB/s, share of copy bandwidth); otherwise latency in us. The ratio is the
         speed-up over the baseline measured in the same run."""
         engine = None
         if flops is not None:
             metric, value = "TFLOP/s", flops / seconds / 1e12
-            engine = {"bf16": bf16_engine(), "fp32": "fma"}[peak]
+            engine = {"bf16": bf16_engine(), "fp32": "fma"}.get(peak, peak)
             peak_name = f"{engine} peak"
             base_value = flops / baseline_seconds / 1e12 if baseline_seconds else None
         elif nbytes is not None:

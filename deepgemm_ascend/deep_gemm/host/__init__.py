@@ -1,4 +1,6 @@
-"""Host (CPU) kernels of deep_gemm: C++ compiled by deepjit's host toolchain, AVX-512 BF16.
+"""Host (CPU) kernels of deep_gemm: C++ compiled by deepjit's host toolchain on the process's matrix engine
+(``DG_HOST_MATRIX`` / ``DJ_HOST_MATRIX``; dense FP8 / FP4 GEMMs of 12-512 rows take brgemm where vdpbf16ps is
+the automatic one: ``gemm.BRGEMM_ROWS``, ``gemm_engine``).
 
 Every entry point takes tensors the public API has ALREADY validated and normalised; nothing
 here re-checks user input beyond what keeps the kernels in bounds. Conventions:
@@ -21,11 +23,12 @@ here re-checks user input beyond what keeps the kernels in bounds. Conventions:
 from __future__ import annotations
 
 from .einsum import bf16_einsum, fp8_bmm
+from .gemm import engine_for as gemm_engine
 from .gemm import gemm, k_grouped_gemm, m_grouped_gemm_contiguous, m_grouped_gemm_masked
 from .hc_prenorm import hc_prenorm_gemm
 from .mqa_logits import mqa_logits, paged_mqa_logits, paged_mqa_metadata
 from .permute_rows import permute_rows
 from .sf_layout import pack_sf_ue8m0, transpose_sf, unpack_sf_ue8m0
 
-__all__ = ["bf16_einsum", "fp8_bmm", "gemm", "hc_prenorm_gemm", "k_grouped_gemm", "m_grouped_gemm_contiguous", "m_grouped_gemm_masked",
+__all__ = ["bf16_einsum", "fp8_bmm", "gemm", "gemm_engine", "hc_prenorm_gemm", "k_grouped_gemm", "m_grouped_gemm_contiguous", "m_grouped_gemm_masked",
            "mqa_logits", "paged_mqa_logits", "paged_mqa_metadata", "pack_sf_ue8m0", "permute_rows", "transpose_sf", "unpack_sf_ue8m0"]

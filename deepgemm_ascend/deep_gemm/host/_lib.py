@@ -2,23 +2,40 @@
 flags when ``DG_HOST_SANITIZE`` asks for them."""
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 
-from deepjit.backends.host import HostCompilerOptions
+from deepjit.backends.host import HostCompilerOptions, cpu_identity, matrix_engine
 
 from .._lib import LIB
 
 
-def kernel(name: str, relative_path: str, defines: Mapping[str, object] | None = None):
-    """``LIB.host_kernel``, or with ``DG_HOST_SANITIZE=address`` (see tests/deep_gemm/host/run_asan.sh)
-    the same source built with ``-fsanitize=address`` (the flags join the cache key)."""
+def kernel(name: str, relative_path: str, defines: Mapping[str, object] | None = None, engine: str | None = None):
+    """``LIB.host_kernel``, on matrix engine ``engine`` where given (else the process's), or with
+    ``DG_HOST_SANITIZE=address`` (see tests/deep_gemm/host/run_asan.sh) the same source built with
+    ``-fsanitize=address`` (the flags join the cache key)."""
     sanitize = os.environ.get("DG_HOST_SANITIZE", "")
     options = None
     if sanitize:
-        options = HostCompilerOptions(optimize_level="1",
+        options = HostCompilerOptions(optimize_level="1", matrix_engine=engine,
                                       extra_cxx_flags=(f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"))
+    elif engine is not None:
+        options = HostCompilerOptions(matrix_engine=engine)
     return LIB.host_kernel(name, relative_path, defines, options)
+
+
+@functools.cache
+def process_engine() -> tuple[str, bool]:
+    """The matrix engine this process's host kernels are built on, and whether a variable forced it
+    (``DG_HOST_MATRIX`` / ``DJ_HOST_MATRIX``), as the host runtime chooses it."""
+    choice = matrix_engine.choose(LIB.env, cpu_identity()[1], LIB.env.get_str("JIT_HOST_MARCH", "native"))
+    return choice.engine, choice.source is not None
+
+
+@functools.cache
+def brgemm_links() -> bool:
+    return matrix_engine.brgemm_missing() is None
 
 
 def threads(num_threads) -> int:

@@ -535,18 +535,25 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 // broadcasting A against 32 columns (Zen 4, 2 threads, x 2816 / 7168 x 2048, B read from DRAM: 7 rows
 // 0.92-0.97x the time, 8 rows 0.84-0.89x; B in L3 the panels win from 5 rows). BF16 B stays on the
 // stream path to 8 rows (the panels there: 1.08-1.28x the time).
-#ifdef DJ_HAVE_BRGEMM
+// brgemm without AMX tiles (oneDNN's AVX-512 BF16 kernel) costs more with the rows, as vdpbf16ps does: there
+// the stream path keeps the vdpbf16ps limits (Zen 4, 2 threads, 7168 x 2048 E4M3 B from DRAM: at 4 rows the
+// brgemm build took 1.7 ms against the stream path's 1.0).
+#if defined(DJ_HAVE_BRGEMM) && defined(__AMX_BF16__)
 constexpr int64_t kStreamRows = 4;
 constexpr int64_t kStreamRowsFp8 = kStreamRows;
 #else
 constexpr int64_t kStreamRows = 8;
 constexpr int64_t kStreamRowsFp8 = 6;
 #endif
-// With E4M3 B on brgemm, tr_task takes over from 4 rows (measured at 4 x 7168 x 2048, one thread:
-// 1.3x the stream path; 3 rows even, 1-2 rows the stream path 1.4x quicker). DG_STREAM_ROWS_TR
-// (a build define) moves the boundary, to measure the two paths against each other.
+// With E4M3 B on brgemm with AMX, tr_task takes over from 4 rows (measured at 4 x 7168 x 2048, one thread:
+// 1.3x the stream path; 3 rows even, 1-2 rows the stream path 1.4x quicker); without AMX from 7, after the
+// stream path. DG_STREAM_ROWS_TR (a build define) moves the boundary, to measure the two paths against each other.
 #ifndef DG_STREAM_ROWS_TR
+#if defined(__AMX_BF16__)
 #define DG_STREAM_ROWS_TR 3
+#else
+#define DG_STREAM_ROWS_TR 6
+#endif
 #endif
 constexpr int64_t kStreamRowsTr = DG_STREAM_ROWS_TR;
 constexpr int64_t kStreamCols = 128;   // B rows per task
