@@ -44,7 +44,7 @@ def _other_engine() -> str:
 def _on_engine(engine: str):
     """deep_gemm's host-kernel getter, building on ``engine`` whatever this process defaults to."""
     options = HostCompilerOptions(matrix_engine=engine)
-    return lambda name, path, defines=None: LIB.host_kernel(name, path, defines, options)
+    return lambda name, path, defines=None, engine=None: LIB.host_kernel(name, path, defines, options)
 
 
 def _operands(kind, m, n, k):

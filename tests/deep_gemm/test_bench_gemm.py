@@ -123,7 +123,7 @@ def test_bench_grouped(bench, n, k):
     sfb = torch.exp2(torch.randint(-8, -4, (g, -(-n // 128), -(-k // 128))).float())
     d = torch.empty(m, n, dtype=torch.bfloat16)
     m_indices = torch.arange(g, dtype=torch.int32).repeat_interleave(rows)
-    dense = lambda: H.gemm(a, sfa, b[0], sfb[0], d)   # noqa: E731 - on brgemm where vdpbf16ps is automatic
+    dense = lambda: H.gemm(a, sfa, b[0], sfb[0], d)   # noqa: E731
     tc, td = Bench.paired(lambda: H.m_grouped_gemm_contiguous(a, sfa, b, sfb, d, m_indices), dense, 2)
     bench.record("deep_gemm", "m_grouped_fp8 contiguous", f"{g}x{rows}x{n}x{k}", tc, flops=2 * m * n * k,
                  baseline="host dense fp8, same rows", baseline_seconds=td)

@@ -1,5 +1,5 @@
 """Host (CPU) kernels of deep_gemm: C++ compiled by deepjit's host toolchain on the process's matrix engine
-(``DG_HOST_MATRIX`` / ``DJ_HOST_MATRIX``; dense FP8 / FP4 GEMMs of 12-512 rows take brgemm where vdpbf16ps is
+(``DG_HOST_MATRIX`` / ``DJ_HOST_MATRIX``; dense GEMMs with E4M3 B of 12-512 rows take brgemm where vdpbf16ps is
 the automatic one: ``gemm.BRGEMM_ROWS``, ``gemm_engine``).
 
 Every entry point takes tensors the public API has ALREADY validated and normalised; nothing

@@ -6,7 +6,7 @@ import functools
 import os
 from collections.abc import Mapping
 
-from deepjit.backends.host import HostCompilerOptions, cpu_identity, matrix_engine
+from deepjit.backends.host import HostCompilerOptions, matrix_engine
 
 from .._lib import LIB
 
@@ -21,16 +21,22 @@ def kernel(name: str, relative_path: str, defines: Mapping[str, object] | None =
         options = HostCompilerOptions(optimize_level="1", matrix_engine=engine,
                                       extra_cxx_flags=(f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"))
     elif engine is not None:
-        options = HostCompilerOptions(matrix_engine=engine)
+        options = _engine_options(engine)
     return LIB.host_kernel(name, relative_path, defines, options)
 
 
 @functools.cache
+def _engine_options(engine: str) -> HostCompilerOptions:
+    return HostCompilerOptions(matrix_engine=engine)
+
+
 def process_engine() -> tuple[str, bool]:
-    """The matrix engine this process's host kernels are built on, and whether a variable forced it
-    (``DG_HOST_MATRIX`` / ``DJ_HOST_MATRIX``), as the host runtime chooses it."""
-    choice = matrix_engine.choose(LIB.env, cpu_identity()[1], LIB.env.get_str("JIT_HOST_MARCH", "native"))
-    return choice.engine, choice.source is not None
+    """The matrix engine this process's host kernels are built on (the host runtime's default options), and
+    whether it is not the automatic choice: forced by ``DG_HOST_MATRIX`` / ``DJ_HOST_MATRIX``, or set in those
+    options by hand."""
+    runtime = LIB.host_runtime
+    engine, choice = runtime.default_compiler_options.matrix_engine, runtime.backend.matrix
+    return engine, choice.source is not None or engine != choice.engine
 
 
 @functools.cache

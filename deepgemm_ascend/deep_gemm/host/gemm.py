@@ -72,7 +72,7 @@ def _gemm_desc(**fields):
     return desc
 
 
-# M for which a dense GEMM with FP8 / FP4 B runs on oneDNN's brgemm where vdpbf16ps is the automatic engine.
+# M for which a dense GEMM with E4M3 B runs on oneDNN's brgemm where vdpbf16ps is the automatic engine.
 # Measured on Zen 4 (AVX-512 BF16, no AMX), B read from DRAM, paired runs of both engines: from 12 to 512 rows
 # brgemm took 0-19 % less time (7168 x 2048 and 2112 x 7168); below 12 rows our stream path (up to 6) and panels
 # were quicker (by up to 40 % at 4 rows), from 1024 rows they were even, and at 4096 ours are ~10 % quicker.
@@ -84,9 +84,9 @@ BRGEMM_ROWS = (12, 512)
 
 def engine_for(rows: int, b_type: int) -> str:
     """The matrix engine of a dense dg_gemm call of ``rows`` rows with B of element type ``b_type``
-    (``_elem_type``): the process's, or brgemm for converted (FP8 / FP4) B in ``BRGEMM_ROWS``."""
+    (``_elem_type``): the process's, or brgemm for E4M3 B in ``BRGEMM_ROWS`` (FP4 B was not measured)."""
     engine, forced = process_engine()
-    if (not forced and engine == "avx512bf16" and b_type != 0 and BRGEMM_ROWS[0] <= rows <= BRGEMM_ROWS[1]
+    if (not forced and engine == "avx512bf16" and b_type == 1 and BRGEMM_ROWS[0] <= rows <= BRGEMM_ROWS[1]
             and brgemm_links()):
         return "brgemm"
     return engine

@@ -1,5 +1,5 @@
 """Which matrix engine a host GEMM call runs on (deep_gemm/host/gemm.py ``engine_for``): the process's, except
-that a dense GEMM with FP8 / FP4 B and 12-512 rows takes brgemm where vdpbf16ps is the automatic engine and
+that a dense GEMM with E4M3 B and 12-512 rows takes brgemm where vdpbf16ps is the automatic engine and
 brgemm links; grouped calls and a forced engine keep the process's. Each gives float64 math's answer."""
 import importlib
 
@@ -16,7 +16,8 @@ gemm_module = importlib.import_module("deep_gemm.host.gemm")
 
 @pytest.mark.parametrize(("process", "links", "b_type", "rows", "want"), [
     (("avx512bf16", False), True, 1, 11, "avx512bf16"), (("avx512bf16", False), True, 1, 12, "brgemm"),
-    (("avx512bf16", False), True, 2, 512, "brgemm"), (("avx512bf16", False), True, 1, 513, "avx512bf16"),
+    (("avx512bf16", False), True, 1, 512, "brgemm"), (("avx512bf16", False), True, 1, 513, "avx512bf16"),
+    (("avx512bf16", False), True, 2, 64, "avx512bf16"),        # FP4 B: not measured
     (("avx512bf16", False), True, 0, 64, "avx512bf16"),        # BF16 B stays on ours
     (("avx512bf16", False), False, 1, 64, "avx512bf16"),       # brgemm does not link here
     (("avx512bf16", True), True, 1, 64, "avx512bf16"),         # forced
@@ -64,3 +65,21 @@ def test_calls_take_the_engine_of_their_rows(monkeypatch, mode, rows, want_brgem
         got = d.view(g, rows, n)
     assert used == [("brgemm" if want_brgemm else None)]
     assert calc_diff(got.double(), want.double()) < 1e-5
+
+
+def test_process_engine_is_the_runtimes():
+    """What the policy starts from is what the host runtime builds on, and it follows a hand edit of the
+    runtime's default options (then no longer the automatic choice)."""
+    from deep_gemm.host import _lib
+    runtime = _lib.LIB.host_runtime
+    engine, forced = _lib.process_engine()
+    assert engine == runtime.default_compiler_options.matrix_engine
+    assert forced == (runtime.backend.matrix.source is not None)
+    other = "fma" if engine != "fma" else "avx512bf16"
+    old = runtime.default_compiler_options.matrix_engine
+    runtime.default_compiler_options.matrix_engine = other
+    try:
+        assert _lib.process_engine() == (other, True)
+        assert H.gemm_engine(64, 1) == other
+    finally:
+        runtime.default_compiler_options.matrix_engine = old
