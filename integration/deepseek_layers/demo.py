@@ -338,7 +338,8 @@ TOUR: list[tuple[str, Callable[[], tuple | None]]] = [
 
 
 def matrix_engine() -> str:
-    """The host kernels' matrix engine (deepjit's choice for this CPU, or the one DG_/DJ_HOST_MATRIX forces)."""
+    """The host kernels' matrix engine (deepjit's choice for this CPU, or the one DG_/DJ_HOST_MATRIX forces); where
+    it is avx512bf16, deep_gemm's dense E4M3 GEMMs of 12-512 rows run on brgemm (``deep_gemm.host.gemm_engine``)."""
     from deepjit.backends.host import matrix_engine as engines
     from deepjit.backends.host.toolchain import cpu_identity
     from deepjit.env import Env
