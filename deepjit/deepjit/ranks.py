@@ -21,6 +21,9 @@ class RankFailure(RuntimeError):
     pass
 
 
+GRACE_S = 10   # how long the other ranks get once one has failed (they may wait on it forever)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -59,6 +62,7 @@ def run(fn: Callable, world_size: int, *args, timeout_s: float = 120.0, env: dic
         p.start()
     deadline = time.monotonic() + timeout_s
     outcome: dict[int, tuple[str, Any]] = {}
+    cut_short = False
     try:
         while len(outcome) < world_size:
             remaining = deadline - time.monotonic()
@@ -67,11 +71,9 @@ def run(fn: Callable, world_size: int, *args, timeout_s: float = 120.0, env: dic
             try:
                 rank, status, value = results.get(timeout=min(remaining, 0.5))
                 outcome[rank] = (status, value)
-                if status == "error":  # its peers may wait on it forever: give them a moment, then stop
-                    deadline = min(deadline, time.monotonic() + 10)
             except queue.Empty:
                 dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in outcome]
-                if dead:  # died without reporting (segfault, os._exit, kill): give peers a moment, then stop
+                if dead:  # died without reporting (segfault, os._exit, kill): collect what the others sent
                     time.sleep(0.5)
                     while True:
                         try:
@@ -81,8 +83,8 @@ def run(fn: Callable, world_size: int, *args, timeout_s: float = 120.0, env: dic
                             break
                     for r in dead:
                         outcome.setdefault(r, ("error", f"process exited with code {procs[r].exitcode}"))
-                    if any(s == "error" for s, _ in outcome.values()) and len(outcome) < world_size:
-                        deadline = min(deadline, time.monotonic() + 10)
+            if not cut_short and any(s == "error" for s, _ in outcome.values()):
+                cut_short, deadline = True, min(deadline, time.monotonic() + GRACE_S)
     finally:
         for p in procs:
             p.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
@@ -93,7 +95,8 @@ def run(fn: Callable, world_size: int, *args, timeout_s: float = 120.0, env: dic
     errors = [f"--- rank {r} ---\n{v}" for r, (s, v) in sorted(outcome.items()) if s == "error"]
     hung = [r for r in range(world_size) if r not in outcome]
     if hung:
-        errors.append(f"ranks {hung} did not finish within {timeout_s:.0f} s (killed)")
+        within = f"{GRACE_S} s of a failed rank" if cut_short else f"{timeout_s:.0f} s"
+        errors.append(f"ranks {hung} did not finish within {within} (killed)")
     if errors:
         raise RankFailure("\n".join(errors))
     return [outcome[r][1] for r in range(world_size)]

@@ -22,7 +22,8 @@ def test_values_in_rank_order():
 
 
 def test_a_raising_rank_fails_the_call_without_waiting_for_its_peers():
-    start = time.monotonic()
-    with pytest.raises(ranks.RankFailure, match=r"(?s)--- rank 1 ---.*rank one gives up.*did not finish"):
+    """Rank 0 would finish after 60 s, well inside the timeout: it is killed as still running only because
+    its peer failed first."""
+    with pytest.raises(ranks.RankFailure, match=r"(?s)--- rank 1 ---.*rank one gives up.*ranks \[0\] did not "
+                                                r"finish within 10 s of a failed rank"):
         ranks.run(_one_raises, 2, timeout_s=300)
-    assert time.monotonic() - start < 40

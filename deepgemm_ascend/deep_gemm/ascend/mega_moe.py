@@ -18,8 +18,9 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
    scales (FP8 x FP4) or BF16;
 4. the L2 M-grouped GEMM;
    both GEMMs without zero padding and SwiGLU over the experts' rows alone: no kernel reads or writes a row
-   outside them (the host-side scale conversions of the GEMM glue read whole scale tensors, element-wise) -- zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote
-   more bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps;
+   outside them (the GEMM glue's host-side scale conversions read whole scale tensors, element-wise). Zeroing
+   them (the psum layout's padding runs to the capacity after the last expert) wrote more bytes than the L2
+   weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps;
 5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
    1 to its sent flag on every rank, and once every rank's blocks have sent,
    ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.

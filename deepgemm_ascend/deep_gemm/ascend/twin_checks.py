@@ -4,9 +4,12 @@ its entry point at a modest shape, compares it with ``deep_gemm.reference`` at u
 leaves the roofline to the twin's counters of the launch. The shapes are small enough for the twin on a few
 CPU cores, so their rooflines say little about the kernels at the sizes that matter: ``published_shapes()``
 gives those (4096^3 dense GEMMs, an 8 x 512 x 4096 x 7168 M-grouped GEMM, an MoE decode FP8 x FP4 grouped
-GEMM of 8 x 48 tokens x 4096 x 7168, MQA logits prefill / decode at 8192 KV), each a run of the whole shape.
+GEMM of 8 x 48 tokens x 4096 x 7168, MQA logits prefill / decode at 8192 KV, a whole Mega MoE call on EP8 rank
+processes: mega_estimates.py), each a run of the whole shape.
 The package has no TileLang kernels, so nothing of it is lowered by ``make ascend-codegen``."""
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -16,6 +19,7 @@ from ..attention import PagedKV, Quantised
 from ..grouped import _psum_row_groups
 from ..testing import calc_diff
 from ..utils import per_custom_dims_cast_to_fp8
+from . import mega_estimates
 
 
 def _close(name: str, got: torch.Tensor, want: torch.Tensor, limit: float) -> list[str]:
@@ -343,19 +347,10 @@ def published_shapes() -> list:
         shapes.append((f"mxfp8_mqa_logits_{phase}_{s}q_{MQA_KV}kv_{MX_MQA_HEADS}x{MQA_DIM}", "mix", _mqa_full(s, True)))
     for phase, m in (("prefill", 4096), ("decode", 128)):
         shapes.append((f"tf32_hc_prenorm_gemm_{phase}_{m}x{HC_N}x{HC_K}_{HC_SPLITS}splits", "mix", _hc_prenorm_full(m)))
-    return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes] + _mega_moe_shapes()
-
-
-def _mega_moe_shapes() -> list:
-    """A whole ``fp8_fp4_mega_moe`` call on EP8 rank processes (mega_estimates.py), beside DeepSeek's figure."""
-    import functools
-
-    from deepjit.tilelang_route.ascend_check import PublishedShape
-
-    from . import mega_estimates
-    return [PublishedShape(f"fp8_fp4_mega_moe_ep{mega_estimates.RANKS}_{shape.name}", "mix",
+    mega = [PublishedShape(f"fp8_fp4_mega_moe_ep{mega_estimates.RANKS}_{shape.name}", "mix",
                            functools.partial(mega_estimates.published_shape_outcome, shape), multi_rank=True)
-            for shape in mega_estimates.SHAPES]
+            for shape in mega_estimates.SHAPES]   # beside DeepSeek's figure
+    return [PublishedShape(name, kind, _seeded(fn)) for name, kind, fn in shapes] + mega
 
 
 def _seeded(fn):

@@ -82,24 +82,27 @@ def _gemm_desc(**fields):
 BRGEMM_ROWS = (12, 512)
 
 
-def engine_for(rows: int, b_type: int) -> str:
-    """The matrix engine of a dense dg_gemm call of ``rows`` rows with B of element type ``b_type``
-    (``_elem_type``): the process's, or brgemm for E4M3 B in ``BRGEMM_ROWS`` (FP4 B was not measured)."""
+def _override(rows: int, b_type: int) -> str | None:
+    """"brgemm" for a dense call of ``rows`` rows with E4M3 B in ``BRGEMM_ROWS`` where vdpbf16ps is the automatic
+    engine (FP4 B was not measured), else None: the process's engine."""
     engine, forced = process_engine()
-    if (not forced and engine == "avx512bf16" and b_type == 1 and BRGEMM_ROWS[0] <= rows <= BRGEMM_ROWS[1]
-            and brgemm_links()):
-        return "brgemm"
-    return engine
+    moved = (not forced and engine == "avx512bf16" and b_type == 1 and BRGEMM_ROWS[0] <= rows <= BRGEMM_ROWS[1]
+             and brgemm_links())
+    return "brgemm" if moved else None
+
+
+def engine_for(rows: int, b_type: int) -> str:
+    """The matrix engine of a dense dg_gemm call of ``rows`` rows with B of element type ``b_type`` (``_elem_type``)."""
+    return _override(rows, b_type) or process_engine()[0]
 
 
 def _launch(mode: str, m: int, n: int, k: int, g: int, a_desc, b_desc, a, sfa, b, sfb, d, c, layout, alpha,
             num_threads, alignment: int = 1, zero_padding: bool = False) -> None:
     desc = _gemm_desc(m=m, n=n, k=k, groups=g, mode=_MODES[mode], alignment=alignment,
                       zero_padding=int(zero_padding), a=a_desc, b=b_desc, d=_output(d), c=_output(c))
-    engine = engine_for(m, b_desc["type"]) if mode == "dense" else None
-    override = engine if engine != process_engine()[0] else None   # else the process's kernel, as built
-    kernel("dg_gemm", "host/gemm.cpp", engine=override)(descriptors.address(desc), a, sfa, b, sfb, d, c, layout,
-                                                        float(alpha), threads(num_threads))
+    engine = _override(m, b_desc["type"]) if mode == "dense" else None
+    kernel("dg_gemm", "host/gemm.cpp", engine=engine)(descriptors.address(desc), a, sfa, b, sfb, d, c, layout,
+                                                      float(alpha), threads(num_threads))
 
 
 def gemm(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor | None,

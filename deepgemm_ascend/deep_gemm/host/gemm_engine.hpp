@@ -536,9 +536,8 @@ inline bool brgemm_panel(int64_t rows, int64_t w, int64_t kcp, const uint16_t* A
 // 0.92-0.97x the time, 8 rows 0.84-0.89x; B in L3 the panels win from 5 rows). BF16 B stays on the
 // stream path to 8 rows (the panels there: 1.08-1.28x the time).
 // brgemm without AMX tiles (a compile target without AMX-BF16: oneDNN's AVX-512 BF16 kernel) costs more with the
-// rows, as vdpbf16ps does: there
-// the stream path keeps the vdpbf16ps limits (Zen 4, 2 threads, 7168 x 2048 E4M3 B from DRAM: at 4 rows the
-// brgemm build took 1.7 ms against the stream path's 1.0).
+// rows, as vdpbf16ps does: there the stream path keeps the vdpbf16ps limits (Zen 4, 2 threads, 7168 x 2048
+// E4M3 B from DRAM: at 4 rows the brgemm build took 1.7 ms against the stream path's 1.0).
 #if defined(DJ_HAVE_BRGEMM) && defined(__AMX_BF16__)
 constexpr int64_t kStreamRows = 4;
 constexpr int64_t kStreamRowsFp8 = kStreamRows;
