@@ -19,7 +19,8 @@ from .conftest import launch_source
 # 8192 FLOP/cycle + 8 cycles, a vector instruction 2 cycles, one issue cycle an instruction, and shared
 # paths wide enough not to matter (unless a test narrows them); one-cycle ledger bins (exact sharing).
 COSTS = replace(COSTS_950, movers={**COSTS_950.movers, "gm_to_ub": Mover(100, 90), "ub_to_gm": Mover(50, 200)},
-                cube_flops_per_cycle={"fp32": 8192, "b16": 8192, "b8": 16384, "b4": 32768}, cube_latency=8,
+                cube_flops_per_cycle={"fp32": 512, "hf32": 4096, "b16": 8192, "b8": 16384, "b4": 32768}, cube_latency=8,
+                cube_latency_mx=25, cube_latency_fp32=67,
                 vector_cycles={"simple": 2.0, "divide": 8.0, "special": 8.0, "load": 1.0, "store": 1.0},
                 scalar_issue=1.0,
                 l2_bytes_per_cycle_per_core=1e6, port_bytes_per_cycle=1e6, hbm_bytes_per_s=1e6 * COSTS_950.clock_hz, bin_cycles=1,
@@ -149,7 +150,7 @@ def test_blocks_beyond_the_chip_run_in_a_second_wave():
 
 
 # A source tag of costs.py's docstring, or the words that say there is none and how the number was chosen.
-_CITATION = re.compile(r"\[(TL|TLFA|CANN|DEVKIT|DS|950PR|SIMT)\b|no public source|estimate")
+_CITATION = re.compile(r"\[(TL|TL15|TLFA|CANN|DEVKIT|DS|950PR|SIMT)\b|no public source|estimate")
 
 
 def test_table_cites_a_source_for_every_rate():
@@ -468,3 +469,54 @@ def test_combined_launches_keep_their_flag_hazards():
     both = timeline_report.combine([good, bad, bad])
     assert both.flag_hazards == 2 and both.first_flag_hazard == bad.first_flag_hazard
     assert timeline_report.combine([good, good]).flag_hazards == 0
+
+
+# One mmad of each cost class on zero-filled L0A / L0B: BF16 with M 4 (charged as 16 rows), FP32 with K 60
+# (FP32's K group is 1: charged as 60), the same with the HF32 bit set (K group 8: charged as 64), and an MX
+# FP8 mmad of 16 x 64 x 16 after its A scales (two 32-byte fractals) are copied L1 -> L0A.
+CUBE_MODES = r'''
+#include <c_api/asc_simd.h>
+extern "C" __global__ __cube__ void cube_modes(__gm__ float* y) {
+  __ca__ bfloat16_t* a = (__ca__ bfloat16_t*)0;
+  __cb__ bfloat16_t* b = (__cb__ bfloat16_t*)0;
+  __cc__ float* acc = (__cc__ float*)0;
+  asc_fill_value_config fill;
+  fill.repeat = 1;
+  fill.blk_num = 64;  // 64 fractals of 512 B: 32 KiB each
+  fill.dst_gap = 0;
+  asc_fill_l0a(a, uint32_t(0), fill);
+  asc_fill_l0b(b, uint32_t(0), fill);
+  asc_sync_notify(PIPE_MTE1, PIPE_M, 0);
+  asc_sync_wait(PIPE_MTE1, PIPE_M, 0);
+  asc_mmad(acc, a, b, 4, 256, 64, 0, true, false, true);
+  asc_mmad(acc, (__ca__ float*)a, (__cb__ float*)b, 16, 60, 16, 0, true, false, true);
+  asc_enable_hf32();
+  asc_mmad(acc, (__ca__ float*)a, (__cb__ float*)b, 16, 60, 16, 0, true, false, true);
+  asc_disable_hf32();
+  asc_copy_l12l0a_mx(uint64_t(uintptr_t(a)) / 16, (__cbuf__ fp8_e8m0_t*)0, 0, 0, 1, 2, 2, 2);
+  asc_mmad_mx(acc, (__ca__ fp8_e4m3fn_t*)a, (__cb__ fp8_e4m3fn_t*)b, 16, 64, 16, 0, true, false, true);
+}
+'''
+
+
+def test_each_mmad_is_charged_its_padded_geometry_at_its_modes_rate(twin_runtime):
+    with timeline.recording():
+        result = launch_source(twin_runtime, "cube_modes", CUBE_MODES, torch.zeros(8))
+    events = result.traces[0].events
+    cubes = [e for e in events if e.type == "cube"]
+    # (width, mode, MACs, charged MACs): M 4 -> 16; FP32 K 60 as is; HF32 K 60 -> 64; MX max(M, N) -> 48
+    assert [(timeline.WIDTH_CLASSES[e.a], timeline.CUBE_MODES[e.b], e.n, e.m) for e in cubes] == [
+        ("b16", "plain", 4 * 256 * 64, 16 * 256 * 64), ("fp32", "plain", 16 * 60 * 16, 16 * 60 * 16),
+        ("fp32", "hf32", 16 * 60 * 16, 16 * 64 * 16), ("b8", "mx", 16 * 64 * 16, 16 * 48 * 64)]
+    # BF16 8192 FLOP/cycle, FP32 512, HF32 4096, FP8 16384; completion 8, 67, 67, 25
+    assert [timeline.cube_cycles(e, COSTS) for e in cubes] == [64, 60, 8, 6]
+    assert [timeline.cube_latency(e, COSTS) for e in cubes] == [8, 67, 67, 25]
+    (scales,) = [e for e in events if e.type == "move" and timeline.MOVE_VARIANTS[e.b] == "mx_scales"]
+    assert timeline.ROUTES[scales.a] == "l1_to_l0" and scales.n == 64
+    # the MX scale path: 1 issue cycle + 64 B at 32 B/cycle, usable 28 cycles later
+    assert timeline.schedule([_trace([scales])], "cube", COSTS).cycles == pytest.approx(1 + 2 + 28)
+    # alone, back to back from cycle 0, the four end at 64, 124, 132 and 138; the kernel is done when the
+    # last result is usable: the HF32 mmad's (132 + 67), later than the MX one's (138 + 25)
+    est = timeline.schedule([_trace(cubes)], "cube", COSTS)
+    assert est.cycles == pytest.approx(132 + 67)
+    assert est.flops == 2 * sum(e.n for e in cubes)  # TFLOP/s counts the work done, not the padding

@@ -9,6 +9,9 @@ Sources:
         estimate_latency.cc charges as max(min_ii, bytes / rate) or issue_overhead + bytes / rate), fitted by its authors
         on Ascend950DT SYS_CNT sweeps and cannsim; AIV MTE bandwidths there are the aggregate of the two
         AIVs of one AI core (so one AIV streaming alone is modelled at the same port rate, shared).
+  [TL15] The same file as the installed tilelang 0.1.15 wheel ships it (tilelang/src/ascend/transform/
+        estimate_latency.h / .cc): the cube's FP32 / HF32 / MX FP4 throughputs, FP32 and MX completion
+        latencies, the MX minimum M / N extent and the MX scale-factor path (l1_to_l0_sf_*).
   [CANN] CANN platform_config Ascend950PR_957bx.ini [AICoreMemoryRates] (l2_rate=100 B/cycle per AI core,
         l2_size=117440512), as ascend_check.Rates cites it; [SoCInfo] cube_core_cnt=32, vector_core_cnt=64
         (950PR platform_config, as the CANN samples' 950PR READMEs quote it).
@@ -62,6 +65,9 @@ def _movers() -> dict:
         # MTE1 L1 -> L0A / L0B: 256 B/cycle, base 5, 3 issue cycles a descriptor [TL l1_to_l0a_bandwidth,
         # mte1_base_latency, mte1_issue_overhead].
         "l1_to_l0": Mover(256, 5, issue=3),
+        # MTE1 L1 -> L0A / L0B MX scales (asc_copy_l12l0a_mx / _l0b_mx): 32 B/cycle, base 28, 1 issue cycle
+        # [TL15 l1_to_l0_sf_bandwidth, mte1_sf_base_latency, mte1_sf_issue_overhead].
+        "l1_to_l0_sf": Mover(32, 28, issue=1),
         # MTE1 L1 -> UB: no published figure; taken as the L1 -> L0 path (estimate).
         "l1_to_ub": Mover(256, 5),
         # asc_fill_*: no published figure; one 256-byte write a cycle, as MTE1 (estimate).
@@ -78,13 +84,18 @@ class CostTable:
     aic_cores: int = 32
     aiv_cores: int = 64   # [CANN] platform_config 950PR [SoCInfo] vector_core_cnt=64 (two AIV an AIC)
     movers: dict = field(default_factory=_movers)
-    # Cube FLOP (2 x MAC) per cycle by operand width class (the twin's cube_macs_by_input):
+    # Cube FLOP (2 x MAC) per cycle by operand width class (the twin's cube_macs_by_input) and mode, charged
+    # on the mmad's padded geometry (c_api/cube.h: M, N to 16, K to the operand's K group, an MX mmad's
+    # larger of M and N at least 48 [TL15 CubeOperations, cube_mx_min_mn]):
     # 16-bit 8192 = 16x16x16x2 [TL cube_throughput_fp16/bf16]; 8-bit 16384 [TL cube_throughput_fp8];
-    # 4-bit 32768: no TileLang figure, twice FP8 as DeepSeek's FP4 peak is twice FP8's [DS];
-    # FP32 operands: A5 has no native FP32 MMAD, TileLang charges its 8192 fallback [TL cube_fallback_throughput].
-    cube_flops_per_cycle: dict = field(default_factory=lambda: {"fp32": 8192, "b16": 8192, "b8": 16384,
-                                                                "b4": 32768})
+    # 4-bit 32768 [TL15 cube_throughput_mxfp4; DS: twice FP8]; FP32 operands 512, or 4096 with the CTRL
+    # HF32 bit set (asc_enable_hf32) [TL15 cube_throughput_fp32 / _hf32].
+    cube_flops_per_cycle: dict = field(default_factory=lambda: {"fp32": 512, "hf32": 4096, "b16": 8192,
+                                                                "b8": 16384, "b4": 32768})
+    # Completion (an mmad's end to its result usable):
     cube_latency: float = 8          # [TL cube_base_latency]
+    cube_latency_mx: float = 25      # an MX mmad [TL15 cube_mx_base_latency]
+    cube_latency_fp32: float = 67    # FP32 / HF32 operands [TL15 cube_fp32_base_latency]
     # Vector register instructions (one 256-byte register each), cycles an instruction. A run of them (a
     # vector function) takes max(ALU cycles, loads, stores): the register file's UB loads and stores move
     # 256 B a cycle [TL valu_bandwidth] on their own path beside the ALU. The ALU rates are fitted to the

@@ -27,6 +27,9 @@ from .pipes import GM_READS, GM_WRITES, ROUTES
 EVENT_TYPES = ("move", "cube", "vector", "simt", "set", "wait", "barrier", "intra_arrive", "intra_wait",
                "inter_arrive", "inter_wait")
 WIDTH_CLASSES = ("fp32", "b16", "b8", "b4")
+# dj_twin/timeline.h CubeMode and MoveVariant, in order.
+CUBE_MODES = ("plain", "hf32", "mx")
+MOVE_VARIANTS = ("plain", "mx_scales")
 # dj_twin/runtime.h pipe_t values
 PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX = 0, 1, 2, 3, 4, 5, 6, 10
 PIPE_NAMES = {PIPE_S: "scalar", PIPE_V: "vector", PIPE_M: "cube", PIPE_MTE1: "mte1", PIPE_MTE2: "mte2",
@@ -68,6 +71,25 @@ def vector_cycles(e: Event, costs: CostTable) -> float:
     k, c = vector_instructions(e), costs.vector_cycles
     alu = k["simple"] * c["simple"] + k["special"] * c["special"] + k["divide"] * c["divide"]
     return max(alu, k["load"] * c["load"], k["store"] * c["store"], e.depth * costs.vector_latency)
+
+
+def cube_rate_class(e: Event) -> str:
+    """The cost table's rate class of an mmad: its operand width, FP32 operands by the HF32 mode."""
+    width = WIDTH_CLASSES[e.a]
+    return "hf32" if width == "fp32" and CUBE_MODES[e.b] == "hf32" else width
+
+
+def cube_cycles(e: Event, costs: CostTable) -> float:
+    """An mmad's cube time: its charged MACs (the padded geometry; the MACs where a recording gives none)
+    at its rate class."""
+    return 2 * (e.m or e.n) / costs.cube_flops_per_cycle[cube_rate_class(e)]
+
+
+def cube_latency(e: Event, costs: CostTable) -> float:
+    """Cycles from an mmad's end until its result is usable (costs.py)."""
+    if CUBE_MODES[e.b] == "mx":
+        return costs.cube_latency_mx
+    return costs.cube_latency_fp32 if WIDTH_CLASSES[e.a] == "fp32" else costs.cube_latency
 
 
 def simt_memory(e: Event) -> dict:
@@ -278,6 +300,8 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
         if t == "move":
             route = ROUTES[e.a]
             pipe = e.pipe
+            if route == "l1_to_l0" and MOVE_VARIANTS[e.b] == "mx_scales":
+                route = "l1_to_l0_sf"
             mover = costs.movers[route] if route in costs.movers else costs.movers["fill"]
             start = pipe_start(s, pipe)
             if route in GM_READS or route in GM_WRITES:
@@ -294,12 +318,11 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             s.done[pipe] = max(s.done[pipe], end + mover.latency)
         elif t == "cube":
             start = pipe_start(s, PIPE_M)
-            width = WIDTH_CLASSES[e.a]
             flops += 2 * e.n
-            end = start + 2 * e.n / costs.cube_flops_per_cycle[width]
+            end = start + cube_cycles(e, costs)
             occupy(s, "cube", start, end)
             s.free[PIPE_M] = end
-            s.done[PIPE_M] = max(s.done[PIPE_M], end + costs.cube_latency)
+            s.done[PIPE_M] = max(s.done[PIPE_M], end + cube_latency(e, costs))
         elif t == "vector":
             start = pipe_start(s, PIPE_V)
             end = start + vector_cycles(e, costs)

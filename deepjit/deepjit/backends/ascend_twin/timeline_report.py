@@ -11,7 +11,7 @@ from .costs import COSTS_950, CostTable
 from .timeline import REPORT_PIPES, Estimate
 
 # Chip peak FLOP/s by cube operand class (ascend_check.cube_operand's names).
-_OPERAND_WIDTH = {"bf16": "b16", "fp8": "b8", "fp4": "b4"}
+_OPERAND_WIDTH = {"bf16": "b16", "fp8": "b8", "fp4": "b4", "hf32": "hf32"}
 
 
 def combine(estimates: list[Estimate]) -> Estimate | None:

@@ -120,7 +120,17 @@ inline void mmad(C* c, const T* a, const T* b, uint16_t m, uint16_t k, uint16_t 
       out = init_zero ? C(s) : C(out + s);
     }
   }
-  count_cube_macs(uint64_t(m) * n * k, is_fp4<T> ? 4 : int(8 * sizeof(T)));
+  // The cube's cost geometry, as TileLang 0.1.15's A5 estimator charges an mmad (src/ascend/transform/
+  // estimate_latency.cc CubeOperations): M and N padded to 16, K to the operand's K group (256 bits: 16
+  // for 16-bit, 32 for 8-bit, 64 for 4-bit operands; FP32 1, HF32 8), and an MX mmad's larger of M and N
+  // at least 48 (cube_mx_min_mn).
+  const int bits = is_fp4<T> ? 4 : int(8 * sizeof(T));
+  const uint64_t k_group = bits == 32 ? (hf32 ? 8 : 1) : uint64_t(256 / bits);
+  const uint64_t m_al = M16, n_al = N16, k_al = (k + k_group - 1) / k_group * k_group;
+  const uint64_t charged = scale_a ? std::min(m_al, n_al) * std::max<uint64_t>({m_al, n_al, 48}) * k_al
+                                   : m_al * n_al * k_al;
+  const CubeMode mode = scale_a ? CubeMode::Mx : hf32 ? CubeMode::Hf32 : CubeMode::Plain;
+  count_cube_macs(uint64_t(m) * n * k, bits, charged, mode);
 }
 
 }  // namespace dj_twin

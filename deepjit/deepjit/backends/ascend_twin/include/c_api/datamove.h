@@ -349,7 +349,8 @@ inline void l1_to_l0_mx(int which, uint64_t dst, const void* src, uint16_t x_sta
              kMemName[int(mem)], sizeof c.mx_scale[0]);
       std::memcpy(c.mx_scale[which] + to, from, 32);
     }
-  count_move(Route::L1_TO_L0, size_t(x_step) * y_step * 32);
+  const size_t bytes = size_t(x_step) * y_step * 32;
+  count_move(Route::L1_TO_L0, bytes, bytes, MoveVariant::MxScales);
 }
 
 }  // namespace dj_twin

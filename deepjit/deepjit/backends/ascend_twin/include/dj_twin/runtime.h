@@ -11,7 +11,8 @@
 //   dj_twin::count_bytes(pipe_t, size_t), count_cube_macs(uint64_t), count_vector_ops(uint64_t)
 //   dj_twin::core()                                the current core (block, kind, sub_block, ...)
 //   dj_twin::onchip_offset(Mem, const void*)       byte offset of p in the current core's memory
-//   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added)
+//   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added; a form
+//                                                  with the charged MACs and CubeMode: c_api/cube.h)
 //   dj_twin::count_move(Route, size_t)             bytes by source -> destination (added; also counts the pipe)
 //   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
 //   dj_twin::count_simt_work(alu, ub_ld, ub_st)    a lane's declared plain work, timeline only (added)
@@ -356,14 +357,18 @@ inline void count_cube_macs(uint64_t macs) {
   c.counters.cube_macs += macs;
   if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, 1, 0, 0, macs);
 }
-// input_bits: 32, 16, 8 or 4 (the operands' element width).
-inline void count_cube_macs(uint64_t macs, int input_bits) {
+// input_bits: 32, 16, 8 or 4 (the operands' element width). The timeline charges `charged` MACs (the
+// cube's padded geometry, c_api/cube.h) at the rate of the width and mode; the counters count `macs`.
+inline void count_cube_macs(uint64_t macs, int input_bits, uint64_t charged, CubeMode mode) {
   Core& c = core();
   Counters& k = c.counters;
   const int width = input_bits >= 32 ? 0 : input_bits >= 16 ? 1 : input_bits >= 8 ? 2 : 3;
   k.cube_macs += macs;
   k.cube_macs_by_input[width] += macs;
-  if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, width, 0, 0, macs);
+  if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, width, int(mode), 0, macs, charged);
+}
+inline void count_cube_macs(uint64_t macs, int input_bits) {
+  count_cube_macs(macs, input_bits, macs, CubeMode::Plain);
 }
 // cls: how the timeline costs the instruction (its ALU class, or a register load / store); src_step: the
 // latest dataflow step of its source registers (vreg::step_of). Returns its result's step (0 when the
@@ -375,14 +380,16 @@ inline uint64_t count_vector_ops(uint64_t elements, VecClass cls = VecClass::Sim
 }
 // l2_bytes: for a SIMT access, the bytes the timeline puts through L2 (a cached load that hit the data
 // cache: none; touch_gm's return); the counters count `bytes` either way.
-inline void count_move(Route route, size_t bytes, uint64_t l2_bytes) {
+// variant (Ev::Move's b): MoveVariant::MxScales for asc_copy_l12l0{a,b}_mx, which the timeline costs on
+// the MX scale path; the counters count every variant of a route alike.
+inline void count_move(Route route, size_t bytes, uint64_t l2_bytes, MoveVariant variant = MoveVariant::Plain) {
   Core& c = core();
   Counters& k = c.counters;
   k.route_bytes[int(route)] += bytes;
   if (c.timeline) {
     if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE)
       timeline_simt(*c.timeline, 0, l2_bytes, kSimtGmAccess);  // one lane's access: one memory instruction
-    else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), 0, 0, bytes);
+    else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), int(variant), 0, bytes);
   }
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
 }

@@ -16,8 +16,9 @@ namespace dj_twin {
 
 // Python: backends/ascend_twin/timeline.py EVENT_TYPES (same order).
 enum class Ev : uint8_t {
-  Move = 0,        // pipe = the route's pipe, a = Route, n = bytes
-  Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), n = MACs
+  Move = 0,        // pipe = the route's pipe, a = Route, b = MoveVariant, n = bytes
+  Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), b = CubeMode,
+                   // n = MACs, m = the MACs the cube is charged (padded geometry, c_api/cube.h)
   Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
                    // id = divide; depth = the longest chain of dependent instructions in the run
   Simt,            // pipe = PIPE_V, n = lane ALU ops, m = GM bytes the lanes moved (through L2), depth = lane
@@ -30,6 +31,11 @@ enum class Ev : uint8_t {
   InterArrive,     // pipe, a = core kind (0 AIC, 1 AIV), id = flag
   InterWait,       // pipe, a = core kind, id = flag
 };
+
+// Python: timeline.py CUBE_MODES / MOVE_VARIANTS (same order). An FP32 mmad runs at the HF32 rate when the
+// CTRL HF32 bit is set (asc_enable_hf32); an MX mmad (asc_mmad_mx) has its own completion latency.
+enum class CubeMode : uint8_t { Plain = 0, Hf32, Mx };
+enum class MoveVariant : uint8_t { Plain = 0, MxScales };
 
 // How a vector register instruction is costed (timeline.py): ALU (simple), divide, transcendental, and
 // the register loads / stores between UB and the register file.
