@@ -155,6 +155,23 @@ __simd_callee__ inline void v32_chunk(vector_uint16_t& a, vector_uint16_t& b, __
   asc_or(b, (vector_uint16_t&)e1, (vector_uint16_t&)e3, c.all);
 }
 
+// The vector core's K tile is NZ, as the cube's L1 K buffer holds it: element (t, d) of its kTileHalf tokens
+// at ((d / 16) * kTileHalf + t) * 16 + d % 16, so push_k moves whole 16-column blocks of kTileHalf rows (a
+// UB -> L1 copy of 32-byte rows runs at 3/4 of their width a cycle: TileLang 0.1.15's raw N-split fit). A
+// register of 128 elements from column d (a multiple of 16) is one block-strided store, masked.
+template <class V>
+__simd_callee__ inline void store_nz(__ubuf__ bfloat16_t* k, uint32_t t, uint32_t d, V v, vector_bool m) {
+  asc_storealign((__ubuf__ uint16_t*)k + ((d / 16) * kTileHalf + t) * 16, v, uint16_t(kTileHalf), uint16_t(0), m);
+}
+// 256 elements from column d, the even ones in a and the odd ones in b (asc_storealign_intlv's order).
+__simd_callee__ inline void store_nz_intlv(__ubuf__ bfloat16_t* k, uint32_t t, uint32_t d, vector_uint16_t a,
+                                           vector_uint16_t b, vector_bool all) {
+  vector_uint16_t lo, hi;
+  asc_intlv(lo, hi, a, b);
+  store_nz(k, t, d, lo, all);
+  store_nz(k, t, d + 128, hi, all);
+}
+
 // BF16 elements (as bits) whose magnitude bits reach thr become +0.
 __simd_callee__ inline void zero_from(vector_uint16_t& x, vector_uint16_t thr, const DequantConsts& c) {
   vector_uint16_t mag;
@@ -201,7 +218,6 @@ __simd_callee__ inline void e8m0_tokens(__ubuf__ uint8_t* raw, __ubuf__ bfloat16
     for (uint32_t tt = 0; tt < group && g0 + tt < count; ++tt) {
       const uint32_t t = g0 + tt;
       __ubuf__ uint8_t* r = raw + t * kRawSlot;
-      __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
       for (uint32_t h = 0; h < 2; ++h) {
         vector_uint16_t idx, a, b;
         asc_add_scalar(idx, c.sidx[h], uint16_t(per * tt), c.all);
@@ -217,7 +233,7 @@ __simd_callee__ inline void e8m0_tokens(__ubuf__ uint8_t* raw, __ubuf__ bfloat16
           zero_from(a, thr, c);
           zero_from(b, thr, c);
         }
-        asc_storealign_intlv(out + 256 * h, a, b);
+        store_nz_intlv(k, t, 256 * h, a, b, c.all);
       }
     }
   }
@@ -267,7 +283,6 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
   }
   for (uint32_t t = 0; t < count; ++t) {
     __ubuf__ uint8_t* r = raw + t * kRawSlot;
-    __ubuf__ uint16_t* out = (__ubuf__ uint16_t*)k + t * kDqk;
     if (fmt == kFmtV32) {
       // thr: 0x7F81 for a valid token (valid[t] is 0 or 1; its low BF16-sized half), 0 for an invalid one
       vector_uint16_t ok16, thr;
@@ -280,13 +295,13 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
         v32_chunk(a, b, r + 256 * h, table, c, h);
         zero_from(a, thr, c);
         zero_from(b, thr, c);
-        asc_storealign_intlv(out + 256 * h, a, b);
+        store_nz_intlv(k, t, 256 * h, a, b, c.all);
       }
       if (kDqk > 512) {  // dims 512..575: record bytes 528..655, BF16 lanes 8..71 of `table`
         vector_uint16_t rope;
         asc_gather(rope, (vector_uint16_t&)table, c.rope_idx);
         zero_from(rope, thr, c);
-        asc_storealign(out + 512, rope, c.rope64);
+        store_nz(k, t, 512, rope, c.rope64);
       }
       continue;
     }
@@ -312,9 +327,21 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
       vector_uint16_t scale;
       asc_gather(scale, sf, c.sidx[h]);
       asc_mul(v, v, (vector_bfloat16_t&)scale, c.all);
-      asc_storealign(out + 128 * h, (vector_uint16_t&)v, c.all);
+      store_nz(k, t, 128 * h, (vector_uint16_t&)v, c.all);
     }
   }
+}
+
+// BF16 records (prefill's kv: each raw slot one row of kDqk) into the NZ tile.
+__simd_vf__ inline void bf16_rows_nz_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k) {
+  const vector_bool all = asc_create_mask_b16(PAT_ALL);
+  for (uint32_t t = 0; t < kTileHalf; ++t)
+    for (uint32_t c = 0; c < kDqk; c += 128) {
+      uint32_t n = kDqk - c < 128 ? kDqk - c : 128;
+      vector_uint16_t v;
+      asc_loadalign(v, (__ubuf__ uint16_t*)(raw + t * kRawSlot) + c);
+      store_nz(k, t, c, v, asc_update_mask_b16(n));
+    }
 }
 
 // A BF16 row of kDqk zeros (an invalid token's K / V row: its probability is 0, and 0 x stale data could be

@@ -520,3 +520,90 @@ def test_each_mmad_is_charged_its_padded_geometry_at_its_modes_rate(twin_runtime
     est = timeline.schedule([_trace(cubes)], "cube", COSTS)
     assert est.cycles == pytest.approx(132 + 67)
     assert est.flops == 2 * sum(e.n for e in cubes)  # TFLOP/s counts the work done, not the padding
+
+
+# 32 rows of 64 bytes: GM -> UB from rows 128 bytes apart in GM (strided), UB -> GM into rows 128 bytes apart
+# (strided) and into rows 64 bytes apart (one contiguous run).
+STRIDED = r'''
+#include <c_api/asc_simd.h>
+extern "C" __global__ __vector__ void strided_rows(__gm__ uint8_t* x, __gm__ uint8_t* y) {
+  __ubuf__ uint8_t* ub = (__ubuf__ uint8_t*)0;
+  asc_copy_gm2ub_align(ub, x, 32, 64, 0, 0, 0, asc_load_l2_cache_mode::NORMAL_FIRST_VICTIM, 128, 64);
+  asc_sync_notify(PIPE_MTE2, PIPE_MTE3, 0);
+  asc_sync_wait(PIPE_MTE2, PIPE_MTE3, 0);
+  asc_copy_ub2gm_align(y, ub, 32, 64, asc_store_l2_cache_mode::NORMAL_FIRST_VICTIM, 128, 64);
+  asc_copy_ub2gm_align(y + 4096, ub, 32, 64, asc_store_l2_cache_mode::NORMAL_FIRST_VICTIM, 64, 64);
+}
+'''
+
+
+def _move(route: str, variant: str, n: int, width: int) -> Event:
+    return Event("move", timeline.PIPE_MTE2, a=timeline.ROUTES.index(route),
+                 b=timeline.MOVE_VARIANTS.index(variant), n=n, m=width)
+
+
+def test_strided_rows_are_costed_by_their_width(twin_runtime):
+    x = torch.arange(4096, dtype=torch.int32).to(torch.uint8)
+    y = torch.zeros(4096 + 2048, dtype=torch.uint8)
+    with timeline.recording():
+        result = launch_source(twin_runtime, "strided_rows", STRIDED, x, y)
+    assert torch.equal(y[:4096].view(32, 128)[:, :64], x.view(32, 128)[:, :64])
+    assert torch.equal(y[4096:].view(32, 64), x.view(32, 128)[:, :64])
+    moves = [(timeline.ROUTES[e.a], timeline.MOVE_VARIANTS[e.b], e.n, e.m) for e in result.traces[0].events
+             if e.type == "move"]
+    assert moves == [("gm_to_ub", "strided", 2048, 64), ("ub_to_gm", "strided", 2048, 64),
+                     ("ub_to_gm", "plain", 2048, 0)]
+    rate = {name: timeline.move_cost(_move(*m), COSTS_950) for name, m in {
+        "gm narrow": ("gm_to_ub", "strided", 2048, 64), "gm 192": ("gm_to_ub", "strided", 2048, 192),
+        "gm wide": ("gm_to_ub", "strided", 2048, 256), "out narrow": ("ub_to_gm", "strided", 2048, 64),
+        "out 128": ("ub_to_gm", "strided", 2048, 128), "out 256": ("ub_to_gm", "strided", 2048, 256),
+        "out 512": ("ub_to_gm", "strided", 2048, 512), "l1 64": ("ub_to_l1", "strided", 2048, 64),
+        "l1 200": ("ub_to_l1", "strided", 2048, 200), "l1 plain": ("ub_to_l1", "plain", 2048, 0)}.items()}
+    # GM -> UB: 50 B/cycle below one 128-byte transaction; 192 bytes fill 1.5 of 2 transactions: 102 x 0.75;
+    # from two, 100; all with the strided base latency 75
+    assert [rate[k].bytes_per_cycle for k in ("gm narrow", "gm 192", "gm wide")] == [50, 76.5, 100]
+    assert {rate[k].latency for k in ("gm narrow", "gm 192", "gm wide")} == {75}
+    # UB -> GM: 40 below a transaction (latency 440), 86 at one, 110 from two, the port's 115 from four
+    assert [rate[k].bytes_per_cycle for k in ("out narrow", "out 128", "out 256", "out 512")] == [40, 86, 110, 115]
+    assert [rate[k].latency for k in ("out narrow", "out 128")] == [440, 180]
+    # UB -> L1 rows apart: 3/4 of the width below 160 bytes, the width above, 256 when contiguous
+    assert [rate[k].bytes_per_cycle for k in ("l1 64", "l1 200", "l1 plain")] == [48, 200, 256]
+    # the launch: the load (issue at 0: 2048 / 50 cycles, usable 75 later) hands over to MTE3 through the
+    # flag, then the strided store (2048 / 40) and the contiguous one (2048 / 115) run back to back; the
+    # kernel ends when the strided store's data is in GM, 440 cycles after it (the contiguous one's 180 after
+    # its end come earlier)
+    est = timeline.schedule([_trace(result.traces[0].events, kind="AIV")], "vector",
+                            replace(COSTS, movers=COSTS_950.movers))
+    load_done = 2048 / 50 + 75
+    assert est.cycles == pytest.approx(load_done + 2048 / 40 + 440)
+
+
+# A 16 x 32 FP32 L0C tile into both AIVs' UB, split by rows (each AIV 8 rows of 32 floats: 128-byte ND rows),
+# then the same as NZ (no ND rows).
+DUAL_FIXPIPE = r'''
+#include <c_api/asc_simd.h>
+extern "C" __global__ __mix__(1, 2) void dual_fixpipe(__gm__ float* x) {
+  if ASC_IS_AIC {
+    __ubuf__ float *ub = (__ubuf__ float *)0;
+    __cc__ float *c = (__cc__ float *)0;
+    for (int nd = 1; nd >= 0; --nd)
+      asc_copy_l0c2ub(ub, c, 32, 16, 32, 16, 0, asc_dual_dst_mode::SPLIT_M, asc_unit_flag_mode::DISABLE,
+                      asc_quant_mode::NoQuant, asc_relu_pre_mode::NoRelu, false, nd != 0, false, 0);
+  }
+}
+'''
+
+
+def test_a_dual_destination_fixpipe_streams_both_halves_at_once(twin_runtime):
+    with timeline.recording():
+        result = launch_source(twin_runtime, "dual_fixpipe", DUAL_FIXPIPE, torch.zeros(1))
+    (aic,) = [tr for tr in result.traces if tr.kind == "AIC"]
+    moves = [(timeline.ROUTES[e.a], timeline.MOVE_VARIANTS[e.b], e.n, e.m) for e in aic.events if e.type == "move"]
+    assert moves == [("l0c_to_ub", "dual", 2048, 128), ("l0c_to_ub", "dual", 2048, 0)]
+    nd, nz = (timeline.move_cost(e, COSTS_950) for e in aic.events if e.type == "move")
+    # ND rows of 128 bytes: each half at min(256, 2 x 128) B/cycle, the two at once (512 over the copy);
+    # the data usable 55 cycles after all 2048 bytes at 256; NZ output (row unknown): 128 a half
+    assert (nd.bytes_per_cycle, nd.latency) == (512, 55 + 2048 / 512)
+    assert (nz.bytes_per_cycle, nz.latency) == (256, 55 + 2048 / 256)
+    # a plain single-destination copy keeps FixPipe's 128 B/cycle
+    assert timeline.move_cost(_move("l0c_to_ub", "plain", 2048, 0), COSTS_950).bytes_per_cycle == 128

@@ -76,6 +76,45 @@ def _movers() -> dict:
 
 
 @dataclass(frozen=True)
+class StridedRows:
+    """A strided move's rate by its contiguous row width (TileLang 0.1.15's N-geometry fit, per core): rows
+    narrower than one ``transaction`` at ``plateau`` B/cycle; from one transaction, ``peak`` scaled by the
+    share of whole transactions the row fills; from ``wide_from`` transactions ``wide``, from ``full_from``
+    the mover's own rate; ``latency`` (and below one transaction ``narrow_latency``) replaces the mover's."""
+    transaction: int
+    plateau: float
+    peak: float
+    wide: float
+    wide_from: int
+    latency: float
+    narrow_latency: float
+    full_from: int = 0   # 0: never above `wide` [TL15 BandwidthForCopy]
+
+    def rate(self, width: int, full: float) -> float:
+        if width < self.transaction:
+            return self.plateau
+        if self.full_from and width >= self.full_from * self.transaction:
+            return full
+        if width >= self.wide_from * self.transaction:
+            return min(full, self.wide)
+        transactions = -(-width // self.transaction)
+        return min(full, self.peak * width / (self.transaction * transactions))
+
+
+def _strided() -> dict:
+    return {
+        # GM -> UB rows apart in GM: 128-byte transactions, 50 B/cycle below one, 102 at whole ones, 100 from
+        # two; base 75 [TL15 mte2_gm_to_ub_n_transaction_bytes, _n_plateau_bandwidth, _n_peak_bandwidth,
+        # _n_wide_bandwidth, mte2_gm_to_ub_n_base_latency].
+        "gm_to_ub": StridedRows(128, 50, 102, 100, 2, 75, 75),
+        # UB -> GM rows apart in GM: 40 B/cycle below one transaction, 86 at whole ones, 110 from two, the
+        # port's 115 from four; base 180, 440 below one transaction [TL15 mte3_ub_to_gm_n_*,
+        # mte3_ub_to_gm_narrow_base_latency].
+        "ub_to_gm": StridedRows(128, 40, 86, 110, 2, 180, 440, full_from=4),
+    }
+
+
+@dataclass(frozen=True)
 class CostTable:
     # dav-3510 runs at 1650 MHz [DEVKIT]; 8192 BF16 FLOP/cycle x 32 AIC x 1.65 GHz = 432.5 TFLOP/s [DS].
     clock_hz: float = 1.65e9
@@ -84,6 +123,21 @@ class CostTable:
     aic_cores: int = 32
     aiv_cores: int = 64   # [CANN] platform_config 950PR [SoCInfo] vector_core_cnt=64 (two AIV an AIC)
     movers: dict = field(default_factory=_movers)
+    strided: dict = field(default_factory=_strided)  # by route: the movers' strided-row rates [TL15]
+    # UB -> L1 rows apart (a raw N-split copy): 3/4 of the row width in B/cycle below 160-byte rows, the
+    # row width from there (at most the mover's 256) [TL15 mte3_ub_to_l1_raw_n_full_width_bytes,
+    # _raw_n_width_numerator / _denominator].
+    ub_to_l1_full_width: int = 160
+    ub_to_l1_narrow_share: float = 0.75  # [TL15 mte3_ub_to_l1_raw_n_width_numerator / _denominator]
+    # FixPipe L0C -> both AIVs' UB in one copy (dual destination): each AIV's half streams at min(256, 2 x its
+    # row width) B/cycle (128 for NZ output, whose row the twin does not know), the halves at once, so the
+    # pipe is busy for half the bytes at that rate; the data is usable 55 cycles after all the bytes moved
+    # at it [TL15 fixpipe_dual_bandwidth, _width_scale, _unknown_width_bandwidth, fixpipe_dual_base_latency;
+    # EstimateTask's dual II (one AIV's payload) against its completion (both payloads)].
+    fixpipe_dual_cap: float = 256         # [TL15 fixpipe_dual_bandwidth]
+    fixpipe_dual_width_scale: float = 2   # [TL15 fixpipe_dual_width_scale]
+    fixpipe_dual_unknown: float = 128     # [TL15 fixpipe_dual_unknown_width_bandwidth]
+    fixpipe_dual_latency: float = 55      # [TL15 fixpipe_dual_base_latency]
     # Cube FLOP (2 x MAC) per cycle by operand width class (the twin's cube_macs_by_input) and mode, charged
     # on the mmad's padded geometry (c_api/cube.h: M, N to 16, K to the operand's K group, an MX mmad's
     # larger of M and N at least 48 [TL15 CubeOperations, cube_mx_min_mn]):

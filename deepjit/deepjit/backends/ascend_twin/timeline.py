@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .costs import COSTS_950, CostTable
+from .costs import COSTS_950, CostTable, Mover
 from .pipes import GM_READS, GM_WRITES, ROUTES
 
 # dj_twin/timeline.h Ev, in order.
@@ -29,7 +29,7 @@ EVENT_TYPES = ("move", "cube", "vector", "simt", "set", "wait", "barrier", "intr
 WIDTH_CLASSES = ("fp32", "b16", "b8", "b4")
 # dj_twin/timeline.h CubeMode and MoveVariant, in order.
 CUBE_MODES = ("plain", "hf32", "mx")
-MOVE_VARIANTS = ("plain", "mx_scales")
+MOVE_VARIANTS = ("plain", "mx_scales", "strided", "dual")
 # dj_twin/runtime.h pipe_t values
 PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX = 0, 1, 2, 3, 4, 5, 6, 10
 PIPE_NAMES = {PIPE_S: "scalar", PIPE_V: "vector", PIPE_M: "cube", PIPE_MTE1: "mte1", PIPE_MTE2: "mte2",
@@ -71,6 +71,28 @@ def vector_cycles(e: Event, costs: CostTable) -> float:
     k, c = vector_instructions(e), costs.vector_cycles
     alu = k["simple"] * c["simple"] + k["special"] * c["special"] + k["divide"] * c["divide"]
     return max(alu, k["load"] * c["load"], k["store"] * c["store"], e.depth * costs.vector_latency)
+
+
+def move_cost(e: Event, costs: CostTable) -> Mover:
+    """The mover a recorded move runs on: its route's, the MX scale path for MX scale copies, and for
+    strided rows the route's rate at their width (costs.py)."""
+    route, variant = ROUTES[e.a], MOVE_VARIANTS[e.b]
+    if route == "l1_to_l0" and variant == "mx_scales":
+        return costs.movers["l1_to_l0_sf"]
+    mover = costs.movers.get(route, costs.movers["fill"])
+    if variant == "dual":   # TL15: each AIV's half at min(cap, 2 x its row width) B/cycle, both at once
+        rate = min(costs.fixpipe_dual_cap, e.m * costs.fixpipe_dual_width_scale) if e.m else costs.fixpipe_dual_unknown
+        return replace(mover, bytes_per_cycle=2 * rate, latency=costs.fixpipe_dual_latency + e.n / (2 * rate))
+    if variant != "strided":
+        return mover
+    if route == "ub_to_l1":
+        rate = e.m if e.m >= costs.ub_to_l1_full_width else e.m * costs.ub_to_l1_narrow_share
+        return replace(mover, bytes_per_cycle=min(mover.bytes_per_cycle, rate))
+    rows = costs.strided.get(route)
+    if rows is None:
+        return mover
+    latency = rows.narrow_latency if e.m < rows.transaction else rows.latency
+    return replace(mover, bytes_per_cycle=rows.rate(e.m, mover.bytes_per_cycle), latency=latency)
 
 
 def cube_rate_class(e: Event) -> str:
@@ -300,9 +322,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
         if t == "move":
             route = ROUTES[e.a]
             pipe = e.pipe
-            if route == "l1_to_l0" and MOVE_VARIANTS[e.b] == "mx_scales":
-                route = "l1_to_l0_sf"
-            mover = costs.movers[route] if route in costs.movers else costs.movers["fill"]
+            mover = move_cost(e, costs)
             start = pipe_start(s, pipe)
             if route in GM_READS or route in GM_WRITES:
                 share = s.trace.hbm_read_share if route in GM_READS else s.trace.hbm_write_share

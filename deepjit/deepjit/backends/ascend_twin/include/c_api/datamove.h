@@ -78,7 +78,8 @@ inline void asc_copy_gm2ub_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
     std::memcpy(row + left, s + i * src_stride, len_burst);
     if (pad_enable) fill_elems<T>(row + left + len_burst, right_padding_num, core().pad_val);
   }
-  count_move(Route::GM_TO_UB, size_t(n_burst) * len_burst);
+  count_rows_move(Route::GM_TO_UB, n_burst, len_burst,  // one run only when contiguous at both ends
+                  src_stride == len_burst && dst_stride == left + len_burst + right);
 }
 
 // The C API's plain form (one burst, no padding).
@@ -103,7 +104,7 @@ inline void asc_copy_ub2gm_align(T* dst, T* src, uint16_t n_burst, uint32_t len_
     touch_gm(d + i * dst_stride, len_burst, true);
     gm_store(d + i * dst_stride, s + i * src_stride, len_burst, op);
   }
-  count_move(Route::UB_TO_GM, size_t(n_burst) * len_burst);
+  count_rows_move(Route::UB_TO_GM, n_burst, len_burst, dst_stride == len_burst && src_stride == len_burst);
 }
 
 template <typename T>
@@ -139,7 +140,7 @@ inline void asc_copy_ub2l1(void* dst, void* src, uint16_t n_burst, uint16_t len_
     if (c.kind == CoreKind::AIC) check(Mem::L1, to, burst, op);
     std::memcpy(to, from, burst);
   }
-  count_move(Route::UB_TO_L1, size_t(n_burst) * burst);
+  count_rows_move(Route::UB_TO_L1, n_burst, burst, src_gap == 0 && dst_gap == 0);
 }
 
 // ---- L1 -> UB (the cube core writes a vector core's UB; asc_copy_l12ub.md, PIPE_MTE1) -------------
@@ -537,7 +538,13 @@ inline void asc_copy_l0c2ub(D* dst, S* src, uint16_t n_size, uint16_t m_size, ui
       break;
     default: fail("%s: dual destination mode %d is not a mode", op, int(dual));
   }
-  count_move(Route::L0C_TO_UB, size_t(m_size) * n_size * sizeof(D));
+  const size_t bytes = size_t(m_size) * n_size * sizeof(D);
+  if (dual == asc_dual_dst_mode::DISABLE) {
+    count_move(Route::L0C_TO_UB, bytes);
+  } else {  // the timeline costs a dual copy by each AIV's ND row (NZ output: unknown, 0)
+    const uint64_t cols = dual == asc_dual_dst_mode::SPLIT_N ? n_size / 2 : n_size;
+    count_move(Route::L0C_TO_UB, bytes, bytes, MoveVariant::Dual, nz2nd_en ? cols * sizeof(D) : 0);
+  }
 }
 
 // (nd_num, src_nd_stride, dst_nd_stride) of the next L0C copy; only nd_num = 1 is implemented.

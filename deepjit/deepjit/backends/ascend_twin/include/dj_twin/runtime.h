@@ -381,19 +381,28 @@ inline uint64_t count_vector_ops(uint64_t elements, VecClass cls = VecClass::Sim
 // l2_bytes: for a SIMT access, the bytes the timeline puts through L2 (a cached load that hit the data
 // cache: none; touch_gm's return); the counters count `bytes` either way.
 // variant (Ev::Move's b): MoveVariant::MxScales for asc_copy_l12l0{a,b}_mx, which the timeline costs on
-// the MX scale path; the counters count every variant of a route alike.
-inline void count_move(Route route, size_t bytes, uint64_t l2_bytes, MoveVariant variant = MoveVariant::Plain) {
+// the MX scale path; Strided for rows of `width` bytes apart (costed by their width). The counters count
+// every variant of a route alike.
+inline void count_move(Route route, size_t bytes, uint64_t l2_bytes, MoveVariant variant = MoveVariant::Plain,
+                       uint64_t width = 0) {
   Core& c = core();
   Counters& k = c.counters;
   k.route_bytes[int(route)] += bytes;
   if (c.timeline) {
     if (route == Route::SIMT_GM_LOAD || route == Route::SIMT_GM_STORE)
       timeline_simt(*c.timeline, 0, l2_bytes, kSimtGmAccess);  // one lane's access: one memory instruction
-    else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), int(variant), 0, bytes);
+    else timeline_push(*c.timeline, Ev::Move, kRoutePipe[int(route)], int(route), int(variant), 0, bytes, width);
   }
   if (route != Route::SIMT_GM_LOAD && route != Route::SIMT_GM_STORE) k.bytes[int(kRoutePipe[int(route)])] += bytes;
 }
 inline void count_move(Route route, size_t bytes) { count_move(route, bytes, bytes); }
+// n rows of `width` bytes, `contiguous` when each starts where the previous ended: Strided unless they are
+// one run (n == 1 or contiguous).
+inline void count_rows_move(Route route, uint64_t n, uint64_t width, bool contiguous) {
+  const size_t bytes = size_t(n * width);
+  if (n > 1 && !contiguous) count_move(route, bytes, bytes, MoveVariant::Strided, width);
+  else count_move(route, bytes);
+}
 // How a GM access reaches L2 (the L2 model's L2 bytes, l2_model.h): a data mover fetches each line of
 // one instruction once; a streaming SIMT access (asc_ldcg / asc_stcg / asc_stwt) moves its bytes (the
 // lanes of a warp coalesce into whole lines; the twin runs lanes one after another, so lines are not

@@ -16,7 +16,8 @@ namespace dj_twin {
 
 // Python: backends/ascend_twin/timeline.py EVENT_TYPES (same order).
 enum class Ev : uint8_t {
-  Move = 0,        // pipe = the route's pipe, a = Route, b = MoveVariant, n = bytes
+  Move = 0,        // pipe = the route's pipe, a = Route, b = MoveVariant, n = bytes, m = a strided move's
+                   // contiguous row width in bytes (MoveVariant::Strided; 0 otherwise)
   Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), b = CubeMode,
                    // n = MACs, m = the MACs the cube is charged (padded geometry, c_api/cube.h)
   Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
@@ -33,9 +34,12 @@ enum class Ev : uint8_t {
 };
 
 // Python: timeline.py CUBE_MODES / MOVE_VARIANTS (same order). An FP32 mmad runs at the HF32 rate when the
-// CTRL HF32 bit is set (asc_enable_hf32); an MX mmad (asc_mmad_mx) has its own completion latency.
+// CTRL HF32 bit is set (asc_enable_hf32); an MX mmad (asc_mmad_mx) has its own completion latency. A move is
+// Strided when its rows are not one contiguous run at both ends (TileLang 0.1.15's N geometry: either end
+// strided): its rate then depends on the row width (costs.py). Dual: one L0C -> UB copy into both AIVs' UB
+// (asc_dual_dst_mode SPLIT_M / SPLIT_N), m = each AIV's ND row width in bytes (0: NZ output).
 enum class CubeMode : uint8_t { Plain = 0, Hf32, Mx };
-enum class MoveVariant : uint8_t { Plain = 0, MxScales };
+enum class MoveVariant : uint8_t { Plain = 0, MxScales, Strided, Dual };
 
 // How a vector register instruction is costed (timeline.py): ALU (simple), divide, transcendental, and
 // the register loads / stores between UB and the register file.
