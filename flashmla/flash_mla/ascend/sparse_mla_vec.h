@@ -1,5 +1,5 @@
 // flash_mla/ascend/sparse_mla_vec.h — the vector-core pieces of sparse_mla.asc: token dequantisation
-// into BF16 rows, the zeroing of an invalid token's BF16 row and the accumulator fold, all SIMD register code
+// into the NZ K tile (BF16 records copied into it), the zeroing of an invalid token's BF16 row and the accumulator fold, all SIMD register code
 // over Unified Buffer pointers (no on-chip base literals here: sparse_mla.asc owns the UB map); the online
 // softmax and the final normalisation are online_softmax.h's.
 //
@@ -48,9 +48,10 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 }
 
 // The quantised records' dequantisation by SIMD registers: dims [0, kDqk) of `count` gathered records
-// (raw + t * kRawSlot) as BF16 rows of kDqk (k + t * kDqk), as the reference's gather: code in FP32 times
-// its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a row of
-// zeros (its record was not loaded; the E8M0 and FP4 formats' zeros may be -0, below). BF16 records need no pass (sparse_mla.asc gather_finish).
+// (raw + t * kRawSlot) as row t of the NZ K tile `k` (store_nz), as the reference's gather: code in FP32
+// times its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a row of
+// zeros (its record was not loaded; the E8M0 and FP4 formats' zeros may be -0, below). BF16 records go in
+// by bf16_rows_nz_vf.
 //  FP8 codes, 256 a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
 //  in FP32 lane i. An e4m3 value has 4 significant bits, so its FP32 bits end in 16 zero bits and their top
 //  half is the value in BF16: (part 0 >> 16) | part 2 is a register `a` of BF16 elements 2i = dim 4i,
@@ -333,8 +334,9 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
 }
 
 // BF16 records (prefill's kv: each raw slot one row of kDqk) into the NZ tile.
+// A 576-dim row's last load reads 128 bytes past the row (the next slot, or for the last row the start of
+// the K tile, still in UB); only its first 64 elements are stored.
 __simd_vf__ inline void bf16_rows_nz_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k) {
-  const vector_bool all = asc_create_mask_b16(PAT_ALL);
   for (uint32_t t = 0; t < kTileHalf; ++t)
     for (uint32_t c = 0; c < kDqk; c += 128) {
       uint32_t n = kDqk - c < 128 ? kDqk - c : 128;

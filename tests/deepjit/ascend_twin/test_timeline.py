@@ -472,8 +472,10 @@ def test_combined_launches_keep_their_flag_hazards():
 
 
 # One mmad of each cost class on zero-filled L0A / L0B: BF16 with M 4 (charged as 16 rows), FP32 with K 60
-# (FP32's K group is 1: charged as 60), the same with the HF32 bit set (K group 8: charged as 64), and an MX
-# FP8 mmad of 16 x 64 x 16 after its A scales (two 32-byte fractals) are copied L1 -> L0A.
+# (FP32's K group is 1: charged as 60), the same with the HF32 bit set (K group 8: charged as 64), an MX
+# FP8 mmad of 16 x 64 x 16 after its A scales (two 32-byte fractals) are copied L1 -> L0A, BF16 with K and N
+# 20 (K to the 16-element group and N to 16: 32 each), and an MX FP4 mmad of 16 x 128 x 32 (its larger of M
+# and N, 32, charged as 48).
 CUBE_MODES = r'''
 #include <c_api/asc_simd.h>
 extern "C" __global__ __cube__ void cube_modes(__gm__ float* y) {
@@ -495,6 +497,8 @@ extern "C" __global__ __cube__ void cube_modes(__gm__ float* y) {
   asc_disable_hf32();
   asc_copy_l12l0a_mx(uint64_t(uintptr_t(a)) / 16, (__cbuf__ fp8_e8m0_t*)0, 0, 0, 1, 2, 2, 2);
   asc_mmad_mx(acc, (__ca__ fp8_e4m3fn_t*)a, (__cb__ fp8_e4m3fn_t*)b, 16, 64, 16, 0, true, false, true);
+  asc_mmad(acc, a, b, 16, 20, 20, 0, true, false, true);
+  asc_mmad_mx(acc, (__ca__ fp4x2_e2m1_t*)a, (__cb__ fp4x2_e2m1_t*)b, 16, 128, 32, 0, true, false, true);
 }
 '''
 
@@ -507,13 +511,19 @@ def test_each_mmad_is_charged_its_padded_geometry_at_its_modes_rate(twin_runtime
     # (width, mode, MACs, charged MACs): M 4 -> 16; FP32 K 60 as is; HF32 K 60 -> 64; MX max(M, N) -> 48
     assert [(timeline.WIDTH_CLASSES[e.a], timeline.CUBE_MODES[e.b], e.n, e.m) for e in cubes] == [
         ("b16", "plain", 4 * 256 * 64, 16 * 256 * 64), ("fp32", "plain", 16 * 60 * 16, 16 * 60 * 16),
-        ("fp32", "hf32", 16 * 60 * 16, 16 * 64 * 16), ("b8", "mx", 16 * 64 * 16, 16 * 48 * 64)]
-    # BF16 8192 FLOP/cycle, FP32 512, HF32 4096, FP8 16384; completion 8, 67, 67, 25
-    assert [timeline.cube_cycles(e, COSTS) for e in cubes] == [64, 60, 8, 6]
-    assert [timeline.cube_latency(e, COSTS) for e in cubes] == [8, 67, 67, 25]
+        ("fp32", "hf32", 16 * 60 * 16, 16 * 64 * 16), ("b8", "mx", 16 * 64 * 16, 16 * 48 * 64),
+        ("b16", "plain", 16 * 20 * 20, 16 * 32 * 32), ("b4", "mx", 16 * 128 * 32, 16 * 48 * 128)]
+    # the 950's table (TileLang 0.1.15's estimate_latency.h, copied here by hand): BF16 8192 FLOP/cycle,
+    # FP32 512, HF32 4096, FP8 16384, MX FP4 32768; completion 8, FP32 / HF32 67, MX 25
+    assert COSTS_950.cube_flops_per_cycle == {"fp32": 512, "hf32": 4096, "b16": 8192, "b8": 16384, "b4": 32768}
+    assert (COSTS_950.cube_latency, COSTS_950.cube_latency_fp32, COSTS_950.cube_latency_mx) == (8, 67, 25)
+    assert [timeline.cube_cycles(e, COSTS_950) for e in cubes] == [64, 60, 8, 6, 4, 6]
+    assert [timeline.cube_latency(e, COSTS_950) for e in cubes] == [8, 67, 67, 25, 8, 25]
+    cubes = cubes[:4]
     (scales,) = [e for e in events if e.type == "move" and timeline.MOVE_VARIANTS[e.b] == "mx_scales"]
     assert timeline.ROUTES[scales.a] == "l1_to_l0" and scales.n == 64
     # the MX scale path: 1 issue cycle + 64 B at 32 B/cycle, usable 28 cycles later
+    assert COSTS_950.movers["l1_to_l0_sf"] == Mover(32, 28, issue=1)
     assert timeline.schedule([_trace([scales])], "cube", COSTS).cycles == pytest.approx(1 + 2 + 28)
     # alone, back to back from cycle 0, the four end at 64, 124, 132 and 138; the kernel is done when the
     # last result is usable: the HF32 mmad's (132 + 67), later than the MX one's (138 + 25)
@@ -578,32 +588,55 @@ def test_strided_rows_are_costed_by_their_width(twin_runtime):
     assert est.cycles == pytest.approx(load_done + 2048 / 40 + 440)
 
 
-# A 16 x 32 FP32 L0C tile into both AIVs' UB, split by rows (each AIV 8 rows of 32 floats: 128-byte ND rows),
-# then the same as NZ (no ND rows).
+# A 16 x 32 FP32 L0C tile into both AIVs' UB: split by rows (each AIV 8 rows of 32 floats: 128-byte ND rows),
+# by columns (16 floats: 64-byte rows), then by rows as NZ (no ND rows); and each AIV's UB -> L1 copies of
+# four 64-byte rows, 64 bytes apart in UB (strided) and back to back (one run).
 DUAL_FIXPIPE = r'''
 #include <c_api/asc_simd.h>
 extern "C" __global__ __mix__(1, 2) void dual_fixpipe(__gm__ float* x) {
   if ASC_IS_AIC {
     __ubuf__ float *ub = (__ubuf__ float *)0;
     __cc__ float *c = (__cc__ float *)0;
-    for (int nd = 1; nd >= 0; --nd)
-      asc_copy_l0c2ub(ub, c, 32, 16, 32, 16, 0, asc_dual_dst_mode::SPLIT_M, asc_unit_flag_mode::DISABLE,
-                      asc_quant_mode::NoQuant, asc_relu_pre_mode::NoRelu, false, nd != 0, false, 0);
+    asc_copy_l0c2ub(ub, c, 32, 16, 32, 16, 0, asc_dual_dst_mode::SPLIT_M, asc_unit_flag_mode::DISABLE,
+                    asc_quant_mode::NoQuant, asc_relu_pre_mode::NoRelu, false, true, false, 0);
+    asc_copy_l0c2ub(ub, c, 32, 16, 16, 16, 0, asc_dual_dst_mode::SPLIT_N, asc_unit_flag_mode::DISABLE,
+                    asc_quant_mode::NoQuant, asc_relu_pre_mode::NoRelu, false, true, false, 0);
+    asc_copy_l0c2ub(ub, c, 32, 16, 32, 16, 0, asc_dual_dst_mode::SPLIT_M, asc_unit_flag_mode::DISABLE,
+                    asc_quant_mode::NoQuant, asc_relu_pre_mode::NoRelu, false, false, false, 0);
+  }
+  if ASC_IS_AIV {
+    const uint32_t sub = asc_get_sub_block_id();
+    __cbuf__ uint8_t *l1 = (__cbuf__ uint8_t *)0 + sub * 1024;
+    asc_copy_ub2l1(l1, (__ubuf__ uint8_t *)0, 4, 2, 2, 0);
+    asc_copy_ub2l1(l1 + 512, (__ubuf__ uint8_t *)0, 4, 2, 0, 0);
   }
 }
 '''
 
 
-def test_a_dual_destination_fixpipe_streams_both_halves_at_once(twin_runtime):
+def test_a_dual_destination_fixpipe_and_ub_to_l1_rows(twin_runtime):
     with timeline.recording():
         result = launch_source(twin_runtime, "dual_fixpipe", DUAL_FIXPIPE, torch.zeros(1))
     (aic,) = [tr for tr in result.traces if tr.kind == "AIC"]
     moves = [(timeline.ROUTES[e.a], timeline.MOVE_VARIANTS[e.b], e.n, e.m) for e in aic.events if e.type == "move"]
-    assert moves == [("l0c_to_ub", "dual", 2048, 128), ("l0c_to_ub", "dual", 2048, 0)]
-    nd, nz = (timeline.move_cost(e, COSTS_950) for e in aic.events if e.type == "move")
-    # ND rows of 128 bytes: each half at min(256, 2 x 128) B/cycle, the two at once (512 over the copy);
-    # the data usable 55 cycles after all 2048 bytes at 256; NZ output (row unknown): 128 a half
-    assert (nd.bytes_per_cycle, nd.latency) == (512, 55 + 2048 / 512)
-    assert (nz.bytes_per_cycle, nz.latency) == (256, 55 + 2048 / 256)
+    assert moves == [("l0c_to_ub", "dual", 2048, 128), ("l0c_to_ub", "dual", 2048, 64),
+                     ("l0c_to_ub", "dual", 2048, 0)]
+    rows, cols, nz = (timeline.move_cost(e, COSTS_950) for e in aic.events if e.type == "move")
+    # both halves through the endpoint at min(256, 2 x each AIV's row) B/cycle, 128 for NZ; 2 issue cycles,
+    # usable 55 cycles after (TileLang 0.1.15: fixpipe_dual_bandwidth 256, _width_scale 2,
+    # _unknown_width_bandwidth 128, fixpipe_dual_base_latency 55)
+    assert [(m.bytes_per_cycle, m.latency, m.issue) for m in (rows, cols, nz)] == [(256, 55, 2), (128, 55, 2),
+                                                                                   (128, 55, 2)]
+    est = timeline.schedule([_trace(aic.events[:1])], "cube", COSTS)
+    assert est.cycles == pytest.approx(2 + 2048 / 256 + 55)
     # a plain single-destination copy keeps FixPipe's 128 B/cycle
     assert timeline.move_cost(_move("l0c_to_ub", "plain", 2048, 0), COSTS_950).bytes_per_cycle == 128
+    aiv0 = next(tr for tr in result.traces if tr.kind == "AIV" and tr.slot == 1)
+    l1 = [(timeline.MOVE_VARIANTS[e.b], e.n, e.m) for e in aiv0.events if e.type == "move"]
+    assert l1 == [("strided", 256, 64), ("plain", 256, 0)]
+    # the two AIVs' strided copies share their AI core's UB -> L1 path (256 B/cycle) at 48 B/cycle between
+    # them: each 256-byte copy takes 256 / 48 x 2 cycles when both run at once
+    aivs = [tr for tr in result.traces if tr.kind == "AIV"]
+    strided = [_trace([next(e for e in tr.events if e.type == "move")], kind="AIV", slot=tr.slot) for tr in aivs]
+    est = timeline.schedule(strided, "mix", replace(COSTS, movers=COSTS_950.movers))
+    assert est.cycles == pytest.approx(2 * 256 / 48 + COSTS_950.movers["ub_to_l1"].latency, rel=0.02)

@@ -77,7 +77,8 @@ def _movers() -> dict:
 
 @dataclass(frozen=True)
 class StridedRows:
-    """A strided move's rate by its contiguous row width (TileLang 0.1.15's N-geometry fit, per core): rows
+    """A strided move's rate by its contiguous row width (TileLang 0.1.15's N-geometry fit, the aggregate of
+    an AI core's two AIVs: timeline.path_share makes the core's port carry it so): rows
     narrower than one ``transaction`` at ``plateau`` B/cycle; from one transaction, ``peak`` scaled by the
     share of whole transactions the row fills; from ``wide_from`` transactions ``wide``, from ``full_from``
     the mover's own rate; ``latency`` (and below one transaction ``narrow_latency``) replaces the mover's."""
@@ -129,11 +130,12 @@ class CostTable:
     # _raw_n_width_numerator / _denominator].
     ub_to_l1_full_width: int = 160
     ub_to_l1_narrow_share: float = 0.75  # [TL15 mte3_ub_to_l1_raw_n_width_numerator / _denominator]
-    # FixPipe L0C -> both AIVs' UB in one copy (dual destination): each AIV's half streams at min(256, 2 x its
-    # row width) B/cycle (128 for NZ output, whose row the twin does not know), the halves at once, so the
-    # pipe is busy for half the bytes at that rate; the data is usable 55 cycles after all the bytes moved
-    # at it [TL15 fixpipe_dual_bandwidth, _width_scale, _unknown_width_bandwidth, fixpipe_dual_base_latency;
-    # EstimateTask's dual II (one AIV's payload) against its completion (both payloads)].
+    ub_to_l1_unknown: float = 48         # a row width of 0 [TL15 mte3_ub_to_l1_raw_n_unknown_bandwidth]
+    # FixPipe L0C -> both AIVs' UB in one copy (dual destination): both halves through the endpoint at
+    # min(256, 2 x each AIV's row width) B/cycle (128 for NZ output, whose row the twin does not take), 2
+    # issue cycles, usable 55 cycles after [TL15 fixpipe_dual_bandwidth, _width_scale,
+    # _unknown_width_bandwidth, fixpipe_dual_base_latency; EstimateAscend: a dual copy's II and completion
+    # both count both AIVs' payloads].
     fixpipe_dual_cap: float = 256         # [TL15 fixpipe_dual_bandwidth]
     fixpipe_dual_width_scale: float = 2   # [TL15 fixpipe_dual_width_scale]
     fixpipe_dual_unknown: float = 128     # [TL15 fixpipe_dual_unknown_width_bandwidth]

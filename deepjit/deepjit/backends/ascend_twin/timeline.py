@@ -74,25 +74,36 @@ def vector_cycles(e: Event, costs: CostTable) -> float:
 
 
 def move_cost(e: Event, costs: CostTable) -> Mover:
-    """The mover a recorded move runs on: its route's, the MX scale path for MX scale copies, and for
-    strided rows the route's rate at their width (costs.py)."""
+    """The mover a recorded move runs on (costs.py): its route's; the MX scale path for MX scale copies; a
+    dual-destination FixPipe at its row width's rate; strided rows at their width's rate."""
     route, variant = ROUTES[e.a], MOVE_VARIANTS[e.b]
     if route == "l1_to_l0" and variant == "mx_scales":
         return costs.movers["l1_to_l0_sf"]
     mover = costs.movers.get(route, costs.movers["fill"])
-    if variant == "dual":   # TL15: each AIV's half at min(cap, 2 x its row width) B/cycle, both at once
+    if variant == "dual":   # both AIVs' halves through the endpoint at min(256, 2 x the row width)
         rate = min(costs.fixpipe_dual_cap, e.m * costs.fixpipe_dual_width_scale) if e.m else costs.fixpipe_dual_unknown
-        return replace(mover, bytes_per_cycle=2 * rate, latency=costs.fixpipe_dual_latency + e.n / (2 * rate))
+        return replace(mover, bytes_per_cycle=rate, latency=costs.fixpipe_dual_latency)
     if variant != "strided":
         return mover
     if route == "ub_to_l1":
-        rate = e.m if e.m >= costs.ub_to_l1_full_width else e.m * costs.ub_to_l1_narrow_share
+        if e.m >= costs.ub_to_l1_full_width:
+            rate = e.m
+        else:
+            rate = e.m * costs.ub_to_l1_narrow_share if e.m else costs.ub_to_l1_unknown
         return replace(mover, bytes_per_cycle=min(mover.bytes_per_cycle, rate))
     rows = costs.strided.get(route)
     if rows is None:
         return mover
     latency = rows.narrow_latency if e.m < rows.transaction else rows.latency
     return replace(mover, bytes_per_cycle=rows.rate(e.m, mover.bytes_per_cycle), latency=latency)
+
+
+def path_share(e: Event, mover: Mover, costs: CostTable) -> float:
+    """The share of a move's bytes its AI core's shared path (the GM port, or UB -> L1) counts: TileLang's AIV
+    rates are the two AIVs' aggregate, so a strided row rate below the route's own takes the path's capacity
+    in proportion (two AIVs streaming 64-byte rows share 50 B/cycle, not 50 each)."""
+    full = costs.movers.get(ROUTES[e.a], mover).bytes_per_cycle
+    return max(1.0, full / mover.bytes_per_cycle) if MOVE_VARIANTS[e.b] == "strided" else 1.0
 
 
 def cube_rate_class(e: Event) -> str:
@@ -327,9 +338,15 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             if route in GM_READS or route in GM_WRITES:
                 share = s.trace.hbm_read_share if route in GM_READS else s.trace.hbm_write_share
                 end = ledger.transfer(start + mover.issue, e.n, mover.bytes_per_cycle,
-                                      [("l2", 1.0), ("hbm", share), (s.port, 1.0)])
+                                      [("l2", 1.0), ("hbm", share), (s.port, path_share(e, mover, costs))])
                 total_gm += e.n
                 total_hbm += e.n * share
+            elif route == "ub_to_l1":   # the AI core's two AIVs share its UB -> L1 path
+                link = ("ub_to_l1", s.port[1])
+                if link not in ledger.rates:
+                    ledger.add_link(link, costs.movers["ub_to_l1"].bytes_per_cycle)
+                end = ledger.transfer(start + mover.issue, e.n, mover.bytes_per_cycle,
+                                      [(link, path_share(e, mover, costs))])
             else:
                 end = start + mover.issue + e.n / mover.bytes_per_cycle
             end = max(end, start + mover.min_ii)

@@ -11,8 +11,8 @@
 //   dj_twin::count_bytes(pipe_t, size_t), count_cube_macs(uint64_t), count_vector_ops(uint64_t)
 //   dj_twin::core()                                the current core (block, kind, sub_block, ...)
 //   dj_twin::onchip_offset(Mem, const void*)       byte offset of p in the current core's memory
-//   dj_twin::count_cube_macs(uint64_t, int input_bits)  MACs also counted by operand width (added; a form
-//                                                  with the charged MACs and CubeMode: c_api/cube.h)
+//   dj_twin::count_cube_macs(uint64_t, int input_bits, uint64_t charged, CubeMode)  MACs also counted by
+//                                                  operand width, the timeline charged `charged` (c_api/cube.h)
 //   dj_twin::count_move(Route, size_t)             bytes by source -> destination (added; also counts the pipe)
 //   dj_twin::count_simt_ops(uint64_t)              SIMT lane operations (added)
 //   dj_twin::count_simt_work(alu, ub_ld, ub_st)    a lane's declared plain work, timeline only (added)
@@ -367,9 +367,6 @@ inline void count_cube_macs(uint64_t macs, int input_bits, uint64_t charged, Cub
   k.cube_macs_by_input[width] += macs;
   if (c.timeline) timeline_push(*c.timeline, Ev::Cube, PIPE_M, width, int(mode), 0, macs, charged);
 }
-inline void count_cube_macs(uint64_t macs, int input_bits) {
-  count_cube_macs(macs, input_bits, macs, CubeMode::Plain);
-}
 // cls: how the timeline costs the instruction (its ALU class, or a register load / store); src_step: the
 // latest dataflow step of its source registers (vreg::step_of). Returns its result's step (0 when the
 // launch records no timeline).
@@ -380,9 +377,10 @@ inline uint64_t count_vector_ops(uint64_t elements, VecClass cls = VecClass::Sim
 }
 // l2_bytes: for a SIMT access, the bytes the timeline puts through L2 (a cached load that hit the data
 // cache: none; touch_gm's return); the counters count `bytes` either way.
-// variant (Ev::Move's b): MoveVariant::MxScales for asc_copy_l12l0{a,b}_mx, which the timeline costs on
-// the MX scale path; Strided for rows of `width` bytes apart (costed by their width). The counters count
-// every variant of a route alike.
+// variant (Ev::Move's b) and width (its m) tell the timeline how to cost the move: MxScales for
+// asc_copy_l12l0{a,b}_mx (the MX scale path), Strided for rows of `width` bytes that are not one contiguous
+// run, Dual for a dual-destination FixPipe (`width`: each AIV's ND row). The counters count every variant of
+// a route alike.
 inline void count_move(Route route, size_t bytes, uint64_t l2_bytes, MoveVariant variant = MoveVariant::Plain,
                        uint64_t width = 0) {
   Core& c = core();

@@ -16,8 +16,8 @@ namespace dj_twin {
 
 // Python: backends/ascend_twin/timeline.py EVENT_TYPES (same order).
 enum class Ev : uint8_t {
-  Move = 0,        // pipe = the route's pipe, a = Route, b = MoveVariant, n = bytes, m = a strided move's
-                   // contiguous row width in bytes (MoveVariant::Strided; 0 otherwise)
+  Move = 0,        // pipe = the route's pipe, a = Route, b = MoveVariant, n = bytes, m = the row width in
+                   // bytes of a Strided or Dual move (0 otherwise)
   Cube,            // pipe = PIPE_M, a = input width class (0 fp32, 1 16-bit, 2 8-bit, 3 4-bit), b = CubeMode,
                    // n = MACs, m = the MACs the cube is charged (padded geometry, c_api/cube.h)
   Vector,          // pipe = PIPE_V; instructions by class: n = simple | special << 32, m = load | store << 32,
