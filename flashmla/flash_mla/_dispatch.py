@@ -62,10 +62,10 @@ TABLE.add_ascend("sparse_prefill", Impl(
     ascend_sparse.sparse_prefill, "d_qk 512 or 576, h_q a multiple of 16 (<= 64) or of 64",
     ascend_sparse.prefill_accepts))
 TABLE.add_ascend("dense_decode", Impl(
-    ascend_dense.dense_decode, "BF16/FP16 paged cache, d_qk % 16 == 0 and <= 576, d_v % 16 == 0 and <= 512, any "
+    ascend_dense.dense_decode, "BF16/FP16 paged cache, d_qk % 16 == 0 and <= 576, d_v % 64 == 0 and <= 512, any "
     "h_q / h_kv", ascend_dense.decode_accepts))
 TABLE.add_ascend("varlen_attention", Impl(
-    ascend_dense.varlen_attention, "BF16 with unit last strides, d_qk % 16 == 0 and <= 576, d_v % 16 == 0 and "
+    ascend_dense.varlen_attention, "BF16 with unit last strides, d_qk % 16 == 0 and <= 576, d_v % 64 == 0 and "
     "<= 512, any h_q / h_kv", ascend_dense.varlen_accepts))
 
 

@@ -7,7 +7,7 @@
 ``out [total_q, h_q, d_v]`` and ``lse [total_q, h_q]`` stored head-major (``stride(0) == 1``).
 
 What the kernel covers (``*_accepts``): BF16 or FP16, ``d_qk`` a multiple of 16 up to 576, ``d_v`` a multiple
-of 16 up to 512 and ``d_qk``, any ``h_q / h_kv`` ratio (GQA/MQA: a kv head's query heads and tokens
+of 64 up to 512 and ``d_qk`` (other forms run the reference), any ``h_q / h_kv`` ratio (GQA/MQA: a kv head's query heads and tokens
 share the cube's 64 rows), unit last strides. No tensor value is read on the host: the kernel clamps
 lengths, cu_seqlens and block ids into the tensors it reads.
 """
@@ -23,8 +23,8 @@ ROWS_PER_BLOCK = 64   # kM of dense_attn_vec.h
 RESCALE_SKIP = 8
 
 
-def _dims_ok(d_qk: int, d_v: int) -> bool:
-    return d_qk % 16 == 0 and d_v % 16 == 0 and 16 <= d_v <= min(d_qk, 512) and d_qk <= 576
+def _dims_ok(d_qk: int, d_v: int) -> bool:   # d_v: whole 64-column registers (rescale_vf, finish_out_vf)
+    return d_qk % 16 == 0 and d_v % 64 == 0 and 64 <= d_v <= min(d_qk, 512) and d_qk <= 576
 
 
 _DTYPES = (torch.bfloat16, torch.float16)

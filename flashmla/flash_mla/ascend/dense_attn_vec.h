@@ -37,7 +37,7 @@ constexpr uint32_t kTile = 64;               // keys per step (QK tile width, PV
 constexpr uint32_t kTileHalf = kTile / 2;    // keys each vector core loads
 
 static_assert(kDqk % 16 == 0 && kDqk <= 576, "d_qk: a multiple of 16, at most 576");
-static_assert(kDv % 16 == 0 && kDv <= 512 && kDv <= kDqk, "d_v: a multiple of 16, at most 512 and d_qk");
+static_assert(kDv % 64 == 0 && kDv <= 512 && kDv <= kDqk, "d_v: a multiple of 64, at most 512 and d_qk");
 
 static_assert(kTile == fmla_softmax::kTile, "one FP32 register of logits a row");
 

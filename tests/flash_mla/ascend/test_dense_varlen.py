@@ -49,6 +49,18 @@ def test_served_by_ascend_and_matches_reference(monkeypatch, lens_q, lens_k, h_q
         assert out[:2].abs().max() == 0 and bool((lse[:2] == math.inf).all())
 
 
+def test_a_d_v_of_partial_registers_runs_the_reference(monkeypatch):
+    # the kernel's rescale and output passes take whole 64-column registers: d_v 80 is not its form
+    monkeypatch.setenv("FMLA_BACKEND", "ascend")
+    q, k, v, cu_q, cu_k = _case([3, 4], [5, 9], 2, 2, 96, 80, seed=3)
+    scale = 96 ** -0.5
+    assert _dispatch.TABLE.serves("varlen_attention", q.device, q, k, v, cu_q, cu_k, scale, False) != "ascend"
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 4, 9, causal=False)
+    ref_out, ref_lse = reference.varlen_attention(q, k, v, cu_q, cu_k, scale, False)
+    assert_close(out, ref_out, VARLEN_OUT, "out")
+    assert_close(lse, ref_lse, VARLEN_LSE, "lse")
+
+
 def test_more_items_than_cube_cores_and_reference_dtypes(monkeypatch):
     # 40 short sequences (some empty) of 4 heads over one kv head: 160 work items on the twin's 32 cube
     # cores, most ending at once (rows past their sequence), several full ones per block (flags and

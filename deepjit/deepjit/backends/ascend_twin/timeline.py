@@ -11,7 +11,8 @@ holds the scalar unit until every pipe is done; ``asc_sync_pipe(p)`` holds ``p``
 complete. Cross-core arrives fire when their pipe's earlier work is complete; a wait holds its pipe until
 its arrive (all-core flags: until every core of the kind arrived for the round). GM traffic shares, in
 time bins, the chip's L2 bandwidth, its HBM bandwidth (the bytes the L2 model says miss, per core) and
-each AI core's port (its two AIVs and its AIC). Blocks beyond the chip's cores start on the first core
+each AI core's port (its two AIVs and its AIC; a strided move takes more than its bytes of it, path_share)
+and its UB -> L1 path. Blocks beyond the chip's cores start on the first core
 that becomes free. The kernel's estimated time is the last core's finish.
 """
 from __future__ import annotations
@@ -98,12 +99,11 @@ def move_cost(e: Event, costs: CostTable) -> Mover:
     return replace(mover, bytes_per_cycle=rows.rate(e.m, mover.bytes_per_cycle), latency=latency)
 
 
-def path_share(e: Event, mover: Mover, costs: CostTable) -> float:
-    """The share of a move's bytes its AI core's shared path (the GM port, or UB -> L1) counts: TileLang's AIV
-    rates are the two AIVs' aggregate, so a strided row rate below the route's own takes the path's capacity
-    in proportion (two AIVs streaming 64-byte rows share 50 B/cycle, not 50 each)."""
-    full = costs.movers.get(ROUTES[e.a], mover).bytes_per_cycle
-    return max(1.0, full / mover.bytes_per_cycle) if MOVE_VARIANTS[e.b] == "strided" else 1.0
+def path_share(e: Event, mover: Mover, link_rate: float) -> float:
+    """The share of a move's bytes its AI core's shared path (`link_rate`: the GM port, or UB -> L1) counts:
+    TileLang's AIV rates are the two AIVs' aggregate, so a strided move takes the path's capacity in the
+    proportion its rate bears to it (two AIVs streaming 64-byte rows share 50 B/cycle, not 50 each)."""
+    return max(1.0, link_rate / mover.bytes_per_cycle) if MOVE_VARIANTS[e.b] == "strided" else 1.0
 
 
 def cube_rate_class(e: Event) -> str:
@@ -338,15 +338,15 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             if route in GM_READS or route in GM_WRITES:
                 share = s.trace.hbm_read_share if route in GM_READS else s.trace.hbm_write_share
                 end = ledger.transfer(start + mover.issue, e.n, mover.bytes_per_cycle,
-                                      [("l2", 1.0), ("hbm", share), (s.port, path_share(e, mover, costs))])
+                                      [("l2", 1.0), ("hbm", share), (s.port, path_share(e, mover, port_rate))])
                 total_gm += e.n
                 total_hbm += e.n * share
             elif route == "ub_to_l1":   # the AI core's two AIVs share its UB -> L1 path
-                link = ("ub_to_l1", s.port[1])
+                link, link_rate = ("ub_to_l1", s.port[1]), costs.movers["ub_to_l1"].bytes_per_cycle
                 if link not in ledger.rates:
-                    ledger.add_link(link, costs.movers["ub_to_l1"].bytes_per_cycle)
+                    ledger.add_link(link, link_rate)
                 end = ledger.transfer(start + mover.issue, e.n, mover.bytes_per_cycle,
-                                      [(link, path_share(e, mover, costs))])
+                                      [(link, path_share(e, mover, link_rate))])
             else:
                 end = start + mover.issue + e.n / mover.bytes_per_cycle
             end = max(end, start + mover.min_ii)
