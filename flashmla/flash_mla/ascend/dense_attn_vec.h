@@ -5,6 +5,7 @@
 // masks, sequence tails, padded rows) and the final normalisation are online_softmax.h's.
 #pragma once
 
+#include <flash_mla/ascend/nz_rows.h>
 #include <flash_mla/ascend/online_softmax.h>
 
 #ifndef FMLA_DQK
@@ -68,22 +69,6 @@ __simd_vf__ inline void clean_tile_vf(__ubuf__ elem_t* tile, uint32_t width, uin
       asc_storealign(row + c, bits, part);
     }
   }
-}
-
-// Column blocks [b0, b0 + nb) of `rows` rows of `width` elements (row t at src + t * width) into `nz` as NZ:
-// block b - b0, row t at ((b - b0) * rows + t) * 16, by block-strided register stores. A part's last load may
-// read past its columns (into the row's next ones, or past the last row, still in UB); only its columns
-// are stored.
-__simd_vf__ inline void nz_part_vf(__ubuf__ elem_t* src, __ubuf__ elem_t* nz, uint32_t width, uint32_t rows,
-                                   uint32_t b0, uint32_t nb) {
-  for (uint32_t t = 0; t < rows; ++t)
-    for (uint32_t c = 0; c < nb * 16; c += 128) {
-      uint32_t n = nb * 16 - c < 128 ? nb * 16 - c : 128;
-      vector_uint16_t v;
-      asc_loadalign(v, (__ubuf__ uint16_t*)src + t * width + b0 * 16 + c);
-      asc_storealign((__ubuf__ uint16_t*)nz + ((c / 16) * rows + t) * 16, v, uint16_t(rows), uint16_t(0),
-                     asc_update_mask_b16(n));
-    }
 }
 
 // Rows r >= count of this core's [kRows, kDqk] Q block become zero (padding rows past the sequence).

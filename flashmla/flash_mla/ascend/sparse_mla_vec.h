@@ -14,6 +14,7 @@
 // reference does).
 #pragma once
 
+#include <flash_mla/ascend/nz_rows.h>
 #include <flash_mla/ascend/online_softmax.h>
 
 #ifndef FMLA_HG
@@ -51,7 +52,7 @@ __aicore__ inline uint32_t data_bytes(int32_t fmt) {
 // (raw + t * kRawSlot) as row t of the NZ K tile `k` (store_nz), as the reference's gather: code in FP32
 // times its scale in FP32, rounded once to BF16 (nearest even), NaN -> 0, a token with valid[t] == 0 a row of
 // zeros (its record was not loaded; the E8M0 and FP4 formats' zeros may be -0, below). BF16 records go in
-// by bf16_rows_nz_vf.
+// by fmla_nz::rows_vf (sparse_mla.asc gather_finish).
 //  FP8 codes, 256 a register, e4m3 -> FP32 by quarters: asc_e4m32float(_v2/_v3/_v4) part k holds code 4i + k
 //  in FP32 lane i. An e4m3 value has 4 significant bits, so its FP32 bits end in 16 zero bits and their top
 //  half is the value in BF16: (part 0 >> 16) | part 2 is a register `a` of BF16 elements 2i = dim 4i,
@@ -156,13 +157,11 @@ __simd_callee__ inline void v32_chunk(vector_uint16_t& a, vector_uint16_t& b, __
   asc_or(b, (vector_uint16_t&)e1, (vector_uint16_t&)e3, c.all);
 }
 
-// The vector core's K tile is NZ, as the cube's L1 K buffer holds it: element (t, d) of its kTileHalf tokens
-// at ((d / 16) * kTileHalf + t) * 16 + d % 16, so push_k moves whole 16-column blocks of kTileHalf rows (a
-// UB -> L1 copy of 32-byte rows runs at 3/4 of their width a cycle: TileLang 0.1.15's raw N-split fit). A
-// register of 128 elements from column d (a multiple of 16) is one block-strided store, masked.
+// The vector core's K tile is NZ (nz_rows.h), as the cube's L1 K buffer holds it, kTileHalf rows, so push_k
+// moves whole 16-column blocks. A register of 128 elements of row t from column d, masked:
 template <class V>
 __simd_callee__ inline void store_nz(__ubuf__ bfloat16_t* k, uint32_t t, uint32_t d, V v, vector_bool m) {
-  asc_storealign((__ubuf__ uint16_t*)k + ((d / 16) * kTileHalf + t) * 16, v, uint16_t(kTileHalf), uint16_t(0), m);
+  fmla_nz::store((__ubuf__ uint16_t*)k, kTileHalf, t, d, v, m);
 }
 // 256 elements from column d, the even ones in a and the odd ones in b (asc_storealign_intlv's order).
 __simd_callee__ inline void store_nz_intlv(__ubuf__ bfloat16_t* k, uint32_t t, uint32_t d, vector_uint16_t a,
@@ -331,19 +330,6 @@ __simd_vf__ inline void dequant_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k
       store_nz(k, t, 128 * h, (vector_uint16_t&)v, c.all);
     }
   }
-}
-
-// BF16 records (prefill's kv: each raw slot one row of kDqk) into the NZ tile.
-// A 576-dim row's last load reads 128 bytes past the row (the next slot, or for the last row the start of
-// the K tile, still in UB); only its first 64 elements are stored.
-__simd_vf__ inline void bf16_rows_nz_vf(__ubuf__ uint8_t* raw, __ubuf__ bfloat16_t* k) {
-  for (uint32_t t = 0; t < kTileHalf; ++t)
-    for (uint32_t c = 0; c < kDqk; c += 128) {
-      uint32_t n = kDqk - c < 128 ? kDqk - c : 128;
-      vector_uint16_t v;
-      asc_loadalign(v, (__ubuf__ uint16_t*)(raw + t * kRawSlot) + c);
-      store_nz(k, t, c, v, asc_update_mask_b16(n));
-    }
 }
 
 // A BF16 row of kDqk zeros (an invalid token's K / V row: its probability is 0, and 0 x stale data could be

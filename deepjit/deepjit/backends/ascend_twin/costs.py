@@ -101,6 +101,9 @@ class StridedRows:
         transactions = -(-width // self.transaction)
         return min(full, self.peak * width / (self.transaction * transactions))
 
+    def latency_at(self, width: int) -> float:
+        return self.narrow_latency if width < self.transaction else self.latency
+
 
 def _strided() -> dict:
     return {

@@ -95,8 +95,7 @@ def move_cost(e: Event, costs: CostTable) -> Mover:
     rows = costs.strided.get(route)
     if rows is None:
         return mover
-    latency = rows.narrow_latency if e.m < rows.transaction else rows.latency
-    return replace(mover, bytes_per_cycle=rows.rate(e.m, mover.bytes_per_cycle), latency=latency)
+    return replace(mover, bytes_per_cycle=rows.rate(e.m, mover.bytes_per_cycle), latency=rows.latency_at(e.m))
 
 
 def path_share(e: Event, mover: Mover, link_rate: float) -> float:
@@ -263,6 +262,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
     slots = _block_slots(kind, costs)
     # an AI core's port: the two AIVs (vector kernels: blocks 2k, 2k+1) and the AIC of a mix block
     port_rate = costs.port_bytes_per_cycle
+    ub_to_l1_rate = costs.movers["ub_to_l1"].bytes_per_cycle   # and its UB -> L1 path
 
     ready: list = []
     pending = deque(order[slots:])
@@ -275,6 +275,7 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
             s.port = ("port", slot // 2 if kind == "vector" else slot)
             if s.port not in ledger.rates:
                 ledger.add_link(s.port, port_rate)
+                ledger.add_link(("ub_to_l1", s.port[1]), ub_to_l1_rate)
             heapq.heappush(ready, (s.issue, s.index, s))
 
     for slot, b in enumerate(order[:slots]):
@@ -342,11 +343,8 @@ def schedule(traces: list[CoreTrace], kind: str, costs: CostTable = COSTS_950, k
                 total_gm += e.n
                 total_hbm += e.n * share
             elif route == "ub_to_l1":   # the AI core's two AIVs share its UB -> L1 path
-                link, link_rate = ("ub_to_l1", s.port[1]), costs.movers["ub_to_l1"].bytes_per_cycle
-                if link not in ledger.rates:
-                    ledger.add_link(link, link_rate)
                 end = ledger.transfer(start + mover.issue, e.n, mover.bytes_per_cycle,
-                                      [(link, path_share(e, mover, link_rate))])
+                                      [(("ub_to_l1", s.port[1]), path_share(e, mover, ub_to_l1_rate))])
             else:
                 end = start + mover.issue + e.n / mover.bytes_per_cycle
             end = max(end, start + mover.min_ii)
