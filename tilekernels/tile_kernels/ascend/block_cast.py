@@ -37,12 +37,22 @@ SF_LAYOUTS = ("row", "col", "ue8m0")
 E2M1_BOUNDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
 
 
-def clamped_swiglu(T, a, b, clamp):
-    """``silu(a) * b`` in FP32 with upstream's optional clamp (``a`` from above, ``b`` on both sides); a NaN
-    compares false and passes the clamp, as in the reference."""
-    if clamp is not None:
-        a = T.if_then_else(a > clamp, T.float32(clamp), a)
-        b = T.if_then_else(b > clamp, T.float32(clamp), T.if_then_else(b < -clamp, T.float32(-clamp), b))
+def clamp_gate(T, a, clamp):
+    """SwiGLU's gate ``a`` clamped from above (upstream's optional clamp); a NaN compares false and passes."""
+    return a if clamp is None else T.if_then_else(a > clamp, T.float32(clamp), a)
+
+
+def clamp_up(T, b, clamp):
+    """SwiGLU's ``b`` clamped to ``[-clamp, clamp]``; a NaN passes."""
+    if clamp is None:
+        return b
+    return T.if_then_else(b > clamp, T.float32(clamp), T.if_then_else(b < -clamp, T.float32(-clamp), b))
+
+
+def swiglu_of(T, a, b):
+    """``silu(a) * b`` in FP32 of clamped values. Callers pass ``a`` and ``b`` as local variables
+    (``T.alloc_var``): as expressions they are copied into every use inside ``exp_f32``, and TileLang's
+    layout inference and tile-op lowering then took 30-60 s on the nested selects (a second with variables)."""
     return a / (1.0 + exp_f32(T, -a)) * b
 
 
@@ -192,8 +202,12 @@ def build(m: int, k: int, in_dtype: str, fmt: str, bm: int, bk: int, round_sf: b
                             wr = T.if_then_else(T.And(p2tt[r] >= 0, p2tt[r] < tw_len), rw[r, 0], T.float32(0.0))
                         for j in T.serial(bk):
                             c = kk * bk + j
+                            a = T.alloc_var("float32")
+                            b = T.alloc_var("float32")
+                            a = clamp_gate(T, T.Cast("float32", xa[r, c]), clamp)
+                            b = clamp_up(T, T.Cast("float32", xb[r, c]), clamp)
                             y = T.alloc_var("float32")
-                            y = clamped_swiglu(T, T.Cast("float32", xa[r, c]), T.Cast("float32", xb[r, c]), clamp)
+                            y = swiglu_of(T, a, b)
                             if weighted:
                                 y = y * wr
                             x[r, c] = y

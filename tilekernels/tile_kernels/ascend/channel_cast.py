@@ -17,7 +17,7 @@ No ``from __future__ import annotations``: TileLang evaluates the ``T.Tensor`` a
 """
 import functools
 
-from .block_cast import FMT_MAX, clamped_swiglu, e4m3_byte, nan_max, scale_inv, scale_of
+from .block_cast import FMT_MAX, clamp_gate, clamp_up, e4m3_byte, nan_max, scale_inv, scale_of, swiglu_of
 
 BR, BC = 128, 64  # tokens x channels a tile: x (and a, b) 16 KiB each in UB, q 8 KiB
 AMAX_FLOOR = 1e-4  # the reference's E4M3 clamp_min
@@ -54,8 +54,11 @@ def build(npt: int, round_sf: bool, transposed: bool, swiglu: bool = False, clam
                 T.copy(X[r0:r0 + rows, k + c0:k + c0 + cols], xb[0:rows, 0:cols])
                 with T.SimtVF(threads=256):
                     for r, c in T.Parallel(BR, BC):
-                        x[r, c] = T.Cast("bfloat16", clamped_swiglu(T, T.Cast("float32", xa[r, c]),
-                                                                    T.Cast("float32", xb[r, c]), clamp))
+                        a = T.alloc_var("float32")
+                        b = T.alloc_var("float32")
+                        a = clamp_gate(T, T.Cast("float32", xa[r, c]), clamp)
+                        b = clamp_up(T, T.Cast("float32", xb[r, c]), clamp)
+                        x[r, c] = T.Cast("bfloat16", swiglu_of(T, a, b))
             else:
                 T.copy(X[r0:r0 + rows, c0:c0 + cols], x[0:rows, 0:cols])
             with T.SimtVF(threads=nmb * BC):
