@@ -1,6 +1,6 @@
 """The twin's precompiled-header prelude is a cache entry like a kernel's: it carries meta.json with
-its artifacts' digests, and a damaged .gch is set aside and rebuilt (one warning) instead of breaking
-every later twin compile."""
+its artifacts' digests, and a damaged .gch or launch object (the launch machinery every kernel links) is set
+aside and rebuilt (one warning) instead of breaking every later twin compile."""
 import json
 import warnings
 
@@ -25,7 +25,8 @@ def _look_up_prelude() -> str:
     return runtime.backend._prelude("c_api", runtime.default_compiler_options.get_flags())
 
 
-def test_damaged_gch_is_rebuilt(tmp_path, monkeypatch):
+@pytest.mark.parametrize("artifact", ["prelude.h.gch", "launch.o"])
+def test_damaged_artifact_is_rebuilt(tmp_path, monkeypatch, artifact):
     cache = tmp_path / "cache"
     monkeypatch.setenv("DJ_JIT_CACHE_DIR", str(cache))
     monkeypatch.setenv("TL_ASCEND_JIT_CACHE_DIR", str(cache))
@@ -33,12 +34,12 @@ def test_damaged_gch_is_rebuilt(tmp_path, monkeypatch):
     (prelude,) = [cache / "cache" / e for e in list_entries(cache) if e.startswith("ascend_twin_prelude.")]
     assert str(prelude) == built
     meta = json.loads((prelude / "meta.json").read_text())
-    assert "prelude.h.gch" in meta[DIGESTS_KEY] and verify(str(prelude)) is None
-    gch = prelude / "prelude.h.gch"
-    gch.write_bytes(b"\0damaged" * 64)
+    assert {"prelude.h.gch", "launch.o"} <= set(meta[DIGESTS_KEY]) and verify(str(prelude)) is None
+    damaged = prelude / artifact
+    damaged.write_bytes(b"\0damaged" * 64)
     with pytest.warns(RuntimeWarning, match="twin prelude .* does not match its SHA-256"):
         assert _look_up_prelude() == built
-    assert verify(str(prelude)) is None and gch.read_bytes()[:8] != b"\0damaged"
+    assert verify(str(prelude)) is None and damaged.read_bytes()[:8] != b"\0damaged"
     # and a kernel compiles against the healed entry, launches right, and warns about nothing
     runtime = deepjit.Runtime(route_config(), "ascend_twin")
     x = torch.arange(64, dtype=torch.float32)

@@ -2,6 +2,12 @@
 // toolchain generates after the kernel source (kernel.twin.cpp); it defines the C entry points the
 // Python side calls.
 //
+// Built once per prelude: the launcher defines DJ_TWIN_LAUNCH_EXTERNAL, which leaves launch() declared and
+// the C entry points out; both come from the prelude's launch.o (DJ_TWIN_LAUNCH_LINKAGE empty: an ordinary
+// definition), linked into every kernel's shared object. Each kernel still gets its own copy of the state
+// (one library per kernel, as before); compiling this machinery into every kernel was three quarters of a
+// twin build. Both objects are compiled from the same prelude and flags, so their inline functions agree.
+//
 // A launch: map every tensor argument into its own guarded region (copy in), read the packed
 // argument buffer exactly as the device would (backends/args.py pack_ascend_args), then run the
 // blocks in waves of at most the chip's core count (32 AIC / 64 AIV; a mixed block takes one AIC and
@@ -297,10 +303,20 @@ inline void run_core(Core* c, const std::function<void()>* body) {
   tls_core = nullptr;
 }
 
-inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
-                  const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
-                  double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
-                  const std::function<std::function<void()>(ArgReader&)>& make_body) {
+#ifndef DJ_TWIN_LAUNCH_LINKAGE
+#define DJ_TWIN_LAUNCH_LINKAGE inline
+#endif
+#ifdef DJ_TWIN_LAUNCH_EXTERNAL
+int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
+           const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
+           double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
+           const std::function<std::function<void()>(ArgReader&)>& make_body);
+#else
+DJ_TWIN_LAUNCH_LINKAGE int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args,
+                                  size_t args_len, const uint64_t* tensor_addr, const uint64_t* tensor_bytes,
+                                  int n_tensors, double timeout_s, double launch_timeout_s, char* err,
+                                  size_t err_len, uint64_t* counters,
+                                  const std::function<std::function<void()>(ArgReader&)>& make_body) {
   std::lock_guard<std::mutex> serial(g_launch_mu);
   auto report = [&](const char* text) {
     std::snprintf(err, err_len, "%s", text);
@@ -478,8 +494,11 @@ inline int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, cons
   for (GmRegion& r : state->gm) std::memcpy(reinterpret_cast<void*>(r.host), r.data, r.bytes);
   return 0;
 }
+#endif  // DJ_TWIN_LAUNCH_EXTERNAL
 
 }  // namespace dj_twin
+
+#ifndef DJ_TWIN_LAUNCH_EXTERNAL
 
 // The timeline's C entry points: switch recording on or off for the next launches; the number of events
 // of a core of the last launch; copy them out. Each takes g_launch_mu, so it never sees a launch half done.
@@ -518,3 +537,4 @@ DJ_TWIN_C_ENTRY void dj_twin_set_symm_windows(const uint64_t* data, const uint64
   }
 }
 #undef DJ_TWIN_C_ENTRY
+#endif  // DJ_TWIN_LAUNCH_EXTERNAL
