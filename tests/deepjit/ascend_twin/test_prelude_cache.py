@@ -20,7 +20,7 @@ LAUNCH = AscendLaunchOptions(num_blocks=1, num_ubuf_bytes=0, num_launch_timeout_
 
 def _look_up_prelude() -> str:
     """The hand-written kernels' prelude looked up (built, verified, rebuilt) exactly as a compile with the
-    default options looks it up, without compiling a kernel (a twin kernel compile costs ~15 s)."""
+    default options looks it up, without compiling a kernel."""
     runtime = deepjit.Runtime(route_config(), "ascend_twin")
     return runtime.backend._prelude("c_api", runtime.default_compiler_options.get_flags())
 

@@ -52,7 +52,7 @@ def clamp_up(T, b, clamp):
 def swiglu_of(T, a, b):
     """``silu(a) * b`` in FP32 of clamped values. Callers pass ``a`` and ``b`` as local variables
     (``T.alloc_var``): as expressions they are copied into every use inside ``exp_f32``, and TileLang's
-    layout inference and tile-op lowering then took 30-60 s on the nested selects (a second with variables)."""
+    layout inference and tile-op lowering then took 40-75 s on the nested selects (under a second with variables)."""
     return a / (1.0 + exp_f32(T, -a)) * b
 
 

@@ -135,11 +135,11 @@ class AscendTwinBackend(Backend):
 
     def _prelude(self, kind: str, flags: list[str]) -> str:
         """The published prelude entry of ``kind`` for these flags: ``include/`` (rewritten TileLang
-        templates) and ``prelude.h`` with its precompiled ``prelude.h.gch``."""
+        templates), ``prelude.h`` with its precompiled ``prelude.h.gch``, and ``launch.o``."""
         digest = hash_hex(self.compiler_hash(), kind, *flags)
         cache = DiskCache.from_env(self.env)
         entry = cache.entry(PRELUDE_TAG, digest)
-        if entry.is_hit:  # verified like a kernel's entry: a damaged header or .gch is rebuilt, not kept
+        if entry.is_hit:  # verified like a kernel's entry: a damaged header, .gch or launch.o is rebuilt, not kept
             problem = verify(entry.final_path)
             if problem is None:
                 return entry.final_path
@@ -168,8 +168,7 @@ class AscendTwinBackend(Backend):
                     os.path.join(entry.tmp_path, PRELUDE + ".gch")]
             self.run(argv, cwd=entry.tmp_path)
             write_file_sync(os.path.join(entry.tmp_path, LAUNCH_SOURCE),
-                            "#define DJ_TWIN_LAUNCH_LINKAGE  // launch(): an ordinary definition, linked by every kernel\n"
-                            "#include <dj_twin/launch.h>\n")
+                            "#include <dj_twin/launch.h>  // launch() and the C entry points, linked by every kernel\n")
             launch_argv = [self.cxx, *[f for f in flags if f != "-shared"], "-Winvalid-pch", f"-I{INCLUDE_DIR}",
                            f"-I{include_root}", "-include", os.path.join(entry.tmp_path, PRELUDE), "-c",
                            os.path.join(entry.tmp_path, LAUNCH_SOURCE), "-o", os.path.join(entry.tmp_path, LAUNCH_OBJECT)]

@@ -1,12 +1,13 @@
-// dj_twin/launch.h — running one kernel launch on the twin. Included once, by the launcher the twin
-// toolchain generates after the kernel source (kernel.twin.cpp); it defines the C entry points the
-// Python side calls.
+// dj_twin/launch.h — running one kernel launch on the twin, and the C entry points the Python side calls.
 //
-// Built once per prelude: the launcher defines DJ_TWIN_LAUNCH_EXTERNAL, which leaves launch() declared and
-// the C entry points out; both come from the prelude's launch.o (DJ_TWIN_LAUNCH_LINKAGE empty: an ordinary
-// definition), linked into every kernel's shared object. Each kernel still gets its own copy of the state
-// (one library per kernel, as before); compiling this machinery into every kernel was three quarters of a
-// twin build. Both objects are compiled from the same prelude and flags, so their inline functions agree.
+// Compiled once per prelude, into the prelude's launch.o, which every kernel's shared object links: the
+// generated launcher (kernel.twin.cpp) defines DJ_TWIN_LAUNCH_EXTERNAL, which leaves launch() declared and
+// the C entry points out. Compiling this machinery into every kernel was three quarters of a twin build.
+// Both objects are compiled from the same precompiled prelude and flags, and the launcher includes this
+// header before the kernel source, so no kernel macro can change it: their inline functions agree. The
+// runtime's globals (g_launch_mu, g_timelines, tls_core, ...) are inline variables, which g++ makes
+// process-wide (STB_GNU_UNIQUE) even across libraries loaded RTLD_LOCAL: all twin kernels of a process share
+// them, as they did before launch.o.
 //
 // A launch: map every tensor argument into its own guarded region (copy in), read the packed
 // argument buffer exactly as the device would (backends/args.py pack_ascend_args), then run the
@@ -303,20 +304,16 @@ inline void run_core(Core* c, const std::function<void()>* body) {
   tls_core = nullptr;
 }
 
-#ifndef DJ_TWIN_LAUNCH_LINKAGE
-#define DJ_TWIN_LAUNCH_LINKAGE inline
-#endif
 #ifdef DJ_TWIN_LAUNCH_EXTERNAL
 int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
            const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
            double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
            const std::function<std::function<void()>(ArgReader&)>& make_body);
 #else
-DJ_TWIN_LAUNCH_LINKAGE int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args,
-                                  size_t args_len, const uint64_t* tensor_addr, const uint64_t* tensor_bytes,
-                                  int n_tensors, double timeout_s, double launch_timeout_s, char* err,
-                                  size_t err_len, uint64_t* counters,
-                                  const std::function<std::function<void()>(ArgReader&)>& make_body) {
+int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
+           const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
+           double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
+           const std::function<std::function<void()>(ArgReader&)>& make_body) {
   std::lock_guard<std::mutex> serial(g_launch_mu);
   auto report = [&](const char* text) {
     std::snprintf(err, err_len, "%s", text);
@@ -502,9 +499,8 @@ DJ_TWIN_LAUNCH_LINKAGE int launch(const char* kernel, KernelKind kind, uint32_t 
 
 // The timeline's C entry points: switch recording on or off for the next launches; the number of events
 // of a core of the last launch; copy them out. Each takes g_launch_mu, so it never sees a launch half done.
-// Inline + used: every kernel TU that includes launch.h emits the same mergeable (COMDAT) definition, so
-// two TUs in one library link, and the symbols are exported even where nothing in the TU calls them.
-#define DJ_TWIN_C_ENTRY extern "C" inline __attribute__((used, visibility("default")))
+// Defined in launch.o alone, and exported from every kernel's library that links it.
+#define DJ_TWIN_C_ENTRY extern "C" __attribute__((visibility("default")))
 DJ_TWIN_C_ENTRY void dj_twin_timeline_enable(int on) {
   std::lock_guard<std::mutex> serial(::dj_twin::g_launch_mu);
   ::dj_twin::g_timeline_on = on != 0;
