@@ -44,10 +44,11 @@ KERNEL_FILE, LAUNCHER_FILE, BINARY = "kernel.cpp", "kernel.twin.cpp", "kernel.so
 PRELUDE, PRELUDE_TAG = "prelude.h", "ascend_twin_prelude"
 LAUNCH_SOURCE, LAUNCH_OBJECT = "launch.cpp", "launch.o"
 _TL_INCLUDE_RE = re.compile(r'#\s*include\s*[<"](tl_templates/ascend/[\w./]+)[>"]')
-# What each prelude kind includes: the C API for hand-written kernels, plus TileLang's templates.
+# What each prelude kind includes: the C API for hand-written kernels and what every launcher's launch.h
+# includes (launch_deps.h), plus TileLang's templates.
 _PRELUDE_HEADERS = {
     "c_api": ("c_api/asc_simd.h", "simt_api/asc_simt.h", "simt_api/asc_bf16.h", "simt_api/asc_fp16.h",
-              "simt_api/asc_fp8.h", "acl/acl.h"),
+              "simt_api/asc_fp8.h", "acl/acl.h", "dj_twin/launch_deps.h"),
     "tilelang": ("tl_templates/ascend/common.h", "tl_templates/ascend/debug.h", "tl_templates/ascend/gemm.h"),
 }
 

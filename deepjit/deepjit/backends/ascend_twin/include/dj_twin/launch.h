@@ -17,23 +17,7 @@
 // buffer, offset, op) and makes every core stop. Only a successful launch copies the tensors back.
 #pragma once
 
-#include <signal.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
-#include <condition_variable>
-#include <cstdlib>
-#include <functional>
-#include <memory>
-#include <thread>
-#include <vector>
-
-#include "c_api/sync.h"
-#include "dj_twin/l2_model.h"
-#include "dj_twin/runtime.h"
-#include "dj_twin/symm.h"
+#include "dj_twin/launch_deps.h"
 
 namespace dj_twin {
 
