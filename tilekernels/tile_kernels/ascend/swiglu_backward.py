@@ -24,7 +24,7 @@ import functools
 
 from deepjit.tilelang_route.ub import padded
 
-from .block_cast import CLAMP_MIN, FMT_MAX, e4m3_byte, exp_f32, nan_max, scale_inv, scale_of
+from .block_cast import CLAMP_MIN, FMT_MAX, clamp_gate, clamp_up, e4m3_byte, exp_f32, nan_max, scale_inv, scale_of
 
 ROWS, COLS = 8, 256
 LANES = 64  # weight_grad partial sums per row
@@ -95,9 +95,8 @@ def build(rows: int, h: int, npc: int, g_dtype: str, num_weights: int, clamp: fl
                         if clamp is not None:
                             a_cl = T.if_then_else(a > clamp, 1, 0)
                             b_cl = T.if_then_else(T.Or(b > clamp, b < -clamp), 1, 0)
-                            a = T.if_then_else(a > clamp, T.float32(clamp), a)
-                            b = T.if_then_else(b > clamp, T.float32(clamp), T.if_then_else(b < -clamp,
-                                                                                            T.float32(-clamp), b))
+                            a = clamp_gate(T, a, clamp)
+                            b = clamp_up(T, b, clamp)
                         denom = T.alloc_var("float32")
                         denom = 1.0 + exp_f32(T, -a)
                         sig = T.alloc_var("float32")

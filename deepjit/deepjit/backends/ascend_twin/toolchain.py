@@ -164,13 +164,14 @@ class AscendTwinBackend(Backend):
                 headers = headers + _PRELUDE_HEADERS["tilelang"]
             makedirs(include_root)
             write_file_sync(os.path.join(entry.tmp_path, PRELUDE), "".join(f"#include <{h}>\n" for h in headers))
-            argv = [self.cxx, *[f for f in flags if f != "-shared"], f"-I{INCLUDE_DIR}", f"-I{include_root}",
+            object_flags = [f for f in flags if f != "-shared"]   # the header and launch.o are no libraries
+            argv = [self.cxx, *object_flags, f"-I{INCLUDE_DIR}", f"-I{include_root}",
                     "-x", "c++-header", os.path.join(entry.tmp_path, PRELUDE), "-o",
                     os.path.join(entry.tmp_path, PRELUDE + ".gch")]
             self.run(argv, cwd=entry.tmp_path)
             write_file_sync(os.path.join(entry.tmp_path, LAUNCH_SOURCE),
                             "#include <dj_twin/launch.h>  // launch() and the C entry points, linked by every kernel\n")
-            launch_argv = [self.cxx, *[f for f in flags if f != "-shared"], "-Winvalid-pch", f"-I{INCLUDE_DIR}",
+            launch_argv = [self.cxx, *object_flags, "-Winvalid-pch", f"-I{INCLUDE_DIR}",
                            f"-I{include_root}", "-include", os.path.join(entry.tmp_path, PRELUDE), "-c",
                            os.path.join(entry.tmp_path, LAUNCH_SOURCE), "-o", os.path.join(entry.tmp_path, LAUNCH_OBJECT)]
             self.run(launch_argv, cwd=entry.tmp_path)

@@ -288,16 +288,14 @@ inline void run_core(Core* c, const std::function<void()>* body) {
   tls_core = nullptr;
 }
 
+int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
+           const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
+           double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
+           const std::function<std::function<void()>(ArgReader&)>& make_body)
 #ifdef DJ_TWIN_LAUNCH_EXTERNAL
-int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
-           const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
-           double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
-           const std::function<std::function<void()>(ArgReader&)>& make_body);
+    ;  // the launchers: defined in the prelude's launch.o
 #else
-int launch(const char* kernel, KernelKind kind, uint32_t num_blocks, const uint8_t* args, size_t args_len,
-           const uint64_t* tensor_addr, const uint64_t* tensor_bytes, int n_tensors, double timeout_s,
-           double launch_timeout_s, char* err, size_t err_len, uint64_t* counters,
-           const std::function<std::function<void()>(ArgReader&)>& make_body) {
+{
   std::lock_guard<std::mutex> serial(g_launch_mu);
   auto report = [&](const char* text) {
     std::snprintf(err, err_len, "%s", text);
