@@ -223,7 +223,7 @@ def _utccp(sf: torch.Tensor, inverse: bool = False) -> torch.Tensor:
 # and up interleaved in 128-row halves of each block; scales int16 UE8M0 pairs [E_l, N / 256, K / 64, 256] (each
 # block's rows contiguous per K pair) with +6 on every exponent byte but NaN's 255 (its FP4 dequantisation
 # yields value / 64), so a byte must be <= 248 before.
-ASCEND_BLOCK_N, ASCEND_GRAN, ASCEND_SF_BIAS = 256, 128, 6
+ASCEND_BLOCK_N, ASCEND_GRAN, ASCEND_SF_BIAS = 256, 128, ascend_mega.ASCEND_SF_BIAS
 
 
 def _ascend_layout_fits(w1: torch.Tensor, w2: torch.Tensor) -> bool:
@@ -452,6 +452,12 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
             v.shape(f"{name}[0]", w, (e_local, n // blocks, blocks, k // 2))
             v.tensor(f"{name}[1]", sf, (torch.int16,), 4)
             v.shape(f"{name}[1]", sf, (e_local, n // blocks, k // 64, blocks))
+        if sym_buffer.on_ascend:  # the grouped GEMMs read this layout as it lies (biased scales included)
+            _check_ascend_weights(y, l1_weights=w1, l2_weights=w2, l1_scales=sf1, l2_scales=sf2)
+            ascend_mega.run(y, (w1, sf1), (w2, sf2), sym_buffer, cumulative_local_expert_recv_stats,
+                            activation_clamp, ASCEND_GRAN)
+            _debug_zero(sym_buffer)
+            return
         (w1, sf1), l2, gran = _from_ascend_layout(w1, sf1), _from_ascend_layout(w2, sf2), ASCEND_GRAN
     else:
         for name, w, shape in (("l1_weights[0]", w1, (e_local, 2 * inter, h // 2)),
@@ -463,7 +469,7 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
             v.shape(name, sf, (e_local, n, ceil_div(k, 32 * formats.PACKED_SF_DTYPES[sf.dtype])))
         sf1, l2, gran = _utccp(sf1, inverse=True), (w2, _utccp(sf2, inverse=True)), 8
     if sym_buffer.on_ascend:  # its SwiGLU step reads the interleaved L1 columns
-        _check_ascend_weights(y, l1_weights=w1, l2_weights=w2)
+        _check_ascend_weights(y, l1_weights=w1, l2_weights=w2, l1_scales=sf1, l2_scales=l2[1])
         ascend_mega.run(y, (w1, sf1), l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, gran)
         _debug_zero(sym_buffer)
         return

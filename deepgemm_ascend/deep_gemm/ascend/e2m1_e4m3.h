@@ -17,26 +17,33 @@ struct E2m1Table {
   vector_uint8_t codes;
 };
 
-// The E4M3 codes of the E2M1 codes (0..15) in the 16-bit lanes of `code`.
+// The E4M3 codes of the E2M1 codes (0..15) in the 16-bit lanes of `code`. kDiv64: the codes of value / 64
+// instead, for an operand whose scale bytes carry +6 (DeepGEMM-Ascend's FP4 weights): magnitude code m gives
+// m << 2 exactly (0.5 / 64 = 2^-7 is the E4M3 subnormal 0x04, 6 / 64 = 1.5 * 2^-4 is 0x1C).
+template <bool kDiv64 = false>
 __simd_callee__ inline void e2m1_to_e4m3_codes(vector_uint16_t& out, vector_uint16_t code, vector_bool all) {
-  vector_uint16_t mag, sign, e, seven, eight, zero, half;
+  vector_uint16_t mag, sign, e, seven, eight;
   asc_duplicate_scalar(seven, uint16_t(7), all);
   asc_duplicate_scalar(eight, uint16_t(8), all);
-  asc_duplicate_scalar(zero, uint16_t(0), all);
-  asc_duplicate_scalar(half, uint16_t(0x30), all);
   asc_and(mag, code, seven, all);
   asc_shiftleft_scalar(e, mag, int16_t(2), all);
-  asc_add_scalar(e, e, uint16_t(0x30), all);
-  vector_bool is0, is1;
-  asc_eq_scalar(is0, mag, uint16_t(0), all);
-  asc_eq_scalar(is1, mag, uint16_t(1), all);
-  asc_select(e, zero, e, is0);
-  asc_select(e, half, e, is1);
+  if constexpr (!kDiv64) {
+    vector_uint16_t zero, half;
+    asc_duplicate_scalar(zero, uint16_t(0), all);
+    asc_duplicate_scalar(half, uint16_t(0x30), all);
+    asc_add_scalar(e, e, uint16_t(0x30), all);
+    vector_bool is0, is1;
+    asc_eq_scalar(is0, mag, uint16_t(0), all);
+    asc_eq_scalar(is1, mag, uint16_t(1), all);
+    asc_select(e, zero, e, is0);
+    asc_select(e, half, e, is1);
+  }
   asc_and(sign, code, eight, all);
   asc_shiftleft_scalar(sign, sign, int16_t(4), all);
   asc_or(out, e, sign, all);
 }
 
+template <bool kDiv64 = false>
 __simd_callee__ inline void e2m1_table(E2m1Table& t, vector_bool all) {
   // 16-bit lane j holds byte lanes 2j and 2j + 1: the codes of E2M1 codes 2j % 16 and (2j + 1) % 16
   vector_int16_t lane;
@@ -47,8 +54,8 @@ __simd_callee__ inline void e2m1_table(E2m1Table& t, vector_bool all) {
   asc_add_scalar(odd, even, uint16_t(1), all);
   asc_and(even, even, nibble, all);
   asc_and(odd, odd, nibble, all);
-  e2m1_to_e4m3_codes(lo, even, all);
-  e2m1_to_e4m3_codes(hi, odd, all);
+  e2m1_to_e4m3_codes<kDiv64>(lo, even, all);
+  e2m1_to_e4m3_codes<kDiv64>(hi, odd, all);
   asc_shiftleft_scalar(hi, hi, int16_t(8), all);
   asc_or((vector_uint16_t&)t.codes, lo, hi, all);
 }

@@ -7,7 +7,14 @@
 // Cross-core flags (asc_sync_intra_*): vector -> cube 0 "my half of L1 stage j % 2 is written",
 // cube -> vector 1 "stage free". The cube arms two credits at the start (arm_vector_stages), the vector
 // cores take the last two at the end (Fp4Widener::drain). Include after mx_gemm.h.
+// DG_FP4_SCALE_BIAS = 6: the FP4 operand's scale bytes carry +6 (DeepGEMM-Ascend's weights), so each value is
+// widened to value / 64 (exact, e2m1_e4m3.h) and the cube applies the biased scales as they are.
 #pragma once
+
+#ifndef DG_FP4_SCALE_BIAS
+#define DG_FP4_SCALE_BIAS 0
+#endif
+static_assert(DG_FP4_SCALE_BIAS == 0 || DG_FP4_SCALE_BIAS == 6, "FP4 scale bias 0 or 6 (DeepGEMM-Ascend's)");
 
 #include <deep_gemm/ascend/e2m1_e4m3.h>
 
@@ -33,7 +40,7 @@ __simd_vf__ inline void widen_nz_vf(__ubuf__ uint8_t* raw, __ubuf__ uint8_t* nz,
   static_assert(kMxBlockK == 256, "one 256-byte register per row of a K block");
   const vector_bool all16 = asc_create_mask_b16(PAT_ALL), all8 = asc_create_mask_b8(PAT_ALL);
   E2m1Table t;
-  e2m1_table(t, all16);
+  e2m1_table<DG_FP4_SCALE_BIAS == 6>(t, all16);
   uint32_t left = kk;
   const vector_bool cols = asc_update_mask_b8(left);
   vector_uint8_t zero;

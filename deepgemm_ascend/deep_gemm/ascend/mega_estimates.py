@@ -15,9 +15,10 @@ the 8 ranks, measured with upstream's one persistent kernel on NVIDIA hardware (
 an SM100 kernel), not on a 950. Only batch 1 is run: at batch 512 every rank's 32 experts are busy and the twin
 would execute about 0.15 TFLOP of cube work per rank, 1.2 TFLOP for the 8, on this host's cores.
 
-Not counted: the per-call host-side conversion of the activations' scale rows (``_operands`` / ``fp8_mx_gemm``
-turn the whole workspace's UE8M0 rows into the Ascend scale layout with torch ops, outside any kernel launch),
-and kernel launch overheads (the twin's timeline starts at a launch).
+Not counted: kernel launch overheads (the twin's timeline starts at a launch). A call runs nothing but its five
+launches (the GEMMs read the activations' packed scale rows and the weights' scales where they lie), so no
+conversion between them is left out. The GEMMs' K-major activation-scale loads (DN->NZ, a row's 4 pairs of a
+K block: 8-byte runs) are charged by their bytes, as every GM -> L1 ND/DN -> NZ move is.
 
 Inputs: FP4 weights drawn directly in DeepGEMM-Ascend's layout (random packed E2M1 bytes, per-32 UE8M0 scales
 near 1: the bytes a transform of random weights would give, without transforming 3 GB); tokens routed to top-k

@@ -12,15 +12,18 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
    layout (expert e's rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot:
    the host path's order), with their top-k weights and sources; the psum ends and the receive stats are
    written;
-2. the L1 M-grouped GEMM (``m_grouped_*_gemm_nt_contiguous``, psum layout, Ascend kernel) over the
+2. the L1 M-grouped GEMM (``m_grouped_fp8_fp4_mx_gemm.asc`` / ``m_grouped_bf16_gemm.asc``, psum layout) over the
    gate/up-interleaved weights as ``transform_weights_for_mega_moe`` leaves them;
 3. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
-   scales (FP8 x FP4) or BF16;
+   scales (FP8 x FP4) or BF16, into the workspace;
 4. the L2 M-grouped GEMM;
    both GEMMs without zero padding and SwiGLU over the experts' rows alone: no kernel reads or writes a row
-   outside them (the GEMM glue's host-side scale conversions read whole scale tensors, element-wise). Zeroing
-   them (the psum layout's padding runs to the capacity after the last expert) wrote more bytes than the L2
-   weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps;
+   outside them. Zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote more
+   bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps. The
+   GEMMs read every operand where the step before left it (``_gemm``): the activations' packed UE8M0 rows as
+   K-major scale pairs, DeepGEMM-Ascend's weight scales in their 256-row blocks with their +6 bias (the FP4
+   values widened to value / 64); nothing runs between the kernels -- no scale or layout conversion, no other
+   op (weights in upstream's layout alone have their scale rows put back in order first, each call);
 5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
    1 to its sent flag on every rank, and once every rank's blocks have sent,
    ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
@@ -44,12 +47,13 @@ import torch
 
 from .. import runtime
 from .._lib import LIB
-from ._launch import args, kernel
+from ._launch import args, kernel, m_blocks, n_blocks, shape_defines
 
 COMBINE_GRID = 32    # blocks of the combine step, the same on every rank: the sent flags count to seq * 32
 # (int32 flags: a buffer refuses the call that would take seq * grid past 2^31)
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_COUNTS = 4096    # and [units, E_l] counts in UB (units >= R, and R x E_l = num_experts)
+ASCEND_SF_BIAS = 6   # DeepGEMM-Ascend's weight scales carry +6 (deep_gemm.mega's layout transform)
 
 
 def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
@@ -102,6 +106,8 @@ class Workspace:
         self.counts = torch.empty(buf.num_ranks * self.units_per_rank, e_local, dtype=torch.int32, device=device)
         self.ends = torch.empty(e_local, dtype=torch.int32, device=device)
         self.l1_out = torch.empty(m, 2 * inter, dtype=torch.bfloat16, device=device)
+        self.act = torch.empty(m, inter, dtype=act, device=device)
+        self.act_sf = None if buf.bf16 else torch.empty(m, inter // 128, dtype=torch.int32, device=device)
         self.l2_out = torch.empty(m, h, dtype=torch.bfloat16, device=device)
         self.dummy = torch.zeros(8, dtype=torch.int32, device=device)
 
@@ -156,28 +162,45 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
 
 
 def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) -> None:
-    from ..grouped import m_grouped_bf16_gemm_nt_contiguous, m_grouped_fp8_fp4_gemm_nt_contiguous
-    from .mega_swiglu import swiglu_quant
+    from .mega_swiglu import swiglu_quant_into
 
     _comm(buf, ws, 0, dispatch_grid(buf, y.device), y, stats)
-    old_form = runtime.get_psum_layout_form()
-    runtime.set_psum_layout_form("end_rows")
-    try:
-        if buf.bf16:
-            m_grouped_bf16_gemm_nt_contiguous(ws.a, l1, ws.l1_out, ws.ends, use_psum_layout=True,
-                                              ensure_zero_padding=False)
-            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, False, gran, ws.alignment)
-            m_grouped_bf16_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, use_psum_layout=True,
-                                              ensure_zero_padding=False)
-        else:
-            m_grouped_fp8_fp4_gemm_nt_contiguous((ws.a, ws.a_sf), l1, ws.l1_out, ws.ends, recipe=(1, 1, 32),
-                                                 use_psum_layout=True, ensure_zero_padding=False)
-            act = swiglu_quant(ws.l1_out, ws.weights, ws.ends, activation_clamp, True, gran, ws.alignment)
-            m_grouped_fp8_fp4_gemm_nt_contiguous(act, l2, ws.l2_out, ws.ends, recipe=(1, 1, 32), use_psum_layout=True,
-                                                 ensure_zero_padding=False)
-    finally:
-        runtime.set_psum_layout_form(old_form)
+    _gemm(ws, ws.a, ws.a_sf, l1, ws.l1_out)
+    swiglu_quant_into(ws.l1_out, ws.weights, ws.ends, activation_clamp, ws.act, ws.act_sf, gran, ws.alignment)
+    _gemm(ws, ws.act, ws.act_sf, l2, ws.l2_out)
     _comm(buf, ws, 1, COMBINE_GRID, y, stats)
+
+
+def _gemm(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d: torch.Tensor) -> None:
+    """One grouped GEMM of the chain over the experts' rows (psum ends ``ws.ends``, no zero padding), launched on
+    the operands as they lie: ``a`` [M, K] with ``a_sf`` the packed UE8M0 rows the dispatch or SwiGLU step wrote
+    (K-major pairs); BF16 ``weights`` [G, N, K], or FP4 ``(w, sf)`` in DeepGEMM-Ascend's layout (``w`` [G, N / 256,
+    256, K / 2], ``sf`` int16 [G, N / 256, K / 64, 256] carrying +6, taken by widening each value to value / 64) or
+    upstream's rows ([G, N, K / 2], packed UE8M0 rows, K-major)."""
+    from .m_grouped_bf16_gemm import ENTRY, launch
+    from .m_grouped_fp8_mx_gemm import FUSED_ENTRY
+    m, k = a.shape
+    strides = {"lda": a.stride(0), "ldd": d.stride(0)}
+    defines = {"DG_D_FP32": 0, "DG_ZERO_PADDING": 0, **shape_defines("nk", n=d.size(1), k=k)}
+    if a_sf is None:
+        b, entry, sfa, sfb = weights, ENTRY, None, None
+        strides.update(ldb=b.stride(1), b_group=b.stride(0))
+    else:
+        w, sf = weights
+        b, entry, sfa, sfb = w.view(torch.uint8), FUSED_ENTRY, a_sf.view(torch.int16), sf.view(torch.int16)
+        if w.dim() == 4:
+            b = b.flatten(1, 2)
+            defines.update(DG_SFB_ROW_BLOCK=sf.size(-1), DG_FP4_SCALE_BIAS=ASCEND_SF_BIAS)
+            ld_sfb = sf.size(-1)
+        else:
+            defines.update(DG_SFB_K_MAJOR=1)
+            ld_sfb = sfb.stride(1)
+        defines.update(DG_SFA_K_MAJOR=1)
+        strides.update(ldb=b.stride(1), b_group=b.stride(0), ld_sfa=sfa.stride(0), ld_sfb=ld_sfb,
+                       sfb_group=sfb.stride(0))
+    g, n = b.size(0), d.size(1)
+    launch(a, b, d, ws.ends, m, n, k, g, ws.alignment, strides, defines, (m_blocks(m) + 2 * g) * n_blocks(n),
+           sfa, sfb, entry)
 
 
 def on_ascend(device) -> bool:

@@ -7,10 +7,17 @@
 // only, moved as bytes (the data movers have no 4-bit forms) and read as fp4x2_e2m1_t by the mmad.
 // Row strides (Problem::lda / ldb) count storage units: elements for FP8, bytes for FP4.
 //
-// Scales: the Ascend layout, int16 pairs of UE8M0 (K elements [64p, 64p + 32) in the low byte,
-// [64p + 32, 64p + 64) in the high byte), MN-major: pair p of row r at sf[p * ld_sf + r]. Per K block
+// Scales: int16 pairs of UE8M0 (K elements [64p, 64p + 32) in the low byte, [64p + 32, 64p + 64) in the
+// high byte), by default MN-major (the Ascend layout): pair p of row r at sf[p * ld_sf + r]. Per K block
 // of 256 they are loaded ND->NZ as a pairs x rows matrix (16-row fractals, one pair per 2 bytes) and
-// the _mx L1 -> L0 copies put each MAD_K slice's scales beside its data.
+// the _mx L1 -> L0 copies put each MAD_K slice's scales beside its data. Other layouts (defines), read
+// where they lie, so a chain of kernels needs no conversion between them:
+// - DG_SFA_K_MAJOR / DG_SFB_K_MAJOR = 1: pair p of row r at sf[r * ld_sf + p], the packed UE8M0 rows that
+//   per-token casts, Mega MoE's dispatch and its SwiGLU step write (an int32 [MN, K / 128] viewed as
+//   int16), loaded DN->NZ into the same tile;
+// - DG_SFB_ROW_BLOCK = R (B MN-major, M-grouped and dense forms): rows in blocks of R, each block's pairs
+//   MN-major, pair p of row r at sf[(r / R) * ceil(K / 64) * R + p * R + r % R] with ld_sf = R
+//   (DeepGEMM-Ascend's weight scales, R = its BLOCK_N = 256); a tile's rows lie in one block.
 // K tails: data zero-filled to C0 and the mmad K rounded up to C0, so padded elements contribute 0
 // whatever their (finite) scale. `k_begin` offsets the data's K for the K-grouped form (any row) and
 // `pair_begin` the scales' pairs: a group's scales are group-local (pair p covers its K rows
@@ -19,6 +26,15 @@
 
 #ifndef DG_AB_FP4
 #define DG_AB_FP4 0
+#endif
+#ifndef DG_SFA_K_MAJOR
+#define DG_SFA_K_MAJOR 0
+#endif
+#ifndef DG_SFB_K_MAJOR
+#define DG_SFB_K_MAJOR 0
+#endif
+#ifndef DG_SFB_ROW_BLOCK
+#define DG_SFB_ROW_BLOCK 0
 #endif
 #define DG_MX_STAGES 1  // the MX stages' L1 size is checked below, not as cube_gemm.h's BF16 stages
 #include <deep_gemm/ascend/cube_gemm.h>
@@ -46,13 +62,22 @@ static_assert(kL1Stages * kMxL1Stage <= 512 * 1024 && 2 * kMxL0A <= 64 * 1024 &&
               "MX stages exceed L1 / L0A / L0B");
 static_assert(kMxMadK % kPairK == 0 && kMxMadK % kMxC0 == 0, "an mmad_mx K slice covers whole pairs and C0 columns");
 
+static_assert(DG_SFB_ROW_BLOCK == 0 || (DG_SFB_K_MAJOR == 0 && DG_SFB_ROW_BLOCK % kBlockN == 0),
+              "row-blocked B scales are MN-major, a tile's rows in one block");
+
 // Scale pairs [p0, p0 + pairs) of rows [r0, r0 + rows) into a 16-row-fractal tile with kPairsPerBlock
-// pairs per fractal column.
+// pairs per fractal column; kKMajor: pair p of row r at sf[r * ld + p], else at sf[p * ld + r].
+template <bool kKMajor>
 __aicore__ inline void mx_load_scales(__cbuf__ uint16_t* dst, __gm__ uint16_t* sf, int64_t ld, uint32_t r0,
                                       uint32_t p0, uint32_t rows, uint32_t pairs) {
   asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(kPairsPerBlock), 0);
-  asc_copy_gm2l1_nd2nz(dst, sf + int64_t(p0) * ld + r0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
-                       static_cast<uint16_t>(pairs), rows, 0, false);
+  if constexpr (kKMajor) {
+    asc_copy_gm2l1_dn2nz(dst, sf + int64_t(r0) * ld + p0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
+                         static_cast<uint16_t>(pairs), rows, 0, false);
+  } else {
+    asc_copy_gm2l1_nd2nz(dst, sf + int64_t(p0) * ld + r0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
+                         static_cast<uint16_t>(pairs), rows, 0, false);
+  }
 }
 
 // rows x kk elements (MN x K) from (r0, k0) of an operand, into an NZ tile of `tile_rows` rows.
@@ -87,6 +112,12 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
   __cc__ float* acc = st.l0c + st.s_l0c * (kL0C / 4);
   asc_sync_wait(PIPE_FIX, PIPE_M, st.s_l0c);
   const uint32_t num_k_blocks = ceil_div(p.k, kMxBlockK);
+#if DG_SFB_ROW_BLOCK
+  sfb += int64_t(n0 / DG_SFB_ROW_BLOCK) * ceil_div(p.k, kPairK) * DG_SFB_ROW_BLOCK;  // the tile's row block
+  const uint32_t sf_n0 = n0 % DG_SFB_ROW_BLOCK;
+#else
+  const uint32_t sf_n0 = n0;
+#endif
   for (uint32_t kb = 0; kb < num_k_blocks; ++kb) {
     const uint32_t k0 = kb * kMxBlockK, kk = min_u32(p.k - k0, kMxBlockK), kg = k_begin + k0;
     __cbuf__ uint8_t* stage = st.l1 + st.s_l1 * kMxL1Stage;
@@ -97,8 +128,9 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
     asc_sync_wait(PIPE_MTE1, PIPE_MTE2, st.s_l1);
     if constexpr (kVecOperand != 1) mx_load_data<DG_A_MN_MAJOR != 0>(l1a, a, p.lda, m0, kg, rows, kk, kBlockM);
     if constexpr (kVecOperand != 2) mx_load_data<DG_B_MN_MAJOR != 0>(l1b, b, p.ldb, n0, kg, cols, kk, kBlockN);
-    mx_load_scales(l1sa, sfa, ld_sfa, m0, pair_begin + k0 / kPairK, rows, ceil_div(kk, kPairK));
-    mx_load_scales(l1sb, sfb, ld_sfb, n0, pair_begin + k0 / kPairK, cols, ceil_div(kk, kPairK));
+    mx_load_scales<DG_SFA_K_MAJOR != 0>(l1sa, sfa, ld_sfa, m0, pair_begin + k0 / kPairK, rows, ceil_div(kk, kPairK));
+    mx_load_scales<DG_SFB_K_MAJOR != 0>(l1sb, sfb, ld_sfb, sf_n0, pair_begin + k0 / kPairK, cols,
+                                        ceil_div(kk, kPairK));
     asc_sync_notify(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     asc_sync_wait(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     if constexpr (kVecOperand != 0) {

@@ -34,7 +34,6 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
     (xa, xa_sf), _, _, idxa, wa = _inputs(rank, num_ranks, 60, bf16, False)
     first = (xa[30:], None if xa_sf is None else xa_sf[30:], idxa[30:] % buf.num_experts, wa[30:])
     stats = torch.full((buf.num_experts // num_ranks,), 5, dtype=torch.int32)
-    swiglu_out = _swiglu_into_nan()
     for tokens, inputs, call_stats in ((30, first, None),
                                        (num_tokens, (x, x_sf, topk_idx, topk_weights), stats)):
         y = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16)
@@ -44,7 +43,7 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
-    _padding_untouched(rank, buf, swiglu_out["act"])
+    _padding_untouched(rank, buf)
     if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
         assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
@@ -59,41 +58,21 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
 
 
 def _poison(buf):
-    """NaN in the workspaces' activations, top-k weights and GEMM outputs before a call (none yet on the first),
-    source slot 0 (a valid one) in every row: a kernel that read a row outside the experts' rows -- left
-    unwritten -- would carry NaN or a stray row into y."""
+    """NaN in the workspaces' activations (the dispatch's and the SwiGLU step's), top-k weights and GEMM outputs
+    before a call (none yet on the first), source slot 0 (a valid one) in every row: a kernel that read a row
+    outside the experts' rows -- left unwritten -- would carry NaN or a stray row into y."""
     for ws in buf.workspaces.values():
         for t in (ws.l1_out, ws.l2_out, ws.weights):
             t.fill_(float("nan"))
-        ws.a.view(torch.uint8).fill_(0xFF)  # NaN in E4M3 and in BF16
+        for t in (ws.a, ws.act):
+            t.view(torch.uint8).fill_(0xFF)  # NaN in E4M3 and in BF16
         ws.src.fill_(0)
 
 
-def _swiglu_into_nan() -> dict:
-    """Mega MoE's SwiGLU step made to write into NaN-filled outputs (kept in the returned dict): the L2 GEMM
-    must not read their rows outside the experts' rows, and the step must not write them."""
-    from deep_gemm.ascend import mega_swiglu
-
-    out = {}
-
-    def run(l1_out, weights, ends, clamp, to_fp8, gran=8, alignment=1):
-        m, inter = l1_out.size(0), l1_out.size(1) // 2
-        if to_fp8:
-            act = torch.full((m, inter), 0xFF, dtype=torch.uint8).view(torch.float8_e4m3fn)
-            act_sf = torch.full((m, inter // 128), -1, dtype=torch.int32)
-        else:
-            act, act_sf = torch.full((m, inter), float("nan"), dtype=torch.bfloat16), None
-        mega_swiglu.swiglu_quant_into(l1_out, weights, ends, clamp, act, act_sf, gran, alignment)
-        out["act"] = act
-        return (act, act_sf) if to_fp8 else act
-
-    mega_swiglu.swiglu_quant = run     # this rank process only; mega_moe.py imports it at each call
-    return out
-
-
-def _padding_untouched(rank, buf, act):
+def _padding_untouched(rank, buf):
     """The GEMMs and the SwiGLU step leave the rows outside the experts' rows unwritten: still NaN."""
     ws = next(iter(buf.workspaces.values()))
+    act = ws.act
     ends, start, inside = ws.ends.tolist(), 0, torch.zeros(ws.m, dtype=torch.bool)
     for end in ends:
         inside[start:max(end, start)] = True
@@ -203,6 +182,71 @@ def test_no_host_reads():
     assert run_ranks(_without_host_reads, 2, timeout=300) == [True, True]
 
 
+# aten ops that make views of their input and compute nothing
+VIEW_OPS = frozenset({"aten.view", "aten.alias", "aten.detach", "aten.transpose", "aten.t", "aten.select", "aten.slice",
+                      "aten._unsafe_view", "aten.as_strided", "aten.expand", "aten.unsqueeze", "aten.squeeze",
+                      "aten.permute"})
+
+
+def _ops_of_a_call(rank, num_ranks, bf16):
+    """The kernels a warm call launches and the aten ops it runs outside those launches (the twin launcher's own
+    argument handling is the launch's)."""
+    import collections
+
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import deepjit.runtime
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.outside, self.kernels, self.launching = collections.Counter(), [], 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not self.launching:
+                self.outside[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    deep_gemm.set_mk_alignment_for_contiguous_layout(32)
+    os.environ["DG_BACKEND"] = "ascend"   # FP8 x FP4 weights in DeepGEMM-Ascend's layout
+    (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 20, bf16, True)
+    l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS, 20, 3, HIDDEN, INTER,
+                                                 mma_type="bf16xbf16" if bf16 else "fp8xfp4")
+    y = torch.empty(20, HIDDEN, dtype=torch.bfloat16)
+    fill(buf, 20, x, x_sf, topk_idx, topk_weights, bf16)
+    call = deep_gemm.bf16_mega_moe if bf16 else deep_gemm.fp8_fp4_mega_moe
+    call(y, l1t, l2t, buf)                                 # builds the workspace and compiles the kernels
+    ops, launch = Ops(), deepjit.runtime.Runtime.launch
+
+    def launch_recorded(runtime, kernel, *args):
+        ops.kernels.append(kernel.name)
+        ops.launching += 1
+        try:
+            return launch(runtime, kernel, *args)
+        finally:
+            ops.launching -= 1
+
+    deepjit.runtime.Runtime.launch = launch_recorded
+    try:
+        with ops:
+            call(y, l1t, l2t, buf)
+    finally:
+        deepjit.runtime.Runtime.launch = launch
+    buf.destroy()
+    return dict(ops.outside), ops.kernels
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_call_is_its_kernels(bf16):
+    """A call is the chain of kernels alone -- dispatch, L1 GEMM, SwiGLU, L2 GEMM, combine: nothing between them
+    converts a scale or weight layout, and no other op runs (a graph captures the five launches)."""
+    gemm = "dg_m_grouped_bf16_gemm" if bf16 else "dg_m_grouped_fp8_fp4_mx_gemm"
+    for outside, kernels in run_ranks(_ops_of_a_call, 2, bf16, timeout=300):
+        assert kernels == ["dg_mega_moe_comm", gemm, "dg_mega_swiglu", gemm, "dg_mega_moe_comm"], kernels
+        assert set(outside) <= VIEW_OPS, outside
+
 def _refusals(rank, num_ranks):
     import torch.distributed as dist
     os.environ["DG_BACKEND"] = "ascend"
@@ -244,3 +288,44 @@ def _refusals(rank, num_ranks):
 
 def test_ascend_limits_are_refused_before_any_kernel():
     assert run_ranks(_refusals, 1, timeout=120) == [[True] * 6]
+
+
+def _packed_scales(lead: tuple, rows: int, k: int, gen) -> torch.Tensor:
+    """Packed UE8M0 rows (int32 [.., rows, k / 128], a byte per 32 K-elements), exponents 2^-5 .. 2^5."""
+    return torch.randint(122, 133, lead + (rows, k // 32), generator=gen, dtype=torch.uint8).view(torch.int32)
+
+
+def _fp32_scales(packed: torch.Tensor) -> torch.Tensor:
+    return torch.exp2(packed.view(torch.uint8).float() - 127)
+
+
+@pytest.mark.parametrize("layout", ["ascend", "upstream"])
+def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
+    """The chain's grouped GEMM (``mega_moe._gemm``) on packed activation scale rows and weights in DeepGEMM-Ascend's
+    layout (biased scales, two 256-row blocks) or upstream's rows gives the bits of the package's Ascend grouped
+    GEMM on the same values with FP32 scales (converted on the host), and leaves rows outside the groups alone."""
+    from types import SimpleNamespace
+
+    from deep_gemm import formats
+    from deep_gemm._operands import QuantOperand
+    from deep_gemm.ascend import mega_moe
+    from deep_gemm.ascend.m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
+    from deep_gemm.mega import _to_ascend_layout
+    from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
+
+    gen = torch.Generator().manual_seed(7)
+    g, m, n, k, alignment = 2, 192, 512, 512, 32   # two row blocks, two K blocks of 256
+    rows = psum_rows([40, 70], alignment, m)
+    a = (torch.randn(m, k, generator=gen) * 4).to(torch.float8_e4m3fn)
+    a_sf = _packed_scales((), m, k, gen)
+    w = formats.pack_fp4_codes(torch.randint(0, 16, (g, n, k), generator=gen, dtype=torch.uint8))
+    w_sf = _packed_scales((g,), n, k, gen)
+    expected = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
+    m_grouped_fp8_fp4_gemm_nt_contiguous(QuantOperand(a, _fp32_scales(a_sf), False, True, m, k, None, 1, 32),
+                                         QuantOperand(w, _fp32_scales(w_sf), True, True, n, k, g, 1, 32),
+                                         expected, rows, False)
+    weights = _to_ascend_layout(w, w_sf, False) if layout == "ascend" else (w, w_sf)
+    d = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
+    mega_moe._gemm(SimpleNamespace(ends=rows.layout, alignment=alignment), a, a_sf, weights, d)
+    assert torch.equal(d, expected)
+    assert float((d[rows.row_group >= 0] != SENTINEL).float().mean()) > 0.99   # the groups' rows were written
