@@ -452,13 +452,8 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
             v.shape(f"{name}[0]", w, (e_local, n // blocks, blocks, k // 2))
             v.tensor(f"{name}[1]", sf, (torch.int16,), 4)
             v.shape(f"{name}[1]", sf, (e_local, n // blocks, k // 64, blocks))
-        if sym_buffer.on_ascend:  # the grouped GEMMs read this layout as it lies (biased scales included)
-            _check_ascend_weights(y, l1_weights=w1, l2_weights=w2, l1_scales=sf1, l2_scales=sf2)
-            ascend_mega.run(y, (w1, sf1), (w2, sf2), sym_buffer, cumulative_local_expert_recv_stats,
-                            activation_clamp, ASCEND_GRAN)
-            _debug_zero(sym_buffer)
-            return
-        (w1, sf1), l2, gran = _from_ascend_layout(w1, sf1), _from_ascend_layout(w2, sf2), ASCEND_GRAN
+        if not sym_buffer.on_ascend:
+            (w1, sf1), l2, gran = _from_ascend_layout(w1, sf1), _from_ascend_layout(w2, sf2), ASCEND_GRAN
     else:
         for name, w, shape in (("l1_weights[0]", w1, (e_local, 2 * inter, h // 2)),
                                ("l2_weights[0]", w2, (e_local, h, inter // 2))):
@@ -467,10 +462,14 @@ def fp8_fp4_mega_moe(y: torch.Tensor, l1_weights, l2_weights, sym_buffer: SymmBu
         for name, sf, n, k in (("l1_weights[1]", sf1, 2 * inter, h), ("l2_weights[1]", sf2, h, inter)):
             v.tensor(name, sf, tuple(formats.PACKED_SF_DTYPES), 3)   # 4 (int32) or 2 (int16) K-blocks of 32 a word
             v.shape(name, sf, (e_local, n, ceil_div(k, 32 * formats.PACKED_SF_DTYPES[sf.dtype])))
-        sf1, l2, gran = _utccp(sf1, inverse=True), (w2, _utccp(sf2, inverse=True)), 8
-    if sym_buffer.on_ascend:  # its SwiGLU step reads the interleaved L1 columns
-        _check_ascend_weights(y, l1_weights=w1, l2_weights=w2, l1_scales=sf1, l2_scales=l2[1])
-        ascend_mega.run(y, (w1, sf1), l2, sym_buffer, cumulative_local_expert_recv_stats, activation_clamp, gran)
+            if n % 128:
+                raise v.fail(name, "rows a multiple of 128 (UTCCP groups)", n)
+        if not sym_buffer.on_ascend:
+            sf1, l2, gran = _utccp(sf1, inverse=True), (w2, _utccp(sf2, inverse=True)), 8
+    if sym_buffer.on_ascend:  # the grouped GEMMs read either layout as it lies; SwiGLU the interleaved L1 columns
+        _check_ascend_weights(y, l1_weights=w1, l2_weights=w2, l1_scales=sf1, l2_scales=sf2)
+        ascend_mega.run(y, (w1, sf1), (w2, sf2), sym_buffer, cumulative_local_expert_recv_stats, activation_clamp,
+                        ASCEND_GRAN if w1.dim() == 4 else 8)
         _debug_zero(sym_buffer)
         return
     l1 = (_deinterleave(w1, gran), _deinterleave(sf1, gran))

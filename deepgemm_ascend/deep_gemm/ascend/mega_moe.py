@@ -22,8 +22,8 @@ One call is a chain of kernels on the rank's stream, none of which the host wait
    bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps. The
    GEMMs read every operand where the step before left it (``_gemm``): the activations' packed UE8M0 rows as
    K-major scale pairs, DeepGEMM-Ascend's weight scales in their 256-row blocks with their +6 bias (the FP4
-   values widened to value / 64); nothing runs between the kernels -- no scale or layout conversion, no other
-   op (weights in upstream's layout alone have their scale rows put back in order first, each call);
+   values widened to value / 64), upstream's in their UTCCP row order; nothing runs between the kernels -- no
+   scale or layout conversion, no other op;
 5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
    1 to its sent flag on every rank, and once every rank's blocks have sent,
    ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
@@ -176,7 +176,7 @@ def _gemm(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d:
     the operands as they lie: ``a`` [M, K] with ``a_sf`` the packed UE8M0 rows the dispatch or SwiGLU step wrote
     (K-major pairs); BF16 ``weights`` [G, N, K], or FP4 ``(w, sf)`` in DeepGEMM-Ascend's layout (``w`` [G, N / 256,
     256, K / 2], ``sf`` int16 [G, N / 256, K / 64, 256] carrying +6, taken by widening each value to value / 64) or
-    upstream's rows ([G, N, K / 2], packed UE8M0 rows, K-major)."""
+    upstream's ([G, N, K / 2], packed UE8M0 rows in UTCCP order: N a multiple of 128)."""
     from .m_grouped_bf16_gemm import ENTRY, launch
     from .m_grouped_fp8_mx_gemm import FUSED_ENTRY
     m, k = a.shape
@@ -187,13 +187,13 @@ def _gemm(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d:
         strides.update(ldb=b.stride(1), b_group=b.stride(0))
     else:
         w, sf = weights
-        b, entry, sfa, sfb = w.view(torch.uint8), FUSED_ENTRY, a_sf.view(torch.int16), sf.view(torch.int16)
+        b, entry, sfa, sfb = w.view(torch.uint8), FUSED_ENTRY, _pairs(a_sf), _pairs(sf)
         if w.dim() == 4:
             b = b.flatten(1, 2)
             defines.update(DG_SFB_ROW_BLOCK=sf.size(-1), DG_FP4_SCALE_BIAS=ASCEND_SF_BIAS)
             ld_sfb = sf.size(-1)
         else:
-            defines.update(DG_SFB_K_MAJOR=1)
+            defines.update(DG_SFB_K_MAJOR=1, DG_SFB_UTCCP=1)
             ld_sfb = sfb.stride(1)
         defines.update(DG_SFA_K_MAJOR=1)
         strides.update(ldb=b.stride(1), b_group=b.stride(0), ld_sfa=sfa.stride(0), ld_sfb=ld_sfb,
@@ -201,6 +201,12 @@ def _gemm(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d:
     g, n = b.size(0), d.size(1)
     launch(a, b, d, ws.ends, m, n, k, g, ws.alignment, strides, defines, (m_blocks(m) + 2 * g) * n_blocks(n),
            sfa, sfb, entry)
+
+
+def _pairs(sf: torch.Tensor) -> torch.Tensor:
+    """A contiguous packed scale tensor as int16 pairs with plain strides (a size-1 word dimension may carry any
+    stride, which a dtype view refuses)."""
+    return sf.flatten().view(torch.int16).view(*sf.shape[:-1], -1)
 
 
 def on_ascend(device) -> bool:

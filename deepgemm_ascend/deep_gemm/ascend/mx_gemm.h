@@ -15,6 +15,9 @@
 // - DG_SFA_K_MAJOR / DG_SFB_K_MAJOR = 1: pair p of row r at sf[r * ld_sf + p], the packed UE8M0 rows that
 //   per-token casts, Mega MoE's dispatch and its SwiGLU step write (an int32 [MN, K / 128] viewed as
 //   int16), loaded DN->NZ into the same tile;
+// - DG_SFB_UTCCP = 1 (with DG_SFB_K_MAJOR): B's packed rows in upstream's UTCCP order -- within each 128
+//   rows, row 32b + a stored at 4a + b -- read in place: per 128 rows, four DN->NZ matrices (b) of 32 rows,
+//   each taking every fourth stored row (B's row count a multiple of 128);
 // - DG_SFB_ROW_BLOCK = R (B MN-major, M-grouped and dense forms): rows in blocks of R, each block's pairs
 //   MN-major, pair p of row r at sf[(r / R) * ceil(K / 64) * R + p * R + r % R] with ld_sf = R
 //   (DeepGEMM-Ascend's weight scales, R = its BLOCK_N = 256); a tile's rows lie in one block.
@@ -35,6 +38,9 @@
 #endif
 #ifndef DG_SFB_ROW_BLOCK
 #define DG_SFB_ROW_BLOCK 0
+#endif
+#ifndef DG_SFB_UTCCP
+#define DG_SFB_UTCCP 0
 #endif
 #define DG_MX_STAGES 1  // the MX stages' L1 size is checked below, not as cube_gemm.h's BF16 stages
 #include <deep_gemm/ascend/cube_gemm.h>
@@ -64,6 +70,7 @@ static_assert(kMxMadK % kPairK == 0 && kMxMadK % kMxC0 == 0, "an mmad_mx K slice
 
 static_assert(DG_SFB_ROW_BLOCK == 0 || (DG_SFB_K_MAJOR == 0 && DG_SFB_ROW_BLOCK % kBlockN == 0),
               "row-blocked B scales are MN-major, a tile's rows in one block");
+static_assert(DG_SFB_UTCCP == 0 || (DG_SFB_K_MAJOR == 1 && kBlockN % 128 == 0), "UTCCP rows are K-major, 128 a group");
 
 // Scale pairs [p0, p0 + pairs) of rows [r0, r0 + rows) into a 16-row-fractal tile with kPairsPerBlock
 // pairs per fractal column; kKMajor: pair p of row r at sf[r * ld + p], else at sf[p * ld + r].
@@ -93,6 +100,18 @@ __aicore__ inline void mx_load_data(__cbuf__ MxLoad* dst, __gm__ MxLoad* base, i
                          static_cast<asc_load_l2_cache_mode>(0), static_cast<uint16_t>(rows),
                          ceil_div(kk, kMxPerUnit), 0, false);
   }
+}
+
+// As mx_load_scales<true> for K-major rows in UTCCP order (rows a multiple of 128, r0 of 128): stored row
+// 4a + b of a group holds row 32b + a, so matrix b takes stored rows b, b + 4, ... into columns [32b, 32b + 32)
+// of the group's 128 (two 16-column blocks apart).
+__aicore__ inline void mx_load_scales_utccp(__cbuf__ uint16_t* dst, __gm__ uint16_t* sf, int64_t ld, uint32_t r0,
+                                            uint32_t p0, uint32_t rows, uint32_t pairs) {
+  asc_set_gm2l1_nz_para(4, 1, static_cast<uint16_t>(kPairsPerBlock), static_cast<uint16_t>(2 * kPairsPerBlock));
+  for (uint32_t q = 0; q < rows; q += 128)  // the group's first column block: q / 16 blocks of kPairsPerBlock rows
+    asc_copy_gm2l1_dn2nz(dst + q * kPairsPerBlock, sf + int64_t(r0 + q) * ld + p0, uint64_t(ld) * 8,
+                         static_cast<asc_load_l2_cache_mode>(0), static_cast<uint16_t>(pairs), 32, uint64_t(ld) * 2,
+                         false);
 }
 
 // Computes the rows x cols tile at (m0, n0) over K [k_begin, k_begin + p.k), scales from pair
@@ -129,8 +148,12 @@ __aicore__ inline __cc__ float* mx_tile_compute(const Problem& p, __gm__ MxLoad*
     if constexpr (kVecOperand != 1) mx_load_data<DG_A_MN_MAJOR != 0>(l1a, a, p.lda, m0, kg, rows, kk, kBlockM);
     if constexpr (kVecOperand != 2) mx_load_data<DG_B_MN_MAJOR != 0>(l1b, b, p.ldb, n0, kg, cols, kk, kBlockN);
     mx_load_scales<DG_SFA_K_MAJOR != 0>(l1sa, sfa, ld_sfa, m0, pair_begin + k0 / kPairK, rows, ceil_div(kk, kPairK));
+#if DG_SFB_UTCCP
+    mx_load_scales_utccp(l1sb, sfb, ld_sfb, sf_n0, pair_begin + k0 / kPairK, cols, ceil_div(kk, kPairK));
+#else
     mx_load_scales<DG_SFB_K_MAJOR != 0>(l1sb, sfb, ld_sfb, sf_n0, pair_begin + k0 / kPairK, cols,
                                         ceil_div(kk, kPairK));
+#endif
     asc_sync_notify(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     asc_sync_wait(PIPE_MTE2, PIPE_MTE1, st.s_l1);
     if constexpr (kVecOperand != 0) {

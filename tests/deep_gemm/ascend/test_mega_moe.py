@@ -188,7 +188,7 @@ VIEW_OPS = frozenset({"aten.view", "aten.alias", "aten.detach", "aten.transpose"
                       "aten.permute"})
 
 
-def _ops_of_a_call(rank, num_ranks, bf16):
+def _ops_of_a_call(rank, num_ranks, bf16, layout):
     """The kernels a warm call launches and the aten ops it runs outside those launches (the twin launcher's own
     argument handling is the launch's)."""
     import collections
@@ -209,9 +209,10 @@ def _ops_of_a_call(rank, num_ranks, bf16):
             return func(*args, **(kwargs or {}))
 
     deep_gemm.set_mk_alignment_for_contiguous_layout(32)
-    os.environ["DG_BACKEND"] = "ascend"   # FP8 x FP4 weights in DeepGEMM-Ascend's layout
+    os.environ["DG_BACKEND"] = "ascend" if layout == "ascend" else "host"   # the transform's layout follows the path
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 20, bf16, True)
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
+    os.environ["DG_BACKEND"] = "ascend"
     buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS, 20, 3, HIDDEN, INTER,
                                                  mma_type="bf16xbf16" if bf16 else "fp8xfp4")
     y = torch.empty(20, HIDDEN, dtype=torch.bfloat16)
@@ -238,12 +239,13 @@ def _ops_of_a_call(rank, num_ranks, bf16):
     return dict(ops.outside), ops.kernels
 
 
-@pytest.mark.parametrize("bf16", [False, True])
-def test_a_call_is_its_kernels(bf16):
+@pytest.mark.parametrize("bf16,layout", [(False, "ascend"), (False, "upstream"), (True, "upstream")])
+def test_a_call_is_its_kernels(bf16, layout):
     """A call is the chain of kernels alone -- dispatch, L1 GEMM, SwiGLU, L2 GEMM, combine: nothing between them
-    converts a scale or weight layout, and no other op runs (a graph captures the five launches)."""
+    converts a scale or weight layout (FP8 x FP4 weights in DeepGEMM-Ascend's layout or upstream's), and no other
+    op runs (a graph captures the five launches)."""
     gemm = "dg_m_grouped_bf16_gemm" if bf16 else "dg_m_grouped_fp8_fp4_mx_gemm"
-    for outside, kernels in run_ranks(_ops_of_a_call, 2, bf16, timeout=300):
+    for outside, kernels in run_ranks(_ops_of_a_call, 2, bf16, layout, timeout=300):
         assert kernels == ["dg_mega_moe_comm", gemm, "dg_mega_swiglu", gemm, "dg_mega_moe_comm"], kernels
         assert set(outside) <= VIEW_OPS, outside
 
@@ -302,15 +304,16 @@ def _fp32_scales(packed: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("layout", ["ascend", "upstream"])
 def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
     """The chain's grouped GEMM (``mega_moe._gemm``) on packed activation scale rows and weights in DeepGEMM-Ascend's
-    layout (biased scales, two 256-row blocks) or upstream's rows gives the bits of the package's Ascend grouped
-    GEMM on the same values with FP32 scales (converted on the host), and leaves rows outside the groups alone."""
+    layout (biased scales, two 256-row blocks) or upstream's (scale rows in UTCCP order, four 128-row groups) gives
+    the bits of the package's Ascend grouped GEMM on the same values with FP32 scales (converted on the host), and
+    leaves rows outside the groups alone."""
     from types import SimpleNamespace
 
     from deep_gemm import formats
     from deep_gemm._operands import QuantOperand
     from deep_gemm.ascend import mega_moe
     from deep_gemm.ascend.m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
-    from deep_gemm.mega import _to_ascend_layout
+    from deep_gemm.mega import _to_ascend_layout, _utccp
     from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
     gen = torch.Generator().manual_seed(7)
@@ -324,7 +327,7 @@ def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
     m_grouped_fp8_fp4_gemm_nt_contiguous(QuantOperand(a, _fp32_scales(a_sf), False, True, m, k, None, 1, 32),
                                          QuantOperand(w, _fp32_scales(w_sf), True, True, n, k, g, 1, 32),
                                          expected, rows, False)
-    weights = _to_ascend_layout(w, w_sf, False) if layout == "ascend" else (w, w_sf)
+    weights = _to_ascend_layout(w, w_sf, False) if layout == "ascend" else (w, _utccp(w_sf))
     d = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
     mega_moe._gemm(SimpleNamespace(ends=rows.layout, alignment=alignment), a, a_sf, weights, d)
     assert torch.equal(d, expected)
