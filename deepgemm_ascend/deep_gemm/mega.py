@@ -254,7 +254,8 @@ def _from_ascend_layout(w4: torch.Tensor, sf4: torch.Tensor):
     one element-wise pass over the scales on their device, no host read."""
     e, blocks, rows, half_k = w4.shape
     exps = sf4.transpose(2, 3).reshape(e, blocks * rows, -1).contiguous().view(torch.uint8)
-    # bytes below the bias (never made by the transform) clamp to exponent 0 rather than wrap
+    # bytes below the bias (never made by the transform) clamp to exponent 0 rather than wrap; the Ascend path's
+    # GEMMs read the biased bytes as they lie (DeepGEMM-Ascend's reading: 2^(byte - 6 - 127) with the value / 64)
     unbiased = torch.where(exps.eq(255), exps, exps.clamp(min=ASCEND_SF_BIAS) - ASCEND_SF_BIAS)
     return w4.reshape(e, blocks * rows, half_k), unbiased.view(torch.int16)
 

@@ -304,7 +304,7 @@ def _fp32_scales(packed: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("layout", ["ascend", "upstream"])
 def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
     """The chain's grouped GEMM (``mega_moe._gemm``) on packed activation scale rows and weights in DeepGEMM-Ascend's
-    layout (biased scales, two 256-row blocks) or upstream's (scale rows in UTCCP order, four 128-row groups) gives
+    layout (biased scales, three 256-row blocks) or upstream's (scale rows in UTCCP order, six 128-row groups) gives
     the bits of the package's Ascend grouped GEMM on the same values with FP32 scales (converted on the host), and
     leaves rows outside the groups alone."""
     from types import SimpleNamespace
@@ -317,8 +317,8 @@ def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
     from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
     gen = torch.Generator().manual_seed(7)
-    g, m, n, k, alignment = 2, 192, 512, 512, 32   # two row blocks, two K blocks of 256
-    rows = psum_rows([40, 70], alignment, m)
+    g, m, n, k, alignment = 3, 256, 768, 384, 32   # three row blocks, K blocks of 256 and 128, an empty group
+    rows = psum_rows([40, 0, 70], alignment, m)
     a = (torch.randn(m, k, generator=gen) * 4).to(torch.float8_e4m3fn)
     a_sf = _packed_scales((), m, k, gen)
     w = formats.pack_fp4_codes(torch.randint(0, 16, (g, n, k), generator=gen, dtype=torch.uint8))
