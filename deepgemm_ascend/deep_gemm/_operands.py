@@ -35,6 +35,28 @@ class QuantOperand:
     groups: int | None
     gran_mn: int = 1
     gran_k: int = 128
+    # The caller's packed UE8M0 scales (int32 / int16) where each covers one row and 32 K-elements: the Ascend MX
+    # kernels read them as they lie (``ascend.fp8_mx_gemm.mx_scales``); ``sf`` is then unpacked on first use.
+    packed_sf: torch.Tensor | None = None
+
+    def __getattribute__(self, name):
+        if name == "sf":
+            thunk = object.__getattribute__(self, "__dict__").pop("_sf_thunk", None)
+            if thunk is not None:
+                object.__setattr__(self, "sf", thunk())
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name, value):
+        if name == "sf":   # new scales: the packed ones no longer stand for them
+            self.__dict__.pop("_sf_thunk", None)
+            self.__dict__["packed_sf"] = None
+        object.__setattr__(self, name, value)
+
+    def set_packed_sf(self, packed: torch.Tensor, sf_k: int) -> None:
+        """Keeps ``packed`` (validated) and leaves ``sf`` to be unpacked from it when first read."""
+        self.sf = None
+        self.packed_sf = packed
+        self.__dict__["_sf_thunk"] = lambda: formats.unpack_ue8m0(packed)[..., :sf_k]
 
 
 def parse_data(name: str, data: torch.Tensor, grouped: bool, require_k_major: bool = False) -> QuantOperand:
@@ -114,11 +136,15 @@ def sf_to_fp32(name: str, sf: torch.Tensor, mn: int, k: int, gran_mn: int, gran_
                 raise v.fail(f"{name} values", "positive powers of two (UE8M0-representable) for this recipe/format "
                              "(FP4 operands or gran_k 32); round with ceil_to_ue8m0 or pass packed UE8M0", bad)
         return sf.float()
+    check_packed(name, sf, rows, sf_k, gran_k, lead)
+    return formats.unpack_ue8m0(sf)[..., :sf_k]
+
+
+def check_packed(name: str, sf: torch.Tensor, rows: int, sf_k: int, gran_k: int, lead: tuple) -> None:
     per_word = formats.PACKED_SF_DTYPES[sf.dtype]
     if sf.dtype == torch.int16 and gran_k != 32:
         raise v.fail(f"{name} (int16 UE8M0 pairs)", "gran_k 32", gran_k)
     v.shape(name, sf, lead + (rows, ceil_div(sf_k, per_word)))
-    return formats.unpack_ue8m0(sf)[..., :sf_k]
 
 
 def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: tuple[int, int],
@@ -137,6 +163,11 @@ def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: tuple[int, in
     if valid_mn is not None:
         pad = (-op.mn) % op.gran_mn
         valid_rows = torch.nn.functional.pad(valid_mn.to(torch.int8), (0, pad)).unflatten(-1, (-1, op.gran_mn)).any(-1)
+    if sf.dtype in formats.PACKED_SF_DTYPES and op.gran_mn == 1 and op.gran_k == 32:
+        v.tensor(f"{name}[1]", sf, SF_DTYPES, 2 if op.groups is None else 3)
+        check_packed(f"{name}[1]", sf, op.mn, ceil_div(op.k, 32), 32, () if op.groups is None else (op.groups,))
+        op.set_packed_sf(sf, ceil_div(op.k, 32))
+        return op
     op.sf = sf_to_fp32(f"{name}[1]", sf, op.mn, op.k, op.gran_mn, op.gran_k, op.groups, ue8m0_only, valid_rows)
     return op
 

@@ -50,6 +50,6 @@ def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
     full = torch.full((g,), m, dtype=torch.int32, device=d.device)  # every batch has all M rows
     launch(da, db, d, full, m, n, k, g, 1,
            {"lda": layout(da)[1], "ldb": layout(db)[1], "b_group": db.stride(0), "ldd": d.stride(1),
-            "a_group": da.stride(0), "d_group": d.stride(0), "ld_sfa": sfa.stride(-1), "ld_sfb": sfb.stride(-1),
-            "sfa_group": sfa.stride(0), "sfb_group": sfb.stride(0)},
-           defines, g * m_blocks(m) * n_blocks(n), sfa, sfb)
+            "a_group": da.stride(0), "d_group": d.stride(0), "ld_sfa": sfa.ld, "ld_sfb": sfb.ld,
+            "sfa_group": sfa.group, "sfb_group": sfb.group},
+           defines, g * m_blocks(m) * n_blocks(n), sfa.t, sfb.t)

@@ -20,13 +20,17 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
   (positive powers of two): on the twin (CPU tensors) a non-zero mantissa raises ``ValueError``
   naming ``a[1]`` / ``b[1]`` before anything is written; NPU tensors are not read on the host (the
   exponent byte is what the kernel uses).
-- The scales are re-packed on the device into the Ascend layout the kernels read: int16 UE8M0 pairs
-  (K elements ``[64p, 64p + 32)`` in the low byte), MN-major: ``[.., ceil(K/64), MN]`` in memory.
+- Scales (``mx_scales``): packed UE8M0 with one scale per row and 32 K-elements (K a multiple of 64) is read
+  where it lies, K-major rows (int32 words or int16 pairs) or MN-major int16 pairs; everything else is
+  re-packed on the device into the Ascend layout: int16 UE8M0 pairs (K elements ``[64p, 64p + 32)`` in the
+  low byte), MN-major: ``[.., ceil(K/64), MN]`` in memory.
 - ``d`` ``[M, N]`` FP32 or BF16, written in place; ``c`` (``d``'s dtype, may be ``d``) and ``alpha``
   run the mixed kernel ``bf16_gemm_epilogue.asc`` with ``DG_MX`` (vector-core epilogue, ``c`` read and
   ``d`` written by the kernel).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -52,6 +56,40 @@ def ascend_scales(sf: torch.Tensor, mn: int, k: int, gran_mn: int = 1, gran_k: i
     if exponents.size(-1) % 2:
         exponents = torch.cat([exponents, exponents.new_full(exponents.shape[:-1] + (1,), E8M0_ONE)], dim=-1)
     return exponents.contiguous().view(torch.int16).transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+@dataclass(frozen=True)
+class MxScales:
+    """An operand's scales as the MX kernels read them: int16 UE8M0 pairs, K-major (pair p of row r at
+    ``t[.., r * ld + p]``) or MN-major (at ``t[.., p * ld + r]``), groups ``group`` pairs apart."""
+    t: torch.Tensor
+    ld: int
+    group: int
+    k_major: bool
+
+    def defines(self, operand: str) -> dict[str, int]:
+        return {f"DG_SF{operand}_K_MAJOR": 1} if self.k_major else {}   # MN-major: mx_gemm.h's default
+
+
+def mx_scales(name: str, op, valid_mn: torch.Tensor | None = None) -> MxScales:
+    """``op``'s scales for the MX kernels. The caller's packed UE8M0 (a scale per row and 32 K-elements, K a multiple
+    of 64 so no padding byte is read) is read where it lies: K-major rows (int32 words or int16 pairs, stride(-1)
+    == 1, as per-token casts write them) or DeepGEMM-Ascend's MN-major int16 pairs (stride(-2) == 1) -- no
+    conversion, no look at the values. Anything else is checked (``check_mantissa``: ``valid_mn`` limits it to
+    the rows read) and converted (``ascend_scales``)."""
+    p = op.packed_sf
+    if p is not None and op.k % 64 == 0:
+        if p.size(-1) == 1:   # one word a row: any stride there
+            p = p.as_strided(p.shape, p.stride()[:-1] + (1,))
+        group = 1 if p.dim() == 3 else 0
+        if p.stride(-1) == 1:
+            t = p.view(torch.int16)
+            return MxScales(t, t.stride(-2), t.stride(0) * group, True)
+        if p.dtype == torch.int16 and p.stride(-2) == 1:
+            return MxScales(p, p.stride(-1), p.stride(0) * group, False)
+    check_mantissa(name, op.sf, valid_mn, op.gran_mn)
+    t = ascend_scales(op.sf, op.mn, op.k, op.gran_mn, op.gran_k)
+    return MxScales(t, t.stride(-1), t.stride(0) if t.dim() == 3 else 0, False)
 
 
 def check_mantissa(name: str, sf: torch.Tensor, valid_mn: torch.Tensor | None = None, gran_mn: int = 1) -> None:
@@ -92,13 +130,11 @@ def layout(x: torch.Tensor) -> tuple[bool, int]:
 
 
 def prepare(a, b):
-    """Checks the scale values, then (data a, data b, sfa, sfb, defines) for any MX kernel."""
-    check_mantissa("a[1]", a.sf)
-    check_mantissa("b[1]", b.sf)
+    """(data a, data b, sfa, sfb ``MxScales``, defines) for any MX kernel, the scale values checked where converted."""
     da, db, fp4 = operands(a, b)
-    sfa = ascend_scales(a.sf, a.mn, a.k, a.gran_mn, a.gran_k)
-    sfb = ascend_scales(b.sf, b.mn, b.k, b.gran_mn, b.gran_k)
-    defines = {"DG_AB_FP4": int(fp4), "DG_A_MN_MAJOR": int(layout(da)[0]), "DG_B_MN_MAJOR": int(layout(db)[0])}
+    sfa, sfb = mx_scales("a[1]", a), mx_scales("b[1]", b)
+    defines = {"DG_AB_FP4": int(fp4), "DG_A_MN_MAJOR": int(layout(da)[0]), "DG_B_MN_MAJOR": int(layout(db)[0]),
+               **sfa.defines("A"), **sfb.defines("B")}
     return da, db, sfa, sfb, defines
 
 
@@ -114,24 +150,22 @@ def fused_fp4_operand(a, b) -> int:
 def _fused(a, b, d: torch.Tensor, compiled_dims: str) -> None:
     """FP8 x FP4 / FP4 x FP8 without c and alpha: one mixed launch, the vector cores widening the FP4 operand
     into the cube's L1."""
-    check_mantissa("a[1]", a.sf)
-    check_mantissa("b[1]", b.sf)
     m, n, k = a.mn, b.mn, a.k
     side = fused_fp4_operand(a, b)
     da = a.data.view(torch.uint8) if a.fp4 else a.data
     db = b.data.view(torch.uint8) if b.fp4 else b.data
-    sfa = ascend_scales(a.sf, m, k, a.gran_mn, a.gran_k)
-    sfb = ascend_scales(b.sf, n, k, b.gran_mn, b.gran_k)
+    sfa, sfb = mx_scales("a[1]", a), mx_scales("b[1]", b)
     (a_mn, lda), (b_mn, ldb) = layout(da), layout(db)
     cores = num_cube_cores(d)
     block_m = cube_block_m(m, n, cores)
     defines = {"DG_FP4_OPERAND": side, "DG_A_MN_MAJOR": int(a_mn and side != 1),
                "DG_B_MN_MAJOR": int(b_mn and side != 2), "DG_D_FP32": int(d.dtype == torch.float32),
-               "DG_BLOCK_M": block_m, **shape_defines(compiled_dims, m=m, n=n, k=k)}
+               "DG_BLOCK_M": block_m, **sfa.defines("A"), **sfb.defines("B"),
+               **shape_defines(compiled_dims, m=m, n=n, k=k)}
     kernel("dg_fp8_fp4_mx_gemm", "ascend/fp8_fp4_mx_gemm.asc", defines)(
         min(m_blocks(m, block_m) * n_blocks(n), cores),
-        args("DgFp8MxGemmArgs", a=da, b=db, sfa=sfa, sfb=sfb, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
-             ld_sfa=sfa.stride(-1), ld_sfb=sfb.stride(-1), ldd=d.stride(0)))
+        args("DgFp8MxGemmArgs", a=da, b=db, sfa=sfa.t, sfb=sfb.t, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
+             ld_sfa=sfa.ld, ld_sfb=sfb.ld, ldd=d.stride(0)))
 
 
 def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: float | None = None,
@@ -153,8 +187,8 @@ def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: flo
         block_m = cube_block_m(m, n, cores)
         kernel("dg_fp8_mx_gemm", "ascend/fp8_mx_gemm.asc", {**defines, "DG_BLOCK_M": block_m})(
             min(m_blocks(m, block_m) * n_blocks(n), cores),
-            args("DgFp8MxGemmArgs", a=da, b=db, sfa=sfa, sfb=sfb, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
-                 ld_sfa=sfa.stride(-1), ld_sfb=sfb.stride(-1), ldd=d.stride(0)))
+            args("DgFp8MxGemmArgs", a=da, b=db, sfa=sfa.t, sfb=sfb.t, d=d, m=m, n=n, k=k, lda=lda, ldb=ldb,
+                 ld_sfa=sfa.ld, ld_sfb=sfb.ld, ldd=d.stride(0)))
         return
     grid = min(m_blocks(m) * n_blocks(n), cores)
     c_arg = d if c is None else c  # an unused pointer without c
@@ -162,5 +196,5 @@ def fp8_gemm_nt(a, b, d: torch.Tensor, c: torch.Tensor | None = None, alpha: flo
     kernel("dg_bf16_gemm_epilogue", "ascend/bf16_gemm_epilogue.asc", defines)(
         grid, args("DgBf16GemmEpilogueArgs", a=da, b=db, d=d, c=c_arg, k_groups=d, num_groups=1, m=m, n=n, k=k,
                    lda=lda, ldb=ldb, ldd=d.stride(0), ldc=c_arg.stride(0), d_group_stride=0, c_group_stride=0,
-                   alpha=1.0 if alpha is None else float(alpha), sfa=sfa, sfb=sfb, ld_sfa=sfa.stride(-1),
-                   ld_sfb=sfb.stride(-1)))  # no K groups
+                   alpha=1.0 if alpha is None else float(alpha), sfa=sfa.t, sfb=sfb.t, ld_sfa=sfa.ld,
+                   ld_sfb=sfb.ld))  # no K groups

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from ._launch import m_blocks, n_blocks, shape_defines
-from .fp8_mx_gemm import ascend_scales, check_mantissa, fused_fp4_operand, layout, operands
+from .fp8_mx_gemm import fused_fp4_operand, layout, mx_scales, operands
 from .m_grouped_bf16_gemm import ENTRY, contiguous_layout, launch
 
 FUSED_ENTRY = ("dg_m_grouped_fp8_fp4_mx_gemm", "ascend/m_grouped_fp8_fp4_mx_gemm.asc")
@@ -36,16 +36,14 @@ def _prepare(a, b, a_rows: torch.Tensor | None = None):
     """(data a, data b, sfa, sfb, ldb, defines, kernel entry); ``a_rows`` (bool ``[M]``) limits A's mantissa
     check. FP8 x K-major FP4: the fused kernel, B packed (its vector cores widen it into L1); other mixed
     pairs have their FP4 side widened first."""
-    check_mantissa("a[1]", a.sf, a_rows, a.gran_mn)
-    check_mantissa("b[1]", b.sf)
-    sfa = ascend_scales(a.sf, a.mn, a.k, a.gran_mn, a.gran_k)
-    sfb = ascend_scales(b.sf, b.mn, b.k, b.gran_mn, b.gran_k)
+    sfa, sfb = mx_scales("a[1]", a, a_rows), mx_scales("b[1]", b)
+    sf_defines = {**sfa.defines("A"), **sfb.defines("B")}
     if fused_fp4_operand(a, b) == 2:
         db = b.data.view(torch.uint8)
-        return a.data, db, sfa, sfb, db.stride(-2), {}, FUSED_ENTRY
+        return a.data, db, sfa, sfb, db.stride(-2), sf_defines, FUSED_ENTRY
     da, db, fp4 = operands(a, b)
     b_mn, ldb = layout(db)
-    defines = {"DG_MX": 1, "DG_AB_FP4": int(fp4), "DG_B_MN_MAJOR": int(b_mn)}
+    defines = {"DG_MX": 1, "DG_AB_FP4": int(fp4), "DG_B_MN_MAJOR": int(b_mn), **sf_defines}
     return da, db, sfa, sfb, ldb, defines, ENTRY
 
 
@@ -59,9 +57,9 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_paddi
     defines.update({"DG_D_FP32": int(d.dtype == torch.float32), "DG_ZERO_PADDING": int(zero_padding),
                     **layout_defines, **shape_defines(compiled_dims, n=n, k=k)})
     launch(da, db, d, layout, m, n, k, g, rows.alignment,
-           {"lda": da.stride(0), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(0), "ld_sfa": sfa.stride(-1),
-            "ld_sfb": sfb.stride(-1), "sfb_group": sfb.stride(0)},
-           defines, m_tiles * n_blocks(n), sfa, sfb, entry)
+           {"lda": da.stride(0), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(0), "ld_sfa": sfa.ld,
+            "ld_sfb": sfb.ld, "sfb_group": sfb.group},
+           defines, m_tiles * n_blocks(n), sfa.t, sfb.t, entry)
 
 
 def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tensor, compiled_dims: str = "nk") -> None:
@@ -73,6 +71,6 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tens
                     **shape_defines(compiled_dims, n=n, k=k)})
     launch(da, db, d, masked_m, m, n, k, g, 1,
            {"lda": da.stride(1), "ldb": ldb, "b_group": db.stride(0), "ldd": d.stride(1), "a_group": da.stride(0),
-            "d_group": d.stride(0), "ld_sfa": sfa.stride(-1), "ld_sfb": sfb.stride(-1), "sfa_group": sfa.stride(0),
-            "sfb_group": sfb.stride(0)},
-           defines, g * m_blocks(m) * n_blocks(n), sfa, sfb, entry)
+            "d_group": d.stride(0), "ld_sfa": sfa.ld, "ld_sfb": sfb.ld, "sfa_group": sfa.group,
+            "sfb_group": sfb.group},
+           defines, g * m_blocks(m) * n_blocks(n), sfa.t, sfb.t, entry)
