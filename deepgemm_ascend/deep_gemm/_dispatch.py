@@ -97,7 +97,7 @@ def _bf16_einsum(expr, a, b, d, c, num_threads):
 
 
 def _fp8_bmm_accepts(a, b, *_):
-    return not (a.fp4 or b.fp4 or a.sf is None or b.sf is None)
+    return not (a.fp4 or b.fp4 or not a.has_sf or not b.has_sf)
 
 
 def _fp8_bmm(a, b, d, c, num_threads):

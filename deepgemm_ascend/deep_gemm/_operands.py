@@ -10,7 +10,7 @@ A quantised operand ``(data, sf)`` becomes a :class:`QuantOperand`:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -36,27 +36,35 @@ class QuantOperand:
     gran_mn: int = 1
     gran_k: int = 128
     # The caller's packed UE8M0 scales (int32 / int16) where each covers one row and 32 K-elements: the Ascend MX
-    # kernels read them as they lie (``ascend.fp8_mx_gemm.mx_scales``); ``sf`` is then unpacked on first use.
-    packed_sf: torch.Tensor | None = None
+    # kernels read them as they lie (``ascend.fp8_mx_gemm.mx_scales``); ``sf`` is then unpacked on first read.
+    # Setting ``sf`` drops them (new scales), so a copy made through ``__init__`` never carries stale ones.
+    packed_sf: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __getattribute__(self, name):
-        if name == "sf":
-            thunk = object.__getattribute__(self, "__dict__").pop("_sf_thunk", None)
-            if thunk is not None:
-                object.__setattr__(self, "sf", thunk())
-        return object.__getattribute__(self, name)
+    def __getattr__(self, name):   # reached only while ``sf`` is pending (absent from the instance)
+        thunk = self.__dict__.get("_sf_thunk")
+        if name != "sf" or thunk is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = thunk()
+        del self.__dict__["_sf_thunk"]
+        self.__dict__["sf"] = value
+        return value
 
     def __setattr__(self, name, value):
-        if name == "sf":   # new scales: the packed ones no longer stand for them
+        if name == "sf":
             self.__dict__.pop("_sf_thunk", None)
             self.__dict__["packed_sf"] = None
         object.__setattr__(self, name, value)
 
     def set_packed_sf(self, packed: torch.Tensor, sf_k: int) -> None:
         """Keeps ``packed`` (validated) and leaves ``sf`` to be unpacked from it when first read."""
-        self.sf = None
-        self.packed_sf = packed
+        self.__dict__.pop("sf", None)
+        self.__dict__["packed_sf"] = packed
         self.__dict__["_sf_thunk"] = lambda: formats.unpack_ue8m0(packed)[..., :sf_k]
+
+    @property
+    def has_sf(self) -> bool:
+        """Whether the operand carries scales, without unpacking them."""
+        return self.packed_sf is not None or self.__dict__.get("sf") is not None
 
 
 def parse_data(name: str, data: torch.Tensor, grouped: bool, require_k_major: bool = False) -> QuantOperand:
@@ -148,8 +156,9 @@ def check_packed(name: str, sf: torch.Tensor, rows: int, sf_k: int, gran_k: int,
 
 
 def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: tuple[int, int],
-              disable_ue8m0_cast: bool, other_fp4: bool, valid_mn: torch.Tensor | None = None) -> QuantOperand:
-    """Checks and converts ``sf`` for ``op``; ``valid_mn`` (bool ``[G?, MN]``) marks the rows that are read."""
+              disable_ue8m0_cast: bool, other_fp4: bool, valid_mn=None) -> QuantOperand:
+    """Checks and converts ``sf`` for ``op``; ``valid_mn`` (bool ``[G?, MN]``, or a function making it: only FP32
+    scales need it) marks the rows that are read."""
     op.gran_mn, op.gran_k = gran
     if op.fp4 and op.k % 2:
         raise v.fail(f"{name}[0]", "an even K for packed FP4", op.k)
@@ -159,15 +168,16 @@ def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: tuple[int, in
     ue8m0_only = op.fp4 or other_fp4 or op.gran_k == 32
     if disable_ue8m0_cast and ue8m0_only and sf.dtype == torch.float32:
         raise v.fail("disable_ue8m0_cast", "False for FP4 operands or gran_k 32 with FP32 scale factors", True)
-    valid_rows = None
-    if valid_mn is not None:
-        pad = (-op.mn) % op.gran_mn
-        valid_rows = torch.nn.functional.pad(valid_mn.to(torch.int8), (0, pad)).unflatten(-1, (-1, op.gran_mn)).any(-1)
-    if sf.dtype in formats.PACKED_SF_DTYPES and op.gran_mn == 1 and op.gran_k == 32:
+    if sf.dtype in formats.PACKED_SF_DTYPES and op.gran_mn == 1 and op.gran_k == 32:   # exact: nothing to check
         v.tensor(f"{name}[1]", sf, SF_DTYPES, 2 if op.groups is None else 3)
         check_packed(f"{name}[1]", sf, op.mn, ceil_div(op.k, 32), 32, () if op.groups is None else (op.groups,))
         op.set_packed_sf(sf, ceil_div(op.k, 32))
         return op
+    valid_rows = None
+    if valid_mn is not None:
+        pad = (-op.mn) % op.gran_mn
+        valid_mn = valid_mn() if callable(valid_mn) else valid_mn
+        valid_rows = torch.nn.functional.pad(valid_mn.to(torch.int8), (0, pad)).unflatten(-1, (-1, op.gran_mn)).any(-1)
     op.sf = sf_to_fp32(f"{name}[1]", sf, op.mn, op.k, op.gran_mn, op.gran_k, op.groups, ue8m0_only, valid_rows)
     return op
 
@@ -190,11 +200,28 @@ class GroupedRows:
     """An M-grouped contiguous layout, validated: ``row_group[i]`` is the group row i is computed with, or -1
     (padding); ``layout`` is the int32 form the kernels read (``m_indices [M]`` -- ``row_group``: each row
     labelled with its tile's group --, or psum as exclusive END rows ``[G]`` -- row counts are converted),
-    with groups starting at multiples of ``alignment``."""
+    with groups starting at multiples of ``alignment``. ``lazy`` makes one whose ``row_group`` is computed when
+    first read (the Ascend kernels read ``layout`` alone)."""
     row_group: torch.Tensor
     layout: torch.Tensor
     use_psum_layout: bool
     alignment: int
+
+    @classmethod
+    def lazy(cls, make_row_group, layout: torch.Tensor, use_psum_layout: bool, alignment: int) -> GroupedRows:
+        rows = cls(None, layout, use_psum_layout, alignment)
+        del rows.__dict__["row_group"]
+        rows.__dict__["_make_row_group"] = make_row_group
+        return rows
+
+    def __getattr__(self, name):   # reached only while ``row_group`` is pending (absent from the instance)
+        make = self.__dict__.get("_make_row_group")
+        if name != "row_group" or make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = make()
+        del self.__dict__["_make_row_group"]
+        self.__dict__["row_group"] = value
+        return value
 
 
 class KGroups:

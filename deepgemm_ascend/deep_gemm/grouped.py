@@ -113,12 +113,17 @@ def _row_groups(grouped_layout, m: int, num_groups: int, use_psum_layout: bool |
         v.shape("grouped_layout", grouped_layout, (num_groups,))
         if expected_m_for_psum_layout is not None:
             v.integer("expected_m_for_psum_layout", expected_m_for_psum_layout, 1)
-        form, row_groups = runtime.get_psum_layout_form(), _psum_row_groups
+        form = runtime.get_psum_layout_form()
         if _lib.on_ascend(grouped_layout.device):
             if ops.may_read_values(grouped_layout.device):  # DG_ASCEND_CHECKS=1: validate (one host read)
                 _psum_row_groups(grouped_layout, m, alignment, form)
-            row_groups = _psum_row_groups_on_device
-        row_group, ends = row_groups(grouped_layout, m, alignment, form)
+            if form == "end_rows":   # the kernels read the caller's end rows: no op unless row_group is read
+                return ops.GroupedRows.lazy(
+                    lambda: _psum_row_groups_on_device(grouped_layout, m, alignment, form)[0], grouped_layout, True,
+                    alignment)
+            row_group, ends = _psum_row_groups_on_device(grouped_layout, m, alignment, form)
+        else:
+            row_group, ends = _psum_row_groups(grouped_layout, m, alignment, form)
         return ops.GroupedRows(row_group, ends, True, alignment)
     if grouped_layout.shape[0] != m and grouped_layout.shape[0] == num_groups:
         # Per-group end rows without use_psum_layout (LMDeploy's DeepSeek-V4 MoE): upstream asserts the layout
@@ -162,7 +167,7 @@ def _m_grouped_fp8_fp4(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, comp
     rows = _row_groups(grouped_layout, op_a.mn, op_b.groups, use_psum_layout, expected_m_for_psum_layout,
                        ensure_zero_padding)
     gran_a, gran_b = ops.resolve_recipes(recipe, recipe_a, recipe_b, sfa, sfb)
-    ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, op_b.fp4, valid_mn=rows.row_group >= 0)
+    ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, op_b.fp4, valid_mn=lambda: rows.row_group >= 0)
     ops.attach_sf("b", op_b, sfb, gran_b, disable_ue8m0_cast, op_a.fp4)
     if op_a.mn == 0:
         return
@@ -270,8 +275,8 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d: torch.Tensor, masked_m: torch.Tens
     v.compiled_dims(compiled_dims)
     v.boolean("disable_ue8m0_cast", disable_ue8m0_cast)
     gran_a, gran_b = ops.resolve_recipes(recipe, recipe_a, recipe_b, sfa, sfb)
-    valid = torch.arange(op_a.mn, device=device)[None, :] < masked_m[:, None]
-    ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, op_b.fp4, valid_mn=valid)
+    ops.attach_sf("a", op_a, sfa, gran_a, disable_ue8m0_cast, op_b.fp4,
+                  valid_mn=lambda: torch.arange(op_a.mn, device=device)[None, :] < masked_m[:, None])
     ops.attach_sf("b", op_b, sfb, gran_b, disable_ue8m0_cast, op_a.fp4)
     _dispatch.run("m_grouped_fp8_fp4_gemm_nt_masked", device, op_a, op_b, d, masked_m)
 

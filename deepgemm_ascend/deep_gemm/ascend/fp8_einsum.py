@@ -15,6 +15,8 @@ into the BF16 ``d`` once (``bf16(c + a b)``, the reference's single rounding).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ._launch import m_blocks, n_blocks
@@ -22,8 +24,15 @@ from .fp8_mx_gemm import layout, prepare, unsupported
 from .m_grouped_bf16_gemm import launch
 
 
+@functools.lru_cache(maxsize=64)
+def _full_batches(g: int, m: int, device: torch.device) -> torch.Tensor:
+    """The masked form's row counts with every batch full: made once per shape and device (read only by the
+    kernel), so a call is its launch alone."""
+    return torch.full((g,), m, dtype=torch.int32, device=device)
+
+
 def accepts(a, b, d: torch.Tensor, c: torch.Tensor | None) -> bool:
-    return not (a.fp4 or b.fp4 or a.sf is None or b.sf is None or unsupported(a, b) is not None)
+    return not (a.fp4 or b.fp4 or not a.has_sf or not b.has_sf or unsupported(a, b) is not None)
 
 
 def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
@@ -47,8 +56,7 @@ def fp8_bmm(a, b, d: torch.Tensor, c: torch.Tensor | None) -> None:
     da, db, sfa, sfb, defines = prepare(a, b)
     defines.update({"DG_MX": 1, "DG_MASKED": 1, "DG_D_FP32": int(d.dtype == torch.float32),
                     "DG_ACCUMULATE": int(c is not None)})
-    full = torch.full((g,), m, dtype=torch.int32, device=d.device)  # every batch has all M rows
-    launch(da, db, d, full, m, n, k, g, 1,
+    launch(da, db, d, _full_batches(g, m, d.device), m, n, k, g, 1,
            {"lda": layout(da)[1], "ldb": layout(db)[1], "b_group": db.stride(0), "ldd": d.stride(1),
             "a_group": da.stride(0), "d_group": d.stride(0), "ld_sfa": sfa.ld, "ld_sfb": sfb.ld,
             "sfa_group": sfa.group, "sfb_group": sfb.group},

@@ -6,7 +6,7 @@ Entry point (for the dispatch table's Ascend column; the canonical arguments of
 
     fp8_gemm_nt(a, b, d, c=None, alpha=None, compiled_dims="nk") -> None
 
-- ``a``, ``b``: ``QuantOperand`` ``[M, K]`` / ``[N, K]`` with FP32 ``sf``. Pairs served (the Ascend
+- ``a``, ``b``: ``QuantOperand`` ``[M, K]`` / ``[N, K]`` with FP32 ``sf`` or packed ``packed_sf`` (``mx_scales``). Pairs served (the Ascend
   rules): FP8 x FP8 (either operand K- or MN-major: ``nn``/``tn``/``tt`` views load DN->NZ), FP4 x FP4
   (both K-major: the E2M1 mmad; otherwise widened as below), FP8 x FP4 and FP4 x FP8. Without ``c`` and
   ``alpha`` a K-major FP4 operand of a mixed pair is widened to E4M3 inside the GEMM
@@ -71,34 +71,49 @@ class MxScales:
         return {f"DG_SF{operand}_K_MAJOR": 1} if self.k_major else {}   # MN-major: mx_gemm.h's default
 
 
-def mx_scales(name: str, op, valid_mn: torch.Tensor | None = None) -> MxScales:
+def _apart(t: torch.Tensor) -> bool:
+    """No two elements of ``t`` share memory (no expanded or overlapping view): the kernels index the scales
+    with ``t``'s strides, which the chip's movers may not take as 0."""
+    end = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz > 1):
+        if stride < end:
+            return False
+        end = stride * size
+    return True
+
+
+def mx_scales(name: str, op, valid_mn=None) -> MxScales:
     """``op``'s scales for the MX kernels. The caller's packed UE8M0 (a scale per row and 32 K-elements, K a multiple
-    of 64 so no padding byte is read) is read where it lies: K-major rows (int32 words or int16 pairs, stride(-1)
-    == 1, as per-token casts write them) or DeepGEMM-Ascend's MN-major int16 pairs (stride(-2) == 1) -- no
-    conversion, no look at the values. Anything else is checked (``check_mantissa``: ``valid_mn`` limits it to
-    the rows read) and converted (``ascend_scales``)."""
+    of 64 so no padding byte is read) is read where it lies, rows and groups apart (no expanded or overlapping
+    view): K-major rows (int32 words or int16 pairs, stride(-1) == 1, as per-token casts write them) or
+    DeepGEMM-Ascend's MN-major int16 pairs (stride(-2) == 1) -- no conversion, no look at the values. Packed
+    scales are UE8M0 bytes whatever their layout, so none is checked (0 is 2^-127, 255 NaN, as the reference
+    reads them); FP32 ones are checked (``check_mantissa``: ``valid_mn``, a mask or a function making one, limits
+    it to the rows read), and
+    everything else is converted (``ascend_scales``)."""
     p = op.packed_sf
-    if p is not None and op.k % 64 == 0:
+    if p is not None and op.k % 64 == 0 and _apart(p):
         if p.size(-1) == 1:   # one word a row: any stride there
             p = p.as_strided(p.shape, p.stride()[:-1] + (1,))
-        group = 1 if p.dim() == 3 else 0
         if p.stride(-1) == 1:
             t = p.view(torch.int16)
-            return MxScales(t, t.stride(-2), t.stride(0) * group, True)
+            return MxScales(t, t.stride(-2), t.stride(0) if t.dim() == 3 else 0, True)
         if p.dtype == torch.int16 and p.stride(-2) == 1:
-            return MxScales(p, p.stride(-1), p.stride(0) * group, False)
-    check_mantissa(name, op.sf, valid_mn, op.gran_mn)
+            return MxScales(p, p.stride(-1), p.stride(0) if p.dim() == 3 else 0, False)
+    if p is None:
+        check_mantissa(name, op.sf, valid_mn, op.gran_mn)
     t = ascend_scales(op.sf, op.mn, op.k, op.gran_mn, op.gran_k)
     return MxScales(t, t.stride(-1), t.stride(0) if t.dim() == 3 else 0, False)
 
 
-def check_mantissa(name: str, sf: torch.Tensor, valid_mn: torch.Tensor | None = None, gran_mn: int = 1) -> None:
+def check_mantissa(name: str, sf: torch.Tensor, valid_mn=None, gran_mn: int = 1) -> None:
     """FP32 scales must be UE8M0-representable; only host-resident (twin) tensors are read.
-    ``valid_mn`` (bool ``[MN]``, from a device layout) limits the check to the scale rows the kernel
-    loads; with it the check runs only with ``DG_ASCEND_CHECKS=1``."""
+    ``valid_mn`` (bool ``[MN]`` from a device layout, or a function making it) limits the check to the scale
+    rows the kernel loads; with it the check runs only with ``DG_ASCEND_CHECKS=1``."""
     if not on_twin(sf) or sf.numel() == 0 or (valid_mn is not None and not LIB.env.get_int("ASCEND_CHECKS", 0)):
         return  # rows chosen by a layout are a read of the layout: only in the debug mode
     if valid_mn is not None:
+        valid_mn = valid_mn() if callable(valid_mn) else valid_mn
         used = torch.nn.functional.pad(valid_mn, (0, (-valid_mn.numel()) % gran_mn)).view(-1, gran_mn).any(-1)
         sf = sf[used]
     good = formats.is_power_of_two(sf)

@@ -32,9 +32,9 @@ from .m_grouped_bf16_gemm import ENTRY, contiguous_layout, launch
 FUSED_ENTRY = ("dg_m_grouped_fp8_fp4_mx_gemm", "ascend/m_grouped_fp8_fp4_mx_gemm.asc")
 
 
-def _prepare(a, b, a_rows: torch.Tensor | None = None):
-    """(data a, data b, sfa, sfb, ldb, defines, kernel entry); ``a_rows`` (bool ``[M]``) limits A's mantissa
-    check. FP8 x K-major FP4: the fused kernel, B packed (its vector cores widen it into L1); other mixed
+def _prepare(a, b, a_rows=None):
+    """(data a, data b, sfa, sfb, ldb, defines, kernel entry); ``a_rows`` (bool ``[M]``, or a function making it)
+    limits A's mantissa check. FP8 x K-major FP4: the fused kernel, B packed (its vector cores widen it into L1); other mixed
     pairs have their FP4 side widened first."""
     sfa, sfb = mx_scales("a[1]", a, a_rows), mx_scales("b[1]", b)
     sf_defines = {**sfa.defines("A"), **sfb.defines("B")}
@@ -53,7 +53,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d: torch.Tensor, rows, zero_paddi
     if m == 0 or n == 0:
         return
     layout, layout_defines, m_tiles = contiguous_layout(rows, m, d.device)
-    da, db, sfa, sfb, ldb, defines, entry = _prepare(a, b, rows.row_group >= 0)
+    da, db, sfa, sfb, ldb, defines, entry = _prepare(a, b, lambda: rows.row_group >= 0)
     defines.update({"DG_D_FP32": int(d.dtype == torch.float32), "DG_ZERO_PADDING": int(zero_padding),
                     **layout_defines, **shape_defines(compiled_dims, n=n, k=k)})
     launch(da, db, d, layout, m, n, k, g, rows.alignment,
