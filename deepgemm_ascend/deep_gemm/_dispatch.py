@@ -73,7 +73,7 @@ def _dense(t):
 
 
 def _mqa_accepts(q, kv, *_):
-    return not ((not q.fp4 and q.sf is not None) or (q.fp4 != kv.fp4) or (not kv.fp4 and not kv.per_token_sf))
+    return not ((not q.fp4 and q.has_sf) or (q.fp4 != kv.fp4) or (not kv.fp4 and not kv.per_token_sf))
 
 
 def _mqa(q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
@@ -84,7 +84,7 @@ def _mqa(q, kv, weights, ks, ke, logits, compressed, clean_logits, num_threads):
 def _paged_mqa_accepts(q, kv, weights, context_lens, block_table, logits, clean_logits):
     # the row-major FP4 MX cache at D = 128 is byte for byte NVIDIA's FP4 cache (4 UE8M0 per token, in order)
     fp4_rows_alike = kv.fp4 and not kv.nz and kv.head_dim == 128
-    return not (not q.fp4 and q.sf is not None) and (not kv.mx or fp4_rows_alike)
+    return not (not q.fp4 and q.has_sf) and (not kv.mx or fp4_rows_alike)
 
 
 def _paged_mqa(q, kv, weights, context_lens, block_table, logits, clean_logits, num_threads):

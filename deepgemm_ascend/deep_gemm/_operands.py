@@ -24,21 +24,11 @@ GRAN_K_CHOICES = (32, 128)
 MX_PAIR = 64   # K elements covered by one int16 (two UE8M0 of gran_k 32)
 
 
-@dataclass
-class QuantOperand:
-    data: torch.Tensor
-    sf: torch.Tensor | None
-    fp4: bool
-    k_major: bool
-    mn: int
-    k: int
-    groups: int | None
-    gran_mn: int = 1
-    gran_k: int = 128
-    # The caller's packed UE8M0 scales (int32 / int16) where each covers one row and 32 K-elements: the Ascend MX
-    # kernels read them as they lie (``ascend.fp8_mx_gemm.mx_scales``); ``sf`` is then unpacked on first read.
-    # Setting ``sf`` drops them (new scales), so a copy made through ``__init__`` never carries stale ones.
-    packed_sf: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+class PackedScales:
+    """For an operand dataclass with an ``sf`` field: the caller's packed UE8M0 scales kept as ``packed_sf`` (declare
+    it ``field(default=None, init=False, repr=False, compare=False)``), which the Ascend kernels read where they lie,
+    with ``sf`` unpacked to FP32 only when first read. Setting ``sf`` drops them (new scales), so a copy made
+    through ``__init__`` never carries stale ones."""
 
     def __getattr__(self, name):   # reached only while ``sf`` is pending (absent from the instance)
         thunk = self.__dict__.get("_sf_thunk")
@@ -55,16 +45,31 @@ class QuantOperand:
             self.__dict__["packed_sf"] = None
         object.__setattr__(self, name, value)
 
-    def set_packed_sf(self, packed: torch.Tensor, sf_k: int) -> None:
-        """Keeps ``packed`` (validated) and leaves ``sf`` to be unpacked from it when first read."""
+    def set_packed_sf(self, packed: torch.Tensor, unpack) -> None:
+        """Keeps ``packed`` (validated); ``unpack()`` makes ``sf`` when it is first read."""
         self.__dict__.pop("sf", None)
         self.__dict__["packed_sf"] = packed
-        self.__dict__["_sf_thunk"] = lambda: formats.unpack_ue8m0(packed)[..., :sf_k]
+        self.__dict__["_sf_thunk"] = unpack
 
     @property
     def has_sf(self) -> bool:
         """Whether the operand carries scales, without unpacking them."""
         return self.packed_sf is not None or self.__dict__.get("sf") is not None
+
+
+@dataclass
+class QuantOperand(PackedScales):
+    data: torch.Tensor
+    sf: torch.Tensor | None
+    fp4: bool
+    k_major: bool
+    mn: int
+    k: int
+    groups: int | None
+    gran_mn: int = 1
+    gran_k: int = 128
+    # packed UE8M0 scales, one per row and 32 K-elements (PackedScales; ``ascend.fp8_mx_gemm.mx_scales``)
+    packed_sf: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
 
 def parse_data(name: str, data: torch.Tensor, grouped: bool, require_k_major: bool = False) -> QuantOperand:
@@ -171,7 +176,8 @@ def attach_sf(name: str, op: QuantOperand, sf: torch.Tensor, gran: tuple[int, in
     if sf.dtype in formats.PACKED_SF_DTYPES and op.gran_mn == 1 and op.gran_k == 32:   # exact: nothing to check
         v.tensor(f"{name}[1]", sf, SF_DTYPES, 2 if op.groups is None else 3)
         check_packed(f"{name}[1]", sf, op.mn, ceil_div(op.k, 32), 32, () if op.groups is None else (op.groups,))
-        op.set_packed_sf(sf, ceil_div(op.k, 32))
+        sf_k = ceil_div(op.k, 32)
+        op.set_packed_sf(sf, lambda: formats.unpack_ue8m0(sf)[..., :sf_k])
         return op
     valid_rows = None
     if valid_mn is not None:

@@ -11,7 +11,8 @@ unspecified otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -27,12 +28,14 @@ LOGITS_DTYPES = (torch.float32, torch.bfloat16)
 
 
 @dataclass
-class Quantised:
-    """An MQA operand: raw ``data``, its FP32 scales ``sf`` (per token ``[N]`` or per 32 ``[N.., D/32]``)."""
+class Quantised(ops.PackedScales):
+    """An MQA operand: raw ``data``, its FP32 scales ``sf`` (per token ``[N]`` or per 32 ``[N.., D/32]``); per-32
+    scales given packed are kept as ``packed_sf`` ``[rows, words]`` (int32 / int16), unpacked when ``sf`` is read."""
     data: torch.Tensor
     sf: torch.Tensor | None
     fp4: bool
     per_token_sf: bool
+    packed_sf: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
     def dequantized(self) -> torch.Tensor:
         values = formats.unpack_fp4(self.data) if self.fp4 else self.data.float()
@@ -51,11 +54,12 @@ def _head_dim(name: str, data: torch.Tensor, fp4: bool) -> int:
     return dim
 
 
-def _mx_scales(name: str, sf, rows_shape: tuple, head_dim: int) -> torch.Tensor:
-    """Per-32 UE8M0 scales of ``rows_shape`` rows in int32 (one word per row, ``[*rows]``), int16 pairs
-    (``[*rows, D/64]``), float8_e8m0fnu or FP32 (``[*rows, D/32]``) -> FP32 ``[*rows, D/32]``."""
+def _mx_operand(name: str, data: torch.Tensor, sf, rows_shape: tuple, head_dim: int, fp4: bool) -> Quantised:
+    """The operand with per-32 UE8M0 scales of ``rows_shape`` rows in int32 (one word per row, ``[*rows]``), int16
+    pairs (``[*rows, D/64]``), float8_e8m0fnu or FP32 (``[*rows, D/32]``): FP32 ``sf`` ``[*rows, D/32]``, unpacked
+    from packed ones (kept, ``[rows, words]``) only when read."""
     v.tensor(name, sf, ops.SF_DTYPES)
-    rows = int(torch.tensor(rows_shape).prod()) if rows_shape else 1
+    rows = math.prod(rows_shape)
     if sf.dtype == torch.int32 and tuple(sf.shape) == rows_shape:
         sf = sf.reshape(rows, 1)
     else:
@@ -63,8 +67,15 @@ def _mx_scales(name: str, sf, rows_shape: tuple, head_dim: int) -> torch.Tensor:
     if sf.dim() != 2 or sf.size(0) != rows:
         raise v.fail(name, f"scales for {rows_shape} rows (int32 {rows_shape} or [*rows, D/32|D/64])",
                      f"shape {tuple(sf.shape)}")
-    values = ops.sf_to_fp32(name, sf, rows, head_dim, 1, 32, None, require_pow2=True)
-    return values.reshape(*rows_shape, -1)
+    op = Quantised(data, None, fp4, False)
+    if sf.dtype in formats.PACKED_SF_DTYPES:   # UE8M0 bytes: nothing to check but the shape
+        ops.check_packed(name, sf, rows, -(-head_dim // 32), 32, ())
+        packed = sf
+        op.set_packed_sf(packed, lambda: formats.unpack_ue8m0(packed)[..., :-(-head_dim // 32)].reshape(
+            *rows_shape, -1))
+    else:
+        op.sf = ops.sf_to_fp32(name, sf, rows, head_dim, 1, 32, None, require_pow2=True).reshape(*rows_shape, -1)
+    return op
 
 
 def _query(q, expected_rank: int, legacy: bool) -> Quantised:
@@ -79,17 +90,18 @@ def _query(q, expected_rank: int, legacy: bool) -> Quantised:
     head_dim = _head_dim(name, data, fp4)
     if fp4 and sf is None:
         raise v.fail("q[1]", "UE8M0 scales for an FP4 query", None)
-    scales = None if sf is None else _mx_scales("q[1]", sf, tuple(data.shape[:-1]), head_dim)
-    return Quantised(data, scales, fp4, False)
+    if sf is None:
+        return Quantised(data, None, fp4, False)
+    return _mx_operand("q[1]", data, sf, tuple(data.shape[:-1]), head_dim, fp4)
 
 
-def _kv_sf(name: str, kv: torch.Tensor, sf, fp4: bool, head_dim: int):
-    """(FP32 scales, per-token?) for a contiguous KV."""
+def _kv_operand(name: str, kv: torch.Tensor, sf, fp4: bool, head_dim: int) -> Quantised:
+    """A contiguous KV with per-token FP32 scales or per-32 UE8M0 ones."""
     v.tensor(name, sf, ops.SF_DTYPES)
     if not fp4 and sf.dtype == torch.float32 and sf.dim() == 1:
         v.shape(name, sf, (kv.size(0),))
-        return sf, True
-    return _mx_scales(name, sf, (kv.size(0),), head_dim), False
+        return Quantised(kv, sf, fp4, True)
+    return _mx_operand(name, kv, sf, (kv.size(0),), head_dim, fp4)
 
 
 def _check_weights(weights, rows: int, heads: int, logits_dtype) -> None:
@@ -126,8 +138,7 @@ def _mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype, legac
     head_dim = _head_dim("q", query.data, query.fp4)
     if _head_dim("kv[0]", kv_data, query.fp4) != head_dim:
         raise v.fail("kv[0]", f"head dim {head_dim} (as q)", tuple(kv_data.shape))
-    sf, per_token = _kv_sf("kv[1]", kv_data, kv_sf, query.fp4, head_dim)
-    key = Quantised(kv_data, sf, query.fp4, per_token)
+    key = _kv_operand("kv[1]", kv_data, kv_sf, query.fp4, head_dim)
     logits_dtype = _logits_dtype(logits_dtype)
     _check_weights(weights, seq_len, heads, logits_dtype)
     seq_len_kv = kv_data.size(0)
@@ -251,7 +262,7 @@ def _mx_cache(q, query: Quantised, legacy: bool, use_ascend_kv_layout: bool) -> 
     int16-packed scales (E4M3 or FP4: that library's only paged forms) or ``use_ascend_kv_layout``."""
     v.boolean("use_ascend_kv_layout", use_ascend_kv_layout)
     int16_q = not legacy and q[1] is not None and q[1].dtype == torch.int16
-    if use_ascend_kv_layout and query.sf is None:
+    if use_ascend_kv_layout and not query.has_sf:
         raise v.fail("q", "per-32 UE8M0 scales (E4M3 or FP4) with use_ascend_kv_layout (the MX cache)", "no scales")
     return use_ascend_kv_layout or int16_q
 

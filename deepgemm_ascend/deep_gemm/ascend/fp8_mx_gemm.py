@@ -71,7 +71,7 @@ class MxScales:
         return {f"DG_SF{operand}_K_MAJOR": 1} if self.k_major else {}   # MN-major: mx_gemm.h's default
 
 
-def _apart(t: torch.Tensor) -> bool:
+def no_overlap(t: torch.Tensor) -> bool:
     """No two elements of ``t`` share memory (no expanded or overlapping view): the kernels index the scales
     with ``t``'s strides, which the chip's movers may not take as 0."""
     end = 1
@@ -92,7 +92,7 @@ def mx_scales(name: str, op, valid_mn=None) -> MxScales:
     it to the rows read), and
     everything else is converted (``ascend_scales``)."""
     p = op.packed_sf
-    if p is not None and op.k % 64 == 0 and _apart(p):
+    if p is not None and op.k % 64 == 0 and no_overlap(p):
         if p.size(-1) == 1:   # one word a row: any stride there
             p = p.as_strided(p.shape, p.stride()[:-1] + (1,))
         if p.stride(-1) == 1:

@@ -49,6 +49,14 @@
 #ifndef DG_KV_TOKEN_SF
 #define DG_KV_TOKEN_SF 1
 #endif
+// DG_Q_SF_K_MAJOR / DG_KV_SF_K_MAJOR: that operand's MX scales are the caller's packed rows (pair p of row r
+// at sf[r * ld + p], as DeepGEMM-Ascend's indexer takes them), read where they lie.
+#ifndef DG_Q_SF_K_MAJOR
+#define DG_Q_SF_K_MAJOR 0
+#endif
+#ifndef DG_KV_SF_K_MAJOR
+#define DG_KV_SF_K_MAJOR 0
+#endif
 #ifndef DG_QK_FP4
 #define DG_QK_FP4 0
 #endif
@@ -145,13 +153,20 @@ __aicore__ inline void load_rows_nz(__cbuf__ QkLoad* tile, uint32_t r0, __gm__ Q
                        static_cast<uint16_t>(rows), kQkRowBytes, 0, false);
 }
 
-// MX scales of rows [r0, r0 + rows) (int16 pairs, pair p of row r at sf[p * ld + r]) into a 16-row-fractal
-// tile of kQkPairs pairs per fractal column.
+// MX scales of rows [r0, r0 + rows) (int16 pairs, pair p of row r at sf[p * ld + r], or with kKMajor at
+// sf[r * ld + p]: the caller's packed rows, loaded DN->NZ) into a 16-row-fractal tile of kQkPairs pairs per
+// fractal column.
+template <bool kKMajor = false>
 __aicore__ inline void load_sf_nz(__cbuf__ uint16_t* tile, __gm__ uint16_t* sf, int64_t ld, int64_t r0,
                                   uint32_t rows) {
   asc_set_gm2l1_nz_para(1, 1, static_cast<uint16_t>(kQkPairs), 0);
-  asc_copy_gm2l1_nd2nz(tile, sf + r0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
-                       static_cast<uint16_t>(kQkPairs), rows, 0, false);
+  if constexpr (kKMajor) {
+    asc_copy_gm2l1_dn2nz(tile, sf + r0 * ld, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
+                         static_cast<uint16_t>(kQkPairs), rows, 0, false);
+  } else {
+    asc_copy_gm2l1_nd2nz(tile, sf + r0, uint64_t(ld) * 2, static_cast<asc_load_l2_cache_mode>(0),
+                         static_cast<uint16_t>(kQkPairs), rows, 0, false);
+  }
 }
 
 // Before a tile's loads: the L1 stage is free.

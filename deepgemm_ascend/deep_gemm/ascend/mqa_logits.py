@@ -29,7 +29,7 @@ import torch
 
 from .. import runtime
 from ._launch import args, kernel, num_cube_cores
-from .fp8_mx_gemm import ascend_scales
+from .fp8_mx_gemm import ascend_scales, no_overlap
 
 HEAD_DIMS = (32, 64, 128)
 MAX_HEADS = 128
@@ -61,7 +61,7 @@ MX_MIN_HEAD_DIM = 64  # one asc_mmad_mx K step: an L0 MX scale fractal holds 2 U
 
 def uses_mx(q, kv) -> bool:
     """Whether the contiguous form runs the MX product: any per-32 scales (FP4 has them on both)."""
-    return q.sf is not None or not kv.per_token_sf
+    return q.has_sf or not kv.per_token_sf
 
 
 def unsupported(q, kv, weights, logits) -> str | None:
@@ -78,14 +78,29 @@ def data(op) -> torch.Tensor:
     return op.data.view(torch.uint8) if op.fp4 else op.data
 
 
-def mx_pairs(op, rows: int, head_dim: int) -> torch.Tensor:
-    """The per-32 scales of an MQA operand (``op.sf`` ``[.., D/32]``; 2^0 where it has none or one per
-    token) as the MX kernels read them: int16 UE8M0 pairs ``[rows, ceil(D/64)]``, MN-major."""
-    if op.sf is None or op.per_token_sf:
+def mx_pairs(op, rows: int, head_dim: int) -> tuple[torch.Tensor, int, bool]:
+    """(int16 UE8M0 pairs, ld, K-major) of an MQA operand's per-32 scales as the MX kernels read them: the caller's
+    packed rows where they lie (``packed_sf`` ``[rows, words]``, D a multiple of 64: ``load_sf_nz<true>``), else
+    ``op.sf`` ``[.., D/32]`` (2^0 where it has none or one per token) converted to pairs ``[rows, ceil(D/64)]``,
+    MN-major."""
+    p = op.packed_sf
+    if p is not None and head_dim % 64 == 0 and no_overlap(p):
+        if p.size(-1) == 1:   # one word a row: any stride there
+            p = p.as_strided(p.shape, (p.stride(0), 1))
+        if p.stride(-1) == 1:
+            t = p.view(torch.int16)
+            return t, t.stride(0), True
+    if not op.has_sf or op.per_token_sf:
         sf = torch.ones(rows, -(-head_dim // 32), device=op.data.device)
     else:
         sf = op.sf.reshape(rows, -1)
-    return ascend_scales(sf, rows, head_dim)
+    t = ascend_scales(sf, rows, head_dim)
+    return t, t.stride(-1), False
+
+
+def k_major_flags(**operands: bool) -> dict[str, bool]:
+    """The ``<operand>_sf_k_major`` flags that are set (unset ones keep the kernels' default and cache key)."""
+    return {f"{name}_sf_k_major": True for name, k_major in operands.items() if k_major}
 
 
 def defines(heads: int, head_dim: int, logits: torch.Tensor, **flags: bool) -> dict[str, int]:
@@ -109,13 +124,14 @@ def mqa_logits(q, kv, weights: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor,
     tiles = -(-seq_len // tokens_per_tile(heads)) * -(-seq_len_kv // KV_BLOCK)
     mx = uses_mx(q, kv)
     kv_sf = kv.sf.float().contiguous() if kv.per_token_sf else weights  # placeholder: not read
-    q_mx = mx_pairs(q, seq_len * heads, head_dim) if mx else ks  # placeholders: not read
-    kv_mx = mx_pairs(kv, seq_len_kv, head_dim) if mx else ks
+    none = (ks, 0, False)  # placeholders: not read
+    q_mx, ld_q, q_k_major = mx_pairs(q, seq_len * heads, head_dim) if mx else none
+    kv_mx, ld_kv, kv_k_major = mx_pairs(kv, seq_len_kv, head_dim) if mx else none
     kernel("dg_fp8_mqa_logits", "ascend/mqa_logits.asc",
            defines(heads, head_dim, logits, clean=clean_logits, compressed=compressed, mx=mx,
-                   kv_token_sf=kv.per_token_sf, qk_fp4=q.fp4))(
+                   kv_token_sf=kv.per_token_sf, qk_fp4=q.fp4, **k_major_flags(q=q_k_major, kv=kv_k_major)))(
         min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
         args("DgMqaLogitsArgs", q=data(q), kv=data(kv), kv_sf=kv_sf, q_mx_sf=q_mx, kv_mx_sf=kv_mx,
              weights=weights.float().contiguous(), ks=ks, ke=ke, logits=logits, seq_len=seq_len,
              seq_len_kv=seq_len_kv, width=logits.size(1), ld_logits=logits.stride(0),
-             ld_q_mx_sf=q_mx.stride(-1) if mx else 0, ld_kv_mx_sf=kv_mx.stride(-1) if mx else 0))
+             ld_q_mx_sf=ld_q, ld_kv_mx_sf=ld_kv))

@@ -41,6 +41,7 @@ from .mqa_logits import (
     data,
     defines,
     head_dim_of,
+    k_major_flags,
     mx_pairs,
     tokens_per_tile,
     unsupported_query,
@@ -48,7 +49,7 @@ from .mqa_logits import (
 
 
 def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str | None:
-    if not q.fp4 and q.sf is None and kv_cache.mx:
+    if not q.fp4 and not q.has_sf and kv_cache.mx:
         return "per-32 query scales over the MXFP8 cache"
     if unit_kv_scales(q, kv_cache) and head_dim_of(q) < MX_MIN_HEAD_DIM:
         return f"per-32 query scales (the MX product) at head dim >= {MX_MIN_HEAD_DIM}, got {head_dim_of(q)}"
@@ -57,7 +58,7 @@ def unsupported(q, kv_cache, weights, context_lens, block_table, logits) -> str 
 
 def unit_kv_scales(q, kv_cache) -> bool:
     """Scaled E4M3 q over the fused FP32-scaled cache: the MX product with 2^0 KV scales."""
-    return not q.fp4 and q.sf is not None and not kv_cache.mx
+    return not q.fp4 and q.has_sf and not kv_cache.mx
 
 
 def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor,
@@ -79,18 +80,19 @@ def paged_mqa_logits(q, kv_cache, weights: torch.Tensor, context_lens: torch.Ten
     lens = context_lens.contiguous()
     unit = unit_kv_scales(q, kv_cache)
     mx = kv_cache.mx or q.fp4 or unit  # the FP4 cache's int32 words are 4 UE8M0 per token: two pairs, row-major
-    q_mx = mx_pairs(q, batch * next_n * heads, head_dim) if mx else lens  # placeholder: not read
+    q_mx, ld_q, q_k_major = mx_pairs(q, batch * next_n * heads, head_dim) if mx else (lens, 0, False)  # not read
     # 2^0 pairs for one page's rows, read as the MX cache's scale rows would be
     unit_sf = torch.full((block_kv, -(-head_dim // 64)), 0x7F7F, dtype=torch.int16, device=q.data.device) \
         if unit else lens  # placeholder: not read
     # NVIDIA's FP4 cache keeps 4 scale bytes per token at any D; the MX cache 2 * D/64 (the kernel's default)
     sf_row = {"DG_KV_SF_ROW_BYTES": 4} if q.fp4 and not kv_cache.mx else {}
     kernel("dg_fp8_paged_mqa_logits", "ascend/paged_mqa_logits.asc",
-           {**defines(heads, head_dim, logits, clean=clean_logits, mx=mx, kv_nz=kv_cache.nz, qk_fp4=q.fp4),
+           {**defines(heads, head_dim, logits, clean=clean_logits, mx=mx, kv_nz=kv_cache.nz, qk_fp4=q.fp4,
+                      **k_major_flags(q=q_k_major)),
             "DG_BLOCK_KV": block_kv, "DG_KV_UNIT_SF": int(unit), **sf_row})(
         min(tiles, runtime.ascend_blocks(num_cube_cores(logits))),
         args("DgPagedMqaLogitsArgs", q=data(q), cache=cache, q_mx_sf=q_mx, kv_unit_sf=unit_sf,
              weights=weights.float().contiguous(),
              context_lens=lens, block_table=block_table, logits=logits, batch=batch, next_n=next_n, width=width,
              ld_logits=logits.stride(0), bt_ld=block_table.stride(0), bt_cols=block_table.size(1),
-             num_pages=num_pages, page_stride=cache.stride(0), ld_q_mx_sf=q_mx.stride(-1) if mx else 0))
+             num_pages=num_pages, page_stride=cache.stride(0), ld_q_mx_sf=ld_q))

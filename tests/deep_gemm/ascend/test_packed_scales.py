@@ -221,3 +221,36 @@ def test_a_call_is_its_kernel(monkeypatch, make, form):
         call()
     assert ops.kernels == [kernel]
     assert set(ops.outside) <= VIEW_OPS, ops.outside
+
+
+@pytest.mark.parametrize("form", ["int16", "int32", "int16_mn"])
+@pytest.mark.parametrize("kind,head_dim", [("fp8", 128), ("fp4", 64)])
+def test_mqa_logits(monkeypatch, form, kind, head_dim):
+    """The lightning indexer's MX product on packed per-32 scales of q ``[S, H, D/64]`` and KV ``[S_kv, D/64]``
+    (int16 pairs as DeepGEMM-Ascend takes them, or int32 words): the caller's rows are read where they lie
+    (``load_sf_nz<true>``); a transposed copy takes the converting path. Bits of the FP32-scale call."""
+    from deep_gemm.ascend import mqa_logits
+    monkeypatch.setenv("DG_BACKEND", "ascend")
+    gen = torch.Generator().manual_seed(8)
+    s, heads, s_kv = 6, 16, 300
+    make = _fp8 if kind == "fp8" else _fp4
+    q, kv = make((s, heads, head_dim), gen), make((s_kv, head_dim), gen)
+    sfq, sfk = _forms(_exponents((s * heads, head_dim // 32), gen)), _forms(_exponents((s_kv, head_dim // 32), gen))
+    w = torch.randn(s, heads, generator=gen)
+    ks, ke = torch.zeros(s, dtype=torch.int32), torch.full((s,), s_kv, dtype=torch.int32)
+    shape_q = (s, heads, -1)
+    want = deep_gemm.fp8_fp4_mqa_logits((q, sfq["fp32"].view(shape_q)), (kv, sfk["fp32"]), w, ks, ke)
+    taken, real = [], mqa_logits.mx_pairs
+
+    def spy(op, rows, dim):
+        got = real(op, rows, dim)
+        taken.append((got[2], op.packed_sf is not None
+                      and got[0].untyped_storage().data_ptr() == op.packed_sf.untyped_storage().data_ptr()))
+        return got
+
+    monkeypatch.setattr(mqa_logits, "mx_pairs", spy)
+    packed_q = sfq[form].reshape(s, heads, -1) if form != "int16_mn" else sfq[form].view(s, heads, -1)
+    got = deep_gemm.fp8_fp4_mqa_logits((q, packed_q), (kv, sfk[form]), w, ks, ke)
+    assert torch.equal(got, want)
+    in_place = form != "int16_mn" or head_dim == 64   # one pair a row is a row whatever its stride
+    assert taken == [(in_place, in_place)] * 2, taken
