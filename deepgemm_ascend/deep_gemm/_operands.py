@@ -24,32 +24,43 @@ GRAN_K_CHOICES = (32, 128)
 MX_PAIR = 64   # K elements covered by one int16 (two UE8M0 of gran_k 32)
 
 
-class PackedScales:
+class Deferred:
+    """A dataclass field made on first read: ``defer(name, make)`` removes it from the instance, and the first read
+    of ``name`` (which then misses the instance) stores and returns ``make()``; setting it cancels ``make``."""
+
+    def defer(self, name: str, make) -> None:
+        self.__dict__.pop(name, None)
+        self.__dict__.setdefault("_deferred", {})[name] = make
+
+    def __getattr__(self, name):   # reached only for a name missing from the instance
+        make = self.__dict__.get("_deferred", {}).get(name)
+        if make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = make()
+        del self.__dict__["_deferred"][name]
+        self.__dict__[name] = value
+        return value
+
+    def __setattr__(self, name, value):
+        self.__dict__.get("_deferred", {}).pop(name, None)
+        object.__setattr__(self, name, value)
+
+
+class PackedScales(Deferred):
     """For an operand dataclass with an ``sf`` field: the caller's packed UE8M0 scales kept as ``packed_sf`` (declare
     it ``field(default=None, init=False, repr=False, compare=False)``), which the Ascend kernels read where they lie,
     with ``sf`` unpacked to FP32 only when first read. Setting ``sf`` drops them (new scales), so a copy made
     through ``__init__`` never carries stale ones."""
 
-    def __getattr__(self, name):   # reached only while ``sf`` is pending (absent from the instance)
-        thunk = self.__dict__.get("_sf_thunk")
-        if name != "sf" or thunk is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        value = thunk()
-        del self.__dict__["_sf_thunk"]
-        self.__dict__["sf"] = value
-        return value
-
     def __setattr__(self, name, value):
         if name == "sf":
-            self.__dict__.pop("_sf_thunk", None)
             self.__dict__["packed_sf"] = None
-        object.__setattr__(self, name, value)
+        super().__setattr__(name, value)
 
     def set_packed_sf(self, packed: torch.Tensor, unpack) -> None:
         """Keeps ``packed`` (validated); ``unpack()`` makes ``sf`` when it is first read."""
-        self.__dict__.pop("sf", None)
+        self.defer("sf", unpack)
         self.__dict__["packed_sf"] = packed
-        self.__dict__["_sf_thunk"] = unpack
 
     @property
     def has_sf(self) -> bool:
@@ -202,7 +213,7 @@ def transpose_tensor(name: str, t, dim0: int, dim1: int, ndim: int):
 
 
 @dataclass
-class GroupedRows:
+class GroupedRows(Deferred):
     """An M-grouped contiguous layout, validated: ``row_group[i]`` is the group row i is computed with, or -1
     (padding); ``layout`` is the int32 form the kernels read (``m_indices [M]`` -- ``row_group``: each row
     labelled with its tile's group --, or psum as exclusive END rows ``[G]`` -- row counts are converted),
@@ -216,18 +227,8 @@ class GroupedRows:
     @classmethod
     def lazy(cls, make_row_group, layout: torch.Tensor, use_psum_layout: bool, alignment: int) -> GroupedRows:
         rows = cls(None, layout, use_psum_layout, alignment)
-        del rows.__dict__["row_group"]
-        rows.__dict__["_make_row_group"] = make_row_group
+        rows.defer("row_group", make_row_group)
         return rows
-
-    def __getattr__(self, name):   # reached only while ``row_group`` is pending (absent from the instance)
-        make = self.__dict__.get("_make_row_group")
-        if name != "row_group" or make is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        value = make()
-        del self.__dict__["_make_row_group"]
-        self.__dict__["row_group"] = value
-        return value
 
 
 class KGroups:

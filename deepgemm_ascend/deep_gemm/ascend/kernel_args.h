@@ -182,3 +182,16 @@ struct DgMegaMoeCommArgs {
   int64_t num_tokens, max_tokens, m_cap, hidden, row_bytes, sf_words, topk;
   int32_t num_experts, alignment, seq, op, has_stats, units_per_rank;
 };
+
+// dg_mega_moe (mega_moe.asc): one Mega MoE call in one persistent launch (deep_gemm/ascend/mega_moe.py): the
+// dispatch (comm; its op unused), the L1 grouped GEMM (l1), the SwiGLU step (swiglu), the L2 grouped GEMM (l2) and
+// the combine. The vector steps run on the first dispatch_grid / swiglu_grid / combine_grid of the launch's
+// vector cores; every core meets the others between steps on window flag meet_flag of its own rank.
+struct DgMegaMoeArgs {
+  DgMegaMoeCommArgs comm;
+  DgMGroupedGemmArgs l1;
+  DgMGroupedGemmArgs l2;
+  DgMegaSwigluArgs swiglu;
+  int64_t dispatch_grid, swiglu_grid, combine_grid;
+  int32_t meet_flag, pad;
+};

@@ -275,4 +275,16 @@ __aicore__ inline void cube_tiles(TileWalk& walk, const GroupOperands& ops, __gm
   }
 }
 
+// The block's cube tiles of one launch over `kargs` (kVecOperand as in cube_tiles); the caller initialises and
+// drains the flags.
+template <int kVecOperand = 0>
+__aicore__ inline void grouped_cube(const DgMGroupedGemmArgs& kargs, Stages& st) {
+  const Problem p = make_problem(kargs.m, kargs.n, kargs.k, kargs.lda, kargs.ldb);
+  const GroupOperands ops{(__gm__ ABType*)kargs.a, (__gm__ ABType*)kargs.b, kargs.sfa, kargs.sfb, kargs.a_group_stride,
+                          kargs.b_group_stride, kargs.ld_sfa, kargs.ld_sfb, kargs.sfa_group_stride,
+                          kargs.sfb_group_stride};
+  TileWalk walk(p, kargs.layout, uint32_t(kargs.num_groups), uint32_t(kargs.alignment));
+  cube_tiles<kVecOperand>(walk, ops, (__gm__ DType*)kargs.d, kargs.ldd, kargs.d_group_stride, st);
+}
+
 }  // namespace dg_ascend

@@ -54,17 +54,21 @@ def launch(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, stri
     ``m_grouped_fp8_fp4_mx_gemm.asc``). ``strides``: lda, ldb, ldd and the group strides (a, b, d, sfa,
     sfb; 0 where an operand is shared), ld_sfa / ld_sfb with MX scales. ``tiles``: a bound on the output
     tiles at 128 rows (the grid: at most one block per tile, per cube core)."""
-    s = {"a_group": 0, "d_group": 0, "ld_sfa": 0, "ld_sfb": 0, "sfa_group": 0, "sfb_group": 0, **strides}
     cores = num_cube_cores(d)
     block_m = cube_block_m(m * (g if defines.get("DG_MASKED") else 1), n, cores)
     if defines.get("DG_INDEXED") and alignment % WIDE_BLOCK_M:
         block_m = BLOCK_M  # an m_indices tile ends at its block: a wide one would compute a 128-row block at most
     kernel(*entry, {**defines, "DG_BLOCK_M": block_m})(
-        min(tiles, cores),
-        args("DgMGroupedGemmArgs", a=a, b=b, d=d, layout=layout, m=m, n=n, k=k, num_groups=g, alignment=alignment,
-             lda=s["lda"], ldb=s["ldb"], b_group_stride=s["b_group"], ldd=s["ldd"], a_group_stride=s["a_group"],
-             d_group_stride=s["d_group"], sfa=d if sfa is None else sfa, sfb=d if sfb is None else sfb,
-             ld_sfa=s["ld_sfa"], ld_sfb=s["ld_sfb"], sfa_group_stride=s["sfa_group"], sfb_group_stride=s["sfb_group"]))
+        min(tiles, cores), args("DgMGroupedGemmArgs", **fields(a, b, d, layout, m, n, k, g, alignment, strides, sfa, sfb)))
+
+
+def fields(a, b, d, layout, m: int, n: int, k: int, g: int, alignment: int, strides: dict, sfa=None, sfb=None) -> dict:
+    """``DgMGroupedGemmArgs``'s fields for ``launch``'s arguments (also one layer of Mega MoE's persistent kernel)."""
+    s = {"a_group": 0, "d_group": 0, "ld_sfa": 0, "ld_sfb": 0, "sfa_group": 0, "sfb_group": 0, **strides}
+    return dict(a=a, b=b, d=d, layout=layout, m=m, n=n, k=k, num_groups=g, alignment=alignment, lda=s["lda"],
+                ldb=s["ldb"], b_group_stride=s["b_group"], ldd=s["ldd"], a_group_stride=s["a_group"],
+                d_group_stride=s["d_group"], sfa=d if sfa is None else sfa, sfb=d if sfb is None else sfb,
+                ld_sfa=s["ld_sfa"], ld_sfb=s["ld_sfb"], sfa_group_stride=s["sfa_group"], sfb_group_stride=s["sfb_group"])
 
 
 def contiguous_layout(rows, m: int, device) -> tuple[torch.Tensor, dict, int]:

@@ -3,9 +3,9 @@ shape DeepSeek published Mega MoE figures for, each rank a real process (``deepj
 rendezvous, the twin's shared-memory window for the data, as tests/deep_gemm/ascend/test_mega_moe.py runs it).
 
 Every rank makes its buffer, fills its tokens, makes one warm call (the kernels compile) and records the
-timeline of a second (``ascend_check.run_published``, the L2 model on). A rank's time is the sum of its
-launches' estimates -- the chain of kernels runs one after another on its stream -- and the figure is the
-slowest rank's. As in deep_ep's window estimates, a kernel's loads from and stores into a peer's window are
+timeline of a second (``ascend_check.run_published``, the L2 model on). A rank's time is its call's one launch
+(``mega_moe.asc``: the steps in order, every core meeting the others between them on the chip's all-core and
+cube / vector flags, which the timeline orders), and the figure is the slowest rank's. As in deep_ep's window estimates, a kernel's loads from and stores into a peer's window are
 charged as local GM traffic and a wait for a peer's flag costs nothing (no cross-rank events), so these are
 on-chip estimates, never measurements.
 
@@ -15,9 +15,9 @@ the 8 ranks, measured with upstream's one persistent kernel on NVIDIA hardware (
 an SM100 kernel), not on a 950. Only batch 1 is run: at batch 512 every rank's 32 experts are busy and the twin
 would execute about 0.15 TFLOP of cube work per rank, 1.2 TFLOP for the 8, on this host's cores.
 
-Not counted: kernel launch overheads (the twin's timeline starts at a launch). A call runs nothing but its five
-launches (the GEMMs read the activations' packed scale rows and the weights' scales where they lie), so no
-conversion between them is left out. The GEMMs' K-major activation-scale loads (DN->NZ, a row's 4 pairs of a
+Not counted: the launch overhead (the twin's timeline starts at a launch; a call has one). A call runs nothing
+but its launch (the GEMMs read the activations' packed scale rows and the weights' scales where they lie), so no
+conversion around it is left out. The GEMMs' K-major activation-scale loads (DN->NZ, a row's 4 pairs of a
 K block: 8-byte runs) are charged by their bytes, as every GM -> L1 ND/DN -> NZ move is.
 
 Inputs: FP4 weights drawn directly in DeepGEMM-Ascend's layout (random packed E2M1 bytes, per-32 UE8M0 scales
@@ -110,8 +110,8 @@ def published_shape_outcome(shape: Shape, ranks: int = RANKS) -> dict:
     note = (f"estimate, not a measurement: {us:.1f} us, slowest of {ranks} ranks (mean {mean:.1f} us; "
             f"{shape.tokens} tokens/rank, {shape.experts} experts, top-{shape.topk}, hidden {shape.hidden}, "
             f"intermediate {shape.intermediate}) | published (measured on other hardware): {shape.published_us} us "
-            f"[{shape.source}] | remote-window traffic charged as local GM, no cross-rank wait; the steps are "
-            f"separate launches, not one persistent kernel")
+            f"[{shape.source}] | remote-window traffic charged as local GM, no cross-rank wait; one persistent "
+            f"kernel whose steps do not overlap")
     extra = {"ranks": ranks, "tokens_per_rank": shape.tokens, "experts": shape.experts, "topk": shape.topk,
              "ranks_us": o["ranks_us"], "mean_us": mean, "published_us": shape.published_us,
              "published_source": shape.source}

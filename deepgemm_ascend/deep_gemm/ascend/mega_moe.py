@@ -3,43 +3,44 @@ backend (NPU groups, or ``DG_BACKEND=ascend`` on CPU tensors: the twin), whose w
 ``deepjit.symm.DeviceWindow``: every rank's inputs and combine slots sit in symmetric memory that the
 kernels of every rank read and write directly.
 
-One call is a chain of kernels on the rank's stream, none of which the host waits on or reads back:
+One call is one launch of the persistent mixed kernel ``mega_moe.asc`` on every cube core and its two vector
+cores, on the rank's stream; the host neither waits on it nor reads anything back, and no other op runs around
+it. Its steps, each on the cores it needs, all cores meeting between steps:
 
-1. ``mega_moe_comm.asc`` op 0 (dispatch): each rank publishes its token count and sets its arrival flag on
-   every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert are
-   counted by chunks of each rank's tokens spread over the vector cores, and (after a grid barrier on a
-   window flag) pulled from the peers' windows into the psum
-   layout (expert e's rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot:
-   the host path's order), with their top-k weights and sources; the psum ends and the receive stats are
-   written;
-2. the L1 M-grouped GEMM (``m_grouped_fp8_fp4_mx_gemm.asc`` / ``m_grouped_bf16_gemm.asc``, psum layout) over the
-   gate/up-interleaved weights as ``transform_weights_for_mega_moe`` leaves them;
-3. ``mega_swiglu.asc``: SwiGLU with clamp and top-k weight, de-interleaved, then FP8 with per-32 UE8M0
-   scales (FP8 x FP4) or BF16, into the workspace;
+1. dispatch (``mega_moe_comm.h``) on the vector cores: each rank publishes its token count and sets its arrival
+   flag on every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert
+   are counted by chunks of each rank's tokens spread over the vector cores, and (after a grid barrier on a
+   window flag) pulled from the peers' windows into the psum layout (expert e's rows from
+   ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot: the host path's order), with
+   their top-k weights and sources; the psum ends and the receive stats are written;
+2. the L1 M-grouped GEMM (``m_grouped.h``; FP8 x FP4 with the FP4 weights widened into L1 by each block's
+   vector cores, ``m_grouped_fp4.h``: the 950's MX mmad takes no FP8 x FP4 pair) over the gate/up-interleaved
+   weights as ``transform_weights_for_mega_moe`` leaves them;
+3. SwiGLU (``mega_swiglu.h``) on the vector cores: clamp and top-k weight, de-interleaved, then FP8 with per-32
+   UE8M0 scales (FP8 x FP4) or BF16, into the workspace;
 4. the L2 M-grouped GEMM;
-   both GEMMs without zero padding and SwiGLU over the experts' rows alone: no kernel reads or writes a row
+   both GEMMs without zero padding and SwiGLU over the experts' rows alone: no step reads or writes a row
    outside them. Zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote more
    bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps. The
-   GEMMs read every operand where the step before left it (``_gemm``): the activations' packed UE8M0 rows as
-   K-major scale pairs, DeepGEMM-Ascend's weight scales in their 256-row blocks with their +6 bias (the FP4
-   values widened to value / 64), upstream's in their UTCCP row order; nothing runs between the kernels -- no
-   scale or layout conversion, no other op;
-5. op 1 (combine): every L2 row goes straight into its source rank's combine slot ``[k, t]``; each block adds
-   1 to its sent flag on every rank, and once every rank's blocks have sent,
-   ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
+   GEMMs read every operand where the step before left it (``_gemm_fields``): the activations' packed UE8M0 rows
+   as K-major scale pairs, DeepGEMM-Ascend's weight scales in their 256-row blocks with their +6 bias (the FP4
+   values widened to value / 64), upstream's in their UTCCP row order;
+5. combine (``mega_moe_comm.h``) on COMBINE_GRID vector cores: every L2 row goes straight into its source rank's
+   combine slot ``[k, t]``; each core adds 1 to its sent flag on every rank, and once every rank's cores have
+   sent, ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
 
 Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose
-rows rank p has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's blocks have written. A
-rank reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n,
-which come after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A
-peer that never arrives or never sends fails every waiting rank's kernel after the window's timeout, naming
-the rank and the flag. Each step's blocks wait for one another, so its grid is at most the vector cores.
+rows rank p has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's cores have written;
+``2R + 1`` = the launch's cores x 4 meetings x the calls (``mega_moe.asc``'s meetings between steps). A rank
+reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n, which come
+after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A peer that never
+arrives or never sends fails every waiting rank's kernel after the window's timeout, naming the rank and the
+flag. The steps on their own (``mega_moe_comm.asc``, ``mega_swiglu.asc``, the M-grouped kernels) run the same
+code; ``_comm`` launches the dispatch or combine alone (the tests' peer that stops between them).
 
-Not yet as DeepGEMM-Ascend does it: the steps are separate launches around the GEMM and SwiGLU kernels, not
-one persistent kernel overlapping the pulls and sends with the cube's work; the rows are pulled whole (no
-ring of ``num_ring_tokens`` waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which
-are not built. The FP4 weights are widened to E4M3 on their way into L1 by the grouped GEMMs' own vector cores
-(the 950's MX mmad takes no FP8 x FP4 pair: ``m_grouped_fp8_fp4_mx_gemm.asc``), not by a launch of their own.
+Not yet as DeepGEMM-Ascend does it: the steps run one after another, meeting in between, rather than overlapping
+the pulls and sends with the cube's work tile by tile; the rows are pulled whole (no ring of ``num_ring_tokens``
+waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
 """
 from __future__ import annotations
 
@@ -47,13 +48,19 @@ import torch
 
 from .. import runtime
 from .._lib import LIB
-from ._launch import args, kernel, m_blocks, n_blocks, shape_defines
+from ._launch import args, cube_block_m, kernel, num_cube_cores
 
 COMBINE_GRID = 32    # blocks of the combine step, the same on every rank: the sent flags count to seq * 32
 # (int32 flags: a buffer refuses the call that would take seq * grid past 2^31)
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_COUNTS = 4096    # and [units, E_l] counts in UB (units >= R, and R x E_l = num_experts)
 ASCEND_SF_BIAS = 6   # DeepGEMM-Ascend's weight scales carry +6 (deep_gemm.mega's layout transform)
+MEETINGS = 4 * 3     # mega_moe.asc: each core adds 1 to the meeting flag 4 times a call, 3 cores a cube core
+
+
+def meet_flag(num_ranks: int) -> int:
+    """The window flag mega_moe.asc's cores meet on between steps (after the comm steps' 2R + 1)."""
+    return 2 * num_ranks + 1
 
 
 def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
@@ -79,7 +86,8 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
     if num_ranks * max_tokens * num_topk >= 2 ** 31:
         raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
                      f"{num_ranks} x {max_tokens} x {num_topk}")
-    return DeviceWindow.create(group, num_bytes, num_flags=2 * num_ranks + 1, name_hint="mega_moe", device=device)
+    return DeviceWindow.create(group, num_bytes, num_flags=meet_flag(num_ranks) + 1, name_hint="mega_moe",
+                               device=device)
 
 
 def capacity(buf, alignment: int) -> int:
@@ -125,19 +133,25 @@ def dispatch_grid(buf, device) -> int:
 
 
 def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.Tensor | None) -> None:
+    """One step of the call on its own (``mega_moe_comm.asc``: op 0 dispatch, 1 combine): what a rank that stops
+    between steps leaves its peers (the tests' silent peer); a call runs them inside ``mega_moe.asc``."""
+    kernel("dg_mega_moe_comm", "ascend/mega_moe_comm.asc", {})(
+        grid, args("DgMegaMoeCommArgs", **_comm_fields(buf, ws, op, y, stats)))
+
+
+def _comm_fields(buf, ws: Workspace, op: int, y: torch.Tensor, stats: torch.Tensor | None) -> dict:
     offsets = {name: buf._views[name][0] for name in ("num_tokens", "x", "topk_idx", "topk_weights", "combine")}
     offsets["x_sf"] = buf._views["x_sf"][0] if not buf.bf16 else 0
-    kernel("dg_mega_moe_comm", "ascend/mega_moe_comm.asc", {})(
-        grid, args("DgMegaMoeCommArgs", a=ws.a.view(torch.uint8), a_sf=ws.dummy if ws.a_sf is None else ws.a_sf,
-                   weights=ws.weights, src=ws.src, counts=ws.counts, ends=ws.ends,
-                   stats=ws.dummy if stats is None else stats, l2_out=ws.l2_out.view(torch.uint8),
-                   y=(y if y.numel() else ws.dummy).view(torch.uint8).reshape(-1), **buf.window.kernel_fields(),
-                   **{f"off_{name}": off for name, off in offsets.items()},
-                   num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m,
-                   hidden=buf.hidden, row_bytes=buf.hidden * ws.a.element_size(),
-                   sf_words=0 if buf.bf16 else buf.hidden // 128, topk=buf.num_topk, num_experts=buf.num_experts,
-                   alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None),
-                   units_per_rank=ws.units_per_rank))
+    return dict(a=ws.a.view(torch.uint8), a_sf=ws.dummy if ws.a_sf is None else ws.a_sf,
+                weights=ws.weights, src=ws.src, counts=ws.counts, ends=ws.ends,
+                stats=ws.dummy if stats is None else stats, l2_out=ws.l2_out.view(torch.uint8),
+                y=(y if y.numel() else ws.dummy).view(torch.uint8).reshape(-1), **buf.window.kernel_fields(),
+                **{f"off_{name}": off for name, off in offsets.items()},
+                num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m,
+                hidden=buf.hidden, row_bytes=buf.hidden * ws.a.element_size(),
+                sf_words=0 if buf.bf16 else buf.hidden // 128, topk=buf.num_topk, num_experts=buf.num_experts,
+                alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None),
+                units_per_rank=ws.units_per_rank)
 
 
 def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_clamp: float | None, gran: int) -> None:
@@ -146,7 +160,7 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
     if buf.failed is not None:
         raise RuntimeError(f"this Mega MoE SymmBuffer is broken: an earlier call failed ({buf.failed}); its window's "
                            f"flags no longer agree across ranks -- destroy it and make a new one")
-    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device)) >= 2 ** 31:
+    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device), MEETINGS * num_cube_cores(y)) >= 2 ** 31:
         raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
                            f"would wrap -- destroy it and make a new one")
     alignment = runtime.mk_alignment_for(y.device)
@@ -155,39 +169,46 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
         ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
     buf.seq += 1
     try:
-        _steps(y, l1, l2, buf, ws, stats, activation_clamp, gran)
+        _launch(y, l1, l2, buf, ws, stats, activation_clamp, gran)
     except BaseException as exc:
         buf.failed = f"{type(exc).__name__}: {exc}"
         raise
 
 
-def _steps(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) -> None:
-    from .mega_swiglu import swiglu_quant_into
+def _launch(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) -> None:
+    """The call as one launch of ``mega_moe.asc`` on every cube core (and its two vector cores)."""
+    from .mega_swiglu import fields as swiglu_fields
+    from .mega_swiglu import tile_rows_that_fit
+    cores = num_cube_cores(y)
+    l1_fields, defines = _gemm_fields(ws, ws.a, ws.a_sf, l1, ws.l1_out)
+    l2_fields, _ = _gemm_fields(ws, ws.act, ws.act_sf, l2, ws.l2_out)
+    inter = buf.intermediate_hidden
+    block_m = cube_block_m(ws.m, min(2 * inter, buf.hidden), cores)
+    kernel("dg_mega_moe", "ascend/mega_moe.asc", {**defines, "DG_BLOCK_M": block_m})(
+        cores, args("DgMegaMoeArgs", comm=_comm_fields(buf, ws, 0, y, stats), l1=l1_fields, l2=l2_fields,
+                    swiglu=swiglu_fields(ws.l1_out, ws.weights, ws.ends, activation_clamp, ws.act, ws.act_sf, gran,
+                                         ws.alignment, tile_rows_that_fit(inter, not buf.bf16)),
+                    dispatch_grid=min(dispatch_grid(buf, y.device), 2 * cores), swiglu_grid=min(ws.m, 2 * cores),
+                    combine_grid=COMBINE_GRID, meet_flag=meet_flag(buf.num_ranks), pad=0))
 
-    _comm(buf, ws, 0, dispatch_grid(buf, y.device), y, stats)
-    _gemm(ws, ws.a, ws.a_sf, l1, ws.l1_out)
-    swiglu_quant_into(ws.l1_out, ws.weights, ws.ends, activation_clamp, ws.act, ws.act_sf, gran, ws.alignment)
-    _gemm(ws, ws.act, ws.act_sf, l2, ws.l2_out)
-    _comm(buf, ws, 1, COMBINE_GRID, y, stats)
 
-
-def _gemm(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d: torch.Tensor) -> None:
-    """One grouped GEMM of the chain over the experts' rows (psum ends ``ws.ends``, no zero padding), launched on
-    the operands as they lie: ``a`` [M, K] with ``a_sf`` the packed UE8M0 rows the dispatch or SwiGLU step wrote
-    (K-major pairs); BF16 ``weights`` [G, N, K], or FP4 ``(w, sf)`` in DeepGEMM-Ascend's layout (``w`` [G, N / 256,
-    256, K / 2], ``sf`` int16 [G, N / 256, K / 64, 256] carrying +6, taken by widening each value to value / 64) or
-    upstream's ([G, N, K / 2], packed UE8M0 rows in UTCCP order: N a multiple of 128)."""
-    from .m_grouped_bf16_gemm import ENTRY, launch
-    from .m_grouped_fp8_mx_gemm import FUSED_ENTRY
+def _gemm_fields(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d: torch.Tensor):
+    """(``DgMGroupedGemmArgs`` fields, kernel defines) of one grouped GEMM of the call over the experts' rows (psum
+    ends ``ws.ends``, no zero padding), on the operands as they lie: ``a`` [M, K] with ``a_sf`` the packed UE8M0
+    rows the dispatch or SwiGLU step wrote (K-major pairs); BF16 ``weights`` [G, N, K], or FP4 ``(w, sf)`` in
+    DeepGEMM-Ascend's layout (``w`` [G, N / 256, 256, K / 2], ``sf`` int16 [G, N / 256, K / 64, 256] carrying +6,
+    taken by widening each value to value / 64) or upstream's ([G, N, K / 2], packed UE8M0 rows in UTCCP order: N a
+    multiple of 128). The defines are those of both layers (their shapes are read at run time)."""
+    from .m_grouped_bf16_gemm import fields
     m, k = a.shape
     strides = {"lda": a.stride(0), "ldd": d.stride(0)}
-    defines = {"DG_D_FP32": 0, "DG_ZERO_PADDING": 0, **shape_defines("nk", n=d.size(1), k=k)}
+    defines = {"DG_D_FP32": 0, "DG_ZERO_PADDING": 0}
     if a_sf is None:
-        b, entry, sfa, sfb = weights, ENTRY, None, None
+        b, sfa, sfb = weights, None, None
         strides.update(ldb=b.stride(1), b_group=b.stride(0))
     else:
         w, sf = weights
-        b, entry, sfa, sfb = w.view(torch.uint8), FUSED_ENTRY, _pairs(a_sf), _pairs(sf)
+        b, sfa, sfb = w.view(torch.uint8), _pairs(a_sf), _pairs(sf)
         if w.dim() == 4:
             b = b.flatten(1, 2)
             defines.update(DG_SFB_ROW_BLOCK=sf.size(-1), DG_FP4_SCALE_BIAS=ASCEND_SF_BIAS)
@@ -195,12 +216,11 @@ def _gemm(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d:
         else:
             defines.update(DG_SFB_K_MAJOR=1, DG_SFB_UTCCP=1)
             ld_sfb = sfb.stride(1)
-        defines.update(DG_SFA_K_MAJOR=1)
+        defines.update(DG_MX=1, DG_SFA_K_MAJOR=1)
         strides.update(ldb=b.stride(1), b_group=b.stride(0), ld_sfa=sfa.stride(0), ld_sfb=ld_sfb,
                        sfb_group=sfb.stride(0))
     g, n = b.size(0), d.size(1)
-    launch(a, b, d, ws.ends, m, n, k, g, ws.alignment, strides, defines, (m_blocks(m) + 2 * g) * n_blocks(n),
-           sfa, sfb, entry)
+    return fields(a, b, d, ws.ends, m, n, k, g, ws.alignment, strides, sfa, sfb), defines
 
 
 def _pairs(sf: torch.Tensor) -> torch.Tensor:

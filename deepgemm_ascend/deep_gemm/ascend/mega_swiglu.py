@@ -115,8 +115,13 @@ def swiglu_quant_into(l1_out: torch.Tensor, weights: torch.Tensor, ends: torch.T
     if m == 0:
         return
     kernel("dg_mega_swiglu", "ascend/mega_swiglu.asc", {})(
-        blocks,
-        args("DgMegaSwigluArgs", l1_out=l1_out, weights=weights, ends=ends, act=act.view(torch.uint8),
-             act_sf=act_sf if to_fp8 else act, m=m, inter=inter, num_groups=ends.numel(), gran=gran,
-             max_tile_rows=rows, to_fp8=int(to_fp8), has_clamp=int(clamp is not None), alignment=alignment,
-             clamp=0.0 if clamp is None else clamp))
+        blocks, args("DgMegaSwigluArgs", **fields(l1_out, weights, ends, clamp, act, act_sf, gran, alignment, rows)))
+
+
+def fields(l1_out, weights, ends, clamp: float | None, act, act_sf, gran: int, alignment: int, max_tile_rows: int) -> dict:
+    """``DgMegaSwigluArgs``'s fields for checked arguments (also the step of Mega MoE's persistent kernel)."""
+    m, inter = l1_out.size(0), l1_out.size(1) // 2
+    return dict(l1_out=l1_out, weights=weights, ends=ends, act=act.view(torch.uint8),
+                act_sf=act if act_sf is None else act_sf, m=m, inter=inter, num_groups=ends.numel(), gran=gran,
+                max_tile_rows=max_tile_rows, to_fp8=int(act_sf is not None), has_clamp=int(clamp is not None),
+                alignment=alignment, clamp=0.0 if clamp is None else clamp)

@@ -11,7 +11,7 @@
 // high byte), by default MN-major (the Ascend layout): pair p of row r at sf[p * ld_sf + r]. Per K block
 // of 256 they are loaded ND->NZ as a pairs x rows matrix (16-row fractals, one pair per 2 bytes) and
 // the _mx L1 -> L0 copies put each MAD_K slice's scales beside its data. Other layouts (defines), read
-// where they lie, so a chain of kernels needs no conversion between them:
+// where they lie, so the kernels of a chain (or the steps of Mega MoE's persistent kernel) need no conversion:
 // - DG_SFA_K_MAJOR / DG_SFB_K_MAJOR = 1: pair p of row r at sf[r * ld_sf + p], the packed UE8M0 rows that
 //   per-token casts, Mega MoE's dispatch and its SwiGLU step write (an int32 [MN, K / 128] viewed as
 //   int16), loaded DN->NZ into the same tile;

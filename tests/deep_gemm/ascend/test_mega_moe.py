@@ -9,7 +9,7 @@ import torch
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
-from tests.testkit import run_ranks
+from tests.testkit import launches, run_ranks
 
 from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs, fill
 
@@ -182,31 +182,11 @@ def test_no_host_reads():
     assert run_ranks(_without_host_reads, 2, timeout=300) == [True, True]
 
 
-# aten ops that make views of their input and compute nothing
-VIEW_OPS = frozenset({"aten.view", "aten.alias", "aten.detach", "aten.transpose", "aten.t", "aten.select", "aten.slice",
-                      "aten._unsafe_view", "aten.as_strided", "aten.expand", "aten.unsqueeze", "aten.squeeze",
-                      "aten.permute"})
-
-
 def _ops_of_a_call(rank, num_ranks, bf16, layout):
-    """The kernels a warm call launches and the aten ops it runs outside those launches (the twin launcher's own
-    argument handling is the launch's)."""
-    import collections
-
+    """The kernels a warm call launches and the aten ops it runs outside those launches."""
     import torch.distributed as dist
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    import deepjit.runtime
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.outside, self.kernels, self.launching = collections.Counter(), [], 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not self.launching:
-                self.outside[str(func.overloadpacket)] += 1
-            return func(*args, **(kwargs or {}))
+    from tests.testkit.launches import OpsAroundLaunches
 
     deep_gemm.set_mk_alignment_for_contiguous_layout(32)
     os.environ["DG_BACKEND"] = "ascend" if layout == "ascend" else "host"   # the transform's layout follows the path
@@ -219,35 +199,20 @@ def _ops_of_a_call(rank, num_ranks, bf16, layout):
     fill(buf, 20, x, x_sf, topk_idx, topk_weights, bf16)
     call = deep_gemm.bf16_mega_moe if bf16 else deep_gemm.fp8_fp4_mega_moe
     call(y, l1t, l2t, buf)                                 # builds the workspace and compiles the kernels
-    ops, launch = Ops(), deepjit.runtime.Runtime.launch
-
-    def launch_recorded(runtime, kernel, *args):
-        ops.kernels.append(kernel.name)
-        ops.launching += 1
-        try:
-            return launch(runtime, kernel, *args)
-        finally:
-            ops.launching -= 1
-
-    deepjit.runtime.Runtime.launch = launch_recorded
-    try:
-        with ops:
-            call(y, l1t, l2t, buf)
-    finally:
-        deepjit.runtime.Runtime.launch = launch
+    with OpsAroundLaunches() as ops:
+        call(y, l1t, l2t, buf)
     buf.destroy()
     return dict(ops.outside), ops.kernels
 
 
 @pytest.mark.parametrize("bf16,layout", [(False, "ascend"), (False, "upstream"), (True, "upstream")])
 def test_a_call_is_its_kernels(bf16, layout):
-    """A call is the chain of kernels alone -- dispatch, L1 GEMM, SwiGLU, L2 GEMM, combine: nothing between them
-    converts a scale or weight layout (FP8 x FP4 weights in DeepGEMM-Ascend's layout or upstream's), and no other
-    op runs (a graph captures the five launches)."""
-    gemm = "dg_m_grouped_bf16_gemm" if bf16 else "dg_m_grouped_fp8_fp4_mx_gemm"
+    """A call is one launch of the persistent kernel (dispatch, L1 GEMM, SwiGLU, L2 GEMM and combine inside it):
+    nothing around it converts a scale or weight layout (FP8 x FP4 weights in DeepGEMM-Ascend's layout or
+    upstream's), and no other op runs (a graph captures the one launch)."""
     for outside, kernels in run_ranks(_ops_of_a_call, 2, bf16, layout, timeout=300):
-        assert kernels == ["dg_mega_moe_comm", gemm, "dg_mega_swiglu", gemm, "dg_mega_moe_comm"], kernels
-        assert set(outside) <= VIEW_OPS, outside
+        assert kernels == ["dg_mega_moe"], kernels
+        assert set(outside) <= launches.VIEW_OPS, outside
 
 def _refusals(rank, num_ranks):
     import torch.distributed as dist
@@ -303,16 +268,17 @@ def _fp32_scales(packed: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("layout", ["ascend", "upstream"])
 def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
-    """The chain's grouped GEMM (``mega_moe._gemm``) on packed activation scale rows and weights in DeepGEMM-Ascend's
-    layout (biased scales, three 256-row blocks) or upstream's (scale rows in UTCCP order, six 128-row groups) gives
-    the bits of the package's Ascend grouped GEMM on the same values with FP32 scales (converted on the host), and
-    leaves rows outside the groups alone."""
+    """The call's grouped GEMM (``mega_moe._gemm_fields``, launched as the M-grouped kernel) on packed activation
+    scale rows and weights in DeepGEMM-Ascend's layout (biased scales, three 256-row blocks) or upstream's (scale
+    rows in UTCCP order, six 128-row groups) gives the bits of the package's Ascend grouped GEMM on the same values
+    with FP32 scales (converted on the host), and leaves rows outside the groups alone."""
     from types import SimpleNamespace
 
     from deep_gemm import formats
     from deep_gemm._operands import QuantOperand
     from deep_gemm.ascend import mega_moe
-    from deep_gemm.ascend.m_grouped_fp8_mx_gemm import m_grouped_fp8_fp4_gemm_nt_contiguous
+    from deep_gemm.ascend._launch import args, kernel
+    from deep_gemm.ascend.m_grouped_fp8_mx_gemm import FUSED_ENTRY, m_grouped_fp8_fp4_gemm_nt_contiguous
     from deep_gemm.mega import _to_ascend_layout, _utccp
     from tests.deep_gemm.ascend._grouped import SENTINEL, psum_rows
 
@@ -329,6 +295,8 @@ def test_chain_gemm_reads_the_layouts_as_they_lie(layout):
                                          expected, rows, False)
     weights = _to_ascend_layout(w, w_sf, False) if layout == "ascend" else (w, _utccp(w_sf))
     d = torch.full((m, n), SENTINEL, dtype=torch.bfloat16)
-    mega_moe._gemm(SimpleNamespace(ends=rows.layout, alignment=alignment), a, a_sf, weights, d)
+    fields, defines = mega_moe._gemm_fields(SimpleNamespace(ends=rows.layout, alignment=alignment), a, a_sf, weights, d)
+    del defines["DG_MX"]   # the fused kernel's own
+    kernel(*FUSED_ENTRY, {**defines, "DG_BLOCK_M": 128})(4, args("DgMGroupedGemmArgs", **fields))
     assert torch.equal(d, expected)
     assert float((d[rows.row_group >= 0] != SENTINEL).float().mean()) > 0.99   # the groups' rows were written

@@ -4,19 +4,13 @@ Per-token casts' K-major rows (int32 words or int16 pairs) and DeepGEMM-Ascend's
 by the kernels in place (``ascend.fp8_mx_gemm.mx_scales``): the call's output has the bits of the same call with
 the FP32 scales they stand for (converted on the host, the other path), and the call runs no op outside its
 kernel launch but views. Other packings (int32 MN-major, K not a multiple of 64) take the converting path."""
-import collections
-
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import deep_gemm
 from deep_gemm import formats
 from tests.deep_gemm.ascend._grouped import psum_ends
-
-VIEW_OPS = frozenset({"aten.view", "aten.alias", "aten.detach", "aten.transpose", "aten.t", "aten.select", "aten.slice",
-                      "aten._unsafe_view", "aten.as_strided", "aten.expand", "aten.unsqueeze", "aten.squeeze",
-                      "aten.permute"})
+from tests.testkit.launches import VIEW_OPS, OpsAroundLaunches
 
 
 def _exponents(shape, gen) -> torch.Tensor:
@@ -147,19 +141,6 @@ def test_m_grouped_contiguous_and_masked(monkeypatch, scale_paths, form):
     _expect_path(scale_paths, form, k)
 
 
-class _Ops(TorchDispatchMode):
-    """The aten ops run outside kernel launches, and the launched kernels' names."""
-
-    def __init__(self):
-        super().__init__()
-        self.outside, self.kernels, self.launching = collections.Counter(), [], 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not self.launching:
-            self.outside[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _dense_call(form, gen):
     m, n, k = 32, 256, 256
     a, b = _fp8((m, k), gen), _fp8((n, k), gen)
@@ -202,22 +183,10 @@ def test_a_call_is_its_kernel(monkeypatch, make, form):
     """With packed scales in a form the kernels read, a dense, psum-grouped or masked GEMM or an FP8 einsum launches
     its kernel and runs nothing else but views: no unpacking, no re-packing, no per-row group map, no look at the
     values (on an NPU: no op beside it)."""
-    import deepjit.runtime
     monkeypatch.setenv("DG_BACKEND", "ascend")
     call, kernel = make(form, torch.Generator().manual_seed(5))
     call()                                                                  # compiles the kernel
-    ops, launch = _Ops(), deepjit.runtime.Runtime.launch
-
-    def launch_recorded(runtime, kernel, *args):
-        ops.kernels.append(kernel.name)
-        ops.launching += 1
-        try:
-            return launch(runtime, kernel, *args)
-        finally:
-            ops.launching -= 1
-
-    monkeypatch.setattr(deepjit.runtime.Runtime, "launch", launch_recorded)
-    with ops:
+    with OpsAroundLaunches() as ops:
         call()
     assert ops.kernels == [kernel]
     assert set(ops.outside) <= VIEW_OPS, ops.outside
