@@ -26,23 +26,32 @@ MX_PAIR = 64   # K elements covered by one int16 (two UE8M0 of gran_k 32)
 
 class Deferred:
     """A dataclass field made on first read: ``defer(name, make)`` removes it from the instance, and the first read
-    of ``name`` (which then misses the instance) stores and returns ``make()``; setting it cancels ``make``."""
+    of ``name`` (which then misses the instance) stores and returns ``make()``; setting it cancels ``make``. The
+    pending makes are replaced, never changed in place, so a shallow copy keeps its own."""
+
+    def _pending(self, name: str, make=None) -> None:
+        rest = {k: v for k, v in self.__dict__.get("_deferred", {}).items() if k != name}
+        self.__dict__["_deferred"] = {**rest, name: make} if make is not None else rest
 
     def defer(self, name: str, make) -> None:
         self.__dict__.pop(name, None)
-        self.__dict__.setdefault("_deferred", {})[name] = make
+        self._pending(name, make)
 
     def __getattr__(self, name):   # reached only for a name missing from the instance
         make = self.__dict__.get("_deferred", {}).get(name)
         if make is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        value = make()
-        del self.__dict__["_deferred"][name]
+        try:
+            value = make()
+        except AttributeError as exc:   # not "no such attribute": the make itself failed
+            raise RuntimeError(f"making {type(self).__name__}.{name} failed: {exc}") from exc
+        self._pending(name)
         self.__dict__[name] = value
         return value
 
     def __setattr__(self, name, value):
-        self.__dict__.get("_deferred", {}).pop(name, None)
+        if name in self.__dict__.get("_deferred", {}):
+            self._pending(name)
         object.__setattr__(self, name, value)
 
 

@@ -1,5 +1,6 @@
 // deep_gemm/ascend/fp4_l1_widen.h — the vector side of the MX GEMMs whose packed FP4 (E2M1, K-major)
-// operand is widened on the way into the cube's L1 (fp8_fp4_mx_gemm.asc, m_grouped_fp8_fp4_mx_gemm.asc):
+// operand is widened on the way into the cube's L1 (fp8_fp4_mx_gemm.asc, m_grouped_fp8_fp4_mx_gemm.asc,
+// mega_moe.asc through m_grouped_fp4.h):
 // per K block of 256, vector core s loads its half of the tile's FP4 rows (packed bytes, MTE2 into UB),
 // widens every nibble to its E4M3 code (exact: every E2M1 value is an E4M3 value, the per-32 scales are
 // unchanged) in L1's NZ order with zeros past the rows and K columns that exist, and copies the half tile

@@ -1,6 +1,7 @@
 // deep_gemm/ascend/m_grouped.h — the M-grouped GEMM's tile walk and cube part, D[rows of g] = A[rows of g] .
 // B[g]^T, FixPipe straight to GM, shared by m_grouped_bf16_gemm.asc (cube only: BF16, or MX FP8 / FP4 with
-// DG_MX) and m_grouped_fp8_fp4_mx_gemm.asc (FP8 x packed FP4 B, widened into L1 by the block's vector cores).
+// DG_MX), m_grouped_fp8_fp4_mx_gemm.asc (FP8 x packed FP4 B, widened into L1 by the block's vector cores) and
+// Mega MoE's persistent kernel mega_moe.asc (its two layers).
 //
 // `layout` (int32 [G], device memory) is read by the kernel only (no host read):
 //   psum: group g's exclusive end row (clamped to [start, M]); it starts at group g - 1's clamped end

@@ -79,9 +79,9 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
     if num_experts > MAX_COUNTS:
         raise v.fail("num_experts", f"at most {MAX_COUNTS} on Ascend", num_experts)
     tile_rows_that_fit(intermediate_hidden, not bf16, "intermediate_hidden")
-    if LIB.num_vector_cores(device) < COMBINE_GRID:
-        raise v.fail("device", f"at least {COMBINE_GRID} vector cores (the combine step's fixed grid)",
-                     LIB.num_vector_cores(device))
+    if 2 * LIB.num_cube_cores(device) < COMBINE_GRID:   # mega_moe.asc's vector cores: two a cube core
+        raise v.fail("device", f"at least {COMBINE_GRID} vector cores beside the cube cores (the combine step's "
+                     f"fixed grid)", f"{LIB.num_cube_cores(device)} cube cores")
     num_ranks = group.size()
     if num_ranks * max_tokens * num_topk >= 2 ** 31:
         raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
