@@ -82,6 +82,14 @@ def no_overlap(t: torch.Tensor) -> bool:
     return True
 
 
+def k_major_pairs(p: torch.Tensor) -> torch.Tensor | None:
+    """Packed UE8M0 rows ``p`` (int32 words or int16 pairs) viewed as int16 pairs where each row's words are
+    contiguous (one word a row: any stride there), else None."""
+    if p.size(-1) == 1:
+        p = p.as_strided(p.shape, p.stride()[:-1] + (1,))
+    return p.view(torch.int16) if p.stride(-1) == 1 else None
+
+
 def mx_scales(name: str, op, valid_mn=None) -> MxScales:
     """``op``'s scales for the MX kernels. The caller's packed UE8M0 (a scale per row and 32 K-elements, K a multiple
     of 64 so no padding byte is read) is read where it lies, rows and groups apart (no expanded or overlapping
@@ -93,10 +101,8 @@ def mx_scales(name: str, op, valid_mn=None) -> MxScales:
     everything else is converted (``ascend_scales``)."""
     p = op.packed_sf
     if p is not None and op.k % 64 == 0 and no_overlap(p):
-        if p.size(-1) == 1:   # one word a row: any stride there
-            p = p.as_strided(p.shape, p.stride()[:-1] + (1,))
-        if p.stride(-1) == 1:
-            t = p.view(torch.int16)
+        t = k_major_pairs(p)
+        if t is not None:
             return MxScales(t, t.stride(-2), t.stride(0) if t.dim() == 3 else 0, True)
         if p.dtype == torch.int16 and p.stride(-2) == 1:
             return MxScales(p, p.stride(-1), p.stride(0) if p.dim() == 3 else 0, False)

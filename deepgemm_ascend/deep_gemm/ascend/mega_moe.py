@@ -199,6 +199,7 @@ def _gemm_fields(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weig
     DeepGEMM-Ascend's layout (``w`` [G, N / 256, 256, K / 2], ``sf`` int16 [G, N / 256, K / 64, 256] carrying +6,
     taken by widening each value to value / 64) or upstream's ([G, N, K / 2], packed UE8M0 rows in UTCCP order: N a
     multiple of 128). The defines are those of both layers (their shapes are read at run time)."""
+    from .fp8_mx_gemm import k_major_pairs
     from .m_grouped_bf16_gemm import fields
     m, k = a.shape
     strides = {"lda": a.stride(0), "ldd": d.stride(0)}
@@ -208,7 +209,7 @@ def _gemm_fields(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weig
         strides.update(ldb=b.stride(1), b_group=b.stride(0))
     else:
         w, sf = weights
-        b, sfa, sfb = w.view(torch.uint8), _pairs(a_sf), _pairs(sf)
+        b, sfa, sfb = w.view(torch.uint8), k_major_pairs(a_sf), k_major_pairs(sf)   # contiguous: never None
         if w.dim() == 4:
             b = b.flatten(1, 2)
             defines.update(DG_SFB_ROW_BLOCK=sf.size(-1), DG_FP4_SCALE_BIAS=ASCEND_SF_BIAS)
@@ -221,12 +222,6 @@ def _gemm_fields(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weig
                        sfb_group=sfb.stride(0))
     g, n = b.size(0), d.size(1)
     return fields(a, b, d, ws.ends, m, n, k, g, ws.alignment, strides, sfa, sfb), defines
-
-
-def _pairs(sf: torch.Tensor) -> torch.Tensor:
-    """A contiguous packed scale tensor as int16 pairs with plain strides (a size-1 word dimension may carry any
-    stride, which a dtype view refuses)."""
-    return sf.flatten().view(torch.int16).view(*sf.shape[:-1], -1)
 
 
 def on_ascend(device) -> bool:

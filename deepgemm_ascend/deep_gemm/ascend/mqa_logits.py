@@ -29,7 +29,7 @@ import torch
 
 from .. import runtime
 from ._launch import args, kernel, num_cube_cores
-from .fp8_mx_gemm import ascend_scales, no_overlap
+from .fp8_mx_gemm import ascend_scales, k_major_pairs, no_overlap
 
 HEAD_DIMS = (32, 64, 128)
 MAX_HEADS = 128
@@ -84,12 +84,9 @@ def mx_pairs(op, rows: int, head_dim: int) -> tuple[torch.Tensor, int, bool]:
     ``op.sf`` ``[.., D/32]`` (2^0 where it has none or one per token) converted to pairs ``[rows, ceil(D/64)]``,
     MN-major."""
     p = op.packed_sf
-    if p is not None and head_dim % 64 == 0 and no_overlap(p):
-        if p.size(-1) == 1:   # one word a row: any stride there
-            p = p.as_strided(p.shape, (p.stride(0), 1))
-        if p.stride(-1) == 1:
-            t = p.view(torch.int16)
-            return t, t.stride(0), True
+    t = k_major_pairs(p) if p is not None and head_dim % 64 == 0 and no_overlap(p) else None
+    if t is not None:
+        return t, t.stride(0), True
     if not op.has_sf or op.per_token_sf:
         sf = torch.ones(rows, -(-head_dim // 32), device=op.data.device)
     else:
