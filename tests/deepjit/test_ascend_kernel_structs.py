@@ -33,3 +33,19 @@ def test_entry_takes_one_named_struct(package, path):
     found = args_struct(entry, path.read_text(), [str(PACKAGES[package].parent)])
     assert found is not None and found.cpp_type == match.group(1), f"{entry.name}: the twin cannot find the struct"
     assert any(pointer for _, pointer in found.fields), f"{entry.name}: no tensor reaches the kernel"
+
+
+# Kernels whose blocks wait for each other through the window (a grid barrier on a window flag), besides
+# those that use the all-core flags (asc_sync_inter_*).
+WINDOW_BARRIERS = {"dg_mega_moe_comm"}
+
+
+@pytest.mark.parametrize(("package", "path"), KERNELS, ids=[p.name for _, p in KERNELS])
+def test_kernels_that_wait_on_other_blocks_ask_for_batch_scheduling(package, path):
+    """CANN's SetScheduleMode: a kernel synchronising across cores needs batch mode (all its cores start at
+    once); in normal mode, beside another stream's kernel, some of its blocks could wait for blocks that never
+    start. Every other kernel keeps normal mode, which lets its blocks start as cores free up."""
+    text = path.read_text()
+    entry = parse_entry(text)
+    waits = "asc_sync_inter_" in text or entry.name in WINDOW_BARRIERS
+    assert entry.sched_mode == (1 if waits else 0), f"{entry.name}: __schedmode__({entry.sched_mode})"

@@ -10,7 +10,8 @@ import torch
 
 from deepjit.backends.args import pack_ascend_args, to_ctype
 from deepjit.backends.ascend import AscendCompilerOptions
-from deepjit.backends.params import declared_types, read_declared_types
+from deepjit.backends.params import declared_types, read_declared_types, read_sched_mode, sched_mode_of
+from deepjit.errors import DeepJITError
 
 from .helpers import make_fake_ascend_toolkit, make_runtime
 
@@ -71,3 +72,51 @@ def test_the_compiled_artifact_keeps_the_declaration(tmp_path, monkeypatch):
     path = rt.compile_without_load("mixed_echo", MIXED, AscendCompilerOptions(arch=3510))
     assert read_declared_types(os.path.join(path, "kernel.asc"), "mixed_echo")[2] == "float"
     assert read_declared_types(os.path.join(path, "missing.asc")) is None
+
+
+BATCH = """
+extern "C" __global__ __schedmode__(1) __mix__(1, 2) void batch_echo(__gm__ float* out, int32_t n) { }
+"""
+
+
+def test_the_scheduling_mode_is_read_with_the_declaration(tmp_path):
+    from deepjit.backends.ascend_twin.source import parse_entry
+    entry = parse_entry(BATCH)
+    assert (entry.name, entry.kind, entry.sched_mode, len(entry.params)) == ("batch_echo", "mix", 1, 2)
+    # the qualifier may come before __global__ too (DeepGEMM-Ascend writes it first)
+    first = BATCH.replace('extern "C" __global__ __schedmode__(1)', 'extern "C" __schedmode__( 1 ) __global__')
+    assert parse_entry(first).sched_mode == 1
+    assert parse_entry(BATCH.replace("__schedmode__(1) ", "")).sched_mode == 0
+    assert declared_types(BATCH) == ["ptr", "int32_t"]                       # not a parameter list
+    for bad in ("__schedmode__(2)", "__schedmode__(n)", "__schedmode__(1) __schedmode__(0)"):
+        with pytest.raises(DeepJITError, match=r"batch_echo: __schedmode__ takes 0 \(normal\) or 1 \(batch\)"):
+            parse_entry(BATCH.replace("__schedmode__(1)", bad))
+    assert sched_mode_of("k", "__global__ __vector__") == 0
+    source = tmp_path / "kernel.asc"
+    source.write_text("// __global__ __schedmode__(1) void batch_echo(int x)\n" + MIXED + BATCH)
+    assert read_sched_mode(str(source), "batch_echo") == 1 and read_sched_mode(str(source), "mixed_echo") == 0
+    assert read_sched_mode(str(tmp_path / "missing.asc"), "batch_echo") == 0
+
+
+def test_a_batch_kernel_is_launched_in_batch_mode(monkeypatch):
+    """On an NPU the launch carries ACL's schemMode attribute (aclrtLaunchKernelAttrId 1) beside the qualifier."""
+    from deepjit.backends.ascend import acl
+    from deepjit.backends.ascend.kernel import AscendKernel
+    from deepjit.backends.ascend.options import AscendLaunchOptions
+
+    seen = []
+
+    def call(name, *args):
+        if name == "aclrtLaunchKernelWithHostArgs":
+            cfg = args[3]
+            attrs = [] if cfg is None else cfg._obj.attrs[:cfg._obj.numAttrs]
+            seen.append([(a.id, a.value.schemMode) for a in attrs if a.id == acl.ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE])
+
+    monkeypatch.setattr(acl, "call", call)
+    options = AscendLaunchOptions(num_blocks=2, num_ubuf_bytes=0, num_launch_timeout_secs=0, stream=1)
+    for mode in (1, 0):
+        kernel = AscendKernel.__new__(AscendKernel)
+        kernel._bin, kernel._func, kernel.aicpu, kernel.param_types, kernel.sched_mode = None, 1, False, ["ptr", "int32_t"], mode
+        kernel.launch(options, torch.zeros(1), 3)
+        kernel._func = None
+    assert seen == [[(1, 1)], []]

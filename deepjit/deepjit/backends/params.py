@@ -4,12 +4,15 @@ DeepJIT's C++ launch packs each argument with its static C++ type. A Python call
 so the Ascend and CUDA kernels read the entry kernel's declaration from the source kept next to the binary
 (``kernel.asc`` / ``kernel.cu``) and pack plain Python ``int`` and ``float`` values as the declared
 parameter types (a ``float`` parameter gets 4 bytes, not a ``double``). A kernel whose declaration is not
-in that source (defined in an included header, say) keeps the explicit rule of ``args.py``.
+in that source (defined in an included header, say) keeps the explicit rule of ``args.py``. An Ascend
+entry's scheduling mode (``__schedmode__``) is read from the same declaration.
 """
 from __future__ import annotations
 
 import ctypes
 import re
+
+from ..errors import DeepJITError
 
 POINTER = "ptr"
 SCALARS = {
@@ -23,7 +26,10 @@ SCALARS = {
 }
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"}
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_ATTRIBUTES = re.compile(r"__launch_bounds__\s*\([^)]*\)|__mix__\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)", re.S)
+_ATTRIBUTES = re.compile(r"(?:__launch_bounds__|__mix__|__schedmode__)\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)", re.S)
+_SCHED_MODE_RE = re.compile(r"__schedmode__\s*\(\s*([^)]*?)\s*\)")
+# <qualifiers with __global__> void <name>(
+_QUALIFIED_ENTRY = re.compile(r"((?:[^;{}(]|\([^)]*\))*?\b__global__\b(?:[^;{}(]|\([^)]*\))*?)\bvoid\s+(\w+)\s*\(")
 _ENTRY = re.compile(r"__global__\b[\w\s]*?\b(\w+)\s*\(")
 _POINTER_MARKS = ("*", "&", "GM_ADDR", "__gm__")
 
@@ -81,3 +87,32 @@ def read_declared_types(source_path: str, name: str | None = None) -> list[str] 
             return declared_types(f.read(), name)
     except OSError:
         return None
+
+
+def sched_mode_of(name: str, qualifiers: str) -> int:
+    """The entry's ``__schedmode__(mode)``, 0 without one. The AscendC kernel qualifier (CANN's programming
+    guide, kernel function qualifiers; DeepGEMM-Ascend's Mega MoE kernel carries ``__schedmode__(1)``) takes
+    0, normal mode: blocks start on whatever cores are idle, the rest as cores free up, or 1, batch mode: the
+    launch starts only once all its cores are idle (``aclrtLaunchKernelAttrValue``'s schemMode; CANN's
+    ``SetScheduleMode``: the mode inter-core synchronising operators need, since in normal mode a launch whose
+    cores are partly held by another stream's kernel waits on cores that never start)."""
+    modes = _SCHED_MODE_RE.findall(qualifiers)
+    if not modes:
+        return 0
+    if len(modes) > 1 or modes[0] not in ("0", "1"):
+        raise DeepJITError(f"kernel {name}: __schedmode__ takes 0 (normal) or 1 (batch) once, "
+                           f"got {qualifiers.strip()!r}")
+    return int(modes[0])
+
+
+def read_sched_mode(source_path: str, name: str) -> int:
+    """``sched_mode_of`` the entry ``name`` in the source kept beside a kernel's binary (0 if it is missing)."""
+    try:
+        with open(source_path, encoding="utf-8", errors="replace") as f:
+            text = _COMMENTS.sub(" ", f.read())
+    except OSError:
+        return 0
+    for match in _QUALIFIED_ENTRY.finditer(text):
+        if match.group(2) == name:
+            return sched_mode_of(name, match.group(1))
+    return 0

@@ -5,11 +5,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..backends.ascend_twin.source import ENTRY_RE
 from ..errors import DeepJITError
 
 KINDS = ("cube", "vector", "mix")
-# extern "C" __global__ <qualifiers> void <name>(
-_ENTRY_RE = re.compile(r'extern\s+"C"\s+__global__\s+([^;{(]*?(?:\([^)]*\))?[^;{(]*?)\s*\bvoid\s+(\w+)\s*\(')
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class LoweredKernel:
 
 
 def _entries(source: str) -> list[tuple[str, str]]:
-    return [(m.group(2), m.group(1)) for m in _ENTRY_RE.finditer(source)]
+    return [(m.group(2), m.group(1)) for m in ENTRY_RE.finditer(source)]
 
 
 # Quoted includes of the Ascend C API headers, as T.import_source code writes them (``#include

@@ -108,6 +108,20 @@ def test_inter_block_sync_completes_and_names_the_blocks_that_never_arrive(twin_
         launch_source(twin_runtime, "inter_sync", INTER_SYNC, torch.zeros(80), -1, num_blocks=80)
 
 
+def test_batch_mode_starts_a_launch_only_when_all_its_cores_can_start(twin_runtime):
+    """__schedmode__(1): every core of the launch starts at once, so one needing more cores of a kind than the
+    chip has never starts; it is refused before any block runs."""
+    batch = INTER_SYNC.replace("__global__ __vector__", "__global__ __schedmode__(1) __vector__")
+    y = torch.zeros(64)
+    launch_source(twin_runtime, "inter_sync", batch, y, -1, num_blocks=64)
+    assert torch.equal(y, torch.ones(64))
+    y = torch.zeros(65)
+    with pytest.raises(TwinLaunchError, match=r"__schedmode__\(1\) \(batch mode\) starts a launch only when all its "
+                                              r"cores are idle at once; it needs 65 AIV cores and the chip has 64"):
+        launch_source(twin_runtime, "inter_sync", batch, y, -1, num_blocks=65)
+    assert torch.equal(y, torch.zeros(65))
+
+
 def test_run_on_twin_binds_views_by_their_data_name_and_takes_scalars(run_on_twin):
     import tilelang.ascend.language as T
 

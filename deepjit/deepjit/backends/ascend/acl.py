@@ -12,6 +12,7 @@ ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE = 3  # option type; its value 2 = registe
 CPU_KERNEL_MODE_FROM_DATA = 2
 
 # aclrtLaunchKernelAttrId
+ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE = 1  # value 0 normal, 1 batch scheduling
 ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE = 2
 ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT = 7
 

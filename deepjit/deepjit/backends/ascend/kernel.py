@@ -9,7 +9,7 @@ from ... import elf
 from ...env import get_env_bool
 from ...errors import DeepJITError
 from ..args import pack_ascend_args
-from ..params import read_declared_types
+from ..params import read_declared_types, read_sched_mode
 from . import acl
 from .options import AscendLaunchOptions
 
@@ -72,6 +72,7 @@ class AscendKernel:
             acl.call("aclrtBinaryGetFunction", bin_handle, self.name.encode(), ctypes.byref(func))
         self._func = func.value
         self.param_types = read_declared_types(os.path.join(path, SOURCE), self.name)
+        self.sched_mode = 0 if self.aicpu else read_sched_mode(os.path.join(path, SOURCE), self.name)
 
     def launch(self, options: AscendLaunchOptions, *args):
         if self._func is None:
@@ -79,6 +80,9 @@ class AscendKernel:
         options.validate(self.aicpu)
         payload = pack_ascend_args(args, self.param_types)
         attrs = []
+        if self.sched_mode:  # the qualifier's batch mode, also as the launch attribute ACL documents for it
+            attrs.append(acl.LaunchKernelAttr(id=acl.ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE,
+                                              value=acl.LaunchKernelAttrValue(schemMode=self.sched_mode)))
         if options.num_ubuf_bytes > 0:
             attrs.append(acl.LaunchKernelAttr(id=acl.ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE,
                                               value=acl.LaunchKernelAttrValue(dynUBufSize=options.num_ubuf_bytes)))

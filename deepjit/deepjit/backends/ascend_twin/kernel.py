@@ -16,6 +16,7 @@ from ..args import pack_ascend_args
 from ..ascend.options import AscendLaunchOptions
 from ..params import read_declared_types
 from . import windows
+from .device import PROPERTIES
 from .pipes import GM_READS, GM_WRITES, PIPES, ROUTES
 
 BINARY = "kernel.so"
@@ -190,6 +191,7 @@ class TwinKernel:
         self.name = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, "dj_twin_kernel_name"))).value.decode()
         self.kind = ctypes.c_char_p(ctypes.addressof(ctypes.c_char.in_dll(self._lib, "dj_twin_kernel_kind"))).value.decode()
         self._words = ctypes.c_int.in_dll(self._lib, "dj_twin_counter_words").value
+        self.sched_mode = ctypes.c_int.in_dll(self._lib, "dj_twin_sched_mode").value
         # the entry's declared parameter kinds, as the NPU path packs them (a float is not a double)
         self.param_types = read_declared_types(os.path.join(path, "kernel.asc"), self.name)
         # the argument struct the entry reads (deepjit.kernel_args), as the compiler laid it out
@@ -248,6 +250,7 @@ class TwinKernel:
         if not isinstance(options, AscendLaunchOptions):
             raise TypeError(f"options: expected AscendLaunchOptions, got {type(options).__name__}")
         options.validate(False)
+        self._check_batch(options.num_blocks)
         args, referenced = self._struct_arg(args)
         payload = pack_ascend_args(args, self.param_types)
         spans = _merge([_tensor_span(i, a) for i, a in enumerate(args)
@@ -278,6 +281,20 @@ class TwinKernel:
         if record:
             timeline.note_launch(result)
         return result
+
+    def _check_batch(self, num_blocks: int) -> None:
+        """Batch mode (``__schedmode__(1)``) starts a launch once all its cores are idle at once: a launch
+        needing more cores of a kind than the chip has never starts (normal mode runs it in waves)."""
+        if self.sched_mode != 1:
+            return
+        needed = [("AIC", num_blocks, PROPERTIES.num_cube_cores)] if self.kind in ("cube", "mix") else []
+        if self.kind in ("vector", "mix"):
+            needed.append(("AIV", num_blocks * (2 if self.kind == "mix" else 1), PROPERTIES.num_vec_cores))
+        for core, count, have in needed:
+            if count > have:
+                raise TwinLaunchError(f"Ascend twin launch of {self.name} ({num_blocks} blocks): __schedmode__(1) "
+                                      f"(batch mode) starts a launch only when all its cores are idle at once; "
+                                      f"it needs {count} {core} cores and the chip has {have}")
 
     def _symm_windows(self):
         """The arguments of ``dj_twin_set_symm_windows``: every live symmetric window's ranges in this

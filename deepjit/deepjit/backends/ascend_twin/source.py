@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from ... import descriptors
 from ...errors import DeepJITError
 from ...include_parser import scan_include
-from ..params import SCALARS
+from ..params import SCALARS, sched_mode_of
 
 # (QUAL T *)0 -> (QUAL T *)::dj_twin::onchip_base(::dj_twin::Mem::X): generated code and TileLang's
 # headers place on-chip buffers at absolute offsets from 0.
 _MEMORY_OF = {"__ubuf__": "UB", "__cbuf__": "L1", "__ca__": "L0A", "__cb__": "L0B", "__cc__": "L0C"}
 _NULL_RE = re.compile(r"\(\s*(__ubuf__|__cbuf__|__ca__|__cb__|__cc__)(\s+[\w:<>, ]+?\s*\*)\s*\)\s*0(?![\w.])")
-_ENTRY_RE = re.compile(r'extern\s+"C"\s+__global__\s+([^;{(]*?(?:\([^)]*\))?[^;{(]*?)\s*\bvoid\s+(\w+)\s*\(')
+# extern "C", then the qualifiers (__global__ among them; __mix__(1, 2) and __schedmode__(1) have arguments)
+ENTRY_RE = re.compile(r'extern\s+"C"\s+((?:[^;{(]|\([^)]*\))*?\b__global__\b(?:[^;{(]|\([^)]*\))*?)\s*\bvoid\s+(\w+)\s*\(')
 # Names whose use makes SIMT lanes run as fibers (a barrier or a cross-lane exchange).
 _LANE_SYNC_RE = re.compile(r"\b(asc_syncthreads|__syncthreads|asc_shfl\w*|__shfl\w*|AscendAllReduce|asc_ballot|"
                            r"asc_activemask|asc_reduce_(?:add|max|min))\b")
@@ -43,6 +44,7 @@ class Entry:
     name: str
     kind: str          # "vector" | "cube" | "mix"
     params: tuple
+    sched_mode: int = 0  # __schedmode__: 0 normal, 1 batch (every block starts at once)
 
 
 def _split_params(text: str) -> list[str]:
@@ -63,7 +65,7 @@ def _split_params(text: str) -> list[str]:
 
 def parse_entry(source: str) -> Entry:
     """The one ``extern "C" __global__`` kernel: its name, core type and parameter list."""
-    matches = list(_ENTRY_RE.finditer(source))
+    matches = list(ENTRY_RE.finditer(source))
     if len(matches) != 1:
         raise DeepJITError(f'expected exactly one extern "C" __global__ entry point in the AscendC source, '
                            f"found {len(matches)}")
@@ -76,6 +78,7 @@ def parse_entry(source: str) -> Entry:
     if kinds[0] == "mix" and not re.search(r"__mix__\s*\(\s*1\s*,\s*2\s*\)", qualifiers):
         raise DeepJITError(f"kernel {name}: only __mix__(1, 2) (one cube and two vector cores per block) is "
                            f"implemented on the twin, got {qualifiers.strip()!r}")
+    sched_mode = sched_mode_of(name, qualifiers)
     depth, i = 1, m.end()
     while i < len(source) and depth:
         depth += {"(": 1, ")": -1}.get(source[i], 0)
@@ -86,7 +89,8 @@ def parse_entry(source: str) -> Entry:
         if pm is None:
             raise DeepJITError(f"kernel {name}: cannot parse parameter {text!r}")
         params.append(Param(" ".join(pm.group(1).split()), pm.group(2)))
-    return Entry(name, kinds[0], tuple(params))
+    return Entry(name, kinds[0], tuple(params), sched_mode)
+
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ def launcher(entry: Entry, kernel_file: str, args: ArgsStruct | None = None) -> 
 
 extern "C" const char dj_twin_kernel_name[] = "{entry.name}";
 extern "C" const char dj_twin_kernel_kind[] = "{entry.kind}";
+extern "C" const int dj_twin_sched_mode = {entry.sched_mode};
 extern "C" const int dj_twin_abi_version = ::dj_twin::kAbiVersion;
 extern "C" const int dj_twin_counter_words = ::dj_twin::kCounterWords;
 {exports}

@@ -78,6 +78,7 @@
 #define __vector__
 #define __cube__
 #define __mix__(...)
+#define __schedmode__(...)
 #define __simt_vf__
 #define __simt_callee__
 #define __simd_vf__
