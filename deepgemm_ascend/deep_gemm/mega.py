@@ -159,7 +159,7 @@ class SymmBuffer:
     def destroy(self) -> None:
         if getattr(self, "window", None) is not None:
             self.window.destroy()
-        self.workspaces = {}   # the Ascend path's per-call tensors (capacity rows: GBs at serving sizes)
+        self.workspaces = {}   # the Ascend path's per-call tensors (ring rows)
         self.window = self.buffer = self.group = None
         self.x = self.x_sf = self.topk_idx = self.topk_weights = self.combine = None
 

@@ -161,10 +161,12 @@ struct DgMegaSwigluArgs {
 };
 
 // dg_mega_moe_comm (mega_moe_comm.asc): Mega MoE's window steps (op 0 dispatch, 1 combine;
-// deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data;
-// a [m_cap, row_bytes] pulled x rows, a_sf [m_cap, sf_words] (sf_words 0 in BF16 mode), weights / src
-// [m_cap] per pulled row, counts [R * units_per_rank, num_experts / R], ends and stats [num_experts / R], l2_out [m_cap,
-// hidden] BF16, y [num_tokens, hidden] BF16.
+// deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data. The
+// experts' rows lie in a psum layout of m_cap rows (ends [num_experts / R]: its end rows), processed in waves of
+// ring rows (a multiple of alignment): wave w holds layout rows [w * ring, (w + 1) * ring), whose end rows relative
+// to the wave are wave_ends [waves, num_experts / R]; a [ring, row_bytes] pulled x rows, a_sf [ring, sf_words]
+// (sf_words 0 in BF16 mode), weights / src [ring] per pulled row, counts [R * units_per_rank, num_experts / R],
+// stats [num_experts / R], l2_out [ring, hidden] BF16, y [num_tokens, hidden] BF16.
 struct DgMegaMoeCommArgs {
   __gm__ uint8_t* a;
   __gm__ int32_t* a_sf;
@@ -172,6 +174,7 @@ struct DgMegaMoeCommArgs {
   __gm__ int32_t* src;
   __gm__ int32_t* counts;
   __gm__ int32_t* ends;
+  __gm__ int32_t* wave_ends;
   __gm__ int32_t* stats;
   __gm__ uint8_t* l2_out;
   __gm__ uint8_t* y;
@@ -179,14 +182,16 @@ struct DgMegaMoeCommArgs {
   int64_t symm_bytes, symm_data_offset, symm_timeout_ns;
   int32_t symm_rank, symm_num_ranks;
   int64_t off_num_tokens, off_x, off_x_sf, off_topk_idx, off_topk_weights, off_combine;
-  int64_t num_tokens, max_tokens, m_cap, hidden, row_bytes, sf_words, topk;
+  int64_t num_tokens, max_tokens, m_cap, ring, hidden, row_bytes, sf_words, topk;
   int32_t num_experts, alignment, seq, op, has_stats, units_per_rank;
 };
 
 // dg_mega_moe (mega_moe.asc): one Mega MoE call in one persistent launch (deep_gemm/ascend/mega_moe.py): the
-// dispatch (comm; its op unused), the L1 grouped GEMM (l1), the SwiGLU step (swiglu), the L2 grouped GEMM (l2) and
-// the combine. The vector steps run on the first dispatch_grid / swiglu_grid / combine_grid of the launch's
-// vector cores; every core meets the others between steps on window flag meet_flag of its own rank.
+// dispatch (comm; its op unused), then for each wave of ring rows the L1 grouped GEMM (l1), the SwiGLU step
+// (swiglu), the L2 grouped GEMM (l2) and the sends, then the combine's sum (the GEMMs' layout and the SwiGLU ends
+// are the wave's wave_ends row, set by the kernel). The vector steps run on the first dispatch_grid / swiglu_grid /
+// combine_grid of the launch's vector cores; every core meets the others between steps on window flag meet_flag
+// of its own rank, and flag meet_flag + 1 holds that flag's count before the call.
 struct DgMegaMoeArgs {
   DgMegaMoeCommArgs comm;
   DgMGroupedGemmArgs l1;

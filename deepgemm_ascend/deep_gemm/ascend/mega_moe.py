@@ -10,9 +10,9 @@ it. Its steps, each on the cores it needs, all cores meeting between steps:
 1. dispatch (``mega_moe_comm.h``) on the vector cores: each rank publishes its token count and sets its arrival
    flag on every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert
    are counted by chunks of each rank's tokens spread over the vector cores, and (after a grid barrier on a
-   window flag) pulled from the peers' windows into the psum layout (expert e's rows from
-   ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot: the host path's order), with
-   their top-k weights and sources; the psum ends and the receive stats are written;
+   window flag) those of the first wave (below) pulled from the peers' windows into the psum layout (expert e's
+   rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot: the host path's order),
+   with their top-k weights and sources; the psum ends and the receive stats are written;
 2. the L1 M-grouped GEMM (``m_grouped.h``; FP8 x FP4 with the FP4 weights widened into L1 by each block's
    vector cores, ``m_grouped_fp4.h``: the 950's MX mmad takes no FP8 x FP4 pair) over the gate/up-interleaved
    weights as ``transform_weights_for_mega_moe`` leaves them;
@@ -25,22 +25,33 @@ it. Its steps, each on the cores it needs, all cores meeting between steps:
    GEMMs read every operand where the step before left it (``_gemm_fields``): the activations' packed UE8M0 rows
    as K-major scale pairs, DeepGEMM-Ascend's weight scales in their 256-row blocks with their +6 bias (the FP4
    values widened to value / 64), upstream's in their UTCCP row order;
-5. combine (``mega_moe_comm.h``) on COMBINE_GRID vector cores: every L2 row goes straight into its source rank's
-   combine slot ``[k, t]``; each core adds 1 to its sent flag on every rank, and once every rank's cores have
-   sent, ``y[t] = bf16(sum over valid k of float(slot[k, t]))``.
+5. the sends (``mega_moe_comm.h``) on COMBINE_GRID vector cores: every L2 row goes straight into its source rank's
+   combine slot ``[k, t]``.
+
+Waves (upstream's ``num_ring_tokens``): the workspaces hold ``ring`` rows (``ring_rows``: the buffer's
+``num_ring_tokens`` rounded up to the alignment), the psum layout up to ``capacity`` rows. Wave w runs steps
+1 (its pull) to 5 on the layout's rows ``[w * ring, (w + 1) * ring)``, with the end rows relative to it (an expert
+whose rows cross a wave's border is split there: its rows are independent); the number of waves follows the
+routing (the last expert's end row), one unless the rows outgrow the ring, and the host never learns it. After
+the last wave each combine core adds 1 to its sent flag on every rank, and once every rank's cores have sent,
+``y[t] = bf16(sum over valid k of float(slot[k, t]))``. A buffer sized for decode (``num_ring_tokens`` one expert's
+worst case, upstream's default below 6144 tokens a rank) thus keeps workspaces of ring rows, not of every
+(token, slot) pair of every rank.
 
 Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose
 rows rank p has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's cores have written;
-``2R + 1`` = the launch's cores x 4 meetings x the calls (``mega_moe.asc``'s meetings between steps). A rank
+``2R + 1`` = the launch's cores x the meetings of the calls so far (``mega_moe.asc``'s meetings between steps:
+``meetings(waves)`` a call); ``2R + 2`` = flag 2R + 1 before the current call. A rank
 reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n, which come
 after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A peer that never
 arrives or never sends fails every waiting rank's kernel after the window's timeout, naming the rank and the
 flag. The steps on their own (``mega_moe_comm.asc``, ``mega_swiglu.asc``, the M-grouped kernels) run the same
-code; ``_comm`` launches the dispatch or combine alone (the tests' peer that stops between them).
+code; ``_comm`` launches the dispatch or combine of a one-wave call alone (the tests' peer that stops between
+them).
 
 Not yet as DeepGEMM-Ascend does it: the steps run one after another, meeting in between, rather than overlapping
-the pulls and sends with the cube's work tile by tile; the rows are pulled whole (no ring of ``num_ring_tokens``
-waves); on an NPU the SymmBuffer needs torch views of the CANN SHMEM window, which are not built.
+the pulls and sends with the cube's work tile by tile; on an NPU the SymmBuffer needs torch views of the CANN
+SHMEM window, which are not built.
 """
 from __future__ import annotations
 
@@ -55,12 +66,19 @@ COMBINE_GRID = 32    # blocks of the combine step, the same on every rank: the s
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_COUNTS = 4096    # and [units, E_l] counts in UB (units >= R, and R x E_l = num_experts)
 ASCEND_SF_BIAS = 6   # DeepGEMM-Ascend's weight scales carry +6 (deep_gemm.mega's layout transform)
-MEETINGS = 4 * 3     # mega_moe.asc: each core adds 1 to the meeting flag 4 times a call, 3 cores a cube core
+CORES_PER_BLOCK = 3  # mega_moe.asc's blocks: a cube core and its two vector cores
 
 
 def meet_flag(num_ranks: int) -> int:
-    """The window flag mega_moe.asc's cores meet on between steps (after the comm steps' 2R + 1)."""
+    """The window flag mega_moe.asc's cores meet on between steps (after the comm steps' 2R + 1); the next flag
+    holds its count before the current call."""
     return 2 * num_ranks + 1
+
+
+def meetings(waves: int) -> int:
+    """mega_moe.asc's meetings in a call of ``waves`` waves: after the first pull, after each wave's L1, SwiGLU and
+    L2 steps, and after each wave's sends but the last."""
+    return 5 * waves - 1
 
 
 def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
@@ -86,26 +104,34 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
     if num_ranks * max_tokens * num_topk >= 2 ** 31:
         raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
                      f"{num_ranks} x {max_tokens} x {num_topk}")
-    return DeviceWindow.create(group, num_bytes, num_flags=meet_flag(num_ranks) + 1, name_hint="mega_moe",
+    return DeviceWindow.create(group, num_bytes, num_flags=meet_flag(num_ranks) + 2, name_hint="mega_moe",
                                device=device)
 
 
 def capacity(buf, alignment: int) -> int:
-    """Rows of the pulled layout: every (token, slot) of every rank in one expert's share, plus each
+    """Rows of the psum layout: every (token, slot) of every rank in one expert's share, plus each
     expert's start alignment -- no routing can overflow it (the kernels clamp to it regardless)."""
     e_local = buf.num_experts // buf.num_ranks
     rows = buf.num_ranks * buf.num_max_tokens_per_rank * buf.num_topk + e_local * alignment
     return -(-rows // alignment) * alignment
 
 
+def ring_rows(buf, alignment: int) -> int:
+    """Rows of a wave: the buffer's ``num_ring_tokens`` rounded up to the alignment (a wave's layout rows start at
+    a multiple of it, so its groups keep their alignment), at most the layout's capacity."""
+    return min(-(-buf.num_ring_tokens // alignment) * alignment, capacity(buf, alignment))
+
+
 class Workspace:
-    """The per-call tensors of the Ascend path, sized by the buffer alone (made once per device)."""
+    """The per-call tensors of the Ascend path, sized by the buffer alone (made once per device): ``ring`` rows
+    of pulled activations and of each step's outputs, whatever the routing (the waves of mega_moe.asc)."""
 
     def __init__(self, buf, device, alignment: int):
-        m, h, inter = capacity(buf, alignment), buf.hidden, buf.intermediate_hidden
+        m, h, inter = ring_rows(buf, alignment), buf.hidden, buf.intermediate_hidden
         e_local = buf.num_experts // buf.num_ranks
         act = torch.bfloat16 if buf.bf16 else torch.float8_e4m3fn
-        self.alignment, self.m = alignment, m
+        self.alignment, self.m, self.m_cap = alignment, m, capacity(buf, alignment)
+        self.max_waves = -(-self.m_cap // m)
         self.a = torch.empty(m, h, dtype=act, device=device)
         self.a_sf = None if buf.bf16 else torch.empty(m, h // 128, dtype=torch.int32, device=device)
         self.weights = torch.empty(m, dtype=torch.float32, device=device)
@@ -113,6 +139,7 @@ class Workspace:
         self.units_per_rank = units_per_rank(buf, device)
         self.counts = torch.empty(buf.num_ranks * self.units_per_rank, e_local, dtype=torch.int32, device=device)
         self.ends = torch.empty(e_local, dtype=torch.int32, device=device)
+        self.wave_ends = torch.empty(self.max_waves, e_local, dtype=torch.int32, device=device)
         self.l1_out = torch.empty(m, 2 * inter, dtype=torch.bfloat16, device=device)
         self.act = torch.empty(m, inter, dtype=act, device=device)
         self.act_sf = None if buf.bf16 else torch.empty(m, inter // 128, dtype=torch.int32, device=device)
@@ -143,11 +170,11 @@ def _comm_fields(buf, ws: Workspace, op: int, y: torch.Tensor, stats: torch.Tens
     offsets = {name: buf._views[name][0] for name in ("num_tokens", "x", "topk_idx", "topk_weights", "combine")}
     offsets["x_sf"] = buf._views["x_sf"][0] if not buf.bf16 else 0
     return dict(a=ws.a.view(torch.uint8), a_sf=ws.dummy if ws.a_sf is None else ws.a_sf,
-                weights=ws.weights, src=ws.src, counts=ws.counts, ends=ws.ends,
+                weights=ws.weights, src=ws.src, counts=ws.counts, ends=ws.ends, wave_ends=ws.wave_ends,
                 stats=ws.dummy if stats is None else stats, l2_out=ws.l2_out.view(torch.uint8),
                 y=(y if y.numel() else ws.dummy).view(torch.uint8).reshape(-1), **buf.window.kernel_fields(),
                 **{f"off_{name}": off for name, off in offsets.items()},
-                num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m,
+                num_tokens=y.size(0), max_tokens=buf.num_max_tokens_per_rank, m_cap=ws.m_cap, ring=ws.m,
                 hidden=buf.hidden, row_bytes=buf.hidden * ws.a.element_size(),
                 sf_words=0 if buf.bf16 else buf.hidden // 128, topk=buf.num_topk, num_experts=buf.num_experts,
                 alignment=ws.alignment, seq=buf.seq, op=op, has_stats=int(stats is not None),
@@ -160,13 +187,14 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
     if buf.failed is not None:
         raise RuntimeError(f"this Mega MoE SymmBuffer is broken: an earlier call failed ({buf.failed}); its window's "
                            f"flags no longer agree across ranks -- destroy it and make a new one")
-    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device), MEETINGS * num_cube_cores(y)) >= 2 ** 31:
-        raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
-                           f"would wrap -- destroy it and make a new one")
     alignment = runtime.mk_alignment_for(y.device)
     ws = buf.workspaces.get((y.device, alignment))
     if ws is None:
         ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
+    most_meetings = meetings(ws.max_waves) * CORES_PER_BLOCK * num_cube_cores(y)
+    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device), most_meetings) >= 2 ** 31:
+        raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
+                           f"would wrap -- destroy it and make a new one")
     buf.seq += 1
     try:
         _launch(y, l1, l2, buf, ws, stats, activation_clamp, gran)

@@ -174,8 +174,8 @@ __aicore__ inline void arrive_and_count(const Ctx& c) {
   dj_symm::signal_wait_until_ge(c.w, 2 * c.R, c.a.seq * grid);
 }
 
-// counts [units, E_l] into UB; next[e] := the first row of unit u's pairs for expert e; returns the psum ends
-// through `ends` (UB, clamped to m_cap) when not null.
+// counts [units, E_l] into UB; next[e] := the first layout row of unit u's pairs for expert e; returns the psum
+// ends through `ends` (UB, clamped to m_cap) when not null.
 __aicore__ inline void place(const Ctx& c, int32_t u, __ubuf__ int32_t* next, __ubuf__ int32_t* ends) {
   __ubuf__ int32_t* counts = ub<int32_t>(c, kCountsAt);
   load_for_scalar(counts, c.a.counts, int64_t(c.units) * c.e_local * 4);
@@ -193,15 +193,36 @@ __aicore__ inline void place(const Ctx& c, int32_t u, __ubuf__ int32_t* next, __
   }
 }
 
-__aicore__ inline void pull(const Ctx& c) {
+// The waves of a call: enough to cover the layout's rows up to the last expert's end (at least one). Read
+// from GM by any core once the dispatch's first pull has written the ends.
+__aicore__ inline int32_t waves(const DgMegaMoeCommArgs& a) {
+  const int64_t last = clamp64(a.ends[a.num_experts / a.symm_num_ranks - 1], 0, a.m_cap);
+  const int64_t n = (last + a.ring - 1) / a.ring;
+  return int32_t(n > 1 ? n : 1);
+}
+
+// Wave w's end rows, relative to its first layout row w * ring and clamped to the wave (the psum layout of the
+// rows it holds: an expert before it ends at 0, one after it at ring, one that straddles a border is cut there).
+__aicore__ inline __gm__ int32_t* wave_ends(const DgMegaMoeCommArgs& a, int32_t w) {
+  return a.wave_ends + int64_t(w) * (a.num_experts / a.symm_num_ranks);
+}
+
+// Pulls the pairs of wave w (layout rows [w * ring, (w + 1) * ring)) into rows [0, ring) of a; the wave's first
+// pull also writes the psum end rows (and the stats). Block 0 writes the wave's end rows.
+__aicore__ inline void pull(const Ctx& c, int32_t wave) {
   const int32_t block = c.block, grid = c.grid;
+  const int64_t v0 = int64_t(wave) * c.a.ring;
   __ubuf__ int32_t* next = ub<int32_t>(c, kNextAt);
   __ubuf__ int64_t* idx = ub<int64_t>(c, kIdxAt);
   __ubuf__ float* wts = ub<float>(c, kWeightsAt);
   __ubuf__ int32_t* word = ub<int32_t>(c, kWordAt);
-  if (block == 0) {  // the psum end rows, and the stats
+  if (block == 0) {
     place(c, 0, next, next);
-    store_from_scalar(c.a.ends, next, int64_t(c.e_local) * 4);
+    if (wave == 0) store_from_scalar(c.a.ends, next, int64_t(c.e_local) * 4);
+    for (int32_t e = 0; e < c.e_local; ++e) next[e] = int32_t(clamp64(next[e] - v0, 0, c.a.ring));
+    store_from_scalar(wave_ends(c.a, wave), next, int64_t(c.e_local) * 4);
+  }
+  if (block == 0 && wave == 0) {  // the stats
     if (c.a.has_stats) {
       __ubuf__ int32_t* stats = ub<int32_t>(c, kCountsAt);
       __ubuf__ int32_t* counts = ub<int32_t>(c, kIdxAt);   // the counts again, beside the stats
@@ -224,9 +245,11 @@ __aicore__ inline void pull(const Ctx& c) {
       for (int64_t i = 0; i < n * K; ++i) {
         const int32_t e = local_expert(c, idx[i]);
         if (e < 0) continue;
-        const int64_t r = next[e];
-        if (r >= c.a.m_cap) continue;   // cannot happen with the host's m_cap: no write past a
-        next[e] = int32_t(r + 1);
+        const int64_t v = next[e];
+        next[e] = int32_t(v + 1);
+        // another wave's row; past m_cap cannot happen with the host's m_cap (no write past a regardless)
+        if (v < v0 || v >= v0 + c.a.ring || v >= c.a.m_cap) continue;
+        const int64_t r = v - v0;
         const int64_t t = t0 + i / K, k = i % K;
         pipe.move(c.a.a + r * c.a.row_bytes, peer_view(c, p, c.a.off_x + t * c.a.row_bytes), c.a.row_bytes);
         if (sf_bytes) pipe.move((__gm__ uint8_t*)(c.a.a_sf + r * c.a.sf_words),
@@ -241,25 +264,26 @@ __aicore__ inline void pull(const Ctx& c) {
   pipe.drain();
 }
 
+// The dispatch of a call that fits one wave (mega_moe_comm.asc); mega_moe.asc pulls each wave in turn.
 __aicore__ inline void dispatch(const Ctx& c) {
   arrive_and_count(c);
-  pull(c);
+  pull(c, 0);
 }
 
 constexpr int64_t kSrcWords = kTokens * kMaxTopk * 2;   // sources staged at once (the top-k ids' UB bytes)
 
-// Each block sends an equal contiguous share of the valid rows (expert by expert, in row order), their
-// sources staged kSrcWords at a time (the scalar unit has read a batch before the next one's load, which
-// queues behind the row loads on MTE2).
-__aicore__ inline void send(const Ctx& c) {
+// Wave w's rows to their sources' combine slots: each block sends an equal contiguous share of the wave's valid
+// rows (expert by expert, in row order), their sources staged kSrcWords at a time (the scalar unit has read a
+// batch before the next one's load, which queues behind the row loads on MTE2).
+__aicore__ inline void send(const Ctx& c, int32_t wave) {
   const int32_t block = c.block, grid = c.grid;
   __ubuf__ int32_t* ends = ub<int32_t>(c, kNextAt);
   __ubuf__ int32_t* src = ub<int32_t>(c, kIdxAt);
-  load_for_scalar(ends, c.a.ends, int64_t(c.e_local) * 4);
+  load_for_scalar(ends, wave_ends(c.a, wave), int64_t(c.e_local) * 4);
   const int64_t K = c.a.topk, slots = int64_t(c.R) * c.a.max_tokens * K, out_bytes = c.a.hidden * 2;
   int64_t valid = 0, start = 0;
   for (int32_t e = 0; e < c.e_local; ++e) {
-    const int64_t end = clamp64(ends[e], start, c.a.m_cap);
+    const int64_t end = clamp64(ends[e], start, c.a.ring);
     valid += end - start;
     start = align_up(end, c.a.alignment);
   }
@@ -268,7 +292,7 @@ __aicore__ inline void send(const Ctx& c) {
   int64_t j = 0;
   start = 0;
   for (int32_t e = 0; e < c.e_local && j < j1; ++e) {
-    const int64_t end = clamp64(ends[e], start, c.a.m_cap);
+    const int64_t end = clamp64(ends[e], start, c.a.ring);
     // rows [start, end) are valid rows [j, j + end - start); this block's part of them:
     const int64_t lo = start + (j0 > j ? j0 - j : 0), hi = end < start + (j1 - j) ? end : start + (j1 - j);
     for (int64_t r0 = lo; r0 < hi; r0 += kSrcWords) {
@@ -286,8 +310,12 @@ __aicore__ inline void send(const Ctx& c) {
     start = align_up(end, c.a.alignment);
   }
   pipe.drain();
+}
+
+// This block has sent every wave's rows: it tells every rank, then waits until every rank's blocks have.
+__aicore__ inline void sent(const Ctx& c) {
   for (int32_t d = 0; d < c.R; ++d) dj_symm::signal_op(c.w, d, c.R + c.me, 1, dj_symm::kSignalAdd);
-  for (int32_t p = 0; p < c.R; ++p) dj_symm::signal_wait_until_ge(c.w, c.R + p, c.a.seq * grid);
+  for (int32_t p = 0; p < c.R; ++p) dj_symm::signal_wait_until_ge(c.w, c.R + p, c.a.seq * c.grid);
 }
 
 // acc (FP32; per 128 columns the 64 even ones, then the 64 odd ones) := (first ? 0 : acc) + row (BF16), n

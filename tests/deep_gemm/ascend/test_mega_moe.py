@@ -14,7 +14,7 @@ from tests.testkit import launches, run_ranks
 from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs, fill
 
 
-def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
+def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None):
     import torch.distributed as dist
     if alignment is not None:           # else the Ascend path's default (256)
         deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
@@ -26,8 +26,13 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
     assert bf16 or l1t[0].dim() == (4 if layout == "ascend" else 3)
     os.environ["DG_BACKEND"] = "ascend"
-    buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS - EXPERTS % num_ranks, 100, 3, HIDDEN, INTER,
-                                                 mma_type="bf16xbf16" if bf16 else "fp8xfp4")
+    mma_type = "bf16xbf16" if bf16 else "fp8xfp4"
+    if ring is None:
+        buf = deep_gemm.get_symm_buffer_for_mega_moe(dist.group.WORLD, EXPERTS - EXPERTS % num_ranks, 100, 3, HIDDEN,
+                                                     INTER, mma_type=mma_type)
+    else:
+        buf = deep_gemm.SymmBuffer(dist.group.WORLD, EXPERTS - EXPERTS % num_ranks, 100, 3, HIDDEN, INTER,
+                                   num_ring_tokens=ring, mma_type=mma_type)
     assert buf.on_ascend
     # A first call on other tokens, every slot routed, no stats: its rows, slots, weights and layout are what the
     # checked call finds in the buffer and workspaces (its masked slots keep the first call's rows: never summed).
@@ -43,7 +48,13 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment):
             deep_gemm.bf16_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
-    _padding_untouched(rank, buf)
+    _padding_untouched(rank, buf, ring_filled=ring is not None)
+    if ring is not None:   # the checked call's rows outgrew the ring: several waves (a 16-row ring splits experts)
+        ws = next(iter(buf.workspaces.values()))
+        ends = ws.ends.tolist()
+        starts = [0] + [-(-end // ws.alignment) * ws.alignment for end in ends[:-1]]
+        assert ws.m == ring and ends[-1] > ring, (ws.m, ends)
+        assert (ring == 16) == any(s // ring != (e - 1) // ring for s, e in zip(starts, ends) if e > s), ends
     if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
         assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
@@ -69,18 +80,22 @@ def _poison(buf):
         ws.src.fill_(0)
 
 
-def _padding_untouched(rank, buf):
-    """The GEMMs and the SwiGLU step leave the rows outside the experts' rows unwritten: still NaN."""
+def _padding_untouched(rank, buf, ring_filled=False):
+    """The GEMMs and the SwiGLU step leave the rows outside the experts' rows of every wave unwritten: still NaN
+    (``ring_filled``: waves may leave no such row)."""
     ws = next(iter(buf.workspaces.values()))
     act = ws.act
-    ends, start, inside = ws.ends.tolist(), 0, torch.zeros(ws.m, dtype=torch.bool)
-    for end in ends:
-        inside[start:max(end, start)] = True
-        start = min(-(-max(end, start) // ws.alignment) * ws.alignment, ws.m)
+    inside = torch.zeros(ws.m, dtype=torch.bool)
+    for wave in range(max(1, -(-ws.ends[-1].item() // ws.m))):
+        start = 0
+        for end in ws.wave_ends[wave].tolist():
+            inside[start:max(end, start)] = True
+            start = min(-(-max(end, start) // ws.alignment) * ws.alignment, ws.m)
     act_nan = act.view(torch.uint8) == 0xFF if act.dtype == torch.float8_e4m3fn else act.isnan()
     for name, nan in (("l1_out", ws.l1_out.isnan()), ("l2_out", ws.l2_out.isnan()), ("act", act_nan)):
         outside = nan[~inside]
-        assert outside.numel() and bool(outside.all()), f"rank {rank}: {name} rows outside the experts written"
+        assert outside.numel() or ring_filled, f"rank {rank}: no row outside the experts' rows to check"
+        assert bool(outside.all()), f"rank {rank}: {name} rows outside the experts written"
 
 
 @pytest.mark.parametrize("num_ranks,bf16,masked,clamp,layout,alignment", [(2, False, False, None, "ascend", 32),
@@ -93,6 +108,13 @@ def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp, layout, alignment)
     buffer's experts (masked on the device)."""
     debug = {"DG_COMM_KERNEL_DEBUG": "1"} if layout == "upstream" and not bf16 else {}
     assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, layout, alignment, timeout=300, env=debug))
+
+
+@pytest.mark.parametrize("num_ranks,masked,alignment,ring", [(2, False, 16, 16), (3, True, None, 256)])
+def test_rows_past_the_ring_run_in_waves(num_ranks, masked, alignment, ring):
+    """A ring (``num_ring_tokens``) smaller than the routed rows: the call runs them ring rows at a time, the
+    experts' rows split where a wave ends (with 16-row alignment), and matches the reference as in one wave."""
+    assert all(run_ranks(_rank, num_ranks, False, masked, None, "ascend", alignment, ring, timeout=300))
 
 
 def _silent_peer(rank, num_ranks, stage):
