@@ -54,7 +54,7 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None):
         ends = ws.ends.tolist()
         starts = [0] + [-(-end // ws.alignment) * ws.alignment for end in ends[:-1]]
         assert ws.m == ring and ends[-1] > ring, (ws.m, ends)
-        assert (ring == 16) == any(s // ring != (e - 1) // ring for s, e in zip(starts, ends) if e > s), ends
+        assert (ring == 16) == any(s // ring != (e - 1) // ring for s, e in zip(starts, ends, strict=True) if e > s), ends
     if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
         assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
