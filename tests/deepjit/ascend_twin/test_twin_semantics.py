@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from deepjit.backends.ascend_twin import TwinLaunchError
+from deepjit.errors import DeepJITError
 
 from .conftest import launch_source
 
@@ -170,3 +171,33 @@ def test_run_on_twin_passes_over_a_parameter_the_kernel_never_uses(run_on_twin):
     y = torch.zeros(8, 16)
     run_on_twin(unused_middle, x, torch.zeros(4), y)
     assert torch.equal(y, x + 1.0)
+
+
+SCALAR_DEV = r'''
+#include <c_api/asc_simd.h>
+// Block b reads x[b] past the DCache and writes it doubled past the DCache into y[b]; `past` moves the read
+// beyond x's end. The DCache controls are checked and cost an issue slot (the twin has no scalar cache).
+extern "C" __global__ __vector__ void scalar_dev(__gm__ int64_t* x, __gm__ int64_t* y, int32_t past) {
+  asc_dcci_single(x + block_idx);
+  asc_dcci_entire_out();
+  asc_dcci_entire_all();
+  const int64_t v = asc_load_dev(x + block_idx + past);
+  asc_store_dev(y + block_idx, 2 * v + int64_t(asc_load_dev((__gm__ uint8_t*)(x + block_idx))));
+}
+'''
+
+
+def test_scalar_reads_past_the_dcache_are_checked(twin_runtime):
+    """asc_load_dev (asc-devkit asc_load_dev.md) reads GM as asc_store_dev writes it, range-checked; the asc_dcci
+    controls (asc_dcci.md) are accepted, and asc_dcci_entire_ub, which the 950 lacks, fails to compile naming it."""
+    x = torch.arange(1, 9, dtype=torch.int64) * 1000 + 7
+    y = torch.zeros(8, dtype=torch.int64)
+    launch_source(twin_runtime, "scalar_dev", SCALAR_DEV, x, y, 0, num_blocks=8)
+    assert torch.equal(y, 2 * x + x % 256)
+    with pytest.raises(TwinLaunchError, match="asc_load_dev"):
+        launch_source(twin_runtime, "scalar_dev", SCALAR_DEV, x, torch.zeros(8, dtype=torch.int64), 1 << 20,
+                      num_blocks=8)
+    ub_dcci = SCALAR_DEV.replace("asc_dcci_entire_all();", "asc_dcci_entire_ub();").replace("scalar_dev",
+                                                                                            "scalar_dev_ub")
+    with pytest.raises(DeepJITError, match="asc_dcci_entire_ub is not supported on the Ascend 950"):
+        twin_runtime.compile("scalar_dev_ub", ub_dcci)

@@ -9,6 +9,7 @@
 #include "c_api/sync.h"
 #include "c_api/atomic.h"
 #include "c_api/scalar_compute.h"
+#include "c_api/cache_ctrl.h"
 #include "c_api/datamove.h"
 #include "c_api/cube.h"
 #include "c_api/reg.h"
