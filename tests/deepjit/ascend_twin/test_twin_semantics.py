@@ -176,7 +176,7 @@ def test_run_on_twin_passes_over_a_parameter_the_kernel_never_uses(run_on_twin):
 SCALAR_DEV = r'''
 #include <c_api/asc_simd.h>
 // Block b reads x[b] past the DCache and writes it doubled past the DCache into y[b]; `past` moves the read
-// beyond x's end. The DCache controls are checked and cost an issue slot (the twin has no scalar cache).
+// beyond x's end. The DCache controls are checked (the twin has no scalar cache).
 extern "C" __global__ __vector__ void scalar_dev(__gm__ int64_t* x, __gm__ int64_t* y, int32_t past) {
   asc_dcci_single(x + block_idx);
   asc_dcci_entire_out();
