@@ -92,9 +92,15 @@ def test_the_scheduling_mode_is_read_with_the_declaration(tmp_path):
         with pytest.raises(DeepJITError, match=r"batch_echo: __schedmode__ takes 0 \(normal\) or 1 \(batch\)"):
             parse_entry(BATCH.replace("__schedmode__(1)", bad))
     assert sched_mode_of("k", "__global__ __vector__") == 0
+    # a comment before the entry is no qualifier of it
+    decoy = '/* extern "C" __global__ __schedmode__(1) __mix__(1, 2) */ // extern "C" __schedmode__(1)\n'
+    vector = decoy + BATCH.replace("__schedmode__(1) __mix__(1, 2)", "__vector__")
+    assert (parse_entry(vector).kind, parse_entry(vector).sched_mode) == ("vector", 0)
     source = tmp_path / "kernel.asc"
     source.write_text("// __global__ __schedmode__(1) void batch_echo(int x)\n" + MIXED + BATCH)
     assert read_sched_mode(str(source), "batch_echo") == 1 and read_sched_mode(str(source), "mixed_echo") == 0
+    source.write_text(vector)
+    assert read_sched_mode(str(source), "batch_echo") == 0
     assert read_sched_mode(str(tmp_path / "missing.asc"), "batch_echo") == 0
 
 

@@ -191,7 +191,7 @@ struct DgMegaMoeCommArgs {
 // (swiglu), the L2 grouped GEMM (l2) and the sends, then the combine's sum (the GEMMs' layout and the SwiGLU ends
 // are the wave's wave_ends row, set by the kernel). The vector steps run on the first dispatch_grid / swiglu_grid /
 // combine_grid of the launch's vector cores; every core meets the others between steps on window flag meet_flag
-// of its own rank, and flag meet_flag + 1 holds that flag's count before the call.
+// of its own rank (0 between calls).
 struct DgMegaMoeArgs {
   DgMegaMoeCommArgs comm;
   DgMGroupedGemmArgs l1;

@@ -20,7 +20,7 @@ it. Its steps, each on the cores it needs, all cores meeting between steps:
    UE8M0 scales (FP8 x FP4) or BF16, into the workspace;
 4. the L2 M-grouped GEMM;
    both GEMMs without zero padding and SwiGLU over the experts' rows alone: no step reads or writes a row
-   outside them. Zeroing them (the psum layout's padding runs to the capacity after the last expert) wrote more
+   outside them. Zeroing them (the psum layout's padding runs to the wave's end after the last expert) wrote more
    bytes than the L2 weights at decode sizes, and a few tokens a rank left the SwiGLU step mostly gaps. The
    GEMMs read every operand where the step before left it (``_gemm_fields``): the activations' packed UE8M0 rows
    as K-major scale pairs, DeepGEMM-Ascend's weight scales in their 256-row blocks with their +6 bias (the FP4
@@ -40,8 +40,8 @@ worst case, upstream's default below 6144 tokens a rank) thus keeps workspaces o
 
 Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose
 rows rank p has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's cores have written;
-``2R + 1`` = the launch's cores x the meetings of the calls so far (``mega_moe.asc``'s meetings between steps:
-``meetings(waves)`` a call); ``2R + 2`` = flag 2R + 1 before the current call. A rank
+``2R + 1`` = the launch's cores x the meetings of the call so far (``mega_moe.asc``'s meetings between steps:
+``meetings(waves)`` a call; set back to 0 at its end). A rank
 reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n, which come
 after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A peer that never
 arrives or never sends fails every waiting rank's kernel after the window's timeout, naming the rank and the
@@ -70,8 +70,7 @@ CORES_PER_BLOCK = 3  # mega_moe.asc's blocks: a cube core and its two vector cor
 
 
 def meet_flag(num_ranks: int) -> int:
-    """The window flag mega_moe.asc's cores meet on between steps (after the comm steps' 2R + 1); the next flag
-    holds its count before the current call."""
+    """The window flag mega_moe.asc's cores meet on between steps (after the comm steps' 2R + 1)."""
     return 2 * num_ranks + 1
 
 
@@ -104,7 +103,7 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
     if num_ranks * max_tokens * num_topk >= 2 ** 31:
         raise v.fail("num_max_tokens_per_rank", "ranks x tokens x topk < 2^31 (int32 sources)",
                      f"{num_ranks} x {max_tokens} x {num_topk}")
-    return DeviceWindow.create(group, num_bytes, num_flags=meet_flag(num_ranks) + 2, name_hint="mega_moe",
+    return DeviceWindow.create(group, num_bytes, num_flags=meet_flag(num_ranks) + 1, name_hint="mega_moe",
                                device=device)
 
 
@@ -132,6 +131,10 @@ class Workspace:
         act = torch.bfloat16 if buf.bf16 else torch.float8_e4m3fn
         self.alignment, self.m, self.m_cap = alignment, m, capacity(buf, alignment)
         self.max_waves = -(-self.m_cap // m)
+        if meetings(self.max_waves) * CORES_PER_BLOCK * LIB.num_cube_cores(device) >= 2 ** 31:
+            from .. import _validate as v
+            raise v.fail("num_ring_tokens", f"a ring whose waves' meetings fit the int32 meeting flag (up to "
+                         f"{self.max_waves} waves a call)", buf.num_ring_tokens)
         self.a = torch.empty(m, h, dtype=act, device=device)
         self.a_sf = None if buf.bf16 else torch.empty(m, h // 128, dtype=torch.int32, device=device)
         self.weights = torch.empty(m, dtype=torch.float32, device=device)
@@ -191,8 +194,7 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
     ws = buf.workspaces.get((y.device, alignment))
     if ws is None:
         ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
-    most_meetings = meetings(ws.max_waves) * CORES_PER_BLOCK * num_cube_cores(y)
-    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device), most_meetings) >= 2 ** 31:
+    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device)) >= 2 ** 31:
         raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
                            f"would wrap -- destroy it and make a new one")
     buf.seq += 1
@@ -221,8 +223,9 @@ def _launch(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) -
 
 
 def _gemm_fields(ws: Workspace, a: torch.Tensor, a_sf: torch.Tensor | None, weights, d: torch.Tensor):
-    """(``DgMGroupedGemmArgs`` fields, kernel defines) of one grouped GEMM of the call over the experts' rows (psum
-    ends ``ws.ends``, no zero padding), on the operands as they lie: ``a`` [M, K] with ``a_sf`` the packed UE8M0
+    """(``DgMGroupedGemmArgs`` fields, kernel defines) of one grouped GEMM of the call over the experts' rows (no
+    zero padding; the kernel sets the layout to each wave's end rows, M is the ring's rows), on the operands as they
+    lie: ``a`` [M, K] with ``a_sf`` the packed UE8M0
     rows the dispatch or SwiGLU step wrote (K-major pairs); BF16 ``weights`` [G, N, K], or FP4 ``(w, sf)`` in
     DeepGEMM-Ascend's layout (``w`` [G, N / 256, 256, K / 2], ``sf`` int16 [G, N / 256, K / 64, 256] carrying +6,
     taken by widening each value to value / 64) or upstream's ([G, N, K / 2], packed UE8M0 rows in UTCCP order: N a

@@ -208,7 +208,7 @@ __aicore__ inline __gm__ int32_t* wave_ends(const DgMegaMoeCommArgs& a, int32_t 
 }
 
 // Pulls the pairs of wave w (layout rows [w * ring, (w + 1) * ring)) into rows [0, ring) of a; the wave's first
-// pull also writes the psum end rows (and the stats). Block 0 writes the wave's end rows.
+// pull (wave 0's) also writes the psum end rows and the stats. Block 0 writes the wave's end rows.
 __aicore__ inline void pull(const Ctx& c, int32_t wave) {
   const int32_t block = c.block, grid = c.grid;
   const int64_t v0 = int64_t(wave) * c.a.ring;

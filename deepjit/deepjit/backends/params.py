@@ -28,8 +28,10 @@ _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "s
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ATTRIBUTES = re.compile(r"(?:__launch_bounds__|__mix__|__schedmode__)\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)", re.S)
 _SCHED_MODE_RE = re.compile(r"__schedmode__\s*\(\s*([^)]*?)\s*\)")
-# <qualifiers with __global__> void <name>(
-_QUALIFIED_ENTRY = re.compile(r"((?:[^;{}(]|\([^)]*\))*?\b__global__\b(?:[^;{}(]|\([^)]*\))*?)\bvoid\s+(\w+)\s*\(")
+# An Ascend entry: extern "C", then its qualifiers (__global__ among them; __mix__(1, 2) and __schedmode__(1) have
+# arguments), then void <name>(; matched on source without comments (strip_comments).
+ENTRY_RE = re.compile(r'extern\s+"C"\s+((?:[^;{(]|\([^)]*\))*?\b__global__\b(?:[^;{(]|\([^)]*\))*?)\s*\bvoid\s+'
+                      r'(\w+)\s*\(')
 _ENTRY = re.compile(r"__global__\b[\w\s]*?\b(\w+)\s*\(")
 _POINTER_MARKS = ("*", "&", "GM_ADDR", "__gm__")
 
@@ -105,14 +107,18 @@ def sched_mode_of(name: str, qualifiers: str) -> int:
     return int(modes[0])
 
 
+def strip_comments(source: str) -> str:
+    return _COMMENTS.sub(" ", source)
+
+
 def read_sched_mode(source_path: str, name: str) -> int:
     """``sched_mode_of`` the entry ``name`` in the source kept beside a kernel's binary (0 if it is missing)."""
     try:
         with open(source_path, encoding="utf-8", errors="replace") as f:
-            text = _COMMENTS.sub(" ", f.read())
+            text = strip_comments(f.read())
     except OSError:
         return 0
-    for match in _QUALIFIED_ENTRY.finditer(text):
+    for match in ENTRY_RE.finditer(text):
         if match.group(2) == name:
             return sched_mode_of(name, match.group(1))
     return 0

@@ -5,7 +5,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..backends.ascend_twin.source import ENTRY_RE
+from ..backends.params import ENTRY_RE, strip_comments
 from ..errors import DeepJITError
 
 KINDS = ("cube", "vector", "mix")
@@ -36,7 +36,7 @@ class LoweredKernel:
 
 
 def _entries(source: str) -> list[tuple[str, str]]:
-    return [(m.group(2), m.group(1)) for m in ENTRY_RE.finditer(source)]
+    return [(m.group(2), m.group(1)) for m in ENTRY_RE.finditer(strip_comments(source))]
 
 
 # Quoted includes of the Ascend C API headers, as T.import_source code writes them (``#include

@@ -8,13 +8,14 @@ import pytest
 import torch
 
 import deep_gemm
+from deep_gemm.ascend import mega_moe as ascend_mega
 from deep_gemm.testing import calc_diff
 from tests.testkit import launches, run_ranks
 
 from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs, fill
 
 
-def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None):
+def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None, split=None, dup=False):
     import torch.distributed as dist
     if alignment is not None:           # else the Ascend path's default (256)
         deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
@@ -22,6 +23,8 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None):
     num_tokens = 0 if (num_ranks == 3 and rank == 1) else 24 + 5 * rank   # a rank without tokens takes part too
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, max(num_tokens, 1), bf16, masked)
     x, topk_idx, topk_weights = x[:num_tokens], topk_idx[:num_tokens], topk_weights[:num_tokens]
+    if dup:   # a token's second slot names its first slot's expert again: two rows of one expert
+        topk_idx[:, 1] = topk_idx[:, 0]
     x_sf = None if x_sf is None else x_sf[:num_tokens]
     l1t, l2t = deep_gemm.transform_weights_for_mega_moe(l1, l2)
     assert bf16 or l1t[0].dim() == (4 if layout == "ascend" else 3)
@@ -49,12 +52,14 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None):
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
     _padding_untouched(rank, buf, ring_filled=ring is not None)
-    if ring is not None:   # the checked call's rows outgrew the ring: several waves (a 16-row ring splits experts)
+    assert buf.window.flags(rank)[ascend_mega.meet_flag(num_ranks)] == 0   # the meeting counter, reset for the next
+    if ring is not None:   # the checked call's rows outgrew the ring: several waves, experts split where `split`
         ws = next(iter(buf.workspaces.values()))
         ends = ws.ends.tolist()
         starts = [0] + [-(-end // ws.alignment) * ws.alignment for end in ends[:-1]]
-        assert ws.m == ring and ends[-1] > ring, (ws.m, ends)
-        assert (ring == 16) == any(s // ring != (e - 1) // ring for s, e in zip(starts, ends, strict=True) if e > s), ends
+        assert ws.m == -(-ring // ws.alignment) * ws.alignment and ends[-1] > ws.m, (ws.m, ends)
+        crossing = any(s // ws.m != (e - 1) // ws.m for s, e in zip(starts, ends, strict=True) if e > s)
+        assert split is None or crossing == split, (ws.m, ends)
     if os.environ.get("DG_COMM_KERNEL_DEBUG") == "1":   # upstream's debug switch: the buffer zeroed after a call
         assert not bool(buf.buffer.any()), f"rank {rank}: buffer not zeroed"
     buf.destroy()
@@ -110,11 +115,15 @@ def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp, layout, alignment)
     assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, layout, alignment, timeout=300, env=debug))
 
 
-@pytest.mark.parametrize("num_ranks,masked,alignment,ring", [(2, False, 16, 16), (3, True, None, 256)])
-def test_rows_past_the_ring_run_in_waves(num_ranks, masked, alignment, ring):
-    """A ring (``num_ring_tokens``) smaller than the routed rows: the call runs them ring rows at a time, the
-    experts' rows split where a wave ends (with 16-row alignment), and matches the reference as in one wave."""
-    assert all(run_ranks(_rank, num_ranks, False, masked, None, "ascend", alignment, ring, timeout=300))
+@pytest.mark.parametrize("num_ranks,masked,alignment,ring,split,dup", [(2, False, 16, 16, True, False),
+                                                                         (3, True, None, 256, False, False),
+                                                                         (2, False, 16, 40, None, True),
+                                                                         (3, True, 8, 24, None, False)])
+def test_rows_past_the_ring_run_in_waves(num_ranks, masked, alignment, ring, split, dup):
+    """A ring (``num_ring_tokens``, rounded up to the alignment) smaller than the routed rows: the call runs them
+    ring rows at a time -- one expert a wave, or several, an expert's rows split where a wave ends -- and matches
+    the reference as in one wave; also with a token routed twice to one expert."""
+    assert all(run_ranks(_rank, num_ranks, False, masked, None, "ascend", alignment, ring, split, dup, timeout=300))
 
 
 def _silent_peer(rank, num_ranks, stage):
@@ -126,7 +135,6 @@ def _silent_peer(rank, num_ranks, stage):
 
     import torch.distributed as dist
 
-    from deep_gemm.ascend import mega_moe as ascend_mega
     from deepjit.backends.ascend_twin.kernel import TwinLaunchError
     deep_gemm.set_mk_alignment_for_contiguous_layout(32)
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, 16, False, False)

@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from ... import descriptors
 from ...errors import DeepJITError
 from ...include_parser import scan_include
-from ..params import SCALARS, sched_mode_of
+from ..params import ENTRY_RE, SCALARS, sched_mode_of, strip_comments
 
 # (QUAL T *)0 -> (QUAL T *)::dj_twin::onchip_base(::dj_twin::Mem::X): generated code and TileLang's
 # headers place on-chip buffers at absolute offsets from 0.
 _MEMORY_OF = {"__ubuf__": "UB", "__cbuf__": "L1", "__ca__": "L0A", "__cb__": "L0B", "__cc__": "L0C"}
 _NULL_RE = re.compile(r"\(\s*(__ubuf__|__cbuf__|__ca__|__cb__|__cc__)(\s+[\w:<>, ]+?\s*\*)\s*\)\s*0(?![\w.])")
-# extern "C", then the qualifiers (__global__ among them; __mix__(1, 2) and __schedmode__(1) have arguments)
-ENTRY_RE = re.compile(r'extern\s+"C"\s+((?:[^;{(]|\([^)]*\))*?\b__global__\b(?:[^;{(]|\([^)]*\))*?)\s*\bvoid\s+(\w+)\s*\(')
 # Names whose use makes SIMT lanes run as fibers (a barrier or a cross-lane exchange).
 _LANE_SYNC_RE = re.compile(r"\b(asc_syncthreads|__syncthreads|asc_shfl\w*|__shfl\w*|AscendAllReduce|asc_ballot|"
                            r"asc_activemask|asc_reduce_(?:add|max|min))\b")
@@ -65,6 +63,7 @@ def _split_params(text: str) -> list[str]:
 
 def parse_entry(source: str) -> Entry:
     """The one ``extern "C" __global__`` kernel: its name, core type and parameter list."""
+    source = strip_comments(source)
     matches = list(ENTRY_RE.finditer(source))
     if len(matches) != 1:
         raise DeepJITError(f'expected exactly one extern "C" __global__ entry point in the AscendC source, '
