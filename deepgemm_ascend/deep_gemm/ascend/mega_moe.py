@@ -38,11 +38,10 @@ the last wave each combine core adds 1 to its sent flag on every rank, and once 
 worst case, upstream's default below 6144 tokens a rank) thus keeps workspaces of ring rows, not of every
 (token, slot) pair of every rank.
 
-Flags (int32, monotonic): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose
-rows rank p has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's cores have written;
-``2R + 1`` = the launch's cores x the meetings of the call so far (``mega_moe.asc``'s meetings between steps:
-``meetings(waves)`` a call; set back to 0 at its end). A rank
-reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n, which come
+Flags (int32): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose rows rank p
+has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's cores have written (these three
+monotonic); ``2R + 1`` = the launch's cores x the meetings of the call so far (``mega_moe.asc``'s meetings
+between steps: ``meetings(waves)`` a call; set back to 0 at its end). A rank reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n, which come
 after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A peer that never
 arrives or never sends fails every waiting rank's kernel after the window's timeout, naming the rank and the
 flag. The steps on their own (``mega_moe_comm.asc``, ``mega_swiglu.asc``, the M-grouped kernels) run the same
@@ -51,7 +50,8 @@ them).
 
 Not yet as DeepGEMM-Ascend does it: the steps run one after another, meeting in between, rather than overlapping
 the pulls and sends with the cube's work tile by tile; on an NPU the SymmBuffer needs torch views of the CANN
-SHMEM window, which are not built.
+SHMEM window, which are not built (DeepGEMM-Ascend registers an ``aclrtMalloc`` buffer with HCCL, reaches its
+peers' copies over UB-memory channels and wraps it with ``torch::from_blob`` on the NPU device).
 """
 from __future__ import annotations
 
