@@ -121,6 +121,17 @@ def test_batch_mode_starts_a_launch_only_when_all_its_cores_can_start(twin_runti
                                               r"cores are idle at once; it needs 65 AIV cores and the chip has 64"):
         launch_source(twin_runtime, "inter_sync", batch, y, -1, num_blocks=65)
     assert torch.equal(y, torch.zeros(65))
+    mixed = r'''
+#include <c_api/asc_simd.h>
+extern "C" __global__ __schedmode__(1) __mix__(1, 2) void batch_mix(__gm__ float* y) {
+  if ASC_IS_AIC { y[block_idx] = 1.0f; }
+}
+'''
+    y = torch.zeros(33)
+    launch_source(twin_runtime, "batch_mix", mixed, y, num_blocks=32)   # 32 AIC + 64 AIV: the whole chip
+    assert torch.equal(y[:32], torch.ones(32))
+    with pytest.raises(TwinLaunchError, match="it needs 33 AIC cores and the chip has 32"):
+        launch_source(twin_runtime, "batch_mix", mixed, torch.zeros(33), num_blocks=33)
 
 
 def test_run_on_twin_binds_views_by_their_data_name_and_takes_scalars(run_on_twin):
