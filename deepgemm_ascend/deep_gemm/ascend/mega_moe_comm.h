@@ -235,8 +235,13 @@ __aicore__ inline void pull(const Ctx& c, int32_t wave) {
   }
   const int64_t K = c.a.topk, sf_bytes = c.a.sf_words * 4;
   RowPipe pipe(ub<uint8_t>(c, kRowAt), ub<uint8_t>(c, kAccAt));
+  __ubuf__ int32_t* counts = ub<int32_t>(c, kCountsAt);
   for (int32_t u = block; u < c.units; u += grid) {
     place(c, u, next, nullptr);
+    bool in_wave = false;   // a unit none of whose pairs lands in this wave is not staged again
+    for (int32_t e = 0; e < c.e_local && !in_wave; ++e)
+      in_wave = next[e] < v0 + c.a.ring && next[e] + clamp64(counts[u * c.e_local + e], 0, c.a.m_cap) > v0;
+    if (!in_wave) continue;
     const Unit s = unit(c, u);
     const int32_t p = s.p;
     for (int64_t t0 = s.lo; t0 < s.hi; t0 += kTokens) {
