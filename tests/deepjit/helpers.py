@@ -113,8 +113,8 @@ def make_fake_ascend_toolkit(home) -> str:
             open(out, "w").write("// assembly\\n")
             sys.exit(0)
         lines = []
-        for i, m in enumerate(re.finditer(r"__global__\\s+(?:__schedmode__\\s*\\([^)]*\\)\\s*)?(__mix__\\s*\\([^)]*\\)\\s*)?"
-                                         r"(?:__schedmode__\\s*\\([^)]*\\)\\s*)?[^(;]*?(\\w+)\\s*\\(", code)):
+        code = re.sub(r"__schedmode__\\s*\\([^)]*\\)", " ", code)
+        for i, m in enumerate(re.finditer(r"__global__\\s+(__mix__\\s*\\([^)]*\\)\\s*)?[^(;]*?(\\w+)\\s*\\(", code)):
             name = m.group(2)
             if "--cce-aicpu-only" in argv:
                 lines.append(f"int {{name}}(void) {{{{ return 0; }}}} int {{name}}_interface(void) {{{{ return 0; }}}}")

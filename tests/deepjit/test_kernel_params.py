@@ -101,6 +101,14 @@ def test_the_scheduling_mode_is_read_with_the_declaration(tmp_path):
     assert read_sched_mode(str(source), "batch_echo") == 1 and read_sched_mode(str(source), "mixed_echo") == 0
     source.write_text(vector)
     assert read_sched_mode(str(source), "batch_echo") == 0
+    # comment marks inside a string literal are no comment; entries without extern "C" right before them
+    literal = '#define TAG "a/*"\n' + BATCH
+    assert parse_entry(literal).sched_mode == 1 and declared_types(literal) == ["ptr", "int32_t"]
+    block = BATCH.replace('extern "C" __global__', '#include <x.h>\nextern "C" {\n__global__') + "}\n"
+    cxx = "#pragma once\n" + BATCH.replace('extern "C" ', "")
+    for text in (block, cxx):
+        source.write_text(text)
+        assert read_sched_mode(str(source), "batch_echo") == 1, text
     assert read_sched_mode(str(tmp_path / "missing.asc"), "batch_echo") == 0
 
 

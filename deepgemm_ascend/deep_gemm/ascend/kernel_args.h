@@ -187,8 +187,8 @@ struct DgMegaMoeCommArgs {
 };
 
 // dg_mega_moe (mega_moe.asc): one Mega MoE call in one persistent launch (deep_gemm/ascend/mega_moe.py): the
-// dispatch (comm; its op unused), then for each wave of ring rows the L1 grouped GEMM (l1), the SwiGLU step
-// (swiglu), the L2 grouped GEMM (l2) and the sends, then the combine's sum (the GEMMs' layout and the SwiGLU ends
+// dispatch (comm; its op unused), then for each wave of ring rows its pull, the L1 grouped GEMM (l1), the SwiGLU
+// step (swiglu), the L2 grouped GEMM (l2) and the sends, then the combine's sum (the GEMMs' layout and the SwiGLU ends
 // are the wave's wave_ends row, set by the kernel). The vector steps run on the first dispatch_grid / swiglu_grid /
 // combine_grid of the launch's vector cores; every core meets the others between steps on window flag meet_flag
 // of its own rank (0 between calls).

@@ -194,7 +194,8 @@ __aicore__ inline void place(const Ctx& c, int32_t u, __ubuf__ int32_t* next, __
 }
 
 // The waves of a call: enough to cover the layout's rows up to the last expert's end (at least one). Read
-// from GM by any core once the dispatch's first pull has written the ends.
+// from GM by any core once the dispatch's first pull has written the ends, after a meeting (its asc_dcci: the
+// scalar read must not hit a stale DCache line).
 __aicore__ inline int32_t waves(const DgMegaMoeCommArgs& a) {
   const int64_t last = clamp64(a.ends[a.num_experts / a.symm_num_ranks - 1], 0, a.m_cap);
   const int64_t n = (last + a.ring - 1) / a.ring;
@@ -207,7 +208,7 @@ __aicore__ inline __gm__ int32_t* wave_ends(const DgMegaMoeCommArgs& a, int32_t 
   return a.wave_ends + int64_t(w) * (a.num_experts / a.symm_num_ranks);
 }
 
-// Pulls the pairs of wave w (layout rows [w * ring, (w + 1) * ring)) into rows [0, ring) of a; the wave's first
+// Pulls the pairs of wave w (layout rows [w * ring, (w + 1) * ring)) into rows [0, ring) of a; the call's first
 // pull (wave 0's) also writes the psum end rows and the stats. Block 0 writes the wave's end rows.
 __aicore__ inline void pull(const Ctx& c, int32_t wave) {
   const int32_t block = c.block, grid = c.grid;
@@ -239,8 +240,10 @@ __aicore__ inline void pull(const Ctx& c, int32_t wave) {
   for (int32_t u = block; u < c.units; u += grid) {
     place(c, u, next, nullptr);
     bool in_wave = false;   // a unit none of whose pairs lands in this wave is not staged again
-    for (int32_t e = 0; e < c.e_local && !in_wave; ++e)
-      in_wave = next[e] < v0 + c.a.ring && next[e] + clamp64(counts[u * c.e_local + e], 0, c.a.m_cap) > v0;
+    for (int32_t e = 0; e < c.e_local && !in_wave; ++e) {
+      const int64_t n = clamp64(counts[u * c.e_local + e], 0, c.a.m_cap);
+      in_wave = n > 0 && next[e] < v0 + c.a.ring && next[e] + n > v0;
+    }
     if (!in_wave) continue;
     const Unit s = unit(c, u);
     const int32_t p = s.p;

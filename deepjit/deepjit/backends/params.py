@@ -25,7 +25,8 @@ SCALARS = {
     "unsigned long long": ctypes.c_ulonglong, "size_t": ctypes.c_size_t,
 }
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"}
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# comments, and the string and character literals that may hold comment marks (kept)
+_COMMENTS = re.compile(r'("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')|//[^\n]*|/\*.*?\*/', re.S)
 _ATTRIBUTES = re.compile(r"(?:__launch_bounds__|__mix__|__schedmode__)\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)", re.S)
 _SCHED_MODE_RE = re.compile(r"__schedmode__\s*\(\s*([^)]*?)\s*\)")
 # An Ascend entry: extern "C", then its qualifiers (__global__ among them; __mix__(1, 2) and __schedmode__(1) have
@@ -70,7 +71,7 @@ def _classify(param: str) -> str:
 def declared_types(source: str, name: str | None = None) -> list[str] | None:
     """The parameter kinds of the ``__global__`` function ``name`` (any name: the source's only entry
     kernel), or None when the source does not declare exactly that one."""
-    text = _ATTRIBUTES.sub(" ", _COMMENTS.sub(" ", source))
+    text = _ATTRIBUTES.sub(" ", strip_comments(source))
     found = {}
     for match in _ENTRY.finditer(text):
         if name is None or match.group(1) == name:
@@ -108,7 +109,8 @@ def sched_mode_of(name: str, qualifiers: str) -> int:
 
 
 def strip_comments(source: str) -> str:
-    return _COMMENTS.sub(" ", source)
+    """``source`` with its comments blanked (string and character literals kept)."""
+    return _COMMENTS.sub(lambda m: m.group(1) or " ", source)
 
 
 def read_sched_mode(source_path: str, name: str) -> int:
@@ -121,4 +123,12 @@ def read_sched_mode(source_path: str, name: str) -> int:
     for match in ENTRY_RE.finditer(text):
         if match.group(2) == name:
             return sched_mode_of(name, match.group(1))
-    return 0
+    # no extern "C" right before it (an extern "C" { ... } block, a C++ entry): the qualifiers since the
+    # statement or preprocessor line before the name
+    found = re.search(rf"\bvoid\s+{re.escape(name)}\s*\(", text)
+    if found is None:
+        return 0
+    head = text[:found.start()]
+    start = max(max(head.rfind(c) for c in ";{}"), head.rfind("\n#"))
+    qualifiers = head[start + 1:].split("\n", 1)[-1] if head[start + 1:].startswith("#") else head[start + 1:]
+    return sched_mode_of(name, qualifiers) if "__global__" in qualifiers else 0

@@ -31,6 +31,7 @@ from ...external import call_external_command, shell_join
 from ...hashing import hash_hex
 from .. import Backend
 from ..host.toolchain import find_cxx
+from ..params import strip_comments
 from .device import TwinDevice
 from .kernel import TwinKernel
 from .options import DEFAULT_CXX_FLAGS, AscendLaunchOptions, TwinCompilerOptions
@@ -186,10 +187,11 @@ class AscendTwinBackend(Backend):
     def compile(self, source: str, build_dir: str, options: TwinCompilerOptions) -> str:
         build_dir = os.path.normpath(os.path.abspath(build_dir))
         entry = parse_entry(source)
-        kind = "tilelang" if _TL_INCLUDE_RE.search(source) else "c_api"
+        code = strip_comments(source)   # a commented-out include or barrier chooses nothing
+        kind = "tilelang" if _TL_INCLUDE_RE.search(code) else "c_api"
         if kind == "tilelang" and not self.template_root:
             raise CompileError("the source includes tl_templates/ascend headers but TileLang is not installed")
-        flags = options.get_flags() + (["-DDJ_TWIN_SIMT_FIBERS"] if uses_lane_sync(source) else [])
+        flags = options.get_flags() + (["-DDJ_TWIN_SIMT_FIBERS"] if uses_lane_sync(code) else [])
         prelude = self._prelude(kind, flags)
         write_file_sync(os.path.join(build_dir, "kernel.asc"), source)
         write_file_sync(os.path.join(build_dir, KERNEL_FILE), rewrite_onchip_nulls(source))

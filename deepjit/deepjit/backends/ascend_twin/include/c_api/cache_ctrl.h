@@ -3,7 +3,7 @@
 // cores' and the data movers' writes do not update: a core that reads GM another core may have written cleans and
 // invalidates the line (asc_dcci_single) or the whole cache (asc_dcci_entire_out / _all / _atomic) first, or reads
 // with asc_load_dev. The twin's scalar GM accesses go straight to memory (no cache: every read is fresh), so
-// these only check their address (no timeline event); a kernel that relies on a stale line being refreshed
+// asc_dcci_single checks its address and the others do nothing (no timeline event); a kernel that relies on a stale line being refreshed
 // behaves the same on both. Not on the 950 (asc_dcci.md): asc_dcci_entire_ub, which fails to compile naming it.
 #pragma once
 

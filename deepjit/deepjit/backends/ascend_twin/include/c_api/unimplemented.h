@@ -519,4 +519,11 @@ DJ_TWIN_UNIMPLEMENTED(vcgmax)
 DJ_TWIN_UNIMPLEMENTED(vcgmin)
 DJ_TWIN_UNIMPLEMENTED(vcpadd)
 
+// The other cache controls of asc-devkit's cache_ctrl.h (c_api/cache_ctrl.h has the DCache clean / invalidate).
+DJ_TWIN_UNIMPLEMENTED(asc_ub_dcci_single)
+DJ_TWIN_UNIMPLEMENTED(asc_dci)
+DJ_TWIN_UNIMPLEMENTED(asc_datacache_preload)
+DJ_TWIN_UNIMPLEMENTED(asc_icache_preload)
+DJ_TWIN_UNIMPLEMENTED(asc_get_icache_preload_status)
+
 #undef DJ_TWIN_UNIMPLEMENTED
