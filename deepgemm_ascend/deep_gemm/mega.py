@@ -76,7 +76,10 @@ class SymmBuffer:
 
     Fields: ``x``, ``x_sf`` (absent in BF16 mode), ``topk_idx``, ``topk_weights`` (the caller copies its
     inputs into their first T rows), ``l1_acts(_sf)``, ``l2_acts(_sf)`` (ring workspace views kept for
-    layout parity; the CPU path computes in private tensors) and ``combine`` (``[topk, T_max, H]`` BF16)."""
+    layout parity; the CPU path computes in private tensors) and ``combine`` (``[topk, T_max, H]`` BF16).
+    On the Ascend path the four input fields are the rank's own device tensors, which each call's kernel copies
+    into the window before announcing them (``ascend/mega_moe.py``); an NPU window has no host views, so there
+    the other fields and ``buffer`` are None."""
 
     def __init__(self, group, num_experts: int, num_max_tokens_per_rank: int, num_topk: int, hidden: int,
                  intermediate_hidden: int, num_ring_tokens: int | None = None, mma_type: str = "fp8xfp4",
@@ -137,14 +140,21 @@ class SymmBuffer:
                 raise v.fail("group", "ranks that all live on this host (the CPU Mega MoE is intra-host)",
                              f"{self.window.num_local_ranks} of {num_ranks} ranks local")
             self._own_rank = self.window.local_rank
+        host_views = not self.on_ascend or self.device.type == "cpu"   # an NPU window has none (CANN SHMEM)
         for name in self._views:
-            setattr(self, name, self.view(self._own_rank, name))
-        self.x_sf = self.view(self._own_rank, "x_sf") if not self.bf16 else None
+            setattr(self, name, self.view(self._own_rank, name) if host_views else None)
+        self.x_sf = self.view(self._own_rank, "x_sf") if not self.bf16 and host_views else None
         for name in ("l1_acts_sf", "l2_acts_sf"):
-            if name in self._views:
+            if name in self._views and host_views:
                 setattr(self, name, getattr(self, name).t())          # MN-major, strides (1, R_sf)
-        self.buffer = self._tensor(self._own_rank, torch.int8, (num_bytes,), 0)
-        self.buffer.zero_()
+        if self.on_ascend:   # the caller's inputs: the rank's own tensors, which the kernel copies into the window
+            for name in ("x", "x_sf", "topk_idx", "topk_weights"):
+                if name in self._views:
+                    _, dtype, shape = self._views[name]
+                    setattr(self, name, torch.zeros(shape, dtype=dtype, device=self.device))
+        self.buffer = self._tensor(self._own_rank, torch.int8, (num_bytes,), 0) if host_views else None
+        if self.buffer is not None:
+            self.buffer.zero_()
         self.window.barrier()
 
     def _tensor(self, peer: int, dtype: torch.dtype, shape, offset: int) -> torch.Tensor:
@@ -330,7 +340,9 @@ def _debug_zero(buf: SymmBuffer) -> None:
     call that reads what an earlier one left shows up. Safe then: no peer reads this rank's window after its
     combine (their pulls came before their sends, which this rank's combine waited for)."""
     if os.environ.get("DG_COMM_KERNEL_DEBUG", "0") not in ("", "0"):
-        buf.buffer.zero_()
+        for t in (buf.buffer, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights):   # an NPU window: the inputs only
+            if t is not None:
+                t.zero_()
 
 
 def _compute_and_send(l1, l2, buf: SymmBuffer, stats, activation_clamp, bf16: bool) -> None:

@@ -161,13 +161,19 @@ struct DgMegaSwigluArgs {
 };
 
 // dg_mega_moe_comm (mega_moe_comm.asc): Mega MoE's window steps (op 0 dispatch, 1 combine;
-// deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data. The
+// deep_gemm/ascend/mega_moe.py). off_* are byte offsets of the SymmBuffer views in the window's data, in_* the
+// rank's inputs in its own tensors (x, x_sf, topk_idx, topk_weights: the dispatch copies rows [0, num_tokens)
+// into the window before it announces them). The
 // experts' rows lie in a psum layout of m_cap rows (ends [num_experts / R]: its end rows), processed in waves of
 // ring rows (a multiple of alignment): wave w holds layout rows [w * ring, (w + 1) * ring), whose end rows relative
 // to the wave are wave_ends [waves, num_experts / R]; a [ring, row_bytes] pulled x rows, a_sf [ring, sf_words]
 // (sf_words 0 in BF16 mode), weights / src [ring] per pulled row, counts [R * units_per_rank, num_experts / R],
 // stats [num_experts / R], l2_out [ring, hidden] BF16, y [num_tokens, hidden] BF16.
 struct DgMegaMoeCommArgs {
+  __gm__ uint8_t* in_x;
+  __gm__ uint8_t* in_x_sf;
+  __gm__ uint8_t* in_topk_idx;
+  __gm__ uint8_t* in_topk_weights;
   __gm__ uint8_t* a;
   __gm__ int32_t* a_sf;
   __gm__ float* weights;

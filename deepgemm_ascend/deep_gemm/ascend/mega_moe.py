@@ -7,8 +7,10 @@ One call is one launch of the persistent mixed kernel ``mega_moe.asc`` on every 
 cores, on the rank's stream; the host neither waits on it nor reads anything back, and no other op runs around
 it. Its steps, each on the cores it needs, all cores meeting between steps:
 
-1. dispatch (``mega_moe_comm.h``) on the vector cores: each rank publishes its token count and sets its arrival
-   flag on every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert
+1. dispatch (``mega_moe_comm.h``) on the vector cores: each rank copies its inputs from the SymmBuffer's input
+   tensors (its own device tensors, not window views: an NPU window, CANN SHMEM's heap, has no torch views) into
+   its window, meets its dispatch cores on a window flag, publishes its token count and sets its arrival flag on
+   every rank; once all have arrived, the (token, slot) pairs of every rank routed to each local expert
    are counted by chunks of each rank's tokens spread over the vector cores, and (after a grid barrier on a
    window flag) those of the first wave (below) pulled from the peers' windows into the psum layout (expert e's
    rows from ``align(end of e - 1, mk alignment)``, ordered by source rank, token, slot: the host path's order),
@@ -39,7 +41,8 @@ worst case, upstream's default below 6144 tokens a rank) thus keeps workspaces o
 (token, slot) pair of every rank.
 
 Flags (int32): ``p`` = the last call rank p arrived at; ``R + p`` = COMBINE_GRID x the calls whose rows rank p
-has sent; ``2R`` = the dispatch grid x the calls whose counts this rank's cores have written (these three
+has sent; ``2R`` = the dispatch grid x (2 x the calls - 1 once this rank's cores have copied their inputs, 2 x the
+calls once they have written their counts) (these three
 monotonic); ``2R + 1`` = the launch's cores x the meetings of the call so far (``mega_moe.asc``'s meetings
 between steps: ``meetings(waves)`` a call; set back to 0 at its end). A rank reaches call n + 1 only after its combine of call n, which waited for every peer's sends of call n, which come
 after their pulls: no rank's inputs or slots are overwritten while a peer still reads them. A peer that never
@@ -49,9 +52,10 @@ code; ``_comm`` launches the dispatch or combine of a one-wave call alone (the t
 them).
 
 Not yet as DeepGEMM-Ascend does it: the steps run one after another, meeting in between, rather than overlapping
-the pulls and sends with the cube's work tile by tile; on an NPU the SymmBuffer needs torch views of the CANN
-SHMEM window, which are not built (DeepGEMM-Ascend registers an ``aclrtMalloc`` buffer with HCCL, reaches its
-peers' copies over UB-memory channels and wraps it with ``torch::from_blob`` on the NPU device).
+the pulls and sends with the cube's work tile by tile; the inputs are copied into the window rather than written
+there by the caller (DeepGEMM-Ascend registers an ``aclrtMalloc`` buffer with HCCL, reaches its peers' copies over
+UB-memory channels and gives the caller ``torch::from_blob`` views of it). On an NPU the path runs the same kernel
+over a CANN SHMEM window (``deepjit.symm.DeviceWindow``); it has never run on one here.
 """
 from __future__ import annotations
 
@@ -88,9 +92,6 @@ def create_window(group, num_bytes: int, device: torch.device, num_experts: int,
 
     from .. import _validate as v
     from .mega_swiglu import tile_rows_that_fit
-    if device.type == "npu":
-        raise NotImplementedError("Mega MoE on NPU tensors needs torch views of the CANN SHMEM window for the "
-                                  "SymmBuffer's inputs; they are not built (the kernels run on the Ascend twin)")
     if num_topk > MAX_TOPK:
         raise v.fail("num_topk", f"at most {MAX_TOPK} on Ascend", num_topk)
     if num_experts > MAX_COUNTS:
@@ -172,7 +173,9 @@ def _comm(buf, ws: Workspace, op: int, grid: int, y: torch.Tensor, stats: torch.
 def _comm_fields(buf, ws: Workspace, op: int, y: torch.Tensor, stats: torch.Tensor | None) -> dict:
     offsets = {name: buf._views[name][0] for name in ("num_tokens", "x", "topk_idx", "topk_weights", "combine")}
     offsets["x_sf"] = buf._views["x_sf"][0] if not buf.bf16 else 0
-    return dict(a=ws.a.view(torch.uint8), a_sf=ws.dummy if ws.a_sf is None else ws.a_sf,
+    inputs = dict(in_x=buf.x.view(torch.uint8), in_x_sf=(ws.dummy if buf.bf16 else buf.x_sf).view(torch.uint8),
+                  in_topk_idx=buf.topk_idx.view(torch.uint8), in_topk_weights=buf.topk_weights.view(torch.uint8))
+    return dict(**inputs, a=ws.a.view(torch.uint8), a_sf=ws.dummy if ws.a_sf is None else ws.a_sf,
                 weights=ws.weights, src=ws.src, counts=ws.counts, ends=ws.ends, wave_ends=ws.wave_ends,
                 stats=ws.dummy if stats is None else stats, l2_out=ws.l2_out.view(torch.uint8),
                 y=(y if y.numel() else ws.dummy).view(torch.uint8).reshape(-1), **buf.window.kernel_fields(),
@@ -194,7 +197,7 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
     ws = buf.workspaces.get((y.device, alignment))
     if ws is None:
         ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
-    if (buf.seq + 1) * max(COMBINE_GRID, dispatch_grid(buf, y.device)) >= 2 ** 31:
+    if (buf.seq + 1) * max(COMBINE_GRID, 2 * dispatch_grid(buf, y.device)) >= 2 ** 31:
         raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
                            f"would wrap -- destroy it and make a new one")
     buf.seq += 1

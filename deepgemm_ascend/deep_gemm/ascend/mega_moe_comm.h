@@ -145,8 +145,29 @@ __aicore__ inline Unit unit(const Ctx& c, int32_t u) {
   return Unit{p, tokens * chunk / per, tokens * (chunk + 1) / per};
 }
 
+// This rank's inputs -- rows [0, num_tokens) of the caller's x, x_sf, top-k ids and weights (the SymmBuffer's
+// own device tensors) -- into its window, by chunks of kTokens rows spread over the blocks (offsets stay 32-byte
+// aligned), then a grid barrier on flag 2R: every row is in the window before block 0 announces them.
+__aicore__ inline void publish(const Ctx& c) {
+  const int64_t T = clamp64(c.a.num_tokens, 0, c.a.max_tokens), K = c.a.topk, sf_bytes = c.a.sf_words * 4;
+  RowPipe pipe(ub<uint8_t>(c, kRowAt), ub<uint8_t>(c, kAccAt));
+  for (int64_t t0 = int64_t(c.block) * kTokens; t0 < T; t0 += int64_t(c.grid) * kTokens) {
+    const int64_t n = T - t0 < kTokens ? T - t0 : kTokens;
+    const int64_t rows = t0 * c.a.row_bytes;
+    pipe.move(peer_view(c, c.me, c.a.off_x + rows), c.a.in_x + rows, n * c.a.row_bytes);
+    if (sf_bytes) pipe.move(peer_view(c, c.me, c.a.off_x_sf + t0 * sf_bytes), c.a.in_x_sf + t0 * sf_bytes,
+                            n * sf_bytes);
+    pipe.move(peer_view(c, c.me, c.a.off_topk_idx + t0 * K * 8), c.a.in_topk_idx + t0 * K * 8, n * K * 8);
+    pipe.move(peer_view(c, c.me, c.a.off_topk_weights + t0 * K * 4), c.a.in_topk_weights + t0 * K * 4, n * K * 4);
+  }
+  pipe.drain();
+  dj_symm::signal_op(c.w, c.me, 2 * c.R, 1, dj_symm::kSignalAdd);
+  dj_symm::signal_wait_until_ge(c.w, 2 * c.R, (2 * c.a.seq - 1) * c.grid);
+}
+
 __aicore__ inline void arrive_and_count(const Ctx& c) {
   const int32_t block = c.block, grid = c.grid;
+  publish(c);
   if (block == 0) {
     __ubuf__ int64_t* word = ub<int64_t>(c, kWordAt);
     word[0] = c.a.num_tokens;
@@ -171,7 +192,7 @@ __aicore__ inline void arrive_and_count(const Ctx& c) {
   }
   // every block's counts are in GM before any block places rows (the signal follows its stores)
   dj_symm::signal_op(c.w, c.me, 2 * c.R, 1, dj_symm::kSignalAdd);
-  dj_symm::signal_wait_until_ge(c.w, 2 * c.R, c.a.seq * grid);
+  dj_symm::signal_wait_until_ge(c.w, 2 * c.R, 2 * c.a.seq * grid);
 }
 
 // counts [units, E_l] into UB; next[e] := the first layout row of unit u's pairs for expert e; returns the psum

@@ -15,12 +15,13 @@ from tests.testkit import launches, run_ranks
 from ..test_mega_moe import EXPERTS, HIDDEN, INTER, _baseline, _inputs, fill
 
 
-def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None, split=None, dup=False):
+def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None, split=None, dup=False, tokens=None):
     import torch.distributed as dist
     if alignment is not None:           # else the Ascend path's default (256)
         deep_gemm.set_mk_alignment_for_contiguous_layout(alignment)
     os.environ["DG_BACKEND"] = "ascend" if layout == "ascend" else "host"   # the transform's layout follows the path
     num_tokens = 0 if (num_ranks == 3 and rank == 1) else 24 + 5 * rank   # a rank without tokens takes part too
+    num_tokens = num_tokens if tokens is None else tokens - rank
     (x, x_sf), l1, l2, topk_idx, topk_weights = _inputs(rank, num_ranks, max(num_tokens, 1), bf16, masked)
     x, topk_idx, topk_weights = x[:num_tokens], topk_idx[:num_tokens], topk_weights[:num_tokens]
     if dup:   # a token's second slot names its first slot's expert again: two rows of one expert
@@ -52,6 +53,13 @@ def _rank(rank, num_ranks, bf16, masked, clamp, layout, alignment, ring=None, sp
         else:
             deep_gemm.fp8_fp4_mega_moe(y, l1t, l2t, buf, call_stats, activation_clamp=clamp)
     _padding_untouched(rank, buf, ring_filled=ring is not None)
+    if os.environ.get("DG_COMM_KERNEL_DEBUG") != "1":   # the kernel copied the inputs into the window
+        window = buf.view(rank, "x")
+        assert window.data_ptr() != buf.x.data_ptr()   # the caller's tensors are the rank's own
+        for name, t in (("x", x), ("x_sf", x_sf), ("topk_idx", topk_idx), ("topk_weights", topk_weights)):
+            if t is not None:
+                published = buf.view(rank, name)[:num_tokens]
+                assert torch.equal(published.view(torch.uint8), t.contiguous().view(torch.uint8)), name
     assert buf.window.flags(rank)[ascend_mega.meet_flag(num_ranks)] == 0   # the meeting counter, reset for the next
     if ring is not None:   # the checked call's rows outgrew the ring: several waves, experts split where `split`
         ws = next(iter(buf.workspaces.values()))
@@ -115,15 +123,17 @@ def test_mega_moe_on_the_twin(num_ranks, bf16, masked, clamp, layout, alignment)
     assert all(run_ranks(_rank, num_ranks, bf16, masked, clamp, layout, alignment, timeout=300, env=debug))
 
 
-@pytest.mark.parametrize("num_ranks,masked,alignment,ring,split,dup", [(2, False, 16, 16, True, False),
-                                                                         (3, True, None, 256, False, False),
-                                                                         (2, False, 16, 40, None, True),
-                                                                         (3, True, 8, 24, None, False)])
-def test_rows_past_the_ring_run_in_waves(num_ranks, masked, alignment, ring, split, dup):
+@pytest.mark.parametrize("num_ranks,masked,alignment,ring,split,dup,tokens", [(2, False, 16, 16, True, False, None),
+                                                                                (3, True, None, 256, False, False, None),
+                                                                                (2, False, 16, 40, None, True, 90),
+                                                                                (3, True, 8, 24, None, False, None)])
+def test_rows_past_the_ring_run_in_waves(num_ranks, masked, alignment, ring, split, dup, tokens):
     """A ring (``num_ring_tokens``, rounded up to the alignment) smaller than the routed rows: the call runs them
     ring rows at a time -- one expert a wave, or several, an expert's rows split where a wave ends -- and matches
-    the reference as in one wave; also with a token routed twice to one expert."""
-    assert all(run_ranks(_rank, num_ranks, False, masked, None, "ascend", alignment, ring, split, dup, timeout=300))
+    the reference as in one wave; also with a token routed twice to one expert, and with 89-90 tokens a rank
+    (their inputs copied into the window by two dispatch cores, 64 rows each at most)."""
+    assert all(run_ranks(_rank, num_ranks, False, masked, None, "ascend", alignment, ring, split, dup, tokens,
+                         timeout=300))
 
 
 def _silent_peer(rank, num_ranks, stage):
