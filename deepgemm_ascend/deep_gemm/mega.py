@@ -2,7 +2,8 @@
 
 On the host path the buffer lives in a ``deepjit.symm.SymmetricWindow`` (the shared-memory windows deep_ep
 also uses); on the Ascend path in a ``deepjit.symm.DeviceWindow`` read and written by kernels
-(``ascend/mega_moe.py``, which has its own account of a call). Every rank's inputs (``x``, ``x_sf``, ``topk_idx``, ``topk_weights``) and its combine slots are mapped
+(``ascend/mega_moe.py``, which has its own account of a call). Every rank's inputs (``x``, ``x_sf``,
+``topk_idx``, ``topk_weights``; on the Ascend path the kernel's copies of them) and its combine slots are mapped
 by every local peer. One call on the host path:
 1. each rank publishes its token count, then all ranks meet;
 2. each rank pulls, from every peer's window, the (token, top-k slot) pairs routed to its experts --
@@ -150,8 +151,9 @@ class SymmBuffer:
         if self.on_ascend:   # the caller's inputs: the rank's own tensors, which the kernel copies into the window
             for name in ("x", "x_sf", "topk_idx", "topk_weights"):
                 if name in self._views:
-                    _, dtype, shape = self._views[name]
-                    setattr(self, name, torch.zeros(shape, dtype=dtype, device=self.device))
+                    _, dtype, shape = self._views[name]   # bytes, viewed: no FP8 fill kernel needed
+                    raw = torch.zeros(*shape[:-1], shape[-1] * dtype.itemsize, dtype=torch.uint8, device=self.device)
+                    setattr(self, name, raw.view(dtype))
         self.buffer = self._tensor(self._own_rank, torch.int8, (num_bytes,), 0) if host_views else None
         if self.buffer is not None:
             self.buffer.zero_()
@@ -337,7 +339,8 @@ def _run(y, l1, l2, buf: SymmBuffer, stats, activation_clamp, bf16: bool) -> Non
 
 def _debug_zero(buf: SymmBuffer) -> None:
     """``DG_COMM_KERNEL_DEBUG=1`` (upstream's switch): the rank's whole buffer is zeroed after each call, so a
-    call that reads what an earlier one left shows up. Safe then: no peer reads this rank's window after its
+    call that reads what an earlier one left shows up (on an NPU window, which has no host view, only the input
+    tensors: the window keeps the last call's data). Safe then: no peer reads this rank's window after its
     combine (their pulls came before their sends, which this rank's combine waited for)."""
     if os.environ.get("DG_COMM_KERNEL_DEBUG", "0") not in ("", "0"):
         for t in (buf.buffer, buf.x, buf.x_sf, buf.topk_idx, buf.topk_weights):   # an NPU window: the inputs only

@@ -66,7 +66,7 @@ from .._lib import LIB
 from ._launch import args, cube_block_m, kernel, num_cube_cores
 
 COMBINE_GRID = 32    # blocks of the combine step, the same on every rank: the sent flags count to seq * 32
-# (int32 flags: a buffer refuses the call that would take seq * grid past 2^31)
+# (int32 flags: a buffer refuses the call that would take seq * grid, or the dispatch's 2 * seq * grid, past 2^31)
 MAX_TOPK = 32        # mega_moe_comm.asc stages top-k rows of at most 32 slots
 MAX_COUNTS = 4096    # and [units, E_l] counts in UB (units >= R, and R x E_l = num_experts)
 ASCEND_SF_BIAS = 6   # DeepGEMM-Ascend's weight scales carry +6 (deep_gemm.mega's layout transform)
@@ -86,8 +86,8 @@ def meetings(waves: int) -> int:
 
 def create_window(group, num_bytes: int, device: torch.device, num_experts: int, num_topk: int,
                   max_tokens: int, intermediate_hidden: int, bf16: bool):
-    """The SymmBuffer's window on the Ascend path (twin windows only: see the module docstring), after the
-    Ascend limits are checked."""
+    """The SymmBuffer's window on the Ascend path (a twin window on CPU, CANN SHMEM on an NPU: see the module
+    docstring), after the Ascend limits are checked."""
     from deepjit.symm import DeviceWindow
 
     from .. import _validate as v
@@ -193,19 +193,31 @@ def run(y: torch.Tensor, l1, l2, buf, stats: torch.Tensor | None, activation_cla
     if buf.failed is not None:
         raise RuntimeError(f"this Mega MoE SymmBuffer is broken: an earlier call failed ({buf.failed}); its window's "
                            f"flags no longer agree across ranks -- destroy it and make a new one")
+    _check_inputs(buf, y)
     alignment = runtime.mk_alignment_for(y.device)
     ws = buf.workspaces.get((y.device, alignment))
     if ws is None:
         ws = buf.workspaces[(y.device, alignment)] = Workspace(buf, y.device, alignment)
     if (buf.seq + 1) * max(COMBINE_GRID, 2 * dispatch_grid(buf, y.device)) >= 2 ** 31:
-        raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x blocks) "
-                           f"would wrap -- destroy it and make a new one")
+        raise RuntimeError(f"this Mega MoE SymmBuffer has made {buf.seq} calls: its int32 window flags (calls x "
+                           f"blocks, twice for the dispatch's) would wrap -- destroy it and make a new one")
     buf.seq += 1
     try:
         _launch(y, l1, l2, buf, ws, stats, activation_clamp, gran)
     except BaseException as exc:
         buf.failed = f"{type(exc).__name__}: {exc}"
         raise
+
+
+def _check_inputs(buf, y: torch.Tensor) -> None:
+    """The SymmBuffer's input tensors as the kernel copies them (their pointers go to it unread): the buffer's own
+    dense [max_tokens, ...] tensors on ``y``'s device, unless the caller replaced one."""
+    from .. import _validate as v
+    for name in ("x", "x_sf", "topk_idx", "topk_weights"):
+        if name in buf._views:
+            _, dtype, shape = buf._views[name]
+            v.tensor(f"sym_buffer.{name}", getattr(buf, name), (dtype,), len(shape), shape, contiguous=True,
+                     device=y.device, like="y")
 
 
 def _launch(y, l1, l2, buf, ws: Workspace, stats, activation_clamp, gran: int) -> None:

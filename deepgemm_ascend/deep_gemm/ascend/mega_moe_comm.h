@@ -146,13 +146,15 @@ __aicore__ inline Unit unit(const Ctx& c, int32_t u) {
 }
 
 // This rank's inputs -- rows [0, num_tokens) of the caller's x, x_sf, top-k ids and weights (the SymmBuffer's
-// own device tensors) -- into its window, by chunks of kTokens rows spread over the blocks (offsets stay 32-byte
-// aligned), then a grid barrier on flag 2R: every row is in the window before block 0 announces them.
+// own device tensors) -- into its window, an equal share of rows a block in multiples of 8 (every start stays
+// 32-byte aligned: hidden is a multiple of 128), then a grid barrier on flag 2R: every row is in the window
+// before block 0 announces them.
 __aicore__ inline void publish(const Ctx& c) {
   const int64_t T = clamp64(c.a.num_tokens, 0, c.a.max_tokens), K = c.a.topk, sf_bytes = c.a.sf_words * 4;
+  const int64_t share = align_up((T + c.grid - 1) / c.grid, 8), t0 = share * c.block;
   RowPipe pipe(ub<uint8_t>(c, kRowAt), ub<uint8_t>(c, kAccAt));
-  for (int64_t t0 = int64_t(c.block) * kTokens; t0 < T; t0 += int64_t(c.grid) * kTokens) {
-    const int64_t n = T - t0 < kTokens ? T - t0 : kTokens;
+  if (t0 < T) {
+    const int64_t n = T - t0 < share ? T - t0 : share;
     const int64_t rows = t0 * c.a.row_bytes;
     pipe.move(peer_view(c, c.me, c.a.off_x + rows), c.a.in_x + rows, n * c.a.row_bytes);
     if (sf_bytes) pipe.move(peer_view(c, c.me, c.a.off_x_sf + t0 * sf_bytes), c.a.in_x_sf + t0 * sf_bytes,

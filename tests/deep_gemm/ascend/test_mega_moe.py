@@ -131,7 +131,7 @@ def test_rows_past_the_ring_run_in_waves(num_ranks, masked, alignment, ring, spl
     """A ring (``num_ring_tokens``, rounded up to the alignment) smaller than the routed rows: the call runs them
     ring rows at a time -- one expert a wave, or several, an expert's rows split where a wave ends -- and matches
     the reference as in one wave; also with a token routed twice to one expert, and with 89-90 tokens a rank
-    (their inputs copied into the window by two dispatch cores, 64 rows each at most)."""
+    (their inputs copied into the window in shares of 8-row multiples by several dispatch cores)."""
     assert all(run_ranks(_rank, num_ranks, False, masked, None, "ascend", alignment, ring, split, dup, tokens,
                          timeout=300))
 
@@ -287,7 +287,9 @@ def _refusals(rank, num_ranks):
              "cumulative_local_expert_recv_stats: expected a contiguous"),
             ("strided weights", lambda: deep_gemm.bf16_mega_moe(y, l1.transpose(1, 2).contiguous().transpose(1, 2),
                                                                  l2, buf),
-             "l1_weights: expected a contiguous")):
+             "l1_weights: expected a contiguous"),
+            ("replaced input", lambda: _with_input(buf, "x", buf.x[:4], lambda: deep_gemm.bf16_mega_moe(y, l1, l2, buf)),
+             "sym_buffer.x: expected shape")):
         try:
             call()
             out.append(f"no error for {case}")
@@ -298,8 +300,19 @@ def _refusals(rank, num_ranks):
     return out
 
 
+def _with_input(buf, name, tensor, call):
+    """``call()`` with the buffer's input ``name`` replaced by ``tensor`` (a caller's mistake: the kernel copies
+    these tensors' first rows by pointer), restored after."""
+    kept = getattr(buf, name)
+    setattr(buf, name, tensor)
+    try:
+        return call()
+    finally:
+        setattr(buf, name, kept)
+
+
 def test_ascend_limits_are_refused_before_any_kernel():
-    assert run_ranks(_refusals, 1, timeout=120) == [[True] * 6]
+    assert run_ranks(_refusals, 1, timeout=120) == [[True] * 7]
 
 
 def _packed_scales(lead: tuple, rows: int, k: int, gen) -> torch.Tensor:
