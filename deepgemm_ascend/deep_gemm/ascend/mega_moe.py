@@ -30,7 +30,7 @@ it. Its steps, each on the cores it needs, all cores meeting between steps:
 5. the sends (``mega_moe_comm.h``) on COMBINE_GRID vector cores: every L2 row goes straight into its source rank's
    combine slot ``[k, t]``.
 
-Waves (upstream's ``num_ring_tokens``): the workspaces hold ``ring`` rows (``ring_rows``: the buffer's
+Waves (upstream's ``num_ring_tokens``): the workspaces hold ``ring`` rows (``Workspace.m``: the buffer's
 ``num_ring_tokens`` rounded up to the alignment), the psum layout up to ``capacity`` rows. Wave w runs steps
 1 (its pull) to 5 on the layout's rows ``[w * ring, (w + 1) * ring)``, with the end rows relative to it (an expert
 whose rows cross a wave's border is split there: its rows are independent); the number of waves follows the
@@ -116,21 +116,19 @@ def capacity(buf, alignment: int) -> int:
     return -(-rows // alignment) * alignment
 
 
-def ring_rows(buf, alignment: int) -> int:
-    """Rows of a wave: the buffer's ``num_ring_tokens`` rounded up to the alignment (a wave's layout rows start at
-    a multiple of it, so its groups keep their alignment), at most the layout's capacity."""
-    return min(-(-buf.num_ring_tokens // alignment) * alignment, capacity(buf, alignment))
-
-
 class Workspace:
     """The per-call tensors of the Ascend path, sized by the buffer alone (made once per device): ``ring`` rows
     of pulled activations and of each step's outputs, whatever the routing (the waves of mega_moe.asc)."""
 
     def __init__(self, buf, device, alignment: int):
-        m, h, inter = ring_rows(buf, alignment), buf.hidden, buf.intermediate_hidden
+        self.m_cap = capacity(buf, alignment)
+        # a wave's rows: the ring rounded up to the alignment (a wave's layout rows start at a multiple of it, so
+        # its groups keep their alignment), at most the layout's capacity
+        m = min(-(-buf.num_ring_tokens // alignment) * alignment, self.m_cap)
+        h, inter = buf.hidden, buf.intermediate_hidden
         e_local = buf.num_experts // buf.num_ranks
         act = torch.bfloat16 if buf.bf16 else torch.float8_e4m3fn
-        self.alignment, self.m, self.m_cap = alignment, m, capacity(buf, alignment)
+        self.alignment, self.m = alignment, m
         self.max_waves = -(-self.m_cap // m)
         if meetings(self.max_waves) * CORES_PER_BLOCK * LIB.num_cube_cores(device) >= 2 ** 31:
             from .. import _validate as v

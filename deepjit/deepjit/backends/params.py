@@ -120,15 +120,12 @@ def read_sched_mode(source_path: str, name: str) -> int:
             text = strip_comments(f.read())
     except OSError:
         return 0
-    for match in ENTRY_RE.finditer(text):
-        if match.group(2) == name:
-            return sched_mode_of(name, match.group(1))
-    # no extern "C" right before it (an extern "C" { ... } block, a C++ entry): the qualifiers since the
-    # statement or preprocessor line before the name
     found = re.search(rf"\bvoid\s+{re.escape(name)}\s*\(", text)
     if found is None:
         return 0
+    # the qualifiers: back to the statement or block before the name (extern "C" before them or not), without
+    # preprocessor lines
     head = text[:found.start()]
-    start = max(max(head.rfind(c) for c in ";{}"), head.rfind("\n#"))
-    qualifiers = head[start + 1:].split("\n", 1)[-1] if head[start + 1:].startswith("#") else head[start + 1:]
+    lines = head[max(head.rfind(c) for c in ";{}") + 1:].split("\n")
+    qualifiers = " ".join(line for line in lines if not line.lstrip().startswith("#"))
     return sched_mode_of(name, qualifiers) if "__global__" in qualifiers else 0
